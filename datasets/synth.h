@@ -1,0 +1,23 @@
+/* synth.h — synthetic photo-like images, JPEG encoding, and ImageNet-like size draws.
+ * Used by the dataset generator (datasets/ringfeed-gen), by ringfeed-pack's tests and by every
+ * test suite that needs images. Deterministic: the same seed gives the same bytes. */
+#ifndef RF_SYNTH_H
+#define RF_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Draw an image size distributed like ImageNet's training set (mean near 400x350, long side
+ * mostly 200..1000) from seed. */
+void rf_synth_size(uint64_t seed, uint32_t *width, uint32_t *height);
+
+/* Render a w x h RGB image (w*h*3 bytes, row-major) with natural-image statistics: multi-scale
+ * structure, edges, texture. Deterministic from seed; thread-safe (no global state). */
+void rf_synth_image(uint64_t seed, uint32_t width, uint32_t height, uint8_t *rgb);
+
+/* Encode RGB to JPEG (4:2:0, the given quality 1..100, baseline or progressive). *out is
+ * malloc'ed; returns 0 or -1 on failure. */
+int rf_synth_jpeg(const uint8_t *rgb, uint32_t width, uint32_t height, int quality, int progressive,
+                  uint8_t **out, size_t *len);
+
+#endif

@@ -1,0 +1,270 @@
+/* ringfeed.h — the public C API of ringfeed, and its specification.
+ *
+ * ringfeed reads dataset shards with io_uring (or a pread pool) into a staging arena, decodes
+ * and augments samples on a thread pool straight into a ring of pinned batch slots, and copies
+ * finished batches to the GPU on its own streams, several batches ahead of the consumer.
+ *
+ * Conventions that hold for every function below:
+ *  - Fallible calls return int: 0 on success, a negative code on failure. Codes are either
+ *    -errno (passed through from the OS) or one of RF_E* below. rf_strerror() names either kind.
+ *  - Detail for the last failure of a loader (shard, member, byte offset, decoder message) is in
+ *    rf_last_error(loader). Errors raised on worker threads are sticky: they surface at the next
+ *    rf_loader_next() and every later call returns the same code.
+ *  - No function here is static inline, variadic or takes a struct by value, and public structs
+ *    use fixed-width types only, so a ctypes (or any FFI) binding reaches everything.
+ *  - Structs that may grow start with struct_size and only grow at the end. Fill them with the
+ *    matching *_init() function, never with a literal.
+ *  - A loader is used by one consumer thread at a time (create/next/release/destroy/stats are not
+ *    to be called concurrently on one loader). Different loaders are fully independent: ringfeed
+ *    keeps no global state.
+ *  - Streams and events are passed as void* (a cudaStream_t / cudaEvent_t); NULL means the legacy
+ *    default stream where a stream is expected.
+ */
+#ifndef RINGFEED_H
+#define RINGFEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RINGFEED_BUILDING)
+#define RF_API __attribute__((visibility("default")))
+#else
+#define RF_API
+#endif
+
+#define RF_VERSION_MAJOR 0
+#define RF_VERSION_MINOR 1
+#define RF_VERSION_PATCH 0
+/* Version of rf_config's layout; rf_config_init() stamps it. */
+#define RF_CONFIG_VERSION 1
+
+/* ---- return codes ------------------------------------------------------------------------ */
+
+/* Positive results of rf_loader_next(): not errors, no batch is returned. */
+#define RF_EPOCH_END 1 /* the current epoch has no more batches on this rank; call again for the next */
+#define RF_DONE 2      /* the configured number of epochs has been delivered */
+
+/* ringfeed's own error codes; all below any -errno. */
+enum rf_error {
+    RF_EINVAL = -1000,     /* an argument or config field is invalid (rf_last_error says which) */
+    RF_ENOMEM = -1001,     /* an allocation failed */
+    RF_ENOFILES = -1002,   /* the shard patterns matched no file */
+    RF_EFORMAT = -1003,    /* a shard is malformed (bad tar header, truncated member, ...) */
+    RF_EDECODE = -1004,    /* an image could not be decoded (corrupt data, not a JPEG) */
+    RF_ELIMIT = -1005,     /* a configured limit was exceeded (pixels, member size, ...) */
+    RF_EIO = -1006,        /* a read failed after bounded retries */
+    RF_ECUDA = -1007,      /* a CUDA runtime call failed; the loader is unusable */
+    RF_ENODEV = -1008,     /* a CUDA device was requested but none is usable */
+    RF_ESTATE = -1009,     /* call not valid in this state (e.g. releasing a batch twice) */
+    RF_EINDEX = -1010,     /* a shard index disagrees with its shard */
+    RF_ERESUME = -1011,    /* a resume state is corrupt or does not match the dataset/config */
+    RF_ECLOSED = -1012,    /* the loader is shutting down */
+    RF_ELABEL = -1013,     /* a label member is missing or not an integer */
+};
+
+/* ---- enums used in rf_config ------------------------------------------------------------- */
+
+enum rf_device_kind { RF_DEVICE_AUTO = 0, RF_DEVICE_HOST = 1, RF_DEVICE_CUDA = 2 };
+enum rf_io_engine_kind { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
+enum rf_crop { RF_CROP_RANDOM = 0, RF_CROP_CENTER = 1 };
+enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
+enum rf_dtype { RF_DTYPE_UINT8 = 0, RF_DTYPE_INT32 = 1, RF_DTYPE_INT64 = 2, RF_DTYPE_UINT16 = 3 };
+/* Epoch order. GLOBAL: a full seeded permutation of all samples. NONE: dataset order
+ * (shards in the order given, members in file order). */
+enum rf_order { RF_ORDER_GLOBAL = 0, RF_ORDER_NONE = 1 };
+/* What a rank does with the samples left over when the epoch does not split evenly. */
+enum rf_remainder { RF_REMAINDER_PAD = 0, RF_REMAINDER_DROP = 1 };
+
+/* ---- configuration ----------------------------------------------------------------------- */
+
+typedef struct rf_config {
+    uint32_t struct_size; /* sizeof(rf_config) as the caller knows it; set by rf_config_init */
+    uint32_t version;     /* RF_CONFIG_VERSION; set by rf_config_init */
+
+    /* Data. `shards` holds shard_count patterns: plain paths, globs (`data/*.tar`) and brace
+     * ranges (`train-{000000..000099}.tar`), expanded and concatenated in the order given.
+     * The strings are copied during rf_loader_create(). */
+    const char *const *shards;
+    uint32_t shard_count;
+
+    /* Batch shape. Every image is cropped and resized to image_size x image_size x 3 uint8. */
+    uint32_t batch_size;     /* default 256 */
+    uint32_t image_size;     /* output height = width; default 224 */
+    uint32_t crop;           /* enum rf_crop; default RF_CROP_RANDOM */
+    uint32_t layout;         /* enum rf_layout; default RF_LAYOUT_NHWC */
+    uint32_t resize_shorter; /* CENTER: shorter side before the center crop; 0 = image_size*256/224 */
+    float scale_min, scale_max; /* RandomResizedCrop area fraction; default 0.08, 1.0 */
+    float ratio_min, ratio_max; /* RandomResizedCrop aspect ratio; default 3/4, 4/3 */
+    float flip_prob;            /* horizontal flip probability; default 0.5 for RANDOM, 0 for CENTER.
+                                   A negative value means "the default"; 0 disables flips. */
+
+    /* Order and epochs. */
+    uint64_t seed;          /* the whole epoch order and every augmentation derive from it */
+    uint32_t order;         /* enum rf_order; default RF_ORDER_GLOBAL */
+    uint32_t drop_last;     /* 1: drop the last partial batch of each rank's epoch */
+    uint32_t rank;          /* this process' rank, 0 <= rank < world_size */
+    uint32_t world_size;    /* number of ranks sharing the epoch; default 1 */
+    uint32_t remainder;     /* enum rf_remainder; default RF_REMAINDER_PAD */
+    uint32_t epochs;        /* epochs to deliver before RF_DONE; 0 = forever */
+    uint64_t start_epoch;   /* first epoch number (ignored when resuming) */
+
+    /* Threads and queues. 0 means default. */
+    uint32_t decode_threads; /* default: number of online CPUs */
+    uint32_t io_threads;     /* default 1 for io_uring, 4 for pread */
+    uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO */
+    uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64 */
+    uint32_t prefetch_depth; /* batch slots in the ring; default 4 */
+
+    /* Device. */
+    uint32_t device_kind;  /* enum rf_device_kind; AUTO = CUDA when a GPU is usable, else host */
+    int32_t device_index;  /* CUDA ordinal; default 0 */
+
+    /* Limits on untrusted input. 0 means default. */
+    uint64_t staging_bytes;     /* read arena; default max(64 MiB, 4 x largest sample) */
+    uint64_t max_sample_bytes;  /* default 64 MiB */
+    uint64_t max_image_pixels;  /* width*height from the JPEG header; default 100 M */
+    uint32_t max_image_dim;     /* each of width and height; default 32768 */
+    uint32_t io_retries;        /* retries of a transient read error; default 8 */
+
+    /* Resume: a blob from rf_loader_state(); copied during create. NULL = start fresh. */
+    const void *resume_state;
+    uint64_t resume_state_bytes;
+} rf_config;
+
+/* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
+RF_API void rf_config_init(rf_config *cfg);
+
+/* ---- the loader -------------------------------------------------------------------------- */
+
+typedef struct rf_loader rf_loader;
+
+/* A batch leased to the consumer by rf_loader_next(). All pointers are owned by the loader and
+ * stay valid until rf_loader_release() on this batch (or rf_loader_destroy()). */
+typedef struct rf_batch {
+    uint32_t struct_size;
+    uint32_t count;         /* samples in this batch: batch_size, or fewer for a last partial batch */
+    uint64_t epoch;         /* epoch this batch belongs to */
+    uint64_t index;         /* batch number within the epoch on this rank, from 0 */
+
+    void *data;             /* images: device pointer (CUDA) or host pointer (host backend) */
+    uint64_t data_bytes;    /* bytes at data for `count` samples */
+    int64_t shape[4];       /* NHWC: {count, H, W, 3}; NCHW: {count, 3, H, W} */
+    uint32_t dtype;         /* enum rf_dtype (RF_DTYPE_UINT8 for images) */
+    uint32_t layout;        /* enum rf_layout */
+    uint32_t device_kind;   /* RF_DEVICE_HOST or RF_DEVICE_CUDA: where `data` lives */
+    int32_t device_index;
+
+    const int32_t *labels;      /* host, count entries */
+    void *labels_device;        /* the same labels as int32 on the device (NULL on host backend) */
+    const char *const *keys;    /* host, count NUL-terminated sample keys (shard-relative names) */
+    const uint64_t *sample_ids; /* host, count dataset indices (position in the shard list order) */
+    const uint64_t *positions;  /* host, count positions in the epoch order */
+    const uint8_t *is_padding;  /* host, count flags: 1 = a repeated sample padding this rank */
+
+    void *event;            /* cudaEvent_t recorded after the copy to the device; NULL on host */
+} rf_batch;
+
+/* Create a loader and start its threads. *out receives the handle on success and NULL on
+ * failure. Opens (and validates) every shard before returning; reads and decodes start at once,
+ * so the first batch is usually ready soon after. On failure, when out_error is not NULL and
+ * error_len > 0, a NUL-terminated message is written there (there is no loader to ask).
+ * Errors: RF_EINVAL, RF_ENOFILES, RF_EFORMAT, RF_EINDEX, RF_ERESUME, RF_ENODEV, RF_ECUDA,
+ * RF_ENOMEM, -errno from open/read. */
+RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, size_t error_len);
+
+/* Lease the next batch, in epoch order. Blocks until it is ready (its copy to the device is
+ * enqueued, not necessarily complete: use rf_batch_wait()). Returns 0 and sets *out; or
+ * RF_EPOCH_END once at the end of each epoch (then the next call starts the following epoch);
+ * or RF_DONE after the last configured epoch; or a negative code (sticky worker errors too).
+ * Batches not yet released count against prefetch_depth: holding all of them stalls the ring. */
+RF_API int rf_loader_next(rf_loader *ld, rf_batch **out);
+
+/* Return a batch to the ring. `stream` is the CUDA stream on which the consumer last used the
+ * batch's device memory (NULL: the legacy default stream); the memory is recycled in stream
+ * order after that work. Releasing a batch twice, or one of another loader, is RF_ESTATE. */
+RF_API int rf_loader_release(rf_loader *ld, rf_batch *batch, void *stream);
+
+/* Make `stream` wait (on the device, without blocking the host) until the batch's copy to the
+ * device completed. No-op returning 0 on the host backend. Errors: RF_ECUDA. */
+RF_API int rf_batch_wait(const rf_batch *batch, void *stream);
+
+/* Block the calling thread until the batch's copy completed. No-op on the host backend. */
+RF_API int rf_batch_synchronize(const rf_batch *batch);
+
+/* Stop every thread, reap in-flight reads and copies, free everything. Safe mid-epoch and with
+ * leased batches outstanding (their memory is freed: do not touch them afterwards).
+ * rf_loader_destroy(NULL) is a no-op. */
+RF_API void rf_loader_destroy(rf_loader *ld);
+
+/* Detail for the most recent error of this loader ("" if none). Valid until the next call on
+ * the loader. Never NULL. */
+RF_API const char *rf_last_error(const rf_loader *ld);
+
+/* A static description of any code returned by ringfeed (own codes and -errno). Never NULL. */
+RF_API const char *rf_strerror(int code);
+
+/* "MAJOR.MINOR.PATCH" */
+RF_API const char *rf_version(void);
+
+/* ---- epochs and resume ------------------------------------------------------------------- */
+
+/* Number of batches one epoch delivers on this rank (equal on every rank). */
+RF_API uint64_t rf_loader_batches_per_epoch(const rf_loader *ld);
+/* Number of samples in the dataset (all shards, all ranks). */
+RF_API uint64_t rf_loader_num_samples(const rf_loader *ld);
+
+/* Restart the pipeline at the beginning of `epoch`. Outstanding leased batches must have been
+ * released (else RF_ESTATE). Discards prefetched work. */
+RF_API int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch);
+
+/* Write the consumer's position (the batches handed out by rf_loader_next so far) as a small
+ * versioned blob. With buf == NULL or cap too small, only *len is set and RF_EINVAL returned
+ * when buf != NULL. The blob is platform-independent (little-endian fixed fields). */
+RF_API int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len);
+
+/* ---- statistics -------------------------------------------------------------------------- */
+
+typedef struct rf_stats {
+    uint32_t struct_size;
+    uint32_t io_threads;
+    uint32_t decode_threads;
+    uint32_t prefetch_depth;
+    char io_engine[16];       /* "io_uring" or "pread" */
+    char io_engine_why[160];  /* why this engine: "requested", or the reason io_uring was refused */
+    char device[32];          /* "host" or "cuda:N" */
+    uint32_t registered_buffers; /* 1 when io_uring reads into registered (fixed) buffers */
+    uint32_t pinned;          /* 1 when the ring slots are page-locked for DMA */
+
+    uint64_t samples_delivered; /* samples in batches handed to the consumer */
+    uint64_t batches_delivered;
+    uint64_t samples_decoded;
+    uint64_t bytes_read;        /* payload bytes read from shards */
+    uint64_t reads;             /* read requests completed */
+    uint64_t read_retries;      /* short reads and transient errors retried */
+
+    uint64_t io_busy_ns;        /* summed over I/O threads: time not blocked waiting for work */
+    uint64_t decode_busy_ns;    /* summed over decode threads: time spent decoding */
+    uint64_t copy_busy_ns;      /* time the copy stage spent enqueuing copies */
+    uint64_t consumer_wait_ns;  /* time rf_loader_next() blocked waiting for a batch */
+    uint64_t wall_ns;           /* since create */
+    uint64_t epoch;             /* epoch of the last batch delivered */
+    uint64_t pinned_bytes;      /* host bytes in the ring and staging arena */
+    uint64_t dct_scaled;        /* images decoded at 1/2, 1/4 or 1/8 scale */
+} rf_stats;
+
+RF_API void rf_stats_init(rf_stats *st);
+/* Fill *st (whose struct_size the caller set via rf_stats_init). */
+RF_API int rf_loader_stats(const rf_loader *ld, rf_stats *st);
+
+/* Whether this build has the CUDA backend, and how many devices are usable right now
+ * (0 without a driver or GPU). Never creates a context on a device other than querying. */
+RF_API int rf_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RINGFEED_H */

@@ -1,0 +1,56 @@
+/* common.c — error formatting and the PRNG used for order and augmentation. */
+#include "common.h"
+
+#include <stdio.h>
+
+int rf_seterr(rf_err *e, int code, const char *fmt, ...)
+{
+    if (!e)
+        return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->code = code;
+    return code;
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+void rf_rng_seed(rf_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) {
+        seed = rf_mix64(seed);
+        r->s[i] = seed;
+    }
+}
+
+uint64_t rf_rng_next(rf_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+uint64_t rf_rng_below(rf_rng *r, uint64_t n)
+{
+    /* Lemire's multiply-shift with rejection: unbiased and nearly always one multiply. */
+    unsigned __int128 m = (unsigned __int128)rf_rng_next(r) * n;
+    uint64_t lo = (uint64_t)m;
+    if (lo < n) {
+        uint64_t t = -n % n;
+        while (lo < t) {
+            m = (unsigned __int128)rf_rng_next(r) * n;
+            lo = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
+}
+
+double rf_rng_unit(rf_rng *r) { return (double)(rf_rng_next(r) >> 11) * 0x1.0p-53; }

@@ -1,0 +1,57 @@
+/* common.h — small helpers shared by every stage: error text, clocks, checked allocation.
+ * Internal: nothing here is part of the public API. */
+#ifndef RF_COMMON_H
+#define RF_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ringfeed.h"
+
+#define RF_ERRMSG_MAX 512
+
+/* An error code with its detail text, filled by the stage that failed. */
+typedef struct rf_err {
+    int code;
+    char msg[RF_ERRMSG_MAX];
+} rf_err;
+
+/* Set e->code and format e->msg; returns code so callers can `return rf_seterr(...)`.
+ * A NULL e is allowed (the code is still returned). */
+int rf_seterr(rf_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static inline uint64_t rf_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define RF_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RF_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* splitmix64: the one mixing function used to derive every per-epoch and per-sample seed, so
+ * that order and augmentation depend only on (seed, epoch, sample) and never on timing. */
+static inline uint64_t rf_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* A small fast PRNG (xoshiro256**-style state seeded through splitmix). */
+typedef struct rf_rng {
+    uint64_t s[4];
+} rf_rng;
+
+void rf_rng_seed(rf_rng *r, uint64_t seed);
+uint64_t rf_rng_next(rf_rng *r);
+/* Uniform in [0, n) without modulo bias. */
+uint64_t rf_rng_below(rf_rng *r, uint64_t n);
+/* Uniform double in [0, 1). */
+double rf_rng_unit(rf_rng *r);
+
+#endif

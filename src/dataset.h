@@ -1,0 +1,72 @@
+/* dataset.h — the flat sample table every shard format produces, and the format ops table.
+ *
+ * A format (loaders/tar.c, loaders/folder.c, ...) opens the user's shard patterns once, at
+ * create, and describes every sample as one contiguous byte span of one file: the span is read
+ * with a single request, and the payload (the JPEG) and the label text are located inside it by
+ * relative offsets. The plan, the I/O engines and the decode pool then need nothing
+ * format-specific. Keys live in one string arena. */
+#ifndef RF_DATASET_H
+#define RF_DATASET_H
+
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct rf_sample {
+    uint64_t offset;     /* span start in the file */
+    uint64_t key;        /* offset of the NUL-terminated key in rf_dataset.keys */
+    uint32_t length;     /* span bytes */
+    uint32_t file;       /* index into rf_dataset.files */
+    uint32_t data_off;   /* payload (image) start within the span */
+    uint32_t data_len;   /* payload bytes */
+    uint32_t label_off;  /* label text within the span; meaningful when label_len > 0 */
+    uint16_t label_len;  /* 0: the label is `label` below (known without reading) */
+    uint16_t flags;      /* RF_SAMPLE_* */
+    int32_t label;       /* label when label_len == 0; -1 when the sample has none */
+    uint32_t data_hdr;   /* payload member's header offset relative to span (for messages) */
+} rf_sample;
+
+typedef struct rf_file {
+    char *path;
+    int fd;              /* open for reading (O_RDONLY | O_CLOEXEC) */
+    uint64_t size;       /* at open; a different size later is an error */
+} rf_file;
+
+typedef struct rf_dataset {
+    rf_file *files;
+    uint32_t nfiles;
+    rf_sample *samples;
+    uint64_t nsamples;
+    char *keys;          /* arena of NUL-terminated keys */
+    uint64_t keys_len, keys_cap;
+    uint64_t max_span;   /* largest sample span */
+    uint64_t total_bytes;
+    const char *payload_ext; /* "jpg" for messages ("member KEY.jpg") */
+} rf_dataset;
+
+/* Append helpers for formats (they grow arrays geometrically; only used at open). */
+int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err);
+int rf_dataset_add_sample(rf_dataset *ds, const rf_sample *s, const char *key, size_t key_len,
+                          rf_err *err);
+void rf_dataset_free(rf_dataset *ds);
+
+/* Expand patterns (paths, globs, brace ranges {a..b} with zero padding kept) into sorted-per-
+ * pattern paths. *out is a malloc'ed array of malloc'ed strings. Errors: RF_ENOFILES naming the
+ * pattern that matched nothing, RF_EINVAL for a malformed brace range. */
+int rf_expand_patterns(const char *const *patterns, uint32_t n, char ***out, uint32_t *count,
+                       rf_err *err);
+void rf_free_paths(char **paths, uint32_t count);
+
+/* Parse label text ("17", "17\n", " 17 ") strictly. Returns 0 or RF_ELABEL. */
+int rf_parse_label(const uint8_t *text, uint32_t len, int32_t *label);
+
+/* A shard format. open() appends the files and samples of `paths` to ds. */
+typedef struct rf_format_ops {
+    const char *name;
+    int (*open)(rf_dataset *ds, char *const *paths, uint32_t npaths, uint64_t max_sample_bytes,
+                rf_err *err);
+} rf_format_ops;
+
+extern const rf_format_ops rf_format_tar;
+
+#endif

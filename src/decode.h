@@ -1,0 +1,71 @@
+/* decode.h — JPEG decode with crop-during-decode, DCT scaling, resize and flip.
+ *
+ * One rf_decoder per decode thread (libjpeg decompressors are not thread-safe); it is created
+ * once and reused for every sample, so the steady state allocates nothing (scratch buffers grow
+ * to the largest image seen, then stay). Every libjpeg error and warning becomes a returned
+ * error with text; nothing here ever calls exit(). */
+#ifndef RF_DECODE_H
+#define RF_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct rf_decode_limits {
+    uint64_t max_pixels;   /* width*height from the header, checked before any allocation */
+    uint32_t max_dim;      /* each of width and height */
+    uint32_t max_scans;    /* progressive scans; 0 = default (1000) */
+} rf_decode_limits;
+
+/* What to do to one image. Region selection follows torchvision:
+ *  RANDOM: RandomResizedCrop(size, scale=(scale_min,scale_max), ratio=(ratio_min,ratio_max)),
+ *          10 attempts then the central fallback crop, exactly as torchvision does.
+ *  CENTER: Resize(shorter side -> resize_shorter) then CenterCrop(size), computed as one crop
+ *          of the original image followed by one resize.
+ * The crop is resized to size x size with an antialiased triangle (bilinear) filter whose
+ * support widens with the downscale factor (torchvision's antialias=True bilinear). */
+typedef struct rf_transform {
+    uint32_t crop;          /* enum rf_crop */
+    uint32_t size;          /* output height = width */
+    uint32_t resize_shorter;
+    uint32_t layout;        /* enum rf_layout */
+    float scale_min, scale_max, ratio_min, ratio_max;
+    float flip_prob;
+} rf_transform;
+
+typedef struct rf_decoder rf_decoder;
+
+/* Returns NULL on allocation failure. */
+rf_decoder *rf_decoder_create(const rf_decode_limits *lim);
+void rf_decoder_destroy(rf_decoder *d);
+
+/* Per-sample info reported back (for stats and tests). */
+typedef struct rf_decode_info {
+    uint32_t width, height;       /* of the JPEG */
+    uint32_t crop_x, crop_y, crop_w, crop_h; /* chosen crop, in original pixels */
+    uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
+    uint32_t flipped;
+} rf_decode_info;
+
+/* Decode jpeg[0..len) and write size*size*3 uint8 to out (layout per t->layout; NHWC rows are
+ * size*3 bytes, NCHW planes size*size bytes). All random choices come from `seed` alone.
+ * Returns 0, or RF_EDECODE / RF_ELIMIT / RF_ENOMEM with text in err->msg (no file context: the
+ * caller prefixes shard/member/offset). info may be NULL. */
+int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                        uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
+
+/* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
+void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
+                    uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip);
+
+/* Plain full-size decode to RGB (no scaling, no crop): the reference path and the baseline for
+ * benchmarks. *out is malloc'ed (caller frees). */
+int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out, uint32_t *width,
+                   uint32_t *height, rf_err *err);
+
+/* Read the header only: dimensions and whether it is progressive. */
+int rf_jpeg_header(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t *width,
+                   uint32_t *height, int *progressive, rf_err *err);
+
+#endif

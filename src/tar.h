@@ -1,0 +1,65 @@
+/* tar.h — strict parsing of tar headers (ustar, GNU long names, pax), shared by the WebDataset
+ * loader and the tools. Untrusted input: every field is checked, with limits. */
+#ifndef RF_TAR_H
+#define RF_TAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#define RF_TAR_BLOCK 512
+#define RF_TAR_NAME_MAX 4096 /* limit on GNU/pax long names */
+
+enum rf_tar_type { RF_TAR_FILE = 0, RF_TAR_DIR = 1, RF_TAR_OTHER = 2 };
+
+/* One member as the scanner sees it (after any long-name/pax records that precede it). */
+typedef struct rf_tar_member {
+    char name[RF_TAR_NAME_MAX + 1];
+    uint64_t header_offset;  /* offset of the first header block that belongs to this member */
+    uint64_t data_offset;    /* offset of its data */
+    uint64_t size;           /* data bytes */
+    int type;                /* enum rf_tar_type */
+} rf_tar_member;
+
+/* Sequential scanner over a tar file open at fd. Reads headers with pread and skips data
+ * without reading it. Returns 1 and fills *m for each member, 0 at the end of the archive
+ * (two zero blocks, or clean EOF on a block boundary), negative on error with err->msg naming
+ * `path` and the byte offset. */
+typedef struct rf_tar_scanner {
+    int fd;
+    const char *path;
+    uint64_t file_size;
+    uint64_t pos;
+    uint8_t *buf;            /* read-ahead buffer for headers */
+    size_t buf_cap;
+    uint64_t buf_off;
+    size_t buf_len;
+} rf_tar_scanner;
+
+int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t file_size,
+                        rf_err *err);
+int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err);
+void rf_tar_scanner_free(rf_tar_scanner *s);
+
+/* Validate one 512-byte header block: checksum (signed and unsigned sums accepted), octal or
+ * base-256 numeric fields. Returns 0 or RF_EFORMAT with a reason (no path/offset). */
+int rf_tar_check_header(const uint8_t *blk, rf_err *err);
+
+/* Split a member name into key (path up to the first dot of its basename) and extension (after
+ * that dot). Returns key length; *ext points into name ("" when no dot). */
+size_t rf_tar_split_key(const char *name, const char **ext);
+
+#endif
+
+/* Locate the payload and label of a WebDataset sample inside its span: the bytes from the
+ * first member's header to the end of the last member's data, as read by one request. Walks
+ * the member headers inside the span (validating each: checksum, sizes, that every member's key
+ * equals `key`), so a shard changed after indexing is caught here. The payload is the first
+ * member whose extension is one of jpg/jpeg/png/... (image_exts, comma-separated, lowercase
+ * compare), the label the member with extension "cls" (none: *label_len = 0).
+ * On error returns RF_EFORMAT (or RF_ELABEL) with err->msg naming the member and its offset
+ * relative to the span (the caller adds shard path and the span's file offset). */
+int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
+                  uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
+                  uint32_t *label_len, rf_err *err);
