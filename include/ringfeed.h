@@ -85,7 +85,7 @@ typedef struct rf_config {
     uint32_t struct_size; /* sizeof(rf_config) as the caller knows it; set by rf_config_init */
     uint32_t version;     /* RF_CONFIG_VERSION; set by rf_config_init */
 
-    /* Data. `shards` holds shard_count patterns: plain paths, globs (`data/*.tar`) and brace
+    /* Data. `shards` holds shard_count patterns: plain paths, globs (`train-??.tar`, `*.tar`) and brace
      * ranges (`train-{000000..000099}.tar`), expanded and concatenated in the order given.
      * The strings are copied during rf_loader_create(). */
     const char *const *shards;

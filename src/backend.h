@@ -1,0 +1,54 @@
+/* backend.h — where finished batches go: the host backend (the pinned slot is the batch) or
+ * the CUDA backend (async copy of the slot into a stream-ordered device pool, one event per
+ * batch). Only src/copy_cuda.c includes cuda_runtime.h; the rest of ringfeed sees this table. */
+#ifndef RF_BACKEND_H
+#define RF_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct rf_backend rf_backend;
+
+/* Per-batch device-side state, filled by submit() and consumed by release(). */
+typedef struct rf_devbatch {
+    void *data;          /* device copy of the images (NULL on host) */
+    void *labels;        /* device copy of the labels */
+    void *event;         /* recorded after both copies */
+    uint64_t bytes;      /* bytes allocated at data */
+} rf_devbatch;
+
+typedef struct rf_backend_stats {
+    uint64_t pool_reserved_bytes, pool_used_bytes;
+    uint64_t device_allocs_after_create; /* cudaMalloc/cudaHostAlloc calls after create */
+} rf_backend_stats;
+
+typedef struct rf_backend_ops {
+    const char *name;
+    uint32_t device_kind; /* RF_DEVICE_HOST or RF_DEVICE_CUDA */
+    int (*create)(int device_index, uint32_t slots, rf_backend **out, rf_err *err);
+    void (*destroy)(rf_backend *b);
+    /* Page-aligned host memory for the ring; *pinned says whether it is page-locked. */
+    void *(*host_alloc)(rf_backend *b, size_t bytes, int *pinned);
+    void (*host_free)(rf_backend *b, void *p, size_t bytes);
+    /* Enqueue the copy of a finished slot (images then labels); called from a decode thread,
+     * concurrently for different slots. */
+    int (*submit)(rf_backend *b, uint32_t slot, const void *images, size_t image_bytes,
+                  const int32_t *labels, uint32_t count, rf_devbatch *out, rf_err *err);
+    /* The consumer is done with the batch (device work ordered on `stream`); block until the
+     * host slot may be overwritten (its copy completed). */
+    int (*release)(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err);
+    int (*wait)(void *event, void *stream);
+    int (*sync)(void *event);
+    void (*stats)(rf_backend *b, rf_backend_stats *st);
+} rf_backend_ops;
+
+extern const rf_backend_ops rf_backend_host;
+#ifdef RINGFEED_HAVE_CUDA
+extern const rf_backend_ops rf_backend_cuda;
+#endif
+/* Number of usable CUDA devices (0 when built without CUDA or no driver/GPU). */
+int rf_backend_cuda_count(void);
+
+#endif

@@ -1,0 +1,208 @@
+/* copy_cuda.c — the CUDA backend: finished pinned slots are copied to device memory taken from
+ * a stream-ordered pool, on dedicated non-blocking streams, with one event per batch.
+ *
+ * Threads: submit() runs on whichever decode thread finished a batch's last sample, so several
+ * may run concurrently; CUDA runtime calls are thread-safe and every batch uses its own slot's
+ * event and its own allocation. The current device is per thread, so each entry point sets it.
+ * Memory: cudaMallocFromPoolAsync on the copy stream, cudaFreeAsync on the consumer's stream
+ * at release: the pool recycles a buffer only after the consumer's work on it, and with the
+ * release threshold at its maximum the pool keeps its memory, so the steady state never
+ * reaches cudaMalloc. The host slot is reused only after the slot's event completed. */
+#include <cuda_runtime.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+#define RF_COPY_STREAMS 2
+
+struct rf_backend {
+    int dev;
+    uint32_t slots;
+    cudaStream_t streams[RF_COPY_STREAMS];
+    cudaEvent_t *events;      /* one per ring slot */
+    cudaMemPool_t pool;
+    _Atomic uint64_t used;
+    _Atomic uint64_t host_allocs;
+};
+
+static int cuda_err(rf_err *err, cudaError_t e, const char *what)
+{
+    return rf_seterr(err, RF_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+}
+
+int rf_backend_cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear: "no device" must not stick to later calls */
+        return 0;
+    }
+    return n;
+}
+
+static void cuda_destroy(rf_backend *b)
+{
+    if (!b)
+        return;
+    cudaSetDevice(b->dev);
+    for (int i = 0; i < RF_COPY_STREAMS; i++)
+        if (b->streams[i]) {
+            cudaStreamSynchronize(b->streams[i]);
+            cudaStreamDestroy(b->streams[i]);
+        }
+    if (b->events)
+        for (uint32_t i = 0; i < b->slots; i++)
+            if (b->events[i])
+                cudaEventDestroy(b->events[i]);
+    free(b->events);
+    if (b->pool)
+        cudaMemPoolDestroy(b->pool);
+    free(b);
+}
+
+static int cuda_create(int device_index, uint32_t slots, rf_backend **out, rf_err *err)
+{
+    *out = NULL;
+    int n = rf_backend_cuda_count();
+    if (device_index < 0 || device_index >= n)
+        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable", device_index, n);
+    rf_backend *b = calloc(1, sizeof *b);
+    if (!b || !(b->events = calloc(slots, sizeof *b->events))) {
+        free(b);
+        return rf_seterr(err, RF_ENOMEM, "no memory for the CUDA backend");
+    }
+    b->dev = device_index;
+    b->slots = slots;
+    cudaError_t e = cudaSetDevice(device_index);
+    if (e != cudaSuccess)
+        goto fail;
+    for (int i = 0; i < RF_COPY_STREAMS; i++)
+        if ((e = cudaStreamCreateWithFlags(&b->streams[i], cudaStreamNonBlocking)) != cudaSuccess)
+            goto fail;
+    for (uint32_t i = 0; i < slots; i++)
+        if ((e = cudaEventCreateWithFlags(&b->events[i], cudaEventDisableTiming)) != cudaSuccess)
+            goto fail;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device_index;
+    if ((e = cudaMemPoolCreate(&b->pool, &props)) != cudaSuccess)
+        goto fail;
+    uint64_t keep = UINT64_MAX;
+    if ((e = cudaMemPoolSetAttribute(b->pool, cudaMemPoolAttrReleaseThreshold, &keep)) !=
+        cudaSuccess)
+        goto fail;
+    *out = b;
+    return 0;
+fail:
+    cuda_err(err, e, "CUDA backend setup");
+    cuda_destroy(b);
+    return RF_ECUDA;
+}
+
+static void *cuda_host_alloc(rf_backend *b, size_t bytes, int *pinned)
+{
+    void *p = NULL;
+    cudaSetDevice(b->dev);
+    /* Portable: pinned for every context, since the consumer may use another device's stream. */
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        *pinned = 0;
+        return NULL;
+    }
+    atomic_fetch_add(&b->host_allocs, 1);
+    *pinned = 1;
+    return p;
+}
+
+static void cuda_host_free(rf_backend *b, void *p, size_t bytes)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+#define RF_LABEL_ALIGN 256u
+
+static int cuda_submit(rf_backend *b, uint32_t slot, const void *images, size_t image_bytes,
+                       const int32_t *labels, uint32_t count, rf_devbatch *out, rf_err *err)
+{
+    cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
+    size_t lab_off = (image_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
+    size_t total = lab_off + (size_t)count * sizeof(int32_t);
+    void *d = NULL;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess)
+        e = cudaMallocFromPoolAsync(&d, total, b->pool, s);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "cudaMallocFromPoolAsync");
+    if ((e = cudaMemcpyAsync(d, images, image_bytes, cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+        (e = cudaMemcpyAsync((char *)d + lab_off, labels, count * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+        (e = cudaEventRecord(b->events[slot], s)) != cudaSuccess)
+        return cuda_err(err, e, "enqueueing the batch copy");
+    atomic_fetch_add(&b->used, total);
+    out->data = d;
+    out->labels = (char *)d + lab_off;
+    out->event = b->events[slot];
+    out->bytes = total;
+    return 0;
+}
+
+static int cuda_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err)
+{
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess && db->event)
+        e = cudaEventSynchronize((cudaEvent_t)db->event);
+    if (e == cudaSuccess && db->data)
+        e = cudaFreeAsync(db->data, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "releasing a batch");
+    atomic_fetch_sub(&b->used, db->bytes);
+    db->data = db->labels = NULL;
+    db->bytes = 0;
+    return 0;
+}
+
+static int cuda_wait(void *event, void *stream)
+{
+    if (!event)
+        return 0;
+    return cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0) == cudaSuccess
+               ? 0
+               : RF_ECUDA;
+}
+
+static int cuda_sync(void *event)
+{
+    if (!event)
+        return 0;
+    return cudaEventSynchronize((cudaEvent_t)event) == cudaSuccess ? 0 : RF_ECUDA;
+}
+
+static void cuda_stats(rf_backend *b, rf_backend_stats *st)
+{
+    uint64_t reserved = 0;
+    cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    st->pool_reserved_bytes = reserved;
+    st->pool_used_bytes = atomic_load(&b->used);
+    st->device_allocs_after_create = 0;
+}
+
+const rf_backend_ops rf_backend_cuda = {
+    .name = "cuda",
+    .device_kind = RF_DEVICE_CUDA,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .submit = cuda_submit,
+    .release = cuda_release,
+    .wait = cuda_wait,
+    .sync = cuda_sync,
+    .stats = cuda_stats,
+};

@@ -1,0 +1,198 @@
+/* test_plan.c — epoch order, rank partition and resume cursor, without any I/O.
+ * The loader's exactly-once and resume guarantees rest on these properties. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static rf_plan mk(uint64_t n, uint32_t batch, uint32_t rank, uint32_t world, uint32_t order,
+                  uint32_t drop_last, uint32_t remainder)
+{
+    rf_plan p;
+    rf_err e = {0};
+    ck_assert_int_eq(rf_plan_init(&p, n, 42, order, batch, drop_last, remainder, rank, world, &e), 0);
+    return p;
+}
+
+START_TEST(permutation_is_full_and_seeded)
+{
+    rf_plan p = mk(1000, 7, 0, 1, RF_ORDER_GLOBAL, 0, RF_REMAINDER_PAD);
+    rf_plan_epoch(&p, 3, 0);
+    uint8_t *seen = calloc(1000, 1);
+    uint64_t *first = malloc(1000 * sizeof *first);
+    for (uint64_t i = 0; i < 1000; i++) {
+        uint64_t id = p.perm[i];
+        ck_assert_uint_lt(id, 1000);
+        ck_assert_int_eq(seen[id], 0);
+        seen[id] = 1;
+        first[i] = id;
+    }
+    int moved = 0;
+    for (uint64_t i = 0; i < 1000; i++)
+        moved += first[i] != i;
+    ck_assert_int_gt(moved, 900); /* a real shuffle, not the identity */
+    rf_plan_epoch(&p, 4, 0);
+    ck_assert_int_ne(memcmp(first, p.perm, 1000 * sizeof *first), 0); /* epochs differ */
+    rf_plan_epoch(&p, 3, 0);
+    ck_assert_int_eq(memcmp(first, p.perm, 1000 * sizeof *first), 0); /* and repeat */
+    free(seen);
+    free(first);
+    rf_plan_free(&p);
+}
+END_TEST
+
+/* Every (samples, batch, world) shape: ranks are disjoint and complete, with equal batches. */
+static void check_partition(uint64_t n, uint32_t batch, uint32_t world, uint32_t remainder,
+                            uint32_t drop_last)
+{
+    uint32_t *count = calloc(n, sizeof *count);
+    uint64_t batches0 = UINT64_MAX, real = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        rf_plan p = mk(n, batch, r, world, RF_ORDER_GLOBAL, drop_last, remainder);
+        rf_plan_epoch(&p, 1, 0);
+        if (batches0 == UINT64_MAX)
+            batches0 = p.batches;
+        ck_assert_uint_eq(p.batches, batches0);
+        uint64_t got = 0;
+        for (uint64_t k = 0; k < p.batches; k++)
+            got += rf_plan_batch_count(&p, k);
+        for (uint64_t j = 0; j < got; j++) {
+            uint64_t id, pos;
+            uint8_t pad;
+            rf_plan_sample(&p, j, &id, &pos, &pad);
+            ck_assert_uint_eq(id, p.perm[pos]);
+            if (!pad) {
+                count[id]++;
+                real++;
+            }
+        }
+        rf_plan_free(&p);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert_uint_le(count[i], 1);
+    if (remainder == RF_REMAINDER_PAD && !drop_last)
+        ck_assert_uint_eq(real, n); /* complete */
+    else
+        ck_assert_uint_ge(real + (uint64_t)world * batch + world, n); /* drops < one batch/rank */
+    free(count);
+}
+
+START_TEST(ranks_disjoint_complete_equal)
+{
+    static const uint64_t ns[] = {1, 2, 7, 10, 97, 256, 1000, 1001};
+    static const uint32_t bs[] = {1, 3, 8, 32};
+    static const uint32_t ws[] = {1, 2, 3, 7, 8};
+    for (size_t a = 0; a < 8; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 5; c++) {
+                if (ns[a] < ws[c])
+                    continue;
+                check_partition(ns[a], bs[b], ws[c], RF_REMAINDER_PAD, 0);
+                if (ns[a] >= (uint64_t)ws[c] * bs[b]) {
+                    check_partition(ns[a], bs[b], ws[c], RF_REMAINDER_DROP, 0);
+                    check_partition(ns[a], bs[b], ws[c], RF_REMAINDER_PAD, 1);
+                }
+            }
+}
+END_TEST
+
+/* Rank r consumed k batches in world w => positions [0, k*B*w) consumed; re-partitioning the
+ * rest over w2 ranks covers exactly the remaining positions. */
+START_TEST(resume_cursor_survives_world_change)
+{
+    const uint64_t n = 103;
+    const uint32_t B = 4;
+    const uint32_t w1s[] = {2, 3, 1}, w2s[] = {3, 1, 2};
+    for (int t = 0; t < 3; t++) {
+        uint32_t w1 = w1s[t], w2 = w2s[t];
+        rf_plan p0 = mk(n, B, 0, w1, RF_ORDER_GLOBAL, 0, RF_REMAINDER_PAD);
+        rf_plan_epoch(&p0, 0, 0);
+        for (uint64_t k = 0; k < p0.batches; k++) {
+            uint64_t consumed = k * B * w1;
+            if (consumed >= n)
+                break;
+            uint32_t *seen = calloc(n, sizeof *seen);
+            for (uint32_t r = 0; r < w1; r++) { /* before the save */
+                rf_plan p = mk(n, B, r, w1, RF_ORDER_GLOBAL, 0, RF_REMAINDER_PAD);
+                rf_plan_epoch(&p, 0, 0);
+                for (uint64_t j = 0; j < k * B; j++) {
+                    uint64_t id, pos;
+                    uint8_t pad;
+                    rf_plan_sample(&p, j, &id, &pos, &pad);
+                    ck_assert_uint_lt(pos, consumed);
+                    seen[id]++;
+                }
+                rf_plan_free(&p);
+            }
+            for (uint32_t r = 0; r < w2; r++) { /* after the resume */
+                rf_plan p = mk(n, B, r, w2, RF_ORDER_GLOBAL, 0, RF_REMAINDER_PAD);
+                rf_plan_epoch(&p, 0, consumed);
+                for (uint64_t j = 0; j < p.per_rank; j++) {
+                    uint64_t id, pos;
+                    uint8_t pad;
+                    rf_plan_sample(&p, j, &id, &pos, &pad);
+                    if (!pad) {
+                        ck_assert_uint_ge(pos, consumed);
+                        seen[id]++;
+                    }
+                }
+                rf_plan_free(&p);
+            }
+            for (uint64_t i = 0; i < n; i++)
+                ck_assert_uint_eq(seen[i], 1);
+            free(seen);
+        }
+        rf_plan_free(&p0);
+    }
+}
+END_TEST
+
+START_TEST(state_blob_roundtrip_and_corruption)
+{
+    rf_resume r = {.seed = 7, .epoch = 3, .consumed = 99, .n = 1000, .world = 2, .rank = 1,
+                   .order = 0, .batch = 32},
+              back;
+    uint8_t blob[RF_STATE_BYTES];
+    rf_state_encode(&r, blob);
+    rf_err e = {0};
+    ck_assert_int_eq(rf_state_decode(blob, sizeof blob, &back, &e), 0);
+    ck_assert_uint_eq(back.seed, 7);
+    ck_assert_uint_eq(back.epoch, 3);
+    ck_assert_uint_eq(back.consumed, 99);
+    ck_assert_uint_eq(back.world, 2);
+    blob[20] ^= 1;
+    ck_assert_int_eq(rf_state_decode(blob, sizeof blob, &back, &e), RF_ERESUME);
+    ck_assert_ptr_nonnull(strstr(e.msg, "checksum"));
+    ck_assert_int_eq(rf_state_decode(blob, 10, &back, &e), RF_ERESUME);
+}
+END_TEST
+
+START_TEST(invalid_shapes_are_errors)
+{
+    rf_plan p;
+    rf_err e = {0};
+    ck_assert_int_eq(rf_plan_init(&p, 0, 1, 0, 8, 0, 0, 0, 1, &e), RF_EINVAL);
+    ck_assert_int_eq(rf_plan_init(&p, 10, 1, 0, 8, 0, 0, 2, 2, &e), RF_EINVAL);
+    ck_assert_int_eq(rf_plan_init(&p, 5, 1, 0, 8, 1, 0, 0, 1, &e), RF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "drop_last"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, permutation_is_full_and_seeded);
+    tcase_add_test(tc, ranks_disjoint_complete_equal);
+    tcase_add_test(tc, resume_cursor_survives_world_change);
+    tcase_add_test(tc, state_blob_roundtrip_and_corruption);
+    tcase_add_test(tc, invalid_shapes_are_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
