@@ -72,10 +72,23 @@ enum rf_device_kind { RF_DEVICE_AUTO = 0, RF_DEVICE_HOST = 1, RF_DEVICE_CUDA = 2
 enum rf_io_engine_kind { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
 enum rf_crop { RF_CROP_RANDOM = 0, RF_CROP_CENTER = 1 };
 enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
-enum rf_dtype { RF_DTYPE_UINT8 = 0, RF_DTYPE_INT32 = 1, RF_DTYPE_INT64 = 2, RF_DTYPE_UINT16 = 3 };
+enum rf_dtype {
+    RF_DTYPE_UINT8 = 0,
+    RF_DTYPE_INT32 = 1,
+    RF_DTYPE_INT64 = 2,
+    RF_DTYPE_UINT16 = 3,
+    RF_DTYPE_FLOAT16 = 4,
+    RF_DTYPE_BFLOAT16 = 5,
+    RF_DTYPE_FLOAT32 = 6,
+};
 /* Epoch order. GLOBAL: a full seeded permutation of all samples. NONE: dataset order
  * (shards in the order given, members in file order). */
 enum rf_order { RF_ORDER_GLOBAL = 0, RF_ORDER_NONE = 1 };
+enum rf_source { RF_SOURCE_TAR = 0, RF_SOURCE_FOLDER = 1, RF_SOURCE_TOKENS = 2 };
+/* RANDOM: each epoch draws every window's start uniformly over the file's valid starts (seeded);
+ * SEQUENTIAL: non-overlapping windows at multiples of seq_len. Either way an epoch has
+ * floor((tokens_in_file - 1) / seq_len) windows per file. */
+enum rf_token_windows { RF_WINDOWS_RANDOM = 0, RF_WINDOWS_SEQUENTIAL = 1 };
 /* What a rank does with the samples left over when the epoch does not split evenly. */
 enum rf_remainder { RF_REMAINDER_PAD = 0, RF_REMAINDER_DROP = 1 };
 
@@ -133,6 +146,29 @@ typedef struct rf_config {
     /* Resume: a blob from rf_loader_state(); copied during create. NULL = start fresh. */
     const void *resume_state;
     uint64_t resume_state_bytes;
+
+    /* Output element type: RF_DTYPE_UINT8 (default, pixels as decoded) or FLOAT16, BFLOAT16,
+     * FLOAT32 holding (pixel - mean[c]) / std[c], with mean and std in pixel units (0..255;
+     * ImageNet: mean 123.675 116.28 103.53, std 58.395 57.12 57.375). On the CUDA backend the
+     * conversion is a kernel on the copy stream; on the host backend the decode threads do it.
+     * `layout` applies to the converted output (NHWC = channels-last memory). */
+    uint32_t dtype;
+    float mean[3];
+    float std[3];
+
+    /* What `shards` holds (enum rf_source). TAR: WebDataset tar shards. FOLDER: one entry, a
+     * class-folder tree (torchvision ImageFolder: one subfolder per class, labels are the
+     * sorted subfolder index) or a text file of `path label` lines. TOKENS: flat binary token
+     * files (nanoGPT/Megatron .bin): every sample is a window of seq_len + 1 tokens, so
+     * x = window[0:L] and y = window[1:L+1] are views of one row; windows never cross a file
+     * boundary. Token batches have shape {count, seq_len + 1} and skip the decode stage: the
+     * bytes are read straight into the pinned slot. */
+    uint32_t source;
+    uint32_t token_bytes;   /* TOKENS: 2 (uint16) or 4 (uint32) per token on disk */
+    uint32_t seq_len;       /* TOKENS: L */
+    uint32_t token_windows; /* TOKENS: enum rf_token_windows */
+    uint32_t token_dtype;   /* TOKENS: output RF_DTYPE_UINT16 / INT32 / INT64; 0 = as on disk.
+                               Widening runs on the GPU for the CUDA backend. */
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */

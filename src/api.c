@@ -19,6 +19,8 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->ratio_max = 4.0f / 3.0f;
     cfg->flip_prob = -1.0f; /* "default": 0.5 for random crops, 0 for center crops */
     cfg->world_size = 1;
+    for (int c = 0; c < 3; c++)
+        cfg->std[c] = 1.0f; /* mean 0, std 1: float output holds the raw pixel values */
 }
 
 /* One table for ringfeed's own codes; -errno goes to strerror's table. */

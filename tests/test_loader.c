@@ -1,0 +1,459 @@
+/* test_loader.c — the whole pipeline through the host backend: exactly-once delivery over
+ * epochs for many thread/depth/batch shapes, determinism whatever the threads and engine,
+ * labels and pixels against the shards, epoch boundaries, resume, and destroy mid-flight. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "decode.h"
+#include "gen.h"
+#include "plan.h"
+#include "ringfeed.h"
+#include "tar.h"
+#include "testutil.h"
+
+#define N_SAMPLES 97 /* prime: no batch size divides it */
+#define N_SHARDS 3
+#define CLASSES 10
+#define SEED 1234
+#define SIZE 32
+
+static char *g_dir, g_pattern[512];
+
+static void make_data(void)
+{
+    if (g_dir)
+        return;
+    g_dir = rf_test_mkdtemp("loader");
+    ck_assert_int_eq(rf_test_make_shards(g_dir, N_SHARDS, N_SAMPLES, CLASSES, SEED, 1, 96), 0);
+    snprintf(g_pattern, sizeof g_pattern, "%s/shard-*.tar", g_dir);
+}
+
+static rf_config base_config(const char **pat)
+{
+    rf_config c;
+    rf_config_init(&c);
+    *pat = g_pattern;
+    c.shards = pat;
+    c.shard_count = 1;
+    c.image_size = SIZE;
+    c.device_kind = RF_DEVICE_HOST;
+    c.seed = 99;
+    return c;
+}
+
+static rf_loader *create_ok(const rf_config *c)
+{
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    int rc = rf_loader_create(c, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "create failed: %d %s", rc, err);
+    return ld;
+}
+
+static uint64_t key_index(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    return strtoull(slash ? slash + 1 : key, NULL, 10);
+}
+
+/* Run `epochs` epochs; every sample exactly once per epoch, labels as generated. */
+static void check_exactly_once(uint32_t threads, uint32_t depth, uint32_t batch, uint32_t epochs,
+                               uint32_t io)
+{
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.decode_threads = threads;
+    c.prefetch_depth = depth;
+    c.batch_size = batch;
+    c.epochs = epochs;
+    c.io_engine = io;
+    rf_loader *ld = create_ok(&c);
+    uint64_t expect_batches = (N_SAMPLES + batch - 1) / batch;
+    ck_assert_uint_eq(rf_loader_batches_per_epoch(ld), expect_batches);
+    uint32_t seen[N_SAMPLES];
+    for (uint32_t e = 0; e < epochs; e++) {
+        memset(seen, 0, sizeof seen);
+        uint64_t nb = 0;
+        rf_batch *b;
+        int rc;
+        while ((rc = rf_loader_next(ld, &b)) == 0) {
+            ck_assert_uint_eq(b->epoch, e);
+            ck_assert_uint_eq(b->index, nb);
+            ck_assert_uint_eq(b->count, nb + 1 < expect_batches ? batch
+                                                               : N_SAMPLES - batch * nb);
+            for (uint32_t i = 0; i < b->count; i++) {
+                uint64_t idx = key_index(b->keys[i]);
+                ck_assert_uint_lt(idx, N_SAMPLES);
+                seen[idx]++;
+                ck_assert_int_eq(b->labels[i], (int32_t)rf_gen_label(SEED, idx, CLASSES));
+                ck_assert_int_eq(b->is_padding[i], 0);
+            }
+            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+            nb++;
+        }
+        ck_assert_int_eq(rc, RF_EPOCH_END);
+        ck_assert_uint_eq(nb, expect_batches);
+        for (uint32_t i = 0; i < N_SAMPLES; i++)
+            ck_assert_msg(seen[i] == 1, "sample %u seen %u times (threads %u depth %u batch %u)",
+                          i, seen[i], threads, depth, batch);
+    }
+    rf_batch *b;
+    ck_assert_int_eq(rf_loader_next(ld, &b), RF_DONE);
+    ck_assert_int_eq(rf_loader_next(ld, &b), RF_DONE);
+    rf_stats st;
+    rf_stats_init(&st);
+    ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
+    ck_assert_uint_eq(st.samples_delivered, (uint64_t)N_SAMPLES * epochs);
+    ck_assert_str_eq(st.device, "host");
+    rf_loader_destroy(ld);
+}
+
+START_TEST(exactly_once_threads_depths_batches)
+{
+    make_data();
+    static const uint32_t threads[] = {1, 2, 3, 8};
+    static const uint32_t depths[] = {1, 2, 5, 8};
+    static const uint32_t batches[] = {1, 7, 32, 100};
+    for (int t = 0; t < 4; t++)
+        for (int d = 0; d < 4; d++)
+            check_exactly_once(threads[t], depths[d], batches[(t + d) % 4], 2, RF_IO_AUTO);
+}
+END_TEST
+
+START_TEST(exactly_once_pread)
+{
+    make_data();
+    check_exactly_once(2, 3, 10, 3, RF_IO_PREAD);
+    check_exactly_once(4, 1, 97, 1, RF_IO_PREAD);
+}
+END_TEST
+
+/* All batches of an epoch, flattened: keys and pixels. */
+typedef struct capture {
+    char keys[N_SAMPLES][64];
+    uint8_t *pixels;
+    int32_t labels[N_SAMPLES];
+} capture;
+
+static void capture_epoch(rf_config c, capture *cap)
+{
+    rf_loader *ld = create_ok(&c);
+    cap->pixels = malloc((size_t)N_SAMPLES * SIZE * SIZE * 3);
+    uint32_t n = 0;
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        for (uint32_t i = 0; i < b->count; i++, n++) {
+            snprintf(cap->keys[n], sizeof cap->keys[n], "%s", b->keys[i]);
+            cap->labels[n] = b->labels[i];
+        }
+        memcpy(cap->pixels + (size_t)(n - b->count) * SIZE * SIZE * 3, b->data, b->data_bytes);
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_int_eq(rc, RF_EPOCH_END);
+    ck_assert_uint_eq(n, N_SAMPLES);
+    rf_loader_destroy(ld);
+}
+
+START_TEST(deterministic_across_threads_depth_engine)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.epochs = 1;
+    c.batch_size = 16;
+    capture *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    c.decode_threads = 1, c.prefetch_depth = 1, c.io_engine = RF_IO_URING;
+    capture_epoch(c, a);
+    c.decode_threads = 6, c.prefetch_depth = 7, c.io_engine = RF_IO_PREAD;
+    capture_epoch(c, b);
+    for (int i = 0; i < N_SAMPLES; i++)
+        ck_assert_str_eq(a->keys[i], b->keys[i]);
+    ck_assert_int_eq(memcmp(a->labels, b->labels, sizeof a->labels), 0);
+    ck_assert_int_eq(memcmp(a->pixels, b->pixels, (size_t)N_SAMPLES * SIZE * SIZE * 3), 0);
+    /* another seed, another order */
+    c.seed = 100;
+    capture *d = calloc(1, sizeof *d);
+    capture_epoch(c, d);
+    int same = 0;
+    for (int i = 0; i < N_SAMPLES; i++)
+        same += !strcmp(a->keys[i], d->keys[i]);
+    ck_assert_int_lt(same, N_SAMPLES / 4);
+    free(a->pixels), free(b->pixels), free(d->pixels);
+    free(a), free(b), free(d);
+}
+END_TEST
+
+START_TEST(no_shuffle_is_dataset_order)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.epochs = 1;
+    c.batch_size = 10;
+    c.order = RF_ORDER_NONE;
+    capture *a = calloc(1, sizeof *a);
+    capture_epoch(c, a);
+    for (int i = 0; i < N_SAMPLES; i++)
+        ck_assert_uint_eq(key_index(a->keys[i]), (uint64_t)i);
+    free(a->pixels);
+    free(a);
+}
+END_TEST
+
+/* The pipeline's pixels equal a direct decode of the same member with the same seed. */
+START_TEST(pixels_match_direct_decode)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.epochs = 1;
+    c.batch_size = 13;
+    c.layout = RF_LAYOUT_NCHW;
+    rf_loader *ld = create_ok(&c);
+    rf_dataset ds = {0};
+    rf_err e = {0};
+    char **paths;
+    uint32_t np;
+    ck_assert_int_eq(rf_expand_patterns(&pat, 1, &paths, &np, &e), 0);
+    ck_assert_int_eq(rf_format_tar.open(&ds, paths, np, 64 << 20, &e), 0);
+    rf_plan plan;
+    ck_assert_int_eq(rf_plan_init(&plan, ds.nsamples, c.seed, 0, 13, 0, 0, 0, 1, &e), 0);
+    rf_decode_limits lim = {.max_pixels = 1 << 26, .max_dim = 1 << 14};
+    rf_decoder *dec = rf_decoder_create(&lim);
+    rf_transform tf = {.crop = RF_CROP_RANDOM, .size = SIZE, .resize_shorter = 37,
+                       .layout = RF_LAYOUT_NCHW, .scale_min = 0.08f, .scale_max = 1.0f,
+                       .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
+    uint8_t *want = malloc(SIZE * SIZE * 3);
+    rf_batch *b;
+    uint32_t checked = 0;
+    while (rf_loader_next(ld, &b) == 0) {
+        for (uint32_t i = 0; i < b->count; i++) {
+            const rf_sample *sm = &ds.samples[b->sample_ids[i]];
+            ck_assert_str_eq(ds.keys + sm->key, b->keys[i]);
+            uint8_t *span = malloc(sm->length);
+            ck_assert_int_eq(pread(ds.files[sm->file].fd, span, sm->length, (off_t)sm->offset),
+                             (ssize_t)sm->length);
+            uint32_t doff, dlen, dhdr, loff, llen;
+            ck_assert_int_eq(rf_tar_locate(span, sm->length, b->keys[i], "jpg,jpeg", &doff,
+                                           &dlen, &dhdr, &loff, &llen, &e), 0);
+            uint64_t seed = rf_plan_sample_seed(&plan, b->epoch, b->sample_ids[i]);
+            ck_assert_int_eq(rf_decode_transform(dec, span + doff, dlen, &tf, seed, want, NULL, &e), 0);
+            ck_assert_int_eq(memcmp(want, (uint8_t *)b->data + (size_t)i * SIZE * SIZE * 3,
+                                    SIZE * SIZE * 3), 0);
+            free(span);
+            checked++;
+        }
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_uint_eq(checked, N_SAMPLES);
+    free(want);
+    rf_decoder_destroy(dec);
+    rf_plan_free(&plan);
+    rf_dataset_free(&ds);
+    rf_free_paths(paths, np);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(drop_last_and_forever)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.batch_size = 10;
+    c.drop_last = 1;
+    c.epochs = 0; /* forever */
+    rf_loader *ld = create_ok(&c);
+    ck_assert_uint_eq(rf_loader_batches_per_epoch(ld), 9);
+    rf_batch *b;
+    for (int e = 0; e < 4; e++) {
+        int n = 0, rc;
+        while ((rc = rf_loader_next(ld, &b)) == 0) {
+            ck_assert_uint_eq(b->count, 10);
+            ck_assert_uint_eq(b->epoch, (uint64_t)e);
+            rf_loader_release(ld, b, NULL);
+            n++;
+        }
+        ck_assert_int_eq(rc, RF_EPOCH_END);
+        ck_assert_int_eq(n, 9);
+    }
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+/* Save after every batch position and resume: before + after == one uninterrupted epoch. */
+START_TEST(resume_at_every_position)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.batch_size = 8;
+    c.epochs = 1;
+    c.decode_threads = 2;
+    capture *full = calloc(1, sizeof *full);
+    capture_epoch(c, full);
+    uint64_t nb = (N_SAMPLES + 7) / 8;
+    for (uint64_t stop = 0; stop <= nb; stop++) {
+        rf_loader *ld = create_ok(&c);
+        rf_batch *b;
+        uint32_t n = 0;
+        for (uint64_t k = 0; k < stop; k++) {
+            ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+            for (uint32_t i = 0; i < b->count; i++, n++)
+                ck_assert_str_eq(b->keys[i], full->keys[n]);
+            rf_loader_release(ld, b, NULL);
+        }
+        uint8_t blob[256];
+        uint64_t len;
+        ck_assert_int_eq(rf_loader_state(ld, blob, sizeof blob, &len), 0);
+        rf_loader_destroy(ld);
+        rf_config r = c;
+        r.resume_state = blob;
+        r.resume_state_bytes = len;
+        r.seed = 5; /* the blob's seed wins */
+        ld = create_ok(&r);
+        int rc;
+        while ((rc = rf_loader_next(ld, &b)) == 0) {
+            ck_assert_uint_lt(n, N_SAMPLES);
+            for (uint32_t i = 0; i < b->count; i++, n++) {
+                ck_assert_str_eq(b->keys[i], full->keys[n]);
+                ck_assert_int_eq(memcmp((uint8_t *)b->data + (size_t)i * SIZE * SIZE * 3,
+                                        full->pixels + (size_t)n * SIZE * SIZE * 3,
+                                        SIZE * SIZE * 3), 0);
+            }
+            rf_loader_release(ld, b, NULL);
+        }
+        if (stop < nb) {
+            ck_assert_int_eq(rc, RF_EPOCH_END);
+            ck_assert_uint_eq(n, N_SAMPLES);
+        } else {
+            /* saved after the last batch: the resumed loader is in the next epoch */
+            ck_assert_int_eq(rc, RF_EPOCH_END);
+        }
+        rf_loader_destroy(ld);
+    }
+    free(full->pixels);
+    free(full);
+}
+END_TEST
+
+START_TEST(destroy_mid_flight)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.batch_size = 4;
+    for (int round = 0; round < 20; round++) {
+        c.decode_threads = 1 + round % 4;
+        c.prefetch_depth = 1 + round % 5;
+        c.io_engine = round % 2 ? RF_IO_PREAD : RF_IO_AUTO;
+        rf_loader *ld = create_ok(&c);
+        rf_batch *b;
+        for (int k = 0; k < round % 4; k++) {
+            ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+            if (k % 2 == 0)
+                rf_loader_release(ld, b, NULL); /* keep some leased */
+        }
+        rf_loader_destroy(ld); /* with reads, decodes and leases outstanding */
+    }
+    rf_loader_destroy(NULL);
+}
+END_TEST
+
+START_TEST(set_epoch_restarts)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.batch_size = 20;
+    c.epochs = 0;
+    rf_loader *ld = create_ok(&c);
+    rf_batch *b;
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    ck_assert_int_eq(rf_loader_set_epoch(ld, 5), RF_ESTATE);
+    char first[64];
+    rf_loader_release(ld, b, NULL);
+    ck_assert_int_eq(rf_loader_set_epoch(ld, 5), 0);
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    ck_assert_uint_eq(b->epoch, 5);
+    ck_assert_uint_eq(b->index, 0);
+    snprintf(first, sizeof first, "%s", b->keys[0]);
+    rf_loader_release(ld, b, NULL);
+    rf_loader_destroy(ld);
+    c.start_epoch = 5;
+    ld = create_ok(&c);
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    ck_assert_str_eq(b->keys[0], first);
+    rf_loader_release(ld, b, NULL);
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), RF_ESTATE);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(create_errors_are_clear)
+{
+    make_data();
+    rf_config c;
+    rf_config_init(&c);
+    rf_loader *ld = (rf_loader *)1;
+    char err[512];
+    const char *nothing = "/nonexistent/shard-*.tar";
+    c.shards = &nothing;
+    c.shard_count = 1;
+    c.device_kind = RF_DEVICE_HOST;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_ENOFILES);
+    ck_assert_ptr_null(ld);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/shard-*.tar"));
+    const char *pat;
+    c = base_config(&pat);
+    c.struct_size = 8;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "rf_config_init"));
+    c = base_config(&pat);
+    c.batch_size = 1000;
+    c.drop_last = 1;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    uint8_t junk[64] = {0};
+    c = base_config(&pat);
+    c.resume_state = junk;
+    c.resume_state_bytes = sizeof junk;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_ERESUME);
+#ifndef RINGFEED_HAVE_CUDA
+    c = base_config(&pat);
+    c.device_kind = RF_DEVICE_CUDA;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_ENODEV);
+#endif
+    ck_assert_str_eq(rf_strerror(RF_EFORMAT), "malformed shard");
+    ck_assert_str_eq(rf_strerror(-2), "No such file or directory");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("loader");
+    tcase_set_timeout(tc, 300);
+    /* Runs once in the parent before Check forks: shards only, no rings or contexts. */
+    tcase_add_unchecked_fixture(tc, make_data, NULL);
+    tcase_add_test(tc, exactly_once_threads_depths_batches);
+    tcase_add_test(tc, exactly_once_pread);
+    tcase_add_test(tc, deterministic_across_threads_depth_engine);
+    tcase_add_test(tc, no_shuffle_is_dataset_order);
+    tcase_add_test(tc, pixels_match_direct_decode);
+    tcase_add_test(tc, drop_last_and_forever);
+    tcase_add_test(tc, resume_at_every_position);
+    tcase_add_test(tc, destroy_mid_flight);
+    tcase_add_test(tc, set_epoch_restarts);
+    tcase_add_test(tc, create_errors_are_clear);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
