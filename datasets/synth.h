@@ -15,6 +15,18 @@ void rf_synth_size(uint64_t seed, uint32_t *width, uint32_t *height);
  * structure, edges, texture. Deterministic from seed; thread-safe (no global state). */
 void rf_synth_image(uint64_t seed, uint32_t width, uint32_t height, uint8_t *rgb);
 
+/* Options for rf_synth_image_ex(); zero fields mean the defaults. */
+typedef struct rf_synth_opts {
+    float texture;    /* scale of the fine texture (JPEG size grows with it); 0 = 1.0 */
+    uint32_t classes; /* with classes > 0, label in [0, classes) tints the palette and shifts the */
+    uint32_t label;   /* mix of shapes a little, so that classes differ in their statistics */
+} rf_synth_opts;
+
+/* rf_synth_image with options (opts may be NULL). Returns 0, or -1 when scratch memory (about
+ * 40 bytes per pixel) cannot be allocated; rf_synth_image then fills mid-grey. */
+int rf_synth_image_ex(uint64_t seed, uint32_t width, uint32_t height, const rf_synth_opts *opts,
+                      uint8_t *rgb);
+
 /* Encode RGB to JPEG (4:2:0, the given quality 1..100, baseline or progressive). *out is
  * malloc'ed; returns 0 or -1 on failure. */
 int rf_synth_jpeg(const uint8_t *rgb, uint32_t width, uint32_t height, int quality, int progressive,

@@ -12,6 +12,15 @@
 
 #include "common.h"
 
+/* rf_sample.flags */
+/* The span is a run of tar members (WebDataset sample). data_off/data_len/data_hdr/label_off/
+ * label_len were filled from the scan or the index and are hints: after reading the span the
+ * pipeline must call rf_tar_locate(span, length, key, RF_TAR_IMAGE_EXTS, ...) and use its
+ * results, which re-validate the bytes actually read (a shard changed since it was scanned or
+ * indexed is then an error, not garbage decoded). A label member (label_len > 0 from locate)
+ * is parsed with rf_parse_label; without one the label is -1. */
+#define RF_SAMPLE_TAR 0x1
+
 typedef struct rf_sample {
     uint64_t offset;     /* span start in the file */
     uint64_t key;        /* offset of the NUL-terminated key in rf_dataset.keys */
@@ -42,6 +51,8 @@ typedef struct rf_dataset {
     uint64_t max_span;   /* largest sample span */
     uint64_t total_bytes;
     const char *payload_ext; /* "jpg" for messages ("member KEY.jpg") */
+    uint64_t samples_cap;    /* allocated entries of samples (append helpers) */
+    uint64_t files_cap;      /* allocated entries of files (append helpers) */
 } rf_dataset;
 
 /* Append helpers for formats (they grow arrays geometrically; only used at open). */

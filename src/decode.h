@@ -40,6 +40,10 @@ typedef struct rf_decoder rf_decoder;
 rf_decoder *rf_decoder_create(const rf_decode_limits *lim);
 void rf_decoder_destroy(rf_decoder *d);
 
+/* Cap the DCT scaling rf_decode_transform may use (8 = default, any of 1/8..1/1; 1 = always
+ * decode at full size). For tests and benchmarks; values round down to 1, 2, 4 or 8. */
+void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom);
+
 /* Per-sample info reported back (for stats and tests). */
 typedef struct rf_decode_info {
     uint32_t width, height;       /* of the JPEG */

@@ -80,4 +80,45 @@ int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io
 /* Probe whether io_uring can be set up here. Returns 0, or -errno with a reason in why. */
 int rf_io_uring_probe(char *why, size_t why_len);
 
+/* ---- additions by the I/O engines (io_common.c, io_uring.c, io_pread.c) ------------------- */
+
+/* Limits. start() rejects threads or queue_depth outside 1..max with RF_EINVAL. One attempt reads
+ * at most RF_IO_ATTEMPT_BYTES_MAX bytes so that its result fits an int (longer requests simply
+ * take several attempts, like short reads, without counting as retries). */
+#define RF_IO_THREADS_MAX 64u
+#define RF_IO_QUEUE_DEPTH_MAX 4096u
+#define RF_IO_ATTEMPT_BYTES_MAX (1u << 30)
+
+/* The take()/done() contract of both engines.
+ *  - Every request returned by take() gets exactly one done() call, on the I/O thread that took
+ *    it, before ops.stop() returns; no request gets done() without having been taken. After
+ *    done() the engine never touches the request again (the pipeline may reuse it at once).
+ *  - At done(): result == 0 means all len bytes are at dst (done == len). Otherwise result is
+ *    -ENODATA (end of file before len), the attempt's -errno (-EIO, -EBADF, ...; -EAGAIN,
+ *    -EINTR or -ECANCELED once max_retries of them were retried), or -ECANCELED for a request
+ *    that would have needed another attempt after the engine stopped taking. dst bytes beyond
+ *    `done` are unspecified for a failed request.
+ *  - take() must not return more than `max`. It is called with block=1 only when the calling
+ *    thread has nothing in flight.
+ *  - A request taken with done >= len is finished at once with result 0 and no I/O.
+ *  - Stopping: before or while ops.stop() runs, the owner makes take() return -1 and wakes any
+ *    thread sleeping in take(block=1); an engine cannot wake a sleeper inside the source.
+ *    ops.stop() also sets an engine flag, so threads stop calling take() even if the source
+ *    would still hand out work. io_uring cancels what is in flight (IORING_ASYNC_CANCEL_ANY),
+ *    so a read that would never complete (a pipe, a stalled FIFO) ends with -ECANCELED instead
+ *    of hanging stop(); a read the kernel cannot cancel (a pread, or io_uring on a hung network
+ *    file system) is waited for.
+ *  - start() never calls take() when it fails. */
+
+/* Choose the engine for a config's io_engine (enum rf_io_engine_kind) and explain the choice in
+ * why (for rf_stats.io_engine_why):
+ *  - RF_IO_AUTO: io_uring when rf_io_uring_probe() passes, else pread with
+ *    why = "io_uring refused: <probe's reason>"; always returns 0.
+ *  - RF_IO_URING: io_uring with why = "requested"; or the probe's -errno with *ops = NULL and
+ *    the probe's reason in why.
+ *  - RF_IO_PREAD: pread with why = "requested".
+ *  - anything else: RF_EINVAL, *ops = NULL.
+ * Probing creates and closes a small ring in the calling process. */
+int rf_io_select(uint32_t requested, const rf_io_ops **ops, char *why, size_t why_len);
+
 #endif

@@ -833,6 +833,12 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     uint64_t t0 = rf_now_ns();
     slot *s = &ld->slots[ld->c_seq % ld->depth];
     pthread_mutex_lock(&ld->mu);
+    if (s->state == SLOT_LEASED) {
+        /* The slot this batch needs is still held by the consumer: waiting would never end. */
+        pthread_mutex_unlock(&ld->mu);
+        return set_last(ld, &(rf_err){RF_ESTATE, "every prefetch slot is leased: release a "
+                                                 "batch before asking for the next one"});
+    }
     while (!ld->err.code && !(s->state == SLOT_READY && s->seq == ld->c_seq))
         pthread_cond_wait(&ld->cv_out, &ld->mu);
     int rc = ld->err.code;

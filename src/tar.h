@@ -35,6 +35,9 @@ typedef struct rf_tar_scanner {
     size_t buf_cap;
     uint64_t buf_off;
     size_t buf_len;
+    size_t ra_bytes;         /* current read-ahead: grows while one read serves several
+                                headers (small members), shrinks when it serves one */
+    uint32_t ra_hits;        /* lookups served by the current buffer after its read */
 } rf_tar_scanner;
 
 int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t file_size,
@@ -63,3 +66,29 @@ size_t rf_tar_split_key(const char *name, const char **ext);
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
                   uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
                   uint32_t *label_len, rf_err *err);
+
+/* ---- additions (tar parsing limits and helpers) ------------------------------------------ */
+#ifndef RF_TAR_H_EXTRA
+#define RF_TAR_H_EXTRA
+
+#define RF_TAR_SIZE_MAX (1ull << 40)     /* largest member size accepted (1 TiB) */
+#define RF_TAR_PAX_MAX (64u * 1024u)     /* largest pax extended header ('x' or 'g') */
+#define RF_TAR_EXT_RECORDS_MAX 8         /* long-name/pax records allowed before one member */
+#define RF_TAR_SAMPLE_MEMBERS_MAX 4096   /* members in one WebDataset sample */
+#define RF_TAR_LABEL_BYTES_MAX 1024u     /* a .cls member larger than this is not a label */
+#define RF_TAR_IMAGE_EXTS "jpg,jpeg"     /* payload extensions decodable today */
+#define RF_TAR_LABEL_EXT "cls"
+#define RF_TAR_READAHEAD_MAX (256u * 1024u) /* scanner buffer; >= RF_TAR_PAX_MAX + a block */
+
+/* Position the scanner at `offset` (a header block boundary, e.g. from an index) so that the
+ * next rf_tar_next() parses the member whose first header block is there. */
+void rf_tar_scanner_seek(rf_tar_scanner *s, uint64_t offset);
+
+/* Parse one numeric header field (octal, NUL/space terminated, or GNU base-256). Returns 0 and
+ * *out, or -1 for garbage, a negative base-256 value or overflow. */
+int rf_tar_parse_number(const uint8_t *field, size_t len, uint64_t *out);
+
+/* 1 when ext (a member extension) is in the comma-separated list `exts` (ASCII case-insensitive). */
+int rf_tar_ext_in(const char *ext, const char *exts);
+
+#endif

@@ -1,6 +1,8 @@
 /* testutil.c — see testutil.h. */
 #include "testutil.h"
 
+#include "gen.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,4 +43,27 @@ uint8_t *rf_test_read_file(const char *path, size_t *len)
     fclose(f);
     *len = (size_t)n;
     return b;
+}
+
+int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
+                        uint64_t seed, int write_index, uint32_t max_side)
+{
+    char pattern[4096];
+    snprintf(pattern, sizeof pattern, "%s/shard-%%04u.tar", dir);
+    rf_gen_config cfg;
+    rf_gen_config_init(&cfg);
+    cfg.output = pattern;
+    cfg.images = (uint64_t)nshards * nsamples;
+    cfg.per_shard = nsamples;
+    cfg.classes = classes ? classes : 1;
+    cfg.seed = seed;
+    cfg.threads = 2;
+    cfg.max_side = max_side;
+    cfg.write_index = write_index;
+    cfg.label_mode = RF_GEN_LABEL_MODULO;
+    char msg[256];
+    int rc = rf_gen_run(&cfg, NULL, msg, sizeof msg);
+    if (rc)
+        fprintf(stderr, "rf_test_make_shards(%s): %s\n", dir, msg);
+    return rc;
 }

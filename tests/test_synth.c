@@ -1,0 +1,416 @@
+/* test_synth.c — the dataset generator: synthesis, JPEG encoding, tar/index writing, and the
+ * generator core (determinism whatever the thread count). Uses GNU tar and Python's tarfile as
+ * independent readers of what we write. */
+#include <check.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+
+#include "gen.h"
+#include "synth.h"
+#include "tarwrite.h"
+#include "testutil.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+struct jerr {
+    struct jpeg_error_mgr mgr;
+    jmp_buf jump;
+};
+
+static void jerr_exit(j_common_ptr c)
+{
+    longjmp(((struct jerr *)c->err)->jump, 1);
+}
+
+/* Decode a JPEG to RGB; returns malloc'ed pixels or NULL. */
+static uint8_t *decode(const uint8_t *jpg, size_t len, uint32_t *w, uint32_t *h)
+{
+    struct jpeg_decompress_struct d;
+    struct jerr e;
+    uint8_t *volatile px = NULL;
+    d.err = jpeg_std_error(&e.mgr);
+    e.mgr.error_exit = jerr_exit;
+    if (setjmp(e.jump)) {
+        jpeg_destroy_decompress(&d);
+        free(px);
+        return NULL;
+    }
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, jpg, (unsigned long)len);
+    jpeg_read_header(&d, TRUE);
+    d.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&d);
+    *w = d.output_width;
+    *h = d.output_height;
+    px = malloc((size_t)*w * *h * 3);
+    while (d.output_scanline < d.output_height) {
+        JSAMPROW row = px + (size_t)d.output_scanline * *w * 3;
+        jpeg_read_scanlines(&d, &row, 1);
+    }
+    jpeg_finish_decompress(&d);
+    jpeg_destroy_decompress(&d);
+    return px;
+}
+
+/* Luminance std-dev and horizontal neighbour correlation of an RGB image. */
+static void stats(const uint8_t *rgb, uint32_t w, uint32_t h, double *sd, double *corr)
+{
+    double s = 0, ss = 0, sxy = 0, sx = 0, sy = 0, sxx = 0, syy = 0;
+    size_t n = 0, m = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        for (uint32_t x = 0; x < w; x++) {
+            const uint8_t *p = rgb + ((size_t)y * w + x) * 3;
+            double l = 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2];
+            s += l;
+            ss += l * l;
+            n++;
+            if (x + 1 < w) {
+                const uint8_t *q = p + 3;
+                double r = 0.299 * q[0] + 0.587 * q[1] + 0.114 * q[2];
+                sx += l;
+                sy += r;
+                sxx += l * l;
+                syy += r * r;
+                sxy += l * r;
+                m++;
+            }
+        }
+    }
+    double mean = s / (double)n;
+    *sd = sqrt(ss / (double)n - mean * mean);
+    double cov = sxy / (double)m - (sx / (double)m) * (sy / (double)m);
+    double vx = sxx / (double)m - (sx / (double)m) * (sx / (double)m);
+    double vy = syy / (double)m - (sy / (double)m) * (sy / (double)m);
+    *corr = cov / sqrt(vx * vy);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+    size_t la, lb;
+    uint8_t *pa = rf_test_read_file(a, &la), *pb = rf_test_read_file(b, &lb);
+    int eq = pa && pb && la == lb && memcmp(pa, pb, la) == 0;
+    free(pa);
+    free(pb);
+    return eq;
+}
+
+static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double progressive)
+{
+    char pattern[1024];
+    snprintf(pattern, sizeof pattern, "%s/train-%%03d.tar", dir);
+    rf_gen_config c;
+    rf_gen_config_init(&c);
+    c.output = pattern;
+    c.images = 40;
+    c.per_shard = 16;
+    c.classes = 7;
+    c.seed = seed;
+    c.threads = threads;
+    c.max_side = 96;
+    c.progressive_fraction = progressive;
+    char msg[256];
+    int rc = rf_gen_run(&c, NULL, msg, sizeof msg);
+    if (rc)
+        fprintf(stderr, "rf_gen_run: %s\n", msg);
+    return rc;
+}
+
+/* ---- synthesis ---------------------------------------------------------------------------- */
+
+START_TEST(image_deterministic)
+{
+    uint32_t w = 123, h = 77;
+    uint8_t *a = malloc(w * h * 3), *b = malloc(w * h * 3), *c = malloc(w * h * 3);
+    rf_synth_image(42, w, h, a);
+    rf_synth_image(42, w, h, b);
+    rf_synth_image(43, w, h, c);
+    ck_assert(memcmp(a, b, w * h * 3) == 0);
+    ck_assert(memcmp(a, c, w * h * 3) != 0);
+    uint8_t *j1, *j2;
+    size_t l1, l2;
+    ck_assert_int_eq(rf_synth_jpeg(a, w, h, 90, 0, &j1, &l1), 0);
+    ck_assert_int_eq(rf_synth_jpeg(b, w, h, 90, 0, &j2, &l2), 0);
+    ck_assert(l1 == l2 && memcmp(j1, j2, l1) == 0);
+    free(j1);
+    free(j2);
+    free(a);
+    free(b);
+    free(c);
+}
+END_TEST
+
+START_TEST(size_statistics)
+{
+    double sw = 0, sh = 0;
+    const int n = 600;
+    for (int i = 0; i < n; i++) {
+        uint32_t w, h;
+        rf_synth_size((uint64_t)i * 977 + 5, &w, &h);
+        uint32_t l = w > h ? w : h, s = w > h ? h : w;
+        ck_assert_uint_ge(l, 200);
+        ck_assert_uint_le(l, 1000);
+        ck_assert_uint_ge(s * 2, l); /* aspect within [1/2, 2] */
+        sw += w;
+        sh += h;
+    }
+    ck_assert(sw / n > 360 && sw / n < 450);
+    ck_assert(sh / n > 310 && sh / n < 390);
+}
+END_TEST
+
+/* Natural-image statistics after a JPEG round trip: not flat, not white noise. */
+START_TEST(images_natural)
+{
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        uint32_t w, h, dw, dh;
+        rf_synth_size(seed, &w, &h);
+        uint8_t *rgb = malloc((size_t)w * h * 3), *jpg;
+        size_t len;
+        rf_synth_image(seed, w, h, rgb);
+        ck_assert_int_eq(rf_synth_jpeg(rgb, w, h, 90, (int)(seed & 1), &jpg, &len), 0);
+        uint8_t *px = decode(jpg, len, &dw, &dh);
+        ck_assert_ptr_nonnull(px);
+        ck_assert_uint_eq(dw, w);
+        ck_assert_uint_eq(dh, h);
+        double sd, corr;
+        stats(px, w, h, &sd, &corr);
+        ck_assert_msg(sd > 15.0, "seed %llu: flat image (sd %.1f)", (unsigned long long)seed, sd);
+        ck_assert_msg(corr > 0.5, "seed %llu: noise-like image (corr %.2f)",
+                      (unsigned long long)seed, corr);
+        free(px);
+        free(jpg);
+        free(rgb);
+    }
+}
+END_TEST
+
+/* ---- tar writing -------------------------------------------------------------------------- */
+
+START_TEST(tar_long_names)
+{
+    const char *dir = rf_test_mkdtemp("synth-tar");
+    char tar[1024], idx[1024], name[400];
+    for (int fmt = 0; fmt < 2; fmt++) {
+        snprintf(tar, sizeof tar, "%s/t%d.tar", dir, fmt);
+        snprintf(idx, sizeof idx, "%s/t%d.idx", dir, fmt);
+        rf_tarw *w = rf_tarw_open(tar, idx, fmt);
+        ck_assert_ptr_nonnull(w);
+        memset(name, 'd', 180);
+        strcpy(name + 180, "/k0001.jpg");
+        ck_assert_int_eq(rf_tarw_begin_sample(w), 0);
+        ck_assert_int_eq(rf_tarw_add(w, name, "abc", 3), 0);
+        ck_assert_int_eq(rf_tarw_add(w, "k0001.cls", "5", 1), 0);
+        ck_assert_int_eq(rf_tarw_add(w, "bad name.jpg", "x", 1), -EINVAL);
+        ck_assert_int_eq(rf_tarw_close(w), 0);
+        /* GNU tar lists both members with the full long name. */
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "tar -tf '%s' | grep -q '^%s$'", tar, name);
+        ck_assert_msg(system(cmd) == 0, "tar does not list the long name (format %d)", fmt);
+        snprintf(cmd, sizeof cmd,
+                 "python3 -c \"import tarfile,sys; t=tarfile.open('%s'); m=t.getmembers(); "
+                 "sys.exit(not (len(m)==2 and m[0].name=='%s' and t.extractfile(m[0]).read()==b'abc' "
+                 "and m[0].offset==0))\"",
+                 tar, name);
+        ck_assert_msg(system(cmd) == 0, "python tarfile disagrees (format %d)", fmt);
+    }
+}
+END_TEST
+
+/* Check every index line against the tar: the header at each offset names the member and
+ * holds its size; Python's tarfile sees the same offsets and sizes. */
+static void check_index(const char *tar, const char *idx, uint32_t expect_samples)
+{
+    size_t tl, il;
+    uint8_t *t = rf_test_read_file(tar, &tl);
+    char *ix = (char *)rf_test_read_file(idx, &il);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_ptr_nonnull(ix);
+    ix = realloc(ix, il + 1);
+    ix[il] = '\0';
+    unsigned samples;
+    ck_assert_int_eq(sscanf(ix, "v1.2 %u", &samples), 1);
+    ck_assert_uint_eq(samples, expect_samples);
+    char *save, *line = strtok_r(ix, "\n", &save);
+    unsigned lines = 0;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        lines++;
+        char ext[16], name[256];
+        unsigned long long off, size;
+        int used, pos = 0, members = 0;
+        while (sscanf(line + pos, "%15s %llu %llu %255s%n", ext, &off, &size, name, &used) == 4) {
+            pos += used;
+            members++;
+            ck_assert(off + 512 + size <= tl);
+            ck_assert(strncmp((const char *)t + off, name, 100) == 0);
+            ck_assert_uint_eq(strtoull((const char *)t + off + 124, NULL, 8), size);
+            ck_assert_str_eq(strrchr(name, '.') + 1, ext);
+        }
+        ck_assert_int_eq(members, 2);
+    }
+    ck_assert_uint_eq(lines, samples);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import tarfile,sys\n"
+             "t=tarfile.open('%s'); got=[(m.offset,m.size,m.name) for m in t.getmembers()]\n"
+             "want=[]\n"
+             "for l in open('%s').read().split(chr(10))[1:]:\n"
+             "  f=l.split()\n"
+             "  want+=[(int(f[i+1]),int(f[i+2]),f[i+3]) for i in range(0,len(f),4)]\n"
+             "sys.exit(got!=want)\"",
+             tar, idx);
+    ck_assert_msg(system(cmd) == 0, "python tarfile offsets differ from %s", idx);
+    free(t);
+    free(ix);
+}
+
+/* ---- the generator ------------------------------------------------------------------------ */
+
+START_TEST(gen_threads_identical)
+{
+    const char *d1 = rf_test_mkdtemp("synth-g1"), *d2 = rf_test_mkdtemp("synth-g3");
+    ck_assert_int_eq(gen_small(d1, 1, 9, 0.3), 0);
+    ck_assert_int_eq(gen_small(d2, 3, 9, 0.3), 0);
+    for (int s = 0; s < 3; s++) {
+        char a[1024], b[1024];
+        snprintf(a, sizeof a, "%s/train-%03d.tar", d1, s);
+        snprintf(b, sizeof b, "%s/train-%03d.tar", d2, s);
+        ck_assert_msg(files_equal(a, b), "shard %d differs between 1 and 3 threads", s);
+        snprintf(a, sizeof a, "%s/train-%03d.idx", d1, s);
+        snprintf(b, sizeof b, "%s/train-%03d.idx", d2, s);
+        ck_assert(files_equal(a, b));
+    }
+    char extra[1024];
+    snprintf(extra, sizeof extra, "%s/train-003.tar", d1);
+    ck_assert(access(extra, F_OK) != 0); /* 40 samples at 16 per shard: 3 shards */
+}
+END_TEST
+
+START_TEST(gen_readable)
+{
+    const char *d = rf_test_mkdtemp("synth-read");
+    ck_assert_int_eq(gen_small(d, 2, 3, 0.5), 0);
+    char tar[1024], idx[1024], cmd[2048];
+    for (int s = 0; s < 3; s++) {
+        snprintf(tar, sizeof tar, "%s/train-%03d.tar", d, s);
+        snprintf(idx, sizeof idx, "%s/train-%03d.idx", d, s);
+        snprintf(cmd, sizeof cmd, "tar -tvf '%s' > /dev/null", tar);
+        ck_assert_msg(system(cmd) == 0, "GNU tar rejects %s", tar);
+        check_index(tar, idx, s < 2 ? 16 : 8);
+    }
+    /* Members pair up as KEY.jpg, KEY.cls with the label of the sample. */
+    snprintf(tar, sizeof tar, "%s/train-001.tar", d);
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import tarfile,sys\n"
+             "t=tarfile.open('%s'); m=t.getmembers()\n"
+             "ok=len(m)==32 and m[0].name=='00000016.jpg' and m[1].name=='00000016.cls'\n"
+             "ok=ok and t.extractfile(m[0]).read(2)==bytes([255,216])\n"
+             "ok=ok and 0<=int(t.extractfile(m[1]).read())<7\n"
+             "sys.exit(not ok)\"",
+             tar);
+    ck_assert(system(cmd) == 0);
+    /* Labels and sizes as gen.h documents them. */
+    size_t len;
+    uint8_t *t = rf_test_read_file(tar, &len);
+    ck_assert_ptr_nonnull(t);
+    uint64_t jsize = strtoull((const char *)t + 124, NULL, 8);
+    const uint8_t *cls_hdr = t + 512 + ((jsize + 511) & ~511ull);
+    ck_assert_str_eq((const char *)cls_hdr, "00000016.cls");
+    char label[16] = {0};
+    memcpy(label, cls_hdr + 512, strtoull((const char *)cls_hdr + 124, NULL, 8));
+    ck_assert_uint_eq(strtoul(label, NULL, 10), rf_gen_label(3, 16, 7));
+    uint32_t w, h, ew, eh;
+    uint8_t *px = decode(t + 512, jsize, &w, &h);
+    ck_assert_ptr_nonnull(px);
+    rf_gen_size(3, 16, 0, 96, &ew, &eh);
+    ck_assert_uint_eq(w, ew);
+    ck_assert_uint_eq(h, eh);
+    ck_assert_uint_le(w > h ? w : h, 96);
+    free(px);
+    free(t);
+}
+END_TEST
+
+START_TEST(gen_shard_bytes)
+{
+    const char *d = rf_test_mkdtemp("synth-bytes");
+    char pattern[1024], tar[1024];
+    snprintf(pattern, sizeof pattern, "%s/s-%%02d.tar", d);
+    rf_gen_config c;
+    rf_gen_config_init(&c);
+    c.output = pattern;
+    c.images = 30;
+    c.shard_bytes = 64 * 1024;
+    c.max_side = 120;
+    c.write_index = 0;
+    rf_gen_stats st;
+    ck_assert_int_eq(rf_gen_run(&c, &st, NULL, 0), 0);
+    ck_assert_uint_eq(st.images, 30);
+    ck_assert_uint_ge(st.shards, 2);
+    uint64_t total = 0;
+    for (uint64_t s = 0; s < st.shards; s++) {
+        snprintf(tar, sizeof tar, "%s/s-%02d.tar", d, (int)s);
+        size_t len;
+        uint8_t *t = rf_test_read_file(tar, &len);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_uint_le(len, 64 * 1024);
+        total += len;
+        free(t);
+    }
+    ck_assert_uint_eq(total, st.bytes);
+    snprintf(tar, sizeof tar, "%s/s-00.idx", d);
+    ck_assert(access(tar, F_OK) != 0);
+    c.output = "no-conversion.tar";
+    ck_assert_int_eq(rf_gen_run(&c, NULL, NULL, 0), -EINVAL);
+}
+END_TEST
+
+START_TEST(fixture_shards)
+{
+    const char *d = rf_test_mkdtemp("synth-fixture");
+    ck_assert_int_eq(rf_test_make_shards(d, 2, 5, 3, 11, 1, 64), 0);
+    char tar[1024], idx[1024];
+    snprintf(tar, sizeof tar, "%s/shard-0001.tar", d);
+    snprintf(idx, sizeof idx, "%s/shard-0001.idx", d);
+    check_index(tar, idx, 5);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import tarfile,sys\n"
+             "t=tarfile.open('%s'); m=t.getmembers()\n"
+             "sys.exit(not (m[0].name=='00000005.jpg' and t.extractfile(m[1]).read()==b'2'))\"",
+             tar);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("synth");
+    TCase *t = tcase_create("synth");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, image_deterministic);
+    tcase_add_test(t, size_statistics);
+    tcase_add_test(t, images_natural);
+    tcase_add_test(t, tar_long_names);
+    tcase_add_test(t, gen_threads_identical);
+    tcase_add_test(t, gen_readable);
+    tcase_add_test(t, gen_shard_bytes);
+    tcase_add_test(t, fixture_shards);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,951 @@
+/* test_tar.c — tar parsing, the WebDataset format, its index, pattern expansion and labels.
+ *
+ * Good shards are written by GNU tar itself in ustar, gnu and pax formats (they must load
+ * identically); malformed ones are hand-built block by block, one defect each, so every
+ * rejection is attributable to exactly the field under test. */
+#include <check.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "tar.h"
+#include "tar_index.h"
+#include "testutil.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    if (len)
+        ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+static char *pathf(const char *dir, const char *name)
+{
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+/* A fake JPEG: SOI, deterministic bytes, EOI. The loader never decodes here. */
+static uint8_t *fake_jpeg(uint32_t seed, size_t len)
+{
+    uint8_t *b = malloc(len);
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        b[i] = (uint8_t)x;
+    }
+    b[0] = 0xff, b[1] = 0xd8, b[len - 2] = 0xff, b[len - 1] = 0xd9;
+    return b;
+}
+
+/* Growing byte buffer for hand-built archives. */
+typedef struct tbuf {
+    uint8_t *p;
+    size_t len;
+} tbuf;
+
+static void tb_put(tbuf *t, const void *d, size_t n)
+{
+    t->p = realloc(t->p, t->len + n + 1);
+    memcpy(t->p + t->len, d, n);
+    t->len += n;
+}
+
+static void tb_zero(tbuf *t, size_t n)
+{
+    t->p = realloc(t->p, t->len + n + 1);
+    memset(t->p + t->len, 0, n);
+    t->len += n;
+}
+
+static void set_cksum(uint8_t *b)
+{
+    memset(b + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += b[i];
+    snprintf((char *)b + 148, 8, "%06o", sum);
+    b[155] = ' ';
+}
+
+static void mkhdr(uint8_t *b, const char *name, uint64_t size, char type)
+{
+    memset(b, 0, 512);
+    strncpy((char *)b, name, 100);
+    memcpy(b + 100, "0000644", 8);
+    memcpy(b + 108, "0000000", 8);
+    memcpy(b + 116, "0000000", 8);
+    snprintf((char *)b + 124, 12, "%011" PRIo64, size);
+    memcpy(b + 136, "14000000000", 12);
+    b[156] = (uint8_t)type;
+    memcpy(b + 257, "ustar", 6);
+    memcpy(b + 263, "00", 2);
+    set_cksum(b);
+}
+
+/* Append a member (header, data, padding). */
+static size_t tb_member(tbuf *t, const char *name, const void *data, size_t n, char type)
+{
+    uint8_t h[512];
+    size_t at = t->len;
+    mkhdr(h, name, n, type);
+    tb_put(t, h, 512);
+    if (n)
+        tb_put(t, data, n);
+    tb_zero(t, (512 - n % 512) % 512);
+    return at;
+}
+
+static void tb_end(tbuf *t) { tb_zero(t, 1024); }
+
+static char *save(const char *dir, const char *name, const tbuf *t)
+{
+    char *p = pathf(dir, name);
+    write_file(p, t->p, t->len);
+    return p;
+}
+
+/* Load paths with the tar format; returns the code and leaves ds filled (caller frees). */
+static int load(rf_dataset *ds, const char *path, uint64_t max, rf_err *e)
+{
+    memset(ds, 0, sizeof *ds);
+    char *paths[1] = {(char *)path};
+    return rf_format_tar.open(ds, paths, 1, max, e);
+}
+
+static int load_fails(const char *path, int code, const char *needle)
+{
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    int rc = load(&ds, path, 0, &e);
+    rf_dataset_free(&ds);
+    ck_assert_msg(rc == code, "%s: rc %d, want %d (%s)", path, rc, code, e.msg);
+    ck_assert_msg(strstr(e.msg, needle) != NULL, "message \"%s\" lacks \"%s\"", e.msg, needle);
+    return rc;
+}
+
+static uint8_t *read_span(const rf_dataset *ds, const rf_sample *s)
+{
+    uint8_t *b = malloc(s->length + 1);
+    ck_assert_int_eq(pread(ds->files[s->file].fd, b, s->length, (off_t)s->offset), (ssize_t)s->length);
+    return b;
+}
+
+/* ---- the GNU tar fixture ---------------------------------------------------------------- */
+
+#define NSAMP 9
+#define LONGDIR "a-directory-name-that-is-long-enough/and-another-level-of-directories-here/and-a-third"
+#define LONGBASE "sample-with-a-basename-longer-than-one-hundred-characters-which-ustar-cannot-split-anywhere-at-all-x"
+
+typedef struct fixture {
+    char *dir, *src;
+    char *keys[NSAMP];
+    uint8_t *jpg[NSAMP];
+    size_t jpg_len[NSAMP];
+    int label[NSAMP]; /* -1: no .cls member */
+} fixture;
+
+static void fx_sample(fixture *fx, int i, const char *key, size_t len, int label, FILE *list)
+{
+    fx->keys[i] = strdup(key);
+    fx->jpg[i] = fake_jpeg((uint32_t)i + 1, len);
+    fx->jpg_len[i] = len;
+    fx->label[i] = label;
+    char rel[512], *p;
+    snprintf(rel, sizeof rel, "%s.jpg", key);
+    p = pathf(fx->src, rel);
+    write_file(p, fx->jpg[i], len);
+    free(p);
+    fprintf(list, "%s\n", rel);
+    if (label >= 0) {
+        char txt[32];
+        snprintf(rel, sizeof rel, "%s.cls", key);
+        snprintf(txt, sizeof txt, "%d\n", label);
+        p = pathf(fx->src, rel);
+        write_file(p, txt, strlen(txt));
+        free(p);
+        fprintf(list, "%s\n", rel);
+    }
+    snprintf(rel, sizeof rel, "%s.json", key); /* a third member that is neither */
+    p = pathf(fx->src, rel);
+    write_file(p, "{}", 2);
+    free(p);
+    fprintf(list, "%s\n", rel);
+}
+
+/* long_base: include a basename over 100 characters (not representable in plain ustar). */
+static void fx_make(fixture *fx, int long_base)
+{
+    memset(fx, 0, sizeof *fx);
+    fx->dir = rf_test_mkdtemp("tar");
+    fx->src = pathf(fx->dir, "src");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/" LONGDIR "' '%s/sub' '%s/sub.d'", fx->src, fx->src, fx->src);
+    ck_assert_int_eq(system(cmd), 0);
+    char *listp = pathf(fx->dir, "list");
+    FILE *list = fopen(listp, "w");
+    static const size_t lens[NSAMP] = {3, 511, 512, 513, 100, 4000, 20000, 1024, 77};
+    for (int i = 0; i < 5; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "s%04d", i);
+        fx_sample(fx, i, key, lens[i], i == 2 ? -1 : i * 7, list);
+    }
+    fprintf(list, "sub\n"); /* a directory member between samples: ignored */
+    snprintf(cmd, sizeof cmd, "ln -s s0000.jpg '%s/link.jpg'", fx->src);
+    ck_assert_int_eq(system(cmd), 0);
+    fprintf(list, "link.jpg\n"); /* a symlink member: ignored, never followed */
+    fx_sample(fx, 5, LONGDIR "/deep-sample", lens[5], 55, list); /* path > 100 characters */
+    fx_sample(fx, 6, "sub.d/x", lens[6], 66, list); /* a dot in a directory is not the key's */
+    fx_sample(fx, 7, long_base ? LONGDIR "/" LONGBASE : "sub/s7", lens[7], 77, list);
+    fx_sample(fx, 8, "s0008", lens[8], 88, list);
+    fclose(list);
+    free(listp);
+}
+
+static void fx_free(fixture *fx)
+{
+    for (int i = 0; i < NSAMP; i++)
+        free(fx->keys[i]), free(fx->jpg[i]);
+    free(fx->src);
+    free(fx->dir);
+}
+
+static char *fx_tar(const fixture *fx, const char *format)
+{
+    char name[64], cmd[8192];
+    snprintf(name, sizeof name, "%s.tar", format);
+    char *out = pathf(fx->dir, name);
+    snprintf(cmd, sizeof cmd,
+             "tar --format=%s --no-recursion --owner=0 --group=0 -cf '%s' -C '%s' -T '%s/list'",
+             format, out, fx->src, fx->dir);
+    ck_assert_int_eq(system(cmd), 0);
+    return out;
+}
+
+/* Every sample: key as written, the located payload equals the input, the label parses. */
+static void check_loaded(const fixture *fx, const rf_dataset *ds)
+{
+    ck_assert_uint_eq(ds->nsamples, NSAMP);
+    for (uint64_t i = 0; i < ds->nsamples; i++) {
+        const rf_sample *s = &ds->samples[i];
+        const char *key = ds->keys + s->key;
+        ck_assert_str_eq(key, fx->keys[i]);
+        ck_assert_uint_eq(s->flags & RF_SAMPLE_TAR, RF_SAMPLE_TAR);
+        ck_assert_int_eq(s->label, -1);
+        uint8_t *span = read_span(ds, s);
+        uint32_t doff, dlen, dhdr, loff, llen;
+        rf_err e = {0, ""};
+        int rc = rf_tar_locate(span, s->length, key, RF_TAR_IMAGE_EXTS, &doff, &dlen, &dhdr,
+                               &loff, &llen, &e);
+        ck_assert_msg(rc == 0, "locate %s: %s", key, e.msg);
+        ck_assert_uint_eq(dlen, fx->jpg_len[i]);
+        ck_assert_int_eq(memcmp(span + doff, fx->jpg[i], dlen), 0);
+        /* the scan's hints equal what locate finds in the bytes */
+        ck_assert_uint_eq(doff, s->data_off);
+        ck_assert_uint_eq(dlen, s->data_len);
+        ck_assert_uint_eq(dhdr, s->data_hdr);
+        ck_assert_uint_eq(llen, s->label_len);
+        if (fx->label[i] < 0) {
+            ck_assert_uint_eq(llen, 0);
+        } else {
+            int32_t lab;
+            ck_assert_uint_eq(loff, s->label_off);
+            ck_assert_int_eq(rf_parse_label(span + loff, llen, &lab), 0);
+            ck_assert_int_eq(lab, fx->label[i]);
+        }
+        free(span);
+    }
+}
+
+START_TEST(gnu_tar_formats_load_identically)
+{
+    fixture fx;
+    fx_make(&fx, 0);
+    static const char *formats[] = {"ustar", "gnu", "pax"};
+    for (int f = 0; f < 3; f++) {
+        char *shard = fx_tar(&fx, formats[f]);
+        rf_dataset ds;
+        rf_err e = {0, ""};
+        int rc = load(&ds, shard, 0, &e);
+        ck_assert_msg(rc == 0, "%s: %s", formats[f], e.msg);
+        check_loaded(&fx, &ds);
+        rf_dataset_free(&ds);
+        free(shard);
+    }
+    fx_free(&fx);
+}
+END_TEST
+
+START_TEST(long_names_gnu_and_pax)
+{
+    fixture fx;
+    fx_make(&fx, 1);
+    static const char *formats[] = {"gnu", "pax"};
+    for (int f = 0; f < 2; f++) {
+        char *shard = fx_tar(&fx, formats[f]);
+        rf_dataset ds;
+        rf_err e = {0, ""};
+        int rc = load(&ds, shard, 0, &e);
+        ck_assert_msg(rc == 0, "%s: %s", formats[f], e.msg);
+        check_loaded(&fx, &ds);
+        ck_assert_uint_gt(strlen(ds.keys + ds.samples[7].key), 100);
+        rf_dataset_free(&ds);
+        free(shard);
+    }
+    fx_free(&fx);
+}
+END_TEST
+
+/* Loads of the same shard, by scan and by index, give byte-identical tables. */
+static void same_tables(const rf_dataset *a, const rf_dataset *b)
+{
+    ck_assert_uint_eq(a->nsamples, b->nsamples);
+    for (uint64_t i = 0; i < a->nsamples; i++) {
+        const rf_sample *x = &a->samples[i], *y = &b->samples[i];
+        ck_assert_str_eq(a->keys + x->key, b->keys + y->key);
+        ck_assert_uint_eq(x->offset, y->offset);
+        ck_assert_uint_eq(x->length, y->length);
+        ck_assert_uint_eq(x->data_off, y->data_off);
+        ck_assert_uint_eq(x->data_len, y->data_len);
+        ck_assert_uint_eq(x->data_hdr, y->data_hdr);
+        ck_assert_uint_eq(x->label_off, y->label_off);
+        ck_assert_uint_eq(x->label_len, y->label_len);
+        ck_assert_uint_eq(x->flags, y->flags);
+        ck_assert_int_eq(x->label, y->label);
+    }
+}
+
+START_TEST(index_read_equals_scan)
+{
+    fixture fx;
+    fx_make(&fx, 1);
+    static const char *formats[] = {"gnu", "pax"};
+    for (int f = 0; f < 2; f++) {
+        char *shard = fx_tar(&fx, formats[f]);
+        rf_dataset scan, idx;
+        rf_err e = {0, ""};
+        ck_assert_int_eq(load(&scan, shard, 0, &e), 0);
+        char ipath[4096];
+        ck_assert_int_eq(rf_tar_find_index(shard, ipath, sizeof ipath), 0);
+        snprintf(ipath, sizeof ipath, "%.*s.idx", (int)(strlen(shard) - 4), shard);
+        ck_assert_msg(rf_tar_write_index(shard, ipath, &e) == 0, "%s", e.msg);
+        char found[4096];
+        ck_assert_int_eq(rf_tar_find_index(shard, found, sizeof found), 1);
+        ck_assert_str_eq(found, ipath);
+        size_t n;
+        char *text = (char *)rf_test_read_file(ipath, &n);
+        ck_assert_int_eq(strncmp(text, "v1.2 9\n", 7), 0);
+        free(text);
+        int rc = load(&idx, shard, 0, &e);
+        ck_assert_msg(rc == 0, "%s", e.msg);
+        same_tables(&scan, &idx);
+        check_loaded(&fx, &idx);
+        rf_dataset_free(&scan);
+        rf_dataset_free(&idx);
+        free(shard);
+    }
+    fx_free(&fx);
+}
+END_TEST
+
+/* ---- index that disagrees with its shard ------------------------------------------------ */
+
+/* A shard of n plain samples (key.jpg + key.cls) and its index text, for mutation. */
+static char *plain_shard(const char *dir, const char *name, int n, tbuf *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        char nm[64], lab[16];
+        uint8_t *j = fake_jpeg((uint32_t)i, 300 + 100 * (size_t)i);
+        snprintf(nm, sizeof nm, "k%03d.jpg", i);
+        tb_member(t, nm, j, 300 + 100 * (size_t)i, '0');
+        snprintf(nm, sizeof nm, "k%03d.cls", i);
+        snprintf(lab, sizeof lab, "%d", i);
+        tb_member(t, nm, lab, strlen(lab), '0');
+        free(j);
+    }
+    tb_end(t);
+    return save(dir, name, t);
+}
+
+static void index_case(const char *dir, const char *text, const char *needle)
+{
+    tbuf t;
+    char *shard = plain_shard(dir, "bad.tar", 20, &t);
+    char *ip = pathf(dir, "bad.idx");
+    write_file(ip, text, strlen(text));
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    int rc = load(&ds, shard, 0, &e);
+    rf_dataset_free(&ds);
+    ck_assert_msg(rc == RF_EINDEX, "rc %d (%s) for index:\n%s", rc, e.msg, text);
+    ck_assert_msg(strstr(e.msg, ip) && strstr(e.msg, needle), "message \"%s\" lacks \"%s\"",
+                  e.msg, needle);
+    unlink(ip);
+    free(ip);
+    free(shard);
+    free(t.p);
+}
+
+/* Make the good index text for plain_shard(20), then apply one textual mutation. */
+static char *good_index(const char *dir)
+{
+    tbuf t;
+    char *shard = plain_shard(dir, "bad.tar", 20, &t);
+    char *ip = pathf(dir, "good.idx");
+    rf_err e = {0, ""};
+    ck_assert_msg(rf_tar_write_index(shard, ip, &e) == 0, "%s", e.msg);
+    size_t n;
+    char *text = (char *)rf_test_read_file(ip, &n);
+    text = realloc(text, n + 1);
+    text[n] = 0;
+    unlink(ip);
+    free(ip);
+    free(shard);
+    free(t.p);
+    return text;
+}
+
+static char *replace(const char *s, const char *from, const char *to)
+{
+    const char *at = strstr(s, from);
+    ck_assert_ptr_nonnull(at);
+    char *r = malloc(strlen(s) + strlen(to) + 1);
+    sprintf(r, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    return r;
+}
+
+START_TEST(index_disagreeing_is_detected)
+{
+    char *dir = rf_test_mkdtemp("tar-idx");
+    char *good = good_index(dir);
+    /* sanity: the good index loads */
+    {
+        tbuf t;
+        char *shard = plain_shard(dir, "ok.tar", 20, &t);
+        char *ip = pathf(dir, "ok.idx");
+        write_file(ip, good, strlen(good));
+        rf_dataset ds;
+        rf_err e = {0, ""};
+        ck_assert_msg(load(&ds, shard, 0, &e) == 0, "%s", e.msg);
+        ck_assert_uint_eq(ds.nsamples, 20);
+        rf_dataset_free(&ds);
+        free(ip), free(shard), free(t.p);
+    }
+    char *m;
+    index_case(dir, (m = replace(good, "v1.2 20", "v1.2 21")), "line 1"), free(m);
+    index_case(dir, (m = replace(good, "v1.2 20", "v1.1 20")), "v1.1"), free(m);
+    index_case(dir, (m = replace(good, "v1.2 20", "v9 20")), "line 1"), free(m);
+    /* a wrong size in a middle sample: its neighbour no longer follows it, so it is read */
+    index_case(dir, (m = replace(good, " 1000 k007.jpg", " 400 k007.jpg")), "line 9"), free(m);
+    /* a size that crosses into the next member */
+    index_case(dir, (m = replace(good, " 1000 k007.jpg", " 1200 k007.jpg")), "line 9"), free(m);
+    /* a name that disagrees with the shard's header (first sample is always checked) */
+    index_case(dir, (m = replace(good, "k000.cls", "k000.txt")), "line 2"), free(m);
+    index_case(dir, (m = replace(good, "cls 1024 ", "cls 1025 ")), "line 2"), free(m);
+    {
+        char *m1 = replace(good, "k000.jpg", "z000.jpg"), *m2 = replace(m1, "k000.cls", "z000.cls");
+        index_case(dir, m2, "header at offset 0 names k000.jpg");
+        free(m1), free(m2);
+    }
+    index_case(dir, (m = replace(good, "jpg 0 300 k000.jpg", "jpg 0 300 k001.jpg")), "line 2"),
+        free(m);
+    index_case(dir, (m = replace(good, "jpg 0 300", "jpg 0 9999999")), "line 2"), free(m);
+    index_case(dir, (m = replace(good, "jpg 0 300", "jpg 0 3x0")), "line 2"), free(m);
+    /* offsets that go backwards */
+    index_case(dir, (m = replace(good, "jpg 2048 400", "jpg 1024 400")), "line 3"), free(m);
+    free(good);
+    free(dir);
+}
+END_TEST
+
+/* ---- hand-built malformed archives ------------------------------------------------------ */
+
+START_TEST(bad_checksum_names_file_and_offset)
+{
+    char *dir = rf_test_mkdtemp("tar-bad");
+    tbuf t = {0};
+    uint8_t j[100] = {0xff, 0xd8};
+    tb_member(&t, "a.jpg", j, sizeof j, '0');
+    size_t at = tb_member(&t, "b.jpg", j, sizeof j, '0');
+    t.p[at + 10] ^= 1; /* flip a bit in the name: the checksum no longer matches */
+    tb_end(&t);
+    char *p = save(dir, "train-0003.tar", &t);
+    char want[4200];
+    snprintf(want, sizeof want, "%s: bad header checksum at offset 1024", p);
+    load_fails(p, RF_EFORMAT, want);
+    free(p), free(t.p);
+    free(dir);
+}
+END_TEST
+
+START_TEST(signed_checksum_accepted)
+{
+    uint8_t b[512];
+    mkhdr(b, "x\xe9.jpg", 0, '0');
+    /* rewrite the checksum as the historic signed sum */
+    memset(b + 148, ' ', 8);
+    int sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += (signed char)b[i];
+    snprintf((char *)b + 148, 8, "%06o", sum);
+    rf_err e = {0, ""};
+    ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
+    set_cksum(b);
+    ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
+    b[148] = '9';
+    ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
+}
+END_TEST
+
+START_TEST(truncated_member)
+{
+    char *dir = rf_test_mkdtemp("tar-trunc");
+    tbuf t = {0};
+    uint8_t *j = fake_jpeg(1, 10000);
+    tb_member(&t, "a.jpg", j, 600, '0');
+    size_t at = tb_member(&t, "b.jpg", j, 10000, '0');
+    t.len = at + 512 + 2000; /* the data stops early */
+    char *p = save(dir, "t.tar", &t);
+    char want[64];
+    snprintf(want, sizeof want, "at offset %zu", at);
+    load_fails(p, RF_EFORMAT, "truncated member b.jpg");
+    load_fails(p, RF_EFORMAT, want);
+    /* a header cut in the middle */
+    t.len = at + 100;
+    free(p);
+    p = save(dir, "t2.tar", &t);
+    load_fails(p, RF_EFORMAT, "truncated header");
+    free(p), free(j), free(t.p);
+    free(dir);
+}
+END_TEST
+
+START_TEST(garbage_numeric_fields)
+{
+    char *dir = rf_test_mkdtemp("tar-num");
+    uint8_t b[512];
+    rf_err e = {0, ""};
+    mkhdr(b, "a.jpg", 10, '0');
+    memcpy(b + 124, "0000001x012", 11);
+    set_cksum(b);
+    ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
+    ck_assert_str_eq(e.msg, "bad size field");
+    mkhdr(b, "a.jpg", 10, '0');
+    memcpy(b + 124, "00000 01012", 11); /* digits after a terminator */
+    set_cksum(b);
+    ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
+    mkhdr(b, "a.jpg", 10, '0');
+    memcpy(b + 100, "0006-44", 7);
+    set_cksum(b);
+    ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
+    ck_assert_str_eq(e.msg, "bad mode field");
+    /* the largest 11-digit octal size */
+    mkhdr(b, "a.jpg", 0, '0');
+    memcpy(b + 124, "77777777777", 11); /* 8 GiB - 1: large but legal */
+    set_cksum(b);
+    ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
+    /* in a file: the message has path and offset */
+    tbuf t = {0};
+    tb_member(&t, "a.jpg", "\xff\xd8", 2, '0');
+    size_t at = tb_member(&t, "b.jpg", "\xff\xd8", 2, '0');
+    memcpy(t.p + at + 124, "0000000002z", 11);
+    set_cksum(t.p + at);
+    tb_end(&t);
+    char *p = save(dir, "g.tar", &t);
+    load_fails(p, RF_EFORMAT, "bad size field at offset 1024");
+    free(p), free(t.p);
+    /* numbers: leading spaces, space or NUL terminators, full-width fields */
+    uint64_t v;
+    ck_assert_int_eq(rf_tar_parse_number((const uint8_t *)"  17 \0\0\0", 8, &v), 0);
+    ck_assert_uint_eq(v, 15);
+    ck_assert_int_eq(rf_tar_parse_number((const uint8_t *)"77777777", 8, &v), 0);
+    ck_assert_uint_eq(v, 077777777);
+    ck_assert_int_eq(rf_tar_parse_number((const uint8_t *)"\0\0\0\0", 4, &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(rf_tar_parse_number((const uint8_t *)"12 3", 4, &v), -1);
+    ck_assert_int_eq(rf_tar_parse_number((const uint8_t *)"8", 1, &v), -1);
+    free(dir);
+}
+END_TEST
+
+START_TEST(base256_size)
+{
+    char *dir = rf_test_mkdtemp("tar-b256");
+    tbuf t = {0};
+    uint8_t *j = fake_jpeg(3, 700);
+    size_t at = tb_member(&t, "k.jpg", j, 700, '0');
+    tb_end(&t);
+    uint8_t *f = t.p + at + 124;
+    memset(f, 0, 12);
+    f[0] = 0x80;
+    f[10] = 700 >> 8;
+    f[11] = 700 & 0xff;
+    set_cksum(t.p + at);
+    char *p = save(dir, "b.tar", &t);
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 1);
+    ck_assert_uint_eq(ds.samples[0].data_len, 700);
+    uint8_t *span = read_span(&ds, &ds.samples[0]);
+    ck_assert_int_eq(memcmp(span + ds.samples[0].data_off, j, 700), 0);
+    free(span);
+    rf_dataset_free(&ds);
+    /* negative base-256 */
+    f[0] = 0xff;
+    set_cksum(t.p + at);
+    free(p);
+    p = save(dir, "neg.tar", &t);
+    load_fails(p, RF_EFORMAT, "bad size field at offset 0");
+    /* positive but 2^41 */
+    memset(f, 0, 12);
+    f[0] = 0x80;
+    f[6] = 0x02;
+    set_cksum(t.p + at);
+    free(p);
+    p = save(dir, "huge.tar", &t);
+    load_fails(p, RF_EFORMAT, "exceeds the limit");
+    free(p), free(j), free(t.p);
+    free(dir);
+}
+END_TEST
+
+/* A pax header with body `body` before member `name`. */
+static void tb_pax(tbuf *t, const char *body, size_t n, char type)
+{
+    tb_member(t, "PaxHeaders/x", body, n, type);
+}
+
+static void pax_case(const char *dir, const char *body, const char *needle)
+{
+    tbuf t = {0};
+    tb_pax(&t, body, strlen(body), 'x');
+    tb_member(&t, "short.jpg", "\xff\xd8", 2, '0');
+    tb_end(&t);
+    char *p = save(dir, "pax.tar", &t);
+    load_fails(p, RF_EFORMAT, needle);
+    free(p), free(t.p);
+}
+
+START_TEST(pax_records_strict)
+{
+    char *dir = rf_test_mkdtemp("tar-pax");
+    pax_case(dir, "99999999999 path=a.jpg\n", "bad pax record length at offset 0");
+    pax_case(dir, "20 path=a.jpg\n", "length does not match");
+    pax_case(dir, "15 path=a.jpg\n", "length does not match"); /* lands past the newline */
+    pax_case(dir, "12 pathajpg\n", "without key=value");
+    pax_case(dir, "x path=a.jpg\n", "bad pax record length");
+    pax_case(dir, "11 size=1x\n", "bad pax size");
+    pax_case(dir, "23 size=99999999999999\n", "bad pax size");
+    pax_case(dir, "21 GNU.sparse.size=1\n", "sparse");
+    /* a pax header over the limit */
+    tbuf t = {0};
+    size_t big = RF_TAR_PAX_MAX + 1;
+    char *body = malloc(big);
+    memset(body, 'a', big);
+    tb_pax(&t, body, big, 'x');
+    tb_member(&t, "short.jpg", "\xff\xd8", 2, '0');
+    tb_end(&t);
+    char *p = save(dir, "pbig.tar", &t);
+    load_fails(p, RF_EFORMAT, "pax header too large");
+    free(p), free(t.p), free(body);
+    /* a good pax path and size override; a global header is ignored */
+    memset(&t, 0, sizeof t);
+    tb_pax(&t, "18 path=ignored.x\n", 18, 'g');
+    tb_pax(&t, "21 path=dir/good.jpg\n", 21, 'x');
+    tb_member(&t, "dir/trunc.jpg", "\xff\xd8\xff\xd9", 4, '0');
+    tb_end(&t);
+    p = save(dir, "pgood.tar", &t);
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 1);
+    ck_assert_str_eq(ds.keys, "dir/good");
+    ck_assert_uint_eq(ds.samples[0].offset, 0); /* the span starts at the global header */
+    rf_dataset_free(&ds);
+    free(p), free(t.p);
+    free(dir);
+}
+END_TEST
+
+START_TEST(gnu_long_name_limits)
+{
+    char *dir = rf_test_mkdtemp("tar-gnu");
+    tbuf t = {0};
+    size_t big = 100000;
+    char *name = malloc(big);
+    memset(name, 'n', big);
+    tb_member(&t, "././@LongLink", name, big, 'L');
+    tb_member(&t, "short.jpg", "\xff\xd8", 2, '0');
+    tb_end(&t);
+    char *p = save(dir, "long.tar", &t);
+    load_fails(p, RF_EFORMAT, "GNU long name too long at offset 0");
+    free(p), free(t.p);
+    /* too many extension records */
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < RF_TAR_EXT_RECORDS_MAX + 2; i++)
+        tb_member(&t, "././@LongLink", "a.jpg", 6, 'L');
+    tb_member(&t, "short.jpg", "\xff\xd8", 2, '0');
+    tb_end(&t);
+    p = save(dir, "many.tar", &t);
+    load_fails(p, RF_EFORMAT, "too many extended header records");
+    free(p), free(t.p), free(name);
+    free(dir);
+}
+END_TEST
+
+START_TEST(end_of_archive_variants)
+{
+    char *dir = rf_test_mkdtemp("tar-end");
+    tbuf t = {0};
+    tb_member(&t, "a.jpg", "\xff\xd8", 2, '0');
+    tb_member(&t, "b.jpg", "\xff\xd8", 2, '0');
+    char *p = save(dir, "noend.tar", &t); /* EOF on a block boundary */
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 2);
+    rf_dataset_free(&ds);
+    free(p);
+    tb_zero(&t, 512); /* a single end block */
+    p = save(dir, "oneend.tar", &t);
+    ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 2);
+    rf_dataset_free(&ds);
+    free(p);
+    tb_member(&t, "c.jpg", "\xff\xd8", 2, '0'); /* a lone zero block, then a member */
+    p = save(dir, "lone.tar", &t);
+    load_fails(p, RF_EFORMAT, "lone zero block inside the archive at offset 2048");
+    free(p);
+    t.len = 1024 + 100; /* EOF off a block boundary */
+    p = save(dir, "cut.tar", &t);
+    load_fails(p, RF_EFORMAT, "truncated header at offset 1024");
+    free(p), free(t.p);
+    free(dir);
+}
+END_TEST
+
+START_TEST(webdataset_grouping)
+{
+    char *dir = rf_test_mkdtemp("tar-wds");
+    tbuf t = {0};
+    tb_member(&t, "a.jpg", "\xff\xd8", 2, '0');
+    tb_member(&t, "d/", NULL, 0, '5');
+    tb_member(&t, "a.cls", "3", 1, '0'); /* a directory inside a run does not end it */
+    tb_member(&t, "b.jpg", "\xff\xd8", 2, '0');
+    tb_member(&t, "a.jpg", "\xff\xd8", 2, '0'); /* a reappears: a separate sample */
+    tb_member(&t, "dev", NULL, 0, '3');
+    tb_end(&t);
+    char *p = save(dir, "g.tar", &t);
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 3);
+    ck_assert_str_eq(ds.keys + ds.samples[0].key, "a");
+    ck_assert_str_eq(ds.keys + ds.samples[1].key, "b");
+    ck_assert_str_eq(ds.keys + ds.samples[2].key, "a");
+    ck_assert_uint_eq(ds.samples[0].label_len, 1);
+    ck_assert_uint_eq(ds.samples[0].length, 2048 + 1); /* to the end of a.cls' data */
+    ck_assert_uint_eq(ds.max_span, 2049);
+    rf_dataset_free(&ds);
+    free(p), free(t.p);
+    /* a sample without an image member */
+    memset(&t, 0, sizeof t);
+    tb_member(&t, "a.jpg", "\xff\xd8", 2, '0');
+    tb_member(&t, "b.cls", "1", 1, '0');
+    tb_end(&t);
+    p = save(dir, "noimg.tar", &t);
+    load_fails(p, RF_EFORMAT, "sample b at offset 1024 has no image member");
+    free(p), free(t.p);
+    /* a span over max_sample_bytes */
+    memset(&t, 0, sizeof t);
+    uint8_t *j = fake_jpeg(1, 5000);
+    tb_member(&t, "big.jpg", j, 5000, '0');
+    tb_end(&t);
+    p = save(dir, "big.tar", &t);
+    rf_dataset d2;
+    ck_assert_int_eq(load(&d2, p, 4096, &e), RF_ELIMIT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "sample big at offset 0"));
+    rf_dataset_free(&d2);
+    free(p), free(t.p), free(j);
+    /* split_key */
+    const char *ext;
+    ck_assert_uint_eq(rf_tar_split_key("dir.v1/abc.seg.png", &ext), 10);
+    ck_assert_str_eq(ext, "seg.png");
+    ck_assert_uint_eq(rf_tar_split_key("noext", &ext), 5);
+    ck_assert_str_eq(ext, "");
+    ck_assert_int_eq(rf_tar_ext_in("JPG", RF_TAR_IMAGE_EXTS), 1);
+    ck_assert_int_eq(rf_tar_ext_in("png", RF_TAR_IMAGE_EXTS), 0);
+    ck_assert_int_eq(rf_tar_ext_in("jp", RF_TAR_IMAGE_EXTS), 0);
+    free(dir);
+}
+END_TEST
+
+START_TEST(locate_rejects_foreign_and_corrupt_spans)
+{
+    tbuf t = {0};
+    tb_member(&t, "k.jpg", "\xff\xd8\xff\xd9", 4, '0');
+    tb_member(&t, "k.cls", " 12\n", 4, '0');
+    uint32_t doff, dlen, dhdr, loff, llen;
+    rf_err e = {0, ""};
+    size_t len = 1024 + 512 + 4;
+    ck_assert_int_eq(rf_tar_locate(t.p, len, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e), 0);
+    ck_assert_uint_eq(doff, 512);
+    ck_assert_uint_eq(dlen, 4);
+    ck_assert_uint_eq(loff, 1536);
+    ck_assert_int_eq(rf_tar_locate(t.p, len, "j", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e),
+                     RF_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "k.jpg at span offset 0"));
+    ck_assert_int_eq(rf_tar_locate(t.p, len - 1, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e),
+                     RF_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "truncated member k.cls"));
+    t.p[1024 + 3] ^= 4;
+    ck_assert_int_eq(rf_tar_locate(t.p, len, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e),
+                     RF_EFORMAT);
+    ck_assert_str_eq(e.msg, "bad header checksum at span offset 1024");
+    free(t.p);
+}
+END_TEST
+
+/* ---- patterns and labels ---------------------------------------------------------------- */
+
+static void touch(const char *dir, const char *name)
+{
+    char *p = pathf(dir, name);
+    write_file(p, "", 0);
+    free(p);
+}
+
+START_TEST(pattern_expansion)
+{
+    char *dir = rf_test_mkdtemp("tar-pat");
+    for (int i = 0; i < 12; i++) {
+        char n[64];
+        snprintf(n, sizeof n, "train-%06d.tar", i);
+        touch(dir, n);
+    }
+    touch(dir, "val-a.tar");
+    touch(dir, "val-b.tar");
+    char pat[4][4200];
+    snprintf(pat[0], sizeof pat[0], "%s/train-{000009..000011}.tar", dir);
+    snprintf(pat[1], sizeof pat[1], "%s/val-*.tar", dir);
+    snprintf(pat[2], sizeof pat[2], "%s/{val-a,train-00000[01]}.tar", dir);
+    snprintf(pat[3], sizeof pat[3], "%s/train-000000.tar", dir);
+    const char *pp[4] = {pat[0], pat[1], pat[2], pat[3]};
+    char **out;
+    uint32_t n;
+    rf_err e = {0, ""};
+    ck_assert_msg(rf_expand_patterns(pp, 4, &out, &n, &e) == 0, "%s", e.msg);
+    static const char *want[] = {"train-000009.tar", "train-000010.tar", "train-000011.tar",
+                                 "val-a.tar", "val-b.tar", "val-a.tar", "train-000000.tar",
+                                 "train-000001.tar", "train-000000.tar"};
+    ck_assert_uint_eq(n, 9);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *base = strrchr(out[i], '/') + 1;
+        ck_assert_str_eq(base, want[i]);
+    }
+    rf_free_paths(out, n);
+    /* descending range, no padding */
+    char d[4200];
+    snprintf(d, sizeof d, "%s/train-00000{2..0}.tar", dir);
+    pp[0] = d;
+    ck_assert_int_eq(rf_expand_patterns(pp, 1, &out, &n, &e), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(strrchr(out[0], '/') + 1, "train-000002.tar");
+    rf_free_paths(out, n);
+    /* a pattern matching nothing names itself */
+    snprintf(d, sizeof d, "%s/nothing-*.tar", dir);
+    ck_assert_int_eq(rf_expand_patterns(pp, 1, &out, &n, &e), RF_ENOFILES);
+    ck_assert_ptr_nonnull(strstr(e.msg, d));
+    snprintf(d, sizeof d, "%s/train-{000010..000013}.tar", dir);
+    ck_assert_int_eq(rf_expand_patterns(pp, 1, &out, &n, &e), RF_ENOFILES);
+    ck_assert_ptr_nonnull(strstr(e.msg, "train-000012.tar"));
+    static const char *bad[] = {"x{1..}.tar", "x{a}.tar", "x{1..2.tar", "x}.tar", "x{1..a}.tar"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(d, sizeof d, "%s/%s", dir, bad[i]);
+        ck_assert_msg(rf_expand_patterns(pp, 1, &out, &n, &e) == RF_EINVAL, "%s", bad[i]);
+    }
+    snprintf(d, sizeof d, "%s/x{0..99999999}.tar", dir);
+    ck_assert_int_eq(rf_expand_patterns(pp, 1, &out, &n, &e), RF_ELIMIT);
+    free(dir);
+}
+END_TEST
+
+START_TEST(label_parsing)
+{
+    int32_t v = 0;
+#define OK(s, want)                                                                         \
+    do {                                                                                       \
+        ck_assert_int_eq(rf_parse_label((const uint8_t *)s, sizeof s - 1, &v), 0);             \
+        ck_assert_int_eq(v, want);                                                             \
+    } while (0)
+#define BAD(s) ck_assert_int_eq(rf_parse_label((const uint8_t *)s, sizeof s - 1, &v), RF_ELABEL)
+    OK("17", 17);
+    OK("17\n", 17);
+    OK(" 17 ", 17);
+    OK("\t0\r\n", 0);
+    OK("-5", -5);
+    OK("2147483647", 2147483647);
+    OK("-2147483648", INT32_MIN);
+    OK("007", 7);
+    BAD("");
+    BAD("  \n");
+    BAD("2147483648");
+    BAD("-2147483649");
+    BAD("99999999999");
+    BAD("1 2");
+    BAD("12a");
+    BAD("+3");
+    BAD("-");
+    BAD("1.0");
+    BAD("0x10");
+    BAD("1\0");
+#undef OK
+#undef BAD
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("tar");
+    TCase *tc = tcase_create("tar");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, gnu_tar_formats_load_identically);
+    tcase_add_test(tc, long_names_gnu_and_pax);
+    tcase_add_test(tc, index_read_equals_scan);
+    tcase_add_test(tc, index_disagreeing_is_detected);
+    tcase_add_test(tc, bad_checksum_names_file_and_offset);
+    tcase_add_test(tc, signed_checksum_accepted);
+    tcase_add_test(tc, truncated_member);
+    tcase_add_test(tc, garbage_numeric_fields);
+    tcase_add_test(tc, base256_size);
+    tcase_add_test(tc, pax_records_strict);
+    tcase_add_test(tc, gnu_long_name_limits);
+    tcase_add_test(tc, end_of_archive_variants);
+    tcase_add_test(tc, webdataset_grouping);
+    tcase_add_test(tc, locate_rejects_foreign_and_corrupt_spans);
+    tcase_add_test(tc, pattern_expansion);
+    tcase_add_test(tc, label_parsing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
