@@ -81,9 +81,14 @@ enum rf_dtype {
     RF_DTYPE_BFLOAT16 = 5,
     RF_DTYPE_FLOAT32 = 6,
 };
-/* Epoch order. GLOBAL: a full seeded permutation of all samples. NONE: dataset order
- * (shards in the order given, members in file order). */
-enum rf_order { RF_ORDER_GLOBAL = 0, RF_ORDER_NONE = 1 };
+/* Epoch order, a pure function of (seed, epoch, dataset); see docs/order.md.
+ * GLOBAL: a uniform permutation of all samples (any sample can follow any other; reads are
+ *   random over the whole dataset: best from page cache or SSD).
+ * SHARD: shard order permuted, then samples permuted within each window of `shard_window`
+ *   consecutive shards of that order (reads stay inside a few shards at a time: sequential-ish
+ *   I/O for cold disks; samples mix only within a window).
+ * NONE: dataset order (shards in the order given, members in file order). */
+enum rf_order { RF_ORDER_GLOBAL = 0, RF_ORDER_NONE = 1, RF_ORDER_SHARD = 2 };
 enum rf_source { RF_SOURCE_TAR = 0, RF_SOURCE_FOLDER = 1, RF_SOURCE_TOKENS = 2 };
 /* RANDOM: each epoch draws every window's start uniformly over the file's valid starts (seeded);
  * SEQUENTIAL: non-overlapping windows at multiples of seq_len. Either way an epoch has
@@ -169,6 +174,7 @@ typedef struct rf_config {
     uint32_t token_windows; /* TOKENS: enum rf_token_windows */
     uint32_t token_dtype;   /* TOKENS: output RF_DTYPE_UINT16 / INT32 / INT64; 0 = as on disk.
                                Widening runs on the GPU for the CUDA backend. */
+    uint32_t shard_window;  /* RF_ORDER_SHARD: shards mixed together; default 4 */
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
@@ -188,7 +194,8 @@ typedef struct rf_batch {
 
     void *data;             /* images: device pointer (CUDA) or host pointer (host backend) */
     uint64_t data_bytes;    /* bytes at data for `count` samples */
-    int64_t shape[4];       /* NHWC: {count, H, W, 3}; NCHW: {count, 3, H, W} */
+    int64_t shape[4];       /* NHWC: {count, H, W, 3}; NCHW: {count, 3, H, W};
+                               tokens: {count, seq_len + 1} (ndim 2) */
     uint32_t dtype;         /* enum rf_dtype (RF_DTYPE_UINT8 for images) */
     uint32_t layout;        /* enum rf_layout */
     uint32_t device_kind;   /* RF_DEVICE_HOST or RF_DEVICE_CUDA: where `data` lives */
@@ -202,6 +209,7 @@ typedef struct rf_batch {
     const uint8_t *is_padding;  /* host, count flags: 1 = a repeated sample padding this rank */
 
     void *event;            /* cudaEvent_t recorded after the copy to the device; NULL on host */
+    uint32_t ndim;          /* dimensions used in shape: 4 for images, 2 for tokens */
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on

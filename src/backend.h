@@ -19,6 +19,18 @@ typedef struct rf_devbatch {
     uint64_t bytes;      /* bytes allocated at data */
 } rf_devbatch;
 
+/* What the device must do to the staged bytes of a batch before the consumer sees them. */
+enum rf_conv_kind { RF_CONV_NONE = 0, RF_CONV_IMAGES = 1, RF_CONV_TOKENS = 2 };
+typedef struct rf_convert_desc {
+    uint32_t kind;          /* enum rf_conv_kind */
+    uint32_t h, w;          /* IMAGES: staged NHWC uint8 of h x w x 3 per sample */
+    uint32_t dtype, layout; /* output element type and layout */
+    uint32_t token_bytes;   /* TOKENS: staged bytes per token */
+    float mean[3], std[3];
+    uint64_t elements;      /* TOKENS: tokens in the batch */
+    uint64_t out_bytes;     /* bytes of the converted output for the batch */
+} rf_convert_desc;
+
 typedef struct rf_backend_stats {
     uint64_t pool_reserved_bytes, pool_used_bytes;
     uint64_t device_allocs_after_create; /* cudaMalloc/cudaHostAlloc calls after create */
@@ -32,10 +44,13 @@ typedef struct rf_backend_ops {
     /* Page-aligned host memory for the ring; *pinned says whether it is page-locked. */
     void *(*host_alloc)(rf_backend *b, size_t bytes, int *pinned);
     void (*host_free)(rf_backend *b, void *p, size_t bytes);
-    /* Enqueue the copy of a finished slot (images then labels); called from a decode thread,
-     * concurrently for different slots. */
-    int (*submit)(rf_backend *b, uint32_t slot, const void *images, size_t image_bytes,
-                  const int32_t *labels, uint32_t count, rf_devbatch *out, rf_err *err);
+    /* Enqueue the copy of a finished slot (staged bytes then labels) and, when conv->kind is
+     * not NONE, the conversion of the staged bytes into the output; called from a decode or
+     * I/O thread, concurrently for different slots. The host backend does nothing here (the
+     * loader converts per sample on the CPU). */
+    int (*submit)(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
+                  const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
+                  rf_devbatch *out, rf_err *err);
     /* The consumer is done with the batch (device work ordered on `stream`); block until the
      * host slot may be overwritten (its copy completed). */
     int (*release)(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err);

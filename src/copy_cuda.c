@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "convert.h"
 
 #define RF_COPY_STREAMS 2
 
@@ -128,22 +129,39 @@ static void cuda_host_free(rf_backend *b, void *p, size_t bytes)
 
 #define RF_LABEL_ALIGN 256u
 
-static int cuda_submit(rf_backend *b, uint32_t slot, const void *images, size_t image_bytes,
-                       const int32_t *labels, uint32_t count, rf_devbatch *out, rf_err *err)
+static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
+                       const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
+                       rf_devbatch *out, rf_err *err)
 {
     cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
-    size_t lab_off = (image_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
+    size_t out_bytes = conv->kind == RF_CONV_NONE ? staged_bytes : conv->out_bytes;
+    size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
     size_t total = lab_off + (size_t)count * sizeof(int32_t);
-    void *d = NULL;
+    void *d = NULL, *tmp = NULL;
     cudaError_t e = cudaSetDevice(b->dev);
     if (e == cudaSuccess)
         e = cudaMallocFromPoolAsync(&d, total, b->pool, s);
+    /* A conversion reads the staged bytes from a temporary device buffer, freed in stream
+     * order right after the kernel, so the pool recycles it for the next batch. */
+    if (e == cudaSuccess && conv->kind != RF_CONV_NONE)
+        e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
-    if ((e = cudaMemcpyAsync(d, images, image_bytes, cudaMemcpyHostToDevice, s)) != cudaSuccess ||
-        (e = cudaMemcpyAsync((char *)d + lab_off, labels, count * sizeof(int32_t),
-                             cudaMemcpyHostToDevice, s)) != cudaSuccess ||
-        (e = cudaEventRecord(b->events[slot], s)) != cudaSuccess)
+    e = cudaMemcpyAsync(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
+        e = (cudaError_t)rf_cuda_convert_images(tmp, d, count, conv->h, conv->w, conv->dtype,
+                                                conv->layout, conv->mean, conv->std, s);
+    else if (e == cudaSuccess && conv->kind == RF_CONV_TOKENS)
+        e = (cudaError_t)rf_cuda_widen_tokens(tmp, d, conv->elements, conv->token_bytes,
+                                              conv->dtype, s);
+    if (e == cudaSuccess && tmp)
+        e = cudaFreeAsync(tmp, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync((char *)d + lab_off, labels, count * sizeof(int32_t),
+                            cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(b->events[slot], s);
+    if (e != cudaSuccess)
         return cuda_err(err, e, "enqueueing the batch copy");
     atomic_fetch_add(&b->used, total);
     out->data = d;

@@ -32,8 +32,9 @@ static void host_free(rf_backend *b, void *p, size_t bytes)
         munmap(p, bytes);
 }
 
-static int host_submit(rf_backend *b, uint32_t slot, const void *images, size_t image_bytes,
-                       const int32_t *labels, uint32_t count, rf_devbatch *out, rf_err *err)
+static int host_submit(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
+                       const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
+                       rf_devbatch *out, rf_err *err)
 {
     out->data = NULL;
     out->labels = NULL;

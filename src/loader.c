@@ -25,14 +25,17 @@
  * Errors on any thread are sticky: the first is kept and every later rf_loader_next returns it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "convert.h"
 #include "dataset.h"
 #include "decode.h"
 #include "io.h"
@@ -45,7 +48,8 @@ typedef struct slot {
     int state;
     uint64_t seq;             /* global batch number (across epochs) */
     _Atomic uint32_t pending; /* samples not yet decoded */
-    uint8_t *images;          /* batch_size * sample_bytes, inside the pinned ring */
+    uint8_t *stage;           /* batch_size * stage_bytes: what decode/reads write (pinned) */
+    uint8_t *out;             /* host backend with a conversion: batch_size * out_bytes */
     int32_t *labels;          /* batch_size, pinned (copied to the device) */
     uint64_t *ids, *positions;
     uint8_t *padding;
@@ -60,6 +64,8 @@ typedef struct task {
     uint64_t sample_id;
     uint64_t aug_seed;
     uint64_t arena_end;  /* virtual arena position after this task's span */
+    uint32_t file;       /* for messages */
+    int raw;             /* tokens: read straight into the slot, no decode */
     uint32_t slot, index;
     _Atomic int finished;
 } task;
@@ -71,7 +77,13 @@ struct rf_loader {
     rf_plan plan;
     rf_transform tf;
     rf_decode_limits limits;
-    uint64_t sample_bytes; /* one decoded image */
+    uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
+    uint64_t out_bytes;    /* one sample as the consumer sees it */
+    rf_convert_desc conv;  /* per-batch conversion (count-dependent fields set per batch) */
+    int host_convert;      /* host backend converts per sample on the CPU */
+    uint32_t out_dtype;
+    int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly */
+    uint64_t *tok_first;   /* tokens: first window id of each file (nfiles + 1 entries) */
     uint32_t batch, depth, ntasks;
     const rf_backend_ops *bops;
     rf_backend *backend;
@@ -179,6 +191,33 @@ static uint64_t arena_alloc_locked(rf_loader *ld, uint32_t len, uint64_t *end)
     return phys;
 }
 
+/* Token window `id` of `epoch`: its file and byte offset. Window w of a file starts at w*L
+ * (SEQUENTIAL) or at a start drawn uniformly over the file's valid starts from the sample's
+ * seed (RANDOM), so windows never cross a file boundary. */
+static void token_window(const rf_loader *ld, uint64_t id, uint64_t epoch, uint32_t *file,
+                         uint64_t *off)
+{
+    uint32_t lo = 0, hi = ld->ds.nfiles; /* find f with tok_first[f] <= id < tok_first[f+1] */
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (ld->tok_first[mid] <= id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    uint64_t L = ld->cfg.seq_len, tb = ld->cfg.token_bytes, start;
+    if (ld->cfg.token_windows == RF_WINDOWS_SEQUENTIAL) {
+        start = (id - ld->tok_first[lo]) * L;
+    } else {
+        uint64_t ntok = ld->ds.files[lo].size / tb;
+        rf_rng r;
+        rf_rng_seed(&r, rf_plan_sample_seed(&ld->plan, epoch, id));
+        start = rf_rng_below(&r, ntok - L); /* starts 0 .. ntok-L-1 keep L+1 tokens */
+    }
+    *file = lo;
+    *off = start * tb;
+}
+
 /* Prepare the next task of the plan; returns NULL when blocked on a resource or done. */
 static task *dispatch_one_locked(rf_loader *ld)
 {
@@ -192,14 +231,25 @@ static task *dispatch_one_locked(rf_loader *ld)
     }
     if (ld->task_head - ld->task_tail >= ld->ntasks)
         return NULL;
-    uint64_t id, pos;
+    uint64_t id, pos, off, end = ld->arena_head;
     uint8_t pad;
+    uint32_t len, file;
     rf_plan_sample(&ld->plan, ld->d_k * ld->batch + ld->d_j, &id, &pos, &pad);
-    const rf_sample *sm = &ld->ds.samples[id];
-    uint64_t end;
-    uint64_t phys = arena_alloc_locked(ld, sm->length, &end);
-    if (phys == UINT64_MAX)
-        return NULL;
+    uint8_t *dst;
+    if (ld->tokens) {
+        token_window(ld, id, ld->d_epoch, &file, &off);
+        len = (uint32_t)ld->stage_bytes;
+        dst = s->stage + (uint64_t)ld->d_j * ld->stage_bytes;
+    } else {
+        const rf_sample *sm = &ld->ds.samples[id];
+        uint64_t phys = arena_alloc_locked(ld, sm->length, &end);
+        if (phys == UINT64_MAX)
+            return NULL;
+        file = sm->file;
+        off = sm->offset;
+        len = sm->length;
+        dst = ld->arena + phys;
+    }
     if (ld->d_j == 0) {
         s->state = SLOT_FILLING;
         s->seq = ld->d_seq;
@@ -212,7 +262,7 @@ static task *dispatch_one_locked(rf_loader *ld)
     s->ids[i] = id;
     s->positions[i] = pos;
     s->padding[i] = pad;
-    s->keys[i] = ld->ds.keys + sm->key;
+    s->keys[i] = ld->tokens ? ld->ds.files[file].path : ld->ds.keys + ld->ds.samples[id].key;
     task *t = &ld->tasks[ld->task_head % ld->ntasks];
     t->seq = ld->task_head++;
     t->sample_id = id;
@@ -220,12 +270,10 @@ static task *dispatch_one_locked(rf_loader *ld)
     t->arena_end = end;
     t->slot = (uint32_t)(ld->d_seq % ld->depth);
     t->index = i;
+    t->file = file;
+    t->raw = ld->tokens;
     atomic_store(&t->finished, 0);
-    t->req = (rf_io_req){.fd = ld->ds.files[sm->file].fd,
-                         .len = sm->length,
-                         .offset = sm->offset,
-                         .dst = ld->arena + phys,
-                         .user = t};
+    t->req = (rf_io_req){.fd = ld->ds.files[file].fd, .len = len, .offset = off, .dst = dst, .user = t};
     if (++ld->d_j == ld->d_count) {
         ld->d_j = 0;
         ld->d_seq++;
@@ -274,12 +322,18 @@ static void task_finish_locked(rf_loader *ld, task *t)
         pthread_cond_broadcast(&ld->cv_io);
 }
 
-static void describe_sample(const rf_loader *ld, uint64_t id, char *buf, size_t n)
+static void describe_task(const rf_loader *ld, const task *t, char *buf, size_t n)
 {
-    const rf_sample *sm = &ld->ds.samples[id];
-    snprintf(buf, n, "%s: sample %s at offset %llu", ld->ds.files[sm->file].path,
-             ld->ds.keys + sm->key, (unsigned long long)sm->offset);
+    if (ld->tokens)
+        snprintf(buf, n, "%s: token window at offset %llu", ld->ds.files[t->file].path,
+                 (unsigned long long)t->req.offset);
+    else
+        snprintf(buf, n, "%s: sample %s at offset %llu", ld->ds.files[t->file].path,
+                 ld->ds.keys + ld->ds.samples[t->sample_id].key,
+                 (unsigned long long)t->req.offset);
 }
+
+static void finish_slot(rf_loader *ld, slot *s);
 
 static void io_done(void *ctx, rf_io_req *req)
 {
@@ -288,7 +342,7 @@ static void io_done(void *ctx, rf_io_req *req)
     pthread_mutex_lock(&ld->mu);
     if (req->result != 0 && !ld->stop) {
         char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
-        describe_sample(ld, t->sample_id, where, sizeof where);
+        describe_task(ld, t, where, sizeof where);
         if (req->result == -ENODATA)
             snprintf(msg, sizeof msg, "%s: file ended after %u of %u bytes (truncated?)", where,
                      req->done, req->len);
@@ -298,6 +352,18 @@ static void io_done(void *ctx, rf_io_req *req)
     }
     if (req->result != 0 || ld->stop) {
         task_finish_locked(ld, t);
+    } else if (t->raw) {
+        /* Raw path: the bytes already sit in the slot; only the host backend converts here. */
+        slot *s = &ld->slots[t->slot];
+        s->labels[t->index] = -1;
+        task_finish_locked(ld, t);
+        pthread_mutex_unlock(&ld->mu);
+        if (ld->host_convert)
+            rf_widen_tokens_cpu(t->req.dst, s->out + (uint64_t)t->index * ld->out_bytes,
+                                ld->cfg.seq_len + 1, ld->cfg.token_bytes, ld->out_dtype);
+        if (atomic_fetch_sub(&s->pending, 1) == 1)
+            finish_slot(ld, s);
+        return;
     } else {
         ld->decq[ld->decq_head++ % ld->ntasks] = (uint32_t)(t->seq % ld->ntasks);
         pthread_cond_signal(&ld->cv_dec);
@@ -325,8 +391,8 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err 
         return rf_seterr(e, rc, "label member at offset %llu is not an integer",
                          (unsigned long long)(sm->offset + loff));
     rf_decode_info info;
-    rc = rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed,
-                             s->images + (uint64_t)t->index * ld->sample_bytes, &info, e);
+    uint8_t *img = s->stage + (uint64_t)t->index * ld->stage_bytes;
+    rc = rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
     if (rc) {
         char m[RF_ERRMSG_MAX];
         snprintf(m, sizeof m, "member %s.%s at offset %llu: %s", ld->ds.keys + sm->key,
@@ -336,6 +402,10 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err 
     }
     if (info.scale_denom > 1)
         atomic_fetch_add(&ld->dct_scaled, 1);
+    if (ld->host_convert)
+        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
+                             ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
+                             ld->cfg.std);
     s->labels[t->index] = label;
     return 0;
 }
@@ -345,9 +415,12 @@ static void finish_slot(rf_loader *ld, slot *s)
 {
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
-    size_t bytes = (size_t)s->batch.count * ld->sample_bytes;
-    int rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->images, bytes,
-                              s->labels, s->batch.count, &s->dev, &e);
+    size_t bytes = (size_t)s->batch.count * ld->stage_bytes;
+    rf_convert_desc conv = ld->conv;
+    conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
+    conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
+    int rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
+                              s->labels, s->batch.count, &conv, &s->dev, &e);
     atomic_fetch_add(&ld->copy_ns, rf_now_ns() - t0);
     pthread_mutex_lock(&ld->mu);
     if (rc)
@@ -393,7 +466,7 @@ static void *decoder_main(void *arg)
         pthread_mutex_lock(&ld->mu);
         if (rc) {
             char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
-            snprintf(where, sizeof where, "%s", ld->ds.files[ld->ds.samples[t->sample_id].file].path);
+            snprintf(where, sizeof where, "%s", ld->ds.files[t->file].path);
             snprintf(msg, sizeof msg, "%s: %s", where, e.msg);
             fail_locked(ld, rc, msg);
         }
@@ -542,7 +615,69 @@ static int apply_defaults(rf_config *c, rf_err *err)
     if (c->device_kind > RF_DEVICE_CUDA || c->io_engine > RF_IO_PREAD)
         return rf_seterr(err, RF_EINVAL, "invalid device_kind %u or io_engine %u",
                          c->device_kind, c->io_engine);
+    if (c->order > RF_ORDER_SHARD || c->remainder > RF_REMAINDER_DROP)
+        return rf_seterr(err, RF_EINVAL, "invalid order %u or remainder %u", c->order,
+                         c->remainder);
+    if (c->source == RF_SOURCE_TOKENS) {
+        if (c->token_bytes != 2 && c->token_bytes != 4)
+            return rf_seterr(err, RF_EINVAL, "tokens: token_bytes must be 2 or 4, not %u",
+                             c->token_bytes);
+        if (c->seq_len == 0 || c->seq_len > (1u << 24))
+            return rf_seterr(err, RF_EINVAL, "tokens: seq_len must be in 1..16M, not %u",
+                             c->seq_len);
+        if (c->token_windows > RF_WINDOWS_SEQUENTIAL)
+            return rf_seterr(err, RF_EINVAL, "tokens: invalid token_windows %u", c->token_windows);
+        if (!c->token_dtype)
+            c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
+        if (c->token_dtype != RF_DTYPE_UINT16 && c->token_dtype != RF_DTYPE_INT32 &&
+            c->token_dtype != RF_DTYPE_INT64)
+            return rf_seterr(err, RF_EINVAL, "tokens: token_dtype must be UINT16, INT32 or INT64");
+        if (c->token_dtype == RF_DTYPE_UINT16 && c->token_bytes == 4)
+            return rf_seterr(err, RF_EINVAL, "tokens: 4-byte tokens cannot narrow to UINT16");
+    } else if (c->source == RF_SOURCE_FOLDER) {
+        return rf_seterr(err, RF_EINVAL, "source FOLDER is not available in this build yet");
+    } else if (c->source != RF_SOURCE_TAR) {
+        return rf_seterr(err, RF_EINVAL, "invalid source %u", c->source);
+    }
+    if (c->dtype != RF_DTYPE_UINT8 && c->dtype != RF_DTYPE_FLOAT16 &&
+        c->dtype != RF_DTYPE_BFLOAT16 && c->dtype != RF_DTYPE_FLOAT32)
+        return rf_seterr(err, RF_EINVAL, "images: dtype must be UINT8, FLOAT16, BFLOAT16 or "
+                                         "FLOAT32, not %u", c->dtype);
+    for (int i = 0; i < 3; i++)
+        if (!(c->std[i] > 0) && !(c->std[i] < 0))
+            return rf_seterr(err, RF_EINVAL, "std[%d] must be non-zero", i);
     return 0;
+}
+
+/* Bytes per sample before and after conversion, and the conversion the backend runs. */
+static void setup_output(rf_loader *ld)
+{
+    const rf_config *c = &ld->cfg;
+    memset(&ld->conv, 0, sizeof ld->conv);
+    if (ld->tokens) {
+        uint64_t n = (uint64_t)c->seq_len + 1;
+        ld->stage_bytes = n * c->token_bytes;
+        ld->out_dtype = c->token_dtype;
+        ld->out_bytes = n * rf_dtype_bytes(c->token_dtype);
+        if (ld->out_bytes != ld->stage_bytes) {
+            ld->conv.kind = RF_CONV_TOKENS;
+            ld->conv.token_bytes = c->token_bytes;
+            ld->conv.dtype = c->token_dtype;
+        }
+        return;
+    }
+    uint64_t px = (uint64_t)c->image_size * c->image_size;
+    ld->stage_bytes = px * 3;
+    ld->out_dtype = c->dtype;
+    ld->out_bytes = px * 3 * rf_dtype_bytes(c->dtype);
+    if (c->dtype != RF_DTYPE_UINT8) {
+        /* decode stages NHWC uint8; the conversion writes the requested layout */
+        ld->tf.layout = RF_LAYOUT_NHWC;
+        ld->conv = (rf_convert_desc){.kind = RF_CONV_IMAGES, .h = c->image_size,
+                                     .w = c->image_size, .dtype = c->dtype, .layout = c->layout};
+        memcpy(ld->conv.mean, c->mean, sizeof ld->conv.mean);
+        memcpy(ld->conv.std, c->std, sizeof ld->conv.std);
+    }
 }
 
 static int copy_patterns(rf_loader *ld, rf_err *err)
@@ -558,6 +693,42 @@ static int copy_patterns(rf_loader *ld, rf_err *err)
     return 0;
 }
 
+/* Token files: no per-sample records (a corpus has millions of windows); windows are
+ * computed from the file sizes (tok_first) when dispatched. */
+static int open_tokens(rf_loader *ld, char **paths, uint32_t npaths, rf_err *err)
+{
+    uint64_t L = ld->cfg.seq_len, tb = ld->cfg.token_bytes;
+    ld->tok_first = calloc((size_t)npaths + 1, sizeof *ld->tok_first);
+    if (!ld->tok_first)
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    for (uint32_t i = 0; i < npaths; i++) {
+        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            return rf_seterr(err, -e, "%s: %s", paths[i], strerror(e));
+        }
+        int rc = rf_dataset_add_file(&ld->ds, paths[i], fd, (uint64_t)st.st_size, err);
+        if (rc)
+            return rc;
+        if ((uint64_t)st.st_size % tb)
+            return rf_seterr(err, RF_EFORMAT, "%s: %llu bytes is not a whole number of %llu-byte "
+                             "tokens", paths[i], (unsigned long long)st.st_size,
+                             (unsigned long long)tb);
+        uint64_t ntok = (uint64_t)st.st_size / tb;
+        ld->tok_first[i + 1] = ld->tok_first[i] + (ntok > L ? (ntok - 1) / L : 0);
+    }
+    ld->ds.nsamples = ld->tok_first[npaths];
+    ld->ds.max_span = (L + 1) * tb;
+    ld->ds.total_bytes = ld->ds.nsamples * ld->ds.max_span;
+    if (ld->ds.nsamples == 0)
+        return rf_seterr(err, RF_EFORMAT, "no token file holds seq_len + 1 = %llu tokens",
+                         (unsigned long long)(L + 1));
+    return 0;
+}
+
 static int open_dataset(rf_loader *ld, rf_err *err)
 {
     char **paths = NULL;
@@ -565,13 +736,39 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     int rc = rf_expand_patterns(ld->cfg.shards, ld->cfg.shard_count, &paths, &npaths, err);
     if (rc)
         return rc;
-    rc = rf_format_tar.open(&ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
+    if (ld->tokens)
+        rc = open_tokens(ld, paths, npaths, err);
+    else
+        rc = rf_format_tar.open(&ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
     rf_free_paths(paths, npaths);
     if (rc)
         return rc;
     if (ld->ds.nsamples == 0)
         return rf_seterr(err, RF_EFORMAT, "the shards hold no samples");
     return 0;
+}
+
+/* Shard boundaries for RF_ORDER_SHARD: samples are stored shard after shard. */
+static int plan_shards(rf_loader *ld, rf_err *err)
+{
+    if (ld->cfg.order != RF_ORDER_SHARD)
+        return 0;
+    uint64_t *starts = calloc((size_t)ld->ds.nfiles + 1, sizeof *starts);
+    if (!starts)
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    if (ld->tokens) {
+        memcpy(starts, ld->tok_first, ((size_t)ld->ds.nfiles + 1) * sizeof *starts);
+    } else {
+        uint64_t i = 0; /* starts[f]: first sample of file f or later (empty shards allowed) */
+        for (uint32_t f = 0; f <= ld->ds.nfiles; f++) {
+            while (i < ld->ds.nsamples && ld->ds.samples[i].file < f)
+                i++;
+            starts[f] = i;
+        }
+    }
+    int rc = rf_plan_set_shards(&ld->plan, starts, ld->ds.nfiles, ld->cfg.shard_window, err);
+    free(starts);
+    return rc;
 }
 
 static int choose_backend(rf_loader *ld, rf_err *err)
@@ -595,11 +792,14 @@ static int choose_backend(rf_loader *ld, rf_err *err)
 static int alloc_ring(rf_loader *ld, rf_err *err)
 {
     uint32_t B = ld->batch;
-    /* Per slot: images, labels, then host-only metadata; labels are right after the images so
-     * both are in pinned memory for the async copy. */
-    size_t img = (size_t)B * ld->sample_bytes;
-    size_t per = (img + 4095) / 4096 * 4096 + (size_t)B * sizeof(int32_t);
-    per = (per + 4095) / 4096 * 4096;
+    /* Per slot, in pinned memory: staged samples, labels (both copied to the device), and on
+     * the host backend with a conversion the converted output. */
+#define PAGE_UP(x) (((x) + 4095) / 4096 * 4096)
+    ld->host_convert = ld->conv.kind != RF_CONV_NONE && ld->bops->device_kind == RF_DEVICE_HOST;
+    size_t img = PAGE_UP((size_t)B * ld->stage_bytes);
+    size_t lab = PAGE_UP((size_t)B * sizeof(int32_t));
+    size_t outb = ld->host_convert ? PAGE_UP((size_t)B * ld->out_bytes) : 0;
+    size_t per = img + lab + outb;
     ld->ring_bytes = per * ld->depth;
     ld->ring = ld->bops->host_alloc(ld->backend, ld->ring_bytes, &ld->pinned);
     if (!ld->ring)
@@ -610,8 +810,9 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
         return rf_seterr(err, RF_ENOMEM, "no memory for slots");
     for (uint32_t i = 0; i < ld->depth; i++) {
         slot *s = &ld->slots[i];
-        s->images = ld->ring + per * i;
-        s->labels = (int32_t *)(s->images + (img + 4095) / 4096 * 4096);
+        s->stage = ld->ring + per * i;
+        s->labels = (int32_t *)(s->stage + img);
+        s->out = ld->host_convert ? s->stage + img + lab : NULL;
         s->ids = calloc(B, sizeof *s->ids);
         s->positions = calloc(B, sizeof *s->positions);
         s->padding = calloc(B, 1);
@@ -626,6 +827,8 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     if (!want)
         want = RF_MAX(64ull << 20, mean * 8 * (ld->cfg.decode_threads + ld->cfg.io_queue_depth));
     want = RF_MAX(want, 4 * ld->ds.max_span);
+    if (ld->tokens) /* token windows are read straight into the slots */
+        want = 1u << 20;
     ld->arena_bytes = (want + 4095) / 4096 * 4096;
     ld->arena = aligned_alloc(4096, ld->arena_bytes);
     if (!ld->arena)
@@ -709,7 +912,7 @@ int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, siz
         goto fail;
     ld->batch = ld->cfg.batch_size;
     ld->depth = ld->cfg.prefetch_depth;
-    ld->sample_bytes = (uint64_t)ld->cfg.image_size * ld->cfg.image_size * 3;
+    ld->tokens = ld->cfg.source == RF_SOURCE_TOKENS;
     ld->tf = (rf_transform){.crop = ld->cfg.crop,
                             .size = ld->cfg.image_size,
                             .resize_shorter = ld->cfg.resize_shorter,
@@ -721,11 +924,13 @@ int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, siz
                             .flip_prob = ld->cfg.flip_prob};
     ld->limits = (rf_decode_limits){.max_pixels = ld->cfg.max_image_pixels,
                                     .max_dim = ld->cfg.max_image_dim};
+    setup_output(ld);
     if ((rc = open_dataset(ld, &err)))
         goto fail;
     if ((rc = rf_plan_init(&ld->plan, ld->ds.nsamples, ld->cfg.seed, ld->cfg.order, ld->batch,
                            ld->cfg.drop_last, ld->cfg.remainder, ld->cfg.rank,
-                           ld->cfg.world_size, &err)))
+                           ld->cfg.world_size, &err)) ||
+        (rc = plan_shards(ld, &err)))
         goto fail;
     uint64_t epoch, base;
     if ((rc = apply_resume(ld, &epoch, &base, &err)) || (rc = choose_backend(ld, &err)) ||
@@ -767,6 +972,7 @@ void rf_loader_destroy(rf_loader *ld)
     free(ld->arena);
     free(ld->tasks);
     free(ld->decq);
+    free(ld->tok_first);
     rf_plan_free(&ld->plan);
     rf_dataset_free(&ld->ds);
     if (ld->patterns)
@@ -788,14 +994,17 @@ static void fill_batch(rf_loader *ld, slot *s)
     int cuda = ld->bops->device_kind == RF_DEVICE_CUDA;
     uint32_t H = ld->cfg.image_size;
     b->struct_size = sizeof *b;
-    b->data = cuda ? s->dev.data : s->images;
-    b->data_bytes = (uint64_t)b->count * ld->sample_bytes;
-    if (ld->cfg.layout == RF_LAYOUT_NHWC) {
+    b->data = cuda ? s->dev.data : ld->host_convert ? s->out : s->stage;
+    b->data_bytes = (uint64_t)b->count * ld->out_bytes;
+    if (ld->tokens) {
+        b->shape[0] = b->count, b->shape[1] = ld->cfg.seq_len + 1, b->shape[2] = 1,
+        b->shape[3] = 1;
+    } else if (ld->cfg.layout == RF_LAYOUT_NHWC) {
         b->shape[0] = b->count, b->shape[1] = H, b->shape[2] = H, b->shape[3] = 3;
     } else {
         b->shape[0] = b->count, b->shape[1] = 3, b->shape[2] = H, b->shape[3] = H;
     }
-    b->dtype = RF_DTYPE_UINT8;
+    b->dtype = ld->out_dtype;
     b->layout = ld->cfg.layout;
     b->device_kind = ld->bops->device_kind;
     b->device_index = cuda ? ld->cfg.device_index : -1;
@@ -806,6 +1015,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->positions = s->positions;
     b->is_padding = s->padding;
     b->event = s->dev.event;
+    b->ndim = ld->tokens ? 2 : 4;
 }
 
 int rf_loader_next(rf_loader *ld, rf_batch **out)

@@ -18,7 +18,7 @@ int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t
     if (batch == 0 || world == 0 || rank >= world)
         return rf_seterr(err, RF_EINVAL, "invalid batch_size %u, rank %u or world_size %u", batch,
                          rank, world);
-    if (order > RF_ORDER_NONE || remainder > RF_REMAINDER_DROP)
+    if (order > RF_ORDER_SHARD || remainder > RF_REMAINDER_DROP)
         return rf_seterr(err, RF_EINVAL, "invalid order %u or remainder %u", order, remainder);
     p->n = n;
     p->seed = seed;
@@ -28,7 +28,7 @@ int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t
     p->remainder = remainder;
     p->rank = rank;
     p->world = world;
-    if (order == RF_ORDER_GLOBAL) {
+    if (order != RF_ORDER_NONE) {
         p->perm = malloc(n * sizeof *p->perm);
         if (!p->perm)
             return rf_seterr(err, RF_ENOMEM, "no memory for a %llu-sample permutation",
@@ -47,7 +47,63 @@ int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t
 void rf_plan_free(rf_plan *p)
 {
     free(p->perm);
+    free(p->shard_start);
+    free(p->shard_perm);
     p->perm = NULL;
+    p->shard_start = NULL;
+    p->shard_perm = NULL;
+}
+
+int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
+                       rf_err *err)
+{
+    if (nshards == 0 || starts[0] != 0 || starts[nshards] != p->n)
+        return rf_seterr(err, RF_EINVAL, "shard boundaries do not cover the dataset");
+    free(p->shard_start);
+    free(p->shard_perm);
+    p->shard_start = malloc((nshards + 1) * sizeof *p->shard_start);
+    p->shard_perm = malloc(nshards * sizeof *p->shard_perm);
+    if (!p->shard_start || !p->shard_perm)
+        return rf_seterr(err, RF_ENOMEM, "no memory for shard order");
+    memcpy(p->shard_start, starts, (nshards + 1) * sizeof *starts);
+    p->nshards = nshards;
+    p->window = window ? window : 4;
+    return 0;
+}
+
+static void shuffle(rf_rng *r, uint64_t *a, uint64_t n)
+{
+    for (uint64_t i = n; i > 1; i--) {
+        uint64_t j = rf_rng_below(r, i);
+        uint64_t t = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Shard order permuted; then each window of `window` consecutive shards of that order is one
+ * block whose samples are permuted among themselves. Still a permutation of all samples, so
+ * rank partition and resume work unchanged. */
+static void shard_order(rf_plan *p, rf_rng *r)
+{
+    for (uint32_t i = 0; i < p->nshards; i++)
+        p->shard_perm[i] = i;
+    for (uint32_t i = p->nshards; i > 1; i--) {
+        uint32_t j = (uint32_t)rf_rng_below(r, i);
+        uint32_t t = p->shard_perm[i - 1];
+        p->shard_perm[i - 1] = p->shard_perm[j];
+        p->shard_perm[j] = t;
+    }
+    uint64_t pos = 0;
+    for (uint32_t w = 0; w < p->nshards; w += p->window) {
+        uint64_t block = pos;
+        for (uint32_t k = w; k < p->nshards && k < w + p->window; k++) {
+            uint32_t sh = p->shard_perm[k];
+            for (uint64_t id = p->shard_start[sh]; id < p->shard_start[sh + 1]; id++)
+                p->perm[pos++] = id;
+        }
+        shuffle(r, p->perm + block, pos - block);
+    }
 }
 
 void rf_plan_shape(const rf_plan *p, uint64_t base, uint64_t *per_rank, uint64_t *batches)
@@ -66,16 +122,15 @@ void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
     rf_plan_shape(p, base, &p->per_rank, &p->batches);
     if (!p->perm)
         return;
-    for (uint64_t i = 0; i < p->n; i++)
-        p->perm[i] = i;
     rf_rng r;
     rf_rng_seed(&r, rf_mix64(p->seed) ^ rf_mix64(epoch + 0x5851f42d4c957f2dull));
-    for (uint64_t i = p->n - 1; i > 0; i--) {
-        uint64_t j = rf_rng_below(&r, i + 1);
-        uint64_t t = p->perm[i];
-        p->perm[i] = p->perm[j];
-        p->perm[j] = t;
+    if (p->order == RF_ORDER_SHARD && p->shard_start) {
+        shard_order(p, &r);
+        return;
     }
+    for (uint64_t i = 0; i < p->n; i++)
+        p->perm[i] = i;
+    shuffle(&r, p->perm, p->n);
 }
 
 void rf_plan_sample(const rf_plan *p, uint64_t j, uint64_t *sample_id, uint64_t *position,

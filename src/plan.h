@@ -28,6 +28,10 @@ typedef struct rf_plan {
     uint64_t per_rank;   /* samples this rank gets this epoch (padding included) */
     uint64_t batches;    /* batches this rank delivers this epoch */
     uint64_t *perm;      /* order position -> sample id; NULL for RF_ORDER_NONE */
+    /* RF_ORDER_SHARD: sample ids of shard s are [shard_start[s], shard_start[s+1]) */
+    uint64_t *shard_start;
+    uint32_t *shard_perm;
+    uint32_t nshards, window;
 } rf_plan;
 
 /* Validate and store the fixed part; allocates the permutation buffer (n entries). */
@@ -35,6 +39,11 @@ int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t
                  uint32_t drop_last, uint32_t remainder, uint32_t rank, uint32_t world,
                  rf_err *err);
 void rf_plan_free(rf_plan *p);
+
+/* RF_ORDER_SHARD needs the shard boundaries: starts[0..nshards] (starts[nshards] == n), and
+ * how many shards one window mixes. Copies starts. */
+int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
+                       rf_err *err);
 
 /* Samples and batches this rank gets in an epoch that starts at `base` (no state change). */
 void rf_plan_shape(const rf_plan *p, uint64_t base, uint64_t *per_rank, uint64_t *batches);

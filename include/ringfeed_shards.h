@@ -1,0 +1,228 @@
+/* ringfeed_shards.h — the public API for making and checking datasets: image lists (class
+ * folders or `path label` files), a WebDataset shard writer, JPEG header checks, shard
+ * inspection and indexes. ringfeed-pack and ringfeed-inspect are built on this header and
+ * ringfeed.h only; the Python binding may use it through ctypes.
+ *
+ * The conventions of ringfeed.h hold here too: fallible calls return 0 or a negative code
+ * (-errno or RF_E*), nothing is static inline, variadic or takes a struct by value, public
+ * structs use fixed-width types, start with struct_size and are filled by their *_init().
+ * There is no handle to ask for error detail here, so calls that can fail with detail take
+ * `char *err, size_t err_len` and write a NUL-terminated message naming file and byte offset
+ * there (err may be NULL). Every object is used by one thread at a time; distinct objects are
+ * independent (one rf_jpeg_checker per thread).
+ *
+ * WebDataset conventions used throughout: a sample is a run of consecutive tar members sharing
+ * a key, the key being the member name up to the first dot of its basename; the image is
+ * KEY.jpg and the label KEY.cls (decimal ASCII). */
+#ifndef RINGFEED_SHARDS_H
+#define RINGFEED_SHARDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- path patterns ----------------------------------------------------------------------- */
+
+typedef struct rf_paths rf_paths;
+
+/* Expand patterns (plain paths, globs, brace ranges `{000..099}` keeping zero padding) exactly
+ * as rf_loader_create() does for rf_config.shards: in the order given, glob matches sorted
+ * bytewise. *out receives the list (free with rf_paths_free). Errors: RF_ENOFILES (a pattern
+ * matched nothing), RF_EINVAL (malformed brace range), RF_ELIMIT, RF_ENOMEM. */
+RF_API int rf_paths_expand(const char *const *patterns, uint32_t count, rf_paths **out,
+                           char *err, size_t err_len);
+RF_API uint32_t rf_paths_count(const rf_paths *p);
+/* The i-th path (NULL when i is out of range); owned by the list. */
+RF_API const char *rf_paths_get(const rf_paths *p, uint32_t i);
+/* rf_paths_free(NULL) is a no-op. */
+RF_API void rf_paths_free(rf_paths *p);
+
+/* ---- image lists ------------------------------------------------------------------------- */
+
+/* An image list is the sample table of an unpacked dataset, built once from `input`:
+ *  - a directory: the class-folder convention of torchvision's ImageFolder. Every
+ *    subdirectory is a class; labels are the subdirectories' indexes in bytewise-sorted name
+ *    order (empty ones keep their number). Files below a class folder (recursively, at most
+ *    RF_IMAGE_LIST_DEPTH_MAX levels) whose extension is jpg or jpeg (any case) are samples, in
+ *    sorted order (class by class, each folder's entries sorted bytewise, subfolders in
+ *    place). Other files, files directly in `input`, and names starting with '.' are skipped
+ *    and counted (hidden folders such as .ipynb_checkpoints are never classes).
+ *  - a regular file: lines `path label` (label: the last whitespace-separated field, a
+ *    decimal integer >= 0; path: the rest of the line, trimmed, so it may hold spaces). Relative
+ *    paths are relative to the list file's folder. Empty lines and lines starting with '#' are
+ *    skipped. Order is the file's order.
+ * Each entry has its path (as opened), its size (stat at build time), its label, a name (the
+ * path relative to `input` or as written in the list, without the extension) and a key: the
+ * name made safe as a WebDataset key (see rf_image_list_key). */
+#define RF_IMAGE_LIST_FILES_MAX (1ull << 27)
+#define RF_IMAGE_LIST_DEPTH_MAX 16
+
+typedef struct rf_image_list rf_image_list;
+
+/* Build the list. Errors: -errno from the file system (message names the path), RF_EFORMAT
+ * (a list line without a valid label: message names file and line), RF_ELIMIT (more than
+ * RF_IMAGE_LIST_FILES_MAX files, a path longer than 4096 bytes), RF_ENOFILES (no images),
+ * RF_ENOMEM. */
+RF_API int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t err_len);
+/* rf_image_list_free(NULL) is a no-op. */
+RF_API void rf_image_list_free(rf_image_list *l);
+RF_API uint64_t rf_image_list_count(const rf_image_list *l);
+/* Accessors for entry i < count (NULL / -1 / 0 when out of range). Strings are owned by l. */
+RF_API const char *rf_image_list_path(const rf_image_list *l, uint64_t i);
+RF_API const char *rf_image_list_name(const rf_image_list *l, uint64_t i);
+/* The WebDataset key of entry i: the name with every byte that would break a key replaced by
+ * '_' (whitespace and control bytes anywhere; dots in the basename, because a key ends at the
+ * first dot of the basename), '.' and '..' path components and leading '/' removed, and, when
+ * two entries would then share a key, "_2", "_3", ... appended to the later ones. */
+RF_API const char *rf_image_list_key(const rf_image_list *l, uint64_t i);
+RF_API int32_t rf_image_list_label(const rf_image_list *l, uint64_t i);
+RF_API uint64_t rf_image_list_size(const rf_image_list *l, uint64_t i);
+/* Directory input: the number of classes and the name of class c (sorted order). List-file
+ * input: 0 classes (names are NULL); labels are whatever the file says. */
+RF_API uint32_t rf_image_list_classes(const rf_image_list *l);
+RF_API const char *rf_image_list_class_name(const rf_image_list *l, uint32_t c);
+/* Files skipped while walking (not jpg/jpeg, outside a class folder, hidden). */
+RF_API uint64_t rf_image_list_skipped(const rf_image_list *l);
+/* Keys changed by de-duplication ("_2" suffixes). */
+RF_API uint64_t rf_image_list_renamed(const rf_image_list *l);
+
+/* ---- JPEG header checks ------------------------------------------------------------------ */
+
+typedef struct rf_jpeg_checker rf_jpeg_checker;
+
+/* One checker per thread, reused (it holds a libjpeg decompressor). NULL on no memory. */
+RF_API rf_jpeg_checker *rf_jpeg_checker_create(void);
+RF_API void rf_jpeg_checker_destroy(rf_jpeg_checker *c);
+/* Parse the JPEG header of data[0..len): dimensions and baseline/progressive, with the
+ * loader's default limits (100 M pixels, 32768 per side). Also requires the EOI marker in the
+ * last 64 bytes, so that a truncated file is caught here rather than in training. Any of
+ * width/height/progressive may be NULL. Errors: RF_EDECODE, RF_ELIMIT (message in err). */
+RF_API int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *width,
+                         uint32_t *height, uint32_t *progressive, char *err, size_t err_len);
+
+/* ---- shard writer ------------------------------------------------------------------------ */
+
+/* Tar flavour for names over 100 bytes: a pax 'x' record (POSIX) or a GNU 'L' record. Both
+ * read back with GNU tar, Python's tarfile and webdataset. Names up to 100 bytes give plain
+ * ustar headers either way. Output is reproducible: fixed mtime, owner and mode. */
+enum rf_shard_format { RF_SHARD_PAX = 0, RF_SHARD_GNU = 1 };
+
+typedef struct rf_shard_writer rf_shard_writer;
+
+/* Create (truncate) the shard at tar_path; with idx_path != NULL its DALI v1.2 index is
+ * written there at close. Errors: -errno (message names the path), RF_EINVAL. */
+RF_API int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
+                                rf_shard_writer **out, char *err, size_t err_len);
+/* Append one sample: KEY.EXT with `len` bytes of data, then, when label >= 0, KEY.cls with
+ * the label in decimal (no newline). `ext` is without the dot ("jpg"). The key must not hold
+ * whitespace or control bytes, nor a dot in its basename (RF_EINVAL): use rf_image_list_key.
+ * Errors: RF_EINVAL, -errno from write. A write error is sticky. */
+RF_API int rf_shard_writer_add(rf_shard_writer *w, const char *key, const char *ext,
+                               const void *data, uint64_t len, int32_t label);
+/* Bytes a sample of this key/ext/len (and label, when label >= 0) adds to the shard, headers
+ * and padding included: to decide when to start the next shard. */
+RF_API uint64_t rf_shard_sample_bytes(const char *key, const char *ext, uint64_t len,
+                                      int32_t label, uint32_t format);
+/* Bytes written so far, without the 1024-byte end-of-archive marker close adds. */
+RF_API uint64_t rf_shard_writer_bytes(const rf_shard_writer *w);
+RF_API uint64_t rf_shard_writer_samples(const rf_shard_writer *w);
+/* Finish the archive, close it, write the index. Frees w (also on error); NULL is a no-op.
+ * Errors: -errno (message names the path). */
+RF_API int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len);
+
+/* ---- indexes ----------------------------------------------------------------------------- */
+
+/* The index path the loader would use for `shard`: "X.idx" for "X.tar", else "X.tar.idx".
+ * Returns 1 when that file exists, 0 when it does not (buf still receives the preferred path
+ * "X.idx" / "X.tar.idx" to write), RF_EINVAL when cap is too small. */
+RF_API int rf_shard_index_path(const char *shard, char *buf, size_t cap);
+/* Scan `shard` and write its index to idx_path (NULL: the preferred path above), atomically
+ * (temporary file renamed into place). Errors: RF_EFORMAT (malformed shard; message has the
+ * offset), RF_EINVAL (a member name that cannot be indexed), -errno. */
+RF_API int rf_shard_write_index(const char *shard, const char *idx_path, char *err,
+                                size_t err_len);
+
+/* ---- shard inspection -------------------------------------------------------------------- */
+
+typedef struct rf_inspect_options {
+    uint32_t struct_size;
+    uint32_t check_jpeg;        /* 1 (default): read every image and check its header */
+    uint32_t check_index;       /* 1 (default): compare an index beside the shard, if any */
+    uint32_t max_problems;      /* problems reported per shard before the rest are only
+                                   counted; default 100 */
+    uint64_t max_member_bytes;  /* a larger image member is a problem; default 64 MiB */
+} rf_inspect_options;
+
+typedef struct rf_inspect_problem {
+    uint32_t struct_size;
+    int32_t code;               /* RF_EFORMAT, RF_EDECODE, RF_ELIMIT, RF_ELABEL, RF_EINDEX, -errno */
+    const char *path;           /* the shard, or its index file for RF_EINDEX */
+    uint64_t offset;            /* byte offset in the shard (the member's first header block) */
+    const char *key;            /* the sample key, "" when none */
+    const char *message;        /* one line: "<path>: offset <N>: <what>" */
+} rf_inspect_problem;
+
+typedef struct rf_inspect_sample {
+    uint32_t struct_size;
+    uint32_t members;           /* regular members in the sample */
+    const char *path;
+    const char *key;
+    uint64_t offset;            /* first header block of the sample */
+    uint64_t span_bytes;        /* first header to end of the last member's data */
+    uint64_t image_bytes;       /* 0 when the sample has no image */
+    uint32_t width, height;     /* 0 when unknown (no image, header not checked or bad) */
+    uint32_t progressive;       /* 1 progressive, 0 baseline/extended sequential */
+    int32_t label;              /* -1 when there is no valid .cls member */
+} rf_inspect_sample;
+
+typedef struct rf_inspect_summary {
+    uint32_t struct_size;
+    uint32_t has_index;         /* an index was found beside the shard */
+    uint32_t index_ok;          /* ... and it agrees with the shard */
+    uint32_t pad0;
+    uint64_t bytes;             /* shard file size */
+    uint64_t samples;
+    uint64_t members;           /* regular members */
+    uint64_t problems;          /* all problems, reported or not */
+    uint64_t images;            /* samples whose image header was read successfully */
+    uint64_t progressive;
+    uint64_t image_bytes;       /* sum over samples with an image */
+    uint64_t image_bytes_min, image_bytes_max;
+    uint64_t width_sum, height_sum; /* over `images` */
+    uint32_t width_min, width_max, height_min, height_max;
+    int32_t label_min, label_max;   /* over samples with a label; 0/-1 when none */
+    uint64_t labeled;           /* samples with a valid label */
+} rf_inspect_summary;
+
+RF_API void rf_inspect_options_init(rf_inspect_options *o);
+RF_API void rf_inspect_summary_init(rf_inspect_summary *s);
+
+/* Called for every problem, and for every sample. The pointed-to structs and strings are valid
+ * during the call only. Return 0 to continue, nonzero to stop the inspection (-ECANCELED). */
+typedef int (*rf_inspect_problem_fn)(void *ctx, const rf_inspect_problem *p);
+typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
+
+/* Validate one shard: tar structure (headers, checksums, sizes, end of archive), sample
+ * grouping (members sharing a key are consecutive, every member has an extension, every sample
+ * has one image, a .cls label is an integer), every image's JPEG header (size, dimensions,
+ * progressive or baseline; options->check_jpeg), and an index beside the shard, member by
+ * member against the scan (options->check_index). A malformed header ends the scan (what
+ * follows cannot be located); every other problem is reported and the scan goes on.
+ * options may be NULL (defaults); callbacks may be NULL; summary (may be NULL) receives totals
+ * (set its struct_size with rf_inspect_summary_init first).
+ * Returns 0 when the shard has no problem, else the code of the first problem (the shard's
+ * problems are in summary->problems); -ECANCELED when a callback stopped it; RF_EINVAL,
+ * RF_ENOMEM when it could not run. A shard that cannot be opened is a problem (-errno). */
+RF_API int rf_shard_inspect(const char *path, const rf_inspect_options *options,
+                            rf_inspect_problem_fn on_problem, rf_inspect_sample_fn on_sample,
+                            void *ctx, rf_inspect_summary *summary);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RINGFEED_SHARDS_H */
