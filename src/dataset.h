@@ -79,5 +79,6 @@ typedef struct rf_format_ops {
 } rf_format_ops;
 
 extern const rf_format_ops rf_format_tar;
+extern const rf_format_ops rf_format_folder; /* loaders/folder.c: class folders or `path label` list */
 
 #endif

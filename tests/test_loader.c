@@ -13,6 +13,7 @@
 #include "plan.h"
 #include "ringfeed.h"
 #include "tar.h"
+#include "convert.h"
 #include "testutil.h"
 
 #define N_SHARDS 3
@@ -319,6 +320,15 @@ START_TEST(resume_at_every_position)
         r.seed = 5; /* the blob's seed wins */
         ld = create_ok(&r);
         int rc;
+        /* No replay: the first batch after a resume is ready after at most one ring's worth
+         * of reads, wherever in the epoch the state was saved. */
+        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+        rf_stats st;
+        rf_stats_init(&st);
+        rf_loader_stats(ld, &st);
+        ck_assert_uint_le(st.reads, (uint64_t)c.batch_size * (c.prefetch_depth ? c.prefetch_depth : 4) + 8);
+        rf_loader_destroy(ld);
+        ld = create_ok(&r);
         if (stop == nb) {
             /* saved after the last batch: the resumed loader starts the next epoch */
             ck_assert_int_eq(rf_loader_next(ld, &b), 0);
@@ -443,6 +453,182 @@ START_TEST(create_errors_are_clear)
 }
 END_TEST
 
+/* float output: (pixel - mean) / std in the requested layout, equal to converting the uint8
+ * batch of the same seed by hand. */
+START_TEST(float_output_matches_uint8)
+{
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.epochs = 1;
+    c.batch_size = 33;
+    c.order = RF_ORDER_NONE;
+    capture *u8 = calloc(1, sizeof *u8);
+    capture_epoch(c, u8); /* NHWC uint8 */
+    const float mean[3] = {123.675f, 116.28f, 103.53f}, sd[3] = {58.395f, 57.12f, 57.375f};
+    static const uint32_t dtypes[] = {RF_DTYPE_FLOAT32, RF_DTYPE_FLOAT16, RF_DTYPE_BFLOAT16};
+    for (int d = 0; d < 3; d++) {
+        c.dtype = dtypes[d];
+        c.layout = RF_LAYOUT_NCHW;
+        memcpy(c.mean, mean, sizeof mean);
+        memcpy(c.std, sd, sizeof sd);
+        rf_loader *ld = create_ok(&c);
+        rf_batch *b;
+        uint32_t n = 0;
+        size_t px = SIZE * SIZE, esz = dtypes[d] == RF_DTYPE_FLOAT32 ? 4 : 2;
+        uint8_t *want = malloc(px * 3 * esz);
+        while (rf_loader_next(ld, &b) == 0) {
+            ck_assert_uint_eq(b->dtype, dtypes[d]);
+            ck_assert_uint_eq(b->data_bytes, (uint64_t)b->count * px * 3 * esz);
+            ck_assert_int_eq(b->shape[1], 3);
+            for (uint32_t i = 0; i < b->count; i++, n++) {
+                rf_convert_image_cpu(u8->pixels + (size_t)n * px * 3, want, SIZE, SIZE,
+                                     dtypes[d], RF_LAYOUT_NCHW, mean, sd);
+                ck_assert_int_eq(memcmp(want, (uint8_t *)b->data + i * px * 3 * esz, px * 3 * esz), 0);
+            }
+            rf_loader_release(ld, b, NULL);
+        }
+        ck_assert_uint_eq(n, N_SAMPLES);
+        free(want);
+        rf_loader_destroy(ld);
+    }
+    /* spot-check the conversion itself against float math */
+    uint8_t px[3] = {0, 128, 255};
+    float f[3];
+    rf_convert_image_cpu(px, f, 1, 1, RF_DTYPE_FLOAT32, RF_LAYOUT_NHWC, mean, sd);
+    ck_assert_float_eq_tol(f[0], (0 - 123.675f) / 58.395f, 1e-5);
+    ck_assert_float_eq_tol(f[2], (255 - 103.53f) / 57.375f, 1e-5);
+    ck_assert_uint_eq(rf_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(rf_f32_to_f16(-2.5f), 0xc100);
+    ck_assert_uint_eq(rf_f32_to_f16(65520.0f), 0x7c00); /* rounds to inf */
+    ck_assert_uint_eq(rf_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert_uint_eq(rf_f32_to_bf16(1.00390625f), 0x3f80); /* tie to even */
+    free(u8->pixels);
+    free(u8);
+}
+END_TEST
+
+/* Shard order: still exactly once, and each window of consecutive samples comes from at most
+ * shard_window shards. */
+START_TEST(shard_order_is_local_and_complete)
+{
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.epochs = 2;
+    c.batch_size = 11;
+    c.order = RF_ORDER_SHARD;
+    c.shard_window = 1;
+    rf_loader *ld = create_ok(&c);
+    for (int e = 0; e < 2; e++) {
+        uint32_t seen[N_SAMPLES] = {0}, n = 0, last_shard = UINT32_MAX, switches = 0;
+        rf_batch *b;
+        while (rf_loader_next(ld, &b) == 0) {
+            for (uint32_t i = 0; i < b->count; i++, n++) {
+                uint64_t idx = key_index(b->keys[i]);
+                seen[idx]++;
+                uint32_t shard = (uint32_t)(idx / N_PER_SHARD);
+                switches += shard != last_shard;
+                last_shard = shard;
+            }
+            rf_loader_release(ld, b, NULL);
+        }
+        ck_assert_uint_eq(n, N_SAMPLES);
+        for (int i = 0; i < N_SAMPLES; i++)
+            ck_assert_uint_eq(seen[i], 1);
+        ck_assert_uint_eq(switches, N_SHARDS); /* window 1: one shard after the other */
+    }
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+/* One epoch on every rank of a world: keys per rank, in order, with padding flags. */
+static uint32_t run_ranks(rf_config c, uint32_t world, const void *blob, uint64_t blob_len,
+                          uint32_t *seen, uint64_t *batches_per_rank, uint32_t stop_after)
+{
+    uint32_t padded = 0;
+    *batches_per_rank = UINT64_MAX;
+    for (uint32_t r = 0; r < world; r++) {
+        c.rank = r;
+        c.world_size = world;
+        c.resume_state = blob;
+        c.resume_state_bytes = blob_len;
+        rf_loader *ld = create_ok(&c);
+        rf_batch *b;
+        uint64_t nb = 0;
+        while ((stop_after == 0 || nb < stop_after) && rf_loader_next(ld, &b) == 0) {
+            for (uint32_t i = 0; i < b->count; i++) {
+                if (b->is_padding[i])
+                    padded++;
+                else
+                    seen[key_index(b->keys[i])]++;
+            }
+            rf_loader_release(ld, b, NULL);
+            nb++;
+        }
+        if (*batches_per_rank == UINT64_MAX)
+            *batches_per_rank = nb;
+        ck_assert_uint_eq(nb, *batches_per_rank); /* every rank the same number of batches */
+        rf_loader_destroy(ld);
+    }
+    return padded;
+}
+
+START_TEST(ranks_disjoint_complete_with_padding)
+{
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.epochs = 1;
+    static const uint32_t worlds[] = {2, 3, 4, 7};
+    static const uint32_t batches[] = {5, 8, 4, 3};
+    for (int w = 0; w < 4; w++) {
+        c.batch_size = batches[w];
+        uint32_t seen[N_SAMPLES] = {0};
+        uint64_t nb;
+        uint32_t padded = run_ranks(c, worlds[w], NULL, 0, seen, &nb, 0);
+        for (int i = 0; i < N_SAMPLES; i++)
+            ck_assert_uint_eq(seen[i], 1);
+        uint32_t per = (N_SAMPLES + worlds[w] - 1) / worlds[w];
+        ck_assert_uint_eq(padded, per * worlds[w] - N_SAMPLES);
+        ck_assert_uint_eq(nb, (per + batches[w] - 1) / batches[w]);
+    }
+}
+END_TEST
+
+/* Save mid-epoch in world w1 (every rank at the same batch), resume in world w2: the samples
+ * before plus after are exactly the epoch. */
+START_TEST(resume_across_world_sizes)
+{
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.epochs = 1;
+    c.batch_size = 4;
+    static const uint32_t w1s[] = {2, 3, 1}, w2s[] = {3, 1, 2};
+    for (int t = 0; t < 3; t++) {
+        for (uint32_t stop = 1; stop * 4 * w1s[t] < N_SAMPLES; stop += 3) {
+            uint32_t seen[N_SAMPLES] = {0};
+            uint64_t nb;
+            c.rank = 0;
+            run_ranks(c, w1s[t], NULL, 0, seen, &nb, stop);
+            /* rank 0's state after `stop` batches stands for the whole world */
+            c.world_size = w1s[t];
+            rf_loader *ld = create_ok(&c);
+            rf_batch *b;
+            for (uint32_t k = 0; k < stop; k++) {
+                ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+                rf_loader_release(ld, b, NULL);
+            }
+            uint8_t blob[128];
+            uint64_t len;
+            ck_assert_int_eq(rf_loader_state(ld, blob, sizeof blob, &len), 0);
+            rf_loader_destroy(ld);
+            run_ranks(c, w2s[t], blob, len, seen, &nb, 0);
+            for (int i = 0; i < N_SAMPLES; i++)
+                ck_assert_msg(seen[i] == 1, "w %u->%u stop %u: sample %d seen %u", w1s[t],
+                              w2s[t], stop, i, seen[i]);
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -460,6 +646,10 @@ int main(void)
     tcase_add_test(tc, destroy_mid_flight);
     tcase_add_test(tc, set_epoch_restarts);
     tcase_add_test(tc, create_errors_are_clear);
+    tcase_add_test(tc, float_output_matches_uint8);
+    tcase_add_test(tc, shard_order_is_local_and_complete);
+    tcase_add_test(tc, ranks_disjoint_complete_with_padding);
+    tcase_add_test(tc, resume_across_world_sizes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

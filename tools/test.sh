@@ -14,3 +14,6 @@ cmake -S . -B build-asan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE='address;undef
   -DRINGFEED_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs")
+# The Python binding against the -Werror build's library.
+python3 -c 'import numpy, pytest' 2>/dev/null || python3 -m pip install -q numpy pytest
+RINGFEED_LIB="$PWD/build-test/libringfeed.so" PYTHONPATH=python python3 -m pytest -q python/tests

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Train torchvision ResNet-18/50 (bf16 autocast, channels_last) from ringfeed or, with
+--loader torch, from the PyTorch DataLoader reading the same tar shards; print images/s and the
+fraction of the time the GPU waited for input.
+
+  python3 train_resnet.py --shards 'data/train/train-*.tar' --arch resnet50 --steps 200
+  python3 train_resnet.py --shards 'data/train/train-*.tar' --loader torch --workers 16
+  torchrun --nproc_per_node 8 train_resnet.py --shards 'data/train/train-*.tar'
+
+Under torchrun every rank builds its own loader (RANK/WORLD_SIZE from the environment) on
+cuda:LOCAL_RANK and the model is wrapped in DistributedDataParallel.
+
+"Waited" is the time the training loop spent blocked on the loader (getting the next batch and,
+for the DataLoader, enqueuing its host-to-device copy) divided by the wall time of the measured
+steps; each step ends with a synchronize (like reading loss.item() every step), so a blocked
+loader means an idle GPU. One JSON line per run is printed by rank 0.
+"""
+import argparse
+import glob
+import importlib.util
+import io
+import json
+import os
+import random
+import sys
+import tarfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+import torchvision
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # the package beside examples/, without installing
+MEAN = (123.675, 116.28, 103.53)
+STD = (58.395, 57.12, 57.375)
+
+
+def ringfeed_batches(a, rank, world, device):
+    import ringfeed
+    kw = dict(size=a.size, layout="NHWC", device=device, rank=rank, world_size=world,
+              seed=a.seed, decode_threads=a.decode_threads, prefetch_depth=a.prefetch,
+              drop_last=True)
+    norm = None
+    try:  # normalization to bf16 on the GPU by ringfeed itself
+        ld = ringfeed.Loader(a.shards, a.batch, dtype="bfloat16", mean=MEAN, std=STD, **kw)
+        next(iter(ld))
+        ld.set_epoch(0)
+    except RuntimeError as e:
+        if "does not support that output type" not in str(e):
+            raise
+        # A libringfeed without the normalization kernel: uint8 batches, normalized here.
+        print(f"note: {e}; normalizing in torch", file=sys.stderr)
+        ld.close()
+        ld = ringfeed.Loader(a.shards, a.batch, dtype="uint8", **kw)
+        norm = (torch.tensor(MEAN, device=device).view(1, 3, 1, 1),
+                torch.tensor(STD, device=device).view(1, 3, 1, 1))
+    epoch = 0
+    while True:
+        ld.set_epoch(epoch)
+        for images, labels in ld:
+            # NHWC memory seen as an NCHW tensor: exactly channels_last, no copy.
+            x = images.permute(0, 3, 1, 2)
+            if norm is not None:
+                x = ((x.float() - norm[0]) / norm[1]).to(torch.bfloat16)
+            yield x, labels
+        epoch += 1
+
+
+def load_anchor(path):
+    spec = importlib.util.spec_from_file_location("torch_dataloader_anchor", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.TarShards
+
+
+class MiniTarShards(torch.utils.data.IterableDataset):
+    """Minimal WebDataset reader (KEY.jpg + KEY.cls), used when no --anchor file is given:
+    shards split over DataLoader workers, PIL decode, RandomResizedCrop + flip, uint8 CHW."""
+
+    def __init__(self, shards, size, seed=0):
+        from torchvision.transforms import v2
+        self.shards, self.seed, self.epoch = shards, seed, 0
+        self.tf = v2.Compose([v2.RandomResizedCrop(size, antialias=True),
+                              v2.RandomHorizontalFlip(), v2.PILToTensor()])
+
+    def __iter__(self):
+        from PIL import Image
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info else (0, 1)
+        order = list(self.shards)
+        random.Random(self.seed + self.epoch).shuffle(order)
+        self.epoch += 1
+        for shard in order[wid::nw]:
+            cur = {}
+            with tarfile.open(shard, "r|") as tf:
+                for m in tf:
+                    if not m.isfile():
+                        continue
+                    key, _, ext = m.name.partition(".")
+                    if cur and cur["key"] != key:
+                        yield self.emit(cur, Image)
+                        cur = {}
+                    cur["key"] = key
+                    cur[ext] = tf.extractfile(m).read()
+            if cur:
+                yield self.emit(cur, Image)
+
+    def emit(self, s, Image):
+        img = Image.open(io.BytesIO(s["jpg"])).convert("RGB")
+        return self.tf(img), int(s.get("cls", b"0"))
+
+
+def torch_batches(a, rank, world, device):
+    shards = sorted(glob.glob(a.shards))[rank::world]  # each rank reads its own shards
+    if a.anchor and os.path.exists(a.anchor) and a.size == 224:
+        ds = load_anchor(a.anchor)(shards, "pil", seed=a.seed)
+    else:
+        ds = MiniTarShards(shards, a.size, seed=a.seed)
+    dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
+                                     pin_memory=True, persistent_workers=a.workers > 0,
+                                     drop_last=True)
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+    while True:
+        for x, y in dl:
+            x = x.to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
+            y = y.to(device, non_blocking=True)
+            yield ((x.float() - mean) / std).to(torch.bfloat16), y
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--loader", choices=["ringfeed", "torch"], default="ringfeed")
+    ap.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet50")
+    ap.add_argument("--shards", required=True, help="glob/brace pattern of tar shards")
+    ap.add_argument("--batch", type=int, default=256, help="per-rank batch size")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--steps", type=int, default=200, help="measured steps (after warm-up)")
+    ap.add_argument("--epochs", type=float, default=None,
+                    help="train this many epochs instead of --steps")
+    ap.add_argument("--warmup", type=int, default=20, help="unmeasured first steps")
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--decode-threads", type=int, default=0, help="ringfeed (0: all CPUs)")
+    ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
+    ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
+                    help="DataLoader workers (--loader torch)")
+    ap.add_argument("--anchor", default="/work/shared/anchors/torch_dataloader.py",
+                    help="torch_dataloader.py whose TarShards --loader torch reuses (if present)")
+    a = ap.parse_args()
+
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    rank = int(os.environ.get("RANK", 0))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
+    device = torch.device("cuda", local)
+    if world > 1:
+        dist.init_process_group("nccl", device_id=device)
+    torch.manual_seed(a.seed)
+    torch.backends.cudnn.benchmark = True
+
+    model = getattr(torchvision.models, a.arch)(num_classes=a.classes)
+    model = model.to(device, memory_format=torch.channels_last)
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=5e-5)
+
+    batches = (ringfeed_batches if a.loader == "ringfeed" else torch_batches)(a, rank, world, device)
+    steps = a.steps
+    if a.epochs is not None:  # batches per epoch on this rank, counted by a host loader
+        import ringfeed
+        with ringfeed.Loader(a.shards, a.batch, device="cpu", world_size=world, rank=rank,
+                             decode_threads=1, drop_last=True) as probe:
+            steps = max(1, int(a.epochs * len(probe)) - a.warmup)
+
+    waited, t0, images = 0.0, None, 0
+    for step in range(a.warmup + steps):
+        if step == a.warmup:
+            torch.cuda.synchronize()
+            waited, images, t0 = 0.0, 0, time.perf_counter()
+        tw = time.perf_counter()
+        x, y = next(batches)
+        waited += time.perf_counter() - tw
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y % a.classes)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        images += x.shape[0]
+    wall = time.perf_counter() - t0
+
+    stats = torch.tensor([images, wall, waited], dtype=torch.float64, device=device)
+    if world > 1:
+        dist.all_reduce(stats)
+    if rank == 0:
+        tot_images, sum_wall, sum_wait = stats.tolist()
+        print(json.dumps({
+            "loader": a.loader, "arch": a.arch, "world_size": world, "batch_per_rank": a.batch,
+            "steps": steps, "img_per_s": tot_images / (sum_wall / world),
+            "gpu_wait_fraction": sum_wait / sum_wall, "loss": loss.item(),
+        }), flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

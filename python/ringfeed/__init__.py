@@ -1,0 +1,33 @@
+"""ringfeed: io_uring + thread-pool JPEG decode + pinned ring + async GPU copy, for PyTorch.
+
+    import ringfeed
+    loader = ringfeed.Loader("data/train-{000000..000099}.tar", 256, device="cuda",
+                             dtype="bfloat16", mean=ringfeed.IMAGENET_MEAN,
+                             std=ringfeed.IMAGENET_STD)
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for images, labels in loader:
+            ...
+
+A batch's images are zero-copy views of loader memory, valid until the loader is asked for the
+next batch (see ringfeed.loader's docstring and docs/python.md). The binding is ctypes over
+libringfeed.so, found through RINGFEED_LIB, next to this package, or in <repo>/build*/.
+"""
+from ._capi import RingfeedError, library_path
+from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch, TokenLoader)
+
+__all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "IMAGENET_MEAN",
+           "IMAGENET_STD", "version", "cuda_device_count", "library_path"]
+__version__ = "0.1.0"
+
+
+def version():
+    """Version of the loaded libringfeed ("MAJOR.MINOR.PATCH")."""
+    from . import _capi
+    return _capi.version()
+
+
+def cuda_device_count():
+    """CUDA devices libringfeed can use (0 without a CUDA build, driver or GPU)."""
+    from . import _capi
+    return _capi.cuda_device_count()

@@ -1,0 +1,310 @@
+"""ctypes mirror of include/ringfeed.h: the shared library, its structs, constants, prototypes.
+
+Everything the binding knows about the C side is in this one module. The structs mirror the
+header field by field (order and fixed-width types); tests/test_capi.py checks ctypes.sizeof of
+each mirror against the struct_size the C init functions write, so a header change that is not
+mirrored here fails loudly instead of corrupting memory.
+"""
+import ctypes
+import ctypes.util
+import glob
+import os
+
+# ---- constants (ringfeed.h) ------------------------------------------------------------------
+
+RF_CONFIG_VERSION = 1
+RF_EPOCH_END = 1
+RF_DONE = 2
+
+RF_EINVAL = -1000
+RF_ENOMEM = -1001
+RF_ENOFILES = -1002
+RF_EFORMAT = -1003
+RF_EDECODE = -1004
+RF_ELIMIT = -1005
+RF_EIO = -1006
+RF_ECUDA = -1007
+RF_ENODEV = -1008
+RF_ESTATE = -1009
+RF_EINDEX = -1010
+RF_ERESUME = -1011
+RF_ECLOSED = -1012
+RF_ELABEL = -1013
+
+RF_DEVICE_AUTO, RF_DEVICE_HOST, RF_DEVICE_CUDA = 0, 1, 2
+RF_IO_AUTO, RF_IO_URING, RF_IO_PREAD = 0, 1, 2
+RF_CROP_RANDOM, RF_CROP_CENTER = 0, 1
+RF_LAYOUT_NHWC, RF_LAYOUT_NCHW = 0, 1
+RF_DTYPE_UINT8 = 0
+RF_DTYPE_INT32 = 1
+RF_DTYPE_INT64 = 2
+RF_DTYPE_UINT16 = 3
+RF_DTYPE_FLOAT16 = 4
+RF_DTYPE_BFLOAT16 = 5
+RF_DTYPE_FLOAT32 = 6
+RF_ORDER_GLOBAL, RF_ORDER_NONE, RF_ORDER_SHARD = 0, 1, 2
+RF_SOURCE_TAR, RF_SOURCE_FOLDER, RF_SOURCE_TOKENS = 0, 1, 2
+RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
+RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
+
+# name -> (enum value, element bytes)
+DTYPES = {
+    "uint8": (RF_DTYPE_UINT8, 1),
+    "int32": (RF_DTYPE_INT32, 4),
+    "int64": (RF_DTYPE_INT64, 8),
+    "uint16": (RF_DTYPE_UINT16, 2),
+    "float16": (RF_DTYPE_FLOAT16, 2),
+    "bfloat16": (RF_DTYPE_BFLOAT16, 2),
+    "float32": (RF_DTYPE_FLOAT32, 4),
+}
+DTYPE_NAMES = {v[0]: k for k, v in DTYPES.items()}
+
+# ---- structs ---------------------------------------------------------------------------------
+
+c_float3 = ctypes.c_float * 3
+
+
+class RfConfig(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        # data
+        ("shards", ctypes.POINTER(ctypes.c_char_p)),
+        ("shard_count", ctypes.c_uint32),
+        # batch shape
+        ("batch_size", ctypes.c_uint32),
+        ("image_size", ctypes.c_uint32),
+        ("crop", ctypes.c_uint32),
+        ("layout", ctypes.c_uint32),
+        ("resize_shorter", ctypes.c_uint32),
+        ("scale_min", ctypes.c_float),
+        ("scale_max", ctypes.c_float),
+        ("ratio_min", ctypes.c_float),
+        ("ratio_max", ctypes.c_float),
+        ("flip_prob", ctypes.c_float),
+        # order and epochs
+        ("seed", ctypes.c_uint64),
+        ("order", ctypes.c_uint32),
+        ("drop_last", ctypes.c_uint32),
+        ("rank", ctypes.c_uint32),
+        ("world_size", ctypes.c_uint32),
+        ("remainder", ctypes.c_uint32),
+        ("epochs", ctypes.c_uint32),
+        ("start_epoch", ctypes.c_uint64),
+        # threads and queues
+        ("decode_threads", ctypes.c_uint32),
+        ("io_threads", ctypes.c_uint32),
+        ("io_engine", ctypes.c_uint32),
+        ("io_queue_depth", ctypes.c_uint32),
+        ("prefetch_depth", ctypes.c_uint32),
+        # device
+        ("device_kind", ctypes.c_uint32),
+        ("device_index", ctypes.c_int32),
+        # limits
+        ("staging_bytes", ctypes.c_uint64),
+        ("max_sample_bytes", ctypes.c_uint64),
+        ("max_image_pixels", ctypes.c_uint64),
+        ("max_image_dim", ctypes.c_uint32),
+        ("io_retries", ctypes.c_uint32),
+        # resume
+        ("resume_state", ctypes.c_void_p),
+        ("resume_state_bytes", ctypes.c_uint64),
+        # output element type
+        ("dtype", ctypes.c_uint32),
+        ("mean", c_float3),
+        ("std", c_float3),
+        # source
+        ("source", ctypes.c_uint32),
+        ("token_bytes", ctypes.c_uint32),
+        ("seq_len", ctypes.c_uint32),
+        ("token_windows", ctypes.c_uint32),
+        ("token_dtype", ctypes.c_uint32),
+        ("shard_window", ctypes.c_uint32),
+    ]
+
+
+class RfBatch(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("count", ctypes.c_uint32),
+        ("epoch", ctypes.c_uint64),
+        ("index", ctypes.c_uint64),
+        ("data", ctypes.c_void_p),
+        ("data_bytes", ctypes.c_uint64),
+        ("shape", ctypes.c_int64 * 4),
+        ("dtype", ctypes.c_uint32),
+        ("layout", ctypes.c_uint32),
+        ("device_kind", ctypes.c_uint32),
+        ("device_index", ctypes.c_int32),
+        ("labels", ctypes.POINTER(ctypes.c_int32)),
+        ("labels_device", ctypes.c_void_p),
+        ("keys", ctypes.POINTER(ctypes.c_char_p)),
+        ("sample_ids", ctypes.POINTER(ctypes.c_uint64)),
+        ("positions", ctypes.POINTER(ctypes.c_uint64)),
+        ("is_padding", ctypes.POINTER(ctypes.c_uint8)),
+        ("event", ctypes.c_void_p),
+        ("ndim", ctypes.c_uint32),
+    ]
+
+
+class RfStats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("io_threads", ctypes.c_uint32),
+        ("decode_threads", ctypes.c_uint32),
+        ("prefetch_depth", ctypes.c_uint32),
+        ("io_engine", ctypes.c_char * 16),
+        ("io_engine_why", ctypes.c_char * 160),
+        ("device", ctypes.c_char * 32),
+        ("registered_buffers", ctypes.c_uint32),
+        ("pinned", ctypes.c_uint32),
+        ("samples_delivered", ctypes.c_uint64),
+        ("batches_delivered", ctypes.c_uint64),
+        ("samples_decoded", ctypes.c_uint64),
+        ("bytes_read", ctypes.c_uint64),
+        ("reads", ctypes.c_uint64),
+        ("read_retries", ctypes.c_uint64),
+        ("io_busy_ns", ctypes.c_uint64),
+        ("decode_busy_ns", ctypes.c_uint64),
+        ("copy_busy_ns", ctypes.c_uint64),
+        ("consumer_wait_ns", ctypes.c_uint64),
+        ("wall_ns", ctypes.c_uint64),
+        ("epoch", ctypes.c_uint64),
+        ("pinned_bytes", ctypes.c_uint64),
+        ("dct_scaled", ctypes.c_uint64),
+    ]
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+
+class RingfeedError(RuntimeError):
+    """An error returned by libringfeed.
+
+    `code` is the C return code (negative: RF_E* or -errno), `name` its symbolic name when it
+    is one of ringfeed's own, and `detail` the text of rf_last_error() (shard, member, byte
+    offset, decoder message) at the time of the failure. str(e) holds all of it.
+    """
+
+    def __init__(self, code, detail="", what=""):
+        self.code = int(code)
+        self.detail = detail or ""
+        self.name = ERROR_NAMES.get(self.code, "")
+        text = strerror(self.code)
+        head = f"{what}: " if what else ""
+        tag = f" [{self.name}]" if self.name else f" [{self.code}]"
+        msg = f"{head}{text}{tag}"
+        if self.detail:
+            msg += f": {self.detail}"
+        super().__init__(msg)
+
+
+ERROR_NAMES = {v: k for k, v in globals().items() if k.startswith("RF_E") and isinstance(v, int)
+               and v <= -1000}
+
+# ---- the shared library ----------------------------------------------------------------------
+
+_lib = None
+
+
+def _candidates():
+    """Where libringfeed may be, in the documented order."""
+    env = os.environ.get("RINGFEED_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for pat in ("libringfeed.so", "libringfeed.so.*"):
+        yield from sorted(glob.glob(os.path.join(here, pat)))
+    # The build tree of a source checkout: <repo>/build*/libringfeed.so, where this file is
+    # <repo>/python/ringfeed/_capi.py. Most recently built first.
+    repo = os.path.dirname(os.path.dirname(here))
+    trees = glob.glob(os.path.join(repo, "build*", "libringfeed.so"))
+    yield from sorted(trees, key=lambda p: os.path.getmtime(p), reverse=True)
+    found = ctypes.util.find_library("ringfeed")
+    if found:
+        yield found
+
+
+def library_path():
+    """The path libringfeed is (or would be) loaded from, or None."""
+    if _lib is not None:
+        return _lib._name
+    for p in _candidates():
+        if os.sep not in p or os.path.exists(p):
+            return p
+    return None
+
+
+def lib():
+    """Load libringfeed once and declare every prototype."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = []
+    for path in _candidates():
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+            continue
+        _declare(handle)
+        _lib = handle
+        return _lib
+    hint = "; ".join(tried) if tried else "no candidate found"
+    raise OSError(
+        "cannot load libringfeed: set RINGFEED_LIB to the library's path, install the package "
+        "with the library copied next to it, or build it in <repo>/build*/ "
+        f"(cmake -S . -B build && make -C build ringfeed). Tried: {hint}")
+
+
+def _declare(L):
+    P = ctypes.POINTER
+    vp, i32, u64, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p
+    protos = {
+        "rf_config_init": (None, [P(RfConfig)]),
+        "rf_loader_create": (i32, [P(RfConfig), P(vp), cp, ctypes.c_size_t]),
+        "rf_loader_next": (i32, [vp, P(P(RfBatch))]),
+        "rf_loader_release": (i32, [vp, P(RfBatch), vp]),
+        "rf_batch_wait": (i32, [P(RfBatch), vp]),
+        "rf_batch_synchronize": (i32, [P(RfBatch)]),
+        "rf_loader_destroy": (None, [vp]),
+        "rf_last_error": (cp, [vp]),
+        "rf_strerror": (cp, [i32]),
+        "rf_version": (cp, []),
+        "rf_loader_batches_per_epoch": (u64, [vp]),
+        "rf_loader_num_samples": (u64, [vp]),
+        "rf_loader_set_epoch": (i32, [vp, u64]),
+        "rf_loader_state": (i32, [vp, vp, u64, P(u64)]),
+        "rf_stats_init": (None, [P(RfStats)]),
+        "rf_loader_stats": (i32, [vp, P(RfStats)]),
+        "rf_cuda_device_count": (i32, []),
+    }
+    for name, (res, args) in protos.items():
+        fn = getattr(L, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def strerror(code):
+    return lib().rf_strerror(int(code)).decode("utf-8", "replace")
+
+
+def version():
+    return lib().rf_version().decode()
+
+
+def cuda_device_count():
+    return int(lib().rf_cuda_device_count())
+
+
+def config_init():
+    cfg = RfConfig()
+    lib().rf_config_init(ctypes.byref(cfg))
+    return cfg
+
+
+def stats_init():
+    st = RfStats()
+    lib().rf_stats_init(ctypes.byref(st))
+    return st

@@ -1,0 +1,740 @@
+"""ringfeed.Loader and ringfeed.TokenLoader: the Python face of rf_loader.
+
+Batch lifetime (the one rule to know; docs/python.md says it at length):
+
+  A batch's `.images` (and a token batch's `.tokens`, `.x`, `.y`) are zero-copy views of the
+  loader's memory: device memory from the loader's stream-ordered pool on CUDA, the pinned ring
+  slot on the host. They stay valid until this loader is asked for the next batch (the next
+  `next()` on any of its iterators, including the one that ends the epoch), `set_epoch()`,
+  `load_state_dict()` or `close()`. At that point the batch goes back to the ring with
+  rf_loader_release(..., stream=torch.cuda.current_stream()): device memory is recycled only
+  after the work already queued on that stream, so the usual loop
+
+      for images, labels in loader:
+          loss = model(images).loss(labels); loss.backward(); opt.step()
+
+  never reads a recycled buffer, without any synchronization. `.labels`, `.keys` and the other
+  metadata are owned copies and stay valid forever.
+
+  To hold a batch longer, call `batch.keep()`: it is then returned when you call
+  `batch.release()`, or automatically once the batch and every array made from it are garbage.
+  The ring is a fixed set of `prefetch_depth` slots reused in order, so a kept batch must be
+  released within `prefetch_depth` batches: the loader raises RuntimeError (never deadlocks) if
+  the next batch needs the slot of a batch that is still kept. To keep data indefinitely, copy
+  it (`images.clone()`), or create the loader with `copy=True` (every batch then owns its
+  memory, at the cost of one device/host copy per batch).
+"""
+import ctypes
+import gc
+import os
+import weakref
+
+from . import _arrays
+from . import _capi as C
+from ._capi import RingfeedError
+
+IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
+IMAGENET_STD = (58.395, 57.12, 57.375)
+
+_CROPS = {"random": C.RF_CROP_RANDOM, "center": C.RF_CROP_CENTER}
+_LAYOUTS = {"NHWC": C.RF_LAYOUT_NHWC, "NCHW": C.RF_LAYOUT_NCHW}
+_IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
+_IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
+_TOKEN_DTYPES = ("uint16", "int32", "int64")
+STATE_VERSION = 1
+
+
+def _env_int(name, default):
+    v = os.environ.get(name)
+    return int(v) if v not in (None, "") else default
+
+
+def _parse_device(device):
+    """-> ("cpu", None) or ("cuda", index)."""
+    if device is None or device == "auto":
+        return ("cuda", None) if C.cuda_device_count() > 0 else ("cpu", None)
+    torch = _arrays.torch_module()
+    if torch is not None and isinstance(device, torch.device):
+        device = str(device)
+    if isinstance(device, int):
+        return ("cuda", device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, not {device!r}")
+    if device == "cpu":
+        return ("cpu", None)
+    if device == "cuda":
+        return ("cuda", None)
+    if device.startswith("cuda:") and device[5:].isdigit():
+        return ("cuda", int(device[5:]))
+    raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+
+
+def _choice(name, value, table):
+    if value not in table:
+        raise ValueError(f"{name} must be one of {sorted(table)}, not {value!r}")
+    return table[value]
+
+
+class _Lease:
+    """One leased rf_batch: released exactly once, either by the loader's iterator policy,
+    explicitly, or (for kept batches) when the last reference to it disappears."""
+
+    __slots__ = ("loader", "ptr", "seq", "released", "kept", "gen", "__weakref__")
+
+    def __init__(self, loader, ptr, seq, gen):
+        self.loader = loader
+        self.ptr = ptr  # POINTER(RfBatch)
+        self.seq = seq  # delivery number on this C loader (ring slot = seq % depth)
+        self.gen = gen  # C loader generation (load_state_dict makes a new one)
+        self.released = False
+        self.kept = False
+
+    def release(self, stream=None):
+        if not self.released:
+            self.loader._release_lease(self, stream)
+
+    def __del__(self):
+        # Only kept batches get here unreleased (the iterator holds the others). This may run
+        # on any thread: the release is queued and done by the consumer thread at its next call
+        # into the loader (a C loader is used by one thread at a time).
+        try:
+            if not self.released:
+                ld = self.loader
+                ld._pending.append((self.ptr, self.gen, ld._current_stream_handle()))
+        except Exception:
+            pass
+
+
+class _BatchBase:
+    """Common part of image and token batches."""
+
+    __slots__ = ("_lease", "count", "epoch", "index", "sample_ids", "positions", "is_padding",
+                 "__weakref__")
+
+    def keep(self):
+        """Detach this batch from the iterator's release policy (see the module docstring).
+        Returns self. Release it with release(), or drop every reference to it and to the
+        arrays made from it."""
+        lease = self._lease
+        if lease is None:  # copy=True: the batch owns its memory already
+            return self
+        if lease.released:
+            raise RuntimeError("this batch was already returned to the loader; keep() must be "
+                               "called before the next batch is requested")
+        lease.loader._keep(lease)
+        return self
+
+    def release(self, stream=None):
+        """Return the batch's memory to the loader now. `stream` (a torch.cuda.Stream or a raw
+        cudaStream_t handle) is where the memory was last used; default: torch's current stream
+        on the loader's device. Idempotent."""
+        if self._lease is not None:
+            self._lease.release(stream)
+
+    @property
+    def released(self):
+        return self._lease is None or self._lease.released
+
+
+class Batch(_BatchBase):
+    """A batch of images: `.images` (N,3,H,W) or (N,H,W,3), `.labels` int64 (N,),
+    `.keys` list of str, and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
+    Unpacks as `images, labels`."""
+
+    __slots__ = ("images", "labels", "keys")
+
+    def __iter__(self):
+        return iter((self.images, self.labels))
+
+    def __repr__(self):
+        return (f"Batch(epoch={self.epoch}, index={self.index}, count={self.count}, "
+                f"images={tuple(self.images.shape)} {self.images.dtype})")
+
+
+class TokenBatch(_BatchBase):
+    """A batch of token windows: `.tokens` (N, L+1), `.x` = tokens[:, :-1], `.y` =
+    tokens[:, 1:] (views). Unpacks as `x, y`."""
+
+    __slots__ = ("tokens", "x", "y")
+
+    def __iter__(self):
+        return iter((self.x, self.y))
+
+    def __repr__(self):
+        return (f"TokenBatch(epoch={self.epoch}, index={self.index}, count={self.count}, "
+                f"tokens={tuple(self.tokens.shape)} {self.tokens.dtype})")
+
+
+class _EpochIterator:
+    """Yields the rest of the loader's current epoch, then stops at RF_EPOCH_END."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        self._first = True
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        b = self._loader._next_batch(first=self._first)
+        self._first = False
+        if b is None:
+            self._done = True
+            raise StopIteration
+        return b
+
+    def __len__(self):
+        return len(self._loader)
+
+
+class _LoaderBase:
+    _source = None
+
+    def __init__(self, cfg_fields, shards, device, copy, array_type, expect_dtype):
+        self._ld = None
+        self._closed = True
+        self._pending = []
+        self._leases = weakref.WeakSet()  # unreleased leases (kept ones die unreleased)
+        self._current = None  # the iterator-managed (not kept) lease, if any
+        self._seq = 0
+        self._gen = 0
+        self._resumed_from = None
+
+        kind, index = _parse_device(device)
+        torch = _arrays.torch_module()
+        if kind == "cuda":
+            if torch is None:
+                raise ImportError("device='cuda' needs torch (batches are torch CUDA tensors)")
+            if index is None:
+                index = (torch.cuda.current_device() if torch.cuda.is_available()
+                         else _env_int("LOCAL_RANK", 0))
+            self._torch_device = torch.device("cuda", index)
+        else:
+            self._torch_device = None
+        self._device_kind, self._device_index = kind, index
+        if array_type not in ("auto", "torch", "numpy"):
+            raise ValueError("array_type must be 'auto', 'torch' or 'numpy'")
+        if kind == "cuda" and array_type == "numpy":
+            raise ValueError("array_type='numpy' needs device='cpu'")
+        if array_type == "auto":
+            array_type = "torch" if torch is not None else "numpy"
+        if array_type == "torch" and torch is None:
+            raise ImportError("array_type='torch' but torch is not importable")
+        if array_type == "numpy" and expect_dtype == "bfloat16":
+            raise ValueError("dtype='bfloat16' on the CPU needs torch (numpy has no bfloat16)")
+        if _arrays.np is None:
+            raise ImportError("ringfeed needs numpy")
+        self._array_type = array_type
+        self._copy = bool(copy)
+        self._expect_dtype = expect_dtype
+
+        if isinstance(shards, (str, os.PathLike)):
+            shards = [shards]
+        shards = [os.fspath(s) for s in shards]
+        if not shards:
+            raise ValueError("no shards given")
+        self._shards = shards
+        self._shard_bytes = [s.encode() for s in shards]
+        self._cfg_fields = dict(cfg_fields)
+        self._cfg_fields["device_kind"] = C.RF_DEVICE_CUDA if kind == "cuda" else C.RF_DEVICE_HOST
+        self._cfg_fields["device_index"] = index if kind == "cuda" else 0
+        self._cfg_fields["epochs"] = 0  # forever: Python iterators run one epoch each
+        self._create(None)
+
+    # ---- C loader lifetime -----------------------------------------------------------------
+
+    def _create(self, blob):
+        cfg = C.config_init()
+        for k, v in self._cfg_fields.items():
+            if k in ("mean", "std"):
+                setattr(cfg, k, C.c_float3(*v))
+            else:
+                setattr(cfg, k, v)
+        shard_arr = (ctypes.c_char_p * len(self._shard_bytes))(*self._shard_bytes)
+        cfg.shards = ctypes.cast(shard_arr, ctypes.POINTER(ctypes.c_char_p))
+        cfg.shard_count = len(self._shard_bytes)
+        blob_buf = None
+        if blob is not None:
+            blob_buf = ctypes.create_string_buffer(bytes(blob), len(blob))
+            cfg.resume_state = ctypes.cast(blob_buf, ctypes.c_void_p)
+            cfg.resume_state_bytes = len(blob)
+        handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        # shard_arr, the bytes it points to and blob_buf stay referenced until create returns
+        # (the C side copies them during create).
+        rc = C.lib().rf_loader_create(ctypes.byref(cfg), ctypes.byref(handle), err, len(err))
+        del shard_arr, blob_buf
+        if rc != 0:
+            raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_loader_create")
+        self._ld = handle
+        self._closed = False
+        self._gen += 1
+        self._seq = 0
+        self._depth = int(self._cfg_fields.get("prefetch_depth") or 0) or self.stats()["prefetch_depth"]
+        self._per_epoch = int(C.lib().rf_loader_batches_per_epoch(self._ld))
+        self._num_samples = int(C.lib().rf_loader_num_samples(self._ld))
+        # Epoch bookkeeping, Python side: the epoch of the batches being delivered (None: not
+        # known yet after a resume), batches delivered in it, and whether this epoch started at
+        # its beginning on this C loader (else the remaining count is not known).
+        self._epoch = None if blob is not None else int(self._cfg_fields.get("start_epoch", 0))
+        self._in_epoch = 0
+        self._full_epoch = blob is None
+
+    def _check(self, rc, what):
+        if rc < 0:
+            detail = C.lib().rf_last_error(self._ld).decode("utf-8", "replace") if self._ld else ""
+            raise RingfeedError(rc, detail, what)
+        return rc
+
+    def _check_open(self):
+        if self._closed:
+            raise RuntimeError("the loader is closed")
+
+    def close(self):
+        """Stop the loader's threads and free its memory, leased batches included (arrays
+        still referring to them must not be used afterwards). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for lease in list(self._leases):
+            lease.released = True
+        self._leases = weakref.WeakSet()
+        self._current = None
+        self._pending = []
+        ld, self._ld = self._ld, None
+        C.lib().rf_loader_destroy(ld)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ---- streams -----------------------------------------------------------------------------
+
+    def _current_stream_handle(self):
+        if self._device_kind != "cuda":
+            return None
+        torch = _arrays.torch_module()
+        return torch.cuda.current_stream(self._torch_device).cuda_stream or None
+
+    def _stream_handle(self, stream):
+        if stream is None:
+            return self._current_stream_handle()
+        if isinstance(stream, int):
+            return stream or None
+        return stream.cuda_stream or None  # torch.cuda.Stream / ExternalStream
+
+    # ---- leases --------------------------------------------------------------------------------
+
+    def _release_lease(self, lease, stream=None, handle=False):
+        if lease.released:
+            return
+        if lease.gen != self._gen or self._closed:
+            lease.released = True  # its C loader is gone, and its memory with it
+            return
+        s = stream if handle else self._stream_handle(stream)
+        lease.released = True
+        self._leases.discard(lease)
+        if self._current is lease:
+            self._current = None
+        rc = C.lib().rf_loader_release(self._ld, lease.ptr, s)
+        self._check(rc, "rf_loader_release")
+
+    def _drain_pending(self):
+        """Release kept batches that were garbage-collected (queued by _Lease.__del__)."""
+        while self._pending:
+            ptr, gen, stream = self._pending.pop(0)
+            if gen == self._gen and not self._closed:
+                self._check(C.lib().rf_loader_release(self._ld, ptr, stream), "rf_loader_release")
+
+    def _keep(self, lease):
+        if lease is self._current:
+            self._current = None
+        lease.kept = True
+
+    def _release_all(self, what):
+        """Release the iterator's batch and pending kept ones; refuse while kept batches live."""
+        self._drain_pending()
+        if self._current is not None:
+            self._release_lease(self._current)
+        if len(self._leases):
+            gc.collect()
+            self._drain_pending()
+        if len(self._leases):
+            raise RuntimeError(f"{what}: {len(self._leases)} kept batch(es) still hold loader "
+                               "memory; call .release() on them first")
+
+    # ---- iteration -----------------------------------------------------------------------------
+
+    def __iter__(self):
+        """One epoch (the rest of the current one if it was interrupted): see the module doc."""
+        self._check_open()
+        return _EpochIterator(self)
+
+    def __len__(self):
+        """Batches per (full) epoch on this rank."""
+        return self._per_epoch
+
+    def _next_batch(self, first):
+        self._check_open()
+        self._drain_pending()
+        if self._current is not None:
+            self._release_lease(self._current)
+        out = ctypes.POINTER(C.RfBatch)()
+        while True:
+            self._check_ring()
+            rc = self._check(C.lib().rf_loader_next(self._ld, ctypes.byref(out)), "rf_loader_next")
+            if rc == C.RF_EPOCH_END:
+                # A new iterator that meets the end before any batch: the previous iterator
+                # stopped right after its epoch's last batch; that end is its, not ours.
+                swallow = first and self._in_epoch > 0
+                self._epoch = None if self._epoch is None else self._epoch + 1
+                self._in_epoch = 0
+                self._full_epoch = True
+                if swallow:
+                    first = False
+                    continue
+                return None
+            if rc == C.RF_DONE:  # not configured (epochs = 0); kept for safety
+                return None
+            break
+        b = out.contents
+        lease = _Lease(self, out, self._seq, self._gen)
+        self._seq += 1
+        self._leases.add(lease)
+        self._epoch = int(b.epoch)
+        self._in_epoch += 1
+        try:
+            batch = self._wrap(b, lease)
+        except BaseException:
+            self._release_lease(lease)
+            raise
+        if self._copy:
+            self._release_lease(lease)
+            batch._lease = None
+        else:
+            self._current = lease
+        return batch
+
+    def _check_ring(self):
+        """Raise instead of deadlocking when the next batch needs a slot a kept batch holds.
+
+        The ring hands out slots strictly in order (slot = delivery number % depth), so the
+        batch delivered `depth` deliveries before the next one must have been released."""
+        if self._full_epoch and self._in_epoch >= self._per_epoch:
+            return  # the next call returns RF_EPOCH_END without touching the ring
+        def blocker():
+            for lease in list(self._leases):
+                if not lease.released and lease.seq <= self._seq - self._depth:
+                    return lease
+            return None
+        if blocker() is None:
+            return
+        gc.collect()
+        self._drain_pending()
+        held = blocker()
+        if held is not None:
+            raise RuntimeError(
+                f"the next batch needs the ring slot still held by a kept batch (delivered "
+                f"{self._seq - held.seq} batches ago, prefetch_depth={self._depth}): release "
+                "kept batches within prefetch_depth batches, copy them (.clone()), or raise "
+                "prefetch_depth")
+
+    def _fill_meta(self, batch, b, lease):
+        n = int(b.count)
+        batch._lease = lease
+        batch.count = n
+        batch.epoch = int(b.epoch)
+        batch.index = int(b.index)
+        np = _arrays.np
+        kind = "numpy"  # metadata: always numpy (small, owned)
+        batch.sample_ids = _arrays.host_copy_int(b.sample_ids, n, ctypes.c_uint64, kind, "uint64") \
+            if b.sample_ids else np.zeros(0, np.uint64)
+        batch.positions = _arrays.host_copy_int(b.positions, n, ctypes.c_uint64, kind, "uint64") \
+            if b.positions else np.zeros(0, np.uint64)
+        batch.is_padding = _arrays.host_copy_int(b.is_padding, n, ctypes.c_uint8, kind, "bool") \
+            if b.is_padding else np.zeros(0, bool)
+        return n
+
+    def _data_array(self, b, lease, shape, dtype):
+        """Zero-copy view of b.data (CUDA: ordered after the copy on torch's current stream)."""
+        if int(b.device_kind) == C.RF_DEVICE_CUDA:
+            if self._device_kind != "cuda":
+                raise RuntimeError("libringfeed returned a CUDA batch for a CPU loader")
+            stream = self._current_stream_handle()
+            self._check(C.lib().rf_batch_wait(lease.ptr, stream), "rf_batch_wait")
+            t = _arrays.cuda_tensor(lease, b.data, shape, dtype, self._torch_device)
+            return t.clone() if self._copy else t
+        a = _arrays.host_array(lease, b.data, shape, dtype, self._array_type)
+        if self._copy:
+            a = a.clone() if self._array_type == "torch" else a.copy()
+        return a
+
+    def _check_dtype(self, b):
+        got = C.DTYPE_NAMES.get(int(b.dtype), f"<{int(b.dtype)}>")
+        want = self._expect_dtype
+        if want is not None and got != want:
+            raise RuntimeError(
+                f"libringfeed ({C.library_path()}) returned {got} batches for dtype={want!r}: "
+                "this build of the library does not support that output type yet")
+        return got
+
+    # ---- epochs, resume, stats ---------------------------------------------------------------
+
+    def set_epoch(self, epoch):
+        """Restart at the beginning of `epoch` (discarding prefetched work), like
+        DistributedSampler.set_epoch. A no-op when the loader already stands at the start of
+        that epoch (e.g. after a full pass over the previous one), so calling it before every
+        epoch costs nothing. Batches handed out earlier are released (kept ones must have been
+        released: RuntimeError otherwise)."""
+        self._check_open()
+        epoch = int(epoch)
+        self._release_all("set_epoch")
+        if self._epoch == epoch and self._in_epoch == 0 and self._full_epoch:
+            return
+        self._check(C.lib().rf_loader_set_epoch(self._ld, epoch), "rf_loader_set_epoch")
+        self._epoch = epoch
+        self._in_epoch = 0
+        self._full_epoch = True
+
+    def state_dict(self):
+        """The consumer's position: every batch handed out so far counts as consumed (save it
+        after the training step of the current batch). `blob` is rf_loader_state()'s resume
+        blob; the other fields are informational."""
+        self._check_open()
+        n = ctypes.c_uint64()
+        self._check(C.lib().rf_loader_state(self._ld, None, 0, ctypes.byref(n)), "rf_loader_state")
+        buf = ctypes.create_string_buffer(int(n.value))
+        self._check(C.lib().rf_loader_state(self._ld, buf, n.value, ctypes.byref(n)),
+                    "rf_loader_state")
+        f = self._cfg_fields
+        return {
+            "version": STATE_VERSION,
+            "blob": buf.raw[:n.value],
+            "epoch": self._epoch,
+            "batches_in_epoch": self._in_epoch,
+            "rank": f.get("rank", 0),
+            "world_size": f.get("world_size", 1),
+            "seed": f.get("seed", 0),
+            "batch_size": f.get("batch_size"),
+            "num_samples": self._num_samples,
+        }
+
+    def load_state_dict(self, state):
+        """Continue exactly where the saved loader's consumer stood (the world size may differ:
+        the C side re-partitions the rest of the epoch). Recreates the C loader."""
+        self._check_open()
+        if not isinstance(state, dict) or "blob" not in state:
+            raise ValueError("not a ringfeed state_dict (no 'blob')")
+        if state.get("version", STATE_VERSION) != STATE_VERSION:
+            raise ValueError(f"unsupported ringfeed state_dict version {state.get('version')}")
+        self._release_all("load_state_dict")
+        ld, self._ld = self._ld, None
+        self._closed = True
+        C.lib().rf_loader_destroy(ld)
+        self._create(bytes(state["blob"]))
+
+    def stats(self):
+        """rf_loader_stats() as a dict (strings decoded)."""
+        self._check_open()
+        st = C.stats_init()
+        self._check(C.lib().rf_loader_stats(self._ld, ctypes.byref(st)), "rf_loader_stats")
+        out = {}
+        for name, _ in C.RfStats._fields_:
+            if name == "struct_size":
+                continue
+            v = getattr(st, name)
+            out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else int(v)
+        return out
+
+    @property
+    def num_samples(self):
+        return self._num_samples
+
+    @property
+    def device(self):
+        return "cpu" if self._device_kind == "cpu" else f"cuda:{self._device_index}"
+
+    @property
+    def prefetch_depth(self):
+        return self._depth
+
+    @property
+    def epoch(self):
+        """Epoch of the batches being delivered (None right after a resume, until the first)."""
+        return self._epoch
+
+
+def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last, on_error,
+                   io_engine):
+    if on_error != "fail":
+        raise ValueError(f"on_error={on_error!r} is not supported by this version of ringfeed "
+                         "(only 'fail': the first bad sample raises, naming shard and member)")
+    rank = _env_int("RANK", 0) if rank is None else int(rank)
+    world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
+    return {
+        "seed": int(seed) & 0xFFFFFFFFFFFFFFFF,
+        "rank": rank,
+        "world_size": world_size,
+        "io_threads": int(io_threads or 0),
+        "prefetch_depth": int(prefetch_depth or 0),
+        "drop_last": 1 if drop_last else 0,
+        "io_engine": _choice("io_engine", io_engine, _IO_ENGINES),
+    }
+
+
+class Loader(_LoaderBase):
+    """Images and labels from WebDataset tar shards.
+
+    Loader(shards, batch_size, *, size=224, crop="random", layout="NCHW", dtype="uint8",
+           mean=None, std=None, device=None, shuffle=True, seed=0, rank=None, world_size=None,
+           decode_threads=0, io_threads=0, prefetch_depth=4, drop_last=False, on_error="fail",
+           copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
+           ratio=None, start_epoch=0)
+
+    shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
+    dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
+      (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
+      and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders.
+    device: "cuda" (torch's current device), "cuda:N", "cpu", or None (CUDA if usable).
+    rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
+      Every rank gets the same number of batches; the last ones are padded with repeated
+      samples (batch.is_padding) unless drop_last.
+    Iterating yields one epoch of Batch objects; see the module docstring for how long a
+    batch's memory stays valid, and `copy=True` to make every batch own its memory.
+    """
+
+    def __init__(self, shards, batch_size, *, size=224, crop="random", layout="NCHW",
+                 dtype="uint8", mean=None, std=None, device=None, shuffle=True, seed=0,
+                 rank=None, world_size=None, decode_threads=0, io_threads=0, prefetch_depth=4,
+                 drop_last=False, on_error="fail", copy=False, array_type="auto",
+                 io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0):
+        if dtype not in _IMAGE_DTYPES:
+            raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
+        if int(batch_size) < 1:
+            raise ValueError("batch_size must be >= 1")
+        f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
+                           on_error, io_engine)
+        f.update({
+            "batch_size": int(batch_size),
+            "image_size": int(size),
+            "crop": _choice("crop", crop, _CROPS),
+            "layout": _choice("layout", layout, _LAYOUTS),
+            "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
+            "decode_threads": int(decode_threads or 0),
+            "dtype": C.DTYPES[dtype][0],
+            "start_epoch": int(start_epoch),
+            "source": C.RF_SOURCE_TAR,
+        })
+        if mean is not None or std is not None:
+            if dtype == "uint8":
+                raise ValueError("mean/std apply to float outputs: pass dtype='float32', "
+                                 "'float16' or 'bfloat16'")
+            mean = (0.0, 0.0, 0.0) if mean is None else tuple(float(m) for m in mean)
+            std = (1.0, 1.0, 1.0) if std is None else tuple(float(s) for s in std)
+            if len(mean) != 3 or len(std) != 3 or min(std) <= 0:
+                raise ValueError("mean and std need 3 values each, std > 0")
+            if max(std) < 1.0:
+                raise ValueError(
+                    f"std={std} looks like 0..1 units; ringfeed normalizes pixels in 0..255 units "
+                    "(use ringfeed.IMAGENET_MEAN / IMAGENET_STD, or multiply by 255)")
+            f["mean"], f["std"] = mean, std
+        if flip_prob is not None:
+            f["flip_prob"] = float(flip_prob)
+        if scale is not None:
+            f["scale_min"], f["scale_max"] = (float(x) for x in scale)
+        if ratio is not None:
+            f["ratio_min"], f["ratio_max"] = (float(x) for x in ratio)
+        self.batch_size = int(batch_size)
+        self.layout = layout
+        self.dtype = dtype
+        super().__init__(f, shards, device, copy, array_type, dtype)
+
+    def _wrap(self, b, lease):
+        batch = Batch.__new__(Batch)
+        n = self._fill_meta(batch, b, lease)
+        dtype = self._check_dtype(b)
+        shape = tuple(int(s) for s in b.shape)
+        batch.images = self._data_array(b, lease, shape, dtype)
+        if int(b.device_kind) == C.RF_DEVICE_CUDA and b.labels_device:
+            lab = _arrays.cuda_tensor(lease, b.labels_device, (n,), "int32", self._torch_device)
+            batch.labels = lab.long()  # a new tensor, ordered on the current stream
+        else:
+            batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
+        keys = b.keys
+        batch.keys = [keys[i].decode("utf-8", "surrogateescape") for i in range(n)] if keys else []
+        return batch
+
+
+class TokenLoader(_LoaderBase):
+    """Fixed-length token windows from flat binary token files (nanoGPT/Megatron .bin).
+
+    TokenLoader(path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
+                shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
+                prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
+                array_type="auto", io_engine="auto", start_epoch=0)
+
+    Every sample is a window of seq_len + 1 tokens; iterating yields TokenBatch objects that
+    unpack as (x, y) with x = window[:, :-1] and y = window[:, 1:] (views of one buffer).
+    shuffle=True draws window starts at random each epoch (seeded) in a global permutation;
+    shuffle=False walks non-overlapping windows in file order. dtype: "int64" (default, what
+    nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk).
+    Same lifetime rules as Loader.
+    """
+
+    def __init__(self, path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
+                 shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
+                 prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
+                 array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0):
+        if int(token_bytes) not in (2, 4):
+            raise ValueError("token_bytes must be 2 (uint16) or 4 (uint32)")
+        if int(seq_len) < 1 or int(batch_size) < 1:
+            raise ValueError("seq_len and batch_size must be >= 1")
+        if dtype is not None and dtype not in _TOKEN_DTYPES:
+            raise ValueError(f"dtype must be one of {_TOKEN_DTYPES} or None, not {dtype!r}")
+        f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
+                           on_error, io_engine)
+        f.update({
+            "batch_size": int(batch_size),
+            "source": C.RF_SOURCE_TOKENS,
+            "token_bytes": int(token_bytes),
+            "seq_len": int(seq_len),
+            "token_windows": C.RF_WINDOWS_RANDOM if shuffle else C.RF_WINDOWS_SEQUENTIAL,
+            "token_dtype": C.DTYPES[dtype][0] if dtype else 0,
+            "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
+            "decode_threads": int(decode_threads or 0),
+            "start_epoch": int(start_epoch),
+        })
+        self.batch_size = int(batch_size)
+        self.seq_len = int(seq_len)
+        # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as
+        # int32 (token ids stay far below 2**31).
+        expect = dtype if dtype else ("uint16" if int(token_bytes) == 2 else "int32")
+        self.dtype = expect
+        super().__init__(f, path, device, copy, array_type, None if dtype is None else dtype)
+
+    def _wrap(self, b, lease):
+        batch = TokenBatch.__new__(TokenBatch)
+        self._fill_meta(batch, b, lease)
+        dtype = self._check_dtype(b)
+        if dtype not in _TOKEN_DTYPES:
+            raise RuntimeError(f"libringfeed returned {dtype} token batches")
+        shape = (int(b.shape[0]), int(b.shape[1]))
+        t = self._data_array(b, lease, shape, dtype)
+        batch.tokens = t
+        batch.x = t[:, :-1]
+        batch.y = t[:, 1:]
+        return batch

@@ -1,0 +1,154 @@
+"""GPU tests: zero copy, stream ordering, normalization, two ranks under torchrun.
+Skipped without torch, a GPU, or a CUDA build of libringfeed."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import ringfeed  # noqa: E402
+from ringfeed import _capi as C  # noqa: E402
+from conftest import N_IMAGES, HERE  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cuda_build(lib):
+    if C.cuda_device_count() == 0:
+        pytest.skip("libringfeed was built without CUDA or sees no device")
+
+
+KW = dict(size=32, decode_threads=4, seed=21)
+
+
+def host_reference(shards, batch=4, **kw):
+    with ringfeed.Loader(shards, batch, device="cpu", copy=True, array_type="numpy", **KW,
+                         **kw) as ld:
+        return [(np.array(b.images), np.array(b.labels), b.keys) for b in ld]
+
+
+def pool_handle(ptr):
+    """cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE): the memory pool an
+    allocation came from (0 for cudaMalloc memory such as torch's caching allocator)."""
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        pytest.skip("libcuda.so.1 not loadable")
+    out = ctypes.c_void_p()
+    rc = cu.cuPointerGetAttribute(ctypes.byref(out), ctypes.c_int(17), ctypes.c_uint64(ptr))
+    assert rc == 0, f"cuPointerGetAttribute: {rc}"
+    return out.value or 0
+
+
+def test_zero_copy_device_pointer(shards):
+    with ringfeed.Loader(shards, 4, device="cuda:0", **KW) as ld:
+        it = iter(ld)
+        next(it)  # warm up torch's allocator for the labels
+        before = torch.cuda.memory_allocated(0)
+        b = next(it)
+        after = torch.cuda.memory_allocated(0)
+        raw = b._lease.ptr.contents
+        assert raw.device_kind == C.RF_DEVICE_CUDA
+        assert b.images.is_cuda and b.images.device == torch.device("cuda", 0)
+        assert b.images.data_ptr() == raw.data, "images are a view of the loader's buffer"
+        # torch allocated only the int64 labels, not the images
+        assert after - before < b.images.numel()
+        # the buffer belongs to a stream-ordered memory pool (the loader's), not to torch
+        assert pool_handle(raw.data) != 0
+        assert pool_handle(b.labels.data_ptr()) == 0 or \
+            pool_handle(b.labels.data_ptr()) != pool_handle(raw.data)
+        assert b.labels.dtype == torch.int64 and b.labels.is_cuda
+
+
+def test_contents_match_host_backend(shards):
+    ref = host_reference(shards)
+    with ringfeed.Loader(shards, 4, device="cuda", **KW) as ld:
+        got = [(b.images.cpu().numpy(), b.labels.cpu().numpy(), b.keys) for b in ld]
+    assert len(got) == len(ref)
+    for (gi, gl, gk), (ri, rl, rk) in zip(got, ref):
+        assert gk == rk
+        np.testing.assert_array_equal(gl, rl)
+        np.testing.assert_array_equal(gi, ri)
+
+
+def test_stream_ordering_under_slow_consumer(shards):
+    """The consumer's stream is made slow (a GPU spin before it reads each batch) while the
+    host loop races ahead: the batch is released on that stream when the next one is
+    requested, so the pool must not hand the memory to a later copy before the slow read ran.
+    Sums of what the GPU read must equal the host reference."""
+    ref = host_reference(shards)
+    side = torch.cuda.Stream()
+    sums = []
+    with ringfeed.Loader(shards, 4, device="cuda", prefetch_depth=2, **KW) as ld:
+        with torch.cuda.stream(side):
+            for images, labels in ld:
+                torch.cuda._sleep(20_000_000)  # ~10 ms of spinning on `side`
+                sums.append(images.to(torch.int64).sum(dim=(1, 2, 3)))
+        torch.cuda.synchronize()
+    want = [r[0].astype(np.int64).sum(axis=(1, 2, 3)) for r in ref]
+    assert len(sums) == len(want)
+    for s, w in zip(sums, want):
+        np.testing.assert_array_equal(s.cpu().numpy(), w)
+
+
+def test_kept_batch_on_device(shards):
+    ref = host_reference(shards)
+    with ringfeed.Loader(shards, 4, device="cuda", prefetch_depth=3, **KW) as ld:
+        it = iter(ld)
+        kept = next(it).keep()
+        next(it)
+        torch.cuda._sleep(5_000_000)
+        np.testing.assert_array_equal(kept.images.cpu().numpy(), ref[0][0])
+        kept.release()
+        assert len(list(it)) == len(ld) - 2
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_normalization_matches_torch(shards, dtype, layout):
+    ref = host_reference(shards, layout=layout)
+    mean, std = ringfeed.IMAGENET_MEAN, ringfeed.IMAGENET_STD
+    try:
+        ld = ringfeed.Loader(shards, 4, device="cuda", dtype=dtype, mean=mean, std=std,
+                             layout=layout, **KW)
+        batches = [(b.images.clone(), b.keys) for b in ld]
+    except RuntimeError as e:
+        if "does not support that output type" in str(e):
+            pytest.skip(str(e))
+        raise
+    ld.close()
+    tdt = getattr(torch, dtype)
+    shape = (1, 3, 1, 1) if layout == "NCHW" else (1, 1, 1, 3)
+    m = torch.tensor(mean, device="cuda").view(shape)
+    s = torch.tensor(std, device="cuda").view(shape)
+    for (img, keys), (r, _, rk) in zip(batches, ref):
+        assert keys == rk and img.dtype == tdt
+        want = ((torch.from_numpy(r).cuda().float() - m) / s)
+        tol = {"float32": 1e-4, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+        torch.testing.assert_close(img.float(), want.to(tdt).float(), atol=tol, rtol=tol)
+
+
+def test_two_ranks_torchrun_disjoint(shards, labels_by_key, tmp_path):
+    script = os.path.join(HERE, "gpu_two_rank.py")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           script, "--shards", shards, "--out", str(tmp_path)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ranks = []
+    for rank in range(2):
+        with open(tmp_path / f"rank{rank}.txt") as f:
+            ranks.append([ln.split() for ln in f.read().split("\n") if ln])
+    keys = [set(k for k, lab, pad in rows if pad == "0") for rows in ranks]
+    assert not keys[0] & keys[1], "ranks must see disjoint samples"
+    assert keys[0] | keys[1] == set(labels_by_key)
+    for rows in ranks:
+        for k, lab, pad in rows:
+            assert labels_by_key[k] == int(lab)
+    assert len(ranks[0]) == len(ranks[1]), "every rank gets the same number of samples"

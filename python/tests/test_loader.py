@@ -1,0 +1,399 @@
+"""CPU tests of ringfeed.Loader: shapes, dtypes, labels against the shards, keys, exactly-once,
+state_dict, errors, the batch lifetime policy."""
+import collections
+import gc
+import os
+import time
+
+import numpy as np
+import pytest
+
+import ringfeed
+from ringfeed import _capi as C
+from conftest import ARRAY_TYPES, N_IMAGES, have_torch, make_shards
+
+KW = dict(size=24, device="cpu", decode_threads=2)
+
+
+def npy(x):
+    return x if isinstance(x, np.ndarray) else x.numpy()
+
+
+def epoch_keys(loader):
+    keys = []
+    for b in loader:
+        keys += [k for k, p in zip(b.keys, b.is_padding) if not p]
+    return keys
+
+
+@pytest.mark.parametrize("array_type", ARRAY_TYPES)
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_shapes_dtypes(shards, layout, array_type):
+    with ringfeed.Loader(shards, 8, layout=layout, array_type=array_type, **KW) as ld:
+        batches = list(iter(ld))
+        assert len(batches) == len(ld) == -(-N_IMAGES // 8)
+        for b in batches[:-1]:
+            want = (8, 3, 24, 24) if layout == "NCHW" else (8, 24, 24, 3)
+            assert tuple(b.images.shape) == want
+            assert str(b.images.dtype).endswith("uint8")
+            assert tuple(b.labels.shape) == (8,)
+            assert str(b.labels.dtype).endswith("int64")
+            assert all(isinstance(k, str) for k in b.keys) and len(b.keys) == 8
+        last = batches[-1]
+        assert last.images.shape[0] == N_IMAGES - 8 * (len(batches) - 1) == last.count
+        if array_type == "torch":
+            import torch
+            assert isinstance(last.images, torch.Tensor)
+        else:
+            assert isinstance(last.images, np.ndarray)
+
+
+def test_unpack_and_labels_match_shards(shards, labels_by_key):
+    seen = 0
+    with ringfeed.Loader(shards, 8, array_type="numpy", **KW) as ld:
+        for batch in ld:
+            images, labels = batch
+            assert images is batch.images and labels is batch.labels
+            for k, lab in zip(batch.keys, labels):
+                assert labels_by_key[k] == int(lab), k
+                seen += 1
+            assert images.any(), "decoded images are not all zero"
+    assert seen == N_IMAGES
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_exactly_once_per_epoch(shards, labels_by_key, shuffle):
+    with ringfeed.Loader(shards, 8, shuffle=shuffle, seed=3, **KW) as ld:
+        e0, e1 = epoch_keys(ld), epoch_keys(ld)
+    for keys in (e0, e1):
+        assert sorted(keys) == sorted(labels_by_key)
+        assert len(set(keys)) == len(keys)
+    if shuffle:
+        assert e0 != e1, "epochs should be permuted differently"
+    else:
+        assert e0 == e1 == sorted(labels_by_key)
+
+
+def test_drop_last(shards):
+    with ringfeed.Loader(shards, 8, drop_last=True, **KW) as ld:
+        counts = [b.count for b in ld]
+        assert counts == [8] * (N_IMAGES // 8) == [8] * len(ld)
+
+
+def test_ranks_are_disjoint(shards, labels_by_key):
+    per_rank = []
+    for r in range(3):
+        with ringfeed.Loader(shards, 4, rank=r, world_size=3, seed=5, **KW) as ld:
+            ks = epoch_keys(ld)
+            per_rank.append(ks)
+            nb = len(ld)
+    assert all(len(ld_keys) <= nb * 4 for ld_keys in per_rank)
+    union = [k for ks in per_rank for k in ks]
+    assert sorted(union) == sorted(labels_by_key), "every sample exactly once over the ranks"
+
+
+def test_rank_from_environment(shards, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with ringfeed.Loader(shards, 4, seed=5, **KW) as ld:
+        env_keys = epoch_keys(ld)
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    with ringfeed.Loader(shards, 4, seed=5, rank=1, world_size=2, **KW) as ld:
+        assert epoch_keys(ld) == env_keys
+
+
+def test_deterministic_across_thread_counts(shards):
+    out = []
+    for threads in (1, 3):
+        with ringfeed.Loader(shards, 8, seed=9, array_type="numpy", size=24, device="cpu",
+                             decode_threads=threads, copy=True) as ld:
+            out.append([(b.keys, b.images) for b in ld])
+    for (k0, i0), (k1, i1) in zip(*out):
+        assert k0 == k1
+        np.testing.assert_array_equal(i0, i1)
+
+
+def test_set_epoch(shards):
+    with ringfeed.Loader(shards, 8, seed=2, **KW) as ld:
+        e0, e1 = epoch_keys(ld), epoch_keys(ld)
+        ld.set_epoch(0)
+        assert epoch_keys(ld) == e0
+        ld.set_epoch(1)  # already at epoch 1's start: a no-op
+        assert epoch_keys(ld) == e1
+        it = iter(ld)
+        next(it)
+        ld.set_epoch(1)  # mid-epoch: restarts epoch 1
+        assert epoch_keys(ld) == e1
+        assert ld.epoch == 2
+
+
+def test_interrupted_iteration_continues_epoch(shards):
+    with ringfeed.Loader(shards, 8, seed=4, **KW) as ld:
+        full = epoch_keys(ld)
+        ld.set_epoch(0)
+        first = []
+        for i, b in enumerate(ld):
+            first += b.keys
+            if i == 2:
+                break
+        rest = epoch_keys(ld)
+        assert first + rest == full
+        # Stopping right after the last batch (without seeing the end) and iterating again
+        # starts the next epoch instead of yielding an empty one.
+        ld.set_epoch(0)
+        it = iter(ld)
+        for _ in range(len(ld)):
+            next(it)
+        nxt = epoch_keys(ld)
+        assert sorted(nxt) == sorted(full) and ld.epoch == 2
+
+
+@pytest.mark.parametrize("new_world", [1, 2])
+def test_state_dict_round_trip(shards, labels_by_key, new_world):
+    # Two ranks consume 2 batches each, save, and the run resumes with `new_world` ranks: the
+    # samples seen before and after cover the epoch exactly once.
+    before, states = [], []
+    for r in range(2):
+        with ringfeed.Loader(shards, 4, rank=r, world_size=2, seed=7, **KW) as ld:
+            it = iter(ld)
+            for _ in range(2):
+                before += next(it).keys
+            st = ld.state_dict()
+            assert st["version"] == 1 and isinstance(st["blob"], bytes)
+            assert st["epoch"] == 0 and st["batches_in_epoch"] == 2
+            states.append(st)
+    assert states[0]["blob"] == states[1]["blob"] or True  # per-rank blobs may differ
+    after = []
+    for r in range(new_world):
+        with ringfeed.Loader(shards, 4, rank=r, world_size=new_world, seed=7, **KW) as ld:
+            ld.load_state_dict(states[0])
+            after += epoch_keys(ld)
+            assert ld.epoch == 1 or ld.epoch is None
+    assert sorted(before + after) == sorted(labels_by_key)
+
+
+def test_state_dict_same_world_same_batches(shards):
+    with ringfeed.Loader(shards, 8, seed=11, **KW) as ld:
+        it = iter(ld)
+        next(it), next(it)
+        st = ld.state_dict()
+        rest = [b.keys for b in it]
+        nxt = epoch_keys(ld)
+    with ringfeed.Loader(shards, 8, seed=11, **KW) as ld2:
+        ld2.load_state_dict(st)
+        assert [b.keys for b in ld2] == rest
+        assert epoch_keys(ld2) == nxt
+
+
+def test_state_at_epoch_end_resumes_next_epoch(shards):
+    with ringfeed.Loader(shards, 8, seed=11, **KW) as ld:
+        epoch_keys(ld)
+        st = ld.state_dict()
+        e1 = epoch_keys(ld)
+    with ringfeed.Loader(shards, 8, seed=11, **KW) as ld2:
+        ld2.load_state_dict(st)
+        assert epoch_keys(ld2) == e1
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+def test_no_files_error_names_pattern(tmp_path):
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(str(tmp_path / "nothing-*.tar"), 4, **KW)
+    assert ei.value.code == C.RF_ENOFILES
+    assert "nothing-" in str(ei.value) and ei.value.detail
+
+
+def test_corrupt_shard_error_has_message(tmp_path):
+    pattern = make_shards(str(tmp_path), 8, 3, 8)
+    path = pattern.replace("*", "000000")
+    data = bytearray(open(path, "rb").read())
+    # Overwrite the first JPEG's payload (after the first 512-byte header) with garbage.
+    data[512 + 200:512 + 1200] = b"\x55" * 1000
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        with ringfeed.Loader(pattern, 4, shuffle=False, **KW) as ld:
+            for _ in ld:
+                pass
+    e = ei.value
+    assert e.code < 0 and e.detail, str(e)
+    assert "train-000000.tar" in str(e)
+
+
+def test_truncated_shard_error(tmp_path):
+    pattern = make_shards(str(tmp_path), 8, 3, 8)
+    path = pattern.replace("*", "000000")
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:len(data) // 2 + 100])
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        with ringfeed.Loader(pattern, 4, **KW) as ld:
+            for _ in ld:
+                pass
+    assert ei.value.detail and "train-000000" in str(ei.value)
+
+
+def test_bad_resume_blob(shards):
+    with ringfeed.Loader(shards, 8, **KW) as ld:
+        st = ld.state_dict()
+        bad = dict(st, blob=b"\x00" * len(st["blob"]))
+        with pytest.raises(ringfeed.RingfeedError) as ei:
+            ld.load_state_dict(bad)
+        assert ei.value.code == C.RF_ERESUME and ei.value.detail
+
+
+def test_argument_errors(shards):
+    with pytest.raises(ValueError):
+        ringfeed.Loader(shards, 8, crop="middle", **KW)
+    with pytest.raises(ValueError):
+        ringfeed.Loader(shards, 8, layout="CHW", **KW)
+    with pytest.raises(ValueError):
+        ringfeed.Loader(shards, 8, dtype="float64", **KW)
+    with pytest.raises(ValueError):
+        ringfeed.Loader(shards, 8, rank=2, world_size=2, **KW)
+    with pytest.raises(ValueError, match="not supported"):
+        ringfeed.Loader(shards, 8, on_error="skip", **KW)
+    with pytest.raises(ValueError, match="0..255"):
+        ringfeed.Loader(shards, 8, dtype="float32", mean=(0.485, 0.456, 0.406),
+                        std=(0.229, 0.224, 0.225), **KW)
+    with pytest.raises(ValueError):
+        ringfeed.Loader(shards, 8, device="tpu", size=24)
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(shards, 8, prefetch_depth=1000, **KW)
+    assert ei.value.code == C.RF_EINVAL and "prefetch_depth" in str(ei.value)
+
+
+def test_closed_loader(shards):
+    ld = ringfeed.Loader(shards, 8, **KW)
+    ld.close()
+    ld.close()
+    with pytest.raises(RuntimeError):
+        iter(ld)
+    with pytest.raises(RuntimeError):
+        ld.state_dict()
+
+
+# ---- batch lifetime --------------------------------------------------------------------------
+
+def reference_images(shards, **kw):
+    with ringfeed.Loader(shards, 8, seed=21, copy=True, array_type="numpy", **KW, **kw) as ld:
+        return [np.array(b.images) for b in ld]
+
+
+def test_usual_loop_never_reads_recycled_buffer(shards):
+    """A slow consumer holds each batch while the ring keeps filling behind it: the data it
+    reads at the end of its step is still the batch it was given (compared with owned copies
+    from an identical loader)."""
+    ref = reference_images(shards)
+    with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=2, array_type="numpy", **KW) as ld:
+        for i, (images, labels) in enumerate(ld):
+            np.testing.assert_array_equal(images, ref[i])
+            time.sleep(0.02)  # let decode threads run ahead into the free slot
+            np.testing.assert_array_equal(images, ref[i])
+
+
+def test_kept_batches_survive_and_release(shards):
+    ref = reference_images(shards)
+    with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=4, array_type="numpy", **KW) as ld:
+        it = iter(ld)
+        kept = next(it).keep()
+        for _ in range(2):  # within prefetch_depth - 1 batches
+            next(it)
+            time.sleep(0.02)
+        np.testing.assert_array_equal(kept.images, ref[0])
+        kept.release()
+        kept.release()  # idempotent
+        assert kept.released
+        rest = list(it)
+        assert len(rest) == len(ld) - 3
+
+
+def test_kept_batch_released_by_gc(shards):
+    with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=2, **KW) as ld:
+        it = iter(ld)
+        next(it).keep()  # dropped at once: released by the garbage collector
+        gc.collect()
+        assert len(list(it)) == len(ld) - 1
+
+
+def test_holding_kept_batches_raises_instead_of_deadlock(shards):
+    with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=2, **KW) as ld:
+        it = iter(ld)
+        kept = next(it).keep()
+        next(it)
+        with pytest.raises(RuntimeError, match="kept batch"):
+            next(it)
+        kept.release()
+        assert next(it).count == 8
+        with pytest.raises(RuntimeError, match="kept"):
+            b = next(it).keep()
+            ld.set_epoch(3)
+        b.release()
+        ld.set_epoch(3)
+
+
+def test_keep_after_release_is_an_error(shards):
+    with ringfeed.Loader(shards, 8, **KW) as ld:
+        it = iter(ld)
+        b = next(it)
+        next(it)
+        with pytest.raises(RuntimeError, match="already returned"):
+            b.keep()
+
+
+def test_copy_mode_batches_own_memory(shards):
+    ref = reference_images(shards)
+    with ringfeed.Loader(shards, 8, seed=21, copy=True, prefetch_depth=2, array_type="numpy",
+                         **KW) as ld:
+        held = list(ld)
+    for b, r in zip(held, ref):
+        assert b.released
+        np.testing.assert_array_equal(b.images, r)
+
+
+@pytest.mark.skipif(not have_torch(), reason="torch not installed")
+def test_torch_cpu_bfloat16_and_float(shards):
+    import torch
+    try:
+        ld = ringfeed.Loader(shards, 8, seed=21, dtype="float32", mean=ringfeed.IMAGENET_MEAN,
+                             std=ringfeed.IMAGENET_STD, **KW)
+        b = next(iter(ld))
+    except RuntimeError as e:
+        if "does not support that output type" in str(e):
+            pytest.skip(str(e))
+        raise
+    ref = torch.from_numpy(reference_images(shards)[0]).float()
+    mean = torch.tensor(ringfeed.IMAGENET_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(ringfeed.IMAGENET_STD).view(1, 3, 1, 1)
+    torch.testing.assert_close(b.images, (ref - mean) / std, atol=1e-4, rtol=1e-5)
+    ld.close()
+
+
+def test_float_dtype_numpy(shards):
+    try:
+        ld = ringfeed.Loader(shards, 8, seed=21, dtype="float32", mean=ringfeed.IMAGENET_MEAN,
+                             std=ringfeed.IMAGENET_STD, array_type="numpy", **KW)
+        b = next(iter(ld))
+    except RuntimeError as e:
+        if "does not support that output type" in str(e):
+            pytest.skip(str(e))
+        raise
+    ref = reference_images(shards)[0].astype(np.float32)
+    mean = np.array(ringfeed.IMAGENET_MEAN, np.float32).reshape(1, 3, 1, 1)
+    std = np.array(ringfeed.IMAGENET_STD, np.float32).reshape(1, 3, 1, 1)
+    assert b.images.dtype == np.float32
+    np.testing.assert_allclose(b.images, (ref - mean) / std, atol=1e-4, rtol=1e-5)
+    ld.close()
+
+
+def test_bfloat16_cpu_without_torch_is_refused(shards):
+    with pytest.raises(ValueError, match="bfloat16"):
+        ringfeed.Loader(shards, 8, dtype="bfloat16", array_type="numpy", **KW)
+
+
+def test_stats(shards):
+    with ringfeed.Loader(shards, 8, **KW) as ld:
+        n = sum(b.count for b in ld)
+        st = ld.stats()
+        assert st["samples_delivered"] == n and st["device"] == "host"
+        assert st["io_engine"] in ("io_uring", "pread")

@@ -1,0 +1,1265 @@
+/* shards.c — the public dataset-making API (include/ringfeed_shards.h): pattern expansion,
+ * image lists, JPEG header checks, the shard writer and index helpers. Shard inspection is in
+ * the second half of this file.
+ *
+ * DESIGN. Everything here wraps one internal implementation so that tools, tests and the
+ * loader agree byte for byte: patterns go through rf_expand_patterns (the loader's expander),
+ * shards through rf_tarw (src/tarwrite.c, the only tar writer), indexes through
+ * rf_tar_write_index, JPEG headers through rf_jpeg_header, tar parsing through rf_tar_scanner.
+ * The image list is the one walker of class folders and `path label` files: ringfeed-pack
+ * packs it and the folder loader (loaders/folder.c) reads it, so both see the same files in
+ * the same order with the same labels. Lists keep all strings in one arena addressed by
+ * offsets (it grows by realloc), so 1.28 M ImageNet entries cost a few allocations.
+ * No object here is shared between threads; none keeps global state. */
+#include "ringfeed_shards.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "dataset.h"
+#include "decode.h"
+#include "tar.h"
+#include "tar_index.h"
+#include "tarwrite.h"
+
+#define SH_PATH_MAX 4096
+#define SH_LIST_FILE_BYTES_MAX (1ull << 32)  /* a `path label` file larger than this is refused */
+#define SH_DIR_ENTRIES_MAX (1u << 24)         /* entries in one folder */
+#define SH_CLASSES_MAX (1u << 20)
+#define SH_DEDUP_TRIES_MAX 1000
+#define SH_EOI_WINDOW 64                      /* EOI must be within the last bytes of a JPEG */
+
+/* Copy an rf_err's text to the caller's buffer (which may be NULL); returns the code. */
+static int give(const rf_err *e, char *err, size_t err_len)
+{
+    if (err && err_len)
+        snprintf(err, err_len, "%s", e->msg);
+    return e->code;
+}
+
+/* ---- paths ------------------------------------------------------------------------------ */
+
+struct rf_paths {
+    char **v;
+    uint32_t n;
+};
+
+int rf_paths_expand(const char *const *patterns, uint32_t count, rf_paths **out, char *err,
+                    size_t err_len)
+{
+    rf_err e = {0, ""};
+    *out = NULL;
+    rf_paths *p = calloc(1, sizeof *p);
+    if (!p)
+        return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
+    int rc = rf_expand_patterns(patterns, count, &p->v, &p->n, &e);
+    if (rc) {
+        free(p);
+        return give(&e, err, err_len);
+    }
+    *out = p;
+    return 0;
+}
+
+uint32_t rf_paths_count(const rf_paths *p) { return p ? p->n : 0; }
+const char *rf_paths_get(const rf_paths *p, uint32_t i) { return p && i < p->n ? p->v[i] : NULL; }
+
+void rf_paths_free(rf_paths *p)
+{
+    if (!p)
+        return;
+    rf_free_paths(p->v, p->n);
+    free(p);
+}
+
+/* ---- image lists ------------------------------------------------------------------------ */
+
+typedef struct entry {
+    uint64_t path, name, key; /* arena offsets */
+    uint64_t size;
+    int32_t label;
+} entry;
+
+struct rf_image_list {
+    entry *e;
+    uint64_t n, cap;
+    char *arena;
+    uint64_t alen, acap;
+    uint64_t *classes;        /* arena offsets of class names */
+    uint32_t nclasses, ccap;
+    uint64_t skipped, renamed;
+};
+
+static int arena_put(rf_image_list *l, const char *s, size_t n, uint64_t *off, rf_err *e)
+{
+    if (l->alen + n + 1 > l->acap) {
+        uint64_t cap = l->acap ? l->acap : 1 << 16;
+        while (cap < l->alen + n + 1)
+            cap *= 2;
+        char *q = realloc(l->arena, (size_t)cap);
+        if (!q)
+            return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
+        l->arena = q;
+        l->acap = cap;
+    }
+    memcpy(l->arena + l->alen, s, n);
+    l->arena[l->alen + n] = 0;
+    *off = l->alen;
+    l->alen += n + 1;
+    return 0;
+}
+
+static int is_jpeg_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (strcasecmp(dot + 1, "jpg") == 0 || strcasecmp(dot + 1, "jpeg") == 0);
+}
+
+/* The name of an entry: its relative path without the extension (after the last dot of the
+ * basename, if any). */
+static size_t strip_ext(const char *rel)
+{
+    const char *base = strrchr(rel, '/');
+    base = base ? base + 1 : rel;
+    const char *dot = strrchr(base, '.');
+    return dot && dot != base ? (size_t)(dot - rel) : strlen(rel);
+}
+
+static int add_entry(rf_image_list *l, const char *path, const char *rel, uint64_t size,
+                     int32_t label, rf_err *e)
+{
+    if (l->n >= RF_IMAGE_LIST_FILES_MAX)
+        return rf_seterr(e, RF_ELIMIT, "more than %llu images", RF_IMAGE_LIST_FILES_MAX);
+    if (l->n == l->cap) {
+        uint64_t cap = l->cap ? l->cap * 2 : 1024;
+        entry *q = realloc(l->e, (size_t)cap * sizeof *q);
+        if (!q)
+            return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
+        l->e = q;
+        l->cap = cap;
+    }
+    entry *en = &l->e[l->n];
+    en->size = size;
+    en->label = label;
+    int rc = arena_put(l, path, strlen(path), &en->path, e);
+    if (rc == 0)
+        rc = arena_put(l, rel, strip_ext(rel), &en->name, e);
+    if (rc == 0)
+        l->n++;
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of a folder's entries (without "." and ".."). */
+static int read_dir_sorted(const char *dir, char ***names, uint32_t *count, rf_err *e)
+{
+    *names = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return rf_seterr(e, -errno, "%s: %s", dir, strerror(errno));
+    char **v = NULL;
+    uint32_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (n >= SH_DIR_ENTRIES_MAX) {
+            rc = rf_seterr(e, RF_ELIMIT, "%s: more than %u entries", dir, SH_DIR_ENTRIES_MAX);
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **q = realloc(v, cap * sizeof *q);
+            if (!q) {
+                rc = rf_seterr(e, RF_ENOMEM, "no memory reading %s", dir);
+                break;
+            }
+            v = q;
+        }
+        if (!(v[n] = strdup(de->d_name)))
+            rc = rf_seterr(e, RF_ENOMEM, "no memory reading %s", dir);
+        else
+            n++;
+    }
+    if (rc == 0 && errno != 0)
+        rc = rf_seterr(e, -errno, "%s: %s", dir, strerror(errno));
+    closedir(d);
+    if (v)
+        qsort(v, n, sizeof *v, cmp_str);
+    *names = v;
+    *count = n;
+    return rc;
+}
+
+static void free_names(char **v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int join(char *out, const char *a, const char *b, rf_err *e)
+{
+    if ((size_t)snprintf(out, SH_PATH_MAX, "%s/%s", a, b) >= SH_PATH_MAX)
+        return rf_seterr(e, RF_ELIMIT, "%s/%s: path longer than %d bytes", a, b, SH_PATH_MAX);
+    return 0;
+}
+
+/* Files of a class folder first (sorted), then its subfolders (sorted), recursively: the order
+ * torchvision's sorted os.walk gives in all but exotic names. `rel` is relative to the root. */
+static int walk_class(rf_image_list *l, const char *dir, const char *rel, int32_t label,
+                      uint32_t depth, rf_err *e)
+{
+    if (depth > RF_IMAGE_LIST_DEPTH_MAX)
+        return rf_seterr(e, RF_ELIMIT, "%s: folders nested deeper than %d (a symlink loop?)",
+                         dir, RF_IMAGE_LIST_DEPTH_MAX);
+    char **names;
+    uint32_t n;
+    int rc = read_dir_sorted(dir, &names, &n, e);
+    char *path = malloc(SH_PATH_MAX), *sub = malloc(SH_PATH_MAX);
+    uint8_t *isdir = calloc(n ? n : 1, 1);
+    if (rc == 0 && (!path || !sub || !isdir))
+        rc = rf_seterr(e, RF_ENOMEM, "no memory walking %s", dir);
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        for (uint32_t i = 0; i < n && rc == 0; i++) {
+            if (names[i][0] == '.') {
+                l->skipped += pass == 0;
+                continue;
+            }
+            if ((rc = join(path, dir, names[i], e)) || (rc = join(sub, rel, names[i], e)))
+                break;
+            if (pass == 0) {
+                struct stat st;
+                if (stat(path, &st) != 0) {
+                    rc = rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
+                } else if (S_ISDIR(st.st_mode)) {
+                    isdir[i] = 1;
+                } else if (S_ISREG(st.st_mode) && is_jpeg_name(names[i])) {
+                    rc = add_entry(l, path, sub, (uint64_t)st.st_size, label, e);
+                } else {
+                    l->skipped++;
+                }
+            } else if (isdir[i]) {
+                rc = walk_class(l, path, sub, label, depth + 1, e);
+            }
+        }
+    }
+    free(isdir);
+    free(sub);
+    free(path);
+    free_names(names, n);
+    return rc;
+}
+
+static int add_class(rf_image_list *l, const char *name, rf_err *e)
+{
+    if (l->nclasses >= SH_CLASSES_MAX)
+        return rf_seterr(e, RF_ELIMIT, "more than %u class folders", SH_CLASSES_MAX);
+    if (l->nclasses == l->ccap) {
+        uint32_t cap = l->ccap ? l->ccap * 2 : 64;
+        uint64_t *q = realloc(l->classes, cap * sizeof *q);
+        if (!q)
+            return rf_seterr(e, RF_ENOMEM, "no memory for class names");
+        l->classes = q;
+        l->ccap = cap;
+    }
+    return arena_put(l, name, strlen(name), &l->classes[l->nclasses++], e);
+}
+
+static int walk_root(rf_image_list *l, const char *root, rf_err *e)
+{
+    char **names;
+    uint32_t n;
+    int rc = read_dir_sorted(root, &names, &n, e);
+    char *path = malloc(SH_PATH_MAX);
+    if (rc == 0 && !path)
+        rc = rf_seterr(e, RF_ENOMEM, "no memory");
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        struct stat st;
+        if ((rc = join(path, root, names[i], e)))
+            break;
+        if (names[i][0] == '.' || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            l->skipped++; /* files beside the class folders, hidden entries, dangling links */
+            continue;
+        }
+        rc = add_class(l, names[i], e);
+        if (rc == 0)
+            rc = walk_class(l, path, names[i], (int32_t)(l->nclasses - 1), 1, e);
+    }
+    free(path);
+    free_names(names, n);
+    return rc;
+}
+
+static int read_whole(const char *path, uint64_t limit, char **out, uint64_t *len, rf_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0)
+        rc = rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
+    else if ((uint64_t)st.st_size > limit)
+        rc = rf_seterr(e, RF_ELIMIT, "%s: larger than %" PRIu64 " bytes", path, limit);
+    else if (!(buf = malloc((size_t)st.st_size + 1)))
+        rc = rf_seterr(e, RF_ENOMEM, "%s: no memory", path);
+    uint64_t got = 0;
+    while (rc == 0 && got < (uint64_t)st.st_size) {
+        ssize_t r = pread(fd, buf + got, (size_t)((uint64_t)st.st_size - got), (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            rc = rf_seterr(e, r < 0 ? -errno : RF_EIO, "%s: short read at offset %" PRIu64,
+                           path, got);
+        else
+            got += (uint64_t)r;
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[got] = 0;
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* One `path label` line (already NUL-terminated, no newline). */
+static int list_line(rf_image_list *l, const char *list, const char *dir, char *line,
+                     uint64_t ln, char *path, rf_err *e)
+{
+    char *end = line + strlen(line);
+    while (end > line && is_blank(end[-1]))
+        *--end = 0;
+    while (is_blank(*line))
+        line++;
+    if (!*line || *line == '#')
+        return 0;
+    char *sp = end;
+    while (sp > line && !is_blank(sp[-1]))
+        sp--;
+    int32_t label;
+    if (sp == line || rf_parse_label((const uint8_t *)sp, (uint32_t)strlen(sp), &label) != 0 ||
+        label < 0)
+        return rf_seterr(e, RF_EFORMAT, "%s: line %" PRIu64 ": expected `path label` with "
+                         "an integer label >= 0", list, ln);
+    while (sp > line && is_blank(sp[-1]))
+        *--sp = 0;
+    if (line[0] == '/') {
+        if (strlen(line) >= SH_PATH_MAX)
+            return rf_seterr(e, RF_ELIMIT, "%s: line %" PRIu64 ": path too long", list, ln);
+        strcpy(path, line);
+    } else if (join(path, dir, line, e)) {
+        return rf_seterr(e, RF_ELIMIT, "%s: line %" PRIu64 ": path too long", list, ln);
+    }
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return rf_seterr(e, -errno, "%s: line %" PRIu64 ": %s: %s", list, ln, path,
+                         strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return rf_seterr(e, RF_EFORMAT, "%s: line %" PRIu64 ": %s is not a regular file", list,
+                         ln, path);
+    const char *rel = line;
+    while (rel[0] == '.' && rel[1] == '/')
+        rel += 2;
+    return add_entry(l, path, rel, (uint64_t)st.st_size, label, e);
+}
+
+static int read_list(rf_image_list *l, const char *list, rf_err *e)
+{
+    char *text = NULL, *path = malloc(SH_PATH_MAX), *dir = strdup(list);
+    uint64_t len;
+    if (!path || !dir) {
+        free(path);
+        free(dir);
+        return rf_seterr(e, RF_ENOMEM, "no memory");
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
+    else
+        strcpy(dir, ".");
+    int rc = read_whole(list, SH_LIST_FILE_BYTES_MAX, &text, &len, e);
+    if (rc == 0 && memchr(text, 0, len))
+        rc = rf_seterr(e, RF_EFORMAT, "%s: NUL byte in a text file", list);
+    char *p = rc == 0 ? text : NULL;
+    for (uint64_t ln = 1; p && *p && rc == 0; ln++) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = 0;
+        rc = list_line(l, list, dir, p, ln, path, e);
+        p = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    free(path);
+    free(dir);
+    return rc;
+}
+
+/* Make a WebDataset key from a name: see rf_image_list_key. Writes at most cap-1 bytes. */
+static size_t sanitize_key(const char *name, char *out, size_t cap)
+{
+    size_t n = 0;
+    const char *p = name;
+    while (*p && n + 4 < cap) {
+        const char *slash = strchr(p, '/');
+        size_t clen = slash ? (size_t)(slash - p) : strlen(p);
+        int last = slash == NULL;
+        if (clen == 0 || (clen == 1 && p[0] == '.')) {
+            /* empty or "." component: dropped */
+        } else {
+            if (n)
+                out[n++] = '/';
+            if (clen == 2 && p[0] == '.' && p[1] == '.') {
+                out[n++] = '_', out[n++] = '_';
+            } else {
+                for (size_t i = 0; i < clen && n + 2 < cap; i++) {
+                    unsigned char c = (unsigned char)p[i];
+                    out[n++] = (c <= ' ' || c == 0x7f || (last && c == '.')) ? '_' : (char)c;
+                }
+            }
+        }
+        p += clen + (slash ? 1 : 0);
+    }
+    if (n == 0)
+        out[n++] = '_';
+    out[n] = 0;
+    return n;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Give every entry its key, unique within the list (open-addressing set of arena offsets). */
+static int assign_keys(rf_image_list *l, rf_err *e)
+{
+    uint64_t cap = 16;
+    while (cap < l->n * 2)
+        cap *= 2;
+    uint64_t *set = malloc((size_t)cap * sizeof *set);
+    char *buf = malloc(SH_PATH_MAX + 16);
+    int rc = (set && buf) ? 0 : rf_seterr(e, RF_ENOMEM, "no memory for keys");
+    if (set)
+        memset(set, 0xff, (size_t)cap * sizeof *set);
+    for (uint64_t i = 0; i < l->n && rc == 0; i++) {
+        size_t base = sanitize_key(l->arena + l->e[i].name, buf, SH_PATH_MAX);
+        for (uint32_t t = 1;; t++) {
+            if (t > 1)
+                snprintf(buf + base, 16, "_%u", t);
+            uint64_t h = hash_str(buf) & (cap - 1);
+            while (set[h] != UINT64_MAX && strcmp(l->arena + set[h], buf) != 0)
+                h = (h + 1) & (cap - 1);
+            if (set[h] == UINT64_MAX) {
+                rc = arena_put(l, buf, strlen(buf), &l->e[i].key, e);
+                set[h] = l->e[i].key;
+                l->renamed += t > 1;
+                break;
+            }
+            if (t == SH_DEDUP_TRIES_MAX) {
+                rc = rf_seterr(e, RF_ELIMIT, "%s: more than %d files share the key %.*s",
+                               l->arena + l->e[i].path, SH_DEDUP_TRIES_MAX, (int)base, buf);
+                break;
+            }
+        }
+    }
+    free(buf);
+    free(set);
+    return rc;
+}
+
+int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t err_len)
+{
+    rf_err e = {0, ""};
+    *out = NULL;
+    struct stat st;
+    if (!input || !*input)
+        return give(&(rf_err){RF_EINVAL, "no input given"}, err, err_len);
+    if (stat(input, &st) != 0) {
+        rf_seterr(&e, -errno, "%s: %s", input, strerror(errno));
+        return give(&e, err, err_len);
+    }
+    rf_image_list *l = calloc(1, sizeof *l);
+    if (!l)
+        return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
+    int rc = S_ISDIR(st.st_mode) ? walk_root(l, input, &e) : read_list(l, input, &e);
+    if (rc == 0 && l->n == 0)
+        rc = rf_seterr(&e, RF_ENOFILES, "%s: no jpg/jpeg images found%s", input,
+                       S_ISDIR(st.st_mode) ? " in class subfolders" : "");
+    if (rc == 0)
+        rc = assign_keys(l, &e);
+    if (rc) {
+        rf_image_list_free(l);
+        return give(&e, err, err_len);
+    }
+    *out = l;
+    return 0;
+}
+
+void rf_image_list_free(rf_image_list *l)
+{
+    if (!l)
+        return;
+    free(l->e);
+    free(l->arena);
+    free(l->classes);
+    free(l);
+}
+
+uint64_t rf_image_list_count(const rf_image_list *l) { return l ? l->n : 0; }
+
+const char *rf_image_list_path(const rf_image_list *l, uint64_t i)
+{
+    return l && i < l->n ? l->arena + l->e[i].path : NULL;
+}
+
+const char *rf_image_list_name(const rf_image_list *l, uint64_t i)
+{
+    return l && i < l->n ? l->arena + l->e[i].name : NULL;
+}
+
+const char *rf_image_list_key(const rf_image_list *l, uint64_t i)
+{
+    return l && i < l->n ? l->arena + l->e[i].key : NULL;
+}
+
+int32_t rf_image_list_label(const rf_image_list *l, uint64_t i)
+{
+    return l && i < l->n ? l->e[i].label : -1;
+}
+
+uint64_t rf_image_list_size(const rf_image_list *l, uint64_t i)
+{
+    return l && i < l->n ? l->e[i].size : 0;
+}
+
+uint32_t rf_image_list_classes(const rf_image_list *l) { return l ? l->nclasses : 0; }
+
+const char *rf_image_list_class_name(const rf_image_list *l, uint32_t c)
+{
+    return l && c < l->nclasses ? l->arena + l->classes[c] : NULL;
+}
+
+uint64_t rf_image_list_skipped(const rf_image_list *l) { return l ? l->skipped : 0; }
+uint64_t rf_image_list_renamed(const rf_image_list *l) { return l ? l->renamed : 0; }
+
+/* ---- JPEG header checks ----------------------------------------------------------------- */
+
+struct rf_jpeg_checker {
+    rf_decoder *dec;
+};
+
+rf_jpeg_checker *rf_jpeg_checker_create(void)
+{
+    rf_jpeg_checker *c = calloc(1, sizeof *c);
+    /* The loader's default limits (rf_config: max_image_pixels, max_image_dim). */
+    rf_decode_limits lim = {.max_pixels = 100000000ull, .max_dim = 32768};
+    if (c && !(c->dec = rf_decoder_create(&lim))) {
+        free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+void rf_jpeg_checker_destroy(rf_jpeg_checker *c)
+{
+    if (!c)
+        return;
+    rf_decoder_destroy(c->dec);
+    free(c);
+}
+
+static int has_eoi(const uint8_t *p, uint64_t len)
+{
+    uint64_t from = len > SH_EOI_WINDOW ? len - SH_EOI_WINDOW : 0;
+    for (uint64_t i = len; i-- > from + 1;)
+        if (p[i - 1] == 0xff && p[i] == 0xd9)
+            return 1;
+    return 0;
+}
+
+/* The check with rf_err, for inspection (which adds file and offset). */
+static int jpeg_check(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, uint32_t *w,
+                      uint32_t *h, uint32_t *prog, rf_err *e)
+{
+    uint32_t ww = 0, hh = 0;
+    int pr = 0;
+    if (len < 4 || p[0] != 0xff || p[1] != 0xd8)
+        return rf_seterr(e, RF_EDECODE, "not a JPEG (no SOI marker)");
+    int rc = rf_jpeg_header(c->dec, p, (size_t)len, &ww, &hh, &pr, e);
+    if (rc)
+        return rc;
+    if (!has_eoi(p, len))
+        return rf_seterr(e, RF_EDECODE, "no EOI marker in the last %d bytes (truncated?)",
+                         SH_EOI_WINDOW);
+    if (w)
+        *w = ww;
+    if (h)
+        *h = hh;
+    if (prog)
+        *prog = (uint32_t)pr;
+    return 0;
+}
+
+int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *width,
+                  uint32_t *height, uint32_t *progressive, char *err, size_t err_len)
+{
+    rf_err e = {0, ""};
+    if (!c || (!data && len))
+        return give(&(rf_err){RF_EINVAL, "no checker or no data"}, err, err_len);
+    int rc = jpeg_check(c, data, len, width, height, progressive, &e);
+    return rc ? give(&e, err, err_len) : 0;
+}
+
+/* ---- shard writer ----------------------------------------------------------------------- */
+
+struct rf_shard_writer {
+    rf_tarw *tw;
+    char *path;
+    uint32_t format;
+};
+
+int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
+                         rf_shard_writer **out, char *err, size_t err_len)
+{
+    rf_err e = {0, ""};
+    *out = NULL;
+    if (!tar_path || format > RF_SHARD_GNU) {
+        rf_seterr(&e, RF_EINVAL, "no shard path or invalid format %u", format);
+        return give(&e, err, err_len);
+    }
+    rf_shard_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(tar_path))) {
+        free(w);
+        return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
+    }
+    w->format = format;
+    w->tw = rf_tarw_open(tar_path, idx_path, format == RF_SHARD_GNU ? RF_TARW_GNU
+                                                                    : RF_TARW_USTAR_PAX);
+    if (!w->tw) {
+        rf_seterr(&e, -errno, "%s: %s", tar_path, strerror(errno));
+        free(w->path);
+        free(w);
+        return give(&e, err, err_len);
+    }
+    *out = w;
+    return 0;
+}
+
+static int valid_key(const char *key)
+{
+    const char *base = strrchr(key, '/');
+    base = base ? base + 1 : key;
+    if (!*base || strchr(base, '.'))
+        return 0;
+    for (const char *p = key; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return 0;
+    return 1;
+}
+
+int rf_shard_writer_add(rf_shard_writer *w, const char *key, const char *ext, const void *data,
+                        uint64_t len, int32_t label)
+{
+    if (!w || !key || !ext || !*ext || strchr(ext, '/') || !valid_key(key) || (!data && len) ||
+        len > SIZE_MAX)
+        return RF_EINVAL;
+    size_t kl = strlen(key), el = strlen(ext);
+    if (kl + el + 5 > SH_PATH_MAX)
+        return RF_EINVAL;
+    char name[SH_PATH_MAX];
+    memcpy(name, key, kl);
+    name[kl] = '.';
+    memcpy(name + kl + 1, ext, el + 1);
+    int rc = rf_tarw_begin_sample(w->tw);
+    if (rc == 0)
+        rc = rf_tarw_add(w->tw, name, data, (size_t)len);
+    if (rc == 0 && label >= 0) {
+        char num[16];
+        int n = snprintf(num, sizeof num, "%d", label);
+        memcpy(name + kl + 1, RF_TAR_LABEL_EXT, sizeof RF_TAR_LABEL_EXT);
+        rc = rf_tarw_add(w->tw, name, num, (size_t)n);
+    }
+    return rc;
+}
+
+static uint64_t round_block(uint64_t n) { return (n + RF_TAR_BLOCK - 1) / RF_TAR_BLOCK * RF_TAR_BLOCK; }
+
+static uint64_t member_bytes(size_t name_len, uint64_t len, uint32_t format)
+{
+    uint64_t b = RF_TAR_BLOCK + round_block(len);
+    if (name_len > 100) /* long-name record: a header and the name (pax: ~ name + 16 bytes) */
+        b += RF_TAR_BLOCK + round_block(format == RF_SHARD_GNU ? name_len + 1 : name_len + 16);
+    return b;
+}
+
+uint64_t rf_shard_sample_bytes(const char *key, const char *ext, uint64_t len, int32_t label,
+                               uint32_t format)
+{
+    size_t kl = strlen(key);
+    uint64_t b = member_bytes(kl + 1 + strlen(ext), len, format);
+    if (label >= 0)
+        b += member_bytes(kl + 4, 11, format);
+    return b;
+}
+
+uint64_t rf_shard_writer_bytes(const rf_shard_writer *w) { return w ? rf_tarw_bytes(w->tw) : 0; }
+uint64_t rf_shard_writer_samples(const rf_shard_writer *w) { return w ? rf_tarw_samples(w->tw) : 0; }
+
+int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len)
+{
+    if (!w)
+        return 0;
+    int rc = rf_tarw_close(w->tw);
+    rf_err e = {0, ""};
+    if (rc)
+        rf_seterr(&e, rc, "%s: writing the shard or its index failed: %s", w->path,
+                  strerror(-rc));
+    free(w->path);
+    free(w);
+    return rc ? give(&e, err, err_len) : 0;
+}
+
+/* ---- indexes ---------------------------------------------------------------------------- */
+
+int rf_shard_index_path(const char *shard, char *buf, size_t cap)
+{
+    size_t n = shard ? strlen(shard) : 0;
+    if (!shard || !buf || cap < n + 5)
+        return RF_EINVAL;
+    if (rf_tar_find_index(shard, buf, cap))
+        return 1;
+    if (n > 4 && strcmp(shard + n - 4, ".tar") == 0) {
+        memcpy(buf, shard, n - 4);
+        memcpy(buf + n - 4, ".idx", 5);
+    } else {
+        memcpy(buf, shard, n);
+        memcpy(buf + n, ".idx", 5);
+    }
+    return 0;
+}
+
+int rf_shard_write_index(const char *shard, const char *idx_path, char *err, size_t err_len)
+{
+    rf_err e = {0, ""};
+    char def[SH_PATH_MAX];
+    if (!shard)
+        return give(&(rf_err){RF_EINVAL, "no shard path"}, err, err_len);
+    if (!idx_path) {
+        if (rf_shard_index_path(shard, def, sizeof def) < 0)
+            return give(&(rf_err){RF_EINVAL, "shard path too long"}, err, err_len);
+        idx_path = def;
+    }
+    int rc = rf_tar_write_index(shard, idx_path, &e);
+    return rc ? give(&e, err, err_len) : 0;
+}
+
+/* ---- shard inspection ------------------------------------------------------------------- *
+ *
+ * One pass over the headers with the loader's scanner, grouping members into samples exactly
+ * as loaders/tar.c does; image and label members are read (pread, one member at a time, into
+ * one buffer that grows up to max_member_bytes) and checked. Every member is remembered
+ * (offset, size, name) so that an index can then be compared with the scan member by member:
+ * the loader only spot-checks an index, inspection checks all of it. */
+
+#define INSPECT_INDEX_PROBLEMS_MAX 10   /* index disagreements reported per shard */
+#define INSPECT_MEMBERS_MAX (1ull << 26)
+
+typedef struct smember {
+    uint64_t hdr, size, name; /* name: offset in the names arena */
+    uint64_t sample;          /* index of its sample */
+} smember;
+
+typedef struct inspector {
+    const char *path;
+    rf_inspect_options opt;
+    rf_inspect_problem_fn on_problem;
+    rf_inspect_sample_fn on_sample;
+    void *ctx;
+    rf_inspect_summary sum;
+    int first_code, stopped;
+    int fd;
+    uint64_t size;
+    rf_jpeg_checker *jc;
+    uint8_t *buf;
+    uint64_t buf_cap;
+    /* members and their names */
+    smember *m;
+    uint64_t nm, mcap;
+    char *names;
+    uint64_t nlen, ncap;
+    /* keys seen (offsets of names, whose key part is compared) */
+    uint64_t *set, set_cap, set_n;
+    /* the open sample */
+    int open;
+    rf_inspect_sample cur;
+    char key[RF_TAR_NAME_MAX + 1];
+    size_t key_len;
+    int has_img;
+} inspector;
+
+static void problem(inspector *in, int code, uint64_t offset, const char *key, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
+
+static void problem(inspector *in, int code, uint64_t offset, const char *key, const char *fmt,
+                    ...)
+{
+    in->sum.problems++;
+    if (!in->first_code)
+        in->first_code = code;
+    if (in->sum.problems > in->opt.max_problems || !in->on_problem || in->stopped)
+        return;
+    char what[RF_ERRMSG_MAX], msg[RF_ERRMSG_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "%s: offset %" PRIu64 ": %s", in->path, offset, what);
+    rf_inspect_problem p = {sizeof p, code, in->path, offset, key ? key : "", msg};
+    if (in->on_problem(in->ctx, &p))
+        in->stopped = 1;
+}
+
+static int read_member(inspector *in, uint64_t off, uint64_t len, rf_err *e)
+{
+    if (len > in->buf_cap) {
+        uint8_t *q = realloc(in->buf, (size_t)len);
+        if (!q)
+            return rf_seterr(e, RF_ENOMEM, "no memory for a %" PRIu64 "-byte member", len);
+        in->buf = q;
+        in->buf_cap = len;
+    }
+    uint64_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(in->fd, in->buf + got, (size_t)(len - got), (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return rf_seterr(e, r < 0 ? -errno : RF_EFORMAT, "read of %" PRIu64 " bytes at "
+                             "offset %" PRIu64 " failed: %s", len, off,
+                             r < 0 ? strerror(errno) : "end of file");
+        got += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* 1 when the key of a member was seen before in this shard (then also reported by caller);
+ * inserts it otherwise. Returns -1 on no memory. */
+static int key_seen(inspector *in, uint64_t name_off, size_t klen)
+{
+    if (in->set_n * 2 >= in->set_cap) {
+        uint64_t cap = in->set_cap ? in->set_cap * 2 : 1024;
+        uint64_t *q = malloc((size_t)cap * sizeof *q);
+        if (!q)
+            return -1;
+        memset(q, 0xff, (size_t)cap * sizeof *q);
+        for (uint64_t i = 0; i < in->set_cap; i++) {
+            if (in->set[i] == UINT64_MAX)
+                continue;
+            const char *ext;
+            const char *nm = in->names + in->set[i];
+            size_t kl = rf_tar_split_key(nm, &ext);
+            uint64_t h = 1469598103934665603ull;
+            for (size_t j = 0; j < kl; j++)
+                h = (h ^ (uint8_t)nm[j]) * 1099511628211ull;
+            for (h &= cap - 1; q[h] != UINT64_MAX; h = (h + 1) & (cap - 1)) {
+            }
+            q[h] = in->set[i];
+        }
+        free(in->set);
+        in->set = q;
+        in->set_cap = cap;
+    }
+    const char *name = in->names + name_off;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t j = 0; j < klen; j++)
+        h = (h ^ (uint8_t)name[j]) * 1099511628211ull;
+    for (h &= in->set_cap - 1; in->set[h] != UINT64_MAX; h = (h + 1) & (in->set_cap - 1)) {
+        const char *ext;
+        const char *o = in->names + in->set[h];
+        if (rf_tar_split_key(o, &ext) == klen && memcmp(o, name, klen) == 0)
+            return 1;
+    }
+    in->set[h] = name_off;
+    in->set_n++;
+    return 0;
+}
+
+static void sample_flush(inspector *in)
+{
+    if (!in->open)
+        return;
+    in->open = 0;
+    rf_inspect_sample *s = &in->cur;
+    rf_inspect_summary *sum = &in->sum;
+    if (!in->has_img)
+        problem(in, RF_EFORMAT, s->offset, in->key, "sample %s has no image member (%s)",
+                in->key, RF_TAR_IMAGE_EXTS);
+    sum->samples++;
+    if (in->has_img) {
+        sum->image_bytes += s->image_bytes;
+        if (sum->image_bytes_min == 0 || s->image_bytes < sum->image_bytes_min)
+            sum->image_bytes_min = s->image_bytes;
+        sum->image_bytes_max = RF_MAX(sum->image_bytes_max, s->image_bytes);
+    }
+    if (s->width) {
+        if (sum->images == 0 || s->width < sum->width_min)
+            sum->width_min = s->width;
+        if (sum->images == 0 || s->height < sum->height_min)
+            sum->height_min = s->height;
+        sum->width_max = RF_MAX(sum->width_max, s->width);
+        sum->height_max = RF_MAX(sum->height_max, s->height);
+        sum->width_sum += s->width;
+        sum->height_sum += s->height;
+        sum->progressive += s->progressive;
+        sum->images++;
+    }
+    if (s->label >= 0) {
+        if (sum->labeled == 0 || s->label < sum->label_min)
+            sum->label_min = s->label;
+        if (sum->labeled == 0 || s->label > sum->label_max)
+            sum->label_max = s->label;
+        sum->labeled++;
+    }
+    s->key = in->key;
+    if (in->on_sample && !in->stopped && in->on_sample(in->ctx, s))
+        in->stopped = 1;
+}
+
+static void check_image(inspector *in, const rf_tar_member *tm)
+{
+    rf_inspect_sample *s = &in->cur;
+    rf_err e = {0, ""};
+    s->image_bytes = tm->size;
+    if (tm->size > in->opt.max_member_bytes) {
+        problem(in, RF_ELIMIT, tm->header_offset, in->key, "member %s: %" PRIu64 " bytes, over "
+                "the limit %" PRIu64, tm->name, tm->size, in->opt.max_member_bytes);
+        return;
+    }
+    if (!in->opt.check_jpeg)
+        return;
+    int rc = read_member(in, tm->data_offset, tm->size, &e);
+    if (rc == 0)
+        rc = jpeg_check(in->jc, in->buf, tm->size, &s->width, &s->height, &s->progressive, &e);
+    if (rc) {
+        s->width = s->height = s->progressive = 0;
+        problem(in, rc, tm->header_offset, in->key, "member %s: %s", tm->name, e.msg);
+    }
+}
+
+static void check_label(inspector *in, const rf_tar_member *tm)
+{
+    rf_err e = {0, ""};
+    int32_t label;
+    if (tm->size > RF_TAR_LABEL_BYTES_MAX) {
+        problem(in, RF_ELABEL, tm->header_offset, in->key, "member %s: %" PRIu64 " bytes is "
+                "not a label (limit %u)", tm->name, tm->size, RF_TAR_LABEL_BYTES_MAX);
+        return;
+    }
+    int rc = read_member(in, tm->data_offset, tm->size, &e);
+    if (rc)
+        problem(in, rc, tm->header_offset, in->key, "member %s: %s", tm->name, e.msg);
+    else if (rf_parse_label(in->buf, (uint32_t)tm->size, &label) != 0)
+        problem(in, RF_ELABEL, tm->header_offset, in->key, "member %s: \"%.*s\" is not an "
+                "integer label", tm->name, (int)RF_MIN(tm->size, 32), (const char *)in->buf);
+    else
+        in->cur.label = label;
+}
+
+static int remember(inspector *in, const rf_tar_member *tm, uint64_t *name_off)
+{
+    size_t nl = strlen(tm->name);
+    if (in->nm >= INSPECT_MEMBERS_MAX)
+        return RF_ELIMIT;
+    if (in->nm == in->mcap) {
+        uint64_t cap = in->mcap ? in->mcap * 2 : 1024;
+        smember *q = realloc(in->m, (size_t)cap * sizeof *q);
+        if (!q)
+            return RF_ENOMEM;
+        in->m = q;
+        in->mcap = cap;
+    }
+    if (in->nlen + nl + 1 > in->ncap) {
+        uint64_t cap = in->ncap ? in->ncap : 1 << 16;
+        while (cap < in->nlen + nl + 1)
+            cap *= 2;
+        char *q = realloc(in->names, (size_t)cap);
+        if (!q)
+            return RF_ENOMEM;
+        in->names = q;
+        in->ncap = cap;
+    }
+    memcpy(in->names + in->nlen, tm->name, nl + 1);
+    *name_off = in->nlen;
+    in->m[in->nm++] = (smember){tm->header_offset, tm->size, in->nlen, 0};
+    in->nlen += nl + 1;
+    return 0;
+}
+
+static int feed_member(inspector *in, const rf_tar_member *tm)
+{
+    const char *ext;
+    size_t klen = rf_tar_split_key(tm->name, &ext);
+    uint64_t name_off;
+    int rc = remember(in, tm, &name_off);
+    if (rc)
+        return rc;
+    in->sum.members++;
+    if (!*ext)
+        problem(in, RF_EFORMAT, tm->header_offset, "", "member %s has no extension (a "
+                "WebDataset member is KEY.EXT)", tm->name);
+    if (!in->open || klen != in->key_len || memcmp(tm->name, in->key, klen) != 0) {
+        sample_flush(in);
+        int seen = key_seen(in, name_off, klen);
+        if (seen < 0)
+            return RF_ENOMEM;
+        memcpy(in->key, tm->name, klen);
+        in->key[klen] = 0;
+        in->key_len = klen;
+        if (seen)
+            problem(in, RF_EFORMAT, tm->header_offset, in->key, "key %s appears again after "
+                    "other keys: its members are not consecutive (read as two samples)",
+                    in->key);
+        in->open = 1;
+        in->has_img = 0;
+        in->cur = (rf_inspect_sample){.struct_size = sizeof in->cur, .path = in->path,
+                                      .offset = tm->header_offset, .label = -1};
+    }
+    in->m[in->nm - 1].sample = in->sum.samples;
+    in->cur.members++;
+    in->cur.span_bytes = tm->data_offset + tm->size - in->cur.offset;
+    if (!in->has_img && rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS)) {
+        in->has_img = 1;
+        check_image(in, tm);
+    } else if (strcmp(ext, RF_TAR_LABEL_EXT) == 0 && in->cur.label < 0) {
+        check_label(in, tm);
+    }
+    return 0;
+}
+
+/* Compare the index text with the scanned members, line by line and member by member. */
+static void compare_index(inspector *in, const char *idx, char *text)
+{
+    uint64_t ln = 0, j = 0, bad = 0, sample = 0;
+    char *p = text;
+    int header_ok = 0;
+#define IDX_BAD(off, ...)                                                                     \
+    do {                                                                                      \
+        if (bad++ < INSPECT_INDEX_PROBLEMS_MAX)                                               \
+            problem(in, RF_EINDEX, off, "", __VA_ARGS__);                                     \
+        else                                                                                  \
+            in->sum.problems++;                                                               \
+    } while (0)
+    while (p && *p) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = 0;
+        ln++;
+        char *save = NULL, *tok = strtok_r(p, " \t\r", &save);
+        if (ln == 1) {
+            char *cnt = strtok_r(NULL, " \t\r", &save);
+            uint64_t n = cnt ? strtoull(cnt, NULL, 10) : UINT64_MAX;
+            if (!tok || strcmp(tok, "v1.2") != 0 || !cnt)
+                IDX_BAD(0, "%s: line 1: expected \"v1.2 <samples>\"", idx);
+            else if (n != in->sum.samples)
+                IDX_BAD(0, "%s: line 1: index says %" PRIu64 " samples, the shard has %" PRIu64,
+                        idx, n, in->sum.samples);
+            else
+                header_ok = 1;
+        } else {
+            uint64_t first = j;
+            for (; tok; tok = strtok_r(NULL, " \t\r", &save)) {
+                char *off = strtok_r(NULL, " \t\r", &save), *sz = strtok_r(NULL, " \t\r", &save),
+                     *name = strtok_r(NULL, " \t\r", &save);
+                if (!name) {
+                    IDX_BAD(0, "%s: line %" PRIu64 ": expected groups of <ext> <offset> <size> "
+                            "<name>", idx, ln);
+                    break;
+                }
+                uint64_t o = strtoull(off, NULL, 10), s = strtoull(sz, NULL, 10);
+                if (j >= in->nm) {
+                    IDX_BAD(o, "%s: line %" PRIu64 ": member %s at offset %" PRIu64 " is not in "
+                            "the shard (it has %" PRIu64 " members)", idx, ln, name, o, in->nm);
+                    break;
+                }
+                const smember *m = &in->m[j];
+                const char *mn = in->names + m->name, *mext;
+                rf_tar_split_key(mn, &mext);
+                if (strcmp(mn, name) != 0 || m->hdr != o || m->size != s || strcmp(mext, tok)) {
+                    IDX_BAD(o, "%s: line %" PRIu64 ": index has %s %s at offset %s size %s, the "
+                            "shard has %s at offset %" PRIu64 " size %" PRIu64, idx, ln, tok, name,
+                            off, sz, mn, m->hdr, m->size);
+                    break;
+                }
+                if (m->sample != sample) {
+                    IDX_BAD(o, "%s: line %" PRIu64 ": member %s belongs to sample %" PRIu64
+                            " of the scan, not %" PRIu64, idx, ln, name, m->sample, sample);
+                    break;
+                }
+                j++;
+            }
+            if (j < in->nm && j > first && in->m[j].sample == sample) {
+                IDX_BAD(in->m[j].hdr, "%s: line %" PRIu64 ": member %s of this sample is missing "
+                        "from the line", idx, ln, in->names + in->m[j].name);
+            }
+            /* resynchronize on the next sample of the scan */
+            while (j < in->nm && in->m[j].sample == sample)
+                j++;
+            sample++;
+        }
+        if (bad >= INSPECT_INDEX_PROBLEMS_MAX)
+            break;
+        p = nl ? nl + 1 : NULL;
+    }
+    if (bad == 0 && ln == 0)
+        IDX_BAD(0, "%s: empty index", idx);
+    if (bad == 0 && j < in->nm)
+        IDX_BAD(in->m[j].hdr, "%s: member %s at offset %" PRIu64 " is missing from the index",
+                idx, in->names + in->m[j].name, in->m[j].hdr);
+#undef IDX_BAD
+    in->sum.index_ok = bad == 0 && header_ok;
+}
+
+static void check_index(inspector *in)
+{
+    char idx[SH_PATH_MAX];
+    if (!in->opt.check_index || !rf_tar_find_index(in->path, idx, sizeof idx))
+        return;
+    in->sum.has_index = 1;
+    char *text = NULL;
+    uint64_t len;
+    rf_err e = {0, ""};
+    int rc = read_whole(idx, 1ull << 30, &text, &len, &e);
+    if (rc)
+        problem(in, RF_EINDEX, 0, "", "index %s", e.msg);
+    else
+        compare_index(in, idx, text);
+    free(text);
+}
+
+void rf_inspect_options_init(rf_inspect_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->check_jpeg = 1;
+    o->check_index = 1;
+    o->max_problems = 100;
+    o->max_member_bytes = 64ull << 20;
+}
+
+void rf_inspect_summary_init(rf_inspect_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->label_max = -1;
+}
+
+static void scan(inspector *in)
+{
+    rf_tar_scanner sc;
+    rf_err e = {0, ""};
+    rf_tar_member *tm = malloc(sizeof *tm);
+    if (!tm || rf_tar_scanner_init(&sc, in->fd, in->path, in->size, &e) != 0) {
+        free(tm);
+        problem(in, RF_ENOMEM, 0, "", "no memory for the scanner");
+        return;
+    }
+    int rc, complete = 0;
+    while (!in->stopped && (rc = rf_tar_next(&sc, tm, &e)) != 0) {
+        if (rc < 0) {
+            sample_flush(in);
+            problem(in, rc, sc.pos, "", "%s (the rest of the shard cannot be located)", e.msg);
+            break;
+        }
+        if (tm->type != RF_TAR_FILE)
+            continue;
+        if ((rc = feed_member(in, tm)) != 0) {
+            problem(in, rc, tm->header_offset, "", "%s", rc == RF_ENOMEM ? "no memory" :
+                    "too many members");
+            break;
+        }
+    }
+    if (rc == 0) {
+        sample_flush(in);
+        complete = 1;
+    }
+    rf_tar_scanner_free(&sc);
+    free(tm);
+    if (complete && !in->stopped)
+        check_index(in);
+}
+
+int rf_shard_inspect(const char *path, const rf_inspect_options *options,
+                     rf_inspect_problem_fn on_problem, rf_inspect_sample_fn on_sample, void *ctx,
+                     rf_inspect_summary *summary)
+{
+    if (!path)
+        return RF_EINVAL;
+    inspector *in = calloc(1, sizeof *in);
+    if (!in)
+        return RF_ENOMEM;
+    rf_inspect_options_init(&in->opt);
+    if (options)
+        memcpy(&in->opt, options, RF_MIN(options->struct_size, (uint32_t)sizeof in->opt));
+    if (!in->opt.max_problems)
+        in->opt.max_problems = 100;
+    if (!in->opt.max_member_bytes)
+        in->opt.max_member_bytes = 64ull << 20;
+    in->path = path;
+    in->on_problem = on_problem;
+    in->on_sample = on_sample;
+    in->ctx = ctx;
+    rf_inspect_summary_init(&in->sum);
+    in->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (in->fd < 0 || fstat(in->fd, &st) != 0)
+        problem(in, -errno, 0, "", "cannot open: %s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        problem(in, RF_EFORMAT, 0, "", "not a regular file");
+    else if (!(in->jc = rf_jpeg_checker_create()))
+        problem(in, RF_ENOMEM, 0, "", "no memory for a JPEG decoder");
+    else {
+        in->size = in->sum.bytes = (uint64_t)st.st_size;
+        scan(in);
+    }
+    int rc = in->stopped ? -ECANCELED : in->first_code;
+    if (summary) {
+        uint32_t n = RF_MIN(summary->struct_size ? summary->struct_size : (uint32_t)sizeof *summary,
+                            (uint32_t)sizeof in->sum);
+        in->sum.struct_size = n;
+        memcpy(summary, &in->sum, n);
+    }
+    if (in->fd >= 0)
+        close(in->fd);
+    rf_jpeg_checker_destroy(in->jc);
+    free(in->buf);
+    free(in->m);
+    free(in->names);
+    free(in->set);
+    free(in);
+    return rc;
+}

@@ -1,0 +1,230 @@
+/* test_cuda.c — the CUDA backend on a real GPU (exit 77 = skipped without one): device batches
+ * equal the host backend's, the caller's stream waits for the copy, conversions on the GPU
+ * match the CPU ones, token widening, and destroy with copies in flight. Each test runs in its
+ * own forked child, which creates its own CUDA context. */
+#include <check.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "ringfeed.h"
+#include "testutil.h"
+
+#define SIZE 48
+static char *g_dir, g_pat[512];
+
+static void make_data(void)
+{
+    g_dir = rf_test_mkdtemp("cuda");
+    ck_assert_int_eq(rf_test_make_shards(g_dir, 2, 40, 10, 7, 1, 200), 0);
+    snprintf(g_pat, sizeof g_pat, "%s/shard-*.tar", g_dir);
+}
+
+static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint32_t depth)
+{
+    rf_config c;
+    rf_config_init(&c);
+    const char *pat = g_pat;
+    c.shards = &pat;
+    c.shard_count = 1;
+    c.image_size = SIZE;
+    c.batch_size = 16;
+    c.epochs = 1;
+    c.seed = 11;
+    c.device_kind = device_kind;
+    c.dtype = dtype;
+    c.layout = layout;
+    c.prefetch_depth = depth;
+    const float mean[3] = {123.675f, 116.28f, 103.53f}, sd[3] = {58.395f, 57.12f, 57.375f};
+    if (dtype != RF_DTYPE_UINT8) {
+        memcpy(c.mean, mean, sizeof mean);
+        memcpy(c.std, sd, sizeof sd);
+    }
+    rf_loader *ld;
+    char err[512];
+    int rc = rf_loader_create(&c, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "%d %s", rc, err);
+    return ld;
+}
+
+#define CK_CUDA(x) ck_assert_msg((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(cudaGetLastError()))
+
+/* Every batch: wait on our own stream, copy back on it, compare with the host backend. */
+static void compare_with_host(uint32_t dtype, uint32_t layout)
+{
+    rf_loader *dev = mk(RF_DEVICE_CUDA, dtype, layout, 3);
+    rf_loader *host = mk(RF_DEVICE_HOST, dtype, layout, 3);
+    cudaStream_t st;
+    CK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    rf_batch *a, *b;
+    int n = 0;
+    while (rf_loader_next(dev, &a) == 0) {
+        ck_assert_int_eq(rf_loader_next(host, &b), 0);
+        ck_assert_uint_eq(a->device_kind, RF_DEVICE_CUDA);
+        ck_assert_uint_eq(a->data_bytes, b->data_bytes);
+        ck_assert_ptr_nonnull(a->event);
+        ck_assert_int_eq(rf_batch_wait(a, st), 0);
+        uint8_t *back = malloc(a->data_bytes);
+        int32_t labels[64];
+        CK_CUDA(cudaMemcpyAsync(back, a->data, a->data_bytes, cudaMemcpyDeviceToHost, st));
+        CK_CUDA(cudaMemcpyAsync(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost, st));
+        CK_CUDA(cudaStreamSynchronize(st));
+        ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
+        if (dtype == RF_DTYPE_UINT8) {
+            ck_assert_int_eq(memcmp(back, b->data, a->data_bytes), 0);
+        } else {
+            /* GPU and CPU may round (x*scale+bias) differently (FMA): one unit in the last
+             * place of the output type at most. */
+            uint64_t elems = a->data_bytes / (dtype == RF_DTYPE_FLOAT32 ? 4 : 2), bad = 0;
+            for (uint64_t i = 0; i < elems; i++) {
+                if (dtype == RF_DTYPE_FLOAT32) {
+                    float x = ((float *)back)[i], y = ((const float *)b->data)[i];
+                    bad += fabsf(x - y) > 1e-5f * (1 + fabsf(y));
+                } else {
+                    int x = ((uint16_t *)back)[i], y = ((const uint16_t *)b->data)[i];
+                    bad += abs(x - y) > 1;
+                }
+            }
+            ck_assert_uint_eq(bad, 0);
+        }
+        free(back);
+        ck_assert_int_eq(rf_loader_release(dev, a, st), 0);
+        rf_loader_release(host, b, NULL);
+        n++;
+    }
+    ck_assert_int_eq(n, 5);
+    rf_loader_destroy(dev);
+    rf_loader_destroy(host);
+    cudaStreamDestroy(st);
+}
+
+START_TEST(uint8_nhwc_equals_host) { compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC); }
+END_TEST
+START_TEST(uint8_nchw_equals_host) { compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW); }
+END_TEST
+START_TEST(float32_nchw_normalized) { compare_with_host(RF_DTYPE_FLOAT32, RF_LAYOUT_NCHW); }
+END_TEST
+START_TEST(float16_nhwc_normalized) { compare_with_host(RF_DTYPE_FLOAT16, RF_LAYOUT_NHWC); }
+END_TEST
+START_TEST(bfloat16_nchw_normalized) { compare_with_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NCHW); }
+END_TEST
+
+/* The consumer's stream is slow (a long device-to-device copy queued first); releasing the
+ * batch on that stream must not let the next copies overwrite memory it still reads. */
+START_TEST(slow_consumer_stream_never_sees_recycled_memory)
+{
+    rf_loader *dev = mk(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 2);
+    rf_loader *host = mk(RF_DEVICE_HOST, RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 2);
+    cudaStream_t st;
+    CK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    size_t big = 512u << 20;
+    void *junk_a, *junk_b;
+    CK_CUDA(cudaMalloc(&junk_a, big));
+    CK_CUDA(cudaMalloc(&junk_b, big));
+    rf_batch *a, *b;
+    uint8_t *outs[8];
+    int n = 0;
+    while (rf_loader_next(dev, &a) == 0) {
+        rf_loader_next(host, &b);
+        rf_batch_wait(a, st);
+        for (int k = 0; k < 4; k++) /* keep the stream busy for a while */
+            CK_CUDA(cudaMemcpyAsync(junk_b, junk_a, big, cudaMemcpyDeviceToDevice, st));
+        CK_CUDA(cudaMallocHost((void **)&outs[n], a->data_bytes));
+        CK_CUDA(cudaMemcpyAsync(outs[n], a->data, a->data_bytes, cudaMemcpyDeviceToHost, st));
+        rf_loader_release(dev, a, st); /* before the stream reached the read */
+        CK_CUDA(cudaStreamSynchronize(st) == cudaSuccess ? cudaSuccess : cudaErrorUnknown);
+        ck_assert_int_eq(memcmp(outs[n], b->data, b->data_bytes), 0);
+        rf_loader_release(host, b, NULL);
+        cudaFreeHost(outs[n]);
+        n++;
+    }
+    cudaFree(junk_a);
+    cudaFree(junk_b);
+    rf_loader_destroy(dev);
+    rf_loader_destroy(host);
+}
+END_TEST
+
+START_TEST(destroy_with_copies_in_flight)
+{
+    for (int i = 0; i < 10; i++) {
+        rf_loader *dev = mk(RF_DEVICE_CUDA, i % 2 ? RF_DTYPE_FLOAT16 : RF_DTYPE_UINT8,
+                            RF_LAYOUT_NCHW, 1 + i % 4);
+        rf_batch *a;
+        if (i % 3 == 0 && rf_loader_next(dev, &a) == 0 && i % 2)
+            rf_loader_release(dev, a, NULL);
+        rf_loader_destroy(dev);
+    }
+}
+END_TEST
+
+START_TEST(token_widening_on_gpu)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/tokens.bin", g_dir);
+    FILE *f = fopen(path, "wb");
+    for (uint32_t i = 0; i < 5000; i++) {
+        uint16_t v = (uint16_t)(i * 7);
+        fwrite(&v, 2, 1, f);
+    }
+    fclose(f);
+    rf_config c;
+    rf_config_init(&c);
+    const char *pat = path;
+    c.shards = &pat;
+    c.shard_count = 1;
+    c.source = RF_SOURCE_TOKENS;
+    c.token_bytes = 2;
+    c.seq_len = 64;
+    c.token_dtype = RF_DTYPE_INT64;
+    c.token_windows = RF_WINDOWS_RANDOM;
+    c.batch_size = 8;
+    c.epochs = 1;
+    c.device_kind = RF_DEVICE_CUDA;
+    rf_loader *ld;
+    char err[512];
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), 0);
+    rf_batch *b;
+    int64_t *back = malloc(8 * 65 * 8);
+    while (rf_loader_next(ld, &b) == 0) {
+        ck_assert_uint_eq(b->dtype, RF_DTYPE_INT64);
+        rf_batch_synchronize(b);
+        CK_CUDA(cudaMemcpy(back, b->data, b->data_bytes, cudaMemcpyDeviceToHost));
+        for (uint32_t r = 0; r < b->count; r++)
+            for (int j = 1; j <= 64; j++)
+                ck_assert_int_eq((uint16_t)(back[r * 65 + j] - back[r * 65 + j - 1]), 7);
+        rf_loader_release(ld, b, NULL);
+    }
+    free(back);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+int main(void)
+{
+    if (rf_cuda_device_count() == 0) {
+        printf("no usable CUDA device: skipping the GPU suite\n");
+        return 77;
+    }
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("cuda");
+    tcase_set_timeout(tc, 300);
+    tcase_add_unchecked_fixture(tc, make_data, NULL);
+    tcase_add_test(tc, uint8_nhwc_equals_host);
+    tcase_add_test(tc, uint8_nchw_equals_host);
+    tcase_add_test(tc, float32_nchw_normalized);
+    tcase_add_test(tc, float16_nhwc_normalized);
+    tcase_add_test(tc, bfloat16_nchw_normalized);
+    tcase_add_test(tc, slow_consumer_stream_never_sees_recycled_memory);
+    tcase_add_test(tc, destroy_with_copies_in_flight);
+    tcase_add_test(tc, token_widening_on_gpu);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
