@@ -94,6 +94,21 @@ enum rf_source { RF_SOURCE_TAR = 0, RF_SOURCE_FOLDER = 1, RF_SOURCE_TOKENS = 2 }
  * SEQUENTIAL: non-overlapping windows at multiples of seq_len. Either way an epoch has
  * floor((tokens_in_file - 1) / seq_len) windows per file. */
 enum rf_token_windows { RF_WINDOWS_RANDOM = 0, RF_WINDOWS_SEQUENTIAL = 1 };
+enum rf_on_error { RF_ON_ERROR_FAIL = 0, RF_ON_ERROR_SKIP = 1 };
+/* Why a sample was skipped: indexes of rf_stats.skipped_by_reason. */
+enum rf_skip_reason {
+    RF_SKIP_TAR_HEADER = 0, /* bad tar header inside the sample span */
+    RF_SKIP_TRUNCATED = 1,  /* member or file ends early */
+    RF_SKIP_NOT_JPEG = 2,   /* payload is not a JPEG */
+    RF_SKIP_CORRUPT = 3,    /* corrupt JPEG data, or a libjpeg warning */
+    RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
+    RF_SKIP_IO = 5,         /* read error after retries */
+    RF_SKIP_LABEL = 6,      /* label missing or not an integer */
+    RF_SKIP_REASONS = 8
+};
+/* Thread and memory placement. AUTO: on the GPU's NUMA node (from sysfs) when the machine has
+ * several nodes, nothing on a single-node machine. OFF: never move threads or memory. */
+enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
 /* What a rank does with the samples left over when the epoch does not split evenly. */
 enum rf_remainder { RF_REMAINDER_PAD = 0, RF_REMAINDER_DROP = 1 };
 
@@ -175,6 +190,22 @@ typedef struct rf_config {
     uint32_t token_dtype;   /* TOKENS: output RF_DTYPE_UINT16 / INT32 / INT64; 0 = as on disk.
                                Widening runs on the GPU for the CUDA backend. */
     uint32_t shard_window;  /* RF_ORDER_SHARD: shards mixed together; default 4 */
+
+    /* Bad input (see docs/reliability.md). FAIL: the first bad sample stops the loader with an
+     * error naming shard, member, byte offset and cause. SKIP: the sample is left out and
+     * counted by reason (rf_stats.skipped*), batches stay full, and
+     * delivered + skipped == total holds for each epoch. */
+    uint32_t on_error;              /* enum rf_on_error; default RF_ON_ERROR_FAIL */
+    uint32_t max_consecutive_skips; /* SKIP: more skips in a row is an error; default 100 */
+    uint32_t max_scans;             /* progressive JPEG scans; default 1000 */
+    uint32_t max_name_bytes;        /* tar GNU long names and pax records; default 4096 */
+
+    /* Memory hierarchy (see docs/tuning.md). */
+    uint32_t warm;           /* 1: hint upcoming shard bytes into the page cache ahead of reads */
+    uint64_t warm_bytes;     /* budget of bytes hinted ahead of the reads; default 1 GiB */
+    uint32_t odirect;        /* 1: read with O_DIRECT, bypassing the page cache */
+    uint32_t hugepages;      /* 1: back the ring with 2 MiB pages (hugetlb, else THP) */
+    uint32_t numa;           /* enum rf_numa; default RF_NUMA_AUTO */
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
@@ -298,6 +329,23 @@ typedef struct rf_stats {
     uint64_t epoch;             /* epoch of the last batch delivered */
     uint64_t pinned_bytes;      /* host bytes in the ring and staging arena */
     uint64_t dct_scaled;        /* images decoded at 1/2, 1/4 or 1/8 scale */
+
+    uint64_t skipped;           /* samples left out under RF_ON_ERROR_SKIP, all epochs */
+    uint64_t skipped_by_reason[RF_SKIP_REASONS]; /* enum rf_skip_reason */
+    uint64_t nonregular_members; /* tar members that are not regular files (ignored) */
+
+    uint64_t cache_checked_bytes; /* bytes whose page-cache residency was checked at submit */
+    uint64_t cache_hit_bytes;     /* ... of which were resident: hit ratio = hit / checked */
+    uint64_t warmed_bytes;        /* bytes hinted into the page cache ahead of reads */
+    uint32_t odirect;             /* 1 when reads bypass the page cache */
+    uint32_t hugepages;           /* 0 normal pages, 1 hugetlb 2 MiB, 2 transparent huge pages */
+    int32_t numa_node;            /* node threads and ring are placed on; -1 none */
+    uint32_t numa_nodes;          /* nodes on this machine */
+    uint64_t device_pool_reserved_bytes; /* device memory the pool holds */
+    uint64_t device_pool_used_bytes;     /* ... of which batches use now */
+    uint64_t device_allocs_after_create; /* cudaMalloc-class calls after create (0 steady) */
+    uint64_t host_allocs_after_create;   /* cudaHostAlloc / pinned registrations after create */
+    uint64_t ring_register_ns;           /* time to pin (allocate or register) the ring */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

@@ -120,6 +120,15 @@ class RfConfig(ctypes.Structure):
         ("token_windows", ctypes.c_uint32),
         ("token_dtype", ctypes.c_uint32),
         ("shard_window", ctypes.c_uint32),
+        ("on_error", ctypes.c_uint32),
+        ("max_consecutive_skips", ctypes.c_uint32),
+        ("max_scans", ctypes.c_uint32),
+        ("max_name_bytes", ctypes.c_uint32),
+        ("warm", ctypes.c_uint32),
+        ("warm_bytes", ctypes.c_uint64),
+        ("odirect", ctypes.c_uint32),
+        ("hugepages", ctypes.c_uint32),
+        ("numa", ctypes.c_uint32),
     ]
 
 
@@ -172,6 +181,21 @@ class RfStats(ctypes.Structure):
         ("epoch", ctypes.c_uint64),
         ("pinned_bytes", ctypes.c_uint64),
         ("dct_scaled", ctypes.c_uint64),
+        ("skipped", ctypes.c_uint64),
+        ("skipped_by_reason", ctypes.c_uint64 * 8),
+        ("nonregular_members", ctypes.c_uint64),
+        ("cache_checked_bytes", ctypes.c_uint64),
+        ("cache_hit_bytes", ctypes.c_uint64),
+        ("warmed_bytes", ctypes.c_uint64),
+        ("odirect", ctypes.c_uint32),
+        ("hugepages", ctypes.c_uint32),
+        ("numa_node", ctypes.c_int32),
+        ("numa_nodes", ctypes.c_uint32),
+        ("device_pool_reserved_bytes", ctypes.c_uint64),
+        ("device_pool_used_bytes", ctypes.c_uint64),
+        ("device_allocs_after_create", ctypes.c_uint64),
+        ("host_allocs_after_create", ctypes.c_uint64),
+        ("ring_register_ns", ctypes.c_uint64),
     ]
 
 
