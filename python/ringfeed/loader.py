@@ -555,7 +555,12 @@ class _LoaderBase:
             if name == "struct_size":
                 continue
             v = getattr(st, name)
-            out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else int(v)
+            if isinstance(v, bytes):
+                out[name] = v.decode("utf-8", "replace")
+            elif isinstance(v, ctypes.Array):
+                out[name] = [int(x) for x in v]
+            else:
+                out[name] = int(v)
         return out
 
     @property
