@@ -1,30 +1,7 @@
-/* tarwrite.h — writing WebDataset tar shards and their indexes (generator, ringfeed-pack,
- * tests). Shards are POSIX ustar; names longer than ustar allows use a pax header (or a GNU
- * long-name record with RF_TARW_GNU), so GNU tar, Python's tarfile and webdataset read them.
- *
- * The index (`X.idx` beside `X.tar`) uses DALI's text format v1.2: a first line
- * "v1.2 <samples>", then one line per sample with, for each member of the sample,
- * "<ext> <header offset> <data size> <member name>", space-separated. */
-#ifndef RF_TARWRITE_H
-#define RF_TARWRITE_H
-
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-
-enum rf_tarw_format { RF_TARW_USTAR_PAX = 0, RF_TARW_GNU = 1 };
-
-typedef struct rf_tarw rf_tarw;
-
-/* Open `path` for writing (truncating). With index_path != NULL, an index is written there. */
-rf_tarw *rf_tarw_open(const char *path, const char *index_path, int format);
-/* Start a sample; members added until the next call belong to it (index line grouping). */
-int rf_tarw_begin_sample(rf_tarw *w);
-/* Append one regular-file member. Returns 0 or -errno. */
-int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len);
-/* Bytes written so far (to decide when a shard is full). */
-uint64_t rf_tarw_bytes(const rf_tarw *w);
-/* Write the two end blocks, flush, close, write the index. Returns 0 or -errno. Frees w. */
-int rf_tarw_close(rf_tarw *w);
-
+/* tarwrite.h — the tar writer used by the generator is the library's (src/tarwrite.c): one
+ * implementation only. This header forwards to the library's internal declarations so that
+ * datasets/ and the tests keep including "tarwrite.h"; rfsynth links ringfeed_static for it. */
+#ifndef RF_DATASETS_TARWRITE_H
+#define RF_DATASETS_TARWRITE_H
+#include "../src/tarwrite.h"
 #endif

@@ -206,6 +206,12 @@ typedef struct rf_config {
     uint32_t odirect;        /* 1: read with O_DIRECT, bypassing the page cache */
     uint32_t hugepages;      /* 1: back the ring with 2 MiB pages (hugetlb, else THP) */
     uint32_t numa;           /* enum rf_numa; default RF_NUMA_AUTO */
+
+    /* 1: the deliberately plain baseline (ringfeed-bench --naive): one pread at a time, one
+     * batch slot (no prefetch), a pageable ring, and on CUDA a cudaMalloc + synchronous
+     * cudaMemcpy + cudaFree per batch; warm, odirect, hugepages and numa are ignored. Decode
+     * threads stay as configured. Same batches as the normal path. For measurement only. */
+    uint32_t naive;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
@@ -346,11 +352,18 @@ typedef struct rf_stats {
     uint64_t device_allocs_after_create; /* cudaMalloc-class calls after create (0 steady) */
     uint64_t host_allocs_after_create;   /* cudaHostAlloc / pinned registrations after create */
     uint64_t ring_register_ns;           /* time to pin (allocate or register) the ring */
+    char memory_why[192];     /* what odirect, hugepages and numa got, and why (e.g. a fallback) */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);
 /* Fill *st (whose struct_size the caller set via rf_stats_init). */
 RF_API int rf_loader_stats(const rf_loader *ld, rf_stats *st);
+
+/* Return device pool memory above keep_bytes to the driver (cudaMemPoolTrimTo), e.g. between
+ * training and evaluation. Not for the hot loop: batches after a trim grow the pool again,
+ * and each growth counts in rf_stats.device_allocs_after_create. No-op (0) on the host
+ * backend. Errors: RF_EINVAL, RF_ECUDA. */
+RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
 
 /* Whether this build has the CUDA backend, and how many devices are usable right now
  * (0 without a driver or GPU). Never creates a context on a device other than querying. */

@@ -34,6 +34,8 @@ typedef struct rf_convert_desc {
 typedef struct rf_backend_stats {
     uint64_t pool_reserved_bytes, pool_used_bytes;
     uint64_t device_allocs_after_create; /* cudaMalloc/cudaHostAlloc calls after create */
+    /* Added for the memory hierarchy (docs/tuning.md). Callers zero the struct first. */
+    uint64_t host_allocs;       /* pinned host allocations and registrations, since create */
 } rf_backend_stats;
 
 typedef struct rf_backend_ops {
@@ -57,11 +59,28 @@ typedef struct rf_backend_ops {
     int (*wait)(void *event, void *stream);
     int (*sync)(void *event);
     void (*stats)(rf_backend *b, rf_backend_stats *st);
+    /* ---- memory hierarchy (src/hostmem.c, src/numa.c, docs/tuning.md) ---- */
+    /* Page-lock memory the caller mapped (cudaHostRegister) / undo it. NULL: cannot pin. */
+    int (*host_register)(rf_backend *b, void *p, size_t bytes);
+    void (*host_unregister)(rf_backend *b, void *p);
+    /* NUMA node of the device (from sysfs), -1 when unknown or no device. */
+    int (*numa_node)(rf_backend *b);
+    /* Grow the device pool now to what `batches` batches in flight need (staged_bytes staged,
+     * out_bytes after conversion, count labels; convert: a temporary staging buffer too), so
+     * that steady state never grows it. Called once at create. */
+    int (*reserve)(rf_backend *b, uint32_t batches, size_t staged_bytes, size_t out_bytes,
+                   uint32_t count, int convert, rf_err *err);
+    /* Return pool memory above keep_bytes to the driver (cudaMemPoolTrimTo). Not for the hot
+     * loop: the next batches grow the pool again. */
+    int (*trim)(rf_backend *b, uint64_t keep_bytes, rf_err *err);
 } rf_backend_ops;
 
 extern const rf_backend_ops rf_backend_host;
 #ifdef RINGFEED_HAVE_CUDA
 extern const rf_backend_ops rf_backend_cuda;
+/* The --naive baseline (src/copy_naive_cuda.c): pageable ring, cudaMalloc + synchronous
+ * cudaMemcpy + cudaFree per batch, no streams of its own. */
+extern const rf_backend_ops rf_backend_cuda_naive;
 #endif
 /* Number of usable CUDA devices (0 when built without CUDA or no driver/GPU). */
 int rf_backend_cuda_count(void);

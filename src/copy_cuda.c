@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "convert.h"
+#include "numa.h"
 
 #define RF_COPY_STREAMS 2
 
@@ -27,6 +28,10 @@ struct rf_backend {
     cudaMemPool_t pool;
     _Atomic uint64_t used;
     _Atomic uint64_t host_allocs;
+    /* Pool growth: the most reserved memory seen, and how often a submit saw it grow (each
+     * growth is the pool asking the driver for memory: the cudaMalloc of a pool). */
+    _Atomic uint64_t reserved_seen;
+    _Atomic uint64_t pool_growths;
 };
 
 static int cuda_err(rf_err *err, cudaError_t e, const char *what)
@@ -129,6 +134,19 @@ static void cuda_host_free(rf_backend *b, void *p, size_t bytes)
 
 #define RF_LABEL_ALIGN 256u
 
+/* Count a growth of the pool's reserved memory since the last one seen (a host-side query). */
+static void note_pool_growth(rf_backend *b)
+{
+    uint64_t now = 0, seen = atomic_load(&b->reserved_seen);
+    if (cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &now) != cudaSuccess)
+        return;
+    while (now > seen)
+        if (atomic_compare_exchange_weak(&b->reserved_seen, &seen, now)) {
+            atomic_fetch_add(&b->pool_growths, 1);
+            break;
+        }
+}
+
 static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
                        const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
                        rf_devbatch *out, rf_err *err)
@@ -147,6 +165,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
+    note_pool_growth(b);
     e = cudaMemcpyAsync(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
         e = (cudaError_t)rf_cuda_convert_images(tmp, d, count, conv->h, conv->w, conv->dtype,
@@ -208,7 +227,79 @@ static void cuda_stats(rf_backend *b, rf_backend_stats *st)
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
     st->pool_reserved_bytes = reserved;
     st->pool_used_bytes = atomic_load(&b->used);
-    st->device_allocs_after_create = 0;
+    st->device_allocs_after_create = atomic_load(&b->pool_growths);
+    st->host_allocs = atomic_load(&b->host_allocs);
+}
+
+static int cuda_host_register(rf_backend *b, void *p, size_t bytes)
+{
+    cudaSetDevice(b->dev);
+    if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) != cudaSuccess) {
+        cudaGetLastError();
+        return RF_ECUDA;
+    }
+    atomic_fetch_add(&b->host_allocs, 1);
+    return 0;
+}
+
+static void cuda_host_unregister(rf_backend *b, void *p)
+{
+    cudaSetDevice(b->dev);
+    if (cudaHostUnregister(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
+static int cuda_numa_node(rf_backend *b)
+{
+    char bus[32];
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, b->dev) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return rf_numa_node_of_pci(bus);
+}
+
+/* Prime the pool with the allocations of `batches` batches in flight (plus one conversion
+ * buffer per stream), then free them: the pool keeps the memory (release threshold at its
+ * maximum), so batches after create are served without growing it. */
+static int cuda_reserve(rf_backend *b, uint32_t batches, size_t staged_bytes, size_t out_bytes,
+                        uint32_t count, int convert, rf_err *err)
+{
+    size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
+    size_t total = lab_off + (size_t)count * sizeof(int32_t);
+    uint32_t n = batches + (convert ? RF_COPY_STREAMS : 0);
+    void **p = calloc(n, sizeof *p);
+    if (!p)
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    cudaStream_t s = b->streams[0];
+    cudaError_t e = cudaSetDevice(b->dev);
+    for (uint32_t i = 0; i < n && e == cudaSuccess; i++)
+        e = cudaMallocFromPoolAsync(&p[i], i < batches ? total : staged_bytes, b->pool, s);
+    for (uint32_t i = 0; i < n; i++)
+        if (p[i])
+            cudaFreeAsync(p[i], s);
+    free(p);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "reserving the device pool");
+    uint64_t r = 0;
+    cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
+    atomic_store(&b->reserved_seen, r);
+    return 0;
+}
+
+static int cuda_trim(rf_backend *b, uint64_t keep_bytes, rf_err *err)
+{
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess)
+        e = cudaMemPoolTrimTo(b->pool, (size_t)RF_MIN(keep_bytes, (uint64_t)SIZE_MAX));
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "cudaMemPoolTrimTo");
+    uint64_t r = 0;
+    cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
+    atomic_store(&b->reserved_seen, r); /* growth after a trim counts again */
+    return 0;
 }
 
 const rf_backend_ops rf_backend_cuda = {
@@ -223,4 +314,9 @@ const rf_backend_ops rf_backend_cuda = {
     .wait = cuda_wait,
     .sync = cuda_sync,
     .stats = cuda_stats,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .numa_node = cuda_numa_node,
+    .reserve = cuda_reserve,
+    .trim = cuda_trim,
 };

@@ -51,6 +51,16 @@ static void host_stats(rf_backend *b, rf_backend_stats *st)
     st->pool_reserved_bytes = st->pool_used_bytes = st->device_allocs_after_create = 0;
 }
 
+/* No device: no node to place on, no pool to reserve or trim, and nothing to pin with (the
+ * host backend's ring is not page-locked, so host_register stays NULL). */
+static int host_numa_node(rf_backend *b) { return -1; }
+static int host_reserve(rf_backend *b, uint32_t batches, size_t staged_bytes, size_t out_bytes,
+                        uint32_t count, int convert, rf_err *err)
+{
+    return 0;
+}
+static int host_trim(rf_backend *b, uint64_t keep_bytes, rf_err *err) { return 0; }
+
 const rf_backend_ops rf_backend_host = {
     .name = "host",
     .device_kind = RF_DEVICE_HOST,
@@ -63,6 +73,9 @@ const rf_backend_ops rf_backend_host = {
     .wait = host_wait,
     .sync = host_sync,
     .stats = host_stats,
+    .numa_node = host_numa_node,
+    .reserve = host_reserve,
+    .trim = host_trim,
 };
 
 #ifndef RINGFEED_HAVE_CUDA

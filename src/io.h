@@ -26,6 +26,8 @@ typedef struct rf_io_req {
     uint32_t retries;   /* transient errors retried so far */
     int result;         /* final: 0, or -errno / RF_EIO when it failed */
     void *user;         /* the pipeline's per-request context */
+    uint32_t need;      /* 0, or: the request succeeds once `need` bytes arrived, even if the
+                           rest (O_DIRECT alignment padding past end of file) never comes */
 } rf_io_req;
 
 /* The pipeline side of an engine. */

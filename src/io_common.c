@@ -39,15 +39,16 @@ int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io
             return RF_IO_FINISHED;
         }
         req->done += (uint32_t)res;
-        if (req->done == req->len) {
+        if (req->done == req->len || (req->need && req->done >= req->need)) {
             req->result = 0;
             return RF_IO_FINISHED;
         }
         return RF_IO_RESUBMIT; /* short read that made progress */
     }
     if (res == 0) {
-        /* EOF before len: the shard is shorter than its index or header said. */
-        req->result = -ENODATA;
+        /* EOF before len: the shard is shorter than its index or header said (unless only
+         * alignment padding past `need` is missing). */
+        req->result = req->need && req->done >= req->need ? 0 : -ENODATA;
         return RF_IO_FINISHED;
     }
     if (res == -EAGAIN || res == -EINTR || res == -ECANCELED) {

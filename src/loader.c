@@ -634,9 +634,7 @@ static int apply_defaults(rf_config *c, rf_err *err)
             return rf_seterr(err, RF_EINVAL, "tokens: token_dtype must be UINT16, INT32 or INT64");
         if (c->token_dtype == RF_DTYPE_UINT16 && c->token_bytes == 4)
             return rf_seterr(err, RF_EINVAL, "tokens: 4-byte tokens cannot narrow to UINT16");
-    } else if (c->source == RF_SOURCE_FOLDER) {
-        return rf_seterr(err, RF_EINVAL, "source FOLDER is not available in this build yet");
-    } else if (c->source != RF_SOURCE_TAR) {
+    } else if (c->source != RF_SOURCE_TAR && c->source != RF_SOURCE_FOLDER) {
         return rf_seterr(err, RF_EINVAL, "invalid source %u", c->source);
     }
     if (c->dtype != RF_DTYPE_UINT8 && c->dtype != RF_DTYPE_FLOAT16 &&
@@ -738,6 +736,8 @@ static int open_dataset(rf_loader *ld, rf_err *err)
         return rc;
     if (ld->tokens)
         rc = open_tokens(ld, paths, npaths, err);
+    else if (ld->cfg.source == RF_SOURCE_FOLDER)
+        rc = rf_format_folder.open(&ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
     else
         rc = rf_format_tar.open(&ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
     rf_free_paths(paths, npaths);

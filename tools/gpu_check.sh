@@ -38,7 +38,7 @@ echo "== side by side (same shards, same command)"
   --epochs 3 --warmup 8 --json | tee "$out/ringfeed.txt" | tail -1 >"$out/ringfeed.json"
 tail -22 "$out/ringfeed.txt" | head -20
 "$build"/tools/ringfeed-bench --shards "$data/train-*.tar" --device cuda --batch 256 \
-  --epochs 2 --warmup 4 --threads 1 --json | tail -1 >"$out/ringfeed_1thread.json"
+  --epochs 1 --warmup 2 --threads 1 --json | tail -1 >"$out/ringfeed_1thread.json"
 python3 "$anchors/torch_dataloader.py" --shards "$data/train-*.tar" --workers "$(nproc)" \
   --epochs 2 | tail -1 >"$out/anchor_pil.json"
 python3 "$anchors/torch_dataloader.py" --shards "$data/train-*.tar" --workers "$(nproc)" \

@@ -1,0 +1,536 @@
+/* test_pack.c — ringfeed-pack, ringfeed-inspect's library checks and indexes: pack -> inspect
+ * -> load round trip (counts, labels, keys, member bytes identical to the input files, output
+ * independent of --threads), shards re-made by GNU tar in gnu, pax and ustar formats inspecting
+ * and loading identically, an index disagreeing with its shard caught by inspection and by the
+ * loader (RF_EINDEX), a bad JPEG reported with file and offset, missing indexes written.
+ * The class tree is made once in main() (before Check forks); nothing here creates a ring. */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ringfeed.h"
+#include "ringfeed_shards.h"
+#include "synth.h"
+#include "tar.h"
+#include "testutil.h"
+
+#define CLASSES 4
+#define PER_CLASS 7
+#define N_GOOD (CLASSES * PER_CLASS)
+#define SIZE 32
+
+static char *g_root, g_tree[512], g_tool[1024];
+
+/* Usable outside a test too (the fixture runs in main, where ck_assert cannot report). */
+#define MUST(cond)                                                                            \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #cond);                 \
+            abort();                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    MUST(f != NULL);
+    MUST(fwrite(data, 1, len, f) == len);
+    fclose(f);
+}
+
+/* tree/cls_<c>/img_<i>.jpg (every third progressive, one upper-case .JPEG), plus a text file
+ * (skipped) and a truncated JPEG (bad) in class 1. */
+static void make_tree(void)
+{
+    snprintf(g_tree, sizeof g_tree, "%s/tree", g_root);
+    mkdir(g_tree, 0755);
+    for (int c = 0; c < CLASSES; c++) {
+        char dir[600], path[700];
+        snprintf(dir, sizeof dir, "%s/cls_%d", g_tree, c);
+        mkdir(dir, 0755);
+        for (int i = 0; i < PER_CLASS; i++) {
+            uint32_t w = 40 + (uint32_t)(i * 13 % 50), h = 36 + (uint32_t)(c * 17 % 40);
+            uint8_t *rgb = malloc((size_t)w * h * 3), *jpg;
+            size_t len;
+            rf_synth_image((uint64_t)(c * 100 + i), w, h, rgb);
+            MUST(rf_synth_jpeg(rgb, w, h, 90, (c * PER_CLASS + i) % 3 == 0, &jpg, &len) == 0);
+            snprintf(path, sizeof path, "%s/img_%d.%s", dir, i, i == 5 ? "JPEG" : "jpg");
+            write_file(path, jpg, len);
+            if (c == 1 && i == 0) {
+                snprintf(path, sizeof path, "%s/zz_truncated.jpg", dir);
+                write_file(path, jpg, len / 2);
+            }
+            free(rgb);
+            free(jpg);
+        }
+    }
+    char path[700];
+    snprintf(path, sizeof path, "%s/cls_0/notes.txt", g_tree);
+    write_file(path, "not an image\n", 13);
+}
+
+static void find_tool(void)
+{
+    char exe[900];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    g_tool[0] = 0;
+    if (n <= 0)
+        return;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    *slash = 0;
+    snprintf(g_tool, sizeof g_tool, "%s/../tools/ringfeed-pack", exe);
+    if (access(g_tool, X_OK) != 0)
+        g_tool[0] = 0;
+}
+
+static int run_cmd(const char *cmd)
+{
+    int rc = system(cmd);
+    return rc == -1 ? -1 : WEXITSTATUS(rc);
+}
+
+/* Pack the tree with the tool into dir/train-%04d.tar. */
+static void pack(const char *dir, int threads, const char *extra)
+{
+    char cmd[3000];
+    ck_assert_msg(g_tool[0], "ringfeed-pack not built next to the tests");
+    mkdir(dir, 0755);
+    snprintf(cmd, sizeof cmd, "%s --input %s --output '%s/train-%%04d.tar' --shard-size 96K "
+             "--threads %d --quiet %s 2>%s/pack.err", g_tool, g_tree, dir, threads, extra, dir);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+}
+
+typedef struct collected {
+    uint64_t n;
+    char keys[256][128];
+    int32_t labels[256];
+    uint32_t w[256], h[256];
+    char problems[16][600];
+    int32_t codes[16];
+    uint64_t offsets[16];
+    uint32_t nproblems;
+} collected;
+
+static int on_sample(void *ctx, const rf_inspect_sample *s)
+{
+    collected *c = ctx;
+    if (c->n < 256) {
+        snprintf(c->keys[c->n], sizeof c->keys[0], "%s", s->key);
+        c->labels[c->n] = s->label;
+        c->w[c->n] = s->width;
+        c->h[c->n] = s->height;
+    }
+    c->n++;
+    return 0;
+}
+
+static int on_problem(void *ctx, const rf_inspect_problem *p)
+{
+    collected *c = ctx;
+    if (c->nproblems < 16) {
+        snprintf(c->problems[c->nproblems], sizeof c->problems[0], "%s", p->message);
+        c->codes[c->nproblems] = p->code;
+        c->offsets[c->nproblems] = p->offset;
+    }
+    c->nproblems++;
+    return 0;
+}
+
+static void inspect_all(const char *pattern, collected *c, uint64_t *problems)
+{
+    rf_paths *ps;
+    char err[512];
+    ck_assert_int_eq(rf_paths_expand(&pattern, 1, &ps, err, sizeof err), 0);
+    *problems = 0;
+    for (uint32_t i = 0; i < rf_paths_count(ps); i++) {
+        rf_inspect_summary s;
+        rf_inspect_summary_init(&s);
+        rf_shard_inspect(rf_paths_get(ps, i), NULL, on_problem, on_sample, c, &s);
+        *problems += s.problems;
+    }
+    rf_paths_free(ps);
+}
+
+/* Load every sample in dataset order; keys, labels and pixels (CENTER crop, SIZE^2). */
+typedef struct loaded {
+    uint64_t n;
+    char keys[256][128];
+    int32_t labels[256];
+    uint8_t *pixels; /* n * SIZE*SIZE*3 */
+} loaded;
+
+static int load(const char *pattern, uint32_t source, loaded *out, char *err, size_t err_len)
+{
+    rf_config c;
+    rf_config_init(&c);
+    c.shards = &pattern;
+    c.shard_count = 1;
+    c.source = source;
+    c.image_size = SIZE;
+    c.crop = RF_CROP_CENTER;
+    c.order = RF_ORDER_NONE;
+    c.batch_size = 5;
+    c.epochs = 1;
+    c.device_kind = RF_DEVICE_HOST;
+    c.decode_threads = 2;
+    rf_loader *ld;
+    int rc = rf_loader_create(&c, &ld, err, err_len);
+    if (rc)
+        return rc;
+    memset(out, 0, sizeof *out);
+    out->pixels = malloc(256 * SIZE * SIZE * 3);
+    rf_batch *b;
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        for (uint32_t i = 0; i < b->count; i++) {
+            if (b->is_padding[i])
+                continue;
+            uint64_t k = out->n++;
+            ck_assert_uint_lt(k, 256);
+            snprintf(out->keys[k], sizeof out->keys[0], "%s", b->keys[i]);
+            out->labels[k] = b->labels[i];
+            memcpy(out->pixels + k * SIZE * SIZE * 3, (uint8_t *)b->data + (size_t)i * SIZE * SIZE * 3,
+                   SIZE * SIZE * 3);
+        }
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_msg(rc == RF_EPOCH_END || rc == RF_DONE, "next: %d %s", rc, rf_last_error(ld));
+    rf_loader_destroy(ld);
+    return 0;
+}
+
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    uint8_t *p = rf_test_read_file(path, len);
+    ck_assert_msg(p != NULL, "cannot read %s", path);
+    return p;
+}
+
+/* Every KEY.jpg member of the shards equals the input file of that key, byte for byte. */
+static void check_member_bytes(const char *pattern, const rf_image_list *l)
+{
+    rf_paths *ps;
+    char err[512];
+    ck_assert_int_eq(rf_paths_expand(&pattern, 1, &ps, err, sizeof err), 0);
+    uint64_t jpgs = 0;
+    for (uint32_t s = 0; s < rf_paths_count(ps); s++) {
+        size_t tlen;
+        uint8_t *tar = read_all(rf_paths_get(ps, s), &tlen);
+        FILE *f = fopen(rf_paths_get(ps, s), "rb");
+        rf_tar_scanner sc;
+        rf_err e = {0, ""};
+        rf_tar_member *m = malloc(sizeof *m);
+        ck_assert_int_eq(rf_tar_scanner_init(&sc, fileno(f), rf_paths_get(ps, s), tlen, &e), 0);
+        int rc;
+        while ((rc = rf_tar_next(&sc, m, &e)) == 1) {
+            const char *ext;
+            size_t kl = rf_tar_split_key(m->name, &ext);
+            if (strcmp(ext, "jpg") != 0)
+                continue;
+            uint64_t i = 0;
+            while (i < rf_image_list_count(l) &&
+                   (strlen(rf_image_list_key(l, i)) != kl ||
+                    memcmp(rf_image_list_key(l, i), m->name, kl) != 0))
+                i++;
+            ck_assert_msg(i < rf_image_list_count(l), "member %s not in the input", m->name);
+            size_t flen;
+            uint8_t *orig = read_all(rf_image_list_path(l, i), &flen);
+            ck_assert_uint_eq(flen, m->size);
+            ck_assert_int_eq(memcmp(orig, tar + m->data_offset, flen), 0);
+            free(orig);
+            jpgs++;
+        }
+        ck_assert_int_eq(rc, 0);
+        rf_tar_scanner_free(&sc);
+        free(m);
+        fclose(f);
+        free(tar);
+    }
+    ck_assert_uint_eq(jpgs, N_GOOD);
+    rf_paths_free(ps);
+}
+
+START_TEST(test_image_list_tree)
+{
+    rf_image_list *l;
+    char err[512];
+    ck_assert_int_eq(rf_image_list_open(g_tree, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(rf_image_list_count(l), N_GOOD + 1); /* the truncated one is a .jpg */
+    ck_assert_uint_eq(rf_image_list_classes(l), CLASSES);
+    ck_assert_uint_eq(rf_image_list_skipped(l), 1);
+    ck_assert_str_eq(rf_image_list_class_name(l, 2), "cls_2");
+    ck_assert_str_eq(rf_image_list_key(l, 0), "cls_0/img_0");
+    ck_assert_str_eq(rf_image_list_name(l, 5), "cls_0/img_5"); /* .JPEG stripped */
+    ck_assert_int_eq(rf_image_list_label(l, PER_CLASS), 1);
+    for (uint64_t i = 1; i < rf_image_list_count(l); i++)
+        ck_assert_int_ge(rf_image_list_label(l, i), rf_image_list_label(l, i - 1));
+    rf_image_list_free(l);
+
+    /* keys: dots in the basename, spaces, "..", duplicates after sanitizing */
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/keys", g_root);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/list.txt", dir);
+    const char *list = "a b.c.jpg 3\n# comment\n\n./a_b_c.jpg 4\nsub/../x.y.jpg   7  \n";
+    write_file(path, list, strlen(list));
+    const char *files[] = {"a b.c.jpg", "a_b_c.jpg", "x.y.jpg"};
+    mkdir((snprintf(path, sizeof path, "%s/sub", dir), path), 0755);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        write_file(path, "x", 1);
+    }
+    snprintf(path, sizeof path, "%s/list.txt", dir);
+    ck_assert_int_eq(rf_image_list_open(path, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(rf_image_list_count(l), 3);
+    ck_assert_str_eq(rf_image_list_key(l, 0), "a_b_c");
+    ck_assert_str_eq(rf_image_list_key(l, 1), "a_b_c_2");
+    ck_assert_str_eq(rf_image_list_key(l, 2), "sub/__/x_y");
+    ck_assert_int_eq(rf_image_list_label(l, 2), 7);
+    ck_assert_uint_eq(rf_image_list_renamed(l), 1);
+    rf_image_list_free(l);
+    write_file(path, "a b.c.jpg\n", 10);
+    ck_assert_int_eq(rf_image_list_open(path, &l, err, sizeof err), RF_EFORMAT);
+    ck_assert_msg(strstr(err, "line 1") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_pack_roundtrip)
+{
+    char d1[600], d3[600], pat[700], cmd[2000];
+    snprintf(d1, sizeof d1, "%s/rt1", g_root);
+    snprintf(d3, sizeof d3, "%s/rt3", g_root);
+    pack(d1, 1, "");
+    pack(d3, 3, "");
+    /* output independent of the thread count */
+    snprintf(cmd, sizeof cmd, "cd %s && for f in *.tar *.idx; do cmp -s $f %s/$f || exit 1; done",
+             d1, d3);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(pat, sizeof pat, "%s/train-*.tar", d1);
+
+    rf_image_list *l;
+    char err[512];
+    ck_assert_int_eq(rf_image_list_open(g_tree, &l, err, sizeof err), 0);
+    collected *c = calloc(1, sizeof *c);
+    uint64_t problems;
+    inspect_all(pat, c, &problems);
+    ck_assert_msg(problems == 0, "%s", c->problems[0]);
+    ck_assert_uint_eq(c->n, N_GOOD);
+    /* keys and labels in input order, the truncated file skipped */
+    uint64_t j = 0;
+    for (uint64_t i = 0; i < rf_image_list_count(l); i++) {
+        if (strstr(rf_image_list_path(l, i), "zz_truncated"))
+            continue;
+        ck_assert_str_eq(c->keys[j], rf_image_list_key(l, i));
+        ck_assert_int_eq(c->labels[j], rf_image_list_label(l, i));
+        ck_assert_uint_gt(c->w[j], 0);
+        j++;
+    }
+    check_member_bytes(pat, l);
+
+    loaded *ld = calloc(1, sizeof *ld);
+    ck_assert_int_eq(load(pat, RF_SOURCE_TAR, ld, err, sizeof err), 0);
+    ck_assert_uint_eq(ld->n, N_GOOD);
+    for (uint64_t i = 0; i < ld->n; i++) {
+        ck_assert_str_eq(ld->keys[i], c->keys[i]);
+        ck_assert_int_eq(ld->labels[i], c->labels[i]);
+    }
+    /* the pack log names the bad file */
+    size_t len;
+    snprintf(cmd, sizeof cmd, "%s/pack.err", d1);
+    char *log = (char *)read_all(cmd, &len);
+    ck_assert_msg(strstr(log, "zz_truncated.jpg") != NULL, "%s", log);
+    free(log);
+    /* --strict fails on it */
+    snprintf(cmd, sizeof cmd, "%s --input %s --output '%s/strict-%%d.tar' --strict --quiet 2>/dev/null",
+             g_tool, g_tree, d1);
+    ck_assert_int_eq(run_cmd(cmd), 1);
+    free(ld->pixels);
+    free(ld);
+    free(c);
+    rf_image_list_free(l);
+}
+END_TEST
+
+START_TEST(test_gnu_tar_formats)
+{
+    char d[600], cmd[3000];
+    snprintf(d, sizeof d, "%s/gnutar", g_root);
+    pack(d, 2, "--shard-size 1G");
+    /* unpack the one shard, then re-archive its members in order in each format */
+    snprintf(cmd, sizeof cmd, "cd %s && mkdir -p x && tar xf train-0000.tar -C x && "
+             "tar tf train-0000.tar > members.txt && for f in gnu pax ustar; do "
+             "tar --format=$f -cf $f.tar -C x --no-recursion -T members.txt || exit 1; done", d);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    collected *ref = calloc(1, sizeof *ref);
+    loaded *lref = calloc(1, sizeof *lref);
+    char pat[700], err[512];
+    uint64_t problems;
+    snprintf(pat, sizeof pat, "%s/train-0000.tar", d);
+    inspect_all(pat, ref, &problems);
+    ck_assert_uint_eq(problems, 0);
+    ck_assert_uint_eq(ref->n, N_GOOD);
+    ck_assert_int_eq(load(pat, RF_SOURCE_TAR, lref, err, sizeof err), 0);
+    const char *fmts[] = {"gnu", "pax", "ustar"};
+    for (int f = 0; f < 3; f++) {
+        collected *c = calloc(1, sizeof *c);
+        loaded *l = calloc(1, sizeof *l);
+        snprintf(pat, sizeof pat, "%s/%s.tar", d, fmts[f]);
+        inspect_all(pat, c, &problems);
+        ck_assert_msg(problems == 0, "%s: %s", fmts[f], c->problems[0]);
+        ck_assert_uint_eq(c->n, ref->n);
+        for (uint64_t i = 0; i < c->n; i++) {
+            ck_assert_str_eq(c->keys[i], ref->keys[i]);
+            ck_assert_int_eq(c->labels[i], ref->labels[i]);
+            ck_assert_uint_eq(c->w[i], ref->w[i]);
+            ck_assert_uint_eq(c->h[i], ref->h[i]);
+        }
+        /* an index written for GNU tar's shard agrees with it */
+        ck_assert_int_eq(rf_shard_write_index(pat, NULL, err, sizeof err), 0);
+        rf_inspect_summary s;
+        rf_inspect_summary_init(&s);
+        ck_assert_int_eq(rf_shard_inspect(pat, NULL, NULL, NULL, NULL, &s), 0);
+        ck_assert(s.has_index && s.index_ok);
+        ck_assert_int_eq(load(pat, RF_SOURCE_TAR, l, err, sizeof err), 0);
+        ck_assert_uint_eq(l->n, lref->n);
+        for (uint64_t i = 0; i < l->n; i++) {
+            ck_assert_str_eq(l->keys[i], lref->keys[i]);
+            ck_assert_int_eq(l->labels[i], lref->labels[i]);
+        }
+        ck_assert_int_eq(memcmp(l->pixels, lref->pixels, l->n * SIZE * SIZE * 3), 0);
+        free(l->pixels);
+        free(l);
+        free(c);
+    }
+    free(lref->pixels);
+    free(lref);
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_index_disagrees)
+{
+    char d[600], tar[700], idx[700], err[512];
+    snprintf(d, sizeof d, "%s/badidx", g_root);
+    pack(d, 2, "--shard-size 1G");
+    snprintf(tar, sizeof tar, "%s/train-0000.tar", d);
+    snprintf(idx, sizeof idx, "%s/train-0000.idx", d);
+    size_t len;
+    char *text = (char *)read_all(idx, &len);
+    /* the last member's size (the label of the last sample, "1" byte): make it 2 */
+    char *last = strrchr(text, ' ');
+    char *p = last - 1;
+    while (*p != ' ')
+        p--;
+    ck_assert(p[1] == '1' && p + 2 == last);
+    p[1] = '2';
+    write_file(idx, text, len);
+    free(text);
+
+    collected *c = calloc(1, sizeof *c);
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    int rc = rf_shard_inspect(tar, NULL, on_problem, NULL, c, &s);
+    ck_assert_int_eq(rc, RF_EINDEX);
+    ck_assert(s.has_index && !s.index_ok);
+    ck_assert_uint_ge(c->nproblems, 1);
+    ck_assert_int_eq(c->codes[0], RF_EINDEX);
+    ck_assert_msg(strstr(c->problems[0], "train-0000.idx") && strstr(c->problems[0], "line"),
+                  "%s", c->problems[0]);
+
+    const char *pat = tar;
+    rf_config cfg;
+    rf_config_init(&cfg);
+    cfg.shards = &pat;
+    cfg.shard_count = 1;
+    cfg.device_kind = RF_DEVICE_HOST;
+    cfg.image_size = SIZE;
+    rf_loader *ld = NULL;
+    ck_assert_int_eq(rf_loader_create(&cfg, &ld, err, sizeof err), RF_EINDEX);
+    ck_assert_ptr_null(ld);
+
+    /* rewriting the index fixes it */
+    ck_assert_int_eq(rf_shard_write_index(tar, NULL, err, sizeof err), 0);
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, NULL, NULL, NULL, NULL, &s), 0);
+    ck_assert(s.index_ok);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_bad_jpeg_reported)
+{
+    char d[600], tar[700], err[512], cmd[700];
+    snprintf(d, sizeof d, "%s/badjpeg", g_root);
+    mkdir(d, 0755);
+    snprintf(tar, sizeof tar, "%s/s.tar", d);
+    size_t len;
+    snprintf(cmd, sizeof cmd, "%s/cls_0/img_1.jpg", g_tree);
+    uint8_t *jpg = read_all(cmd, &len);
+    rf_shard_writer *w;
+    ck_assert_int_eq(rf_shard_writer_open(tar, NULL, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    ck_assert_int_eq(rf_shard_writer_add(w, "k/good", "jpg", jpg, len, 1), 0);
+    uint64_t bad_off = rf_shard_writer_bytes(w);
+    ck_assert_uint_eq(bad_off, rf_shard_sample_bytes("k/good", "jpg", len, 1, RF_SHARD_PAX));
+    jpg[len / 2] ^= 0xff; /* corrupt the middle: the header still parses */
+    ck_assert_int_eq(rf_shard_writer_add(w, "k/notjpeg", "jpg", "hello world", 11, 2), 0);
+    ck_assert_int_eq(rf_shard_writer_add(w, "k/nolabel", "jpg", jpg, len - 100, 3), 0);
+    ck_assert_int_eq(rf_shard_writer_add(w, "k/dot.ted", "jpg", jpg, len, 3), RF_EINVAL);
+    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+
+    collected *c = calloc(1, sizeof *c);
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, NULL, on_problem, on_sample, c, &s), RF_EDECODE);
+    ck_assert_uint_eq(s.samples, 3);
+    ck_assert_uint_eq(s.problems, 2); /* not a JPEG; truncated (no EOI) */
+    ck_assert_int_eq(c->codes[0], RF_EDECODE);
+    ck_assert_uint_eq(c->offsets[0], bad_off);
+    char want[800];
+    snprintf(want, sizeof want, "%s: offset %" PRIu64 ": member k/notjpeg.jpg", tar, bad_off);
+    ck_assert_msg(strstr(c->problems[0], want) != NULL, "%s", c->problems[0]);
+    ck_assert_msg(strstr(c->problems[1], "EOI") != NULL, "%s", c->problems[1]);
+    ck_assert_uint_eq(s.images, 1);
+    free(c);
+    free(jpg);
+
+    /* a shard cut in the middle of a member: a structure problem with its offset */
+    snprintf(cmd, sizeof cmd, "head -c 1000 %s > %s/cut.tar", tar, d);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/cut.tar", d);
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(cmd, NULL, NULL, NULL, NULL, &s), RF_EFORMAT);
+    ck_assert_uint_eq(s.samples, 0);
+    ck_assert_uint_eq(s.problems, 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("pack");
+    TCase *tc = tcase_create("pack");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_image_list_tree);
+    tcase_add_test(tc, test_pack_roundtrip);
+    tcase_add_test(tc, test_gnu_tar_formats);
+    tcase_add_test(tc, test_index_disagrees);
+    tcase_add_test(tc, test_bad_jpeg_reported);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    g_root = rf_test_mkdtemp("pack");
+    make_tree();
+    find_tool();
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

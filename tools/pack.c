@@ -1,0 +1,577 @@
+/* ringfeed-pack — turn a class-folder tree (or a `path label` list) into WebDataset tar shards
+ * with a DALI v1.2 index beside each. Uses the public API only (ringfeed.h, ringfeed_shards.h).
+ *
+ * DESIGN. The image list (rf_image_list_open) fixes files, labels and keys; --shuffle permutes
+ * that order with a seeded Fisher-Yates before sharding. Reader threads claim sample numbers in
+ * order, read whole files and check their JPEG headers into a window of WINDOW_PER_THREAD slots
+ * per thread; the main thread is the one writer and takes slots strictly in sample order, so
+ * the shards are byte-identical whatever --threads is. Readers block when they run a window
+ * ahead of the writer (memory is bounded by window x --max-file-bytes), the writer blocks on
+ * the next slot. A shard is closed before a sample would make it exceed --shard-size (a
+ * sample larger than that gets a shard of its own). Bad files are reported with their path
+ * and skipped, or stop the run with --strict. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ringfeed.h"
+#include "ringfeed_shards.h"
+
+#define PACK_THREADS_MAX 256
+#define WINDOW_PER_THREAD 8
+#define PACK_PATH_MAX 4096
+#define PACK_SHARDS_MAX 100000000u
+#define PACK_MIN_SHARD_BYTES (64u * 1024u)
+#define PROGRESS_NS 250000000ull
+
+typedef struct opts {
+    const char *input, *output;
+    uint64_t shard_bytes, seed, max_file_bytes;
+    uint32_t threads, format, first_shard;
+    int shuffle, strict, quiet, json;
+} opts;
+
+typedef struct slot {
+    int ready;
+    int rc;               /* 0, or the error that makes this file bad */
+    uint8_t *data;
+    uint64_t len;
+    char msg[600];
+} slot;
+
+typedef struct packer {
+    const opts *o;
+    rf_image_list *list;
+    uint64_t *order, n;
+    slot *slots;
+    uint64_t window;
+    uint64_t claim, written;
+    int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_ready, cv_space;
+    /* output pattern split around its one integer conversion */
+    char prefix[PACK_PATH_MAX], suffix[PACK_PATH_MAX];
+    int width, zero;
+} packer;
+
+typedef struct totals {
+    uint64_t files, bad, shards, in_bytes, out_bytes;
+    double seconds;
+} totals;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ringfeed-pack --input DIR|LIST --output 'out/train-%%04d.tar' [options]\n"
+            "  --input DIR        class-folder tree (one subfolder per class; labels are the\n"
+            "                     sorted subfolder index; jpg/jpeg files, any case)\n"
+            "  --list FILE        instead of --input: lines `path label` (relative paths are\n"
+            "                     relative to the list's folder)\n"
+            "  --output PATTERN   shard path with one integer conversion (%%d, %%04d, %%06u)\n"
+            "  --shard-size SIZE  start a new shard before this size; K/M/G suffixes (256M)\n"
+            "  --shuffle          shuffle the sample order before sharding (with --seed N)\n"
+            "  --seed N           shuffle seed (0)\n"
+            "  --threads N        reader threads (online CPUs); output does not depend on it\n"
+            "  --format pax|gnu   long-name records (pax)\n"
+            "  --first-shard N    number of the first shard (0)\n"
+            "  --max-file-bytes SIZE  larger files are bad (64M)\n"
+            "  --strict           fail on the first bad file instead of skipping it\n"
+            "  --quiet            no progress line\n"
+            "  --json             print a JSON summary as the last line of stdout\n"
+            "Keys are class/filename without the extension, with whitespace, control bytes and\n"
+            "dots in the file name replaced by '_' (a WebDataset key ends at the first dot of\n"
+            "the basename); a key made equal to another by this gets a _2, _3 ... suffix.\n"
+            "Members: KEY.jpg (the file's bytes, unchanged) then KEY.cls (the label). An index\n"
+            "X.idx (DALI v1.2) is written beside each X.tar.\n");
+}
+
+/* "64MB", "1.5G", "4096", "256k" (binary multiples). */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1048576.0; end++; break;
+    case 'g': case 'G': mul = 1073741824.0; end++; break;
+    case 't': case 'T': mul = 1099511627776.0; end++; break;
+    default: break;
+    }
+    if (*end == 'i')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v * mul > 1e18)
+        return -1;
+    *out = (uint64_t)(v * mul);
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Split the output pattern around exactly one %d/%i/%u conversion (flags '0', width); "%%"
+ * is a literal percent. Formatting ourselves avoids a printf with a user-supplied format. */
+static int split_pattern(packer *p, const char *pat)
+{
+    size_t np = 0, ns = 0;
+    int found = 0;
+    for (const char *c = pat; *c; c++) {
+        char *dst = found ? p->suffix : p->prefix;
+        size_t *n = found ? &ns : &np;
+        if (*n + 2 >= PACK_PATH_MAX)
+            return -1;
+        if (c[0] == '%' && c[1] == '%') {
+            dst[(*n)++] = '%';
+            c++;
+            continue;
+        }
+        if (c[0] != '%') {
+            dst[(*n)++] = *c;
+            continue;
+        }
+        if (found)
+            return -1;
+        c++;
+        p->zero = *c == '0';
+        while (*c == '0')
+            c++;
+        p->width = 0;
+        while (*c >= '0' && *c <= '9' && p->width < 100)
+            p->width = p->width * 10 + (*c++ - '0');
+        if (*c != 'd' && *c != 'i' && *c != 'u')
+            return -1;
+        found = 1;
+    }
+    p->prefix[np] = 0;
+    p->suffix[ns] = 0;
+    return found ? 0 : -1;
+}
+
+static void shard_paths(const packer *p, uint64_t k, char *tar, char *idx)
+{
+    char num[32];
+    snprintf(num, sizeof num, p->zero ? "%0*" PRIu64 : "%*" PRIu64, p->width, k);
+    snprintf(tar, PACK_PATH_MAX, "%s%s%s", p->prefix, num, p->suffix);
+    rf_shard_index_path(tar, idx, PACK_PATH_MAX);
+}
+
+/* mkdir -p of the folder that holds `path`. */
+static int make_parent(const char *path)
+{
+    char dir[PACK_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = 0;
+    for (char *c = dir + 1; *c; c++) {
+        if (*c != '/')
+            continue;
+        *c = 0;
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+            return -errno;
+        *c = '/';
+    }
+    return mkdir(dir, 0777) != 0 && errno != EEXIST ? -errno : 0;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Seeded Fisher-Yates; bounded draws by rejection so every permutation is equally likely. */
+static void shuffle(uint64_t *v, uint64_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (uint64_t i = n; i > 1; i--) {
+        uint64_t lim = UINT64_MAX - UINT64_MAX % i, r;
+        do
+            r = splitmix(&s);
+        while (r >= lim);
+        uint64_t j = r % i, t = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = t;
+    }
+}
+
+/* ---- readers ---------------------------------------------------------------------------- */
+
+static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *len, char *msg,
+                     size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        snprintf(msg, cap, "%s: %s", path, strerror(e));
+        if (fd >= 0)
+            close(fd);
+        return -e;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    uint8_t *buf = NULL;
+    int rc = 0;
+    if (size > max) {
+        snprintf(msg, cap, "%s: %" PRIu64 " bytes, over --max-file-bytes %" PRIu64, path, size, max);
+        rc = RF_ELIMIT;
+    } else if (!(buf = malloc(size ? size : 1))) {
+        snprintf(msg, cap, "%s: no memory for %" PRIu64 " bytes", path, size);
+        rc = RF_ENOMEM;
+    }
+    uint64_t got = 0;
+    while (rc == 0 && got < size) {
+        ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(msg, cap, "%s: read failed at offset %" PRIu64 ": %s", path, got,
+                     r < 0 ? strerror(errno) : "file shrank");
+            rc = RF_EIO;
+        } else {
+            got += (uint64_t)r;
+        }
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = size;
+    return 0;
+}
+
+static void *reader_main(void *arg)
+{
+    packer *p = arg;
+    rf_jpeg_checker *jc = rf_jpeg_checker_create();
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->stop && p->claim < p->n && p->claim >= p->written + p->window)
+            pthread_cond_wait(&p->cv_space, &p->mu);
+        if (p->stop || p->claim >= p->n) {
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        uint64_t i = p->claim++;
+        pthread_mutex_unlock(&p->mu);
+
+        slot r = {0};
+        const char *path = rf_image_list_path(p->list, p->order[i]);
+        char why[512];
+        if (!jc) {
+            r.rc = RF_ENOMEM;
+            snprintf(r.msg, sizeof r.msg, "%s: no memory for a JPEG decoder", path);
+        } else {
+            r.rc = read_file(path, p->o->max_file_bytes, &r.data, &r.len, r.msg, sizeof r.msg);
+        }
+        if (r.rc == 0 && (r.rc = rf_jpeg_check(jc, r.data, r.len, NULL, NULL, NULL, why,
+                                                sizeof why)) != 0)
+            snprintf(r.msg, sizeof r.msg, "%s: offset 0: bad JPEG: %s", path, why);
+        pthread_mutex_lock(&p->mu);
+        slot *s = &p->slots[i % p->window];
+        *s = r;
+        s->ready = 1;
+        pthread_cond_broadcast(&p->cv_ready);
+        pthread_mutex_unlock(&p->mu);
+    }
+    rf_jpeg_checker_destroy(jc);
+    return NULL;
+}
+
+/* ---- the writer (main thread) ----------------------------------------------------------- */
+
+typedef struct writer {
+    packer *p;
+    rf_shard_writer *w;
+    uint64_t shard;       /* next shard number */
+    char tar[PACK_PATH_MAX], idx[PACK_PATH_MAX];
+    totals *t;
+} writer;
+
+static int close_shard(writer *wr)
+{
+    if (!wr->w)
+        return 0;
+    char err[600];
+    uint64_t b = rf_shard_writer_bytes(wr->w) + 1024;
+    int rc = rf_shard_writer_close(wr->w, err, sizeof err);
+    wr->w = NULL;
+    if (rc) {
+        fprintf(stderr, "ringfeed-pack: %s\n", err);
+        return rc;
+    }
+    wr->t->shards++;
+    wr->t->out_bytes += b;
+    return 0;
+}
+
+static int write_sample(writer *wr, uint64_t id, const slot *s)
+{
+    packer *p = wr->p;
+    const char *key = rf_image_list_key(p->list, id);
+    int32_t label = rf_image_list_label(p->list, id);
+    uint64_t need = rf_shard_sample_bytes(key, "jpg", s->len, label, p->o->format);
+    char err[600];
+    int rc = 0;
+    if (wr->w && rf_shard_writer_samples(wr->w) > 0 &&
+        rf_shard_writer_bytes(wr->w) + need + 1024 > p->o->shard_bytes)
+        rc = close_shard(wr);
+    if (rc == 0 && !wr->w) {
+        if (wr->shard - p->o->first_shard >= PACK_SHARDS_MAX) {
+            fprintf(stderr, "ringfeed-pack: more than %u shards\n", PACK_SHARDS_MAX);
+            return RF_ELIMIT;
+        }
+        shard_paths(p, wr->shard++, wr->tar, wr->idx);
+        if ((rc = make_parent(wr->tar)) != 0)
+            fprintf(stderr, "ringfeed-pack: cannot create the folder of %s: %s\n", wr->tar,
+                    strerror(-rc));
+        else if ((rc = rf_shard_writer_open(wr->tar, wr->idx, p->o->format, &wr->w, err,
+                                            sizeof err)) != 0)
+            fprintf(stderr, "ringfeed-pack: %s\n", err);
+    }
+    if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, "jpg", s->data, s->len, label)) != 0)
+        fprintf(stderr, "ringfeed-pack: %s: writing sample %s at offset %" PRIu64 ": %s\n",
+                wr->tar, key, rf_shard_writer_bytes(wr->w), rf_strerror(rc));
+    return rc;
+}
+
+static void progress(const packer *p, const totals *t, uint64_t done, double t0, int final)
+{
+    double dt = now_s() - t0;
+    fprintf(stderr, "\r%" PRIu64 "/%" PRIu64 " files  %" PRIu64 " shards  %.1f MB  %.1f MB/s%s",
+            done, p->n, t->shards + (final ? 0 : 1), (double)t->in_bytes / 1e6,
+            dt > 0 ? (double)t->in_bytes / 1e6 / dt : 0.0, final ? "\n" : "  ");
+    fflush(stderr);
+}
+
+static int write_all(packer *p, totals *t)
+{
+    writer wr = {.p = p, .shard = p->o->first_shard, .t = t};
+    int show = !p->o->quiet && isatty(STDERR_FILENO);
+    double t0 = now_s(), last = t0;
+    int rc = 0;
+    for (uint64_t i = 0; i < p->n && rc == 0; i++) {
+        pthread_mutex_lock(&p->mu);
+        slot *s = &p->slots[i % p->window];
+        while (!s->ready)
+            pthread_cond_wait(&p->cv_ready, &p->mu);
+        slot got = *s;
+        pthread_mutex_unlock(&p->mu);
+
+        if (got.rc) {
+            t->bad++;
+            fprintf(stderr, "%sringfeed-pack: %s: %s\n", show ? "\n" : "",
+                    p->o->strict ? "error" : "skipping", got.msg);
+            if (p->o->strict)
+                rc = got.rc;
+        } else if ((rc = write_sample(&wr, p->order[i], &got)) == 0) {
+            t->files++;
+            t->in_bytes += got.len;
+        }
+        free(got.data);
+        pthread_mutex_lock(&p->mu);
+        s->ready = 0;
+        s->data = NULL;
+        p->written++;
+        pthread_cond_broadcast(&p->cv_space);
+        pthread_mutex_unlock(&p->mu);
+        if (show && now_s() - last > PROGRESS_NS * 1e-9) {
+            last = now_s();
+            progress(p, t, i + 1, t0, 0);
+        }
+    }
+    int crc = close_shard(&wr);
+    if (rc == 0)
+        rc = crc;
+    if (show)
+        progress(p, t, p->written, t0, 1);
+    return rc;
+}
+
+static int run(const opts *o, totals *t)
+{
+    packer p = {.o = o};
+    char err[1024];
+    if (split_pattern(&p, o->output) != 0) {
+        fprintf(stderr, "ringfeed-pack: --output needs exactly one %%d/%%u conversion, e.g. "
+                "'out/train-%%04d.tar' (got %s)\n", o->output);
+        return 2;
+    }
+    double t0 = now_s();
+    int rc = rf_image_list_open(o->input, &p.list, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "ringfeed-pack: %s\n", err);
+        return 1;
+    }
+    p.n = rf_image_list_count(p.list);
+    if (!o->quiet)
+        fprintf(stderr, "ringfeed-pack: %" PRIu64 " images, %u classes, %" PRIu64
+                " other files skipped, %" PRIu64 " keys renamed to stay unique\n", p.n,
+                rf_image_list_classes(p.list), rf_image_list_skipped(p.list),
+                rf_image_list_renamed(p.list));
+    p.window = (uint64_t)o->threads * WINDOW_PER_THREAD;
+    p.order = malloc(p.n * sizeof *p.order);
+    p.slots = calloc(p.window, sizeof *p.slots);
+    pthread_t *th = calloc(o->threads, sizeof *th);
+    if (!p.order || !p.slots || !th) {
+        fprintf(stderr, "ringfeed-pack: no memory\n");
+        rc = 1;
+        goto out;
+    }
+    for (uint64_t i = 0; i < p.n; i++)
+        p.order[i] = i;
+    if (o->shuffle)
+        shuffle(p.order, p.n, o->seed);
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv_ready, NULL);
+    pthread_cond_init(&p.cv_space, NULL);
+    uint32_t started = 0;
+    for (; started < o->threads; started++)
+        if (pthread_create(&th[started], NULL, reader_main, &p) != 0)
+            break;
+    if (started == 0) {
+        fprintf(stderr, "ringfeed-pack: cannot start threads\n");
+        rc = 1;
+    } else {
+        rc = write_all(&p, t) ? 1 : 0;
+    }
+    pthread_mutex_lock(&p.mu);
+    p.stop = 1;
+    pthread_cond_broadcast(&p.cv_space);
+    pthread_mutex_unlock(&p.mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    for (uint64_t i = 0; i < p.window; i++)
+        free(p.slots[i].data);
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv_ready);
+    pthread_cond_destroy(&p.cv_space);
+out:
+    t->seconds = now_s() - t0;
+    free(th);
+    free(p.slots);
+    free(p.order);
+    rf_image_list_free(p.list);
+    return rc;
+}
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+    static const struct option lo[] = {
+        {"input", 1, 0, 'i'}, {"list", 1, 0, 'l'}, {"output", 1, 0, 'o'},
+        {"shard-size", 1, 0, 's'}, {"shuffle", 0, 0, 'S'}, {"seed", 1, 0, 'e'},
+        {"threads", 1, 0, 't'}, {"format", 1, 0, 'f'}, {"first-shard", 1, 0, 'F'},
+        {"max-file-bytes", 1, 0, 'm'}, {"strict", 0, 0, 'x'}, {"quiet", 0, 0, 'q'},
+        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (opts){.shard_bytes = 256ull << 20, .max_file_bytes = 64ull << 20,
+                .threads = ncpu <= 0 ? 4 : ncpu > PACK_THREADS_MAX ? PACK_THREADS_MAX : (uint32_t)ncpu};
+    int c;
+    uint64_t v;
+    while ((c = getopt_long(argc, argv, "i:l:o:s:t:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'i': case 'l': o->input = optarg; break;
+        case 'o': o->output = optarg; break;
+        case 's':
+            if (parse_size(optarg, &o->shard_bytes) || o->shard_bytes < PACK_MIN_SHARD_BYTES)
+                return fprintf(stderr, "ringfeed-pack: bad --shard-size %s (at least 64K)\n",
+                               optarg), -1;
+            break;
+        case 'S': o->shuffle = 1; break;
+        case 'e':
+            if (parse_u64(optarg, &o->seed))
+                return fprintf(stderr, "ringfeed-pack: bad --seed %s\n", optarg), -1;
+            break;
+        case 't':
+            if (parse_u64(optarg, &v) || v == 0 || v > PACK_THREADS_MAX)
+                return fprintf(stderr, "ringfeed-pack: --threads 1..%d\n", PACK_THREADS_MAX), -1;
+            o->threads = (uint32_t)v;
+            break;
+        case 'f':
+            if (strcmp(optarg, "pax") && strcmp(optarg, "gnu"))
+                return fprintf(stderr, "ringfeed-pack: --format pax or gnu\n"), -1;
+            o->format = strcmp(optarg, "gnu") == 0 ? RF_SHARD_GNU : RF_SHARD_PAX;
+            break;
+        case 'F':
+            if (parse_u64(optarg, &v) || v > 1000000000u)
+                return fprintf(stderr, "ringfeed-pack: bad --first-shard %s\n", optarg), -1;
+            o->first_shard = (uint32_t)v;
+            break;
+        case 'm':
+            if (parse_size(optarg, &o->max_file_bytes) || o->max_file_bytes == 0 ||
+                o->max_file_bytes > (4ull << 30))
+                return fprintf(stderr, "ringfeed-pack: bad --max-file-bytes %s (1..4G)\n",
+                               optarg), -1;
+            break;
+        case 'x': o->strict = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'j': o->json = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: return -1;
+        }
+    }
+    if (optind != argc || !o->input || !o->output) {
+        fprintf(stderr, "ringfeed-pack: --input (or --list) and --output are required\n");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_args(argc, argv, &o) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    totals t = {0};
+    int rc = run(&o, &t);
+    if (rc == 2)
+        return 2;
+    double mbs = t.seconds > 0 ? (double)t.in_bytes / 1e6 / t.seconds : 0;
+    if (!o.quiet)
+        fprintf(stderr, "ringfeed-pack: %s: %" PRIu64 " files (%" PRIu64 " bad, skipped) -> %"
+                PRIu64 " shards, %.1f MB in, %.1f MB out, %.2f s, %.1f MB/s (%u threads)\n",
+                rc ? "FAILED" : "done", t.files, t.bad, t.shards, (double)t.in_bytes / 1e6,
+                (double)t.out_bytes / 1e6, t.seconds, mbs, o.threads);
+    if (o.json)
+        printf("{\"ok\": %s, \"files\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"shards\": %" PRIu64
+               ", \"input_bytes\": %" PRIu64 ", \"output_bytes\": %" PRIu64
+               ", \"seconds\": %.4f, \"mb_per_s\": %.2f, \"threads\": %u}\n",
+               rc ? "false" : "true", t.files, t.bad, t.shards, t.in_bytes, t.out_bytes,
+               t.seconds, mbs, o.threads);
+    return rc ? 1 : 0;
+}
