@@ -19,8 +19,10 @@ typedef struct opts {
     uint32_t nshards;
     uint32_t batch, epochs, size, threads, io_threads, depth, io_engine, device_kind;
     int device_index;
-    uint32_t crop, shuffle, drop_last, json, warmup;
+    uint32_t crop, order, drop_last, json, warmup, shard_window, dtype, layout;
     uint64_t seed;
+    uint32_t source, token_bytes, seq_len, token_dtype, windows;
+    double resume_at; /* > 0: measure resuming at this fraction of the first epoch */
 } opts;
 
 static void usage(FILE *f)
@@ -38,6 +40,17 @@ static void usage(FILE *f)
             "  --device host|cuda|cuda:N  where batches go (cuda when a GPU is present)\n"
             "  --seed N           order and augmentation seed (0)\n"
             "  --no-shuffle       dataset order instead of a seeded permutation\n"
+            "  --order global|shard|none  epoch order (global)\n"
+            "  --shard-window N   shards mixed together in shard order (4)\n"
+            "  --dtype uint8|float16|bfloat16|float32  output type (float: ImageNet mean/std)\n"
+            "  --layout nhwc|nchw output layout (nhwc)\n"
+            "  --folder DIR       read an image folder (or a `path label` list) instead of shards\n"
+            "  --tokens PATTERN   flat token files instead of image shards (repeatable)\n"
+            "  --token-bytes N    2 or 4 (2)\n"
+            "  --seq-len N        tokens per window (1024)\n"
+            "  --token-dtype uint16|int32|int64  output token type (int64)\n"
+            "  --windows random|sequential  token windows (random)\n"
+            "  --resume-at F      also time resuming at fraction F of the first epoch\n"
             "  --drop-last        drop the last partial batch\n"
             "  --warmup N         batches excluded from the timed figures (0)\n"
             "  --json             print one JSON object as the last line\n");
@@ -57,7 +70,9 @@ static int parse_u32(const char *s, uint32_t *out)
 static int parse_args(int argc, char **argv, opts *o)
 {
     enum { O_SHARDS = 256, O_BATCH, O_EPOCHS, O_SIZE, O_CROP, O_THREADS, O_IOTHREADS, O_DEPTH,
-           O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP };
+           O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
+           O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
+           O_RESUME };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -67,12 +82,22 @@ static int parse_args(int argc, char **argv, opts *o)
         {"seed", required_argument, 0, O_SEED}, {"no-shuffle", no_argument, 0, O_NOSHUF},
         {"drop-last", no_argument, 0, O_DROP}, {"json", no_argument, 0, O_JSON},
         {"warmup", required_argument, 0, O_WARMUP}, {"help", no_argument, 0, O_HELP},
+        {"order", required_argument, 0, O_ORDER}, {"shard-window", required_argument, 0, O_SWIN},
+        {"dtype", required_argument, 0, O_DTYPE}, {"layout", required_argument, 0, O_LAYOUT},
+        {"folder", required_argument, 0, O_FOLDER}, {"tokens", required_argument, 0, O_TOKENS},
+        {"token-bytes", required_argument, 0, O_TBYTES}, {"seq-len", required_argument, 0, O_SEQ},
+        {"token-dtype", required_argument, 0, O_TDTYPE},
+        {"windows", required_argument, 0, O_WINDOWS},
+        {"resume-at", required_argument, 0, O_RESUME},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 256;
     o->epochs = 1;
     o->size = 224;
-    o->shuffle = 1;
+    o->order = RF_ORDER_GLOBAL;
+    o->token_bytes = 2;
+    o->seq_len = 1024;
+    o->token_dtype = RF_DTYPE_INT64;
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -110,7 +135,50 @@ static int parse_args(int argc, char **argv, opts *o)
             } else bad = 1;
             break;
         case O_SEED: o->seed = strtoull(optarg, NULL, 10); break;
-        case O_NOSHUF: o->shuffle = 0; break;
+        case O_NOSHUF: o->order = RF_ORDER_NONE; break;
+        case O_ORDER:
+            if (!strcmp(optarg, "global")) o->order = RF_ORDER_GLOBAL;
+            else if (!strcmp(optarg, "shard")) o->order = RF_ORDER_SHARD;
+            else if (!strcmp(optarg, "none")) o->order = RF_ORDER_NONE;
+            else bad = 1;
+            break;
+        case O_SWIN: bad |= parse_u32(optarg, &o->shard_window); break;
+        case O_DTYPE:
+            if (!strcmp(optarg, "uint8")) o->dtype = RF_DTYPE_UINT8;
+            else if (!strcmp(optarg, "float16")) o->dtype = RF_DTYPE_FLOAT16;
+            else if (!strcmp(optarg, "bfloat16")) o->dtype = RF_DTYPE_BFLOAT16;
+            else if (!strcmp(optarg, "float32")) o->dtype = RF_DTYPE_FLOAT32;
+            else bad = 1;
+            break;
+        case O_LAYOUT:
+            if (!strcmp(optarg, "nhwc")) o->layout = RF_LAYOUT_NHWC;
+            else if (!strcmp(optarg, "nchw")) o->layout = RF_LAYOUT_NCHW;
+            else bad = 1;
+            break;
+        case O_FOLDER:
+        case O_TOKENS:
+            if (o->nshards == MAX_PATTERNS)
+                return fprintf(stderr, "too many inputs\n"), -1;
+            o->shards[o->nshards++] = optarg;
+            o->source = c == O_FOLDER ? RF_SOURCE_FOLDER : RF_SOURCE_TOKENS;
+            break;
+        case O_TBYTES: bad |= parse_u32(optarg, &o->token_bytes); break;
+        case O_SEQ: bad |= parse_u32(optarg, &o->seq_len) || !o->seq_len; break;
+        case O_TDTYPE:
+            if (!strcmp(optarg, "uint16")) o->token_dtype = RF_DTYPE_UINT16;
+            else if (!strcmp(optarg, "int32")) o->token_dtype = RF_DTYPE_INT32;
+            else if (!strcmp(optarg, "int64")) o->token_dtype = RF_DTYPE_INT64;
+            else bad = 1;
+            break;
+        case O_WINDOWS:
+            if (!strcmp(optarg, "random")) o->windows = RF_WINDOWS_RANDOM;
+            else if (!strcmp(optarg, "sequential")) o->windows = RF_WINDOWS_SEQUENTIAL;
+            else bad = 1;
+            break;
+        case O_RESUME:
+            o->resume_at = strtod(optarg, NULL);
+            bad |= !(o->resume_at > 0 && o->resume_at < 1);
+            break;
         case O_DROP: o->drop_last = 1; break;
         case O_JSON: o->json = 1; break;
         case O_HELP: usage(stdout); exit(0);
@@ -146,7 +214,10 @@ static void progress(uint64_t done, uint64_t total, double img_s)
 
 typedef struct result {
     uint64_t images, batches, timed_images, first_batch_us;
+    uint64_t bytes, timed_bytes; /* delivered to the device (or host), as the consumer sees */
     double seconds, timed_seconds;
+    double fresh_ms, resume_ms;  /* --resume-at: create + first batch, fresh vs resumed */
+    uint64_t resume_batch;
     rf_stats st;
 } result;
 
@@ -175,11 +246,13 @@ static int run(const opts *o, rf_loader *ld, result *r)
         if (r->batches == 0)
             r->first_batch_us = (uint64_t)((now_s() - t0) * 1e6);
         r->images += b->count;
+        r->bytes += b->data_bytes;
         r->batches++;
         rf_loader_release(ld, b, NULL);
         if (r->batches == o->warmup) {
             timed0 = now_s();
             timed_from = r->images;
+            r->timed_bytes = r->bytes;
         }
         if (tty && (r->batches % 8 == 0 || r->batches == total))
             progress(r->batches, total, (r->images - timed_from) / (now_s() - timed0 + 1e-9));
@@ -190,6 +263,7 @@ static int run(const opts *o, rf_loader *ld, result *r)
     r->seconds = t1 - t0;
     r->timed_seconds = t1 - timed0;
     r->timed_images = r->images - timed_from;
+    r->timed_bytes = r->bytes - r->timed_bytes;
     rf_stats_init(&r->st);
     rf_loader_stats(ld, &r->st);
     return 0;
@@ -205,10 +279,15 @@ static void print_table(const opts *o, const result *r)
            s->decode_threads, s->io_threads, s->prefetch_depth, o->batch, o->size, o->size,
            o->crop == RF_CROP_RANDOM ? "random" : "center");
     printf("  %-26s %12s\n", "metric", "value");
-    printf("  %-26s %12.0f\n", "images/s", r->timed_images / secs);
+    if (o->source == RF_SOURCE_TOKENS) {
+        printf("  %-26s %12.0f\n", "windows/s", r->timed_images / secs);
+        printf("  %-26s %12.0f\n", "batches/s", r->timed_images / secs / o->batch);
+        printf("  %-26s %12.3g\n", "tokens/s", (double)r->timed_images * o->seq_len / secs);
+    } else {
+        printf("  %-26s %12.0f\n", "images/s", r->timed_images / secs);
+    }
     printf("  %-26s %12.1f\n", "MB/s read", s->bytes_read / 1e6 / wall);
-    printf("  %-26s %12.2f\n", "GB/s to device",
-           (double)r->images * o->size * o->size * 3 / 1e9 / secs);
+    printf("  %-26s %12.2f\n", "GB/s to device", r->timed_bytes / 1e9 / secs);
     printf("  %-26s %12llu\n", "images", (unsigned long long)r->images);
     printf("  %-26s %12.3f\n", "seconds", r->timed_seconds);
     printf("  %-26s %12.1f\n", "first batch ms", r->first_batch_us / 1e3);
@@ -222,6 +301,10 @@ static void print_table(const opts *o, const result *r)
     printf("  %-26s %12.1f\n", "consumer waited ms", s->consumer_wait_ns / 1e6);
     printf("  %-26s %11.0f%%\n", "DCT-scaled decodes",
            s->samples_decoded ? 100.0 * s->dct_scaled / s->samples_decoded : 0.0);
+    if (o->resume_at > 0) {
+        printf("  %-26s %12.1f\n", "fresh create+1st batch ms", r->fresh_ms);
+        printf("  %-26s %12.1f\n", "resume create+1st batch ms", r->resume_ms);
+    }
 }
 
 static void print_json(const opts *o, const result *r)
@@ -236,17 +319,91 @@ static void print_json(const opts *o, const result *r)
            "\"first_batch_ms\": %.2f, \"io_busy_s\": %.4f, \"decode_busy_s\": %.4f, "
            "\"copy_busy_s\": %.4f, \"consumer_wait_s\": %.4f, \"wall_s\": %.4f, "
            "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"read_retries\": %llu, "
-           "\"registered_buffers\": %u, \"pinned\": %u}\n",
+           "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
+           "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
+           "\"resume_ms\": %.3f, \"resume_at\": %.3f, \"resume_batch\": %llu, "
+           "\"samples\": %llu, \"order\": \"%s\"}\n",
            (unsigned long long)r->images, o->epochs, (unsigned long long)r->batches,
            r->timed_seconds, r->timed_images / secs, s->io_engine, s->io_engine_why, s->device,
            o->batch, o->size, o->crop == RF_CROP_RANDOM ? "random" : "center", s->decode_threads,
            s->io_threads, s->prefetch_depth, (unsigned long long)s->bytes_read,
            s->bytes_read / 1e6 / (s->wall_ns * 1e-9),
-           (double)r->timed_images * o->size * o->size * 3 / 1e9 / secs,
+           r->timed_bytes / 1e9 / secs,
            r->first_batch_us / 1e3, s->io_busy_ns * 1e-9, s->decode_busy_ns * 1e-9,
            s->copy_busy_ns * 1e-9, s->consumer_wait_ns * 1e-9, s->wall_ns * 1e-9,
            (unsigned long long)s->samples_decoded, (unsigned long long)s->dct_scaled,
-           (unsigned long long)s->read_retries, s->registered_buffers, s->pinned);
+           (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
+           (unsigned long long)r->bytes,
+           o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,
+           r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
+           (unsigned long long)r->resume_batch, (unsigned long long)r->timed_images,
+           o->order == RF_ORDER_GLOBAL ? "global" : o->order == RF_ORDER_SHARD ? "shard" : "none");
+}
+
+static void make_config(const opts *o, rf_config *cfg)
+{
+    rf_config_init(cfg);
+    cfg->shards = o->shards;
+    cfg->shard_count = o->nshards;
+    cfg->source = o->source;
+    cfg->batch_size = o->batch;
+    cfg->image_size = o->size;
+    cfg->crop = o->crop;
+    cfg->decode_threads = o->threads;
+    cfg->io_threads = o->io_threads;
+    cfg->prefetch_depth = o->depth;
+    cfg->io_engine = o->io_engine;
+    cfg->device_kind = o->device_kind;
+    cfg->device_index = o->device_index;
+    cfg->seed = o->seed;
+    cfg->order = o->order;
+    cfg->shard_window = o->shard_window;
+    cfg->drop_last = o->drop_last;
+    cfg->epochs = o->epochs;
+    cfg->dtype = o->dtype;
+    cfg->layout = o->layout;
+    if (o->dtype != RF_DTYPE_UINT8) { /* ImageNet normalization, in pixel units */
+        const float mean[3] = {123.675f, 116.28f, 103.53f}, sd[3] = {58.395f, 57.12f, 57.375f};
+        memcpy(cfg->mean, mean, sizeof mean);
+        memcpy(cfg->std, sd, sizeof sd);
+    }
+    cfg->token_bytes = o->token_bytes;
+    cfg->seq_len = o->seq_len;
+    cfg->token_dtype = o->token_dtype;
+    cfg->token_windows = o->windows;
+}
+
+/* Time to the first batch: fresh, and resumed at `at` of the first epoch. The position is
+ * reached by consuming batches first (not timed); the resume itself must not replay them. */
+static int time_resume(const opts *o, const rf_config *base, result *r)
+{
+    rf_config c = *base;
+    c.epochs = 0;
+    char err[512];
+    rf_loader *ld;
+    rf_batch *b;
+    double t0 = now_s();
+    int rc = rf_loader_create(&c, &ld, err, sizeof err);
+    if (rc || (rc = rf_loader_next(ld, &b)) < 0)
+        return fprintf(stderr, "ringfeed-bench: resume: %s\n", rc ? err : ""), 1;
+    r->fresh_ms = (now_s() - t0) * 1e3;
+    uint64_t k = (uint64_t)(o->resume_at * rf_loader_batches_per_epoch(ld));
+    rf_loader_release(ld, b, NULL);
+    for (uint64_t i = 1; i < k && rf_loader_next(ld, &b) == 0; i++)
+        rf_loader_release(ld, b, NULL);
+    uint8_t blob[256];
+    uint64_t len = 0;
+    rf_loader_state(ld, blob, sizeof blob, &len);
+    rf_loader_destroy(ld);
+    c.resume_state = blob;
+    c.resume_state_bytes = len;
+    t0 = now_s();
+    if ((rc = rf_loader_create(&c, &ld, err, sizeof err)) || (rc = rf_loader_next(ld, &b)) < 0)
+        return fprintf(stderr, "ringfeed-bench: resume: %s\n", rc ? err : ""), 1;
+    r->resume_ms = (now_s() - t0) * 1e3;
+    r->resume_batch = b->index;
+    rf_loader_destroy(ld);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -255,22 +412,11 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &o))
         return 2;
     rf_config cfg;
-    rf_config_init(&cfg);
-    cfg.shards = o.shards;
-    cfg.shard_count = o.nshards;
-    cfg.batch_size = o.batch;
-    cfg.image_size = o.size;
-    cfg.crop = o.crop;
-    cfg.decode_threads = o.threads;
-    cfg.io_threads = o.io_threads;
-    cfg.prefetch_depth = o.depth;
-    cfg.io_engine = o.io_engine;
-    cfg.device_kind = o.device_kind;
-    cfg.device_index = o.device_index;
-    cfg.seed = o.seed;
-    cfg.order = o.shuffle ? RF_ORDER_GLOBAL : RF_ORDER_NONE;
-    cfg.drop_last = o.drop_last;
-    cfg.epochs = o.epochs;
+    make_config(&o, &cfg);
+    result r;
+    memset(&r, 0, sizeof r);
+    if (o.resume_at > 0 && time_resume(&o, &cfg, &r))
+        return 1;
     rf_loader *ld;
     char err[512];
     int rc = rf_loader_create(&cfg, &ld, err, sizeof err);
@@ -278,8 +424,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "ringfeed-bench: %s: %s\n", rf_strerror(rc), err);
         return 1;
     }
-    result r;
-    memset(&r, 0, sizeof r);
     rc = run(&o, ld, &r);
     rf_loader_destroy(ld);
     if (rc)
