@@ -2,6 +2,7 @@
  * epochs, as a training loop would consume it, and reports throughput and where time went.
  * Uses the public API only. With --json the last line of stdout is one JSON object. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "ringfeed.h"
+#include "ringfeed_shards.h"
 
 #define MAX_PATTERNS 256
 
@@ -23,6 +25,9 @@ typedef struct opts {
     uint64_t seed;
     uint32_t source, token_bytes, seq_len, token_dtype, windows;
     double resume_at; /* > 0: measure resuming at this fraction of the first epoch */
+    /* memory hierarchy (docs/tuning.md) */
+    uint32_t warm, odirect, hugepages, naive, no_numa, evict;
+    uint64_t warm_bytes;
 } opts;
 
 static void usage(FILE *f)
@@ -53,6 +58,14 @@ static void usage(FILE *f)
             "  --resume-at F      also time resuming at fraction F of the first epoch\n"
             "  --drop-last        drop the last partial batch\n"
             "  --warmup N         batches excluded from the timed figures (0)\n"
+            "  --warm             hint upcoming shard bytes into the page cache\n"
+            "  --warm-bytes N     how far ahead --warm hints, in bytes (1 GiB)\n"
+            "  --odirect          read with O_DIRECT (bypass the page cache)\n"
+            "  --hugepages        back the pinned ring with 2 MiB pages\n"
+            "  --no-numa          never move threads or memory to the GPU's NUMA node\n"
+            "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
+            "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
+            "  --evict            drop the shards from the page cache first (a cold start)\n"
             "  --json             print one JSON object as the last line\n");
 }
 
@@ -72,7 +85,7 @@ static int parse_args(int argc, char **argv, opts *o)
     enum { O_SHARDS = 256, O_BATCH, O_EPOCHS, O_SIZE, O_CROP, O_THREADS, O_IOTHREADS, O_DEPTH,
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
-           O_RESUME };
+           O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -89,6 +102,10 @@ static int parse_args(int argc, char **argv, opts *o)
         {"token-dtype", required_argument, 0, O_TDTYPE},
         {"windows", required_argument, 0, O_WINDOWS},
         {"resume-at", required_argument, 0, O_RESUME},
+        {"warm", no_argument, 0, O_WARM}, {"warm-bytes", required_argument, 0, O_WARMBYTES},
+        {"odirect", no_argument, 0, O_ODIRECT}, {"hugepages", no_argument, 0, O_HUGE},
+        {"no-numa", no_argument, 0, O_NONUMA}, {"naive", no_argument, 0, O_NAIVE},
+        {"evict", no_argument, 0, O_EVICT},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 256;
@@ -181,6 +198,13 @@ static int parse_args(int argc, char **argv, opts *o)
             break;
         case O_DROP: o->drop_last = 1; break;
         case O_JSON: o->json = 1; break;
+        case O_WARM: o->warm = 1; break;
+        case O_WARMBYTES: o->warm_bytes = strtoull(optarg, NULL, 10); bad |= !o->warm_bytes; break;
+        case O_ODIRECT: o->odirect = 1; break;
+        case O_HUGE: o->hugepages = 1; break;
+        case O_NONUMA: o->no_numa = 1; break;
+        case O_NAIVE: o->naive = 1; break;
+        case O_EVICT: o->evict = 1; break;
         case O_HELP: usage(stdout); exit(0);
         default: bad = 1;
         }
@@ -219,7 +243,32 @@ typedef struct result {
     double fresh_ms, resume_ms;  /* --resume-at: create + first batch, fresh vs resumed */
     uint64_t resume_batch;
     rf_stats st;
+    /* per epoch: seconds, images, and the page-cache hit ratio of its reads */
+    uint32_t nep;
+    double ep_s[64], ep_hit[64];
+    uint64_t ep_img[64];
+    double mark_t;
+    uint64_t mark_img, mark_checked, mark_hit;
 } result;
+
+/* An epoch ended: record its time, images and hit ratio (deltas since the last mark). */
+static void epoch_mark(rf_loader *ld, result *r, double t)
+{
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    if (r->nep < 64) {
+        uint64_t chk = st.cache_checked_bytes - r->mark_checked;
+        r->ep_s[r->nep] = t - r->mark_t;
+        r->ep_img[r->nep] = r->images - r->mark_img;
+        r->ep_hit[r->nep] = chk ? (double)(st.cache_hit_bytes - r->mark_hit) / chk : 0.0;
+        r->nep++;
+    }
+    r->mark_t = t;
+    r->mark_img = r->images;
+    r->mark_checked = st.cache_checked_bytes;
+    r->mark_hit = st.cache_hit_bytes;
+}
 
 static int run(const opts *o, rf_loader *ld, result *r)
 {
@@ -228,11 +277,14 @@ static int run(const opts *o, rf_loader *ld, result *r)
     uint64_t total = per_epoch * o->epochs;
     double t0 = now_s(), timed0 = t0;
     uint64_t timed_from = 0;
+    r->mark_t = t0;
     for (;;) {
         rf_batch *b;
         int rc = rf_loader_next(ld, &b);
-        if (rc == RF_EPOCH_END)
+        if (rc == RF_EPOCH_END) {
+            epoch_mark(ld, r, now_s());
             continue;
+        }
         if (rc == RF_DONE)
             break;
         if (rc < 0) {
@@ -301,10 +353,45 @@ static void print_table(const opts *o, const result *r)
     printf("  %-26s %12.1f\n", "consumer waited ms", s->consumer_wait_ns / 1e6);
     printf("  %-26s %11.0f%%\n", "DCT-scaled decodes",
            s->samples_decoded ? 100.0 * s->dct_scaled / s->samples_decoded : 0.0);
+    printf("  %-26s %12.3f\n", "page-cache hit ratio",
+           s->cache_checked_bytes ? (double)s->cache_hit_bytes / s->cache_checked_bytes : 0.0);
+    for (uint32_t i = 0; i < r->nep && r->nep > 1; i++)
+        printf("  epoch %-20u %8.0f img/s, hit ratio %.3f\n", i,
+               r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0, r->ep_hit[i]);
+    printf("  %-26s %12s\n", "memory", s->memory_why[0] ? s->memory_why : "defaults");
+    printf("  %-26s %12.1f\n", "ring pin ms", s->ring_register_ns / 1e6);
+    printf("  %-26s %12llu\n", "device allocs after create",
+           (unsigned long long)s->device_allocs_after_create);
     if (o->resume_at > 0) {
         printf("  %-26s %12.1f\n", "fresh create+1st batch ms", r->fresh_ms);
         printf("  %-26s %12.1f\n", "resume create+1st batch ms", r->resume_ms);
     }
+}
+
+/* The memory-hierarchy fields, closing the JSON object. */
+static void print_json_memory(const opts *o, const result *r)
+{
+    const rf_stats *s = &r->st;
+    printf("\"naive\": %u, \"cache_checked_bytes\": %llu, \"cache_hit_ratio\": %.4f, "
+           "\"warm\": %u, \"warmed_bytes\": %llu, \"odirect\": %u, \"hugepages\": %u, "
+           "\"numa_node\": %d, \"numa_nodes\": %u, \"pinned_bytes\": %llu, "
+           "\"device_pool_reserved_bytes\": %llu, \"device_pool_used_bytes\": %llu, "
+           "\"device_allocs_after_create\": %llu, \"host_allocs_after_create\": %llu, "
+           "\"ring_register_ms\": %.3f, \"memory_why\": \"%s\", \"per_epoch\": [",
+           o->naive, (unsigned long long)s->cache_checked_bytes,
+           s->cache_checked_bytes ? (double)s->cache_hit_bytes / s->cache_checked_bytes : 0.0,
+           o->warm, (unsigned long long)s->warmed_bytes, s->odirect, s->hugepages, s->numa_node,
+           s->numa_nodes, (unsigned long long)s->pinned_bytes,
+           (unsigned long long)s->device_pool_reserved_bytes,
+           (unsigned long long)s->device_pool_used_bytes,
+           (unsigned long long)s->device_allocs_after_create,
+           (unsigned long long)s->host_allocs_after_create, s->ring_register_ns / 1e6,
+           s->memory_why);
+    for (uint32_t i = 0; i < r->nep; i++)
+        printf("%s{\"epoch\": %u, \"seconds\": %.4f, \"img_per_s\": %.1f, "
+               "\"cache_hit_ratio\": %.4f}", i ? ", " : "", i, r->ep_s[i],
+               r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0, r->ep_hit[i]);
+    printf("]}\n");
 }
 
 static void print_json(const opts *o, const result *r)
@@ -321,8 +408,8 @@ static void print_json(const opts *o, const result *r)
            "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"read_retries\": %llu, "
            "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
            "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
-           "\"resume_ms\": %.3f, \"resume_at\": %.3f, \"resume_batch\": %llu, "
-           "\"samples\": %llu, \"order\": \"%s\"}\n",
+           "\"resume_ms\": %.3f, \"resume_at\": %.3f, \"resume_position\": %llu, "
+           "\"samples\": %llu, \"order\": \"%s\", ",
            (unsigned long long)r->images, o->epochs, (unsigned long long)r->batches,
            r->timed_seconds, r->timed_images / secs, s->io_engine, s->io_engine_why, s->device,
            o->batch, o->size, o->crop == RF_CROP_RANDOM ? "random" : "center", s->decode_threads,
@@ -338,6 +425,7 @@ static void print_json(const opts *o, const result *r)
            r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
            (unsigned long long)r->resume_batch, (unsigned long long)r->timed_images,
            o->order == RF_ORDER_GLOBAL ? "global" : o->order == RF_ORDER_SHARD ? "shard" : "none");
+    print_json_memory(o, r);
 }
 
 static void make_config(const opts *o, rf_config *cfg)
@@ -371,6 +459,33 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->seq_len = o->seq_len;
     cfg->token_dtype = o->token_dtype;
     cfg->token_windows = o->windows;
+    cfg->warm = o->warm;
+    cfg->warm_bytes = o->warm_bytes;
+    cfg->odirect = o->odirect;
+    cfg->hugepages = o->hugepages;
+    cfg->numa = o->no_numa ? RF_NUMA_OFF : RF_NUMA_AUTO;
+    cfg->naive = o->naive;
+}
+
+/* --evict: ask the kernel to drop the shards' cached pages (clean pages go; no root needed,
+ * unlike drop_caches), so the run starts from a cold cache. */
+static int evict(const opts *o)
+{
+    rf_paths *p;
+    char err[512];
+    int rc = rf_paths_expand(o->shards, o->nshards, &p, err, sizeof err);
+    if (rc)
+        return fprintf(stderr, "ringfeed-bench: --evict: %s\n", err), rc;
+    for (uint32_t i = 0; i < rf_paths_count(p); i++) {
+        int fd = open(rf_paths_get(p, i), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            fdatasync(fd);
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            close(fd);
+        }
+    }
+    rf_paths_free(p);
+    return 0;
 }
 
 /* Time to the first batch: fresh, and resumed at `at` of the first epoch. The position is
@@ -401,7 +516,7 @@ static int time_resume(const opts *o, const rf_config *base, result *r)
     if ((rc = rf_loader_create(&c, &ld, err, sizeof err)) || (rc = rf_loader_next(ld, &b)) < 0)
         return fprintf(stderr, "ringfeed-bench: resume: %s\n", rc ? err : ""), 1;
     r->resume_ms = (now_s() - t0) * 1e3;
-    r->resume_batch = b->index;
+    r->resume_batch = b->positions[0]; /* epoch-order position where the resumed run starts */
     rf_loader_destroy(ld);
     return 0;
 }
@@ -413,6 +528,8 @@ int main(int argc, char **argv)
         return 2;
     rf_config cfg;
     make_config(&o, &cfg);
+    if (o.evict && evict(&o))
+        return 1;
     result r;
     memset(&r, 0, sizeof r);
     if (o.resume_at > 0 && time_resume(&o, &cfg, &r))
