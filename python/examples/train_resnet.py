@@ -132,7 +132,8 @@ def torch_batches(a, rank, world, device):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--loader", choices=["ringfeed", "torch"], default="ringfeed")
+    ap.add_argument("--loader", choices=["ringfeed", "torch", "synthetic"], default="ringfeed",
+                    help="synthetic: one batch already on the GPU, reused (the GPU-bound rate)")
     ap.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet50")
     ap.add_argument("--shards", required=True, help="glob/brace pattern of tar shards")
     ap.add_argument("--batch", type=int, default=256, help="per-rank batch size")
@@ -168,7 +169,17 @@ def main():
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=5e-5)
 
-    batches = (ringfeed_batches if a.loader == "ringfeed" else torch_batches)(a, rank, world, device)
+    if a.loader == "synthetic":
+        def synthetic():
+            x = torch.randn(a.batch, 3, a.size, a.size, device=device).contiguous(
+                memory_format=torch.channels_last)
+            y = torch.randint(0, a.classes, (a.batch,), device=device)
+            while True:
+                yield x, y
+        batches = synthetic()
+    else:
+        batches = (ringfeed_batches if a.loader == "ringfeed" else torch_batches)(
+            a, rank, world, device)
     steps = a.steps
     if a.epochs is not None:  # batches per epoch on this rank, counted by a host loader
         import ringfeed

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""One command on the GPU machine: every figure of docs/performance.md, side by side.
+
+  python3 tools/perf_report.py --build build-gpu --anchors .anchors --out $OUT [--images 20000]
+
+Generates ImageNet-like shards with ringfeed-gen, makes them page-cache resident, then runs in
+one process tree, on the same shards:
+  * ringfeed-bench to GPU memory vs the PyTorch DataLoader anchor (PIL and torchvision.io),
+  * the decode-thread scaling curve and the per-stage breakdown,
+  * ResNet-18 training (bf16, channels_last) fed by ringfeed, by the DataLoader, and from a
+    batch already on the GPU (the GPU-bound rate),
+  * token windows (64 x 1024 uint16 widened to int64 on the GPU) vs the nanoGPT loop, and the
+    raw path's GB/s,
+  * resume time at the start and at 90% of a 1 M-sample epoch,
+  * global vs shard order from the page cache and from an evicted (cold) cache,
+and writes performance.md, results.json and PNG plots into --out. Each run's JSON is kept too.
+Needs: torch, torchvision, matplotlib (present on the GPU machine)."""
+import argparse, glob, json, os, platform, subprocess, sys, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def sh(cmd, env=None, timeout=900):
+    """Run, echo the command, return stdout (stderr passes through)."""
+    print("+", " ".join(cmd), flush=True)
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, timeout=timeout)
+    print(f"  ({time.time() - t0:.1f} s, rc {p.returncode})", flush=True)
+    if p.returncode != 0:
+        print(p.stdout[-3000:])
+        raise SystemExit(f"command failed: {' '.join(cmd)}")
+    return p.stdout
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def evict(paths):
+    """Drop the files' pages from the page cache (clean pages: fadvise DONTNEED works)."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+
+
+def warm(paths):
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def machine():
+    info = {"cpus": os.cpu_count(), "kernel": platform.release()}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        info["mem_gib"] = round(int(open("/proc/meminfo").readline().split()[1]) / 2**20, 1)
+        nodes = open("/sys/devices/system/node/online").read().strip()
+        info["numa_nodes"] = nodes
+    except OSError:
+        pass
+    try:
+        info["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                                      "--format=csv,noheader"], capture_output=True,
+                                     text=True).stdout.strip()
+    except OSError:
+        info["gpu"] = "none"
+    try:
+        import torch, torchvision
+        info["torch"], info["torchvision"] = torch.__version__, torchvision.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build-gpu")
+    ap.add_argument("--anchors", default=".anchors")
+    ap.add_argument("--out", default=os.environ.get("OUT", "perf-out"))
+    ap.add_argument("--images", type=int, default=20000)
+    ap.add_argument("--data", default="/tmp/rf-perf")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip")
+    ap.add_argument("--device", default="cuda", help="host: a dry run of the script here")
+    a = ap.parse_args()
+    skip = set(filter(None, a.skip.split(",")))
+    os.makedirs(a.out, exist_ok=True)
+    B = os.path.join(a.build, "tools", "ringfeed-bench")
+    gen = os.path.join(a.build, "datasets", "ringfeed-gen")
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.join(os.path.abspath(a.build), "lib") + ":" + env.get(
+        "LD_LIBRARY_PATH", "")
+    env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
+    env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
+    R = {"machine": machine()}
+    ncpu = os.cpu_count()
+
+    # -- data ------------------------------------------------------------------------------
+    os.makedirs(a.data, exist_ok=True)
+    for f in glob.glob(os.path.join(a.data, "*")):
+        os.remove(f)
+    t0 = time.time()
+    sh([gen, "--output", os.path.join(a.data, "train-%06d.tar"), "--images", str(a.images),
+        "--per-shard", str((a.images + 63) // 64), "--seed", "0", "--quiet"])
+    gen_s = time.time() - t0
+    shards = sorted(glob.glob(os.path.join(a.data, "train-*.tar")))
+    total = sum(os.path.getsize(p) for p in shards)
+    R["dataset"] = {"images": a.images, "shards": len(shards), "bytes": total,
+                    "generator_s": gen_s, "generator_mb_s": total / gen_s / 1e6,
+                    "mean_jpeg_kb": total / a.images / 1e3}
+    warm(shards)
+    pat = os.path.join(a.data, "train-*.tar")
+    sub = os.path.join(a.data, "train-0000{0,1}?.tar")  # 20 shards for the scaling curve
+
+    def bench(*args, pattern=pat):
+        return last_json(sh([B, "--shards", pattern, "--json", *args], env=env))
+
+    # -- side by side ----------------------------------------------------------------------
+    if "side" not in skip:
+        R["ringfeed"] = bench("--device", a.device, "--batch", "256", "--epochs", "3",
+                              "--warmup", "8")
+        anchor = os.path.join(a.anchors, "torch_dataloader.py")
+        R["anchor_pil"] = last_json(sh([sys.executable, anchor, "--shards", pat, "--workers",
+                                        str(ncpu), "--epochs", "2"], env=env))
+        R["anchor_tv"] = last_json(sh([sys.executable, anchor, "--shards", pat, "--workers",
+                                       str(ncpu), "--epochs", "2", "--decoder", "torchvision"],
+                                      env=env))
+
+    # -- scaling ---------------------------------------------------------------------------
+    if "scaling" not in skip:
+        R["scaling"] = []
+        for t in sorted({1, 2, 4, 8, 12, ncpu}):
+            r = bench("--device", a.device, "--batch", "256", "--threads", str(t), "--epochs", "1",
+                      "--warmup", "2", pattern=sub)
+            R["scaling"].append({"threads": t, "img_per_s": r["img_per_s"]})
+
+    # -- training ---------------------------------------------------------------------------
+    if "train" not in skip:
+        ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
+        R["train"] = {}
+        for loader in ["synthetic", "ringfeed", "torch"]:
+            cmd = [sys.executable, ex, "--loader", loader, "--arch", "resnet18", "--shards", pat,
+                   "--batch", "256", "--steps", "120", "--warmup", "20", "--classes", "1000",
+                   "--anchor", os.path.join(a.anchors, "torch_dataloader.py")]
+            if loader == "torch":
+                cmd += ["--workers", str(ncpu)]
+            R["train"][loader] = last_json(sh(cmd, env=env))
+
+    # -- tokens ----------------------------------------------------------------------------
+    if "tokens" not in skip:
+        import numpy as np
+        tok = os.path.join(a.data, "tokens.bin")
+        np.random.default_rng(0).integers(0, 50257, 200_000_000, dtype=np.uint16).tofile(tok)
+        R["tokens"] = last_json(sh([sys.executable, os.path.join(HERE, "token_compare.py"),
+                                    "--bench", B, "--tokens", tok, "--batch", "64", "--seq-len",
+                                    "1024", "--batches", "1000"], env=env))
+        raw = last_json(sh([B, "--tokens", tok, "--seq-len", "4096", "--batch", "512",
+                            "--token-dtype", "uint16", "--windows", "sequential", "--device",
+                            "cuda", "--epochs", "2", "--warmup", "10", "--io-threads", "4",
+                            "--json"], env=env))
+        R["raw_gb_s"] = raw["gb_per_s_to_device"]
+        tok1m = os.path.join(a.data, "tokens1m.bin")
+        np.arange(16_000_017, dtype=np.uint32).astype(np.uint16).tofile(tok1m)
+        R["resume"] = {}
+        for f in ["0.01", "0.9"]:
+            r = last_json(sh([B, "--tokens", tok1m, "--seq-len", "16", "--batch", "1024",
+                              "--device", a.device, "--epochs", "1", "--resume-at", f, "--json"],
+                             env=env))
+            R["resume"][f] = {k: r[k] for k in ("samples", "fresh_ms", "resume_ms",
+                                                "resume_position")}
+
+    # -- order: page cache vs cold -----------------------------------------------------------
+    if "order" not in skip:
+        R["order"] = {}
+        for order in ["global", "shard"]:
+            warm(shards)
+            hot = bench("--device", a.device, "--order", order, "--epochs", "1")
+            evict(shards)
+            cold = bench("--device", a.device, "--order", order, "--epochs", "1")
+            R["order"][order] = {"page_cache": hot["img_per_s"], "cold": cold["img_per_s"]}
+        warm(shards)
+
+    json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
+    write_report(R, a.out)
+
+
+def write_report(R, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    L = []
+    m = R["machine"]
+    L += ["# Performance", "",
+          "Measured by `tools/perf_report.py` on the GPU machine in one command (ratios come "
+          "from runs in that same command, on the same shards). Regenerate with the command in "
+          "docs/gpu.md.", "",
+          f"Machine: {m.get('cpu', '?')}, {m.get('cpus')} CPUs, {m.get('mem_gib')} GiB, NUMA "
+          f"nodes {m.get('numa_nodes')}; GPU {m.get('gpu')}; torch {m.get('torch')}, torchvision "
+          f"{m.get('torchvision')}; kernel {m.get('kernel')}.", ""]
+    d = R["dataset"]
+    L += [f"Data: {d['images']} synthetic ImageNet-like JPEGs (`ringfeed-gen`, quality 90, mean "
+          f"{d['mean_jpeg_kb']:.0f} KB) in {d['shards']} WebDataset shards, page-cache resident. "
+          f"Generated at {d['generator_mb_s']:.0f} MB/s.", ""]
+    if "ringfeed" in R:
+        rf = R["ringfeed"]
+        rows = [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
+                ("PyTorch DataLoader + PIL, %d workers" % R["anchor_pil"]["workers"], R["anchor_pil"]["img_per_s"]),
+                ("PyTorch DataLoader + torchvision.io, %d workers" % R["anchor_tv"]["workers"], R["anchor_tv"]["img_per_s"])]
+        L += ["## RandomResizedCrop 224 + flip, batch 256, to the GPU", "",
+              "| loader | img/s | ringfeed is |", "| --- | ---: | ---: |"]
+        for name, v in rows:
+            L.append(f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |")
+        L += ["", f"First batch: ringfeed {rf['first_batch_ms']:.0f} ms after create; DataLoader "
+              f"{R['anchor_pil']['first_batch_s'] * 1e3:.0f} ms.", "",
+              "Per-stage breakdown (ringfeed run above, seconds summed over threads):", "",
+              "| stage | busy s | of wall x threads |", "| --- | ---: | ---: |"]
+        wall = rf["wall_s"]
+        for name, key, thr in [("I/O", "io_busy_s", rf["io_threads"]),
+                               ("decode", "decode_busy_s", rf["decode_threads"]),
+                               ("copy enqueue", "copy_busy_s", 1),
+                               ("consumer waited", "consumer_wait_s", 1)]:
+            L.append(f"| {name} | {rf[key]:.2f} | {100 * rf[key] / (wall * thr):.0f}% |")
+        L.append("")
+        plt.figure(figsize=(6, 3))
+        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=["#888", "#888", "#c33"])
+        plt.xlabel("images/s (RandomResizedCrop 224, to GPU)")
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, "throughput.png"), dpi=120)
+        L += ["![throughput per loader](throughput.png)", ""]
+    if "scaling" in R:
+        s = R["scaling"]
+        one = s[0]["img_per_s"]
+        L += ["## Decode-thread scaling", "", "| threads | img/s | speed-up | efficiency |",
+              "| ---: | ---: | ---: | ---: |"]
+        for r in s:
+            L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | {r['img_per_s'] / one:.1f}x | "
+                     f"{r['img_per_s'] / one / r['threads'] * 100:.0f}% |")
+        plt.figure(figsize=(5, 3.5))
+        plt.plot([r["threads"] for r in s], [r["img_per_s"] for r in s], "o-", label="ringfeed")
+        plt.plot([r["threads"] for r in s], [one * r["threads"] for r in s], "--", color="#999",
+                 label="linear")
+        plt.xlabel("decode threads")
+        plt.ylabel("images/s")
+        plt.legend()
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, "scaling.png"), dpi=120)
+        L += ["", "![scaling](scaling.png)", ""]
+    if "train" in R:
+        t = R["train"]
+        gb = t["synthetic"]["img_per_s"]
+        L += ["## ResNet-18 training (bf16, channels_last, batch 256)", "",
+              "| input | img/s | of GPU-bound | GPU waited for data |", "| --- | ---: | ---: | ---: |"]
+        for k, name in [("synthetic", "batch already on the GPU (GPU-bound)"),
+                        ("ringfeed", "ringfeed"), ("torch", "PyTorch DataLoader + PIL")]:
+            L.append(f"| {name} | {t[k]['img_per_s']:,.0f} | {100 * t[k]['img_per_s'] / gb:.0f}% | "
+                     f"{100 * t[k]['gpu_wait_fraction']:.0f}% |")
+        L.append("")
+    if "tokens" in R:
+        tk = R["tokens"]
+        L += ["## Token windows (64 x 1024, uint16 on disk, int64 on the GPU)", "",
+              "| loader | batches/s |", "| --- | ---: |",
+              f"| ringfeed (widened on the GPU) | {tk['ringfeed_batches_per_s']:,.0f} |",
+              f"| nanoGPT memmap + stack + pin_memory + to(non_blocking) | {tk['nanogpt_batches_per_s']:,.0f} |",
+              "", f"ringfeed is {tk['ratio']:.1f}x. Raw path (512 x 4096 uint16 windows, 4 I/O "
+              f"threads, page cache): {R['raw_gb_s']:.1f} GB/s into GPU memory.", ""]
+        rs = R["resume"]
+        L += ["## Resume (1 M-sample epoch)", "", "| saved at | position | create + first batch |",
+              "| --- | ---: | ---: |"]
+        for f, v in rs.items():
+            L.append(f"| {float(f) * 100:.0f}% | {v['resume_position']:,} | {v['resume_ms']:.1f} ms |")
+        L += ["", f"A fresh loader takes {rs['0.9']['fresh_ms']:.1f} ms to its first batch.", ""]
+    if "order" in R:
+        o = R["order"]
+        L += ["## Epoch order and the page cache", "", "| order | page cache img/s | cold img/s |",
+              "| --- | ---: | ---: |"]
+        for k, v in o.items():
+            L.append(f"| {k} | {v['page_cache']:,.0f} | {v['cold']:,.0f} |")
+        L.append("")
+    open(os.path.join(out, "performance.md"), "w").write("\n".join(L) + "\n")
+    print("\n".join(L))
+
+
+if __name__ == "__main__":
+    main()
