@@ -36,11 +36,13 @@ int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t
     }
     uint64_t per, batches;
     rf_plan_shape(p, 0, &per, &batches);
-    if (batches == 0)
+    if (batches == 0) {
+        rf_plan_free(p);
         return rf_seterr(err, RF_EINVAL,
                          "an epoch has no batch on this rank: %llu samples over %u ranks with "
                          "batch_size %u%s",
                          (unsigned long long)n, world, batch, drop_last ? " and drop_last" : "");
+    }
     return 0;
 }
 
