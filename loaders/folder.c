@@ -9,13 +9,11 @@
  * epoch guarantees are those of tar shards. The key is the path relative to the input without
  * its extension ("n01440764/n01440764_10026").
  *
- * File descriptors: the pipeline reads through rf_file.fd, so every image is opened here,
- * once, at create. That is one fd per image: ImageNet's 1.28 M files exceed the usual
- * RLIMIT_NOFILE soft limit (1024) and often the hard limit (1 M). We raise the soft limit to
- * the hard limit and refuse, before opening anything, a dataset that would not fit with
- * FOLDER_FD_RESERVE descriptors left for the rest of the process, naming the numbers and the
- * way out (ringfeed-pack). Lifting this limit needs the pipeline to open files per read; see
- * the note to the lead in the report (rf_file.fd = -1 meaning "open by path when reading"). */
+ * File descriptors: files are not kept open (rf_file.fd = -1). ImageNet's 1.28 M files would
+ * exceed RLIMIT_NOFILE, so the pipeline opens each file for its read and closes it when the
+ * read completes (src/loader.c, open_per_read); from the page cache that costs a few
+ * microseconds per sample against about a millisecond of decode. Sizes are taken with stat()
+ * at create, so a file that changes later is caught as truncated or as a decode error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,43 +28,13 @@
 #include "ringfeed_shards.h"
 
 #define FOLDER_DEFAULT_SAMPLE_BYTES (64ull << 20)
-#define FOLDER_FD_RESERVE 256 /* descriptors left to sockets, CUDA, io_uring, the caller */
-
-/* Make room for `need` more descriptors. Returns 0 or RF_ELIMIT with the numbers. */
-static int reserve_fds(const char *input, uint64_t need, rf_err *err)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return rf_seterr(err, -errno, "getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
-    uint64_t want = need + FOLDER_FD_RESERVE;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-        rlim_t cur = rl.rlim_cur;
-        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? (rlim_t)want
-                                                                          : rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-            rl.rlim_cur = cur;
-    }
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
-        return rf_seterr(err, RF_ELIMIT, "%s: %" PRIu64 " images need %" PRIu64 " open files but "
-                         "RLIMIT_NOFILE allows %llu (hard limit %llu): raise it (ulimit -n) or "
-                         "pack the folder into shards with ringfeed-pack", input, need, want,
-                         (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
-    return 0;
-}
-
 static int add_image(rf_dataset *ds, const rf_image_list *l, uint64_t i, uint64_t max_span,
                      rf_err *err)
 {
     const char *path = rf_image_list_path(l, i);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return rf_seterr(err, -e, "%s: %s", path, strerror(e));
-    }
+    if (stat(path, &st) != 0)
+        return rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
     uint64_t size = (uint64_t)st.st_size;
     int rc = 0;
     if (size == 0)
@@ -75,11 +43,9 @@ static int add_image(rf_dataset *ds, const rf_image_list *l, uint64_t i, uint64_
         rc = rf_seterr(err, RF_ELIMIT, "%s: %" PRIu64 " bytes, over max_sample_bytes %" PRIu64,
                        path, size, max_span);
     else
-        rc = rf_dataset_add_file(ds, path, fd, size, err);
-    if (rc) {
-        close(fd); /* owned by ds only once added */
+        rc = rf_dataset_add_file(ds, path, -1, size, err);
+    if (rc)
         return rc;
-    }
     rf_sample s = {
         .offset = 0,
         .length = (uint32_t)size,
@@ -111,7 +77,6 @@ static int folder_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     uint64_t max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : FOLDER_DEFAULT_SAMPLE_BYTES,
                                (uint64_t)UINT32_MAX);
     ds->payload_ext = "jpg";
-    rc = reserve_fds(paths[0], n, err);
     for (uint64_t i = 0; i < n && rc == 0; i++)
         rc = add_image(ds, l, i, max_span, err);
     rf_image_list_free(l);

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +39,13 @@
 #include "convert.h"
 #include "dataset.h"
 #include "decode.h"
+#include "hostmem.h"
 #include "io.h"
+#include "numa.h"
+#include "pagecache.h"
 #include "plan.h"
 #include "tar.h"
+#include "testing.h"
 
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_LEASED };
 
@@ -66,9 +71,18 @@ typedef struct task {
     uint64_t arena_end;  /* virtual arena position after this task's span */
     uint32_t file;       /* for messages */
     int raw;             /* tokens: read straight into the slot, no decode */
+    int own_fd;          /* >= 0: opened for this read (folder datasets), closed after it */
+    int open_errno;      /* the open of own_fd failed with this errno */
+    uint32_t skip;       /* O_DIRECT: the sample starts this far into the aligned read */
     uint32_t slot, index;
     _Atomic int finished;
+    uint8_t rep;         /* skip mode: a replacement candidate (see "error policy") */
+    uint8_t padout;      /* skip mode: a padding output (failures are not counted) */
+    uint8_t blank;       /* skip mode: no read; the position becomes a blank padding sample */
+    uint8_t why;         /* enum rf_skip_reason of a failed decode; SKIP_FATAL: not skippable */
 } task;
+
+#define SKIP_FATAL 0xff
 
 struct rf_loader {
     rf_config cfg;
@@ -132,6 +146,33 @@ struct rf_loader {
     _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled;
     uint64_t wait_ns, delivered, batches_out, created_ns;
     uint64_t io_ns_prev, io_reads_prev, io_retries_prev, io_bytes_prev;
+
+    /* Memory hierarchy (docs/tuning.md): page cache, ring pages, NUMA placement. */
+    rf_pagecache *pc;
+    rf_ringmem rmem;
+    int warm_on;
+    uint64_t warm_epoch, warm_pos, warm_ahead; /* warm cursor: plan position, bytes ahead */
+    int numa_node;
+    uint32_t numa_nodes;
+    uint64_t host_allocs0; /* backend pinned allocations when create finished */
+    char mem_why[192];
+
+    /* Error policy (see "error policy" below and docs/reliability.md). */
+    int skip;               /* on_error == RF_ON_ERROR_SKIP */
+    uint8_t *skst;          /* skip mode: status of every slot position (depth * batch) */
+    uint64_t sk_seq0;       /* batch seq of batch 0 of the dispatcher's epoch */
+    uint64_t sk_R, sk_P;    /* real (non-padding) and all outputs of this rank's epoch */
+    uint64_t sk_L, sk_rtop; /* phase end (forward limit); replacements are taken below rtop */
+    uint64_t sk_a;          /* lowest output that is not final */
+    uint64_t sk_fwd_run, sk_rep_run; /* consecutive failures of the two cursors */
+    int sk_met, sk_epoch_wait, sk_waiting;
+    struct skip_item *skq;  /* replacement / blank tasks waiting for a task and arena space */
+    uint64_t skq_head, skq_tail;
+    uint32_t skq_cap;
+    rf_err sk_last;         /* the last sample failure (for the consecutive-skips message) */
+    uint64_t skipped, skipped_by[RF_SKIP_REASONS];
+    int (*fault)(void *ctx, const rf_io_req *req, int res); /* src/testing.h */
+    void *fault_ctx;
 };
 
 /* ---- errors --------------------------------------------------------------------------------*/
@@ -161,7 +202,22 @@ static int set_last(rf_loader *ld, const rf_err *e)
     return e->code;
 }
 
+/* Append a sentence to rf_stats.memory_why ("; " between sentences). */
+__attribute__((format(printf, 2, 3))) static void mem_why(rf_loader *ld, const char *fmt, ...)
+{
+    size_t n = strlen(ld->mem_why);
+    if (n && n + 2 < sizeof ld->mem_why)
+        n += (size_t)snprintf(ld->mem_why + n, sizeof ld->mem_why - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < sizeof ld->mem_why)
+        vsnprintf(ld->mem_why + n, sizeof ld->mem_why - n, fmt, ap);
+    va_end(ap);
+}
+
 /* ---- dispatch (I/O threads) ----------------------------------------------------------------*/
+
+static void skip_epoch_locked(rf_loader *ld);
 
 static void plan_next_epoch_locked(rf_loader *ld)
 {
@@ -174,6 +230,8 @@ static void plan_next_epoch_locked(rf_loader *ld)
     ld->d_epoch++;
     rf_plan_epoch(&ld->plan, ld->d_epoch, 0);
     ld->d_k = 0;
+    if (ld->skip)
+        skip_epoch_locked(ld);
 }
 
 /* Claim the arena span for `len` bytes; returns the physical offset or UINT64_MAX when full. */
@@ -218,11 +276,315 @@ static void token_window(const rf_loader *ld, uint64_t id, uint64_t epoch, uint3
     *off = start * tb;
 }
 
+/* ---- error policy (skip mode) ----------------------------------------------------------------
+ *
+ * Fail mode: the first failed sample is a sticky error naming shard, member, offset and cause.
+ * Skip mode: a failed sample leaves a hole at its output position (batch, index) that another
+ * sample fills, chosen so that the batches stay a pure function of (seed, epoch, dataset) and
+ * of which samples are bad, whatever the threads and timing:
+ *  - Outputs o = 0 .. P-1 of the rank's epoch (o = batch * batch_size + index) normally hold
+ *    the rank's candidates j = 0 .. R-1 (rf_plan_sample(j)), then the plan's padding [R, P).
+ *  - The forward cursor (the ordinary dispatcher) gives output o candidate o. Holes are filled
+ *    strictly in output order (the walk sk_a waits at the first output not yet final) by a
+ *    replacement cursor that walks the rank's candidates from the END backwards (sk_rtop). A
+ *    replacement that fails leaves the hole open and the next candidate is taken.
+ *  - The cursors must never take the same candidate, whatever the timing. So the forward cursor
+ *    runs in phases: it dispatches outputs below sk_L freely; at sk_L it waits until every
+ *    earlier output is final (a drain), then opens the next phase [o, o + min(C, (rtop-o)/2))
+ *    with C = max(SK_PHASE_MIN, 8 * batch_size); the candidates above the phase are the reserve
+ *    its holes draw from. Phase ends depend only on earlier outcomes: deterministic.
+ *  - When no candidate is left (the cursors met), the hole and every output from there to R
+ *    become blank padding (zero image, label -1, is_padding 1, key "", sample id and position
+ *    UINT64_MAX). A failed padding sample of the plan becomes blank too and is not counted.
+ *    So each batch keeps its planned count, every rank the same number of batches, and
+ *    delivered (non-padding) + skipped == R for the rank's epoch.
+ *  - The dispatcher enters the next epoch only when all outputs of this one are final
+ *    (replacements need this epoch's plan).
+ * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
+ * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
+typedef struct skip_item {
+    uint32_t slot, index;
+    uint64_t cand; /* candidate j of the rank's epoch, or UINT64_MAX: blank */
+} skip_item;
+
+enum { SK_PENDING = 0, SK_GOOD = 1, SK_HOLE = 2, SK_FINAL = 3, SK_MASK = 3, SK_REP = 0x10,
+       SK_PAD = 0x20 };
+#define SK_PHASE_MIN 4096u
+
+static void plan_next_epoch_locked(rf_loader *ld);
+
+static uint8_t *sk_status(rf_loader *ld, uint64_t o)
+{
+    uint64_t seq = ld->sk_seq0 + o / ld->batch;
+    return &ld->skst[(seq % ld->depth) * ld->batch + o % ld->batch];
+}
+
+/* Reset the bookkeeping for the dispatcher's newly planned epoch (batch 0 is d_seq). */
+static void skip_epoch_locked(rf_loader *ld)
+{
+    const rf_plan *p = &ld->plan;
+    uint64_t first = p->base + p->rank;
+    uint64_t real = first < p->n ? (p->n - first + p->world - 1) / p->world : 0;
+    ld->sk_P = p->per_rank;
+    ld->sk_R = RF_MIN(real, p->per_rank);
+    ld->sk_L = 0;
+    ld->sk_rtop = ld->sk_R;
+    ld->sk_a = 0;
+    ld->sk_fwd_run = ld->sk_rep_run = 0;
+    ld->sk_met = ld->sk_epoch_wait = ld->sk_waiting = 0;
+    ld->sk_seq0 = ld->d_seq;
+}
+
+static void skip_queue_locked(rf_loader *ld, uint64_t o, uint64_t cand)
+{
+    uint64_t seq = ld->sk_seq0 + o / ld->batch;
+    skip_item *q = &ld->skq[ld->skq_head++ % ld->skq_cap];
+    q->slot = (uint32_t)(seq % ld->depth);
+    q->index = (uint32_t)(o % ld->batch);
+    q->cand = cand;
+}
+
+/* Advance sk_a over final outputs; give the first hole the next replacement (or a blank when
+ * none is left); check the consecutive-failure limit. */
+static void skip_walk_locked(rf_loader *ld)
+{
+    uint64_t front = ld->sk_epoch_wait ? ld->sk_P : ld->d_k * ld->batch + ld->d_j;
+    while (ld->sk_a < front && !ld->err.code) {
+        uint8_t *st = sk_status(ld, ld->sk_a);
+        int state = *st & SK_MASK;
+        if (state == SK_PENDING)
+            return;
+        if (state != SK_HOLE) {
+            if (state == SK_GOOD && !(*st & SK_PAD)) {
+                if (*st & SK_REP)
+                    ld->sk_rep_run = 0;
+                else
+                    ld->sk_fwd_run = 0;
+            }
+            ld->sk_a++;
+            continue;
+        }
+        if (!(*st & SK_PAD)) {
+            uint64_t run = (*st & SK_REP) ? ++ld->sk_rep_run : ++ld->sk_fwd_run;
+            if (run > ld->cfg.max_consecutive_skips) {
+                char m[RF_ERRMSG_MAX];
+                snprintf(m, sizeof m, "%llu consecutive samples failed; last: %s",
+                         (unsigned long long)run, ld->sk_last.msg);
+                fail_locked(ld, ld->sk_last.code, m);
+                return;
+            }
+            if (!ld->sk_met && ld->sk_rtop > ld->sk_L) {
+                *st = SK_PENDING | SK_REP;
+                skip_queue_locked(ld, ld->sk_a, --ld->sk_rtop);
+                return; /* strict output order: later holes wait for this one */
+            }
+            ld->sk_met = 1;
+        }
+        *st = SK_FINAL | SK_PAD;
+        skip_queue_locked(ld, ld->sk_a, UINT64_MAX);
+        ld->sk_a++;
+    }
+}
+
+/* A replacement or blank task for one slot position; NULL when out of tasks or arena. */
+static task *skip_task_locked(rf_loader *ld, const skip_item *it)
+{
+    if (ld->task_head - ld->task_tail >= ld->ntasks)
+        return NULL;
+    slot *s = &ld->slots[it->slot];
+    uint64_t id = UINT64_MAX, pos = UINT64_MAX, off = 0, end = ld->arena_head;
+    uint8_t pad = 1;
+    uint32_t len = 0, file = 0, dskip = 0, need = 0;
+    uint8_t *dst = ld->tokens ? s->stage + (uint64_t)it->index * ld->stage_bytes : ld->arena;
+    int blank = it->cand == UINT64_MAX;
+    if (!blank) {
+        rf_plan_sample(&ld->plan, it->cand, &id, &pos, &pad);
+        if (ld->tokens) {
+            token_window(ld, id, ld->d_epoch, &file, &off);
+            len = (uint32_t)ld->stage_bytes;
+        } else {
+            const rf_sample *sm = &ld->ds.samples[id];
+            file = sm->file;
+            off = sm->offset;
+            len = sm->length;
+            if (rf_pc_odirect(ld->pc)) { /* as dispatch_one_locked */
+                need = len;
+                rf_pc_direct_span(ld->pc, off, need, &off, &len, &dskip);
+                need += dskip;
+            }
+            uint64_t phys = arena_alloc_locked(ld, len, &end);
+            if (phys == UINT64_MAX)
+                return NULL;
+            dst = ld->arena + phys;
+        }
+    }
+    uint32_t i = it->index;
+    s->ids[i] = id;
+    s->positions[i] = pos;
+    s->padding[i] = pad;
+    s->keys[i] = blank ? "" : ld->tokens ? ld->ds.files[file].path
+                                         : ld->ds.keys + ld->ds.samples[id].key;
+    task *t = &ld->tasks[ld->task_head % ld->ntasks];
+    t->seq = ld->task_head++;
+    t->sample_id = id;
+    t->aug_seed = blank ? 0 : rf_plan_sample_seed(&ld->plan, ld->d_epoch, id);
+    t->arena_end = end;
+    t->slot = it->slot;
+    t->index = i;
+    t->file = file;
+    t->raw = ld->tokens;
+    t->rep = !blank;
+    t->padout = pad;
+    t->blank = (uint8_t)blank;
+    t->why = 0;
+    atomic_store(&t->finished, 0);
+    t->req = (rf_io_req){.fd = ld->ds.files[file].fd, .len = len, .offset = off, .dst = dst,
+                         .user = t};
+    t->skip = dskip;
+    if (need) {
+        t->req.fd = rf_pc_direct_fd(ld->pc, file);
+        t->req.need = need;
+    }
+    return t;
+}
+
+/* Forward output (d_k, d_j) after the cursors met: a blank, with the slot claim and cursor
+ * advance of dispatch_one_locked. */
+static task *skip_forward_blank_locked(rf_loader *ld)
+{
+    slot *s = &ld->slots[ld->d_seq % ld->depth];
+    if (ld->d_j == 0) {
+        if (s->state != SLOT_FREE)
+            return NULL;
+        ld->d_count = rf_plan_batch_count(&ld->plan, ld->d_k);
+    }
+    if (ld->task_head - ld->task_tail >= ld->ntasks)
+        return NULL;
+    uint32_t si = (uint32_t)(ld->d_seq % ld->depth);
+    if (ld->d_j == 0) {
+        s->state = SLOT_FILLING;
+        s->seq = ld->d_seq;
+        atomic_store(&s->pending, ld->d_count);
+        s->batch.count = ld->d_count;
+        s->batch.epoch = ld->d_epoch;
+        s->batch.index = ld->d_k;
+        memset(ld->skst + (uint64_t)si * ld->batch, 0, ld->batch);
+    }
+    skip_item it = {si, ld->d_j, UINT64_MAX};
+    task *t = skip_task_locked(ld, &it);
+    ld->skst[(uint64_t)si * ld->batch + ld->d_j] = SK_FINAL | SK_PAD;
+    if (++ld->d_j == ld->d_count) {
+        ld->d_j = 0;
+        ld->d_seq++;
+        if (++ld->d_k == ld->plan.batches)
+            ld->sk_epoch_wait = 1;
+    }
+    return t;
+}
+
+/* Skip mode's part of dispatch. Returns 1 when the call is handled here (*out: a task, or NULL
+ * when blocked), 0 when dispatch_one_locked dispatches forward output (d_k, d_j) as usual. */
+static int skip_dispatch_locked(rf_loader *ld, task **out)
+{
+    *out = NULL;
+    ld->sk_waiting = 0;
+    skip_walk_locked(ld);
+    if (ld->err.code)
+        return 1;
+    if (ld->skq_tail < ld->skq_head) {
+        if ((*out = skip_task_locked(ld, &ld->skq[ld->skq_tail % ld->skq_cap])))
+            ld->skq_tail++;
+        return 1;
+    }
+    if (ld->sk_epoch_wait) {
+        if (ld->sk_a < ld->sk_P) {
+            ld->sk_waiting = 1;
+            return 1;
+        }
+        plan_next_epoch_locked(ld); /* resets the bookkeeping */
+        if (ld->d_done)
+            return 1;
+    }
+    uint64_t o = ld->d_k * ld->batch + ld->d_j;
+    if (o >= ld->sk_R || o < ld->sk_L)
+        return 0; /* the plan's padding, or a forward output of the open phase */
+    if (!ld->sk_met) {
+        if (ld->sk_a < o) { /* drain: the next phase depends on every earlier outcome */
+            ld->sk_waiting = 1;
+            return 1;
+        }
+        uint64_t left = ld->sk_rtop > o ? ld->sk_rtop - o : 0;
+        uint64_t phase = RF_MAX((uint64_t)SK_PHASE_MIN, 8ull * ld->batch);
+        if (left == 0)
+            ld->sk_met = 1;
+        else
+            ld->sk_L = o + RF_MIN(phase, RF_MAX(1, left / 2));
+    }
+    if (!ld->sk_met)
+        return 0;
+    *out = skip_forward_blank_locked(ld);
+    return 1;
+}
+
+/* Outcomes of a sample in skip mode (under mu). */
+static void skip_ok_locked(rf_loader *ld, const task *t)
+{
+    ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
+        (uint8_t)((t->blank ? SK_FINAL : SK_GOOD) | (t->rep ? SK_REP : 0) |
+                  (t->padout ? SK_PAD : 0));
+    if (ld->sk_waiting)
+        pthread_cond_broadcast(&ld->cv_io);
+}
+
+static void skip_failed_locked(rf_loader *ld, const task *t, int reason, int code,
+                               const char *msg)
+{
+    if (!t->padout) {
+        ld->skipped++;
+        ld->skipped_by[reason]++;
+    }
+    ld->sk_last.code = code;
+    snprintf(ld->sk_last.msg, sizeof ld->sk_last.msg, "%s", msg);
+    ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
+        (uint8_t)(SK_HOLE | (t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
+    pthread_cond_broadcast(&ld->cv_io);
+}
+
+/* A blank padding sample: zero pixels (or tokens), label -1. */
+static void skip_fill_blank(rf_loader *ld, const task *t, slot *s)
+{
+    uint8_t *img = s->stage + (uint64_t)t->index * ld->stage_bytes;
+    memset(img, 0, ld->stage_bytes);
+    if (ld->host_convert && ld->tokens)
+        rf_widen_tokens_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes,
+                            ld->cfg.seq_len + 1, ld->cfg.token_bytes, ld->out_dtype);
+    else if (ld->host_convert)
+        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
+                             ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
+                             ld->cfg.std);
+    s->labels[t->index] = -1;
+}
+
+static int skip_setup(rf_loader *ld, rf_err *err)
+{
+    if (!ld->skip)
+        return 0;
+    ld->skst = calloc((size_t)ld->depth * ld->batch, 1);
+    ld->skq_cap = ld->depth * ld->batch + 2;
+    ld->skq = calloc(ld->skq_cap, sizeof *ld->skq);
+    if (!ld->skst || !ld->skq)
+        return rf_seterr(err, RF_ENOMEM, "no memory for the skip bookkeeping");
+    return 0;
+}
+
 /* Prepare the next task of the plan; returns NULL when blocked on a resource or done. */
 static task *dispatch_one_locked(rf_loader *ld)
 {
     if (ld->d_done || ld->err.code)
         return NULL;
+    task *skt;
+    if (ld->skip && skip_dispatch_locked(ld, &skt))
+        return skt;
     slot *s = &ld->slots[ld->d_seq % ld->depth];
     if (ld->d_j == 0) {
         if (s->state != SLOT_FREE)
@@ -233,7 +595,7 @@ static task *dispatch_one_locked(rf_loader *ld)
         return NULL;
     uint64_t id, pos, off, end = ld->arena_head;
     uint8_t pad;
-    uint32_t len, file;
+    uint32_t len, file, skip = 0, need = 0;
     rf_plan_sample(&ld->plan, ld->d_k * ld->batch + ld->d_j, &id, &pos, &pad);
     uint8_t *dst;
     if (ld->tokens) {
@@ -242,14 +604,22 @@ static task *dispatch_one_locked(rf_loader *ld)
         dst = s->stage + (uint64_t)ld->d_j * ld->stage_bytes;
     } else {
         const rf_sample *sm = &ld->ds.samples[id];
-        uint64_t phys = arena_alloc_locked(ld, sm->length, &end);
-        if (phys == UINT64_MAX)
-            return NULL;
         file = sm->file;
         off = sm->offset;
         len = sm->length;
+        if (rf_pc_odirect(ld->pc)) { /* read the aligned blocks around the span */
+            need = len;
+            rf_pc_direct_span(ld->pc, off, need, &off, &len, &skip);
+            need += skip;
+        }
+        uint64_t phys = arena_alloc_locked(ld, len, &end);
+        if (phys == UINT64_MAX)
+            return NULL;
         dst = ld->arena + phys;
     }
+    if (ld->warm_on && ld->warm_epoch == ld->d_epoch &&
+        ld->d_k * ld->batch + ld->d_j < ld->warm_pos) /* a warmed sample leaves the window */
+        ld->warm_ahead -= RF_MIN(ld->warm_ahead, need ? need - skip : len);
     if (ld->d_j == 0) {
         s->state = SLOT_FILLING;
         s->seq = ld->d_seq;
@@ -257,6 +627,8 @@ static task *dispatch_one_locked(rf_loader *ld)
         s->batch.count = ld->d_count;
         s->batch.epoch = ld->d_epoch;
         s->batch.index = ld->d_k;
+        if (ld->skip)
+            memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
     }
     uint32_t i = ld->d_j;
     s->ids[i] = id;
@@ -272,20 +644,109 @@ static task *dispatch_one_locked(rf_loader *ld)
     t->index = i;
     t->file = file;
     t->raw = ld->tokens;
+    t->rep = t->blank = t->why = 0;
+    t->padout = pad;
     atomic_store(&t->finished, 0);
     t->req = (rf_io_req){.fd = ld->ds.files[file].fd, .len = len, .offset = off, .dst = dst, .user = t};
+    t->skip = skip;
+    if (need) {
+        t->req.fd = rf_pc_direct_fd(ld->pc, file);
+        t->req.need = need;
+    }
     if (++ld->d_j == ld->d_count) {
         ld->d_j = 0;
         ld->d_seq++;
-        if (++ld->d_k == ld->plan.batches)
-            plan_next_epoch_locked(ld);
+        if (++ld->d_k == ld->plan.batches) {
+            if (ld->skip)
+                ld->sk_epoch_wait = 1; /* skip_dispatch_locked moves on once all are final */
+            else
+                plan_next_epoch_locked(ld);
+        }
     }
     return t;
+}
+
+/* ---- page cache: residency at submit, warming ahead (see src/pagecache.c) ----------------*/
+
+#define WARM_HINTS_MAX 32 /* fadvise calls per take(); contiguous spans merge into one */
+typedef struct warm_hint {
+    uint32_t file;
+    uint64_t off, len;
+} warm_hint;
+
+/* Advance the warm cursor over the dispatcher's epoch while fewer than warm_bytes are hinted
+ * ahead of the dispatcher; the hints are issued by the caller after unlocking. The cursor
+ * stays within the epoch the dispatcher is in (the next epoch's order is not planned yet). */
+static int warm_plan_locked(rf_loader *ld, warm_hint *h)
+{
+    if (!ld->warm_on || ld->d_done)
+        return 0;
+    if (ld->warm_epoch != ld->d_epoch) {
+        ld->warm_epoch = ld->d_epoch;
+        ld->warm_pos = ld->warm_ahead = 0;
+    }
+    ld->warm_pos = RF_MAX(ld->warm_pos, ld->d_k * ld->batch + ld->d_j);
+    int nh = 0;
+    while (ld->warm_ahead < ld->cfg.warm_bytes && ld->warm_pos < ld->plan.per_rank) {
+        uint64_t id, pos, off, len = ld->stage_bytes;
+        uint32_t file;
+        uint8_t pad;
+        rf_plan_sample(&ld->plan, ld->warm_pos, &id, &pos, &pad);
+        if (ld->tokens) {
+            token_window(ld, id, ld->d_epoch, &file, &off);
+        } else {
+            file = ld->ds.samples[id].file;
+            off = ld->ds.samples[id].offset;
+            len = ld->ds.samples[id].length;
+        }
+        if (nh > 0 && h[nh - 1].file == file && h[nh - 1].off + h[nh - 1].len == off)
+            h[nh - 1].len += len;
+        else if (nh == WARM_HINTS_MAX)
+            break;
+        else
+            h[nh++] = (warm_hint){file, off, len};
+        ld->warm_pos++;
+        ld->warm_ahead += len;
+    }
+    return nh;
+}
+
+/* Outside the lock, before the engine submits: residency of each new read (the sample's own
+ * bytes, not O_DIRECT padding), then the warm hints. */
+static void after_take(rf_loader *ld, rf_io_req **reqs, int n, const warm_hint *h, int nh)
+{
+    for (int i = 0; i < n; i++) {
+        const task *t = reqs[i]->user;
+        uint64_t len = reqs[i]->need ? reqs[i]->need - t->skip : reqs[i]->len;
+        rf_pc_check(ld->pc, t->file, reqs[i]->offset + t->skip, len);
+    }
+    for (int i = 0; i < nh; i++)
+        rf_pc_warm(ld->pc, h[i].file, h[i].off, h[i].len);
+}
+
+/* Files kept closed (fd -1: folder datasets with more images than descriptors to spare) are
+ * opened for each read outside the lock and closed when the read completes. A failed open is
+ * left to fail the read (-EBADF) and reported with its own errno by io_done. */
+static void open_per_read(rf_loader *ld, rf_io_req **reqs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        task *t = reqs[i]->user;
+        t->own_fd = -1;
+        t->open_errno = 0;
+        if (reqs[i]->fd >= 0)
+            continue;
+        t->own_fd = open(ld->ds.files[t->file].path, O_RDONLY | O_CLOEXEC);
+        if (t->own_fd < 0)
+            t->open_errno = errno;
+        reqs[i]->fd = t->own_fd;
+    }
 }
 
 static int io_take(void *ctx, rf_io_req **reqs, int max, int block)
 {
     rf_loader *ld = ctx;
+    warm_hint hints[WARM_HINTS_MAX];
+    int nh = 0;
     pthread_mutex_lock(&ld->mu);
     int n = 0;
     for (;;) {
@@ -300,7 +761,13 @@ static int io_take(void *ctx, rf_io_req **reqs, int max, int block)
             break;
         pthread_cond_wait(&ld->cv_io, &ld->mu);
     }
+    if (n > 0)
+        nh = warm_plan_locked(ld, hints);
     pthread_mutex_unlock(&ld->mu);
+    if (n > 0) {
+        open_per_read(ld, reqs, n);
+        after_take(ld, reqs, n, hints, nh);
+    }
     return n;
 }
 
@@ -339,23 +806,43 @@ static void io_done(void *ctx, rf_io_req *req)
 {
     rf_loader *ld = ctx;
     task *t = req->user;
+    if (t->own_fd >= 0) {
+        close(t->own_fd);
+        t->own_fd = -1;
+    }
+    if (t->open_errno)
+        req->result = -t->open_errno;
     pthread_mutex_lock(&ld->mu);
     if (req->result != 0 && !ld->stop) {
         char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
         describe_task(ld, t, where, sizeof where);
+        const rf_file *f = &ld->ds.files[t->file];
+        struct stat fst;
+        char now[96] = "";
+        if (fstat(f->fd, &fst) == 0 && (uint64_t)fst.st_size != f->size)
+            snprintf(now, sizeof now, " (the file changed during the epoch: %llu bytes now, %llu "
+                     "at create)", (unsigned long long)fst.st_size, (unsigned long long)f->size);
         if (req->result == -ENODATA)
-            snprintf(msg, sizeof msg, "%s: file ended after %u of %u bytes (truncated?)", where,
-                     req->done, req->len);
+            snprintf(msg, sizeof msg, "%s: file ended after %u of %u bytes (truncated?)%s", where,
+                     req->done, req->len, now);
         else
-            snprintf(msg, sizeof msg, "%s: read failed: %s", where, rf_strerror(req->result));
-        fail_locked(ld, req->result == -ENODATA ? RF_EFORMAT : RF_EIO, msg);
+            snprintf(msg, sizeof msg, "%s: read failed: %s%s", where, rf_strerror(req->result),
+                     now);
+        int code = req->result == -ENODATA ? RF_EFORMAT : RF_EIO;
+        if (ld->skip)
+            skip_failed_locked(ld, t, req->result == -ENODATA ? RF_SKIP_TRUNCATED : RF_SKIP_IO,
+                               code, msg);
+        else
+            fail_locked(ld, code, msg);
     }
     if (req->result != 0 || ld->stop) {
         task_finish_locked(ld, t);
-    } else if (t->raw) {
+    } else if (t->raw && !t->blank) {
         /* Raw path: the bytes already sit in the slot; only the host backend converts here. */
         slot *s = &ld->slots[t->slot];
         s->labels[t->index] = -1;
+        if (ld->skip)
+            skip_ok_locked(ld, t);
         task_finish_locked(ld, t);
         pthread_mutex_unlock(&ld->mu);
         if (ld->host_convert)
@@ -376,7 +863,7 @@ static void io_done(void *ctx, rf_io_req *req)
 static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err *e)
 {
     const rf_sample *sm = &ld->ds.samples[t->sample_id];
-    const uint8_t *span = t->req.dst;
+    const uint8_t *span = t->req.dst + t->skip;
     uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr, loff = sm->label_off,
              llen = sm->label_len;
     int32_t label = sm->label;
@@ -384,15 +871,34 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err 
     if (sm->flags & RF_SAMPLE_TAR) {
         rc = rf_tar_locate(span, sm->length, ld->ds.keys + sm->key, "jpg,jpeg", &doff, &dlen,
                            &dhdr, &loff, &llen, e);
-        if (rc)
-            return rc;
+        if (rc) {
+            /* span offsets in the message are relative to the sample's offset named here */
+            t->why = rc == RF_ELABEL ? RF_SKIP_LABEL
+                     : rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
+                     : rc != RF_EFORMAT ? SKIP_FATAL
+                     : strstr(e->msg, "truncated") ? RF_SKIP_TRUNCATED : RF_SKIP_TAR_HEADER;
+            char m[RF_ERRMSG_MAX];
+            snprintf(m, sizeof m, "sample %s at offset %llu: %s", ld->ds.keys + sm->key,
+                     (unsigned long long)sm->offset, e->msg);
+            return rf_seterr(e, rc, "%s", m);
+        }
     }
-    if (llen > 0 && (rc = rf_parse_label(span + loff, llen, &label)) != 0)
-        return rf_seterr(e, rc, "label member at offset %llu is not an integer",
+    if (llen > 0 && (rc = rf_parse_label(span + loff, llen, &label)) != 0) {
+        t->why = RF_SKIP_LABEL;
+        return rf_seterr(e, rc, "member %s.%s at offset %llu: label is not an integer",
+                         ld->ds.keys + sm->key, RF_TAR_LABEL_EXT,
                          (unsigned long long)(sm->offset + loff));
+    }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stage_bytes;
-    rc = rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
+    if (dlen < 3 || span[doff] != 0xFF || span[doff + 1] != 0xD8) {
+        t->why = RF_SKIP_NOT_JPEG; /* no SOI marker: not a JPEG at all */
+        rc = rf_seterr(e, RF_EDECODE, "not a JPEG (%u bytes, no SOI marker)", dlen);
+    } else {
+        rc = rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
+        t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
+                                                                        : SKIP_FATAL;
+    }
     if (rc) {
         char m[RF_ERRMSG_MAX];
         snprintf(m, sizeof m, "member %s.%s at offset %llu: %s", ld->ds.keys + sm->key,
@@ -457,7 +963,9 @@ static void *decoder_main(void *arg)
         slot *s = &ld->slots[t->slot];
         rf_err e = {0};
         int rc = 0;
-        if (!failed) {
+        if (!failed && t->blank) {
+            skip_fill_blank(ld, t, s);
+        } else if (!failed) {
             uint64_t t0 = rf_now_ns();
             rc = decode_task(ld, dec, t, s, &e);
             atomic_fetch_add(&ld->decode_ns, rf_now_ns() - t0);
@@ -468,7 +976,12 @@ static void *decoder_main(void *arg)
             char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
             snprintf(where, sizeof where, "%s", ld->ds.files[t->file].path);
             snprintf(msg, sizeof msg, "%s: %s", where, e.msg);
-            fail_locked(ld, rc, msg);
+            if (ld->skip && t->why != SKIP_FATAL)
+                skip_failed_locked(ld, t, t->why, rc, msg);
+            else
+                fail_locked(ld, rc, msg);
+        } else if (ld->skip && !failed) {
+            skip_ok_locked(ld, t);
         }
         task_finish_locked(ld, t);
         pthread_mutex_unlock(&ld->mu);
@@ -519,6 +1032,7 @@ static void pipeline_stop(rf_loader *ld)
 static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *err)
 {
     ld->stop = 0;
+    ld->warm_epoch = UINT64_MAX; /* the warm cursor restarts with the plan */
     ld->arena_head = ld->arena_tail = 0;
     ld->task_head = ld->task_tail = 0;
     ld->decq_head = ld->decq_tail = 0;
@@ -529,6 +1043,9 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
     ld->d_seq = ld->c_seq;
     ld->d_done = 0;
     ld->d_epochs_left = ld->cfg.epochs ? ld->cfg.epochs - ld->c_epochs_done : 0;
+    ld->skq_head = ld->skq_tail = 0;
+    if (ld->skip)
+        skip_epoch_locked(ld);
     if (ld->plan.batches == 0) /* a resume cursor at the very end of an epoch */
         plan_next_epoch_locked(ld);
     ld->c_epoch = ld->d_epoch;
@@ -564,6 +1081,24 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
 
 /* ---- create ------------------------------------------------------------------------------*/
 
+/* Memory-hierarchy fields: defaults, and the naive baseline's fixed settings. */
+static int mem_defaults(rf_config *c, rf_err *err)
+{
+    if (!c->warm_bytes)
+        c->warm_bytes = 1ull << 30;
+    if (c->numa > RF_NUMA_OFF)
+        return rf_seterr(err, RF_EINVAL, "invalid numa %u", c->numa);
+    if (c->naive) {
+        c->io_engine = RF_IO_PREAD;
+        c->io_threads = 1;
+        c->io_queue_depth = 1;
+        c->prefetch_depth = 1;
+        c->warm = c->odirect = c->hugepages = 0;
+        c->numa = RF_NUMA_OFF;
+    }
+    return 0;
+}
+
 static int apply_defaults(rf_config *c, rf_err *err)
 {
     if (c->struct_size < offsetof(rf_config, resume_state_bytes) + sizeof(uint64_t) ||
@@ -573,6 +1108,9 @@ static int apply_defaults(rf_config *c, rf_err *err)
                          c->struct_size, c->version);
     if (!c->shards || c->shard_count == 0)
         return rf_seterr(err, RF_EINVAL, "no shards given");
+    int mrc = mem_defaults(c, err);
+    if (mrc)
+        return mrc;
     if (!c->batch_size)
         c->batch_size = 256;
     if (!c->image_size)
@@ -612,6 +1150,17 @@ static int apply_defaults(rf_config *c, rf_err *err)
         c->max_image_dim = 32768;
     if (!c->io_retries)
         c->io_retries = 8;
+    if (c->on_error > RF_ON_ERROR_SKIP)
+        return rf_seterr(err, RF_EINVAL, "invalid on_error %u (0 fail, 1 skip)", c->on_error);
+    if (!c->max_consecutive_skips)
+        c->max_consecutive_skips = 100;
+    if (!c->max_scans)
+        c->max_scans = 1000;
+    if (!c->max_name_bytes)
+        c->max_name_bytes = RF_TAR_NAME_MAX;
+    if (c->max_name_bytes > RF_TAR_NAME_MAX)
+        return rf_seterr(err, RF_EINVAL, "max_name_bytes %u exceeds %u", c->max_name_bytes,
+                         RF_TAR_NAME_MAX);
     if (c->device_kind > RF_DEVICE_CUDA || c->io_engine > RF_IO_PREAD)
         return rf_seterr(err, RF_EINVAL, "invalid device_kind %u or io_engine %u",
                          c->device_kind, c->io_engine);
@@ -734,6 +1283,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     int rc = rf_expand_patterns(ld->cfg.shards, ld->cfg.shard_count, &paths, &npaths, err);
     if (rc)
         return rc;
+    ld->ds.max_name = ld->cfg.max_name_bytes;
     if (ld->tokens)
         rc = open_tokens(ld, paths, npaths, err);
     else if (ld->cfg.source == RF_SOURCE_FOLDER)
@@ -779,7 +1329,7 @@ static int choose_backend(rf_loader *ld, rf_err *err)
         kind = ncuda > 0 ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
     if (kind == RF_DEVICE_CUDA) {
 #ifdef RINGFEED_HAVE_CUDA
-        ld->bops = &rf_backend_cuda;
+        ld->bops = ld->cfg.naive ? &rf_backend_cuda_naive : &rf_backend_cuda;
 #else
         return rf_seterr(err, RF_ENODEV, "this build of ringfeed has no CUDA backend");
 #endif
@@ -801,7 +1351,13 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     size_t outb = ld->host_convert ? PAGE_UP((size_t)B * ld->out_bytes) : 0;
     size_t per = img + lab + outb;
     ld->ring_bytes = per * ld->depth;
-    ld->ring = ld->bops->host_alloc(ld->backend, ld->ring_bytes, &ld->pinned);
+    char hw[160] = "";
+    int rc = rf_ringmem_alloc(ld->bops, ld->backend, ld->ring_bytes, (int)ld->cfg.hugepages,
+                              &ld->rmem, hw, sizeof hw);
+    ld->ring = rc ? NULL : ld->rmem.ptr;
+    ld->pinned = ld->rmem.pinned;
+    if (hw[0])
+        mem_why(ld, "hugepages: %s", hw);
     if (!ld->ring)
         return rf_seterr(err, RF_ENOMEM, "cannot allocate the %zu-byte batch ring",
                          ld->ring_bytes);
@@ -827,6 +1383,8 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     if (!want)
         want = RF_MAX(64ull << 20, mean * 8 * (ld->cfg.decode_threads + ld->cfg.io_queue_depth));
     want = RF_MAX(want, 4 * ld->ds.max_span);
+    if (rf_pc_odirect(ld->pc)) /* aligned reads are up to two blocks longer than the span */
+        want = RF_MAX(want, 4 * (ld->ds.max_span + 2 * rf_pc_align(ld->pc)));
     if (ld->tokens) /* token windows are read straight into the slots */
         want = 1u << 20;
     ld->arena_bytes = (want + 4095) / 4096 * 4096;
@@ -845,7 +1403,73 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     for (uint32_t i = 0; i < ld->cfg.decode_threads; i++)
         if (!(ld->decs[i] = rf_decoder_create(&ld->limits)))
             return rf_seterr(err, RF_ENOMEM, "no memory for decoders");
+    /* Two batches of slack beyond the ring: a slow consumer stream delays reuse. */
+    int cv = ld->conv.kind != RF_CONV_NONE;
+    return ld->bops->reserve(ld->backend, ld->depth + 2, (size_t)B * ld->stage_bytes,
+                             (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes), B, cv, err);
+}
+
+/* Page-cache state (O_DIRECT descriptors, residency maps) and the NUMA node to use. */
+static int mem_setup(rf_loader *ld, rf_err *err)
+{
+    char why[160] = "";
+    if (rf_pc_create(&ld->ds, ld->cfg.odirect && !ld->tokens, &ld->pc, why, sizeof why))
+        return rf_seterr(err, RF_ENOMEM, "no memory for the page-cache state");
+    if (ld->cfg.odirect && ld->tokens)
+        mem_why(ld, "odirect: not for token files (read straight into the slots)");
+    else if (ld->cfg.odirect)
+        mem_why(ld, "odirect: %s", why);
+    ld->warm_on = ld->cfg.warm && !rf_pc_odirect(ld->pc);
+    if (ld->cfg.warm && !ld->warm_on)
+        mem_why(ld, "warm: off under O_DIRECT (reads bypass the cache)");
+    ld->numa_nodes = rf_numa_nodes();
+    ld->numa_node = -1;
+    if (ld->cfg.numa != RF_NUMA_AUTO || ld->numa_nodes < 2)
+        return 0;
+    int node = ld->bops->numa_node(ld->backend);
+    rf_numa_scope sc;
+    if (node < 0) {
+        mem_why(ld, "numa: %u nodes, device node unknown: no placement", ld->numa_nodes);
+    } else if (rf_numa_enter(node, &sc, why, sizeof why) == 0) {
+        rf_numa_leave(&sc);
+        ld->numa_node = node;
+        mem_why(ld, "numa: threads and ring on node %d of %u", node, ld->numa_nodes);
+    } else {
+        mem_why(ld, "numa: node %d: %s: no placement", node, why);
+    }
     return 0;
+}
+
+/* Ring and threads are created inside a scope on the NUMA node (inherited placement). */
+static int alloc_ring_placed(rf_loader *ld, rf_err *err)
+{
+    rf_numa_scope sc;
+    char why[96];
+    rf_numa_enter(ld->numa_node, &sc, why, sizeof why);
+    int rc = alloc_ring(ld, err);
+    rf_numa_leave(&sc);
+    rf_backend_stats bs;
+    memset(&bs, 0, sizeof bs);
+    ld->bops->stats(ld->backend, &bs);
+    ld->host_allocs0 = bs.host_allocs;
+    return rc;
+}
+
+static int pipeline_start_placed(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *err)
+{
+    rf_numa_scope sc;
+    char why[96];
+    rf_numa_enter(ld->numa_node, &sc, why, sizeof why);
+    int rc = pipeline_start(ld, epoch, base, err);
+    rf_numa_leave(&sc);
+    return rc;
+}
+
+/* src/testing.h: the test's hook behind the engine's rf_io_complete. */
+static int io_fault(void *ctx, const rf_io_req *req, int res)
+{
+    rf_loader *ld = ctx;
+    return ld->fault(ld->fault_ctx, req, res);
 }
 
 static int choose_io(rf_loader *ld, rf_err *err)
@@ -860,7 +1484,8 @@ static int choose_io(rf_loader *ld, rf_err *err)
                              .max_retries = ld->cfg.io_retries,
                              .arena = ld->arena,
                              .arena_bytes = ld->arena_bytes};
-    ld->src = (rf_io_source){.take = io_take, .done = io_done, .ctx = ld};
+    ld->src = (rf_io_source){.take = io_take, .done = io_done, .ctx = ld,
+                             .fault = ld->fault ? io_fault : NULL};
     return 0;
 }
 
@@ -887,7 +1512,8 @@ static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *
     return 0;
 }
 
-int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, size_t error_len)
+static int create_loader(const rf_config *cfg, rf_fault_fn fault, void *fault_ctx,
+                         rf_loader **out, char *out_error, size_t error_len)
 {
     rf_err err = {0};
     int rc;
@@ -903,6 +1529,8 @@ int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, siz
         goto report;
     }
     ld->created_ns = rf_now_ns();
+    ld->fault = fault;
+    ld->fault_ctx = fault_ctx;
     memcpy(&ld->cfg, cfg, RF_MIN(sizeof ld->cfg, (size_t)cfg->struct_size));
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv_io, NULL);
@@ -923,7 +1551,9 @@ int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, siz
                             .ratio_max = ld->cfg.ratio_max,
                             .flip_prob = ld->cfg.flip_prob};
     ld->limits = (rf_decode_limits){.max_pixels = ld->cfg.max_image_pixels,
-                                    .max_dim = ld->cfg.max_image_dim};
+                                    .max_dim = ld->cfg.max_image_dim,
+                                    .max_scans = ld->cfg.max_scans};
+    ld->skip = ld->cfg.on_error == RF_ON_ERROR_SKIP;
     setup_output(ld);
     if ((rc = open_dataset(ld, &err)))
         goto fail;
@@ -934,8 +1564,9 @@ int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, siz
         goto fail;
     uint64_t epoch, base;
     if ((rc = apply_resume(ld, &epoch, &base, &err)) || (rc = choose_backend(ld, &err)) ||
-        (rc = alloc_ring(ld, &err)) || (rc = choose_io(ld, &err)) ||
-        (rc = pipeline_start(ld, epoch, base, &err)))
+        (rc = mem_setup(ld, &err)) || (rc = alloc_ring_placed(ld, &err)) ||
+        (rc = skip_setup(ld, &err)) ||
+        (rc = choose_io(ld, &err)) || (rc = pipeline_start_placed(ld, epoch, base, &err)))
         goto fail;
     *out = ld;
     return 0;
@@ -945,6 +1576,17 @@ report:
     if (out_error && error_len)
         snprintf(out_error, error_len, "%s", err.msg);
     return rc;
+}
+
+int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, size_t error_len)
+{
+    return create_loader(cfg, NULL, NULL, out, out_error, error_len);
+}
+
+int rf_loader_create_faulty(const rf_config *cfg, rf_fault_fn fault, void *ctx, rf_loader **out,
+                            char *out_error, size_t error_len)
+{
+    return create_loader(cfg, fault, ctx, out, out_error, error_len);
 }
 
 void rf_loader_destroy(rf_loader *ld)
@@ -965,14 +1607,17 @@ void rf_loader_destroy(rf_loader *ld)
             free(ld->slots[i].keys);
         }
     free(ld->slots);
-    if (ld->ring)
-        ld->bops->host_free(ld->backend, ld->ring, ld->ring_bytes);
+    if (ld->rmem.ptr)
+        rf_ringmem_free(ld->bops, ld->backend, &ld->rmem);
     if (ld->backend)
         ld->bops->destroy(ld->backend);
     free(ld->arena);
     free(ld->tasks);
     free(ld->decq);
+    free(ld->skst);
+    free(ld->skq);
     free(ld->tok_first);
+    rf_pc_destroy(ld->pc); /* before the dataset: it unmaps by file size */
     rf_plan_free(&ld->plan);
     rf_dataset_free(&ld->ds);
     if (ld->patterns)
@@ -1148,7 +1793,7 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
     ld->c_done = 0;
     ld->c_epochs_done = 0;
     rf_err e = {0};
-    int rc = pipeline_start(ld, epoch, 0, &e);
+    int rc = pipeline_start_placed(ld, epoch, 0, &e);
     if (rc) {
         fail(ld, rc, e.msg);
         return set_last(ld, &e);
@@ -1192,6 +1837,38 @@ void rf_stats_init(rf_stats *st)
     st->struct_size = sizeof *st;
 }
 
+/* The memory-hierarchy fields of rf_stats (docs/tuning.md). */
+static void mem_stats(const rf_loader *ld, rf_stats *st)
+{
+    rf_pc_stats pc;
+    rf_pc_stats_get(ld->pc, &pc);
+    st->cache_checked_bytes = pc.checked_bytes;
+    st->cache_hit_bytes = pc.hit_bytes;
+    st->warmed_bytes = pc.warmed_bytes;
+    st->odirect = (uint32_t)rf_pc_odirect(ld->pc);
+    st->hugepages = (uint32_t)ld->rmem.huge;
+    st->numa_node = ld->numa_node;
+    st->numa_nodes = ld->numa_nodes;
+    rf_backend_stats bs;
+    memset(&bs, 0, sizeof bs);
+    ld->bops->stats(ld->backend, &bs);
+    st->device_pool_reserved_bytes = bs.pool_reserved_bytes;
+    st->device_pool_used_bytes = bs.pool_used_bytes;
+    st->device_allocs_after_create = bs.device_allocs_after_create;
+    st->host_allocs_after_create = bs.host_allocs - ld->host_allocs0;
+    st->ring_register_ns = ld->rmem.pin_ns;
+    snprintf(st->memory_why, sizeof st->memory_why, "%s", ld->mem_why);
+}
+
+int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes)
+{
+    if (!ld)
+        return RF_EINVAL;
+    rf_err e = {0};
+    int rc = ld->bops->trim(ld->backend, keep_bytes, &e);
+    return rc ? set_last(ld, &e) : 0;
+}
+
 int rf_loader_stats(const rf_loader *ld, rf_stats *out)
 {
     if (!ld || !out || out->struct_size < sizeof(uint32_t))
@@ -1227,6 +1904,12 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.epoch = ld->c_epoch;
     st.pinned_bytes = ld->pinned ? ld->ring_bytes : 0;
     st.dct_scaled = atomic_load(&((rf_loader *)ld)->dct_scaled);
+    pthread_mutex_lock(&((rf_loader *)ld)->mu);
+    st.skipped = ld->skipped;
+    memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);
+    pthread_mutex_unlock(&((rf_loader *)ld)->mu);
+    st.nonregular_members = ld->ds.nonregular;
+    mem_stats(ld, &st);
     memcpy(out, &st, RF_MIN((size_t)out->struct_size, sizeof st));
     return 0;
 }
