@@ -137,6 +137,7 @@ static int scan_shard(grouper *g, int fd, uint64_t size, rf_err *err)
     if (!m)
         return rf_seterr(err, RF_ENOMEM, "%s: no memory", g->path);
     int rc = rf_tar_scanner_init(&sc, fd, g->path, size, err);
+    sc.name_max = g->ds->max_name;
     while (rc == 0) {
         rc = rf_tar_next(&sc, m, err);
         if (rc == 0) {
@@ -146,8 +147,10 @@ static int scan_shard(grouper *g, int fd, uint64_t size, rf_err *err)
         if (rc < 0)
             break;
         rc = 0;
-        if (m->type != RF_TAR_FILE)
+        if (m->type != RF_TAR_FILE) {
+            g->ds->nonregular++; /* directories, links, devices: counted, never followed */
             continue;
+        }
         mref r = {m->name, m->header_offset, m->data_offset, m->size};
         rc = group_feed(g, &r, err);
     }

@@ -53,6 +53,8 @@ typedef struct rf_dataset {
     const char *payload_ext; /* "jpg" for messages ("member KEY.jpg") */
     uint64_t samples_cap;    /* allocated entries of samples (append helpers) */
     uint64_t files_cap;      /* allocated entries of files (append helpers) */
+    uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
+    uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
 } rf_dataset;
 
 /* Append helpers for formats (they grow arrays geometrically; only used at open). */

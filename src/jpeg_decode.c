@@ -69,6 +69,7 @@ struct rf_decoder {
     rf_jprogress progress;
     rf_decode_limits lim;
     uint32_t max_denom;
+    uint32_t flags; /* enum rf_decode_flag */
     int cmyk; /* this image is decoded as CMYK and converted per row */
     rf_axis h, v;
     uint8_t *line, *rgb, *ring, *vrow, *orow;
@@ -189,6 +190,8 @@ void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom)
 {
     d->max_denom = denom >= 8 ? 8 : denom >= 4 ? 4 : denom >= 2 ? 2 : 1;
 }
+
+void rf_decoder_set_flags(rf_decoder *d, uint32_t flags) { d->flags = flags; }
 
 static int grow(void *pp, size_t *cap, size_t need, size_t elem)
 {
@@ -423,11 +426,13 @@ static int plan_geometry(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
     size_t n = (size_t)ci->output_width * 3; /* a cropped scanline */
     if (ensure_line(d, err))
         return err->code;
-    if (grow(&d->ring, &d->ring_cap, n * d->v.taps, 1) || grow(&d->vrow, &d->vrow_cap, n, 1) ||
+    if (grow(&d->ring, &d->ring_cap, n * d->v.taps, 1) ||
+        grow(&d->vrow, &d->vrow_cap, n + RF_RESIZE_SRC_PAD, 1) ||
         grow(&d->orow, &d->orow_cap, (size_t)size * 3, 1) ||
         grow(&d->acc, &d->acc_cap, n, sizeof *d->acc) ||
         grow(&d->rows, &d->rows_cap, d->v.taps, sizeof *d->rows))
         return rf_seterr(err, RF_ENOMEM, "out of memory for resize scratch");
+    memset(d->vrow + n, 0, RF_RESIZE_SRC_PAD); /* what the SIMD horizontal pass over-reads */
     return 0;
 }
 
@@ -446,6 +451,8 @@ static void split_planes(const uint8_t *rgb, uint32_t size, uint32_t row, uint8_
  * straight into the output, or via one row for NCHW's planes. */
 static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
 {
+    if (d->flags & RF_DECODE_NO_RESIZE)
+        return;
     uint32_t size = j->t->size, taps = d->v.taps;
     size_t n = (size_t)d->cinfo.output_width * 3;
     for (uint32_t k = 0; k < taps; k++)
@@ -494,6 +501,10 @@ static int xform_run(rf_decoder *d, void *job, rf_err *err)
     j->denom = pick_denom(d, &j->box, j->t->size);
     ci->scale_num = 1;
     ci->scale_denom = j->denom;
+    if (d->flags & RF_DECODE_DCT_IFAST)
+        ci->dct_method = JDCT_IFAST;
+    if (d->flags & RF_DECODE_NO_FANCY)
+        ci->do_fancy_upsampling = FALSE;
     jpeg_start_decompress(ci);
     uint32_t y0 = 0;
     if ((rc = plan_geometry(d, j, &y0, err)) != 0)

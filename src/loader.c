@@ -718,7 +718,7 @@ static void after_take(rf_loader *ld, rf_io_req **reqs, int n, const warm_hint *
     for (int i = 0; i < n; i++) {
         const task *t = reqs[i]->user;
         uint64_t len = reqs[i]->need ? reqs[i]->need - t->skip : reqs[i]->len;
-        rf_pc_check(ld->pc, t->file, reqs[i]->offset + t->skip, len);
+        rf_pc_check(ld->pc, t->file, reqs[i]->fd, reqs[i]->offset + t->skip, len);
     }
     for (int i = 0; i < nh; i++)
         rf_pc_warm(ld->pc, h[i].file, h[i].off, h[i].len);

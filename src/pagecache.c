@@ -4,8 +4,10 @@
  *  - Residency: each shard gets one read-only shared mapping, made lazily by the first I/O
  *    thread that checks a span of it (a compare-and-swap publishes it; the loser unmaps its
  *    own). Mapping touches no page; mincore() then reads the page-table state of the span's
- *    pages (a 110 KB sample is ~28 pages: one syscall, well under a microsecond — measured in
- *    docs/tuning.md), so the check is always on. Counters are relaxed atomics.
+ *    pages. Where the kernel has cachestat(2) (6.5+), that is used instead, with no mapping:
+ *    one call counts the range's cached pages (measured: 0.36 us for a 110 KB span, against
+ *    2.4 us for mincore; docs/tuning.md), so the check is always on. Counters are relaxed
+ *    atomics.
  *  - Warming is a posix_fadvise(WILLNEED) per span: the kernel queues the reads and returns,
  *    so the I/O thread that issues it does not wait for the disk. What to warm and how far
  *    ahead is the loader's business (it knows the plan); this file only issues and counts.
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define PC_PAGE 4096u
@@ -36,6 +39,7 @@ struct rf_pagecache {
     int *dfd;              /* per file O_DIRECT descriptor, or -1 */
     int odirect;
     uint32_t align;
+    atomic_int no_cachestat; /* the kernel lacks cachestat(2) (before 6.5) or a filter blocks it */
     _Atomic uint64_t checked, hit, warmed, checks, check_ns;
 };
 
@@ -62,6 +66,11 @@ static uint32_t dio_align(int fd)
 static void open_direct(rf_pagecache *pc, char *why, size_t why_len)
 {
     const rf_dataset *ds = pc->ds;
+    for (uint32_t i = 0; i < ds->nfiles; i++)
+        if (ds->files[i].fd < 0) { /* opened per read (large folders): no descriptor to spare */
+            snprintf(why, why_len, "O_DIRECT: not for files opened per read: buffered reads");
+            return;
+        }
     for (uint32_t i = 0; i < ds->nfiles; i++) {
         pc->dfd[i] = open(ds->files[i].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
         if (pc->dfd[i] < 0) {
@@ -156,14 +165,47 @@ static uint8_t *file_map(rf_pagecache *pc, uint32_t file)
     return mine == PC_MAP_FAILED ? NULL : mine;
 }
 
-void rf_pc_check(rf_pagecache *pc, uint32_t file, uint64_t off, uint64_t len)
+/* cachestat(2), Linux 6.5: the cached pages of a file range, counted in the page cache itself
+ * (no mapping, no per-page lookups): several times cheaper than mincore on a mapping whose
+ * page tables are empty. Returns the resident bytes of [off, end) (page granularity: a range
+ * with every page cached counts whole), or -1 when the call is unavailable. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451 /* same number on every architecture */
+#endif
+static int64_t cachestat_bytes(rf_pagecache *pc, int fd, uint64_t off, uint64_t end)
+{
+    if (atomic_load_explicit(&pc->no_cachestat, memory_order_relaxed))
+        return -1;
+    struct { uint64_t off, len; } range = {off, end - off};
+    struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } cs;
+    if (syscall(SYS_cachestat, fd, &range, &cs, 0) != 0) {
+        if (errno == ENOSYS || errno == EPERM)
+            atomic_store(&pc->no_cachestat, 1);
+        return -1;
+    }
+    uint64_t pages = (end + PC_PAGE - 1) / PC_PAGE - off / PC_PAGE;
+    return cs.cache >= pages ? (int64_t)(end - off)
+                             : (int64_t)RF_MIN(end - off, cs.cache * PC_PAGE);
+}
+
+void rf_pc_check(rf_pagecache *pc, uint32_t file, int fd, uint64_t off, uint64_t len)
 {
     uint64_t t0 = rf_now_ns();
     const rf_file *f = &pc->ds->files[file];
-    uint8_t *map = file_map(pc, file);
-    if (!map || len == 0 || off >= f->size)
+    if (len == 0 || off >= f->size)
         return;
     uint64_t end = RF_MIN(off + len, f->size), hit = 0;
+    int64_t cs = fd >= 0 ? cachestat_bytes(pc, fd, off, end) : -1;
+    if (cs >= 0) {
+        add(&pc->checked, end - off);
+        add(&pc->hit, (uint64_t)cs);
+        add(&pc->checks, 1);
+        add(&pc->check_ns, rf_now_ns() - t0);
+        return;
+    }
+    uint8_t *map = file_map(pc, file);
+    if (!map)
+        return;
     unsigned char vec[PC_VEC];
     for (uint64_t p = off / PC_PAGE * PC_PAGE; p < end;) {
         uint64_t chunk = RF_MIN((uint64_t)PC_VEC * PC_PAGE, end - p);

@@ -21,9 +21,10 @@ int rf_pc_create(const rf_dataset *ds, int odirect, rf_pagecache **out, char *wh
 void rf_pc_destroy(rf_pagecache *pc);
 
 /* Count the bytes of [off, off+len) of `file` that are resident right now (checked and hit
- * counters). Maps the file on first use (no page is touched); a file that cannot be mapped is
- * not counted. */
-void rf_pc_check(rf_pagecache *pc, uint32_t file, uint64_t off, uint64_t len);
+ * counters). fd: any descriptor of the file (the read's own; -1 when none), used by
+ * cachestat(2); without cachestat the file is mapped on first use (no page is touched) and a
+ * file that cannot be mapped is not counted. */
+void rf_pc_check(rf_pagecache *pc, uint32_t file, int fd, uint64_t off, uint64_t len);
 
 /* Ask the kernel to read [off, off+len) of `file` into the cache (posix_fadvise WILLNEED,
  * which starts the reads and returns) and count the bytes as warmed. */

@@ -23,7 +23,19 @@ typedef struct rf_axis {
     double *wtmp;         /* one row of float weights while planning */
     size_t cap_out, cap_coef, cap_wtmp;
     int32_t first, last;  /* smallest start and largest start + taps, relative to origin */
+    /* The same coefficients laid out for the SIMD horizontal pass: per output, `groups` groups
+     * of 4 taps (zero-padded), each 16 int16 = (c0,c1) x4 then (c2,c3) x4, 32-byte aligned. */
+    int16_t *hcoef;
+    void *hcoef_mem;
+    size_t cap_hcoef;
+    uint32_t groups;
+    int32_t *win;         /* planning scratch: each output's clamped window [xmin, xmax) */
+    size_t cap_win;
 } rf_axis;
+
+/* Bytes of readable (initialized) slack the horizontal pass may read after the last source byte
+ * any tap uses; values there are multiplied by zero. Callers size their source rows with it. */
+#define RF_RESIZE_SRC_PAD 64
 
 /* Plan one axis: window [lo, hi) in source pixels, sources clamped to [src_lo, src_hi), indices
  * reported relative to `origin`. flip reverses the output order (output i takes the place of
@@ -32,12 +44,20 @@ int rf_axis_plan(rf_axis *a, double lo, double hi, int32_t src_lo, int32_t src_h
                  uint32_t n_out, int flip);
 void rf_axis_free(rf_axis *a);
 
-/* Horizontal pass on one interleaved RGB row: src points at origin column, dst gets n_out*3. */
+/* Horizontal pass on one interleaved RGB row: src points at origin column, dst gets exactly
+ * n_out*3 bytes. The SIMD path (AVX2, chosen at run time) reads up to RF_RESIZE_SRC_PAD bytes
+ * past the last tap. Results are bit-identical to the scalar path. */
 void rf_resize_row_h(const rf_axis *h, const uint8_t *src, uint8_t *dst);
+void rf_resize_row_h_scalar(const rf_axis *h, const uint8_t *src, uint8_t *dst);
 
 /* Vertical pass for output row i: rows[k] is source row start[i] + k, each n bytes; the
  * weighted sum lands in dst (n bytes). acc is n int32 of scratch. */
 void rf_resize_row_v(const rf_axis *v, uint32_t i, const uint8_t *const *rows, size_t n,
                      int32_t *acc, uint8_t *dst);
+void rf_resize_row_v_scalar(const rf_axis *v, uint32_t i, const uint8_t *const *rows, size_t n,
+                            int32_t *acc, uint8_t *dst);
+
+/* Whether rf_resize_row_h/v take the AVX2 path on this CPU (for benchmarks and tests). */
+int rf_resize_simd(void);
 
 #endif

@@ -117,6 +117,7 @@ typedef struct reader {
     const uint8_t *(*get)(void *ctx, uint64_t off, size_t len, int *rc);
     void *ctx;
     uint64_t end;
+    uint32_t name_max; /* long names and pax paths; <= RF_TAR_NAME_MAX */
 } reader;
 
 static int pread_full(int fd, uint8_t *dst, size_t len, uint64_t off, size_t *got)
@@ -241,8 +242,8 @@ static int check_end(const reader *r, uint64_t off, perr *pe)
 /* Parse a pax extended header body. Records are "<len> key=value\n" where len counts the whole
  * record; anything else (len that does not land on a newline, missing '=', a NUL in a path, an
  * over-long path or a non-decimal size) is an error rather than a guess. */
-static int parse_pax(const uint8_t *d, size_t n, rf_tar_member *m, int *have_name,
-                     uint64_t *size, int *have_size, const char **why)
+static int parse_pax(const uint8_t *d, size_t n, uint32_t name_max, rf_tar_member *m,
+                     int *have_name, uint64_t *size, int *have_size, const char **why)
 {
     size_t pos = 0;
     while (pos < n) {
@@ -260,7 +261,7 @@ static int parse_pax(const uint8_t *d, size_t n, rf_tar_member *m, int *have_nam
         size_t klen = (size_t)(eq - key), vlen = (size_t)(end - eq - 1);
         const uint8_t *val = eq + 1;
         if (klen == 4 && memcmp(key, "path", 4) == 0) {
-            if (vlen == 0 || vlen > RF_TAR_NAME_MAX || memchr(val, 0, vlen))
+            if (vlen == 0 || vlen > name_max || memchr(val, 0, vlen))
                 return *why = "bad pax path (empty, too long or with NUL)", -1;
             memcpy(m->name, val, vlen);
             m->name[vlen] = 0;
@@ -358,7 +359,7 @@ static int parse_member(const reader *r, uint64_t off, int allow_end, rf_tar_mem
         rf_tar_parse_number(b + 124, 12, &size); /* validated by rf_tar_check_header */
         uint8_t type = b[156];
         if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
-            uint64_t cap = (type == 'L' || type == 'K') ? RF_TAR_NAME_MAX + 1 : RF_TAR_PAX_MAX;
+            uint64_t cap = (type == 'L' || type == 'K') ? (uint64_t)r->name_max + 1 : RF_TAR_PAX_MAX;
             if (size > cap)
                 return fail(pe, off, RF_EFORMAT, type == 'x' || type == 'g'
                                                      ? "pax header too large"
@@ -369,14 +370,15 @@ static int parse_member(const reader *r, uint64_t off, int allow_end, rf_tar_mem
                     return rc;
                 if (type == 'L' && have_name < 2) {
                     size_t n = strnlen((const char *)d, (size_t)size);
-                    if (n == 0 || n > RF_TAR_NAME_MAX)
+                    if (n == 0 || n > r->name_max)
                         return fail(pe, off, RF_EFORMAT, "bad GNU long name");
                     memcpy(m->name, d, n);
                     m->name[n] = 0;
                     have_name = 1;
                 } else if (type == 'x') {
                     const char *why = NULL;
-                    if (parse_pax(d, (size_t)size, m, &have_name, &pax_size, &have_size, &why))
+                    if (parse_pax(d, (size_t)size, r->name_max, m, &have_name, &pax_size,
+                                  &have_size, &why))
                         return fail(pe, off, RF_EFORMAT, why);
                 }
             } else if (size > r->end - data) {
@@ -430,7 +432,8 @@ void rf_tar_scanner_seek(rf_tar_scanner *s, uint64_t offset) { s->pos = offset; 
 
 int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err)
 {
-    reader r = {scan_get, s, s->file_size};
+    uint32_t nm = s->name_max && s->name_max < RF_TAR_NAME_MAX ? s->name_max : RF_TAR_NAME_MAX;
+    reader r = {scan_get, s, s->file_size, nm};
     perr pe = {{0, ""}, 0};
     uint64_t next = 0;
     int rc = parse_member(&r, s->pos, 1, m, &next, &pe);
@@ -486,7 +489,7 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
     if (span_len > UINT32_MAX)
         return rf_seterr(err, RF_ELIMIT, "span of %zu bytes exceeds 4 GiB", span_len);
     span_ctx sc = {span, span_len};
-    reader r = {span_get, &sc, span_len};
+    reader r = {span_get, &sc, span_len, RF_TAR_NAME_MAX};
     size_t key_len = strlen(key);
     int have_img = 0, have_lbl = 0;
     *label_len = 0;

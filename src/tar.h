@@ -38,6 +38,8 @@ typedef struct rf_tar_scanner {
     size_t ra_bytes;         /* current read-ahead: grows while one read serves several
                                 headers (small members), shrinks when it serves one */
     uint32_t ra_hits;        /* lookups served by the current buffer after its read */
+    uint32_t name_max;       /* limit on GNU long names and pax paths (bytes); 0 or more than
+                                RF_TAR_NAME_MAX means RF_TAR_NAME_MAX */
 } rf_tar_scanner;
 
 int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t file_size,

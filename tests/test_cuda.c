@@ -217,6 +217,178 @@ static int gpu_present(void)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* ---- memory hierarchy (docs/tuning.md) ---------------------------------------------------- */
+
+static rf_config mem_cfg(uint32_t device_kind, const char **pat)
+{
+    rf_config c;
+    rf_config_init(&c);
+    *pat = g_pat;
+    c.shards = pat;
+    c.shard_count = 1;
+    c.image_size = SIZE;
+    c.batch_size = 16;
+    c.epochs = 1;
+    c.seed = 11;
+    c.device_kind = device_kind;
+    c.prefetch_depth = 3;
+    return c;
+}
+
+static rf_loader *mk_cfg(const rf_config *c)
+{
+    rf_loader *ld;
+    char err[512];
+    int rc = rf_loader_create(c, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "%d %s", rc, err);
+    return ld;
+}
+
+/* Device batches of `dev` equal the host backend's batches of the same config. */
+static int device_equals_host(rf_loader *dev, rf_loader *host)
+{
+    rf_batch *a, *b;
+    int n = 0;
+    while (rf_loader_next(dev, &a) == 0) {
+        ck_assert_int_eq(rf_loader_next(host, &b), 0);
+        ck_assert_uint_eq(a->data_bytes, b->data_bytes);
+        uint8_t *back = malloc(a->data_bytes);
+        int32_t labels[64];
+        ck_assert_int_eq(rf_batch_synchronize(a), 0);
+        CK_CUDA(cudaMemcpy(back, a->data, a->data_bytes, cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost));
+        ck_assert_int_eq(memcmp(back, b->data, a->data_bytes), 0);
+        ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
+        free(back);
+        ck_assert_int_eq(rf_loader_release(dev, a, NULL), 0);
+        rf_loader_release(host, b, NULL);
+        n++;
+    }
+    return n;
+}
+
+/* After create the pool holds what steady state needs: no growth over epochs, no pinned
+ * allocations, and the accounting agrees with itself. */
+START_TEST(pool_reserved_stable_no_allocs_after_create)
+{
+    const char *pat;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+    c.epochs = 3;
+    rf_loader *ld = mk_cfg(&c);
+    rf_stats st0, st1, st;
+    rf_stats_init(&st0);
+    rf_loader_stats(ld, &st0);
+    ck_assert_uint_gt(st0.device_pool_reserved_bytes, 0); /* primed at create */
+    ck_assert_uint_gt(st0.ring_register_ns, 0);
+    ck_assert_uint_eq(st0.pinned, 1);
+    ck_assert_uint_gt(st0.pinned_bytes, 0);
+    rf_batch *b;
+    int rc, epochs = 0;
+    uint64_t used_max = 0;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
+        if (rc == RF_EPOCH_END) {
+            if (++epochs == 1) {
+                rf_stats_init(&st1);
+                rf_loader_stats(ld, &st1);
+            }
+            continue;
+        }
+        rf_stats_init(&st);
+        rf_loader_stats(ld, &st);
+        used_max = st.device_pool_used_bytes > used_max ? st.device_pool_used_bytes : used_max;
+        ck_assert_uint_le(st.device_pool_used_bytes, st.device_pool_reserved_bytes);
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_int_eq(rc, RF_DONE);
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    printf("pool: reserved %llu at create, %llu after epoch 1, %llu at the end; used max %llu; "
+           "allocs after create %llu\n", (unsigned long long)st0.device_pool_reserved_bytes,
+           (unsigned long long)st1.device_pool_reserved_bytes,
+           (unsigned long long)st.device_pool_reserved_bytes, (unsigned long long)used_max,
+           (unsigned long long)st.device_allocs_after_create);
+    ck_assert_uint_gt(used_max, 0);
+    ck_assert_uint_eq(st.device_pool_reserved_bytes, st1.device_pool_reserved_bytes);
+    ck_assert_uint_eq(st.device_allocs_after_create, st1.device_allocs_after_create);
+    ck_assert_uint_eq(st.device_allocs_after_create, 0);
+    ck_assert_uint_eq(st.host_allocs_after_create, 0);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(hugepage_ring_registered_equals_host)
+{
+    const char *pa, *pb;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pa), h = mem_cfg(RF_DEVICE_HOST, &pb);
+    c.hugepages = 1;
+    rf_loader *dev = mk_cfg(&c), *host = mk_cfg(&h);
+    ck_assert_int_eq(device_equals_host(dev, host), 5);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(dev, &st);
+    printf("hugepages %u, pinned %u, pin %.3f ms: %s\n", st.hugepages, st.pinned,
+           st.ring_register_ns / 1e6, st.memory_why);
+    ck_assert_str_ne(st.memory_why, "");
+    ck_assert_uint_le(st.hugepages, 2);
+    ck_assert_uint_eq(st.pinned, 1); /* cudaHostRegister of the mapping */
+    ck_assert_uint_eq(st.host_allocs_after_create, 0);
+    rf_loader_destroy(dev);
+    rf_loader_destroy(host);
+}
+END_TEST
+
+START_TEST(trim_returns_memory_and_loader_continues)
+{
+    const char *pat;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+    c.epochs = 0;
+    rf_loader *ld = mk_cfg(&c);
+    rf_batch *b;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+        rf_loader_release(ld, b, NULL);
+    }
+    CK_CUDA(cudaDeviceSynchronize());
+    rf_stats before, after;
+    rf_stats_init(&before);
+    rf_loader_stats(ld, &before);
+    ck_assert_int_eq(rf_loader_trim(ld, 0), 0);
+    rf_stats_init(&after);
+    rf_loader_stats(ld, &after);
+    printf("trim: reserved %llu -> %llu (used %llu)\n",
+           (unsigned long long)before.device_pool_reserved_bytes,
+           (unsigned long long)after.device_pool_reserved_bytes,
+           (unsigned long long)after.device_pool_used_bytes);
+    ck_assert_uint_le(after.device_pool_reserved_bytes, before.device_pool_reserved_bytes);
+    for (int i = 0; i < 8; i++) { /* the loader keeps working after a trim */
+        int rc = rf_loader_next(ld, &b);
+        if (rc == RF_EPOCH_END)
+            continue;
+        ck_assert_int_eq(rc, 0);
+        rf_loader_release(ld, b, NULL);
+    }
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(naive_cuda_equals_host)
+{
+    const char *pa, *pb;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pa), h = mem_cfg(RF_DEVICE_HOST, &pb);
+    c.naive = 1;
+    rf_loader *dev = mk_cfg(&c), *host = mk_cfg(&h);
+    ck_assert_int_eq(device_equals_host(dev, host), 5);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(dev, &st);
+    ck_assert_uint_eq(st.pinned, 0);
+    ck_assert_uint_eq(st.prefetch_depth, 1);
+    ck_assert_uint_ge(st.device_allocs_after_create, 5); /* a cudaMalloc per batch */
+    rf_loader_destroy(dev);
+    rf_loader_destroy(host);
+}
+END_TEST
+
 int main(void)
 {
     if (!gpu_present()) {
@@ -235,6 +407,10 @@ int main(void)
     tcase_add_test(tc, slow_consumer_stream_never_sees_recycled_memory);
     tcase_add_test(tc, destroy_with_copies_in_flight);
     tcase_add_test(tc, token_widening_on_gpu);
+    tcase_add_test(tc, pool_reserved_stable_no_allocs_after_create);
+    tcase_add_test(tc, hugepage_ring_registered_equals_host);
+    tcase_add_test(tc, trim_returns_memory_and_loader_continues);
+    tcase_add_test(tc, naive_cuda_equals_host);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -11,6 +11,7 @@
 #include <jpeglib.h>
 
 #include "decode.h"
+#include "resize.h"
 
 /* ---- synthetic images and encoding ------------------------------------------------------- */
 
@@ -348,6 +349,66 @@ START_TEST(layouts_and_flip)
 }
 END_TEST
 
+/* ---- SIMD resize passes against the scalar ones ------------------------------------------ */
+
+/* The dispatched passes (AVX2 where the CPU has it) must equal the scalar loops bit for bit:
+ * random rows, random windows (down- and upscales, 1..20 taps, odd and even), flips, and the
+ * source offset a crop gives; the horizontal source has exactly RF_RESIZE_SRC_PAD bytes of
+ * slack (the documented over-read), the destination none (no over-write). */
+START_TEST(resize_simd_matches_scalar)
+{
+    uint64_t s = 12345;
+    rf_axis a = {0};
+    int checked = 0;
+    for (int iter = 0; iter < 400; iter++) {
+        uint32_t n_out = 1 + lcg(&s) % 300, src_w = 1 + lcg(&s) % 1500;
+        double lo = (lcg(&s) % 1000) / 1000.0 * src_w * 0.5;
+        double hi = lo + (0.02 + (lcg(&s) % 1000) / 1000.0) * (src_w - lo);
+        if (hi > src_w)
+            hi = src_w;
+        if (hi <= lo)
+            continue;
+        int32_t slo = (int32_t)floor(lo), shi = (int32_t)ceil(hi), flip = (int)(lcg(&s) & 1);
+        if (iter % 3 == 0)
+            slo = 0, shi = (int32_t)src_w;
+        if (shi <= slo)
+            shi = slo + 1;
+        ck_assert_int_eq(rf_axis_plan(&a, lo, hi, slo, shi, slo, n_out, flip), 0);
+        ck_assert_int_ge(a.first, 0);
+        /* Horizontal: source covers [0, last) pixels of the origin-relative row + the pad. */
+        size_t sbytes = (size_t)a.last * 3;
+        uint8_t *src = malloc(sbytes + RF_RESIZE_SRC_PAD);
+        for (size_t k = 0; k < sbytes + RF_RESIZE_SRC_PAD; k++)
+            src[k] = (uint8_t)(k < sbytes ? lcg(&s) : 0);
+        uint8_t *d1 = malloc((size_t)n_out * 3), *d2 = malloc((size_t)n_out * 3);
+        rf_resize_row_h_scalar(&a, src, d1);
+        rf_resize_row_h(&a, src, d2);
+        ck_assert_msg(memcmp(d1, d2, (size_t)n_out * 3) == 0, "h: iter %d taps %u n_out %u", iter,
+                      a.taps, n_out);
+        /* Vertical: a.taps rows of random width, every output row. */
+        size_t n = 1 + lcg(&s) % 2000;
+        const uint8_t **rows = malloc(a.taps * sizeof *rows);
+        uint8_t *buf = malloc(n * a.taps);
+        for (size_t k = 0; k < n * a.taps; k++)
+            buf[k] = (uint8_t)lcg(&s);
+        int32_t *acc = malloc(n * sizeof *acc);
+        uint8_t *v1 = malloc(n), *v2 = malloc(n);
+        for (uint32_t k = 0; k < a.taps; k++)
+            rows[k] = buf + (size_t)k * n;
+        for (uint32_t i = 0; i < n_out; i += 1 + n_out / 16) {
+            rf_resize_row_v_scalar(&a, i, rows, n, acc, v1);
+            rf_resize_row_v(&a, i, rows, n, acc, v2);
+            ck_assert_msg(memcmp(v1, v2, n) == 0, "v: iter %d taps %u row %u", iter, a.taps, i);
+        }
+        checked++;
+        free(src), free(d1), free(d2), free(buf), free(acc), free(v1), free(v2);
+        free(rows);
+    }
+    ck_assert_int_gt(checked, 300);
+    rf_axis_free(&a);
+}
+END_TEST
+
 /* ---- crop geometry ----------------------------------------------------------------------- */
 
 START_TEST(random_crop_follows_torchvision)
@@ -569,6 +630,7 @@ int main(void)
     tcase_add_test(tc, resize_full_scale_matches_reference);
     tcase_add_test(tc, resize_dct_scaled_matches_reference);
     tcase_add_test(tc, layouts_and_flip);
+    tcase_add_test(tc, resize_simd_matches_scalar);
     tcase_add_test(tc, random_crop_follows_torchvision);
     tcase_add_test(tc, random_crop_fallback);
     tcase_add_test(tc, center_crop_geometry);

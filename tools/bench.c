@@ -28,6 +28,7 @@ typedef struct opts {
     /* memory hierarchy (docs/tuning.md) */
     uint32_t warm, odirect, hugepages, naive, no_numa, evict;
     uint64_t warm_bytes;
+    uint32_t on_error; /* enum rf_on_error */
 } opts;
 
 static void usage(FILE *f)
@@ -66,6 +67,8 @@ static void usage(FILE *f)
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
             "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
+            "  --on-error fail|skip  a bad sample stops the run (default) or is skipped and\n"
+            "                     counted (JSON: skipped, skipped_by_reason)\n"
             "  --json             print one JSON object as the last line\n");
 }
 
@@ -85,7 +88,8 @@ static int parse_args(int argc, char **argv, opts *o)
     enum { O_SHARDS = 256, O_BATCH, O_EPOCHS, O_SIZE, O_CROP, O_THREADS, O_IOTHREADS, O_DEPTH,
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
-           O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT };
+           O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT,
+           O_ONERROR };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -105,7 +109,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"warm", no_argument, 0, O_WARM}, {"warm-bytes", required_argument, 0, O_WARMBYTES},
         {"odirect", no_argument, 0, O_ODIRECT}, {"hugepages", no_argument, 0, O_HUGE},
         {"no-numa", no_argument, 0, O_NONUMA}, {"naive", no_argument, 0, O_NAIVE},
-        {"evict", no_argument, 0, O_EVICT},
+        {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 256;
@@ -205,6 +209,11 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_NONUMA: o->no_numa = 1; break;
         case O_NAIVE: o->naive = 1; break;
         case O_EVICT: o->evict = 1; break;
+        case O_ONERROR:
+            if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
+            else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
+            else bad = 1;
+            break;
         case O_HELP: usage(stdout); exit(0);
         default: bad = 1;
         }
@@ -425,6 +434,15 @@ static void print_json(const opts *o, const result *r)
            r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
            (unsigned long long)r->resume_batch, (unsigned long long)r->timed_images,
            o->order == RF_ORDER_GLOBAL ? "global" : o->order == RF_ORDER_SHARD ? "shard" : "none");
+    static const char *const reasons[RF_SKIP_REASONS] = {
+        "tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label", "other"};
+    printf("\"on_error\": \"%s\", \"skipped\": %llu, \"nonregular_members\": %llu, "
+           "\"skipped_by_reason\": {", o->on_error == RF_ON_ERROR_SKIP ? "skip" : "fail",
+           (unsigned long long)s->skipped, (unsigned long long)s->nonregular_members);
+    for (int i = 0; i < RF_SKIP_LABEL + 1; i++)
+        printf("%s\"%s\": %llu", i ? ", " : "", reasons[i],
+               (unsigned long long)s->skipped_by_reason[i]);
+    printf("}, ");
     print_json_memory(o, r);
 }
 
@@ -464,6 +482,7 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->odirect = o->odirect;
     cfg->hugepages = o->hugepages;
     cfg->numa = o->no_numa ? RF_NUMA_OFF : RF_NUMA_AUTO;
+    cfg->on_error = o->on_error;
     cfg->naive = o->naive;
 }
 

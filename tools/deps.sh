@@ -3,7 +3,7 @@
 # with sudo). Safe to run again: it installs nothing that is already there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev check libsubunit-dev
-      valgrind python3 python3-pip)
+      valgrind python3 python3-pip clang)
 # Ubuntu names libjpeg-turbo's dev package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1; then
   pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")

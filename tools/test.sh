@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command two: every test. Installs what is missing, then builds and runs the Check
 # suites twice — a warnings-as-errors build, and an AddressSanitizer+UBSan build (leaks,
-# use-after-free and hangs in destroy-mid-flight paths show up there) — then the Python tests.
+# use-after-free and hangs in destroy-mid-flight paths show up there) — then the libFuzzer
+# targets briefly (FUZZ_SECONDS each, default 30), then the Python tests.
 # GPU suites exit 77 (skipped) on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,36 @@ cmake -S . -B build-asan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE='address;undef
   -DRINGFEED_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs")
+# Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate and the scanner) and the JPEG
+# header/decode path, FUZZ_SECONDS each (30) over seeds made here from a generated shard.
+fuzz_s=${FUZZ_SECONDS:-30}
+CC=clang cmake -S . -B build-fuzz -DRINGFEED_FUZZ=ON -DRINGFEED_TESTS=OFF -DRINGFEED_TOOLS=OFF \
+  -DRINGFEED_CUDA=OFF >/dev/null
+cmake --build build-fuzz -j"$jobs"
+seeds=$(mktemp -d)
+trap 'rm -rf "$seeds"' EXIT
+mkdir -p "$seeds/tar" "$seeds/jpeg"
+build-test/datasets/ringfeed-gen --output "$seeds/s-%02d.tar" --images 6 --per-shard 3 \
+  --max-side 48 --seed 3 --quiet
+python3 - "$seeds" <<'PY'
+import glob, os, sys, tarfile
+d = sys.argv[1]
+for i, path in enumerate(sorted(glob.glob(os.path.join(d, "s-*.tar")))):
+    data = open(path, "rb").read()
+    open(os.path.join(d, "tar", f"shard{i}"), "wb").write(data)
+    with tarfile.open(path) as tf:
+        for m in tf:
+            if m.name.endswith(".jpg"):
+                jpg = tf.extractfile(m).read()
+                for sel in (0, 0x35):  # first byte: the transform the target applies
+                    open(os.path.join(d, "jpeg", f"{m.name}.{sel}"), "wb").write(bytes([sel]) + jpg)
+                # one sample's span alone: what rf_tar_locate sees
+                open(os.path.join(d, "tar", m.name), "wb").write(data[m.offset:m.offset_data + ((m.size + 511) // 512) * 512])
+PY
+for t in tar jpeg; do
+  build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$fuzz_s" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 "$seeds/$t" 2>&1 | tail -n 3
+done
 # The Python binding against the -Werror build's library.
 python3 -c 'import numpy, pytest' 2>/dev/null || python3 -m pip install -q numpy pytest
 RINGFEED_LIB="$PWD/build-test/libringfeed.so" PYTHONPATH=python python3 -m pytest -q python/tests

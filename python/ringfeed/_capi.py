@@ -129,6 +129,7 @@ class RfConfig(ctypes.Structure):
         ("odirect", ctypes.c_uint32),
         ("hugepages", ctypes.c_uint32),
         ("numa", ctypes.c_uint32),
+        ("naive", ctypes.c_uint32),
     ]
 
 
@@ -196,6 +197,7 @@ class RfStats(ctypes.Structure):
         ("device_allocs_after_create", ctypes.c_uint64),
         ("host_allocs_after_create", ctypes.c_uint64),
         ("ring_register_ns", ctypes.c_uint64),
+        ("memory_why", ctypes.c_char * 192),
     ]
 
 
@@ -303,6 +305,7 @@ def _declare(L):
         "rf_stats_init": (None, [P(RfStats)]),
         "rf_loader_stats": (i32, [vp, P(RfStats)]),
         "rf_cuda_device_count": (i32, []),
+        "rf_loader_trim": (i32, [vp, u64]),
     }
     for name, (res, args) in protos.items():
         fn = getattr(L, name)

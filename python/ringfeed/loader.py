@@ -39,6 +39,9 @@ IMAGENET_STD = (58.395, 57.12, 57.375)
 _CROPS = {"random": C.RF_CROP_RANDOM, "center": C.RF_CROP_CENTER}
 _LAYOUTS = {"NHWC": C.RF_LAYOUT_NHWC, "NCHW": C.RF_LAYOUT_NCHW}
 _IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
+_ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
+# Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
+SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1
@@ -583,9 +586,6 @@ class _LoaderBase:
 
 def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last, on_error,
                    io_engine):
-    if on_error != "fail":
-        raise ValueError(f"on_error={on_error!r} is not supported by this version of ringfeed "
-                         "(only 'fail': the first bad sample raises, naming shard and member)")
     rank = _env_int("RANK", 0) if rank is None else int(rank)
     world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
     if world_size < 1 or not 0 <= rank < world_size:
@@ -598,6 +598,9 @@ def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last
         "prefetch_depth": int(prefetch_depth or 0),
         "drop_last": 1 if drop_last else 0,
         "io_engine": _choice("io_engine", io_engine, _IO_ENGINES),
+        # "fail": the first bad sample raises, naming shard, member and offset; "skip": bad
+        # samples are left out and counted in stats()["skipped"] / ["skipped_by_reason"].
+        "on_error": _choice("on_error", on_error, _ON_ERROR),
     }
 
 

@@ -1,0 +1,62 @@
+"""on_error: a corrupt sample raises in "fail" mode and is skipped and counted in "skip" mode."""
+import glob
+import os
+
+import pytest
+
+import ringfeed
+from ringfeed.loader import SKIP_REASONS
+from conftest import make_shards
+
+KW = dict(batch_size=8, size=24, device="cpu", decode_threads=2)
+
+
+def corrupt_one_jpeg(pattern):
+    """Overwrite the start of the first .jpg member's data of the first shard: not a JPEG."""
+    import tarfile
+    path = sorted(glob.glob(pattern))[0]
+    with tarfile.open(path) as tf:
+        m = next(m for m in tf if m.name.endswith(".jpg"))
+        off, name = m.offset_data, m.name
+    with open(path, "r+b") as f:
+        f.seek(off)
+        f.write(b"GIF89a")
+    return name[:-4]
+
+
+@pytest.fixture(scope="module")
+def bad_shards(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("bad"))
+    pattern = make_shards(d, 40, 5, 20)
+    for idx in glob.glob(os.path.join(d, "*.idx")):
+        os.remove(idx)  # the shards are scanned; the index would still match anyway
+    return pattern, corrupt_one_jpeg(pattern)
+
+
+def test_fail_mode_raises_naming_the_member(bad_shards):
+    pattern, key = bad_shards
+    with pytest.raises(Exception) as ei:
+        for _ in ringfeed.Loader(pattern, on_error="fail", **KW):
+            pass
+    assert key in str(ei.value) and "offset" in str(ei.value)
+
+
+def test_skip_mode_counts(bad_shards):
+    pattern, key = bad_shards
+    ld = ringfeed.Loader(pattern, on_error="skip", **KW)
+    real, batches = 0, 0
+    for b in ld:
+        batches += 1
+        assert len(b.keys) == 8  # batches stay full
+        real += sum(1 for p in b.is_padding if not p)
+        assert key not in [k for k, p in zip(b.keys, b.is_padding) if not p]
+    st = ld.stats()
+    assert st["skipped"] == 1
+    assert st["skipped_by_reason"][SKIP_REASONS.index("not_jpeg")] == 1
+    assert real + st["skipped"] == 40
+    assert batches == 5
+
+
+def test_bad_on_error_value(bad_shards):
+    with pytest.raises(ValueError):
+        ringfeed.Loader(bad_shards[0], on_error="ignore", **KW)

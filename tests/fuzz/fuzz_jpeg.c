@@ -1,0 +1,40 @@
+/* fuzz_jpeg.c — libFuzzer target for the JPEG header path and the decode transform under
+ * small limits (max 2048 px per side, 1 M pixels, 20 progressive scans): a header claiming
+ * huge dimensions must be refused before any allocation, corrupt data must come back as an
+ * error, never a crash, hang or leak. The first input byte picks the transform. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "decode.h"
+#include "ringfeed.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static rf_decoder *g_dec;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!g_dec) {
+        rf_decode_limits lim = {.max_pixels = 1u << 20, .max_dim = 2048, .max_scans = 20};
+        g_dec = rf_decoder_create(&lim);
+        if (!g_dec)
+            abort();
+    }
+    if (size < 1)
+        return 0;
+    uint8_t sel = data[0];
+    data++, size--;
+    rf_err e = {0};
+    uint32_t w = 0, h = 0;
+    int prog = 0;
+    rf_jpeg_header(g_dec, data, size, &w, &h, &prog, &e);
+    rf_transform t = {.crop = sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
+                      .size = 8u + (sel >> 4),
+                      .layout = sel & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC,
+                      .scale_min = 0.08f, .scale_max = 1.0f,
+                      .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
+    static uint8_t out[24 * 24 * 3];
+    rf_decoder_set_max_scale_denom(g_dec, sel & 4 ? 1 : 8);
+    rf_decode_transform(g_dec, data, size, &t, sel, out, NULL, &e);
+    return 0;
+}

@@ -1,0 +1,61 @@
+/* fuzz_tar.c — libFuzzer target for the tar parser: the input is a (WebDataset) tar archive.
+ * It is walked twice: by rf_tar_locate as an in-memory sample span (the decode-thread path)
+ * and by the sequential scanner over a memfd (the create-time path), with a small name limit
+ * so the long-name and pax limits are reached too. Any crash, sanitizer report, hang or
+ * out-of-bounds read is a bug; errors returned are expected. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "tar.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    rf_err e = {0};
+    /* the span path: the key is the first member's key, as the loader's index would say */
+    char key[64] = "00000000";
+    if (size >= 1 && data[0] && data[0] != '.') {
+        size_t n = 0;
+        while (n < 60 && n < size && data[n])
+            n++;
+        memcpy(key, data, n);
+        key[n] = 0;
+        char *dot = strchr(key, '.');
+        if (dot)
+            *dot = 0;
+    }
+    uint32_t doff, dlen, dhdr, loff, llen;
+    if (rf_tar_locate(data, size, key, RF_TAR_IMAGE_EXTS, &doff, &dlen, &dhdr, &loff, &llen,
+                      &e) == 0) {
+        if ((uint64_t)doff + dlen > size || (llen && (uint64_t)loff + llen > size))
+            abort(); /* locate must only return ranges inside the span */
+    }
+    /* the scanner path, over a memfd */
+    int fd = memfd_create("fuzz_tar", MFD_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (write(fd, data, size) != (ssize_t)size) {
+        close(fd);
+        return 0;
+    }
+    rf_tar_scanner sc;
+    rf_tar_member *m = malloc(sizeof *m);
+    if (m && rf_tar_scanner_init(&sc, fd, "fuzz.tar", size, &e) == 0) {
+        sc.name_max = 200;
+        for (int i = 0; i < 10000; i++) {
+            int rc = rf_tar_next(&sc, m, &e);
+            if (rc != 1)
+                break;
+            if (m->data_offset + m->size > size || strlen(m->name) > RF_TAR_NAME_MAX)
+                abort();
+        }
+        rf_tar_scanner_free(&sc);
+    }
+    free(m);
+    close(fd);
+    return 0;
+}

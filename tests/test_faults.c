@@ -1,0 +1,754 @@
+/* test_faults.c — the error policy under bad input and I/O faults: a corrupt-data corpus
+ * (bad tar headers, truncated members, not-JPEG payloads, corrupt JPEG headers, huge
+ * dimensions, bad labels) and injected read faults, run in fail and skip modes with exact
+ * counts; determinism and equal batch counts across ranks in skip mode; the consecutive-skip
+ * limit; a shard truncated during the epoch; non-regular tar members; destroy mid-flight. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "ringfeed.h"
+#include "tar.h"
+#include "testing.h"
+#include "testutil.h"
+
+#define NSH 2
+#define NPER 40
+#define NS (NSH * NPER)
+#define SIZE 24
+
+static char *g_clean;
+static rf_dataset g_ds; /* the clean shards' sample table: offsets of everything */
+
+static void make_clean(void)
+{
+    if (g_clean)
+        return;
+    g_clean = rf_test_mkdtemp("faults");
+    ck_assert_int_eq(rf_test_make_shards(g_clean, NSH, NPER, 10, 77, 1, 64), 0);
+    char *paths[NSH];
+    for (int i = 0; i < NSH; i++) {
+        paths[i] = malloc(600);
+        snprintf(paths[i], 600, "%s/shard-%04d.tar", g_clean, i);
+    }
+    rf_err e = {0};
+    ck_assert_msg(rf_format_tar.open(&g_ds, paths, NSH, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(g_ds.nsamples, NS);
+    for (int i = 0; i < NSH; i++)
+        free(paths[i]);
+}
+
+/* ---- corrupting copies ------------------------------------------------------------------- */
+
+enum corrupt { C_NOT_JPEG, C_CORRUPT, C_TOO_LARGE, C_TAR_HEADER, C_TRUNCATED, C_LABEL, C_N };
+static const int reason_of[C_N] = {RF_SKIP_NOT_JPEG, RF_SKIP_CORRUPT, RF_SKIP_TOO_LARGE,
+                                   RF_SKIP_TAR_HEADER, RF_SKIP_TRUNCATED, RF_SKIP_LABEL};
+/* Samples of shard 0 to corrupt: none of them is one the index check reads (0,5,11,16,22,...). */
+static const uint32_t victim[C_N] = {2, 3, 7, 9, 13, 18};
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    uint8_t *b = rf_test_read_file(from, &n);
+    ck_assert_ptr_nonnull(b);
+    FILE *f = fopen(to, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+    fclose(f);
+    free(b);
+}
+
+static void fix_checksum(uint8_t *h)
+{
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+}
+
+static uint8_t *find_sof(uint8_t *j, uint32_t len)
+{
+    for (uint32_t i = 2; i + 9 < len; i++)
+        if (j[i] == 0xFF && (j[i + 1] == 0xC0 || j[i + 1] == 0xC1 || j[i + 1] == 0xC2))
+            return j + i;
+    return NULL;
+}
+
+/* Apply corruption c to sample `id` of the tar image b (a whole shard in memory). */
+static void corrupt(uint8_t *b, uint64_t id, int c)
+{
+    const rf_sample *s = &g_ds.samples[id];
+    uint8_t *span = b + s->offset, *jpg = span + s->data_off;
+    uint8_t *sof;
+    switch (c) {
+    case C_NOT_JPEG:
+        memcpy(jpg, "GIF8", 4);
+        break;
+    case C_CORRUPT: /* height 0: libjpeg refuses the frame header */
+        ck_assert_ptr_nonnull(sof = find_sof(jpg, s->data_len));
+        sof[5] = sof[6] = 0;
+        break;
+    case C_TOO_LARGE: /* a 65000 x 65000 header in a tiny file */
+        ck_assert_ptr_nonnull(sof = find_sof(jpg, s->data_len));
+        sof[5] = sof[7] = 65000 >> 8;
+        sof[6] = sof[8] = 65000 & 0xff;
+        break;
+    case C_TAR_HEADER: /* a flipped name byte: the checksum no longer matches */
+        span[s->data_hdr + 3] ^= 0x5a;
+        break;
+    case C_TRUNCATED: { /* the size field claims more data than the sample span holds */
+        uint8_t *h = span + s->data_hdr;
+        snprintf((char *)h + 124, 12, "%011o", s->data_len + 100000);
+        fix_checksum(h);
+        break;
+    }
+    case C_LABEL:
+        ck_assert_uint_gt(s->label_len, 0);
+        span[s->label_off] = 'x';
+        break;
+    }
+}
+
+/* A copy of the clean shards with corruption kinds `mask` applied to their victims. */
+static char *make_corpus(unsigned mask, const char *tag)
+{
+    char *dir = rf_test_mkdtemp(tag);
+    char from[600], to[600];
+    for (int i = 0; i < NSH; i++) {
+        snprintf(from, sizeof from, "%s/shard-%04d.idx", g_clean, i);
+        snprintf(to, sizeof to, "%s/shard-%04d.idx", dir, i);
+        copy_file(from, to);
+        snprintf(from, sizeof from, "%s/shard-%04d.tar", g_clean, i);
+        size_t n;
+        uint8_t *b = rf_test_read_file(from, &n);
+        ck_assert_ptr_nonnull(b);
+        if (i == 0)
+            for (int c = 0; c < C_N; c++)
+                if (mask & (1u << c))
+                    corrupt(b, victim[c], c);
+        snprintf(to, sizeof to, "%s/shard-%04d.tar", dir, i);
+        FILE *f = fopen(to, "wb");
+        ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+        fclose(f);
+        free(b);
+    }
+    return dir;
+}
+
+/* ---- running loaders --------------------------------------------------------------------- */
+
+typedef struct run {
+    int rc;                 /* 0: all epochs delivered; else the error */
+    char msg[1024];
+    uint64_t batches, samples, real, padding;
+    uint64_t *ids;          /* NS * epochs entries, UINT64_MAX for blanks */
+    int32_t *labels;
+    uint64_t hash;          /* over ids, labels, padding flags and pixels in order */
+    uint32_t seen[NS];      /* non-padding deliveries per sample id */
+    rf_stats st;
+} run;
+
+typedef struct cfgx {
+    uint32_t on_error, threads, io, batch, rank, world, order, max_consec, epochs;
+    rf_fault_fn fault;
+    void *fault_ctx;
+} cfgx;
+
+static void run_loader(const char *dir, const cfgx *x, run *r)
+{
+    char pat[600];
+    snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
+    const char *pats[1] = {pat};
+    rf_config c;
+    rf_config_init(&c);
+    c.shards = pats;
+    c.shard_count = 1;
+    c.image_size = SIZE;
+    c.device_kind = RF_DEVICE_HOST;
+    c.seed = 5;
+    c.crop = RF_CROP_CENTER;
+    c.batch_size = x->batch ? x->batch : 8;
+    c.decode_threads = x->threads ? x->threads : 2;
+    c.io_engine = x->io;
+    c.on_error = x->on_error;
+    c.rank = x->rank;
+    c.world_size = x->world ? x->world : 1;
+    c.order = x->order;
+    c.max_consecutive_skips = x->max_consec;
+    c.epochs = x->epochs ? x->epochs : 1;
+    memset(r, 0, sizeof *r);
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    int rc = rf_loader_create_faulty(&c, x->fault, x->fault_ctx, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "create: %d %s", rc, err);
+    r->ids = calloc((size_t)NS * c.epochs * 2, sizeof *r->ids);
+    r->labels = calloc((size_t)NS * c.epochs * 2, sizeof *r->labels);
+    uint64_t h = 1469598103934665603ull;
+    for (;;) {
+        rf_batch *b;
+        rc = rf_loader_next(ld, &b);
+        if (rc == RF_EPOCH_END)
+            continue;
+        if (rc == RF_DONE) {
+            rc = 0;
+            break;
+        }
+        if (rc) {
+            snprintf(r->msg, sizeof r->msg, "%s", rf_last_error(ld));
+            break;
+        }
+        r->batches++;
+        for (uint32_t i = 0; i < b->count; i++) {
+            r->ids[r->samples] = b->sample_ids[i];
+            r->labels[r->samples] = b->labels[i];
+            r->samples++;
+            if (b->is_padding[i]) {
+                r->padding++;
+            } else {
+                ck_assert_uint_lt(b->sample_ids[i], NS);
+                r->seen[b->sample_ids[i]]++;
+                r->real++;
+            }
+            h = (h ^ b->sample_ids[i] ^ ((uint64_t)(uint32_t)b->labels[i] << 20) ^
+                 ((uint64_t)b->is_padding[i] << 40)) * 1099511628211ull;
+        }
+        const uint8_t *px = b->data;
+        for (uint64_t k = 0; k < b->data_bytes; k++)
+            h = (h ^ px[k]) * 1099511628211ull;
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    }
+    r->rc = rc;
+    rf_stats_init(&r->st);
+    rf_loader_stats(ld, &r->st);
+    r->hash = h;
+    rf_loader_destroy(ld);
+}
+
+static void run_free(run *r)
+{
+    free(r->ids);
+    free(r->labels);
+}
+
+static uint64_t key_of(uint32_t sh, uint32_t i) { return (uint64_t)sh * NPER + i; }
+
+/* ---- fail mode: every kind stops the loader with shard, member and offset ------------------ */
+
+START_TEST(fail_mode_names_shard_member_offset)
+{
+    static const int codes[C_N] = {RF_EDECODE, RF_EDECODE, RF_ELIMIT, RF_EFORMAT, RF_EFORMAT,
+                                   RF_ELABEL};
+    int c = _i;
+    char *dir = make_corpus(1u << c, "failc");
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .io = RF_IO_PREAD};
+    run_loader(dir, &x, &r);
+    ck_assert_msg(r.rc == codes[c], "kind %d: rc %d (%s)", c, r.rc, r.msg);
+    char key[32];
+    snprintf(key, sizeof key, "%08llu", (unsigned long long)key_of(0, victim[c]));
+    ck_assert_msg(strstr(r.msg, "shard-0000.tar") && strstr(r.msg, key) &&
+                      strstr(r.msg, "offset"),
+                  "kind %d: message lacks shard/member/offset: %s", c, r.msg);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- skip mode: exact counts, full batches, determinism ------------------------------------ */
+
+static void check_skip_accounting(const run *r, uint64_t expect_skipped, unsigned mask)
+{
+    ck_assert_msg(r->rc == 0, "skip run failed: %d %s", r->rc, r->msg);
+    ck_assert_uint_eq(r->st.skipped, expect_skipped);
+    ck_assert_uint_eq(r->real + r->st.skipped, NS);
+    ck_assert_uint_eq(r->batches, NS / 8);
+    ck_assert_uint_eq(r->samples, NS); /* batches stay full: 10 x 8 */
+    for (int c = 0; c < C_N; c++)
+        if (mask & (1u << c))
+            ck_assert_uint_eq(r->seen[key_of(0, victim[c])], 0);
+    for (uint32_t i = 0; i < NS; i++)
+        ck_assert_uint_le(r->seen[i], 1);
+}
+
+START_TEST(skip_mode_counts_each_reason)
+{
+    int c = _i;
+    char *dir = make_corpus(1u << c, "skipc");
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_SKIP, .io = RF_IO_PREAD};
+    run_loader(dir, &x, &r);
+    check_skip_accounting(&r, 1, 1u << c);
+    ck_assert_uint_eq(r.st.skipped_by_reason[reason_of[c]], 1);
+    run_free(&r);
+}
+END_TEST
+
+/* Requests are told apart by (offset, length): the first sample at or after `from` whose pair
+ * no other sample shares (shards written by the same generator repeat offsets). */
+static uint64_t pick(uint64_t from)
+{
+    for (uint64_t id = from; id < NS; id++) {
+        int dup = 0;
+        for (uint64_t k = 0; k < NS && !dup; k++)
+            dup = k != id && g_ds.samples[k].offset == g_ds.samples[id].offset &&
+                  g_ds.samples[k].length == g_ds.samples[id].length;
+        if (!dup)
+            return id;
+    }
+    ck_abort_msg("no sample with a unique span from %llu", (unsigned long long)from);
+    return 0;
+}
+
+static int is_sample(const rf_io_req *q, uint64_t id)
+{
+    return q->offset == g_ds.samples[id].offset && q->len == g_ds.samples[id].length;
+}
+
+/* -EIO on every attempt at the samples g_eio_id[0..g_neio). */
+static uint64_t g_eio_id[4];
+static int g_neio;
+static int eio_fault(void *ctx, const rf_io_req *q, int res)
+{
+    for (int i = 0; i < g_neio; i++)
+        if (is_sample(q, g_eio_id[i]))
+            return -EIO;
+    return res;
+}
+
+START_TEST(skip_mode_whole_corpus_exact_and_deterministic)
+{
+    char *dir = make_corpus((1u << C_N) - 1, "corpus");
+    uint64_t io_victim = pick(key_of(1, 20)); /* plus an I/O error in shard 1 */
+    g_eio_id[0] = io_victim;
+    g_neio = 1;
+    run a, b, u;
+    cfgx x = {.on_error = RF_ON_ERROR_SKIP, .io = RF_IO_PREAD, .threads = 1,
+              .fault = eio_fault};
+    run_loader(dir, &x, &a);
+    check_skip_accounting(&a, C_N + 1, (1u << C_N) - 1);
+    for (int c = 0; c < C_N; c++)
+        ck_assert_uint_eq(a.st.skipped_by_reason[reason_of[c]], 1);
+    ck_assert_uint_eq(a.st.skipped_by_reason[RF_SKIP_IO], 1);
+    ck_assert_uint_eq(a.seen[io_victim], 0);
+    ck_assert_uint_eq(a.padding, C_N + 1); /* the cursors met: blanks at the end */
+    x.threads = 4;
+    x.io = RF_IO_AUTO;
+    run_loader(dir, &x, &b);
+    ck_assert_uint_eq(a.hash, b.hash);
+    x.threads = 3;
+    x.io = RF_IO_URING;
+    char why[160];
+    const rf_io_ops *ops;
+    if (rf_io_select(RF_IO_URING, &ops, why, sizeof why) == 0) {
+        run_loader(dir, &x, &u);
+        ck_assert_uint_eq(a.hash, u.hash);
+        run_free(&u);
+    }
+    /* Blanks are flagged padding with label -1. */
+    for (uint64_t k = 0; k < a.samples; k++)
+        if (a.ids[k] == UINT64_MAX)
+            ck_assert_int_eq(a.labels[k], -1);
+    run_free(&a);
+    run_free(&b);
+}
+END_TEST
+
+START_TEST(skip_mode_clean_equals_fail_mode)
+{
+    run a, b;
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .threads = 3, .epochs = 2};
+    run_loader(g_clean, &x, &a);
+    x.on_error = RF_ON_ERROR_SKIP;
+    run_loader(g_clean, &x, &b);
+    ck_assert_int_eq(a.rc, 0);
+    ck_assert_int_eq(b.rc, 0);
+    ck_assert_uint_eq(b.st.skipped, 0);
+    ck_assert_uint_eq(a.hash, b.hash);
+    run_free(&a);
+    run_free(&b);
+}
+END_TEST
+
+START_TEST(skip_mode_ranks_equal_batches)
+{
+    char *dir = make_corpus((1u << C_N) - 1, "ranks");
+    uint32_t world = 3, seen[NS] = {0};
+    uint64_t batches[3], skipped = 0, real = 0;
+    for (uint32_t rk = 0; rk < world; rk++) {
+        run r;
+        cfgx x = {.on_error = RF_ON_ERROR_SKIP, .rank = rk, .world = world, .batch = 4,
+                  .threads = 1 + rk};
+        run_loader(dir, &x, &r);
+        ck_assert_msg(r.rc == 0, "rank %u: %s", rk, r.msg);
+        batches[rk] = r.batches;
+        skipped += r.st.skipped;
+        real += r.real;
+        for (uint32_t i = 0; i < NS; i++)
+            seen[i] += r.seen[i];
+        /* per rank: delivered + skipped == the rank's share */
+        uint64_t share = (NS - rk + world - 1) / world;
+        ck_assert_uint_eq(r.real + r.st.skipped, share);
+        run_free(&r);
+    }
+    ck_assert_uint_eq(batches[0], batches[1]);
+    ck_assert_uint_eq(batches[1], batches[2]);
+    ck_assert_uint_eq(skipped, C_N);
+    ck_assert_uint_eq(real + skipped, NS);
+    for (uint32_t i = 0; i < NS; i++) {
+        int bad = 0;
+        for (int c = 0; c < C_N; c++)
+            bad |= i == key_of(0, victim[c]);
+        ck_assert_uint_eq(seen[i], bad ? 0 : 1);
+    }
+}
+END_TEST
+
+/* ---- the consecutive-skip limit ---------------------------------------------------------- */
+
+static int all_eio(void *ctx, const rf_io_req *q, int res) { return -EIO; }
+
+START_TEST(broken_dataset_is_an_error_not_an_empty_epoch)
+{
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_SKIP, .max_consec = 5, .fault = all_eio};
+    run_loader(g_clean, &x, &r);
+    ck_assert_int_eq(r.rc, RF_EIO);
+    ck_assert_msg(strstr(r.msg, "6 consecutive samples failed; last:") &&
+                      strstr(r.msg, "offset"), "%s", r.msg);
+    run_free(&r);
+    /* a few failures in a row below the limit are fine */
+    uint64_t first = 10;
+    while (pick(first) != first || pick(first + 1) != first + 1 || pick(first + 2) != first + 2)
+        first++;
+    for (int i = 0; i < 3; i++)
+        g_eio_id[i] = first + (uint64_t)i;
+    g_neio = 3;
+    cfgx y = {.on_error = RF_ON_ERROR_SKIP, .max_consec = 3, .order = RF_ORDER_NONE,
+              .fault = eio_fault};
+    run_loader(g_clean, &y, &r);
+    ck_assert_msg(r.rc == 0, "%s", r.msg);
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_IO], 3);
+    run_free(&r);
+    y.max_consec = 2;
+    run_loader(g_clean, &y, &r);
+    ck_assert_int_eq(r.rc, RF_EIO);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- injected faults: transient ones are retried with identical output ------------------- */
+
+typedef struct flaky {
+    int kind; /* 0 short reads, 1 EAGAIN, 2 EINTR, 3 mixed */
+    _Atomic uint64_t hits;
+} flaky;
+
+static int flaky_fault(void *ctx, const rf_io_req *q, int res)
+{
+    flaky *f = ctx;
+    if (q->retries > 0 || res <= 1)
+        return res;
+    int kind = f->kind == 3 ? (int)((q->offset / 512 + q->done) % 3) : f->kind;
+    if (kind == 0 && q->done == 0) { /* the first attempt delivers half */
+        atomic_fetch_add(&f->hits, 1);
+        return res / 2;
+    }
+    if (kind == 1 || kind == 2) {
+        atomic_fetch_add(&f->hits, 1);
+        return kind == 1 ? -EAGAIN : -EINTR;
+    }
+    return res;
+}
+
+START_TEST(transient_faults_retried_identical_output)
+{
+    uint32_t io = (_i & 1) ? RF_IO_URING : RF_IO_PREAD;
+    if (io == RF_IO_URING) {
+        char why[160];
+        const rf_io_ops *ops;
+        if (rf_io_select(RF_IO_URING, &ops, why, sizeof why) != 0)
+            return; /* io_uring refused here; the pread half still runs */
+    }
+    run clean, r;
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .io = io, .threads = 2};
+    run_loader(g_clean, &x, &clean);
+    flaky f = {.kind = _i / 2};
+    x.fault = flaky_fault;
+    x.fault_ctx = &f;
+    run_loader(g_clean, &x, &r);
+    ck_assert_msg(r.rc == 0, "%s", r.msg);
+    ck_assert_uint_eq(clean.hash, r.hash);
+    ck_assert_uint_gt(atomic_load(&f.hits), 0);
+    ck_assert_uint_gt(r.st.read_retries, 0);
+    run_free(&clean);
+    run_free(&r);
+}
+END_TEST
+
+/* res == 0 (end of file) and persistent -EIO on chosen samples, under both engines. */
+static uint64_t g_zero_id = UINT64_MAX;
+static int zero_fault(void *ctx, const rf_io_req *q, int res)
+{
+    if (g_zero_id != UINT64_MAX && is_sample(q, g_zero_id))
+        return q->done ? 0 : res / 2; /* a short read, then end of file */
+    return eio_fault(ctx, q, res);
+}
+
+START_TEST(persistent_faults_follow_policy)
+{
+    uint32_t io = _i ? RF_IO_URING : RF_IO_PREAD;
+    if (io == RF_IO_URING) {
+        char why[160];
+        const rf_io_ops *ops;
+        if (rf_io_select(RF_IO_URING, &ops, why, sizeof why) != 0)
+            return;
+    }
+    g_eio_id[0] = pick(key_of(1, 3));
+    g_neio = 1;
+    g_zero_id = pick(key_of(0, 30));
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_SKIP, .io = io, .fault = zero_fault};
+    run_loader(g_clean, &x, &r);
+    check_skip_accounting(&r, 2, 0);
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_IO], 1);
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_TRUNCATED], 1);
+    run_free(&r);
+    /* fail mode: the error names the file and the offset */
+    g_zero_id = UINT64_MAX;
+    x.on_error = RF_ON_ERROR_FAIL;
+    run_loader(g_clean, &x, &r);
+    ck_assert_int_eq(r.rc, RF_EIO);
+    char off[32];
+    snprintf(off, sizeof off, "offset %llu", (unsigned long long)g_ds.samples[g_eio_id[0]].offset);
+    ck_assert_msg(strstr(r.msg, g_eio_id[0] < NPER ? "shard-0000.tar" : "shard-0001.tar") &&
+                      strstr(r.msg, off), "%s", r.msg);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- a shard truncated during the epoch --------------------------------------------------- */
+
+START_TEST(shard_truncated_during_epoch)
+{
+    for (int skip = 0; skip < 2; skip++) {
+        char *dir = make_corpus(0, "trunc");
+        char pat[600], path[600];
+        snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
+        snprintf(path, sizeof path, "%s/shard-0001.tar", dir);
+        const char *pats[1] = {pat};
+        rf_config c;
+        rf_config_init(&c);
+        c.shards = pats;
+        c.shard_count = 1;
+        c.image_size = SIZE;
+        c.device_kind = RF_DEVICE_HOST;
+        c.order = RF_ORDER_NONE;
+        c.batch_size = 4;
+        c.prefetch_depth = 1;
+        c.io_queue_depth = 1;
+        c.io_threads = 1;
+        c.staging_bytes = 1; /* the minimum: a few samples ahead */
+        c.io_engine = RF_IO_PREAD;
+        c.on_error = skip;
+        c.epochs = 1;
+        rf_loader *ld = NULL;
+        char err[512];
+        ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), 0);
+        rf_batch *b;
+        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+        ck_assert_int_eq(truncate(path, (off_t)g_ds.samples[key_of(1, 10)].offset), 0);
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+        int rc;
+        uint64_t real = 4;
+        while ((rc = rf_loader_next(ld, &b)) == 0) {
+            for (uint32_t i = 0; i < b->count; i++)
+                real += !b->is_padding[i];
+            rf_loader_release(ld, b, NULL);
+        }
+        if (skip) {
+            ck_assert_int_eq(rc, RF_EPOCH_END);
+            rf_stats st;
+            rf_stats_init(&st);
+            rf_loader_stats(ld, &st);
+            ck_assert_uint_eq(st.skipped_by_reason[RF_SKIP_TRUNCATED], NPER - 10);
+            ck_assert_uint_eq(real + st.skipped, NS);
+        } else {
+            ck_assert_int_eq(rc, RF_EFORMAT);
+            ck_assert_msg(strstr(rf_last_error(ld), "changed during the epoch") &&
+                              strstr(rf_last_error(ld), "shard-0001.tar"),
+                          "%s", rf_last_error(ld));
+        }
+        rf_loader_destroy(ld);
+    }
+}
+END_TEST
+
+/* ---- lifecycle: destroy with faults and replacements in flight --------------------------- */
+
+static int random_eio(void *ctx, const rf_io_req *q, int res)
+{
+    return (q->offset / 512) % 7 == 3 ? -EIO : res;
+}
+
+START_TEST(destroy_mid_flight_with_faults)
+{
+    for (int k = 0; k < 6; k++) {
+        cfgx x = {.on_error = (uint32_t)(k & 1), .io = k < 2 ? RF_IO_PREAD : RF_IO_AUTO,
+                  .threads = 3, .batch = 4, .epochs = 0};
+        char pat[600];
+        snprintf(pat, sizeof pat, "%s/shard-*.tar", g_clean);
+        const char *pats[1] = {pat};
+        rf_config c;
+        rf_config_init(&c);
+        c.shards = pats;
+        c.shard_count = 1;
+        c.image_size = SIZE;
+        c.device_kind = RF_DEVICE_HOST;
+        c.batch_size = x.batch;
+        c.decode_threads = x.threads;
+        c.io_engine = x.io;
+        c.on_error = x.on_error;
+        rf_loader *ld = NULL;
+        char err[512];
+        ck_assert_int_eq(rf_loader_create_faulty(&c, random_eio, NULL, &ld, err, sizeof err), 0);
+        rf_batch *b;
+        for (int i = 0; i < k; i++) /* consumer stops after k batches, one still leased */
+            if (rf_loader_next(ld, &b) != 0)
+                break;
+        rf_loader_destroy(ld);
+    }
+}
+END_TEST
+
+/* ---- limits and non-regular members ------------------------------------------------------ */
+
+static void put_member(FILE *f, const char *name, char type, const uint8_t *data, size_t n,
+                       const char *link)
+{
+    uint8_t h[512] = {0};
+    snprintf((char *)h, 100, "%s", name);
+    snprintf((char *)h + 100, 8, "%07o", 0644);
+    snprintf((char *)h + 108, 8, "%07o", 0);
+    snprintf((char *)h + 116, 8, "%07o", 0);
+    snprintf((char *)h + 124, 12, "%011o", (unsigned)n);
+    snprintf((char *)h + 136, 12, "%011o", 0);
+    h[156] = (uint8_t)type;
+    if (link)
+        snprintf((char *)h + 157, 100, "%s", link);
+    memcpy(h + 257, "ustar\0" "00", 8);
+    fix_checksum(h);
+    fwrite(h, 1, 512, f);
+    if (n) {
+        fwrite(data, 1, n, f);
+        static const uint8_t zero[512];
+        fwrite(zero, 1, (512 - n % 512) % 512, f);
+    }
+}
+
+START_TEST(nonregular_members_skipped_and_counted)
+{
+    char *dir = rf_test_mkdtemp("nonreg");
+    char path[600], src[600];
+    snprintf(path, sizeof path, "%s/odd.tar", dir);
+    snprintf(src, sizeof src, "%s/shard-0000.tar", g_clean);
+    size_t n;
+    uint8_t *b = rf_test_read_file(src, &n);
+    FILE *f = fopen(path, "wb");
+    put_member(f, "dir/", '5', NULL, 0, NULL);
+    for (int i = 0; i < 3; i++) {
+        const rf_sample *s = &g_ds.samples[i];
+        char name[64];
+        snprintf(name, sizeof name, "k%d.jpg", i);
+        put_member(f, name, '0', b + s->offset + s->data_off, s->data_len, NULL);
+        snprintf(name, sizeof name, "k%d.cls", i);
+        put_member(f, name, '0', (const uint8_t *)"3", 1, NULL);
+        if (i == 0)
+            put_member(f, "k0.lnk", '2', NULL, 0, "/etc/passwd");
+        if (i == 1)
+            put_member(f, "dev", '3', NULL, 0, NULL);
+    }
+    static const uint8_t zero[1024];
+    fwrite(zero, 1, sizeof zero, f);
+    fclose(f);
+    free(b);
+    const char *pats[1] = {path};
+    rf_config c;
+    rf_config_init(&c);
+    c.shards = pats;
+    c.shard_count = 1;
+    c.image_size = SIZE;
+    c.device_kind = RF_DEVICE_HOST;
+    c.batch_size = 3;
+    c.epochs = 1;
+    rf_loader *ld = NULL;
+    char err[512];
+    ck_assert_msg(rf_loader_create(&c, &ld, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(rf_loader_num_samples(ld), 3);
+    rf_batch *bt;
+    ck_assert_int_eq(rf_loader_next(ld, &bt), 0);
+    ck_assert_uint_eq(bt->count, 3);
+    ck_assert_int_eq(bt->labels[0], 3);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    ck_assert_uint_eq(st.nonregular_members, 3);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(config_limits_validated)
+{
+    char pat[600];
+    snprintf(pat, sizeof pat, "%s/shard-*.tar", g_clean);
+    const char *pats[1] = {pat};
+    rf_config c;
+    rf_config_init(&c);
+    c.shards = pats;
+    c.shard_count = 1;
+    c.device_kind = RF_DEVICE_HOST;
+    rf_loader *ld = NULL;
+    char err[512];
+    c.on_error = 7;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    c.on_error = RF_ON_ERROR_SKIP;
+    c.max_name_bytes = RF_TAR_NAME_MAX + 1;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    /* the limit applies to GNU long names and pax paths; these names are plain ustar */
+    c.max_name_bytes = 4;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), 0);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("faults");
+    TCase *tc = tcase_create("faults");
+    tcase_set_timeout(tc, 300);
+    tcase_add_unchecked_fixture(tc, make_clean, NULL);
+    tcase_add_loop_test(tc, fail_mode_names_shard_member_offset, 0, C_N);
+    tcase_add_loop_test(tc, skip_mode_counts_each_reason, 0, C_N);
+    tcase_add_test(tc, skip_mode_whole_corpus_exact_and_deterministic);
+    tcase_add_test(tc, skip_mode_clean_equals_fail_mode);
+    tcase_add_test(tc, skip_mode_ranks_equal_batches);
+    tcase_add_test(tc, broken_dataset_is_an_error_not_an_empty_epoch);
+    tcase_add_loop_test(tc, transient_faults_retried_identical_output, 0, 8);
+    tcase_add_loop_test(tc, persistent_faults_follow_policy, 0, 2);
+    tcase_add_test(tc, shard_truncated_during_epoch);
+    tcase_add_test(tc, destroy_mid_flight_with_faults);
+    tcase_add_test(tc, nonregular_members_skipped_and_counted);
+    tcase_add_test(tc, config_limits_validated);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

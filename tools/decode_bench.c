@@ -1,0 +1,320 @@
+/* ringfeed-decode-bench — single-thread micro-benchmark of the decode stage alone.
+ *
+ * Unlike the other tools this one includes INTERNAL headers (src/decode.h, src/tar.h,
+ * src/common.h): it benchmarks an internal stage (rf_decode_transform) and its hooks
+ * (rf_decoder_set_flags), which the public API does not expose. It is not installed.
+ *
+ * Loads every JPEG of one or more tar shards (or *.jpg files of a directory) into memory, then
+ * times, on one thread, passes over all of them:
+ *   ref          plain libjpeg-turbo full decode to RGB with every default (the reference)
+ *   rrc          RandomResizedCrop(size) via rf_decode_transform (seed = image index)
+ *   rrc-decode   the same rows/columns decoded, resize skipped (RF_DECODE_NO_RESIZE)
+ *   center       Resize(size*256/224) + CenterCrop(size)
+ *   center-decode  the same without the resize
+ * Wall times are best of --reps passes (the machine is shared and noisy). For repeatable
+ * numbers run one mode under callgrind and count only the timed pass:
+ *   valgrind --tool=callgrind --toggle-collect=run_pass ringfeed-decode-bench --mode rrc \
+ *            --reps 1 --limit 200 data/train/train-000000.tar
+ * and divide the Ir total by the image count printed. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+
+#include "common.h"
+#include "decode.h"
+#include "tar.h"
+
+typedef struct image {
+    uint8_t *data;
+    size_t len;
+} image;
+
+typedef struct images {
+    image *v;
+    size_t n, cap;
+    size_t limit;
+} images;
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcasecmp(s + a - b, suf) == 0;
+}
+
+static int push(images *im, uint8_t *data, size_t len)
+{
+    if (im->n == im->cap) {
+        size_t cap = im->cap ? im->cap * 2 : 256;
+        image *v = realloc(im->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        im->v = v, im->cap = cap;
+    }
+    im->v[im->n++] = (image){data, len};
+    return 0;
+}
+
+static uint8_t *read_at(int fd, uint64_t off, size_t len)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    size_t got = 0;
+    while (p && got < len) {
+        ssize_t r = pread(fd, p + got, len - got, (off_t)(off + got));
+        if (r <= 0) {
+            free(p);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    return p;
+}
+
+static int load_tar(images *im, const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        perror(path);
+        return -1;
+    }
+    rf_tar_scanner sc;
+    rf_err e = {0};
+    rf_tar_member *m = malloc(sizeof *m);
+    if (!m || rf_tar_scanner_init(&sc, fd, path, (uint64_t)st.st_size, &e) != 0) {
+        fprintf(stderr, "%s: %s\n", path, e.msg);
+        return -1;
+    }
+    int rc;
+    while (im->n < im->limit && (rc = rf_tar_next(&sc, m, &e)) > 0) {
+        if (m->type != RF_TAR_FILE || !(ends_with(m->name, ".jpg") || ends_with(m->name, ".jpeg")))
+            continue;
+        uint8_t *p = read_at(fd, m->data_offset, (size_t)m->size);
+        if (!p || push(im, p, (size_t)m->size))
+            return -1;
+    }
+    rf_tar_scanner_free(&sc);
+    free(m);
+    close(fd);
+    return 0;
+}
+
+static int load_dir(images *im, const char *path)
+{
+    DIR *dir = opendir(path);
+    if (!dir) {
+        perror(path);
+        return -1;
+    }
+    struct dirent *de;
+    char full[4096];
+    while (im->n < im->limit && (de = readdir(dir))) {
+        if (!(ends_with(de->d_name, ".jpg") || ends_with(de->d_name, ".jpeg")))
+            continue;
+        snprintf(full, sizeof full, "%s/%s", path, de->d_name);
+        int fd = open(full, O_RDONLY);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0)
+            continue;
+        uint8_t *p = read_at(fd, 0, (size_t)st.st_size);
+        close(fd);
+        if (!p || push(im, p, (size_t)st.st_size))
+            return -1;
+    }
+    closedir(dir);
+    return 0;
+}
+
+/* ---- the passes -------------------------------------------------------------------------- */
+
+enum mode { M_REF, M_RRC, M_RRC_DECODE, M_CENTER, M_CENTER_DECODE, M_COUNT };
+static const char *const MODE_NAMES[M_COUNT] = {"ref", "rrc", "rrc-decode", "center",
+                                                "center-decode"};
+
+typedef struct bench {
+    const images *im;
+    rf_decoder *dec;
+    struct jpeg_decompress_struct ref;
+    struct jpeg_error_mgr ref_err;
+    uint8_t *ref_buf;
+    size_t ref_cap;
+    uint8_t *out;
+    uint32_t size, flags;
+    uint64_t pixels_in, scaled[9];
+} bench;
+
+/* Plain libjpeg, defaults only, RGB out, whole image (what "1 core of libjpeg-turbo" means). */
+static int ref_one(bench *b, const image *img)
+{
+    struct jpeg_decompress_struct *d = &b->ref;
+    jpeg_mem_src(d, img->data, (unsigned long)img->len);
+    jpeg_read_header(d, TRUE);
+    d->out_color_space = JCS_RGB;
+    jpeg_start_decompress(d);
+    size_t stride = (size_t)d->output_width * 3, need = stride * d->output_height;
+    if (need > b->ref_cap) {
+        free(b->ref_buf);
+        if (!(b->ref_buf = malloc(need)))
+            return -1;
+        b->ref_cap = need;
+    }
+    while (d->output_scanline < d->output_height) {
+        JSAMPROW row = b->ref_buf + (size_t)d->output_scanline * stride;
+        jpeg_read_scanlines(d, &row, 1);
+    }
+    b->pixels_in += (uint64_t)d->output_width * d->output_height;
+    jpeg_finish_decompress(d);
+    return 0;
+}
+
+/* The timed pass (callgrind: --toggle-collect=run_pass). */
+__attribute__((noinline)) static int run_pass(bench *b, enum mode m)
+{
+    rf_transform t = {.crop = RF_CROP_RANDOM, .size = b->size, .layout = RF_LAYOUT_NHWC,
+                      .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4,
+                      .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
+    if (m == M_CENTER || m == M_CENTER_DECODE) {
+        t.crop = RF_CROP_CENTER;
+        t.flip_prob = -1;
+    }
+    rf_decoder_set_flags(b->dec, b->flags | ((m == M_RRC_DECODE || m == M_CENTER_DECODE)
+                                                 ? RF_DECODE_NO_RESIZE
+                                                 : 0));
+    for (size_t i = 0; i < b->im->n; i++) {
+        const image *img = &b->im->v[i];
+        if (m == M_REF) {
+            if (ref_one(b, img))
+                return -1;
+            continue;
+        }
+        rf_err e = {0};
+        rf_decode_info info;
+        if (rf_decode_transform(b->dec, img->data, img->len, &t, rf_mix64(i), b->out, &info,
+                                &e)) {
+            fprintf(stderr, "image %zu: %s\n", i, e.msg);
+            return -1;
+        }
+        b->pixels_in += (uint64_t)info.width * info.height;
+        b->scaled[info.scale_denom]++;
+    }
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: ringfeed-decode-bench [options] SHARD.tar|DIR ...\n"
+            "  --mode M    ref|rrc|rrc-decode|center|center-decode|all (all)\n"
+            "  --reps N    passes per mode, best wall time reported (5)\n"
+            "  --limit N   at most N images (all)\n"
+            "  --size N    output side (224)\n"
+            "  --max-denom N  cap on DCT scaling: 1, 2, 4, 8 (8)\n"
+            "  --ifast     JDCT_IFAST (RF_DECODE_DCT_IFAST) on the transform paths\n"
+            "  --no-fancy  no fancy upsampling (RF_DECODE_NO_FANCY) on the transform paths\n");
+}
+
+int main(int argc, char **argv)
+{
+    images im = {.limit = SIZE_MAX};
+    int mode = -1;
+    uint32_t reps = 5, size = 224, max_denom = 8, flags = 0;
+    for (int a = 1; a < argc; a++) {
+        const char *s = argv[a];
+        if (!strcmp(s, "--mode") && a + 1 < argc) {
+            const char *v = argv[++a];
+            mode = M_COUNT;
+            for (int k = 0; k < M_COUNT; k++)
+                if (!strcmp(v, MODE_NAMES[k]))
+                    mode = k;
+            if (!strcmp(v, "all"))
+                mode = -1;
+            else if (mode == M_COUNT) {
+                usage();
+                return 2;
+            }
+        } else if (!strcmp(s, "--reps") && a + 1 < argc) {
+            reps = (uint32_t)strtoul(argv[++a], NULL, 10);
+        } else if (!strcmp(s, "--limit") && a + 1 < argc) {
+            im.limit = (size_t)strtoull(argv[++a], NULL, 10);
+        } else if (!strcmp(s, "--size") && a + 1 < argc) {
+            size = (uint32_t)strtoul(argv[++a], NULL, 10);
+        } else if (!strcmp(s, "--max-denom") && a + 1 < argc) {
+            max_denom = (uint32_t)strtoul(argv[++a], NULL, 10);
+        } else if (!strcmp(s, "--ifast")) {
+            flags |= RF_DECODE_DCT_IFAST;
+        } else if (!strcmp(s, "--no-fancy")) {
+            flags |= RF_DECODE_NO_FANCY;
+        } else if (s[0] == '-') {
+            usage();
+            return 2;
+        } else {
+            struct stat st;
+            if (stat(s, &st) != 0) {
+                perror(s);
+                return 1;
+            }
+            if ((S_ISDIR(st.st_mode) ? load_dir(&im, s) : load_tar(&im, s)) != 0)
+                return 1;
+        }
+    }
+    if (im.n == 0 || reps == 0 || size == 0) {
+        usage();
+        return 2;
+    }
+    size_t bytes = 0;
+    for (size_t i = 0; i < im.n; i++)
+        bytes += im.v[i].len;
+    bench b = {.im = &im, .size = size, .flags = flags};
+    b.dec = rf_decoder_create(NULL);
+    b.out = malloc((size_t)size * size * 3);
+    if (!b.dec || !b.out)
+        return 1;
+    rf_decoder_set_max_scale_denom(b.dec, max_denom);
+    b.ref.err = jpeg_std_error(&b.ref_err);
+    jpeg_create_decompress(&b.ref);
+
+    printf("%zu images, %.1f KB mean\n", im.n, bytes / 1024.0 / im.n);
+    double best[M_COUNT] = {0};
+    for (int m = 0; m < M_COUNT; m++) {
+        if (mode >= 0 && m != mode)
+            continue;
+        double tmin = 1e30;
+        for (uint32_t r = 0; r < reps; r++) {
+            b.pixels_in = 0;
+            memset(b.scaled, 0, sizeof b.scaled);
+            uint64_t t0 = rf_now_ns();
+            if (run_pass(&b, (enum mode)m))
+                return 1;
+            double dt = (rf_now_ns() - t0) * 1e-9;
+            tmin = dt < tmin ? dt : tmin;
+        }
+        best[m] = tmin;
+        printf("%-14s %9.1f img/s  %7.3f ms/img  %6.1f Mpx/s in", MODE_NAMES[m], im.n / tmin,
+               tmin * 1e3 / im.n, b.pixels_in / tmin * 1e-6);
+        if (m != M_REF)
+            printf("  scale 1/1:%llu 1/2:%llu 1/4:%llu 1/8:%llu",
+                   (unsigned long long)b.scaled[1], (unsigned long long)b.scaled[2],
+                   (unsigned long long)b.scaled[4], (unsigned long long)b.scaled[8]);
+        printf("\n");
+    }
+    for (int m = M_RRC; m <= M_CENTER; m += 2)
+        if (best[m] > 0 && best[m + 1] > 0)
+            printf("%-14s decode %.3f ms/img, resize %.3f ms/img (%.0f%%)\n", MODE_NAMES[m],
+                   best[m + 1] * 1e3 / im.n, (best[m] - best[m + 1]) * 1e3 / im.n,
+                   100.0 * (best[m] - best[m + 1]) / best[m]);
+    if (best[M_REF] > 0 && best[M_RRC] > 0)
+        printf("rrc / ref throughput: %.2fx (one core each)\n", best[M_REF] / best[M_RRC]);
+    jpeg_destroy_decompress(&b.ref);
+    rf_decoder_destroy(b.dec);
+    free(b.out);
+    free(b.ref_buf);
+    for (size_t i = 0; i < im.n; i++)
+        free(im.v[i].data);
+    free(im.v);
+    return 0;
+}
