@@ -186,6 +186,20 @@ def main():
             R["order"][order] = {"page_cache": hot["img_per_s"], "cold": cold["img_per_s"]}
         warm(shards)
 
+    # -- memory hierarchy (docs/tuning.md) ----------------------------------------------------
+    if "memory" not in skip:
+        mb = os.path.join(a.build, "tools", "ringfeed-membench")
+        M = R["memory"] = {"membench": last_json(sh([mb, "--json"], env=env))
+                           if a.device != "host" else None}
+        M["cold_2_epochs"] = bench("--device", a.device, "--evict", "--epochs", "2")
+        M["cold_warm"] = bench("--device", a.device, "--evict", "--warm", "--epochs", "1")
+        M["cold_odirect"] = bench("--device", a.device, "--evict", "--odirect", "--epochs", "1")
+        M["cold_buffered"] = bench("--device", a.device, "--evict", "--epochs", "1")
+        warm(shards)
+        M["hot"] = bench("--device", a.device, "--epochs", "1")
+        M["hugepages"] = bench("--device", a.device, "--hugepages", "--epochs", "1")
+        M["naive"] = bench("--device", a.device, "--naive", "--epochs", "1")
+
     json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
     write_report(R, a.out)
 
@@ -281,6 +295,42 @@ def write_report(R, out):
               "| --- | ---: | ---: |"]
         for k, v in o.items():
             L.append(f"| {k} | {v['page_cache']:,.0f} | {v['cold']:,.0f} |")
+        L.append("")
+    if "memory" in R:
+        M = R["memory"]
+        mb = M["membench"] or {}
+        L += ["## Memory hierarchy (details in docs/tuning.md)", ""]
+        if mb:
+            L += [
+              f"One {mb['bytes'] / 1e6:.1f} MB batch, {mb['iters']} copies each:", "",
+              "| measurement | value |", "| --- | ---: |",
+              f"| H2D from pageable memory | {mb['h2d_pageable_gbs']:.1f} GB/s |",
+              f"| H2D from cudaHostAlloc (pinned) | {mb['h2d_pinned_gbs']:.1f} GB/s |",
+              f"| H2D from cudaHostRegister, 4 KiB pages | {mb['h2d_registered_4k_gbs']:.1f} GB/s |",
+              f"| H2D from cudaHostRegister, 2 MiB pages | {mb['h2d_registered_2m_gbs']:.1f} GB/s |",
+              f"| cudaHostAlloc | {mb['host_alloc_ms']:.2f} ms |",
+              f"| cudaHostRegister, 4 KiB / 2 MiB pages | {mb['register_4k_ms']:.2f} / {mb['register_2m_ms']:.2f} ms |",
+              f"| cudaMalloc + cudaFree per batch | {mb['malloc_free_us']:.1f} us |",
+              f"| pool alloc + free per batch (ringfeed) | {mb['pool_alloc_free_us']:.1f} us |", ""]
+        L += ["| run (RandomResizedCrop 224 to GPU) | img/s | page-cache hit ratio | notes |",
+              "| --- | ---: | ---: | --- |"]
+        def row(name, r, note=""):
+            hr = r.get("cache_hit_ratio", float("nan"))
+            L.append(f"| {name} | {r['img_per_s']:,.0f} | {hr:.3f} | {note} |")
+        c2 = M["cold_2_epochs"]
+        for i, ep in enumerate(c2.get("per_epoch", [])):
+            L.append(f"| cold cache, epoch {i + 1} | {ep.get('img_per_s', 0):,.0f} | "
+                     f"{ep.get('cache_hit_ratio', float('nan')):.3f} | |")
+        row("cold + --warm", M["cold_warm"], f"warmed {M['cold_warm'].get('warmed_bytes', 0) / 1e6:.0f} MB")
+        row("cold, buffered", M["cold_buffered"])
+        row("cold, --odirect", M["cold_odirect"], M["cold_odirect"].get("memory_why", ""))
+        row("page cache", M["hot"], f"ring pinned in {M['hot'].get('ring_register_ms', 0):.1f} ms; "
+            f"device allocs after create {M['hot'].get('device_allocs_after_create')}")
+        row("page cache, --hugepages", M["hugepages"],
+            f"hugepages={M['hugepages'].get('hugepages')}, ring pinned in "
+            f"{M['hugepages'].get('ring_register_ms', 0):.1f} ms")
+        row("--naive (sync reads, pageable, cudaMalloc per batch)", M["naive"],
+            f"device allocs after create {M['naive'].get('device_allocs_after_create')}")
         L.append("")
     open(os.path.join(out, "performance.md"), "w").write("\n".join(L) + "\n")
     print("\n".join(L))
