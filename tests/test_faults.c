@@ -258,6 +258,7 @@ START_TEST(fail_mode_names_shard_member_offset)
                       strstr(r.msg, "offset"),
                   "kind %d: message lacks shard/member/offset: %s", c, r.msg);
     run_free(&r);
+    free(dir);
 }
 END_TEST
 
@@ -287,6 +288,7 @@ START_TEST(skip_mode_counts_each_reason)
     check_skip_accounting(&r, 1, 1u << c);
     ck_assert_uint_eq(r.st.skipped_by_reason[reason_of[c]], 1);
     run_free(&r);
+    free(dir);
 }
 END_TEST
 
@@ -357,6 +359,7 @@ START_TEST(skip_mode_whole_corpus_exact_and_deterministic)
             ck_assert_int_eq(a.labels[k], -1);
     run_free(&a);
     run_free(&b);
+    free(dir);
 }
 END_TEST
 
@@ -407,6 +410,7 @@ START_TEST(skip_mode_ranks_equal_batches)
             bad |= i == key_of(0, victim[c]);
         ck_assert_uint_eq(seen[i], bad ? 0 : 1);
     }
+    free(dir);
 }
 END_TEST
 
@@ -586,6 +590,7 @@ START_TEST(shard_truncated_during_epoch)
                           "%s", rf_last_error(ld));
         }
         rf_loader_destroy(ld);
+        free(dir);
     }
 }
 END_TEST
@@ -624,6 +629,76 @@ START_TEST(destroy_mid_flight_with_faults)
                 break;
         rf_loader_destroy(ld);
     }
+}
+END_TEST
+
+/* ---- resume in skip mode: exact when nothing was skipped before the checkpoint ------------ */
+
+static rf_loader *make_resumable(const char *pat, const void *state, uint64_t len)
+{
+    const char *pats[1] = {pat};
+    rf_config c;
+    rf_config_init(&c);
+    c.shards = pats;
+    c.shard_count = 1;
+    c.image_size = SIZE;
+    c.device_kind = RF_DEVICE_HOST;
+    c.batch_size = 8;
+    c.seed = 11;
+    c.epochs = 1;
+    c.on_error = RF_ON_ERROR_SKIP;
+    c.resume_state = state;
+    c.resume_state_bytes = len;
+    rf_loader *ld = NULL;
+    char err[512];
+    int rc = rf_loader_create_faulty(&c, eio_fault, NULL, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s", err);
+    return ld;
+}
+
+START_TEST(skip_mode_resume_exact_without_earlier_skips)
+{
+    char pat[600];
+    snprintf(pat, sizeof pat, "%s/shard-*.tar", g_clean);
+    g_neio = 1;
+    uint32_t seen[NS] = {0};
+    rf_loader *ld = make_resumable(pat, NULL, 0);
+    rf_batch *b;
+    for (int k = 0; k < 2; k++) { /* two batches, then a checkpoint */
+        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+        for (uint32_t i = 0; i < b->count; i++)
+            seen[b->sample_ids[i]]++;
+        rf_loader_release(ld, b, NULL);
+    }
+    /* the failing sample: one not delivered yet */
+    uint64_t victim_id = UINT64_MAX;
+    for (uint64_t id = pick(0); id < NS; id = pick(id + 1))
+        if (!seen[id]) {
+            victim_id = id;
+            break;
+        }
+    ck_assert_uint_ne(victim_id, UINT64_MAX);
+    uint8_t blob[256];
+    uint64_t len = 0;
+    ck_assert_int_eq(rf_loader_state(ld, blob, sizeof blob, &len), 0);
+    rf_loader_destroy(ld);
+    g_eio_id[0] = victim_id;
+    ld = make_resumable(pat, blob, len);
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        for (uint32_t i = 0; i < b->count; i++)
+            if (!b->is_padding[i])
+                seen[b->sample_ids[i]]++;
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_int_eq(rc, RF_EPOCH_END);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    ck_assert_uint_eq(st.skipped, 1);
+    for (uint32_t i = 0; i < NS; i++)
+        ck_assert_uint_eq(seen[i], i == victim_id ? 0 : 1);
+    rf_loader_destroy(ld);
 }
 END_TEST
 
@@ -700,6 +775,7 @@ START_TEST(nonregular_members_skipped_and_counted)
     rf_loader_stats(ld, &st);
     ck_assert_uint_eq(st.nonregular_members, 3);
     rf_loader_destroy(ld);
+    free(dir);
 }
 END_TEST
 
@@ -743,6 +819,7 @@ int main(void)
     tcase_add_loop_test(tc, persistent_faults_follow_policy, 0, 2);
     tcase_add_test(tc, shard_truncated_during_epoch);
     tcase_add_test(tc, destroy_mid_flight_with_faults);
+    tcase_add_test(tc, skip_mode_resume_exact_without_earlier_skips);
     tcase_add_test(tc, nonregular_members_skipped_and_counted);
     tcase_add_test(tc, config_limits_validated);
     suite_add_tcase(s, tc);
