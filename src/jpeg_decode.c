@@ -18,10 +18,15 @@
  *    columns and rows, and jpeg_abort_decompress drops the rest of the file unread.
  *  - Resize: decoded scanlines land in a ring of v.taps rows; as soon as the rows an output row
  *    needs are in, the vertical pass (contiguous, vectorized) collapses them into one cropped
- *    row and the horizontal pass (a gather per output pixel, scalar) makes the output row.
- *    Vertical first means the scalar pass runs on exactly `size` rows instead of on every
- *    decoded row (up to 2x size with DCT scaling, more for large crops): measured ~1.6x faster
- *    for the resize than horizontal-first on 500x375 -> 224.
+ *    row and the horizontal pass (a gather per output pixel; AVX2 where available) makes the
+ *    output row. Vertical first means the gather pass runs on exactly `size` rows instead of on
+ *    every decoded row (up to 2x size with DCT scaling, more for large crops): measured ~1.6x
+ *    faster for the resize than horizontal-first on 500x375 -> 224.
+ *  - Where the time goes (tools/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
+ *    ~74% of RandomResizedCrop's instructions are libjpeg's Huffman decoding, which no crop can
+ *    skip (rows above the crop are entropy-decoded to find the next one); the resize is ~14%.
+ *    JDCT_IFAST gains nothing over the AVX2 islow IDCT; do_fancy_upsampling = FALSE saves ~3%
+ *    but moves pixels by up to 65 levels, so both are opt-in flags (RF_DECODE_*), not defaults.
  */
 #include "decode.h"
 

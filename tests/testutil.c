@@ -18,6 +18,15 @@ char *rf_test_mkdtemp(const char *tag)
     mkdir(base, 0755);
     size_t n = strlen(base) + strlen(tag) + 32;
     char *p = malloc(n);
+    /* Kept reachable from a static table for the process' life, so LeakSanitizer does not
+     * report fixture paths that tests hold until they exit. */
+    static char **made;
+    static size_t nmade, capmade;
+    if (nmade == capmade) {
+        capmade = capmade ? capmade * 2 : 16;
+        made = realloc(made, capmade * sizeof *made);
+    }
+    made[nmade++] = p;
     snprintf(p, n, "%s/rf-%s-XXXXXX", base, tag);
     if (!mkdtemp(p)) {
         perror("mkdtemp");
@@ -34,13 +43,14 @@ uint8_t *rf_test_read_file(const char *path, size_t *len)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+    uint8_t *b = malloc((size_t)n + 1); /* NUL-terminated too, for text files */
     if (fread(b, 1, (size_t)n, f) != (size_t)n) {
         free(b);
         fclose(f);
         return NULL;
     }
     fclose(f);
+    b[n] = 0;
     *len = (size_t)n;
     return b;
 }

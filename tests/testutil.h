@@ -10,7 +10,7 @@
  * (malloc'ed, never freed: tests are short-lived). */
 char *rf_test_mkdtemp(const char *tag);
 
-/* Read a whole file; returns malloc'ed bytes or NULL. */
+/* Read a whole file; returns malloc'ed bytes (with a NUL after the last one) or NULL. */
 uint8_t *rf_test_read_file(const char *path, size_t *len);
 
 /* Write nshards WebDataset shards `dir/shard-%04u.tar` (0000, 0001, ...) of nsamples samples
