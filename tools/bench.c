@@ -250,17 +250,33 @@ typedef struct result {
     uint64_t bytes, timed_bytes; /* delivered to the device (or host), as the consumer sees */
     double seconds, timed_seconds;
     double fresh_ms, resume_ms;  /* --resume-at: create + first batch, fresh vs resumed */
+    double create_ms;            /* rf_loader_create of the measured run */
     uint64_t resume_batch;
     rf_stats st;
     /* per epoch: seconds, images, and the page-cache hit ratio of its reads */
     uint32_t nep;
-    double ep_s[64], ep_hit[64];
+    double ep_s[64], ep_hit[64], ep_rss_mb[64];
     uint64_t ep_img[64];
     double mark_t;
     uint64_t mark_img, mark_checked, mark_hit;
 } result;
 
-/* An epoch ended: record its time, images and hit ratio (deltas since the last mark). */
+/* Resident set size of this process in MiB (VmRSS; 0 when unreadable). */
+static double rss_mib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = strtod(line + 6, NULL);
+    if (f)
+        fclose(f);
+    return kb / 1024.0;
+}
+
+/* An epoch ended: record its time, images, hit ratio (deltas since the last mark) and the
+ * process' resident set, which must stay flat over epochs. */
 static void epoch_mark(rf_loader *ld, result *r, double t)
 {
     rf_stats st;
@@ -271,6 +287,7 @@ static void epoch_mark(rf_loader *ld, result *r, double t)
         r->ep_s[r->nep] = t - r->mark_t;
         r->ep_img[r->nep] = r->images - r->mark_img;
         r->ep_hit[r->nep] = chk ? (double)(st.cache_hit_bytes - r->mark_hit) / chk : 0.0;
+        r->ep_rss_mb[r->nep] = rss_mib();
         r->nep++;
     }
     r->mark_t = t;
@@ -351,7 +368,8 @@ static void print_table(const opts *o, const result *r)
     printf("  %-26s %12.2f\n", "GB/s to device", r->timed_bytes / 1e9 / secs);
     printf("  %-26s %12llu\n", "images", (unsigned long long)r->images);
     printf("  %-26s %12.3f\n", "seconds", r->timed_seconds);
-    printf("  %-26s %12.1f\n", "first batch ms", r->first_batch_us / 1e3);
+    printf("  %-26s %12.1f\n", "create ms", r->create_ms);
+    printf("  %-26s %12.1f\n", "first batch ms after create", r->first_batch_us / 1e3);
     printf("  %-26s %11.0f%%\n", "I/O busy (of wall x thr)",
            100.0 * s->io_busy_ns / (wall * 1e9 * (s->io_threads ? s->io_threads : 1)));
     printf("  %-26s %11.0f%%\n", "decode busy (of wall x thr)",
@@ -398,8 +416,9 @@ static void print_json_memory(const opts *o, const result *r)
            s->memory_why);
     for (uint32_t i = 0; i < r->nep; i++)
         printf("%s{\"epoch\": %u, \"seconds\": %.4f, \"img_per_s\": %.1f, "
-               "\"cache_hit_ratio\": %.4f}", i ? ", " : "", i, r->ep_s[i],
-               r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0, r->ep_hit[i]);
+               "\"cache_hit_ratio\": %.4f, \"rss_mb\": %.1f}", i ? ", " : "", i, r->ep_s[i],
+               r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0, r->ep_hit[i],
+               r->ep_rss_mb[i]);
     printf("]}\n");
 }
 
@@ -407,7 +426,8 @@ static void print_json(const opts *o, const result *r)
 {
     const rf_stats *s = &r->st;
     double secs = r->timed_seconds > 0 ? r->timed_seconds : 1e-9;
-    printf("{\"images\": %llu, \"epochs\": %u, \"batches\": %llu, \"seconds\": %.6f, "
+    printf("{\"create_ms\": %.2f, ", r->create_ms);
+    printf("\"images\": %llu, \"epochs\": %u, \"batches\": %llu, \"seconds\": %.6f, "
            "\"img_per_s\": %.1f, \"io_engine\": \"%s\", \"io_engine_why\": \"%s\", "
            "\"device\": \"%s\", \"batch\": %u, \"size\": %u, \"crop\": \"%s\", "
            "\"decode_threads\": %u, \"io_threads\": %u, \"depth\": %u, "
@@ -555,7 +575,9 @@ int main(int argc, char **argv)
         return 1;
     rf_loader *ld;
     char err[512];
+    double tc = now_s();
     int rc = rf_loader_create(&cfg, &ld, err, sizeof err);
+    r.create_ms = (now_s() - tc) * 1e3;
     if (rc) {
         fprintf(stderr, "ringfeed-bench: %s: %s\n", rf_strerror(rc), err);
         return 1;

@@ -230,8 +230,12 @@ def write_report(R, out):
               "| loader | img/s | ringfeed is |", "| --- | ---: | ---: |"]
         for name, v in rows:
             L.append(f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |")
-        L += ["", f"First batch: ringfeed {rf['first_batch_ms']:.0f} ms after create; DataLoader "
-              f"{R['anchor_pil']['first_batch_s'] * 1e3:.0f} ms.", "",
+        rss = [e.get("rss_mb", 0) for e in rf.get("per_epoch", [])]
+        L += ["", f"First batch: ringfeed {rf['first_batch_ms']:.0f} ms after create (create "
+              f"itself {rf.get('create_ms', 0):.0f} ms: shard indexes, pinned ring); DataLoader "
+              f"{R['anchor_pil']['first_batch_s'] * 1e3:.0f} ms from the start of iteration.",
+              "", f"Host RSS at the end of each epoch: {', '.join(f'{x:.0f}' for x in rss)} MB "
+              f"(pinned ring {rf.get('pinned_bytes', 0) / 2**20:.0f} MB).", "",
               "Per-stage breakdown (ringfeed run above, seconds summed over threads):", "",
               "| stage | busy s | of wall x threads |", "| --- | ---: | ---: |"]
         wall = rf["wall_s"]
