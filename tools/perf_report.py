@@ -121,6 +121,9 @@ def main():
     def bench(*args, pattern=pat):
         return last_json(sh([B, "--shards", pattern, "--json", *args], env=env))
 
+    def save():  # after every section, so a run cut short still leaves its figures
+        json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
+
     # -- side by side ----------------------------------------------------------------------
     if "side" not in skip:
         R["ringfeed"] = bench("--device", a.device, "--batch", "256", "--epochs", "3",
@@ -132,6 +135,7 @@ def main():
                                        str(ncpu), "--epochs", "2", "--decoder", "torchvision"],
                                       env=env))
 
+    save()
     # -- scaling ---------------------------------------------------------------------------
     if "scaling" not in skip:
         R["scaling"] = []
@@ -140,6 +144,7 @@ def main():
                       "--warmup", "2", pattern=sub)
             R["scaling"].append({"threads": t, "img_per_s": r["img_per_s"]})
 
+    save()
     # -- training ---------------------------------------------------------------------------
     if "train" not in skip:
         ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
@@ -152,6 +157,7 @@ def main():
                 cmd += ["--workers", str(ncpu)]
             R["train"][loader] = last_json(sh(cmd, env=env))
 
+    save()
     # -- tokens ----------------------------------------------------------------------------
     if "tokens" not in skip:
         import numpy as np
@@ -175,6 +181,7 @@ def main():
             R["resume"][f] = {k: r[k] for k in ("samples", "fresh_ms", "resume_ms",
                                                 "resume_position")}
 
+    save()
     # -- order: page cache vs cold -----------------------------------------------------------
     if "order" not in skip:
         R["order"] = {}
@@ -186,6 +193,7 @@ def main():
             R["order"][order] = {"page_cache": hot["img_per_s"], "cold": cold["img_per_s"]}
         warm(shards)
 
+    save()
     # -- memory hierarchy (docs/tuning.md) ----------------------------------------------------
     if "memory" not in skip:
         mb = os.path.join(a.build, "tools", "ringfeed-membench")
