@@ -386,71 +386,60 @@ static void skip_walk_locked(rf_loader *ld)
     }
 }
 
-/* A replacement or blank task for one slot position; NULL when out of tasks or arena. */
-static task *skip_task_locked(rf_loader *ld, const skip_item *it)
+/* One read of a task: sample bytes from a file span into the slot's stage or the arena. */
+typedef struct sample_read {
+    uint64_t off, end; /* end: the virtual arena position after the span (task.arena_end) */
+    uint32_t file, len, skip, need;
+    uint8_t *dst;
+} sample_read;
+
+/* Where sample `id`, output `row` of slot s, is read from and into: tokens, its window of the
+ * dispatcher's epoch straight into the slot's stage; images, the member's span in the arena.
+ * Returns 0, or -1 when the arena is full (nothing claimed). */
+static int sample_read_locked(rf_loader *ld, const slot *s, uint32_t row, uint64_t id,
+                              sample_read *r)
 {
-    if (ld->task_head - ld->task_tail >= ld->ntasks)
-        return NULL;
-    slot *s = &ld->slots[it->slot];
-    uint64_t id = UINT64_MAX, pos = UINT64_MAX, off = 0, end = ld->arena_head;
-    uint8_t pad = 1;
-    uint32_t len = 0, file = 0, dskip = 0, need = 0;
-    uint8_t *dst = ld->tokens ? s->stage + (uint64_t)it->index * ld->stage_bytes : ld->arena;
-    int blank = it->cand == UINT64_MAX;
-    if (!blank) {
-        rf_plan_sample(&ld->plan, it->cand, &id, &pos, &pad);
-        if (ld->tokens) {
-            token_window(ld, id, ld->d_epoch, &file, &off);
-            len = (uint32_t)ld->stage_bytes;
-        } else {
-            const rf_sample *sm = &ld->ds.samples[id];
-            file = sm->file;
-            off = sm->offset;
-            len = sm->length;
-            if (rf_pc_odirect(ld->pc)) { /* as dispatch_one_locked */
-                need = len;
-                rf_pc_direct_span(ld->pc, off, need, &off, &len, &dskip);
-                need += dskip;
-            }
-            uint64_t phys = arena_alloc_locked(ld, len, &end);
-            if (phys == UINT64_MAX)
-                return NULL;
-            dst = ld->arena + phys;
-        }
+    r->end = ld->arena_head;
+    r->skip = r->need = 0;
+    if (ld->tokens) {
+        token_window(ld, id, ld->d_epoch, &r->file, &r->off);
+        r->len = (uint32_t)ld->stage_bytes;
+        r->dst = s->stage + (uint64_t)row * ld->stage_bytes;
+        return 0;
     }
-    uint32_t i = it->index;
-    s->ids[i] = id;
-    s->positions[i] = pos;
-    s->padding[i] = pad;
-    s->keys[i] = blank ? "" : ld->tokens ? ld->ds.files[file].path
-                                         : ld->ds.keys + ld->ds.samples[id].key;
-    task *t = &ld->tasks[ld->task_head % ld->ntasks];
-    t->seq = ld->task_head++;
-    t->sample_id = id;
-    t->aug_seed = blank ? 0 : rf_plan_sample_seed(&ld->plan, ld->d_epoch, id);
-    t->arena_end = end;
-    t->slot = it->slot;
-    t->index = i;
-    t->file = file;
-    t->raw = ld->tokens;
-    t->rep = !blank;
-    t->padout = pad;
-    t->blank = (uint8_t)blank;
-    t->why = 0;
-    atomic_store(&t->finished, 0);
-    t->req = (rf_io_req){.fd = ld->ds.files[file].fd, .len = len, .offset = off, .dst = dst,
-                         .user = t};
-    t->skip = dskip;
-    if (need) {
-        t->req.fd = rf_pc_direct_fd(ld->pc, file);
-        t->req.need = need;
+    const rf_sample *sm = &ld->ds.samples[id];
+    r->file = sm->file;
+    r->off = sm->offset;
+    r->len = sm->length;
+    if (rf_pc_odirect(ld->pc)) { /* read the aligned blocks around the span */
+        r->need = r->len;
+        rf_pc_direct_span(ld->pc, r->off, r->need, &r->off, &r->len, &r->skip);
+        r->need += r->skip;
     }
-    return t;
+    uint64_t phys = arena_alloc_locked(ld, r->len, &r->end);
+    if (phys == UINT64_MAX)
+        return -1;
+    r->dst = ld->arena + phys;
+    return 0;
 }
 
-/* Forward output (d_k, d_j) after the cursors met: a blank, with the slot claim and cursor
- * advance of dispatch_one_locked. */
-static task *skip_forward_blank_locked(rf_loader *ld)
+/* The task's read request for r (O_DIRECT spans through the file's direct descriptor). */
+static void task_set_read(rf_loader *ld, task *t, const sample_read *r)
+{
+    t->arena_end = r->end;
+    t->file = r->file;
+    t->req = (rf_io_req){.fd = ld->ds.files[r->file].fd, .len = r->len, .offset = r->off,
+                         .dst = r->dst, .user = t};
+    t->skip = r->skip;
+    if (r->need) {
+        t->req.fd = rf_pc_direct_fd(ld->pc, r->file);
+        t->req.need = r->need;
+    }
+}
+
+/* The slot of forward output (d_k, d_j), counting the batch's outputs when it opens; NULL
+ * while that slot is still in use or the task ring is full. */
+static slot *dispatch_slot_locked(rf_loader *ld)
 {
     slot *s = &ld->slots[ld->d_seq % ld->depth];
     if (ld->d_j == 0) {
@@ -460,7 +449,12 @@ static task *skip_forward_blank_locked(rf_loader *ld)
     }
     if (ld->task_head - ld->task_tail >= ld->ntasks)
         return NULL;
-    uint32_t si = (uint32_t)(ld->d_seq % ld->depth);
+    return s;
+}
+
+/* Claim slot s for the batch when its first output (d_j == 0) is dispatched. */
+static void slot_open_locked(rf_loader *ld, slot *s)
+{
     if (ld->d_j == 0) {
         s->state = SLOT_FILLING;
         s->seq = ld->d_seq;
@@ -468,17 +462,78 @@ static task *skip_forward_blank_locked(rf_loader *ld)
         s->batch.count = ld->d_count;
         s->batch.epoch = ld->d_epoch;
         s->batch.index = ld->d_k;
-        memset(ld->skst + (uint64_t)si * ld->batch, 0, ld->batch);
+        if (ld->skip)
+            memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
     }
-    skip_item it = {si, ld->d_j, UINT64_MAX};
-    task *t = skip_task_locked(ld, &it);
-    ld->skst[(uint64_t)si * ld->batch + ld->d_j] = SK_FINAL | SK_PAD;
+}
+
+/* Move the forward cursors past output (d_k, d_j). */
+static void dispatch_advance_locked(rf_loader *ld)
+{
     if (++ld->d_j == ld->d_count) {
         ld->d_j = 0;
         ld->d_seq++;
-        if (++ld->d_k == ld->plan.batches)
-            ld->sk_epoch_wait = 1;
+        if (++ld->d_k == ld->plan.batches) {
+            if (ld->skip)
+                ld->sk_epoch_wait = 1; /* skip_dispatch_locked moves on once all are final */
+            else
+                plan_next_epoch_locked(ld);
+        }
     }
+}
+
+/* A replacement or blank task for one slot position; NULL when out of tasks or arena. */
+static task *skip_task_locked(rf_loader *ld, const skip_item *it)
+{
+    if (ld->task_head - ld->task_tail >= ld->ntasks)
+        return NULL;
+    slot *s = &ld->slots[it->slot];
+    uint64_t id = UINT64_MAX, pos = UINT64_MAX;
+    uint8_t pad = 1;
+    sample_read r = {.end = ld->arena_head,
+                     .dst = ld->tokens ? s->stage + (uint64_t)it->index * ld->stage_bytes
+                                       : ld->arena};
+    int blank = it->cand == UINT64_MAX;
+    if (!blank) {
+        rf_plan_sample(&ld->plan, it->cand, &id, &pos, &pad);
+        if (sample_read_locked(ld, s, it->index, id, &r))
+            return NULL;
+    }
+    uint32_t i = it->index;
+    s->ids[i] = id;
+    s->positions[i] = pos;
+    s->padding[i] = pad;
+    s->keys[i] = blank ? "" : ld->tokens ? ld->ds.files[r.file].path
+                                         : ld->ds.keys + ld->ds.samples[id].key;
+    task *t = &ld->tasks[ld->task_head % ld->ntasks];
+    t->seq = ld->task_head++;
+    t->sample_id = id;
+    t->aug_seed = blank ? 0 : rf_plan_sample_seed(&ld->plan, ld->d_epoch, id);
+    t->slot = it->slot;
+    t->index = i;
+    t->raw = ld->tokens;
+    t->rep = !blank;
+    t->padout = pad;
+    t->blank = (uint8_t)blank;
+    t->why = 0;
+    atomic_store(&t->finished, 0);
+    task_set_read(ld, t, &r);
+    return t;
+}
+
+/* Forward output (d_k, d_j) after the cursors met: a blank, with the slot claim and cursor
+ * advance of dispatch_one_locked. */
+static task *skip_forward_blank_locked(rf_loader *ld)
+{
+    slot *s = dispatch_slot_locked(ld);
+    if (!s)
+        return NULL;
+    uint32_t si = (uint32_t)(ld->d_seq % ld->depth);
+    slot_open_locked(ld, s); /* ld->skip: clears the slot's skip states too */
+    skip_item it = {si, ld->d_j, UINT64_MAX};
+    task *t = skip_task_locked(ld, &it);
+    ld->skst[(uint64_t)si * ld->batch + ld->d_j] = SK_FINAL | SK_PAD;
+    dispatch_advance_locked(ld); /* ld->skip: waits for the epoch's outcomes */
     return t;
 }
 
@@ -585,84 +640,36 @@ static task *dispatch_one_locked(rf_loader *ld)
     task *skt;
     if (ld->skip && skip_dispatch_locked(ld, &skt))
         return skt;
-    slot *s = &ld->slots[ld->d_seq % ld->depth];
-    if (ld->d_j == 0) {
-        if (s->state != SLOT_FREE)
-            return NULL;
-        ld->d_count = rf_plan_batch_count(&ld->plan, ld->d_k);
-    }
-    if (ld->task_head - ld->task_tail >= ld->ntasks)
+    slot *s = dispatch_slot_locked(ld);
+    if (!s)
         return NULL;
-    uint64_t id, pos, off, end = ld->arena_head;
+    uint64_t id, pos;
     uint8_t pad;
-    uint32_t len, file, skip = 0, need = 0;
     rf_plan_sample(&ld->plan, ld->d_k * ld->batch + ld->d_j, &id, &pos, &pad);
-    uint8_t *dst;
-    if (ld->tokens) {
-        token_window(ld, id, ld->d_epoch, &file, &off);
-        len = (uint32_t)ld->stage_bytes;
-        dst = s->stage + (uint64_t)ld->d_j * ld->stage_bytes;
-    } else {
-        const rf_sample *sm = &ld->ds.samples[id];
-        file = sm->file;
-        off = sm->offset;
-        len = sm->length;
-        if (rf_pc_odirect(ld->pc)) { /* read the aligned blocks around the span */
-            need = len;
-            rf_pc_direct_span(ld->pc, off, need, &off, &len, &skip);
-            need += skip;
-        }
-        uint64_t phys = arena_alloc_locked(ld, len, &end);
-        if (phys == UINT64_MAX)
-            return NULL;
-        dst = ld->arena + phys;
-    }
+    sample_read r;
+    if (sample_read_locked(ld, s, ld->d_j, id, &r))
+        return NULL;
     if (ld->warm_on && ld->warm_epoch == ld->d_epoch &&
         ld->d_k * ld->batch + ld->d_j < ld->warm_pos) /* a warmed sample leaves the window */
-        ld->warm_ahead -= RF_MIN(ld->warm_ahead, need ? need - skip : len);
-    if (ld->d_j == 0) {
-        s->state = SLOT_FILLING;
-        s->seq = ld->d_seq;
-        atomic_store(&s->pending, ld->d_count);
-        s->batch.count = ld->d_count;
-        s->batch.epoch = ld->d_epoch;
-        s->batch.index = ld->d_k;
-        if (ld->skip)
-            memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
-    }
+        ld->warm_ahead -= RF_MIN(ld->warm_ahead, r.need ? r.need - r.skip : r.len);
+    slot_open_locked(ld, s);
     uint32_t i = ld->d_j;
     s->ids[i] = id;
     s->positions[i] = pos;
     s->padding[i] = pad;
-    s->keys[i] = ld->tokens ? ld->ds.files[file].path : ld->ds.keys + ld->ds.samples[id].key;
+    s->keys[i] = ld->tokens ? ld->ds.files[r.file].path : ld->ds.keys + ld->ds.samples[id].key;
     task *t = &ld->tasks[ld->task_head % ld->ntasks];
     t->seq = ld->task_head++;
     t->sample_id = id;
     t->aug_seed = rf_plan_sample_seed(&ld->plan, ld->d_epoch, id);
-    t->arena_end = end;
     t->slot = (uint32_t)(ld->d_seq % ld->depth);
     t->index = i;
-    t->file = file;
     t->raw = ld->tokens;
     t->rep = t->blank = t->why = 0;
     t->padout = pad;
     atomic_store(&t->finished, 0);
-    t->req = (rf_io_req){.fd = ld->ds.files[file].fd, .len = len, .offset = off, .dst = dst, .user = t};
-    t->skip = skip;
-    if (need) {
-        t->req.fd = rf_pc_direct_fd(ld->pc, file);
-        t->req.need = need;
-    }
-    if (++ld->d_j == ld->d_count) {
-        ld->d_j = 0;
-        ld->d_seq++;
-        if (++ld->d_k == ld->plan.batches) {
-            if (ld->skip)
-                ld->sk_epoch_wait = 1; /* skip_dispatch_locked moves on once all are final */
-            else
-                plan_next_epoch_locked(ld);
-        }
-    }
+    task_set_read(ld, t, &r);
+    dispatch_advance_locked(ld);
     return t;
 }
 

@@ -25,18 +25,22 @@ static void make_data(void)
     snprintf(g_pat, sizeof g_pat, "%s/shard-*.tar", g_dir);
 }
 
-static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint32_t depth)
+/* The suite's shards on device_kind: SIZE px, batches of 16, one epoch, seed 11, depth 3. */
+static rf_config mem_cfg(uint32_t device_kind, const char **pat)
 {
-    rf_config c;
-    rf_config_init(&c);
-    const char *pat = g_pat;
-    c.shards = &pat;
-    c.shard_count = 1;
-    c.image_size = SIZE;
+    rf_config c = rf_test_host_config(pat, g_pat, SIZE);
     c.batch_size = 16;
     c.epochs = 1;
     c.seed = 11;
     c.device_kind = device_kind;
+    c.prefetch_depth = 3;
+    return c;
+}
+
+static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint32_t depth)
+{
+    const char *pat;
+    rf_config c = mem_cfg(device_kind, &pat);
     c.dtype = dtype;
     c.layout = layout;
     c.prefetch_depth = depth;
@@ -45,11 +49,7 @@ static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint
         memcpy(c.mean, mean, sizeof mean);
         memcpy(c.std, sd, sizeof sd);
     }
-    rf_loader *ld;
-    char err[512];
-    int rc = rf_loader_create(&c, &ld, err, sizeof err);
-    ck_assert_msg(rc == 0, "%d %s", rc, err);
-    return ld;
+    return rf_test_create_ok(&c);
 }
 
 #define CK_CUDA(x) ck_assert_msg((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(cudaGetLastError()))
@@ -173,11 +173,8 @@ START_TEST(token_widening_on_gpu)
         fwrite(&v, 2, 1, f);
     }
     fclose(f);
-    rf_config c;
-    rf_config_init(&c);
-    const char *pat = path;
-    c.shards = &pat;
-    c.shard_count = 1;
+    const char *pat;
+    rf_config c = rf_test_host_config(&pat, path, 0);
     c.source = RF_SOURCE_TOKENS;
     c.token_bytes = 2;
     c.seq_len = 64;
@@ -219,30 +216,6 @@ static int gpu_present(void)
 
 /* ---- memory hierarchy (docs/tuning.md) ---------------------------------------------------- */
 
-static rf_config mem_cfg(uint32_t device_kind, const char **pat)
-{
-    rf_config c;
-    rf_config_init(&c);
-    *pat = g_pat;
-    c.shards = pat;
-    c.shard_count = 1;
-    c.image_size = SIZE;
-    c.batch_size = 16;
-    c.epochs = 1;
-    c.seed = 11;
-    c.device_kind = device_kind;
-    c.prefetch_depth = 3;
-    return c;
-}
-
-static rf_loader *mk_cfg(const rf_config *c)
-{
-    rf_loader *ld;
-    char err[512];
-    int rc = rf_loader_create(c, &ld, err, sizeof err);
-    ck_assert_msg(rc == 0, "%d %s", rc, err);
-    return ld;
-}
 
 /* Device batches of `dev` equal the host backend's batches of the same config. */
 static int device_equals_host(rf_loader *dev, rf_loader *host)
@@ -274,7 +247,7 @@ START_TEST(pool_reserved_stable_no_allocs_after_create)
     const char *pat;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
     c.epochs = 3;
-    rf_loader *ld = mk_cfg(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_stats st0, st1, st;
     rf_stats_init(&st0);
     rf_loader_stats(ld, &st0);
@@ -321,7 +294,7 @@ START_TEST(hugepage_ring_registered_equals_host)
     const char *pa, *pb;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pa), h = mem_cfg(RF_DEVICE_HOST, &pb);
     c.hugepages = 1;
-    rf_loader *dev = mk_cfg(&c), *host = mk_cfg(&h);
+    rf_loader *dev = rf_test_create_ok(&c), *host = rf_test_create_ok(&h);
     ck_assert_int_eq(device_equals_host(dev, host), 5);
     rf_stats st;
     rf_stats_init(&st);
@@ -342,7 +315,7 @@ START_TEST(trim_returns_memory_and_loader_continues)
     const char *pat;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
     c.epochs = 0;
-    rf_loader *ld = mk_cfg(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_batch *b;
     for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(rf_loader_next(ld, &b), 0);
@@ -376,7 +349,7 @@ START_TEST(naive_cuda_equals_host)
     const char *pa, *pb;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pa), h = mem_cfg(RF_DEVICE_HOST, &pb);
     c.naive = 1;
-    rf_loader *dev = mk_cfg(&c), *host = mk_cfg(&h);
+    rf_loader *dev = rf_test_create_ok(&c), *host = rf_test_create_ok(&h);
     ck_assert_int_eq(device_equals_host(dev, host), 5);
     rf_stats st;
     rf_stats_init(&st);
@@ -412,9 +385,5 @@ int main(void)
     tcase_add_test(tc, trim_returns_memory_and_loader_continues);
     tcase_add_test(tc, naive_cuda_equals_host);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(s);
 }

@@ -12,6 +12,7 @@
 
 #include "decode.h"
 #include "resize.h"
+#include "testutil.h"
 
 /* ---- synthetic images and encoding ------------------------------------------------------- */
 
@@ -639,9 +640,5 @@ int main(void)
     tcase_add_test(tc, errors_warning_is_an_error);
     tcase_add_test(tc, cmyk_and_gray_decode);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(s);
 }

@@ -64,16 +64,6 @@ static void copy_file(const char *from, const char *to)
     free(b);
 }
 
-static void fix_checksum(uint8_t *h)
-{
-    memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < 512; i++)
-        sum += h[i];
-    snprintf((char *)h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-}
-
 static uint8_t *find_sof(uint8_t *j, uint32_t len)
 {
     for (uint32_t i = 2; i + 9 < len; i++)
@@ -107,7 +97,7 @@ static void corrupt(uint8_t *b, uint64_t id, int c)
     case C_TRUNCATED: { /* the size field claims more data than the sample span holds */
         uint8_t *h = span + s->data_hdr;
         snprintf((char *)h + 124, 12, "%011o", s->data_len + 100000);
-        fix_checksum(h);
+        rf_test_tar_checksum(h);
         break;
     }
     case C_LABEL:
@@ -166,13 +156,8 @@ static void run_loader(const char *dir, const cfgx *x, run *r)
 {
     char pat[600];
     snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
-    const char *pats[1] = {pat};
-    rf_config c;
-    rf_config_init(&c);
-    c.shards = pats;
-    c.shard_count = 1;
-    c.image_size = SIZE;
-    c.device_kind = RF_DEVICE_HOST;
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, pat, SIZE);
     c.seed = 5;
     c.crop = RF_CROP_CENTER;
     c.batch_size = x->batch ? x->batch : 8;
@@ -546,13 +531,8 @@ START_TEST(shard_truncated_during_epoch)
         char pat[600], path[600];
         snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
         snprintf(path, sizeof path, "%s/shard-0001.tar", dir);
-        const char *pats[1] = {pat};
-        rf_config c;
-        rf_config_init(&c);
-        c.shards = pats;
-        c.shard_count = 1;
-        c.image_size = SIZE;
-        c.device_kind = RF_DEVICE_HOST;
+        const char *pats[1];
+        rf_config c = rf_test_host_config(pats, pat, SIZE);
         c.order = RF_ORDER_NONE;
         c.batch_size = 4;
         c.prefetch_depth = 1;
@@ -609,13 +589,8 @@ START_TEST(destroy_mid_flight_with_faults)
                   .threads = 3, .batch = 4, .epochs = 0};
         char pat[600];
         snprintf(pat, sizeof pat, "%s/shard-*.tar", g_clean);
-        const char *pats[1] = {pat};
-        rf_config c;
-        rf_config_init(&c);
-        c.shards = pats;
-        c.shard_count = 1;
-        c.image_size = SIZE;
-        c.device_kind = RF_DEVICE_HOST;
+        const char *pats[1];
+        rf_config c = rf_test_host_config(pats, pat, SIZE);
         c.batch_size = x.batch;
         c.decode_threads = x.threads;
         c.io_engine = x.io;
@@ -636,13 +611,8 @@ END_TEST
 
 static rf_loader *make_resumable(const char *pat, const void *state, uint64_t len)
 {
-    const char *pats[1] = {pat};
-    rf_config c;
-    rf_config_init(&c);
-    c.shards = pats;
-    c.shard_count = 1;
-    c.image_size = SIZE;
-    c.device_kind = RF_DEVICE_HOST;
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, pat, SIZE);
     c.batch_size = 8;
     c.seed = 11;
     c.epochs = 1;
@@ -718,7 +688,7 @@ static void put_member(FILE *f, const char *name, char type, const uint8_t *data
     if (link)
         snprintf((char *)h + 157, 100, "%s", link);
     memcpy(h + 257, "ustar\0" "00", 8);
-    fix_checksum(h);
+    rf_test_tar_checksum(h);
     fwrite(h, 1, 512, f);
     if (n) {
         fwrite(data, 1, n, f);
@@ -753,13 +723,8 @@ START_TEST(nonregular_members_skipped_and_counted)
     fwrite(zero, 1, sizeof zero, f);
     fclose(f);
     free(b);
-    const char *pats[1] = {path};
-    rf_config c;
-    rf_config_init(&c);
-    c.shards = pats;
-    c.shard_count = 1;
-    c.image_size = SIZE;
-    c.device_kind = RF_DEVICE_HOST;
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, path, SIZE);
     c.batch_size = 3;
     c.epochs = 1;
     rf_loader *ld = NULL;
@@ -783,12 +748,8 @@ START_TEST(config_limits_validated)
 {
     char pat[600];
     snprintf(pat, sizeof pat, "%s/shard-*.tar", g_clean);
-    const char *pats[1] = {pat};
-    rf_config c;
-    rf_config_init(&c);
-    c.shards = pats;
-    c.shard_count = 1;
-    c.device_kind = RF_DEVICE_HOST;
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, pat, 0);
     rf_loader *ld = NULL;
     char err[512];
     c.on_error = 7;
@@ -823,9 +784,5 @@ int main(void)
     tcase_add_test(tc, nonregular_members_skipped_and_counted);
     tcase_add_test(tc, config_limits_validated);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(s);
 }

@@ -32,14 +32,6 @@
 
 static char *g_root, g_tree[512], g_list[512], g_shard[512];
 
-static void write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    MUST(f != NULL);
-    MUST(fwrite(data, 1, len, f) == len);
-    fclose(f);
-}
-
 /* tree/c<k>/i<j>.jpg, a list file naming the same files (in reverse order, other labels), and
  * a shard of the tree packed in image-list order. */
 static void make_data(void)
@@ -61,7 +53,7 @@ static void make_data(void)
             rf_synth_image((uint64_t)(c * 31 + i), w, h, rgb);
             MUST(rf_synth_jpeg(rgb, w, h, 85, i % 2, &jpg, &len) == 0);
             snprintf(path, sizeof path, "%s/i%d.jpg", dir, i);
-            write_file(path, jpg, len);
+            rf_test_write_file(path, jpg, len);
             free(rgb);
             free(jpg);
         }
@@ -133,7 +125,7 @@ START_TEST(test_folder_table_list)
     /* errors name the file: a missing image, a sample over max_sample_bytes, two entries */
     char bad[700];
     snprintf(bad, sizeof bad, "%s/bad.txt", g_root);
-    write_file(bad, "tree/c0/i0.jpg 1\nnope.jpg 2\n", 28);
+    rf_test_write_file(bad, "tree/c0/i0.jpg 1\nnope.jpg 2\n", 28);
     paths[0] = bad;
     ck_assert_int_lt(rf_format_folder.open(&ds, paths, 1, 0, &e), 0);
     ck_assert_msg(strstr(e.msg, "line 2") && strstr(e.msg, "nope.jpg"), "%s", e.msg);
@@ -158,17 +150,13 @@ typedef struct loaded {
 static int load(const char *input, uint32_t source, uint32_t order, loaded *out, char *err,
                 size_t err_len)
 {
-    rf_config c;
-    rf_config_init(&c);
-    c.shards = &input;
-    c.shard_count = 1;
+    const char *pat;
+    rf_config c = rf_test_host_config(&pat, input, SIZE);
     c.source = source;
-    c.image_size = SIZE;
     c.order = order;
     c.seed = 7;
     c.batch_size = 4;
     c.epochs = 1;
-    c.device_kind = RF_DEVICE_HOST;
     c.decode_threads = 3;
     rf_loader *ld;
     int rc = rf_loader_create(&c, &ld, err, err_len);
@@ -238,9 +226,5 @@ int main(void)
 {
     g_root = rf_test_mkdtemp("folder");
     make_data();
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(suite());
 }

@@ -864,9 +864,5 @@ static Suite *io_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(io_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rf_test_run_suite_mode(io_suite(), CK_ENV);
 }

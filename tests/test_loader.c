@@ -36,24 +36,9 @@ static void make_data(void)
 
 static rf_config base_config(const char **pat)
 {
-    rf_config c;
-    rf_config_init(&c);
-    *pat = g_pattern;
-    c.shards = pat;
-    c.shard_count = 1;
-    c.image_size = SIZE;
-    c.device_kind = RF_DEVICE_HOST;
+    rf_config c = rf_test_host_config(pat, g_pattern, SIZE);
     c.seed = 99;
     return c;
-}
-
-static rf_loader *create_ok(const rf_config *c)
-{
-    rf_loader *ld = NULL;
-    char err[512] = "";
-    int rc = rf_loader_create(c, &ld, err, sizeof err);
-    ck_assert_msg(rc == 0, "create failed: %d %s", rc, err);
-    return ld;
 }
 
 static uint64_t key_index(const char *key)
@@ -73,7 +58,7 @@ static void check_exactly_once(uint32_t threads, uint32_t depth, uint32_t batch,
     c.batch_size = batch;
     c.epochs = epochs;
     c.io_engine = io;
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     uint64_t expect_batches = (N_SAMPLES + batch - 1) / batch;
     ck_assert_uint_eq(rf_loader_batches_per_epoch(ld), expect_batches);
     uint32_t seen[N_SAMPLES];
@@ -143,7 +128,7 @@ typedef struct capture {
 
 static void capture_epoch(rf_config c, capture *cap)
 {
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     cap->pixels = malloc((size_t)N_SAMPLES * SIZE * SIZE * 3);
     uint32_t n = 0;
     rf_batch *b;
@@ -216,7 +201,7 @@ START_TEST(pixels_match_direct_decode)
     c.epochs = 1;
     c.batch_size = 13;
     c.layout = RF_LAYOUT_NCHW;
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_dataset ds = {0};
     rf_err e = {0};
     char **paths;
@@ -270,7 +255,7 @@ START_TEST(drop_last_and_forever)
     c.batch_size = 10;
     c.drop_last = 1;
     c.epochs = 0; /* forever */
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     ck_assert_uint_eq(rf_loader_batches_per_epoch(ld), 9);
     rf_batch *b;
     for (int e = 0; e < 4; e++) {
@@ -301,7 +286,7 @@ START_TEST(resume_at_every_position)
     capture_epoch(c, full);
     uint64_t nb = (N_SAMPLES + 7) / 8;
     for (uint64_t stop = 0; stop <= nb; stop++) {
-        rf_loader *ld = create_ok(&c);
+        rf_loader *ld = rf_test_create_ok(&c);
         rf_batch *b;
         uint32_t n = 0;
         for (uint64_t k = 0; k < stop; k++) {
@@ -318,7 +303,7 @@ START_TEST(resume_at_every_position)
         r.resume_state = blob;
         r.resume_state_bytes = len;
         r.seed = 5; /* the blob's seed wins */
-        ld = create_ok(&r);
+        ld = rf_test_create_ok(&r);
         int rc;
         /* No replay: the first batch after a resume is ready after at most one ring's worth
          * of reads, wherever in the epoch the state was saved. */
@@ -328,7 +313,7 @@ START_TEST(resume_at_every_position)
         rf_loader_stats(ld, &st);
         ck_assert_uint_le(st.reads, (uint64_t)c.batch_size * (c.prefetch_depth ? c.prefetch_depth : 4) + 8);
         rf_loader_destroy(ld);
-        ld = create_ok(&r);
+        ld = rf_test_create_ok(&r);
         if (stop == nb) {
             /* saved after the last batch: the resumed loader starts the next epoch */
             ck_assert_int_eq(rf_loader_next(ld, &b), 0);
@@ -366,7 +351,7 @@ START_TEST(destroy_mid_flight)
         c.decode_threads = 1 + round % 4;
         c.prefetch_depth = 1 + round % 5;
         c.io_engine = round % 2 ? RF_IO_PREAD : RF_IO_AUTO;
-        rf_loader *ld = create_ok(&c);
+        rf_loader *ld = rf_test_create_ok(&c);
         rf_batch *b;
         for (int k = 0; k < round % 4; k++) {
             int rc = rf_loader_next(ld, &b);
@@ -391,7 +376,7 @@ START_TEST(set_epoch_restarts)
     rf_config c = base_config(&pat);
     c.batch_size = 20;
     c.epochs = 0;
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_batch *b;
     ck_assert_int_eq(rf_loader_next(ld, &b), 0);
     ck_assert_int_eq(rf_loader_set_epoch(ld, 5), RF_ESTATE);
@@ -405,7 +390,7 @@ START_TEST(set_epoch_restarts)
     rf_loader_release(ld, b, NULL);
     rf_loader_destroy(ld);
     c.start_epoch = 5;
-    ld = create_ok(&c);
+    ld = rf_test_create_ok(&c);
     ck_assert_int_eq(rf_loader_next(ld, &b), 0);
     ck_assert_str_eq(b->keys[0], first);
     rf_loader_release(ld, b, NULL);
@@ -417,14 +402,10 @@ END_TEST
 START_TEST(create_errors_are_clear)
 {
     make_data();
-    rf_config c;
-    rf_config_init(&c);
+    const char *nothing;
+    rf_config c = rf_test_host_config(&nothing, "/nonexistent/shard-*.tar", 0);
     rf_loader *ld = (rf_loader *)1;
     char err[512];
-    const char *nothing = "/nonexistent/shard-*.tar";
-    c.shards = &nothing;
-    c.shard_count = 1;
-    c.device_kind = RF_DEVICE_HOST;
     int rc = rf_loader_create(&c, &ld, err, sizeof err);
     ck_assert_msg(rc == RF_ENOFILES, "got %d: %s", rc, err);
     ck_assert_ptr_null(ld);
@@ -471,7 +452,7 @@ START_TEST(float_output_matches_uint8)
         c.layout = RF_LAYOUT_NCHW;
         memcpy(c.mean, mean, sizeof mean);
         memcpy(c.std, sd, sizeof sd);
-        rf_loader *ld = create_ok(&c);
+        rf_loader *ld = rf_test_create_ok(&c);
         rf_batch *b;
         uint32_t n = 0;
         size_t px = SIZE * SIZE, esz = dtypes[d] == RF_DTYPE_FLOAT32 ? 4 : 2;
@@ -517,7 +498,7 @@ START_TEST(shard_order_is_local_and_complete)
     c.batch_size = 11;
     c.order = RF_ORDER_SHARD;
     c.shard_window = 1;
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     for (int e = 0; e < 2; e++) {
         uint32_t seen[N_SAMPLES] = {0}, n = 0, last_shard = UINT32_MAX, switches = 0;
         rf_batch *b;
@@ -551,7 +532,7 @@ static uint32_t run_ranks(rf_config c, uint32_t world, const void *blob, uint64_
         c.world_size = world;
         c.resume_state = blob;
         c.resume_state_bytes = blob_len;
-        rf_loader *ld = create_ok(&c);
+        rf_loader *ld = rf_test_create_ok(&c);
         rf_batch *b;
         uint64_t nb = 0;
         while ((stop_after == 0 || nb < stop_after) && rf_loader_next(ld, &b) == 0) {
@@ -610,7 +591,7 @@ START_TEST(resume_across_world_sizes)
             run_ranks(c, w1s[t], NULL, 0, seen, &nb, stop);
             /* rank 0's state after `stop` batches stands for the whole world */
             c.world_size = w1s[t];
-            rf_loader *ld = create_ok(&c);
+            rf_loader *ld = rf_test_create_ok(&c);
             rf_batch *b;
             for (uint32_t k = 0; k < stop; k++) {
                 ck_assert_int_eq(rf_loader_next(ld, &b), 0);
@@ -651,9 +632,5 @@ int main(void)
     tcase_add_test(tc, ranks_disjoint_complete_with_padding);
     tcase_add_test(tc, resume_across_world_sizes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(s);
 }

@@ -99,27 +99,12 @@ static long long evict_all(const char *pattern)
 
 static rf_config config(const char **pat, const char *pattern)
 {
-    rf_config c;
-    rf_config_init(&c);
-    *pat = pattern;
-    c.shards = pat;
-    c.shard_count = 1;
-    c.image_size = SIZE;
+    rf_config c = rf_test_host_config(pat, pattern, SIZE);
     c.batch_size = 8;
-    c.device_kind = RF_DEVICE_HOST;
     c.seed = 5;
     c.epochs = 1;
     c.decode_threads = 2;
     return c;
-}
-
-static rf_loader *create_ok(const rf_config *c)
-{
-    rf_loader *ld = NULL;
-    char err[512] = "";
-    int rc = rf_loader_create(c, &ld, err, sizeof err);
-    ck_assert_msg(rc == 0, "create failed: %d %s", rc, err);
-    return ld;
 }
 
 /* Run to RF_DONE; returns the stats. */
@@ -140,7 +125,7 @@ static rf_stats drain(rf_loader *ld)
 /* Two loaders deliver byte-identical batches (pixels, labels, keys, ids). */
 static void same_batches(const rf_config *a, const rf_config *b, rf_stats *sa, rf_stats *sb)
 {
-    rf_loader *la = create_ok(a), *lb = create_ok(b);
+    rf_loader *la = rf_test_create_ok(a), *lb = rf_test_create_ok(b);
     rf_batch *x, *y;
     int ra, rb, n = 0;
     for (;;) {
@@ -179,7 +164,7 @@ START_TEST(hit_ratio_is_one_when_resident)
     make_data(pattern, sizeof pattern, 1);
     read_all(pattern);
     rf_config c = config(&pat, pattern);
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_stats st = drain(ld);
     ck_assert_uint_gt(st.cache_checked_bytes, 0);
     ck_assert_uint_eq(st.cache_checked_bytes, st.bytes_read); /* buffered: spans exactly */
@@ -206,7 +191,7 @@ START_TEST(hit_ratio_below_one_after_eviction_then_one)
     rf_config c = config(&pat, pattern);
     c.epochs = 2;
     c.io_engine = RF_IO_PREAD;
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_batch *b;
     int rc;
     while ((rc = rf_loader_next(ld, &b)) == 0)
@@ -244,7 +229,7 @@ START_TEST(warm_hints_every_sample_with_a_large_budget)
     c.io_engine = RF_IO_PREAD; /* one read taken at a time: only the very first is not hinted */
     c.io_threads = 1;
     c.io_queue_depth = 1;
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_stats st = drain(ld);
     ck_assert_uint_le(st.warmed_bytes, st.cache_checked_bytes);
     ck_assert_uint_ge(st.warmed_bytes, st.cache_checked_bytes - st.cache_checked_bytes / 20);
@@ -262,7 +247,7 @@ START_TEST(warm_stays_within_a_small_budget)
     c.warm = 1;
     c.warm_bytes = 64 << 10;
     c.epochs = 2;
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_stats st = drain(ld);
     ck_assert_uint_gt(st.warmed_bytes, 0);
     /* each sample is hinted at most once per epoch */
@@ -270,7 +255,7 @@ START_TEST(warm_stays_within_a_small_budget)
     rf_loader_destroy(ld);
 
     c.warm = 0;
-    ld = create_ok(&c);
+    ld = rf_test_create_ok(&c);
     st = drain(ld);
     ck_assert_uint_eq(st.warmed_bytes, 0);
     rf_loader_destroy(ld);
@@ -392,7 +377,7 @@ START_TEST(numa_lists_and_nodes)
     const char *pat;
     make_data(pattern, sizeof pattern, 8);
     rf_config c = config(&pat, pattern);
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_stats st = drain(ld);
     ck_assert_uint_eq(st.numa_nodes, nodes);
     ck_assert_int_eq(st.numa_node, -1); /* host backend: no device to be near */
@@ -406,7 +391,7 @@ START_TEST(stats_fields_sane_on_host)
     const char *pat;
     make_data(pattern, sizeof pattern, 9);
     rf_config c = config(&pat, pattern);
-    rf_loader *ld = create_ok(&c);
+    rf_loader *ld = rf_test_create_ok(&c);
     rf_stats st = drain(ld);
     ck_assert_uint_eq(st.pinned, 0);
     ck_assert_uint_eq(st.pinned_bytes, 0);
@@ -481,9 +466,5 @@ int main(void)
     tcase_add_test(tc, stats_fields_sane_on_host);
     tcase_add_test(tc, residency_check_is_cheap);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(s);
 }

@@ -35,14 +35,6 @@ static char *g_root, g_tree[512], g_tool[1024];
         }                                                                                     \
     } while (0)
 
-static void write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    MUST(f != NULL);
-    MUST(fwrite(data, 1, len, f) == len);
-    fclose(f);
-}
-
 /* tree/cls_<c>/img_<i>.jpg (every third progressive, one upper-case .JPEG), plus a text file
  * (skipped) and a truncated JPEG (bad) in class 1. */
 static void make_tree(void)
@@ -60,10 +52,10 @@ static void make_tree(void)
             rf_synth_image((uint64_t)(c * 100 + i), w, h, rgb);
             MUST(rf_synth_jpeg(rgb, w, h, 90, (c * PER_CLASS + i) % 3 == 0, &jpg, &len) == 0);
             snprintf(path, sizeof path, "%s/img_%d.%s", dir, i, i == 5 ? "JPEG" : "jpg");
-            write_file(path, jpg, len);
+            rf_test_write_file(path, jpg, len);
             if (c == 1 && i == 0) {
                 snprintf(path, sizeof path, "%s/zz_truncated.jpg", dir);
-                write_file(path, jpg, len / 2);
+                rf_test_write_file(path, jpg, len / 2);
             }
             free(rgb);
             free(jpg);
@@ -71,7 +63,7 @@ static void make_tree(void)
     }
     char path[700];
     snprintf(path, sizeof path, "%s/cls_0/notes.txt", g_tree);
-    write_file(path, "not an image\n", 13);
+    rf_test_write_file(path, "not an image\n", 13);
 }
 
 static void find_tool(void)
@@ -167,17 +159,13 @@ typedef struct loaded {
 
 static int load(const char *pattern, uint32_t source, loaded *out, char *err, size_t err_len)
 {
-    rf_config c;
-    rf_config_init(&c);
-    c.shards = &pattern;
-    c.shard_count = 1;
+    const char *pat;
+    rf_config c = rf_test_host_config(&pat, pattern, SIZE);
     c.source = source;
-    c.image_size = SIZE;
     c.crop = RF_CROP_CENTER;
     c.order = RF_ORDER_NONE;
     c.batch_size = 5;
     c.epochs = 1;
-    c.device_kind = RF_DEVICE_HOST;
     c.decode_threads = 2;
     rf_loader *ld;
     int rc = rf_loader_create(&c, &ld, err, err_len);
@@ -277,12 +265,12 @@ START_TEST(test_image_list_tree)
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/list.txt", dir);
     const char *list = "a b.c.jpg 3\n# comment\n\n./a_b_c.jpg 4\nsub/../x.y.jpg   7  \n";
-    write_file(path, list, strlen(list));
+    rf_test_write_file(path, list, strlen(list));
     const char *files[] = {"a b.c.jpg", "a_b_c.jpg", "x.y.jpg"};
     mkdir((snprintf(path, sizeof path, "%s/sub", dir), path), 0755);
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        write_file(path, "x", 1);
+        rf_test_write_file(path, "x", 1);
     }
     snprintf(path, sizeof path, "%s/list.txt", dir);
     ck_assert_int_eq(rf_image_list_open(path, &l, err, sizeof err), 0);
@@ -293,7 +281,7 @@ START_TEST(test_image_list_tree)
     ck_assert_int_eq(rf_image_list_label(l, 2), 7);
     ck_assert_uint_eq(rf_image_list_renamed(l), 1);
     rf_image_list_free(l);
-    write_file(path, "a b.c.jpg\n", 10);
+    rf_test_write_file(path, "a b.c.jpg\n", 10);
     ck_assert_int_eq(rf_image_list_open(path, &l, err, sizeof err), RF_EFORMAT);
     ck_assert_msg(strstr(err, "line 1") != NULL, "%s", err);
 }
@@ -428,7 +416,7 @@ START_TEST(test_index_disagrees)
         p--;
     ck_assert(p[1] == '1' && p + 2 == last);
     p[1] = '2';
-    write_file(idx, text, len);
+    rf_test_write_file(idx, text, len);
     free(text);
 
     collected *c = calloc(1, sizeof *c);
@@ -442,13 +430,8 @@ START_TEST(test_index_disagrees)
     ck_assert_msg(strstr(c->problems[0], "train-0000.idx") && strstr(c->problems[0], "line"),
                   "%s", c->problems[0]);
 
-    const char *pat = tar;
-    rf_config cfg;
-    rf_config_init(&cfg);
-    cfg.shards = &pat;
-    cfg.shard_count = 1;
-    cfg.device_kind = RF_DEVICE_HOST;
-    cfg.image_size = SIZE;
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, tar, SIZE);
     rf_loader *ld = NULL;
     ck_assert_int_eq(rf_loader_create(&cfg, &ld, err, sizeof err), RF_EINDEX);
     ck_assert_ptr_null(ld);
@@ -528,9 +511,5 @@ int main(void)
     g_root = rf_test_mkdtemp("pack");
     make_tree();
     find_tool();
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(suite());
 }

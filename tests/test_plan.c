@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "testutil.h"
 
 static rf_plan mk(uint64_t n, uint32_t batch, uint32_t rank, uint32_t world, uint32_t order,
                   uint32_t drop_last, uint32_t remainder)
@@ -190,9 +191,5 @@ int main(void)
     tcase_add_test(tc, state_blob_roundtrip_and_corruption);
     tcase_add_test(tc, invalid_shapes_are_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(s);
 }

@@ -68,16 +68,6 @@ static void tb_zero(tbuf *t, size_t n)
     t->len += n;
 }
 
-static void set_cksum(uint8_t *b)
-{
-    memset(b + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < 512; i++)
-        sum += b[i];
-    snprintf((char *)b + 148, 8, "%06o", sum);
-    b[155] = ' ';
-}
-
 static void mkhdr(uint8_t *b, const char *name, uint64_t size, char type)
 {
     memset(b, 0, 512);
@@ -90,7 +80,7 @@ static void mkhdr(uint8_t *b, const char *name, uint64_t size, char type)
     b[156] = (uint8_t)type;
     memcpy(b + 257, "ustar", 6);
     memcpy(b + 263, "00", 2);
-    set_cksum(b);
+    rf_test_tar_checksum(b);
 }
 
 /* Append a member (header, data, padding). */
@@ -501,7 +491,7 @@ START_TEST(signed_checksum_accepted)
     snprintf((char *)b + 148, 8, "%06o", sum);
     rf_err e = {0, ""};
     ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
-    set_cksum(b);
+    rf_test_tar_checksum(b);
     ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
     b[148] = '9';
     ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
@@ -538,29 +528,29 @@ START_TEST(garbage_numeric_fields)
     rf_err e = {0, ""};
     mkhdr(b, "a.jpg", 10, '0');
     memcpy(b + 124, "0000001x012", 11);
-    set_cksum(b);
+    rf_test_tar_checksum(b);
     ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
     ck_assert_str_eq(e.msg, "bad size field");
     mkhdr(b, "a.jpg", 10, '0');
     memcpy(b + 124, "00000 01012", 11); /* digits after a terminator */
-    set_cksum(b);
+    rf_test_tar_checksum(b);
     ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
     mkhdr(b, "a.jpg", 10, '0');
     memcpy(b + 100, "0006-44", 7);
-    set_cksum(b);
+    rf_test_tar_checksum(b);
     ck_assert_int_eq(rf_tar_check_header(b, &e), RF_EFORMAT);
     ck_assert_str_eq(e.msg, "bad mode field");
     /* the largest 11-digit octal size */
     mkhdr(b, "a.jpg", 0, '0');
     memcpy(b + 124, "77777777777", 11); /* 8 GiB - 1: large but legal */
-    set_cksum(b);
+    rf_test_tar_checksum(b);
     ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
     /* in a file: the message has path and offset */
     tbuf t = {0};
     tb_member(&t, "a.jpg", "\xff\xd8", 2, '0');
     size_t at = tb_member(&t, "b.jpg", "\xff\xd8", 2, '0');
     memcpy(t.p + at + 124, "0000000002z", 11);
-    set_cksum(t.p + at);
+    rf_test_tar_checksum(t.p + at);
     tb_end(&t);
     char *p = save(dir, "g.tar", &t);
     load_fails(p, RF_EFORMAT, "bad size field at offset 1024");
@@ -591,7 +581,7 @@ START_TEST(base256_size)
     f[0] = 0x80;
     f[10] = 700 >> 8;
     f[11] = 700 & 0xff;
-    set_cksum(t.p + at);
+    rf_test_tar_checksum(t.p + at);
     char *p = save(dir, "b.tar", &t);
     rf_dataset ds;
     rf_err e = {0, ""};
@@ -604,7 +594,7 @@ START_TEST(base256_size)
     rf_dataset_free(&ds);
     /* negative base-256 */
     f[0] = 0xff;
-    set_cksum(t.p + at);
+    rf_test_tar_checksum(t.p + at);
     free(p);
     p = save(dir, "neg.tar", &t);
     load_fails(p, RF_EFORMAT, "bad size field at offset 0");
@@ -612,7 +602,7 @@ START_TEST(base256_size)
     memset(f, 0, 12);
     f[0] = 0x80;
     f[6] = 0x02;
-    set_cksum(t.p + at);
+    rf_test_tar_checksum(t.p + at);
     free(p);
     p = save(dir, "huge.tar", &t);
     load_fails(p, RF_EFORMAT, "exceeds the limit");
@@ -943,9 +933,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(suite());
 }

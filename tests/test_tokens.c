@@ -33,28 +33,27 @@ static void make_tokens(void)
     snprintf(g_pat, sizeof g_pat, "%s/tok-{0..2}.bin", g_dir);
 }
 
+/* The token files of g_pat, host backend, windows of L tokens of token_bytes each. */
+static rf_config token_config(const char **pat, uint32_t token_bytes)
+{
+    rf_config c = rf_test_host_config(pat, g_pat, 0);
+    c.source = RF_SOURCE_TOKENS;
+    c.token_bytes = token_bytes;
+    c.seq_len = L;
+    return c;
+}
+
 static rf_loader *open_tokens(uint32_t windows, uint32_t dtype, uint32_t order, uint32_t epochs)
 {
-    rf_config c;
-    rf_config_init(&c);
-    const char *pat = g_pat;
-    c.shards = &pat;
-    c.shard_count = 1;
-    c.source = RF_SOURCE_TOKENS;
-    c.token_bytes = 2;
-    c.seq_len = L;
+    const char *pat;
+    rf_config c = token_config(&pat, 2);
     c.token_windows = windows;
     c.token_dtype = dtype;
     c.order = order;
     c.batch_size = 5;
     c.epochs = epochs;
-    c.device_kind = RF_DEVICE_HOST;
     c.seed = 3;
-    rf_loader *ld;
-    char err[512];
-    int rc = rf_loader_create(&c, &ld, err, sizeof err);
-    ck_assert_msg(rc == 0, "%d %s", rc, err);
-    return ld;
+    return rf_test_create_ok(&c);
 }
 
 static uint64_t tok(const rf_batch *b, uint32_t row, uint32_t j)
@@ -141,15 +140,8 @@ END_TEST
 START_TEST(token_errors)
 {
     make_tokens();
-    rf_config c;
-    rf_config_init(&c);
-    const char *pat = g_pat;
-    c.shards = &pat;
-    c.shard_count = 1;
-    c.source = RF_SOURCE_TOKENS;
-    c.token_bytes = 3;
-    c.seq_len = L;
-    c.device_kind = RF_DEVICE_HOST;
+    const char *pat;
+    rf_config c = token_config(&pat, 3);
     rf_loader *ld;
     char err[512];
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
@@ -173,9 +165,5 @@ int main(void)
     tcase_add_test(tc, random_windows_seeded_and_in_range);
     tcase_add_test(tc, token_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rf_test_run_suite(s);
 }

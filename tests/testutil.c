@@ -77,3 +77,59 @@ int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, ui
         fprintf(stderr, "rf_test_make_shards(%s): %s\n", dir, msg);
     return rc;
 }
+
+rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t image_size)
+{
+    rf_config c;
+    rf_config_init(&c);
+    *pat = pattern;
+    c.shards = pat;
+    c.shard_count = 1;
+    if (image_size)
+        c.image_size = image_size;
+    c.device_kind = RF_DEVICE_HOST;
+    return c;
+}
+
+rf_loader *rf_test_create_ok(const rf_config *c)
+{
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    int rc = rf_loader_create(c, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "create failed: %d %s", rc, err);
+    return ld;
+}
+
+int rf_test_run_suite_mode(Suite *s, enum print_output mode)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, mode);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
+int rf_test_run_suite(Suite *s)
+{
+    return rf_test_run_suite_mode(s, CK_NORMAL);
+}
+
+void rf_test_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len) {
+        fprintf(stderr, "rf_test_write_file(%s) failed\n", path);
+        abort();
+    }
+    fclose(f);
+}
+
+void rf_test_tar_checksum(uint8_t *h)
+{
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+}

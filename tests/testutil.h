@@ -1,10 +1,14 @@
-/* testutil.h — fixtures shared by the Check suites: temporary folders and small generated
- * WebDataset shards. Nothing here creates a CUDA context or an io_uring (Check forks). */
+/* testutil.h — fixtures shared by the Check suites: temporary folders, small generated
+ * WebDataset shards, host-backend loader configs, and running a suite. Nothing here creates
+ * a CUDA context or an io_uring (Check forks). */
 #ifndef RF_TESTUTIL_H
 #define RF_TESTUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ringfeed.h"
 
 /* A fresh empty directory under $RF_TEST_TMP (or /tmp); the path is static storage per call
  * (malloc'ed, never freed: tests are short-lived). */
@@ -23,5 +27,29 @@ uint8_t *rf_test_read_file(const char *path, size_t *len);
  * rf_gen_size(seed, i, 0, max_side, ...). Returns 0 or a negative errno. */
 int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
                         uint64_t seed, int write_index, uint32_t max_side);
+
+/* Write len bytes to path (created or truncated); aborts on failure, so it also serves
+ * fixtures built in main() before Check runs any test. */
+void rf_test_write_file(const char *path, const void *data, size_t len);
+
+/* Recompute the ustar header checksum of the 512-byte header h (field at 148, 6 octal digits,
+ * NUL, space) after a test edited the header. */
+void rf_test_tar_checksum(uint8_t *h);
+
+/* rf_config_init's defaults for the host backend over one shard pattern: shards = {pattern}
+ * through *pat (which must stay valid until the loader is created), shard_count 1,
+ * image_size (0 keeps the default) and device_kind RF_DEVICE_HOST. */
+rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t image_size);
+
+/* rf_loader_create(c) that must succeed: on failure the test fails with the code and the
+ * error text. */
+rf_loader *rf_test_create_ok(const rf_config *c);
+
+/* Run every test of s with the given Check print mode and free the runner; returns the
+ * process exit code: 0 when all passed, 1 otherwise. */
+int rf_test_run_suite_mode(Suite *s, enum print_output mode);
+
+/* rf_test_run_suite_mode(s, CK_NORMAL). */
+int rf_test_run_suite(Suite *s);
 
 #endif
