@@ -88,6 +88,11 @@ def main():
     ap.add_argument("--data", default="/tmp/rf-perf")
     ap.add_argument("--skip", default="", help="comma list of sections to skip")
     ap.add_argument("--device", default="cuda", help="host: a dry run of the script here")
+    ap.add_argument("--merge", help="results.json of an earlier run: sections not run now are "
+                    "taken from it, so one section can be re-measured")
+    ap.add_argument("--train-steps", type=int, default=200)
+    ap.add_argument("--cpus", type=int, default=os.cpu_count(),
+                    help="decode threads / DataLoader workers for the one-GPU runs")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     os.makedirs(a.out, exist_ok=True)
@@ -98,8 +103,9 @@ def main():
         "LD_LIBRARY_PATH", "")
     env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
     env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
-    R = {"machine": machine()}
-    ncpu = os.cpu_count()
+    R = json.load(open(a.merge)) if a.merge else {}
+    R["machine"] = machine()
+    ncpu = a.cpus
 
     # -- data ------------------------------------------------------------------------------
     os.makedirs(a.data, exist_ok=True)
@@ -148,16 +154,32 @@ def main():
     # -- training ---------------------------------------------------------------------------
     if "train" not in skip:
         ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
+        anchor_py = os.path.join(a.anchors, "torch_dataloader.py")
         R["train"] = {}
-        for loader in ["synthetic", "ringfeed", "torch"]:
-            cmd = [sys.executable, ex, "--loader", loader, "--arch", "resnet18", "--shards", pat,
-                   "--batch", "256", "--steps", "120", "--warmup", "20", "--classes", "1000",
-                   "--anchor", os.path.join(a.anchors, "torch_dataloader.py")]
-            if loader == "torch":
-                cmd += ["--workers", str(ncpu)]
-            R["train"][loader] = last_json(sh(cmd, env=env))
+        for arch in ["resnet18", "resnet50"]:
+            R["train"][arch] = {}
+            for loader in ["synthetic", "ringfeed", "torch"]:
+                cmd = [sys.executable, ex, "--loader", loader, "--arch", arch, "--shards", pat,
+                       "--batch", "256", "--steps", str(a.train_steps), "--warmup", "20",
+                       "--classes", "1000", "--anchor", anchor_py, "--workers", str(ncpu),
+                       "--decode-threads", str(ncpu)]
+                R["train"][arch][loader] = last_json(sh(cmd, env=env))
+        save()
+        ngpu = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda."
+                                   "device_count())"], capture_output=True, text=True,
+                                  env=env).stdout.strip() or 0)
+        if ngpu >= 2:  # DDP: one loader per rank, each with half the CPUs
+            env2 = dict(env, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+                        NVSHMEM_DISABLE_NVLS="1")
+            R["ddp"] = {"gpus": 2}
+            for loader in ["synthetic", "ringfeed", "torch"]:
+                cmd = ["torchrun", "--standalone", "--nproc_per_node", "2", ex, "--loader", loader,
+                       "--arch", "resnet18", "--shards", pat, "--batch", "256", "--steps",
+                       str(a.train_steps), "--warmup", "20", "--anchor", anchor_py,
+                       "--workers", str(os.cpu_count() // 2 - 1),
+                       "--decode-threads", str(os.cpu_count() // 2 - 1)]
+                R["ddp"][loader] = last_json(sh(cmd, env=env2))
 
-    save()
     # -- tokens ----------------------------------------------------------------------------
     if "tokens" not in skip:
         import numpy as np
@@ -278,14 +300,29 @@ def write_report(R, out):
         plt.savefig(os.path.join(out, "scaling.png"), dpi=120)
         L += ["", "![scaling](scaling.png)", ""]
     if "train" in R:
-        t = R["train"]
-        gb = t["synthetic"]["img_per_s"]
-        L += ["## ResNet-18 training (bf16, channels_last, batch 256)", "",
-              "| input | img/s | of GPU-bound | GPU waited for data |", "| --- | ---: | ---: | ---: |"]
-        for k, name in [("synthetic", "batch already on the GPU (GPU-bound)"),
-                        ("ringfeed", "ringfeed"), ("torch", "PyTorch DataLoader + PIL")]:
-            L.append(f"| {name} | {t[k]['img_per_s']:,.0f} | {100 * t[k]['img_per_s'] / gb:.0f}% | "
-                     f"{100 * t[k]['gpu_wait_fraction']:.0f}% |")
+        for arch, t in R["train"].items():
+            if "synthetic" not in t:
+                continue
+            gb = t["synthetic"]["img_per_s"]
+            L += [f"## {arch} training (bf16, channels_last, batch 256, "
+                  f"{t['ringfeed'].get('steps', '?')} steps after 20 of warm-up)", "",
+                  "| input | img/s | of GPU-bound | GPU waited for data |",
+                  "| --- | ---: | ---: | ---: |"]
+            for k, name in [("synthetic", "batch already on the GPU (GPU-bound)"),
+                            ("ringfeed", "ringfeed"), ("torch", "PyTorch DataLoader + PIL")]:
+                L.append(f"| {name} | {t[k]['img_per_s']:,.0f} | {100 * t[k]['img_per_s'] / gb:.0f}% "
+                         f"| {100 * t[k]['gpu_wait_fraction']:.0f}% |")
+            L.append("")
+    if "ddp" in R:
+        d = R["ddp"]
+        L += ["## Two GPUs, DDP (`torchrun --nproc_per_node 2`, ResNet-18, batch 256 per rank)", "",
+              "| input | total img/s | GPU waited | batches per epoch on each rank |",
+              "| --- | ---: | ---: | --- |"]
+        for k, name in [("synthetic", "batch already on the GPU"), ("ringfeed", "ringfeed"),
+                        ("torch", "PyTorch DataLoader + PIL")]:
+            per = d[k].get("batches_per_epoch_per_rank")
+            L.append(f"| {name} | {d[k]['img_per_s']:,.0f} | {100 * d[k]['gpu_wait_fraction']:.0f}% "
+                     f"| {per if per and per[0] is not None else '-'} |")
         L.append("")
     if "tokens" in R:
         tk = R["tokens"]

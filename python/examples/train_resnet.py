@@ -56,6 +56,7 @@ def ringfeed_batches(a, rank, world, device):
         ld = ringfeed.Loader(a.shards, a.batch, dtype="uint8", **kw)
         norm = (torch.tensor(MEAN, device=device).view(1, 3, 1, 1),
                 torch.tensor(STD, device=device).view(1, 3, 1, 1))
+    a.batches_per_epoch = len(ld)  # equal on every rank: ringfeed pads the partition
     epoch = 0
     while True:
         ld.set_epoch(epoch)
@@ -207,12 +208,16 @@ def main():
     stats = torch.tensor([images, wall, waited], dtype=torch.float64, device=device)
     if world > 1:
         dist.all_reduce(stats)
+    per_rank = [getattr(a, "batches_per_epoch", None)] * world
+    if world > 1:
+        dist.all_gather_object(per_rank, getattr(a, "batches_per_epoch", None))
     if rank == 0:
         tot_images, sum_wall, sum_wait = stats.tolist()
         print(json.dumps({
             "loader": a.loader, "arch": a.arch, "world_size": world, "batch_per_rank": a.batch,
             "steps": steps, "img_per_s": tot_images / (sum_wall / world),
             "gpu_wait_fraction": sum_wait / sum_wall, "loss": loss.item(),
+            "batches_per_epoch_per_rank": per_rank,
         }), flush=True)
     if world > 1:
         dist.destroy_process_group()
