@@ -104,7 +104,8 @@ def main():
     env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
     env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
     R = json.load(open(a.merge)) if a.merge else {}
-    R["machine"] = machine()
+    # A merged run keeps the first machine's description and records its own beside it.
+    R["machine_rerun" if a.merge else "machine"] = machine()
     ncpu = a.cpus
 
     # -- data ------------------------------------------------------------------------------
@@ -156,6 +157,7 @@ def main():
         ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
         anchor_py = os.path.join(a.anchors, "torch_dataloader.py")
         R["train"] = {}
+        R["train_cpus"] = ncpu
         for arch in ["resnet18", "resnet50"]:
             R["train"][arch] = {}
             for loader in ["synthetic", "ringfeed", "torch"]:
@@ -299,6 +301,11 @@ def write_report(R, out):
         plt.tight_layout()
         plt.savefig(os.path.join(out, "scaling.png"), dpi=120)
         L += ["", "![scaling](scaling.png)", ""]
+    if "machine_rerun" in R:
+        mr = R["machine_rerun"]
+        L += [f"Training and DDP sections re-measured on: {mr.get('cpu', '?')}, {mr.get('cpus')} "
+              f"CPUs (one-GPU runs limited to {R.get('train_cpus', '?')} decode threads / "
+              f"DataLoader workers), GPUs {mr.get('gpu', '?').replace(chr(10), '; ')}.", ""]
     if "train" in R:
         for arch, t in R["train"].items():
             if "synthetic" not in t:
