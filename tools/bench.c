@@ -1,6 +1,7 @@
 /* ringfeed-bench — the standalone benchmark: runs the loader over shards for a number of
  * epochs, as a training loop would consume it, and reports throughput and where time went.
  * Uses the public API only. With --json the last line of stdout is one JSON object. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -256,6 +257,7 @@ typedef struct result {
     /* per epoch: seconds, images, and the page-cache hit ratio of its reads */
     uint32_t nep;
     double ep_s[64], ep_hit[64], ep_rss_mb[64];
+    uint32_t ep_fds[64];
     uint64_t ep_img[64];
     double mark_t;
     uint64_t mark_img, mark_checked, mark_hit;
@@ -275,8 +277,21 @@ static double rss_mib(void)
     return kb / 1024.0;
 }
 
-/* An epoch ended: record its time, images, hit ratio (deltas since the last mark) and the
- * process' resident set, which must stay flat over epochs. */
+/* Open file descriptors of this process (entries of /proc/self/fd, minus the one opendir uses). */
+static uint32_t open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    uint32_t n = 0;
+    if (!d)
+        return 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n > 3 ? n - 3 : 0; /* ".", ".." and the directory's own descriptor */
+}
+
+/* An epoch ended: record its time, images, hit ratio (deltas since the last mark), the
+ * process' resident set and open descriptors, which must stay flat over epochs. */
 static void epoch_mark(rf_loader *ld, result *r, double t)
 {
     rf_stats st;
@@ -288,6 +303,7 @@ static void epoch_mark(rf_loader *ld, result *r, double t)
         r->ep_img[r->nep] = r->images - r->mark_img;
         r->ep_hit[r->nep] = chk ? (double)(st.cache_hit_bytes - r->mark_hit) / chk : 0.0;
         r->ep_rss_mb[r->nep] = rss_mib();
+        r->ep_fds[r->nep] = open_fds();
         r->nep++;
     }
     r->mark_t = t;
@@ -416,9 +432,9 @@ static void print_json_memory(const opts *o, const result *r)
            s->memory_why);
     for (uint32_t i = 0; i < r->nep; i++)
         printf("%s{\"epoch\": %u, \"seconds\": %.4f, \"img_per_s\": %.1f, "
-               "\"cache_hit_ratio\": %.4f, \"rss_mb\": %.1f}", i ? ", " : "", i, r->ep_s[i],
-               r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0, r->ep_hit[i],
-               r->ep_rss_mb[i]);
+               "\"cache_hit_ratio\": %.4f, \"rss_mb\": %.1f, \"open_fds\": %u}",
+               i ? ", " : "", i, r->ep_s[i], r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0,
+               r->ep_hit[i], r->ep_rss_mb[i], r->ep_fds[i]);
     printf("]}\n");
 }
 

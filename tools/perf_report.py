@@ -15,7 +15,7 @@ one process tree, on the same shards:
   * global vs shard order from the page cache and from an evicted (cold) cache,
 and writes performance.md, results.json and PNG plots into --out. Each run's JSON is kept too.
 Needs: torch, torchvision, matplotlib (present on the GPU machine)."""
-import argparse, glob, json, os, platform, subprocess, sys, time
+import argparse, glob, json, os, platform, shutil, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -91,6 +91,7 @@ def main():
     ap.add_argument("--merge", help="results.json of an earlier run: sections not run now are "
                     "taken from it, so one section can be re-measured")
     ap.add_argument("--train-steps", type=int, default=200)
+    ap.add_argument("--soak-epochs", type=int, default=40)
     ap.add_argument("--cpus", type=int, default=os.cpu_count(),
                     help="decode threads / DataLoader workers for the one-GPU runs")
     a = ap.parse_args()
@@ -231,6 +232,29 @@ def main():
         M["hot"] = bench("--device", a.device, "--epochs", "1")
         M["hugepages"] = bench("--device", a.device, "--hugepages", "--epochs", "1")
         M["naive"] = bench("--device", a.device, "--naive", "--epochs", "1")
+
+    # -- reliability: skip-mode cost and a soak ---------------------------------------------
+    if "reliability" not in skip:
+        save()
+        cor = a.data + "-corrupt"
+        shutil.rmtree(cor, ignore_errors=True)
+        made = last_json(sh([sys.executable, os.path.join(HERE, "corrupt.py"), "--fraction",
+                             "0.01", a.data, cor]))
+        cshards = sorted(glob.glob(os.path.join(cor, "train-*.tar")))
+        warm(cshards)
+        clean = bench("--device", a.device, "--on-error", "skip", "--epochs", "2", "--warmup", "8")
+        dirty = bench("--device", a.device, "--on-error", "skip", "--epochs", "2", "--warmup", "8",
+                      pattern=os.path.join(cor, "train-*.tar"))
+        R["reliability"] = {"corrupted": made, "clean_img_per_s": clean["img_per_s"],
+                            "corrupt_img_per_s": dirty["img_per_s"], "skipped": dirty["skipped"],
+                            "skipped_by_reason": dirty["skipped_by_reason"]}
+        shutil.rmtree(cor, ignore_errors=True)
+        t0 = time.time()
+        soak = bench("--device", a.device, "--epochs", str(a.soak_epochs))
+        R["soak"] = {"seconds": time.time() - t0, "epochs": a.soak_epochs,
+                     "pinned_bytes": soak["pinned_bytes"],
+                     "device_pool_reserved_bytes": soak.get("device_pool_reserved_bytes"),
+                     "per_epoch": soak["per_epoch"]}
 
     json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
     write_report(R, a.out)
@@ -388,6 +412,32 @@ def write_report(R, out):
         row("--naive (sync reads, pageable, cudaMalloc per batch)", M["naive"],
             f"device allocs after create {M['naive'].get('device_allocs_after_create')}")
         L.append("")
+    if "reliability" in R:
+        r = R["reliability"]
+        c = r["corrupted"]
+        L += ["## Skip mode and a soak (docs/reliability.md)", "",
+              f"With `--on-error skip`, {c['corrupted']} of {c['samples']} JPEGs corrupted "
+              f"({c['not_jpeg']} without SOI, {c['corrupt_data']} with an EOI in their entropy "
+              f"data; `tools/corrupt.py`): {r['corrupt_img_per_s']:,.0f} img/s against "
+              f"{r['clean_img_per_s']:,.0f} on the clean copy, {r['skipped']} samples skipped over "
+              f"two epochs ({', '.join(f'{k} {v}' for k, v in r['skipped_by_reason'].items() if v)}).", ""]
+    if "soak" in R:
+        k = R["soak"]
+        ep = k["per_epoch"]
+        rss = [e["rss_mb"] for e in ep]
+        fds = [e.get("open_fds", 0) for e in ep]
+        L += [f"Soak: {k['epochs']} epochs in {k['seconds']:.0f} s. Resident set per epoch "
+              f"{min(rss):.0f}-{max(rss):.0f} MB, open descriptors {min(fds)}-{max(fds)}, pinned "
+              f"ring {k['pinned_bytes'] / 2**20:.0f} MB and device pool "
+              f"{(k['device_pool_reserved_bytes'] or 0) / 2**20:.0f} MB throughout.", ""]
+        plt.figure(figsize=(5, 3))
+        plt.plot(range(1, len(rss) + 1), rss, "o-", ms=3)
+        plt.xlabel("epoch")
+        plt.ylabel("resident set (MB)")
+        plt.ylim(0, max(rss) * 1.3)
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, "soak.png"), dpi=120)
+        L += ["![resident set per epoch](soak.png)", ""]
     open(os.path.join(out, "performance.md"), "w").write("\n".join(L) + "\n")
     print("\n".join(L))
 
