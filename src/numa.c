@@ -66,35 +66,42 @@ static int read_line(const char *path, char *buf, size_t n)
     return ok ? 0 : -1;
 }
 
-uint32_t rf_numa_nodes(void)
+uint32_t rf_numa_nodes(void) { return rf_numa_nodes_in("/sys"); }
+
+uint32_t rf_numa_nodes_in(const char *sysfs)
 {
-    char line[4096];
+    char line[4096], path[512];
     uint8_t set[RF_NUMA_NODES_MAX];
-    if (read_line("/sys/devices/system/node/online", line, sizeof line))
+    snprintf(path, sizeof path, "%s/devices/system/node/online", sysfs);
+    if (read_line(path, line, sizeof line))
         return 1;
     int n = rf_numa_parse_list(line, set, RF_NUMA_NODES_MAX);
     return n > 0 ? (uint32_t)n : 1;
 }
 
-int rf_numa_node_of_pci(const char *bus_id)
+int rf_numa_node_of_pci(const char *bus_id) { return rf_numa_node_of_pci_in("/sys", bus_id); }
+
+int rf_numa_node_of_pci_in(const char *sysfs, const char *bus_id)
 {
-    char id[64], path[160], line[32];
+    char id[64], path[600], line[32];
     size_t i = 0;
     for (; bus_id[i] && i + 1 < sizeof id; i++)
         id[i] = (char)tolower((unsigned char)bus_id[i]);
     id[i] = 0;
-    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", id);
+    snprintf(path, sizeof path, "%s/bus/pci/devices/%s/numa_node", sysfs, id);
     if (read_line(path, line, sizeof line))
         return -1;
     int node = atoi(line);
     return node >= 0 && node < RF_NUMA_NODES_MAX ? node : -1;
 }
 
-static int node_cpus(int node, cpu_set_t *cpus)
+static int node_cpus(int node, cpu_set_t *cpus) { return rf_numa_node_cpus_in("/sys", node, cpus); }
+
+int rf_numa_node_cpus_in(const char *sysfs, int node, cpu_set_t *cpus)
 {
-    char path[96], line[4096];
+    char path[600], line[4096];
     uint8_t local[CPU_SETSIZE];
-    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+    snprintf(path, sizeof path, "%s/devices/system/node/node%d/cpulist", sysfs, node);
     if (read_line(path, line, sizeof line))
         return -ENOENT;
     if (rf_numa_parse_list(line, local, CPU_SETSIZE) <= 0)

@@ -24,6 +24,11 @@ uint32_t rf_numa_nodes(void);
  * say -1). */
 int rf_numa_node_of_pci(const char *bus_id);
 
+/* The same three readings under another sysfs root (tests point them at fixture trees). */
+uint32_t rf_numa_nodes_in(const char *sysfs);
+int rf_numa_node_of_pci_in(const char *sysfs, const char *bus_id);
+int rf_numa_node_cpus_in(const char *sysfs, int node, cpu_set_t *cpus);
+
 /* The calling thread's placement, saved by rf_numa_enter and restored by rf_numa_leave. */
 typedef struct rf_numa_scope {
     int active;

@@ -346,6 +346,44 @@ START_TEST(naive_equals_default)
 }
 END_TEST
 
+/* NUMA detection from a sysfs fixture of a two-node machine with the GPU on node 1. */
+START_TEST(numa_reads_sysfs_fixture)
+{
+    char *root = rf_test_mkdtemp("sysfs");
+    char path[900];
+    const char *dirs[] = {"devices", "devices/system", "devices/system/node",
+                          "devices/system/node/node0", "devices/system/node/node1", "bus",
+                          "bus/pci", "bus/pci/devices", "bus/pci/devices/0000:3b:00.0"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, dirs[i]);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+    }
+    static const struct { const char *file, *text; } files[] = {
+        {"devices/system/node/online", "0-1\n"},
+        {"devices/system/node/node0/cpulist", "0-7,16-23\n"},
+        {"devices/system/node/node1/cpulist", "8-15,24-31\n"},
+        {"bus/pci/devices/0000:3b:00.0/numa_node", "1\n"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, files[i].file);
+        rf_test_write_file(path, files[i].text, strlen(files[i].text));
+    }
+    ck_assert_uint_eq(rf_numa_nodes_in(root), 2);
+    ck_assert_int_eq(rf_numa_node_of_pci_in(root, "0000:3B:00.0"), 1); /* any case */
+    ck_assert_int_eq(rf_numa_node_of_pci_in(root, "0000:af:00.0"), -1); /* absent device */
+    cpu_set_t cpus;
+    ck_assert_int_eq(rf_numa_node_cpus_in(root, 1, &cpus), 0);
+    ck_assert_int_eq(CPU_COUNT(&cpus), 16);
+    ck_assert(CPU_ISSET(8, &cpus) && CPU_ISSET(31, &cpus) && !CPU_ISSET(0, &cpus));
+    ck_assert_int_eq(rf_numa_node_cpus_in(root, 2, &cpus), -ENOENT);
+    snprintf(path, sizeof path, "%s/bus/pci/devices/0000:3b:00.0/numa_node", root);
+    rf_test_write_file(path, "-1\n", 3); /* what VMs and single-node machines report */
+    ck_assert_int_eq(rf_numa_node_of_pci_in(root, "0000:3b:00.0"), -1);
+    /* no sysfs at all: one node */
+    ck_assert_uint_eq(rf_numa_nodes_in("/nonexistent"), 1);
+}
+END_TEST
+
 START_TEST(numa_lists_and_nodes)
 {
     uint8_t set[64];
@@ -463,6 +501,7 @@ int main(void)
     tcase_add_test(tc, hugepages_equal_normal_pages);
     tcase_add_test(tc, naive_equals_default);
     tcase_add_test(tc, numa_lists_and_nodes);
+    tcase_add_test(tc, numa_reads_sysfs_fixture);
     tcase_add_test(tc, stats_fields_sane_on_host);
     tcase_add_test(tc, residency_check_is_cheap);
     suite_add_tcase(s, tc);
