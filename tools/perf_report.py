@@ -233,6 +233,23 @@ def main():
         M["hugepages"] = bench("--device", a.device, "--hugepages", "--epochs", "1")
         M["naive"] = bench("--device", a.device, "--naive", "--epochs", "1")
 
+    # -- raw path: token windows of several sizes straight into GPU memory ---------------------
+    if "raw" not in skip:
+        import numpy as np
+        save()
+        tok = os.path.join(a.data, "raw.bin")
+        np.arange(1 << 30, dtype=np.uint32).astype(np.uint16).tofile(tok)  # 2 GiB
+        warm([tok])
+        R["raw"] = []
+        for L_, b_, io_ in [(4096, 512, 4), (32768, 64, 4), (32768, 64, 8), (131072, 16, 8)]:
+            r = last_json(sh([B, "--tokens", tok, "--seq-len", str(L_), "--batch", str(b_),
+                              "--token-dtype", "uint16", "--windows", "sequential", "--order",
+                              "none", "--device", a.device, "--epochs", "2", "--warmup", "10",
+                              "--io-threads", str(io_), "--json"], env=env))
+            R["raw"].append({"seq_len": L_, "batch": b_, "io_threads": io_,
+                             "gb_per_s": r["gb_per_s_to_device"]})
+        os.remove(tok)
+
     # -- reliability: skip-mode cost and a soak ---------------------------------------------
     if "reliability" not in skip:
         save()
@@ -411,6 +428,14 @@ def write_report(R, out):
             f"{M['hugepages'].get('ring_register_ms', 0):.1f} ms")
         row("--naive (sync reads, pageable, cudaMalloc per batch)", M["naive"],
             f"device allocs after create {M['naive'].get('device_allocs_after_create')}")
+        L.append("")
+    if "raw" in R:
+        L += ["## Raw path: uint16 token windows into GPU memory (page cache, no conversion)", "",
+              "| tokens per window | batch | bytes per read | I/O threads | GB/s |",
+              "| ---: | ---: | ---: | ---: | ---: |"]
+        for r in R["raw"]:
+            L.append(f"| {r['seq_len']:,} | {r['batch']} | {(r['seq_len'] + 1) * 2:,} | "
+                     f"{r['io_threads']} | {r['gb_per_s']:.1f} |")
         L.append("")
     if "reliability" in R:
         r = R["reliability"]
