@@ -17,6 +17,14 @@
  *  - A loader is used by one consumer thread at a time (create/next/release/destroy/stats are not
  *    to be called concurrently on one loader). Different loaders are fully independent: ringfeed
  *    keeps no global state.
+ *  - A loader belongs to the process that created it. After fork(), every call on it from the
+ *    child (next, release, set_epoch, state, stats, trim, destroy; rf_batch_wait/synchronize on
+ *    its CUDA batches) returns RF_EFORK or, for destroy, returns at once without freeing (the
+ *    child's copy is left to the child's exit/exec); the parent is unaffected. A child creates
+ *    its own loader. rf_loader_batches_per_epoch/num_samples only read numbers and still work.
+ *  - A CUDA error while copying or releasing a batch is sticky and fatal (RF_ECUDA): every
+ *    thread of the loader stops, a consumer blocked in rf_loader_next wakes and returns it,
+ *    later calls return it, and rf_loader_destroy still completes.
  *  - Streams and events are passed as void* (a cudaStream_t / cudaEvent_t); NULL means the legacy
  *    default stream where a stream is expected.
  */
@@ -64,6 +72,7 @@ enum rf_error {
     RF_ERESUME = -1011,    /* a resume state is corrupt or does not match the dataset/config */
     RF_ECLOSED = -1012,    /* the loader is shutting down */
     RF_ELABEL = -1013,     /* a label member is missing or not an integer */
+    RF_EFORK = -1014,      /* the loader belongs to the process that created it, not a fork() child */
 };
 
 /* ---- enums used in rf_config ------------------------------------------------------------- */
@@ -254,7 +263,10 @@ typedef struct rf_batch {
  * so the first batch is usually ready soon after. On failure, when out_error is not NULL and
  * error_len > 0, a NUL-terminated message is written there (there is no loader to ask).
  * Errors: RF_EINVAL, RF_ENOFILES, RF_EFORMAT, RF_EINDEX, RF_ERESUME, RF_ENODEV, RF_ECUDA,
- * RF_ENOMEM, -errno from open/read. */
+ * RF_ENOMEM, -errno from open/read. RF_ENOMEM (batch ring, staging arena, tables, device pool)
+ * names what and how many bytes were requested; RF_ENODEV (device_kind CUDA) says whether the
+ * driver is missing, too old, or sees no GPU (see rf_cuda_status). A failed create frees
+ * everything it made. */
 RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, size_t error_len);
 
 /* Lease the next batch, in epoch order. Blocks until it is ready (its copy to the device is
@@ -368,6 +380,15 @@ RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
 /* Whether this build has the CUDA backend, and how many devices are usable right now
  * (0 without a driver or GPU). Never creates a context on a device other than querying. */
 RF_API int rf_cuda_device_count(void);
+
+/* The same count, and in msg (NUL-terminated, truncated to len) one sentence saying why no
+ * device is usable, telling apart: no NVIDIA driver (libcuda.so.1 cannot be loaded), a driver
+ * too old for this runtime, a driver without a GPU (cudaErrorNoDevice), a failed driver
+ * initialization, and a build without CUDA; or, with devices, how many and which versions.
+ * For tools and bindings that fall back to the host backend and should say why. msg may be
+ * NULL when len is 0. Like rf_cuda_device_count, it initializes the CUDA runtime: a process
+ * that will fork() should call it after forking, in the process that uses the GPU. */
+RF_API int rf_cuda_status(char *msg, size_t len);
 
 #ifdef __cplusplus
 }

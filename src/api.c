@@ -42,6 +42,7 @@ static const struct {
     {RF_ERESUME, "resume state is corrupt or does not match"},
     {RF_ECLOSED, "loader is shutting down"},
     {RF_ELABEL, "label missing or not an integer"},
+    {RF_EFORK, "loader used from a fork() child of the process that created it"},
 };
 
 RF_API const char *rf_strerror(int code)
@@ -63,3 +64,5 @@ RF_API const char *rf_strerror(int code)
 RF_API const char *rf_version(void) { return "0.1.0"; }
 
 RF_API int rf_cuda_device_count(void) { return rf_backend_cuda_count(); }
+
+RF_API int rf_cuda_status(char *msg, size_t len) { return rf_backend_cuda_status(msg, len); }

@@ -84,5 +84,9 @@ extern const rf_backend_ops rf_backend_cuda_naive;
 #endif
 /* Number of usable CUDA devices (0 when built without CUDA or no driver/GPU). */
 int rf_backend_cuda_count(void);
+/* The same count, and in msg one sentence saying why there is none (no driver, a driver too
+ * old, a driver without a GPU, a failed initialization, no CUDA in this build) or what there
+ * is. */
+int rf_backend_cuda_status(char *msg, size_t len);
 
 #endif

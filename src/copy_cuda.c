@@ -11,8 +11,10 @@
 #include <cuda_runtime.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "convert.h"
@@ -38,6 +40,57 @@ static int cuda_err(rf_err *err, cudaError_t e, const char *what)
 {
     return rf_seterr(err, RF_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
                      cudaGetErrorName(e));
+}
+
+/* The process whose CUDA context the backend's streams, events and pool belong to. The CUDA
+ * runtime is per process and unusable in a fork() child, and rf_batch_wait/synchronize get
+ * only an event (no loader to ask), so the owner is recorded here: process-wide state that
+ * mirrors the runtime's own, not loader state. 0: no backend created yet. */
+static _Atomic pid_t cuda_owner;
+
+static int cuda_forked(void)
+{
+    pid_t o = atomic_load_explicit(&cuda_owner, memory_order_relaxed);
+    return o != 0 && o != getpid();
+}
+
+int rf_backend_cuda_status(char *msg, size_t len)
+{
+    char tmp[2];
+    if (!msg || !len)
+        msg = tmp, len = sizeof tmp;
+    int n = 0, drv = 0, rt = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    cudaRuntimeGetVersion(&rt);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear: "no device" must not stick to later calls */
+        n = 0;
+    }
+    /* Driver version 0: no driver could be loaded (libcuda.so.1 missing); otherwise it is the
+     * newest CUDA version the installed driver supports. */
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) {
+        cudaGetLastError();
+        drv = 0;
+    }
+    if (e == cudaSuccess && n > 0)
+        snprintf(msg, len, "%d CUDA device%s (driver supports CUDA %d.%d, runtime %d.%d)", n,
+                 n == 1 ? "" : "s", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    else if (e == cudaSuccess || e == cudaErrorNoDevice)
+        snprintf(msg, len, "no CUDA device: the NVIDIA driver (CUDA %d.%d) is installed but "
+                 "reports no GPU (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES and nvidia-smi)",
+                 drv / 1000, drv % 1000 / 10);
+    else if (e == cudaErrorInsufficientDriver && drv == 0)
+        snprintf(msg, len, "no NVIDIA driver: libcuda.so.1 could not be loaded, so no GPU can be "
+                 "used (cudaErrorInsufficientDriver, driver version 0; install the NVIDIA "
+                 "driver)");
+    else if (e == cudaErrorInsufficientDriver)
+        snprintf(msg, len, "the NVIDIA driver is too old: it supports CUDA %d.%d, this runtime "
+                 "needs %d.%d (cudaErrorInsufficientDriver; update the driver)",
+                 drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    else
+        snprintf(msg, len, "the CUDA driver (CUDA %d.%d) failed to initialize: %s (%s)",
+                 drv / 1000, drv % 1000 / 10, cudaGetErrorString(e), cudaGetErrorName(e));
+    return n;
 }
 
 int rf_backend_cuda_count(void)
@@ -73,9 +126,14 @@ static void cuda_destroy(rf_backend *b)
 static int cuda_create(int device_index, uint32_t slots, rf_backend **out, rf_err *err)
 {
     *out = NULL;
-    int n = rf_backend_cuda_count();
+    char why[RF_ERRMSG_MAX / 2];
+    int n = rf_backend_cuda_status(why, sizeof why);
+    if (n == 0)
+        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
     if (device_index < 0 || device_index >= n)
-        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable", device_index, n);
+        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable (%s)", device_index,
+                         n, why);
+    atomic_store(&cuda_owner, getpid());
     rf_backend *b = calloc(1, sizeof *b);
     if (!b || !(b->events = calloc(slots, sizeof *b->events))) {
         free(b);
@@ -209,6 +267,8 @@ static int cuda_wait(void *event, void *stream)
 {
     if (!event)
         return 0;
+    if (cuda_forked())
+        return RF_EFORK;
     return cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0) == cudaSuccess
                ? 0
                : RF_ECUDA;
@@ -218,6 +278,8 @@ static int cuda_sync(void *event)
 {
     if (!event)
         return 0;
+    if (cuda_forked())
+        return RF_EFORK;
     return cudaEventSynchronize((cudaEvent_t)event) == cudaSuccess ? 0 : RF_ECUDA;
 }
 
@@ -281,8 +343,19 @@ static int cuda_reserve(rf_backend *b, uint32_t batches, size_t staged_bytes, si
     free(p);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess)
-        return cuda_err(err, e, "reserving the device pool");
+    if (e != cudaSuccess) {
+        /* out of device memory is an allocation failure (RF_ENOMEM); anything else is CUDA's */
+        cudaGetLastError();
+        size_t all = (size_t)batches * total + (convert ? RF_COPY_STREAMS * staged_bytes : 0);
+        char conv[96] = "";
+        if (convert)
+            snprintf(conv, sizeof conv, " + %d conversion buffers x %zu bytes", RF_COPY_STREAMS,
+                     staged_bytes);
+        return rf_seterr(err, e == cudaErrorMemoryAllocation ? RF_ENOMEM : RF_ECUDA,
+                         "cannot reserve the %zu-byte device pool on cuda:%d (%u batches x %zu "
+                         "bytes%s): %s (%s)", all, b->dev, batches, total, conv,
+                         cudaGetErrorString(e), cudaGetErrorName(e));
+    }
     uint64_t r = 0;
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
     atomic_store(&b->reserved_seen, r);

@@ -1,6 +1,7 @@
 /* copy_host.c — the host backend: the pinned (here: page-aligned) slot is the batch itself,
  * so submit() has nothing to enqueue and release() nothing to wait for. It exercises the same
  * ring, pool and ordering logic as the CUDA backend, which is how CI tests the pipeline. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -80,4 +81,11 @@ const rf_backend_ops rf_backend_host = {
 
 #ifndef RINGFEED_HAVE_CUDA
 int rf_backend_cuda_count(void) { return 0; }
+int rf_backend_cuda_status(char *msg, size_t len)
+{
+    if (msg && len)
+        snprintf(msg, len, "this build of ringfeed has no CUDA backend (built without the CUDA "
+                 "toolkit or with RINGFEED_CUDA=OFF)");
+    return 0;
+}
 #endif

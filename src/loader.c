@@ -171,8 +171,12 @@ struct rf_loader {
     uint32_t skq_cap;
     rf_err sk_last;         /* the last sample failure (for the consecutive-skips message) */
     uint64_t skipped, skipped_by[RF_SKIP_REASONS];
-    int (*fault)(void *ctx, const rf_io_req *req, int res); /* src/testing.h */
-    void *fault_ctx;
+    rf_test_hooks hooks;    /* src/testing.h: injected faults (tests only; zero otherwise) */
+
+    /* fork(): the process that created the loader. Its threads, io_uring rings and CUDA
+     * context exist only there, so every call from another process (a fork() child holding a
+     * copy of the handle) returns RF_EFORK instead of waiting on threads that do not exist. */
+    pid_t pid;
 };
 
 /* ---- errors --------------------------------------------------------------------------------*/
@@ -200,6 +204,25 @@ static int set_last(rf_loader *ld, const rf_err *e)
 {
     ld->last = *e;
     return e->code;
+}
+
+/* A call from a process other than the creator (see rf_loader.pid). */
+static int forked(const rf_loader *ld) { return getpid() != ld->pid; }
+
+static int fork_error(const rf_loader *ld)
+{
+    rf_err e;
+    e.code = RF_EFORK;
+    snprintf(e.msg, sizeof e.msg, "this loader belongs to process %d, which created it; process "
+             "%d (a fork() child) cannot use it: create a new loader in this process",
+             (int)ld->pid, (int)getpid());
+    return set_last((rf_loader *)ld, &e);
+}
+
+/* Whether the test hook (src/testing.h) refuses the allocation of `bytes` for `what`. */
+static int alloc_refused(rf_loader *ld, const char *what, size_t bytes)
+{
+    return ld->hooks.alloc && ld->hooks.alloc(ld->hooks.alloc_ctx, what, bytes);
 }
 
 /* Append a sentence to rf_stats.memory_why ("; " between sentences). */
@@ -624,11 +647,20 @@ static int skip_setup(rf_loader *ld, rf_err *err)
 {
     if (!ld->skip)
         return 0;
-    ld->skst = calloc((size_t)ld->depth * ld->batch, 1);
-    ld->skq_cap = ld->depth * ld->batch + 2;
-    ld->skq = calloc(ld->skq_cap, sizeof *ld->skq);
+    uint64_t n = (uint64_t)ld->depth * ld->batch; /* one entry per slot position */
+    if (n + 2 > UINT32_MAX)
+        return rf_seterr(err, RF_ENOMEM, "skip mode: prefetch_depth %u x batch %u slot positions "
+                         "exceed %u", ld->depth, ld->batch, UINT32_MAX - 2);
+    ld->skq_cap = (uint32_t)n + 2;
+    size_t bytes = (size_t)n + (size_t)ld->skq_cap * sizeof *ld->skq;
+    if (!alloc_refused(ld, "skip bookkeeping", bytes)) {
+        ld->skst = calloc(n, 1);
+        ld->skq = calloc(ld->skq_cap, sizeof *ld->skq);
+    }
     if (!ld->skst || !ld->skq)
-        return rf_seterr(err, RF_ENOMEM, "no memory for the skip bookkeeping");
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of skip bookkeeping "
+                         "(prefetch_depth %u x batch %u positions): out of memory", bytes,
+                         ld->depth, ld->batch);
     return 0;
 }
 
@@ -757,7 +789,9 @@ static int io_take(void *ctx, rf_io_req **reqs, int max, int block)
     pthread_mutex_lock(&ld->mu);
     int n = 0;
     for (;;) {
-        if (ld->stop) {
+        /* A sticky error is fatal to the loader: the engine stops taking (it cancels and reaps
+         * what is in flight and its threads exit) instead of sleeping here until destroy. */
+        if (ld->stop || ld->err.code) {
             n = -1;
             break;
         }
@@ -820,7 +854,7 @@ static void io_done(void *ctx, rf_io_req *req)
     if (t->open_errno)
         req->result = -t->open_errno;
     pthread_mutex_lock(&ld->mu);
-    if (req->result != 0 && !ld->stop) {
+    if (req->result != 0 && !ld->stop && !ld->err.code) { /* after a fatal error: reaped only */
         char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
         describe_task(ld, t, where, sizeof where);
         const rf_file *f = &ld->ds.files[t->file];
@@ -932,13 +966,26 @@ static void finish_slot(rf_loader *ld, slot *s)
     rf_convert_desc conv = ld->conv;
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
-    int rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
+    int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
+                               : 0;
+    if (rc)
+        rf_seterr(&e, rc, "injected fault (src/testing.h)");
+    else
+        rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
                               s->labels, s->batch.count, &conv, &s->dev, &e);
     atomic_fetch_add(&ld->copy_ns, rf_now_ns() - t0);
     pthread_mutex_lock(&ld->mu);
-    if (rc)
-        fail_locked(ld, rc, e.msg);
-    else {
+    if (rc) {
+        /* Sticky and fatal (a CUDA error poisons the context): fail_locked wakes the consumer
+         * in rf_loader_next, the I/O threads in take() and the decode threads; they stop
+         * taking work and every later call returns this error. */
+        char m[RF_ERRMSG_MAX];
+        snprintf(m, sizeof m, "copy of batch %llu (epoch %llu, batch %llu of the epoch, %u "
+                 "samples, %zu bytes) to the device failed: %s", (unsigned long long)s->seq,
+                 (unsigned long long)s->batch.epoch, (unsigned long long)s->batch.index,
+                 s->batch.count, bytes, e.msg);
+        fail_locked(ld, rc, m);
+    } else {
         s->state = SLOT_READY;
         pthread_cond_broadcast(&ld->cv_out);
     }
@@ -999,6 +1046,17 @@ static void *decoder_main(void *arg)
 
 /* ---- start / stop ----------------------------------------------------------------------- */
 
+/* The backend's release of slot s, behind the test hook (src/testing.h). */
+static int backend_release(rf_loader *ld, slot *s, void *stream, rf_err *e)
+{
+    int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_RELEASE, s->seq)
+                               : 0;
+    if (rc)
+        return rf_seterr(e, rc, "releasing batch %llu: injected fault (src/testing.h)",
+                         (unsigned long long)s->seq);
+    return ld->bops->release(ld->backend, &s->dev, stream, e);
+}
+
 /* Stop every thread and reap in-flight work; the ring keeps its memory. */
 static void pipeline_stop(rf_loader *ld)
 {
@@ -1028,7 +1086,7 @@ static void pipeline_stop(rf_loader *ld)
         slot *s = &ld->slots[i];
         if (s->state == SLOT_READY || s->state == SLOT_LEASED) {
             rf_err e = {0};
-            ld->bops->release(ld->backend, &s->dev, NULL, &e);
+            backend_release(ld, s, NULL, &e); /* an error here changes nothing: we stop anyway */
         }
         s->state = SLOT_FREE;
     }
@@ -1066,10 +1124,13 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
             return rf_seterr(err, RF_ENOMEM, "no memory for decode threads");
         a->ld = ld;
         a->dec = ld->decs[i];
-        if (pthread_create(&ld->decoders[i], NULL, decoder_main, a)) {
+        /* (the hook reaches the teardown of a half-started pipeline) */
+        if (alloc_refused(ld, "decode thread", 0) ||
+            pthread_create(&ld->decoders[i], NULL, decoder_main, a)) {
             free(a);
             ld->running = 1;
-            return rf_seterr(err, RF_ENOMEM, "cannot start decode thread %u", i);
+            return rf_seterr(err, RF_ENOMEM, "cannot start decode thread %u of %u: out of memory",
+                             i + 1, ld->cfg.decode_threads);
         }
         ld->ndecoders++;
     }
@@ -1331,14 +1392,17 @@ static int plan_shards(rf_loader *ld, rf_err *err)
 static int choose_backend(rf_loader *ld, rf_err *err)
 {
     uint32_t kind = ld->cfg.device_kind;
-    int ncuda = rf_backend_cuda_count();
+    /* CUDA is queried only when it may be used: a host loader never initializes the CUDA
+     * runtime, so a process that forks after creating one has no CUDA state to inherit. */
     if (kind == RF_DEVICE_AUTO)
-        kind = ncuda > 0 ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
+        kind = rf_backend_cuda_count() > 0 ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
     if (kind == RF_DEVICE_CUDA) {
 #ifdef RINGFEED_HAVE_CUDA
         ld->bops = ld->cfg.naive ? &rf_backend_cuda_naive : &rf_backend_cuda;
 #else
-        return rf_seterr(err, RF_ENODEV, "this build of ringfeed has no CUDA backend");
+        char why[RF_ERRMSG_MAX / 2];
+        rf_backend_cuda_status(why, sizeof why);
+        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
 #endif
     } else {
         ld->bops = &rf_backend_host;
@@ -1350,27 +1414,56 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
 {
     uint32_t B = ld->batch;
     /* Per slot, in pinned memory: staged samples, labels (both copied to the device), and on
-     * the host backend with a conversion the converted output. */
+     * the host backend with a conversion the converted output. Sizes are checked for
+     * overflow: batch_size x image_size^2 comes from the caller and may not fit. */
 #define PAGE_UP(x) (((x) + 4095) / 4096 * 4096)
     ld->host_convert = ld->conv.kind != RF_CONV_NONE && ld->bops->device_kind == RF_DEVICE_HOST;
-    size_t img = PAGE_UP((size_t)B * ld->stage_bytes);
-    size_t lab = PAGE_UP((size_t)B * sizeof(int32_t));
-    size_t outb = ld->host_convert ? PAGE_UP((size_t)B * ld->out_bytes) : 0;
-    size_t per = img + lab + outb;
-    ld->ring_bytes = per * ld->depth;
+    size_t img, lab, outb = 0, per, ring;
+    const char *kind = ld->bops->device_kind == RF_DEVICE_CUDA && !ld->cfg.naive ? "pinned"
+                                                                                  : "host";
+    char conv[96] = "";
+    if (ld->host_convert)
+        snprintf(conv, sizeof conv, " + batch %u x %llu bytes converted", B,
+                 (unsigned long long)ld->out_bytes);
+    /* img and outb at most half and a quarter of SIZE_MAX, labels below 2^34 bytes: their
+     * page-rounded sum cannot wrap, so only the products need checking. */
+    lab = (size_t)B * sizeof(int32_t);
+    if (__builtin_mul_overflow((size_t)B, (size_t)ld->stage_bytes, &img) || img > SIZE_MAX / 2 ||
+        (ld->host_convert &&
+         (__builtin_mul_overflow((size_t)B, (size_t)ld->out_bytes, &outb) || outb > SIZE_MAX / 4)) ||
+        __builtin_mul_overflow(PAGE_UP(img) + PAGE_UP(lab) + PAGE_UP(outb), (size_t)ld->depth,
+                               &ring))
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate the %s batch ring: prefetch_depth %u x "
+                         "(batch %u x %llu bytes per sample%s + labels) exceeds %zu bytes: out "
+                         "of memory", kind, ld->depth, B, (unsigned long long)ld->stage_bytes,
+                         conv, SIZE_MAX);
+    img = PAGE_UP(img);
+    lab = PAGE_UP(lab);
+    outb = PAGE_UP(outb);
+    per = img + lab + outb;
+    ld->ring_bytes = ring;
     char hw[160] = "";
-    int rc = rf_ringmem_alloc(ld->bops, ld->backend, ld->ring_bytes, (int)ld->cfg.hugepages,
+    int rc = RF_ENOMEM;
+    if (!alloc_refused(ld, "batch ring", ld->ring_bytes))
+        rc = rf_ringmem_alloc(ld->bops, ld->backend, ld->ring_bytes, (int)ld->cfg.hugepages,
                               &ld->rmem, hw, sizeof hw);
     ld->ring = rc ? NULL : ld->rmem.ptr;
     ld->pinned = ld->rmem.pinned;
     if (hw[0])
         mem_why(ld, "hugepages: %s", hw);
     if (!ld->ring)
-        return rf_seterr(err, RF_ENOMEM, "cannot allocate the %zu-byte batch ring",
-                         ld->ring_bytes);
-    ld->slots = calloc(ld->depth, sizeof *ld->slots);
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate the %zu-byte %s batch ring "
+                         "(prefetch_depth %u x (batch %u x %llu bytes per sample%s + labels), "
+                         "page-rounded): out of memory", ld->ring_bytes, kind, ld->depth, B,
+                         (unsigned long long)ld->stage_bytes, conv);
+    /* ids, positions, keys (8 bytes each) and padding (1) per sample of every slot */
+    size_t tables = (size_t)ld->depth * (sizeof *ld->slots + (size_t)B * 25);
+    ld->slots = alloc_refused(ld, "slot tables", tables) ? NULL
+                                                         : calloc(ld->depth, sizeof *ld->slots);
     if (!ld->slots)
-        return rf_seterr(err, RF_ENOMEM, "no memory for slots");
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of slot tables "
+                         "(prefetch_depth %u x batch %u samples): out of memory", tables,
+                         ld->depth, B);
     for (uint32_t i = 0; i < ld->depth; i++) {
         slot *s = &ld->slots[i];
         s->stage = ld->ring + per * i;
@@ -1381,7 +1474,9 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
         s->padding = calloc(B, 1);
         s->keys = calloc(B, sizeof *s->keys);
         if (!s->ids || !s->positions || !s->padding || !s->keys)
-            return rf_seterr(err, RF_ENOMEM, "no memory for slots");
+            return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of slot tables "
+                             "(prefetch_depth %u x batch %u samples): out of memory", tables,
+                             ld->depth, B);
     }
     /* Staging: enough for every decode thread to have work queued behind it plus a full
      * queue of reads, and never less than a few of the largest samples. */
@@ -1395,25 +1490,44 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     if (ld->tokens) /* token windows are read straight into the slots */
         want = 1u << 20;
     ld->arena_bytes = (want + 4095) / 4096 * 4096;
-    ld->arena = aligned_alloc(4096, ld->arena_bytes);
+    if (ld->arena_bytes > SIZE_MAX || alloc_refused(ld, "staging arena", ld->arena_bytes))
+        ld->arena = NULL;
+    else
+        ld->arena = aligned_alloc(4096, ld->arena_bytes);
     if (!ld->arena)
-        return rf_seterr(err, RF_ENOMEM, "cannot allocate the %llu-byte staging arena",
-                         (unsigned long long)ld->arena_bytes);
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate the %llu-byte staging arena for reads "
+                         "(%s; largest sample %llu bytes): out of memory",
+                         (unsigned long long)ld->arena_bytes,
+                         ld->cfg.staging_bytes ? "staging_bytes as configured"
+                                               : "the default: set staging_bytes to choose",
+                         (unsigned long long)ld->ds.max_span);
     ld->ntasks = (uint32_t)RF_MIN((uint64_t)B * ld->depth + ld->cfg.io_queue_depth *
                                       RF_MAX(1u, ld->cfg.io_threads) + 64, 1u << 20);
-    ld->tasks = calloc(ld->ntasks, sizeof *ld->tasks);
-    ld->decq = calloc(ld->ntasks, sizeof *ld->decq);
-    ld->decoders = calloc(ld->cfg.decode_threads, sizeof *ld->decoders);
-    ld->decs = calloc(ld->cfg.decode_threads, sizeof *ld->decs);
+    size_t tbytes = (size_t)ld->ntasks * (sizeof *ld->tasks + sizeof *ld->decq);
+    if (!alloc_refused(ld, "task ring", tbytes)) {
+        ld->tasks = calloc(ld->ntasks, sizeof *ld->tasks);
+        ld->decq = calloc(ld->ntasks, sizeof *ld->decq);
+        ld->decoders = calloc(ld->cfg.decode_threads, sizeof *ld->decoders);
+        ld->decs = calloc(ld->cfg.decode_threads, sizeof *ld->decs);
+    }
     if (!ld->tasks || !ld->decq || !ld->decoders || !ld->decs)
-        return rf_seterr(err, RF_ENOMEM, "no memory for tasks");
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate the %zu-byte task ring (%u tasks) "
+                         "and tables for %u decode threads: out of memory", tbytes, ld->ntasks,
+                         ld->cfg.decode_threads);
     for (uint32_t i = 0; i < ld->cfg.decode_threads; i++)
-        if (!(ld->decs[i] = rf_decoder_create(&ld->limits)))
-            return rf_seterr(err, RF_ENOMEM, "no memory for decoders");
+        if (alloc_refused(ld, "decoder", 0) || !(ld->decs[i] = rf_decoder_create(&ld->limits)))
+            return rf_seterr(err, RF_ENOMEM, "cannot create JPEG decoder %u of %u: out of memory",
+                             i + 1, ld->cfg.decode_threads);
     /* Two batches of slack beyond the ring: a slow consumer stream delays reuse. */
     int cv = ld->conv.kind != RF_CONV_NONE;
-    return ld->bops->reserve(ld->backend, ld->depth + 2, (size_t)B * ld->stage_bytes,
-                             (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes), B, cv, err);
+    size_t staged = (size_t)B * ld->stage_bytes, outs = (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes);
+    if (ld->bops->device_kind == RF_DEVICE_CUDA &&
+        alloc_refused(ld, "device pool", (size_t)(ld->depth + 2) * outs))
+        return rf_seterr(err, RF_ENOMEM, "cannot reserve the %zu-byte device pool on cuda:%d "
+                         "(%u batches x %zu bytes): out of memory (refused by a test hook)",
+                         (size_t)(ld->depth + 2) * outs, ld->cfg.device_index, ld->depth + 2,
+                         outs);
+    return ld->bops->reserve(ld->backend, ld->depth + 2, staged, outs, B, cv, err);
 }
 
 /* Page-cache state (O_DIRECT descriptors, residency maps) and the NUMA node to use. */
@@ -1476,7 +1590,7 @@ static int pipeline_start_placed(rf_loader *ld, uint64_t epoch, uint64_t base, r
 static int io_fault(void *ctx, const rf_io_req *req, int res)
 {
     rf_loader *ld = ctx;
-    return ld->fault(ld->fault_ctx, req, res);
+    return ld->hooks.io(ld->hooks.io_ctx, req, res);
 }
 
 static int choose_io(rf_loader *ld, rf_err *err)
@@ -1492,7 +1606,7 @@ static int choose_io(rf_loader *ld, rf_err *err)
                              .arena = ld->arena,
                              .arena_bytes = ld->arena_bytes};
     ld->src = (rf_io_source){.take = io_take, .done = io_done, .ctx = ld,
-                             .fault = ld->fault ? io_fault : NULL};
+                             .fault = ld->hooks.io ? io_fault : NULL};
     return 0;
 }
 
@@ -1519,8 +1633,8 @@ static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *
     return 0;
 }
 
-static int create_loader(const rf_config *cfg, rf_fault_fn fault, void *fault_ctx,
-                         rf_loader **out, char *out_error, size_t error_len)
+static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_loader **out,
+                         char *out_error, size_t error_len)
 {
     rf_err err = {0};
     int rc;
@@ -1536,8 +1650,9 @@ static int create_loader(const rf_config *cfg, rf_fault_fn fault, void *fault_ct
         goto report;
     }
     ld->created_ns = rf_now_ns();
-    ld->fault = fault;
-    ld->fault_ctx = fault_ctx;
+    ld->pid = getpid();
+    if (hooks)
+        ld->hooks = *hooks;
     memcpy(&ld->cfg, cfg, RF_MIN(sizeof ld->cfg, (size_t)cfg->struct_size));
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv_io, NULL);
@@ -1587,19 +1702,36 @@ report:
 
 int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, size_t error_len)
 {
-    return create_loader(cfg, NULL, NULL, out, out_error, error_len);
+    return create_loader(cfg, NULL, out, out_error, error_len);
 }
 
 int rf_loader_create_faulty(const rf_config *cfg, rf_fault_fn fault, void *ctx, rf_loader **out,
                             char *out_error, size_t error_len)
 {
-    return create_loader(cfg, fault, ctx, out, out_error, error_len);
+    rf_test_hooks h = {.io = fault, .io_ctx = ctx};
+    return create_loader(cfg, &h, out, out_error, error_len);
+}
+
+int rf_loader_create_hooked(const rf_config *cfg, const rf_test_hooks *hooks, rf_loader **out,
+                            char *out_error, size_t error_len)
+{
+    return create_loader(cfg, hooks, out, out_error, error_len);
 }
 
 void rf_loader_destroy(rf_loader *ld)
 {
     if (!ld)
         return;
+    if (forked(ld)) {
+        /* A fork() child's copy: deliberately leaked. Its threads do not exist here, `mu` may
+         * have been copied locked, and structures may have been copied mid-update by those
+         * threads; the io_uring rings and the CUDA context are the parent's. Walking any of it
+         * could hang or crash, and closing nothing leaves the parent untouched. The memory is
+         * the child's copy-on-write view, returned when the child exits or execs (every
+         * descriptor ringfeed opens is O_CLOEXEC). */
+        fork_error(ld);
+        return;
+    }
     pipeline_stop(ld);
     if (ld->decs)
         for (uint32_t i = 0; i < ld->cfg.decode_threads; i++)
@@ -1675,6 +1807,8 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     if (!ld || !out)
         return RF_EINVAL;
     *out = NULL;
+    if (forked(ld))
+        return fork_error(ld);
     if (ld->c_done)
         return RF_DONE;
     if (ld->c_k == ld->c_batches) {
@@ -1727,15 +1861,26 @@ int rf_loader_release(rf_loader *ld, rf_batch *batch, void *stream)
 {
     if (!ld || !batch)
         return RF_EINVAL;
+    if (forked(ld))
+        return fork_error(ld);
     slot *s = NULL;
     for (uint32_t i = 0; i < ld->depth; i++)
         if (&ld->slots[i].batch == batch)
             s = &ld->slots[i];
     rf_err e = {0};
-    if (!s || s->state != SLOT_LEASED)
+    /* The state is read under mu: a slot released before is FREE and the dispatcher may be
+     * reopening it (FILLING) right now (a data race TSan found with a double release). Once
+     * seen LEASED it stays so until this thread frees it: only the consumer leaves LEASED. */
+    int leased = 0;
+    if (s) {
+        pthread_mutex_lock(&ld->mu);
+        leased = s->state == SLOT_LEASED;
+        pthread_mutex_unlock(&ld->mu);
+    }
+    if (!leased)
         return set_last(ld, &(rf_err){RF_ESTATE, "batch is not leased from this loader "
                                                  "(released twice?)"});
-    int rc = ld->bops->release(ld->backend, &s->dev, stream, &e);
+    int rc = backend_release(ld, s, stream, &e);
     pthread_mutex_lock(&ld->mu);
     s->state = SLOT_FREE;
     ld->leased--;
@@ -1792,6 +1937,8 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
 {
     if (!ld)
         return RF_EINVAL;
+    if (forked(ld))
+        return fork_error(ld);
     if (ld->leased)
         return set_last(ld, &(rf_err){RF_ESTATE, "release every batch before set_epoch"});
     if (ld->err.code)
@@ -1812,6 +1959,8 @@ int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len)
 {
     if (!ld || !len)
         return RF_EINVAL;
+    if (forked(ld))
+        return fork_error(ld);
     *len = RF_STATE_BYTES;
     if (!buf)
         return 0;
@@ -1871,6 +2020,8 @@ int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes)
 {
     if (!ld)
         return RF_EINVAL;
+    if (forked(ld))
+        return fork_error(ld);
     rf_err e = {0};
     int rc = ld->bops->trim(ld->backend, keep_bytes, &e);
     return rc ? set_last(ld, &e) : 0;
@@ -1880,6 +2031,8 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
 {
     if (!ld || !out || out->struct_size < sizeof(uint32_t))
         return RF_EINVAL;
+    if (forked(ld))
+        return fork_error(ld);
     rf_stats st;
     rf_stats_init(&st);
     st.io_threads = ld->cfg.io_threads;

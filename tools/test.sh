@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # README command two: every test. Installs what is missing, then builds and runs the Check
-# suites twice — a warnings-as-errors build, and an AddressSanitizer+UBSan build (leaks,
-# use-after-free and hangs in destroy-mid-flight paths show up there) — then the libFuzzer
-# targets briefly (FUZZ_SECONDS each, default 30), then the Python tests.
+# suites three times — a warnings-as-errors build, an AddressSanitizer+UBSan build (leaks,
+# use-after-free and hangs in destroy-mid-flight paths show up there), and a ThreadSanitizer
+# build of the threaded suites (data races between the I/O, decode and consumer threads) —
+# then the libFuzzer targets briefly (FUZZ_SECONDS each, default 30), then the Python tests.
 # GPU suites exit 77 (skipped) on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,15 @@ cmake -S . -B build-asan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE='address;undef
   -DRINGFEED_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs")
+# ThreadSanitizer: the suites that run the pipeline's threads (about 40 s on 2 cores). Any
+# report fails the test (exitcode 66 from the Check child); tests/tsan.supp lists the
+# suppressed false positives, each with its reason (none at present).
+cmake -S . -B build-tsan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE=thread -DRINGFEED_CUDA=OFF \
+  >/dev/null
+cmake --build build-tsan -j"$jobs"
+(cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/tsan.supp halt_on_error=1 \
+  second_deadlock_stack=1" ctest --output-on-failure -j"$jobs" \
+  -R 'loader|io|faults|tokens|memory|lifecycle')
 # Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate and the scanner) and the JPEG
 # header/decode path, FUZZ_SECONDS each (30) over seeds made here from a generated shard.
 fuzz_s=${FUZZ_SECONDS:-30}

@@ -17,7 +17,7 @@ from ._capi import RingfeedError, library_path
 from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch, TokenLoader)
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "IMAGENET_MEAN",
-           "IMAGENET_STD", "version", "cuda_device_count", "library_path"]
+           "IMAGENET_STD", "version", "cuda_device_count", "cuda_status", "library_path"]
 __version__ = "0.1.0"
 
 
@@ -31,3 +31,11 @@ def cuda_device_count():
     """CUDA devices libringfeed can use (0 without a CUDA build, driver or GPU)."""
     from . import _capi
     return _capi.cuda_device_count()
+
+
+def cuda_status():
+    """(usable CUDA devices, why none / what there is): tells a missing NVIDIA driver, a driver
+    too old for the runtime, a driver that sees no GPU, and a build without CUDA apart.
+    Initializes the CUDA runtime, like cuda_device_count(): call it after any fork()."""
+    from . import _capi
+    return _capi.cuda_status()

@@ -30,6 +30,7 @@ RF_EINDEX = -1010
 RF_ERESUME = -1011
 RF_ECLOSED = -1012
 RF_ELABEL = -1013
+RF_EFORK = -1014
 
 RF_DEVICE_AUTO, RF_DEVICE_HOST, RF_DEVICE_CUDA = 0, 1, 2
 RF_IO_AUTO, RF_IO_URING, RF_IO_PREAD = 0, 1, 2
@@ -305,6 +306,7 @@ def _declare(L):
         "rf_stats_init": (None, [P(RfStats)]),
         "rf_loader_stats": (i32, [vp, P(RfStats)]),
         "rf_cuda_device_count": (i32, []),
+        "rf_cuda_status": (i32, [cp, ctypes.c_size_t]),
         "rf_loader_trim": (i32, [vp, u64]),
     }
     for name, (res, args) in protos.items():
@@ -323,6 +325,13 @@ def version():
 
 def cuda_device_count():
     return int(lib().rf_cuda_device_count())
+
+
+def cuda_status():
+    """-> (usable device count, one sentence: why none, or what there is)."""
+    buf = ctypes.create_string_buffer(512)
+    n = int(lib().rf_cuda_status(buf, ctypes.sizeof(buf)))
+    return n, buf.value.decode("utf-8", "replace")
 
 
 def config_init():
