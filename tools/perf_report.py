@@ -105,8 +105,16 @@ def main():
     env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
     env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
     R = json.load(open(a.merge)) if a.merge else {}
-    # A merged run keeps the first machine's description and records its own beside it.
-    R["machine_rerun" if a.merge else "machine"] = machine()
+    # A merged run keeps the first machine's description and records its own beside it, under
+    # the sections it re-measured.
+    sections = ["side", "scaling", "train", "tokens", "order", "memory", "raw", "reliability"]
+    ran = ",".join(x for x in sections if x not in skip)
+    if a.merge:
+        if "machine_rerun" in R:  # results written before per-section machines existed
+            R.setdefault("machines", {})["train"] = R.pop("machine_rerun")
+        R.setdefault("machines", {})[ran] = machine()
+    else:
+        R["machine"] = machine()
     ncpu = a.cpus
 
     # -- data ------------------------------------------------------------------------------
@@ -342,11 +350,11 @@ def write_report(R, out):
         plt.tight_layout()
         plt.savefig(os.path.join(out, "scaling.png"), dpi=120)
         L += ["", "![scaling](scaling.png)", ""]
-    if "machine_rerun" in R:
-        mr = R["machine_rerun"]
-        L += [f"Training and DDP sections re-measured on: {mr.get('cpu', '?')}, {mr.get('cpus')} "
-              f"CPUs (one-GPU runs limited to {R.get('train_cpus', '?')} decode threads / "
-              f"DataLoader workers), GPUs {mr.get('gpu', '?').replace(chr(10), '; ')}.", ""]
+    for ran, mr in R.get("machines", {}).items():
+        note = (f" (one-GPU runs limited to {R.get('train_cpus', '?')} decode threads / "
+                f"DataLoader workers)" if "train" in ran else "")
+        L += [f"Sections `{ran}` re-measured in a separate command on: {mr.get('cpu', '?')}, "
+              f"{mr.get('cpus')} CPUs{note}, GPUs {mr.get('gpu', '?').replace(chr(10), '; ')}.", ""]
     if "train" in R:
         for arch, t in R["train"].items():
             if "synthetic" not in t:
