@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "ringfeed_shards.h"
+#include "synth.h"
 #include "ringfeed.h"
 #include "tar.h"
 #include "testing.h"
@@ -764,6 +766,129 @@ START_TEST(config_limits_validated)
 }
 END_TEST
 
+/* ---- a corpus of whole bad members, written with the shard writer ---------------------------
+ * Members a tar-level edit cannot make: an empty .jpg, HTML served under .jpg, a JPEG cut to a
+ * fifth of its bytes, an EOI marker inside the entropy data, and an oversized SOF, between good
+ * samples. Center crops, so every kind is reached whatever the crop. */
+enum edge { E_GOOD, E_EMPTY, E_HTML, E_CUT, E_MARKER, E_SOF };
+static const int edge_kind[] = {E_GOOD, E_EMPTY, E_GOOD, E_HTML, E_CUT, E_GOOD,
+                                E_MARKER, E_SOF, E_GOOD, E_GOOD, E_GOOD, E_GOOD,
+                                E_GOOD, E_GOOD, E_GOOD, E_GOOD};
+#define NEDGE (sizeof edge_kind / sizeof edge_kind[0])
+
+static char *make_edge_corpus(void)
+{
+    char *dir = rf_test_mkdtemp("edge");
+    char tar[600], idx[600], err[256];
+    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
+    snprintf(idx, sizeof idx, "%s/shard-0000.idx", dir);
+    rf_shard_writer *w;
+    ck_assert_int_eq(rf_shard_writer_open(tar, idx, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    uint8_t *rgb = malloc(96 * 80 * 3);
+    for (uint32_t i = 0; i < NEDGE; i++) {
+        uint8_t *jpg;
+        size_t len;
+        rf_synth_image(1000 + i, 96, 80, rgb);
+        ck_assert_int_eq(rf_synth_jpeg(rgb, 96, 80, 90, 0, &jpg, &len), 0);
+        static const char html[] = "<!DOCTYPE html><html><body>404 Not Found</body></html>\n";
+        const void *data = jpg;
+        switch (edge_kind[i]) {
+        case E_EMPTY: len = 0; break;
+        case E_HTML: data = html, len = sizeof html - 1; break;
+        case E_CUT: len /= 5; break;
+        case E_MARKER: jpg[len / 2] = 0xFF, jpg[len / 2 + 1] = 0xD9; break;
+        case E_SOF: {
+            uint8_t *sof = find_sof(jpg, (uint32_t)len);
+            sof[5] = sof[7] = 0xFF; /* 65535 x 65535 */
+            sof[6] = sof[8] = 0xFF;
+            break;
+        }
+        default: break;
+        }
+        char key[16];
+        snprintf(key, sizeof key, "%08u", i);
+        ck_assert_int_eq(rf_shard_writer_add(w, key, "jpg", data, len, (int32_t)i), 0);
+        free(jpg);
+    }
+    free(rgb);
+    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+    return dir;
+}
+
+START_TEST(edge_members_fail_and_skip)
+{
+    char *dir = make_edge_corpus();
+    /* fail mode: the first bad sample in dataset order stops the loader, named */
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4};
+    run_loader(dir, &x, &r);
+    ck_assert_int_eq(r.rc, RF_EDECODE);
+    ck_assert_msg(strstr(r.msg, "shard-0000.tar") && strstr(r.msg, "00000001.jpg") &&
+                      strstr(r.msg, "offset"), "%s", r.msg);
+    run_free(&r);
+    /* skip mode: every bad one counted under its reason, the rest delivered once */
+    x.on_error = RF_ON_ERROR_SKIP;
+    run_loader(dir, &x, &r);
+    ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.msg);
+    ck_assert_uint_eq(r.st.skipped, 5);
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_NOT_JPEG], 2);  /* empty, HTML */
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_CORRUPT], 2);   /* cut, EOI marker */
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_TOO_LARGE], 1); /* oversized SOF */
+    ck_assert_uint_eq(r.real, NEDGE - 5);
+    for (uint32_t i = 0; i < NEDGE; i++)
+        ck_assert_uint_eq(r.seen[i], edge_kind[i] == E_GOOD ? 1 : 0);
+    run_free(&r);
+    free(dir);
+}
+END_TEST
+
+/* Every Nth completion faulted (short read, -EAGAIN, -EINTR in turn), for several N and both
+ * engines: every good sample still arrives byte for byte. */
+typedef struct nth {
+    uint32_t n;
+    _Atomic uint64_t count, hits;
+} nth;
+
+static int nth_fault(void *ctx, const rf_io_req *q, int res)
+{
+    nth *f = ctx;
+    uint64_t k = atomic_fetch_add(&f->count, 1);
+    if (res <= 1 || (k + 1) % f->n != 0 || q->retries >= 4)
+        return res;
+    atomic_fetch_add(&f->hits, 1);
+    switch ((k / f->n) % 3) {
+    case 0: return res / 2;
+    case 1: return -EAGAIN;
+    default: return -EINTR;
+    }
+}
+
+START_TEST(every_nth_completion_faulted)
+{
+    uint32_t io = (_i & 1) ? RF_IO_URING : RF_IO_PREAD;
+    char why[160];
+    const rf_io_ops *ops;
+    if (io == RF_IO_URING && rf_io_select(RF_IO_URING, &ops, why, sizeof why) != 0)
+        return; /* io_uring refused here; the pread half still runs */
+    run clean;
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .io = io, .threads = 2};
+    run_loader(g_clean, &x, &clean);
+    static const uint32_t ns[] = {1, 2, 3, 5, 8};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        nth f = {.n = ns[k]};
+        run r;
+        x.fault = nth_fault;
+        x.fault_ctx = &f;
+        run_loader(g_clean, &x, &r);
+        ck_assert_msg(r.rc == 0, "every %u: %s", ns[k], r.msg);
+        ck_assert_uint_eq(r.hash, clean.hash);
+        ck_assert_uint_gt(atomic_load(&f.hits), 0);
+        run_free(&r);
+    }
+    run_free(&clean);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -783,6 +908,8 @@ int main(void)
     tcase_add_test(tc, skip_mode_resume_exact_without_earlier_skips);
     tcase_add_test(tc, nonregular_members_skipped_and_counted);
     tcase_add_test(tc, config_limits_validated);
+    tcase_add_test(tc, edge_members_fail_and_skip);
+    tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }
