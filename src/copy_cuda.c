@@ -36,10 +36,27 @@ struct rf_backend {
     _Atomic uint64_t pool_growths;
 };
 
+int rf_cuda_seterr(rf_err *err, int e, const char *what)
+{
+    return rf_seterr(err, RF_ECUDA, "%s: %s (%s)", what, cudaGetErrorString((cudaError_t)e),
+                     cudaGetErrorName((cudaError_t)e));
+}
+
 static int cuda_err(rf_err *err, cudaError_t e, const char *what)
 {
-    return rf_seterr(err, RF_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
+    return rf_cuda_seterr(err, (int)e, what);
+}
+
+int rf_cuda_device_check(int device_index, rf_err *err)
+{
+    char why[RF_ERRMSG_MAX / 2];
+    int n = rf_backend_cuda_status(why, sizeof why);
+    if (n == 0)
+        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
+    if (device_index < 0 || device_index >= n)
+        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable (%s)", device_index,
+                         n, why);
+    return 0;
 }
 
 /* The process whose CUDA context the backend's streams, events and pool belong to. The CUDA
@@ -126,13 +143,9 @@ static void cuda_destroy(rf_backend *b)
 static int cuda_create(int device_index, uint32_t slots, rf_backend **out, rf_err *err)
 {
     *out = NULL;
-    char why[RF_ERRMSG_MAX / 2];
-    int n = rf_backend_cuda_status(why, sizeof why);
-    if (n == 0)
-        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
-    if (device_index < 0 || device_index >= n)
-        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable (%s)", device_index,
-                         n, why);
+    int rc = rf_cuda_device_check(device_index, err);
+    if (rc)
+        return rc;
     atomic_store(&cuda_owner, getpid());
     rf_backend *b = calloc(1, sizeof *b);
     if (!b || !(b->events = calloc(slots, sizeof *b->events))) {

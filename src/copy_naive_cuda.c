@@ -28,20 +28,15 @@ struct rf_backend {
 
 static int naive_err(rf_err *err, cudaError_t e, const char *what)
 {
-    return rf_seterr(err, RF_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
+    return rf_cuda_seterr(err, (int)e, what);
 }
 
 static int naive_create(int device_index, uint32_t slots, rf_backend **out, rf_err *err)
 {
     *out = NULL;
-    char why[RF_ERRMSG_MAX / 2];
-    int n = rf_backend_cuda_status(why, sizeof why);
-    if (n == 0)
-        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
-    if (device_index < 0 || device_index >= n)
-        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable (%s)", device_index,
-                         n, why);
+    int rc = rf_cuda_device_check(device_index, err);
+    if (rc)
+        return rc;
     cudaError_t e = cudaSetDevice(device_index);
     if (e != cudaSuccess)
         return naive_err(err, e, "cudaSetDevice");
