@@ -23,6 +23,17 @@
  * (decode threads wait for queued tasks), cv_out (consumer waits for READY or an error).
  * Order is decided by the plan alone, so thread counts and timing never change the batches.
  * Errors on any thread are sticky: the first is kept and every later rf_loader_next returns it.
+ *
+ * Variations on that flow, each kept to its own helpers below:
+ *  - token windows (raw path): read straight into the slot, no arena and no decode; done()
+ *    counts the sample in and the last one publishes the slot;
+ *  - folder datasets keep files closed: take() opens each file for its read, done() closes it;
+ *  - skip mode (on_error = SKIP): a failed sample leaves a hole that a replacement cursor,
+ *    walking the rank's share from its end, fills in (batch, index) order; the forward cursor
+ *    runs in phases so replacements never depend on timing (docs/reliability.md);
+ *  - after take() and outside the lock, page-cache residency is checked and upcoming spans are
+ *    hinted into the cache (`warm`); O_DIRECT reads use aligned spans of the arena;
+ *  - a loader used after fork() in a child answers RF_EFORK and touches nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
