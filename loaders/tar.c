@@ -276,28 +276,16 @@ static int parse_header_line(index_t *x, char *line, uint64_t *count, rf_err *er
 
 static int push_member(index_t *x, const imember *im, rf_err *err)
 {
-    if (x->n == x->cap) {
-        uint64_t cap = x->cap ? x->cap * 2 : 256;
-        imember *q = realloc(x->m, (size_t)cap * sizeof *q);
-        if (!q)
-            return rf_seterr(err, RF_ENOMEM, "%s: no memory", x->idx_path);
-        x->m = q;
-        x->cap = cap;
-    }
+    if (rf_grow(&x->m, &x->cap, x->n + 1, sizeof *x->m))
+        return rf_seterr(err, RF_ENOMEM, "%s: no memory", x->idx_path);
     x->m[x->n++] = *im;
     return 0;
 }
 
 static int push_sample(index_t *x, uint64_t first, rf_err *err)
 {
-    if (x->nsamples == x->scap) {
-        uint64_t cap = x->scap ? x->scap * 2 : 256;
-        uint64_t *q = realloc(x->first, (size_t)cap * sizeof *q);
-        if (!q)
-            return rf_seterr(err, RF_ENOMEM, "%s: no memory", x->idx_path);
-        x->first = q;
-        x->scap = cap;
-    }
+    if (rf_grow(&x->first, &x->scap, x->nsamples + 1, sizeof *x->first))
+        return rf_seterr(err, RF_ENOMEM, "%s: no memory", x->idx_path);
     x->first[x->nsamples++] = first;
     return 0;
 }

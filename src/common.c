@@ -1,7 +1,9 @@
 /* common.c — error formatting and the PRNG used for order and augmentation. */
 #include "common.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 int rf_seterr(rf_err *e, int code, const char *fmt, ...)
 {
@@ -13,6 +15,35 @@ int rf_seterr(rf_err *e, int code, const char *fmt, ...)
     va_end(ap);
     e->code = code;
     return code;
+}
+
+int rf_grow(void *pp, uint64_t *cap, uint64_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    uint64_t n = *cap ? *cap : 64;
+    while (n < need)
+        n *= 2;
+    size_t have = 0; /* force the realloc to n: the caller's cap is the one that counts */
+    if (rf_reserve(pp, &have, (size_t)n, elem))
+        return -1;
+    *cap = n;
+    return 0;
+}
+
+int rf_reserve(void *pp, size_t *cap, size_t need, size_t elem)
+{
+    void **p = pp;
+    if (need <= *cap)
+        return 0;
+    if (elem && need > SIZE_MAX / elem)
+        return -1;
+    void *q = realloc(*p, need * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = need;
+    return 0;
 }
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

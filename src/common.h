@@ -32,6 +32,13 @@ static inline uint64_t rf_now_ns(void)
 #define RF_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RF_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* Growable arrays. rf_grow: at least `need` elements of `elem` bytes, doubling (from 64) so
+ * appends stay amortized O(1); for tables built at open. rf_reserve: exactly `need` when more
+ * is needed, for scratch that grows to the largest input seen and then stays. Both keep *p and
+ * *cap unchanged on failure (-1: no memory or a size that overflows). `pp` is a T** . */
+int rf_grow(void *pp, uint64_t *cap, uint64_t need, size_t elem);
+int rf_reserve(void *pp, size_t *cap, size_t need, size_t elem);
+
 /* splitmix64: the one mixing function used to derive every per-epoch and per-sample seed, so
  * that order and augmentation depend only on (seed, epoch, sample) and never on timing. */
 static inline uint64_t rf_mix64(uint64_t x)

@@ -29,28 +29,11 @@
 
 /* ---- the table -------------------------------------------------------------------------- */
 
-static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    uint64_t n = *cap ? *cap : 64;
-    while (n < need)
-        n *= 2;
-    if (n > SIZE_MAX / elem)
-        return -1;
-    void *q = realloc(*p, (size_t)(n * elem));
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err)
 {
     if (ds->nfiles >= RF_DATASET_FILES_MAX)
         return rf_seterr(err, RF_ELIMIT, "more than %u shard files", RF_DATASET_FILES_MAX);
-    if (grow((void **)&ds->files, &ds->files_cap, (uint64_t)ds->nfiles + 1, sizeof *ds->files))
+    if (rf_grow(&ds->files, &ds->files_cap, (uint64_t)ds->nfiles + 1, sizeof *ds->files))
         return rf_seterr(err, RF_ENOMEM, "no memory for shard %s", path);
     char *copy = strdup(path);
     if (!copy)
@@ -67,9 +50,9 @@ int rf_dataset_add_sample(rf_dataset *ds, const rf_sample *s, const char *key, s
     if (ds->keys_len + key_len + 1 > RF_DATASET_KEYS_BYTES_MAX)
         return rf_seterr(err, RF_ELIMIT, "sample keys exceed %llu bytes",
                          RF_DATASET_KEYS_BYTES_MAX);
-    if (grow((void **)&ds->samples, &ds->samples_cap, ds->nsamples + 1, sizeof *ds->samples))
+    if (rf_grow(&ds->samples, &ds->samples_cap, ds->nsamples + 1, sizeof *ds->samples))
         return rf_seterr(err, RF_ENOMEM, "no memory for %" PRIu64 " samples", ds->nsamples + 1);
-    if (grow((void **)&ds->keys, &ds->keys_cap, ds->keys_len + key_len + 1, 1) != 0)
+    if (rf_grow(&ds->keys, &ds->keys_cap, ds->keys_len + key_len + 1, 1) != 0)
         return rf_seterr(err, RF_ENOMEM, "no memory for sample keys");
     rf_sample *d = &ds->samples[ds->nsamples++];
     *d = *s;
@@ -111,7 +94,7 @@ static int plist_push(plist *l, char *s, rf_err *err)
         return rf_seterr(err, RF_ELIMIT, "shard patterns expand to more than %u paths",
                          RF_EXPAND_PATHS_MAX);
     }
-    if (grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v) != 0) {
+    if (rf_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v) != 0) {
         free(s);
         return rf_seterr(err, RF_ENOMEM, "no memory expanding shard patterns");
     }

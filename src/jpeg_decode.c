@@ -198,19 +198,6 @@ void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom)
 
 void rf_decoder_set_flags(rf_decoder *d, uint32_t flags) { d->flags = flags; }
 
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-    void **p = pp;
-    if (need <= *cap)
-        return 0;
-    void *n = realloc(*p, need * elem);
-    if (!n)
-        return -1;
-    *p = n;
-    *cap = need;
-    return 0;
-}
-
 /* ---- the guarded region ------------------------------------------------------------------ */
 
 typedef int (*job_fn)(rf_decoder *d, void *job, rf_err *err);
@@ -288,7 +275,8 @@ static const uint8_t *read_rgb_line(rf_decoder *d, uint8_t *direct, rf_err *err)
 static int ensure_line(rf_decoder *d, rf_err *err)
 {
     size_t w = d->cinfo.output_width;
-    if (grow(&d->line, &d->line_cap, w * 4, 1) || grow(&d->rgb, &d->rgb_cap, w * 3, 1))
+    if (rf_reserve(&d->line, &d->line_cap, w * 4, 1) ||
+        rf_reserve(&d->rgb, &d->rgb_cap, w * 3, 1))
         return rf_seterr(err, RF_ENOMEM, "out of memory for a %zu-pixel scanline", w);
     return 0;
 }
@@ -431,11 +419,11 @@ static int plan_geometry(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
     size_t n = (size_t)ci->output_width * 3; /* a cropped scanline */
     if (ensure_line(d, err))
         return err->code;
-    if (grow(&d->ring, &d->ring_cap, n * d->v.taps, 1) ||
-        grow(&d->vrow, &d->vrow_cap, n + RF_RESIZE_SRC_PAD, 1) ||
-        grow(&d->orow, &d->orow_cap, (size_t)size * 3, 1) ||
-        grow(&d->acc, &d->acc_cap, n, sizeof *d->acc) ||
-        grow(&d->rows, &d->rows_cap, d->v.taps, sizeof *d->rows))
+    if (rf_reserve(&d->ring, &d->ring_cap, n * d->v.taps, 1) ||
+        rf_reserve(&d->vrow, &d->vrow_cap, n + RF_RESIZE_SRC_PAD, 1) ||
+        rf_reserve(&d->orow, &d->orow_cap, (size_t)size * 3, 1) ||
+        rf_reserve(&d->acc, &d->acc_cap, n, sizeof *d->acc) ||
+        rf_reserve(&d->rows, &d->rows_cap, d->v.taps, sizeof *d->rows))
         return rf_seterr(err, RF_ENOMEM, "out of memory for resize scratch");
     memset(d->vrow + n, 0, RF_RESIZE_SRC_PAD); /* what the SIMD horizontal pass over-reads */
     return 0;

@@ -30,6 +30,8 @@
 
 #include "resize.h"
 
+#include "common.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -42,18 +44,6 @@
 
 #define ONE (1 << RF_RESIZE_BITS)
 #define HALF (1 << (RF_RESIZE_BITS - 1))
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    void *n = realloc(*p, need * elem);
-    if (!n)
-        return -1;
-    *p = n;
-    *cap = need;
-    return 0;
-}
 
 static double triangle(double x)
 {
@@ -161,7 +151,7 @@ int rf_axis_plan(rf_axis *a, double lo, double hi, int32_t src_lo, int32_t src_h
 {
     double scale = (hi - lo) / n_out, fs = scale > 1.0 ? scale : 1.0;
     uint32_t taps = 1;
-    if (grow((void **)&a->win, &a->cap_win, (size_t)n_out * 2, sizeof *a->win))
+    if (rf_reserve(&a->win, &a->cap_win, (size_t)n_out * 2, sizeof *a->win))
         return -1;
     for (uint32_t i = 0; i < n_out; i++) { /* first pass: the widest window sets the tap count */
         int32_t *w = a->win + 2 * (size_t)i;
@@ -169,9 +159,9 @@ int rf_axis_plan(rf_axis *a, double lo, double hi, int32_t src_lo, int32_t src_h
         if ((uint32_t)(w[1] - w[0]) > taps)
             taps = (uint32_t)(w[1] - w[0]);
     }
-    if (grow((void **)&a->start, &a->cap_out, n_out, sizeof *a->start) ||
-        grow((void **)&a->coef, &a->cap_coef, (size_t)n_out * taps, sizeof *a->coef) ||
-        grow((void **)&a->wtmp, &a->cap_wtmp, taps, sizeof *a->wtmp))
+    if (rf_reserve(&a->start, &a->cap_out, n_out, sizeof *a->start) ||
+        rf_reserve(&a->coef, &a->cap_coef, (size_t)n_out * taps, sizeof *a->coef) ||
+        rf_reserve(&a->wtmp, &a->cap_wtmp, taps, sizeof *a->wtmp))
         return -1;
     a->n_out = n_out;
     a->taps = taps;

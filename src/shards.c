@@ -139,14 +139,8 @@ static int add_entry(rf_image_list *l, const char *path, const char *rel, uint64
 {
     if (l->n >= RF_IMAGE_LIST_FILES_MAX)
         return rf_seterr(e, RF_ELIMIT, "more than %llu images", RF_IMAGE_LIST_FILES_MAX);
-    if (l->n == l->cap) {
-        uint64_t cap = l->cap ? l->cap * 2 : 1024;
-        entry *q = realloc(l->e, (size_t)cap * sizeof *q);
-        if (!q)
-            return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
-        l->e = q;
-        l->cap = cap;
-    }
+    if (rf_grow(&l->e, &l->cap, l->n + 1, sizeof *l->e))
+        return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
     entry *en = &l->e[l->n];
     en->size = size;
     en->label = label;
@@ -995,14 +989,8 @@ static int remember(inspector *in, const rf_tar_member *tm, uint64_t *name_off)
     size_t nl = strlen(tm->name);
     if (in->nm >= INSPECT_MEMBERS_MAX)
         return RF_ELIMIT;
-    if (in->nm == in->mcap) {
-        uint64_t cap = in->mcap ? in->mcap * 2 : 1024;
-        smember *q = realloc(in->m, (size_t)cap * sizeof *q);
-        if (!q)
-            return RF_ENOMEM;
-        in->m = q;
-        in->mcap = cap;
-    }
+    if (rf_grow(&in->m, &in->mcap, in->nm + 1, sizeof *in->m))
+        return RF_ENOMEM;
     if (in->nlen + nl + 1 > in->ncap) {
         uint64_t cap = in->ncap ? in->ncap : 1 << 16;
         while (cap < in->nlen + nl + 1)
