@@ -54,6 +54,9 @@ enum rf_decode_flag {
      * from the plain decode by more than the accuracy tests allow; see DESIGN in jpeg_decode.c). */
     RF_DECODE_DCT_IFAST = 1u << 1,   /* JDCT_IFAST instead of JDCT_ISLOW */
     RF_DECODE_NO_FANCY = 1u << 2,    /* do_fancy_upsampling = FALSE (box/merged upsampling) */
+    /* Decode the whole file even when its restart markers allow a region (jpeg_restart.h):
+     * the A side of region-decode comparisons. Output is identical either way. */
+    RF_DECODE_NO_REGION = 1u << 3,
 };
 void rf_decoder_set_flags(rf_decoder *d, uint32_t flags);
 
@@ -63,6 +66,7 @@ typedef struct rf_decode_info {
     uint32_t crop_x, crop_y, crop_w, crop_h; /* chosen crop, in original pixels */
     uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
     uint32_t flipped;
+    uint32_t region;              /* entropy-decoded only a restart-interval region */
 } rf_decode_info;
 
 /* Decode jpeg[0..len) and write size*size*3 uint8 to out (layout per t->layout; NHWC rows are

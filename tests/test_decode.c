@@ -11,6 +11,7 @@
 #include <jpeglib.h>
 
 #include "decode.h"
+#include "jpeg_restart.h"
 #include "resize.h"
 #include "testutil.h"
 
@@ -622,6 +623,166 @@ START_TEST(cmyk_and_gray_decode)
 }
 END_TEST
 
+/* ---- restart markers: lossless transcode and region decode -------------------------------- */
+
+static uint8_t *with_restarts(const uint8_t *j, size_t len, uint32_t interval, size_t *out_len)
+{
+    uint8_t *out = NULL;
+    rf_err err = {0};
+    int rc = rf_jpeg_restart_transcode(j, len, interval, interval == 3, &out, out_len, &err);
+    ck_assert_msg(rc == 0, "transcode: %s", err.msg);
+    return out;
+}
+
+/* Same coefficients, so the same pixels; baseline, with the asked-for (or chosen) interval. */
+START_TEST(restart_transcode_is_lossless)
+{
+    static const enc_opts OPTS[] = {{3, 90, 0, 1}, {3, 90, 0, 0}, {3, 85, 1, 1}, {1, 90, 0, 0},
+                                    {4, 90, 0, 0}};
+    static const uint32_t INTERVALS[] = {0, 1, 3};
+    for (size_t o = 0; o < sizeof OPTS / sizeof OPTS[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t len, tlen;
+            uint8_t *j = make_jpeg(407, 351, OPTS[o], o, &len);
+            uint8_t *t = with_restarts(j, len, INTERVALS[k], &tlen);
+            uint32_t w, h, tw, th;
+            uint8_t *a, *b;
+            rf_err err = {0};
+            rf_decoder *dec = rf_decoder_create(NULL); /* rf_decode_full also does CMYK */
+            ck_assert_int_eq(rf_decode_full(dec, j, len, &a, &w, &h, &err), 0);
+            ck_assert_int_eq(rf_decode_full(dec, t, tlen, &b, &tw, &th, &err), 0);
+            rf_decoder_destroy(dec);
+            ck_assert_uint_eq(w, tw);
+            ck_assert_uint_eq(h, th);
+            ck_assert_int_eq(memcmp(a, b, (size_t)w * h * 3), 0);
+            struct jpeg_decompress_struct d;
+            struct jpeg_error_mgr e;
+            d.err = jpeg_std_error(&e);
+            jpeg_create_decompress(&d);
+            jpeg_mem_src(&d, t, tlen);
+            jpeg_read_header(&d, TRUE);
+            uint32_t mcu = OPTS[o].comps == 1 ? 8 : 8u * (uint32_t)d.max_h_samp_factor;
+            uint32_t want = INTERVALS[k] ? INTERVALS[k] : rf_jpeg_restart_for_row((407 + mcu - 1) / mcu);
+            ck_assert_uint_eq(d.restart_interval, want);
+            ck_assert(!d.progressive_mode);
+            jpeg_destroy_decompress(&d);
+            free(a), free(b), free(t), free(j);
+        }
+    /* Not a JPEG: an error with libjpeg's words, no output. */
+    uint8_t junk[64] = {0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x02, 1, 2, 3};
+    uint8_t *out = (uint8_t *)junk;
+    size_t olen = 1;
+    rf_err err = {0};
+    ck_assert_int_eq(rf_jpeg_restart_transcode(junk, sizeof junk, 0, 0, &out, &olen, &err),
+                     RF_EDECODE);
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(err.msg, "restart transcode: ") != NULL, "%s", err.msg);
+}
+END_TEST
+
+/* The region path must give byte-for-byte what decoding the whole file gives, for every crop,
+ * scale, sampling, interval and both crop modes, while actually taking the region path. */
+START_TEST(region_decode_matches_whole_decode)
+{
+    static const shape RS[] = {
+        {407, 351, {3, 90, 0, 1}}, {500, 375, {3, 90, 0, 0}}, {97, 1000, {3, 85, 0, 1}},
+        {1000, 61, {1, 90, 0, 0}}, {333, 501, {4, 90, 0, 0}}, {1200, 900, {3, 80, 1, 1}},
+    };
+    static const uint32_t INTERVALS[] = {0, 1, 2, 3};
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    rf_decoder_set_flags(b, RF_DECODE_NO_REGION);
+    uint8_t *oa = malloc(224 * 224 * 3), *ob = malloc(224 * 224 * 3);
+    uint32_t regions = 0, runs = 0;
+    for (size_t s = 0; s < sizeof RS / sizeof RS[0]; s++)
+        for (size_t k = 0; k < 4; k++) {
+            size_t len, tlen;
+            uint8_t *j = make_jpeg(RS[s].w, RS[s].h, RS[s].o, s, &len);
+            uint8_t *t = with_restarts(j, len, INTERVALS[k], &tlen);
+            for (uint64_t seed = 0; seed < 60; seed++) {
+                rf_transform tr = random_t(seed % 3 == 0 ? 224 : 64);
+                if (seed % 5 == 4)
+                    tr.crop = RF_CROP_CENTER, tr.flip_prob = -1;
+                if (seed % 7 == 6)
+                    tr.layout = RF_LAYOUT_NCHW;
+                rf_decode_info ia, ib;
+                rf_err ea = {0}, eb = {0};
+                ck_assert_msg(rf_decode_transform(a, t, tlen, &tr, seed, oa, &ia, &ea) == 0, "%s",
+                              ea.msg);
+                ck_assert_msg(rf_decode_transform(b, t, tlen, &tr, seed, ob, &ib, &eb) == 0, "%s",
+                              eb.msg);
+                ck_assert_msg(memcmp(oa, ob, (size_t)tr.size * tr.size * 3) == 0,
+                              "%ux%u interval %u seed %llu: region decode differs (scale 1/%u)",
+                              RS[s].w, RS[s].h, INTERVALS[k], (unsigned long long)seed,
+                              ia.scale_denom);
+                ck_assert_uint_eq(ia.width, RS[s].w);
+                ck_assert_uint_eq(ia.crop_x, ib.crop_x);
+                ck_assert_uint_eq(ib.region, 0);
+                regions += ia.region, runs++;
+            }
+            free(t), free(j);
+        }
+    ck_assert_msg(regions > runs / 2, "region path taken %u of %u times", regions, runs);
+    free(oa), free(ob);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* Damage in a restart-marked file: a truncation anywhere, or a renumbered marker, is an error
+ * (or, where the damage lies outside what the crop needs, a correct decode) - never a crash or
+ * a region built from the wrong bytes. */
+START_TEST(region_decode_damage)
+{
+    size_t len, tlen;
+    uint8_t *j = make_jpeg(407, 351, RGB420, 9, &len);
+    uint8_t *t = with_restarts(j, len, 1, &tlen);
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    rf_decoder_set_flags(b, RF_DECODE_NO_REGION);
+    uint8_t *oa = malloc(64 * 64 * 3), *ob = malloc(64 * 64 * 3);
+    rf_transform tr = random_t(64);
+    for (size_t cut = 0; cut < tlen; cut += 97) {
+        for (uint64_t seed = 0; seed < 3; seed++) {
+            rf_err ea = {0}, eb = {0};
+            int ra = rf_decode_transform(a, t, cut, &tr, seed, oa, NULL, &ea);
+            int rb = rf_decode_transform(b, t, cut, &tr, seed, ob, NULL, &eb);
+            ck_assert(ra == 0 || ra == RF_EDECODE);
+            if (ra == 0 && rb == 0)
+                ck_assert_int_eq(memcmp(oa, ob, 64 * 64 * 3), 0);
+            if (ra)
+                ck_assert_msg(ea.msg[0] != 0, "error without a message");
+        }
+    }
+    /* Renumber every RST marker to RST7: the sequence check refuses the region and libjpeg's
+     * own decode reports the corrupt data. */
+    uint8_t *bad = malloc(tlen);
+    memcpy(bad, t, tlen);
+    int seen = 0;
+    for (size_t i = 0; i + 1 < tlen; i++)
+        if (bad[i] == 0xFF && bad[i + 1] >= 0xD0 && bad[i + 1] <= 0xD6)
+            bad[i + 1] = 0xD7, seen++;
+    ck_assert_int_gt(seen, 10);
+    rf_err e = {0};
+    rf_decode_info info;
+    ck_assert_int_eq(rf_decode_transform(a, bad, tlen, &tr, 1, oa, &info, &e), RF_EDECODE);
+    ck_assert_msg(strstr(e.msg, "libjpeg") != NULL, "%s", e.msg);
+    /* Direct misuse of the region builder: intervals that do not divide the row. */
+    rf_region_buf rb = {0};
+    rf_jpeg_geom g = {407, 351, 16, 16, 3};
+    ck_assert_int_eq(rf_jpeg_region(t, tlen, &g, 0, 3, 0, 2, &rb), 1); /* 26 % 3 != 0 */
+    g.restart = 1;
+    ck_assert_int_eq(rf_jpeg_region(t, tlen, &g, 3, 2, 0, 2, &rb), 1);  /* empty */
+    ck_assert_int_eq(rf_jpeg_region(t, tlen, &g, 0, 27, 0, 2, &rb), 1); /* past the row */
+    ck_assert_int_eq(rf_jpeg_region(t, tlen, &g, 2, 5, 3, 6, &rb), 0);
+    uint32_t w, h;
+    uint8_t *reg = ref_decode(rb.jpeg, rb.len, &w, &h);
+    ck_assert_uint_eq(w, 48);
+    ck_assert_uint_eq(h, 48);
+    free(reg);
+    rf_region_buf_free(&rb);
+    free(bad), free(oa), free(ob), free(t), free(j);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("decode");
@@ -639,6 +800,9 @@ int main(void)
     tcase_add_test(tc, errors_limits);
     tcase_add_test(tc, errors_warning_is_an_error);
     tcase_add_test(tc, cmyk_and_gray_decode);
+    tcase_add_test(tc, restart_transcode_is_lossless);
+    tcase_add_test(tc, region_decode_matches_whole_decode);
+    tcase_add_test(tc, region_decode_damage);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

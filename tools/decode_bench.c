@@ -28,6 +28,7 @@
 
 #include "common.h"
 #include "decode.h"
+#include "jpeg_restart.h"
 #include "tar.h"
 
 typedef struct image {
@@ -145,7 +146,7 @@ typedef struct bench {
     size_t ref_cap;
     uint8_t *out;
     uint32_t size, flags;
-    uint64_t pixels_in, scaled[9];
+    uint64_t pixels_in, scaled[9], regions;
 } bench;
 
 /* Plain libjpeg, defaults only, RGB out, whole image (what "1 core of libjpeg-turbo" means). */
@@ -201,7 +202,38 @@ __attribute__((noinline)) static int run_pass(bench *b, enum mode m)
         }
         b->pixels_in += (uint64_t)info.width * info.height;
         b->scaled[info.scale_denom]++;
+        b->regions += info.region;
     }
+    return 0;
+}
+
+/* --restart: the packer's lossless rewrite, applied in memory (interval UINT32_MAX: a row). */
+static int transcode_all(images *im, uint32_t interval)
+{
+    size_t before = 0, after = 0;
+    for (size_t i = 0; i < im->n; i++) {
+        uint32_t iv = interval;
+        if (iv == UINT32_MAX) { /* one interval per MCU row: needs the row width */
+            rf_decoder *d = rf_decoder_create(NULL);
+            uint32_t w = 0, h = 0;
+            rf_err e = {0};
+            if (!d || rf_jpeg_header(d, im->v[i].data, im->v[i].len, &w, &h, NULL, &e))
+                return -1;
+            rf_decoder_destroy(d);
+            iv = (w + 15) / 16; /* 4:2:0 MCUs */
+        }
+        uint8_t *out;
+        size_t len;
+        rf_err e = {0};
+        if (rf_jpeg_restart_transcode(im->v[i].data, im->v[i].len, iv, 0, &out, &len, &e)) {
+            fprintf(stderr, "image %zu: %s\n", i, e.msg);
+            return -1;
+        }
+        before += im->v[i].len, after += len;
+        free(im->v[i].data);
+        im->v[i] = (image){out, len};
+    }
+    printf("restart markers added: %.2f%% larger\n", 100.0 * ((double)after / before - 1));
     return 0;
 }
 
@@ -215,14 +247,18 @@ static void usage(void)
             "  --size N    output side (224)\n"
             "  --max-denom N  cap on DCT scaling: 1, 2, 4, 8 (8)\n"
             "  --ifast     JDCT_IFAST (RF_DECODE_DCT_IFAST) on the transform paths\n"
-            "  --no-fancy  no fancy upsampling (RF_DECODE_NO_FANCY) on the transform paths\n");
+            "  --no-fancy  no fancy upsampling (RF_DECODE_NO_FANCY) on the transform paths\n"
+            "  --no-region decode whole files even when restart markers allow a region\n"
+            "  --restart N|auto|row  first rewrite every image losslessly with a restart marker\n"
+            "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n");
 }
 
 int main(int argc, char **argv)
 {
     images im = {.limit = SIZE_MAX};
     int mode = -1;
-    uint32_t reps = 5, size = 224, max_denom = 8, flags = 0;
+    uint32_t reps = 5, size = 224, max_denom = 8, flags = 0, restart = 0;
+    int transcode = 0;
     for (int a = 1; a < argc; a++) {
         const char *s = argv[a];
         if (!strcmp(s, "--mode") && a + 1 < argc) {
@@ -249,6 +285,13 @@ int main(int argc, char **argv)
             flags |= RF_DECODE_DCT_IFAST;
         } else if (!strcmp(s, "--no-fancy")) {
             flags |= RF_DECODE_NO_FANCY;
+        } else if (!strcmp(s, "--no-region")) {
+            flags |= RF_DECODE_NO_REGION;
+        } else if (!strcmp(s, "--restart") && a + 1 < argc) {
+            const char *v = argv[++a];
+            restart = !strcmp(v, "auto") ? 0 : !strcmp(v, "row") ? UINT32_MAX
+                                                                  : (uint32_t)strtoul(v, NULL, 10);
+            transcode = 1;
         } else if (s[0] == '-') {
             usage();
             return 2;
@@ -266,6 +309,8 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    if (transcode && transcode_all(&im, restart))
+        return 1;
     size_t bytes = 0;
     for (size_t i = 0; i < im.n; i++)
         bytes += im.v[i].len;
@@ -285,7 +330,7 @@ int main(int argc, char **argv)
             continue;
         double tmin = 1e30;
         for (uint32_t r = 0; r < reps; r++) {
-            b.pixels_in = 0;
+            b.pixels_in = b.regions = 0;
             memset(b.scaled, 0, sizeof b.scaled);
             uint64_t t0 = rf_now_ns();
             if (run_pass(&b, (enum mode)m))
@@ -297,9 +342,10 @@ int main(int argc, char **argv)
         printf("%-14s %9.1f img/s  %7.3f ms/img  %6.1f Mpx/s in", MODE_NAMES[m], im.n / tmin,
                tmin * 1e3 / im.n, b.pixels_in / tmin * 1e-6);
         if (m != M_REF)
-            printf("  scale 1/1:%llu 1/2:%llu 1/4:%llu 1/8:%llu",
+            printf("  scale 1/1:%llu 1/2:%llu 1/4:%llu 1/8:%llu  region %llu",
                    (unsigned long long)b.scaled[1], (unsigned long long)b.scaled[2],
-                   (unsigned long long)b.scaled[4], (unsigned long long)b.scaled[8]);
+                   (unsigned long long)b.scaled[4], (unsigned long long)b.scaled[8],
+                   (unsigned long long)b.regions);
         printf("\n");
     }
     for (int m = M_RRC; m <= M_CENTER; m += 2)
