@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ringfeed_shards.h"
 #include "synth.h"
 #include "tarwrite.h"
 
@@ -114,7 +115,7 @@ static void render(const rf_gen_config *cfg, uint64_t i, uint8_t **rgb, size_t *
     s->height = h;
     s->label = cfg->label_mode == RF_GEN_LABEL_MODULO ? (uint32_t)(i % cfg->classes)
                                                       : rf_gen_label(cfg->seed, i, cfg->classes);
-    s->progressive = rf_gen_progressive(cfg->seed, i, cfg->progressive_fraction);
+    s->progressive = !cfg->restart && rf_gen_progressive(cfg->seed, i, cfg->progressive_fraction);
     size_t need = (size_t)w * h * 3;
     if (need > *cap) {
         uint8_t *p = realloc(*rgb, need);
@@ -127,8 +128,21 @@ static void render(const rf_gen_config *cfg, uint64_t i, uint8_t **rgb, size_t *
     }
     rf_synth_opts o = {.texture = cfg->texture, .classes = cfg->classes, .label = s->label};
     if (rf_synth_image_ex(rf_gen_image_seed(cfg->seed, i), w, h, &o, *rgb) != 0 ||
-        rf_synth_jpeg(*rgb, w, h, cfg->quality, s->progressive, &s->jpg, &s->len) != 0)
+        rf_synth_jpeg(*rgb, w, h, cfg->quality, s->progressive, &s->jpg, &s->len) != 0) {
         s->rc = -ENOMEM;
+        return;
+    }
+    if (cfg->restart) {
+        void *t;
+        uint64_t tlen;
+        char why[256];
+        if (rf_jpeg_add_restarts(s->jpg, s->len, 0, 0, &t, &tlen, why, sizeof why) != 0) {
+            s->rc = -ENOMEM; /* our own encoder's output: only memory can fail here */
+            return;
+        }
+        free(s->jpg);
+        s->jpg = t, s->len = (size_t)tlen;
+    }
 }
 
 static void *worker(void *arg)

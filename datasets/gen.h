@@ -43,6 +43,8 @@ typedef struct rf_gen_config {
     int quality;                  /* JPEG quality; default 90 */
     uint32_t threads;             /* default: online CPUs */
     double progressive_fraction;  /* 0..1; default 0 */
+    int restart;                  /* 1: restart markers (rf_jpeg_add_restarts, interval 0, the
+                                     encoder's Huffman tables): same pixels; baseline only */
     uint32_t min_side, max_side;  /* fit every image so short >= min_side, long <= max_side
                                      (max wins when both cannot hold); 0 = unbounded */
     int write_index;              /* 1: write X.idx beside each shard */

@@ -365,6 +365,8 @@ typedef struct rf_stats {
     uint64_t host_allocs_after_create;   /* cudaHostAlloc / pinned registrations after create */
     uint64_t ring_register_ns;           /* time to pin (allocate or register) the ring */
     char memory_why[192];     /* what odirect, hugepages and numa got, and why (e.g. a fallback) */
+    uint64_t region_decoded;  /* images whose restart markers let decode skip the Huffman data
+                               * above and beside the crop (shards packed with --restart) */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

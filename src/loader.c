@@ -154,7 +154,7 @@ struct rf_loader {
     rf_err err;          /* sticky worker error */
     rf_err last;         /* detail for rf_last_error */
 
-    _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled;
+    _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded;
     uint64_t wait_ns, delivered, batches_out, created_ns;
     uint64_t io_ns_prev, io_reads_prev, io_retries_prev, io_bytes_prev;
 
@@ -960,6 +960,8 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err 
     }
     if (info.scale_denom > 1)
         atomic_fetch_add(&ld->dct_scaled, 1);
+    if (info.region)
+        atomic_fetch_add(&ld->region_decoded, 1);
     if (ld->host_convert)
         rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
                              ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
@@ -2075,6 +2077,7 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.epoch = ld->c_epoch;
     st.pinned_bytes = ld->pinned ? ld->ring_bytes : 0;
     st.dct_scaled = atomic_load(&((rf_loader *)ld)->dct_scaled);
+    st.region_decoded = atomic_load(&((rf_loader *)ld)->region_decoded);
     pthread_mutex_lock(&((rf_loader *)ld)->mu);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);

@@ -27,6 +27,7 @@
 #include "common.h"
 #include "dataset.h"
 #include "decode.h"
+#include "jpeg_restart.h"
 #include "tar.h"
 #include "tar_index.h"
 #include "tarwrite.h"
@@ -626,6 +627,19 @@ int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *
     if (!c || (!data && len))
         return give(&(rf_err){RF_EINVAL, "no checker or no data"}, err, err_len);
     int rc = jpeg_check(c, data, len, width, height, progressive, &e);
+    return rc ? give(&e, err, err_len) : 0;
+}
+
+int rf_jpeg_add_restarts(const void *data, uint64_t len, uint32_t interval, uint32_t optimize,
+                         void **out, uint64_t *out_len, char *err, size_t err_len)
+{
+    rf_err e = {0, ""};
+    if (!out || !out_len || (!data && len) || len > SIZE_MAX)
+        return give(&(rf_err){RF_EINVAL, "no input or no output pointers"}, err, err_len);
+    uint8_t *o = NULL;
+    size_t n = 0;
+    int rc = rf_jpeg_restart_transcode(data, (size_t)len, interval, optimize != 0, &o, &n, &e);
+    *out = o, *out_len = n;
     return rc ? give(&e, err, err_len) : 0;
 }
 

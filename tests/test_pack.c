@@ -149,9 +149,12 @@ static void inspect_all(const char *pattern, collected *c, uint64_t *problems)
     rf_paths_free(ps);
 }
 
-/* Load every sample in dataset order; keys, labels and pixels (CENTER crop, SIZE^2). */
+/* Load every sample in dataset order; keys, labels and pixels (g_crop, SIZE^2). */
+static uint32_t g_crop = RF_CROP_CENTER;
+
 typedef struct loaded {
     uint64_t n;
+    uint64_t regions; /* rf_stats.region_decoded */
     char keys[256][128];
     int32_t labels[256];
     uint8_t *pixels; /* n * SIZE*SIZE*3 */
@@ -162,7 +165,7 @@ static int load(const char *pattern, uint32_t source, loaded *out, char *err, si
     const char *pat;
     rf_config c = rf_test_host_config(&pat, pattern, SIZE);
     c.source = source;
-    c.crop = RF_CROP_CENTER;
+    c.crop = g_crop;
     c.order = RF_ORDER_NONE;
     c.batch_size = 5;
     c.epochs = 1;
@@ -188,6 +191,10 @@ static int load(const char *pattern, uint32_t source, loaded *out, char *err, si
         rf_loader_release(ld, b, NULL);
     }
     ck_assert_msg(rc == RF_EPOCH_END || rc == RF_DONE, "next: %d %s", rc, rf_last_error(ld));
+    rf_stats st;
+    rf_stats_init(&st);
+    ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
+    out->regions = st.region_decoded;
     rf_loader_destroy(ld);
     return 0;
 }
@@ -341,6 +348,45 @@ START_TEST(test_pack_roundtrip)
     free(ld);
     free(c);
     rf_image_list_free(l);
+}
+END_TEST
+
+/* --restart rewrites every JPEG (so member bytes change) but not one decoded pixel: the same
+ * crops load identically from both packs, while the restart pack takes the region path. */
+START_TEST(test_pack_restart)
+{
+    char plain[600], rst[600], pat[700], cmd[2000];
+    snprintf(plain, sizeof plain, "%s/rs_plain", g_root);
+    snprintf(rst, sizeof rst, "%s/rs_restart", g_root);
+    pack(plain, 2, "");
+    pack(rst, 2, "--restart");
+    snprintf(cmd, sizeof cmd, "cmp -s %s/train-0000.tar %s/train-0000.tar", plain, rst);
+    ck_assert_int_eq(run_cmd(cmd), 1);
+    collected *c = calloc(1, sizeof *c);
+    uint64_t problems;
+    snprintf(pat, sizeof pat, "%s/train-*.tar", rst);
+    inspect_all(pat, c, &problems);
+    ck_assert_msg(problems == 0, "%s", c->problems[0]);
+    ck_assert_uint_eq(c->n, N_GOOD);
+    g_crop = RF_CROP_RANDOM;
+    loaded *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    char err[512];
+    ck_assert_int_eq(load(pat, RF_SOURCE_TAR, b, err, sizeof err), 0);
+    snprintf(pat, sizeof pat, "%s/train-*.tar", plain);
+    ck_assert_int_eq(load(pat, RF_SOURCE_TAR, a, err, sizeof err), 0);
+    g_crop = RF_CROP_CENTER;
+    ck_assert_uint_eq(a->n, N_GOOD);
+    ck_assert_uint_eq(b->n, N_GOOD);
+    for (uint64_t i = 0; i < a->n; i++)
+        ck_assert_str_eq(a->keys[i], b->keys[i]);
+    ck_assert_int_eq(memcmp(a->pixels, b->pixels, a->n * SIZE * SIZE * 3), 0);
+    ck_assert_uint_eq(a->regions, 0);
+    ck_assert_uint_gt(b->regions, 0); /* tiny images: most crops need most MCUs */
+    /* a bad interval is refused before any file is read */
+    snprintf(cmd, sizeof cmd, "%s --input %s --output '%s/x-%%d.tar' --restart=0 --quiet 2>/dev/null",
+             g_tool, g_tree, rst);
+    ck_assert_int_eq(run_cmd(cmd), 2);
+    free(a->pixels), free(b->pixels), free(a), free(b), free(c);
 }
 END_TEST
 
@@ -499,6 +545,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_image_list_tree);
     tcase_add_test(tc, test_pack_roundtrip);
+    tcase_add_test(tc, test_pack_restart);
     tcase_add_test(tc, test_gnu_tar_formats);
     tcase_add_test(tc, test_index_disagrees);
     tcase_add_test(tc, test_bad_jpeg_reported);

@@ -101,6 +101,8 @@ static int files_equal(const char *a, const char *b)
     return eq;
 }
 
+static int g_restart; /* gen_small: rf_gen_config.restart */
+
 static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double progressive)
 {
     char pattern[1024];
@@ -115,6 +117,7 @@ static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double pr
     c.threads = threads;
     c.max_side = 96;
     c.progressive_fraction = progressive;
+    c.restart = g_restart;
     char msg[256];
     int rc = rf_gen_run(&c, NULL, msg, sizeof msg);
     if (rc)
@@ -337,6 +340,43 @@ START_TEST(gen_readable)
 }
 END_TEST
 
+/* --restart: the same images (pixel for pixel), now with a DRI marker and baseline. */
+START_TEST(gen_restart_same_pixels)
+{
+    const char *d1 = rf_test_mkdtemp("synth-plain"), *d2 = rf_test_mkdtemp("synth-rst");
+    ck_assert_int_eq(gen_small(d1, 2, 5, 0.5), 0);
+    g_restart = 1;
+    ck_assert_int_eq(gen_small(d2, 2, 5, 0.5), 0);
+    g_restart = 0;
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/train-000.tar", d1);
+    snprintf(b, sizeof b, "%s/train-000.tar", d2);
+    size_t la, lb;
+    uint8_t *ta = rf_test_read_file(a, &la), *tb = rf_test_read_file(b, &lb);
+    ck_assert(ta && tb);
+    size_t oa = 0, ob = 0;
+    for (int m = 0; m < 16; m++) { /* 16 samples: KEY.jpg then KEY.cls */
+        uint64_t ja = strtoull((const char *)ta + oa + 124, NULL, 8);
+        uint64_t jb = strtoull((const char *)tb + ob + 124, NULL, 8);
+        const uint8_t *pa = ta + oa + 512, *pb = tb + ob + 512;
+        int dri = 0;
+        for (uint64_t i = 2; i + 1 < jb && !(pb[i] == 0xFF && pb[i + 1] == 0xDA); i++)
+            dri |= pb[i] == 0xFF && pb[i + 1] == 0xDD;
+        ck_assert_msg(dri, "sample %d has no DRI marker", m);
+        uint32_t wa, ha, wb, hb;
+        uint8_t *xa = decode(pa, ja, &wa, &ha), *xb = decode(pb, jb, &wb, &hb);
+        ck_assert(xa && xb && wa == wb && ha == hb);
+        ck_assert_int_eq(memcmp(xa, xb, (size_t)wa * ha * 3), 0);
+        free(xa), free(xb);
+        for (int k = 0; k < 2; k++) { /* past the .jpg and the .cls member */
+            oa += 512 + ((strtoull((const char *)ta + oa + 124, NULL, 8) + 511) & ~511ull);
+            ob += 512 + ((strtoull((const char *)tb + ob + 124, NULL, 8) + 511) & ~511ull);
+        }
+    }
+    free(ta), free(tb);
+}
+END_TEST
+
 START_TEST(gen_shard_bytes)
 {
     const char *d = rf_test_mkdtemp("synth-bytes");
@@ -401,6 +441,7 @@ static Suite *suite(void)
     tcase_add_test(t, gen_threads_identical);
     tcase_add_test(t, gen_readable);
     tcase_add_test(t, gen_shard_bytes);
+    tcase_add_test(t, gen_restart_same_pixels);
     tcase_add_test(t, fixture_shards);
     suite_add_tcase(s, t);
     return s;

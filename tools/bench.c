@@ -396,6 +396,8 @@ static void print_table(const opts *o, const result *r)
     printf("  %-26s %12.1f\n", "consumer waited ms", s->consumer_wait_ns / 1e6);
     printf("  %-26s %11.0f%%\n", "DCT-scaled decodes",
            s->samples_decoded ? 100.0 * s->dct_scaled / s->samples_decoded : 0.0);
+    printf("  %-26s %11.0f%%\n", "region decodes (restarts)",
+           s->samples_decoded ? 100.0 * s->region_decoded / s->samples_decoded : 0.0);
     printf("  %-26s %12.3f\n", "page-cache hit ratio",
            s->cache_checked_bytes ? (double)s->cache_hit_bytes / s->cache_checked_bytes : 0.0);
     for (uint32_t i = 0; i < r->nep && r->nep > 1; i++)
@@ -450,7 +452,8 @@ static void print_json(const opts *o, const result *r)
            "\"bytes_read\": %llu, \"mb_per_s_read\": %.2f, \"gb_per_s_to_device\": %.3f, "
            "\"first_batch_ms\": %.2f, \"io_busy_s\": %.4f, \"decode_busy_s\": %.4f, "
            "\"copy_busy_s\": %.4f, \"consumer_wait_s\": %.4f, \"wall_s\": %.4f, "
-           "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"read_retries\": %llu, "
+           "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"region_decoded\": %llu, "
+           "\"read_retries\": %llu, "
            "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
            "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
            "\"resume_ms\": %.3f, \"resume_at\": %.3f, \"resume_position\": %llu, "
@@ -464,7 +467,7 @@ static void print_json(const opts *o, const result *r)
            r->first_batch_us / 1e3, s->io_busy_ns * 1e-9, s->decode_busy_ns * 1e-9,
            s->copy_busy_ns * 1e-9, s->consumer_wait_ns * 1e-9, s->wall_ns * 1e-9,
            (unsigned long long)s->samples_decoded, (unsigned long long)s->dct_scaled,
-           (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
+           (unsigned long long)s->region_decoded, (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
            (unsigned long long)r->bytes,
            o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,
            r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,

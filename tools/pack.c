@@ -37,6 +37,8 @@ typedef struct opts {
     uint64_t shard_bytes, seed, max_file_bytes;
     uint32_t threads, format, first_shard;
     int shuffle, strict, quiet, json;
+    int restart;          /* rewrite JPEGs with restart markers */
+    uint32_t restart_interval; /* MCUs; 0 = the library's choice */
 } opts;
 
 typedef struct slot {
@@ -91,12 +93,16 @@ static void usage(FILE *f)
             "  --first-shard N    number of the first shard (0)\n"
             "  --max-file-bytes SIZE  larger files are bad (64M)\n"
             "  --strict           fail on the first bad file instead of skipping it\n"
+            "  --restart[=N]      rewrite each JPEG losslessly (same pixels) with a restart\n"
+            "                     marker every N MCUs (default: the loader's choice) and\n"
+            "                     optimal Huffman tables, so crops decode only what they need\n"
             "  --quiet            no progress line\n"
             "  --json             print a JSON summary as the last line of stdout\n"
             "Keys are class/filename without the extension, with whitespace, control bytes and\n"
             "dots in the file name replaced by '_' (a WebDataset key ends at the first dot of\n"
             "the basename); a key made equal to another by this gets a _2, _3 ... suffix.\n"
-            "Members: KEY.jpg (the file's bytes, unchanged) then KEY.cls (the label). An index\n"
+            "Members: KEY.jpg (the file's bytes, unchanged unless --restart) then KEY.cls (the\n"
+            "label). An index\n"
             "X.idx (DALI v1.2) is written beside each X.tar.\n");
 }
 
@@ -300,6 +306,19 @@ static void *reader_main(void *arg)
         if (r.rc == 0 && (r.rc = rf_jpeg_check(jc, r.data, r.len, NULL, NULL, NULL, why,
                                                 sizeof why)) != 0)
             snprintf(r.msg, sizeof r.msg, "%s: offset 0: bad JPEG: %s", path, why);
+        if (r.rc == 0 && p->o->restart) {
+            void *t;
+            uint64_t tlen;
+            r.rc = rf_jpeg_add_restarts(r.data, r.len, p->o->restart_interval, 1, &t, &tlen, why,
+                                        sizeof why);
+            if (r.rc) {
+                snprintf(r.msg, sizeof r.msg, "%s: offset 0: cannot add restart markers: %s",
+                         path, why);
+            } else {
+                free(r.data);
+                r.data = t, r.len = tlen;
+            }
+        }
         pthread_mutex_lock(&p->mu);
         slot *s = &p->slots[i % p->window];
         *s = r;
@@ -495,7 +514,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"shard-size", 1, 0, 's'}, {"shuffle", 0, 0, 'S'}, {"seed", 1, 0, 'e'},
         {"threads", 1, 0, 't'}, {"format", 1, 0, 'f'}, {"first-shard", 1, 0, 'F'},
         {"max-file-bytes", 1, 0, 'm'}, {"strict", 0, 0, 'x'}, {"quiet", 0, 0, 'q'},
-        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 0, 0, 'j'}, {"restart", 2, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (opts){.shard_bytes = 256ull << 20, .max_file_bytes = 64ull << 20,
                 .threads = ncpu <= 0 ? 4 : ncpu > PACK_THREADS_MAX ? PACK_THREADS_MAX : (uint32_t)ncpu};
@@ -537,6 +556,13 @@ static int parse_args(int argc, char **argv, opts *o)
                                optarg), -1;
             break;
         case 'x': o->strict = 1; break;
+        case 'R':
+            o->restart = 1;
+            if (optarg && (parse_u64(optarg, &v) || v == 0 || v > 65535))
+                return fprintf(stderr, "ringfeed-pack: bad --restart=%s (1..65535 MCUs)\n",
+                               optarg), -1;
+            o->restart_interval = optarg ? (uint32_t)v : 0;
+            break;
         case 'q': o->quiet = 1; break;
         case 'j': o->json = 1; break;
         case 'h': usage(stdout); exit(0);

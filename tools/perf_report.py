@@ -107,7 +107,8 @@ def main():
     R = json.load(open(a.merge)) if a.merge else {}
     # A merged run keeps the first machine's description and records its own beside it, under
     # the sections it re-measured.
-    sections = ["side", "scaling", "train", "tokens", "order", "memory", "raw", "reliability"]
+    sections = ["side", "restart", "scaling", "train", "tokens", "order", "memory", "raw",
+                "reliability"]
     ran = ",".join(x for x in sections if x not in skip)
     if a.merge:
         if "machine_rerun" in R:  # results written before per-section machines existed
@@ -152,13 +153,39 @@ def main():
                                       env=env))
 
     save()
+    # -- the same images with restart markers (ringfeed-gen --restart = ringfeed-pack --restart's
+    # rewrite: identical pixels, ~1% larger files), every loader side by side again ------------
+    rst_dir = a.data + "-restart"
+    rst_pat = os.path.join(rst_dir, "train-*.tar")
+    if "restart" not in skip:
+        shutil.rmtree(rst_dir, ignore_errors=True)
+        os.makedirs(rst_dir)
+        sh([gen, "--output", os.path.join(rst_dir, "train-%06d.tar"), "--images", str(a.images),
+            "--per-shard", str((a.images + 63) // 64), "--seed", "0", "--quiet", "--restart"])
+        rshards = sorted(glob.glob(rst_pat))
+        warm(rshards)
+        X = R["restart"] = {"bytes": sum(os.path.getsize(p) for p in rshards)}
+        X["ringfeed"] = bench("--device", a.device, "--batch", "256", "--epochs", "3",
+                              "--warmup", "8", pattern=rst_pat)
+        anchor = os.path.join(a.anchors, "torch_dataloader.py")
+        X["anchor_pil"] = last_json(sh([sys.executable, anchor, "--shards", rst_pat, "--workers",
+                                        str(ncpu), "--epochs", "2"], env=env))
+        X["anchor_tv"] = last_json(sh([sys.executable, anchor, "--shards", rst_pat, "--workers",
+                                       str(ncpu), "--epochs", "2", "--decoder", "torchvision"],
+                                      env=env))
+
+    save()
     # -- scaling ---------------------------------------------------------------------------
     if "scaling" not in skip:
-        R["scaling"] = []
-        for t in sorted({1, 2, 4, 8, 12, ncpu}):
-            r = bench("--device", a.device, "--batch", "256", "--threads", str(t), "--epochs", "1",
-                      "--warmup", "2", pattern=sub)
-            R["scaling"].append({"threads": t, "img_per_s": r["img_per_s"]})
+        for key, base in [("scaling", a.data), ("scaling_restart", rst_dir)]:
+            if key == "scaling_restart" and "restart" in skip:
+                continue
+            R[key] = []
+            for t in sorted({1, 2, 4, 8, 12, ncpu}):
+                r = bench("--device", a.device, "--batch", "256", "--threads", str(t), "--epochs",
+                          "1", "--warmup", "2",
+                          pattern=os.path.join(base, "train-0000{0,1}?.tar"))
+                R[key].append({"threads": t, "img_per_s": r["img_per_s"]})
 
     save()
     # -- training ---------------------------------------------------------------------------
@@ -332,16 +359,52 @@ def write_report(R, out):
         plt.tight_layout()
         plt.savefig(os.path.join(out, "throughput.png"), dpi=120)
         L += ["![throughput per loader](throughput.png)", ""]
+    if "restart" in R:
+        X = R["restart"]
+        rf = X["ringfeed"]
+        plain = R.get("ringfeed", {}).get("img_per_s")
+        rows = [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
+                ("PyTorch DataLoader + PIL, %d workers" % X["anchor_pil"]["workers"], X["anchor_pil"]["img_per_s"]),
+                ("PyTorch DataLoader + torchvision.io, %d workers" % X["anchor_tv"]["workers"], X["anchor_tv"]["img_per_s"])]
+        L += ["## The same images with restart markers (`ringfeed-pack --restart`)", "",
+              "The shards above rewritten losslessly with a restart marker every few MCUs "
+              f"(`ringfeed-gen --restart`, the rewrite `ringfeed-pack --restart` does: identical "
+              f"decoded pixels, {100 * (X['bytes'] / d['bytes'] - 1):.1f}% more bytes). ringfeed "
+              "then entropy-decodes only the MCUs each crop needs "
+              f"({100 * rf.get('region_decoded', 0) / max(rf.get('samples_decoded', 1), 1):.0f}% "
+              "of images took that path); the DataLoaders decode them as before.", "",
+              "| loader | img/s | ringfeed is |", "| --- | ---: | ---: |"]
+        for name, v in rows:
+            L.append(f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |")
+        if plain:
+            L += ["", f"ringfeed on these shards vs the plain ones above: {rf['img_per_s']:,.0f} vs "
+                  f"{plain:,.0f} img/s ({rf['img_per_s'] / plain:.2f}x)."]
+        L.append("")
+        plt.figure(figsize=(6, 3))
+        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=["#888", "#888", "#c33"])
+        plt.xlabel("images/s (RandomResizedCrop 224, to GPU; restart-marked shards)")
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, "throughput_restart.png"), dpi=120)
+        L += ["![throughput per loader, restart-marked shards](throughput_restart.png)", ""]
     if "scaling" in R:
         s = R["scaling"]
         one = s[0]["img_per_s"]
-        L += ["## Decode-thread scaling", "", "| threads | img/s | speed-up | efficiency |",
-              "| ---: | ---: | ---: | ---: |"]
+        L += ["## Decode-thread scaling", "", "| threads | img/s | speed-up | efficiency |"
+              + (" restart-marked img/s | speed-up | efficiency |" if "scaling_restart" in R else ""),
+              "| ---: | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if "scaling_restart" in R else "")]
+        sr = {r["threads"]: r["img_per_s"] for r in R.get("scaling_restart", [])}
+        one_r = sr.get(s[0]["threads"])
         for r in s:
-            L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | {r['img_per_s'] / one:.1f}x | "
-                     f"{r['img_per_s'] / one / r['threads'] * 100:.0f}% |")
+            line = (f"| {r['threads']} | {r['img_per_s']:,.0f} | {r['img_per_s'] / one:.1f}x | "
+                    f"{r['img_per_s'] / one / r['threads'] * 100:.0f}% |")
+            if r["threads"] in sr and one_r:
+                v = sr[r["threads"]]
+                line += f" {v:,.0f} | {v / one_r:.1f}x | {v / one_r / r['threads'] * 100:.0f}% |"
+            L.append(line)
         plt.figure(figsize=(5, 3.5))
         plt.plot([r["threads"] for r in s], [r["img_per_s"] for r in s], "o-", label="ringfeed")
+        if sr:
+            plt.plot(list(sr), list(sr.values()), "s-", label="ringfeed, restart-marked shards")
         plt.plot([r["threads"] for r in s], [one * r["threads"] for r in s], "--", color="#999",
                  label="linear")
         plt.xlabel("decode threads")

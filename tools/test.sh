@@ -36,10 +36,13 @@ trap 'rm -rf "$seeds"' EXIT
 mkdir -p "$seeds/tar" "$seeds/jpeg"
 build-test/datasets/ringfeed-gen --output "$seeds/s-%02d.tar" --images 6 --per-shard 3 \
   --max-side 48 --seed 3 --quiet
+# restart-marked seeds, large enough for the region path (src/jpeg_restart.c) to be taken
+build-test/datasets/ringfeed-gen --output "$seeds/r-%02d.tar" --images 4 --per-shard 4 \
+  --max-side 160 --seed 4 --restart --quiet
 python3 - "$seeds" <<'PY'
 import glob, os, sys, tarfile
 d = sys.argv[1]
-for i, path in enumerate(sorted(glob.glob(os.path.join(d, "s-*.tar")))):
+for i, path in enumerate(sorted(glob.glob(os.path.join(d, "[rs]-*.tar")))):
     data = open(path, "rb").read()
     open(os.path.join(d, "tar", f"shard{i}"), "wb").write(data)
     with tarfile.open(path) as tf:

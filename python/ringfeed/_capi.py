@@ -199,6 +199,7 @@ class RfStats(ctypes.Structure):
         ("host_allocs_after_create", ctypes.c_uint64),
         ("ring_register_ns", ctypes.c_uint64),
         ("memory_why", ctypes.c_char * 192),
+        ("region_decoded", ctypes.c_uint64),
     ]
 
 
