@@ -249,6 +249,7 @@ static void usage(void)
             "  --ifast     JDCT_IFAST (RF_DECODE_DCT_IFAST) on the transform paths\n"
             "  --no-fancy  no fancy upsampling (RF_DECODE_NO_FANCY) on the transform paths\n"
             "  --no-region decode whole files even when restart markers allow a region\n"
+
             "  --restart N|auto|row  first rewrite every image losslessly with a restart marker\n"
             "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n");
 }
