@@ -113,8 +113,9 @@ def main():
     if a.merge:
         if "machine_rerun" in R:  # results written before per-section machines existed
             R.setdefault("machines", {})["train"] = R.pop("machine_rerun")
+    if a.merge and "side" in skip:
         R.setdefault("machines", {})[ran] = machine()
-    else:
+    else:  # the side-by-side run's machine is the one the report opens with
         R["machine"] = machine()
     ncpu = a.cpus
 
