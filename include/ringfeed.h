@@ -221,6 +221,12 @@ typedef struct rf_config {
      * cudaMemcpy + cudaFree per batch; warm, odirect, hugepages and numa are ignored. Decode
      * threads stay as configured. Same batches as the normal path. For measurement only. */
     uint32_t naive;
+
+    /* Niceness the decode threads add to their own (0..19; default 0). With every CPU busy
+     * decoding, the I/O thread that feeds them, the copy stage and the training loop's own
+     * threads then run first when they wake, instead of waiting for a time slice behind
+     * decode threads (docs/tuning.md). Affects only ringfeed's decode threads. */
+    uint32_t decode_nice;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */

@@ -43,7 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -1015,6 +1017,15 @@ static void *decoder_main(void *arg)
     rf_loader *ld = ((decoder_arg *)arg)->ld;
     rf_decoder *dec = ((decoder_arg *)arg)->dec;
     free(arg);
+    if (ld->cfg.decode_nice) {
+        /* Linux: PRIO_PROCESS with a thread id sets that thread alone. Raising one's own
+         * niceness needs no privilege; failure only costs the scheduling preference. */
+        id_t tid = (id_t)syscall(SYS_gettid);
+        errno = 0;
+        int cur = getpriority(PRIO_PROCESS, tid);
+        if (errno == 0)
+            (void)setpriority(PRIO_PROCESS, tid, RF_MIN(cur + (int)ld->cfg.decode_nice, 19));
+    }
     for (;;) {
         pthread_mutex_lock(&ld->mu);
         while (!ld->stop && ld->decq_tail == ld->decq_head)
@@ -1220,6 +1231,8 @@ static int apply_defaults(rf_config *c, rf_err *err)
         c->io_queue_depth = 64;
     if (!c->prefetch_depth)
         c->prefetch_depth = 4;
+    if (c->decode_nice > 19)
+        return rf_seterr(err, RF_EINVAL, "decode_nice %u out of range 0..19", c->decode_nice);
     if (c->prefetch_depth > 64 || c->io_queue_depth > 4096 || c->io_threads > 64)
         return rf_seterr(err, RF_EINVAL, "prefetch_depth (<= 64), io_queue_depth (<= 4096) or "
                                          "io_threads (<= 64) out of range");

@@ -2,6 +2,7 @@
  * epochs for many thread/depth/batch shapes, determinism whatever the threads and engine,
  * labels and pixels against the shards, epoch boundaries, resume, and destroy mid-flight. */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,6 +435,61 @@ START_TEST(create_errors_are_clear)
 }
 END_TEST
 
+/* Threads of this process whose nice value (field 19 of /proc/self/task/T/stat) is `nice`. */
+static int threads_at_nice(int nice)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread exited meanwhile */
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+        int field = 2;
+        for (; p && *p && field < 19; p++)
+            if (*p == ' ')
+                field++;
+        n += field == 19 && atoi(p) == nice;
+    }
+    closedir(d);
+    return n;
+}
+
+/* decode_nice: exactly the decode threads run nicer; out of range is refused. */
+START_TEST(decode_nice_applies_to_decode_threads)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.decode_threads = 3;
+    c.decode_nice = 4;
+    rf_loader *ld;
+    char err[512];
+    ck_assert_msg(rf_loader_create(&c, &ld, err, sizeof err) == 0, "%s", err);
+    rf_batch *b;
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    /* A decoder that has not been scheduled yet has not set itself: give it 5 s. */
+    int n = 0;
+    for (int i = 0; i < 500 && (n = threads_at_nice(4)) != 3; i++)
+        usleep(10000);
+    ck_assert_int_eq(n, 3);
+    rf_loader_release(ld, b, NULL);
+    rf_loader_destroy(ld);
+    c.decode_nice = 20;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "decode_nice"));
+}
+END_TEST
+
 /* float output: (pixel - mean) / std in the requested layout, equal to converting the uint8
  * batch of the same seed by hand. */
 START_TEST(float_output_matches_uint8)
@@ -627,6 +683,7 @@ int main(void)
     tcase_add_test(tc, destroy_mid_flight);
     tcase_add_test(tc, set_epoch_restarts);
     tcase_add_test(tc, create_errors_are_clear);
+    tcase_add_test(tc, decode_nice_applies_to_decode_threads);
     tcase_add_test(tc, float_output_matches_uint8);
     tcase_add_test(tc, shard_order_is_local_and_complete);
     tcase_add_test(tc, ranks_disjoint_complete_with_padding);

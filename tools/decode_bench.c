@@ -1,4 +1,6 @@
-/* ringfeed-decode-bench — single-thread micro-benchmark of the decode stage alone.
+/* ringfeed-decode-bench — micro-benchmark of the decode stage alone (one thread, or --threads N
+ * independent threads decoding the same images at once: the scaling ceiling of the machine's
+ * cores with no pipeline around them).
  *
  * Unlike the other tools this one includes INTERNAL headers (src/decode.h, src/tar.h,
  * src/common.h): it benchmarks an internal stage (rf_decode_transform) and its hooks
@@ -17,6 +19,7 @@
  *            --reps 1 --limit 200 data/train/train-000000.tar
  * and divide the Ir total by the image count printed. */
 #include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +240,70 @@ static int transcode_all(images *im, uint32_t interval)
     return 0;
 }
 
+/* --threads N: N decoders run RandomResizedCrop over the whole set `reps` times each, started
+ * together; aggregate img/s over the wall time of the slowest. */
+typedef struct par_arg {
+    const images *im;
+    uint32_t size, flags, reps;
+    pthread_barrier_t *go;
+    int rc;
+} par_arg;
+
+static void *par_main(void *p)
+{
+    par_arg *a = p;
+    rf_decoder *d = rf_decoder_create(NULL);
+    uint8_t *out = malloc((size_t)a->size * a->size * 3);
+    rf_transform t = {.crop = RF_CROP_RANDOM, .size = a->size, .layout = RF_LAYOUT_NHWC,
+                      .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4,
+                      .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
+    a->rc = !d || !out;
+    if (d)
+        rf_decoder_set_flags(d, a->flags);
+    pthread_barrier_wait(a->go);
+    for (uint32_t r = 0; r < a->reps && !a->rc; r++)
+        for (size_t i = 0; i < a->im->n && !a->rc; i++) {
+            rf_err e = {0};
+            a->rc = rf_decode_transform(d, a->im->v[i].data, a->im->v[i].len, &t, rf_mix64(i),
+                                        out, NULL, &e);
+        }
+    rf_decoder_destroy(d);
+    free(out);
+    return NULL;
+}
+
+static int run_parallel(const images *im, uint32_t threads, uint32_t size, uint32_t flags,
+                        uint32_t reps)
+{
+    pthread_t *th = calloc(threads, sizeof *th);
+    par_arg *args = calloc(threads, sizeof *args);
+    pthread_barrier_t go;
+    if (!th || !args || pthread_barrier_init(&go, NULL, threads + 1))
+        return 1;
+    for (uint32_t i = 0; i < threads; i++) {
+        args[i] = (par_arg){.im = im, .size = size, .flags = flags, .reps = reps, .go = &go};
+        if (pthread_create(&th[i], NULL, par_main, &args[i]))
+            return 1;
+    }
+    pthread_barrier_wait(&go);
+    uint64_t t0 = rf_now_ns();
+    int rc = 0;
+    for (uint32_t i = 0; i < threads; i++) {
+        pthread_join(th[i], NULL);
+        rc |= args[i].rc;
+    }
+    double dt = (rf_now_ns() - t0) * 1e-9;
+    uint64_t n = (uint64_t)im->n * reps * threads;
+    printf("rrc x%-3u threads %9.1f img/s  (%.1f img/s per thread)\n", threads, n / dt,
+           n / dt / threads);
+    printf("{\"threads\": %u, \"images\": %llu, \"seconds\": %.4f, \"img_per_s\": %.1f}\n",
+           threads, (unsigned long long)n, dt, n / dt);
+    pthread_barrier_destroy(&go);
+    free(th);
+    free(args);
+    return rc;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -249,6 +316,8 @@ static void usage(void)
             "  --ifast     JDCT_IFAST (RF_DECODE_DCT_IFAST) on the transform paths\n"
             "  --no-fancy  no fancy upsampling (RF_DECODE_NO_FANCY) on the transform paths\n"
             "  --no-region decode whole files even when restart markers allow a region\n"
+            "  --threads N RandomResizedCrop on N threads at once, each over every image --reps\n"
+            "              times; prints aggregate img/s and a JSON line\n"
 
             "  --restart N|auto|row  first rewrite every image losslessly with a restart marker\n"
             "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n");
@@ -258,7 +327,7 @@ int main(int argc, char **argv)
 {
     images im = {.limit = SIZE_MAX};
     int mode = -1;
-    uint32_t reps = 5, size = 224, max_denom = 8, flags = 0, restart = 0;
+    uint32_t reps = 5, size = 224, max_denom = 8, flags = 0, restart = 0, threads = 0;
     int transcode = 0;
     for (int a = 1; a < argc; a++) {
         const char *s = argv[a];
@@ -286,6 +355,8 @@ int main(int argc, char **argv)
             flags |= RF_DECODE_DCT_IFAST;
         } else if (!strcmp(s, "--no-fancy")) {
             flags |= RF_DECODE_NO_FANCY;
+        } else if (!strcmp(s, "--threads") && a + 1 < argc) {
+            threads = (uint32_t)strtoul(argv[++a], NULL, 10);
         } else if (!strcmp(s, "--no-region")) {
             flags |= RF_DECODE_NO_REGION;
         } else if (!strcmp(s, "--restart") && a + 1 < argc) {
@@ -315,6 +386,8 @@ int main(int argc, char **argv)
     size_t bytes = 0;
     for (size_t i = 0; i < im.n; i++)
         bytes += im.v[i].len;
+    if (threads)
+        return run_parallel(&im, threads, size, flags, reps);
     bench b = {.im = &im, .size = size, .flags = flags};
     b.dec = rf_decoder_create(NULL);
     b.out = malloc((size_t)size * size * 3);

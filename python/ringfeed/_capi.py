@@ -131,6 +131,7 @@ class RfConfig(ctypes.Structure):
         ("hugepages", ctypes.c_uint32),
         ("numa", ctypes.c_uint32),
         ("naive", ctypes.c_uint32),
+        ("decode_nice", ctypes.c_uint32),
     ]
 
 

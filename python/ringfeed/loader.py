@@ -611,13 +611,15 @@ class Loader(_LoaderBase):
            mean=None, std=None, device=None, shuffle=True, seed=0, rank=None, world_size=None,
            decode_threads=0, io_threads=0, prefetch_depth=4, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
-           ratio=None, start_epoch=0)
+           ratio=None, start_epoch=0, decode_nice=0)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
       and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders.
     device: "cuda" (torch's current device), "cuda:N", "cpu", or None (CUDA if usable).
+    decode_nice: niceness the decode threads add to their own (0..19), so that the training
+      loop's threads run first when decoding keeps every CPU busy (docs/tuning.md).
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
       Every rank gets the same number of batches; the last ones are padded with repeated
       samples (batch.is_padding) unless drop_last.
@@ -629,7 +631,8 @@ class Loader(_LoaderBase):
                  dtype="uint8", mean=None, std=None, device=None, shuffle=True, seed=0,
                  rank=None, world_size=None, decode_threads=0, io_threads=0, prefetch_depth=4,
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
-                 io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0):
+                 io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
+                 decode_nice=0):
         if dtype not in _IMAGE_DTYPES:
             raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
@@ -643,6 +646,7 @@ class Loader(_LoaderBase):
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
             "decode_threads": int(decode_threads or 0),
+            "decode_nice": int(decode_nice or 0),
             "dtype": C.DTYPES[dtype][0],
             "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,
