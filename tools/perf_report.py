@@ -424,6 +424,7 @@ def write_report(R, out):
         s = R["scaling"]
         one = s[0]["img_per_s"]
         L += ["## Decode-thread scaling", "",
+              "(Measured in its own command: see the note below the plot.)", "",
               "Pipeline: ringfeed-bench over 12,500 images, RandomResizedCrop 224 to the GPU, "
               "images decoded inside the timed window. Ceiling: `ringfeed-decode-bench --threads "
               "N`, N independent decoders over the same images and nothing else, which is what the "
@@ -446,21 +447,31 @@ def write_report(R, out):
         s = R["scaling"]
         one = s[0]["img_per_s"]
         sr = {r["threads"]: r["img_per_s"] for r in R.get("scaling_restart", [])}
-        plt.figure(figsize=(5, 3.5))
-        plt.plot([r["threads"] for r in s], [r["img_per_s"] for r in s], "o-", label="ringfeed")
-        if sr:
-            plt.plot(list(sr), list(sr.values()), "s-", label="ringfeed, restart-marked shards")
-        plt.plot([r["threads"] for r in s], [one * r["threads"] for r in s], "--", color="#999",
-                 label="linear")
+        plt.figure(figsize=(5.5, 3.8))
+        for key, label, mk, col in [("scaling", "plain shards", "o", "C0"),
+                                    ("scaling_restart", "restart-marked shards", "s", "C1")]:
+            if key not in R:
+                continue
+            rs = R[key]
+            th = [r["threads"] for r in rs]
+            plt.plot(th, [r["img_per_s"] / rs[0]["img_per_s"] for r in rs], mk + "-", color=col,
+                     label=f"ringfeed, {label}")
+            if rs[0].get("ceiling_img_per_s"):
+                plt.plot(th, [r["ceiling_img_per_s"] / rs[0]["ceiling_img_per_s"] for r in rs],
+                         mk + ":", color=col, alpha=0.6, label=f"decoders alone, {label}")
+        th = [r["threads"] for r in s]
+        plt.plot(th, th, "--", color="#999", label="linear")
+        plt.plot(th, [0.9 * t for t in th], "-.", color="#bbb", label="0.9 x linear")
         plt.xlabel("decode threads")
-        plt.ylabel("images/s")
+        plt.ylabel("speed-up over one thread")
         plt.legend()
         plt.tight_layout()
         plt.savefig(os.path.join(out, "scaling.png"), dpi=120)
         L += ["", "![scaling](scaling.png)", ""]
     for ran, mr in R.get("machines", {}).items():
         note = (f" (one-GPU runs limited to {R.get('train_cpus', '?')} decode threads / "
-                f"DataLoader workers)" if "train" in ran else "")
+                f"DataLoader workers)" if "train" in ran
+                and (mr.get("cpus") or 0) > (R.get("train_cpus") or 0) else "")
         L += [f"Sections `{ran}` re-measured in a separate command on: {mr.get('cpu', '?')}, "
               f"{mr.get('cpus')} CPUs{note}, GPUs {mr.get('gpu', '?').replace(chr(10), '; ')}.", ""]
     if "train" in R:
