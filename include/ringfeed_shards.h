@@ -193,6 +193,8 @@ typedef struct rf_inspect_sample {
     uint32_t width, height;     /* 0 when unknown (no image, header not checked or bad) */
     uint32_t progressive;       /* 1 progressive, 0 baseline/extended sequential */
     int32_t label;              /* -1 when there is no valid .cls member */
+    uint32_t region_ready;      /* 1: restart markers let the loader decode only the crop's
+                                   MCUs (ringfeed-pack --restart writes such files) */
 } rf_inspect_sample;
 
 typedef struct rf_inspect_summary {
@@ -212,6 +214,7 @@ typedef struct rf_inspect_summary {
     uint32_t width_min, width_max, height_min, height_max;
     int32_t label_min, label_max;   /* over samples with a label; 0/-1 when none */
     uint64_t labeled;           /* samples with a valid label */
+    uint64_t region_ready;      /* images with region_ready (see rf_inspect_sample) */
 } rf_inspect_summary;
 
 RF_API void rf_inspect_options_init(rf_inspect_options *o);

@@ -85,8 +85,16 @@ void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint
 int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out, uint32_t *width,
                    uint32_t *height, rf_err *err);
 
-/* Read the header only: dimensions and whether it is progressive. */
-int rf_jpeg_header(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t *width,
-                   uint32_t *height, int *progressive, rf_err *err);
+/* What the header says (nothing else is decoded). */
+typedef struct rf_jpeg_info {
+    uint32_t width, height;
+    uint32_t progressive;      /* 1: progressive */
+    uint32_t restart_interval; /* MCUs between restart markers; 0: none */
+    uint32_t region_ready;     /* 1: rf_decode_transform can decode crops as regions */
+} rf_jpeg_info;
+
+/* Read the header only. On error *info is zeroed. */
+int rf_jpeg_probe(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info *info,
+                  rf_err *err);
 
 #endif

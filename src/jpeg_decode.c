@@ -437,6 +437,22 @@ static void set_scale(rf_decoder *d, const xform_job *j)
         ci->do_fancy_upsampling = FALSE;
 }
 
+/* After jpeg_read_header: whether the file is one interleaved Huffman scan with restart
+ * intervals that divide its MCU rows, i.e. whether rf_jpeg_region can cut it; g its geometry. */
+static int region_geom(const rf_decoder *d, rf_jpeg_geom *g)
+{
+    const struct jpeg_decompress_struct *ci = &d->cinfo;
+    if (!ci->restart_interval || ci->progressive_mode || ci->arith_code ||
+        ci->comps_in_scan != ci->num_components)
+        return 0;
+    uint32_t one = ci->num_components == 1;
+    *g = (rf_jpeg_geom){.width = ci->image_width, .height = ci->image_height,
+                        .mcu_w = DCTSIZE * (one ? 1u : (uint32_t)ci->max_h_samp_factor),
+                        .mcu_h = DCTSIZE * (one ? 1u : (uint32_t)ci->max_v_samp_factor),
+                        .restart = ci->restart_interval};
+    return rf_jpeg_mcu_cols(g) % g->restart == 0;
+}
+
 /* Region decode (jpeg_restart.h): when the file has restart intervals that divide its rows,
  * point the decompressor at a JPEG of only the MCUs holding the rows and columns the taps need,
  * plus one scaled pixel each side (fancy upsampling reads one chroma sample past a pixel, and
@@ -447,17 +463,10 @@ static void set_scale(rf_decoder *d, const xform_job *j)
 static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
-    if ((d->flags & RF_DECODE_NO_REGION) || !ci->restart_interval || ci->progressive_mode ||
-        ci->arith_code || ci->comps_in_scan != ci->num_components)
+    rf_jpeg_geom g;
+    if ((d->flags & RF_DECODE_NO_REGION) || !region_geom(d, &g))
         return 0;
-    uint32_t one = ci->num_components == 1;
-    rf_jpeg_geom g = {.width = ci->image_width, .height = ci->image_height,
-                      .mcu_w = DCTSIZE * (one ? 1u : (uint32_t)ci->max_h_samp_factor),
-                      .mcu_h = DCTSIZE * (one ? 1u : (uint32_t)ci->max_v_samp_factor),
-                      .restart = ci->restart_interval};
     uint32_t cols = rf_jpeg_mcu_cols(&g), rows = rf_jpeg_mcu_rows(&g), R = g.restart;
-    if (cols % R)
-        return 0;
     /* MCUs in scaled pixels (whole: MCUs are multiples of 8 pixels, scales are n/8). */
     uint32_t mw = g.mcu_w * j->num / 8, mh = g.mcu_h * j->num / 8;
     uint32_t x_lo = (uint32_t)RF_MAX(d->h.first - 1, 0);
@@ -675,29 +684,25 @@ int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out
     return 0;
 }
 
-typedef struct header_job {
-    uint32_t w, h;
-    int progressive;
-} header_job;
-
-static int header_run(rf_decoder *d, void *job, rf_err *err)
+static int probe_run(rf_decoder *d, void *job, rf_err *err)
 {
-    header_job *j = job;
-    jpeg_read_header(&d->cinfo, TRUE);
-    j->w = d->cinfo.image_width, j->h = d->cinfo.image_height;
-    j->progressive = d->cinfo.progressive_mode ? 1 : 0;
+    (void)err;
+    rf_jpeg_info *i = job;
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    jpeg_read_header(ci, TRUE);
+    rf_jpeg_geom g;
+    i->width = ci->image_width, i->height = ci->image_height;
+    i->progressive = ci->progressive_mode ? 1 : 0;
+    i->restart_interval = ci->restart_interval;
+    i->region_ready = region_geom(d, &g);
     return 0;
 }
 
-int rf_jpeg_header(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t *width,
-                   uint32_t *height, int *progressive, rf_err *err)
+int rf_jpeg_probe(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info *info,
+                  rf_err *err)
 {
-    header_job j = {0};
-    int rc = guarded(d, jpeg, len, header_run, &j, err);
-    if (rc == 0) {
-        *width = j.w, *height = j.h;
-        if (progressive)
-            *progressive = j.progressive;
-    }
+    rf_jpeg_info i = {0};
+    int rc = guarded(d, jpeg, len, probe_run, &i, err);
+    *info = rc ? (rf_jpeg_info){0} : i;
     return rc;
 }

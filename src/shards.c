@@ -598,25 +598,20 @@ static int has_eoi(const uint8_t *p, uint64_t len)
 }
 
 /* The check with rf_err, for inspection (which adds file and offset). */
-static int jpeg_check(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, uint32_t *w,
-                      uint32_t *h, uint32_t *prog, rf_err *e)
+static int jpeg_check(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, rf_jpeg_info *ji,
+                      rf_err *e)
 {
-    uint32_t ww = 0, hh = 0;
-    int pr = 0;
+    *ji = (rf_jpeg_info){0};
     if (len < 4 || p[0] != 0xff || p[1] != 0xd8)
         return rf_seterr(e, RF_EDECODE, "not a JPEG (no SOI marker)");
-    int rc = rf_jpeg_header(c->dec, p, (size_t)len, &ww, &hh, &pr, e);
+    int rc = rf_jpeg_probe(c->dec, p, (size_t)len, ji, e);
     if (rc)
         return rc;
-    if (!has_eoi(p, len))
+    if (!has_eoi(p, len)) {
+        *ji = (rf_jpeg_info){0};
         return rf_seterr(e, RF_EDECODE, "no EOI marker in the last %d bytes (truncated?)",
                          SH_EOI_WINDOW);
-    if (w)
-        *w = ww;
-    if (h)
-        *h = hh;
-    if (prog)
-        *prog = (uint32_t)pr;
+    }
     return 0;
 }
 
@@ -626,8 +621,17 @@ int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *
     rf_err e = {0, ""};
     if (!c || (!data && len))
         return give(&(rf_err){RF_EINVAL, "no checker or no data"}, err, err_len);
-    int rc = jpeg_check(c, data, len, width, height, progressive, &e);
-    return rc ? give(&e, err, err_len) : 0;
+    rf_jpeg_info ji;
+    int rc = jpeg_check(c, data, len, &ji, &e);
+    if (rc)
+        return give(&e, err, err_len);
+    if (width)
+        *width = ji.width;
+    if (height)
+        *height = ji.height;
+    if (progressive)
+        *progressive = ji.progressive;
+    return 0;
 }
 
 int rf_jpeg_add_restarts(const void *data, uint64_t len, uint32_t interval, uint32_t optimize,
@@ -944,6 +948,7 @@ static void sample_flush(inspector *in)
         sum->width_sum += s->width;
         sum->height_sum += s->height;
         sum->progressive += s->progressive;
+        sum->region_ready += s->region_ready;
         sum->images++;
     }
     if (s->label >= 0) {
@@ -971,12 +976,13 @@ static void check_image(inspector *in, const rf_tar_member *tm)
     if (!in->opt.check_jpeg)
         return;
     int rc = read_member(in, tm->data_offset, tm->size, &e);
+    rf_jpeg_info ji = {0};
     if (rc == 0)
-        rc = jpeg_check(in->jc, in->buf, tm->size, &s->width, &s->height, &s->progressive, &e);
-    if (rc) {
-        s->width = s->height = s->progressive = 0;
+        rc = jpeg_check(in->jc, in->buf, tm->size, &ji, &e);
+    s->width = ji.width, s->height = ji.height, s->progressive = ji.progressive;
+    s->region_ready = ji.region_ready;
+    if (rc)
         problem(in, rc, tm->header_offset, in->key, "member %s: %s", tm->name, e.msg);
-    }
 }
 
 static void check_label(inspector *in, const rf_tar_member *tm)

@@ -200,18 +200,20 @@ START_TEST(full_decode_matches_libjpeg)
     for (size_t i = 0; i < NSHAPES; i++) {
         size_t len;
         uint8_t *j = make_jpeg(SHAPES[i].w, SHAPES[i].h, SHAPES[i].o, i, &len);
-        uint32_t rw, rh, w, h, hw, hh;
-        int prog = -1;
+        uint32_t rw, rh, w, h;
+        rf_jpeg_info ji;
         uint8_t *ref = ref_decode(j, len, &rw, &rh), *got = NULL;
         rf_err err = {0};
         ck_assert_int_eq(rf_decode_full(d, j, len, &got, &w, &h, &err), 0);
         ck_assert_uint_eq(w, SHAPES[i].w);
         ck_assert_uint_eq(h, SHAPES[i].h);
         ck_assert_int_eq(memcmp(got, ref, (size_t)w * h * 3), 0);
-        ck_assert_int_eq(rf_jpeg_header(d, j, len, &hw, &hh, &prog, &err), 0);
-        ck_assert_uint_eq(hw, w);
-        ck_assert_uint_eq(hh, h);
-        ck_assert_int_eq(prog, SHAPES[i].o.progressive);
+        ck_assert_int_eq(rf_jpeg_probe(d, j, len, &ji, &err), 0);
+        ck_assert_uint_eq(ji.width, w);
+        ck_assert_uint_eq(ji.height, h);
+        ck_assert_uint_eq(ji.progressive, (uint32_t)SHAPES[i].o.progressive);
+        ck_assert_uint_eq(ji.restart_interval, 0);
+        ck_assert_uint_eq(ji.region_ready, 0);
         if (SHAPES[i].o.comps == 1) /* gray is replicated into all three channels */
             for (size_t p = 0; p < (size_t)w * h; p++)
                 ck_assert(got[3 * p] == got[3 * p + 1] && got[3 * p] == got[3 * p + 2]);
@@ -662,10 +664,17 @@ START_TEST(restart_transcode_is_lossless)
             jpeg_mem_src(&d, t, tlen);
             jpeg_read_header(&d, TRUE);
             uint32_t mcu = OPTS[o].comps == 1 ? 8 : 8u * (uint32_t)d.max_h_samp_factor;
-            uint32_t want = INTERVALS[k] ? INTERVALS[k] : rf_jpeg_restart_for_row((407 + mcu - 1) / mcu);
+            uint32_t cols = (407 + mcu - 1) / mcu;
+            uint32_t want = INTERVALS[k] ? INTERVALS[k] : rf_jpeg_restart_for_row(cols);
             ck_assert_uint_eq(d.restart_interval, want);
             ck_assert(!d.progressive_mode);
             jpeg_destroy_decompress(&d);
+            rf_jpeg_info ji;
+            rf_decoder *pd = rf_decoder_create(NULL);
+            ck_assert_int_eq(rf_jpeg_probe(pd, t, tlen, &ji, &err), 0);
+            rf_decoder_destroy(pd);
+            ck_assert_uint_eq(ji.restart_interval, want);
+            ck_assert_uint_eq(ji.region_ready, cols % want == 0);
             free(a), free(b), free(t), free(j);
         }
     /* Not a JPEG: an error with libjpeg's words, no output. */

@@ -103,6 +103,7 @@ typedef struct collected {
     char keys[256][128];
     int32_t labels[256];
     uint32_t w[256], h[256];
+    uint64_t region_ready;
     char problems[16][600];
     int32_t codes[16];
     uint64_t offsets[16];
@@ -118,6 +119,7 @@ static int on_sample(void *ctx, const rf_inspect_sample *s)
         c->w[c->n] = s->width;
         c->h[c->n] = s->height;
     }
+    c->region_ready += s->region_ready;
     c->n++;
     return 0;
 }
@@ -368,6 +370,7 @@ START_TEST(test_pack_restart)
     inspect_all(pat, c, &problems);
     ck_assert_msg(problems == 0, "%s", c->problems[0]);
     ck_assert_uint_eq(c->n, N_GOOD);
+    ck_assert_uint_eq(c->region_ready, N_GOOD); /* inspect sees every image region-ready */
     g_crop = RF_CROP_RANDOM;
     loaded *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
     char err[512];

@@ -218,12 +218,12 @@ static int transcode_all(images *im, uint32_t interval)
         uint32_t iv = interval;
         if (iv == UINT32_MAX) { /* one interval per MCU row: needs the row width */
             rf_decoder *d = rf_decoder_create(NULL);
-            uint32_t w = 0, h = 0;
+            rf_jpeg_info ji;
             rf_err e = {0};
-            if (!d || rf_jpeg_header(d, im->v[i].data, im->v[i].len, &w, &h, NULL, &e))
+            if (!d || rf_jpeg_probe(d, im->v[i].data, im->v[i].len, &ji, &e))
                 return -1;
             rf_decoder_destroy(d);
-            iv = (w + 15) / 16; /* 4:2:0 MCUs */
+            iv = (ji.width + 15) / 16; /* 4:2:0 MCUs */
         }
         uint8_t *out;
         size_t len;

@@ -22,6 +22,7 @@
 
 typedef struct totals {
     uint64_t shards, samples, members, bytes, problems, images, progressive, image_bytes;
+    uint64_t region_ready;
     uint64_t image_bytes_min, image_bytes_max, width_sum, height_sum, labeled;
     uint64_t with_index, index_bad, indexes_written;
     uint32_t width_min, width_max, height_min, height_max;
@@ -101,6 +102,7 @@ static void add(totals *t, const rf_inspect_summary *s)
     }
     t->images += s->images;
     t->progressive += s->progressive;
+    t->region_ready += s->region_ready;
     t->width_sum += s->width_sum;
     t->height_sum += s->height_sum;
     if (s->labeled) {
@@ -159,6 +161,10 @@ static void print_totals(const totals *t)
                " baseline, %" PRIu64 " progressive\n", t->width_min, t->width_max,
                (double)t->width_sum / n, t->height_min, t->height_max, (double)t->height_sum / n,
                t->images - t->progressive, t->progressive);
+    if (t->images)
+        printf("region decode: %" PRIu64 " of %" PRIu64 " images have restart markers that let "
+               "crops skip the rest of the file%s\n", t->region_ready, t->images,
+               t->region_ready < t->images ? " (ringfeed-pack --restart adds them)" : "");
     if (t->labeled)
         printf("labels: %" PRIu64 " samples labelled, %d..%d\n", t->labeled, t->label_min,
                t->label_max);
@@ -170,7 +176,8 @@ static void print_json(const totals *t)
 {
     printf("{\"shards\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"members\": %" PRIu64
            ", \"bytes\": %" PRIu64 ", \"problems\": %" PRIu64 ", \"images\": %" PRIu64
-           ", \"progressive\": %" PRIu64 ", \"image_bytes\": %" PRIu64
+           ", \"progressive\": %" PRIu64 ", \"region_ready\": %" PRIu64
+           ", \"image_bytes\": %" PRIu64
            ", \"image_bytes_min\": %" PRIu64 ", \"image_bytes_max\": %" PRIu64
            ", \"width_min\": %u, \"width_max\": %u, \"height_min\": %u, \"height_max\": %u"
            ", \"width_mean\": %.1f, \"height_mean\": %.1f, \"labeled\": %" PRIu64
@@ -178,8 +185,8 @@ static void print_json(const totals *t)
            ", \"indexes_disagree\": %" PRIu64 ", \"indexes_written\": %" PRIu64
            ", \"problem_messages\": [",
            t->shards, t->samples, t->members, t->bytes, t->problems, t->images, t->progressive,
-           t->image_bytes, t->image_bytes_min, t->image_bytes_max, t->width_min, t->width_max,
-           t->height_min, t->height_max,
+           t->region_ready, t->image_bytes, t->image_bytes_min, t->image_bytes_max, t->width_min,
+           t->width_max, t->height_min, t->height_max,
            t->images ? (double)t->width_sum / (double)t->images : 0.0,
            t->images ? (double)t->height_sum / (double)t->images : 0.0, t->labeled,
            t->labeled ? t->label_min : 0, t->labeled ? t->label_max : -1, t->with_index,

@@ -25,9 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t sel = data[0];
     data++, size--;
     rf_err e = {0};
-    uint32_t w = 0, h = 0;
-    int prog = 0;
-    rf_jpeg_header(g_dec, data, size, &w, &h, &prog, &e);
+    rf_jpeg_info info;
+    rf_jpeg_probe(g_dec, data, size, &info, &e);
     rf_transform t = {.crop = sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
                       .size = 8u + (sel >> 4),
                       .layout = sel & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC,
