@@ -113,12 +113,14 @@ RF_API int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uin
  * loader then entropy-decodes only the MCUs a crop needs instead of everything above and left
  * of it: RandomResizedCrop decodes ~1.3x faster per core (docs/performance.md). optimize != 0:
  * optimal Huffman tables (usually smaller than the input) instead of the input's own. APPn and
- * COM markers are kept. *out is malloc'ed: release it with free(). Progressive inputs come out
- * baseline. Errors: RF_EDECODE (not a decodable JPEG; libjpeg's words in err), RF_ENOMEM,
- * RF_EINVAL. */
+ * COM markers are kept. *out is malloc'ed: release it with rf_free() (or free()). Progressive
+ * inputs come out baseline. Errors: RF_EDECODE (not a decodable JPEG; libjpeg's words in err),
+ * RF_ENOMEM, RF_EINVAL. */
 RF_API int rf_jpeg_add_restarts(const void *data, uint64_t len, uint32_t interval,
                                 uint32_t optimize, void **out, uint64_t *out_len, char *err,
                                 size_t err_len);
+/* free() for memory this library returned, for bindings that cannot reach the C library's. */
+RF_API void rf_free(void *p);
 
 /* ---- shard writer ------------------------------------------------------------------------ */
 

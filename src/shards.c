@@ -647,6 +647,8 @@ int rf_jpeg_add_restarts(const void *data, uint64_t len, uint32_t interval, uint
     return rc ? give(&e, err, err_len) : 0;
 }
 
+void rf_free(void *p) { free(p); }
+
 /* ---- shard writer ----------------------------------------------------------------------- */
 
 struct rf_shard_writer {

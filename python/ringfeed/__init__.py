@@ -17,8 +17,20 @@ from ._capi import RingfeedError, library_path
 from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch, TokenLoader)
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "IMAGENET_MEAN",
-           "IMAGENET_STD", "version", "cuda_device_count", "cuda_status", "library_path"]
+           "IMAGENET_STD", "version", "cuda_device_count", "cuda_status", "library_path",
+           "add_restarts"]
 __version__ = "0.1.0"
+
+
+def add_restarts(jpeg, interval=0, optimize=True):
+    """JPEG bytes rewritten losslessly (the same decoded pixels) with restart markers, what
+    `ringfeed-pack --restart` does to every image: ringfeed then decodes only the part of each
+    image a crop needs. For shards written from Python (e.g. webdataset's ShardWriter):
+    `sample["jpg"] = ringfeed.add_restarts(jpeg_bytes)`. interval: MCUs between markers, 0 for
+    ringfeed's choice; optimize: optimal Huffman tables. Raises RingfeedError (RF_EDECODE, with
+    libjpeg's words) on bytes that are not a decodable JPEG."""
+    from . import _capi
+    return _capi.add_restarts(jpeg, interval, optimize)
 
 
 def version():

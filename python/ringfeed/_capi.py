@@ -310,11 +310,28 @@ def _declare(L):
         "rf_cuda_device_count": (i32, []),
         "rf_cuda_status": (i32, [cp, ctypes.c_size_t]),
         "rf_loader_trim": (i32, [vp, u64]),
+        "rf_jpeg_add_restarts": (i32, [ctypes.c_char_p, u64, ctypes.c_uint32, ctypes.c_uint32,
+                                       P(vp), P(u64), cp, ctypes.c_size_t]),
+        "rf_free": (None, [vp]),
     }
     for name, (res, args) in protos.items():
         fn = getattr(L, name)
         fn.restype = res
         fn.argtypes = args
+
+
+def add_restarts(jpeg, interval=0, optimize=True):
+    data = bytes(jpeg)
+    out, n = ctypes.c_void_p(), ctypes.c_uint64()
+    err = ctypes.create_string_buffer(512)
+    rc = lib().rf_jpeg_add_restarts(data, len(data), int(interval), 1 if optimize else 0,
+                                    ctypes.byref(out), ctypes.byref(n), err, ctypes.sizeof(err))
+    if rc:
+        raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "add_restarts")
+    try:
+        return ctypes.string_at(out.value, n.value)
+    finally:
+        lib().rf_free(out)
 
 
 def strerror(code):

@@ -397,3 +397,34 @@ def test_stats(shards):
         st = ld.stats()
         assert st["samples_delivered"] == n and st["device"] == "host"
         assert st["io_engine"] in ("io_uring", "pread")
+
+
+def test_add_restarts_same_batches_via_region_decode(shards, tmp_path):
+    """Shards rewritten with ringfeed.add_restarts load to the very same pixels, while the
+    loader decodes crops as regions; non-JPEG bytes raise with libjpeg's words."""
+    import glob
+    import io
+    import tarfile
+    for path in sorted(glob.glob(shards)):
+        out = tmp_path / os.path.basename(path)
+        with tarfile.open(path) as src, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dst:
+            for m in src:
+                data = src.extractfile(m).read()
+                if m.name.endswith(".jpg"):
+                    data = ringfeed.add_restarts(data)
+                    assert b"\xff\xdd" in data[:data.index(b"\xff\xda")]  # a DRI segment
+                info = tarfile.TarInfo(m.name)
+                info.size = len(data)
+                dst.addfile(info, io.BytesIO(data))
+    got = {}
+    for name, pattern in (("plain", shards), ("restart", str(tmp_path / "train-*.tar"))):
+        with ringfeed.Loader(pattern, 8, seed=9, array_type="numpy", size=24, device="cpu",
+                             decode_threads=2, copy=True) as ld:
+            got[name] = [(b.keys, b.images) for b in ld]
+            got[name + "_regions"] = ld.stats()["region_decoded"]
+    for (k0, i0), (k1, i1) in zip(got["plain"], got["restart"]):
+        assert k0 == k1
+        np.testing.assert_array_equal(i0, i1)
+    assert got["plain_regions"] == 0 and got["restart_regions"] > 0
+    with pytest.raises(ringfeed.RingfeedError, match="add_restarts.*restart transcode"):
+        ringfeed.add_restarts(b"\xff\xd8\xff\xdb\x00\x02garbage")
