@@ -638,7 +638,7 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
     return rc;
 }
 
-/* ---- rf_decode_full and rf_jpeg_header --------------------------------------------------- */
+/* ---- rf_decode_full and rf_jpeg_probe ---------------------------------------------------- */
 
 typedef struct full_job {
     uint8_t *buf; /* owned here until handed to the caller, so an error can free it */

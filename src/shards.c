@@ -5,7 +5,7 @@
  * DESIGN. Everything here wraps one internal implementation so that tools, tests and the
  * loader agree byte for byte: patterns go through rf_expand_patterns (the loader's expander),
  * shards through rf_tarw (src/tarwrite.c, the only tar writer), indexes through
- * rf_tar_write_index, JPEG headers through rf_jpeg_header, tar parsing through rf_tar_scanner.
+ * rf_tar_write_index, JPEG headers through rf_jpeg_probe, tar parsing through rf_tar_scanner.
  * The image list is the one walker of class folders and `path label` files: ringfeed-pack
  * packs it and the folder loader (loaders/folder.c) reads it, so both see the same files in
  * the same order with the same labels. Lists keep all strings in one arena addressed by
