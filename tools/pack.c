@@ -46,6 +46,7 @@ typedef struct slot {
     int rc;               /* 0, or the error that makes this file bad */
     uint8_t *data;
     uint64_t len;
+    uint64_t in_len;      /* the file's size (len differs after --restart's rewrite) */
     char msg[600];
 } slot;
 
@@ -302,6 +303,7 @@ static void *reader_main(void *arg)
             snprintf(r.msg, sizeof r.msg, "%s: no memory for a JPEG decoder", path);
         } else {
             r.rc = read_file(path, p->o->max_file_bytes, &r.data, &r.len, r.msg, sizeof r.msg);
+            r.in_len = r.len;
         }
         if (r.rc == 0 && (r.rc = rf_jpeg_check(jc, r.data, r.len, NULL, NULL, NULL, why,
                                                 sizeof why)) != 0)
@@ -418,7 +420,7 @@ static int write_all(packer *p, totals *t)
                 rc = got.rc;
         } else if ((rc = write_sample(&wr, p->order[i], &got)) == 0) {
             t->files++;
-            t->in_bytes += got.len;
+            t->in_bytes += got.in_len;
         }
         free(got.data);
         pthread_mutex_lock(&p->mu);
