@@ -13,3 +13,6 @@ if [ ! -f data/train/.complete ]; then
   touch data/train/.complete
 fi
 build/tools/ringfeed-bench --shards 'data/train/train-*.tar' --epochs 2 --batch 256 --warmup 4 "$@"
+# stderr, so that --json keeps its JSON as the last line of stdout
+echo "Faster: the same images with restart markers (ringfeed-gen --restart, or ringfeed-pack" \
+  "--restart for your own data) let crops skip most of each file; see datasets/README.md." >&2
