@@ -26,7 +26,9 @@
 #include <string.h>
 
 #include <jpeglib.h>
-#include <jerror.h>
+
+/* the library's growable destination: one implementation (see ../src/jpeg_dest.h) */
+#include "../src/jpeg_dest.h"
 
 /* ---- PRNG (wyrand): 64-bit state, one multiply per output ----------------------------------- */
 
@@ -642,63 +644,24 @@ static void synth_jerr_silent(j_common_ptr cinfo, int level)
     (void)level;
 }
 
-/* A growable malloc'ed destination: unlike jpeg_mem_dest, the buffer we own is always the one
- * we free, on success and after an error alike. */
-struct synth_dest {
-    struct jpeg_destination_mgr pub;
-    uint8_t *buf;
-    size_t cap;
-};
-
-static void dest_init(j_compress_ptr ci)
-{
-    struct synth_dest *d = (struct synth_dest *)ci->dest;
-    d->pub.next_output_byte = d->buf;
-    d->pub.free_in_buffer = d->cap;
-}
-
-static boolean dest_empty(j_compress_ptr ci)
-{
-    struct synth_dest *d = (struct synth_dest *)ci->dest;
-    size_t used = d->cap; /* libjpeg calls this only when the buffer is full */
-    uint8_t *nb = realloc(d->buf, d->cap * 2);
-    if (!nb)
-        ERREXIT1(ci, JERR_OUT_OF_MEMORY, 0);
-    d->buf = nb;
-    d->cap *= 2;
-    d->pub.next_output_byte = nb + used;
-    d->pub.free_in_buffer = d->cap - used;
-    return TRUE;
-}
-
-static void dest_term(j_compress_ptr ci)
-{
-    (void)ci;
-}
-
 int rf_synth_jpeg(const uint8_t *rgb, uint32_t width, uint32_t height, int quality, int progressive,
                   uint8_t **out, size_t *len)
 {
     struct jpeg_compress_struct ci;
     struct synth_jerr jerr;
-    struct synth_dest dest;
+    rf_jpeg_dest dest;
 
     *out = NULL;
     *len = 0;
     if (width == 0 || height == 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION)
         return -1;
     /* Quality 90 photos take under a byte per pixel; one doubling covers the rest. */
-    dest.cap = (size_t)width * height + 65536;
-    dest.buf = malloc(dest.cap);
-    if (!dest.buf)
+    if (rf_jpeg_dest_init(&dest, (size_t)width * height + 65536))
         return -1;
-    dest.pub.init_destination = dest_init;
-    dest.pub.empty_output_buffer = dest_empty;
-    dest.pub.term_destination = dest_term;
     ci.err = jpeg_std_error(&jerr.mgr);
     jerr.mgr.error_exit = synth_jerr_exit;
     jerr.mgr.emit_message = synth_jerr_silent;
-    struct synth_dest *dp = &dest; /* not modified after setjmp: safe to use after longjmp */
+    rf_jpeg_dest *dp = &dest; /* not modified after setjmp: safe to use after longjmp */
     if (setjmp(jerr.jump)) {
         jpeg_destroy_compress(&ci);
         free(dp->buf);
@@ -726,7 +689,7 @@ int rf_synth_jpeg(const uint8_t *rgb, uint32_t width, uint32_t height, int quali
         jpeg_write_scanlines(&ci, &row, 1);
     }
     jpeg_finish_compress(&ci);
-    *len = dest.cap - dest.pub.free_in_buffer;
+    *len = rf_jpeg_dest_len(&dest);
     *out = dest.buf;
     jpeg_destroy_compress(&ci);
     return 0;

@@ -15,6 +15,8 @@
  *    decodes to exactly the input's pixels. */
 #include "jpeg_restart.h"
 
+#include "jpeg_dest.h"
+
 #include <setjmp.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
@@ -166,40 +168,12 @@ static void tc_emit(j_common_ptr c, int level)
         longjmp(((tc_err *)c->err)->jb, 1);
 }
 
-/* A realloc'ed destination whose buffer is always ours to free, also after an error (with
- * jpeg_mem_dest the live buffer is only known once compression finished). */
-typedef struct tc_dest {
-    struct jpeg_destination_mgr pub;
-    uint8_t *buf;
-    size_t cap;
-} tc_dest;
-
-static void tc_dest_init(j_compress_ptr c)
-{
-    tc_dest *d = (tc_dest *)c->dest;
-    d->pub.next_output_byte = d->buf, d->pub.free_in_buffer = d->cap;
-}
-
-static boolean tc_dest_empty(j_compress_ptr c)
-{
-    tc_dest *d = (tc_dest *)c->dest;
-    size_t used = d->cap; /* called only when the buffer is full */
-    uint8_t *nb = realloc(d->buf, d->cap * 2);
-    if (!nb)
-        ERREXIT1(c, JERR_OUT_OF_MEMORY, 0);
-    d->buf = nb, d->cap *= 2;
-    d->pub.next_output_byte = nb + used, d->pub.free_in_buffer = d->cap - used;
-    return TRUE;
-}
-
-static void tc_dest_term(j_compress_ptr c) { (void)c; }
-
 /* Everything the guarded region touches lives here, so nothing is a modified local at longjmp. */
 typedef struct tc_state {
     struct jpeg_decompress_struct src;
     struct jpeg_compress_struct dst;
     tc_err jerr; /* shared: one thread drives both objects */
-    tc_dest dest;
+    rf_jpeg_dest dest;
 } tc_state;
 
 int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval, int optimize,
@@ -207,20 +181,14 @@ int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval
 {
     *out = NULL, *out_len = 0;
     tc_state *s = calloc(1, sizeof *s);
-    if (s) {
-        s->dest.cap = len + 4096; /* restart markers add ~1%; one doubling covers the rest */
-        s->dest.buf = malloc(s->dest.cap);
-    }
-    if (!s || !s->dest.buf) {
+    /* restart markers add ~1%; one doubling covers the rest */
+    if (!s || rf_jpeg_dest_init(&s->dest, len + 4096)) {
         free(s);
         return rf_seterr(err, RF_ENOMEM, "out of memory for a %zu-byte JPEG transcode", len);
     }
     s->src.err = s->dst.err = jpeg_std_error(&s->jerr.pub);
     s->jerr.pub.error_exit = tc_error_exit;
     s->jerr.pub.emit_message = tc_emit;
-    s->dest.pub.init_destination = tc_dest_init;
-    s->dest.pub.empty_output_buffer = tc_dest_empty;
-    s->dest.pub.term_destination = tc_dest_term;
     if (setjmp(s->jerr.jb)) {
         char text[JMSG_LENGTH_MAX];
         s->jerr.pub.format_message((j_common_ptr)&s->src, text);
@@ -252,7 +220,7 @@ int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval
         jpeg_write_marker(&s->dst, m->marker, m->data, m->data_length);
     jpeg_finish_compress(&s->dst);
     jpeg_finish_decompress(&s->src);
-    *out = s->dest.buf, *out_len = s->dest.cap - s->dest.pub.free_in_buffer;
+    *out = s->dest.buf, *out_len = rf_jpeg_dest_len(&s->dest);
     jpeg_destroy_compress(&s->dst);
     jpeg_destroy_decompress(&s->src);
     free(s);
