@@ -437,22 +437,6 @@ static void set_scale(rf_decoder *d, const xform_job *j)
         ci->do_fancy_upsampling = FALSE;
 }
 
-/* After jpeg_read_header: whether the file is one interleaved Huffman scan with restart
- * intervals that divide its MCU rows, i.e. whether rf_jpeg_region can cut it; g its geometry. */
-static int region_geom(const rf_decoder *d, rf_jpeg_geom *g)
-{
-    const struct jpeg_decompress_struct *ci = &d->cinfo;
-    if (!ci->restart_interval || ci->progressive_mode || ci->arith_code ||
-        ci->comps_in_scan != ci->num_components)
-        return 0;
-    uint32_t one = ci->num_components == 1;
-    *g = (rf_jpeg_geom){.width = ci->image_width, .height = ci->image_height,
-                        .mcu_w = DCTSIZE * (one ? 1u : (uint32_t)ci->max_h_samp_factor),
-                        .mcu_h = DCTSIZE * (one ? 1u : (uint32_t)ci->max_v_samp_factor),
-                        .restart = ci->restart_interval};
-    return rf_jpeg_mcu_cols(g) % g->restart == 0;
-}
-
 /* Region decode (jpeg_restart.h): when the file has restart intervals that divide its rows,
  * point the decompressor at a JPEG of only the MCUs holding the rows and columns the taps need,
  * plus one scaled pixel each side (fancy upsampling reads one chroma sample past a pixel, and
@@ -464,7 +448,7 @@ static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     rf_jpeg_geom g;
-    if ((d->flags & RF_DECODE_NO_REGION) || !region_geom(d, &g))
+    if ((d->flags & RF_DECODE_NO_REGION) || !rf_jpeg_geom_read(ci, &g))
         return 0;
     uint32_t cols = rf_jpeg_mcu_cols(&g), rows = rf_jpeg_mcu_rows(&g), R = g.restart;
     /* MCUs in scaled pixels (whole: MCUs are multiples of 8 pixels, scales are n/8). */
@@ -694,7 +678,7 @@ static int probe_run(rf_decoder *d, void *job, rf_err *err)
     i->width = ci->image_width, i->height = ci->image_height;
     i->progressive = ci->progressive_mode ? 1 : 0;
     i->restart_interval = ci->restart_interval;
-    i->region_ready = region_geom(d, &g);
+    i->region_ready = (uint32_t)rf_jpeg_geom_read(ci, &g);
     return 0;
 }
 

@@ -28,6 +28,19 @@
 uint32_t rf_jpeg_mcu_cols(const rf_jpeg_geom *g) { return (g->width + g->mcu_w - 1) / g->mcu_w; }
 uint32_t rf_jpeg_mcu_rows(const rf_jpeg_geom *g) { return (g->height + g->mcu_h - 1) / g->mcu_h; }
 
+int rf_jpeg_geom_read(const struct jpeg_decompress_struct *ci, rf_jpeg_geom *g)
+{
+    /* A single-component scan's MCU is one block; an interleaved one spans the largest
+     * sampling factors. */
+    uint32_t one = ci->num_components == 1;
+    *g = (rf_jpeg_geom){.width = ci->image_width, .height = ci->image_height,
+                        .mcu_w = DCTSIZE * (one ? 1u : (uint32_t)ci->max_h_samp_factor),
+                        .mcu_h = DCTSIZE * (one ? 1u : (uint32_t)ci->max_v_samp_factor),
+                        .restart = ci->restart_interval};
+    return g->restart && !ci->progressive_mode && !ci->arith_code &&
+           ci->comps_in_scan == ci->num_components && rf_jpeg_mcu_cols(g) % g->restart == 0;
+}
+
 uint32_t rf_jpeg_restart_for_row(uint32_t mcu_cols)
 {
     for (uint32_t r = RF_RESTART_MIN_MCUS; r <= RF_RESTART_MAX_MCUS && r <= mcu_cols; r++)
@@ -210,10 +223,9 @@ int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval
     jvirt_barray_ptr *coef = jpeg_read_coefficients(&s->src);
     jpeg_copy_critical_parameters(&s->src, &s->dst);
     s->dst.optimize_coding = optimize ? TRUE : FALSE;
-    uint32_t mcu_w = s->src.num_components == 1 ? DCTSIZE
-                                                : (uint32_t)s->src.max_h_samp_factor * DCTSIZE;
-    uint32_t cols = (s->src.image_width + mcu_w - 1) / mcu_w;
-    s->dst.restart_interval = interval ? interval : rf_jpeg_restart_for_row(cols);
+    rf_jpeg_geom g; /* the output keeps the input's size and sampling, so its MCU row too */
+    rf_jpeg_geom_read(&s->src, &g);
+    s->dst.restart_interval = interval ? interval : rf_jpeg_restart_for_row(rf_jpeg_mcu_cols(&g));
     s->dst.dest = &s->dest.pub;
     jpeg_write_coefficients(&s->dst, coef);
     for (jpeg_saved_marker_ptr m = s->src.marker_list; m; m = m->next)

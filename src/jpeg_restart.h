@@ -25,6 +25,13 @@ typedef struct rf_jpeg_geom {
     uint32_t restart;       /* MCUs per restart interval (DRI); 0 = none */
 } rf_jpeg_geom;
 
+struct jpeg_decompress_struct;
+
+/* After jpeg_read_header: fill *g from the decompressor (restart 0 when the file has none) and
+ * return 1 when rf_jpeg_region can cut the file: one interleaved Huffman scan (baseline or
+ * extended) whose restart interval divides the MCU row. */
+int rf_jpeg_geom_read(const struct jpeg_decompress_struct *ci, rf_jpeg_geom *g);
+
 /* MCUs per row and MCU rows of g. */
 uint32_t rf_jpeg_mcu_cols(const rf_jpeg_geom *g);
 uint32_t rf_jpeg_mcu_rows(const rf_jpeg_geom *g);
