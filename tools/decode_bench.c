@@ -176,12 +176,18 @@ static int ref_one(bench *b, const image *img)
     return 0;
 }
 
+/* torchvision's RandomResizedCrop(size) + horizontal flip, NHWC. */
+static rf_transform rrc_transform(uint32_t size)
+{
+    return (rf_transform){.crop = RF_CROP_RANDOM, .size = size, .layout = RF_LAYOUT_NHWC,
+                          .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4,
+                          .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
+}
+
 /* The timed pass (callgrind: --toggle-collect=run_pass). */
 __attribute__((noinline)) static int run_pass(bench *b, enum mode m)
 {
-    rf_transform t = {.crop = RF_CROP_RANDOM, .size = b->size, .layout = RF_LAYOUT_NHWC,
-                      .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4,
-                      .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
+    rf_transform t = rrc_transform(b->size);
     if (m == M_CENTER || m == M_CENTER_DECODE) {
         t.crop = RF_CROP_CENTER;
         t.flip_prob = -1;
@@ -214,28 +220,29 @@ __attribute__((noinline)) static int run_pass(bench *b, enum mode m)
 static int transcode_all(images *im, uint32_t interval)
 {
     size_t before = 0, after = 0;
+    /* one interval per MCU row needs each image's row width */
+    rf_decoder *d = interval == UINT32_MAX ? rf_decoder_create(NULL) : NULL;
+    if (interval == UINT32_MAX && !d)
+        return -1;
     for (size_t i = 0; i < im->n; i++) {
         uint32_t iv = interval;
-        if (iv == UINT32_MAX) { /* one interval per MCU row: needs the row width */
-            rf_decoder *d = rf_decoder_create(NULL);
-            rf_jpeg_info ji;
-            rf_err e = {0};
-            if (!d || rf_jpeg_probe(d, im->v[i].data, im->v[i].len, &ji, &e))
-                return -1;
-            rf_decoder_destroy(d);
+        rf_jpeg_info ji;
+        rf_err e = {0};
+        if (d && rf_jpeg_probe(d, im->v[i].data, im->v[i].len, &ji, &e) == 0)
             iv = (ji.width + 15) / 16; /* 4:2:0 MCUs */
-        }
         uint8_t *out;
         size_t len;
-        rf_err e = {0};
-        if (rf_jpeg_restart_transcode(im->v[i].data, im->v[i].len, iv, 0, &out, &len, &e)) {
+        if (e.code ||
+            rf_jpeg_restart_transcode(im->v[i].data, im->v[i].len, iv, 0, &out, &len, &e)) {
             fprintf(stderr, "image %zu: %s\n", i, e.msg);
+            rf_decoder_destroy(d);
             return -1;
         }
         before += im->v[i].len, after += len;
         free(im->v[i].data);
         im->v[i] = (image){out, len};
     }
+    rf_decoder_destroy(d);
     printf("restart markers added: %.2f%% larger\n", 100.0 * ((double)after / before - 1));
     return 0;
 }
@@ -254,9 +261,7 @@ static void *par_main(void *p)
     par_arg *a = p;
     rf_decoder *d = rf_decoder_create(NULL);
     uint8_t *out = malloc((size_t)a->size * a->size * 3);
-    rf_transform t = {.crop = RF_CROP_RANDOM, .size = a->size, .layout = RF_LAYOUT_NHWC,
-                      .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4,
-                      .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
+    rf_transform t = rrc_transform(a->size);
     a->rc = !d || !out;
     if (d)
         rf_decoder_set_flags(d, a->flags);
