@@ -128,21 +128,25 @@ def main():
     ncpu = a.cpus
 
     # -- data ------------------------------------------------------------------------------
-    os.makedirs(a.data, exist_ok=True)
-    for f in glob.glob(os.path.join(a.data, "*")):
-        os.remove(f)
-    t0 = time.time()
-    sh([gen, "--output", os.path.join(a.data, "train-%06d.tar"), "--images", str(a.images),
-        "--per-shard", str((a.images + 63) // 64), "--seed", "0", "--quiet"])
-    gen_s = time.time() - t0
-    shards = sorted(glob.glob(os.path.join(a.data, "train-*.tar")))
+    def generate(dirpath, *extra):
+        """The same seed-0 images every call; returns the shards (made page-cache resident)
+        and the generator's seconds."""
+        shutil.rmtree(dirpath, ignore_errors=True)
+        os.makedirs(dirpath)
+        t0 = time.time()
+        sh([gen, "--output", os.path.join(dirpath, "train-%06d.tar"), "--images", str(a.images),
+            "--per-shard", str((a.images + 63) // 64), "--seed", "0", "--quiet", *extra])
+        secs = time.time() - t0
+        made = sorted(glob.glob(os.path.join(dirpath, "train-*.tar")))
+        warm(made)
+        return made, secs
+
+    shards, gen_s = generate(a.data)
     total = sum(os.path.getsize(p) for p in shards)
     R["dataset"] = {"images": a.images, "shards": len(shards), "bytes": total,
                     "generator_s": gen_s, "generator_mb_s": total / gen_s / 1e6,
                     "mean_jpeg_kb": total / a.images / 1e3}
-    warm(shards)
     pat = os.path.join(a.data, "train-*.tar")
-    sub = os.path.join(a.data, "train-0000{0,1}?.tar")  # 20 shards for the scaling curve
 
     def bench(*args, pattern=pat):
         return last_json(sh([B, "--shards", pattern, "--json", *args], env=env))
@@ -151,43 +155,28 @@ def main():
         json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
 
     # -- side by side ----------------------------------------------------------------------
-    if "side" not in skip:
-        R["ringfeed"] = bench("--device", a.device, "--batch", "256", "--epochs", "3",
-                              "--warmup", "8")
+    def side_by_side(pattern):  # ringfeed and both DataLoader decoders on the same shards
         anchor = os.path.join(a.anchors, "torch_dataloader.py")
-        R["anchor_pil"] = last_json(sh([sys.executable, anchor, "--shards", pat, "--workers",
-                                        str(ncpu), "--epochs", "2"], env=env))
-        R["anchor_tv"] = last_json(sh([sys.executable, anchor, "--shards", pat, "--workers",
-                                       str(ncpu), "--epochs", "2", "--decoder", "torchvision"],
-                                      env=env))
+        loader = [sys.executable, anchor, "--shards", pattern, "--workers", str(ncpu),
+                  "--epochs", "2"]
+        return {"ringfeed": bench("--device", a.device, "--batch", "256", "--epochs", "3",
+                                  "--warmup", "8", pattern=pattern),
+                "anchor_pil": last_json(sh(loader, env=env)),
+                "anchor_tv": last_json(sh(loader + ["--decoder", "torchvision"], env=env))}
+
+    if "side" not in skip:
+        R.update(side_by_side(pat))
 
     save()
     # -- the same images with restart markers (ringfeed-gen --restart = ringfeed-pack --restart's
     # rewrite: identical pixels, ~1% larger files), every loader side by side again ------------
     rst_dir = a.data + "-restart"
     rst_pat = os.path.join(rst_dir, "train-*.tar")
-    def make_restart():
-        shutil.rmtree(rst_dir, ignore_errors=True)
-        os.makedirs(rst_dir)
-        sh([gen, "--output", os.path.join(rst_dir, "train-%06d.tar"), "--images", str(a.images),
-            "--per-shard", str((a.images + 63) // 64), "--seed", "0", "--quiet", "--restart"])
-        rshards = sorted(glob.glob(rst_pat))
-        warm(rshards)
-        return rshards
-
-    if "restart" in skip and ("train" not in skip or "scaling" not in skip):
-        make_restart()  # training and the scaling curve read the restart-marked copy too
+    if "restart" not in skip or "train" not in skip or "scaling" not in skip:
+        rshards, _ = generate(rst_dir, "--restart")  # training and scaling read it too
     if "restart" not in skip:
-        rshards = make_restart()
-        X = R["restart"] = {"bytes": sum(os.path.getsize(p) for p in rshards)}
-        X["ringfeed"] = bench("--device", a.device, "--batch", "256", "--epochs", "3",
-                              "--warmup", "8", pattern=rst_pat)
-        anchor = os.path.join(a.anchors, "torch_dataloader.py")
-        X["anchor_pil"] = last_json(sh([sys.executable, anchor, "--shards", rst_pat, "--workers",
-                                        str(ncpu), "--epochs", "2"], env=env))
-        X["anchor_tv"] = last_json(sh([sys.executable, anchor, "--shards", rst_pat, "--workers",
-                                       str(ncpu), "--epochs", "2", "--decoder", "torchvision"],
-                                      env=env))
+        R["restart"] = {"bytes": sum(os.path.getsize(p) for p in rshards),
+                        **side_by_side(rst_pat)}
 
     save()
     # -- scaling ---------------------------------------------------------------------------
@@ -363,15 +352,27 @@ def write_report(R, out):
     L += [f"Data: {d['images']} synthetic ImageNet-like JPEGs (`ringfeed-gen`, quality 90, mean "
           f"{d['mean_jpeg_kb']:.0f} KB) in {d['shards']} WebDataset shards, page-cache resident. "
           f"Generated at {d['generator_mb_s']:.0f} MB/s.", ""]
+
+    def loader_table(S):  # S: a side_by_side() result; its rows and the markdown table
+        rf = S["ringfeed"]
+        rows = [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
+                ("PyTorch DataLoader + PIL, %d workers" % S["anchor_pil"]["workers"], S["anchor_pil"]["img_per_s"]),
+                ("PyTorch DataLoader + torchvision.io, %d workers" % S["anchor_tv"]["workers"], S["anchor_tv"]["img_per_s"])]
+        return rows, (["| loader | img/s | ringfeed is |", "| --- | ---: | ---: |"] +
+                      [f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |" for name, v in rows])
+
+    def loader_plot(rows, png, xlabel, alt):
+        plt.figure(figsize=(6, 3))
+        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=["#888", "#888", "#c33"])
+        plt.xlabel(xlabel)
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, png), dpi=120)
+        return [f"![{alt}]({png})", ""]
+
     if "ringfeed" in R:
         rf = R["ringfeed"]
-        rows = [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
-                ("PyTorch DataLoader + PIL, %d workers" % R["anchor_pil"]["workers"], R["anchor_pil"]["img_per_s"]),
-                ("PyTorch DataLoader + torchvision.io, %d workers" % R["anchor_tv"]["workers"], R["anchor_tv"]["img_per_s"])]
-        L += ["## RandomResizedCrop 224 + flip, batch 256, to the GPU", "",
-              "| loader | img/s | ringfeed is |", "| --- | ---: | ---: |"]
-        for name, v in rows:
-            L.append(f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |")
+        rows, table = loader_table(R)
+        L += ["## RandomResizedCrop 224 + flip, batch 256, to the GPU", ""] + table
         rss = [e.get("rss_mb", 0) for e in rf.get("per_epoch", [])]
         L += ["", f"First batch: ringfeed {rf['first_batch_ms']:.0f} ms after create (create "
               f"itself {rf.get('create_ms', 0):.0f} ms: shard indexes, pinned ring); DataLoader "
@@ -387,42 +388,28 @@ def write_report(R, out):
                                ("consumer waited", "consumer_wait_s", 1)]:
             L.append(f"| {name} | {rf[key]:.2f} | {100 * rf[key] / (wall * thr):.0f}% |")
         L.append("")
-        plt.figure(figsize=(6, 3))
-        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=["#888", "#888", "#c33"])
-        plt.xlabel("images/s (RandomResizedCrop 224, to GPU)")
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, "throughput.png"), dpi=120)
-        L += ["![throughput per loader](throughput.png)", ""]
+        L += loader_plot(rows, "throughput.png", "images/s (RandomResizedCrop 224, to GPU)",
+                         "throughput per loader")
     if "restart" in R:
         X = R["restart"]
         rf = X["ringfeed"]
         plain = R.get("ringfeed", {}).get("img_per_s")
-        rows = [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
-                ("PyTorch DataLoader + PIL, %d workers" % X["anchor_pil"]["workers"], X["anchor_pil"]["img_per_s"]),
-                ("PyTorch DataLoader + torchvision.io, %d workers" % X["anchor_tv"]["workers"], X["anchor_tv"]["img_per_s"])]
+        rows, table = loader_table(X)
         L += ["## The same images with restart markers (`ringfeed-pack --restart`)", "",
               "The shards above rewritten losslessly with a restart marker every few MCUs "
               f"(`ringfeed-gen --restart`, the rewrite `ringfeed-pack --restart` does: identical "
               f"decoded pixels, {100 * (X['bytes'] / d['bytes'] - 1):.1f}% more bytes). ringfeed "
               "then entropy-decodes only the MCUs each crop needs "
               f"({100 * rf.get('region_decoded', 0) / max(rf.get('samples_decoded', 1), 1):.0f}% "
-              "of images took that path); the DataLoaders decode them as before.", "",
-              "| loader | img/s | ringfeed is |", "| --- | ---: | ---: |"]
-        for name, v in rows:
-            L.append(f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |")
+              "of images took that path); the DataLoaders decode them as before.", ""] + table
         if plain:
             L += ["", f"ringfeed on these shards vs the plain ones above: {rf['img_per_s']:,.0f} vs "
                   f"{plain:,.0f} img/s ({rf['img_per_s'] / plain:.2f}x)."]
         L.append("")
-        plt.figure(figsize=(6, 3))
-        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=["#888", "#888", "#c33"])
-        plt.xlabel("images/s (RandomResizedCrop 224, to GPU; restart-marked shards)")
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, "throughput_restart.png"), dpi=120)
-        L += ["![throughput per loader, restart-marked shards](throughput_restart.png)", ""]
+        L += loader_plot(rows, "throughput_restart.png",
+                         "images/s (RandomResizedCrop 224, to GPU; restart-marked shards)",
+                         "throughput per loader, restart-marked shards")
     if "scaling" in R:
-        s = R["scaling"]
-        one = s[0]["img_per_s"]
         L += ["## Decode-thread scaling", "",
               "(Measured in its own command: see the note below the plot.)", "",
               "Pipeline: ringfeed-bench over 12,500 images, RandomResizedCrop 224 to the GPU, "
@@ -444,9 +431,6 @@ def write_report(R, out):
                 L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | {r['img_per_s'] / one:.1f}x | "
                          f"{r['img_per_s'] / one / r['threads'] * 100:.0f}% | {cs} |")
             L.append("")
-        s = R["scaling"]
-        one = s[0]["img_per_s"]
-        sr = {r["threads"]: r["img_per_s"] for r in R.get("scaling_restart", [])}
         plt.figure(figsize=(5.5, 3.8))
         for key, label, mk, col in [("scaling", "plain shards", "o", "C0"),
                                     ("scaling_restart", "restart-marked shards", "s", "C1")]:
@@ -459,7 +443,7 @@ def write_report(R, out):
             if rs[0].get("ceiling_img_per_s"):
                 plt.plot(th, [r["ceiling_img_per_s"] / rs[0]["ceiling_img_per_s"] for r in rs],
                          mk + ":", color=col, alpha=0.6, label=f"decoders alone, {label}")
-        th = [r["threads"] for r in s]
+        th = [r["threads"] for r in R["scaling"]]
         plt.plot(th, th, "--", color="#999", label="linear")
         plt.plot(th, [0.9 * t for t in th], "-.", color="#bbb", label="0.9 x linear")
         plt.xlabel("decode threads")
