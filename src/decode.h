@@ -76,6 +76,16 @@ typedef struct rf_decode_info {
 int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
                         uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
 
+/* GPU decode (gpujpeg.h): read the header, choose the crop with the same seed and plan the
+ * resize at full scale exactly as rf_decode_transform does with DCT scaling off, then write the
+ * packet the GPU kernels decode into out[0..cap). Returns 0 with *bytes set (info as for
+ * rf_decode_transform, region = 1); RF_GJ_CPU when this image must be decoded on the CPU
+ * (rf_decode_transform); or an error from the header (RF_EDECODE, RF_ELIMIT, RF_ENOMEM). */
+#define RF_GJ_CPU 1
+int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                     uint64_t seed, uint8_t *out, size_t cap, uint32_t *bytes,
+                     rf_decode_info *info, rf_err *err);
+
 /* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
                     uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip);

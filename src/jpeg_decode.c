@@ -47,6 +47,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
+#include "gpujpeg.h"
 #include "jpeg_restart.h"
 #include "resize.h"
 
@@ -620,6 +621,69 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
         info->flipped = j.box.flip;
     }
     return rc;
+}
+
+/* ---- rf_decode_packet ---------------------------------------------------------------------- */
+
+typedef struct packet_job {
+    xform_job x;
+    size_t cap;
+    uint32_t bytes;
+    int cpu; /* not eligible: decode on the CPU */
+} packet_job;
+
+static int packet_run(rf_decoder *d, void *job, rf_err *err)
+{
+    packet_job *pj = job;
+    xform_job *j = &pj->x;
+    int rc = read_header_checked(d, err);
+    if (rc)
+        return rc;
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    j->width = ci->image_width, j->height = ci->image_height;
+    choose_box(j->t, j->width, j->height, j->seed, &j->box);
+    j->num = 8; /* the kernels decode at full scale */
+    set_scale(d, j);
+    if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY))) {
+        pj->cpu = 1;
+        return 0;
+    }
+    if ((rc = plan_axes(d, j, err)) != 0)
+        return rc;
+    rc = rf_gj_pack(ci, j->jpeg, j->len, &d->h, &d->v, j->t->size, j->t->layout, &d->region,
+                    j->out, pj->cap, &pj->bytes);
+    if (rc == RF_ENOMEM)
+        return rf_seterr(err, RF_ENOMEM, "out of memory for the restart intervals of a %zu-byte "
+                         "JPEG", j->len);
+    pj->cpu = rc != 0;
+    j->region = 1;
+    return 0;
+}
+
+int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                     uint64_t seed, uint8_t *out, size_t cap, uint32_t *bytes,
+                     rf_decode_info *info, rf_err *err)
+{
+    int rc = validate(t, err);
+    if (rc)
+        return rc;
+    packet_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed, .out = out},
+                     .cap = cap};
+    rc = guarded(d, jpeg, len, packet_run, &pj, err);
+    if (rc)
+        return rc;
+    if (pj.cpu)
+        return RF_GJ_CPU;
+    *bytes = pj.bytes;
+    if (info) {
+        const xform_job *j = &pj.x;
+        info->width = j->width, info->height = j->height, info->region = 1;
+        info->crop_x = (uint32_t)py_round(j->box.x), info->crop_y = (uint32_t)py_round(j->box.y);
+        info->crop_w = (uint32_t)py_round(j->box.w), info->crop_h = (uint32_t)py_round(j->box.h);
+        info->scale_denom = 1;
+        info->flipped = j->box.flip;
+    }
+    return 0;
 }
 
 /* ---- rf_decode_full and rf_jpeg_probe ---------------------------------------------------- */

@@ -89,27 +89,18 @@ static int walk_header(const uint8_t *j, size_t len, size_t *sof, size_t *data)
     }
 }
 
-int rf_jpeg_region(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint32_t c0,
-                   uint32_t c1, uint32_t r0, uint32_t r1, rf_region_buf *b)
+int rf_jpeg_spans(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint64_t last,
+                  rf_region_buf *b, size_t *sof, size_t *data)
 {
-    uint32_t cols = rf_jpeg_mcu_cols(g), rows = rf_jpeg_mcu_rows(g), R = g->restart;
-    if (!R || cols % R || c0 % R || (c1 % R && c1 != cols) || c0 >= c1 || c1 > cols ||
-        r0 >= r1 || r1 > rows)
+    if (walk_header(jpeg, len, sof, data) || be16(jpeg + *sof + 5) != g->height ||
+        be16(jpeg + *sof + 7) != g->width || len > UINT32_MAX)
         return 1;
-    size_t sof, data;
-    if (walk_header(jpeg, len, &sof, &data) || be16(jpeg + sof + 5) != g->height ||
-        be16(jpeg + sof + 7) != g->width)
-        return 1;
-    uint32_t per_row = cols / R, a0 = c0 / R, a1 = (c1 + R - 1) / R;
-    uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1; /* last interval we need */
     if (rf_grow(&b->span, &b->span_cap, 2 * (last + 1), sizeof *b->span))
         return RF_ENOMEM;
     /* Find where each interval up to `last` starts and ends. */
-    size_t p = data;
+    size_t p = *data;
     uint64_t k = 0;
-    if (len > UINT32_MAX)
-        return 1;
-    b->span[0] = (uint32_t)data;
+    b->span[0] = (uint32_t)p;
     while (k <= last) {
         const uint8_t *ff = memchr(jpeg + p, 0xFF, len - p);
         if (!ff)
@@ -134,6 +125,22 @@ int rf_jpeg_region(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint3
         if (++k <= last)
             b->span[2 * k] = (uint32_t)p;
     }
+    return 0;
+}
+
+int rf_jpeg_region(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint32_t c0,
+                   uint32_t c1, uint32_t r0, uint32_t r1, rf_region_buf *b)
+{
+    uint32_t cols = rf_jpeg_mcu_cols(g), rows = rf_jpeg_mcu_rows(g), R = g->restart;
+    if (!R || cols % R || c0 % R || (c1 % R && c1 != cols) || c0 >= c1 || c1 > cols ||
+        r0 >= r1 || r1 > rows)
+        return 1;
+    uint32_t per_row = cols / R, a0 = c0 / R, a1 = (c1 + R - 1) / R;
+    uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1; /* last interval we need */
+    size_t sof, data;
+    int rc = rf_jpeg_spans(jpeg, len, g, last, b, &sof, &data);
+    if (rc)
+        return rc;
     /* Header with the frame size patched, the intervals, EOI. */
     uint64_t need = data + 2;
     for (uint32_t r = r0; r < r1; r++)

@@ -55,6 +55,14 @@ typedef struct rf_region_buf {
 
 void rf_region_buf_free(rf_region_buf *b);
 
+/* Find the entropy-coded bytes of restart intervals 0..last of jpeg[0..len): interval k is
+ * [b->span[2k], b->span[2k+1]) (its RSTn marker and fill bytes excluded). *sof and *data: the
+ * offsets of the SOF0/SOF1 segment and of the first entropy-coded byte. One memchr pass over
+ * the bytes up to the end of interval `last`. Returns 0; 1 when the file does not have that
+ * shape (see rf_jpeg_region); RF_ENOMEM. */
+int rf_jpeg_spans(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint64_t last,
+                  rf_region_buf *b, size_t *sof, size_t *data);
+
 /* Build in b->jpeg the JPEG of MCU columns [c0,c1) and rows [r0,r1) of jpeg[0..len).
  * Requires a single-scan Huffman baseline/extended file (the caller checks that with libjpeg)
  * whose restart interval divides the row, c0 and c1 multiples of it (c1 may be the row's end).

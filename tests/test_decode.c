@@ -11,6 +11,7 @@
 #include <jpeglib.h>
 
 #include "decode.h"
+#include "gpujpeg.h"
 #include "jpeg_restart.h"
 #include "resize.h"
 #include "testutil.h"
@@ -48,7 +49,7 @@ typedef struct enc_opts {
     int comps; /* 1 gray, 3 RGB, 4 CMYK */
     int quality;
     int progressive;
-    int subsample; /* 1: 4:2:0, 0: 4:4:4 */
+    int subsample; /* 1: 4:2:0, 0: 4:4:4, 2: 4:2:2 */
 } enc_opts;
 
 static uint8_t *encode(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, size_t *len)
@@ -66,6 +67,8 @@ static uint8_t *encode(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, si
     jpeg_set_quality(&c, o.quality, TRUE);
     if (o.comps == 3 && !o.subsample)
         c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = 1;
+    if (o.comps == 3 && o.subsample == 2)
+        c.comp_info[0].v_samp_factor = 1;
     if (o.progressive)
         jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
@@ -736,6 +739,129 @@ START_TEST(region_decode_matches_whole_decode)
 }
 END_TEST
 
+/* GPU decode (gpujpeg.h), run through its host driver: every packet decodes byte-for-byte to
+ * what the CPU path gives with DCT scaling off, for each sampling, interval, crop mode, layout,
+ * flip and image edge; images the kernels do not cover answer RF_GJ_CPU. */
+START_TEST(gpu_packet_matches_cpu_full_scale)
+{
+    static const shape GS[] = {
+        {407, 351, {3, 90, 0, 1}}, {500, 375, {3, 90, 0, 0}}, {97, 1000, {3, 85, 0, 1}},
+        {1000, 61, {1, 90, 0, 0}}, {333, 501, {3, 90, 0, 2}}, {801, 600, {3, 80, 0, 1}},
+        {61, 47, {3, 90, 0, 1}},   {5, 7, {3, 90, 0, 1}},
+    };
+    static const uint32_t INTERVALS[] = {0, 1, 3}; /* 3: optimized Huffman tables too */
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    size_t cap = 1u << 20;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
+    uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3);
+    uint32_t gpu = 0, runs = 0;
+    for (size_t s = 0; s < sizeof GS / sizeof GS[0]; s++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t len, tlen;
+            uint8_t *j = make_jpeg(GS[s].w, GS[s].h, GS[s].o, s, &len);
+            uint8_t *t = with_restarts(j, len, INTERVALS[k], &tlen);
+            for (uint64_t seed = 0; seed < 40; seed++) {
+                rf_transform tr = random_t(seed % 3 == 0 ? 224 : 64);
+                if (seed % 5 == 4)
+                    tr.crop = RF_CROP_CENTER, tr.flip_prob = -1;
+                if (seed % 7 == 6)
+                    tr.layout = RF_LAYOUT_NCHW;
+                rf_decode_info ia, ib;
+                rf_err ea = {0}, eb = {0};
+                uint32_t bytes = 0, bad = 0;
+                runs++;
+                int rc = rf_decode_packet(b, t, tlen, &tr, seed, pkt, cap, &bytes, &ib, &eb);
+                if (rc == RF_GJ_CPU) {
+                    /* only an interval that does not divide the MCU row (the packer's own
+                     * choice, 0, and 1 always do) */
+                    ck_assert_msg(INTERVALS[k] > 1, "%ux%u interval %u: not packed", GS[s].w,
+                                  GS[s].h, INTERVALS[k]);
+                    continue;
+                }
+                ck_assert_msg(rc == 0, "%s", eb.msg);
+                ck_assert_uint_le(bytes, cap);
+                int st = rf_gj_decode_host(pkt, scratch, og, &bad);
+                ck_assert_msg(st == 0, "%ux%u: %s in interval %u", GS[s].w, GS[s].h,
+                              rf_gj_status_text(st), bad);
+                ck_assert_msg(rf_decode_transform(a, t, tlen, &tr, seed, oa, &ia, &ea) == 0, "%s",
+                              ea.msg);
+                size_t n = (size_t)tr.size * tr.size * 3, i = 0;
+                while (i < n && oa[i] == og[i])
+                    i++;
+                ck_assert_msg(i == n,
+                              "%ux%u interval %u seed %llu: byte %zu is %u on the GPU path, %u on "
+                              "the CPU path (crop %u,%u %ux%u)", GS[s].w, GS[s].h, INTERVALS[k],
+                              (unsigned long long)seed, i, og[i], oa[i], ia.crop_x, ia.crop_y,
+                              ia.crop_w, ia.crop_h);
+                ck_assert_uint_eq(ib.crop_x, ia.crop_x);
+                ck_assert_uint_eq(ib.flipped, ia.flipped);
+                gpu++;
+            }
+            free(t), free(j);
+        }
+    ck_assert_msg(gpu > runs * 2 / 3, "GPU path taken %u of %u times", gpu, runs);
+    free(pkt), free(scratch), free(oa), free(og);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* Damaged entropy-coded bytes on the GPU path: a packet whose intervals decode wrongly reports
+ * the cause (the kernels cannot print), and then the whole-file CPU decode fails too. A damaged
+ * packet that decodes mostly gives the CPU path's pixels, but not always: garbage can make
+ * dequantized coefficients too large for the 16-bit lanes of libjpeg-turbo's SIMD IDCT, which
+ * saturates where its C IDCT (and ours) keeps 32 bits (with JSIMD_FORCENONE=1 every one
+ * matches). No encoder writes such coefficients, so clean files are exact (test above). */
+START_TEST(gpu_packet_damage)
+{
+    size_t len, tlen;
+    uint8_t *j = make_jpeg(407, 351, RGB420, 11, &len);
+    uint8_t *t = with_restarts(j, len, 0, &tlen);
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    size_t cap = 1u << 20, sos = 0;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH), *bad = malloc(tlen);
+    uint8_t *oa = malloc(64 * 64 * 3), *og = malloc(64 * 64 * 3), *full = NULL;
+    for (size_t i = 0; i + 1 < tlen; i++)
+        if (t[i] == 0xFF && t[i + 1] == 0xDA)
+            sos = i;
+    rf_transform tr = random_t(64);
+    uint32_t caught = 0, clean = 0, same = 0;
+    uint64_t rng = 99;
+    for (int trial = 0; trial < 300; trial++) {
+        memcpy(bad, t, tlen);
+        size_t at = sos + 20 + (size_t)(lcg(&rng) % (tlen - sos - 24));
+        if (bad[at] == 0xFF || bad[at - 1] == 0xFF)
+            continue; /* keep the marker structure: that damage is the packer's to refuse */
+        uint8_t v = (uint8_t)(lcg(&rng) & 0xFF);
+        bad[at] = v == 0xFF ? 0x7F : v;
+        uint32_t bytes, bi = 0, fw, fh;
+        rf_err e = {0};
+        uint64_t seed = (uint64_t)trial;
+        int rc = rf_decode_packet(b, bad, tlen, &tr, seed, pkt, cap, &bytes, NULL, &e);
+        ck_assert_msg(rc == 0, "trial %d: %s", trial, e.msg);
+        int st = rf_gj_decode_host(pkt, scratch, og, &bi);
+        int ra = rf_decode_transform(a, bad, tlen, &tr, seed, oa, NULL, &e);
+        if (st) {
+            ck_assert_uint_lt(bi, ((rf_gj_packet *)pkt)->nintervals);
+            ck_assert_msg(rf_decode_full(a, bad, tlen, &full, &fw, &fh, &e) != 0,
+                          "trial %d: GPU path says %s, libjpeg decodes the file", trial,
+                          rf_gj_status_text(st));
+            ck_assert_ptr_null(full);
+            caught++;
+        } else if (ra == 0) {
+            same += memcmp(oa, og, 64 * 64 * 3) == 0;
+            clean++;
+        }
+    }
+    ck_assert_uint_gt(caught, 50);
+    ck_assert_uint_gt(clean, 5);
+    ck_assert_msg(same * 10 >= clean * 8, "%u of %u damaged decodes match", same, clean);
+    free(pkt), free(scratch), free(bad), free(oa), free(og), free(t), free(j);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
 /* Damage in a restart-marked file: a truncation anywhere, or a renumbered marker, is an error
  * (or, where the damage lies outside what the crop needs, a correct decode) - never a crash or
  * a region built from the wrong bytes. */
@@ -812,6 +938,8 @@ int main(void)
     tcase_add_test(tc, restart_transcode_is_lossless);
     tcase_add_test(tc, region_decode_matches_whole_decode);
     tcase_add_test(tc, region_decode_damage);
+    tcase_add_test(tc, gpu_packet_matches_cpu_full_scale);
+    tcase_add_test(tc, gpu_packet_damage);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -1,0 +1,122 @@
+/* gpujpeg.h — JPEG decode on the GPU for restart-marked files: the packet a decode thread
+ * writes into the pinned slot instead of pixels, and the drivers that turn packets into pixels.
+ *
+ * Why packets: on the CPU ~74% of a RandomResizedCrop decode is Huffman decoding, which is
+ * sequential within a file, so 16 cores top out near 16k img/s. Restart markers (ringfeed-pack
+ * --restart) cut the entropy-coded data into intervals of 2-8 MCUs that each decode on their
+ * own, so one GPU thread per interval can do it. A decode thread still reads the header with
+ * libjpeg (limits, tables, geometry), picks the crop and the resize plans exactly as the CPU
+ * path would at full scale, finds the restart intervals the crop needs (one memchr pass), and
+ * copies them with the tables and plans into a packet (~20-60 KB, in the sample's own place in
+ * the slot, which holds size*size*3 decoded bytes otherwise). The copy stage then moves the
+ * batch to the device and three kernels finish it: entropy decode + dequantize + IDCT per
+ * interval, vertical resize with chroma upsampling and colour conversion fused in, horizontal
+ * resize into the output.
+ *
+ * Exactness: the kernels are integer code that mirrors libjpeg-turbo's defaults (islow IDCT,
+ * fancy upsampling, its YCbCr tables) and ringfeed's fixed-point resize, so a GPU-decoded sample
+ * is byte-for-byte what the CPU path gives with DCT scaling off (tests/test_gpujpeg.c). The same
+ * functions (gpujpeg_core.h) run on the host for the host backend and the tests.
+ *
+ * What takes the GPU path: single-scan Huffman baseline/extended 8-bit files with a restart
+ * interval dividing the MCU row, grayscale or YCbCr with 4:4:4, 4:2:2, 4:2:0 or 4:4:0 chroma,
+ * whose packet fits the sample's slot area and whose scratch fits RF_GJ_SCRATCH. Anything else
+ * is decoded on the CPU as before, in the same batch. */
+#ifndef RF_GPUJPEG_H
+#define RF_GPUJPEG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RF_GJ_MAGIC 0x504a4652u /* "RFJP" */
+#define RF_GJ_LOOKUP_BITS 9
+/* Device scratch per sample: the decoded component planes of the region and the vertically
+ * resized rows. 2 MiB holds a ~370k-pixel 4:2:0 region (the largest crop of an 800x460 image);
+ * larger regions decode on the CPU. */
+#define RF_GJ_SCRATCH (2u << 20)
+
+/* A Huffman table as the decoder walks it: codes of up to RF_GJ_LOOKUP_BITS bits by one
+ * lookup, longer ones by the canonical-code comparison libjpeg's slow path uses. */
+typedef struct rf_gj_huff {
+    uint16_t look[1 << RF_GJ_LOOKUP_BITS]; /* (length << 8) | symbol; 0: code is longer */
+    int32_t maxcode[18];  /* largest code of each length (-1: none); [17] is a sentinel */
+    int32_t valoff[18];   /* vals index of a code of that length = code + valoff */
+    uint8_t vals[256];
+} rf_gj_huff;
+
+typedef struct rf_gj_comp {
+    uint32_t h, v;       /* sampling factors (1 or 2; 1 for a grayscale file) */
+    uint32_t dc, ac, q;  /* indexes of its tables in the packet */
+    uint32_t bw, bh;     /* blocks per row and block rows of this component in the region */
+    uint32_t plane;      /* offset of its sample plane (bw*8 x bh*8 bytes) in the scratch */
+    uint32_t dw, dh;     /* libjpeg's downsampled_width/height for the whole image */
+    uint32_t x0, y0;     /* region origin in this component's samples */
+} rf_gj_comp;
+
+typedef struct rf_gj_packet {
+    uint32_t magic, bytes;    /* RF_GJ_MAGIC; the whole packet */
+    uint32_t ncomp, max_h, max_v;
+    uint32_t interval;        /* MCUs per restart interval */
+    uint32_t mcu_w, mcu_h;    /* one MCU in pixels */
+    uint32_t mcu_cols, mcu_rows; /* MCUs of the region */
+    uint32_t nintervals;      /* region intervals, row-major */
+    uint32_t width, height;   /* the image */
+    uint32_t rx, ry;          /* region origin in image pixels */
+    uint32_t size, layout;    /* output: size x size x 3 uint8, enum rf_layout */
+    uint32_t htaps, vtaps;
+    int32_t xlo, xhi;         /* region columns the vertical pass produces */
+    uint32_t scratch;         /* scratch bytes this sample uses (<= RF_GJ_SCRATCH) */
+    uint32_t inter;           /* offset of the vertically resized rows in the scratch */
+    uint32_t off_huff, nhuff; /* rf_gj_huff[nhuff] */
+    uint32_t off_quant;       /* uint16[64] per quant table, natural order */
+    uint32_t off_span;        /* uint32[nintervals + 1]: interval k is data[span[k], span[k+1]) */
+    uint32_t off_data;
+    uint32_t off_hstart, off_hcoef; /* int32[size] (region columns), int16[size * htaps] */
+    uint32_t off_vstart, off_vcoef; /* int32[size] (region rows), int16[size * vtaps] */
+    rf_gj_comp comp[3];
+} rf_gj_packet;
+
+/* Per-sample result codes the kernels report (0 = decoded). */
+enum rf_gj_status {
+    RF_GJ_OK = 0,
+    RF_GJ_BAD_CODE = 1,     /* a bit pattern that is no code of the Huffman table */
+    RF_GJ_PREMATURE = 2,    /* an interval's data ended before its MCUs did */
+    RF_GJ_EXTRANEOUS = 3,   /* whole bytes left in an interval after its MCUs */
+    RF_GJ_BAD_PACKET = 4,   /* the packet is inconsistent (never written by rf_decode_packet) */
+};
+const char *rf_gj_status_text(int status);
+
+/* Whether a staged sample area holds a packet (rather than decoded pixels): the loader keeps a
+ * per-sample flag; this checks the packet's own header too. */
+int rf_gj_is_packet(const uint8_t *p, size_t cap);
+
+struct jpeg_decompress_struct;
+struct rf_axis;
+struct rf_region_buf;
+
+/* Write the packet of one image into out[0..cap): ci has read the header (and nothing more),
+ * h and v are the resize plans at full scale in image pixels (as rf_decode_transform makes them
+ * with DCT scaling off), rb the decoder's interval scratch. Returns 0 with *bytes set; 1 when
+ * the image must be decoded on the CPU (not eligible, or the packet or its scratch would not
+ * fit); RF_ENOMEM. */
+int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
+               const struct rf_axis *h, const struct rf_axis *v, uint32_t size, uint32_t layout,
+               struct rf_region_buf *rb, uint8_t *out, size_t cap, uint32_t *bytes);
+
+/* Host driver: decode one packet into out (size*size*3 bytes, the packet's layout). scratch
+ * holds at least the packet's `scratch` bytes. Returns an rf_gj_status; on error the first
+ * failing interval is in *bad_interval (may be NULL). */
+int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
+                      uint32_t *bad_interval);
+
+#ifdef RINGFEED_HAVE_CUDA
+/* Device driver, enqueued on `stream`: for each of n samples whose flag is set, decode the
+ * packet at staged + i * stride into out + i * stride (the staged layout), using
+ * scratch + i * RF_GJ_SCRATCH; samples without the flag are copied from staged to out as they
+ * are. status[i] receives an rf_gj_status. Returns 0 or a cudaError_t value. */
+int rf_cuda_gj_decode(const uint8_t *staged, uint8_t *out, size_t stride, const uint8_t *flags,
+                      uint32_t n, uint32_t max_intervals, uint8_t *scratch, int32_t *status,
+                      void *stream);
+#endif
+
+#endif
