@@ -227,6 +227,18 @@ typedef struct rf_config {
      * threads then run first when they wake, instead of waiting for a time slice behind
      * decode threads (docs/tuning.md). Affects only ringfeed's decode threads. */
     uint32_t decode_nice;
+
+    /* 1: decode restart-marked JPEGs on the GPU (CUDA backend; the host backend runs the same
+     * integer code on the decode threads). Decode threads then only read the header, choose
+     * the crop and copy the restart intervals it needs with the tables and resize plans into
+     * the slot; kernels on the copy stream do Huffman decoding, IDCT, upsampling, colour and
+     * the resize. Pixels are byte-for-byte the CPU path's with DCT scaling off. Images without
+     * usable restart markers (ringfeed-pack --restart writes them), progressive, CMYK or too
+     * large for the per-sample scratch are decoded on the CPU in the same batch
+     * (rf_stats.gpu_decoded counts the others). Needs on_error = FAIL on the CUDA backend: a
+     * corrupt interval is only found after its batch was decoded. Device memory: about
+     * 2 MiB + 2 x the sample size per sample, for 2 batches in flight (docs/gpu.md). */
+    uint32_t gpu_decode;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
@@ -373,6 +385,7 @@ typedef struct rf_stats {
     char memory_why[192];     /* what odirect, hugepages and numa got, and why (e.g. a fallback) */
     uint64_t region_decoded;  /* images whose restart markers let decode skip the Huffman data
                                * above and beside the crop (shards packed with --restart) */
+    uint64_t gpu_decoded;     /* images decoded by the GPU decode path (rf_config.gpu_decode) */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

@@ -29,6 +29,12 @@ typedef struct rf_convert_desc {
     float mean[3], std[3];
     uint64_t elements;      /* TOKENS: tokens in the batch */
     uint64_t out_bytes;     /* bytes of the converted output for the batch */
+    /* GPU decode (gpujpeg.h), before any conversion: gj_flags[i] = 1 when staged sample i is
+     * a packet (else decoded pixels); per-sample rf_gj_status values land in gj_status after
+     * the batch's event. Both pinned host arrays of count entries; NULL: no GPU decode. */
+    const uint8_t *gj_flags;
+    int32_t *gj_status;
+    uint32_t gj_size;       /* output height = width of a decoded sample */
 } rf_convert_desc;
 
 typedef struct rf_backend_stats {
@@ -65,11 +71,12 @@ typedef struct rf_backend_ops {
     void (*host_unregister)(rf_backend *b, void *p);
     /* NUMA node of the device (from sysfs), -1 when unknown or no device. */
     int (*numa_node)(rf_backend *b);
-    /* Grow the device pool now to what `batches` batches in flight need (staged_bytes staged,
-     * out_bytes after conversion, count labels; convert: a temporary staging buffer too), so
-     * that steady state never grows it. Called once at create. */
-    int (*reserve)(rf_backend *b, uint32_t batches, size_t staged_bytes, size_t out_bytes,
-                   uint32_t count, int convert, rf_err *err);
+    /* Grow the device pool now to what `batches` batches in flight need (out_bytes of output
+     * and count labels each, plus temp_bytes of temporaries per copy stream: the staged copy
+     * a conversion reads, GPU decode scratch), so that steady state never grows it. Called
+     * once at create. */
+    int (*reserve)(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
+                   size_t temp_bytes, rf_err *err);
     /* Return pool memory above keep_bytes to the driver (cudaMemPoolTrimTo). Not for the hot
      * loop: the next batches grow the pool again. */
     int (*trim)(rf_backend *b, uint64_t keep_bytes, rf_err *err);

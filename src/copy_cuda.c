@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "convert.h"
+#include "gpujpeg.h"
 #include "numa.h"
 
 #define RF_COPY_STREAMS 2
@@ -218,6 +219,27 @@ static void note_pool_growth(rf_backend *b)
         }
 }
 
+/* GPU decode (gpujpeg.h) of the staged batch into dec, in stream order: flags up, kernels,
+ * per-sample status back into the pinned host array. */
+static cudaError_t gj_enqueue(rf_backend *b, cudaStream_t s, const void *tmp, uint8_t *dec,
+                              size_t staged_bytes, uint32_t count, const rf_convert_desc *conv,
+                              void **scratch)
+{
+    size_t sc = (size_t)count * RF_GJ_SCRATCH, fl = (size_t)count * sizeof(int32_t);
+    cudaError_t e = cudaMallocFromPoolAsync(scratch, sc + fl + count, b->pool, s);
+    if (e != cudaSuccess)
+        return e;
+    int32_t *status = (int32_t *)((uint8_t *)*scratch + sc);
+    uint8_t *flags = (uint8_t *)*scratch + sc + fl;
+    e = cudaMemcpyAsync(flags, conv->gj_flags, count, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = (cudaError_t)rf_cuda_gj_decode(tmp, dec, staged_bytes / count, flags, count,
+                                           conv->gj_size, *scratch, status, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(conv->gj_status, status, fl, cudaMemcpyDeviceToHost, s);
+    return e;
+}
+
 static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
                        const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
                        rf_devbatch *out, rf_err *err)
@@ -226,26 +248,37 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     size_t out_bytes = conv->kind == RF_CONV_NONE ? staged_bytes : conv->out_bytes;
     size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
     size_t total = lab_off + (size_t)count * sizeof(int32_t);
-    void *d = NULL, *tmp = NULL;
+    int gj = conv->gj_flags && count;
+    void *d = NULL, *tmp = NULL, *dec = NULL, *gjs = NULL;
     cudaError_t e = cudaSetDevice(b->dev);
     if (e == cudaSuccess)
         e = cudaMallocFromPoolAsync(&d, total, b->pool, s);
-    /* A conversion reads the staged bytes from a temporary device buffer, freed in stream
-     * order right after the kernel, so the pool recycles it for the next batch. */
-    if (e == cudaSuccess && conv->kind != RF_CONV_NONE)
+    /* A conversion or a GPU decode reads the staged bytes from a temporary device buffer,
+     * freed in stream order right after the kernels, so the pool recycles it for the next
+     * batch. A GPU decode followed by a conversion decodes into a second one. */
+    if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
+    if (e == cudaSuccess && gj && conv->kind != RF_CONV_NONE)
+        e = cudaMallocFromPoolAsync(&dec, staged_bytes, b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
-    note_pool_growth(b);
     e = cudaMemcpyAsync(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice, s);
+    const void *src = tmp; /* what the conversion reads */
+    if (e == cudaSuccess && gj) {
+        e = gj_enqueue(b, s, tmp, dec ? dec : d, staged_bytes, count, conv, &gjs);
+        src = dec;
+    }
+    note_pool_growth(b);
     if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
-        e = (cudaError_t)rf_cuda_convert_images(tmp, d, count, conv->h, conv->w, conv->dtype,
+        e = (cudaError_t)rf_cuda_convert_images(src, d, count, conv->h, conv->w, conv->dtype,
                                                 conv->layout, conv->mean, conv->std, s);
     else if (e == cudaSuccess && conv->kind == RF_CONV_TOKENS)
-        e = (cudaError_t)rf_cuda_widen_tokens(tmp, d, conv->elements, conv->token_bytes,
+        e = (cudaError_t)rf_cuda_widen_tokens(src, d, conv->elements, conv->token_bytes,
                                               conv->dtype, s);
-    if (e == cudaSuccess && tmp)
-        e = cudaFreeAsync(tmp, s);
+    void *tmps[3] = {tmp, dec, gjs};
+    for (int i = 0; i < 3 && e == cudaSuccess; i++)
+        if (tmps[i])
+            e = cudaFreeAsync(tmps[i], s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync((char *)d + lab_off, labels, count * sizeof(int32_t),
                             cudaMemcpyHostToDevice, s);
@@ -334,22 +367,22 @@ static int cuda_numa_node(rf_backend *b)
     return rf_numa_node_of_pci(bus);
 }
 
-/* Prime the pool with the allocations of `batches` batches in flight (plus one conversion
- * buffer per stream), then free them: the pool keeps the memory (release threshold at its
- * maximum), so batches after create are served without growing it. */
-static int cuda_reserve(rf_backend *b, uint32_t batches, size_t staged_bytes, size_t out_bytes,
-                        uint32_t count, int convert, rf_err *err)
+/* Prime the pool with the allocations of `batches` batches in flight (plus the temporaries of
+ * each stream), then free them: the pool keeps the memory (release threshold at its maximum),
+ * so batches after create are served without growing it. */
+static int cuda_reserve(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
+                        size_t temp_bytes, rf_err *err)
 {
     size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
     size_t total = lab_off + (size_t)count * sizeof(int32_t);
-    uint32_t n = batches + (convert ? RF_COPY_STREAMS : 0);
+    uint32_t n = batches + (temp_bytes ? RF_COPY_STREAMS : 0);
     void **p = calloc(n, sizeof *p);
     if (!p)
         return rf_seterr(err, RF_ENOMEM, "no memory");
     cudaStream_t s = b->streams[0];
     cudaError_t e = cudaSetDevice(b->dev);
     for (uint32_t i = 0; i < n && e == cudaSuccess; i++)
-        e = cudaMallocFromPoolAsync(&p[i], i < batches ? total : staged_bytes, b->pool, s);
+        e = cudaMallocFromPoolAsync(&p[i], i < batches ? total : temp_bytes, b->pool, s);
     for (uint32_t i = 0; i < n; i++)
         if (p[i])
             cudaFreeAsync(p[i], s);
@@ -359,11 +392,11 @@ static int cuda_reserve(rf_backend *b, uint32_t batches, size_t staged_bytes, si
     if (e != cudaSuccess) {
         /* out of device memory is an allocation failure (RF_ENOMEM); anything else is CUDA's */
         cudaGetLastError();
-        size_t all = (size_t)batches * total + (convert ? RF_COPY_STREAMS * staged_bytes : 0);
+        size_t all = (size_t)batches * total + (temp_bytes ? RF_COPY_STREAMS * temp_bytes : 0);
         char conv[96] = "";
-        if (convert)
-            snprintf(conv, sizeof conv, " + %d conversion buffers x %zu bytes", RF_COPY_STREAMS,
-                     staged_bytes);
+        if (temp_bytes)
+            snprintf(conv, sizeof conv, " + %d streams x %zu bytes of temporaries",
+                     RF_COPY_STREAMS, temp_bytes);
         return rf_seterr(err, e == cudaErrorMemoryAllocation ? RF_ENOMEM : RF_ECUDA,
                          "cannot reserve the %zu-byte device pool on cuda:%d (%u batches x %zu "
                          "bytes%s): %s (%s)", all, b->dev, batches, total, conv,

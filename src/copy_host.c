@@ -55,8 +55,8 @@ static void host_stats(rf_backend *b, rf_backend_stats *st)
 /* No device: no node to place on, no pool to reserve or trim, and nothing to pin with (the
  * host backend's ring is not page-locked, so host_register stays NULL). */
 static int host_numa_node(rf_backend *b) { return -1; }
-static int host_reserve(rf_backend *b, uint32_t batches, size_t staged_bytes, size_t out_bytes,
-                        uint32_t count, int convert, rf_err *err)
+static int host_reserve(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
+                        size_t temp_bytes, rf_err *err)
 {
     return 0;
 }

@@ -128,8 +128,8 @@ static void naive_stats(rf_backend *b, rf_backend_stats *st)
 }
 
 static int naive_numa_node(rf_backend *b) { return -1; }
-static int naive_reserve(rf_backend *b, uint32_t batches, size_t staged_bytes, size_t out_bytes,
-                         uint32_t count, int convert, rf_err *err)
+static int naive_reserve(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
+                         size_t temp_bytes, rf_err *err)
 {
     return 0;
 }

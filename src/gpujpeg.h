@@ -111,11 +111,12 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
 
 #ifdef RINGFEED_HAVE_CUDA
 /* Device driver, enqueued on `stream`: for each of n samples whose flag is set, decode the
- * packet at staged + i * stride into out + i * stride (the staged layout), using
- * scratch + i * RF_GJ_SCRATCH; samples without the flag are copied from staged to out as they
- * are. status[i] receives an rf_gj_status. Returns 0 or a cudaError_t value. */
+ * packet at staged + i * stride into out + i * stride (size x size x 3, the packet's layout),
+ * using scratch + i * RF_GJ_SCRATCH; samples without the flag are copied from staged to out as
+ * they are. status[i] receives an rf_gj_status. All pointers are device memory. Returns 0 or a
+ * cudaError_t value. */
 int rf_cuda_gj_decode(const uint8_t *staged, uint8_t *out, size_t stride, const uint8_t *flags,
-                      uint32_t n, uint32_t max_intervals, uint8_t *scratch, int32_t *status,
+                      uint32_t n, uint32_t size, uint8_t *scratch, int32_t *status,
                       void *stream);
 #endif
 

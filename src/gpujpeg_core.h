@@ -27,15 +27,22 @@
 
 /* Zigzag position -> natural (row-major) position, with 16 extra entries that land on 63 so a
  * run past the end of a corrupt block stays inside it (libjpeg's jpeg_natural_order does the
- * same, so even such blocks decode as libjpeg decodes them). */
+ * same, so even such blocks decode as libjpeg decodes them). One copy in constant memory for
+ * the device, one for host code. */
+#define RF_GJ_NATURAL_VALUES                                                                    \
+    {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,           \
+     40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,           \
+     29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,           \
+     47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63}
+static const uint8_t rf_gj_natural_host[80] = RF_GJ_NATURAL_VALUES;
 #ifdef __CUDACC__
-__constant__
+static __constant__ uint8_t rf_gj_natural_dev[80] = RF_GJ_NATURAL_VALUES;
 #endif
-static const uint8_t rf_gj_natural[80] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
-    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
-    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
-    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+#ifdef __CUDA_ARCH__
+#define RF_GJ_NATURAL rf_gj_natural_dev
+#else
+#define RF_GJ_NATURAL rf_gj_natural_host
+#endif
 
 /* ---- bit reader over one interval's stuffed bytes ----------------------------------------- */
 
@@ -230,7 +237,7 @@ RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch)
                         s = rs & 15;
                         if (s) {
                             kk += r;
-                            blk[rf_gj_natural[kk]] = (int16_t)rf_gj_extend(rf_gj_get(&b, s), s);
+                            blk[RF_GJ_NATURAL[kk]] = (int16_t)rf_gj_extend(rf_gj_get(&b, s), s);
                         } else {
                             if (r != 15)
                                 break;

@@ -52,6 +52,7 @@
 #include "convert.h"
 #include "dataset.h"
 #include "decode.h"
+#include "gpujpeg.h"
 #include "hostmem.h"
 #include "io.h"
 #include "numa.h"
@@ -69,6 +70,8 @@ typedef struct slot {
     uint8_t *stage;           /* batch_size * stage_bytes: what decode/reads write (pinned) */
     uint8_t *out;             /* host backend with a conversion: batch_size * out_bytes */
     int32_t *labels;          /* batch_size, pinned (copied to the device) */
+    uint8_t *gj_flags;        /* GPU decode on the device: sample i is a packet (pinned) */
+    int32_t *gj_status;       /* ... and what the kernels said about it (pinned) */
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
@@ -156,7 +159,8 @@ struct rf_loader {
     rf_err err;          /* sticky worker error */
     rf_err last;         /* detail for rf_last_error */
 
-    _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded;
+    _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded, gpu_decoded;
+    int gj_device;         /* gpu_decode on the CUDA backend: packets go to the device */
     uint64_t wait_ns, delivered, batches_out, created_ns;
     uint64_t io_ns_prev, io_reads_prev, io_retries_prev, io_bytes_prev;
 
@@ -914,7 +918,38 @@ static void io_done(void *ctx, rf_io_req *req)
 
 /* ---- decode (decode threads) ---------------------------------------------------------------*/
 
-static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err *e)
+/* A decode thread's buffers for GPU decode on the host backend: the packet is built here and
+ * decoded into the slot by the kernels' host code. */
+typedef struct gj_host {
+    uint8_t *packet, *scratch;
+} gj_host;
+
+/* GPU decode of one sample (rf_config.gpu_decode): a packet for the device, or on the host
+ * backend the packet decoded right away by the same code; RF_GJ_CPU images are decoded here
+ * as usual. */
+static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
+                     uint32_t len, uint8_t *img, rf_decode_info *info, gj_host *gh, rf_err *e)
+{
+    uint32_t bytes = 0, bad = 0;
+    int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed,
+                              ld->gj_device ? img : gh->packet, ld->stage_bytes, &bytes, info, e);
+    if (rc == RF_GJ_CPU)
+        return rf_decode_transform(dec, jpeg, len, &ld->tf, t->aug_seed, img, info, e);
+    if (rc)
+        return rc;
+    atomic_fetch_add(&ld->gpu_decoded, 1);
+    if (ld->gj_device) {
+        s->gj_flags[t->index] = 1;
+        return 0;
+    }
+    int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad);
+    if (st)
+        return rf_seterr(e, RF_EDECODE, "%s (GPU decode, restart interval %u of the crop's "
+                         "region)", rf_gj_status_text(st), bad);
+    return 0;
+}
+
+static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host *gh, rf_err *e)
 {
     const rf_sample *sm = &ld->ds.samples[t->sample_id];
     const uint8_t *span = t->req.dst + t->skip;
@@ -945,11 +980,15 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err 
     }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stage_bytes;
+    if (ld->gj_device)
+        s->gj_flags[t->index] = 0;
     if (dlen < 3 || span[doff] != 0xFF || span[doff + 1] != 0xD8) {
         t->why = RF_SKIP_NOT_JPEG; /* no SOI marker: not a JPEG at all */
         rc = rf_seterr(e, RF_EDECODE, "not a JPEG (%u bytes, no SOI marker)", dlen);
     } else {
-        rc = rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
+        rc = ld->cfg.gpu_decode
+                 ? gj_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
+                 : rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
                                                                         : SKIP_FATAL;
     }
@@ -972,6 +1011,27 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, rf_err 
     return 0;
 }
 
+/* GPU decode on the device: wait for the batch's kernels and turn a sample they could not
+ * decode into the error the CPU path would have raised (named by file, member and offset),
+ * before the batch is published. The wait is the finishing decode thread's alone; the others
+ * keep decoding, and the batch is ready sooner than the consumer asks for it. */
+static int gj_check(rf_loader *ld, const slot *s, rf_err *e)
+{
+    if (ld->bops->sync(s->dev.event))
+        return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of the batch failed");
+    for (uint32_t i = 0; i < s->batch.count; i++) {
+        if (!s->gj_status[i])
+            continue;
+        const rf_sample *sm = &ld->ds.samples[s->ids[i]];
+        return rf_seterr(e, RF_EDECODE, "%s: member %s.%s at offset %llu: %s (GPU decode)",
+                         ld->ds.files[sm->file].path, ld->ds.keys + sm->key,
+                         ld->ds.payload_ext ? ld->ds.payload_ext : "jpg",
+                         (unsigned long long)(sm->offset + sm->data_hdr),
+                         rf_gj_status_text(s->gj_status[i]));
+    }
+    return 0;
+}
+
 /* The batch's last sample is in: enqueue the copy and publish the slot. */
 static void finish_slot(rf_loader *ld, slot *s)
 {
@@ -981,6 +1041,8 @@ static void finish_slot(rf_loader *ld, slot *s)
     rf_convert_desc conv = ld->conv;
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
+    if (ld->gj_device)
+        conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status, conv.gj_size = ld->tf.size;
     int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
                                : 0;
     if (rc)
@@ -988,9 +1050,14 @@ static void finish_slot(rf_loader *ld, slot *s)
     else
         rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
                               s->labels, s->batch.count, &conv, &s->dev, &e);
+    int bad_sample = 0;
+    if (!rc && ld->gj_device)
+        bad_sample = rc = gj_check(ld, s, &e);
     atomic_fetch_add(&ld->copy_ns, rf_now_ns() - t0);
     pthread_mutex_lock(&ld->mu);
-    if (rc) {
+    if (bad_sample) {
+        fail_locked(ld, rc, e.msg);
+    } else if (rc) {
         /* Sticky and fatal (a CUDA error poisons the context): fail_locked wakes the consumer
          * in rf_loader_next, the I/O threads in take() and the decode threads; they stop
          * taking work and every later call returns this error. */
@@ -1012,6 +1079,15 @@ typedef struct decoder_arg {
     rf_decoder *dec;
 } decoder_arg;
 
+static int gj_host_alloc(rf_loader *ld, gj_host *gh)
+{
+    if (!ld->cfg.gpu_decode || ld->gj_device)
+        return 0;
+    gh->packet = malloc(ld->stage_bytes);
+    gh->scratch = malloc(RF_GJ_SCRATCH);
+    return gh->packet && gh->scratch ? 0 : -1;
+}
+
 static void *decoder_main(void *arg)
 {
     rf_loader *ld = ((decoder_arg *)arg)->ld;
@@ -1026,12 +1102,16 @@ static void *decoder_main(void *arg)
         if (errno == 0)
             (void)setpriority(PRIO_PROCESS, tid, RF_MIN(cur + (int)ld->cfg.decode_nice, 19));
     }
+    gj_host gh = {0};
+    if (gj_host_alloc(ld, &gh))
+        fail(ld, RF_ENOMEM, "out of memory for a decode thread's GPU-decode buffers");
     for (;;) {
         pthread_mutex_lock(&ld->mu);
         while (!ld->stop && ld->decq_tail == ld->decq_head)
             pthread_cond_wait(&ld->cv_dec, &ld->mu);
         if (ld->stop) {
             pthread_mutex_unlock(&ld->mu);
+            free(gh.packet), free(gh.scratch);
             return NULL;
         }
         task *t = &ld->tasks[ld->decq[ld->decq_tail++ % ld->ntasks]];
@@ -1045,7 +1125,7 @@ static void *decoder_main(void *arg)
             skip_fill_blank(ld, t, s);
         } else if (!failed) {
             uint64_t t0 = rf_now_ns();
-            rc = decode_task(ld, dec, t, s, &e);
+            rc = decode_task(ld, dec, t, s, &gh, &e);
             atomic_fetch_add(&ld->decode_ns, rf_now_ns() - t0);
             atomic_fetch_add(&ld->decoded, 1);
         }
@@ -1261,6 +1341,10 @@ static int apply_defaults(rf_config *c, rf_err *err)
     if (c->order > RF_ORDER_SHARD || c->remainder > RF_REMAINDER_DROP)
         return rf_seterr(err, RF_EINVAL, "invalid order %u or remainder %u", c->order,
                          c->remainder);
+    if (c->gpu_decode > 1)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode must be 0 or 1, not %u", c->gpu_decode);
+    if (c->gpu_decode && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode applies to JPEG sources, not tokens");
     if (c->source == RF_SOURCE_TOKENS) {
         if (c->token_bytes != 2 && c->token_bytes != 4)
             return rf_seterr(err, RF_EINVAL, "tokens: token_bytes must be 2 or 4, not %u",
@@ -1433,6 +1517,14 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     } else {
         ld->bops = &rf_backend_host;
     }
+    ld->gj_device = ld->cfg.gpu_decode && ld->bops->device_kind == RF_DEVICE_CUDA;
+    if (ld->gj_device && ld->cfg.naive)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode needs the pipelined CUDA backend, not "
+                         "the naive baseline");
+    if (ld->gj_device && ld->skip)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode on the CUDA backend needs on_error = "
+                         "FAIL: a corrupt restart interval is found only after its batch was "
+                         "decoded, when the sample can no longer be replaced");
     return ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
 }
 
@@ -1454,6 +1546,8 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     /* img and outb at most half and a quarter of SIZE_MAX, labels below 2^34 bytes: their
      * page-rounded sum cannot wrap, so only the products need checking. */
     lab = (size_t)B * sizeof(int32_t);
+    if (ld->gj_device) /* GPU decode: per-sample status and packet flags after the labels */
+        lab += (size_t)B * (sizeof(int32_t) + 1);
     if (__builtin_mul_overflow((size_t)B, (size_t)ld->stage_bytes, &img) || img > SIZE_MAX / 2 ||
         (ld->host_convert &&
          (__builtin_mul_overflow((size_t)B, (size_t)ld->out_bytes, &outb) || outb > SIZE_MAX / 4)) ||
@@ -1494,6 +1588,8 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
         slot *s = &ld->slots[i];
         s->stage = ld->ring + per * i;
         s->labels = (int32_t *)(s->stage + img);
+        s->gj_status = ld->gj_device ? s->labels + B : NULL;
+        s->gj_flags = ld->gj_device ? (uint8_t *)(s->labels + 2 * (size_t)B) : NULL;
         s->out = ld->host_convert ? s->stage + img + lab : NULL;
         s->ids = calloc(B, sizeof *s->ids);
         s->positions = calloc(B, sizeof *s->positions);
@@ -1544,16 +1640,21 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
         if (alloc_refused(ld, "decoder", 0) || !(ld->decs[i] = rf_decoder_create(&ld->limits)))
             return rf_seterr(err, RF_ENOMEM, "cannot create JPEG decoder %u of %u: out of memory",
                              i + 1, ld->cfg.decode_threads);
-    /* Two batches of slack beyond the ring: a slow consumer stream delays reuse. */
+    /* Two batches of slack beyond the ring: a slow consumer stream delays reuse. Per copy
+     * stream, temporaries: the staged copy a conversion or GPU decode reads, and for GPU
+     * decode its scratch, status and flags, plus the decoded batch when a conversion follows. */
     int cv = ld->conv.kind != RF_CONV_NONE;
     size_t staged = (size_t)B * ld->stage_bytes, outs = (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes);
+    size_t temp = cv ? staged : 0;
+    if (ld->gj_device)
+        temp = staged * (cv ? 2 : 1) + (size_t)B * (RF_GJ_SCRATCH + sizeof(int32_t) + 1);
     if (ld->bops->device_kind == RF_DEVICE_CUDA &&
         alloc_refused(ld, "device pool", (size_t)(ld->depth + 2) * outs))
         return rf_seterr(err, RF_ENOMEM, "cannot reserve the %zu-byte device pool on cuda:%d "
                          "(%u batches x %zu bytes): out of memory (refused by a test hook)",
                          (size_t)(ld->depth + 2) * outs, ld->cfg.device_index, ld->depth + 2,
                          outs);
-    return ld->bops->reserve(ld->backend, ld->depth + 2, staged, outs, B, cv, err);
+    return ld->bops->reserve(ld->backend, ld->depth + 2, outs, B, temp, err);
 }
 
 /* Page-cache state (O_DIRECT descriptors, residency maps) and the NUMA node to use. */
@@ -2091,6 +2192,7 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.pinned_bytes = ld->pinned ? ld->ring_bytes : 0;
     st.dct_scaled = atomic_load(&((rf_loader *)ld)->dct_scaled);
     st.region_decoded = atomic_load(&((rf_loader *)ld)->region_decoded);
+    st.gpu_decoded = atomic_load(&((rf_loader *)ld)->gpu_decoded);
     pthread_mutex_lock(&((rf_loader *)ld)->mu);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);

@@ -16,19 +16,27 @@
 #include "testutil.h"
 
 #define SIZE 48
-static char *g_dir, g_pat[512];
+static char *g_dir, g_pat[512], g_rpat[512];
+/* What mem_cfg uses: the GPU-decode tests switch to the restart-marked copy (each test runs
+ * in its own forked child, so a switch stays within its test). */
+static const char *g_use = g_pat;
+static uint32_t g_gpu, g_size = SIZE;
 
 static void make_data(void)
 {
     g_dir = rf_test_mkdtemp("cuda");
     ck_assert_int_eq(rf_test_make_shards(g_dir, 2, 40, 10, 7, 1, 200), 0);
     snprintf(g_pat, sizeof g_pat, "%s/shard-*.tar", g_dir);
+    char *r = rf_test_mkdtemp("cuda-restart");
+    ck_assert_int_eq(rf_test_make_restart_shards(r, 2, 40, 10, 7, 200), 0);
+    snprintf(g_rpat, sizeof g_rpat, "%s/shard-*.tar", r);
 }
 
 /* The suite's shards on device_kind: SIZE px, batches of 16, one epoch, seed 11, depth 3. */
 static rf_config mem_cfg(uint32_t device_kind, const char **pat)
 {
-    rf_config c = rf_test_host_config(pat, g_pat, SIZE);
+    rf_config c = rf_test_host_config(pat, g_use, g_size);
+    c.gpu_decode = g_gpu;
     c.batch_size = 16;
     c.epochs = 1;
     c.seed = 11;
@@ -112,6 +120,73 @@ END_TEST
 START_TEST(float16_nhwc_normalized) { compare_with_host(RF_DTYPE_FLOAT16, RF_LAYOUT_NHWC); }
 END_TEST
 START_TEST(bfloat16_nchw_normalized) { compare_with_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NCHW); }
+END_TEST
+
+/* GPU decode (gpujpeg.h): the kernels' batches equal the host backend's, which runs the same
+ * code on the CPU and is itself byte-exact with libjpeg (tests/test_decode.c), in every output
+ * type and layout; nearly every sample took the GPU path. */
+static void gpu_decode_equals_host(uint32_t dtype, uint32_t layout, uint32_t size)
+{
+    g_use = g_rpat, g_gpu = 1, g_size = size;
+    compare_with_host(dtype, layout);
+    rf_loader *ld = mk(RF_DEVICE_CUDA, dtype, layout, 3);
+    rf_batch *b;
+    while (rf_loader_next(ld, &b) == 0)
+        rf_loader_release(ld, b, NULL);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    /* at 224 every packet fits its sample area; at 96 a few do not and decode on the CPU, so
+     * batches mix both kinds */
+    ck_assert_uint_ge(st.gpu_decoded, size >= 224 ? 80 : 60);
+    rf_loader_destroy(ld);
+}
+
+START_TEST(gpu_decode_uint8_nhwc) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 224); }
+END_TEST
+START_TEST(gpu_decode_uint8_nchw) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW, 224); }
+END_TEST
+START_TEST(gpu_decode_float32_nchw) { gpu_decode_equals_host(RF_DTYPE_FLOAT32, RF_LAYOUT_NCHW, 224); }
+END_TEST
+START_TEST(gpu_decode_uint8_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 96); }
+END_TEST
+START_TEST(gpu_decode_bf16_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 96); }
+END_TEST
+
+/* A damaged restart-marked JPEG: the batch's kernels report it, the loader fails with shard,
+ * member and offset before publishing that batch; earlier batches arrive. Skip mode is
+ * refused with GPU decode on this backend. */
+START_TEST(gpu_decode_damage_names_member)
+{
+    char *dir = rf_test_mkdtemp("cuda-bad"), shard[600], pattern[600], key[128];
+    ck_assert_int_eq(rf_test_make_restart_shards(dir, 1, 40, 10, 7, 200), 0);
+    snprintf(shard, sizeof shard, "%s/shard-0000.tar", dir);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    ck_assert_int_eq(rf_test_damage_entropy(shard, 30, key, sizeof key), 0);
+    g_use = pattern, g_gpu = 1, g_size = 224;
+    const char *pat;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+    c.batch_size = 8;
+    c.order = RF_ORDER_NONE;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_batch *b;
+    int rc, batches = 0;
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        batches++;
+        ck_assert_int_eq(rf_batch_synchronize(b), 0);
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_int_eq(rc, RF_EDECODE);
+    ck_assert_int_le(batches, 3); /* fail mode: decoding stops at the first error */
+    const char *msg = rf_last_error(ld);
+    ck_assert_msg(strstr(msg, key) && strstr(msg, "shard-0000.tar") && strstr(msg, "at offset") &&
+                      strstr(msg, "GPU decode"), "%s", msg);
+    rf_loader_destroy(ld);
+    c.on_error = RF_ON_ERROR_SKIP;
+    char err[512];
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "on_error"), "%s", err);
+}
 END_TEST
 
 /* The consumer's stream is slow (a long device-to-device copy queued first); releasing the
@@ -384,6 +459,12 @@ int main(void)
     tcase_add_test(tc, hugepage_ring_registered_equals_host);
     tcase_add_test(tc, trim_returns_memory_and_loader_continues);
     tcase_add_test(tc, naive_cuda_equals_host);
+    tcase_add_test(tc, gpu_decode_uint8_nhwc);
+    tcase_add_test(tc, gpu_decode_uint8_nchw);
+    tcase_add_test(tc, gpu_decode_float32_nchw);
+    tcase_add_test(tc, gpu_decode_uint8_mixed_cpu);
+    tcase_add_test(tc, gpu_decode_bf16_mixed_cpu);
+    tcase_add_test(tc, gpu_decode_damage_names_member);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -193,15 +193,18 @@ START_TEST(no_shuffle_is_dataset_order)
 }
 END_TEST
 
-/* The pipeline's pixels equal a direct decode of the same member with the same seed. */
-START_TEST(pixels_match_direct_decode)
+/* Every batch of one epoch over `pattern` equals a direct decode of the same members with the
+ * same seeds (full scale when gpu: the GPU decode path's pixels are the CPU path's with DCT
+ * scaling off). Returns how many samples the GPU decode path took. */
+static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu)
 {
-    make_data();
     const char *pat;
-    rf_config c = base_config(&pat);
+    rf_config c = rf_test_host_config(&pat, pattern, size);
+    c.seed = 99;
     c.epochs = 1;
     c.batch_size = 13;
     c.layout = RF_LAYOUT_NCHW;
+    c.gpu_decode = (uint32_t)gpu;
     rf_loader *ld = rf_test_create_ok(&c);
     rf_dataset ds = {0};
     rf_err e = {0};
@@ -213,10 +216,13 @@ START_TEST(pixels_match_direct_decode)
     ck_assert_int_eq(rf_plan_init(&plan, ds.nsamples, c.seed, 0, 13, 0, 0, 0, 1, &e), 0);
     rf_decode_limits lim = {.max_pixels = 1 << 26, .max_dim = 1 << 14};
     rf_decoder *dec = rf_decoder_create(&lim);
-    rf_transform tf = {.crop = RF_CROP_RANDOM, .size = SIZE, .resize_shorter = 37,
+    if (gpu)
+        rf_decoder_set_max_scale_denom(dec, 1);
+    rf_transform tf = {.crop = RF_CROP_RANDOM, .size = size, .resize_shorter = c.resize_shorter,
                        .layout = RF_LAYOUT_NCHW, .scale_min = 0.08f, .scale_max = 1.0f,
                        .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
-    uint8_t *want = malloc(SIZE * SIZE * 3);
+    size_t n = (size_t)size * size * 3;
+    uint8_t *want = malloc(n);
     rf_batch *b;
     uint32_t checked = 0;
     while (rf_loader_next(ld, &b) == 0) {
@@ -231,19 +237,79 @@ START_TEST(pixels_match_direct_decode)
                                            &dlen, &dhdr, &loff, &llen, &e), 0);
             uint64_t seed = rf_plan_sample_seed(&plan, b->epoch, b->sample_ids[i]);
             ck_assert_int_eq(rf_decode_transform(dec, span + doff, dlen, &tf, seed, want, NULL, &e), 0);
-            ck_assert_int_eq(memcmp(want, (uint8_t *)b->data + (size_t)i * SIZE * SIZE * 3,
-                                    SIZE * SIZE * 3), 0);
+            ck_assert_int_eq(memcmp(want, (uint8_t *)b->data + (size_t)i * n, n), 0);
             free(span);
             checked++;
         }
         rf_loader_release(ld, b, NULL);
     }
-    ck_assert_uint_eq(checked, N_SAMPLES);
+    ck_assert_uint_eq(checked, ds.nsamples);
+    rf_stats st;
+    rf_stats_init(&st);
+    ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
     free(want);
     rf_decoder_destroy(dec);
     rf_plan_free(&plan);
     rf_dataset_free(&ds);
     rf_free_paths(paths, np);
+    rf_loader_destroy(ld);
+    return st.gpu_decoded;
+}
+
+/* The pipeline's pixels equal a direct decode of the same member with the same seed. */
+START_TEST(pixels_match_direct_decode)
+{
+    make_data();
+    ck_assert_uint_eq(check_direct_decode(g_pattern, SIZE, 0), 0);
+}
+END_TEST
+
+/* GPU decode on the host backend (the kernels' code, run by the decode threads) over
+ * restart-marked shards: samples take the packet path (all but the few whose packet is larger
+ * than a 96x96x3-byte sample area: those decode on the CPU), and every pixel is a direct
+ * full-scale decode's. On plain shards every sample falls back to the CPU path. */
+START_TEST(gpu_decode_matches_full_scale_decode)
+{
+    char *dir = rf_test_mkdtemp("gpudec");
+    char pattern[600];
+    ck_assert_int_eq(rf_test_make_restart_shards(dir, 2, 40, CLASSES, SEED, 200), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    ck_assert_uint_ge(check_direct_decode(pattern, 96, 1), 64);
+    make_data();
+    ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1), 0);
+}
+END_TEST
+
+/* A damaged restart-marked JPEG on the GPU decode path is an error naming shard, member and
+ * offset; the batches before it arrive intact. */
+START_TEST(gpu_decode_damage_names_member)
+{
+    char *dir = rf_test_mkdtemp("gpubad");
+    char pattern[600], shard[600], key[128];
+    ck_assert_int_eq(rf_test_make_restart_shards(dir, 1, 40, CLASSES, SEED, 200), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    snprintf(shard, sizeof shard, "%s/shard-0000.tar", dir);
+    ck_assert_int_eq(rf_test_damage_entropy(shard, 30, key, sizeof key), 0);
+    const char *pat;
+    rf_config c = rf_test_host_config(&pat, pattern, 224);
+    c.epochs = 1;
+    c.batch_size = 8;
+    c.order = RF_ORDER_NONE;
+    c.gpu_decode = 1;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_batch *b;
+    int rc, batches = 0;
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        batches++;
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_int_eq(rc, RF_EDECODE);
+    /* in fail mode decoding stops at the first error, so of the batches before it (samples
+     * 0..23) only those finished by then arrive */
+    ck_assert_int_le(batches, 3);
+    const char *msg = rf_last_error(ld);
+    ck_assert_msg(strstr(msg, key) && strstr(msg, "shard-0000.tar") && strstr(msg, "at offset") &&
+                      strstr(msg, "GPU decode"), "%s", msg);
     rf_loader_destroy(ld);
 }
 END_TEST
@@ -678,6 +744,8 @@ int main(void)
     tcase_add_test(tc, deterministic_across_threads_depth_engine);
     tcase_add_test(tc, no_shuffle_is_dataset_order);
     tcase_add_test(tc, pixels_match_direct_decode);
+    tcase_add_test(tc, gpu_decode_matches_full_scale_decode);
+    tcase_add_test(tc, gpu_decode_damage_names_member);
     tcase_add_test(tc, drop_last_and_forever);
     tcase_add_test(tc, resume_at_every_position);
     tcase_add_test(tc, destroy_mid_flight);

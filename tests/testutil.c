@@ -55,8 +55,8 @@ uint8_t *rf_test_read_file(const char *path, size_t *len)
     return b;
 }
 
-int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
-                        uint64_t seed, int write_index, uint32_t max_side)
+static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
+                       uint64_t seed, int write_index, uint32_t max_side, int restart)
 {
     char pattern[4096];
     snprintf(pattern, sizeof pattern, "%s/shard-%%04u.tar", dir);
@@ -71,11 +71,58 @@ int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, ui
     cfg.max_side = max_side;
     cfg.write_index = write_index;
     cfg.label_mode = RF_GEN_LABEL_MODULO;
+    cfg.restart = restart;
     char msg[256];
     int rc = rf_gen_run(&cfg, NULL, msg, sizeof msg);
     if (rc)
         fprintf(stderr, "rf_test_make_shards(%s): %s\n", dir, msg);
     return rc;
+}
+
+int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
+                        uint64_t seed, int write_index, uint32_t max_side)
+{
+    return make_shards(dir, nshards, nsamples, classes, seed, write_index, max_side, 0);
+}
+
+int rf_test_make_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
+                                uint32_t classes, uint64_t seed, uint32_t max_side)
+{
+    return make_shards(dir, nshards, nsamples, classes, seed, 1, max_side, 1);
+}
+
+int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t keylen)
+{
+    size_t len;
+    uint8_t *b = rf_test_read_file(path, &len);
+    if (!b)
+        return -1;
+    uint32_t seen = 0;
+    for (size_t p = 0; p + 4 < len; p++) {
+        if (b[p] != 0xFF || b[p + 1] != 0xDA || seen++ != nth)
+            continue;
+        size_t q = p + 2 + ((size_t)b[p + 2] << 8 | b[p + 3]);
+        for (; q + 1 < len && !(b[q] == 0xFF && b[q + 1] == 0xD9); q++) {
+            if (b[q] == 0xFF) {
+                q++;
+                continue;
+            }
+            b[q] = 0xA5;
+        }
+        /* the member: the last tar header before the SOS */
+        size_t h = p / 512 * 512;
+        while (h > 0 && memcmp(b + h + 257, "ustar", 5) != 0)
+            h -= 512;
+        snprintf(key, keylen, "%.100s", (const char *)b + h);
+        char *dot = strrchr(key, '.');
+        if (dot)
+            *dot = 0;
+        rf_test_write_file(path, b, len);
+        free(b);
+        return 0;
+    }
+    free(b);
+    return -1;
 }
 
 rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t image_size)

@@ -28,6 +28,17 @@ uint8_t *rf_test_read_file(const char *path, size_t *len);
 int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
                         uint64_t seed, int write_index, uint32_t max_side);
 
+/* The same shards (with indexes) with restart markers in every JPEG (ringfeed-gen --restart):
+ * region decode and GPU decode apply to them. */
+int rf_test_make_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
+                                uint32_t classes, uint64_t seed, uint32_t max_side);
+
+/* Damage the entropy-coded data of the nth JPEG (0-based, in file order) of the tar shard at
+ * path in place: every byte from its SOS header to EOI becomes 0xA5, except each 0xFF and the
+ * byte after it (so restart markers stay and only the Huffman data is wrong). The member's key (its
+ * name without ".jpg") goes to key. Returns 0, or -1 when there is no such JPEG. */
+int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t keylen);
+
 /* Write len bytes to path (created or truncated); aborts on failure, so it also serves
  * fixtures built in main() before Check runs any test. */
 void rf_test_write_file(const char *path, const void *data, size_t len);

@@ -27,7 +27,7 @@ typedef struct opts {
     uint32_t source, token_bytes, seq_len, token_dtype, windows;
     double resume_at; /* > 0: measure resuming at this fraction of the first epoch */
     /* memory hierarchy (docs/tuning.md) */
-    uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice;
+    uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode;
     uint64_t warm_bytes;
     uint32_t on_error; /* enum rf_on_error */
 } opts;
@@ -66,6 +66,7 @@ static void usage(FILE *f)
             "  --hugepages        back the pinned ring with 2 MiB pages\n"
             "  --no-numa          never move threads or memory to the GPU's NUMA node\n"
             "  --decode-nice N    decode threads run N nice levels below the rest (0)\n"
+            "  --gpu-decode       decode restart-marked JPEGs on the GPU (rf_config.gpu_decode)\n"
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
             "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
@@ -90,7 +91,7 @@ static int parse_args(int argc, char **argv, opts *o)
     enum { O_SHARDS = 256, O_BATCH, O_EPOCHS, O_SIZE, O_CROP, O_THREADS, O_IOTHREADS, O_DEPTH,
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
-           O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE,
+           O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
            O_ONERROR };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
@@ -112,6 +113,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"odirect", no_argument, 0, O_ODIRECT}, {"hugepages", no_argument, 0, O_HUGE},
         {"no-numa", no_argument, 0, O_NONUMA}, {"naive", no_argument, 0, O_NAIVE},
         {"decode-nice", required_argument, 0, O_NICE},
+        {"gpu-decode", no_argument, 0, O_GPUDEC},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -212,6 +214,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_NONUMA: o->no_numa = 1; break;
         case O_NAIVE: o->naive = 1; break;
         case O_NICE: bad |= parse_u32(optarg, &o->decode_nice); break;
+        case O_GPUDEC: o->gpu_decode = 1; break;
         case O_EVICT: o->evict = 1; break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
@@ -406,6 +409,9 @@ static void print_table(const opts *o, const result *r)
            s->samples_decoded ? 100.0 * s->dct_scaled / s->samples_decoded : 0.0);
     printf("  %-26s %11.0f%%\n", "region decodes (restarts)",
            s->samples_decoded ? 100.0 * s->region_decoded / s->samples_decoded : 0.0);
+    if (o->gpu_decode)
+        printf("  %-26s %11.0f%%\n", "decoded on the GPU",
+               s->samples_decoded ? 100.0 * s->gpu_decoded / s->samples_decoded : 0.0);
     printf("  %-26s %12.3f\n", "page-cache hit ratio",
            s->cache_checked_bytes ? (double)s->cache_hit_bytes / s->cache_checked_bytes : 0.0);
     for (uint32_t i = 0; i < r->nep && r->nep > 1; i++)
@@ -465,6 +471,7 @@ static void print_json(const opts *o, const result *r)
            "\"first_batch_ms\": %.2f, \"io_busy_s\": %.4f, \"decode_busy_s\": %.4f, "
            "\"copy_busy_s\": %.4f, \"consumer_wait_s\": %.4f, \"wall_s\": %.4f, "
            "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"region_decoded\": %llu, "
+           "\"gpu_decoded\": %llu, "
            "\"read_retries\": %llu, "
            "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
            "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
@@ -479,7 +486,8 @@ static void print_json(const opts *o, const result *r)
            r->first_batch_us / 1e3, s->io_busy_ns * 1e-9, s->decode_busy_ns * 1e-9,
            s->copy_busy_ns * 1e-9, s->consumer_wait_ns * 1e-9, s->wall_ns * 1e-9,
            (unsigned long long)s->samples_decoded, (unsigned long long)s->dct_scaled,
-           (unsigned long long)s->region_decoded, (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
+           (unsigned long long)s->region_decoded, (unsigned long long)s->gpu_decoded,
+           (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
            (unsigned long long)r->bytes,
            o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,
            r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
@@ -536,6 +544,7 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->on_error = o->on_error;
     cfg->naive = o->naive;
     cfg->decode_nice = o->decode_nice;
+    cfg->gpu_decode = o->gpu_decode;
 }
 
 /* --evict: ask the kernel to drop the shards' cached pages (clean pages go; no root needed,

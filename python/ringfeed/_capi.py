@@ -132,6 +132,7 @@ class RfConfig(ctypes.Structure):
         ("numa", ctypes.c_uint32),
         ("naive", ctypes.c_uint32),
         ("decode_nice", ctypes.c_uint32),
+        ("gpu_decode", ctypes.c_uint32),
     ]
 
 
@@ -201,6 +202,7 @@ class RfStats(ctypes.Structure):
         ("ring_register_ns", ctypes.c_uint64),
         ("memory_why", ctypes.c_char * 192),
         ("region_decoded", ctypes.c_uint64),
+        ("gpu_decoded", ctypes.c_uint64),
     ]
 
 

@@ -1,0 +1,101 @@
+// gpujpeg.cu — the device side of GPU JPEG decode (gpujpeg.h): three kernels over a staged
+// batch, enqueued on the copy stream right after the batch's host-to-device copy.
+//
+//  1. intervals: one CUDA block per sample, one thread per restart interval (a 224 crop of an
+//     ImageNet-sized 4:2:0 photo needs ~40-80 intervals of 2-8 MCUs): Huffman decode, IDCT,
+//     samples into the sample's planes in the scratch;
+//  2. vpass: one block per (output row, sample), threads across the row's source columns;
+//  3. hpass: one block per (output row, sample), threads across output pixels; samples the CPU
+//     decoded (flag 0) are copied through by the same blocks, so every sample of the batch
+//     lands in `out` in one pass.
+// The per-thread code is gpujpeg_core.h, shared with the host driver, so results are the same
+// bytes as the CPU path's (tests/test_decode.c on the host, tests/test_cuda.c here).
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "gpujpeg.h"
+}
+#include "gpujpeg_core.h"
+
+static __device__ const uint8_t *packet_of(const uint8_t *staged, size_t stride, uint32_t i)
+{
+    return staged + (size_t)i * stride;
+}
+
+__global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t stride,
+                             const uint8_t *__restrict__ flags, uint8_t *scratch, int32_t *status)
+{
+    uint32_t i = blockIdx.x;
+    if (!flags[i])
+        return;
+    const uint8_t *pkt = packet_of(staged, stride, i);
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH || p->bytes > stride) {
+        if (threadIdx.x == 0)
+            status[i] = RF_GJ_BAD_PACKET;
+        return;
+    }
+    uint8_t *scr = scratch + (size_t)i * RF_GJ_SCRATCH;
+    for (uint32_t k = threadIdx.x; k < p->nintervals; k += blockDim.x) {
+        int st = rf_gj_interval(pkt, k, scr);
+        if (st)
+            atomicCAS(&status[i], 0, st);
+    }
+}
+
+__global__ void gj_vpass(const uint8_t *__restrict__ staged, size_t stride,
+                         const uint8_t *__restrict__ flags, uint8_t *scratch,
+                         const int32_t *status)
+{
+    uint32_t row = blockIdx.x, i = blockIdx.y;
+    if (!flags[i] || status[i])
+        return;
+    const uint8_t *pkt = packet_of(staged, stride, i);
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    if (row >= p->size)
+        return;
+    uint8_t *scr = scratch + (size_t)i * RF_GJ_SCRATCH;
+    uint32_t w = (uint32_t)(p->xhi - p->xlo);
+    uint8_t *dst = scr + p->inter + (size_t)row * w * 3;
+    for (uint32_t x = threadIdx.x; x < w; x += blockDim.x)
+        rf_gj_vpass(pkt, scr, row, p->xlo + (int32_t)x, dst + 3 * x);
+}
+
+__global__ void gj_hpass(const uint8_t *__restrict__ staged, size_t stride,
+                         const uint8_t *__restrict__ flags, const uint8_t *scratch,
+                         const int32_t *status, uint8_t *out, uint32_t size)
+{
+    uint32_t row = blockIdx.x, i = blockIdx.y;
+    uint8_t *o = out + (size_t)i * stride;
+    if (!flags[i]) { // decoded on the CPU: this block copies its share of the sample
+        size_t part = (stride + size - 1) / size, a = (size_t)row * part;
+        size_t b = a + part < stride ? a + part : stride;
+        const uint8_t *s = staged + (size_t)i * stride;
+        for (size_t x = a + threadIdx.x; x < b; x += blockDim.x)
+            o[x] = s[x];
+        return;
+    }
+    if (status[i])
+        return;
+    const uint8_t *pkt = packet_of(staged, stride, i);
+    const uint8_t *scr = scratch + (size_t)i * RF_GJ_SCRATCH;
+    for (uint32_t j = threadIdx.x; j < size; j += blockDim.x)
+        rf_gj_hpass(pkt, scr, row, j, o);
+}
+
+extern "C" int rf_cuda_gj_decode(const uint8_t *staged, uint8_t *out, size_t stride,
+                                 const uint8_t *flags, uint32_t n, uint32_t size,
+                                 uint8_t *scratch, int32_t *status, void *stream)
+{
+    if (n == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t e = cudaMemsetAsync(status, 0, (size_t)n * sizeof(int32_t), s);
+    if (e != cudaSuccess)
+        return (int)e;
+    gj_intervals<<<n, 64, 0, s>>>(staged, stride, flags, scratch, status);
+    gj_vpass<<<dim3(size, n), 128, 0, s>>>(staged, stride, flags, scratch, status);
+    gj_hpass<<<dim3(size, n), 128, 0, s>>>(staged, stride, flags, scratch, status, out, size);
+    return (int)cudaGetLastError();
+}
