@@ -611,7 +611,7 @@ class Loader(_LoaderBase):
            mean=None, std=None, device=None, shuffle=True, seed=0, rank=None, world_size=None,
            decode_threads=0, io_threads=0, prefetch_depth=4, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
-           ratio=None, start_epoch=0, decode_nice=0)
+           ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
@@ -620,6 +620,11 @@ class Loader(_LoaderBase):
     device: "cuda" (torch's current device), "cuda:N", "cpu", or None (CUDA if usable).
     decode_nice: niceness the decode threads add to their own (0..19), so that the training
       loop's threads run first when decoding keeps every CPU busy (docs/tuning.md).
+    gpu_decode: decode restart-marked JPEGs (ringfeed-pack --restart, ringfeed.add_restarts)
+      on the GPU: the decode threads only cut out the restart intervals a crop needs, kernels do
+      the rest; pixels equal the CPU path's with DCT scaling off. Other images decode on the
+      CPU in the same batches; stats()["gpu_decoded"] counts the GPU ones. Needs
+      on_error="fail" on CUDA (docs/gpu.md).
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
       Every rank gets the same number of batches; the last ones are padded with repeated
       samples (batch.is_padding) unless drop_last.
@@ -632,7 +637,7 @@ class Loader(_LoaderBase):
                  rank=None, world_size=None, decode_threads=0, io_threads=0, prefetch_depth=4,
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
-                 decode_nice=0):
+                 decode_nice=0, gpu_decode=False):
         if dtype not in _IMAGE_DTYPES:
             raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
@@ -647,6 +652,7 @@ class Loader(_LoaderBase):
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
             "decode_threads": int(decode_threads or 0),
             "decode_nice": int(decode_nice or 0),
+            "gpu_decode": 1 if gpu_decode else 0,
             "dtype": C.DTYPES[dtype][0],
             "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,

@@ -74,6 +74,29 @@ def shards(tmp_path_factory, lib):
     return make_shards(str(d), N_IMAGES, N_CLASSES, PER_SHARD)
 
 
+def with_restarts(pattern, outdir):
+    """The shards at `pattern` rewritten into outdir with ringfeed.add_restarts applied to
+    every JPEG (what ringfeed-pack --restart writes); returns the new pattern."""
+    import io
+    for path in sorted(glob.glob(pattern)):
+        out = os.path.join(outdir, os.path.basename(path))
+        with tarfile.open(path) as src, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dst:
+            for m in src:
+                data = src.extractfile(m).read()
+                if m.name.endswith(".jpg"):
+                    data = ringfeed.add_restarts(data)
+                    assert b"\xff\xdd" in data[:data.index(b"\xff\xda")]  # a DRI segment
+                info = tarfile.TarInfo(m.name)
+                info.size = len(data)
+                dst.addfile(info, io.BytesIO(data))
+    return os.path.join(outdir, "train-*.tar")
+
+
+@pytest.fixture(scope="session")
+def restart_shards(shards, tmp_path_factory):
+    return with_restarts(shards, str(tmp_path_factory.mktemp("restart")))
+
+
 @pytest.fixture(scope="session")
 def labels_by_key(shards):
     return shard_labels(shards)

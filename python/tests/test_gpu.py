@@ -76,6 +76,21 @@ def test_contents_match_host_backend(shards):
         np.testing.assert_array_equal(gi, ri)
 
 
+def test_gpu_decode_matches_host_backend(restart_shards):
+    """gpu_decode=True: the kernels' batches equal the host backend's run of the same code."""
+    kw = dict(size=96, decode_threads=4, seed=21, gpu_decode=True)
+    with ringfeed.Loader(restart_shards, 8, device="cpu", copy=True, array_type="numpy",
+                         **kw) as ld:
+        ref = [(np.array(b.images), b.keys) for b in ld]
+    with ringfeed.Loader(restart_shards, 8, device="cuda", **kw) as ld:
+        got = [(b.images.cpu().numpy(), b.keys) for b in ld]
+        assert ld.stats()["gpu_decoded"] > 0
+    assert len(got) == len(ref)
+    for (gi, gk), (ri, rk) in zip(got, ref):
+        assert gk == rk
+        np.testing.assert_array_equal(gi, ri)
+
+
 def test_stream_ordering_under_slow_consumer(shards):
     """The consumer's stream is made slow (a GPU spin before it reads each batch) while the
     host loop races ahead: the batch is released on that stream when the next one is

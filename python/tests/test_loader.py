@@ -399,25 +399,11 @@ def test_stats(shards):
         assert st["io_engine"] in ("io_uring", "pread")
 
 
-def test_add_restarts_same_batches_via_region_decode(shards, tmp_path):
+def test_add_restarts_same_batches_via_region_decode(shards, restart_shards):
     """Shards rewritten with ringfeed.add_restarts load to the very same pixels, while the
     loader decodes crops as regions; non-JPEG bytes raise with libjpeg's words."""
-    import glob
-    import io
-    import tarfile
-    for path in sorted(glob.glob(shards)):
-        out = tmp_path / os.path.basename(path)
-        with tarfile.open(path) as src, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dst:
-            for m in src:
-                data = src.extractfile(m).read()
-                if m.name.endswith(".jpg"):
-                    data = ringfeed.add_restarts(data)
-                    assert b"\xff\xdd" in data[:data.index(b"\xff\xda")]  # a DRI segment
-                info = tarfile.TarInfo(m.name)
-                info.size = len(data)
-                dst.addfile(info, io.BytesIO(data))
     got = {}
-    for name, pattern in (("plain", shards), ("restart", str(tmp_path / "train-*.tar"))):
+    for name, pattern in (("plain", shards), ("restart", restart_shards)):
         with ringfeed.Loader(pattern, 8, seed=9, array_type="numpy", size=24, device="cpu",
                              decode_threads=2, copy=True) as ld:
             got[name] = [(b.keys, b.images) for b in ld]
@@ -428,3 +414,23 @@ def test_add_restarts_same_batches_via_region_decode(shards, tmp_path):
     assert got["plain_regions"] == 0 and got["restart_regions"] > 0
     with pytest.raises(ringfeed.RingfeedError, match="add_restarts.*restart transcode"):
         ringfeed.add_restarts(b"\xff\xd8\xff\xdb\x00\x02garbage")
+
+
+def test_gpu_decode_on_host_backend(restart_shards, labels_by_key):
+    """gpu_decode=True on the CPU runs the GPU kernels' code on the decode threads: restart-
+    marked images take that path, every sample arrives once with its label, and the pixels do
+    not depend on the thread count."""
+    got = []
+    for threads in (1, 3):
+        with ringfeed.Loader(restart_shards, 8, seed=4, array_type="numpy", size=96,
+                             device="cpu", decode_threads=threads, copy=True,
+                             gpu_decode=True) as ld:
+            got.append([(b.keys, b.images, b.labels) for b in ld])
+            st = ld.stats()
+        assert st["gpu_decoded"] > st["samples_decoded"] // 2
+    keys = [k for ks, _, _ in got[0] for k in ks]
+    assert sorted(keys) == sorted(labels_by_key)
+    for (k0, i0, l0), (k1, i1, l1) in zip(*got):
+        assert k0 == k1
+        np.testing.assert_array_equal(i0, i1)
+        assert [labels_by_key[k] for k in k0] == list(l0)
