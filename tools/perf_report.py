@@ -155,14 +155,19 @@ def main():
         json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
 
     # -- side by side ----------------------------------------------------------------------
-    def side_by_side(pattern):  # ringfeed and both DataLoader decoders on the same shards
+    def side_by_side(pattern, gpu=False):
+        """ringfeed and both DataLoader decoders on the same shards; gpu: ringfeed with GPU
+        decode too (restart-marked shards)."""
         anchor = os.path.join(a.anchors, "torch_dataloader.py")
         loader = [sys.executable, anchor, "--shards", pattern, "--workers", str(ncpu),
                   "--epochs", "2"]
-        return {"ringfeed": bench("--device", a.device, "--batch", "256", "--epochs", "3",
-                                  "--warmup", "8", pattern=pattern),
-                "anchor_pil": last_json(sh(loader, env=env)),
-                "anchor_tv": last_json(sh(loader + ["--decoder", "torchvision"], env=env))}
+        run = ("--device", a.device, "--batch", "256", "--epochs", "3", "--warmup", "8")
+        S = {"ringfeed": bench(*run, pattern=pattern)}
+        if gpu:
+            S["ringfeed_gpu"] = bench(*run, "--gpu-decode", pattern=pattern)
+        S["anchor_pil"] = last_json(sh(loader, env=env))
+        S["anchor_tv"] = last_json(sh(loader + ["--decoder", "torchvision"], env=env))
+        return S
 
     if "side" not in skip:
         R.update(side_by_side(pat))
@@ -176,7 +181,7 @@ def main():
         rshards, _ = generate(rst_dir, "--restart")  # training and scaling read it too
     if "restart" not in skip:
         R["restart"] = {"bytes": sum(os.path.getsize(p) for p in rshards),
-                        **side_by_side(rst_pat)}
+                        **side_by_side(rst_pat, gpu=a.device == "cuda")}
 
     save()
     # -- scaling ---------------------------------------------------------------------------
@@ -201,6 +206,18 @@ def main():
                 R[key].append({"threads": t, "img_per_s": r.get("decode_img_per_s", r["img_per_s"]),
                                "delivered_img_per_s": r["img_per_s"],
                                "ceiling_img_per_s": c["img_per_s"]})
+        # GPU decode: decode threads only cut out intervals; the kernels do the decoding. The
+        # whole restart-marked set, delivered img/s (what a consumer sees).
+        if glob.glob(rst_pat) and a.device == "cuda":
+            R["scaling_gpu"] = []
+            for t in sorted({1, 2, 4, 8, ncpu}):
+                r = bench("--device", a.device, "--batch", "256", "--threads", str(t), "--epochs",
+                          "2", "--warmup", "8", "--gpu-decode", pattern=rst_pat)
+                R["scaling_gpu"].append({"threads": t, "img_per_s": r["img_per_s"],
+                                         "gpu_decoded": r.get("gpu_decoded", 0),
+                                         "samples_decoded": r.get("samples_decoded", 0),
+                                         "decode_busy_s": r["decode_busy_s"],
+                                         "wall_s": r["wall_s"]})
 
     save()
     # -- training ---------------------------------------------------------------------------
@@ -216,13 +233,17 @@ def main():
         R["train_data"] = "restart-marked" if pat == rst_pat else "plain"
         for arch in ["resnet18", "resnet50"]:
             R["train"][arch] = {}
-            for loader in ["synthetic", "ringfeed", "ringfeed_nice", "torch"]:
+            for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_gpu", "torch"]:
                 cmd = [sys.executable, ex, "--loader", loader.split("_")[0], "--arch", arch,
                        "--shards", pat, "--batch", "256", "--steps", str(a.train_steps),
                        "--warmup", "20", "--classes", "1000", "--anchor", anchor_py,
                        "--workers", str(ncpu), "--decode-threads", str(ncpu)]
                 if loader == "ringfeed_nice":
                     cmd += ["--decode-nice", "10"]
+                if loader == "ringfeed_gpu":
+                    if pat != rst_pat:
+                        continue
+                    cmd += ["--gpu-decode"]
                 R["train"][arch][loader] = last_json(sh(cmd, env=env))
         save()
         ngpu = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda."
@@ -353,17 +374,30 @@ def write_report(R, out):
           f"{d['mean_jpeg_kb']:.0f} KB) in {d['shards']} WebDataset shards, page-cache resident. "
           f"Generated at {d['generator_mb_s']:.0f} MB/s.", ""]
 
-    def loader_table(S):  # S: a side_by_side() result; its rows and the markdown table
-        rf = S["ringfeed"]
-        rows = [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
-                ("PyTorch DataLoader + PIL, %d workers" % S["anchor_pil"]["workers"], S["anchor_pil"]["img_per_s"]),
-                ("PyTorch DataLoader + torchvision.io, %d workers" % S["anchor_tv"]["workers"], S["anchor_tv"]["img_per_s"])]
-        return rows, (["| loader | img/s | ringfeed is |", "| --- | ---: | ---: |"] +
-                      [f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |" for name, v in rows])
+    def loader_table(S):
+        """S: a side_by_side() result; its rows and the markdown table, with ringfeed's ratio
+        to each row (and GPU decode's, when it ran)."""
+        rf, gpu = S["ringfeed"], S.get("ringfeed_gpu")
+        rows = []
+        if gpu:
+            rows.append(("ringfeed, GPU decode (`gpu_decode`), %d threads" % gpu["decode_threads"],
+                         gpu["img_per_s"]))
+        rows += [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
+                 ("PyTorch DataLoader + PIL, %d workers" % S["anchor_pil"]["workers"], S["anchor_pil"]["img_per_s"]),
+                 ("PyTorch DataLoader + torchvision.io, %d workers" % S["anchor_tv"]["workers"], S["anchor_tv"]["img_per_s"])]
+        head = "| loader | img/s | ringfeed (CPU decode) is |"
+        if gpu:
+            head += " ringfeed (GPU decode) is |"
+        lines = [head, "| --- | ---: | ---: |" + (" ---: |" if gpu else "")]
+        for name, v in rows:
+            line = f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |"
+            lines.append(line + (f" {gpu['img_per_s'] / v:.2f}x |" if gpu else ""))
+        return rows, lines
 
     def loader_plot(rows, png, xlabel, alt):
         plt.figure(figsize=(6, 3))
-        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=["#888", "#888", "#c33"])
+        colors = ["#c33"] * (len(rows) - 2) + ["#888", "#888"]
+        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=colors[::-1])
         plt.xlabel(xlabel)
         plt.tight_layout()
         plt.savefig(os.path.join(out, png), dpi=120)
@@ -405,6 +439,16 @@ def write_report(R, out):
         if plain:
             L += ["", f"ringfeed on these shards vs the plain ones above: {rf['img_per_s']:,.0f} vs "
                   f"{plain:,.0f} img/s ({rf['img_per_s'] / plain:.2f}x)."]
+        g = X.get("ringfeed_gpu")
+        if g:
+            busy = g["decode_busy_s"] / (g["wall_s"] * g["decode_threads"])
+            L += ["", f"GPU decode (`gpu_decode`, docs/gpu.md): the decode threads read each "
+                  "header, choose the crop and copy the restart intervals it needs with the "
+                  "tables and resize plans into the slot; kernels on the copy stream do the "
+                  "Huffman decoding, IDCT, upsampling, colour conversion and resize, byte for "
+                  "byte what the CPU path gives at full scale. "
+                  f"{100 * g.get('gpu_decoded', 0) / max(g.get('samples_decoded', 1), 1):.0f}% of "
+                  f"images took it; the decode threads were busy {100 * busy:.0f}% of the time."]
         L.append("")
         L += loader_plot(rows, "throughput_restart.png",
                          "images/s (RandomResizedCrop 224, to GPU; restart-marked shards)",
@@ -431,6 +475,28 @@ def write_report(R, out):
                 L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | {r['img_per_s'] / one:.1f}x | "
                          f"{r['img_per_s'] / one / r['threads'] * 100:.0f}% | {cs} |")
             L.append("")
+        if "scaling_gpu" in R:
+            s = R["scaling_gpu"]
+            L += ["GPU decode (`gpu_decode`), restart-marked shards, all 20,000 images, delivered "
+                  "img/s. The threads only cut out restart intervals (the rest is the GPU's), so "
+                  "a few of them saturate what the pipeline can move:", "",
+                  "| threads | img/s | decode threads busy |", "| ---: | ---: | ---: |"]
+            for r in s:
+                L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | "
+                         f"{100 * r['decode_busy_s'] / (r['wall_s'] * r['threads']):.0f}% |")
+            plt.figure(figsize=(5.5, 3.5))
+            plt.plot([r["threads"] for r in s], [r["img_per_s"] for r in s], "D-", color="C3",
+                     label="GPU decode")
+            if "scaling_restart" in R:
+                c = R["scaling_restart"]
+                plt.plot([r["threads"] for r in c], [r["img_per_s"] for r in c], "s-", color="C1",
+                         label="CPU decode")
+            plt.xlabel("decode threads")
+            plt.ylabel("images/s (restart-marked shards)")
+            plt.legend()
+            plt.tight_layout()
+            plt.savefig(os.path.join(out, "scaling_gpu.png"), dpi=120)
+            L += ["", "![GPU decode scaling](scaling_gpu.png)", ""]
         plt.figure(figsize=(5.5, 3.8))
         for key, label, mk, col in [("scaling", "plain shards", "o", "C0"),
                                     ("scaling_restart", "restart-marked shards", "s", "C1")]:
@@ -472,6 +538,7 @@ def write_report(R, out):
             for k, name in [("synthetic", "batch already on the GPU (GPU-bound)"),
                             ("ringfeed", "ringfeed"),
                             ("ringfeed_nice", "ringfeed, decode threads at nice 10 (`decode_nice`)"),
+                            ("ringfeed_gpu", "ringfeed, GPU decode (`gpu_decode`)"),
                             ("torch", "PyTorch DataLoader + PIL")]:
                 if k not in t:
                     continue

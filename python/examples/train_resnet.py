@@ -41,7 +41,7 @@ def ringfeed_batches(a, rank, world, device):
     import ringfeed
     kw = dict(size=a.size, layout="NHWC", device=device, rank=rank, world_size=world,
               seed=a.seed, decode_threads=a.decode_threads, prefetch_depth=a.prefetch,
-              decode_nice=a.decode_nice,
+              decode_nice=a.decode_nice, gpu_decode=a.gpu_decode,
               drop_last=True)
     norm = None
     try:  # normalization to bf16 on the GPU by ringfeed itself
@@ -151,6 +151,8 @@ def main():
     ap.add_argument("--decode-nice", type=int, default=0,
                     help="ringfeed: decode threads this much nicer than the training loop")
     ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
+    ap.add_argument("--gpu-decode", action="store_true",
+                    help="ringfeed: decode restart-marked JPEGs on the GPU (gpu_decode=True)")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="DataLoader workers (--loader torch)")
     ap.add_argument("--anchor", default="/work/shared/anchors/torch_dataloader.py",
