@@ -34,7 +34,8 @@ typedef struct rf_convert_desc {
      * the batch's event. Both pinned host arrays of count entries; NULL: no GPU decode. */
     const uint8_t *gj_flags;
     int32_t *gj_status;
-    uint32_t gj_size;       /* output height = width of a decoded sample */
+    uint32_t gj_size;       /* output height = width of a decoded sample (staged areas are
+                             * staged_bytes / count apart, larger than the decoded sample) */
 } rf_convert_desc;
 
 typedef struct rf_backend_stats {

@@ -233,7 +233,7 @@ static cudaError_t gj_enqueue(rf_backend *b, cudaStream_t s, const void *tmp, ui
     uint8_t *flags = (uint8_t *)*scratch + sc + fl;
     e = cudaMemcpyAsync(flags, conv->gj_flags, count, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
-        e = (cudaError_t)rf_cuda_gj_decode(tmp, dec, staged_bytes / count, flags, count,
+        e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes / count, dec, flags, count,
                                            conv->gj_size, *scratch, status, s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(conv->gj_status, status, fl, cudaMemcpyDeviceToHost, s);
@@ -245,10 +245,12 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
                        rf_devbatch *out, rf_err *err)
 {
     cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
-    size_t out_bytes = conv->kind == RF_CONV_NONE ? staged_bytes : conv->out_bytes;
+    int gj = conv->gj_flags && count;
+    /* With GPU decode the staged samples are packets in areas of their own stride; the
+     * output is the decoded images (conv->out_bytes) either way. */
+    size_t out_bytes = conv->kind == RF_CONV_NONE && !gj ? staged_bytes : conv->out_bytes;
     size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
     size_t total = lab_off + (size_t)count * sizeof(int32_t);
-    int gj = conv->gj_flags && count;
     void *d = NULL, *tmp = NULL, *dec = NULL, *gjs = NULL;
     cudaError_t e = cudaSetDevice(b->dev);
     if (e == cudaSuccess)
@@ -259,7 +261,8 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
     if (e == cudaSuccess && gj && conv->kind != RF_CONV_NONE)
-        e = cudaMallocFromPoolAsync(&dec, staged_bytes, b->pool, s);
+        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj_size * conv->gj_size * 3,
+                                    b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
     e = cudaMemcpyAsync(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice, s);

@@ -67,13 +67,12 @@ __global__ void gj_hpass(const uint8_t *__restrict__ staged, size_t stride,
                          const int32_t *status, uint8_t *out, uint32_t size)
 {
     uint32_t row = blockIdx.x, i = blockIdx.y;
-    uint8_t *o = out + (size_t)i * stride;
+    size_t row_bytes = (size_t)size * 3; // one of `size` equal shares of the sample
+    uint8_t *o = out + (size_t)i * row_bytes * size;
     if (!flags[i]) { // decoded on the CPU: this block copies its share of the sample
-        size_t part = (stride + size - 1) / size, a = (size_t)row * part;
-        size_t b = a + part < stride ? a + part : stride;
-        const uint8_t *s = staged + (size_t)i * stride;
-        for (size_t x = a + threadIdx.x; x < b; x += blockDim.x)
-            o[x] = s[x];
+        const uint8_t *s = staged + (size_t)i * stride + (size_t)row * row_bytes;
+        for (size_t x = threadIdx.x; x < row_bytes; x += blockDim.x)
+            o[(size_t)row * row_bytes + x] = s[x];
         return;
     }
     if (status[i])
@@ -84,7 +83,7 @@ __global__ void gj_hpass(const uint8_t *__restrict__ staged, size_t stride,
         rf_gj_hpass(pkt, scr, row, j, o);
 }
 
-extern "C" int rf_cuda_gj_decode(const uint8_t *staged, uint8_t *out, size_t stride,
+extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t stride, uint8_t *out,
                                  const uint8_t *flags, uint32_t n, uint32_t size,
                                  uint8_t *scratch, int32_t *status, void *stream)
 {

@@ -34,6 +34,10 @@
  * resized rows. 2 MiB holds a ~370k-pixel 4:2:0 region (the largest crop of an 800x460 image);
  * larger regions decode on the CPU. */
 #define RF_GJ_SCRATCH (2u << 20)
+/* Slot bytes per sample when packets go to the device: the larger of this and the decoded
+ * sample, so that small outputs (160x160 is 75 KB) still carry the intervals of a ~100 KB
+ * photo. Larger packets decode on the CPU. */
+#define RF_GJ_AREA (192u << 10)
 
 /* A Huffman table as the decoder walks it: codes of up to RF_GJ_LOOKUP_BITS bits by one
  * lookup, longer ones by the canonical-code comparison libjpeg's slow path uses. */
@@ -111,13 +115,13 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
 
 #ifdef RINGFEED_HAVE_CUDA
 /* Device driver, enqueued on `stream`: for each of n samples whose flag is set, decode the
- * packet at staged + i * stride into out + i * stride (size x size x 3, the packet's layout),
- * using scratch + i * RF_GJ_SCRATCH; samples without the flag are copied from staged to out as
- * they are. status[i] receives an rf_gj_status. All pointers are device memory. Returns 0 or a
- * cudaError_t value. */
-int rf_cuda_gj_decode(const uint8_t *staged, uint8_t *out, size_t stride, const uint8_t *flags,
-                      uint32_t n, uint32_t size, uint8_t *scratch, int32_t *status,
-                      void *stream);
+ * packet at staged + i * in_stride into out + i * size * size * 3 (the packet's layout), using
+ * scratch + i * RF_GJ_SCRATCH; samples without the flag hold decoded pixels at the start of
+ * their staged area and are copied to out as they are. status[i] receives an rf_gj_status. All
+ * pointers are device memory. Returns 0 or a cudaError_t value. */
+int rf_cuda_gj_decode(const uint8_t *staged, size_t in_stride, uint8_t *out,
+                      const uint8_t *flags, uint32_t n, uint32_t size, uint8_t *scratch,
+                      int32_t *status, void *stream);
 #endif
 
 #endif

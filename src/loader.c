@@ -108,6 +108,8 @@ struct rf_loader {
     rf_transform tf;
     rf_decode_limits limits;
     uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
+    uint64_t stride;       /* slot bytes per sample: stage_bytes, or more for GPU packets */
+    uint64_t gj_cap;       /* GPU decode: largest packet (max(stage_bytes, RF_GJ_AREA)) */
     uint64_t out_bytes;    /* one sample as the consumer sees it */
     rf_convert_desc conv;  /* per-batch conversion (count-dependent fields set per batch) */
     int host_convert;      /* host backend converts per sample on the CPU */
@@ -648,7 +650,7 @@ static void skip_failed_locked(rf_loader *ld, const task *t, int reason, int cod
 /* A blank padding sample: zero pixels (or tokens), label -1. */
 static void skip_fill_blank(rf_loader *ld, const task *t, slot *s)
 {
-    uint8_t *img = s->stage + (uint64_t)t->index * ld->stage_bytes;
+    uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
     memset(img, 0, ld->stage_bytes);
     if (ld->host_convert && ld->tokens)
         rf_widen_tokens_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes,
@@ -932,7 +934,7 @@ static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, con
 {
     uint32_t bytes = 0, bad = 0;
     int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed,
-                              ld->gj_device ? img : gh->packet, ld->stage_bytes, &bytes, info, e);
+                              ld->gj_device ? img : gh->packet, ld->gj_cap, &bytes, info, e);
     if (rc == RF_GJ_CPU)
         return rf_decode_transform(dec, jpeg, len, &ld->tf, t->aug_seed, img, info, e);
     if (rc)
@@ -979,7 +981,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
                          (unsigned long long)(sm->offset + loff));
     }
     rf_decode_info info;
-    uint8_t *img = s->stage + (uint64_t)t->index * ld->stage_bytes;
+    uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
     if (ld->gj_device)
         s->gj_flags[t->index] = 0;
     if (dlen < 3 || span[doff] != 0xFF || span[doff + 1] != 0xD8) {
@@ -1037,7 +1039,7 @@ static void finish_slot(rf_loader *ld, slot *s)
 {
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
-    size_t bytes = (size_t)s->batch.count * ld->stage_bytes;
+    size_t bytes = (size_t)s->batch.count * ld->stride;
     rf_convert_desc conv = ld->conv;
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
@@ -1083,7 +1085,7 @@ static int gj_host_alloc(rf_loader *ld, gj_host *gh)
 {
     if (!ld->cfg.gpu_decode || ld->gj_device)
         return 0;
-    gh->packet = malloc(ld->stage_bytes);
+    gh->packet = malloc(ld->gj_cap);
     gh->scratch = malloc(RF_GJ_SCRATCH);
     return gh->packet && gh->scratch ? 0 : -1;
 }
@@ -1545,10 +1547,14 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
                  (unsigned long long)ld->out_bytes);
     /* img and outb at most half and a quarter of SIZE_MAX, labels below 2^34 bytes: their
      * page-rounded sum cannot wrap, so only the products need checking. */
+    /* GPU packets get slot areas of their own size (RF_GJ_AREA); host GPU decode builds them
+     * in a per-thread buffer that large and writes pixels into the slot. */
+    ld->gj_cap = RF_MAX(ld->stage_bytes, (uint64_t)RF_GJ_AREA);
+    ld->stride = ld->gj_device ? ld->gj_cap : ld->stage_bytes;
     lab = (size_t)B * sizeof(int32_t);
     if (ld->gj_device) /* GPU decode: per-sample status and packet flags after the labels */
         lab += (size_t)B * (sizeof(int32_t) + 1);
-    if (__builtin_mul_overflow((size_t)B, (size_t)ld->stage_bytes, &img) || img > SIZE_MAX / 2 ||
+    if (__builtin_mul_overflow((size_t)B, (size_t)ld->stride, &img) || img > SIZE_MAX / 2 ||
         (ld->host_convert &&
          (__builtin_mul_overflow((size_t)B, (size_t)ld->out_bytes, &outb) || outb > SIZE_MAX / 4)) ||
         __builtin_mul_overflow(PAGE_UP(img) + PAGE_UP(lab) + PAGE_UP(outb), (size_t)ld->depth,
@@ -1644,10 +1650,11 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
      * stream, temporaries: the staged copy a conversion or GPU decode reads, and for GPU
      * decode its scratch, status and flags, plus the decoded batch when a conversion follows. */
     int cv = ld->conv.kind != RF_CONV_NONE;
-    size_t staged = (size_t)B * ld->stage_bytes, outs = (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes);
+    size_t staged = (size_t)B * ld->stride, outs = (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes);
     size_t temp = cv ? staged : 0;
     if (ld->gj_device)
-        temp = staged * (cv ? 2 : 1) + (size_t)B * (RF_GJ_SCRATCH + sizeof(int32_t) + 1);
+        temp = staged + (cv ? (size_t)B * ld->stage_bytes : 0) +
+               (size_t)B * (RF_GJ_SCRATCH + sizeof(int32_t) + 1);
     if (ld->bops->device_kind == RF_DEVICE_CUDA &&
         alloc_refused(ld, "device pool", (size_t)(ld->depth + 2) * outs))
         return rf_seterr(err, RF_ENOMEM, "cannot reserve the %zu-byte device pool on cuda:%d "
@@ -1725,8 +1732,10 @@ static int choose_io(rf_loader *ld, rf_err *err)
     int rc = rf_io_select(ld->cfg.io_engine, &ld->iops, ld->io_why, sizeof ld->io_why);
     if (rc)
         return rf_seterr(err, rc, "%s", ld->io_why);
+    /* GPU decode moves ~5 GB/s of JPEG bytes at full speed: one io_uring thread's copies out
+     * of the page cache became the limit (31k vs 54k img/s with two; docs/gpu-decode.md). */
     if (!ld->cfg.io_threads)
-        ld->cfg.io_threads = ld->iops == &rf_io_uring_ops ? 1 : 4;
+        ld->cfg.io_threads = ld->iops == &rf_io_uring_ops ? (ld->gj_device ? 2 : 1) : 4;
     ld->iop = (rf_io_params){.threads = ld->cfg.io_threads,
                              .queue_depth = ld->cfg.io_queue_depth,
                              .max_retries = ld->cfg.io_retries,

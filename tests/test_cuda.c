@@ -19,7 +19,7 @@
 static char *g_dir, g_pat[512], g_rpat[512];
 /* What mem_cfg uses: the GPU-decode tests switch to the restart-marked copy (each test runs
  * in its own forked child, so a switch stays within its test). */
-static const char *g_use = g_pat;
+static const char *g_use = g_pat, *g_mixed[2];
 static uint32_t g_gpu, g_size = SIZE;
 
 static void make_data(void)
@@ -37,6 +37,8 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
 {
     rf_config c = rf_test_host_config(pat, g_use, g_size);
     c.gpu_decode = g_gpu;
+    if (g_mixed[0]) /* plain and restart-marked shards together: batches of both kinds */
+        c.shards = g_mixed, c.shard_count = 2;
     c.batch_size = 16;
     c.epochs = 1;
     c.seed = 11;
@@ -125,9 +127,11 @@ END_TEST
 /* GPU decode (gpujpeg.h): the kernels' batches equal the host backend's, which runs the same
  * code on the CPU and is itself byte-exact with libjpeg (tests/test_decode.c), in every output
  * type and layout; nearly every sample took the GPU path. */
-static void gpu_decode_equals_host(uint32_t dtype, uint32_t layout, uint32_t size)
+static void gpu_decode_equals_host(uint32_t dtype, uint32_t layout, uint32_t size, int mixed)
 {
     g_use = g_rpat, g_gpu = 1, g_size = size;
+    if (mixed)
+        g_mixed[0] = g_pat, g_mixed[1] = g_rpat;
     compare_with_host(dtype, layout);
     rf_loader *ld = mk(RF_DEVICE_CUDA, dtype, layout, 3);
     rf_batch *b;
@@ -136,21 +140,21 @@ static void gpu_decode_equals_host(uint32_t dtype, uint32_t layout, uint32_t siz
     rf_stats st;
     rf_stats_init(&st);
     rf_loader_stats(ld, &st);
-    /* at 224 every packet fits its sample area; at 96 a few do not and decode on the CPU, so
-     * batches mix both kinds */
-    ck_assert_uint_ge(st.gpu_decoded, size >= 224 ? 80 : 60);
+    /* every restart-marked image takes the GPU path; the plain ones of a mixed run the CPU's */
+    ck_assert_uint_eq(st.gpu_decoded, 80);
+    ck_assert_uint_eq(st.samples_decoded, mixed ? 160 : 80);
     rf_loader_destroy(ld);
 }
 
-START_TEST(gpu_decode_uint8_nhwc) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 224); }
+START_TEST(gpu_decode_uint8_nhwc) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 224, 0); }
 END_TEST
-START_TEST(gpu_decode_uint8_nchw) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW, 224); }
+START_TEST(gpu_decode_uint8_nchw) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW, 224, 0); }
 END_TEST
-START_TEST(gpu_decode_float32_nchw) { gpu_decode_equals_host(RF_DTYPE_FLOAT32, RF_LAYOUT_NCHW, 224); }
+START_TEST(gpu_decode_float32_nchw) { gpu_decode_equals_host(RF_DTYPE_FLOAT32, RF_LAYOUT_NCHW, 224, 0); }
 END_TEST
-START_TEST(gpu_decode_uint8_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 96); }
+START_TEST(gpu_decode_uint8_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 96, 1); }
 END_TEST
-START_TEST(gpu_decode_bf16_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 96); }
+START_TEST(gpu_decode_bf16_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 96, 1); }
 END_TEST
 
 /* A damaged restart-marked JPEG: the batch's kernels report it, the loader fails with shard,
