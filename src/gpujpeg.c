@@ -193,7 +193,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     size_t o = align8(sizeof p);
     p.off_huff = (uint32_t)o, p.nhuff = (uint32_t)nh;
     o += (size_t)nh * sizeof(rf_gj_huff);
-    p.off_quant = (uint32_t)(o = align8(o));
+    p.off_quant = (uint32_t)(o = align8(o)), p.nquant = (uint32_t)nq;
     o += (size_t)nq * 64 * sizeof(uint16_t);
     p.off_span = (uint32_t)(o = align8(o));
     o += ((size_t)nint + 1) * sizeof(uint32_t);
@@ -207,7 +207,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     o += (size_t)size * v->taps * sizeof(int16_t);
     p.off_data = (uint32_t)(o = align8(o));
     o += data;
-    if (o > cap || o > UINT32_MAX)
+    if (o + 8 > cap || o > UINT32_MAX) /* + 8: the decoder reads whole aligned 8-byte words */
         return 1;
 
     p.magic = RF_GJ_MAGIC;
@@ -278,8 +278,10 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
     const rf_gj_packet *p = (const rf_gj_packet *)packet;
     if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH)
         return RF_GJ_BAD_PACKET;
+    const rf_gj_huff *huff = (const rf_gj_huff *)(packet + p->off_huff);
+    const uint16_t *quant = (const uint16_t *)(packet + p->off_quant);
     for (uint32_t k = 0; k < p->nintervals; k++) {
-        int st = rf_gj_interval(packet, k, scratch);
+        int st = rf_gj_interval(packet, k, scratch, huff, quant);
         if (st) {
             if (bad_interval)
                 *bad_interval = k;

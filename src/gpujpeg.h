@@ -72,7 +72,7 @@ typedef struct rf_gj_packet {
     uint32_t scratch;         /* scratch bytes this sample uses (<= RF_GJ_SCRATCH) */
     uint32_t inter;           /* offset of the vertically resized rows in the scratch */
     uint32_t off_huff, nhuff; /* rf_gj_huff[nhuff] */
-    uint32_t off_quant;       /* uint16[64] per quant table, natural order */
+    uint32_t off_quant, nquant; /* uint16[64] per quant table, natural order */
     uint32_t off_span;        /* uint32[nintervals + 1]: interval k is data[span[k], span[k+1]) */
     uint32_t off_data;
     uint32_t off_hstart, off_hcoef; /* int32[size] (region columns), int16[size * htaps] */
