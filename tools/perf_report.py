@@ -86,11 +86,14 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "perf-out"))
     ap.add_argument("--images", type=int, default=20000)
     ap.add_argument("--data", default="/tmp/rf-perf")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip (scaling_cpu: "
+                    "the scaling section without its two CPU-decode curves)")
     ap.add_argument("--device", default="cuda", help="host: a dry run of the script here")
     ap.add_argument("--merge", help="results.json of an earlier run: sections not run now are "
                     "taken from it, so one section can be re-measured")
     ap.add_argument("--train-steps", type=int, default=200)
+    ap.add_argument("--archs", default="resnet18,resnet50", help="models the train section runs "
+                    "(a merged run keeps the others' stored figures)")
     ap.add_argument("--soak-epochs", type=int, default=40)
     ap.add_argument("--cpus", type=int, default=os.cpu_count(),
                     help="decode threads / DataLoader workers for the one-GPU runs")
@@ -192,8 +195,8 @@ def main():
     if "scaling" not in skip:
         db = os.path.join(a.build, "tools", "ringfeed-decode-bench")
         for key, base in [("scaling", a.data), ("scaling_restart", rst_dir)]:
-            if key == "scaling_restart" and not glob.glob(rst_pat):
-                continue
+            if (key == "scaling_restart" and not glob.glob(rst_pat)) or "scaling_cpu" in skip:
+                continue  # --skip scaling_cpu: only the GPU-decode curve below
             R[key] = []
             one_shard = sorted(glob.glob(os.path.join(base, "train-*.tar")))[1]
             for t in sorted({1, 2, 4, 8, 12, ncpu}):
@@ -224,14 +227,14 @@ def main():
     if "train" not in skip:
         ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
         anchor_py = os.path.join(a.anchors, "torch_dataloader.py")
-        R["train"] = {}
+        R["train"] = R.get("train", {})
         R["train_cpus"] = ncpu
         # Training reads the restart-marked copy when there is one (what ringfeed-pack
         # --restart gives a user); every input reads the same shards.
         if glob.glob(rst_pat):
             pat = rst_pat
         R["train_data"] = "restart-marked" if pat == rst_pat else "plain"
-        for arch in ["resnet18", "resnet50"]:
+        for arch in a.archs.split(","):
             R["train"][arch] = {}
             for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_gpu", "torch"]:
                 cmd = [sys.executable, ex, "--loader", loader.split("_")[0], "--arch", arch,
