@@ -1,5 +1,6 @@
-/* gpujpeg.h — JPEG decode on the GPU for restart-marked files: the packet a decode thread
- * writes into the pinned slot instead of pixels, and the drivers that turn packets into pixels.
+/* gpujpeg.h — JPEG decode on the GPU for restart-marked files (docs/gpu-decode.md): the packet
+ * a decode thread writes into the pinned slot instead of pixels, and the drivers that turn
+ * packets into pixels.
  *
  * Why packets: on the CPU ~74% of a RandomResizedCrop decode is Huffman decoding, which is
  * sequential within a file, so 16 cores top out near 16k img/s. Restart markers (ringfeed-pack
@@ -19,8 +20,8 @@
  * functions (gpujpeg_core.h) run on the host for the host backend and the tests.
  *
  * What takes the GPU path: single-scan Huffman baseline/extended 8-bit files with a restart
- * interval dividing the MCU row, grayscale or YCbCr with 4:4:4, 4:2:2, 4:2:0 or 4:4:0 chroma,
- * whose packet fits the sample's slot area and whose scratch fits RF_GJ_SCRATCH. Anything else
+ * interval dividing the MCU row, grayscale or YCbCr with 4:4:4, 4:2:2 or 4:2:0 chroma, whose
+ * packet fits the sample's slot area and whose scratch fits RF_GJ_SCRATCH. Anything else
  * is decoded on the CPU as before, in the same batch. */
 #ifndef RF_GPUJPEG_H
 #define RF_GPUJPEG_H

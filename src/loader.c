@@ -1732,7 +1732,7 @@ static int choose_io(rf_loader *ld, rf_err *err)
     int rc = rf_io_select(ld->cfg.io_engine, &ld->iops, ld->io_why, sizeof ld->io_why);
     if (rc)
         return rf_seterr(err, rc, "%s", ld->io_why);
-    /* GPU decode moves ~5 GB/s of JPEG bytes at full speed: one io_uring thread's copies out
+    /* GPU decode reads 5-8 GB/s of JPEG bytes at full speed: one io_uring thread's copies out
      * of the page cache became the limit (31k vs 54k img/s with two; docs/gpu-decode.md). */
     if (!ld->cfg.io_threads)
         ld->cfg.io_threads = ld->iops == &rf_io_uring_ops ? (ld->gj_device ? 2 : 1) : 4;

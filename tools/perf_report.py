@@ -122,7 +122,7 @@ def main():
         for k in list(ms):
             if set(k.split(",")) & set(ran.split(",")):
                 old = ms.pop(k)
-                if "train" in k.split(",") and "ddp" in R:
+                if "train" in k.split(",") and "ddp" in R and "ddp" not in ms:
                     ms["ddp"] = old
     if a.merge and "side" in skip:
         R.setdefault("machines", {})[ran] = machine()
@@ -445,7 +445,7 @@ def write_report(R, out):
         g = X.get("ringfeed_gpu")
         if g:
             busy = g["decode_busy_s"] / (g["wall_s"] * g["decode_threads"])
-            L += ["", f"GPU decode (`gpu_decode`, docs/gpu.md): the decode threads read each "
+            L += ["", f"GPU decode (`gpu_decode`, docs/gpu-decode.md): the decode threads read each "
                   "header, choose the crop and copy the restart intervals it needs with the "
                   "tables and resize plans into the slot; kernels on the copy stream do the "
                   "Huffman decoding, IDCT, upsampling, colour conversion and resize, byte for "
