@@ -235,9 +235,10 @@ typedef struct rf_config {
      * the resize. Pixels are byte-for-byte the CPU path's with DCT scaling off. Images without
      * usable restart markers (ringfeed-pack --restart writes them), progressive, CMYK or too
      * large for the per-sample scratch are decoded on the CPU in the same batch
-     * (rf_stats.gpu_decoded counts the others). Needs on_error = FAIL on the CUDA backend: a
+     * (rf_stats.gpu_decoded counts the GPU ones). Needs on_error = FAIL on the CUDA backend: a
      * corrupt interval is only found after its batch was decoded. Device memory: about
-     * 2 MiB + 2 x the sample size per sample, for 2 batches in flight (docs/gpu.md). */
+     * 2.2 MiB per sample of a batch for each of the 2 copy streams, reserved at create; two
+     * io_uring threads by default (docs/gpu-decode.md). */
     uint32_t gpu_decode;
 } rf_config;
 

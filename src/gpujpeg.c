@@ -36,12 +36,6 @@ const char *rf_gj_status_text(int status)
     }
 }
 
-int rf_gj_is_packet(const uint8_t *p, size_t cap)
-{
-    const rf_gj_packet *h = (const rf_gj_packet *)p;
-    return cap >= sizeof *h && h->magic == RF_GJ_MAGIC && h->bytes <= cap;
-}
-
 /* ---- packing ----------------------------------------------------------------------------- */
 
 static size_t align8(size_t v) { return (v + 7) & ~(size_t)7; }

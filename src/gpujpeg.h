@@ -91,10 +91,6 @@ enum rf_gj_status {
 };
 const char *rf_gj_status_text(int status);
 
-/* Whether a staged sample area holds a packet (rather than decoded pixels): the loader keeps a
- * per-sample flag; this checks the packet's own header too. */
-int rf_gj_is_packet(const uint8_t *p, size_t cap);
-
 struct jpeg_decompress_struct;
 struct rf_axis;
 struct rf_region_buf;

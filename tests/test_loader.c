@@ -311,6 +311,10 @@ START_TEST(gpu_decode_damage_names_member)
     ck_assert_msg(strstr(msg, key) && strstr(msg, "shard-0000.tar") && strstr(msg, "at offset") &&
                       strstr(msg, "GPU decode"), "%s", msg);
     rf_loader_destroy(ld);
+    char err[512];
+    c.gpu_decode = 2;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "gpu_decode must be 0 or 1"), "%s", err);
 }
 END_TEST
 
