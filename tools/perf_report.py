@@ -397,13 +397,20 @@ def write_report(R, out):
             lines.append(line + (f" {gpu['img_per_s'] / v:.2f}x |" if gpu else ""))
         return rows, lines
 
+    def save_plot(png, xlabel, ylabel=None, legend=False):  # the end of every figure
+        plt.xlabel(xlabel)
+        if ylabel:
+            plt.ylabel(ylabel)
+        if legend:
+            plt.legend()
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, png), dpi=120)
+
     def loader_plot(rows, png, xlabel, alt):
         plt.figure(figsize=(6, 3))
         colors = ["#c33"] * (len(rows) - 2) + ["#888", "#888"]
         plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=colors[::-1])
-        plt.xlabel(xlabel)
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, png), dpi=120)
+        save_plot(png, xlabel)
         return [f"![{alt}]({png})", ""]
 
     if "ringfeed" in R:
@@ -494,11 +501,8 @@ def write_report(R, out):
                 c = R["scaling_restart"]
                 plt.plot([r["threads"] for r in c], [r["img_per_s"] for r in c], "s-", color="C1",
                          label="CPU decode")
-            plt.xlabel("decode threads")
-            plt.ylabel("images/s (restart-marked shards)")
-            plt.legend()
-            plt.tight_layout()
-            plt.savefig(os.path.join(out, "scaling_gpu.png"), dpi=120)
+            save_plot("scaling_gpu.png", "decode threads", "images/s (restart-marked shards)",
+                      legend=True)
             L += ["", "![GPU decode scaling](scaling_gpu.png)", ""]
         plt.figure(figsize=(5.5, 3.8))
         for key, label, mk, col in [("scaling", "plain shards", "o", "C0"),
@@ -515,11 +519,7 @@ def write_report(R, out):
         th = [r["threads"] for r in R["scaling"]]
         plt.plot(th, th, "--", color="#999", label="linear")
         plt.plot(th, [0.9 * t for t in th], "-.", color="#bbb", label="0.9 x linear")
-        plt.xlabel("decode threads")
-        plt.ylabel("speed-up over one thread")
-        plt.legend()
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, "scaling.png"), dpi=120)
+        save_plot("scaling.png", "decode threads", "speed-up over one thread", legend=True)
         L += ["", "![scaling](scaling.png)", ""]
     for ran, mr in R.get("machines", {}).items():
         note = (f" (one-GPU runs limited to {R.get('train_cpus', '?')} decode threads / "
@@ -644,11 +644,8 @@ def write_report(R, out):
               f"{(k['device_pool_reserved_bytes'] or 0) / 2**20:.0f} MB throughout.", ""]
         plt.figure(figsize=(5, 3))
         plt.plot(range(1, len(rss) + 1), rss, "o-", ms=3)
-        plt.xlabel("epoch")
-        plt.ylabel("resident set (MB)")
         plt.ylim(0, max(rss) * 1.3)
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, "soak.png"), dpi=120)
+        save_plot("soak.png", "epoch", "resident set (MB)")
         L += ["![resident set per epoch](soak.png)", ""]
     open(os.path.join(out, "performance.md"), "w").write("\n".join(L) + "\n")
     print("\n".join(L))
