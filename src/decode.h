@@ -78,13 +78,14 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
 
 /* GPU decode (gpujpeg.h): read the header, choose the crop with the same seed and plan the
  * resize at full scale exactly as rf_decode_transform does with DCT scaling off, then write the
- * packet the GPU kernels decode into out[0..cap). Returns 0 with *bytes set (info as for
- * rf_decode_transform, region = 1); RF_GJ_CPU when this image must be decoded on the CPU
- * (rf_decode_transform); or an error from the header (RF_EDECODE, RF_ELIMIT, RF_ENOMEM). */
-#define RF_GJ_CPU 1
+ * packet the GPU kernels decode into packet[0..cap) and set *bytes (info as for
+ * rf_decode_transform, scale_denom 1, region 1). An image the kernels do not take is decoded
+ * right here, as rf_decode_transform would, into pixels, with *bytes = 0: its header is read
+ * once either way. packet and pixels may be the same buffer. Returns 0 or an error as
+ * rf_decode_transform does. */
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, uint8_t *out, size_t cap, uint32_t *bytes,
-                     rf_decode_info *info, rf_err *err);
+                     uint64_t seed, uint8_t *packet, size_t cap, uint32_t *bytes,
+                     uint8_t *pixels, rf_decode_info *info, rf_err *err);
 
 /* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,

@@ -117,19 +117,14 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     for (int i = 0; i < nc; i++)
         if (ci->cur_comp_info[i] != &ci->comp_info[i])
             return 1; /* scan order differs from frame order: leave it to libjpeg */
-    /* The MCUs whose pixels the taps read, plus one pixel each side for chroma upsampling
-     * context (as try_region in jpeg_decode.c), columns widened to whole intervals. */
-    uint32_t cols = rf_jpeg_mcu_cols(&g), rows = rf_jpeg_mcu_rows(&g), R = g.restart;
-    uint32_t x_lo = (uint32_t)RF_MAX(h->first - 1, 0);
-    uint32_t x_hi = (uint32_t)RF_MIN(h->last + 1, (int32_t)g.width);
-    uint32_t y_lo = (uint32_t)RF_MAX(v->first - 1, 0);
-    uint32_t y_hi = (uint32_t)RF_MIN(v->last + 1, (int32_t)g.height);
-    if (h->last > (int32_t)g.width || v->last > (int32_t)g.height || x_lo >= x_hi ||
-        y_lo >= y_hi)
+    /* The MCUs whose pixels the taps read, with their upsampling context. */
+    if (h->last > (int32_t)g.width || v->last > (int32_t)g.height ||
+        RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
+        RF_MAX(v->first - 1, 0) >= RF_MIN(v->last + 1, (int32_t)g.height))
         return 1;
-    uint32_t c0 = x_lo / g.mcu_w / R * R;
-    uint32_t c1 = RF_MIN((RF_MIN((x_hi + g.mcu_w - 1) / g.mcu_w, cols) + R - 1) / R * R, cols);
-    uint32_t r0 = y_lo / g.mcu_h, r1 = RF_MIN((y_hi + g.mcu_h - 1) / g.mcu_h, rows);
+    uint32_t cols = rf_jpeg_mcu_cols(&g), R = g.restart, c0, c1, r0, r1;
+    rf_jpeg_region_cover(&g, 8, g.width, g.height, h->first, h->last, v->first, v->last, &c0,
+                         &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
     uint32_t nint = (a1 - a0) * (r1 - r0);

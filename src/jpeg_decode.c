@@ -451,18 +451,10 @@ static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
     rf_jpeg_geom g;
     if ((d->flags & RF_DECODE_NO_REGION) || !rf_jpeg_geom_read(ci, &g))
         return 0;
-    uint32_t cols = rf_jpeg_mcu_cols(&g), rows = rf_jpeg_mcu_rows(&g), R = g.restart;
-    /* MCUs in scaled pixels (whole: MCUs are multiples of 8 pixels, scales are n/8). */
-    uint32_t mw = g.mcu_w * j->num / 8, mh = g.mcu_h * j->num / 8;
-    uint32_t x_lo = (uint32_t)RF_MAX(d->h.first - 1, 0);
-    uint32_t x_hi = (uint32_t)RF_MIN(d->h.last + 1, (int32_t)ci->output_width);
-    uint32_t y_lo = (uint32_t)RF_MAX(d->v.first - 1, 0);
-    uint32_t y_hi = (uint32_t)RF_MIN(d->v.last + 1, (int32_t)ci->output_height);
-    uint32_t c0 = x_lo / mw / R * R;
-    uint32_t c1 = RF_MIN((x_hi + mw - 1) / mw, cols);
-    c1 = RF_MIN((c1 + R - 1) / R * R, cols);
-    uint32_t r0 = y_lo / mh;
-    uint32_t r1 = RF_MIN((y_hi + mh - 1) / mh, rows);
+    uint32_t cols = rf_jpeg_mcu_cols(&g), c0, c1, r0, r1;
+    uint32_t mw = g.mcu_w * j->num / 8, mh = g.mcu_h * j->num / 8; /* MCUs in scaled pixels */
+    rf_jpeg_region_cover(&g, j->num, ci->output_width, ci->output_height, d->h.first, d->h.last,
+                         d->v.first, d->v.last, &c0, &c1, &r0, &r1);
     /* A plain decode entropy-decodes every MCU down to row r1; skip regions that save < 1/8. */
     if ((uint64_t)(c1 - c0) * (r1 - r0) * 8 > (uint64_t)cols * r1 * 7)
         return 0;
@@ -570,24 +562,36 @@ static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
     return 0;
 }
 
-static int xform_run(rf_decoder *d, void *job, rf_err *err)
+/* Header, limits and the crop: what both the CPU decode and a GPU packet start from. */
+static int xform_header(rf_decoder *d, xform_job *j, rf_err *err)
 {
-    xform_job *j = job;
     int rc = read_header_checked(d, err);
     if (rc)
         return rc;
-    struct jpeg_decompress_struct *ci = &d->cinfo;
-    j->width = ci->image_width, j->height = ci->image_height;
+    j->width = d->cinfo.image_width, j->height = d->cinfo.image_height;
     choose_box(j->t, j->width, j->height, j->seed, &j->box);
+    return 0;
+}
+
+/* After xform_header: the scale, the plans, the region, the rows, into j->out. */
+static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
+{
     j->num = pick_num(d, &j->box, j->t->size);
     set_scale(d, j);
     uint32_t y0 = 0;
+    int rc;
     if ((rc = plan_axes(d, j, err)) != 0 || (rc = try_region(d, j, err)) != 0)
         return rc;
-    jpeg_start_decompress(ci);
+    jpeg_start_decompress(&d->cinfo);
     if ((rc = narrow(d, j, &y0, err)) != 0)
         return rc;
     return run_rows(d, j, y0, err);
+}
+
+static int xform_run(rf_decoder *d, void *job, rf_err *err)
+{
+    int rc = xform_header(d, job, err);
+    return rc ? rc : xform_decode(d, job, err);
 }
 
 static int validate(const rf_transform *t, rf_err *err)
@@ -603,6 +607,19 @@ static int validate(const rf_transform *t, rf_err *err)
     return 0;
 }
 
+static void fill_info(const xform_job *j, rf_decode_info *info)
+{
+    if (!info)
+        return;
+    info->width = j->width;
+    info->height = j->height;
+    info->region = j->region;
+    info->crop_x = (uint32_t)py_round(j->box.x), info->crop_y = (uint32_t)py_round(j->box.y);
+    info->crop_w = (uint32_t)py_round(j->box.w), info->crop_h = (uint32_t)py_round(j->box.h);
+    info->scale_denom = 8 / j->num;
+    info->flipped = j->box.flip;
+}
+
 int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
                         uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err)
 {
@@ -611,78 +628,58 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
         return rc;
     xform_job j = {.t = t, .jpeg = jpeg, .len = len, .seed = seed, .out = out};
     rc = guarded(d, jpeg, len, xform_run, &j, err);
-    if (rc == 0 && info) {
-        info->width = j.width;
-        info->height = j.height;
-        info->region = j.region;
-        info->crop_x = (uint32_t)py_round(j.box.x), info->crop_y = (uint32_t)py_round(j.box.y);
-        info->crop_w = (uint32_t)py_round(j.box.w), info->crop_h = (uint32_t)py_round(j.box.h);
-        info->scale_denom = 8 / j.num;
-        info->flipped = j.box.flip;
-    }
+    if (rc == 0)
+        fill_info(&j, info);
     return rc;
 }
 
 /* ---- rf_decode_packet ---------------------------------------------------------------------- */
 
 typedef struct packet_job {
-    xform_job x;
+    xform_job x;   /* x.out: where an image the kernels do not take is decoded */
+    uint8_t *packet;
     size_t cap;
     uint32_t bytes;
-    int cpu; /* not eligible: decode on the CPU */
 } packet_job;
 
 static int packet_run(rf_decoder *d, void *job, rf_err *err)
 {
     packet_job *pj = job;
     xform_job *j = &pj->x;
-    int rc = read_header_checked(d, err);
+    int rc = xform_header(d, j, err);
     if (rc)
         return rc;
-    struct jpeg_decompress_struct *ci = &d->cinfo;
-    j->width = ci->image_width, j->height = ci->image_height;
-    choose_box(j->t, j->width, j->height, j->seed, &j->box);
+    if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)))
+        return xform_decode(d, j, err);
     j->num = 8; /* the kernels decode at full scale */
     set_scale(d, j);
-    if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY))) {
-        pj->cpu = 1;
-        return 0;
-    }
     if ((rc = plan_axes(d, j, err)) != 0)
         return rc;
-    rc = rf_gj_pack(ci, j->jpeg, j->len, &d->h, &d->v, j->t->size, j->t->layout, &d->region,
-                    j->out, pj->cap, &pj->bytes);
+    rc = rf_gj_pack(&d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t->size, j->t->layout,
+                    &d->region, pj->packet, pj->cap, &pj->bytes);
     if (rc == RF_ENOMEM)
         return rf_seterr(err, RF_ENOMEM, "out of memory for the restart intervals of a %zu-byte "
                          "JPEG", j->len);
-    pj->cpu = rc != 0;
+    if (rc) /* not for the kernels: the same decompressor, on to the CPU decode */
+        return xform_decode(d, j, err);
     j->region = 1;
     return 0;
 }
 
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, uint8_t *out, size_t cap, uint32_t *bytes,
-                     rf_decode_info *info, rf_err *err)
+                     uint64_t seed, uint8_t *packet, size_t cap, uint32_t *bytes,
+                     uint8_t *pixels, rf_decode_info *info, rf_err *err)
 {
     int rc = validate(t, err);
     if (rc)
         return rc;
-    packet_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed, .out = out},
-                     .cap = cap};
+    packet_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed, .out = pixels},
+                     .packet = packet, .cap = cap};
     rc = guarded(d, jpeg, len, packet_run, &pj, err);
     if (rc)
         return rc;
-    if (pj.cpu)
-        return RF_GJ_CPU;
     *bytes = pj.bytes;
-    if (info) {
-        const xform_job *j = &pj.x;
-        info->width = j->width, info->height = j->height, info->region = 1;
-        info->crop_x = (uint32_t)py_round(j->box.x), info->crop_y = (uint32_t)py_round(j->box.y);
-        info->crop_w = (uint32_t)py_round(j->box.w), info->crop_h = (uint32_t)py_round(j->box.h);
-        info->scale_denom = 1;
-        info->flipped = j->box.flip;
-    }
+    fill_info(&pj.x, info);
     return 0;
 }
 

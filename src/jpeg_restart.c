@@ -49,6 +49,21 @@ uint32_t rf_jpeg_restart_for_row(uint32_t mcu_cols)
     return 1;
 }
 
+void rf_jpeg_region_cover(const rf_jpeg_geom *g, uint32_t num, uint32_t out_w, uint32_t out_h,
+                          int32_t x0, int32_t x1, int32_t y0, int32_t y1, uint32_t *c0,
+                          uint32_t *c1, uint32_t *r0, uint32_t *r1)
+{
+    uint32_t cols = rf_jpeg_mcu_cols(g), rows = rf_jpeg_mcu_rows(g), R = g->restart;
+    /* MCUs in scaled pixels (whole: MCUs are multiples of 8 pixels, scales are n/8). */
+    uint32_t mw = g->mcu_w * num / 8, mh = g->mcu_h * num / 8;
+    uint32_t x_lo = (uint32_t)RF_MAX(x0 - 1, 0), x_hi = (uint32_t)RF_MIN(x1 + 1, (int32_t)out_w);
+    uint32_t y_lo = (uint32_t)RF_MAX(y0 - 1, 0), y_hi = (uint32_t)RF_MIN(y1 + 1, (int32_t)out_h);
+    *c0 = x_lo / mw / R * R;
+    *c1 = RF_MIN((RF_MIN((x_hi + mw - 1) / mw, cols) + R - 1) / R * R, cols);
+    *r0 = y_lo / mh;
+    *r1 = RF_MIN((y_hi + mh - 1) / mh, rows);
+}
+
 void rf_region_buf_free(rf_region_buf *b)
 {
     free(b->jpeg);

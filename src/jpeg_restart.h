@@ -45,6 +45,14 @@ uint32_t rf_jpeg_mcu_rows(const rf_jpeg_geom *g);
 #define RF_RESTART_MAX_MCUS 8u
 uint32_t rf_jpeg_restart_for_row(uint32_t mcu_cols);
 
+/* The MCUs [c0,c1) x [r0,r1) of g that hold pixels [x0,x1) x [y0,y1) of the image as decoded at
+ * DCT scale num/8 (out_w x out_h pixels), plus one pixel each side (fancy upsampling reads one
+ * chroma sample past a pixel), columns widened to whole restart intervals: the region both the
+ * CPU region decode and a GPU packet take. */
+void rf_jpeg_region_cover(const rf_jpeg_geom *g, uint32_t num, uint32_t out_w, uint32_t out_h,
+                          int32_t x0, int32_t x1, int32_t y0, int32_t y1, uint32_t *c0,
+                          uint32_t *c1, uint32_t *r0, uint32_t *r1);
+
 /* Scratch owned by one decoder: the region JPEG and the interval table, grown once. */
 typedef struct rf_region_buf {
     uint8_t *jpeg;

@@ -920,6 +920,16 @@ static void io_done(void *ctx, rf_io_req *req)
 
 /* ---- decode (decode threads) ---------------------------------------------------------------*/
 
+/* "member KEY.jpg at offset N": the image member of sample sm, whose header is hdr bytes into
+ * the sample's span; every per-image decode error starts with it (the thread adds the shard). */
+static void describe_member(const rf_loader *ld, const rf_sample *sm, uint32_t hdr, char *buf,
+                            size_t n)
+{
+    snprintf(buf, n, "member %s.%s at offset %llu", ld->ds.keys + sm->key,
+             ld->ds.payload_ext ? ld->ds.payload_ext : "jpg",
+             (unsigned long long)(sm->offset + hdr));
+}
+
 /* A decode thread's buffers for GPU decode on the host backend: the packet is built here and
  * decoded into the slot by the kernels' host code. */
 typedef struct gj_host {
@@ -927,17 +937,15 @@ typedef struct gj_host {
 } gj_host;
 
 /* GPU decode of one sample (rf_config.gpu_decode): a packet for the device, or on the host
- * backend the packet decoded right away by the same code; RF_GJ_CPU images are decoded here
- * as usual. */
+ * backend the packet decoded right away by the same code; images the kernels do not take come
+ * back decoded into img by the CPU path. */
 static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
                      uint32_t len, uint8_t *img, rf_decode_info *info, gj_host *gh, rf_err *e)
 {
     uint32_t bytes = 0, bad = 0;
     int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed,
-                              ld->gj_device ? img : gh->packet, ld->gj_cap, &bytes, info, e);
-    if (rc == RF_GJ_CPU)
-        return rf_decode_transform(dec, jpeg, len, &ld->tf, t->aug_seed, img, info, e);
-    if (rc)
+                              ld->gj_device ? img : gh->packet, ld->gj_cap, &bytes, img, info, e);
+    if (rc || !bytes)
         return rc;
     atomic_fetch_add(&ld->gpu_decoded, 1);
     if (ld->gj_device) {
@@ -996,9 +1004,9 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
     }
     if (rc) {
         char m[RF_ERRMSG_MAX];
-        snprintf(m, sizeof m, "member %s.%s at offset %llu: %s", ld->ds.keys + sm->key,
-                 ld->ds.payload_ext ? ld->ds.payload_ext : "jpg",
-                 (unsigned long long)(sm->offset + dhdr), e->msg);
+        describe_member(ld, sm, dhdr, m, sizeof m);
+        size_t k = strlen(m);
+        snprintf(m + k, sizeof m - k, ": %s", e->msg); /* e->msg is rewritten below */
         return rf_seterr(e, rc, "%s", m);
     }
     if (info.scale_denom > 1)
@@ -1024,12 +1032,12 @@ static int gj_check(rf_loader *ld, const slot *s, rf_err *e)
     for (uint32_t i = 0; i < s->batch.count; i++) {
         if (!s->gj_status[i])
             continue;
+        /* data_hdr is the located header: the sample decoded, so its span re-validated */
         const rf_sample *sm = &ld->ds.samples[s->ids[i]];
-        return rf_seterr(e, RF_EDECODE, "%s: member %s.%s at offset %llu: %s (GPU decode)",
-                         ld->ds.files[sm->file].path, ld->ds.keys + sm->key,
-                         ld->ds.payload_ext ? ld->ds.payload_ext : "jpg",
-                         (unsigned long long)(sm->offset + sm->data_hdr),
-                         rf_gj_status_text(s->gj_status[i]));
+        char m[RF_ERRMSG_MAX];
+        describe_member(ld, sm, sm->data_hdr, m, sizeof m);
+        return rf_seterr(e, RF_EDECODE, "%s: %s: %s (GPU decode)", ld->ds.files[sm->file].path,
+                         m, rf_gj_status_text(s->gj_status[i]));
     }
     return 0;
 }
@@ -1545,8 +1553,6 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     if (ld->host_convert)
         snprintf(conv, sizeof conv, " + batch %u x %llu bytes converted", B,
                  (unsigned long long)ld->out_bytes);
-    /* img and outb at most half and a quarter of SIZE_MAX, labels below 2^34 bytes: their
-     * page-rounded sum cannot wrap, so only the products need checking. */
     /* GPU packets get slot areas of their own size (RF_GJ_AREA); host GPU decode builds them
      * in a per-thread buffer that large and writes pixels into the slot. */
     ld->gj_cap = RF_MAX(ld->stage_bytes, (uint64_t)RF_GJ_AREA);
@@ -1554,6 +1560,8 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     lab = (size_t)B * sizeof(int32_t);
     if (ld->gj_device) /* GPU decode: per-sample status and packet flags after the labels */
         lab += (size_t)B * (sizeof(int32_t) + 1);
+    /* img and outb at most half and a quarter of SIZE_MAX, labels below 2^34 bytes: their
+     * page-rounded sum cannot wrap, so only the products need checking. */
     if (__builtin_mul_overflow((size_t)B, (size_t)ld->stride, &img) || img > SIZE_MAX / 2 ||
         (ld->host_convert &&
          (__builtin_mul_overflow((size_t)B, (size_t)ld->out_bytes, &outb) || outb > SIZE_MAX / 4)) ||
