@@ -29,13 +29,14 @@ typedef struct rf_convert_desc {
     float mean[3], std[3];
     uint64_t elements;      /* TOKENS: tokens in the batch */
     uint64_t out_bytes;     /* bytes of the converted output for the batch */
-    /* GPU decode (gpujpeg.h), before any conversion: gj_flags[i] = 1 when staged sample i is
-     * a packet (else decoded pixels); per-sample rf_gj_status values land in gj_status after
-     * the batch's event. Both pinned host arrays of count entries; NULL: no GPU decode. */
+    /* GPU decode (gpujpeg.h), before any conversion: staged sample i starts at gj_offs[i]
+     * and is a packet when gj_flags[i] is 1 (else decoded pixels); per-sample rf_gj_status
+     * values land in gj_status after the batch's event. Pinned host arrays of count entries;
+     * gj_flags NULL: no GPU decode. */
+    const uint64_t *gj_offs;
     const uint8_t *gj_flags;
     int32_t *gj_status;
-    uint32_t gj_size;       /* output height = width of a decoded sample (staged areas are
-                             * staged_bytes / count apart, larger than the decoded sample) */
+    uint32_t gj_size;       /* output height = width of a decoded sample */
 } rf_convert_desc;
 
 typedef struct rf_backend_stats {

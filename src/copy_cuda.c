@@ -21,7 +21,12 @@
 #include "gpujpeg.h"
 #include "numa.h"
 
+/* Waits on a batch sleep instead of spinning: the CPUs belong to the decode threads and the
+ * training loop, and a batch is normally complete long before anyone waits for it. */
+#define RF_EVENT_FLAGS (cudaEventDisableTiming | cudaEventBlockingSync)
+#ifndef RF_COPY_STREAMS /* -D for experiments: batches whose copies and kernels overlap */
 #define RF_COPY_STREAMS 2
+#endif
 
 struct rf_backend {
     int dev;
@@ -162,7 +167,7 @@ static int cuda_create(int device_index, uint32_t slots, rf_backend **out, rf_er
         if ((e = cudaStreamCreateWithFlags(&b->streams[i], cudaStreamNonBlocking)) != cudaSuccess)
             goto fail;
     for (uint32_t i = 0; i < slots; i++)
-        if ((e = cudaEventCreateWithFlags(&b->events[i], cudaEventDisableTiming)) != cudaSuccess)
+        if ((e = cudaEventCreateWithFlags(&b->events[i], RF_EVENT_FLAGS)) != cudaSuccess)
             goto fail;
     struct cudaMemPoolProps props;
     memset(&props, 0, sizeof props);
@@ -219,22 +224,25 @@ static void note_pool_growth(rf_backend *b)
         }
 }
 
-/* GPU decode (gpujpeg.h) of the staged batch into dec, in stream order: flags up, kernels,
- * per-sample status back into the pinned host array. */
+/* GPU decode (gpujpeg.h) of the staged batch into dec, in stream order: offsets and flags
+ * up, kernels, per-sample status back into the pinned host array. */
 static cudaError_t gj_enqueue(rf_backend *b, cudaStream_t s, const void *tmp, uint8_t *dec,
                               size_t staged_bytes, uint32_t count, const rf_convert_desc *conv,
                               void **scratch)
 {
     size_t sc = (size_t)count * RF_GJ_SCRATCH, fl = (size_t)count * sizeof(int32_t);
-    cudaError_t e = cudaMallocFromPoolAsync(scratch, sc + fl + count, b->pool, s);
+    size_t offs = (size_t)count * sizeof(uint64_t);
+    cudaError_t e = cudaMallocFromPoolAsync(scratch, sc + fl + offs + count, b->pool, s);
     if (e != cudaSuccess)
         return e;
     int32_t *status = (int32_t *)((uint8_t *)*scratch + sc);
-    uint8_t *flags = (uint8_t *)*scratch + sc + fl;
-    e = cudaMemcpyAsync(flags, conv->gj_flags, count, cudaMemcpyHostToDevice, s);
+    uint8_t *meta = (uint8_t *)*scratch + sc + fl; /* offsets, then flags */
+    e = cudaMemcpyAsync(meta, conv->gj_offs, offs, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
-        e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes / count, dec, flags, count,
-                                           conv->gj_size, *scratch, status, s);
+        e = cudaMemcpyAsync(meta + offs, conv->gj_flags, count, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, conv->gj_size,
+                                           *scratch, status, s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(conv->gj_status, status, fl, cudaMemcpyDeviceToHost, s);
     return e;
@@ -246,8 +254,8 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
 {
     cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
     int gj = conv->gj_flags && count;
-    /* With GPU decode the staged samples are packets in areas of their own stride; the
-     * output is the decoded images (conv->out_bytes) either way. */
+    /* With GPU decode the staged bytes are packets and decoded samples at the offsets the
+     * loader placed them; the output is the decoded images (conv->out_bytes) either way. */
     size_t out_bytes = conv->kind == RF_CONV_NONE && !gj ? staged_bytes : conv->out_bytes;
     size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
     size_t total = lab_off + (size_t)count * sizeof(int32_t);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "gpujpeg.h"
 
 typedef struct rf_decode_limits {
     uint64_t max_pixels;   /* width*height from the header, checked before any allocation */
@@ -78,14 +79,14 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
 
 /* GPU decode (gpujpeg.h): read the header, choose the crop with the same seed and plan the
  * resize at full scale exactly as rf_decode_transform does with DCT scaling off, then write the
- * packet the GPU kernels decode into packet[0..cap) and set *bytes (info as for
- * rf_decode_transform, scale_denom 1, region 1). An image the kernels do not take is decoded
- * right here, as rf_decode_transform would, into pixels, with *bytes = 0: its header is read
- * once either way. packet and pixels may be the same buffer. Returns 0 or an error as
+ * packet the GPU kernels decode where place(ctx, bytes, 1) says and set *bytes (info as for
+ * rf_decode_transform, scale_denom 1, region 1). An image the kernels do not take, or whose
+ * packet place() has no room for, is decoded right here into place(ctx, size*size*3, 0), with
+ * *bytes = 0: its header is read once either way. Returns 0 or an error as
  * rf_decode_transform does. */
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, uint8_t *packet, size_t cap, uint32_t *bytes,
-                     uint8_t *pixels, rf_decode_info *info, rf_err *err);
+                     uint64_t seed, rf_gj_place place, void *ctx, uint32_t *bytes,
+                     rf_decode_info *info, rf_err *err);
 
 /* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,

@@ -108,20 +108,20 @@ static int sampling_ok(const struct jpeg_decompress_struct *ci)
 
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
                const rf_axis *h, const rf_axis *v, uint32_t size, uint32_t layout,
-               rf_region_buf *rb, uint8_t *out, size_t cap, uint32_t *bytes)
+               rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
 {
     rf_jpeg_geom g;
     if (!rf_jpeg_geom_read(ci, &g) || ci->data_precision != 8 || !sampling_ok(ci))
-        return 1;
+        return RF_GJ_NOT_ELIGIBLE;
     int nc = ci->num_components;
     for (int i = 0; i < nc; i++)
         if (ci->cur_comp_info[i] != &ci->comp_info[i])
-            return 1; /* scan order differs from frame order: leave it to libjpeg */
+            return RF_GJ_NOT_ELIGIBLE; /* scan order is not frame order: leave it to libjpeg */
     /* The MCUs whose pixels the taps read, with their upsampling context. */
     if (h->last > (int32_t)g.width || v->last > (int32_t)g.height ||
         RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
         RF_MAX(v->first - 1, 0) >= RF_MIN(v->last + 1, (int32_t)g.height))
-        return 1;
+        return RF_GJ_NOT_ELIGIBLE;
     uint32_t cols = rf_jpeg_mcu_cols(&g), R = g.restart, c0, c1, r0, r1;
     rf_jpeg_region_cover(&g, 8, g.width, g.height, h->first, h->last, v->first, v->last, &c0,
                          &c1, &r0, &r1);
@@ -141,7 +141,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         if (c->dc_tbl_no < 0 || c->dc_tbl_no > 3 || c->ac_tbl_no < 0 || c->ac_tbl_no > 3 ||
             c->quant_tbl_no < 0 || c->quant_tbl_no > 3 || !ci->dc_huff_tbl_ptrs[c->dc_tbl_no] ||
             !ci->ac_huff_tbl_ptrs[c->ac_tbl_no] || !ci->quant_tbl_ptrs[c->quant_tbl_no])
-            return 1;
+            return RF_GJ_NOT_ELIGIBLE;
         if (huff_of[c->dc_tbl_no] < 0)
             huff_of[c->dc_tbl_no] = nh++;
         if (huff_of[4 + c->ac_tbl_no] < 0)
@@ -168,7 +168,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     uint64_t inter = align8(planes);
     uint64_t scratch = inter + (uint64_t)size * (uint32_t)(h->last - h->first) * 3;
     if (scratch > RF_GJ_SCRATCH)
-        return 1;
+        return RF_GJ_NOT_ELIGIBLE;
 
     int rc = rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0}, &(size_t){0});
     if (rc)
@@ -196,8 +196,30 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     o += (size_t)size * v->taps * sizeof(int16_t);
     p.off_data = (uint32_t)(o = align8(o));
     o += data;
-    if (o + 8 > cap || o > UINT32_MAX) /* + 8: the decoder reads whole aligned 8-byte words */
-        return 1;
+    /* Tables are checked before the packet is placed, so a refusal wastes no slot room. */
+    rf_gj_huff ht[8];
+    for (int t = 0; t < 8; t++) {
+        if (huff_of[t] < 0)
+            continue;
+        const JHUFF_TBL *src = t < 4 ? ci->dc_huff_tbl_ptrs[t] : ci->ac_huff_tbl_ptrs[t - 4];
+        if (build_huff(src, t < 4, &ht[huff_of[t]]))
+            return RF_GJ_NOT_ELIGIBLE;
+    }
+    uint16_t qt[4 * 64];
+    for (int t = 0; t < 4; t++) {
+        if (q_of[t] < 0)
+            continue;
+        for (int k = 0; k < 64; k++) {
+            uint32_t qv = ci->quant_tbl_ptrs[t]->quantval[k]; /* natural order */
+            if (qv > 32767)
+                return RF_GJ_NOT_ELIGIBLE; /* libjpeg-turbo's islow multiplies in 16 bits */
+            qt[64 * q_of[t] + k] = (uint16_t)qv;
+        }
+    }
+    /* + 8: the decoder reads whole aligned 8-byte words */
+    uint8_t *out = o > UINT32_MAX ? NULL : place(ctx, o + 8, 1);
+    if (!out)
+        return RF_GJ_NO_ROOM;
 
     p.magic = RF_GJ_MAGIC;
     p.bytes = (uint32_t)o;
@@ -216,25 +238,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.scratch = (uint32_t)scratch;
     p.inter = (uint32_t)inter;
 
-    rf_gj_huff *ht = (rf_gj_huff *)(out + p.off_huff);
-    for (int t = 0; t < 8; t++) {
-        if (huff_of[t] < 0)
-            continue;
-        const JHUFF_TBL *src = t < 4 ? ci->dc_huff_tbl_ptrs[t] : ci->ac_huff_tbl_ptrs[t - 4];
-        if (build_huff(src, t < 4, &ht[huff_of[t]]))
-            return 1;
-    }
-    uint16_t *qt = (uint16_t *)(out + p.off_quant);
-    for (int t = 0; t < 4; t++) {
-        if (q_of[t] < 0)
-            continue;
-        for (int k = 0; k < 64; k++) {
-            uint32_t qv = ci->quant_tbl_ptrs[t]->quantval[k]; /* natural order */
-            if (qv > 32767)
-                return 1; /* libjpeg-turbo's islow multiplies in 16 bits */
-            qt[64 * q_of[t] + k] = (uint16_t)qv;
-        }
-    }
+    memcpy(out + p.off_huff, ht, (size_t)nh * sizeof(rf_gj_huff));
+    memcpy(out + p.off_quant, qt, (size_t)nq * 64 * sizeof(uint16_t));
     uint32_t *span = (uint32_t *)(out + p.off_span);
     uint8_t *d = out + p.off_data;
     uint32_t at = 0, n = 0;

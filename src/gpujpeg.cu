@@ -21,9 +21,10 @@ extern "C" {
 }
 #include "gpujpeg_core.h"
 
-static __device__ const uint8_t *packet_of(const uint8_t *staged, size_t stride, uint32_t i)
+// meta: n uint64 offsets into the staged bytes, then n flags (gpujpeg.h).
+static __device__ const uint8_t *sample_of(const uint8_t *staged, const uint8_t *meta, uint32_t i)
 {
-    return staged + (size_t)i * stride;
+    return staged + ((const uint64_t *)meta)[i];
 }
 
 // The packet's Huffman and quant tables go to shared memory first: every symbol is one or two
@@ -31,18 +32,20 @@ static __device__ const uint8_t *packet_of(const uint8_t *staged, size_t stride,
 #define GJ_MAX_HUFF 8 // 4 DC + 4 AC
 #define GJ_MAX_QUANT 4
 
-__global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t stride,
-                             const uint8_t *__restrict__ flags, uint8_t *scratch, int32_t *status)
+__global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_bytes,
+                             const uint8_t *__restrict__ meta, uint8_t *scratch,
+                             int32_t *status)
 {
     __shared__ rf_gj_huff huff[GJ_MAX_HUFF];
     __shared__ uint16_t quant[GJ_MAX_QUANT * 64];
-    uint32_t i = blockIdx.x;
-    if (!flags[i])
+    uint32_t i = blockIdx.x, n = gridDim.x;
+    if (!meta[8 * (size_t)n + i])
         return;
-    const uint8_t *pkt = packet_of(staged, stride, i);
+    const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
     uint32_t nq = p->nquant;
-    if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH || p->bytes + 8 > stride ||
+    if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH ||
+        (size_t)(pkt - staged) + p->bytes + 8 > staged_bytes ||
         p->nhuff > GJ_MAX_HUFF || nq > GJ_MAX_QUANT) {
         if (threadIdx.x == 0)
             status[i] = RF_GJ_BAD_PACKET;
@@ -64,14 +67,13 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t stride,
     }
 }
 
-__global__ void gj_vpass(const uint8_t *__restrict__ staged, size_t stride,
-                         const uint8_t *__restrict__ flags, uint8_t *scratch,
-                         const int32_t *status)
+__global__ void gj_vpass(const uint8_t *__restrict__ staged, const uint8_t *__restrict__ meta,
+                         uint8_t *scratch, const int32_t *status)
 {
-    uint32_t row = blockIdx.x, i = blockIdx.y;
-    if (!flags[i] || status[i])
+    uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y;
+    if (!meta[8 * (size_t)n + i] || status[i])
         return;
-    const uint8_t *pkt = packet_of(staged, stride, i);
+    const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
     if (row >= p->size)
         return;
@@ -82,30 +84,30 @@ __global__ void gj_vpass(const uint8_t *__restrict__ staged, size_t stride,
         rf_gj_vpass(pkt, scr, row, p->xlo + (int32_t)x, dst + 3 * x);
 }
 
-__global__ void gj_hpass(const uint8_t *__restrict__ staged, size_t stride,
-                         const uint8_t *__restrict__ flags, const uint8_t *scratch,
-                         const int32_t *status, uint8_t *out, uint32_t size)
+__global__ void gj_hpass(const uint8_t *__restrict__ staged, const uint8_t *__restrict__ meta,
+                         const uint8_t *scratch, const int32_t *status, uint8_t *out,
+                         uint32_t size)
 {
-    uint32_t row = blockIdx.x, i = blockIdx.y;
+    uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y;
     size_t row_bytes = (size_t)size * 3; // one of `size` equal shares of the sample
     uint8_t *o = out + (size_t)i * row_bytes * size;
-    if (!flags[i]) { // decoded on the CPU: this block copies its share of the sample
-        const uint8_t *s = staged + (size_t)i * stride + (size_t)row * row_bytes;
+    if (!meta[8 * (size_t)n + i]) { // decoded on the CPU: this block copies its share
+        const uint8_t *s = sample_of(staged, meta, i) + (size_t)row * row_bytes;
         for (size_t x = threadIdx.x; x < row_bytes; x += blockDim.x)
             o[(size_t)row * row_bytes + x] = s[x];
         return;
     }
     if (status[i])
         return;
-    const uint8_t *pkt = packet_of(staged, stride, i);
+    const uint8_t *pkt = sample_of(staged, meta, i);
     const uint8_t *scr = scratch + (size_t)i * RF_GJ_SCRATCH;
     for (uint32_t j = threadIdx.x; j < size; j += blockDim.x)
         rf_gj_hpass(pkt, scr, row, j, o);
 }
 
-extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t stride, uint8_t *out,
-                                 const uint8_t *flags, uint32_t n, uint32_t size,
-                                 uint8_t *scratch, int32_t *status, void *stream)
+extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
+                                 uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch,
+                                 int32_t *status, void *stream)
 {
     if (n == 0)
         return 0;
@@ -113,8 +115,8 @@ extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t stride, uint8_t *
     cudaError_t e = cudaMemsetAsync(status, 0, (size_t)n * sizeof(int32_t), s);
     if (e != cudaSuccess)
         return (int)e;
-    gj_intervals<<<n, 128, 0, s>>>(staged, stride, flags, scratch, status);
-    gj_vpass<<<dim3(size, n), 128, 0, s>>>(staged, stride, flags, scratch, status);
-    gj_hpass<<<dim3(size, n), 128, 0, s>>>(staged, stride, flags, scratch, status, out, size);
+    gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, status);
+    gj_vpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status);
+    gj_hpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status, out, size);
     return (int)cudaGetLastError();
 }

@@ -8,8 +8,9 @@
  * own, so one GPU thread per interval can do it. A decode thread still reads the header with
  * libjpeg (limits, tables, geometry), picks the crop and the resize plans exactly as the CPU
  * path would at full scale, finds the restart intervals the crop needs (one memchr pass), and
- * copies them with the tables and plans into a packet (~20-60 KB, in the sample's own place in
- * the slot, which holds size*size*3 decoded bytes otherwise). The copy stage then moves the
+ * copies them with the tables and plans into a packet (~20-150 KB), placed in the slot's
+ * staging area at the next free offset: packets are as long as they need to be, and the copy
+ * moves only the bytes the batch used. The copy stage then moves the
  * batch to the device and three kernels finish it: entropy decode + dequantize + IDCT per
  * interval, vertical resize with chroma upsampling and colour conversion fused in, horizontal
  * resize into the output.
@@ -21,8 +22,9 @@
  *
  * What takes the GPU path: single-scan Huffman baseline/extended 8-bit files with a restart
  * interval dividing the MCU row, grayscale or YCbCr with 4:4:4, 4:2:2 or 4:2:0 chroma, whose
- * packet fits the sample's slot area and whose scratch fits RF_GJ_SCRATCH. Anything else
- * is decoded on the CPU as before, in the same batch. */
+ * scratch fits RF_GJ_SCRATCH. Anything else is decoded on the CPU as before, in the same batch.
+ * A packet the slot has no room left for is decoded on the CPU at full scale, which gives the
+ * kernels' exact bytes: where a sample was decoded never changes what the batch holds. */
 #ifndef RF_GPUJPEG_H
 #define RF_GPUJPEG_H
 
@@ -35,10 +37,13 @@
  * resized rows. 2 MiB holds a ~370k-pixel 4:2:0 region (the largest crop of an 800x460 image);
  * larger regions decode on the CPU. */
 #define RF_GJ_SCRATCH (2u << 20)
-/* Slot bytes per sample when packets go to the device: the larger of this and the decoded
- * sample, so that small outputs (160x160 is 75 KB) still carry the intervals of a ~100 KB
- * photo. Larger packets decode on the CPU. */
+/* Slot bytes per sample when packets go to the device, on average: a slot holds batch x the
+ * larger of this and the decoded sample, shared by its packets in the order they are written,
+ * so that small outputs (160x160 is 75 KB) still carry the intervals of ~100 KB photos and one
+ * sample may take a 400 KB packet when others are small. */
 #define RF_GJ_AREA (192u << 10)
+/* Packets start on this boundary in the slot (the decoder reads aligned 8-byte words). */
+#define RF_GJ_ALIGN 64u
 
 /* A Huffman table as the decoder walks it: codes of up to RF_GJ_LOOKUP_BITS bits by one
  * lookup, longer ones by the canonical-code comparison libjpeg's slow path uses. */
@@ -95,14 +100,25 @@ struct jpeg_decompress_struct;
 struct rf_axis;
 struct rf_region_buf;
 
-/* Write the packet of one image into out[0..cap): ci has read the header (and nothing more),
- * h and v are the resize plans at full scale in image pixels (as rf_decode_transform makes them
- * with DCT scaling off), rb the decoder's interval scratch. Returns 0 with *bytes set; 1 when
- * the image must be decoded on the CPU (not eligible, or the packet or its scratch would not
- * fit); RF_ENOMEM. */
+/* Where a decode thread's output goes (rf_gj_pack, rf_decode_packet): with packet = 1 a buffer
+ * for a packet of `bytes` bytes, or NULL when there is no room for it; with packet = 0 the
+ * buffer for the sample's decoded pixels (size*size*3 bytes), never NULL. */
+typedef uint8_t *(*rf_gj_place)(void *ctx, size_t bytes, int packet);
+
+/* rf_gj_pack's answers besides 0 and RF_ENOMEM: what the CPU does with the image instead. */
+enum {
+    RF_GJ_NOT_ELIGIBLE = 1, /* not for the kernels: decode it as rf_decode_transform would */
+    RF_GJ_NO_ROOM = 2,      /* place() had no room: decode it at full scale, the kernels' bytes */
+};
+
+/* Write the packet of one image where place(ctx, bytes, 1) says: ci has read the header (and
+ * nothing more), h and v are the resize plans at full scale in image pixels (as
+ * rf_decode_transform makes them with DCT scaling off), rb the decoder's interval scratch.
+ * Returns 0 with *bytes set (the packet; the buffer asked for is 8 bytes longer, for the
+ * decoder's word reads), RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or RF_ENOMEM. */
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
                const struct rf_axis *h, const struct rf_axis *v, uint32_t size, uint32_t layout,
-               struct rf_region_buf *rb, uint8_t *out, size_t cap, uint32_t *bytes);
+               struct rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes);
 
 /* Host driver: decode one packet into out (size*size*3 bytes, the packet's layout). scratch
  * holds at least the packet's `scratch` bytes. Returns an rf_gj_status; on error the first
@@ -111,14 +127,15 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval);
 
 #ifdef RINGFEED_HAVE_CUDA
-/* Device driver, enqueued on `stream`: for each of n samples whose flag is set, decode the
- * packet at staged + i * in_stride into out + i * size * size * 3 (the packet's layout), using
- * scratch + i * RF_GJ_SCRATCH; samples without the flag hold decoded pixels at the start of
- * their staged area and are copied to out as they are. status[i] receives an rf_gj_status. All
- * pointers are device memory. Returns 0 or a cudaError_t value. */
-int rf_cuda_gj_decode(const uint8_t *staged, size_t in_stride, uint8_t *out,
-                      const uint8_t *flags, uint32_t n, uint32_t size, uint8_t *scratch,
-                      int32_t *status, void *stream);
+/* Device driver, enqueued on `stream`. meta holds n uint64 offsets into staged (staged_bytes
+ * long) and then n flag bytes. For each sample whose flag is set, decode the packet at staged +
+ * offset[i] into out + i * size * size * 3 (the packet's layout), using scratch + i *
+ * RF_GJ_SCRATCH; samples without the flag hold decoded pixels at staged + offset[i] and are
+ * copied to out as they are. status[i] receives an rf_gj_status. All pointers are device
+ * memory. Returns 0 or a cudaError_t value. */
+int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
+                      uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch, int32_t *status,
+                      void *stream);
 #endif
 
 #endif

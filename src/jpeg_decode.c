@@ -574,18 +574,26 @@ static int xform_header(rf_decoder *d, xform_job *j, rf_err *err)
 }
 
 /* After xform_header: the scale, the plans, the region, the rows, into j->out. */
-static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
+/* Decode with the scale and resize plans already set (a region when the restart markers
+ * allow one): the rows, through the resize, into j->out. */
+static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
 {
-    j->num = pick_num(d, &j->box, j->t->size);
-    set_scale(d, j);
     uint32_t y0 = 0;
     int rc;
-    if ((rc = plan_axes(d, j, err)) != 0 || (rc = try_region(d, j, err)) != 0)
+    if ((rc = try_region(d, j, err)) != 0)
         return rc;
     jpeg_start_decompress(&d->cinfo);
     if ((rc = narrow(d, j, &y0, err)) != 0)
         return rc;
     return run_rows(d, j, y0, err);
+}
+
+static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
+{
+    j->num = pick_num(d, &j->box, j->t->size);
+    set_scale(d, j);
+    int rc = plan_axes(d, j, err);
+    return rc ? rc : xform_rows(d, j, err);
 }
 
 static int xform_run(rf_decoder *d, void *job, rf_err *err)
@@ -636,11 +644,20 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
 /* ---- rf_decode_packet ---------------------------------------------------------------------- */
 
 typedef struct packet_job {
-    xform_job x;   /* x.out: where an image the kernels do not take is decoded */
-    uint8_t *packet;
-    size_t cap;
+    xform_job x;   /* x.out: placed only when the image is decoded here */
+    rf_gj_place place;
+    void *ctx;
     uint32_t bytes;
 } packet_job;
+
+static int place_pixels(packet_job *pj, rf_err *err)
+{
+    size_t n = (size_t)pj->x.t->size * pj->x.t->size * 3;
+    if (!(pj->x.out = pj->place(pj->ctx, n, 0)))
+        return rf_seterr(err, RF_ENOMEM, "no room for a decoded %ux%u sample", pj->x.t->size,
+                         pj->x.t->size);
+    return 0;
+}
 
 static int packet_run(rf_decoder *d, void *job, rf_err *err)
 {
@@ -650,31 +667,37 @@ static int packet_run(rf_decoder *d, void *job, rf_err *err)
     if (rc)
         return rc;
     if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)))
-        return xform_decode(d, j, err);
+        return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
     j->num = 8; /* the kernels decode at full scale */
     set_scale(d, j);
     if ((rc = plan_axes(d, j, err)) != 0)
         return rc;
     rc = rf_gj_pack(&d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t->size, j->t->layout,
-                    &d->region, pj->packet, pj->cap, &pj->bytes);
+                    &d->region, pj->place, pj->ctx, &pj->bytes);
+    if (rc == 0) {
+        j->region = 1;
+        return 0;
+    }
     if (rc == RF_ENOMEM)
         return rf_seterr(err, RF_ENOMEM, "out of memory for the restart intervals of a %zu-byte "
                          "JPEG", j->len);
-    if (rc) /* not for the kernels: the same decompressor, on to the CPU decode */
-        return xform_decode(d, j, err);
-    j->region = 1;
-    return 0;
+    if (place_pixels(pj, err))
+        return err->code;
+    /* No room for the packet: the CPU decodes at full scale, the bytes the kernels would have
+     * given, so where a sample was decoded never shows in the batch. Not eligible: as the CPU
+     * path always does, with the same decompressor. */
+    return rc == RF_GJ_NO_ROOM ? xform_rows(d, j, err) : xform_decode(d, j, err);
 }
 
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, uint8_t *packet, size_t cap, uint32_t *bytes,
-                     uint8_t *pixels, rf_decode_info *info, rf_err *err)
+                     uint64_t seed, rf_gj_place place, void *ctx, uint32_t *bytes,
+                     rf_decode_info *info, rf_err *err)
 {
     int rc = validate(t, err);
     if (rc)
         return rc;
-    packet_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed, .out = pixels},
-                     .packet = packet, .cap = cap};
+    packet_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed},
+                     .place = place, .ctx = ctx};
     rc = guarded(d, jpeg, len, packet_run, &pj, err);
     if (rc)
         return rc;

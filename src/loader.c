@@ -70,8 +70,15 @@ typedef struct slot {
     uint8_t *stage;           /* batch_size * stage_bytes: what decode/reads write (pinned) */
     uint8_t *out;             /* host backend with a conversion: batch_size * out_bytes */
     int32_t *labels;          /* batch_size, pinned (copied to the device) */
-    uint8_t *gj_flags;        /* GPU decode on the device: sample i is a packet (pinned) */
-    int32_t *gj_status;       /* ... and what the kernels said about it (pinned) */
+    /* GPU decode on the device (pinned): where sample i is in the stage, whether it is a
+     * packet, what the kernels said about it. Packets and decoded samples take the stage in
+     * the order they are written, from gj_top up; gj_room is what is left once every sample
+     * not yet placed has room for its pixels. */
+    uint64_t *gj_offs;
+    uint8_t *gj_flags;
+    int32_t *gj_status;
+    _Atomic uint64_t gj_top;
+    _Atomic int64_t gj_room;
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
@@ -109,7 +116,8 @@ struct rf_loader {
     rf_decode_limits limits;
     uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
     uint64_t stride;       /* slot bytes per sample: stage_bytes, or more for GPU packets */
-    uint64_t gj_cap;       /* GPU decode: largest packet (max(stage_bytes, RF_GJ_AREA)) */
+    uint64_t gj_cap;       /* GPU decode: max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
+    uint64_t gj_px;        /* GPU decode on the device: stage_bytes rounded to RF_GJ_ALIGN */
     uint64_t out_bytes;    /* one sample as the consumer sees it */
     rf_convert_desc conv;  /* per-batch conversion (count-dependent fields set per batch) */
     int host_convert;      /* host backend converts per sample on the CPU */
@@ -506,6 +514,10 @@ static void slot_open_locked(rf_loader *ld, slot *s)
         s->batch.index = ld->d_k;
         if (ld->skip)
             memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
+        if (ld->gj_device) {
+            atomic_store(&s->gj_top, 0);
+            atomic_store(&s->gj_room, (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gj_px));
+        }
     }
 }
 
@@ -930,21 +942,70 @@ static void describe_member(const rf_loader *ld, const rf_sample *sm, uint32_t h
              (unsigned long long)(sm->offset + hdr));
 }
 
-/* A decode thread's buffers for GPU decode on the host backend: the packet is built here and
- * decoded into the slot by the kernels' host code. */
+/* A decode thread's buffers for GPU decode on the host backend: the packet is built here
+ * (grown to the largest packet seen) and decoded into the slot by the kernels' host code. */
 typedef struct gj_host {
     uint8_t *packet, *scratch;
+    size_t cap;
 } gj_host;
+
+/* Where rf_decode_packet writes one sample (rf_gj_place). */
+typedef struct gj_place_ctx {
+    rf_loader *ld;
+    slot *s;
+    uint32_t index;
+    uint8_t *img; /* host backend: the sample's pixels */
+    gj_host *gh;
+} gj_place_ctx;
+
+/* Device: the next free bytes of the slot's stage. A packet takes them only while every sample
+ * not yet placed keeps room for its pixels, so a decoded sample always fits; a packet that
+ * does not is decoded on the CPU to the same bytes (rf_decode_packet). Lock-free: one CAS on
+ * the room, one add on the top. */
+static uint8_t *gj_place_device(void *ctx, size_t bytes, int packet)
+{
+    gj_place_ctx *c = ctx;
+    uint64_t n = (bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
+    if (packet) {
+        int64_t need = (int64_t)n - (int64_t)c->ld->gj_px;
+        int64_t room = atomic_load(&c->s->gj_room);
+        do
+            if (room < need)
+                return NULL;
+        while (!atomic_compare_exchange_weak(&c->s->gj_room, &room, room - need));
+    } else {
+        n = c->ld->gj_px; /* held for it since the slot opened */
+    }
+    uint64_t off = atomic_fetch_add(&c->s->gj_top, n);
+    c->s->gj_offs[c->index] = off;
+    return c->s->stage + off;
+}
+
+static uint8_t *gj_place_host(void *ctx, size_t bytes, int packet)
+{
+    gj_place_ctx *c = ctx;
+    if (!packet)
+        return c->img;
+    if (bytes > c->gh->cap) { /* grows a few times, to the largest packet of the data */
+        uint8_t *p = realloc(c->gh->packet, bytes);
+        if (!p)
+            return NULL; /* decoded on the CPU instead: the same bytes */
+        c->gh->packet = p, c->gh->cap = bytes;
+    }
+    return c->gh->packet;
+}
 
 /* GPU decode of one sample (rf_config.gpu_decode): a packet for the device, or on the host
  * backend the packet decoded right away by the same code; images the kernels do not take come
- * back decoded into img by the CPU path. */
+ * back decoded by the CPU path. */
 static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
                      uint32_t len, uint8_t *img, rf_decode_info *info, gj_host *gh, rf_err *e)
 {
     uint32_t bytes = 0, bad = 0;
+    gj_place_ctx c = {ld, s, t->index, img, gh};
     int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed,
-                              ld->gj_device ? img : gh->packet, ld->gj_cap, &bytes, img, info, e);
+                              ld->gj_device ? gj_place_device : gj_place_host, &c, &bytes,
+                              info, e);
     if (rc || !bytes)
         return rc;
     atomic_fetch_add(&ld->gpu_decoded, 1);
@@ -1023,8 +1084,10 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
 
 /* GPU decode on the device: wait for the batch's kernels and turn a sample they could not
  * decode into the error the CPU path would have raised (named by file, member and offset),
- * before the batch is published. The wait is the finishing decode thread's alone; the others
- * keep decoding, and the batch is ready sooner than the consumer asks for it. */
+ * before the batch is handed out. The consumer waits, in rf_loader_next: the kernels ran
+ * while the batches before it were consumed, so the wait is normally over at once, and no
+ * decode thread ever sits idle on the GPU (one did, for a whole batch's kernels, when the
+ * thread that finished the batch waited). */
 static int gj_check(rf_loader *ld, const slot *s, rf_err *e)
 {
     if (ld->bops->sync(s->dev.event))
@@ -1047,12 +1110,15 @@ static void finish_slot(rf_loader *ld, slot *s)
 {
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
-    size_t bytes = (size_t)s->batch.count * ld->stride;
+    /* GPU decode: only the stage bytes the batch's packets and pixels took */
+    size_t bytes = ld->gj_device ? (size_t)atomic_load(&s->gj_top)
+                                 : (size_t)s->batch.count * ld->stride;
     rf_convert_desc conv = ld->conv;
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
     if (ld->gj_device)
-        conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status, conv.gj_size = ld->tf.size;
+        conv.gj_offs = s->gj_offs, conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status,
+        conv.gj_size = ld->tf.size;
     int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
                                : 0;
     if (rc)
@@ -1060,14 +1126,9 @@ static void finish_slot(rf_loader *ld, slot *s)
     else
         rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
                               s->labels, s->batch.count, &conv, &s->dev, &e);
-    int bad_sample = 0;
-    if (!rc && ld->gj_device)
-        bad_sample = rc = gj_check(ld, s, &e);
     atomic_fetch_add(&ld->copy_ns, rf_now_ns() - t0);
     pthread_mutex_lock(&ld->mu);
-    if (bad_sample) {
-        fail_locked(ld, rc, e.msg);
-    } else if (rc) {
+    if (rc) {
         /* Sticky and fatal (a CUDA error poisons the context): fail_locked wakes the consumer
          * in rf_loader_next, the I/O threads in take() and the decode threads; they stop
          * taking work and every later call returns this error. */
@@ -1094,6 +1155,7 @@ static int gj_host_alloc(rf_loader *ld, gj_host *gh)
     if (!ld->cfg.gpu_decode || ld->gj_device)
         return 0;
     gh->packet = malloc(ld->gj_cap);
+    gh->cap = ld->gj_cap;
     gh->scratch = malloc(RF_GJ_SCRATCH);
     return gh->packet && gh->scratch ? 0 : -1;
 }
@@ -1556,10 +1618,11 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     /* GPU packets get slot areas of their own size (RF_GJ_AREA); host GPU decode builds them
      * in a per-thread buffer that large and writes pixels into the slot. */
     ld->gj_cap = RF_MAX(ld->stage_bytes, (uint64_t)RF_GJ_AREA);
-    ld->stride = ld->gj_device ? ld->gj_cap : ld->stage_bytes;
+    ld->gj_px = (ld->stage_bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
+    ld->stride = ld->gj_device ? RF_MAX(ld->gj_px, (uint64_t)RF_GJ_AREA) : ld->stage_bytes;
     lab = (size_t)B * sizeof(int32_t);
-    if (ld->gj_device) /* GPU decode: per-sample status and packet flags after the labels */
-        lab += (size_t)B * (sizeof(int32_t) + 1);
+    if (ld->gj_device) /* GPU decode: status, offsets and flags per sample after the labels */
+        lab += (size_t)B * (sizeof(int32_t) + sizeof(uint64_t) + 1);
     /* img and outb at most half and a quarter of SIZE_MAX, labels below 2^34 bytes: their
      * page-rounded sum cannot wrap, so only the products need checking. */
     if (__builtin_mul_overflow((size_t)B, (size_t)ld->stride, &img) || img > SIZE_MAX / 2 ||
@@ -1602,8 +1665,11 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
         slot *s = &ld->slots[i];
         s->stage = ld->ring + per * i;
         s->labels = (int32_t *)(s->stage + img);
-        s->gj_status = ld->gj_device ? s->labels + B : NULL;
-        s->gj_flags = ld->gj_device ? (uint8_t *)(s->labels + 2 * (size_t)B) : NULL;
+        if (ld->gj_device) { /* labels are page-aligned, so the offsets are 8-byte aligned */
+            s->gj_status = s->labels + B;
+            s->gj_offs = (uint64_t *)(s->labels + 2 * (size_t)B);
+            s->gj_flags = (uint8_t *)(s->gj_offs + B);
+        }
         s->out = ld->host_convert ? s->stage + img + lab : NULL;
         s->ids = calloc(B, sizeof *s->ids);
         s->positions = calloc(B, sizeof *s->positions);
@@ -1662,7 +1728,7 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     size_t temp = cv ? staged : 0;
     if (ld->gj_device)
         temp = staged + (cv ? (size_t)B * ld->stage_bytes : 0) +
-               (size_t)B * (RF_GJ_SCRATCH + sizeof(int32_t) + 1);
+               (size_t)B * (RF_GJ_SCRATCH + sizeof(int32_t) + sizeof(uint64_t) + 1);
     if (ld->bops->device_kind == RF_DEVICE_CUDA &&
         alloc_refused(ld, "device pool", (size_t)(ld->depth + 2) * outs))
         return rf_seterr(err, RF_ENOMEM, "cannot reserve the %zu-byte device pool on cuda:%d "
@@ -1989,6 +2055,17 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         ld->leased++;
     }
     pthread_mutex_unlock(&ld->mu);
+    if (!rc && ld->gj_device) {
+        rf_err e = {0};
+        if ((rc = gj_check(ld, s, &e)) != 0) {
+            pthread_mutex_lock(&ld->mu);
+            fail_locked(ld, rc, e.msg);
+            ld->last = ld->err;
+            s->state = SLOT_READY; /* not handed out: stop releases it; later calls fail */
+            ld->leased--;
+            pthread_mutex_unlock(&ld->mu);
+        }
+    }
     ld->wait_ns += rf_now_ns() - t0;
     if (rc)
         return rc;

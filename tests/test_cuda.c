@@ -157,6 +157,36 @@ END_TEST
 START_TEST(gpu_decode_bf16_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 96, 1); }
 END_TEST
 
+/* Large photos (JPEGs of 300-550 KB; 224 px outputs leave 0.7 MB of a 16-sample slot beyond
+ * what decoded samples are guaranteed): packets larger than RF_GJ_AREA take the GPU path while
+ * the slot has room, the rest decode on the CPU at full scale. Either way the batches are the
+ * host backend's, whose packets always fit, byte for byte. */
+START_TEST(gpu_decode_large_packets)
+{
+    char *dir = rf_test_mkdtemp("cuda-big"), pattern[600];
+    ck_assert_int_eq(rf_test_make_big_restart_shards(dir, 2, 40, 7), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    g_use = pattern, g_gpu = 1, g_size = 224;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    uint64_t got[2];
+    for (int k = 0; k < 2; k++) {
+        rf_loader *ld = mk(k ? RF_DEVICE_HOST : RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 3);
+        rf_batch *b;
+        while (rf_loader_next(ld, &b) == 0)
+            rf_loader_release(ld, b, NULL);
+        rf_stats st;
+        rf_stats_init(&st);
+        rf_loader_stats(ld, &st);
+        got[k] = st.gpu_decoded;
+        rf_loader_destroy(ld);
+    }
+    /* every batch's packets need more than its room, whatever order they come in, and the
+     * first packet of a batch always fits */
+    ck_assert_msg(got[0] >= 5 && got[0] < 80, "%llu of 80 on the GPU", (unsigned long long)got[0]);
+    ck_assert_uint_eq(got[1], 80);
+}
+END_TEST
+
 /* A damaged restart-marked JPEG: the batch's kernels report it, the loader fails with shard,
  * member and offset before publishing that batch; earlier batches arrive. Skip mode is
  * refused with GPU decode on this backend. */
@@ -468,6 +498,7 @@ int main(void)
     tcase_add_test(tc, gpu_decode_float32_nchw);
     tcase_add_test(tc, gpu_decode_uint8_mixed_cpu);
     tcase_add_test(tc, gpu_decode_bf16_mixed_cpu);
+    tcase_add_test(tc, gpu_decode_large_packets);
     tcase_add_test(tc, gpu_decode_damage_names_member);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

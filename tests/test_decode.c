@@ -739,9 +739,22 @@ START_TEST(region_decode_matches_whole_decode)
 }
 END_TEST
 
+/* rf_gj_place over two fixed buffers: packets up to cap bytes (cap 0: never room), pixels. */
+typedef struct test_place {
+    uint8_t *pkt, *px;
+    size_t cap;
+} test_place;
+
+static uint8_t *place_fixed(void *ctx, size_t bytes, int packet)
+{
+    test_place *p = ctx;
+    return !packet ? p->px : bytes <= p->cap ? p->pkt : NULL;
+}
+
 /* GPU decode (gpujpeg.h), run through its host driver: every packet decodes byte-for-byte to
  * what the CPU path gives with DCT scaling off, for each sampling, interval, crop mode, layout,
- * flip and image edge; images the kernels do not cover come back decoded by the CPU path. */
+ * flip and image edge; images the kernels do not cover come back decoded by the CPU path, and
+ * a packet with no room left decodes on the CPU to the packet's very bytes. */
 START_TEST(gpu_packet_matches_cpu_full_scale)
 {
     static const shape GS[] = {
@@ -754,7 +767,8 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
     rf_decoder_set_max_scale_denom(a, 1);
     size_t cap = 1u << 20;
     uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
-    uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3);
+    uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3), *on = malloc(224 * 224 * 3);
+    test_place pl = {pkt, og, cap}, none = {pkt, on, 0};
     uint32_t gpu = 0, runs = 0;
     for (size_t s = 0; s < sizeof GS / sizeof GS[0]; s++)
         for (size_t k = 0; k < 3; k++) {
@@ -771,7 +785,8 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                 rf_err ea = {0}, eb = {0};
                 uint32_t bytes = 0, bad = 0;
                 runs++;
-                int rc = rf_decode_packet(b, t, tlen, &tr, seed, pkt, cap, &bytes, og, &ib, &eb);
+                int rc = rf_decode_packet(b, t, tlen, &tr, seed, place_fixed, &pl, &bytes, &ib,
+                                          &eb);
                 ck_assert_msg(rc == 0, "%s", eb.msg);
                 if (bytes == 0) {
                     /* only an interval that does not divide the MCU row (the packer's own
@@ -798,12 +813,21 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                               ia.crop_w, ia.crop_h);
                 ck_assert_uint_eq(ib.crop_x, ia.crop_x);
                 ck_assert_uint_eq(ib.flipped, ia.flipped);
+                if (seed % 4 == 0) { /* no room for the packet: the same bytes from the CPU */
+                    ck_assert_int_eq(rf_decode_packet(b, t, tlen, &tr, seed, place_fixed, &none,
+                                                      &bytes, &ib, &eb), 0);
+                    ck_assert_uint_eq(bytes, 0);
+                    ck_assert_uint_eq(ib.scale_denom, 1);
+                    ck_assert_msg(memcmp(on, og, n) == 0, "%ux%u seed %llu: the no-room decode "
+                                  "differs from the packet's", GS[s].w, GS[s].h,
+                                  (unsigned long long)seed);
+                }
                 gpu++;
             }
             free(t), free(j);
         }
     ck_assert_msg(gpu > runs * 2 / 3, "GPU path taken %u of %u times", gpu, runs);
-    free(pkt), free(scratch), free(oa), free(og);
+    free(pkt), free(scratch), free(oa), free(og), free(on);
     rf_decoder_destroy(a), rf_decoder_destroy(b);
 }
 END_TEST
@@ -828,6 +852,7 @@ START_TEST(gpu_packet_damage)
         if (t[i] == 0xFF && t[i + 1] == 0xDA)
             sos = i;
     rf_transform tr = random_t(64);
+    test_place pl = {pkt, og, cap};
     uint32_t caught = 0, clean = 0, same = 0;
     uint64_t rng = 99;
     for (int trial = 0; trial < 300; trial++) {
@@ -840,7 +865,7 @@ START_TEST(gpu_packet_damage)
         uint32_t bytes, bi = 0, fw, fh;
         rf_err e = {0};
         uint64_t seed = (uint64_t)trial;
-        int rc = rf_decode_packet(b, bad, tlen, &tr, seed, pkt, cap, &bytes, og, NULL, &e);
+        int rc = rf_decode_packet(b, bad, tlen, &tr, seed, place_fixed, &pl, &bytes, NULL, &e);
         ck_assert_msg(rc == 0, "trial %d: %s", trial, e.msg);
         ck_assert_uint_gt(bytes, 0);
         int st = rf_gj_decode_host(pkt, scratch, og, &bi);

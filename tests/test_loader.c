@@ -266,8 +266,8 @@ END_TEST
 
 /* GPU decode on the host backend (the kernels' code, run by the decode threads) over
  * restart-marked shards: every sample takes the packet path (packets may be larger than the
- * 96x96x3-byte sample), and every pixel is a direct full-scale decode's. On plain shards every
- * sample falls back to the CPU path. */
+ * 96x96x3-byte sample, and for large photos larger than RF_GJ_AREA), and every pixel is a
+ * direct full-scale decode's. On plain shards every sample falls back to the CPU path. */
 START_TEST(gpu_decode_matches_full_scale_decode)
 {
     char *dir = rf_test_mkdtemp("gpudec");
@@ -275,6 +275,10 @@ START_TEST(gpu_decode_matches_full_scale_decode)
     ck_assert_int_eq(rf_test_make_restart_shards(dir, 2, 40, CLASSES, SEED, 200), 0);
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
     ck_assert_uint_eq(check_direct_decode(pattern, 96, 1), 80);
+    char *big = rf_test_mkdtemp("gpudec-big");
+    ck_assert_int_eq(rf_test_make_big_restart_shards(big, 1, 13, SEED), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", big);
+    ck_assert_uint_eq(check_direct_decode(pattern, 96, 1), 13);
     make_data();
     ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1), 0);
 }

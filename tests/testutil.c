@@ -56,7 +56,8 @@ uint8_t *rf_test_read_file(const char *path, size_t *len)
 }
 
 static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
-                       uint64_t seed, int write_index, uint32_t max_side, int restart)
+                       uint64_t seed, int write_index, uint32_t min_side, uint32_t max_side,
+                       int restart)
 {
     char pattern[4096];
     snprintf(pattern, sizeof pattern, "%s/shard-%%04u.tar", dir);
@@ -68,6 +69,7 @@ static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uin
     cfg.classes = classes ? classes : 1;
     cfg.seed = seed;
     cfg.threads = 2;
+    cfg.min_side = min_side;
     cfg.max_side = max_side;
     cfg.write_index = write_index;
     cfg.label_mode = RF_GEN_LABEL_MODULO;
@@ -82,13 +84,19 @@ static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uin
 int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
                         uint64_t seed, int write_index, uint32_t max_side)
 {
-    return make_shards(dir, nshards, nsamples, classes, seed, write_index, max_side, 0);
+    return make_shards(dir, nshards, nsamples, classes, seed, write_index, 0, max_side, 0);
 }
 
 int rf_test_make_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
                                 uint32_t classes, uint64_t seed, uint32_t max_side)
 {
-    return make_shards(dir, nshards, nsamples, classes, seed, 1, max_side, 1);
+    return make_shards(dir, nshards, nsamples, classes, seed, 1, 0, max_side, 1);
+}
+
+int rf_test_make_big_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
+                                    uint64_t seed)
+{
+    return make_shards(dir, nshards, nsamples, 10, seed, 1, 700, 1000, 1);
 }
 
 int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t keylen)

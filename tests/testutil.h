@@ -32,6 +32,10 @@ int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, ui
  * region decode and GPU decode apply to them. */
 int rf_test_make_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
                                 uint32_t classes, uint64_t seed, uint32_t max_side);
+/* ... of large photos (sides 700-1000, JPEGs of 300-550 KB, 10 classes): GPU-decode packets
+ * larger than the average slot area (RF_GJ_AREA). */
+int rf_test_make_big_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
+                                    uint64_t seed);
 
 /* Damage the entropy-coded data of the nth JPEG (0-based, in file order) of the tar shard at
  * path in place: every byte from its SOS header to EOI becomes 0xA5, except each 0xFF and the
