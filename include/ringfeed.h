@@ -156,10 +156,11 @@ typedef struct rf_config {
 
     /* Threads and queues. 0 means default. */
     uint32_t decode_threads; /* default: number of online CPUs */
-    uint32_t io_threads;     /* default 1 for io_uring, 4 for pread */
+    uint32_t io_threads;     /* default 1 for io_uring (gpu_decode on CUDA: one per three
+                              * decode threads, up to 4), 4 for pread */
     uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO */
     uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64 */
-    uint32_t prefetch_depth; /* batch slots in the ring; default 4 */
+    uint32_t prefetch_depth; /* batch slots in the ring; default 4, 8 with gpu_decode */
 
     /* Device. */
     uint32_t device_kind;  /* enum rf_device_kind; AUTO = CUDA when a GPU is usable, else host */
@@ -236,9 +237,10 @@ typedef struct rf_config {
      * usable restart markers (ringfeed-pack --restart writes them), progressive, CMYK or too
      * large for the per-sample scratch are decoded on the CPU in the same batch
      * (rf_stats.gpu_decoded counts the GPU ones). Needs on_error = FAIL on the CUDA backend: a
-     * corrupt interval is only found after its batch was decoded. Device memory: about
-     * 2.2 MiB per sample of a batch for each of the 2 copy streams, reserved at create; two
-     * io_uring threads by default (docs/gpu-decode.md). */
+     * corrupt interval is only found after its batch was decoded (rf_loader_next waits for
+     * the batch's kernels and returns that error naming the member). Device memory: about
+     * 1.2 MiB per sample of a batch for each of the 4 copy streams, reserved at create;
+     * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). */
     uint32_t gpu_decode;
 } rf_config;
 

@@ -36,6 +36,7 @@ typedef struct rf_convert_desc {
     const uint64_t *gj_offs;
     const uint8_t *gj_flags;
     int32_t *gj_status;
+    uint64_t gj_scratch;    /* device scratch bytes the batch's packets take (scratch_at) */
     uint32_t gj_size;       /* output height = width of a decoded sample */
 } rf_convert_desc;
 

@@ -34,7 +34,7 @@ static __device__ const uint8_t *sample_of(const uint8_t *staged, const uint8_t 
 
 __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_bytes,
                              const uint8_t *__restrict__ meta, uint8_t *scratch,
-                             int32_t *status)
+                             size_t scratch_bytes, int32_t *status)
 {
     __shared__ rf_gj_huff huff[GJ_MAX_HUFF];
     __shared__ uint16_t quant[GJ_MAX_QUANT * 64];
@@ -46,6 +46,7 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
     uint32_t nq = p->nquant;
     if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH ||
         (size_t)(pkt - staged) + p->bytes + 8 > staged_bytes ||
+        (size_t)p->scratch_at * RF_GJ_ALIGN + p->scratch > scratch_bytes ||
         p->nhuff > GJ_MAX_HUFF || nq > GJ_MAX_QUANT) {
         if (threadIdx.x == 0)
             status[i] = RF_GJ_BAD_PACKET;
@@ -59,7 +60,7 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
     for (uint32_t w = threadIdx.x; w < nq * 64; w += blockDim.x)
         quant[w] = qs[w];
     __syncthreads();
-    uint8_t *scr = scratch + (size_t)i * RF_GJ_SCRATCH;
+    uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
     for (uint32_t k = threadIdx.x; k < p->nintervals; k += blockDim.x) {
         int st = rf_gj_interval(pkt, k, scr, huff, quant);
         if (st)
@@ -77,7 +78,7 @@ __global__ void gj_vpass(const uint8_t *__restrict__ staged, const uint8_t *__re
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
     if (row >= p->size)
         return;
-    uint8_t *scr = scratch + (size_t)i * RF_GJ_SCRATCH;
+    uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
     uint32_t w = (uint32_t)(p->xhi - p->xlo);
     uint8_t *dst = scr + p->inter + (size_t)row * w * 3;
     for (uint32_t x = threadIdx.x; x < w; x += blockDim.x)
@@ -100,14 +101,15 @@ __global__ void gj_hpass(const uint8_t *__restrict__ staged, const uint8_t *__re
     if (status[i])
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
-    const uint8_t *scr = scratch + (size_t)i * RF_GJ_SCRATCH;
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    const uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
     for (uint32_t j = threadIdx.x; j < size; j += blockDim.x)
         rf_gj_hpass(pkt, scr, row, j, o);
 }
 
 extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
                                  uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch,
-                                 int32_t *status, void *stream)
+                                 size_t scratch_bytes, int32_t *status, void *stream)
 {
     if (n == 0)
         return 0;
@@ -115,7 +117,7 @@ extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, con
     cudaError_t e = cudaMemsetAsync(status, 0, (size_t)n * sizeof(int32_t), s);
     if (e != cudaSuccess)
         return (int)e;
-    gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, status);
+    gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, scratch_bytes, status);
     gj_vpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status);
     gj_hpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status, out, size);
     return (int)cudaGetLastError();

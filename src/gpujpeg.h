@@ -33,9 +33,10 @@
 
 #define RF_GJ_MAGIC 0x504a4652u /* "RFJP" */
 #define RF_GJ_LOOKUP_BITS 9
-/* Device scratch per sample: the decoded component planes of the region and the vertically
- * resized rows. 2 MiB holds a ~370k-pixel 4:2:0 region (the largest crop of an 800x460 image);
- * larger regions decode on the CPU. */
+/* Device scratch of one sample at most: the decoded component planes of the region and the
+ * vertically resized rows. 2 MiB holds a ~370k-pixel 4:2:0 region (the largest crop of an
+ * 800x460 image); larger regions decode on the CPU. A batch's samples share one scratch, each
+ * taking what its packet says (~0.2-0.6 MiB for 224 crops of ImageNet-sized photos). */
 #define RF_GJ_SCRATCH (2u << 20)
 /* Slot bytes per sample when packets go to the device, on average: a slot holds batch x the
  * larger of this and the decoded sample, shared by its packets in the order they are written,
@@ -76,6 +77,8 @@ typedef struct rf_gj_packet {
     uint32_t htaps, vtaps;
     int32_t xlo, xhi;         /* region columns the vertical pass produces */
     uint32_t scratch;         /* scratch bytes this sample uses (<= RF_GJ_SCRATCH) */
+    uint32_t scratch_at;      /* where they start in the batch's scratch, in RF_GJ_ALIGN units
+                               * (set by whoever places the batch; 0 for the host driver) */
     uint32_t inter;           /* offset of the vertically resized rows in the scratch */
     uint32_t off_huff, nhuff; /* rf_gj_huff[nhuff] */
     uint32_t off_quant, nquant; /* uint16[64] per quant table, natural order */
@@ -129,13 +132,13 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
 #ifdef RINGFEED_HAVE_CUDA
 /* Device driver, enqueued on `stream`. meta holds n uint64 offsets into staged (staged_bytes
  * long) and then n flag bytes. For each sample whose flag is set, decode the packet at staged +
- * offset[i] into out + i * size * size * 3 (the packet's layout), using scratch + i *
- * RF_GJ_SCRATCH; samples without the flag hold decoded pixels at staged + offset[i] and are
- * copied to out as they are. status[i] receives an rf_gj_status. All pointers are device
- * memory. Returns 0 or a cudaError_t value. */
+ * offset[i] into out + i * size * size * 3 (the packet's layout), using scratch (scratch_bytes
+ * long) from the packet's scratch_at on; samples without the flag hold decoded pixels at
+ * staged + offset[i] and are copied to out as they are. status[i] receives an rf_gj_status.
+ * All pointers are device memory. Returns 0 or a cudaError_t value. */
 int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
-                      uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch, int32_t *status,
-                      void *stream);
+                      uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch,
+                      size_t scratch_bytes, int32_t *status, void *stream);
 #endif
 
 #endif

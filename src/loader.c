@@ -79,6 +79,7 @@ typedef struct slot {
     int32_t *gj_status;
     _Atomic uint64_t gj_top;
     _Atomic int64_t gj_room;
+    _Atomic uint64_t gj_scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
@@ -516,6 +517,7 @@ static void slot_open_locked(rf_loader *ld, slot *s)
             memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
         if (ld->gj_device) {
             atomic_store(&s->gj_top, 0);
+            atomic_store(&s->gj_scratch, 0);
             atomic_store(&s->gj_room, (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gj_px));
         }
     }
@@ -1009,7 +1011,10 @@ static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, con
     if (rc || !bytes)
         return rc;
     atomic_fetch_add(&ld->gpu_decoded, 1);
-    if (ld->gj_device) {
+    if (ld->gj_device) { /* the packet's share of the batch's device scratch */
+        rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gj_offs[t->index]);
+        p->scratch_at = (uint32_t)atomic_fetch_add(&s->gj_scratch,
+                                                   (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN);
         s->gj_flags[t->index] = 1;
         return 0;
     }
@@ -1118,7 +1123,7 @@ static void finish_slot(rf_loader *ld, slot *s)
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
     if (ld->gj_device)
         conv.gj_offs = s->gj_offs, conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status,
-        conv.gj_size = ld->tf.size;
+        conv.gj_size = ld->tf.size, conv.gj_scratch = atomic_load(&s->gj_scratch) * RF_GJ_ALIGN;
     int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
                                : 0;
     if (rc)
@@ -1381,8 +1386,8 @@ static int apply_defaults(rf_config *c, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "decode_threads %u exceeds 1024", c->decode_threads);
     if (!c->io_queue_depth)
         c->io_queue_depth = 64;
-    if (!c->prefetch_depth)
-        c->prefetch_depth = 4;
+    if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
+        c->prefetch_depth = c->gpu_decode ? 8 : 4;
     if (c->decode_nice > 19)
         return rf_seterr(err, RF_EINVAL, "decode_nice %u out of range 0..19", c->decode_nice);
     if (c->prefetch_depth > 64 || c->io_queue_depth > 4096 || c->io_threads > 64)
@@ -1726,9 +1731,12 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     int cv = ld->conv.kind != RF_CONV_NONE;
     size_t staged = (size_t)B * ld->stride, outs = (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes);
     size_t temp = cv ? staged : 0;
+    /* GPU decode's scratch is what the batch's packets take (~0.2-0.6 MiB each for 224 crops
+     * of ImageNet-sized photos): half the per-sample maximum is reserved, and a batch of
+     * larger crops grows the pool once (counted in device_allocs_after_create). */
     if (ld->gj_device)
         temp = staged + (cv ? (size_t)B * ld->stage_bytes : 0) +
-               (size_t)B * (RF_GJ_SCRATCH + sizeof(int32_t) + sizeof(uint64_t) + 1);
+               (size_t)B * (RF_GJ_SCRATCH / 2 + sizeof(int32_t) + sizeof(uint64_t) + 1);
     if (ld->bops->device_kind == RF_DEVICE_CUDA &&
         alloc_refused(ld, "device pool", (size_t)(ld->depth + 2) * outs))
         return rf_seterr(err, RF_ENOMEM, "cannot reserve the %zu-byte device pool on cuda:%d "
@@ -1806,10 +1814,13 @@ static int choose_io(rf_loader *ld, rf_err *err)
     int rc = rf_io_select(ld->cfg.io_engine, &ld->iops, ld->io_why, sizeof ld->io_why);
     if (rc)
         return rf_seterr(err, rc, "%s", ld->io_why);
-    /* GPU decode reads 5-8 GB/s of JPEG bytes at full speed: one io_uring thread's copies out
-     * of the page cache became the limit (31k vs 54k img/s with two; docs/gpu-decode.md). */
+    /* GPU decode reads up to 16 GB/s of JPEG bytes, and one io_uring thread copies ~5 GB/s
+     * out of the page cache: one I/O thread per three decode threads, up to 4 (H200: 4 decode
+     * threads gave 42k img/s with one, 62k with two; 16 threads 106k with four, 101k with two;
+     * 1 decode thread is no faster with a second; docs/gpu-decode.md). */
     if (!ld->cfg.io_threads)
-        ld->cfg.io_threads = ld->iops == &rf_io_uring_ops ? (ld->gj_device ? 2 : 1) : 4;
+        ld->cfg.io_threads = ld->iops != &rf_io_uring_ops ? 4 : !ld->gj_device ? 1
+                                 : RF_MIN(4, (ld->cfg.decode_threads + 2) / 3);
     ld->iop = (rf_io_params){.threads = ld->cfg.io_threads,
                              .queue_depth = ld->cfg.io_queue_depth,
                              .max_retries = ld->cfg.io_retries,
