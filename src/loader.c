@@ -1620,8 +1620,9 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     if (ld->host_convert)
         snprintf(conv, sizeof conv, " + batch %u x %llu bytes converted", B,
                  (unsigned long long)ld->out_bytes);
-    /* GPU packets get slot areas of their own size (RF_GJ_AREA); host GPU decode builds them
-     * in a per-thread buffer that large and writes pixels into the slot. */
+    /* GPU decode on the device: a slot holds batch x max(decoded sample, RF_GJ_AREA) bytes
+     * that its packets and CPU-decoded samples share (gj_place_device). Host GPU decode builds
+     * packets in a per-thread buffer and writes pixels into the slot. */
     ld->gj_cap = RF_MAX(ld->stage_bytes, (uint64_t)RF_GJ_AREA);
     ld->gj_px = (ld->stage_bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
     ld->stride = ld->gj_device ? RF_MAX(ld->gj_px, (uint64_t)RF_GJ_AREA) : ld->stage_bytes;
