@@ -242,6 +242,13 @@ typedef struct rf_config {
      * 1.2 MiB per sample of a batch for each of the 4 copy streams, reserved at create;
      * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). */
     uint32_t gpu_decode;
+    /* With gpu_decode: the percent (1..100; 0 = 100) of eligible images sent to the GPU, the
+     * rest decoded on the CPU as without gpu_decode. Which images go where is a function of
+     * the seed, epoch and sample, so batches stay reproducible. For training a model that
+     * keeps the GPU busy, splitting the work keeps both the CPUs and the GPU below
+     * saturation (DALI's hw_decoder_load is the same idea): ResNet-18 on the H200 trained at
+     * 95% of its GPU-bound rate with 25 and decode_nice 10, 92% with 100 (docs/tuning.md). */
+    uint32_t gpu_decode_percent;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */

@@ -1005,6 +1005,12 @@ static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, con
 {
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {ld, s, t->index, img, gh};
+    /* gpu_decode_percent: a hash of the sample's own seed (itself one of seed, epoch and
+     * sample) decides, apart from the draws that choose its crop */
+    if (rf_plan_gpu_percentile(t->aug_seed) >= ld->cfg.gpu_decode_percent) {
+        uint8_t *px = ld->gj_device ? gj_place_device(&c, ld->stage_bytes, 0) : img;
+        return rf_decode_transform(dec, jpeg, len, &ld->tf, t->aug_seed, px, info, e);
+    }
     int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed,
                               ld->gj_device ? gj_place_device : gj_place_host, &c, &bytes,
                               info, e);
@@ -1420,6 +1426,11 @@ static int apply_defaults(rf_config *c, rf_err *err)
                          c->remainder);
     if (c->gpu_decode > 1)
         return rf_seterr(err, RF_EINVAL, "gpu_decode must be 0 or 1, not %u", c->gpu_decode);
+    if (c->gpu_decode_percent > 100)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode_percent %u out of range 0..100 (0: all)",
+                         c->gpu_decode_percent);
+    if (!c->gpu_decode_percent)
+        c->gpu_decode_percent = 100;
     if (c->gpu_decode && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode applies to JPEG sources, not tokens");
     if (c->source == RF_SOURCE_TOKENS) {

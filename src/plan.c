@@ -164,6 +164,11 @@ uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_i
                     (sample_id * 0xe7037ed1a0b428dbull));
 }
 
+uint32_t rf_plan_gpu_percentile(uint64_t aug_seed)
+{
+    return (uint32_t)(rf_mix64(aug_seed ^ 0x6a09e667f3bcc909ull) % 100);
+}
+
 static void put64(uint8_t *b, uint64_t v)
 {
     for (int i = 0; i < 8; i++)

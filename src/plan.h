@@ -63,6 +63,11 @@ uint32_t rf_plan_batch_count(const rf_plan *p, uint64_t k);
  * the same crop whichever rank or resume position delivers it. */
 uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id);
 
+/* Where a sample stands for rf_config.gpu_decode_percent, 0..99, from its augmentation seed
+ * (above): it goes to the GPU when below the percent. A hash of its own, apart from the draws
+ * that choose the crop. */
+uint32_t rf_plan_gpu_percentile(uint64_t aug_seed);
+
 /* Resume blob (little-endian, fixed size). */
 #define RF_STATE_MAGIC 0x31534652u /* "RFS1" */
 #define RF_STATE_VERSION 1u

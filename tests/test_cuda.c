@@ -20,7 +20,7 @@ static char *g_dir, g_pat[512], g_rpat[512];
 /* What mem_cfg uses: the GPU-decode tests switch to the restart-marked copy (each test runs
  * in its own forked child, so a switch stays within its test). */
 static const char *g_use = g_pat, *g_mixed[2];
-static uint32_t g_gpu, g_size = SIZE;
+static uint32_t g_gpu, g_size = SIZE, g_percent;
 
 static void make_data(void)
 {
@@ -37,6 +37,7 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
 {
     rf_config c = rf_test_host_config(pat, g_use, g_size);
     c.gpu_decode = g_gpu;
+    c.gpu_decode_percent = g_percent;
     if (g_mixed[0]) /* plain and restart-marked shards together: batches of both kinds */
         c.shards = g_mixed, c.shard_count = 2;
     c.batch_size = 16;
@@ -157,6 +158,36 @@ END_TEST
 START_TEST(gpu_decode_bf16_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 96, 1); }
 END_TEST
 
+/* An epoch of the suite's loader on CUDA (got[0]) and on the host (got[1]): how many samples
+ * took the GPU path on each. */
+static void gpu_decoded_on_both(uint64_t got[2])
+{
+    for (int k = 0; k < 2; k++) {
+        rf_loader *ld = mk(k ? RF_DEVICE_HOST : RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 3);
+        rf_batch *b;
+        while (rf_loader_next(ld, &b) == 0)
+            rf_loader_release(ld, b, NULL);
+        rf_stats st;
+        rf_stats_init(&st);
+        rf_loader_stats(ld, &st);
+        got[k] = st.gpu_decoded;
+        rf_loader_destroy(ld);
+    }
+}
+
+/* gpu_decode_percent: the samples the seed picks take the kernels, the others the CPU path
+ * with DCT scaling, the same ones on both backends, and the batches equal the host's. */
+START_TEST(gpu_decode_percent_equals_host)
+{
+    g_use = g_rpat, g_gpu = 1, g_size = 224, g_percent = 40;
+    compare_with_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NCHW);
+    uint64_t got[2];
+    gpu_decoded_on_both(got);
+    ck_assert_uint_eq(got[0], got[1]);
+    ck_assert_msg(got[0] > 16 && got[0] < 48, "%llu of 80", (unsigned long long)got[0]);
+}
+END_TEST
+
 /* Large photos (JPEGs of 300-550 KB; 224 px outputs leave 0.7 MB of a 16-sample slot beyond
  * what decoded samples are guaranteed): packets larger than RF_GJ_AREA take the GPU path while
  * the slot has room, the rest decode on the CPU at full scale. Either way the batches are the
@@ -169,17 +200,7 @@ START_TEST(gpu_decode_large_packets)
     g_use = pattern, g_gpu = 1, g_size = 224;
     compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
     uint64_t got[2];
-    for (int k = 0; k < 2; k++) {
-        rf_loader *ld = mk(k ? RF_DEVICE_HOST : RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 3);
-        rf_batch *b;
-        while (rf_loader_next(ld, &b) == 0)
-            rf_loader_release(ld, b, NULL);
-        rf_stats st;
-        rf_stats_init(&st);
-        rf_loader_stats(ld, &st);
-        got[k] = st.gpu_decoded;
-        rf_loader_destroy(ld);
-    }
+    gpu_decoded_on_both(got);
     /* every batch's packets need more than its room, whatever order they come in, and the
      * first packet of a batch always fits */
     ck_assert_msg(got[0] >= 5 && got[0] < 80, "%llu of 80 on the GPU", (unsigned long long)got[0]);
@@ -499,6 +520,7 @@ int main(void)
     tcase_add_test(tc, gpu_decode_uint8_mixed_cpu);
     tcase_add_test(tc, gpu_decode_bf16_mixed_cpu);
     tcase_add_test(tc, gpu_decode_large_packets);
+    tcase_add_test(tc, gpu_decode_percent_equals_host);
     tcase_add_test(tc, gpu_decode_damage_names_member);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

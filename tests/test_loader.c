@@ -196,7 +196,7 @@ END_TEST
 /* Every batch of one epoch over `pattern` equals a direct decode of the same members with the
  * same seeds (full scale when gpu: the GPU decode path's pixels are the CPU path's with DCT
  * scaling off). Returns how many samples the GPU decode path took. */
-static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu)
+static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu, uint32_t percent)
 {
     const char *pat;
     rf_config c = rf_test_host_config(&pat, pattern, size);
@@ -205,6 +205,7 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu)
     c.batch_size = 13;
     c.layout = RF_LAYOUT_NCHW;
     c.gpu_decode = (uint32_t)gpu;
+    c.gpu_decode_percent = percent;
     rf_loader *ld = rf_test_create_ok(&c);
     rf_dataset ds = {0};
     rf_err e = {0};
@@ -215,9 +216,10 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu)
     rf_plan plan;
     ck_assert_int_eq(rf_plan_init(&plan, ds.nsamples, c.seed, 0, 13, 0, 0, 0, 1, &e), 0);
     rf_decode_limits lim = {.max_pixels = 1 << 26, .max_dim = 1 << 14};
-    rf_decoder *dec = rf_decoder_create(&lim);
-    if (gpu)
-        rf_decoder_set_max_scale_denom(dec, 1);
+    /* GPU-decoded samples are full-scale decodes; the rest (gpu_decode_percent) the CPU's */
+    rf_decoder *dec = rf_decoder_create(&lim), *full = rf_decoder_create(&lim);
+    rf_decoder_set_max_scale_denom(full, 1);
+    uint64_t expect_gpu = 0;
     rf_transform tf = {.crop = RF_CROP_RANDOM, .size = size, .resize_shorter = c.resize_shorter,
                        .layout = RF_LAYOUT_NCHW, .scale_min = 0.08f, .scale_max = 1.0f,
                        .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
@@ -236,7 +238,10 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu)
             ck_assert_int_eq(rf_tar_locate(span, sm->length, b->keys[i], "jpg,jpeg", &doff,
                                            &dlen, &dhdr, &loff, &llen, &e), 0);
             uint64_t seed = rf_plan_sample_seed(&plan, b->epoch, b->sample_ids[i]);
-            ck_assert_int_eq(rf_decode_transform(dec, span + doff, dlen, &tf, seed, want, NULL, &e), 0);
+            int on_gpu = gpu && rf_plan_gpu_percentile(seed) < (percent ? percent : 100);
+            expect_gpu += on_gpu;
+            ck_assert_int_eq(rf_decode_transform(on_gpu ? full : dec, span + doff, dlen, &tf, seed,
+                                                 want, NULL, &e), 0);
             ck_assert_int_eq(memcmp(want, (uint8_t *)b->data + (size_t)i * n, n), 0);
             free(span);
             checked++;
@@ -248,8 +253,10 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu)
     rf_stats_init(&st);
     ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
     free(want);
-    rf_decoder_destroy(dec);
+    rf_decoder_destroy(dec), rf_decoder_destroy(full);
     rf_plan_free(&plan);
+    /* every sample chosen for the GPU took it on restart-marked shards (none on plain ones) */
+    ck_assert_uint_le(st.gpu_decoded, expect_gpu);
     rf_dataset_free(&ds);
     rf_free_paths(paths, np);
     rf_loader_destroy(ld);
@@ -260,7 +267,7 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu)
 START_TEST(pixels_match_direct_decode)
 {
     make_data();
-    ck_assert_uint_eq(check_direct_decode(g_pattern, SIZE, 0), 0);
+    ck_assert_uint_eq(check_direct_decode(g_pattern, SIZE, 0, 0), 0);
 }
 END_TEST
 
@@ -274,13 +281,19 @@ START_TEST(gpu_decode_matches_full_scale_decode)
     char pattern[600];
     ck_assert_int_eq(rf_test_make_restart_shards(dir, 2, 40, CLASSES, SEED, 200), 0);
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
-    ck_assert_uint_eq(check_direct_decode(pattern, 96, 1), 80);
+    ck_assert_uint_eq(check_direct_decode(pattern, 96, 1, 0), 80);
+    /* gpu_decode_percent 40: the samples the seed picks go to the kernels' code, the others
+     * to the CPU path with DCT scaling, each exactly */
+    uint64_t some = check_direct_decode(pattern, 96, 1, 40);
+    ck_assert_msg(some > 16 && some < 48, "%llu of 80 on the GPU path", (unsigned long long)some);
     char *big = rf_test_mkdtemp("gpudec-big");
     ck_assert_int_eq(rf_test_make_big_restart_shards(big, 1, 13, SEED), 0);
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", big);
-    ck_assert_uint_eq(check_direct_decode(pattern, 96, 1), 13);
+    ck_assert_uint_eq(check_direct_decode(pattern, 96, 1, 0), 13);
+    uint64_t big40 = check_direct_decode(pattern, 96, 1, 40); /* where DCT scaling shows */
+    ck_assert_msg(big40 >= 1 && big40 < 13, "%llu of 13", (unsigned long long)big40);
     make_data();
-    ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1), 0);
+    ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1, 0), 0);
 }
 END_TEST
 
@@ -319,6 +332,9 @@ START_TEST(gpu_decode_damage_names_member)
     c.gpu_decode = 2;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
     ck_assert_msg(strstr(err, "gpu_decode must be 0 or 1"), "%s", err);
+    c.gpu_decode = 1, c.gpu_decode_percent = 101;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "gpu_decode_percent 101 out of range"), "%s", err);
 }
 END_TEST
 

@@ -27,7 +27,7 @@ typedef struct opts {
     uint32_t source, token_bytes, seq_len, token_dtype, windows;
     double resume_at; /* > 0: measure resuming at this fraction of the first epoch */
     /* memory hierarchy (docs/tuning.md) */
-    uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode;
+    uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode, gpu_pct;
     uint64_t warm_bytes;
     uint32_t on_error; /* enum rf_on_error */
 } opts;
@@ -67,6 +67,8 @@ static void usage(FILE *f)
             "  --no-numa          never move threads or memory to the GPU's NUMA node\n"
             "  --decode-nice N    decode threads run N nice levels below the rest (0)\n"
             "  --gpu-decode       decode restart-marked JPEGs on the GPU (rf_config.gpu_decode)\n"
+            "  --gpu-decode-percent N  of those, send N%% to the GPU and decode the rest on\n"
+            "                     the CPU (rf_config.gpu_decode_percent; 100)\n"
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
             "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
@@ -92,7 +94,7 @@ static int parse_args(int argc, char **argv, opts *o)
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_ONERROR };
+           O_GPUPCT, O_ONERROR };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -114,6 +116,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"no-numa", no_argument, 0, O_NONUMA}, {"naive", no_argument, 0, O_NAIVE},
         {"decode-nice", required_argument, 0, O_NICE},
         {"gpu-decode", no_argument, 0, O_GPUDEC},
+        {"gpu-decode-percent", required_argument, 0, O_GPUPCT},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -215,6 +218,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_NAIVE: o->naive = 1; break;
         case O_NICE: bad |= parse_u32(optarg, &o->decode_nice); break;
         case O_GPUDEC: o->gpu_decode = 1; break;
+        case O_GPUPCT: bad |= parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
         case O_EVICT: o->evict = 1; break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
@@ -545,6 +549,7 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->naive = o->naive;
     cfg->decode_nice = o->decode_nice;
     cfg->gpu_decode = o->gpu_decode;
+    cfg->gpu_decode_percent = o->gpu_pct;
 }
 
 /* --evict: ask the kernel to drop the shards' cached pages (clean pages go; no root needed,

@@ -42,6 +42,7 @@ def ringfeed_batches(a, rank, world, device):
     kw = dict(size=a.size, layout="NHWC", device=device, rank=rank, world_size=world,
               seed=a.seed, decode_threads=a.decode_threads, prefetch_depth=a.prefetch,
               decode_nice=a.decode_nice, gpu_decode=a.gpu_decode,
+              gpu_decode_percent=a.gpu_decode_percent,
               drop_last=True)
     norm = None
     try:  # normalization to bf16 on the GPU by ringfeed itself
@@ -153,6 +154,8 @@ def main():
     ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
     ap.add_argument("--gpu-decode", action="store_true",
                     help="ringfeed: decode restart-marked JPEGs on the GPU (gpu_decode=True)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=100,
+                    help="ringfeed with --gpu-decode: percent of images sent to the GPU")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="DataLoader workers (--loader torch)")
     ap.add_argument("--anchor", default="/work/shared/anchors/torch_dataloader.py",

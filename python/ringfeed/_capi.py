@@ -133,6 +133,7 @@ class RfConfig(ctypes.Structure):
         ("naive", ctypes.c_uint32),
         ("decode_nice", ctypes.c_uint32),
         ("gpu_decode", ctypes.c_uint32),
+        ("gpu_decode_percent", ctypes.c_uint32),
     ]
 
 

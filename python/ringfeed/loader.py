@@ -609,9 +609,9 @@ class Loader(_LoaderBase):
 
     Loader(shards, batch_size, *, size=224, crop="random", layout="NCHW", dtype="uint8",
            mean=None, std=None, device=None, shuffle=True, seed=0, rank=None, world_size=None,
-           decode_threads=0, io_threads=0, prefetch_depth=4, drop_last=False, on_error="fail",
+           decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
-           ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False)
+           ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
@@ -624,7 +624,12 @@ class Loader(_LoaderBase):
       on the GPU: the decode threads only cut out the restart intervals a crop needs, kernels do
       the rest; pixels equal the CPU path's with DCT scaling off. Other images decode on the
       CPU in the same batches; stats()["gpu_decoded"] counts the GPU ones. Needs
-      on_error="fail" on CUDA (docs/gpu.md).
+      on_error="fail" on CUDA (docs/gpu-decode.md).
+    gpu_decode_percent: with gpu_decode, the share (1..100) of eligible images sent to the GPU;
+      the seed decides which, the rest decode on the CPU. For training a model that keeps the
+      GPU busy, ~25 keeps both the CPUs and the GPU below saturation (docs/gpu-decode.md).
+    prefetch_depth: batch slots in the ring; 0 is the library's default (4, 8 with
+      gpu_decode).
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
       Every rank gets the same number of batches; the last ones are padded with repeated
       samples (batch.is_padding) unless drop_last.
@@ -634,10 +639,10 @@ class Loader(_LoaderBase):
 
     def __init__(self, shards, batch_size, *, size=224, crop="random", layout="NCHW",
                  dtype="uint8", mean=None, std=None, device=None, shuffle=True, seed=0,
-                 rank=None, world_size=None, decode_threads=0, io_threads=0, prefetch_depth=4,
+                 rank=None, world_size=None, decode_threads=0, io_threads=0, prefetch_depth=0,
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
-                 decode_nice=0, gpu_decode=False):
+                 decode_nice=0, gpu_decode=False, gpu_decode_percent=100):
         if dtype not in _IMAGE_DTYPES:
             raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
@@ -653,6 +658,7 @@ class Loader(_LoaderBase):
             "decode_threads": int(decode_threads or 0),
             "decode_nice": int(decode_nice or 0),
             "gpu_decode": 1 if gpu_decode else 0,
+            "gpu_decode_percent": int(gpu_decode_percent),
             "dtype": C.DTYPES[dtype][0],
             "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,

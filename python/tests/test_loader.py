@@ -416,6 +416,25 @@ def test_add_restarts_same_batches_via_region_decode(shards, restart_shards):
         ringfeed.add_restarts(b"\xff\xd8\xff\xdb\x00\x02garbage")
 
 
+def test_gpu_decode_percent_splits_by_seed(restart_shards):
+    """gpu_decode_percent sends the share of images the seed picks to the GPU path (here the
+    kernels' code on the host) and the rest to the CPU path: the same split and the same
+    pixels whatever the thread count; out-of-range values are refused."""
+    got = []
+    for threads in (1, 3):
+        with ringfeed.Loader(restart_shards, 8, seed=4, array_type="numpy", size=96,
+                             device="cpu", decode_threads=threads, copy=True,
+                             gpu_decode=True, gpu_decode_percent=40) as ld:
+            got.append([b.images for b in ld])
+            st = ld.stats()  # (counts include batches prefetched past the epoch)
+        assert 0.2 < st["gpu_decoded"] / st["samples_decoded"] < 0.6
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(restart_shards, 8, device="cpu", gpu_decode=True, gpu_decode_percent=101)
+    assert "gpu_decode_percent" in str(ei.value)
+
+
 def test_gpu_decode_on_host_backend(restart_shards, labels_by_key):
     """gpu_decode=True on the CPU runs the GPU kernels' code on the decode threads: restart-
     marked images take that path, every sample arrives once with its label, and the pixels do
