@@ -116,12 +116,17 @@ def main():
     if a.merge:
         if "machine_rerun" in R:  # results written before per-section machines existed
             R.setdefault("machines", {})["train"] = R.pop("machine_rerun")
-        # Sections measured now drop the notes of the machine they were measured on before;
-        # the DDP figures keep theirs unless this machine re-measures them (two GPUs).
+        # Sections measured now leave the notes of the machine they were measured on before;
+        # the rest of such a note stays (a note for restart,scaling,train becomes one for
+        # restart,scaling when only train is re-measured), and the DDP figures keep theirs
+        # unless this machine re-measures them (two GPUs).
         ms = R.setdefault("machines", {})
         for k in list(ms):
             if set(k.split(",")) & set(ran.split(",")):
                 old = ms.pop(k)
+                rest = [x for x in k.split(",") if x not in ran.split(",")]
+                if rest:
+                    ms[",".join(rest)] = old
                 if "train" in k.split(",") and "ddp" in R and "ddp" not in ms:
                     ms["ddp"] = old
     if a.merge and "side" in skip:
@@ -236,17 +241,20 @@ def main():
         R["train_data"] = "restart-marked" if pat == rst_pat else "plain"
         for arch in a.archs.split(","):
             R["train"][arch] = {}
-            for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_gpu", "torch"]:
+            for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_gpu",
+                           "ringfeed_gpu25", "torch"]:
                 cmd = [sys.executable, ex, "--loader", loader.split("_")[0], "--arch", arch,
                        "--shards", pat, "--batch", "256", "--steps", str(a.train_steps),
                        "--warmup", "20", "--classes", "1000", "--anchor", anchor_py,
                        "--workers", str(ncpu), "--decode-threads", str(ncpu)]
                 if loader == "ringfeed_nice":
                     cmd += ["--decode-nice", "10"]
-                if loader == "ringfeed_gpu":
+                if loader.startswith("ringfeed_gpu"):
                     if pat != rst_pat:
                         continue
                     cmd += ["--gpu-decode"]
+                if loader == "ringfeed_gpu25":  # the work split: a quarter on the GPU
+                    cmd += ["--gpu-decode-percent", "25", "--decode-nice", "10"]
                 R["train"][arch][loader] = last_json(sh(cmd, env=env))
         save()
         ngpu = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda."
@@ -542,6 +550,8 @@ def write_report(R, out):
                             ("ringfeed", "ringfeed"),
                             ("ringfeed_nice", "ringfeed, decode threads at nice 10 (`decode_nice`)"),
                             ("ringfeed_gpu", "ringfeed, GPU decode (`gpu_decode`)"),
+                            ("ringfeed_gpu25", "ringfeed, 25% GPU decode (`gpu_decode_percent "
+                                               "25`), decode threads at nice 10"),
                             ("torch", "PyTorch DataLoader + PIL")]:
                 if k not in t:
                     continue
