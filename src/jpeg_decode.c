@@ -573,7 +573,6 @@ static int xform_header(rf_decoder *d, xform_job *j, rf_err *err)
     return 0;
 }
 
-/* After xform_header: the scale, the plans, the region, the rows, into j->out. */
 /* Decode with the scale and resize plans already set (a region when the restart markers
  * allow one): the rows, through the resize, into j->out. */
 static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
@@ -588,6 +587,7 @@ static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
     return run_rows(d, j, y0, err);
 }
 
+/* After xform_header: the scale, the plans, the region, the rows, into j->out. */
 static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
 {
     j->num = pick_num(d, &j->box, j->t->size);

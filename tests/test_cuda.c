@@ -128,23 +128,30 @@ END_TEST
 /* GPU decode (gpujpeg.h): the kernels' batches equal the host backend's, which runs the same
  * code on the CPU and is itself byte-exact with libjpeg (tests/test_decode.c), in every output
  * type and layout; nearly every sample took the GPU path. */
-static void gpu_decode_equals_host(uint32_t dtype, uint32_t layout, uint32_t size, int mixed)
+/* One epoch of the suite's loader on device_kind, read to the end: its stats. */
+static rf_stats epoch_stats(uint32_t device_kind, uint32_t dtype, uint32_t layout)
 {
-    g_use = g_rpat, g_gpu = 1, g_size = size;
-    if (mixed)
-        g_mixed[0] = g_pat, g_mixed[1] = g_rpat;
-    compare_with_host(dtype, layout);
-    rf_loader *ld = mk(RF_DEVICE_CUDA, dtype, layout, 3);
+    rf_loader *ld = mk(device_kind, dtype, layout, 3);
     rf_batch *b;
     while (rf_loader_next(ld, &b) == 0)
         rf_loader_release(ld, b, NULL);
     rf_stats st;
     rf_stats_init(&st);
     rf_loader_stats(ld, &st);
+    rf_loader_destroy(ld);
+    return st;
+}
+
+static void gpu_decode_equals_host(uint32_t dtype, uint32_t layout, uint32_t size, int mixed)
+{
+    g_use = g_rpat, g_gpu = 1, g_size = size;
+    if (mixed)
+        g_mixed[0] = g_pat, g_mixed[1] = g_rpat;
+    compare_with_host(dtype, layout);
+    rf_stats st = epoch_stats(RF_DEVICE_CUDA, dtype, layout);
     /* every restart-marked image takes the GPU path; the plain ones of a mixed run the CPU's */
     ck_assert_uint_eq(st.gpu_decoded, 80);
     ck_assert_uint_eq(st.samples_decoded, mixed ? 160 : 80);
-    rf_loader_destroy(ld);
 }
 
 START_TEST(gpu_decode_uint8_nhwc) { gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 224, 0); }
@@ -158,33 +165,15 @@ END_TEST
 START_TEST(gpu_decode_bf16_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 96, 1); }
 END_TEST
 
-/* An epoch of the suite's loader on CUDA (got[0]) and on the host (got[1]): how many samples
- * took the GPU path on each. */
-static void gpu_decoded_on_both(uint64_t got[2])
-{
-    for (int k = 0; k < 2; k++) {
-        rf_loader *ld = mk(k ? RF_DEVICE_HOST : RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 3);
-        rf_batch *b;
-        while (rf_loader_next(ld, &b) == 0)
-            rf_loader_release(ld, b, NULL);
-        rf_stats st;
-        rf_stats_init(&st);
-        rf_loader_stats(ld, &st);
-        got[k] = st.gpu_decoded;
-        rf_loader_destroy(ld);
-    }
-}
-
 /* gpu_decode_percent: the samples the seed picks take the kernels, the others the CPU path
  * with DCT scaling, the same ones on both backends, and the batches equal the host's. */
 START_TEST(gpu_decode_percent_equals_host)
 {
     g_use = g_rpat, g_gpu = 1, g_size = 224, g_percent = 40;
     compare_with_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NCHW);
-    uint64_t got[2];
-    gpu_decoded_on_both(got);
-    ck_assert_uint_eq(got[0], got[1]);
-    ck_assert_msg(got[0] > 16 && got[0] < 48, "%llu of 80", (unsigned long long)got[0]);
+    uint64_t dev = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).gpu_decoded;
+    ck_assert_uint_eq(dev, epoch_stats(RF_DEVICE_HOST, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).gpu_decoded);
+    ck_assert_msg(dev > 16 && dev < 48, "%llu of 80", (unsigned long long)dev);
 }
 END_TEST
 
@@ -199,8 +188,8 @@ START_TEST(gpu_decode_large_packets)
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
     g_use = pattern, g_gpu = 1, g_size = 224;
     compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
-    uint64_t got[2];
-    gpu_decoded_on_both(got);
+    uint64_t got[2] = {epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).gpu_decoded,
+                       epoch_stats(RF_DEVICE_HOST, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).gpu_decoded};
     /* every batch's packets need more than its room, whatever order they come in, and the
      * first packet of a batch always fits */
     ck_assert_msg(got[0] >= 5 && got[0] < 80, "%llu of 80 on the GPU", (unsigned long long)got[0]);

@@ -417,9 +417,10 @@ def test_add_restarts_same_batches_via_region_decode(shards, restart_shards):
 
 
 def test_gpu_decode_percent_splits_by_seed(restart_shards):
-    """gpu_decode_percent sends the share of images the seed picks to the GPU path (here the
-    kernels' code on the host) and the rest to the CPU path: the same split and the same
-    pixels whatever the thread count; out-of-range values are refused."""
+    """gpu_decode_percent sends about that share of the images to the GPU path (here the
+    kernels' code on the host) and the rest to the CPU path, with the same pixels whatever the
+    thread count (tests/test_loader.c checks each sample's path); out-of-range values are
+    refused."""
     got = []
     for threads in (1, 3):
         with ringfeed.Loader(restart_shards, 8, seed=4, array_type="numpy", size=96,
