@@ -20,6 +20,7 @@
  * and divide the Ir total by the image count printed. */
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,46 +248,79 @@ static int transcode_all(images *im, uint32_t interval)
     return 0;
 }
 
-/* --threads N: N decoders run RandomResizedCrop over the whole set `reps` times each, started
- * together; aggregate img/s over the wall time of the slowest. */
+/* --threads N: N decoders run RandomResizedCrop over the set `reps` x N times in all, started
+ * together. Each takes the next image from one shared counter, as the pipeline's decode threads
+ * take the next sample, so a thread the scheduler delays does less work instead of holding the
+ * wall time (with a fixed share each, the slowest thread set the figure: 16 threads on 16 CPUs
+ * then "scaled" worse than the pipeline did).
+ *
+ * --spin: the same harness, but each work item is a fixed integer loop (eight independent
+ * multiply chains, which fill the multiplier) and touches no memory. Its speed-up over one
+ * thread is what the cores give any CPU-bound work: all-core clocks, and how much CPUs that share
+ * a physical core slow each other. A decode ceiling below it is caches and memory. */
+#define SPIN_STEPS (1u << 18)
+
 typedef struct par_arg {
     const images *im;
-    uint32_t size, flags, reps;
+    uint32_t size, flags;
+    uint64_t total;          /* work items in all */
+    _Atomic uint64_t *next;  /* the shared counter */
+    int spin;
+    uint64_t sink;           /* the spin loop's result, stored so the loop is not dropped */
     pthread_barrier_t *go;
     int rc;
 } par_arg;
 
+static uint64_t spin_item(uint64_t seed)
+{
+    uint64_t x[8];
+    for (int k = 0; k < 8; k++)
+        x[k] = seed + (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    for (uint32_t s = 0; s < SPIN_STEPS; s++)
+        for (int k = 0; k < 8; k++)
+            x[k] = x[k] * 0xD1342543DE82EF95ull + 1;
+    return x[0] ^ x[1] ^ x[2] ^ x[3] ^ x[4] ^ x[5] ^ x[6] ^ x[7];
+}
+
 static void *par_main(void *p)
 {
     par_arg *a = p;
-    rf_decoder *d = rf_decoder_create(NULL);
-    uint8_t *out = malloc((size_t)a->size * a->size * 3);
+    rf_decoder *d = a->spin ? NULL : rf_decoder_create(NULL);
+    uint8_t *out = a->spin ? NULL : malloc((size_t)a->size * a->size * 3);
     rf_transform t = rrc_transform(a->size);
-    a->rc = !d || !out;
+    a->rc = !a->spin && (!d || !out);
     if (d)
         rf_decoder_set_flags(d, a->flags);
     pthread_barrier_wait(a->go);
-    for (uint32_t r = 0; r < a->reps && !a->rc; r++)
-        for (size_t i = 0; i < a->im->n && !a->rc; i++) {
-            rf_err e = {0};
-            a->rc = rf_decode_transform(d, a->im->v[i].data, a->im->v[i].len, &t, rf_mix64(i),
-                                        out, NULL, &e);
+    for (uint64_t k; !a->rc && (k = atomic_fetch_add(a->next, 1)) < a->total;) {
+        if (a->spin) {
+            a->sink ^= spin_item(k);
+            continue;
         }
+        size_t i = k % a->im->n;
+        rf_err e = {0};
+        a->rc = rf_decode_transform(d, a->im->v[i].data, a->im->v[i].len, &t, rf_mix64(i), out,
+                                    NULL, &e);
+    }
     rf_decoder_destroy(d);
     free(out);
     return NULL;
 }
 
 static int run_parallel(const images *im, uint32_t threads, uint32_t size, uint32_t flags,
-                        uint32_t reps)
+                        uint32_t reps, int spin)
 {
     pthread_t *th = calloc(threads, sizeof *th);
     par_arg *args = calloc(threads, sizeof *args);
     pthread_barrier_t go;
+    _Atomic uint64_t next = 0;
+    /* spin: 500 items (about half a second of one core) per thread */
+    uint64_t total = spin ? 500ull * threads : (uint64_t)im->n * reps * threads;
     if (!th || !args || pthread_barrier_init(&go, NULL, threads + 1))
         return 1;
     for (uint32_t i = 0; i < threads; i++) {
-        args[i] = (par_arg){.im = im, .size = size, .flags = flags, .reps = reps, .go = &go};
+        args[i] = (par_arg){.im = im, .size = size, .flags = flags, .total = total,
+                            .next = &next, .spin = spin, .go = &go};
         if (pthread_create(&th[i], NULL, par_main, &args[i]))
             return 1;
     }
@@ -298,11 +332,12 @@ static int run_parallel(const images *im, uint32_t threads, uint32_t size, uint3
         rc |= args[i].rc;
     }
     double dt = (rf_now_ns() - t0) * 1e-9;
-    uint64_t n = (uint64_t)im->n * reps * threads;
-    printf("rrc x%-3u threads %9.1f img/s  (%.1f img/s per thread)\n", threads, n / dt,
-           n / dt / threads);
-    printf("{\"threads\": %u, \"images\": %llu, \"seconds\": %.4f, \"img_per_s\": %.1f}\n",
-           threads, (unsigned long long)n, dt, n / dt);
+    const char *what = spin ? "spin" : "rrc";
+    printf("%s x%-3u threads %9.1f %s/s  (%.1f per thread)\n", what, threads, total / dt,
+           spin ? "items" : "img", total / dt / threads);
+    printf("{\"threads\": %u, \"%s\": %llu, \"seconds\": %.4f, \"%s_per_s\": %.1f}\n",
+           threads, spin ? "items" : "images", (unsigned long long)total, dt,
+           spin ? "spin" : "img", total / dt);
     pthread_barrier_destroy(&go);
     free(th);
     free(args);
@@ -321,8 +356,10 @@ static void usage(void)
             "  --ifast     JDCT_IFAST (RF_DECODE_DCT_IFAST) on the transform paths\n"
             "  --no-fancy  no fancy upsampling (RF_DECODE_NO_FANCY) on the transform paths\n"
             "  --no-region decode whole files even when restart markers allow a region\n"
-            "  --threads N RandomResizedCrop on N threads at once, each over every image --reps\n"
-            "              times; prints aggregate img/s and a JSON line\n"
+            "  --threads N RandomResizedCrop on N threads at once, N x --reps passes over the\n"
+            "              images shared between them; prints aggregate img/s and a JSON line\n"
+            "  --spin      with --threads: a fixed integer loop instead of decoding (the cores'\n"
+            "              own scaling: all-core clocks, shared physical cores)\n"
 
             "  --restart N|auto|row  first rewrite every image losslessly with a restart marker\n"
             "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n");
@@ -333,7 +370,7 @@ int main(int argc, char **argv)
     images im = {.limit = SIZE_MAX};
     int mode = -1;
     uint32_t reps = 5, size = 224, max_denom = 8, flags = 0, restart = 0, threads = 0;
-    int transcode = 0;
+    int transcode = 0, spin = 0;
     for (int a = 1; a < argc; a++) {
         const char *s = argv[a];
         if (!strcmp(s, "--mode") && a + 1 < argc) {
@@ -362,6 +399,8 @@ int main(int argc, char **argv)
             flags |= RF_DECODE_NO_FANCY;
         } else if (!strcmp(s, "--threads") && a + 1 < argc) {
             threads = (uint32_t)strtoul(argv[++a], NULL, 10);
+        } else if (!strcmp(s, "--spin")) {
+            spin = 1;
         } else if (!strcmp(s, "--no-region")) {
             flags |= RF_DECODE_NO_REGION;
         } else if (!strcmp(s, "--restart") && a + 1 < argc) {
@@ -382,6 +421,8 @@ int main(int argc, char **argv)
                 return 1;
         }
     }
+    if (spin && threads)
+        return run_parallel(&im, threads, size, flags, reps, 1);
     if (im.n == 0 || reps == 0 || size == 0) {
         usage();
         return 2;
@@ -392,7 +433,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < im.n; i++)
         bytes += im.v[i].len;
     if (threads)
-        return run_parallel(&im, threads, size, flags, reps);
+        return run_parallel(&im, threads, size, flags, reps, 0);
     bench b = {.im = &im, .size = size, .flags = flags};
     b.dec = rf_decoder_create(NULL);
     b.out = malloc((size_t)size * size * 3);
