@@ -92,6 +92,17 @@ def host_array(owner, ptr, shape, dtype, kind):
     return t
 
 
+def current_stream(device_index):
+    """The raw cudaStream_t (an int) of torch's current stream on that device. torch's own
+    lookup without building a torch.cuda.Stream object (which costs ten times as much on the
+    training loop's thread every step), falling back to the public API."""
+    torch = torch_module()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
 def cuda_tensor(owner, ptr, shape, dtype, device):
     """A zero-copy torch tensor over device memory."""
     torch = torch_module()
@@ -101,13 +112,18 @@ def cuda_tensor(owner, ptr, shape, dtype, device):
     return t
 
 
+_CTYPE_DTYPES = {ctypes.c_int32: "<i4", ctypes.c_uint64: "<u8", ctypes.c_uint8: "u1"}
+
+
 def host_copy_int(ptr, count, ctype, kind, np_dtype="int64"):
     """Copy `count` integers of `ctype` at host `ptr` into an owned int64 array/tensor."""
     if count == 0:
         a = np.zeros(0, dtype=np_dtype)
     else:
-        src = ctypes.cast(ptr, ctypes.POINTER(ctype))
-        a = np.ctypeslib.as_array(src, shape=(count,)).astype(np_dtype, copy=True)
+        # One memcpy into bytes, then one conversion: a third of the time of
+        # np.ctypeslib.as_array (which builds a ctypes array type per call).
+        raw = ctypes.string_at(ptr, count * ctypes.sizeof(ctype))
+        a = np.frombuffer(raw, dtype=_CTYPE_DTYPES[ctype]).astype(np_dtype)
     if kind == "numpy":
         return a
     return torch_module().from_numpy(a)

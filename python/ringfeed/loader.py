@@ -328,8 +328,7 @@ class _LoaderBase:
     def _current_stream_handle(self):
         if self._device_kind != "cuda":
             return None
-        torch = _arrays.torch_module()
-        return torch.cuda.current_stream(self._torch_device).cuda_stream or None
+        return _arrays.current_stream(self._device_index) or None
 
     def _stream_handle(self, stream):
         if stream is None:
@@ -390,10 +389,14 @@ class _LoaderBase:
         return self._per_epoch
 
     def _next_batch(self, first):
+        # The training loop's own thread runs this once per step, competing for the CPU with
+        # the decode threads: each lookup here is paid on every step (the consumer's stream is
+        # looked up once, not once for the release and once for the wait).
         self._check_open()
         self._drain_pending()
+        stream = self._current_stream_handle()
         if self._current is not None:
-            self._release_lease(self._current)
+            self._release_lease(self._current, stream, handle=True)
         out = ctypes.POINTER(C.RfBatch)()
         while True:
             self._check_ring()
@@ -419,7 +422,7 @@ class _LoaderBase:
         self._epoch = int(b.epoch)
         self._in_epoch += 1
         try:
-            batch = self._wrap(b, lease)
+            batch = self._wrap(b, lease, stream)
         except BaseException:
             self._release_lease(lease)
             raise
@@ -435,6 +438,8 @@ class _LoaderBase:
 
         The ring hands out slots strictly in order (slot = delivery number % depth), so the
         batch delivered `depth` deliveries before the next one must have been released."""
+        if not self._leases:
+            return  # nothing kept: the iterator's own batch was released already
         if self._full_epoch and self._in_epoch >= self._per_epoch:
             return  # the next call returns RF_EPOCH_END without touching the ring
         def blocker():
@@ -470,12 +475,12 @@ class _LoaderBase:
             if b.is_padding else np.zeros(0, bool)
         return n
 
-    def _data_array(self, b, lease, shape, dtype):
-        """Zero-copy view of b.data (CUDA: ordered after the copy on torch's current stream)."""
+    def _data_array(self, b, lease, shape, dtype, stream):
+        """Zero-copy view of b.data (CUDA: ordered after the copy on `stream`, the handle of
+        torch's current stream)."""
         if int(b.device_kind) == C.RF_DEVICE_CUDA:
             if self._device_kind != "cuda":
                 raise RuntimeError("libringfeed returned a CUDA batch for a CPU loader")
-            stream = self._current_stream_handle()
             self._check(C.lib().rf_batch_wait(lease.ptr, stream), "rf_batch_wait")
             t = _arrays.cuda_tensor(lease, b.data, shape, dtype, self._torch_device)
             return t.clone() if self._copy else t
@@ -687,19 +692,19 @@ class Loader(_LoaderBase):
         self.dtype = dtype
         super().__init__(f, shards, device, copy, array_type, dtype)
 
-    def _wrap(self, b, lease):
+    def _wrap(self, b, lease, stream):
         batch = Batch.__new__(Batch)
         n = self._fill_meta(batch, b, lease)
         dtype = self._check_dtype(b)
         shape = tuple(int(s) for s in b.shape)
-        batch.images = self._data_array(b, lease, shape, dtype)
+        batch.images = self._data_array(b, lease, shape, dtype, stream)
         if int(b.device_kind) == C.RF_DEVICE_CUDA and b.labels_device:
             lab = _arrays.cuda_tensor(lease, b.labels_device, (n,), "int32", self._torch_device)
             batch.labels = lab.long()  # a new tensor, ordered on the current stream
         else:
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
         keys = b.keys
-        batch.keys = [keys[i].decode("utf-8", "surrogateescape") for i in range(n)] if keys else []
+        batch.keys = [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []
         return batch
 
 
@@ -750,14 +755,14 @@ class TokenLoader(_LoaderBase):
         self.dtype = expect
         super().__init__(f, path, device, copy, array_type, None if dtype is None else dtype)
 
-    def _wrap(self, b, lease):
+    def _wrap(self, b, lease, stream):
         batch = TokenBatch.__new__(TokenBatch)
         self._fill_meta(batch, b, lease)
         dtype = self._check_dtype(b)
         if dtype not in _TOKEN_DTYPES:
             raise RuntimeError(f"libringfeed returned {dtype} token batches")
         shape = (int(b.shape[0]), int(b.shape[1]))
-        t = self._data_array(b, lease, shape, dtype)
+        t = self._data_array(b, lease, shape, dtype, stream)
         batch.tokens = t
         batch.x = t[:, :-1]
         batch.y = t[:, 1:]
