@@ -27,6 +27,12 @@ static __device__ const uint8_t *sample_of(const uint8_t *staged, const uint8_t 
     return staged + ((const uint64_t *)meta)[i];
 }
 
+// Nonzero: sample i of n is a packet for the kernels; zero: decoded on the CPU already.
+static __device__ uint8_t is_packet(const uint8_t *meta, uint32_t n, uint32_t i)
+{
+    return meta[8 * (size_t)n + i];
+}
+
 // The packet's Huffman and quant tables go to shared memory first: every symbol is one or two
 // table lookups, and from global memory those were much of the kernel's time.
 #define GJ_MAX_HUFF 8 // 4 DC + 4 AC
@@ -39,7 +45,7 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
     __shared__ rf_gj_huff huff[GJ_MAX_HUFF];
     __shared__ uint16_t quant[GJ_MAX_QUANT * 64];
     uint32_t i = blockIdx.x, n = gridDim.x;
-    if (!meta[8 * (size_t)n + i])
+    if (!is_packet(meta, n, i))
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
@@ -72,7 +78,7 @@ __global__ void gj_vpass(const uint8_t *__restrict__ staged, const uint8_t *__re
                          uint8_t *scratch, const int32_t *status)
 {
     uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y;
-    if (!meta[8 * (size_t)n + i] || status[i])
+    if (!is_packet(meta, n, i) || status[i])
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
@@ -92,7 +98,7 @@ __global__ void gj_hpass(const uint8_t *__restrict__ staged, const uint8_t *__re
     uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y;
     size_t row_bytes = (size_t)size * 3; // one of `size` equal shares of the sample
     uint8_t *o = out + (size_t)i * row_bytes * size;
-    if (!meta[8 * (size_t)n + i]) { // decoded on the CPU: this block copies its share
+    if (!is_packet(meta, n, i)) { // decoded on the CPU: this block copies its share
         const uint8_t *s = sample_of(staged, meta, i) + (size_t)row * row_bytes;
         for (size_t x = threadIdx.x; x < row_bytes; x += blockDim.x)
             o[(size_t)row * row_bytes + x] = s[x];
