@@ -48,6 +48,28 @@ def test_shapes_dtypes(shards, layout, array_type):
             assert isinstance(last.images, np.ndarray)
 
 
+def test_metadata_is_owned_and_exact(shards):
+    """sample_ids, positions and is_padding: uint64/uint64/bool copies of the C batch's arrays.
+    In dataset order a sample's position is its index; over two ranks every index comes exactly
+    once (the padding repeats real samples), and the arrays outlive the loader."""
+    seen, kept = [], []
+    for r in range(2):
+        with ringfeed.Loader(shards, 8, shuffle=False, rank=r, world_size=2, array_type="numpy",
+                             **KW) as ld:
+            for b in ld:
+                assert b.sample_ids.dtype == np.uint64 and b.positions.dtype == np.uint64
+                assert b.is_padding.dtype == np.bool_
+                assert len(b.sample_ids) == len(b.positions) == len(b.is_padding) == b.count
+                real = ~b.is_padding
+                assert (b.sample_ids[real] == b.positions[real]).all()
+                assert (b.sample_ids < N_IMAGES).all()
+                seen += [int(i) for i in b.sample_ids[real]]
+                kept.append((b.sample_ids, b.sample_ids.copy()))
+    assert sorted(seen) == list(range(N_IMAGES))
+    for a, copy in kept:  # owned: unchanged after the ring was reused and the loader closed
+        assert a.flags.writeable and (a == copy).all()
+
+
 def test_unpack_and_labels_match_shards(shards, labels_by_key):
     seen = 0
     with ringfeed.Loader(shards, 8, array_type="numpy", **KW) as ld:
