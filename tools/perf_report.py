@@ -215,16 +215,18 @@ def main():
         sets = [("scaling", a.data)]
         if glob.glob(rst_pat):
             sets.append(("scaling_restart", rst_dir))
+        # (key, shards dir, the one shard decoders alone read)
+        sets = [(key, base, sorted(glob.glob(os.path.join(base, "train-*.tar")))[1])
+                for key, base in sets]
         runs = {}  # (key, threads) -> list of (pipeline, decoders alone); ("spin", t) -> list
         for _ in range(rounds):
             for t in counts:
                 runs.setdefault(("spin", t), []).append(last_json(sh(
                     [db, "--threads", str(t), "--spin"], env=env))["spin_per_s"])
-                for key, base in sets:
+                for key, base, one_shard in sets:
                     r = bench("--device", a.device, "--batch", "256", "--threads", str(t),
                               "--epochs", str(t), "--warmup", "4",
                               pattern=os.path.join(base, "train-00000?.tar"))
-                    one_shard = sorted(glob.glob(os.path.join(base, "train-*.tar")))[1]
                     c = last_json(sh([db, "--threads", str(t), "--reps", "5", one_shard],
                                      env=env))
                     runs.setdefault((key, t), []).append(
@@ -233,7 +235,7 @@ def main():
         if runs:
             R["scaling_spin"] = [{"threads": t, "spin_per_s": med(runs[("spin", t)]),
                                   "runs": runs[("spin", t)]} for t in counts]
-        for key, _ in sets:
+        for key, _, _ in sets:
             if not runs:
                 break
             R[key] = [{"threads": t,
