@@ -249,6 +249,21 @@ typedef struct rf_config {
      * saturation (DALI's hw_decoder_load is the same idea): ResNet-18 on the H200 trained at
      * 95% of its GPU-bound rate with 25 and decode_nice 10, 92% with 100 (docs/tuning.md). */
     uint32_t gpu_decode_percent;
+    /* Percent (0..100; default 0) of the images decoded by the GPU's hardware JPEG decoders
+     * (the NVJPG engines of A100, A30, H100, H200, through nvJPEG's hardware backend, loaded at
+     * run time: libnvjpeg.so.13 from the CUDA toolkit or the nvidia-nvjpeg wheel, or the file
+     * RINGFEED_NVJPEG names). They use neither the CPUs nor the SMs and take baseline JPEGs
+     * with or without restart markers; the decode threads only read the header, choose the
+     * crop and copy the file with its resize plans into the slot, and the resize runs on the
+     * copy stream. Chosen per sample from the seed, epoch and sample, before gpu_decode: the
+     * lowest hw_decode_percent percentiles go to the engines, the next gpu_decode_percent to
+     * the kernels (with gpu_decode), the rest to the CPU. Progressive, CMYK and too-large
+     * files stay on the CPU (rf_stats.hw_decoded counts the engine ones). Pixels: the CPU
+     * path's with DCT scaling off, up to the engine's IDCT rounding (tests/test_cuda.c bounds
+     * it). Create fails with RF_ENODEV when the library or the engines are missing; the host
+     * backend decodes the same packets with libjpeg. Needs on_error = FAIL on the CUDA
+     * backend, like gpu_decode (docs/gpu-decode.md). */
+    uint32_t hw_decode_percent;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
@@ -396,6 +411,8 @@ typedef struct rf_stats {
     uint64_t region_decoded;  /* images whose restart markers let decode skip the Huffman data
                                * above and beside the crop (shards packed with --restart) */
     uint64_t gpu_decoded;     /* images decoded by the GPU decode path (rf_config.gpu_decode) */
+    uint64_t hw_decoded;      /* images decoded by the hardware JPEG decoders
+                                 (rf_config.hw_decode_percent) */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

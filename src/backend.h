@@ -38,6 +38,8 @@ typedef struct rf_convert_desc {
     int32_t *gj_status;
     uint64_t gj_scratch;    /* device scratch bytes the batch's packets take (scratch_at) */
     uint32_t gj_size;       /* output height = width of a decoded sample */
+    uint32_t gj_engine;     /* samples with an engine packet (flag 2), for the hardware
+                             * decoder (nvjpg.h); the staged pointer must stay the pinned slot */
 } rf_convert_desc;
 
 typedef struct rf_backend_stats {
@@ -83,6 +85,10 @@ typedef struct rf_backend_ops {
     /* Return pool memory above keep_bytes to the driver (cudaMemPoolTrimTo). Not for the hot
      * loop: the next batches grow the pool again. */
     int (*trim)(rf_backend *b, uint64_t keep_bytes, rf_err *err);
+    /* Open the GPU's hardware JPEG decoders for batches of up to max_batch samples
+     * (rf_config.hw_decode_percent); engine packets in later submits go to them. NULL: this
+     * backend has none (the host backend decodes engine packets on the CPU instead). */
+    int (*engine_open)(rf_backend *b, uint32_t max_batch, rf_err *err);
 } rf_backend_ops;
 
 extern const rf_backend_ops rf_backend_host;

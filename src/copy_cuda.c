@@ -20,6 +20,7 @@
 #include "convert.h"
 #include "gpujpeg.h"
 #include "numa.h"
+#include "nvjpg.h"
 
 /* Waits on a batch sleep instead of spinning: the CPUs belong to the decode threads and the
  * training loop, and a batch is normally complete long before anyone waits for it. */
@@ -44,6 +45,7 @@ struct rf_backend {
      * growth is the pool asking the driver for memory: the cudaMalloc of a pool). */
     _Atomic uint64_t reserved_seen;
     _Atomic uint64_t pool_growths;
+    rf_nvjpg *engine; /* the hardware JPEG decoders, when the loader opened them */
 };
 
 int rf_cuda_seterr(rf_err *err, int e, const char *what)
@@ -136,8 +138,11 @@ static void cuda_destroy(rf_backend *b)
         return;
     cudaSetDevice(b->dev);
     for (int i = 0; i < RF_COPY_STREAMS; i++)
-        if (b->streams[i]) {
+        if (b->streams[i])
             cudaStreamSynchronize(b->streams[i]);
+    rf_nvjpg_close(b->engine); /* after its work on the streams is done */
+    for (int i = 0; i < RF_COPY_STREAMS; i++)
+        if (b->streams[i]) {
             cudaStreamDestroy(b->streams[i]);
         }
     if (b->events)
@@ -229,27 +234,41 @@ static void note_pool_growth(rf_backend *b)
 }
 
 /* GPU decode (gpujpeg.h) of the staged batch into dec, in stream order: offsets and flags
- * up, kernels, per-sample status back into the pinned host array. */
-static cudaError_t gj_enqueue(rf_backend *b, cudaStream_t s, const void *tmp, uint8_t *dec,
-                              size_t staged_bytes, uint32_t count, const rf_convert_desc *conv,
-                              void **scratch)
+ * up, the hardware decoder's planes for engine packets, kernels, per-sample status back into
+ * the pinned host array. staged is the pinned slot the engine reads its files from, tmp its
+ * device copy the kernels read. */
+static int gj_enqueue(rf_backend *b, cudaStream_t s, uint32_t k, const uint8_t *staged,
+                      const void *tmp, uint8_t *dec, size_t staged_bytes, uint32_t count,
+                      const rf_convert_desc *conv, void **scratch, rf_err *err)
 {
     size_t sc = (size_t)conv->gj_scratch, fl = (size_t)count * sizeof(int32_t);
     size_t offs = (size_t)count * sizeof(uint64_t);
     cudaError_t e = cudaMallocFromPoolAsync(scratch, sc + fl + offs + count, b->pool, s);
     if (e != cudaSuccess)
-        return e;
+        return cuda_err(err, e, "cudaMallocFromPoolAsync");
     int32_t *status = (int32_t *)((uint8_t *)*scratch + sc);
     uint8_t *meta = (uint8_t *)*scratch + sc + fl; /* offsets, then flags */
     e = cudaMemcpyAsync(meta, conv->gj_offs, offs, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(meta + offs, conv->gj_flags, count, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
-        e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, conv->gj_size,
-                                           *scratch, sc, status, s);
+        e = cudaMemsetAsync(status, 0, fl, s);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "enqueueing the GPU decode");
+    if (conv->gj_engine) {
+        if (!b->engine)
+            return rf_seterr(err, RF_EINVAL, "engine packets, but the hardware decoder is not "
+                             "open");
+        int rc = rf_nvjpg_decode(b->engine, k, staged, conv->gj_offs, conv->gj_flags, count,
+                                 *scratch, sc, status, s, err);
+        if (rc)
+            return rc;
+    }
+    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, conv->gj_size,
+                                       *scratch, sc, status, s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(conv->gj_status, status, fl, cudaMemcpyDeviceToHost, s);
-    return e;
+    return e == cudaSuccess ? 0 : cuda_err(err, e, "enqueueing the GPU decode");
 }
 
 static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
@@ -280,7 +299,10 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     e = cudaMemcpyAsync(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice, s);
     const void *src = tmp; /* what the conversion reads */
     if (e == cudaSuccess && gj) {
-        e = gj_enqueue(b, s, tmp, dec ? dec : d, staged_bytes, count, conv, &gjs);
+        int rc = gj_enqueue(b, s, slot % RF_COPY_STREAMS, staged, tmp, dec ? dec : d,
+                            staged_bytes, count, conv, &gjs, err);
+        if (rc)
+            return rc;
         src = dec;
     }
     note_pool_growth(b);
@@ -436,6 +458,16 @@ static int cuda_trim(rf_backend *b, uint64_t keep_bytes, rf_err *err)
     return 0;
 }
 
+static int cuda_engine_open(rf_backend *b, uint32_t max_batch, rf_err *err)
+{
+    if (b->engine)
+        return 0;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "cudaSetDevice");
+    return rf_nvjpg_open(RF_COPY_STREAMS, max_batch, &b->engine, err);
+}
+
 const rf_backend_ops rf_backend_cuda = {
     .name = "cuda",
     .device_kind = RF_DEVICE_CUDA,
@@ -453,4 +485,5 @@ const rf_backend_ops rf_backend_cuda = {
     .numa_node = cuda_numa_node,
     .reserve = cuda_reserve,
     .trim = cuda_trim,
+    .engine_open = cuda_engine_open,
 };

@@ -80,13 +80,21 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
 /* GPU decode (gpujpeg.h): read the header, choose the crop with the same seed and plan the
  * resize at full scale exactly as rf_decode_transform does with DCT scaling off, then write the
  * packet the GPU kernels decode where place(ctx, bytes, 1) says and set *bytes (info as for
- * rf_decode_transform, scale_denom 1, region 1). An image the kernels do not take, or whose
- * packet place() has no room for, is decoded right here into place(ctx, size*size*3, 0), with
- * *bytes = 0: its header is read once either way. Returns 0 or an error as
+ * rf_decode_transform, scale_denom 1, region 1). engine = 1 writes an engine packet (the whole
+ * file, for the hardware decoder) instead. An image the kernels or the engine do not take, or
+ * whose packet place() has no room for, is decoded right here into place(ctx, size*size*3, 0),
+ * with *bytes = 0: its header is read once either way. Returns 0 or an error as
  * rf_decode_transform does. */
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, rf_gj_place place, void *ctx, uint32_t *bytes,
+                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
                      rf_decode_info *info, rf_err *err);
+
+/* The host's stand-in for the hardware JPEG decoder: decode an engine packet's JPEG with
+ * libjpeg (islow IDCT, raw output) into the packet's component planes in scratch, which
+ * rf_gj_decode_host then resizes. The result is byte-for-byte the CPU path's with DCT scaling
+ * off; the hardware's own IDCT may differ by a unit here and there. Returns 0 or RF_EDECODE /
+ * RF_ENOMEM with text in err->msg. */
+int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err);
 
 /* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,

@@ -32,6 +32,7 @@ const char *rf_gj_status_text(int status)
     case RF_GJ_PREMATURE: return "corrupt JPEG data: premature end of data segment";
     case RF_GJ_EXTRANEOUS: return "corrupt JPEG data: extraneous bytes before marker";
     case RF_GJ_BAD_PACKET: return "internal: inconsistent GPU decode packet";
+    case RF_GJ_ENGINE: return "corrupt JPEG data: the GPU's hardware JPEG decoder refused it";
     default: return "unknown GPU decode status";
     }
 }
@@ -106,12 +107,51 @@ static int sampling_ok(const struct jpeg_decompress_struct *ci)
     return (ci->image_width + mh - 1) / mh > 2;
 }
 
+/* 1 when the frame is baseline (SOF0), what the hardware decoder takes; libjpeg's 6b API
+ * keeps no such flag. Walks the marker segments before the frame header; libjpeg has parsed
+ * them already, so only a length running past the end stops early. */
+static int sof0(const uint8_t *j, size_t len)
+{
+    for (size_t o = 2; o + 4 <= len;) {
+        if (j[o] != 0xFF)
+            return 0;
+        uint8_t m = j[o + 1];
+        if (m == 0xFF) { /* fill byte */
+            o++;
+            continue;
+        }
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
+            return m == 0xC0;
+        o += 2 + ((size_t)j[o + 2] << 8 | j[o + 3]);
+    }
+    return 0;
+}
+
+/* 1 when the file ends with EOI (trailing bytes after it allowed, up to 1 KiB of them). The
+ * hardware decoder reports no error for a file cut short; libjpeg does, so a file without its
+ * EOI (a truncated download, a short read padded by the tar writer) stays on the CPU path. */
+static int ends_with_eoi(const uint8_t *j, size_t len)
+{
+    for (size_t i = len - 1; i > 2 && len - i <= 1024; i--)
+        if (j[i - 1] == 0xFF && j[i] == 0xD9)
+            return 1;
+    return 0;
+}
+
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
-               const rf_axis *h, const rf_axis *v, uint32_t size, uint32_t layout,
+               const rf_axis *h, const rf_axis *v, uint32_t size, uint32_t layout, int engine,
                rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
 {
     rf_jpeg_geom g;
-    if (!rf_jpeg_geom_read(ci, &g) || ci->data_precision != 8 || !sampling_ok(ci))
+    int restarts = rf_jpeg_geom_read(ci, &g);
+    if (ci->data_precision != 8 || !sampling_ok(ci))
+        return RF_GJ_NOT_ELIGIBLE;
+    /* The kernels need restart intervals; the hardware decoder takes baseline (SOF0) files with
+     * one interleaved scan, restart markers or not. */
+    if (engine ? ci->progressive_mode || ci->arith_code ||
+                     ci->comps_in_scan != ci->num_components || !sof0(jpeg, len) ||
+                     !ends_with_eoi(jpeg, len)
+               : !restarts)
         return RF_GJ_NOT_ELIGIBLE;
     int nc = ci->num_components;
     for (int i = 0; i < nc; i++)
@@ -122,12 +162,14 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
         RF_MAX(v->first - 1, 0) >= RF_MIN(v->last + 1, (int32_t)g.height))
         return RF_GJ_NOT_ELIGIBLE;
-    uint32_t cols = rf_jpeg_mcu_cols(&g), R = g.restart, c0, c1, r0, r1;
-    rf_jpeg_region_cover(&g, 8, g.width, g.height, h->first, h->last, v->first, v->last, &c0,
-                         &c1, &r0, &r1);
+    uint32_t cols = rf_jpeg_mcu_cols(&g), R = engine ? 1 : g.restart, c0 = 0, r0 = 0;
+    uint32_t c1 = cols, r1 = rf_jpeg_mcu_rows(&g); /* engine: the whole image */
+    if (!engine)
+        rf_jpeg_region_cover(&g, 8, g.width, g.height, h->first, h->last, v->first, v->last,
+                             &c0, &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
-    uint32_t nint = (a1 - a0) * (r1 - r0);
+    uint32_t nint = engine ? 0 : (a1 - a0) * (r1 - r0);
 
     /* Tables: each distinct DC/AC table and quant table once. */
     int huff_of[8], q_of[4], nh = 0, nq = 0;
@@ -142,11 +184,11 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
             c->quant_tbl_no < 0 || c->quant_tbl_no > 3 || !ci->dc_huff_tbl_ptrs[c->dc_tbl_no] ||
             !ci->ac_huff_tbl_ptrs[c->ac_tbl_no] || !ci->quant_tbl_ptrs[c->quant_tbl_no])
             return RF_GJ_NOT_ELIGIBLE;
-        if (huff_of[c->dc_tbl_no] < 0)
+        if (huff_of[c->dc_tbl_no] < 0 && !engine) /* the engine reads the file's own tables */
             huff_of[c->dc_tbl_no] = nh++;
-        if (huff_of[4 + c->ac_tbl_no] < 0)
+        if (huff_of[4 + c->ac_tbl_no] < 0 && !engine)
             huff_of[4 + c->ac_tbl_no] = nh++;
-        if (q_of[c->quant_tbl_no] < 0)
+        if (q_of[c->quant_tbl_no] < 0 && !engine)
             q_of[c->quant_tbl_no] = nq++;
         rf_gj_comp *pc = &p.comp[i];
         pc->h = nc == 1 ? 1 : (uint32_t)c->h_samp_factor;
@@ -170,11 +212,11 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     if (scratch > RF_GJ_SCRATCH)
         return RF_GJ_NOT_ELIGIBLE;
 
-    int rc = rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0}, &(size_t){0});
+    int rc = engine ? 0 : rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0}, &(size_t){0});
     if (rc)
         return rc;
-    uint64_t data = 0;
-    for (uint32_t r = r0; r < r1; r++)
+    uint64_t data = engine ? len : 0;
+    for (uint32_t r = r0; r < r1 && !engine; r++)
         for (uint32_t a = a0; a < a1; a++) {
             uint64_t i = (uint64_t)r * per_row + a;
             data += rb->span[2 * i + 1] - rb->span[2 * i];
@@ -237,13 +279,17 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.xlo = h->first - (int32_t)p.rx, p.xhi = h->last - (int32_t)p.rx;
     p.scratch = (uint32_t)scratch;
     p.inter = (uint32_t)inter;
+    p.engine = (uint32_t)engine;
+    p.data_bytes = (uint32_t)data;
 
     memcpy(out + p.off_huff, ht, (size_t)nh * sizeof(rf_gj_huff));
     memcpy(out + p.off_quant, qt, (size_t)nq * 64 * sizeof(uint16_t));
     uint32_t *span = (uint32_t *)(out + p.off_span);
     uint8_t *d = out + p.off_data;
     uint32_t at = 0, n = 0;
-    for (uint32_t r = r0; r < r1; r++)
+    if (engine)
+        memcpy(d, jpeg, len);
+    for (uint32_t r = r0; r < r1 && !engine; r++)
         for (uint32_t a = a0; a < a1; a++) {
             uint64_t i = (uint64_t)r * per_row + a;
             uint32_t s = rb->span[2 * i], e = rb->span[2 * i + 1];
@@ -251,7 +297,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
             memcpy(d + at, jpeg + s, e - s);
             at += e - s;
         }
-    span[n] = at;
+    span[n] = at; /* engine: span[0] = 0, no intervals */
     int32_t *hs = (int32_t *)(out + p.off_hstart), *vs = (int32_t *)(out + p.off_vstart);
     for (uint32_t i = 0; i < size; i++) {
         hs[i] = h->start[i] - (int32_t)p.rx;
@@ -274,7 +320,7 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
         return RF_GJ_BAD_PACKET;
     const rf_gj_huff *huff = (const rf_gj_huff *)(packet + p->off_huff);
     const uint16_t *quant = (const uint16_t *)(packet + p->off_quant);
-    for (uint32_t k = 0; k < p->nintervals; k++) {
+    for (uint32_t k = 0; k < p->nintervals && !p->engine; k++) {
         int st = rf_gj_interval(packet, k, scratch, huff, quant);
         if (st) {
             if (bad_interval)

@@ -1,7 +1,8 @@
 // gpujpeg.cu — the device side of GPU JPEG decode (gpujpeg.h): three kernels over a staged
 // batch, enqueued on the copy stream right after the batch's host-to-device copy.
 //
-//  1. intervals: one CUDA block per sample, one thread per restart interval (a 224 crop of an
+//  1. intervals: one CUDA block per sample, one thread per restart interval (engine packets,
+//     whose planes the hardware decoder wrote, are only checked here) (a 224 crop of an
 //     ImageNet-sized 4:2:0 photo needs ~40-80 intervals of 2-8 MCUs): Huffman decode, IDCT,
 //     samples into the sample's planes in the scratch. Each thread's work is one serial
 //     chain, latency-bound: measured on the H200 (torch.profiler, 256 images per batch) it
@@ -27,7 +28,8 @@ static __device__ const uint8_t *sample_of(const uint8_t *staged, const uint8_t 
     return staged + ((const uint64_t *)meta)[i];
 }
 
-// Nonzero: sample i of n is a packet for the kernels; zero: decoded on the CPU already.
+// What sample i of n is: RF_GJ_PIXELS (decoded on the CPU already), RF_GJ_KERNELS or
+// RF_GJ_ENGINE_PACKET (gpujpeg.h).
 static __device__ uint8_t is_packet(const uint8_t *meta, uint32_t n, uint32_t i)
 {
     return meta[8 * (size_t)n + i];
@@ -45,12 +47,14 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
     __shared__ rf_gj_huff huff[GJ_MAX_HUFF];
     __shared__ uint16_t quant[GJ_MAX_QUANT * 64];
     uint32_t i = blockIdx.x, n = gridDim.x;
-    if (!is_packet(meta, n, i))
+    uint8_t kind = is_packet(meta, n, i);
+    if (!kind)
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
     uint32_t nq = p->nquant;
     if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH ||
+        (kind == RF_GJ_ENGINE_PACKET) != (p->engine != 0) ||
         (size_t)(pkt - staged) + p->bytes + 8 > staged_bytes ||
         (size_t)p->scratch_at * RF_GJ_ALIGN + p->scratch > scratch_bytes ||
         p->nhuff > GJ_MAX_HUFF || nq > GJ_MAX_QUANT) {
@@ -58,6 +62,8 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
             status[i] = RF_GJ_BAD_PACKET;
         return;
     }
+    if (p->engine) // its planes came from the hardware decoder (or it refused the file)
+        return;
     const uint32_t *hs = (const uint32_t *)(pkt + p->off_huff);
     uint32_t *hd = (uint32_t *)huff;
     for (uint32_t w = threadIdx.x; w < p->nhuff * sizeof(rf_gj_huff) / 4; w += blockDim.x)
@@ -120,9 +126,6 @@ extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, con
     if (n == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    cudaError_t e = cudaMemsetAsync(status, 0, (size_t)n * sizeof(int32_t), s);
-    if (e != cudaSuccess)
-        return (int)e;
     gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, scratch_bytes, status);
     gj_vpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status);
     gj_hpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status, out, size);

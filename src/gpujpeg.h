@@ -86,6 +86,11 @@ typedef struct rf_gj_packet {
     uint32_t off_data;
     uint32_t off_hstart, off_hcoef; /* int32[size] (region columns), int16[size * htaps] */
     uint32_t off_vstart, off_vcoef; /* int32[size] (region rows), int16[size * vtaps] */
+    /* 1: an engine packet (rf_gj_pack with engine = 1): no intervals; the region is the whole
+     * image and data_bytes at off_data are the whole JPEG file, which the GPU's hardware JPEG
+     * decoder (nvjpg.h) decodes into the component planes before the vertical pass. */
+    uint32_t engine;
+    uint32_t data_bytes;
     rf_gj_comp comp[3];
 } rf_gj_packet;
 
@@ -96,6 +101,8 @@ enum rf_gj_status {
     RF_GJ_PREMATURE = 2,    /* an interval's data ended before its MCUs did */
     RF_GJ_EXTRANEOUS = 3,   /* whole bytes left in an interval after its MCUs */
     RF_GJ_BAD_PACKET = 4,   /* the packet is inconsistent (never written by rf_decode_packet) */
+    RF_GJ_ENGINE = 5,       /* the hardware JPEG decoder refused the file (corrupt data);
+                             * nvJPEG's status is in the bits above the low byte */
 };
 const char *rf_gj_status_text(int status);
 
@@ -117,25 +124,35 @@ enum {
 /* Write the packet of one image where place(ctx, bytes, 1) says: ci has read the header (and
  * nothing more), h and v are the resize plans at full scale in image pixels (as
  * rf_decode_transform makes them with DCT scaling off), rb the decoder's interval scratch.
- * Returns 0 with *bytes set (the packet; the buffer asked for is 8 bytes longer, for the
- * decoder's word reads), RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or RF_ENOMEM. */
+ * engine = 1: an engine packet (the whole file, for the hardware decoder): baseline files of
+ * any restart interval, or none, whose planes fit the scratch. Returns 0 with *bytes set (the
+ * packet; the buffer asked for is 8 bytes longer, for the decoder's word reads),
+ * RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or RF_ENOMEM. */
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
                const struct rf_axis *h, const struct rf_axis *v, uint32_t size, uint32_t layout,
-               struct rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes);
+               int engine, struct rf_region_buf *rb, rf_gj_place place, void *ctx,
+               uint32_t *bytes);
 
 /* Host driver: decode one packet into out (size*size*3 bytes, the packet's layout). scratch
- * holds at least the packet's `scratch` bytes. Returns an rf_gj_status; on error the first
- * failing interval is in *bad_interval (may be NULL). */
+ * holds at least the packet's `scratch` bytes; for an engine packet its component planes are
+ * there already (rf_decode_planes) and only the resize runs. Returns an rf_gj_status; on error
+ * the first failing interval is in *bad_interval (may be NULL). */
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval);
 
 #ifdef RINGFEED_HAVE_CUDA
+/* Per-sample flags (the loader's gj_flags, the device's meta): what is at the sample's offset
+ * in the staged bytes. */
+enum { RF_GJ_PIXELS = 0, RF_GJ_KERNELS = 1, RF_GJ_ENGINE_PACKET = 2 };
+
 /* Device driver, enqueued on `stream`. meta holds n uint64 offsets into staged (staged_bytes
  * long) and then n flag bytes. For each sample whose flag is set, decode the packet at staged +
  * offset[i] into out + i * size * size * 3 (the packet's layout), using scratch (scratch_bytes
- * long) from the packet's scratch_at on; samples without the flag hold decoded pixels at
- * staged + offset[i] and are copied to out as they are. status[i] receives an rf_gj_status.
- * All pointers are device memory. Returns 0 or a cudaError_t value. */
+ * long) from the packet's scratch_at on; an engine packet's planes must be in the scratch
+ * already (rf_nvjpg_decode, enqueued before). Samples without the flag hold decoded pixels at
+ * staged + offset[i] and are copied to out as they are. status[i], zeroed by the caller (or
+ * set by the engine), receives an rf_gj_status; samples with a status are left alone. All
+ * pointers are device memory. Returns 0 or a cudaError_t value. */
 int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
                       uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch,
                       size_t scratch_bytes, int32_t *status, void *stream);

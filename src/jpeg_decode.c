@@ -647,6 +647,7 @@ typedef struct packet_job {
     xform_job x;   /* x.out: placed only when the image is decoded here */
     rf_gj_place place;
     void *ctx;
+    int engine;
     uint32_t bytes;
 } packet_job;
 
@@ -673,7 +674,7 @@ static int packet_run(rf_decoder *d, void *job, rf_err *err)
     if ((rc = plan_axes(d, j, err)) != 0)
         return rc;
     rc = rf_gj_pack(&d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t->size, j->t->layout,
-                    &d->region, pj->place, pj->ctx, &pj->bytes);
+                    pj->engine, &d->region, pj->place, pj->ctx, &pj->bytes);
     if (rc == 0) {
         j->region = 1;
         return 0;
@@ -690,20 +691,81 @@ static int packet_run(rf_decoder *d, void *job, rf_err *err)
 }
 
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, rf_gj_place place, void *ctx, uint32_t *bytes,
+                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
                      rf_decode_info *info, rf_err *err)
 {
     int rc = validate(t, err);
     if (rc)
         return rc;
     packet_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed},
-                     .place = place, .ctx = ctx};
+                     .place = place, .ctx = ctx, .engine = engine};
     rc = guarded(d, jpeg, len, packet_run, &pj, err);
     if (rc)
         return rc;
     *bytes = pj.bytes;
     fill_info(&pj.x, info);
     return 0;
+}
+
+/* ---- rf_decode_planes: the host's stand-in for the hardware decoder ---------------------- */
+
+typedef struct planes_job {
+    const rf_gj_packet *p;
+    uint8_t *scratch;
+} planes_job;
+
+/* libjpeg's raw output is each component's IDCT samples (islow) before upsampling: what the
+ * interval kernel writes and what the hardware decoder's planar output holds, so the packet's
+ * own vertical and horizontal passes finish the sample. */
+static int planes_run(rf_decoder *d, void *job, rf_err *err)
+{
+    const rf_gj_packet *p = ((planes_job *)job)->p;
+    uint8_t *scratch = ((planes_job *)job)->scratch;
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    int rc = read_header_checked(d, err);
+    if (rc)
+        return rc;
+    uint32_t nc = p->ncomp, widest = 0;
+    if ((uint32_t)ci->num_components != nc || ci->image_width != p->width ||
+        ci->image_height != p->height || nc > 3)
+        return rf_seterr(err, RF_EDECODE, "the engine packet does not describe its JPEG");
+    for (uint32_t c = 0; c < nc; c++) {
+        if (ci->comp_info[c].v_samp_factor > 4)
+            return rf_seterr(err, RF_EDECODE, "vertical sampling factor over 4");
+        widest = RF_MAX(widest, p->comp[c].bw * 8);
+    }
+    /* Rows past a plane (a grayscale file's iMCU row can be 16 rows, its plane is cut at 8)
+     * go to a junk row. */
+    if (rf_reserve(&d->line, &d->line_cap, widest, 1))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for a %u-sample row", widest);
+    ci->raw_data_out = TRUE;
+    ci->dct_method = JDCT_ISLOW;
+    jpeg_start_decompress(ci);
+    JSAMPROW rows[3][4 * DCTSIZE];
+    JSAMPARRAY planes[3] = {rows[0], rows[1], rows[2]};
+    uint32_t step = (uint32_t)ci->max_v_samp_factor * DCTSIZE;
+    for (uint32_t y = 0; ci->output_scanline < ci->output_height; y++) {
+        for (uint32_t c = 0; c < nc; c++) {
+            const rf_gj_comp *pc = &p->comp[c];
+            uint32_t n = (uint32_t)ci->comp_info[c].v_samp_factor * DCTSIZE;
+            for (uint32_t r = 0; r < n; r++) {
+                uint64_t row = (uint64_t)y * n + r;
+                rows[c][r] = row < pc->bh * 8 ? scratch + pc->plane + row * pc->bw * 8 : d->line;
+            }
+        }
+        if (jpeg_read_raw_data(ci, planes, step) == 0)
+            return rf_seterr(err, RF_EDECODE, "libjpeg returned no raw data");
+    }
+    return 0;
+}
+
+int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err)
+{
+    const rf_gj_packet *p = (const rf_gj_packet *)packet;
+    if (p->magic != RF_GJ_MAGIC || !p->engine || p->scratch > RF_GJ_SCRATCH)
+        return rf_seterr(err, RF_EINVAL, "not an engine packet");
+    planes_job j = {p, scratch};
+    return guarded(d, packet + p->off_data, p->data_bytes, planes_run, &j, err);
 }
 
 /* ---- rf_decode_full and rf_jpeg_probe ---------------------------------------------------- */

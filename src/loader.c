@@ -80,6 +80,7 @@ typedef struct slot {
     _Atomic uint64_t gj_top;
     _Atomic int64_t gj_room;
     _Atomic uint64_t gj_scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
+    _Atomic uint32_t gj_engine;  /* engine packets in the slot (hardware decoder) */
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
@@ -171,7 +172,9 @@ struct rf_loader {
     rf_err last;         /* detail for rf_last_error */
 
     _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded, gpu_decoded;
-    int gj_device;         /* gpu_decode on the CUDA backend: packets go to the device */
+    _Atomic uint64_t hw_decoded;
+    int gj;                /* gpu_decode or hw_decode_percent: samples may become packets */
+    int gj_device;         /* ... on the CUDA backend: packets go to the device */
     uint64_t wait_ns, delivered, batches_out, created_ns;
     uint64_t io_ns_prev, io_reads_prev, io_retries_prev, io_bytes_prev;
 
@@ -518,6 +521,7 @@ static void slot_open_locked(rf_loader *ld, slot *s)
         if (ld->gj_device) {
             atomic_store(&s->gj_top, 0);
             atomic_store(&s->gj_scratch, 0);
+            atomic_store(&s->gj_engine, 0);
             atomic_store(&s->gj_room, (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gj_px));
         }
     }
@@ -997,33 +1001,41 @@ static uint8_t *gj_place_host(void *ctx, size_t bytes, int packet)
     return c->gh->packet;
 }
 
-/* GPU decode of one sample (rf_config.gpu_decode): a packet for the device, or on the host
- * backend the packet decoded right away by the same code; images the kernels do not take come
- * back decoded by the CPU path. */
+/* GPU decode of one sample (rf_config.gpu_decode, hw_decode_percent): a packet for the
+ * device, or on the host backend the packet decoded right away by the same code (an engine
+ * packet's planes by libjpeg); images the kernels or the engine do not take come back decoded
+ * by the CPU path. */
 static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
                      uint32_t len, uint8_t *img, rf_decode_info *info, gj_host *gh, rf_err *e)
 {
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {ld, s, t->index, img, gh};
-    /* gpu_decode_percent: a hash of the sample's own seed (itself one of seed, epoch and
-     * sample) decides, apart from the draws that choose its crop */
-    if (rf_plan_gpu_percentile(t->aug_seed) >= ld->cfg.gpu_decode_percent) {
+    /* A hash of the sample's own seed (itself one of seed, epoch and sample), apart from the
+     * draws that choose its crop, decides: percentiles below hw_decode_percent go to the
+     * engine, the next gpu_decode_percent to the kernels, the rest to the CPU. */
+    uint32_t pc = rf_plan_gpu_percentile(t->aug_seed), hw = ld->cfg.hw_decode_percent;
+    int engine = pc < hw;
+    if (!engine && (!ld->cfg.gpu_decode || pc - hw >= ld->cfg.gpu_decode_percent)) {
         uint8_t *px = ld->gj_device ? gj_place_device(&c, ld->stage_bytes, 0) : img;
         return rf_decode_transform(dec, jpeg, len, &ld->tf, t->aug_seed, px, info, e);
     }
-    int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed,
+    int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed, engine,
                               ld->gj_device ? gj_place_device : gj_place_host, &c, &bytes,
                               info, e);
     if (rc || !bytes)
         return rc;
-    atomic_fetch_add(&ld->gpu_decoded, 1);
+    atomic_fetch_add(engine ? &ld->hw_decoded : &ld->gpu_decoded, 1);
     if (ld->gj_device) { /* the packet's share of the batch's device scratch */
         rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gj_offs[t->index]);
         p->scratch_at = (uint32_t)atomic_fetch_add(&s->gj_scratch,
                                                    (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN);
-        s->gj_flags[t->index] = 1;
+        s->gj_flags[t->index] = engine ? RF_GJ_ENGINE_PACKET : RF_GJ_KERNELS;
+        if (engine)
+            atomic_fetch_add(&s->gj_engine, 1);
         return 0;
     }
+    if (engine && (rc = rf_decode_planes(dec, gh->packet, gh->scratch, e)) != 0)
+        return rc;
     int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad);
     if (st)
         return rf_seterr(e, RF_EDECODE, "%s (GPU decode, restart interval %u of the crop's "
@@ -1068,7 +1080,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
         t->why = RF_SKIP_NOT_JPEG; /* no SOI marker: not a JPEG at all */
         rc = rf_seterr(e, RF_EDECODE, "not a JPEG (%u bytes, no SOI marker)", dlen);
     } else {
-        rc = ld->cfg.gpu_decode
+        rc = ld->gj
                  ? gj_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
                  : rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
@@ -1110,8 +1122,13 @@ static int gj_check(rf_loader *ld, const slot *s, rf_err *e)
         const rf_sample *sm = &ld->ds.samples[s->ids[i]];
         char m[RF_ERRMSG_MAX];
         describe_member(ld, sm, sm->data_hdr, m, sizeof m);
+        int st = s->gj_status[i];
+        if ((st & 0xFF) == RF_GJ_ENGINE) /* nvJPEG's own status is above the low byte */
+            return rf_seterr(e, RF_EDECODE, "%s: %s: %s (nvJPEG status %d)",
+                             ld->ds.files[sm->file].path, m, rf_gj_status_text(RF_GJ_ENGINE),
+                             st >> 8);
         return rf_seterr(e, RF_EDECODE, "%s: %s: %s (GPU decode)", ld->ds.files[sm->file].path,
-                         m, rf_gj_status_text(s->gj_status[i]));
+                         m, rf_gj_status_text(st));
     }
     return 0;
 }
@@ -1129,7 +1146,8 @@ static void finish_slot(rf_loader *ld, slot *s)
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
     if (ld->gj_device)
         conv.gj_offs = s->gj_offs, conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status,
-        conv.gj_size = ld->tf.size, conv.gj_scratch = atomic_load(&s->gj_scratch) * RF_GJ_ALIGN;
+        conv.gj_size = ld->tf.size, conv.gj_scratch = atomic_load(&s->gj_scratch) * RF_GJ_ALIGN,
+        conv.gj_engine = atomic_load(&s->gj_engine);
     int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
                                : 0;
     if (rc)
@@ -1163,7 +1181,7 @@ typedef struct decoder_arg {
 
 static int gj_host_alloc(rf_loader *ld, gj_host *gh)
 {
-    if (!ld->cfg.gpu_decode || ld->gj_device)
+    if (!ld->gj || ld->gj_device)
         return 0;
     gh->packet = malloc(ld->gj_cap);
     gh->cap = ld->gj_cap;
@@ -1393,7 +1411,7 @@ static int apply_defaults(rf_config *c, rf_err *err)
     if (!c->io_queue_depth)
         c->io_queue_depth = 64;
     if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
-        c->prefetch_depth = c->gpu_decode ? 8 : 4;
+        c->prefetch_depth = c->gpu_decode || c->hw_decode_percent ? 8 : 4;
     if (c->decode_nice > 19)
         return rf_seterr(err, RF_EINVAL, "decode_nice %u out of range 0..19", c->decode_nice);
     if (c->prefetch_depth > 64 || c->io_queue_depth > 4096 || c->io_threads > 64)
@@ -1431,8 +1449,12 @@ static int apply_defaults(rf_config *c, rf_err *err)
                          c->gpu_decode_percent);
     if (!c->gpu_decode_percent)
         c->gpu_decode_percent = 100;
-    if (c->gpu_decode && c->source == RF_SOURCE_TOKENS)
-        return rf_seterr(err, RF_EINVAL, "gpu_decode applies to JPEG sources, not tokens");
+    if (c->hw_decode_percent > 100)
+        return rf_seterr(err, RF_EINVAL, "hw_decode_percent %u out of range 0..100",
+                         c->hw_decode_percent);
+    if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
+                         "sources, not tokens");
     if (c->source == RF_SOURCE_TOKENS) {
         if (c->token_bytes != 2 && c->token_bytes != 4)
             return rf_seterr(err, RF_EINVAL, "tokens: token_bytes must be 2 or 4, not %u",
@@ -1605,15 +1627,25 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     } else {
         ld->bops = &rf_backend_host;
     }
-    ld->gj_device = ld->cfg.gpu_decode && ld->bops->device_kind == RF_DEVICE_CUDA;
+    ld->gj = ld->cfg.gpu_decode || ld->cfg.hw_decode_percent;
+    ld->gj_device = ld->gj && ld->bops->device_kind == RF_DEVICE_CUDA;
+    const char *what = ld->cfg.gpu_decode ? "gpu_decode" : "hw_decode_percent";
     if (ld->gj_device && ld->cfg.naive)
-        return rf_seterr(err, RF_EINVAL, "gpu_decode needs the pipelined CUDA backend, not "
-                         "the naive baseline");
+        return rf_seterr(err, RF_EINVAL, "%s needs the pipelined CUDA backend, not the naive "
+                         "baseline", what);
     if (ld->gj_device && ld->skip)
-        return rf_seterr(err, RF_EINVAL, "gpu_decode on the CUDA backend needs on_error = "
-                         "FAIL: a corrupt restart interval is found only after its batch was "
-                         "decoded, when the sample can no longer be replaced");
-    return ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
+        return rf_seterr(err, RF_EINVAL, "%s on the CUDA backend needs on_error = FAIL: a "
+                         "corrupt file is found only after its batch was decoded, when the "
+                         "sample can no longer be replaced", what);
+    int rc = ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
+    /* The hardware decoders are opened now, so a GPU without them or a missing libnvjpeg is
+     * an error from create, not from the first batch. */
+    if (rc == 0 && ld->gj_device && ld->cfg.hw_decode_percent)
+        rc = ld->bops->engine_open
+                 ? ld->bops->engine_open(ld->backend, ld->batch, err)
+                 : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s backend has no "
+                             "hardware JPEG decoder", ld->bops->name);
+    return rc;
 }
 
 static int alloc_ring(rf_loader *ld, rf_err *err)
@@ -2310,6 +2342,7 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.dct_scaled = atomic_load(&((rf_loader *)ld)->dct_scaled);
     st.region_decoded = atomic_load(&((rf_loader *)ld)->region_decoded);
     st.gpu_decoded = atomic_load(&((rf_loader *)ld)->gpu_decoded);
+    st.hw_decoded = atomic_load(&((rf_loader *)ld)->hw_decoded);
     pthread_mutex_lock(&((rf_loader *)ld)->mu);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);

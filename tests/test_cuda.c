@@ -20,7 +20,12 @@ static char *g_dir, g_pat[512], g_rpat[512];
 /* What mem_cfg uses: the GPU-decode tests switch to the restart-marked copy (each test runs
  * in its own forked child, so a switch stays within its test). */
 static const char *g_use = g_pat, *g_mixed[2];
-static uint32_t g_gpu, g_size = SIZE, g_percent;
+static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
+/* hw_decode_percent: nvJPEG does not promise libjpeg's islow IDCT to the bit, so uint8 batches
+ * are compared within these bounds. On the H200 machine every byte was identical (the test
+ * prints the figures); a wrong plane geometry gives differences in the tens. */
+#define HW_MAX_DIFF 2
+#define HW_MEAN_DIFF 0.02
 
 static void make_data(void)
 {
@@ -38,6 +43,7 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     rf_config c = rf_test_host_config(pat, g_use, g_size);
     c.gpu_decode = g_gpu;
     c.gpu_decode_percent = g_percent;
+    c.hw_decode_percent = g_hw;
     if (g_mixed[0]) /* plain and restart-marked shards together: batches of both kinds */
         c.shards = g_mixed, c.shard_count = 2;
     c.batch_size = 16;
@@ -74,6 +80,8 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
     CK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     rf_batch *a, *b;
     int n = 0;
+    uint64_t diff_sum = 0, diff_n = 0, diff_bytes = 0;
+    int diff_max = 0;
     while (rf_loader_next(dev, &a) == 0) {
         ck_assert_int_eq(rf_loader_next(host, &b), 0);
         ck_assert_uint_eq(a->device_kind, RF_DEVICE_CUDA);
@@ -86,7 +94,14 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
         CK_CUDA(cudaMemcpyAsync(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost, st));
         CK_CUDA(cudaStreamSynchronize(st));
         ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
-        if (dtype == RF_DTYPE_UINT8) {
+        if (dtype == RF_DTYPE_UINT8 && g_hw) {
+            for (uint64_t i = 0; i < a->data_bytes; i++) {
+                int d = abs((int)back[i] - (int)((const uint8_t *)b->data)[i]);
+                diff_sum += (uint64_t)d, diff_bytes += d != 0;
+                diff_max = d > diff_max ? d : diff_max;
+            }
+            diff_n += a->data_bytes;
+        } else if (dtype == RF_DTYPE_UINT8) {
             ck_assert_int_eq(memcmp(back, b->data, a->data_bytes), 0);
         } else {
             /* GPU and CPU may round (x*scale+bias) differently (FMA): one unit in the last
@@ -109,6 +124,13 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
         n++;
     }
     ck_assert_int_eq(n, g_mixed[0] ? 10 : 5); /* 80 (160 mixed) samples in batches of 16 */
+    if (diff_n) {
+        double mean = (double)diff_sum / (double)diff_n;
+        printf("hw_decode %u%%: %.3f%% of bytes differ from the host's, mean |diff| %.4f, max "
+               "%d\n", g_hw, 100.0 * (double)diff_bytes / (double)diff_n, mean, diff_max);
+        ck_assert_msg(diff_max <= HW_MAX_DIFF && mean <= HW_MEAN_DIFF,
+                      "engine pixels: max |diff| %d, mean %.4f", diff_max, mean);
+    }
     rf_loader_destroy(dev);
     rf_loader_destroy(host);
     cudaStreamDestroy(st);
@@ -230,6 +252,103 @@ START_TEST(gpu_decode_damage_names_member)
     char err[512];
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
     ck_assert_msg(strstr(err, "on_error"), "%s", err);
+}
+END_TEST
+
+/* The hardware JPEG decoders, when this GPU has them and libnvjpeg loads: 1 when they do. When
+ * RINGFEED_NVJPEG names the library they must work; otherwise their absence skips the test,
+ * after checking that create says why. */
+static int hw_available(void)
+{
+    const char *pat;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+    c.hw_decode_percent = 100;
+    rf_loader *ld;
+    char err[512];
+    int rc = rf_loader_create(&c, &ld, err, sizeof err);
+    if (rc == 0) {
+        rf_loader_destroy(ld);
+        return 1;
+    }
+    ck_assert_msg(!getenv("RINGFEED_NVJPEG"), "hw_decode_percent: %s", err);
+    ck_assert_int_eq(rc, RF_ENODEV);
+    ck_assert_msg(strstr(err, "nvJPEG") || strstr(err, "hardware JPEG decoder"), "%s", err);
+    printf("hw_decode: skipped (%s)\n", err);
+    return 0;
+}
+
+/* Engine packets decoded by the GPU's hardware decoders: plain shards (no restart markers),
+ * every sample to the engine, batches equal the host backend's (libjpeg's planes, the same
+ * resize code) within the engine's IDCT rounding, in both layouts and at two sizes. */
+static void hw_decode_equals_host(uint32_t layout, uint32_t size)
+{
+    g_use = g_pat, g_hw = 100, g_size = size;
+    if (!hw_available())
+        return;
+    compare_with_host(RF_DTYPE_UINT8, layout);
+    rf_stats st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout);
+    ck_assert_uint_eq(st.hw_decoded, 80);
+    ck_assert_uint_eq(st.samples_decoded, 80);
+}
+
+START_TEST(hw_decode_uint8_nhwc) { hw_decode_equals_host(RF_LAYOUT_NHWC, 224); }
+END_TEST
+START_TEST(hw_decode_uint8_nchw) { hw_decode_equals_host(RF_LAYOUT_NCHW, 96); }
+END_TEST
+
+/* Three ways at once on restart-marked shards: 30% engine, the next 40% kernels, the rest the
+ * CPU with DCT scaling; the same samples take the same paths on both backends, and the
+ * batches agree within the engine's rounding. */
+START_TEST(hw_decode_split_with_gpu_decode)
+{
+    g_use = g_rpat, g_hw = 30, g_gpu = 1, g_percent = 40, g_size = 224;
+    if (!hw_available())
+        return;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    rf_stats d = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    rf_stats h = epoch_stats(RF_DEVICE_HOST, RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    ck_assert_uint_eq(d.hw_decoded, h.hw_decoded);
+    ck_assert_uint_eq(d.gpu_decoded, h.gpu_decoded);
+    ck_assert_msg(d.hw_decoded > 10 && d.hw_decoded < 40 && d.gpu_decoded > 16 &&
+                      d.hw_decoded + d.gpu_decoded < 80, "engine %llu, kernels %llu of 80",
+                  (unsigned long long)d.hw_decoded, (unsigned long long)d.gpu_decoded);
+}
+END_TEST
+
+/* Damaged files and the engine. A file cut short (no EOI) never reaches it: the CPU path
+ * decodes it on both backends, so the batches still agree and one sample fewer took the
+ * engine. A file whose entropy-coded bytes are overwritten but whose structure is intact is
+ * NOT detected by the engine (nvJPEG reports no error even with its strict flag): the run
+ * completes and that sample's pixels are wrong, which docs/reliability.md states. Skip mode
+ * is refused with hw_decode_percent on this backend. */
+START_TEST(hw_decode_damaged_files)
+{
+    char *dir = rf_test_mkdtemp("cuda-hwbad"), shard[600], pattern[600], key[128];
+    ck_assert_int_eq(rf_test_make_shards(dir, 2, 40, 10, 7, 1, 200), 0);
+    snprintf(shard, sizeof shard, "%s/shard-0000.tar", dir);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    ck_assert_int_eq(rf_test_truncate_jpeg(shard, 30, key, sizeof key), 0);
+    g_use = pattern, g_hw = 100, g_size = 224;
+    if (!hw_available())
+        return;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).hw_decoded, 79);
+    ck_assert_uint_eq(epoch_stats(RF_DEVICE_HOST, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).hw_decoded, 79);
+
+    snprintf(shard, sizeof shard, "%s/shard-0001.tar", dir);
+    ck_assert_int_eq(rf_test_damage_entropy(shard, 5, key, sizeof key), 0);
+    rf_stats st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    printf("hw_decode: entropy-damaged member %s decoded without an error (%llu of %llu "
+           "samples on the engine)\n", key, (unsigned long long)st.hw_decoded,
+           (unsigned long long)st.samples_decoded);
+    ck_assert_uint_eq(st.samples_decoded, 80);
+    const char *pat;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+    c.on_error = RF_ON_ERROR_SKIP;
+    rf_loader *ld;
+    char err[512];
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "hw_decode_percent") && strstr(err, "on_error"), "%s", err);
 }
 END_TEST
 
@@ -511,6 +630,10 @@ int main(void)
     tcase_add_test(tc, gpu_decode_large_packets);
     tcase_add_test(tc, gpu_decode_percent_equals_host);
     tcase_add_test(tc, gpu_decode_damage_names_member);
+    tcase_add_test(tc, hw_decode_uint8_nhwc);
+    tcase_add_test(tc, hw_decode_uint8_nchw);
+    tcase_add_test(tc, hw_decode_split_with_gpu_decode);
+    tcase_add_test(tc, hw_decode_damaged_files);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

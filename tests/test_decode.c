@@ -785,7 +785,7 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                 rf_err ea = {0}, eb = {0};
                 uint32_t bytes = 0, bad = 0;
                 runs++;
-                int rc = rf_decode_packet(b, t, tlen, &tr, seed, place_fixed, &pl, &bytes, &ib,
+                int rc = rf_decode_packet(b, t, tlen, &tr, seed, 0, place_fixed, &pl, &bytes, &ib,
                                           &eb);
                 ck_assert_msg(rc == 0, "%s", eb.msg);
                 if (bytes == 0) {
@@ -814,7 +814,7 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                 ck_assert_uint_eq(ib.crop_x, ia.crop_x);
                 ck_assert_uint_eq(ib.flipped, ia.flipped);
                 if (seed % 4 == 0) { /* no room for the packet: the same bytes from the CPU */
-                    ck_assert_int_eq(rf_decode_packet(b, t, tlen, &tr, seed, place_fixed, &none,
+                    ck_assert_int_eq(rf_decode_packet(b, t, tlen, &tr, seed, 0, place_fixed, &none,
                                                       &bytes, &ib, &eb), 0);
                     ck_assert_uint_eq(bytes, 0);
                     ck_assert_uint_eq(ib.scale_denom, 1);
@@ -828,6 +828,91 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
         }
     ck_assert_msg(gpu > runs * 2 / 3, "GPU path taken %u of %u times", gpu, runs);
     free(pkt), free(scratch), free(oa), free(og), free(on);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* Engine packets (hw_decode_percent), run through the host's stand-in for the hardware decoder
+ * (libjpeg's raw planes, then the kernels' own resize code): every baseline file, with or
+ * without restart markers, decodes byte-for-byte to the CPU path's full-scale pixels, for each
+ * sampling, crop mode, layout, flip and image edge. A progressive file is not the engine's:
+ * the CPU path decodes it, as it always would (with_restarts rewrites it as baseline). */
+START_TEST(engine_packet_matches_cpu_full_scale)
+{
+    static const shape ES[] = {
+        {407, 351, {3, 90, 0, 1}}, {500, 375, {3, 90, 0, 0}}, {97, 1000, {3, 85, 0, 1}},
+        {1000, 61, {1, 90, 0, 0}}, {333, 501, {3, 90, 0, 2}}, {801, 600, {3, 80, 0, 1}},
+        {61, 47, {3, 90, 0, 1}},   {5, 7, {3, 90, 0, 1}},    {300, 200, {3, 85, 1, 1}},
+    };
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    size_t cap = 1u << 21;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
+    uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3);
+    test_place pl = {pkt, og, cap};
+    for (size_t s = 0; s < sizeof ES / sizeof ES[0]; s++)
+        for (int restarts = 0; restarts < 2; restarts++) {
+            size_t len, tlen;
+            uint8_t *j = make_jpeg(ES[s].w, ES[s].h, ES[s].o, s, &len);
+            uint8_t *t = restarts ? with_restarts(j, len, 1, &tlen) : j;
+            if (!restarts)
+                tlen = len;
+            for (uint64_t seed = 0; seed < 24; seed++) {
+                rf_transform tr = random_t(seed % 3 == 0 ? 224 : 64);
+                if (seed % 5 == 4)
+                    tr.crop = RF_CROP_CENTER, tr.flip_prob = -1;
+                if (seed % 7 == 6)
+                    tr.layout = RF_LAYOUT_NCHW;
+                rf_err e = {0};
+                uint32_t bytes = 0, bad = 0;
+                size_t n = (size_t)tr.size * tr.size * 3;
+                ck_assert_msg(rf_decode_packet(b, t, tlen, &tr, seed, 1, place_fixed, &pl, &bytes,
+                                               NULL, &e) == 0, "%s", e.msg);
+                if (ES[s].o.progressive && !restarts) { /* the CPU path's own pixels */
+                    ck_assert_uint_eq(bytes, 0);
+                    ck_assert_int_eq(rf_decode_transform(b, t, tlen, &tr, seed, oa, NULL, &e), 0);
+                    ck_assert_int_eq(memcmp(oa, og, n), 0);
+                    continue;
+                }
+                ck_assert_msg(bytes > tlen, "%ux%u: no engine packet", ES[s].w, ES[s].h);
+                ck_assert_uint_eq(((rf_gj_packet *)pkt)->engine, 1);
+                ck_assert_uint_eq(((rf_gj_packet *)pkt)->nintervals, 0);
+                ck_assert_msg(rf_decode_planes(b, pkt, scratch, &e) == 0, "%s", e.msg);
+                int st = rf_gj_decode_host(pkt, scratch, og, &bad);
+                ck_assert_msg(st == 0, "%s", rf_gj_status_text(st));
+                ck_assert_int_eq(rf_decode_transform(a, t, tlen, &tr, seed, oa, NULL, &e), 0);
+                size_t i = 0;
+                while (i < n && oa[i] == og[i])
+                    i++;
+                ck_assert_msg(i == n, "%ux%u restarts %d seed %llu: byte %zu is %u from the "
+                              "engine packet, %u on the CPU path", ES[s].w, ES[s].h, restarts,
+                              (unsigned long long)seed, i, og[i], oa[i]);
+            }
+            if (restarts)
+                free(t);
+            free(j);
+        }
+    /* a file cut short (no EOI) is not the engine's: it reports no error for one, libjpeg does */
+    {
+        size_t len;
+        uint8_t *j = make_jpeg(407, 351, RGB420, 3, &len);
+        memset(j + len / 2, 0, len - len / 2);
+        rf_transform tr = random_t(64);
+        rf_err e1 = {0}, e2 = {0};
+        uint32_t bytes = 7;
+        int r1 = rf_decode_packet(b, j, len, &tr, 1, 1, place_fixed, &pl, &bytes, NULL, &e1);
+        int r2 = rf_decode_transform(b, j, len, &tr, 1, oa, NULL, &e2);
+        ck_assert_int_eq(r1, r2);
+        ck_assert_uint_eq(bytes, 0);
+        if (r1 == 0)
+            ck_assert_int_eq(memcmp(oa, og, 64 * 64 * 3), 0);
+        free(j);
+    }
+    /* a packet the stand-in refuses to take for an engine packet */
+    ((rf_gj_packet *)pkt)->engine = 0;
+    rf_err e = {0};
+    ck_assert_int_eq(rf_decode_planes(b, pkt, scratch, &e), RF_EINVAL);
+    free(pkt), free(scratch), free(oa), free(og);
     rf_decoder_destroy(a), rf_decoder_destroy(b);
 }
 END_TEST
@@ -865,7 +950,7 @@ START_TEST(gpu_packet_damage)
         uint32_t bytes, bi = 0, fw, fh;
         rf_err e = {0};
         uint64_t seed = (uint64_t)trial;
-        int rc = rf_decode_packet(b, bad, tlen, &tr, seed, place_fixed, &pl, &bytes, NULL, &e);
+        int rc = rf_decode_packet(b, bad, tlen, &tr, seed, 0, place_fixed, &pl, &bytes, NULL, &e);
         ck_assert_msg(rc == 0, "trial %d: %s", trial, e.msg);
         ck_assert_uint_gt(bytes, 0);
         int st = rf_gj_decode_host(pkt, scratch, og, &bi);
@@ -968,6 +1053,7 @@ int main(void)
     tcase_add_test(tc, region_decode_damage);
     tcase_add_test(tc, gpu_packet_matches_cpu_full_scale);
     tcase_add_test(tc, gpu_packet_damage);
+    tcase_add_test(tc, engine_packet_matches_cpu_full_scale);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -194,9 +194,11 @@ START_TEST(no_shuffle_is_dataset_order)
 END_TEST
 
 /* Every batch of one epoch over `pattern` equals a direct decode of the same members with the
- * same seeds (full scale when gpu: the GPU decode path's pixels are the CPU path's with DCT
- * scaling off). Returns how many samples the GPU decode path took. */
-static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu, uint32_t percent)
+ * same seeds (full scale for the samples the seed gives the GPU or the engine: those paths'
+ * pixels are the CPU path's with DCT scaling off). Returns how many samples the GPU decode
+ * path took, and in *engine (may be NULL) how many the engine packets took. */
+static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int gpu,
+                                       uint32_t percent, uint32_t hw, uint64_t *engine)
 {
     const char *pat;
     rf_config c = rf_test_host_config(&pat, pattern, size);
@@ -206,6 +208,7 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu,
     c.layout = RF_LAYOUT_NCHW;
     c.gpu_decode = (uint32_t)gpu;
     c.gpu_decode_percent = percent;
+    c.hw_decode_percent = hw;
     rf_loader *ld = rf_test_create_ok(&c);
     rf_dataset ds = {0};
     rf_err e = {0};
@@ -219,7 +222,7 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu,
     /* GPU-decoded samples are full-scale decodes; the rest (gpu_decode_percent) the CPU's */
     rf_decoder *dec = rf_decoder_create(&lim), *full = rf_decoder_create(&lim);
     rf_decoder_set_max_scale_denom(full, 1);
-    uint64_t expect_gpu = 0;
+    uint64_t expect_gpu = 0, expect_hw = 0;
     rf_transform tf = {.crop = RF_CROP_RANDOM, .size = size, .resize_shorter = c.resize_shorter,
                        .layout = RF_LAYOUT_NCHW, .scale_min = 0.08f, .scale_max = 1.0f,
                        .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
@@ -238,10 +241,12 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu,
             ck_assert_int_eq(rf_tar_locate(span, sm->length, b->keys[i], "jpg,jpeg", &doff,
                                            &dlen, &dhdr, &loff, &llen, &e), 0);
             uint64_t seed = rf_plan_sample_seed(&plan, b->epoch, b->sample_ids[i]);
-            int on_gpu = gpu && rf_plan_gpu_percentile(seed) < (percent ? percent : 100);
-            expect_gpu += on_gpu;
-            ck_assert_int_eq(rf_decode_transform(on_gpu ? full : dec, span + doff, dlen, &tf, seed,
-                                                 want, NULL, &e), 0);
+            uint32_t pc = rf_plan_gpu_percentile(seed);
+            int on_hw = pc < hw;
+            int on_gpu = !on_hw && gpu && pc - hw < (percent ? percent : 100);
+            expect_gpu += on_gpu, expect_hw += on_hw;
+            ck_assert_int_eq(rf_decode_transform(on_gpu || on_hw ? full : dec, span + doff, dlen,
+                                                 &tf, seed, want, NULL, &e), 0);
             ck_assert_int_eq(memcmp(want, (uint8_t *)b->data + (size_t)i * n, n), 0);
             free(span);
             checked++;
@@ -255,12 +260,21 @@ static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu,
     free(want);
     rf_decoder_destroy(dec), rf_decoder_destroy(full);
     rf_plan_free(&plan);
-    /* every sample chosen for the GPU took it on restart-marked shards (none on plain ones) */
+    /* every sample chosen for the GPU took it on restart-marked shards (none on plain ones);
+     * every sample chosen for the engine took it (all these files are baseline) */
     ck_assert_uint_le(st.gpu_decoded, expect_gpu);
+    ck_assert_uint_eq(st.hw_decoded, expect_hw);
+    if (engine)
+        *engine = st.hw_decoded;
     rf_dataset_free(&ds);
     rf_free_paths(paths, np);
     rf_loader_destroy(ld);
     return st.gpu_decoded;
+}
+
+static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu, uint32_t percent)
+{
+    return check_direct_decode_hw(pattern, size, gpu, percent, 0, NULL);
 }
 
 /* The pipeline's pixels equal a direct decode of the same member with the same seed. */
@@ -294,6 +308,37 @@ START_TEST(gpu_decode_matches_full_scale_decode)
     ck_assert_msg(big40 >= 1 && big40 < 13, "%llu of 13", (unsigned long long)big40);
     make_data();
     ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1, 0), 0);
+}
+END_TEST
+
+/* hw_decode_percent on the host backend: the engine packets are decoded by libjpeg's raw planes
+ * and the kernels' resize code, so every pixel is a direct full-scale decode's, on plain shards
+ * (the engine needs no restart markers) and split three ways with gpu_decode on
+ * restart-marked ones. Out-of-range percents are refused. */
+START_TEST(hw_decode_matches_full_scale_decode)
+{
+    uint64_t hw = 0;
+    make_data();
+    ck_assert_uint_eq(check_direct_decode_hw(g_pattern, 96, 0, 0, 100, &hw), 0);
+    ck_assert_uint_eq(hw, N_SAMPLES);
+    ck_assert_uint_eq(check_direct_decode_hw(g_pattern, SIZE, 0, 0, 30, &hw), 0);
+    ck_assert_msg(hw > 15 && hw < 45, "%llu of %d to the engine", (unsigned long long)hw,
+                  N_SAMPLES);
+    char *dir = rf_test_mkdtemp("hwdec");
+    char pattern[600];
+    ck_assert_int_eq(rf_test_make_restart_shards(dir, 2, 40, CLASSES, SEED, 200), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    uint64_t gpu = check_direct_decode_hw(pattern, 96, 1, 40, 30, &hw);
+    ck_assert_msg(hw > 10 && hw < 40 && gpu > 16 && gpu < 52 && hw + gpu < 80,
+                  "engine %llu, kernels %llu of 80", (unsigned long long)hw,
+                  (unsigned long long)gpu);
+    const char *pat;
+    rf_config c = rf_test_host_config(&pat, pattern, 96);
+    c.hw_decode_percent = 101;
+    rf_loader *ld;
+    char err[512];
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "hw_decode_percent 101 out of range"), "%s", err);
 }
 END_TEST
 
@@ -770,6 +815,7 @@ int main(void)
     tcase_add_test(tc, pixels_match_direct_decode);
     tcase_add_test(tc, gpu_decode_matches_full_scale_decode);
     tcase_add_test(tc, gpu_decode_damage_names_member);
+    tcase_add_test(tc, hw_decode_matches_full_scale_decode);
     tcase_add_test(tc, drop_last_and_forever);
     tcase_add_test(tc, resume_at_every_position);
     tcase_add_test(tc, destroy_mid_flight);

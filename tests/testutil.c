@@ -99,7 +99,8 @@ int rf_test_make_big_restart_shards(const char *dir, uint32_t nshards, uint32_t 
     return make_shards(dir, nshards, nsamples, 10, seed, 1, 700, 1000, 1);
 }
 
-int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t keylen)
+/* truncate: zero the second half of the entropy-coded data and the EOI; else 0xA5 fill */
+static int damage(const char *path, uint32_t nth, char *key, size_t keylen, int truncate)
 {
     size_t len;
     uint8_t *b = rf_test_read_file(path, &len);
@@ -109,8 +110,12 @@ int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t key
     for (size_t p = 0; p + 4 < len; p++) {
         if (b[p] != 0xFF || b[p + 1] != 0xDA || seen++ != nth)
             continue;
-        size_t q = p + 2 + ((size_t)b[p + 2] << 8 | b[p + 3]);
-        for (; q + 1 < len && !(b[q] == 0xFF && b[q + 1] == 0xD9); q++) {
+        size_t q = p + 2 + ((size_t)b[p + 2] << 8 | b[p + 3]), start = q;
+        while (truncate && q + 1 < len && !(b[q] == 0xFF && b[q + 1] == 0xD9))
+            q++;
+        if (truncate)
+            memset(b + start + (q - start) / 2, 0, (q - start) - (q - start) / 2 + 2);
+        for (; !truncate && q + 1 < len && !(b[q] == 0xFF && b[q + 1] == 0xD9); q++) {
             if (b[q] == 0xFF) {
                 q++;
                 continue;
@@ -131,6 +136,16 @@ int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t key
     }
     free(b);
     return -1;
+}
+
+int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t keylen)
+{
+    return damage(path, nth, key, keylen, 0);
+}
+
+int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keylen)
+{
+    return damage(path, nth, key, keylen, 1);
 }
 
 rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t image_size)

@@ -42,6 +42,9 @@ int rf_test_make_big_restart_shards(const char *dir, uint32_t nshards, uint32_t 
  * byte after it (so restart markers stay and only the Huffman data is wrong). The member's key (its
  * name without ".jpg") goes to key. Returns 0, or -1 when there is no such JPEG. */
 int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t keylen);
+/* The same JPEG cut short in place: the second half of its entropy-coded data and its EOI
+ * become zero bytes (a short read the tar writer padded). */
+int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keylen);
 
 /* Write len bytes to path (created or truncated); aborts on failure, so it also serves
  * fixtures built in main() before Check runs any test. */

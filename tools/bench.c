@@ -28,6 +28,7 @@ typedef struct opts {
     double resume_at; /* > 0: measure resuming at this fraction of the first epoch */
     /* memory hierarchy (docs/tuning.md) */
     uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode, gpu_pct;
+    uint32_t hw_pct;
     uint64_t warm_bytes;
     uint32_t on_error; /* enum rf_on_error */
 } opts;
@@ -69,6 +70,8 @@ static void usage(FILE *f)
             "  --gpu-decode       decode restart-marked JPEGs on the GPU (rf_config.gpu_decode)\n"
             "  --gpu-decode-percent N  of those, send N%% to the GPU and decode the rest on\n"
             "                     the CPU (rf_config.gpu_decode_percent; 100)\n"
+            "  --hw-decode N      send N%% of the images to the GPU's hardware JPEG decoders\n"
+            "                     (rf_config.hw_decode_percent; 0)\n"
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
             "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
@@ -94,7 +97,7 @@ static int parse_args(int argc, char **argv, opts *o)
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_GPUPCT, O_ONERROR };
+           O_GPUPCT, O_HWPCT, O_ONERROR };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -117,6 +120,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"decode-nice", required_argument, 0, O_NICE},
         {"gpu-decode", no_argument, 0, O_GPUDEC},
         {"gpu-decode-percent", required_argument, 0, O_GPUPCT},
+        {"hw-decode", required_argument, 0, O_HWPCT},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -219,6 +223,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_NICE: bad |= parse_u32(optarg, &o->decode_nice); break;
         case O_GPUDEC: o->gpu_decode = 1; break;
         case O_GPUPCT: bad |= parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
+        case O_HWPCT: bad |= parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
         case O_EVICT: o->evict = 1; break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
@@ -416,6 +421,9 @@ static void print_table(const opts *o, const result *r)
     if (o->gpu_decode)
         printf("  %-26s %11.0f%%\n", "decoded on the GPU",
                s->samples_decoded ? 100.0 * s->gpu_decoded / s->samples_decoded : 0.0);
+    if (o->hw_pct)
+        printf("  %-26s %11.0f%%\n", "hardware JPEG decoder",
+               s->samples_decoded ? 100.0 * s->hw_decoded / s->samples_decoded : 0.0);
     printf("  %-26s %12.3f\n", "page-cache hit ratio",
            s->cache_checked_bytes ? (double)s->cache_hit_bytes / s->cache_checked_bytes : 0.0);
     for (uint32_t i = 0; i < r->nep && r->nep > 1; i++)
@@ -475,7 +483,7 @@ static void print_json(const opts *o, const result *r)
            "\"first_batch_ms\": %.2f, \"io_busy_s\": %.4f, \"decode_busy_s\": %.4f, "
            "\"copy_busy_s\": %.4f, \"consumer_wait_s\": %.4f, \"wall_s\": %.4f, "
            "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"region_decoded\": %llu, "
-           "\"gpu_decoded\": %llu, "
+           "\"gpu_decoded\": %llu, \"hw_decoded\": %llu, "
            "\"read_retries\": %llu, "
            "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
            "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
@@ -491,7 +499,7 @@ static void print_json(const opts *o, const result *r)
            s->copy_busy_ns * 1e-9, s->consumer_wait_ns * 1e-9, s->wall_ns * 1e-9,
            (unsigned long long)s->samples_decoded, (unsigned long long)s->dct_scaled,
            (unsigned long long)s->region_decoded, (unsigned long long)s->gpu_decoded,
-           (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
+           (unsigned long long)s->hw_decoded, (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
            (unsigned long long)r->bytes,
            o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,
            r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
@@ -550,6 +558,7 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->decode_nice = o->decode_nice;
     cfg->gpu_decode = o->gpu_decode;
     cfg->gpu_decode_percent = o->gpu_pct;
+    cfg->hw_decode_percent = o->hw_pct;
 }
 
 /* --evict: ask the kernel to drop the shards' cached pages (clean pages go; no root needed,

@@ -134,6 +134,7 @@ class RfConfig(ctypes.Structure):
         ("decode_nice", ctypes.c_uint32),
         ("gpu_decode", ctypes.c_uint32),
         ("gpu_decode_percent", ctypes.c_uint32),
+        ("hw_decode_percent", ctypes.c_uint32),
     ]
 
 
@@ -204,6 +205,7 @@ class RfStats(ctypes.Structure):
         ("memory_why", ctypes.c_char * 192),
         ("region_decoded", ctypes.c_uint64),
         ("gpu_decoded", ctypes.c_uint64),
+        ("hw_decoded", ctypes.c_uint64),
     ]
 
 

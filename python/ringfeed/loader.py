@@ -609,6 +609,22 @@ def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last
     }
 
 
+def _find_nvjpeg():
+    """Point RINGFEED_NVJPEG at the nvidia-nvjpeg wheel's library when it is installed and the
+    variable is not set: the C library dlopens libnvjpeg.so.13 by name, and a wheel's lib/
+    folder is not on the dynamic linker's path."""
+    if os.environ.get("RINGFEED_NVJPEG"):
+        return
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13/lib", "nvjpeg/lib"):
+            path = os.path.join(root, sub, "libnvjpeg.so.13")
+            if os.path.exists(path):
+                os.environ["RINGFEED_NVJPEG"] = path
+                return
+
+
 class Loader(_LoaderBase):
     """Images and labels from WebDataset tar shards.
 
@@ -616,7 +632,8 @@ class Loader(_LoaderBase):
            mean=None, std=None, device=None, shuffle=True, seed=0, rank=None, world_size=None,
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
-           ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100)
+           ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
+           hw_decode_percent=0)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
@@ -633,6 +650,10 @@ class Loader(_LoaderBase):
     gpu_decode_percent: with gpu_decode, the share (1..100) of eligible images sent to the GPU;
       the seed decides which, the rest decode on the CPU. For training a model that keeps the
       GPU busy, ~25 keeps both the CPUs and the GPU below saturation (docs/gpu-decode.md).
+    hw_decode_percent: the share (0..100) of images decoded by the GPU's hardware JPEG
+      decoders (A100, A30, H100, H200), which use neither the CPUs nor the SMs; any baseline
+      JPEG, restart markers or not. Needs libnvjpeg (the nvidia-nvjpeg wheel is found
+      automatically) and on_error="fail" on CUDA; stats()["hw_decoded"] counts them.
     prefetch_depth: batch slots in the ring; 0 is the library's default (4, 8 with
       gpu_decode).
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
@@ -647,7 +668,8 @@ class Loader(_LoaderBase):
                  rank=None, world_size=None, decode_threads=0, io_threads=0, prefetch_depth=0,
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
-                 decode_nice=0, gpu_decode=False, gpu_decode_percent=100):
+                 decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
+                 hw_decode_percent=0):
         if dtype not in _IMAGE_DTYPES:
             raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
@@ -664,6 +686,7 @@ class Loader(_LoaderBase):
             "decode_nice": int(decode_nice or 0),
             "gpu_decode": 1 if gpu_decode else 0,
             "gpu_decode_percent": int(gpu_decode_percent),
+            "hw_decode_percent": int(hw_decode_percent),
             "dtype": C.DTYPES[dtype][0],
             "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,
@@ -687,6 +710,8 @@ class Loader(_LoaderBase):
             f["scale_min"], f["scale_max"] = (float(x) for x in scale)
         if ratio is not None:
             f["ratio_min"], f["ratio_max"] = (float(x) for x in ratio)
+        if hw_decode_percent:
+            _find_nvjpeg()
         self.batch_size = int(batch_size)
         self.layout = layout
         self.dtype = dtype

@@ -91,6 +91,32 @@ def test_gpu_decode_matches_host_backend(restart_shards):
         np.testing.assert_array_equal(gi, ri)
 
 
+def test_hw_decode_matches_host_backend_within_rounding(shards):
+    """hw_decode_percent=100 on the GPU's hardware JPEG decoders (skipped on a GPU without
+    them or without libnvjpeg): the same keys and labels as the host backend's run of the same
+    packets, pixels within the engine's IDCT rounding (tests/test_cuda.c bounds it tighter)."""
+    kw = dict(size=96, decode_threads=4, seed=21, hw_decode_percent=100)
+    with ringfeed.Loader(shards, 8, device="cpu", copy=True, array_type="numpy", **kw) as ld:
+        ref = [(np.array(b.images), b.keys, np.array(b.labels)) for b in ld]
+    try:
+        ld = ringfeed.Loader(shards, 8, device="cuda", **kw)
+    except ringfeed.RingfeedError as e:
+        if "RINGFEED_NVJPEG" in os.environ:
+            raise
+        pytest.skip(str(e))
+    with ld:
+        got = [(b.images.cpu().numpy(), b.keys, b.labels.cpu().numpy()) for b in ld]
+        # every image of the epoch went to the engine (the counter also counts images of the
+        # next epoch decoded ahead, so it is at least the epoch's)
+        assert ld.stats()["hw_decoded"] >= sum(len(k) for _, k, _ in got) > 0
+    assert len(got) == len(ref)
+    for (gi, gk, gl), (ri, rk, rl) in zip(got, ref):
+        assert gk == rk
+        np.testing.assert_array_equal(gl, rl)
+        d = np.abs(gi.astype(np.int16) - ri.astype(np.int16))
+        assert d.max() <= 12 and d.mean() <= 0.25, (d.max(), d.mean())
+
+
 def test_stream_ordering_under_slow_consumer(shards):
     """The consumer's stream is made slow (a GPU spin before it reads each batch) while the
     host loop races ahead: the batch is released on that stream when the next one is

@@ -458,6 +458,26 @@ def test_gpu_decode_percent_splits_by_seed(restart_shards):
     assert "gpu_decode_percent" in str(ei.value)
 
 
+def test_hw_decode_percent_on_host_backend(shards):
+    """hw_decode_percent on the CPU: the engine packets are decoded by libjpeg and the GPU
+    kernels' resize code (tests/test_loader.c checks each sample's pixels); about that share
+    of plain-shard images takes the path, whatever the thread count, and bad values raise."""
+    got = []
+    for threads in (1, 3):
+        with ringfeed.Loader(shards, 8, seed=4, array_type="numpy", size=96, device="cpu",
+                             decode_threads=threads, copy=True, hw_decode_percent=50) as ld:
+            got.append([(b.keys, b.images) for b in ld])
+            st = ld.stats()
+        assert 0.25 < st["hw_decoded"] / st["samples_decoded"] < 0.75
+        assert st["gpu_decoded"] == 0
+    for (k0, a), (k1, b) in zip(*got):
+        assert k0 == k1
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(shards, 8, device="cpu", hw_decode_percent=101)
+    assert "hw_decode_percent 101 out of range" in str(ei.value)
+
+
 def test_gpu_decode_on_host_backend(restart_shards, labels_by_key):
     """gpu_decode=True on the CPU runs the GPU kernels' code on the decode threads: restart-
     marked images take that path, every sample arrives once with its label, and the pixels do
