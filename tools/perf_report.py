@@ -268,10 +268,19 @@ def main():
         if glob.glob(rst_pat):
             pat = rst_pat
         R["train_data"] = "restart-marked" if pat == rst_pat else "plain"
+        # The hardware decoders alone (every image to them) on the training shards, when this
+        # GPU has them and libnvjpeg loads (RINGFEED_NVJPEG, docs/gpu-decode.md).
+        try:
+            R["hw_bench"] = bench("--device", "cuda", "--batch", "256", "--epochs", "2",
+                                  "--warmup", "8", "--hw-decode", "100", pattern=pat)
+        except (Exception, SystemExit) as e:  # no engines or library: rows left out
+            print(f"hardware decoders not usable: {e}", file=sys.stderr)
+            R.pop("hw_bench", None)
+        hw = "hw_bench" in R
         for arch in a.archs.split(","):
             R["train"][arch] = {}
             for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_gpu",
-                           "ringfeed_gpu25", "torch"]:
+                           "ringfeed_gpu25", "ringfeed_hw", "ringfeed_hw40", "torch"]:
                 cmd = [sys.executable, ex, "--loader", loader.split("_")[0], "--arch", arch,
                        "--shards", pat, "--batch", "256", "--steps", str(a.train_steps),
                        "--warmup", "20", "--classes", "1000", "--anchor", anchor_py,
@@ -284,6 +293,12 @@ def main():
                     cmd += ["--gpu-decode"]
                 if loader == "ringfeed_gpu25":  # the work split: a quarter on the GPU
                     cmd += ["--gpu-decode-percent", "25", "--decode-nice", "10"]
+                if loader.startswith("ringfeed_hw"):  # the GPU's hardware JPEG decoders
+                    if not hw:
+                        continue
+                    cmd += ["--hw-decode-percent", "100" if loader == "ringfeed_hw" else "40"]
+                    if loader == "ringfeed_hw40":
+                        cmd += ["--decode-nice", "10"]
                 R["train"][arch][loader] = last_json(sh(cmd, env=env))
         save()
         ngpu = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda."
@@ -598,12 +613,26 @@ def write_report(R, out):
                             ("ringfeed_gpu", "ringfeed, GPU decode (`gpu_decode`)"),
                             ("ringfeed_gpu25", "ringfeed, 25% GPU decode (`gpu_decode_percent "
                                                "25`), decode threads at nice 10"),
+                            ("ringfeed_hw", "ringfeed, hardware JPEG decoders "
+                                            "(`hw_decode_percent 100`)"),
+                            ("ringfeed_hw40", "ringfeed, 40% to the hardware JPEG decoders "
+                                              "(`hw_decode_percent 40`), decode threads at nice "
+                                              "10"),
                             ("torch", "PyTorch DataLoader + PIL")]:
                 if k not in t:
                     continue
                 L.append(f"| {name} | {t[k]['img_per_s']:,.0f} | {100 * t[k]['img_per_s'] / gb:.0f}% "
                          f"| {100 * t[k]['gpu_wait_fraction']:.0f}% |")
             L.append("")
+        hb = R.get("hw_bench")
+        if hb and any("ringfeed_hw" in t for t in R["train"].values()):
+            L += [f"Each training step ends by synchronizing the training stream, not the device "
+                  f"(python/examples/train_resnet.py). The hardware JPEG decoders alone, every "
+                  f"image to them (`ringfeed-bench --hw-decode 100`, same shards): "
+                  f"{hb['img_per_s']:,.0f} img/s into GPU memory, the {hb['decode_threads']} "
+                  f"decode threads busy {hb['decode_busy_s']:.1f} s in {hb['wall_s']:.1f} s "
+                  f"(headers, crops and copies only). While a model trains they slow its steps "
+                  f"although it hardly waits for data (docs/gpu-decode.md).", ""]
     if "ddp" in R:
         d = R["ddp"]
         L += ["## Two GPUs, DDP (`torchrun --nproc_per_node 2`, ResNet-18, batch 256 per rank)", "",

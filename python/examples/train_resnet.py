@@ -12,8 +12,11 @@ cuda:LOCAL_RANK and the model is wrapped in DistributedDataParallel.
 
 "Waited" is the time the training loop spent blocked on the loader (getting the next batch and,
 for the DataLoader, enqueuing its host-to-device copy) divided by the wall time of the measured
-steps; each step ends with a synchronize (like reading loss.item() every step), so a blocked
-loader means an idle GPU. One JSON line per run is printed by rank 0.
+steps; each step ends by synchronizing the training stream (as reading loss.item() every step
+does), so a blocked loader means an idle GPU. Not the whole device: that would also wait for the
+loader's own streams, where later batches are being copied and decoded (GPU decode, the
+hardware JPEG decoders), work a training step never waits for. One JSON line per run is
+printed by rank 0.
 """
 import argparse
 import glob
@@ -43,6 +46,7 @@ def ringfeed_batches(a, rank, world, device):
               seed=a.seed, decode_threads=a.decode_threads, prefetch_depth=a.prefetch,
               decode_nice=a.decode_nice, gpu_decode=a.gpu_decode,
               gpu_decode_percent=a.gpu_decode_percent,
+              hw_decode_percent=a.hw_decode_percent,
               drop_last=True)
     norm = None
     try:  # normalization to bf16 on the GPU by ringfeed itself
@@ -156,6 +160,8 @@ def main():
                     help="ringfeed: decode restart-marked JPEGs on the GPU (gpu_decode=True)")
     ap.add_argument("--gpu-decode-percent", type=int, default=100,
                     help="ringfeed with --gpu-decode: percent of images sent to the GPU")
+    ap.add_argument("--hw-decode-percent", type=int, default=0,
+                    help="ringfeed: percent of images the GPU's hardware JPEG decoders take")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="DataLoader workers (--loader torch)")
     ap.add_argument("--anchor", default="/work/shared/anchors/torch_dataloader.py",
@@ -209,7 +215,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        torch.cuda.synchronize()
+        torch.cuda.current_stream().synchronize()
         images += x.shape[0]
     wall = time.perf_counter() - t0
 
