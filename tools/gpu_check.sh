@@ -13,6 +13,8 @@ images=${3:-20000}
 out=${OUT:-/tmp/rf-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/$build/lib:${LD_LIBRARY_PATH:-}"
+# hw_decode_percent's library, when carried (docs/gpu.md): its tests then must pass
+[ -f "$build/lib/libnvjpeg.so.13" ] && export RINGFEED_NVJPEG="$PWD/$build/lib/libnvjpeg.so.13"
 nproc; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 echo "== GPU and host test suites"
