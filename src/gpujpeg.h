@@ -140,10 +140,11 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval);
 
-#ifdef RINGFEED_HAVE_CUDA
 /* Per-sample flags (the loader's gj_flags, the device's meta): what is at the sample's offset
  * in the staged bytes. */
 enum { RF_GJ_PIXELS = 0, RF_GJ_KERNELS = 1, RF_GJ_ENGINE_PACKET = 2 };
+
+#ifdef RINGFEED_HAVE_CUDA
 
 /* Device driver, enqueued on `stream`. meta holds n uint64 offsets into staged (staged_bytes
  * long) and then n flag bytes. For each sample whose flag is set, decode the packet at staged +
