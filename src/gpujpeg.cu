@@ -1,13 +1,13 @@
 // gpujpeg.cu — the device side of GPU JPEG decode (gpujpeg.h): three kernels over a staged
 // batch, enqueued on the copy stream right after the batch's host-to-device copy.
 //
-//  1. intervals: one CUDA block per sample, one thread per restart interval (engine packets,
-//     whose planes the hardware decoder wrote, are only checked here) (a 224 crop of an
+//  1. intervals: one CUDA block per sample, one thread per restart interval (a 224 crop of an
 //     ImageNet-sized 4:2:0 photo needs ~40-80 intervals of 2-8 MCUs): Huffman decode, IDCT,
 //     samples into the sample's planes in the scratch. Each thread's work is one serial
 //     chain, latency-bound: measured on the H200 (torch.profiler, 256 images per batch) it
 //     took 3.6 ms with tables and bytes read from global memory, 2.3 ms with the tables in
-//     shared memory and the bytes fetched 8 at a time;
+//     shared memory and the bytes fetched 8 at a time. Engine packets, whose planes the
+//     hardware decoder wrote (nvjpg.h), are only checked here;
 //  2. vpass: one block per (output row, sample), threads across the row's source columns;
 //  3. hpass: one block per (output row, sample), threads across output pixels; samples the CPU
 //     decoded (flag 0) are copied through by the same blocks, so every sample of the batch
