@@ -110,17 +110,22 @@ static int damage(const char *path, uint32_t nth, char *key, size_t keylen, int 
     for (size_t p = 0; p + 4 < len; p++) {
         if (b[p] != 0xFF || b[p + 1] != 0xDA || seen++ != nth)
             continue;
-        size_t q = p + 2 + ((size_t)b[p + 2] << 8 | b[p + 3]), start = q;
-        while (truncate && q + 1 < len && !(b[q] == 0xFF && b[q + 1] == 0xD9))
-            q++;
-        if (truncate)
-            memset(b + start + (q - start) / 2, 0, (q - start) - (q - start) / 2 + 2);
-        for (; !truncate && q + 1 < len && !(b[q] == 0xFF && b[q + 1] == 0xD9); q++) {
-            if (b[q] == 0xFF) {
-                q++;
-                continue;
+        /* the entropy-coded data: from the end of the SOS header to the EOI (the first FF D9:
+         * inside the data an FF is followed by 00 or a restart marker) */
+        size_t start = p + 2 + ((size_t)b[p + 2] << 8 | b[p + 3]), eoi = start;
+        while (eoi + 1 < len && !(b[eoi] == 0xFF && b[eoi + 1] == 0xD9))
+            eoi++;
+        if (truncate) {
+            size_t from = start + (eoi - start) / 2;
+            memset(b + from, 0, (eoi + 2 < len ? eoi + 2 : len) - from);
+        } else {
+            for (size_t q = start; q < eoi; q++) {
+                if (b[q] == 0xFF) {
+                    q++; /* the stuffed 00 or the restart marker's second byte stays */
+                    continue;
+                }
+                b[q] = 0xA5;
             }
-            b[q] = 0xA5;
         }
         /* the member: the last tar header before the SOS */
         size_t h = p / 512 * 512;
