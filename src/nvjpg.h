@@ -30,9 +30,6 @@ typedef struct rf_nvjpg rf_nvjpg;
 int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *err);
 void rf_nvjpg_close(rf_nvjpg *nj);
 
-/* Engines and cores per engine (for the bench's report). */
-void rf_nvjpg_info(const rf_nvjpg *nj, uint32_t *engines, uint32_t *cores);
-
 /* Enqueue on `stream` the hardware decode of a batch's engine packets: the samples whose flag
  * is RF_GJ_ENGINE_PACKET, at staged + offs[i] (staged is the pinned host slot, which stays
  * untouched until the batch's event). Their planes go to the device scratch (scratch_bytes

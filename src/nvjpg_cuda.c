@@ -44,7 +44,6 @@ typedef struct nv_api {
     int (*create_ex)(int backend, void *dev_alloc, void *pinned_alloc, unsigned flags,
                      nv_handle *h);
     int (*destroy)(nv_handle h);
-    int (*hw_info)(nv_handle h, unsigned *engines, unsigned *cores);
     int (*state_create)(nv_handle h, nv_state *s);
     int (*state_destroy)(nv_state s);
     int (*batched_init)(nv_handle h, nv_state s, int batch, int max_cpu_threads, int format);
@@ -77,12 +76,12 @@ static void load(void)
         return;
     }
     nv_api a;
-    const char *sym[] = {"nvjpegCreateEx", "nvjpegDestroy", "nvjpegGetHardwareDecoderInfo",
-                         "nvjpegJpegStateCreate", "nvjpegJpegStateDestroy",
-                         "nvjpegDecodeBatchedInitialize", "nvjpegDecodeBatched"};
-    void **slot[] = {(void **)&a.create_ex, (void **)&a.destroy, (void **)&a.hw_info,
-                     (void **)&a.state_create, (void **)&a.state_destroy,
-                     (void **)&a.batched_init, (void **)&a.batched};
+    const char *sym[] = {"nvjpegCreateEx", "nvjpegDestroy", "nvjpegJpegStateCreate",
+                         "nvjpegJpegStateDestroy", "nvjpegDecodeBatchedInitialize",
+                         "nvjpegDecodeBatched"};
+    void **slot[] = {(void **)&a.create_ex, (void **)&a.destroy, (void **)&a.state_create,
+                     (void **)&a.state_destroy, (void **)&a.batched_init,
+                     (void **)&a.batched};
     for (size_t i = 0; i < sizeof sym / sizeof *sym; i++)
         if (!(*slot[i] = dlsym(lib, sym[i]))) {
             snprintf(load_error, sizeof load_error, "the loaded libnvjpeg has no %s", sym[i]);
@@ -104,7 +103,6 @@ typedef struct nj_state {
 
 struct rf_nvjpg {
     nv_handle h;
-    unsigned engines, cores;
     uint32_t nstates, max_batch;
     nj_state *s;
 };
@@ -153,8 +151,6 @@ int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *e
         return rf_seterr(err, RF_ECUDA, "nvjpegCreateEx(hardware backend) failed: status %d",
                          st);
     }
-    if (api.hw_info(nj->h, &nj->engines, &nj->cores))
-        nj->engines = nj->cores = 0;
     for (uint32_t k = 0; k < states; k++) {
         nj_state *s = &nj->s[k];
         s->data = calloc(max_batch, sizeof *s->data);
@@ -173,12 +169,6 @@ int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *e
     }
     *out = nj;
     return 0;
-}
-
-void rf_nvjpg_info(const rf_nvjpg *nj, uint32_t *engines, uint32_t *cores)
-{
-    *engines = nj ? nj->engines : 0;
-    *cores = nj ? nj->cores : 0;
 }
 
 /* ---- decoding ---------------------------------------------------------------------------- */
