@@ -202,7 +202,8 @@ typedef struct rf_config {
     uint32_t shard_window;  /* RF_ORDER_SHARD: shards mixed together; default 4 */
 
     /* Bad input (see docs/reliability.md). FAIL: the first bad sample stops the loader with an
-     * error naming shard, member, byte offset and cause. SKIP: the sample is left out and
+     * error naming shard, member, byte offset and cause, raised in batch order: every batch
+     * before the one holding it is delivered first. SKIP: the sample is left out and
      * counted by reason (rf_stats.skipped*), batches stay full, and
      * delivered + skipped == total holds for each epoch. */
     uint32_t on_error;              /* enum rf_on_error; default RF_ON_ERROR_FAIL */

@@ -61,12 +61,19 @@
 #include "tar.h"
 #include "testing.h"
 
-enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_LEASED };
+/* SLOT_BAD: fail mode, every sample is in and one of them failed (slot.bad); nothing was
+ * submitted, and the consumer turns it into the sticky error when it reaches the batch. */
+enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_LEASED, SLOT_BAD };
 
 typedef struct slot {
     int state;
     uint64_t seq;             /* global batch number (across epochs) */
     _Atomic uint32_t pending; /* samples not yet decoded */
+    /* Fail mode: the failure of the lowest sample index in the batch (code 0: none). Kept per
+     * batch and raised in batch order, so the error names the first bad sample the consumer
+     * would have met whatever the thread timing, and every batch before it is delivered. */
+    rf_err bad;
+    uint32_t bad_index;
     uint8_t *stage;           /* batch_size * stage_bytes: what decode/reads write (pinned) */
     uint8_t *out;             /* host backend with a conversion: batch_size * out_bytes */
     int32_t *labels;          /* batch_size, pinned (copied to the device) */
@@ -229,6 +236,17 @@ static void fail(rf_loader *ld, int code, const char *msg)
     pthread_mutex_lock(&ld->mu);
     fail_locked(ld, code, msg);
     pthread_mutex_unlock(&ld->mu);
+}
+
+/* Fail mode: sample `index` of slot s failed (a data error: this sample's bytes, not the
+ * loader). The slot keeps the lowest index; rf_loader_next raises it in batch order. */
+static void slot_bad_locked(slot *s, uint32_t index, int code, const char *msg)
+{
+    if (s->bad.code && s->bad_index < index)
+        return;
+    s->bad.code = code;
+    s->bad_index = index;
+    snprintf(s->bad.msg, sizeof s->bad.msg, "%s", msg);
 }
 
 static int set_last(rf_loader *ld, const rf_err *e)
@@ -515,6 +533,7 @@ static void slot_open_locked(rf_loader *ld, slot *s)
         atomic_store(&s->pending, ld->d_count);
         s->batch.count = ld->d_count;
         s->batch.epoch = ld->d_epoch;
+        s->bad.code = 0;
         s->batch.index = ld->d_k;
         if (ld->skip)
             memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
@@ -907,11 +926,19 @@ static void io_done(void *ctx, rf_io_req *req)
             snprintf(msg, sizeof msg, "%s: read failed: %s%s", where, rf_strerror(req->result),
                      now);
         int code = req->result == -ENODATA ? RF_EFORMAT : RF_EIO;
-        if (ld->skip)
+        if (ld->skip) {
             skip_failed_locked(ld, t, req->result == -ENODATA ? RF_SKIP_TRUNCATED : RF_SKIP_IO,
                                code, msg);
-        else
-            fail_locked(ld, code, msg);
+        } else {
+            /* The sample is done (failed): its batch is finished once the rest are in. */
+            slot *s = &ld->slots[t->slot];
+            slot_bad_locked(s, t->index, code, msg);
+            task_finish_locked(ld, t);
+            pthread_mutex_unlock(&ld->mu);
+            if (atomic_fetch_sub(&s->pending, 1) == 1)
+                finish_slot(ld, s);
+            return;
+        }
     }
     if (req->result != 0 || ld->stop) {
         task_finish_locked(ld, t);
@@ -1136,6 +1163,13 @@ static int gj_check(rf_loader *ld, const slot *s, rf_err *e)
 /* The batch's last sample is in: enqueue the copy and publish the slot. */
 static void finish_slot(rf_loader *ld, slot *s)
 {
+    if (s->bad.code) { /* written before the samples' countdown, which ordered it before us */
+        pthread_mutex_lock(&ld->mu);
+        s->state = SLOT_BAD;
+        pthread_cond_broadcast(&ld->cv_out);
+        pthread_mutex_unlock(&ld->mu);
+        return;
+    }
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
     /* GPU decode: only the stage bytes the batch's packets and pixels took */
@@ -1216,15 +1250,17 @@ static void *decoder_main(void *arg)
             return NULL;
         }
         task *t = &ld->tasks[ld->decq[ld->decq_tail++ % ld->ntasks]];
+        slot *s = &ld->slots[t->slot];
         int failed = ld->err.code != 0;
+        /* A sample after the slot's first bad one: the batch is never delivered. */
+        int moot = s->bad.code && t->index > s->bad_index;
         pthread_mutex_unlock(&ld->mu);
 
-        slot *s = &ld->slots[t->slot];
         rf_err e = {0};
         int rc = 0;
         if (!failed && t->blank) {
             skip_fill_blank(ld, t, s);
-        } else if (!failed) {
+        } else if (!failed && !moot) {
             uint64_t t0 = rf_now_ns();
             rc = decode_task(ld, dec, t, s, &gh, &e);
             atomic_fetch_add(&ld->decode_ns, rf_now_ns() - t0);
@@ -1235,16 +1271,20 @@ static void *decoder_main(void *arg)
             char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
             snprintf(where, sizeof where, "%s", ld->ds.files[t->file].path);
             snprintf(msg, sizeof msg, "%s: %s", where, e.msg);
-            if (ld->skip && t->why != SKIP_FATAL)
+            if (t->why == SKIP_FATAL)
+                fail_locked(ld, rc, msg); /* not the sample's fault: stop now */
+            else if (ld->skip)
                 skip_failed_locked(ld, t, t->why, rc, msg);
             else
-                fail_locked(ld, rc, msg);
+                slot_bad_locked(s, t->index, rc, msg);
         } else if (ld->skip && !failed) {
             skip_ok_locked(ld, t);
         }
+        /* Counted down: decoded, skipped-mode successes, and fail mode's data errors. */
+        int done = !failed && (!rc || (!ld->skip && t->why != SKIP_FATAL));
         task_finish_locked(ld, t);
         pthread_mutex_unlock(&ld->mu);
-        if (!rc && !failed && atomic_fetch_sub(&s->pending, 1) == 1)
+        if (done && atomic_fetch_sub(&s->pending, 1) == 1)
             finish_slot(ld, s);
     }
 }
@@ -2100,8 +2140,11 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         return set_last(ld, &(rf_err){RF_ESTATE, "every prefetch slot is leased: release a "
                                                  "batch before asking for the next one"});
     }
-    while (!ld->err.code && !(s->state == SLOT_READY && s->seq == ld->c_seq))
+    while (!ld->err.code &&
+           !((s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq))
         pthread_cond_wait(&ld->cv_out, &ld->mu);
+    if (!ld->err.code && s->state == SLOT_BAD)
+        fail_locked(ld, s->bad.code, s->bad.msg); /* this batch holds the first bad sample */
     int rc = ld->err.code;
     if (rc) {
         ld->last = ld->err;

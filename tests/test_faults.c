@@ -842,6 +842,127 @@ START_TEST(edge_members_fail_and_skip)
 }
 END_TEST
 
+/* Fail mode raises errors in batch order, whatever the thread timing: the batches before the
+ * first bad sample are delivered, and the error names that sample. Sample 5 is a large noise
+ * JPEG cut short (tens of ms of entropy decoding before libjpeg notices), 6 is HTML (refused at
+ * once), 7's read fails with EIO (at once), 13 is HTML: decoded on two threads, 6 and 7 fail
+ * long before 5 does. */
+enum { ORD_N = 16, ORD_BIG = 1600 };
+
+static uint64_t idx_offset(const char *idx, uint32_t sample)
+{
+    FILE *f = fopen(idx, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    unsigned long long off = UINT64_MAX;
+    for (uint32_t i = 0; i <= sample + 1 && fgets(line, sizeof line, f); i++)
+        if (i == sample + 1)
+            ck_assert_int_eq(sscanf(line, "%*s %llu", &off), 1);
+    fclose(f);
+    return off;
+}
+
+static int eio_at_fault(void *ctx, const rf_io_req *q, int res)
+{
+    return q->offset == *(const uint64_t *)ctx ? -EIO : res;
+}
+
+START_TEST(fail_mode_errors_in_batch_order)
+{
+    char *dir = rf_test_mkdtemp("order-err");
+    char tar[600], idx[600], err[256];
+    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
+    snprintf(idx, sizeof idx, "%s/shard-0000.idx", dir);
+    rf_shard_writer *w;
+    ck_assert_int_eq(rf_shard_writer_open(tar, idx, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    static const char html[] = "<!DOCTYPE html><html><body>404 Not Found</body></html>\n";
+    uint8_t *rgb = malloc((size_t)ORD_BIG * ORD_BIG * 3);
+    for (uint32_t i = 0; i < ORD_N; i++) {
+        uint8_t *jpg = NULL;
+        size_t len;
+        const void *data;
+        if (i == 6 || i == 13) {
+            data = html, len = sizeof html - 1;
+        } else if (i == 5) {
+            uint64_t x = 88172645463325252ull; /* noise: the densest entropy data */
+            for (size_t k = 0; k < (size_t)ORD_BIG * ORD_BIG * 3; k++)
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17, rgb[k] = (uint8_t)x;
+            ck_assert_int_eq(rf_synth_jpeg(rgb, ORD_BIG, ORD_BIG, 95, 0, &jpg, &len), 0);
+            data = jpg, len = len * 9 / 10;
+        } else {
+            rf_synth_image(2000 + i, 96, 80, rgb);
+            ck_assert_int_eq(rf_synth_jpeg(rgb, 96, 80, 90, 0, &jpg, &len), 0);
+            data = jpg;
+        }
+        char key[16];
+        snprintf(key, sizeof key, "%08u", i);
+        ck_assert_int_eq(rf_shard_writer_add(w, key, "jpg", data, len, (int32_t)i), 0);
+        free(jpg);
+    }
+    free(rgb);
+    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+    uint64_t eio_off = idx_offset(idx, 7);
+    ck_assert_uint_ne(eio_off, UINT64_MAX);
+
+    for (int rep = 0; rep < 3; rep++) {
+        run r;
+        cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
+                  .fault = eio_at_fault, .fault_ctx = &eio_off, .io = rep & 1 ? RF_IO_PREAD : 0};
+        run_loader(dir, &x, &r);
+        ck_assert_int_eq(r.rc, RF_EDECODE);
+        ck_assert_msg(strstr(r.msg, "shard-0000.tar") && strstr(r.msg, "00000005.jpg"), "%s",
+                      r.msg);
+        ck_assert_uint_eq(r.batches, 1); /* batch 0 delivered, batch 1 holds the bad samples */
+        for (uint32_t i = 0; i < ORD_N; i++)
+            ck_assert_uint_eq(r.seen[i], i < 4 ? 1 : 0);
+        run_free(&r);
+    }
+    /* The state taken after the error resumes at the bad batch: a skip-mode loader resumed from
+     * it delivers every good sample after batch 0 once, and counts the four bad ones. */
+    char pat[600];
+    snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, pat, SIZE);
+    c.batch_size = 4;
+    c.order = RF_ORDER_NONE;
+    c.epochs = 1;
+    rf_loader *ld = NULL;
+    char cerr[512];
+    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, &eio_off, &ld, cerr, sizeof cerr),
+                     0);
+    rf_batch *b;
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    ck_assert_int_eq(rf_loader_next(ld, &b), RF_EDECODE);
+    uint8_t blob[256];
+    uint64_t len = 0;
+    ck_assert_int_eq(rf_loader_state(ld, blob, sizeof blob, &len), 0);
+    rf_loader_destroy(ld);
+    c.on_error = RF_ON_ERROR_SKIP;
+    c.resume_state = blob;
+    c.resume_state_bytes = len;
+    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, &eio_off, &ld, cerr, sizeof cerr),
+                     0);
+    uint32_t seen[ORD_N] = {0};
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        for (uint32_t i = 0; i < b->count; i++)
+            if (!b->is_padding[i])
+                seen[b->sample_ids[i]]++;
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    }
+    ck_assert_int_eq(rc, RF_EPOCH_END);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    ck_assert_uint_eq(st.skipped, 4);
+    for (uint32_t i = 0; i < ORD_N; i++)
+        ck_assert_uint_eq(seen[i], i >= 4 && i != 5 && i != 6 && i != 7 && i != 13 ? 1 : 0);
+    rf_loader_destroy(ld);
+    free(dir);
+}
+END_TEST
+
 /* Every Nth completion faulted (short read, -EAGAIN, -EINTR in turn), for several N and both
  * engines: every good sample still arrives byte for byte. */
 typedef struct nth {
@@ -909,6 +1030,7 @@ int main(void)
     tcase_add_test(tc, nonregular_members_skipped_and_counted);
     tcase_add_test(tc, config_limits_validated);
     tcase_add_test(tc, edge_members_fail_and_skip);
+    tcase_add_test(tc, fail_mode_errors_in_batch_order);
     tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
