@@ -11,10 +11,10 @@ from conftest import make_shards
 KW = dict(batch_size=8, size=24, device="cpu", decode_threads=2)
 
 
-def corrupt_one_jpeg(pattern):
-    """Overwrite the start of the first .jpg member's data of the first shard: not a JPEG."""
+def corrupt_one_jpeg(pattern, shard=0):
+    """Overwrite the start of the first .jpg member's data of a shard: not a JPEG."""
     import tarfile
-    path = sorted(glob.glob(pattern))[0]
+    path = sorted(glob.glob(pattern))[shard]
     with tarfile.open(path) as tf:
         m = next(m for m in tf if m.name.endswith(".jpg"))
         off, name = m.offset_data, m.name
@@ -39,6 +39,20 @@ def test_fail_mode_raises_naming_the_member(bad_shards):
         for _ in ringfeed.Loader(pattern, on_error="fail", **KW):
             pass
     assert key in str(ei.value) and "offset" in str(ei.value)
+
+
+def test_fail_mode_delivers_the_batches_before_the_bad_one(tmp_path):
+    """The error comes in batch order: with the first sample of the second shard bad (sample
+    20, batch 2 in file order), batches 0 and 1 arrive whole, then the error, every time."""
+    pattern = make_shards(str(tmp_path), 40, 5, 20)
+    key = corrupt_one_jpeg(pattern, shard=1)
+    for _ in range(3):
+        got = []
+        with pytest.raises(Exception) as ei:
+            for b in ringfeed.Loader(pattern, on_error="fail", shuffle=False, **KW):
+                got.append(list(b.keys))
+        assert key in str(ei.value)
+        assert got == [[f"{i:08d}" for i in range(k, k + 8)] for k in (0, 8)]
 
 
 def test_skip_mode_counts(bad_shards):
