@@ -769,30 +769,47 @@ END_TEST
 /* ---- a corpus of whole bad members, written with the shard writer ---------------------------
  * Members a tar-level edit cannot make: an empty .jpg, HTML served under .jpg, a JPEG cut to a
  * fifth of its bytes, an EOI marker inside the entropy data, and an oversized SOF, between good
- * samples. Center crops, so every kind is reached whatever the crop. */
-enum edge { E_GOOD, E_EMPTY, E_HTML, E_CUT, E_MARKER, E_SOF };
+ * samples. Center crops, so every kind is reached whatever the crop. E_SLOW (for the ordering
+ * test below): a large noise JPEG cut short, tens of ms of entropy decoding before libjpeg
+ * notices. */
+enum edge { E_GOOD, E_EMPTY, E_HTML, E_CUT, E_MARKER, E_SOF, E_SLOW };
 static const int edge_kind[] = {E_GOOD, E_EMPTY, E_GOOD, E_HTML, E_CUT, E_GOOD,
                                 E_MARKER, E_SOF, E_GOOD, E_GOOD, E_GOOD, E_GOOD,
                                 E_GOOD, E_GOOD, E_GOOD, E_GOOD};
 #define NEDGE (sizeof edge_kind / sizeof edge_kind[0])
 
-static char *make_edge_corpus(void)
+enum { SLOW_SIDE = 1600 };
+
+static uint8_t *slow_jpeg(size_t *len)
 {
-    char *dir = rf_test_mkdtemp("edge");
+    uint8_t *rgb = malloc((size_t)SLOW_SIDE * SLOW_SIDE * 3), *jpg;
+    uint64_t x = 88172645463325252ull; /* noise: the densest entropy data */
+    for (size_t k = 0; k < (size_t)SLOW_SIDE * SLOW_SIDE * 3; k++)
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17, rgb[k] = (uint8_t)x;
+    ck_assert_int_eq(rf_synth_jpeg(rgb, SLOW_SIDE, SLOW_SIDE, 95, 0, &jpg, len), 0);
+    free(rgb);
+    *len = *len * 9 / 10;
+    return jpg;
+}
+
+/* One shard, shard-0000.tar, in a new directory `name`: sample i is of kinds[i]. */
+static char *make_edge_corpus(const char *name, const int *kinds, uint32_t n)
+{
+    char *dir = rf_test_mkdtemp(name);
     char tar[600], idx[600], err[256];
     snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
     snprintf(idx, sizeof idx, "%s/shard-0000.idx", dir);
     rf_shard_writer *w;
     ck_assert_int_eq(rf_shard_writer_open(tar, idx, RF_SHARD_PAX, &w, err, sizeof err), 0);
     uint8_t *rgb = malloc(96 * 80 * 3);
-    for (uint32_t i = 0; i < NEDGE; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         uint8_t *jpg;
         size_t len;
         rf_synth_image(1000 + i, 96, 80, rgb);
         ck_assert_int_eq(rf_synth_jpeg(rgb, 96, 80, 90, 0, &jpg, &len), 0);
         static const char html[] = "<!DOCTYPE html><html><body>404 Not Found</body></html>\n";
         const void *data = jpg;
-        switch (edge_kind[i]) {
+        switch (kinds[i]) {
         case E_EMPTY: len = 0; break;
         case E_HTML: data = html, len = sizeof html - 1; break;
         case E_CUT: len /= 5; break;
@@ -803,6 +820,7 @@ static char *make_edge_corpus(void)
             sof[6] = sof[8] = 0xFF;
             break;
         }
+        case E_SLOW: free(jpg), data = jpg = slow_jpeg(&len); break;
         default: break;
         }
         char key[16];
@@ -817,7 +835,7 @@ static char *make_edge_corpus(void)
 
 START_TEST(edge_members_fail_and_skip)
 {
-    char *dir = make_edge_corpus();
+    char *dir = make_edge_corpus("edge", edge_kind, NEDGE);
     /* fail mode: the first bad sample in dataset order stops the loader, named */
     run r;
     cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4};
@@ -843,71 +861,36 @@ START_TEST(edge_members_fail_and_skip)
 END_TEST
 
 /* Fail mode raises errors in batch order, whatever the thread timing: the batches before the
- * first bad sample are delivered, and the error names that sample. Sample 5 is a large noise
- * JPEG cut short (tens of ms of entropy decoding before libjpeg notices), 6 is HTML (refused at
- * once), 7's read fails with EIO (at once), 13 is HTML: decoded on two threads, 6 and 7 fail
- * long before 5 does. */
-enum { ORD_N = 16, ORD_BIG = 1600 };
+ * first bad sample are delivered, and the error names that sample. Sample 5 is slow to fail
+ * (E_SLOW), 6 is HTML (refused at once), 7's read fails with EIO (at once), 13 is HTML:
+ * decoded on two threads, 6 and 7 fail long before 5 does. */
+static const int order_kind[] = {E_GOOD, E_GOOD, E_GOOD, E_GOOD, E_GOOD, E_SLOW,
+                                 E_HTML, E_GOOD, E_GOOD, E_GOOD, E_GOOD, E_GOOD,
+                                 E_GOOD, E_HTML, E_GOOD, E_GOOD};
+#define ORD_N (sizeof order_kind / sizeof order_kind[0])
 
-static uint64_t idx_offset(const char *idx, uint32_t sample)
-{
-    FILE *f = fopen(idx, "r");
-    ck_assert_ptr_nonnull(f);
-    char line[512];
-    unsigned long long off = UINT64_MAX;
-    for (uint32_t i = 0; i <= sample + 1 && fgets(line, sizeof line, f); i++)
-        if (i == sample + 1)
-            ck_assert_int_eq(sscanf(line, "%*s %llu", &off), 1);
-    fclose(f);
-    return off;
-}
-
+/* -EIO on every attempt at the span ctx points to ({offset, length}). */
 static int eio_at_fault(void *ctx, const rf_io_req *q, int res)
 {
-    return q->offset == *(const uint64_t *)ctx ? -EIO : res;
+    const uint64_t *span = ctx;
+    return q->offset == span[0] && q->len == span[1] ? -EIO : res;
 }
 
 START_TEST(fail_mode_errors_in_batch_order)
 {
-    char *dir = rf_test_mkdtemp("order-err");
-    char tar[600], idx[600], err[256];
+    char *dir = make_edge_corpus("order-err", order_kind, ORD_N);
+    char tar[600], *paths[1] = {tar};
     snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
-    snprintf(idx, sizeof idx, "%s/shard-0000.idx", dir);
-    rf_shard_writer *w;
-    ck_assert_int_eq(rf_shard_writer_open(tar, idx, RF_SHARD_PAX, &w, err, sizeof err), 0);
-    static const char html[] = "<!DOCTYPE html><html><body>404 Not Found</body></html>\n";
-    uint8_t *rgb = malloc((size_t)ORD_BIG * ORD_BIG * 3);
-    for (uint32_t i = 0; i < ORD_N; i++) {
-        uint8_t *jpg = NULL;
-        size_t len;
-        const void *data;
-        if (i == 6 || i == 13) {
-            data = html, len = sizeof html - 1;
-        } else if (i == 5) {
-            uint64_t x = 88172645463325252ull; /* noise: the densest entropy data */
-            for (size_t k = 0; k < (size_t)ORD_BIG * ORD_BIG * 3; k++)
-                x ^= x << 13, x ^= x >> 7, x ^= x << 17, rgb[k] = (uint8_t)x;
-            ck_assert_int_eq(rf_synth_jpeg(rgb, ORD_BIG, ORD_BIG, 95, 0, &jpg, &len), 0);
-            data = jpg, len = len * 9 / 10;
-        } else {
-            rf_synth_image(2000 + i, 96, 80, rgb);
-            ck_assert_int_eq(rf_synth_jpeg(rgb, 96, 80, 90, 0, &jpg, &len), 0);
-            data = jpg;
-        }
-        char key[16];
-        snprintf(key, sizeof key, "%08u", i);
-        ck_assert_int_eq(rf_shard_writer_add(w, key, "jpg", data, len, (int32_t)i), 0);
-        free(jpg);
-    }
-    free(rgb);
-    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
-    uint64_t eio_off = idx_offset(idx, 7);
-    ck_assert_uint_ne(eio_off, UINT64_MAX);
+    rf_dataset ds = {0};
+    rf_err e = {0};
+    ck_assert_msg(rf_format_tar.open(&ds, paths, 1, 0, &e) == 0, "%s", e.msg);
+    uint64_t eio_span[2] = {ds.samples[7].offset, ds.samples[7].length};
+    rf_dataset_free(&ds);
 
     for (int rep = 0; rep < 3; rep++) {
         run r;
         cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
-                  .fault = eio_at_fault, .fault_ctx = &eio_off, .io = rep & 1 ? RF_IO_PREAD : 0};
+                  .fault = eio_at_fault, .fault_ctx = eio_span, .io = rep & 1 ? RF_IO_PREAD : 0};
         run_loader(dir, &x, &r);
         ck_assert_int_eq(r.rc, RF_EDECODE);
         ck_assert_msg(strstr(r.msg, "shard-0000.tar") && strstr(r.msg, "00000005.jpg"), "%s",
@@ -928,7 +911,7 @@ START_TEST(fail_mode_errors_in_batch_order)
     c.epochs = 1;
     rf_loader *ld = NULL;
     char cerr[512];
-    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, &eio_off, &ld, cerr, sizeof cerr),
+    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, eio_span, &ld, cerr, sizeof cerr),
                      0);
     rf_batch *b;
     ck_assert_int_eq(rf_loader_next(ld, &b), 0);
@@ -941,7 +924,7 @@ START_TEST(fail_mode_errors_in_batch_order)
     c.on_error = RF_ON_ERROR_SKIP;
     c.resume_state = blob;
     c.resume_state_bytes = len;
-    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, &eio_off, &ld, cerr, sizeof cerr),
+    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, eio_span, &ld, cerr, sizeof cerr),
                      0);
     uint32_t seen[ORD_N] = {0};
     int rc;
