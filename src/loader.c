@@ -899,6 +899,14 @@ static void describe_task(const rf_loader *ld, const task *t, char *buf, size_t 
 
 static void finish_slot(rf_loader *ld, slot *s);
 
+/* One sample of slot s is finished: read (raw), decoded, or failed in fail mode. The last of
+ * the batch finishes the slot. Called without the mutex. */
+static void sample_done(rf_loader *ld, slot *s)
+{
+    if (atomic_fetch_sub(&s->pending, 1) == 1)
+        finish_slot(ld, s);
+}
+
 static void io_done(void *ctx, rf_io_req *req)
 {
     rf_loader *ld = ctx;
@@ -909,6 +917,10 @@ static void io_done(void *ctx, rf_io_req *req)
     }
     if (t->open_errno)
         req->result = -t->open_errno;
+    slot *s = &ld->slots[t->slot];
+    int done = 0;
+    const uint8_t *widen_src = NULL; /* raw tokens the host backend widens into widen_dst */
+    uint8_t *widen_dst = NULL;
     pthread_mutex_lock(&ld->mu);
     if (req->result != 0 && !ld->stop && !ld->err.code) { /* after a fatal error: reaped only */
         char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
@@ -930,37 +942,31 @@ static void io_done(void *ctx, rf_io_req *req)
             skip_failed_locked(ld, t, req->result == -ENODATA ? RF_SKIP_TRUNCATED : RF_SKIP_IO,
                                code, msg);
         } else {
-            /* The sample is done (failed): its batch is finished once the rest are in. */
-            slot *s = &ld->slots[t->slot];
             slot_bad_locked(s, t->index, code, msg);
-            task_finish_locked(ld, t);
-            pthread_mutex_unlock(&ld->mu);
-            if (atomic_fetch_sub(&s->pending, 1) == 1)
-                finish_slot(ld, s);
-            return;
+            done = 1; /* failed, but finished: the batch completes once the rest are in */
         }
     }
     if (req->result != 0 || ld->stop) {
         task_finish_locked(ld, t);
     } else if (t->raw && !t->blank) {
         /* Raw path: the bytes already sit in the slot; only the host backend converts here. */
-        slot *s = &ld->slots[t->slot];
         s->labels[t->index] = -1;
         if (ld->skip)
             skip_ok_locked(ld, t);
+        if (ld->host_convert) /* read now: once finished, the task may be reused */
+            widen_src = t->req.dst, widen_dst = s->out + (uint64_t)t->index * ld->out_bytes;
         task_finish_locked(ld, t);
-        pthread_mutex_unlock(&ld->mu);
-        if (ld->host_convert)
-            rf_widen_tokens_cpu(t->req.dst, s->out + (uint64_t)t->index * ld->out_bytes,
-                                ld->cfg.seq_len + 1, ld->cfg.token_bytes, ld->out_dtype);
-        if (atomic_fetch_sub(&s->pending, 1) == 1)
-            finish_slot(ld, s);
-        return;
+        done = 1;
     } else {
         ld->decq[ld->decq_head++ % ld->ntasks] = (uint32_t)(t->seq % ld->ntasks);
         pthread_cond_signal(&ld->cv_dec);
     }
     pthread_mutex_unlock(&ld->mu);
+    if (widen_src)
+        rf_widen_tokens_cpu(widen_src, widen_dst, ld->cfg.seq_len + 1, ld->cfg.token_bytes,
+                            ld->out_dtype);
+    if (done)
+        sample_done(ld, s);
 }
 
 /* ---- decode (decode threads) ---------------------------------------------------------------*/
@@ -1284,8 +1290,8 @@ static void *decoder_main(void *arg)
         int done = !failed && (!rc || (!ld->skip && t->why != SKIP_FATAL));
         task_finish_locked(ld, t);
         pthread_mutex_unlock(&ld->mu);
-        if (done && atomic_fetch_sub(&s->pending, 1) == 1)
-            finish_slot(ld, s);
+        if (done)
+            sample_done(ld, s);
     }
 }
 
