@@ -152,9 +152,12 @@ typedef struct cfgx {
     uint32_t on_error, threads, io, batch, rank, world, order, max_consec, epochs;
     rf_fault_fn fault;
     void *fault_ctx;
+    const void *resume; /* rf_loader_state() blob, resume_len bytes */
+    uint64_t resume_len;
 } cfgx;
 
-static void run_loader(const char *dir, const cfgx *x, run *r)
+/* The loader x describes, over dir's shards. */
+static rf_loader *create_loader(const char *dir, const cfgx *x)
 {
     char pat[600];
     snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
@@ -171,13 +174,23 @@ static void run_loader(const char *dir, const cfgx *x, run *r)
     c.order = x->order;
     c.max_consecutive_skips = x->max_consec;
     c.epochs = x->epochs ? x->epochs : 1;
-    memset(r, 0, sizeof *r);
+    c.resume_state = x->resume;
+    c.resume_state_bytes = x->resume_len;
     rf_loader *ld = NULL;
     char err[512] = "";
     int rc = rf_loader_create_faulty(&c, x->fault, x->fault_ctx, &ld, err, sizeof err);
     ck_assert_msg(rc == 0, "create: %d %s", rc, err);
-    r->ids = calloc((size_t)NS * c.epochs * 2, sizeof *r->ids);
-    r->labels = calloc((size_t)NS * c.epochs * 2, sizeof *r->labels);
+    return ld;
+}
+
+static void run_loader(const char *dir, const cfgx *x, run *r)
+{
+    memset(r, 0, sizeof *r);
+    rf_loader *ld = create_loader(dir, x);
+    uint32_t epochs = x->epochs ? x->epochs : 1;
+    r->ids = calloc((size_t)NS * epochs * 2, sizeof *r->ids);
+    r->labels = calloc((size_t)NS * epochs * 2, sizeof *r->labels);
+    int rc;
     uint64_t h = 1469598103934665603ull;
     for (;;) {
         rf_batch *b;
@@ -902,17 +915,9 @@ START_TEST(fail_mode_errors_in_batch_order)
     }
     /* The state taken after the error resumes at the bad batch: a skip-mode loader resumed from
      * it delivers every good sample after batch 0 once, and counts the four bad ones. */
-    char pat[600];
-    snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
-    const char *pats[1];
-    rf_config c = rf_test_host_config(pats, pat, SIZE);
-    c.batch_size = 4;
-    c.order = RF_ORDER_NONE;
-    c.epochs = 1;
-    rf_loader *ld = NULL;
-    char cerr[512];
-    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, eio_span, &ld, cerr, sizeof cerr),
-                     0);
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
+              .fault = eio_at_fault, .fault_ctx = eio_span};
+    rf_loader *ld = create_loader(dir, &x);
     rf_batch *b;
     ck_assert_int_eq(rf_loader_next(ld, &b), 0);
     ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
@@ -921,27 +926,15 @@ START_TEST(fail_mode_errors_in_batch_order)
     uint64_t len = 0;
     ck_assert_int_eq(rf_loader_state(ld, blob, sizeof blob, &len), 0);
     rf_loader_destroy(ld);
-    c.on_error = RF_ON_ERROR_SKIP;
-    c.resume_state = blob;
-    c.resume_state_bytes = len;
-    ck_assert_int_eq(rf_loader_create_faulty(&c, eio_at_fault, eio_span, &ld, cerr, sizeof cerr),
-                     0);
-    uint32_t seen[ORD_N] = {0};
-    int rc;
-    while ((rc = rf_loader_next(ld, &b)) == 0) {
-        for (uint32_t i = 0; i < b->count; i++)
-            if (!b->is_padding[i])
-                seen[b->sample_ids[i]]++;
-        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-    }
-    ck_assert_int_eq(rc, RF_EPOCH_END);
-    rf_stats st;
-    rf_stats_init(&st);
-    rf_loader_stats(ld, &st);
-    ck_assert_uint_eq(st.skipped, 4);
+    x.on_error = RF_ON_ERROR_SKIP;
+    x.resume = blob, x.resume_len = len;
+    run r;
+    run_loader(dir, &x, &r);
+    ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.msg); /* the epoch runs to its end */
+    ck_assert_uint_eq(r.st.skipped, 4);
     for (uint32_t i = 0; i < ORD_N; i++)
-        ck_assert_uint_eq(seen[i], i >= 4 && i != 5 && i != 6 && i != 7 && i != 13 ? 1 : 0);
-    rf_loader_destroy(ld);
+        ck_assert_uint_eq(r.seen[i], i >= 4 && i != 5 && i != 6 && i != 7 && i != 13 ? 1 : 0);
+    run_free(&r);
     free(dir);
 }
 END_TEST
