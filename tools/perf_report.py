@@ -279,14 +279,18 @@ def main():
         hw = "hw_bench" in R
         for arch in a.archs.split(","):
             R["train"][arch] = {}
-            for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_gpu",
-                           "ringfeed_gpu25", "ringfeed_hw", "ringfeed_hw40", "torch"]:
+            for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_spare",
+                           "ringfeed_gpu", "ringfeed_gpu25", "ringfeed_hw", "ringfeed_hw40",
+                           "torch"]:
                 cmd = [sys.executable, ex, "--loader", loader.split("_")[0], "--arch", arch,
                        "--shards", pat, "--batch", "256", "--steps", str(a.train_steps),
                        "--warmup", "20", "--classes", "1000", "--anchor", anchor_py,
-                       "--workers", str(ncpu), "--decode-threads", str(ncpu)]
+                       "--workers", str(ncpu), "--decode-threads", str(ncpu),
+                       "--decode-nice", "0"]  # the example's defaults differ; a row says its own
                 if loader == "ringfeed_nice":
                     cmd += ["--decode-nice", "10"]
+                if loader == "ringfeed_spare":  # tuning.md's training setting: one CPU spare
+                    cmd += ["--decode-threads", str(max(1, ncpu - 1)), "--decode-nice", "10"]
                 if loader.startswith("ringfeed_gpu"):
                     if pat != rst_pat:
                         continue
@@ -314,7 +318,7 @@ def main():
                        "--arch", "resnet18", "--shards", pat, "--batch", "256", "--steps",
                        str(a.train_steps), "--warmup", "20", "--anchor", anchor_py,
                        "--workers", str(os.cpu_count() // 2 - 1),
-                       "--decode-threads", str(os.cpu_count() // 2 - 1)]
+                       "--decode-threads", str(os.cpu_count() // 2 - 1), "--decode-nice", "0"]
                 R["ddp"][loader] = last_json(sh(cmd, env=env2))
 
     # -- tokens ----------------------------------------------------------------------------
@@ -610,6 +614,9 @@ def write_report(R, out):
             for k, name in [("synthetic", "batch already on the GPU (GPU-bound)"),
                             ("ringfeed", "ringfeed"),
                             ("ringfeed_nice", "ringfeed, decode threads at nice 10 (`decode_nice`)"),
+                            ("ringfeed_spare", f"ringfeed, {R.get('train_cpus', 1) - 1} decode "
+                                               f"threads (one CPU left to the training loop) at "
+                                               f"nice 10"),
                             ("ringfeed_gpu", "ringfeed, GPU decode (`gpu_decode`)"),
                             ("ringfeed_gpu25", "ringfeed, 25% GPU decode (`gpu_decode_percent "
                                                "25`), decode threads at nice 10"),
