@@ -129,6 +129,12 @@ def main():
                     ms[",".join(rest)] = old
                 if "train" in k.split(",") and "ddp" in R and "ddp" not in ms:
                     ms["ddp"] = old
+        # A note on figures that a later code change made stale (results.json "stale",
+        # section -> text) goes when its section is measured again.
+        for k in ran.split(","):
+            R.get("stale", {}).pop(k, None)
+        if not R.get("stale"):
+            R.pop("stale", None)
     if a.merge and "side" in skip:
         R.setdefault("machines", {})[ran] = machine()
     else:  # the side-by-side run's machine is the one the report opens with
@@ -432,6 +438,8 @@ def write_report(R, out):
     L += [f"Data: {d['images']} synthetic ImageNet-like JPEGs (`ringfeed-gen`, quality 90, mean "
           f"{d['mean_jpeg_kb']:.0f} KB) in {d['shards']} WebDataset shards, page-cache resident. "
           f"Generated at {d['generator_mb_s']:.0f} MB/s.", ""]
+    for sec, text in R.get("stale", {}).items():  # until the section is measured again
+        L += [f"**Changed since the `{sec}` figures below were measured:** {text}", ""]
 
     def loader_table(S):
         """S: a side_by_side() result; its rows and the markdown table, with ringfeed's ratio
