@@ -73,6 +73,7 @@ enum rf_error {
     RF_ECLOSED = -1012,    /* the loader is shutting down */
     RF_ELABEL = -1013,     /* a label member is missing or not an integer */
     RF_EFORK = -1014,      /* the loader belongs to the process that created it, not a fork() child */
+    RF_ETIMEDOUT = -1015,  /* rf_loader_next: no batch within next_timeout_ms (not sticky) */
 };
 
 /* ---- enums used in rf_config ------------------------------------------------------------- */
@@ -265,6 +266,16 @@ typedef struct rf_config {
      * backend decodes the same packets with libjpeg. Needs on_error = FAIL on the CUDA
      * backend, like gpu_decode (docs/gpu-decode.md). */
     uint32_t hw_decode_percent;
+
+    /* rf_loader_next waits at most this long for a batch (ms; 0, the default: for ever), as
+     * the PyTorch DataLoader's `timeout`. On expiry it returns RF_ETIMEDOUT and rf_last_error
+     * says where the pipeline stands: the awaited batch (not started, samples still to come,
+     * or being submitted to the backend), the reads, queued samples and decodes in flight,
+     * and the oldest unfinished sample by file and offset with what it waits for. Nothing is
+     * lost and the error is not sticky: the pipeline keeps working, and the next call waits
+     * again. Turns a stuck read (a hung network file system) or a stuck device into a
+     * message instead of a silent hang. */
+    uint32_t next_timeout_ms;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
@@ -314,9 +325,11 @@ typedef struct rf_batch {
 RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, size_t error_len);
 
 /* Lease the next batch, in epoch order. Blocks until it is ready (its copy to the device is
- * enqueued, not necessarily complete: use rf_batch_wait()). Returns 0 and sets *out; or
- * RF_EPOCH_END once at the end of each epoch (then the next call starts the following epoch);
- * or RF_DONE after the last configured epoch; or a negative code (sticky worker errors too).
+ * enqueued, not necessarily complete: use rf_batch_wait()), or at most next_timeout_ms when
+ * that is set (then RF_ETIMEDOUT, the one error that is not sticky). Returns 0 and sets *out;
+ * or RF_EPOCH_END once at the end of each epoch (then the next call starts the following
+ * epoch); or RF_DONE after the last configured epoch; or a negative code (sticky worker errors
+ * too).
  * Batches not yet released count against prefetch_depth: holding all of them stalls the ring. */
 RF_API int rf_loader_next(rf_loader *ld, rf_batch **out);
 

@@ -43,6 +43,7 @@ static const struct {
     {RF_ECLOSED, "loader is shutting down"},
     {RF_ELABEL, "label missing or not an integer"},
     {RF_EFORK, "loader used from a fork() child of the process that created it"},
+    {RF_ETIMEDOUT, "no batch within next_timeout_ms"},
 };
 
 RF_API const char *rf_strerror(int code)

@@ -112,7 +112,10 @@ typedef struct task {
     uint8_t padout;      /* skip mode: a padding output (failures are not counted) */
     uint8_t blank;       /* skip mode: no read; the position becomes a blank padding sample */
     uint8_t why;         /* enum rf_skip_reason of a failed decode; SKIP_FATAL: not skippable */
+    uint8_t phase;       /* enum task_phase, under mu: what a timed-out rf_loader_next names */
 } task;
+
+enum task_phase { TASK_READING, TASK_QUEUED, TASK_DECODING };
 
 #define SKIP_FATAL 0xff
 
@@ -499,6 +502,7 @@ static int sample_read_locked(rf_loader *ld, const slot *s, uint32_t row, uint64
 static void task_set_read(rf_loader *ld, task *t, const sample_read *r)
 {
     t->arena_end = r->end;
+    t->phase = TASK_READING;
     t->file = r->file;
     t->req = (rf_io_req){.fd = ld->ds.files[r->file].fd, .len = r->len, .offset = r->off,
                          .dst = r->dst, .user = t};
@@ -958,6 +962,7 @@ static void io_done(void *ctx, rf_io_req *req)
         task_finish_locked(ld, t);
         done = 1;
     } else {
+        t->phase = TASK_QUEUED;
         ld->decq[ld->decq_head++ % ld->ntasks] = (uint32_t)(t->seq % ld->ntasks);
         pthread_cond_signal(&ld->cv_dec);
     }
@@ -1256,6 +1261,7 @@ static void *decoder_main(void *arg)
             return NULL;
         }
         task *t = &ld->tasks[ld->decq[ld->decq_tail++ % ld->ntasks]];
+        t->phase = TASK_DECODING;
         slot *s = &ld->slots[t->slot];
         int failed = ld->err.code != 0;
         /* A sample after the slot's first bad one: the batch is never delivered. */
@@ -1968,7 +1974,12 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv_io, NULL);
     pthread_cond_init(&ld->cv_dec, NULL);
-    pthread_cond_init(&ld->cv_out, NULL);
+    /* cv_out on the monotonic clock: next_timeout_ms must not move with the wall clock */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ld->cv_out, &ca);
+    pthread_condattr_destroy(&ca);
     if ((rc = apply_defaults(&ld->cfg, &err)) || (rc = copy_patterns(ld, &err)))
         goto fail;
     ld->batch = ld->cfg.batch_size;
@@ -2113,6 +2124,46 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->ndim = ld->tokens ? 2 : 4;
 }
 
+/* rf_loader_next gave up after next_timeout_ms (mu held): where the awaited batch is, what the
+ * pipeline holds, and the oldest sample not through it yet, by file and offset. A read stuck
+ * in the kernel (a hung network file system), a decode stuck in a library and a device submit
+ * that never returns each read differently here. */
+static void describe_stall(const rf_loader *ld, const slot *s, char *buf, size_t n)
+{
+    uint32_t in[3] = {0};
+    const task *oldest = NULL;
+    for (uint64_t q = ld->task_tail; q < ld->task_head; q++) {
+        const task *t = &ld->tasks[q % ld->ntasks];
+        if (atomic_load(&t->finished))
+            continue;
+        in[t->phase]++;
+        if (!oldest)
+            oldest = t;
+    }
+    static const char *const phase[] = {"reading", "waiting for a decode thread", "decoding"};
+    char batch[96], where[RF_ERRMSG_MAX / 2] = "none";
+    uint32_t pending = atomic_load(&s->pending);
+    if (s->seq != ld->c_seq || s->state == SLOT_FREE)
+        snprintf(batch, sizeof batch, "not started (its slot is not open yet)");
+    else if (pending)
+        snprintf(batch, sizeof batch, "%u of its %u samples still to come", pending,
+                 s->batch.count);
+    else
+        snprintf(batch, sizeof batch, "all %u samples in, being submitted to the %s backend",
+                 s->batch.count, ld->bops->name);
+    if (oldest) {
+        describe_task(ld, oldest, where, sizeof where);
+        size_t k = strlen(where);
+        snprintf(where + k, sizeof where - k, " (%s)", phase[oldest->phase]);
+    }
+    snprintf(buf, n, "no batch in %u ms (next_timeout_ms; nothing is lost: call again to keep "
+             "waiting). Batch %llu of epoch %llu: %s. In the pipeline: %u reads in flight, %u "
+             "samples waiting for a decode thread, %u being decoded. Oldest unfinished sample: "
+             "%s", ld->cfg.next_timeout_ms, (unsigned long long)ld->c_k,
+             (unsigned long long)ld->c_epoch, batch, in[TASK_READING], in[TASK_QUEUED],
+             in[TASK_DECODING], where);
+}
+
 int rf_loader_next(rf_loader *ld, rf_batch **out)
 {
     if (!ld || !out)
@@ -2146,9 +2197,30 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         return set_last(ld, &(rf_err){RF_ESTATE, "every prefetch slot is leased: release a "
                                                  "batch before asking for the next one"});
     }
+    struct timespec deadline;
+    if (ld->cfg.next_timeout_ms) {
+        uint64_t end = t0 + (uint64_t)ld->cfg.next_timeout_ms * 1000000u;
+        deadline = (struct timespec){(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
+    }
+    int timed_out = 0;
     while (!ld->err.code &&
-           !((s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq))
-        pthread_cond_wait(&ld->cv_out, &ld->mu);
+           !((s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq)) {
+        if (!ld->cfg.next_timeout_ms)
+            pthread_cond_wait(&ld->cv_out, &ld->mu);
+        else if (pthread_cond_timedwait(&ld->cv_out, &ld->mu, &deadline) == ETIMEDOUT &&
+                 !((s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq) &&
+                 !ld->err.code) {
+            timed_out = 1;
+            break;
+        }
+    }
+    if (timed_out) { /* not sticky: the pipeline goes on, and the next call waits again */
+        ld->last.code = RF_ETIMEDOUT;
+        describe_stall(ld, s, ld->last.msg, sizeof ld->last.msg);
+        pthread_mutex_unlock(&ld->mu);
+        ld->wait_ns += rf_now_ns() - t0;
+        return RF_ETIMEDOUT;
+    }
     if (!ld->err.code && s->state == SLOT_BAD)
         fail_locked(ld, s->bad.code, s->bad.msg); /* this batch holds the first bad sample */
     int rc = ld->err.code;

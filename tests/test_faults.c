@@ -149,7 +149,7 @@ typedef struct run {
 } run;
 
 typedef struct cfgx {
-    uint32_t on_error, threads, io, batch, rank, world, order, max_consec, epochs;
+    uint32_t on_error, threads, io, batch, rank, world, order, max_consec, epochs, timeout_ms;
     rf_fault_fn fault;
     void *fault_ctx;
     const void *resume; /* rf_loader_state() blob, resume_len bytes */
@@ -176,6 +176,7 @@ static rf_loader *create_loader(const char *dir, const cfgx *x)
     c.epochs = x->epochs ? x->epochs : 1;
     c.resume_state = x->resume;
     c.resume_state_bytes = x->resume_len;
+    c.next_timeout_ms = x->timeout_ms;
     rf_loader *ld = NULL;
     char err[512] = "";
     int rc = rf_loader_create_faulty(&c, x->fault, x->fault_ctx, &ld, err, sizeof err);
@@ -939,6 +940,71 @@ START_TEST(fail_mode_errors_in_batch_order)
 }
 END_TEST
 
+/* A read that does not return (a hung network file system): the hook holds the I/O thread that
+ * completes sample `id` until the test releases it (20 s at most, so a failing test ends). */
+typedef struct hold {
+    uint64_t id;
+    _Atomic int released;
+} hold;
+static int hold_fault(void *ctx, const rf_io_req *q, int res)
+{
+    hold *h = ctx;
+    for (int ms = 0; is_sample(q, h->id) && !atomic_load(&h->released) && ms < 20000; ms++)
+        usleep(1000);
+    return res;
+}
+
+/* next_timeout_ms: with one read stuck, rf_loader_next delivers every batch before the stuck
+ * one, then returns RF_ETIMEDOUT naming the batch, what the pipeline holds and (pread, whose
+ * other threads finish every other read) the stuck sample by shard, member and offset; the
+ * error is not sticky, and once the read returns the epoch completes with every sample
+ * exactly once. Both engines. */
+START_TEST(stuck_read_times_out_and_loses_nothing)
+{
+    hold h = {.id = pick(key_of(0, 21))};
+    const uint64_t stuck_batch = h.id / 8; /* dataset order, batches of 8 */
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 8,
+              .io = _i ? RF_IO_PREAD : 0, .timeout_ms = 200, .fault = hold_fault,
+              .fault_ctx = &h};
+    rf_loader *ld = create_loader(g_clean, &x);
+    uint32_t seen[NS] = {0};
+    uint64_t batches = 0;
+    int timeouts = 0, rc;
+    rf_batch *b;
+    while ((rc = rf_loader_next(ld, &b)) != RF_DONE) {
+        if (rc == RF_EPOCH_END)
+            continue;
+        if (rc == RF_ETIMEDOUT) {
+            const char *m = rf_last_error(ld);
+            char want[64], where[600];
+            snprintf(want, sizeof want, "Batch %llu of epoch 0: ", (unsigned long long)stuck_batch);
+            ck_assert_msg(strstr(m, "no batch in 200 ms") && strstr(m, want) &&
+                              strstr(m, "samples still to come") && strstr(m, "(reading)"),
+                          "%s", m);
+            snprintf(where, sizeof where, "shard-0000.tar: sample %s at offset %llu (reading)",
+                     g_ds.keys + g_ds.samples[h.id].key,
+                     (unsigned long long)g_ds.samples[h.id].offset);
+            ck_assert_msg(x.io != RF_IO_PREAD || strstr(m, where), "%s\nwants %s", m, where);
+            ck_assert_uint_eq(batches, stuck_batch); /* everything before it was delivered */
+            if (++timeouts == 2) /* still stuck on the second call: then the read returns */
+                atomic_store(&h.released, 1);
+            continue;
+        }
+        ck_assert_msg(rc == 0, "%d %s", rc, rf_last_error(ld));
+        batches++;
+        for (uint32_t i = 0; i < b->count; i++)
+            if (!b->is_padding[i])
+                seen[b->sample_ids[i]]++;
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    }
+    atomic_store(&h.released, 1);
+    ck_assert_int_eq(timeouts, 2);
+    for (uint32_t i = 0; i < NS; i++)
+        ck_assert_uint_eq(seen[i], 1);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
 /* Every Nth completion faulted (short read, -EAGAIN, -EINTR in turn), for several N and both
  * engines: every good sample still arrives byte for byte. */
 typedef struct nth {
@@ -1008,6 +1074,7 @@ int main(void)
     tcase_add_test(tc, edge_members_fail_and_skip);
     tcase_add_test(tc, fail_mode_errors_in_batch_order);
     tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);
+    tcase_add_loop_test(tc, stuck_read_times_out_and_loses_nothing, 0, 2);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

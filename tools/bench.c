@@ -31,6 +31,7 @@ typedef struct opts {
     uint32_t hw_pct;
     uint64_t warm_bytes;
     uint32_t on_error; /* enum rf_on_error */
+    uint32_t timeout_ms;
 } opts;
 
 static void usage(FILE *f)
@@ -77,6 +78,8 @@ static void usage(FILE *f)
             "  --evict            drop the shards from the page cache first (a cold start)\n"
             "  --on-error fail|skip  a bad sample stops the run (default) or is skipped and\n"
             "                     counted (JSON: skipped, skipped_by_reason)\n"
+            "  --timeout-ms N     end the run when a batch takes longer, saying where the\n"
+            "                     pipeline stood (rf_config.next_timeout_ms; 60000, 0: never)\n"
             "  --json             print one JSON object as the last line\n");
 }
 
@@ -97,7 +100,7 @@ static int parse_args(int argc, char **argv, opts *o)
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_GPUPCT, O_HWPCT, O_ONERROR };
+           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -122,6 +125,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"gpu-decode-percent", required_argument, 0, O_GPUPCT},
         {"hw-decode", required_argument, 0, O_HWPCT},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
+        {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 256;
@@ -131,6 +135,9 @@ static int parse_args(int argc, char **argv, opts *o)
     o->token_bytes = 2;
     o->seq_len = 1024;
     o->token_dtype = RF_DTYPE_INT64;
+    /* A benchmark that stalls (a hung read, a stuck device) ends with the loader's account of
+     * where it stood instead of running until someone kills it. */
+    o->timeout_ms = 60000;
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -225,6 +232,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_GPUPCT: bad |= parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
         case O_HWPCT: bad |= parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
         case O_EVICT: o->evict = 1; break;
+        case O_TIMEOUT: bad |= parse_u32(optarg, &o->timeout_ms); break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
             else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
@@ -559,6 +567,7 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->gpu_decode = o->gpu_decode;
     cfg->gpu_decode_percent = o->gpu_pct;
     cfg->hw_decode_percent = o->hw_pct;
+    cfg->next_timeout_ms = o->timeout_ms;
 }
 
 /* --evict: ask the kernel to drop the shards' cached pages (clean pages go; no root needed,

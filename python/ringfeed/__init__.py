@@ -13,12 +13,12 @@ A batch's images are zero-copy views of loader memory, valid until the loader is
 next batch (see ringfeed.loader's docstring and docs/python.md). The binding is ctypes over
 libringfeed.so, found through RINGFEED_LIB, next to this package, or in <repo>/build*/.
 """
-from ._capi import RingfeedError, library_path
+from ._capi import LoaderTimeout, RingfeedError, library_path
 from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch, TokenLoader)
 
-__all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "IMAGENET_MEAN",
-           "IMAGENET_STD", "version", "cuda_device_count", "cuda_status", "library_path",
-           "add_restarts"]
+__all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
+           "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",
+           "library_path", "add_restarts"]
 __version__ = "0.1.0"
 
 

@@ -31,6 +31,7 @@ RF_ERESUME = -1011
 RF_ECLOSED = -1012
 RF_ELABEL = -1013
 RF_EFORK = -1014
+RF_ETIMEDOUT = -1015
 
 RF_DEVICE_AUTO, RF_DEVICE_HOST, RF_DEVICE_CUDA = 0, 1, 2
 RF_IO_AUTO, RF_IO_URING, RF_IO_PREAD = 0, 1, 2
@@ -135,6 +136,7 @@ class RfConfig(ctypes.Structure):
         ("gpu_decode", ctypes.c_uint32),
         ("gpu_decode_percent", ctypes.c_uint32),
         ("hw_decode_percent", ctypes.c_uint32),
+        ("next_timeout_ms", ctypes.c_uint32),
     ]
 
 
@@ -231,6 +233,11 @@ class RingfeedError(RuntimeError):
         if self.detail:
             msg += f": {self.detail}"
         super().__init__(msg)
+
+
+class LoaderTimeout(RingfeedError, TimeoutError):
+    """No batch within the loader's `timeout` (RF_ETIMEDOUT). Not sticky: the pipeline keeps
+    working and the next call waits again; str(e) says where it stands."""
 
 
 ERROR_NAMES = {v: k for k, v in globals().items() if k.startswith("RF_E") and isinstance(v, int)

@@ -26,12 +26,13 @@ Batch lifetime (the one rule to know; docs/python.md says it at length):
 """
 import ctypes
 import gc
+import math
 import os
 import weakref
 
 from . import _arrays
 from . import _capi as C
-from ._capi import RingfeedError
+from ._capi import LoaderTimeout, RingfeedError
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
 IMAGENET_STD = (58.395, 57.12, 57.375)
@@ -289,7 +290,7 @@ class _LoaderBase:
     def _check(self, rc, what):
         if rc < 0:
             detail = C.lib().rf_last_error(self._ld).decode("utf-8", "replace") if self._ld else ""
-            raise RingfeedError(rc, detail, what)
+            raise (LoaderTimeout if rc == C.RF_ETIMEDOUT else RingfeedError)(rc, detail, what)
         return rc
 
     def _check_open(self):
@@ -590,8 +591,11 @@ class _LoaderBase:
 
 
 def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last, on_error,
-                   io_engine):
+                   io_engine, timeout):
     rank = _env_int("RANK", 0) if rank is None else int(rank)
+    timeout = float(timeout or 0)
+    if not 0 <= timeout < 4294967.295:
+        raise ValueError(f"timeout is in seconds, 0 (wait for ever) up to 4294967, not {timeout}")
     world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
@@ -606,6 +610,9 @@ def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last
         # "fail": the first bad sample raises, naming shard, member and offset; "skip": bad
         # samples are left out and counted in stats()["skipped"] / ["skipped_by_reason"].
         "on_error": _choice("on_error", on_error, _ON_ERROR),
+        # The DataLoader's `timeout`: at most this long per batch, then ringfeed.LoaderTimeout
+        # saying where the pipeline stands (not sticky: the next call waits again).
+        "next_timeout_ms": math.ceil(timeout * 1000),
     }
 
 
@@ -633,7 +640,7 @@ class Loader(_LoaderBase):
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-           hw_decode_percent=0)
+           hw_decode_percent=0, timeout=0)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
@@ -659,6 +666,10 @@ class Loader(_LoaderBase):
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
       Every rank gets the same number of batches; the last ones are padded with repeated
       samples (batch.is_padding) unless drop_last.
+    timeout: seconds to wait for a batch (0: for ever), as the DataLoader's. On expiry
+      ringfeed.LoaderTimeout (a RingfeedError and a TimeoutError) says where the pipeline
+      stands, down to the oldest unfinished sample's shard, member and offset; nothing is
+      lost, and iterating again waits again.
     Iterating yields one epoch of Batch objects; see the module docstring for how long a
     batch's memory stays valid, and `copy=True` to make every batch own its memory.
     """
@@ -669,13 +680,13 @@ class Loader(_LoaderBase):
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-                 hw_decode_percent=0):
+                 hw_decode_percent=0, timeout=0):
         if dtype not in _IMAGE_DTYPES:
             raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
             raise ValueError("batch_size must be >= 1")
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
-                           on_error, io_engine)
+                           on_error, io_engine, timeout)
         f.update({
             "batch_size": int(batch_size),
             "image_size": int(size),
@@ -739,20 +750,21 @@ class TokenLoader(_LoaderBase):
     TokenLoader(path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
                 shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
                 prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
-                array_type="auto", io_engine="auto", start_epoch=0)
+                array_type="auto", io_engine="auto", start_epoch=0, timeout=0)
 
     Every sample is a window of seq_len + 1 tokens; iterating yields TokenBatch objects that
     unpack as (x, y) with x = window[:, :-1] and y = window[:, 1:] (views of one buffer).
     shuffle=True draws window starts at random each epoch (seeded) in a global permutation;
     shuffle=False walks non-overlapping windows in file order. dtype: "int64" (default, what
     nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk).
-    Same lifetime rules as Loader.
+    Same lifetime rules and `timeout` as Loader.
     """
 
     def __init__(self, path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
                  shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
-                 array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0):
+                 array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
+                 timeout=0):
         if int(token_bytes) not in (2, 4):
             raise ValueError("token_bytes must be 2 (uint16) or 4 (uint32)")
         if int(seq_len) < 1 or int(batch_size) < 1:
@@ -760,7 +772,7 @@ class TokenLoader(_LoaderBase):
         if dtype is not None and dtype not in _TOKEN_DTYPES:
             raise ValueError(f"dtype must be one of {_TOKEN_DTYPES} or None, not {dtype!r}")
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
-                           on_error, io_engine)
+                           on_error, io_engine, timeout)
         f.update({
             "batch_size": int(batch_size),
             "source": C.RF_SOURCE_TOKENS,

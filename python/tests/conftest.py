@@ -37,7 +37,7 @@ def find_gen():
     return None
 
 
-def make_shards(dirname, images, classes, per_shard, seed=1):
+def make_shards(dirname, images, classes, per_shard, seed=1, max_side=96):
     gen = find_gen()
     if gen is None:
         pytest.skip("ringfeed-gen not found (build it: make -C build ringfeed-gen, or set "
@@ -45,7 +45,7 @@ def make_shards(dirname, images, classes, per_shard, seed=1):
     os.makedirs(dirname, exist_ok=True)
     subprocess.run([gen, "--output", os.path.join(dirname, "train-%06d.tar"), "--images",
                     str(images), "--classes", str(classes), "--per-shard", str(per_shard),
-                    "--seed", str(seed), "--max-side", "96", "--quiet"], check=True)
+                    "--seed", str(seed), "--max-side", str(max_side), "--quiet"], check=True)
     return os.path.join(dirname, "train-*.tar")
 
 

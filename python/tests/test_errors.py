@@ -55,6 +55,35 @@ def test_fail_mode_delivers_the_batches_before_the_bad_one(tmp_path):
         assert got == [[f"{i:08d}" for i in range(k, k + 8)] for k in (0, 8)]
 
 
+def test_timeout_raises_where_it_stands_and_loses_nothing(tmp_path):
+    """timeout: a batch not ready in time raises LoaderTimeout (a TimeoutError and a
+    RingfeedError) saying where the pipeline stands; iterating again waits again, and the
+    epoch still delivers every sample once, in order. One decode thread on images up to
+    1024 px takes tens of ms per batch, far beyond the 1 ms allowed (tests/test_faults.c holds
+    a read to make it deterministic; here any batch's wait does)."""
+    pattern = make_shards(str(tmp_path), 48, 5, 24, max_side=1024)
+    ld = ringfeed.Loader(pattern, batch_size=8, size=24, device="cpu", decode_threads=1,
+                         shuffle=False, timeout=0.001)
+    it, keys, timeouts = iter(ld), [], 0
+    while True:
+        try:
+            b = next(it)
+        except StopIteration:
+            break
+        except ringfeed.LoaderTimeout as e:
+            assert isinstance(e, TimeoutError) and isinstance(e, ringfeed.RingfeedError)
+            assert e.name == "RF_ETIMEDOUT"
+            assert "no batch in 1 ms" in str(e) and "of epoch 0" in str(e), str(e)
+            assert "Oldest unfinished sample" in str(e), str(e)
+            timeouts += 1
+            continue
+        keys += list(b.keys)
+    assert timeouts >= 1
+    assert keys == [f"{i:08d}" for i in range(48)]
+    with pytest.raises(ValueError):
+        ringfeed.Loader(pattern, timeout=-1, **KW)
+
+
 def test_skip_mode_counts(bad_shards):
     pattern, key = bad_shards
     ld = ringfeed.Loader(pattern, on_error="skip", **KW)
