@@ -152,6 +152,8 @@ typedef struct cfgx {
     uint32_t on_error, threads, io, batch, rank, world, order, max_consec, epochs, timeout_ms;
     rf_fault_fn fault;
     void *fault_ctx;
+    int (*backend)(void *ctx, int op, uint64_t seq); /* testing.h's backend hook */
+    void *backend_ctx;
     const void *resume; /* rf_loader_state() blob, resume_len bytes */
     uint64_t resume_len;
 } cfgx;
@@ -179,7 +181,9 @@ static rf_loader *create_loader(const char *dir, const cfgx *x)
     c.next_timeout_ms = x->timeout_ms;
     rf_loader *ld = NULL;
     char err[512] = "";
-    int rc = rf_loader_create_faulty(&c, x->fault, x->fault_ctx, &ld, err, sizeof err);
+    rf_test_hooks hooks = {.io = x->fault, .io_ctx = x->fault_ctx, .backend = x->backend,
+                           .backend_ctx = x->backend_ctx};
+    int rc = rf_loader_create_hooked(&c, &hooks, &ld, err, sizeof err);
     ck_assert_msg(rc == 0, "create: %d %s", rc, err);
     return ld;
 }
@@ -940,32 +944,46 @@ START_TEST(fail_mode_errors_in_batch_order)
 }
 END_TEST
 
-/* A read that does not return (a hung network file system): the hook holds the I/O thread that
- * completes sample `id` until the test releases it (20 s at most, so a failing test ends). */
+/* Something that does not return: the read of sample `id` (a hung network file system: the
+ * I/O thread completing it is held) or the backend submit of batch `seq` (a stuck device), until
+ * the test releases it (20 s at most, so a failing test ends). */
 typedef struct hold {
-    uint64_t id;
+    uint64_t id, seq;
     _Atomic int released;
 } hold;
+static void hold_on(hold *h)
+{
+    for (int ms = 0; !atomic_load(&h->released) && ms < 20000; ms++)
+        usleep(1000);
+}
 static int hold_fault(void *ctx, const rf_io_req *q, int res)
 {
     hold *h = ctx;
-    for (int ms = 0; is_sample(q, h->id) && !atomic_load(&h->released) && ms < 20000; ms++)
-        usleep(1000);
+    if (h->id != UINT64_MAX && is_sample(q, h->id))
+        hold_on(h);
     return res;
 }
-
-/* next_timeout_ms: with one read stuck, rf_loader_next delivers every batch before the stuck
- * one, then returns RF_ETIMEDOUT naming the batch, what the pipeline holds and (pread, whose
- * other threads finish every other read) the stuck sample by shard, member and offset; the
- * error is not sticky, and once the read returns the epoch completes with every sample
- * exactly once. Both engines. */
-START_TEST(stuck_read_times_out_and_loses_nothing)
+static int hold_submit(void *ctx, int op, uint64_t seq)
 {
-    hold h = {.id = pick(key_of(0, 21))};
-    const uint64_t stuck_batch = h.id / 8; /* dataset order, batches of 8 */
+    hold *h = ctx;
+    if (op == RF_HOOK_SUBMIT && seq == h->seq)
+        hold_on(h);
+    return 0;
+}
+
+/* next_timeout_ms: with one read stuck (loops 0, 1: io_uring, pread) or one batch's submit to
+ * the backend stuck (loop 2), rf_loader_next delivers every batch before the stuck one, then
+ * returns RF_ETIMEDOUT naming the batch and what it waits for, what the pipeline holds and
+ * (pread, whose other threads finish every other read) the stuck sample by shard, member and
+ * offset; the error is not sticky, and once the operation returns the epoch completes with
+ * every sample exactly once. */
+START_TEST(stall_times_out_and_loses_nothing)
+{
+    const uint64_t sample = pick(key_of(0, 21)), stuck_batch = sample / 8; /* dataset order */
+    hold h = {.id = _i == 2 ? UINT64_MAX : sample, .seq = _i == 2 ? stuck_batch : UINT64_MAX};
     cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 8,
-              .io = _i ? RF_IO_PREAD : 0, .timeout_ms = 200, .fault = hold_fault,
-              .fault_ctx = &h};
+              .io = _i == 1 ? RF_IO_PREAD : 0, .timeout_ms = 200, .fault = hold_fault,
+              .fault_ctx = &h, .backend = hold_submit, .backend_ctx = &h};
     rf_loader *ld = create_loader(g_clean, &x);
     uint32_t seen[NS] = {0};
     uint64_t batches = 0;
@@ -978,15 +996,20 @@ START_TEST(stuck_read_times_out_and_loses_nothing)
             const char *m = rf_last_error(ld);
             char want[64], where[600];
             snprintf(want, sizeof want, "Batch %llu of epoch 0: ", (unsigned long long)stuck_batch);
-            ck_assert_msg(strstr(m, "no batch in 200 ms") && strstr(m, want) &&
-                              strstr(m, "samples still to come") && strstr(m, "(reading)"),
-                          "%s", m);
-            snprintf(where, sizeof where, "shard-0000.tar: sample %s at offset %llu (reading)",
-                     g_ds.keys + g_ds.samples[h.id].key,
-                     (unsigned long long)g_ds.samples[h.id].offset);
-            ck_assert_msg(x.io != RF_IO_PREAD || strstr(m, where), "%s\nwants %s", m, where);
+            ck_assert_msg(strstr(m, "no batch in 200 ms") && strstr(m, want), "%s", m);
+            if (_i == 2) {
+                ck_assert_msg(strstr(m, "all 8 samples in, being submitted to the host backend"),
+                              "%s", m);
+            } else {
+                ck_assert_msg(strstr(m, "samples still to come") && strstr(m, "(reading)"), "%s",
+                              m);
+                snprintf(where, sizeof where, "shard-0000.tar: sample %s at offset %llu "
+                         "(reading)", g_ds.keys + g_ds.samples[sample].key,
+                         (unsigned long long)g_ds.samples[sample].offset);
+                ck_assert_msg(x.io != RF_IO_PREAD || strstr(m, where), "%s\nwants %s", m, where);
+            }
             ck_assert_uint_eq(batches, stuck_batch); /* everything before it was delivered */
-            if (++timeouts == 2) /* still stuck on the second call: then the read returns */
+            if (++timeouts == 2) /* still stuck on the second call: then it returns */
                 atomic_store(&h.released, 1);
             continue;
         }
@@ -1074,7 +1097,7 @@ int main(void)
     tcase_add_test(tc, edge_members_fail_and_skip);
     tcase_add_test(tc, fail_mode_errors_in_batch_order);
     tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);
-    tcase_add_loop_test(tc, stuck_read_times_out_and_loses_nothing, 0, 2);
+    tcase_add_loop_test(tc, stall_times_out_and_loses_nothing, 0, 3);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }
