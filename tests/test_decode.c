@@ -183,6 +183,18 @@ static rf_transform random_t(uint32_t size)
     return t;
 }
 
+/* The transforms the region, GPU-packet and damage tests cycle through by seed: sizes 224 and
+ * 64, every fifth a center crop without flip, every seventh NCHW. */
+static rf_transform mixed_t(uint64_t seed)
+{
+    rf_transform t = random_t(seed % 3 == 0 ? 224 : 64);
+    if (seed % 5 == 4)
+        t.crop = RF_CROP_CENTER, t.flip_prob = -1;
+    if (seed % 7 == 6)
+        t.layout = RF_LAYOUT_NCHW;
+    return t;
+}
+
 /* ---- full decode ------------------------------------------------------------------------- */
 
 typedef struct shape {
@@ -713,11 +725,7 @@ START_TEST(region_decode_matches_whole_decode)
             uint8_t *j = make_jpeg(RS[s].w, RS[s].h, RS[s].o, s, &len);
             uint8_t *t = with_restarts(j, len, INTERVALS[k], &tlen);
             for (uint64_t seed = 0; seed < 60; seed++) {
-                rf_transform tr = random_t(seed % 3 == 0 ? 224 : 64);
-                if (seed % 5 == 4)
-                    tr.crop = RF_CROP_CENTER, tr.flip_prob = -1;
-                if (seed % 7 == 6)
-                    tr.layout = RF_LAYOUT_NCHW;
+                rf_transform tr = mixed_t(seed);
                 rf_decode_info ia, ib;
                 rf_err ea = {0}, eb = {0};
                 ck_assert_msg(rf_decode_transform(a, t, tlen, &tr, seed, oa, &ia, &ea) == 0, "%s",
@@ -778,11 +786,7 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
             uint8_t *j = make_jpeg(GS[s].w, GS[s].h, GS[s].o, s, &len);
             uint8_t *t = with_restarts(j, len, INTERVALS[k], &tlen);
             for (uint64_t seed = 0; seed < 40; seed++) {
-                rf_transform tr = random_t(seed % 3 == 0 ? 224 : 64);
-                if (seed % 5 == 4)
-                    tr.crop = RF_CROP_CENTER, tr.flip_prob = -1;
-                if (seed % 7 == 6)
-                    tr.layout = RF_LAYOUT_NCHW;
+                rf_transform tr = mixed_t(seed);
                 rf_decode_info ia, ib;
                 rf_err ea = {0}, eb = {0};
                 uint32_t bytes = 0, bad = 0;
@@ -860,11 +864,7 @@ START_TEST(engine_packet_matches_cpu_full_scale)
             if (!restarts)
                 tlen = len;
             for (uint64_t seed = 0; seed < 24; seed++) {
-                rf_transform tr = random_t(seed % 3 == 0 ? 224 : 64);
-                if (seed % 5 == 4)
-                    tr.crop = RF_CROP_CENTER, tr.flip_prob = -1;
-                if (seed % 7 == 6)
-                    tr.layout = RF_LAYOUT_NCHW;
+                rf_transform tr = mixed_t(seed);
                 rf_err e = {0};
                 uint32_t bytes = 0, bad = 0;
                 size_t n = (size_t)tr.size * tr.size * 3;
