@@ -2124,6 +2124,12 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->ndim = ld->tokens ? 2 : 4;
 }
 
+/* The consumer's next batch is in slot s, delivered or failed (mu held). */
+static int batch_due(const rf_loader *ld, const slot *s)
+{
+    return (s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq;
+}
+
 /* rf_loader_next gave up after next_timeout_ms (mu held): where the awaited batch is, what the
  * pipeline holds, and the oldest sample not through it yet, by file and offset. A read stuck
  * in the kernel (a hung network file system), a decode stuck in a library and a device submit
@@ -2202,19 +2208,15 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         uint64_t end = t0 + (uint64_t)ld->cfg.next_timeout_ms * 1000000u;
         deadline = (struct timespec){(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
     }
-    int timed_out = 0;
-    while (!ld->err.code &&
-           !((s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq)) {
-        if (!ld->cfg.next_timeout_ms)
+    int expired = 0;
+    while (!ld->err.code && !batch_due(ld, s) && !expired) {
+        if (ld->cfg.next_timeout_ms)
+            expired = pthread_cond_timedwait(&ld->cv_out, &ld->mu, &deadline) == ETIMEDOUT;
+        else
             pthread_cond_wait(&ld->cv_out, &ld->mu);
-        else if (pthread_cond_timedwait(&ld->cv_out, &ld->mu, &deadline) == ETIMEDOUT &&
-                 !((s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq) &&
-                 !ld->err.code) {
-            timed_out = 1;
-            break;
-        }
     }
-    if (timed_out) { /* not sticky: the pipeline goes on, and the next call waits again */
+    if (expired && !ld->err.code && !batch_due(ld, s)) {
+        /* not sticky: the pipeline goes on, and the next call waits again */
         ld->last.code = RF_ETIMEDOUT;
         describe_stall(ld, s, ld->last.msg, sizeof ld->last.msg);
         pthread_mutex_unlock(&ld->mu);
