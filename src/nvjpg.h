@@ -36,7 +36,7 @@ void rf_nvjpg_close(rf_nvjpg *nj);
  * long) at the packets' scratch_at. A file the engine refuses, or a packet that does not fit
  * the scratch, gets its rf_gj_status in the device array status (already zeroed on the
  * stream) and the batch goes on. State k is used by one call at a time (callers on the same
- * copy stream are serialized here), and the engine by one call at a time. Blocks until the
+ * copy stream are serialized here); calls with different states run at once. Blocks until the
  * work queued on `stream` before the call is done: the engine does not wait for it. Returns
  * 0, or RF_ECUDA with err set when the decode could not be enqueued at all. */
 int rf_nvjpg_decode(rf_nvjpg *nj, uint32_t k, const uint8_t *staged, const uint64_t *offs,

@@ -8,15 +8,16 @@
  *    never loads it.
  *  - One nvJPEG handle per loader; one decode state per copy stream, each with a mutex and
  *    arrays sized at open for a whole batch: the hot path allocates nothing.
- *  - One call into the engine at a time per handle. With up to four calls at once (a state
- *    per stream), 2 of 4 runs of `ringfeed-bench --hw-decode 100` on the H200 stalled for
- *    good: four threads spinning inside nvJPEG, the rest asleep. With this rule and the next,
- *    none of 8 did (docs/gpu-decode.md: which of the two it takes is not yet measured).
  *  - The engine does not keep stream order: nvjpegDecodeBatched's hardware backend writes its
  *    output when it is called, not after the work queued before it on the stream (measured
  *    with nvJPEG 12.3-13.2 by torchcodec, pull request 1634). Its planes go to scratch that the
  *    stream-ordered pool may have just handed over from an earlier batch still being decoded,
  *    so the call first waits, on the host, for everything queued on the stream before it.
+ *    Without that wait, up to four calls at once (a state per stream) stalled 2 of 4 runs of
+ *    `ringfeed-bench --hw-decode 100` on the H200 for good, four threads spinning inside
+ *    nvJPEG; with it, 12 of 12 ran at full speed. Serializing the calls instead also stopped
+ *    the stalls but halved the speed (docs/gpu-decode.md), so calls on different streams run
+ *    at once.
  *  - Errors are per file. nvjpegDecodeBatched answers for the whole batch, so when it fails
  *    the batch's engine images are decoded again one by one to find the files it refuses;
  *    those get RF_GJ_ENGINE in the status array and rf_loader_next names them (docs/
@@ -113,7 +114,6 @@ typedef struct nj_state {
 
 struct rf_nvjpg {
     nv_handle h;
-    pthread_mutex_t call_mu; /* one engine call at a time (DESIGN) */
     uint32_t nstates, max_batch;
     nj_state *s;
 };
@@ -134,7 +134,6 @@ void rf_nvjpg_close(rf_nvjpg *nj)
     free(nj->s);
     if (nj->h)
         api.destroy(nj->h);
-    pthread_mutex_destroy(&nj->call_mu);
     free(nj);
 }
 
@@ -152,7 +151,6 @@ int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *e
         return rf_seterr(err, RF_ENOMEM, "no memory for the hardware decoder's states");
     }
     nj->nstates = states, nj->max_batch = max_batch;
-    pthread_mutex_init(&nj->call_mu, NULL);
     for (uint32_t k = 0; k < states; k++)
         pthread_mutex_init(&nj->s[k].mu, NULL);
     int st = api.create_ex(NV_BACKEND_HARDWARE, NULL, NULL, NV_FLAGS_BITSTREAM_STRICT, &nj->h);
@@ -217,11 +215,9 @@ static cudaError_t mark(int32_t *status, uint32_t i, const int32_t *code, cudaSt
 
 static int decode(rf_nvjpg *nj, nj_state *s, uint32_t first, uint32_t n, cudaStream_t stream)
 {
-    pthread_mutex_lock(&nj->call_mu);
     int st = api.batched_init(nj->h, s->st, (int)n, 1, NV_OUTPUT_UNCHANGED);
     if (st == NV_SUCCESS)
         st = api.batched(nj->h, s->st, s->data + first, s->len + first, s->img + first, stream);
-    pthread_mutex_unlock(&nj->call_mu);
     return st;
 }
 
@@ -266,8 +262,8 @@ int rf_nvjpg_decode(rf_nvjpg *nj, uint32_t k, const uint8_t *staged, const uint6
         s->len[n] = p->data_bytes;
         s->index[n++] = i;
     }
-    /* The engine writes at the call, out of stream order (DESIGN): wait for the stream first,
-     * outside call_mu so that other streams' calls go on meanwhile. */
+    /* The engine writes at the call, out of stream order (DESIGN): wait for the stream first.
+     * The event is blocking-sync, so this decode thread sleeps rather than spins. */
     if (n && e == cudaSuccess && (e = cudaEventRecord(s->queued, cs)) == cudaSuccess)
         e = cudaEventSynchronize(s->queued);
     int st = n && e == cudaSuccess ? decode(nj, s, 0, n, cs) : NV_SUCCESS;
