@@ -95,6 +95,8 @@ def main():
     ap.add_argument("--archs", default="resnet18,resnet50", help="models the train section runs "
                     "(a merged run keeps the others' stored figures)")
     ap.add_argument("--soak-epochs", type=int, default=40)
+    ap.add_argument("--scaling-rounds", type=int, default=5,
+                    help="interleaved rounds of the scaling section (medians over them)")
     ap.add_argument("--cpus", type=int, default=os.cpu_count(),
                     help="decode threads / DataLoader workers for the one-GPU runs")
     a = ap.parse_args()
@@ -204,9 +206,12 @@ def main():
     # -- scaling ---------------------------------------------------------------------------
     # A speed-up is a ratio of two runs, and on a shared host one run's clocks can differ from
     # the next one's by several percent (seen here: one thread of a pure integer loop ran 8%
-    # faster in one call than in the next). So every thread count is measured three times,
-    # the rounds interleaved (1, 2, ..., 16, then again), and the medians are compared; each run
-    # takes about two seconds whatever its thread count. Three curves per round:
+    # faster in one call than in the next). So every thread count is measured in several
+    # rounds (--scaling-rounds), interleaved (every thread count once, then again), and the
+    # medians are compared; each run takes about two seconds whatever its thread count. A round
+    # runs 1 and 16 threads first, back to back, so that its own 16/1 ratio sees the least
+    # drift (the report gives those too). The figures are saved after every round, so a run
+    # cut short keeps the rounds it finished. Three curves per round:
     #  - the pipeline: ringfeed-bench over 10 shards (3,130 images), one epoch per thread, images
     #    decoded inside the timed window (decode_img_per_s: the batches prefetched before the
     #    window opened are left out);
@@ -216,7 +221,7 @@ def main():
     #    touches no memory: what all-core clocks leave of linear scaling for any CPU-bound work.
     if "scaling" not in skip:
         db = os.path.join(a.build, "tools", "ringfeed-decode-bench")
-        rounds = 0 if "scaling_cpu" in skip else 3
+        rounds = 0 if "scaling_cpu" in skip else a.scaling_rounds
         counts = sorted({1, 2, 4, 8, 12, ncpu})
         sets = [("scaling", a.data)]
         if glob.glob(rst_pat):
@@ -225,8 +230,20 @@ def main():
         sets = [(key, base, sorted(glob.glob(os.path.join(base, "train-*.tar")))[1])
                 for key, base in sets]
         runs = {}  # (key, threads) -> list of (pipeline, decoders alone); ("spin", t) -> list
+        med = statistics.median
+
+        def fold():  # the medians over the rounds so far
+            R["scaling_spin"] = [{"threads": t, "spin_per_s": med(runs[("spin", t)]),
+                                  "runs": runs[("spin", t)]} for t in counts]
+            for key, _, _ in sets:
+                R[key] = [{"threads": t,
+                           "img_per_s": med([p for p, _ in runs[(key, t)]]),
+                           "runs": [p for p, _ in runs[(key, t)]],
+                           "ceiling_img_per_s": med([c for _, c in runs[(key, t)]]),
+                           "ceiling_runs": [c for _, c in runs[(key, t)]]} for t in counts]
+        ends = [counts[0], counts[-1]]  # the ratio that matters, measured back to back
         for _ in range(rounds):
-            for t in counts:
+            for t in ends + [x for x in counts if x not in ends]:
                 runs.setdefault(("spin", t), []).append(last_json(sh(
                     [db, "--threads", str(t), "--spin"], env=env))["spin_per_s"])
                 for key, base, one_shard in sets:
@@ -237,18 +254,8 @@ def main():
                                      env=env))
                     runs.setdefault((key, t), []).append(
                         (r.get("decode_img_per_s", r["img_per_s"]), c["img_per_s"]))
-        med = statistics.median
-        if runs:
-            R["scaling_spin"] = [{"threads": t, "spin_per_s": med(runs[("spin", t)]),
-                                  "runs": runs[("spin", t)]} for t in counts]
-        for key, _, _ in sets:
-            if not runs:
-                break
-            R[key] = [{"threads": t,
-                       "img_per_s": med([p for p, _ in runs[(key, t)]]),
-                       "runs": [p for p, _ in runs[(key, t)]],
-                       "ceiling_img_per_s": med([c for _, c in runs[(key, t)]]),
-                       "ceiling_runs": [c for _, c in runs[(key, t)]]} for t in counts]
+            fold()
+            save()
         # GPU decode: decode threads only cut out intervals; the kernels do the decoding. The
         # whole restart-marked set, delivered img/s (what a consumer sees).
         if glob.glob(rst_pat) and a.device == "cuda":
@@ -560,7 +567,20 @@ def write_report(R, out):
                          + (f"{sp / spin[1]:.1f}x" if sp and spin.get(1) else "-") + " |")
             t = s[-1]
             L += ["", f"{t['threads']} threads: {t['img_per_s'] / one:.1f}x one thread, against "
-                  f"a target of {0.9 * t['threads']:.1f}x (0.9 x {t['threads']}).", ""]
+                  f"a target of {0.9 * t['threads']:.1f}x (0.9 x {t['threads']})."]
+            # A round runs 1 and 16 threads back to back: its own ratio leaves out the
+            # machine's drift from round to round.
+            ps = R.get("scaling_spin", [])
+            per_round = [(label, [x / y for x, y in zip(hi, lo)]) for label, hi, lo in [
+                ("the pipeline", t.get("runs", []), s[0].get("runs", [])),
+                ("the decoders alone", t.get("ceiling_runs", []), s[0].get("ceiling_runs", [])),
+                ("the cores alone", ps[-1]["runs"] if ps else [], ps[0]["runs"] if ps else [])]]
+            n = len(per_round[0][1])
+            if n > 1:
+                L[-1] += " Round by round, " + "; ".join(
+                    f"{label} {', '.join(f'{x:.1f}x' for x in v)} (median "
+                    f"{statistics.median(v):.1f}x)" for label, v in per_round if len(v) == n) + "."
+            L += [""]
         if "scaling_gpu" in R:
             s = R["scaling_gpu"]
             L += ["GPU decode (`gpu_decode`), restart-marked shards, all 20,000 images, delivered "
