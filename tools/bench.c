@@ -271,7 +271,10 @@ static void progress(uint64_t done, uint64_t total, double img_s)
 
 typedef struct result {
     uint64_t images, batches, timed_images, first_batch_us;
-    uint64_t decoded_at_warmup; /* rf_stats.samples_decoded when the timed window opened */
+    /* The stats when the timed window opened: busy times and decoded samples inside the
+     * window leave out create and the start-up (pinning the ring alone can be a tenth of a
+     * short run, and would read as decode threads waiting). */
+    rf_stats at_warmup;
     uint64_t bytes, timed_bytes; /* delivered to the device (or host), as the consumer sees */
     double seconds, timed_seconds;
     double fresh_ms, resume_ms;  /* --resume-at: create + first batch, fresh vs resumed */
@@ -344,6 +347,8 @@ static int run(const opts *o, rf_loader *ld, result *r)
     double t0 = now_s(), timed0 = t0;
     uint64_t timed_from = 0;
     r->mark_t = t0;
+    rf_stats_init(&r->at_warmup);
+    rf_loader_stats(ld, &r->at_warmup);
     for (;;) {
         rf_batch *b;
         int rc = rf_loader_next(ld, &b);
@@ -371,10 +376,8 @@ static int run(const opts *o, rf_loader *ld, result *r)
             timed0 = now_s();
             timed_from = r->images;
             r->timed_bytes = r->bytes;
-            rf_stats w;
-            rf_stats_init(&w);
-            rf_loader_stats(ld, &w);
-            r->decoded_at_warmup = w.samples_decoded;
+            rf_stats_init(&r->at_warmup);
+            rf_loader_stats(ld, &r->at_warmup);
         }
         if (tty && (r->batches % 8 == 0 || r->batches == total))
             progress(r->batches, total, (r->images - timed_from) / (now_s() - timed0 + 1e-9));
@@ -414,14 +417,19 @@ static void print_table(const opts *o, const result *r)
     printf("  %-26s %12.3f\n", "seconds", r->timed_seconds);
     printf("  %-26s %12.1f\n", "create ms", r->create_ms);
     printf("  %-26s %12.1f\n", "first batch ms after create", r->first_batch_us / 1e3);
-    printf("  %-26s %11.0f%%\n", "I/O busy (of wall x thr)",
-           100.0 * s->io_busy_ns / (wall * 1e9 * (s->io_threads ? s->io_threads : 1)));
-    printf("  %-26s %11.0f%%\n", "decode busy (of wall x thr)",
-           100.0 * s->decode_busy_ns / (wall * 1e9 * (s->decode_threads ? s->decode_threads : 1)));
+    const rf_stats *w = &r->at_warmup; /* the busy times are the timed window's */
+    printf("  %-26s %11.0f%%\n", "I/O busy (of secs x thr)",
+           100.0 * (s->io_busy_ns - w->io_busy_ns) /
+               (secs * 1e9 * (s->io_threads ? s->io_threads : 1)));
+    printf("  %-26s %11.0f%%\n", "decode busy (of secs x thr)",
+           100.0 * (s->decode_busy_ns - w->decode_busy_ns) /
+               (secs * 1e9 * (s->decode_threads ? s->decode_threads : 1)));
     printf("  %-26s %12.1f\n", "decode ms/image",
            s->samples_decoded ? s->decode_busy_ns / 1e6 / s->samples_decoded : 0.0);
-    printf("  %-26s %12.1f\n", "copy enqueue ms", s->copy_busy_ns / 1e6);
-    printf("  %-26s %12.1f\n", "consumer waited ms", s->consumer_wait_ns / 1e6);
+    printf("  %-26s %12.1f\n", "copy enqueue ms in secs",
+           (s->copy_busy_ns - w->copy_busy_ns) / 1e6);
+    printf("  %-26s %12.1f\n", "consumer waited ms in secs",
+           (s->consumer_wait_ns - w->consumer_wait_ns) / 1e6);
     printf("  %-26s %11.0f%%\n", "DCT-scaled decodes",
            s->samples_decoded ? 100.0 * s->dct_scaled / s->samples_decoded : 0.0);
     printf("  %-26s %11.0f%%\n", "region decodes (restarts)",
@@ -482,7 +490,14 @@ static void print_json(const opts *o, const result *r)
     /* Images decoded inside the timed window: unlike img_per_s, not inflated by the batches
      * already prefetched when it opened (up to depth x batch), which matters in short runs. */
     printf("\"decode_img_per_s\": %.1f, ",
-           (double)(s->samples_decoded - r->decoded_at_warmup) / secs);
+           (double)(s->samples_decoded - r->at_warmup.samples_decoded) / secs);
+    /* The busy times inside the timed window ("seconds"); the *_busy_s below are since create. */
+    const rf_stats *w = &r->at_warmup;
+    printf("\"io_busy_timed_s\": %.4f, \"decode_busy_timed_s\": %.4f, "
+           "\"copy_busy_timed_s\": %.4f, \"consumer_wait_timed_s\": %.4f, ",
+           (s->io_busy_ns - w->io_busy_ns) * 1e-9, (s->decode_busy_ns - w->decode_busy_ns) * 1e-9,
+           (s->copy_busy_ns - w->copy_busy_ns) * 1e-9,
+           (s->consumer_wait_ns - w->consumer_wait_ns) * 1e-9);
     printf("\"images\": %llu, \"epochs\": %u, \"batches\": %llu, \"seconds\": %.6f, "
            "\"img_per_s\": %.1f, \"io_engine\": \"%s\", \"io_engine_why\": \"%s\", "
            "\"device\": \"%s\", \"batch\": %u, \"size\": %u, \"crop\": \"%s\", "

@@ -37,6 +37,14 @@ def last_json(out):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def window(r, key="decode_busy_s"):
+    """(busy seconds, seconds) of a ringfeed-bench result: inside its timed window when it has
+    the *_timed_s fields, else since create (runs measured before they existed), start-up
+    included."""
+    timed = key.replace("_s", "_timed_s")
+    return (r[timed], r["seconds"]) if timed in r else (r[key], r["wall_s"])
+
+
 def evict(paths):
     """Drop the files' pages from the page cache (clean pages: fadvise DONTNEED works)."""
     for p in paths:
@@ -267,7 +275,9 @@ def main():
                                          "gpu_decoded": r.get("gpu_decoded", 0),
                                          "samples_decoded": r.get("samples_decoded", 0),
                                          "decode_busy_s": r["decode_busy_s"],
-                                         "wall_s": r["wall_s"]})
+                                         "wall_s": r["wall_s"],
+                                         **{k: r[k] for k in ("decode_busy_timed_s", "seconds")
+                                            if k in r}})
 
     save()
     # -- training ---------------------------------------------------------------------------
@@ -494,14 +504,16 @@ def write_report(R, out):
               f"{R['anchor_pil']['first_batch_s'] * 1e3:.0f} ms from the start of iteration.",
               "", f"Host RSS at the end of each epoch: {', '.join(f'{x:.0f}' for x in rss)} MB "
               f"(pinned ring {rf.get('pinned_bytes', 0) / 2**20:.0f} MB).", "",
-              "Per-stage breakdown (ringfeed run above, seconds summed over threads):", "",
-              "| stage | busy s | of wall x threads |", "| --- | ---: | ---: |"]
-        wall = rf["wall_s"]
+              "Per-stage breakdown (ringfeed run above, seconds summed over threads):", ""]
+        L += ["| stage | busy s | " + ("of the timed window x threads |" if
+                                      "decode_busy_timed_s" in rf else "of wall x threads |"),
+              "| --- | ---: | ---: |"]
         for name, key, thr in [("I/O", "io_busy_s", rf["io_threads"]),
                                ("decode", "decode_busy_s", rf["decode_threads"]),
                                ("copy enqueue", "copy_busy_s", 1),
                                ("consumer waited", "consumer_wait_s", 1)]:
-            L.append(f"| {name} | {rf[key]:.2f} | {100 * rf[key] / (wall * thr):.0f}% |")
+            v, wall = window(rf, key)
+            L.append(f"| {name} | {v:.2f} | {100 * v / (wall * thr):.0f}% |")
         L.append("")
         L += loader_plot(rows, "throughput.png", "images/s (RandomResizedCrop 224, to GPU)",
                          "throughput per loader")
@@ -522,7 +534,8 @@ def write_report(R, out):
                   f"{plain:,.0f} img/s ({rf['img_per_s'] / plain:.2f}x)."]
         g = X.get("ringfeed_gpu")
         if g:
-            busy = g["decode_busy_s"] / (g["wall_s"] * g["decode_threads"])
+            v, wall = window(g)
+            busy = v / (wall * g["decode_threads"])
             L += ["", f"GPU decode (`gpu_decode`, docs/gpu-decode.md): the decode threads read each "
                   "header, choose the crop and copy the restart intervals it needs with the "
                   "tables and resize plans into the slot; kernels on the copy stream do the "
@@ -589,7 +602,7 @@ def write_report(R, out):
                   "| threads | img/s | decode threads busy |", "| ---: | ---: | ---: |"]
             for r in s:
                 L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | "
-                         f"{100 * r['decode_busy_s'] / (r['wall_s'] * r['threads']):.0f}% |")
+                         f"{100 * window(r)[0] / (window(r)[1] * r['threads']):.0f}% |")
             plt.figure(figsize=(5.5, 3.5))
             plt.plot([r["threads"] for r in s], [r["img_per_s"] for r in s], "D-", color="C3",
                      label="GPU decode")
@@ -665,7 +678,7 @@ def write_report(R, out):
                   f"(python/examples/train_resnet.py). The hardware JPEG decoders alone, every "
                   f"image to them (`ringfeed-bench --hw-decode 100`, same shards): "
                   f"{hb['img_per_s']:,.0f} img/s into GPU memory, the {hb['decode_threads']} "
-                  f"decode threads busy {hb['decode_busy_s']:.1f} s in {hb['wall_s']:.1f} s "
+                  f"decode threads busy {window(hb)[0]:.1f} s in {window(hb)[1]:.1f} s "
                   f"(headers, crops and copies only). While a model trains they slow its steps "
                   f"although it hardly waits for data (docs/gpu-decode.md).", ""]
     if "ddp" in R:
