@@ -486,6 +486,7 @@ def write_report(R, out):
             plt.legend()
         plt.tight_layout()
         plt.savefig(os.path.join(out, png), dpi=120)
+        plt.close()  # pyplot keeps every open figure alive
 
     def loader_plot(rows, png, xlabel, alt):
         plt.figure(figsize=(6, 3))
