@@ -60,4 +60,8 @@ for t in tar jpeg; do
 done
 # The Python binding against the -Werror build's library.
 python3 -c 'import numpy, pytest' 2>/dev/null || python3 -m pip install -q numpy pytest
+# matplotlib: python/tests/test_report.py renders docs/performance.md as tools/perf_report.py
+# does; without it those tests are skipped.
+python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib ||
+    echo "test.sh: no matplotlib; python/tests/test_report.py will be skipped" >&2
 RINGFEED_LIB="$PWD/build-test/libringfeed.so" PYTHONPATH=python python3 -m pytest -q python/tests
