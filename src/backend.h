@@ -94,8 +94,9 @@ typedef struct rf_backend_ops {
 extern const rf_backend_ops rf_backend_host;
 #ifdef RINGFEED_HAVE_CUDA
 extern const rf_backend_ops rf_backend_cuda;
-/* Shared by both CUDA backends (src/copy_cuda.c): RF_ENODEV saying why when `device_index` is
- * not usable (no driver, no GPU, out of range), and an RF_ECUDA text from a cudaError_t. */
+/* Shared by the CUDA code (defined in src/copy_cuda.c): RF_ENODEV saying why when
+ * `device_index` is not usable (no driver, no GPU, out of range), and an RF_ECUDA text from a
+ * cudaError_t. */
 int rf_cuda_device_check(int device_index, rf_err *err);
 int rf_cuda_seterr(rf_err *err, int cuda_error, const char *what);
 /* The --naive baseline (src/copy_naive_cuda.c): pageable ring, cudaMalloc + synchronous

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "gpujpeg.h"
 
 /* ---- the ABI used ------------------------------------------------------------------------ */
@@ -185,8 +186,7 @@ int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *e
         if (ce != cudaSuccess) {
             s->queued = NULL;
             rf_nvjpg_close(nj);
-            return rf_seterr(err, RF_ECUDA, "cudaEventCreateWithFlags: %s",
-                             cudaGetErrorString(ce));
+            return rf_cuda_seterr(err, (int)ce, "cudaEventCreateWithFlags");
         }
     }
     *out = nj;
@@ -275,7 +275,6 @@ int rf_nvjpg_decode(rf_nvjpg *nj, uint32_t k, const uint8_t *staged, const uint6
     }
     pthread_mutex_unlock(&s->mu);
     if (e != cudaSuccess)
-        return rf_seterr(err, RF_ECUDA, "hardware JPEG decode of a batch: %s (%s)",
-                         cudaGetErrorString(e), cudaGetErrorName(e));
+        return rf_cuda_seterr(err, (int)e, "hardware JPEG decode of a batch");
     return 0;
 }
