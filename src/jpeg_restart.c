@@ -104,9 +104,130 @@ static int walk_header(const uint8_t *j, size_t len, size_t *sof, size_t *data)
     }
 }
 
+/* Offsets of the frame header (any SOFn) and of the first scan's first entropy-coded byte.
+ * Only called after libjpeg parsed the same header, so a failure here is a file libjpeg read
+ * differently; it is still an error, never a guess. */
+static int find_scan(const uint8_t *j, size_t len, size_t *sof, size_t *data)
+{
+    size_t p = 2;
+    *sof = 0;
+    for (;;) {
+        while (p + 1 < len && j[p] == 0xFF && j[p + 1] == 0xFF)
+            p++;
+        if (p + 4 > len || j[p] != 0xFF)
+            return 1;
+        uint32_t m = j[p + 1], seg = be16(j + p + 2);
+        if (seg < 2 || p + 2 + seg > len)
+            return 1;
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
+            *sof = p;
+        p += 2 + seg;
+        if (m == 0xDA) {
+            *data = p;
+            return *sof ? 0 : 1;
+        }
+    }
+}
+
+/* Markers libjpeg accepts between the last scan and EOI (it reads them as it would before a
+ * scan): tables, DRI, COM and APPn, each a whole length-prefixed segment. */
+static int tail_marker_ok(uint32_t m)
+{
+    return m == 0xC4 || m == 0xDB || m == 0xDD || m == 0xFE || (m >= 0xE0 && m <= 0xEF);
+}
+
+/* From the first marker after the entropy-coded data (at `at`, code m) to EOI. */
+static int check_tail(const uint8_t *j, size_t len, size_t at, uint32_t m, rf_err *err)
+{
+    size_t first = at;
+    for (;;) {
+        if (m == 0xD9)
+            return 0;
+        if (!tail_marker_ok(m))
+            return rf_seterr(err, RF_EDECODE,
+                             "corrupt JPEG data: marker 0xFF%02X at byte %zu does not belong in "
+                             "the entropy-coded data (damaged or overwritten bytes)", m, at);
+        size_t p = at + 2;
+        uint32_t seg = p + 2 <= len ? be16(j + p) : 0;
+        p += seg;
+        while (p + 1 < len && j[p] == 0xFF && j[p + 1] == 0xFF)
+            p++;
+        if (seg < 2 || p + 2 > len || j[p] != 0xFF)
+            return rf_seterr(err, RF_EDECODE,
+                             "corrupt JPEG data: marker 0xFF%02X at byte %zu is not followed by "
+                             "whole marker segments up to EOI (a marker inside the "
+                             "entropy-coded data, or the file is cut short)",
+                             (unsigned)j[first + 1], first);
+        at = p, m = j[p + 1];
+    }
+}
+
+int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interval,
+                       uint64_t mcus, rf_region_buf *b, rf_err *err)
+{
+    size_t sof, data;
+    if (len < 4 || find_scan(jpeg, len, &sof, &data))
+        return rf_seterr(err, RF_EDECODE, "corrupt JPEG: marker segments before the scan do not "
+                         "parse");
+    uint64_t R = restart_interval, intervals = R ? (mcus + R - 1) / R : 1, k = 0;
+    int keep = b && R && len <= UINT32_MAX;
+    if (keep && rf_grow(&b->span, &b->span_cap, 2 * intervals, sizeof *b->span))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for %llu restart intervals",
+                         (unsigned long long)intervals);
+    if (keep)
+        b->span[0] = (uint32_t)data;
+    for (size_t p = data;;) {
+        const uint8_t *ff = memchr(jpeg + p, 0xFF, len - p);
+        size_t at = ff ? (size_t)(ff - jpeg) : len;
+        for (p = at; p + 1 < len && jpeg[p + 1] == 0xFF;)
+            p++;
+        if (p + 1 >= len)
+            return rf_seterr(err, RF_EDECODE, "Premature end of JPEG file: no EOI marker, the "
+                             "entropy-coded data runs to the end of the %zu bytes (truncated?)",
+                             len);
+        uint32_t m = jpeg[p + 1];
+        p += 2;
+        if (m == 0x00)
+            continue; /* a stuffed 0xFF data byte */
+        if (m < 0xD0 || m > 0xD7) {
+            if (m != 0xD9 && !tail_marker_ok(m))
+                return check_tail(jpeg, len, p - 2, m, err); /* names the stray marker */
+            if (k + 1 != intervals)
+                return rf_seterr(err, RF_EDECODE,
+                                 "corrupt JPEG data: the entropy-coded data ends at byte %zu "
+                                 "(marker 0xFF%02X) after %llu of its %llu restart intervals",
+                                 at, m, (unsigned long long)k + 1,
+                                 (unsigned long long)intervals);
+            if (keep) {
+                b->span[2 * k + 1] = (uint32_t)at;
+                b->of = jpeg, b->nspans = intervals, b->sof = sof, b->data = data;
+            }
+            return check_tail(jpeg, len, p - 2, m, err);
+        }
+        if (!R)
+            return rf_seterr(err, RF_EDECODE, "corrupt JPEG data: restart marker RST%u at byte "
+                             "%zu in a file without a restart interval", m - 0xD0, p - 2);
+        if (k + 1 >= intervals || m - 0xD0 != (k & 7))
+            return rf_seterr(err, RF_EDECODE, "corrupt JPEG data: restart marker RST%u at byte "
+                             "%zu where %s was due", m - 0xD0, p - 2,
+                             k + 1 >= intervals ? "the end of the data" :
+                             (const char *[]){"RST0", "RST1", "RST2", "RST3", "RST4", "RST5",
+                                              "RST6", "RST7"}[k & 7]);
+        if (keep) {
+            b->span[2 * k + 1] = (uint32_t)at;
+            b->span[2 * k + 2] = (uint32_t)p;
+        }
+        k++;
+    }
+}
+
 int rf_jpeg_spans(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint64_t last,
                   rf_region_buf *b, size_t *sof, size_t *data)
 {
+    if (b->of == jpeg && b->nspans > last) { /* rf_jpeg_scan_check walked this image already */
+        *sof = b->sof, *data = b->data;
+        return 0;
+    }
     if (walk_header(jpeg, len, sof, data) || be16(jpeg + *sof + 5) != g->height ||
         be16(jpeg + *sof + 7) != g->width || len > UINT32_MAX)
         return 1;

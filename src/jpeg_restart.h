@@ -59,6 +59,12 @@ typedef struct rf_region_buf {
     size_t len, cap;
     uint32_t *span; /* start, end byte offsets of each interval scanned so far */
     uint64_t span_cap;
+    /* Set by rf_jpeg_scan_check for the image it checked: span[] already holds all `nspans`
+     * intervals of `of` (whose SOF and first entropy byte are at sof and data), so
+     * rf_jpeg_spans need not walk the file again. The decoder clears `of` for every image. */
+    const uint8_t *of;
+    uint64_t nspans;
+    size_t sof, data;
 } rf_region_buf;
 
 void rf_region_buf_free(rf_region_buf *b);
@@ -70,6 +76,20 @@ void rf_region_buf_free(rf_region_buf *b);
  * shape (see rf_jpeg_region); RF_ENOMEM. */
 int rf_jpeg_spans(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint64_t last,
                   rf_region_buf *b, size_t *sof, size_t *data);
+
+/* The marker structure of a single-scan JPEG's entropy-coded data, over the whole file, cheap
+ * enough for every sample (one memchr pass): after the SOS header, only stuffed 0xFF00 bytes,
+ * fill bytes and, when restart_interval > 0, RST0..7 in sequence, exactly one per interval
+ * boundary of the `mcus` MCUs; then optionally whole table/misc segments (DHT, DQT, DRI, COM,
+ * APPn), which libjpeg accepts after the last scan; then EOI. Bytes after the EOI (camera
+ * trailers) are not looked at. Finds, whatever the crop: a marker that does not belong in a
+ * scan (a planted or overwritten marker), restart markers out of sequence or too few (data cut
+ * out or an EOI inside the data of a restart-marked file), and a missing EOI (a file cut
+ * short). What it cannot see is damage to the Huffman bits themselves, which shows only where
+ * they are decoded. With b != NULL and restart_interval > 0 it records the intervals in b for
+ * rf_jpeg_spans. Returns 0, or RF_EDECODE with the byte offset in err; RF_ENOMEM. */
+int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interval,
+                       uint64_t mcus, rf_region_buf *b, rf_err *err);
 
 /* Build in b->jpeg the JPEG of MCU columns [c0,c1) and rows [r0,r1) of jpeg[0..len).
  * Requires a single-scan Huffman baseline/extended file (the caller checks that with libjpeg)

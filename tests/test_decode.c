@@ -894,7 +894,8 @@ START_TEST(engine_packet_matches_cpu_full_scale)
                 free(t);
             free(j);
         }
-    /* a file cut short (no EOI) is not the engine's: it reports no error for one, libjpeg does */
+    /* a file cut short (no EOI) is refused before any packet is made, on every path: the
+     * engine would report no error for it */
     {
         size_t len;
         uint8_t *j = make_jpeg(407, 351, RGB420, 3, &len);
@@ -904,10 +905,11 @@ START_TEST(engine_packet_matches_cpu_full_scale)
         uint32_t bytes = 7;
         int r1 = rf_decode_packet(b, j, len, &tr, 1, 1, place_fixed, &pl, &bytes, NULL, &e1);
         int r2 = rf_decode_transform(b, j, len, &tr, 1, oa, NULL, &e2);
-        ck_assert_int_eq(r1, r2);
-        ck_assert_uint_eq(bytes, 0);
-        if (r1 == 0)
-            ck_assert_int_eq(memcmp(oa, og, 64 * 64 * 3), 0);
+        ck_assert_int_eq(r1, RF_EDECODE);
+        ck_assert_int_eq(r2, RF_EDECODE);
+        ck_assert_msg(strstr(e1.msg, "Premature end") != NULL, "%s", e1.msg);
+        ck_assert_str_eq(e1.msg, e2.msg);
+        (void)bytes;
         free(j);
     }
     /* a packet the stand-in refuses to take for an engine packet */
@@ -1001,8 +1003,8 @@ START_TEST(region_decode_damage)
                 ck_assert_msg(ea.msg[0] != 0, "error without a message");
         }
     }
-    /* Renumber every RST marker to RST7: the sequence check refuses the region and libjpeg's
-     * own decode reports the corrupt data. */
+    /* Renumber every RST marker to RST7: the marker check that every decode runs names the
+     * first marker out of sequence, whatever the crop. */
     uint8_t *bad = malloc(tlen);
     memcpy(bad, t, tlen);
     int seen = 0;
@@ -1012,8 +1014,11 @@ START_TEST(region_decode_damage)
     ck_assert_int_gt(seen, 10);
     rf_err e = {0};
     rf_decode_info info;
-    ck_assert_int_eq(rf_decode_transform(a, bad, tlen, &tr, 1, oa, &info, &e), RF_EDECODE);
-    ck_assert_msg(strstr(e.msg, "libjpeg") != NULL, "%s", e.msg);
+    for (uint64_t seed = 0; seed < 8; seed++) {
+        ck_assert_int_eq(rf_decode_transform(a, bad, tlen, &tr, seed, oa, &info, &e), RF_EDECODE);
+        ck_assert_msg(strstr(e.msg, "restart marker RST7 at byte") &&
+                      strstr(e.msg, "where RST0 was due"), "%s", e.msg);
+    }
     /* Direct misuse of the region builder: intervals that do not divide the row. */
     rf_region_buf rb = {0};
     rf_jpeg_geom g = {407, 351, 16, 16, 3};
@@ -1030,6 +1035,149 @@ START_TEST(region_decode_damage)
     rf_region_buf_free(&rb);
     free(bad), free(oa), free(ob), free(t), free(j);
     rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* ---- every image decodes on its own: tables, markers, the whole file's structure ---------- */
+
+/* Drop every marker segment of type m before the scan. */
+static void strip_segments(uint8_t *j, size_t *len, uint8_t m)
+{
+    size_t p = 2;
+    while (p + 4 <= *len && j[p] == 0xFF && j[p + 1] != 0xDA) {
+        size_t seg = 2 + ((size_t)j[p + 2] << 8 | j[p + 3]);
+        if (j[p + 1] == m) {
+            memmove(j + p, j + p + seg, *len - p - seg);
+            *len -= seg;
+        } else {
+            p += seg;
+        }
+    }
+}
+
+/* The three ways into the decoder (CPU transform, GPU packet, full decode) on one file. */
+static int decode_each_way(rf_decoder *d, const uint8_t *j, size_t len, uint8_t *out,
+                           rf_err *e)
+{
+    rf_transform t = random_t(64);
+    int rc = rf_decode_transform(d, j, len, &t, 3, out, NULL, e);
+    uint8_t px[64 * 64 * 3], *full = NULL;
+    test_place pl = {.px = px, .pkt = malloc(RF_GJ_SCRATCH), .cap = RF_GJ_SCRATCH};
+    uint32_t bytes = 0, w, h;
+    rf_err e2 = {0}, e3 = {0};
+    int rc2 = rf_decode_packet(d, j, len, &t, 3, 0, place_fixed, &pl, &bytes, NULL, &e2);
+    int rc3 = rf_decode_full(d, j, len, &full, &w, &h, &e3);
+    ck_assert_int_eq(rc, rc2);
+    ck_assert_int_eq(rc, rc3);
+    if (rc)
+        ck_assert_str_eq(e->msg, e3.msg);
+    free(pl.pkt), free(full);
+    return rc;
+}
+
+/* libjpeg keeps tables in a reused decompressor; ours must not: a file without DQT is refused
+ * whatever the thread decoded before, and one without DHT decodes with the standard tables
+ * (as djpeg does), not with the previous image's. */
+START_TEST(tables_are_per_image)
+{
+    size_t la, lb, lc;
+    uint8_t *a = make_jpeg(203, 151, RGB420, 1, &la);
+    uint8_t *b = make_jpeg(203, 151, (enc_opts){3, 40, 0, 1}, 2, &lb);
+    uint8_t *ao = with_restarts(a, la, 3, &lc); /* optimized Huffman tables */
+    uint8_t out[64 * 64 * 3], ref[64 * 64 * 3];
+    rf_decoder *d = rf_decoder_create(NULL), *fresh = rf_decoder_create(NULL);
+    rf_err e = {0};
+    size_t lbq = lb;
+    uint8_t *bq = malloc(lb);
+    memcpy(bq, b, lb);
+    strip_segments(bq, &lbq, 0xDB);
+    ck_assert_uint_lt(lbq, lb);
+    for (int warm = 0; warm < 2; warm++) {
+        if (warm)
+            ck_assert_int_eq(decode_each_way(d, a, la, out, &e), 0);
+        ck_assert_int_eq(decode_each_way(d, bq, lbq, out, &e), RF_EDECODE);
+        ck_assert_msg(strstr(e.msg, "Quantization table 0x00 was not defined"), "%s", e.msg);
+    }
+    /* b uses the standard Huffman tables (libjpeg's default): without its DHT it is the same
+     * image, whatever the decoder saw before (here: a's optimized tables) */
+    size_t lbh = lb;
+    uint8_t *bh = malloc(lb);
+    memcpy(bh, b, lb);
+    strip_segments(bh, &lbh, 0xC4);
+    ck_assert_uint_lt(lbh, lb);
+    rf_transform t = random_t(64);
+    ck_assert_int_eq(rf_decode_transform(fresh, b, lb, &t, 3, ref, NULL, &e), 0);
+    ck_assert_int_eq(decode_each_way(d, ao, lc, out, &e), 0);
+    ck_assert_msg(decode_each_way(d, bh, lbh, out, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(memcmp(out, ref, sizeof out), 0);
+    /* the optimized file without its DHT: whatever libjpeg makes of it with the standard tables,
+     * the same after any earlier image */
+    size_t lah = lc;
+    uint8_t *ah = malloc(lc), out2[64 * 64 * 3];
+    memcpy(ah, ao, lc);
+    strip_segments(ah, &lah, 0xC4);
+    rf_err e2 = {0};
+    int r1 = rf_decode_transform(fresh, ah, lah, &t, 3, out2, NULL, &e2);
+    ck_assert_int_eq(decode_each_way(d, ao, lc, out, &e), 0);
+    ck_assert_int_eq(rf_decode_transform(d, ah, lah, &t, 3, out, NULL, &e), r1);
+    if (r1 == 0)
+        ck_assert_int_eq(memcmp(out, out2, sizeof out), 0);
+    else
+        ck_assert_str_eq(e.msg, e2.msg);
+    free(a), free(b), free(ao), free(bq), free(bh), free(ah);
+    rf_decoder_destroy(d), rf_decoder_destroy(fresh);
+}
+END_TEST
+
+/* Damage the crop never decodes still fails every decode, with or without restart markers;
+ * a missing EOI too; bytes after the EOI (camera trailers) are ignored. */
+START_TEST(marker_damage_found_whatever_the_crop)
+{
+    size_t len, tlen;
+    uint8_t *j = make_jpeg(407, 351, RGB420, 5, &len);
+    uint8_t *t = with_restarts(j, len, 1, &tlen);
+    rf_decoder *d = rf_decoder_create(NULL);
+    rf_transform tr = random_t(64);
+    uint8_t out[64 * 64 * 3], ref[64 * 64 * 3];
+    for (int r = 0; r < 2; r++) {
+        const uint8_t *src = r ? t : j;
+        size_t n = r ? tlen : len;
+        uint8_t *bad = malloc(n + 300);
+        memcpy(bad, src, n);
+        size_t p = n * 19 / 20; /* in the bottom rows */
+        while (bad[p - 1] == 0xFF || bad[p] == 0xFF || bad[p + 1] == 0xFF)
+            p++;
+        bad[p] = 0xFF, bad[p + 1] = 0x99;
+        char want[64];
+        snprintf(want, sizeof want, "marker 0xFF99 at byte %zu", p);
+        for (uint64_t seed = 0; seed < 24; seed++) {
+            rf_err e = {0};
+            ck_assert_int_eq(rf_decode_transform(d, bad, n, &tr, seed, out, NULL, &e),
+                             RF_EDECODE);
+            ck_assert_msg(strstr(e.msg, want), "seed %llu: %s", (unsigned long long)seed, e.msg);
+        }
+        /* no EOI: cut the last two bytes */
+        memcpy(bad, src, n);
+        for (uint64_t seed = 0; seed < 24; seed++) {
+            rf_err e = {0};
+            ck_assert_int_eq(rf_decode_transform(d, bad, n - 2, &tr, seed, out, NULL, &e),
+                             RF_EDECODE);
+            ck_assert_msg(strstr(e.msg, "Premature end of JPEG file"), "%s", e.msg);
+        }
+        /* a trailer after EOI (300 bytes holding markers, as camera trailers do) */
+        for (size_t k = 0; k < 300; k++)
+            bad[n + k] = (uint8_t)(k % 3 ? 0xFF : 0xE1 + k);
+        for (uint64_t seed = 0; seed < 8; seed++) {
+            rf_err e = {0};
+            ck_assert_int_eq(rf_decode_transform(d, src, n, &tr, seed, ref, NULL, &e), 0);
+            ck_assert_msg(rf_decode_transform(d, bad, n + 300, &tr, seed, out, NULL, &e) == 0,
+                          "%s", e.msg);
+            ck_assert_int_eq(memcmp(out, ref, sizeof out), 0);
+        }
+        free(bad);
+    }
+    free(j), free(t);
+    rf_decoder_destroy(d);
 }
 END_TEST
 
@@ -1056,6 +1204,8 @@ int main(void)
     tcase_add_test(tc, gpu_packet_matches_cpu_full_scale);
     tcase_add_test(tc, gpu_packet_damage);
     tcase_add_test(tc, engine_packet_matches_cpu_full_scale);
+    tcase_add_test(tc, tables_are_per_image);
+    tcase_add_test(tc, marker_damage_found_whatever_the_crop);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

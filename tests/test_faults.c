@@ -150,6 +150,7 @@ typedef struct run {
 
 typedef struct cfgx {
     uint32_t on_error, threads, io, batch, rank, world, order, max_consec, epochs, timeout_ms;
+    uint32_t random_crop; /* RandomResizedCrop instead of the center crop */
     rf_fault_fn fault;
     void *fault_ctx;
     int (*backend)(void *ctx, int op, uint64_t seq); /* testing.h's backend hook */
@@ -166,7 +167,7 @@ static rf_loader *create_loader(const char *dir, const cfgx *x)
     const char *pats[1];
     rf_config c = rf_test_host_config(pats, pat, SIZE);
     c.seed = 5;
-    c.crop = RF_CROP_CENTER;
+    c.crop = x->random_crop ? RF_CROP_RANDOM : RF_CROP_CENTER;
     c.batch_size = x->batch ? x->batch : 8;
     c.decode_threads = x->threads ? x->threads : 2;
     c.io_engine = x->io;
@@ -790,7 +791,7 @@ END_TEST
  * samples. Center crops, so every kind is reached whatever the crop. E_SLOW (for the ordering
  * test below): a large noise JPEG cut short, tens of ms of entropy decoding before libjpeg
  * notices. */
-enum edge { E_GOOD, E_EMPTY, E_HTML, E_CUT, E_MARKER, E_SOF, E_SLOW };
+enum edge { E_GOOD, E_EMPTY, E_HTML, E_CUT, E_MARKER, E_SOF, E_SLOW, E_NO_DQT, E_LATE_MARK };
 static const int edge_kind[] = {E_GOOD, E_EMPTY, E_GOOD, E_HTML, E_CUT, E_GOOD,
                                 E_MARKER, E_SOF, E_GOOD, E_GOOD, E_GOOD, E_GOOD,
                                 E_GOOD, E_GOOD, E_GOOD, E_GOOD};
@@ -808,6 +809,32 @@ static uint8_t *slow_jpeg(size_t *len)
     free(rgb);
     *len = *len * 9 / 10;
     return jpg;
+}
+
+/* E_NO_DQT: the file without its quantization tables (djpeg: "Quantization table 0x00 was
+ * not defined"); a reused libjpeg decompressor would fill them in from the previous image. */
+static void strip_dqt(uint8_t *j, size_t *len)
+{
+    size_t p = 2;
+    while (p + 4 <= *len && j[p] == 0xFF && j[p + 1] != 0xDA) {
+        size_t seg = 2 + ((size_t)j[p + 2] << 8 | j[p + 3]);
+        if (j[p + 1] == 0xDB) {
+            memmove(j + p, j + p + seg, *len - p - seg);
+            *len -= seg;
+        } else {
+            p += seg;
+        }
+    }
+}
+
+/* E_LATE_MARK: an invalid marker (0xFF99) planted at 90% of the file, in the entropy-coded data
+ * of the bottom rows, which most random crops never decode. */
+static void plant_late_marker(uint8_t *j, size_t len)
+{
+    size_t p = len * 9 / 10;
+    while (j[p - 1] == 0xFF || j[p] == 0xFF || j[p + 1] == 0xFF)
+        p++;
+    j[p] = 0xFF, j[p + 1] = 0x99;
 }
 
 /* One shard, shard-0000.tar, in a new directory `name`: sample i is of kinds[i]. */
@@ -839,6 +866,8 @@ static char *make_edge_corpus(const char *name, const int *kinds, uint32_t n)
             break;
         }
         case E_SLOW: free(jpg), data = jpg = slow_jpeg(&len); break;
+        case E_NO_DQT: strip_dqt(jpg, &len); break;
+        case E_LATE_MARK: plant_late_marker(jpg, len); break;
         default: break;
         }
         char key[16];
@@ -1075,6 +1104,51 @@ START_TEST(every_nth_completion_faulted)
 }
 END_TEST
 
+/* A file without its own DQT, and damage below most crops, are bad in every epoch and at any
+ * thread count: the decoder starts each image afresh (no tables left from the image the thread
+ * decoded before) and every decode checks the marker structure of the whole file. Before,
+ * stripped files borrowed the previous image's tables (skips 0, 1, 1, 4 at 1, 2, 4, 8 threads)
+ * and the late marker failed only in epochs whose crop reached it. */
+enum { TABLES_N = 64, TABLES_EPOCHS = 3 };
+
+START_TEST(missing_tables_and_late_damage_same_every_epoch_any_threads)
+{
+    int kinds[TABLES_N];
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < TABLES_N; i++) {
+        kinds[i] = i % 4 == 1 ? E_NO_DQT : i % 4 == 3 ? E_LATE_MARK : E_GOOD;
+        bad += kinds[i] != E_GOOD;
+    }
+    char *dir = make_edge_corpus("tables", kinds, TABLES_N);
+    uint64_t hash = 0;
+    static const uint32_t threads[] = {1, 2, 4};
+    for (uint32_t k = 0; k < 3; k++) {
+        run r;
+        cfgx x = {.on_error = RF_ON_ERROR_SKIP, .threads = threads[k], .batch = 8,
+                  .epochs = TABLES_EPOCHS, .random_crop = 1};
+        run_loader(dir, &x, &r);
+        ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.msg);
+        ck_assert_uint_eq(r.st.skipped, (uint64_t)bad * TABLES_EPOCHS);
+        ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_CORRUPT], (uint64_t)bad * TABLES_EPOCHS);
+        for (uint32_t i = 0; i < TABLES_N; i++)
+            ck_assert_uint_eq(r.seen[i], kinds[i] == E_GOOD ? TABLES_EPOCHS : 0);
+        if (k == 0)
+            hash = r.hash;
+        ck_assert_msg(r.hash == hash, "%u threads: other batches than with 1", threads[k]);
+        run_free(&r);
+    }
+    /* fail mode names the first one, with libjpeg's words for the missing table */
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4, .threads = 2};
+    run_loader(dir, &x, &r);
+    ck_assert_int_eq(r.rc, RF_EDECODE);
+    ck_assert_msg(strstr(r.msg, "00000001.jpg") &&
+                      strstr(r.msg, "Quantization table 0x00 was not defined"), "%s", r.msg);
+    run_free(&r);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -1096,6 +1170,7 @@ int main(void)
     tcase_add_test(tc, config_limits_validated);
     tcase_add_test(tc, edge_members_fail_and_skip);
     tcase_add_test(tc, fail_mode_errors_in_batch_order);
+    tcase_add_test(tc, missing_tables_and_late_damage_same_every_epoch_any_threads);
     tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);
     tcase_add_loop_test(tc, stall_times_out_and_loses_nothing, 0, 3);
     suite_add_tcase(s, tc);
