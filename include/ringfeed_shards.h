@@ -91,17 +91,22 @@ RF_API uint64_t rf_image_list_skipped(const rf_image_list *l);
 /* Keys changed by de-duplication ("_2" suffixes). */
 RF_API uint64_t rf_image_list_renamed(const rf_image_list *l);
 
-/* ---- JPEG header checks ------------------------------------------------------------------ */
+/* ---- JPEG checks ------------------------------------------------------------------------- */
 
 typedef struct rf_jpeg_checker rf_jpeg_checker;
 
-/* One checker per thread, reused (it holds a libjpeg decompressor). NULL on no memory. */
+/* One checker per thread, reused (it holds the loader's JPEG decoder). NULL on no memory. */
 RF_API rf_jpeg_checker *rf_jpeg_checker_create(void);
 RF_API void rf_jpeg_checker_destroy(rf_jpeg_checker *c);
-/* Parse the JPEG header of data[0..len): dimensions and baseline/progressive, with the
- * loader's default limits (100 M pixels, 32768 per side). Also requires the EOI marker in the
- * last 64 bytes, so that a truncated file is caught here rather than in training. Any of
- * width/height/progressive may be NULL. Errors: RF_EDECODE, RF_ELIMIT (message in err). */
+/* Validate one JPEG with the loader's own decoder and default limits (100 M pixels, 32768 per
+ * side, 1000 progressive scans): everything the loader checks on every decode (header, limits,
+ * colour space, quantization tables present, the marker structure of the whole file up to EOI;
+ * bytes after the EOI, such as camera trailers, are ignored as the loader ignores them), then
+ * every scanline decoded to the EOI, with libjpeg warnings as errors. So a file that passes
+ * cannot fail in the loader under default limits whatever the crop, and a file the loader
+ * refuses does not pass. Costs a full decode (a few ms for a photo). Any of
+ * width/height/progressive may be NULL. Errors: RF_EDECODE, RF_ELIMIT, RF_ENOMEM (message in
+ * err). */
 RF_API int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *width,
                          uint32_t *height, uint32_t *progressive, char *err, size_t err_len);
 
@@ -168,7 +173,8 @@ RF_API int rf_shard_write_index(const char *shard, const char *idx_path, char *e
 
 typedef struct rf_inspect_options {
     uint32_t struct_size;
-    uint32_t check_jpeg;        /* 1 (default): read every image and check its header */
+    uint32_t check_jpeg;        /* 1 (default): validate every image as rf_jpeg_check does
+                                   (decoded in full); 0: structure, labels and index only */
     uint32_t check_index;       /* 1 (default): compare an index beside the shard, if any */
     uint32_t max_problems;      /* problems reported per shard before the rest are only
                                    counted; default 100 */
@@ -229,8 +235,8 @@ typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
 
 /* Validate one shard: tar structure (headers, checksums, sizes, end of archive), sample
  * grouping (members sharing a key are consecutive, every member has an extension, every sample
- * has one image, a .cls label is an integer), every image's JPEG header (size, dimensions,
- * progressive or baseline; options->check_jpeg), and an index beside the shard, member by
+ * has one image, a .cls label is an integer), every image as rf_jpeg_check does (decoded in
+ * full with the loader's decoder; options->check_jpeg), and an index beside the shard, member by
  * member against the scan (options->check_index). A malformed header ends the scan (what
  * follows cannot be located); every other problem is reported and the scan goes on.
  * options may be NULL (defaults); callbacks may be NULL; summary (may be NULL) receives totals

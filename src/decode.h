@@ -13,6 +13,12 @@
 #include "common.h"
 #include "gpujpeg.h"
 
+/* The loader's default limits (rf_config max_image_pixels, max_image_dim, max_scans): also
+ * what a decoder created without limits, and so rf_jpeg_check, applies. */
+#define RF_DEFAULT_MAX_IMAGE_PIXELS 100000000ull
+#define RF_DEFAULT_MAX_IMAGE_DIM 32768u
+#define RF_DEFAULT_MAX_SCANS 1000u
+
 typedef struct rf_decode_limits {
     uint64_t max_pixels;   /* width*height from the header, checked before any allocation */
     uint32_t max_dim;      /* each of width and height */
@@ -113,7 +119,15 @@ typedef struct rf_jpeg_info {
     uint32_t region_ready;     /* 1: rf_decode_transform can decode crops as regions */
 } rf_jpeg_info;
 
-/* Read the header only. On error *info is zeroed. */
+/* Validate jpeg[0..len) as the loader would, then more: the header against d's limits, the
+ * marker structure of the whole file (what every decode checks, whatever the crop) and every
+ * scanline decoded to the EOI (what a crop may or may not reach). 0 means no crop of any epoch
+ * can fail on this file with these limits. info as rf_jpeg_probe's. Errors as
+ * rf_decode_transform's. One scanline of scratch: no image-sized buffer. */
+int rf_decode_check(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info *info,
+                    rf_err *err);
+
+/* Read the header only (no limits, nothing checked past it). On error *info is zeroed. */
 int rf_jpeg_probe(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info *info,
                   rf_err *err);
 

@@ -51,9 +51,6 @@
 #include "jpeg_restart.h"
 #include "resize.h"
 
-#define DEFAULT_MAX_PIXELS 100000000ull
-#define DEFAULT_MAX_DIM 32768u
-#define DEFAULT_MAX_SCANS 1000u
 /* Headroom over a full coefficient image (progressive JPEGs buffer all of it) at max_pixels. */
 #define MEM_SLACK_BYTES (64ull << 20)
 
@@ -172,11 +169,11 @@ rf_decoder *rf_decoder_create(const rf_decode_limits *lim)
     if (lim)
         d->lim = *lim;
     if (!d->lim.max_pixels)
-        d->lim.max_pixels = DEFAULT_MAX_PIXELS;
+        d->lim.max_pixels = RF_DEFAULT_MAX_IMAGE_PIXELS;
     if (!d->lim.max_dim)
-        d->lim.max_dim = DEFAULT_MAX_DIM;
+        d->lim.max_dim = RF_DEFAULT_MAX_IMAGE_DIM;
     if (!d->lim.max_scans)
-        d->lim.max_scans = DEFAULT_MAX_SCANS;
+        d->lim.max_scans = RF_DEFAULT_MAX_SCANS;
     d->max_denom = 8;
     if (init_jpeg(d)) {
         free(d);
@@ -845,6 +842,47 @@ int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out
     }
     *out = j.buf, *width = j.w, *height = j.h;
     return 0;
+}
+
+/* rf_decode_check: the loader's own checks (limits, colour space, marker structure), then
+ * every scanline of every scan decoded and the file read to its EOI, one row at a time, so
+ * that a clean check means no crop of any epoch can fail. */
+typedef struct check_job {
+    const uint8_t *jpeg;
+    size_t len;
+    rf_jpeg_info *info;
+} check_job;
+
+static int check_run(rf_decoder *d, void *job, rf_err *err)
+{
+    check_job *j = job;
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    int rc = read_header_checked(d, err);
+    if (rc || (rc = check_scan(d, j->jpeg, j->len, err)) != 0)
+        return rc;
+    rf_jpeg_geom g;
+    j->info->width = ci->image_width, j->info->height = ci->image_height;
+    j->info->progressive = ci->progressive_mode ? 1 : 0;
+    j->info->restart_interval = ci->restart_interval;
+    j->info->region_ready = (uint32_t)rf_jpeg_geom_read(ci, &g);
+    jpeg_start_decompress(ci);
+    if (ensure_line(d, err))
+        return err->code;
+    while (ci->output_scanline < ci->output_height)
+        if (!read_rgb_line(d, d->line, err))
+            return err->code;
+    jpeg_finish_decompress(ci);
+    return 0;
+}
+
+int rf_decode_check(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info *info,
+                    rf_err *err)
+{
+    rf_jpeg_info i = {0};
+    check_job j = {jpeg, len, &i};
+    int rc = guarded(d, jpeg, len, check_run, &j, err);
+    *info = rc ? (rf_jpeg_info){0} : i;
+    return rc;
 }
 
 static int probe_run(rf_decoder *d, void *job, rf_err *err)

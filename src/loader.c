@@ -1472,9 +1472,9 @@ static int apply_defaults(rf_config *c, rf_err *err)
     if (!c->max_sample_bytes)
         c->max_sample_bytes = 64ull << 20;
     if (!c->max_image_pixels)
-        c->max_image_pixels = 100000000ull;
+        c->max_image_pixels = RF_DEFAULT_MAX_IMAGE_PIXELS;
     if (!c->max_image_dim)
-        c->max_image_dim = 32768;
+        c->max_image_dim = RF_DEFAULT_MAX_IMAGE_DIM;
     if (!c->io_retries)
         c->io_retries = 8;
     if (c->on_error > RF_ON_ERROR_SKIP)
@@ -1482,7 +1482,7 @@ static int apply_defaults(rf_config *c, rf_err *err)
     if (!c->max_consecutive_skips)
         c->max_consecutive_skips = 100;
     if (!c->max_scans)
-        c->max_scans = 1000;
+        c->max_scans = RF_DEFAULT_MAX_SCANS;
     if (!c->max_name_bytes)
         c->max_name_bytes = RF_TAR_NAME_MAX;
     if (c->max_name_bytes > RF_TAR_NAME_MAX)

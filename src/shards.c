@@ -1,11 +1,12 @@
 /* shards.c — the public dataset-making API (include/ringfeed_shards.h): pattern expansion,
- * image lists, JPEG header checks, the shard writer and index helpers. Shard inspection is in
+ * image lists, JPEG checks, the shard writer and index helpers. Shard inspection is in
  * the second half of this file.
  *
  * DESIGN. Everything here wraps one internal implementation so that tools, tests and the
  * loader agree byte for byte: patterns go through rf_expand_patterns (the loader's expander),
  * shards through rf_tarw (src/tarwrite.c, the only tar writer), indexes through
- * rf_tar_write_index, JPEG headers through rf_jpeg_probe, tar parsing through rf_tar_scanner.
+ * rf_tar_write_index, JPEGs through the loader's decoder (rf_decode_check), tar parsing
+ * through rf_tar_scanner.
  * The image list is the one walker of class folders and `path label` files: ringfeed-pack
  * packs it and the folder loader (loaders/folder.c) reads it, so both see the same files in
  * the same order with the same labels. Lists keep all strings in one arena addressed by
@@ -37,7 +38,6 @@
 #define SH_DIR_ENTRIES_MAX (1u << 24)         /* entries in one folder */
 #define SH_CLASSES_MAX (1u << 20)
 #define SH_DEDUP_TRIES_MAX 1000
-#define SH_EOI_WINDOW 64                      /* EOI must be within the last bytes of a JPEG */
 
 /* Copy an rf_err's text to the caller's buffer (which may be NULL); returns the code. */
 static int give(const rf_err *e, char *err, size_t err_len)
@@ -562,7 +562,7 @@ const char *rf_image_list_class_name(const rf_image_list *l, uint32_t c)
 uint64_t rf_image_list_skipped(const rf_image_list *l) { return l ? l->skipped : 0; }
 uint64_t rf_image_list_renamed(const rf_image_list *l) { return l ? l->renamed : 0; }
 
-/* ---- JPEG header checks ----------------------------------------------------------------- */
+/* ---- JPEG checks ----------------------------------------------------------------------- */
 
 struct rf_jpeg_checker {
     rf_decoder *dec;
@@ -571,9 +571,8 @@ struct rf_jpeg_checker {
 rf_jpeg_checker *rf_jpeg_checker_create(void)
 {
     rf_jpeg_checker *c = calloc(1, sizeof *c);
-    /* The loader's default limits (rf_config: max_image_pixels, max_image_dim). */
-    rf_decode_limits lim = {.max_pixels = 100000000ull, .max_dim = 32768};
-    if (c && !(c->dec = rf_decoder_create(&lim))) {
+    /* No limits given: the decoder applies the loader's defaults (decode.h). */
+    if (c && !(c->dec = rf_decoder_create(NULL))) {
         free(c);
         c = NULL;
     }
@@ -588,31 +587,17 @@ void rf_jpeg_checker_destroy(rf_jpeg_checker *c)
     free(c);
 }
 
-static int has_eoi(const uint8_t *p, uint64_t len)
-{
-    uint64_t from = len > SH_EOI_WINDOW ? len - SH_EOI_WINDOW : 0;
-    for (uint64_t i = len; i-- > from + 1;)
-        if (p[i - 1] == 0xff && p[i] == 0xd9)
-            return 1;
-    return 0;
-}
-
-/* The check with rf_err, for inspection (which adds file and offset). */
+/* The check with rf_err, for inspection (which adds file and offset): the loader's own decoder
+ * validates (rf_decode_check), so inspect, pack and the loader cannot disagree. */
 static int jpeg_check(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, rf_jpeg_info *ji,
                       rf_err *e)
 {
     *ji = (rf_jpeg_info){0};
-    if (len < 4 || p[0] != 0xff || p[1] != 0xd8)
-        return rf_seterr(e, RF_EDECODE, "not a JPEG (no SOI marker)");
-    int rc = rf_jpeg_probe(c->dec, p, (size_t)len, ji, e);
-    if (rc)
-        return rc;
-    if (!has_eoi(p, len)) {
-        *ji = (rf_jpeg_info){0};
-        return rf_seterr(e, RF_EDECODE, "no EOI marker in the last %d bytes (truncated?)",
-                         SH_EOI_WINDOW);
-    }
-    return 0;
+    if (len < 3 || p[0] != 0xff || p[1] != 0xd8) /* as the loader words it (not_jpeg) */
+        return rf_seterr(e, RF_EDECODE, "not a JPEG (%" PRIu64 " bytes, no SOI marker)", len);
+    if (len > SIZE_MAX)
+        return rf_seterr(e, RF_ELIMIT, "%" PRIu64 " bytes do not fit in memory", len);
+    return rf_decode_check(c->dec, p, (size_t)len, ji, e);
 }
 
 int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *width,

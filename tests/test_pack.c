@@ -541,6 +541,167 @@ START_TEST(test_bad_jpeg_reported)
 }
 END_TEST
 
+/* ---- one validator: inspect, pack and rf_jpeg_check refuse what the loader refuses -------- */
+
+enum { V_GOOD, V_TRAILER, V_BAD, V_GARBAGE = V_BAD, V_ONES, V_MARKER, V_EOI_INSIDE, V_HUGE,
+       V_BIG, V_WIDE, V_NO_DQT, V_NO_EOI, V_KINDS };
+static const char *const v_name[V_KINDS] = {
+    "good", "trailer", "garbage", "ones", "marker", "eoi_inside", "huge", "big", "wide",
+    "no_dqt", "no_eoi"};
+
+static void set_sof(uint8_t *j, size_t len, uint16_t w, uint16_t h)
+{
+    for (size_t i = 2; i + 9 < len; i++)
+        if (j[i] == 0xFF && j[i + 1] == 0xC0) {
+            j[i + 5] = h >> 8, j[i + 6] = h & 0xFF, j[i + 7] = w >> 8, j[i + 8] = w & 0xFF;
+            return;
+        }
+    ck_abort_msg("no SOF0");
+}
+
+/* A position in the entropy-coded data at fraction num/den of the file whose neighbours are no
+ * 0xFF, so an edit there does not join a marker or a stuffed byte. */
+static size_t data_at(const uint8_t *j, size_t len, size_t num, size_t den)
+{
+    size_t p = len * num / den;
+    while (j[p - 1] == 0xFF || j[p] == 0xFF || j[p + 1] == 0xFF || j[p + 2] == 0xFF)
+        p++;
+    return p;
+}
+
+/* The file of kind k made from a good baseline JPEG (into out, at most len + 256 bytes). */
+static size_t make_variant(int k, const uint8_t *j, size_t len, uint8_t *out)
+{
+    memcpy(out, j, len);
+    size_t p = data_at(j, len, 1, 2), n = len;
+    switch (k) {
+    case V_TRAILER: /* a camera's trailer after EOI, markers and all */
+        for (size_t i = 0; i < 256; i++)
+            out[len + i] = (uint8_t)(i % 4 ? 0xFF : 0xD8 + i % 7);
+        return len + 256;
+    case V_GARBAGE: /* Huffman data overwritten, markers intact */
+        for (size_t i = p; i < len * 3 / 4; i++)
+            out[i] = out[i] == 0xFF || out[i - 1] == 0xFF ? out[i] : 0xA5;
+        return n;
+    case V_ONES: /* all-ones bits (stuffed 0xFF 0x00 pairs): no Huffman code is that long */
+        for (size_t i = p; i < p + 32; i += 2)
+            out[i] = 0xFF, out[i + 1] = 0x00;
+        return n;
+    case V_MARKER: p = data_at(j, len, 3, 4), out[p] = 0xFF, out[p + 1] = 0x99; return n;
+    case V_EOI_INSIDE: out[p] = 0xFF, out[p + 1] = 0xD9; return n;
+    case V_HUGE: set_sof(out, n, 65000, 65000); return n;
+    case V_BIG: set_sof(out, n, 20000, 20000); return n;
+    case V_WIDE: set_sof(out, n, 32769, 1); return n;
+    case V_NO_DQT:
+        for (size_t q = 2; q + 4 <= n && out[q] == 0xFF && out[q + 1] != 0xDA;) {
+            size_t seg = 2 + ((size_t)out[q + 2] << 8 | out[q + 3]);
+            if (out[q + 1] == 0xDB)
+                memmove(out + q, out + q + seg, n - q - seg), n -= seg;
+            else
+                q += seg;
+        }
+        return n;
+    case V_NO_EOI: return n - 2;
+    default: return n;
+    }
+}
+
+/* Every kind through the loader (default settings but a center crop), rf_jpeg_check,
+ * rf_shard_inspect and ringfeed-pack: whatever the loader refuses the three tools refuse (and
+ * they decode every image in full, so they also refuse Huffman damage a crop may not reach);
+ * what the loader takes they take, a trailer after EOI kept byte for byte by pack. */
+START_TEST(test_checks_agree_with_loader)
+{
+    char d[600], tree[700], path[900], err[512];
+    snprintf(d, sizeof d, "%s/agree", g_root);
+    snprintf(tree, sizeof tree, "%s/tree/cls_0", d);
+    mkdir(d, 0755);
+    snprintf(path, sizeof path, "%s/tree", d);
+    mkdir(path, 0755);
+    mkdir(tree, 0755);
+    uint8_t *rgb = malloc(120 * 96 * 3), *jpg, *v = malloc(1 << 20);
+    size_t len;
+    rf_synth_image(77, 120, 96, rgb);
+    ck_assert_int_eq(rf_synth_jpeg(rgb, 120, 96, 90, 0, &jpg, &len), 0);
+    rf_jpeg_checker *jc = rf_jpeg_checker_create();
+    for (int k = 0; k < V_KINDS; k++) {
+        size_t n = make_variant(k, jpg, len, v);
+        snprintf(path, sizeof path, "%s/%s.jpg", tree, v_name[k]);
+        rf_test_write_file(path, v, n);
+        /* the loader over a one-sample shard of it */
+        char tar[900], pat[900];
+        snprintf(tar, sizeof tar, "%s/%s.tar", d, v_name[k]);
+        rf_shard_writer *w;
+        ck_assert_int_eq(rf_shard_writer_open(tar, NULL, RF_SHARD_PAX, &w, err, sizeof err), 0);
+        ck_assert_int_eq(rf_shard_writer_add(w, v_name[k], "jpg", v, n, 1), 0);
+        ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+        snprintf(pat, sizeof pat, "%s", tar);
+        loaded *lo = calloc(1, sizeof *lo);
+        int lrc = 0;
+        {
+            const char *pp;
+            rf_config c = rf_test_host_config(&pp, pat, SIZE);
+            c.crop = RF_CROP_CENTER;
+            c.epochs = 1;
+            rf_loader *ld;
+            ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), 0);
+            rf_batch *b;
+            while ((lrc = rf_loader_next(ld, &b)) == 0)
+                rf_loader_release(ld, b, NULL);
+            if (lrc == RF_EPOCH_END || lrc == RF_DONE)
+                lrc = 0;
+            rf_loader_destroy(ld);
+        }
+        free(lo);
+        int crc = rf_jpeg_check(jc, v, n, NULL, NULL, NULL, err, sizeof err);
+        rf_inspect_summary s;
+        rf_inspect_summary_init(&s);
+        int irc = rf_shard_inspect(tar, NULL, NULL, NULL, NULL, &s);
+        /* the loader refuses what the marker rule covers whatever the crop; Huffman damage
+         * only where its crop decodes it, while the tools decode all of it */
+        int crop_free = k >= V_MARKER && k != V_EOI_INSIDE;
+        ck_assert_msg(k < V_BAD ? lrc == 0 : !crop_free || lrc != 0, "%s: loader %d", v_name[k],
+                      lrc);
+        ck_assert_msg((crc != 0) == (k >= V_BAD), "%s: rf_jpeg_check %d %s", v_name[k], crc,
+                      err);
+        ck_assert_msg((irc != 0) == (k >= V_BAD) && (s.problems != 0) == (k >= V_BAD),
+                      "%s: inspect %d, %llu problems", v_name[k], irc,
+                      (unsigned long long)s.problems);
+        if (lrc != 0)
+            ck_assert_int_eq(crc, lrc);
+    }
+    rf_jpeg_checker_destroy(jc);
+    /* pack takes the good two, skips the rest, and keeps the trailer */
+    char cmd[3000], out[900];
+    ck_assert_msg(g_tool[0], "ringfeed-pack not built next to the tests");
+    snprintf(out, sizeof out, "%s/packed", d);
+    mkdir(out, 0755);
+    snprintf(cmd, sizeof cmd, "%s --input %s/tree --output '%s/p-%%04d.tar' --quiet --json "
+             "> %s/pack.json 2>/dev/null", g_tool, d, out, out);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(path, sizeof path, "%s/pack.json", out);
+    size_t jl;
+    char *js = (char *)read_all(path, &jl);
+    char want[64];
+    snprintf(want, sizeof want, "\"bad\": %d", V_KINDS - V_BAD);
+    ck_assert_msg(strstr(js, want), "%s", js);
+    free(js);
+    snprintf(path, sizeof path, "%s/p-0000.tar", out);
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(path, NULL, NULL, NULL, NULL, &s), 0);
+    ck_assert_uint_eq(s.samples, V_BAD);
+    size_t tl;
+    uint8_t *tar = read_all(path, &tl);
+    size_t n = make_variant(V_TRAILER, jpg, len, v);
+    int found = 0;
+    for (size_t off = 512; off + n <= tl && !found; off += 512)
+        found = memcmp(tar + off, v, n) == 0;
+    ck_assert_msg(found, "the trailer file is not in the shard byte for byte");
+    free(tar), free(v), free(jpg), free(rgb);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pack");
@@ -552,6 +713,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_gnu_tar_formats);
     tcase_add_test(tc, test_index_disagrees);
     tcase_add_test(tc, test_bad_jpeg_reported);
+    tcase_add_test(tc, test_checks_agree_with_loader);
     suite_add_tcase(s, tc);
     return s;
 }

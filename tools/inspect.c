@@ -1,6 +1,7 @@
-/* ringfeed-inspect — validate WebDataset shards: tar structure, sample grouping, JPEG headers,
- * and indexes; print totals, a size/dimension summary and every problem with file and byte
- * offset. Uses the public API only (ringfeed.h, ringfeed_shards.h).
+/* ringfeed-inspect — validate WebDataset shards: tar structure, sample grouping, every JPEG
+ * (decoded in full by the loader's own decoder, so a clean shard cannot fail in the loader with
+ * default limits) and indexes; print totals, a size/dimension summary and every problem with
+ * file and byte offset. Uses the public API only (ringfeed.h, ringfeed_shards.h).
  *
  * DESIGN. Shards are inspected one after the other by rf_shard_inspect (the checks live in the
  * library so the Python binding gets the same ones); this file only expands patterns, prints,
@@ -40,7 +41,8 @@ static void usage(FILE *f)
             "                     ('train-{0000..0099}.tar'), quoted so the shell leaves them\n"
             "  --json             print one JSON object as the last line of stdout\n"
             "  --write-index      write X.idx for each clean shard that has none\n"
-            "  --no-jpeg          skip reading images (structure and index only)\n"
+            "  --no-jpeg          do not decode the images (structure, labels and index only;\n"
+            "                     by default every image is decoded in full, as a check)\n"
             "  --quiet            print problems and the totals only (no per-shard lines)\n"
             "Exit status: 0 no problem, 1 problems found, 2 usage error.\n");
 }
