@@ -116,6 +116,13 @@ enum rf_skip_reason {
     RF_SKIP_LABEL = 6,      /* label missing or not an integer */
     RF_SKIP_REASONS = 8
 };
+/* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
+ * output size in both directions (libjpeg's reduced IDCTs; 2-4x less decode work for such
+ * images, other pixels: up to tens of levels at edges and in chroma, docs/gpu-decode.md).
+ * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode or
+ * hw_decode_percent, so that a run's pixels never depend on which engine decoded a sample.
+ * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels). */
+enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
 /* Thread and memory placement. AUTO: on the GPU's NUMA node (from sysfs) when the machine has
  * several nodes, nothing on a single-node machine. OFF: never move threads or memory. */
 enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
@@ -235,7 +242,8 @@ typedef struct rf_config {
      * integer code on the decode threads). Decode threads then only read the header, choose
      * the crop and copy the restart intervals it needs with the tables and resize plans into
      * the slot; kernels on the copy stream do Huffman decoding, IDCT, upsampling, colour and
-     * the resize. Pixels are byte-for-byte the CPU path's with DCT scaling off. Images without
+     * the resize. Pixels are byte-for-byte the CPU path's with DCT scaling off, and every image
+     * of the run is decoded at full scale (dct_scaling), wherever it goes. Images without
      * usable restart markers (ringfeed-pack --restart writes them), progressive, CMYK or too
      * large for the per-sample scratch are decoded on the CPU in the same batch
      * (rf_stats.gpu_decoded counts the GPU ones). Needs on_error = FAIL on the CUDA backend: a
@@ -276,6 +284,9 @@ typedef struct rf_config {
      * again. Turns a stuck read (a hung network file system) or a stuck device into a
      * message instead of a silent hang. */
     uint32_t next_timeout_ms;
+
+    /* enum rf_dct_scaling; default AUTO. */
+    uint32_t dct_scaling;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */

@@ -1504,6 +1504,13 @@ static int apply_defaults(rf_config *c, rf_err *err)
     if (c->hw_decode_percent > 100)
         return rf_seterr(err, RF_EINVAL, "hw_decode_percent %u out of range 0..100",
                          c->hw_decode_percent);
+    if (c->dct_scaling > RF_DCT_SCALING_OFF)
+        return rf_seterr(err, RF_EINVAL, "dct_scaling must be 0 (auto) or 1 (off), not %u",
+                         c->dct_scaling);
+    /* The GPU paths decode at full scale: so must every other image of their run, or a
+     * sample's pixels would depend on where it went (docs/gpu-decode.md). */
+    if (c->gpu_decode || c->hw_decode_percent)
+        c->dct_scaling = RF_DCT_SCALING_OFF;
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");
@@ -1821,6 +1828,8 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
         if (alloc_refused(ld, "decoder", 0) || !(ld->decs[i] = rf_decoder_create(&ld->limits)))
             return rf_seterr(err, RF_ENOMEM, "cannot create JPEG decoder %u of %u: out of memory",
                              i + 1, ld->cfg.decode_threads);
+        else if (ld->cfg.dct_scaling == RF_DCT_SCALING_OFF)
+            rf_decoder_set_max_scale_denom(ld->decs[i], 1);
     /* Two batches of slack beyond the ring: a slow consumer stream delays reuse. Per copy
      * stream, temporaries: the staged copy a conversion or GPU decode reads, and for GPU
      * decode its scratch, status and flags, plus the decoded batch when a conversion follows. */

@@ -194,11 +194,14 @@ START_TEST(no_shuffle_is_dataset_order)
 END_TEST
 
 /* Every batch of one epoch over `pattern` equals a direct decode of the same members with the
- * same seeds (full scale for the samples the seed gives the GPU or the engine: those paths'
- * pixels are the CPU path's with DCT scaling off). Returns how many samples the GPU decode
- * path took, and in *engine (may be NULL) how many the engine packets took. */
-static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int gpu,
-                                       uint32_t percent, uint32_t hw, uint64_t *engine)
+ * same seeds: at full scale for every sample of a run with gpu_decode or hw_decode_percent
+ * (whichever path the seed gave it: the GPU paths' pixels are the CPU path's with DCT scaling
+ * off, and the CPU share of such a run decodes at full scale too) or with dct_scaling OFF; with
+ * DCT scaling where the crop allows it otherwise. Returns how many samples the GPU decode path
+ * took, and in *engine (may be NULL) how many the engine packets took. */
+static uint64_t check_direct_decode_dct(const char *pattern, uint32_t size, int gpu,
+                                        uint32_t percent, uint32_t hw, uint32_t dct_off,
+                                        uint64_t *engine)
 {
     const char *pat;
     rf_config c = rf_test_host_config(&pat, pattern, size);
@@ -209,6 +212,7 @@ static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int g
     c.gpu_decode = (uint32_t)gpu;
     c.gpu_decode_percent = percent;
     c.hw_decode_percent = hw;
+    c.dct_scaling = dct_off ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO;
     rf_loader *ld = rf_test_create_ok(&c);
     rf_dataset ds = {0};
     rf_err e = {0};
@@ -219,7 +223,7 @@ static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int g
     rf_plan plan;
     ck_assert_int_eq(rf_plan_init(&plan, ds.nsamples, c.seed, 0, 13, 0, 0, 0, 1, &e), 0);
     rf_decode_limits lim = {.max_pixels = 1 << 26, .max_dim = 1 << 14};
-    /* GPU-decoded samples are full-scale decodes; the rest (gpu_decode_percent) the CPU's */
+    /* GPU-decoded samples are full-scale decodes, and so is the CPU share of their run */
     rf_decoder *dec = rf_decoder_create(&lim), *full = rf_decoder_create(&lim);
     rf_decoder_set_max_scale_denom(full, 1);
     uint64_t expect_gpu = 0, expect_hw = 0;
@@ -245,8 +249,9 @@ static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int g
             int on_hw = pc < hw;
             int on_gpu = !on_hw && gpu && pc - hw < (percent ? percent : 100);
             expect_gpu += on_gpu, expect_hw += on_hw;
-            ck_assert_int_eq(rf_decode_transform(on_gpu || on_hw ? full : dec, span + doff, dlen,
-                                                 &tf, seed, want, NULL, &e), 0);
+            int full_scale = gpu || hw || dct_off;
+            ck_assert_int_eq(rf_decode_transform(full_scale ? full : dec, span + doff, dlen, &tf,
+                                                 seed, want, NULL, &e), 0);
             ck_assert_int_eq(memcmp(want, (uint8_t *)b->data + (size_t)i * n, n), 0);
             free(span);
             checked++;
@@ -270,6 +275,12 @@ static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int g
     rf_free_paths(paths, np);
     rf_loader_destroy(ld);
     return st.gpu_decoded;
+}
+
+static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int gpu,
+                                       uint32_t percent, uint32_t hw, uint64_t *engine)
+{
+    return check_direct_decode_dct(pattern, size, gpu, percent, hw, 0, engine);
 }
 
 static uint64_t check_direct_decode(const char *pattern, uint32_t size, int gpu, uint32_t percent)
@@ -297,15 +308,17 @@ START_TEST(gpu_decode_matches_full_scale_decode)
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
     ck_assert_uint_eq(check_direct_decode(pattern, 96, 1, 0), 80);
     /* gpu_decode_percent 40: the samples the seed picks go to the kernels' code, the others
-     * to the CPU path with DCT scaling, each exactly */
+     * to the CPU path at full scale, each exactly */
     uint64_t some = check_direct_decode(pattern, 96, 1, 40);
     ck_assert_msg(some > 16 && some < 48, "%llu of 80 on the GPU path", (unsigned long long)some);
     char *big = rf_test_mkdtemp("gpudec-big");
     ck_assert_int_eq(rf_test_make_big_restart_shards(big, 1, 13, SEED), 0);
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", big);
     ck_assert_uint_eq(check_direct_decode(pattern, 96, 1, 0), 13);
-    uint64_t big40 = check_direct_decode(pattern, 96, 1, 40); /* where DCT scaling shows */
+    uint64_t big40 = check_direct_decode(pattern, 96, 1, 40); /* where DCT scaling would show */
     ck_assert_msg(big40 >= 1 && big40 < 13, "%llu of 13", (unsigned long long)big40);
+    /* a CPU-only run with dct_scaling OFF: every sample a full-scale decode */
+    ck_assert_uint_eq(check_direct_decode_dct(pattern, 96, 0, 0, 0, 1, NULL), 0);
     make_data();
     ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1, 0), 0);
 }

@@ -29,6 +29,7 @@ typedef struct opts {
     /* memory hierarchy (docs/tuning.md) */
     uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode, gpu_pct;
     uint32_t hw_pct;
+    uint32_t no_dct_scaling;
     uint64_t warm_bytes;
     uint32_t on_error; /* enum rf_on_error */
     uint32_t timeout_ms;
@@ -73,6 +74,8 @@ static void usage(FILE *f)
             "                     the CPU (rf_config.gpu_decode_percent; 100)\n"
             "  --hw-decode N      send N%% of the images to the GPU's hardware JPEG decoders\n"
             "                     (rf_config.hw_decode_percent; 0)\n"
+            "  --no-dct-scaling   decode every image at full scale, as the GPU paths do\n"
+            "                     (rf_config.dct_scaling OFF; they turn it off themselves)\n"
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
             "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
@@ -100,7 +103,7 @@ static int parse_args(int argc, char **argv, opts *o)
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT };
+           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -124,6 +127,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"gpu-decode", no_argument, 0, O_GPUDEC},
         {"gpu-decode-percent", required_argument, 0, O_GPUPCT},
         {"hw-decode", required_argument, 0, O_HWPCT},
+        {"no-dct-scaling", no_argument, 0, O_NODCT},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {0, 0, 0, 0}};
@@ -232,6 +236,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_GPUPCT: bad |= parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
         case O_HWPCT: bad |= parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
         case O_EVICT: o->evict = 1; break;
+        case O_NODCT: o->no_dct_scaling = 1; break;
         case O_TIMEOUT: bad |= parse_u32(optarg, &o->timeout_ms); break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
@@ -582,6 +587,7 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->gpu_decode = o->gpu_decode;
     cfg->gpu_decode_percent = o->gpu_pct;
     cfg->hw_decode_percent = o->hw_pct;
+    cfg->dct_scaling = o->no_dct_scaling ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO;
     cfg->next_timeout_ms = o->timeout_ms;
 }
 

@@ -2,8 +2,10 @@
 # Install what ringfeed needs to build and test, when it is missing (Debian/Ubuntu, as root or
 # with sudo). Safe to run again: it installs nothing that is already there.
 set -euo pipefail
+# libjpeg-turbo-progs and mate-backgrounds: cjpeg/djpeg and real photographs for the tests'
+# photo set (datasets/photos.py), so that decode properties are checked on users' kind of data.
 pkgs=(build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev check libsubunit-dev
-      valgrind python3 python3-pip clang)
+      valgrind python3 python3-pip clang libjpeg-turbo-progs mate-backgrounds)
 # Ubuntu names libjpeg-turbo's dev package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1; then
   pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")

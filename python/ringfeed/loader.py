@@ -640,7 +640,7 @@ class Loader(_LoaderBase):
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-           hw_decode_percent=0, timeout=0)
+           hw_decode_percent=0, timeout=0, dct_scaling=True)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
@@ -651,8 +651,10 @@ class Loader(_LoaderBase):
       loop's threads run first when decoding keeps every CPU busy (docs/tuning.md).
     gpu_decode: decode restart-marked JPEGs (ringfeed-pack --restart, ringfeed.add_restarts)
       on the GPU: the decode threads only cut out the restart intervals a crop needs, kernels do
-      the rest; pixels equal the CPU path's with DCT scaling off. Other images decode on the
-      CPU in the same batches; stats()["gpu_decoded"] counts the GPU ones. Needs
+      the rest. Other images decode on the CPU in the same batches, and every image of the run
+      at full scale (no DCT scaling), so each has exactly the pixels the CPU path gives with
+      dct_scaling=False whichever engine took it; stats()["gpu_decoded"] counts the GPU ones.
+      Needs
       on_error="fail" on CUDA (docs/gpu-decode.md).
     gpu_decode_percent: with gpu_decode, the share (1..100) of eligible images sent to the GPU;
       the seed decides which, the rest decode on the CPU. For training a model that keeps the
@@ -661,6 +663,10 @@ class Loader(_LoaderBase):
       decoders (A100, A30, H100, H200), which use neither the CPUs nor the SMs; any baseline
       JPEG, restart markers or not. Needs libnvjpeg (the nvidia-nvjpeg wheel is found
       automatically) and on_error="fail" on CUDA; stats()["hw_decoded"] counts them.
+    dct_scaling: True (default): a CPU-only loader decodes images whose crop is at least twice
+      the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to
+      tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.
+      gpu_decode and hw_decode_percent turn it off for their whole run (docs/gpu-decode.md).
     prefetch_depth: batch slots in the ring; 0 is the library's default (4, 8 with
       gpu_decode).
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
@@ -680,7 +686,7 @@ class Loader(_LoaderBase):
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-                 hw_decode_percent=0, timeout=0):
+                 hw_decode_percent=0, timeout=0, dct_scaling=True):
         if dtype not in _IMAGE_DTYPES:
             raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
@@ -698,6 +704,7 @@ class Loader(_LoaderBase):
             "gpu_decode": 1 if gpu_decode else 0,
             "gpu_decode_percent": int(gpu_decode_percent),
             "hw_decode_percent": int(hw_decode_percent),
+            "dct_scaling": C.RF_DCT_SCALING_AUTO if dct_scaling else C.RF_DCT_SCALING_OFF,
             "dtype": C.DTYPES[dtype][0],
             "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,

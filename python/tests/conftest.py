@@ -78,6 +78,7 @@ def with_restarts(pattern, outdir):
     """The shards at `pattern` rewritten into outdir with ringfeed.add_restarts applied to
     every JPEG (what ringfeed-pack --restart writes); returns the new pattern."""
     import io
+    os.makedirs(outdir, exist_ok=True)
     for path in sorted(glob.glob(pattern)):
         out = os.path.join(outdir, os.path.basename(path))
         with tarfile.open(path) as src, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dst:
@@ -89,7 +90,7 @@ def with_restarts(pattern, outdir):
                 info = tarfile.TarInfo(m.name)
                 info.size = len(data)
                 dst.addfile(info, io.BytesIO(data))
-    return os.path.join(outdir, "train-*.tar")
+    return os.path.join(outdir, os.path.basename(pattern))
 
 
 @pytest.fixture(scope="session")
