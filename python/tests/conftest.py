@@ -93,6 +93,26 @@ def with_restarts(pattern, outdir):
     return os.path.join(outdir, os.path.basename(pattern))
 
 
+PHOTOS = 160
+PHOTO_SOURCES = os.environ.get("RINGFEED_PHOTO_SOURCES",
+                               "/usr/share/backgrounds/mate/nature/*.jpg")
+
+
+@pytest.fixture(scope="session")
+def photos(tmp_path_factory, lib):
+    """(plain, restart-marked) shard patterns of PHOTOS crops of real photographs
+    (datasets/photos.py; RINGFEED_PHOTO_SOURCES: another glob of photographs)."""
+    if not shutil.which("cjpeg") or not glob.glob(PHOTO_SOURCES):
+        pytest.skip("needs cjpeg/djpeg (libjpeg-turbo-progs) and photographs (mate-backgrounds; "
+                    "tools/deps.sh installs both)")
+    d = tmp_path_factory.mktemp("photos")
+    subprocess.run([sys.executable, os.path.join(REPO, "datasets", "photos.py"), "--output",
+                    str(d / "plain" / "p-%04d.tar"), "--images", str(PHOTOS), "--per-shard",
+                    "64", "--seed", "11", "--sources", PHOTO_SOURCES], check=True)
+    plain = str(d / "plain" / "p-*.tar")
+    return plain, with_restarts(plain, str(d / "restart"))
+
+
 @pytest.fixture(scope="session")
 def restart_shards(shards, tmp_path_factory):
     return with_restarts(shards, str(tmp_path_factory.mktemp("restart")))

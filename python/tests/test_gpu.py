@@ -193,3 +193,11 @@ def test_two_ranks_torchrun_disjoint(shards, labels_by_key, tmp_path):
         for k, lab, pad in rows:
             assert labels_by_key[k] == int(lab)
     assert len(ranks[0]) == len(ranks[1]), "every rank gets the same number of samples"
+
+
+def test_cuda_paths_give_the_full_scale_pixels_on_photos(photos):
+    """On the GPU: the kernels and the hardware decoders (when libnvjpeg is there) give
+    exactly the CPU's full-scale pixels on crops of real photographs of every size."""
+    from test_photos import check_every_path
+    ringfeed.loader._find_nvjpeg()
+    check_every_path(photos, "cuda", hw=bool(os.environ.get("RINGFEED_NVJPEG")))

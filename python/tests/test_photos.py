@@ -6,18 +6,15 @@ stand-ins, which run the kernels' code), a run's pixels are the same: every path
 scale, exactly the CPU path's pixels with dct_scaling=False. A CPU-only run with DCT scaling
 (the default) differs on the images it decoded at reduced scale, by the bound docs/gpu-decode.md
 states. The GPU machine runs the same comparison on CUDA (python/tests/test_gpu.py)."""
-import os
-import shutil
-import subprocess
-import sys
-
 import numpy as np
-import pytest
 
 import ringfeed
-from conftest import REPO, with_restarts
+from conftest import PHOTOS as IMAGES
 
-IMAGES = 160
+# The hardware decoders on a GPU: nvJPEG does not promise libjpeg's islow IDCT to the bit
+# (tests/test_cuda.c allows the same; the host stand-in is exact).
+HW_MAX_LEVELS = 2
+HW_MEAN_LEVELS = 0.02
 
 # The bound docs/gpu-decode.md states for DCT scaling against a full-scale decode, with room
 # over what was measured (1,024 photo crops x 3 seeds at 224: max 35 levels, mean absolute
@@ -26,33 +23,24 @@ DCT_MAX_LEVELS = 64
 DCT_MEAN_LEVELS = 2.0
 
 
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory, lib):
-    if not shutil.which("cjpeg") or not os.path.isdir("/usr/share/backgrounds/mate/nature"):
-        pytest.skip("needs cjpeg/djpeg (libjpeg-turbo-progs) and mate-backgrounds "
-                    "(tools/deps.sh installs both)")
-    d = tmp_path_factory.mktemp("photos")
-    subprocess.run([sys.executable, os.path.join(REPO, "datasets", "photos.py"), "--output",
-                    str(d / "plain" / "p-%04d.tar"), "--images", str(IMAGES), "--per-shard",
-                    "64", "--seed", "11"], check=True)
-    plain = str(d / "plain" / "p-*.tar")
-    return plain, with_restarts(plain, str(d / "restart"))
-
-
-def collect(pattern, **kw):
+def collect(pattern, device="cpu", **kw):
+    """{key: image} of one epoch (NHWC uint8, host copies) and the loader's stats."""
     out = {}
-    with ringfeed.Loader(pattern, batch_size=32, device="cpu", seed=3, decode_threads=2,
+    with ringfeed.Loader(pattern, batch_size=32, device=device, seed=3, decode_threads=2,
                          layout="NHWC", copy=True, **kw) as ld:
         for b in ld:
-            for k, img, pad in zip(b.keys, b.images, b.is_padding):
+            images = b.images.cpu().numpy() if hasattr(b.images, "cpu") else b.images
+            for k, img, pad in zip(b.keys, images, b.is_padding):
                 if not pad:
                     out[k] = np.asarray(img).copy()
         return out, ld.stats()
 
 
-def test_every_path_gives_the_full_scale_pixels(photos):
+def check_every_path(photos, device, hw=True):
+    """Every engine's batches equal the CPU's full-scale ones, on `device` (the hardware
+    decoders' runs only with hw, and within their IDCT rounding on a GPU)."""
     plain, restart = photos
-    want, st = collect(plain, dct_scaling=False)
+    want, st = collect(plain, device, dct_scaling=False)
     assert len(want) == IMAGES and st["dct_scaled"] == 0
     runs = {
         "restart-marked, CPU": (restart, {"dct_scaling": False}),
@@ -62,13 +50,26 @@ def test_every_path_gives_the_full_scale_pixels(photos):
         "hw 30% + gpu_decode": (restart, {"hw_decode_percent": 30, "gpu_decode": True}),
     }
     for name, (pattern, kw) in runs.items():
-        got, st = collect(pattern, **kw)
+        on_hw = "hw_decode_percent" in kw
+        if on_hw and not hw:
+            continue
+        got, st = collect(pattern, device, **kw)
         assert st["dct_scaled"] == 0, name
         if "gpu_decode" in kw and kw.get("gpu_decode_percent", 100) == 100:
             # every one took a GPU path (counts include the next epoch's prefetched samples)
             assert st["gpu_decoded"] + st["hw_decoded"] >= IMAGES, name
         bad = [k for k in want if not np.array_equal(want[k], got[k])]
+        if on_hw and device != "cpu":
+            for k in bad:
+                d = np.abs(want[k].astype(np.int16) - got[k].astype(np.int16))
+                assert d.max() <= HW_MAX_LEVELS and d.mean() <= HW_MEAN_LEVELS, (name, k, d.max())
+            print(f"{name}: {len(bad)} of {IMAGES} within the engine's rounding, the rest exact")
+            continue
         assert not bad, f"{name}: {len(bad)} of {IMAGES} differ from the full-scale CPU decode"
+
+
+def test_every_path_gives_the_full_scale_pixels(photos):
+    check_every_path(photos, "cpu")
 
 
 def test_dct_scaling_bound(photos):
