@@ -73,8 +73,10 @@ void rf_region_buf_free(rf_region_buf *b)
 
 static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
-/* Offsets of the SOF0/SOF1 segment and of the first entropy byte (end of the SOS segment). */
-static int walk_header(const uint8_t *j, size_t len, size_t *sof, size_t *data)
+/* Offsets of the frame header (one SOFn segment of at least 8 bytes; its marker in *sof_m) and
+ * of the first entropy byte (end of the first SOS segment). 1 when the segments up to the scan
+ * do not parse, or hold a second frame header or a marker that has no business there. */
+static int walk_to_scan(const uint8_t *j, size_t len, size_t *sof, uint32_t *sof_m, size_t *data)
 {
     if (len < 4 || j[0] != 0xFF || j[1] != 0xD8)
         return 1;
@@ -88,13 +90,12 @@ static int walk_header(const uint8_t *j, size_t len, size_t *sof, size_t *data)
         uint32_t m = j[p + 1], seg = be16(j + p + 2);
         if (seg < 2 || p + 2 + seg > len)
             return 1;
-        if (m == 0xC0 || m == 0xC1) {
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
             if (*sof || seg < 8)
                 return 1;
-            *sof = p;
-        } else if ((m >= 0xC2 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) ||
-                   m == 0xD8 || m == 0xD9 || (m >= 0xD0 && m <= 0xD7)) {
-            return 1; /* another frame type, or a marker that has no business here */
+            *sof = p, *sof_m = m;
+        } else if (m == 0xD8 || m == 0xD9 || (m >= 0xD0 && m <= 0xD7)) {
+            return 1;
         }
         p += 2 + seg;
         if (m == 0xDA) {
@@ -104,29 +105,11 @@ static int walk_header(const uint8_t *j, size_t len, size_t *sof, size_t *data)
     }
 }
 
-/* Offsets of the frame header (any SOFn) and of the first scan's first entropy-coded byte.
- * Only called after libjpeg parsed the same header, so a failure here is a file libjpeg read
- * differently; it is still an error, never a guess. */
-static int find_scan(const uint8_t *j, size_t len, size_t *sof, size_t *data)
+/* The same for a file rf_jpeg_region can cut: a baseline or extended Huffman frame (SOF0/1). */
+static int walk_header(const uint8_t *j, size_t len, size_t *sof, size_t *data)
 {
-    size_t p = 2;
-    *sof = 0;
-    for (;;) {
-        while (p + 1 < len && j[p] == 0xFF && j[p + 1] == 0xFF)
-            p++;
-        if (p + 4 > len || j[p] != 0xFF)
-            return 1;
-        uint32_t m = j[p + 1], seg = be16(j + p + 2);
-        if (seg < 2 || p + 2 + seg > len)
-            return 1;
-        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
-            *sof = p;
-        p += 2 + seg;
-        if (m == 0xDA) {
-            *data = p;
-            return *sof ? 0 : 1;
-        }
-    }
+    uint32_t m;
+    return walk_to_scan(j, len, sof, &m, data) || (m != 0xC0 && m != 0xC1);
 }
 
 /* Markers libjpeg accepts between the last scan and EOI (it reads them as it would before a
@@ -166,9 +149,11 @@ int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interva
                        uint64_t mcus, rf_region_buf *b, rf_err *err)
 {
     size_t sof, data;
-    if (len < 4 || find_scan(jpeg, len, &sof, &data))
-        return rf_seterr(err, RF_EDECODE, "corrupt JPEG: marker segments before the scan do not "
-                         "parse");
+    uint32_t sof_m;
+    /* libjpeg parsed these segments already: a failure here is a file it read differently */
+    if (walk_to_scan(jpeg, len, &sof, &sof_m, &data))
+        return rf_seterr(err, RF_EDECODE, "corrupt JPEG: the marker segments before the scan do "
+                         "not parse");
     uint64_t R = restart_interval, intervals = R ? (mcus + R - 1) / R : 1, k = 0;
     int keep = b && R && len <= UINT32_MAX;
     if (keep && rf_grow(&b->span, &b->span_cap, 2 * intervals, sizeof *b->span))
