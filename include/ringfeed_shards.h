@@ -131,8 +131,12 @@ enum rf_shard_format { RF_SHARD_PAX = 0, RF_SHARD_GNU = 1 };
 
 typedef struct rf_shard_writer rf_shard_writer;
 
-/* Create (truncate) the shard at tar_path; with idx_path != NULL its DALI v1.2 index is
- * written there at close. Errors: -errno (message names the path), RF_EINVAL. */
+/* Start the shard tar_path; with idx_path != NULL its DALI v1.2 index is written there at
+ * close. The writer is atomic: samples go to a hidden temporary beside tar_path
+ * (".NAME.tmp-PID-N" in the same folder, created here, as is the index's), and nothing appears
+ * under tar_path or idx_path before rf_shard_writer_close succeeds, so readers (and globs such
+ * as train-*.tar) see a complete shard or none. Errors: -errno (a temporary cannot be created;
+ * message names the path), RF_EINVAL, RF_ENOMEM. */
 RF_API int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
                                 rf_shard_writer **out, char *err, size_t err_len);
 /* Append one sample: KEY.EXT with `len` bytes of data, then, when label >= 0, KEY.cls with
@@ -148,9 +152,19 @@ RF_API uint64_t rf_shard_sample_bytes(const char *key, const char *ext, uint64_t
 /* Bytes written so far, without the 1024-byte end-of-archive marker close adds. */
 RF_API uint64_t rf_shard_writer_bytes(const rf_shard_writer *w);
 RF_API uint64_t rf_shard_writer_samples(const rf_shard_writer *w);
-/* Finish the archive, close it, write the index. Frees w (also on error); NULL is a no-op.
- * Errors: -errno (message names the path). */
+/* Finish the archive and fsync it, write and fsync the index, rename the index and then the
+ * shard to their names (replacing files there) and fsync their folders. Frees w (also on
+ * error); NULL is a no-op. Errors: -errno (message names the file, the failed step and, for a
+ * write such as ENOSPC, the byte offset), including a write error of an earlier
+ * rf_shard_writer_add. On error both temporaries are removed, and so is the index if it was
+ * already renamed (a shard of that name from before then stays, without an index), so no
+ * file of the failed shard is left. A process killed before or during close leaves at most
+ * the hidden temporaries and, killed between the two renames, the new index beside the old
+ * shard (or beside none: the loader finds shards by their .tar names). */
 RF_API int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len);
+/* Give the shard up (after an error, or to stop): remove the temporaries, create nothing, free
+ * w. NULL is a no-op. */
+RF_API void rf_shard_writer_abort(rf_shard_writer *w);
 
 /* ---- indexes ----------------------------------------------------------------------------- */
 

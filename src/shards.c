@@ -651,10 +651,9 @@ void rf_free(void *p) { free(p); }
 
 /* ---- shard writer ----------------------------------------------------------------------- */
 
+/* The public face of rf_tarw, whose errors it turns into messages. */
 struct rf_shard_writer {
     rf_tarw *tw;
-    char *path;
-    uint32_t format;
 };
 
 int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
@@ -667,16 +666,11 @@ int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t fo
         return give(&e, err, err_len);
     }
     rf_shard_writer *w = calloc(1, sizeof *w);
-    if (!w || !(w->path = strdup(tar_path))) {
-        free(w);
+    if (!w)
         return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
-    }
-    w->format = format;
-    w->tw = rf_tarw_open(tar_path, idx_path, format == RF_SHARD_GNU ? RF_TARW_GNU
-                                                                    : RF_TARW_USTAR_PAX);
+    w->tw = rf_tarw_open(tar_path, idx_path,
+                         format == RF_SHARD_GNU ? RF_TARW_GNU : RF_TARW_USTAR_PAX, &e);
     if (!w->tw) {
-        rf_seterr(&e, -errno, "%s: %s", tar_path, strerror(errno));
-        free(w->path);
         free(w);
         return give(&e, err, err_len);
     }
@@ -748,14 +742,18 @@ int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len)
 {
     if (!w)
         return 0;
-    int rc = rf_tarw_close(w->tw);
     rf_err e = {0, ""};
-    if (rc)
-        rf_seterr(&e, rc, "%s: writing the shard or its index failed: %s", w->path,
-                  strerror(-rc));
-    free(w->path);
+    int rc = rf_tarw_close(w->tw, &e);
     free(w);
     return rc ? give(&e, err, err_len) : 0;
+}
+
+void rf_shard_writer_abort(rf_shard_writer *w)
+{
+    if (!w)
+        return;
+    rf_tarw_abort(w->tw);
+    free(w);
 }
 
 /* ---- indexes ---------------------------------------------------------------------------- */

@@ -339,6 +339,7 @@ typedef struct writer {
     rf_shard_writer *w;
     uint64_t shard;       /* next shard number */
     char tar[PACK_PATH_MAX], idx[PACK_PATH_MAX];
+    uint64_t files, in_bytes; /* of the open shard: totals once it is closed */
     totals *t;
 } writer;
 
@@ -356,7 +357,23 @@ static int close_shard(writer *wr)
     }
     wr->t->shards++;
     wr->t->out_bytes += b;
+    wr->t->files += wr->files;
+    wr->t->in_bytes += wr->in_bytes;
+    wr->files = wr->in_bytes = 0;
     return 0;
+}
+
+/* The run failed with a shard open: give it up rather than leave part of it under a shard's
+ * name (the writer removes its temporary files). */
+static void abort_shard(writer *wr)
+{
+    if (!wr->w)
+        return;
+    rf_shard_writer_abort(wr->w);
+    wr->w = NULL;
+    fprintf(stderr, "ringfeed-pack: %s: not written (the run stopped with this shard "
+            "unfinished; its %" PRIu64 " samples are not counted)\n", wr->tar, wr->files);
+    wr->files = wr->in_bytes = 0;
 }
 
 static int write_sample(writer *wr, uint64_t id, const slot *s)
@@ -386,6 +403,10 @@ static int write_sample(writer *wr, uint64_t id, const slot *s)
     if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, "jpg", s->data, s->len, label)) != 0)
         fprintf(stderr, "ringfeed-pack: %s: writing sample %s at offset %" PRIu64 ": %s\n",
                 wr->tar, key, rf_shard_writer_bytes(wr->w), rf_strerror(rc));
+    if (rc == 0) {
+        wr->files++;
+        wr->in_bytes += s->in_len;
+    }
     return rc;
 }
 
@@ -418,9 +439,8 @@ static int write_all(packer *p, totals *t)
                     p->o->strict ? "error" : "skipping", got.msg);
             if (p->o->strict)
                 rc = got.rc;
-        } else if ((rc = write_sample(&wr, p->order[i], &got)) == 0) {
-            t->files++;
-            t->in_bytes += got.in_len;
+        } else {
+            rc = write_sample(&wr, p->order[i], &got);
         }
         free(got.data);
         pthread_mutex_lock(&p->mu);
@@ -434,9 +454,10 @@ static int write_all(packer *p, totals *t)
             progress(p, t, i + 1, t0, 0);
         }
     }
-    int crc = close_shard(&wr);
-    if (rc == 0)
-        rc = crc;
+    if (rc)
+        abort_shard(&wr);
+    else
+        rc = close_shard(&wr);
     if (show)
         progress(p, t, p->written, t0, 1);
     return rc;
