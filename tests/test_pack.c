@@ -2,8 +2,12 @@
  * -> load round trip (counts, labels, keys, member bytes identical to the input files, output
  * independent of --threads), shards re-made by GNU tar in gnu, pax and ustar formats inspecting
  * and loading identically, an index disagreeing with its shard caught by inspection and by the
- * loader (RF_EINDEX), a bad JPEG reported with file and offset, missing indexes written.
- * The class tree is made once in main() (before Check forks); nothing here creates a ring. */
+ * loader (RF_EINDEX), a bad JPEG reported with file and offset, missing indexes written; the
+ * atomic shard writer (nothing under a shard's name before close, nothing of a shard whose
+ * writes failed), pack on a full disk (EFBIG from a file-size limit everywhere, ENOSPC from a
+ * real tmpfs where a private mount namespace is allowed), and unreadable input entries
+ * (dangling and looping symlinks, a FIFO, a device) skipped and counted or refused.
+ * The class trees are made once in main() (before Check forks); nothing here creates a ring. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -713,7 +717,7 @@ static void check_failed_pack(const char *base, uint64_t limit, const char *errn
     snprintf(cmd, sizeof cmd, "%s/pack.json", base);
     char *json = (char *)read_all(cmd, &len);
     snprintf(want, sizeof want, "{\"ok\": false, \"files\": %" PRIu64 ", \"bad\": 0, "
-             "\"shards\": %u,", ld->n, k);
+             "\"unreadable\": 0, \"shards\": %u,", ld->n, k);
     ck_assert_msg(strncmp(json, want, strlen(want)) == 0, "%s", json);
     rf_image_list_free(l);
     free(json);
@@ -754,6 +758,117 @@ START_TEST(test_pack_full_disk)
 }
 END_TEST
 
+/* ---- unreadable input entries ----------------------------------------------------------- */
+
+/* links/a: img_0..2.jpg and, among them, a dangling symlink, one to itself, two to each other,
+ * a FIFO and a device named .jpg, and a symlink back to the root; links/b: img_0..1.jpg. The
+ * unreadable entries in walk order: */
+static const char *const g_unreadable[] = {"a/back", "a/dangling.jpg", "a/fifo.jpg",
+                                           "a/loop_a.jpg", "a/loop_b.jpg", "a/null.jpg",
+                                           "a/self.jpg"};
+#define N_UNREADABLE 7
+
+static void make_links_tree(char *root, size_t cap)
+{
+    char path[700], target[700], cmd[2000];
+    snprintf(root, cap, "%s/links", g_root);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/a %s/b && cd %s && for i in 0 1 2; do "
+             "cp %s/cls_0/img_$i.jpg a/; done && cp %s/cls_1/img_0.jpg %s/cls_1/img_1.jpg b/",
+             root, root, root, g_tree, g_tree, g_tree);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    const char *links[][2] = {{"a/dangling.jpg", "nowhere.jpg"}, {"a/self.jpg", "self.jpg"},
+                              {"a/loop_a.jpg", "loop_b.jpg"}, {"a/loop_b.jpg", "loop_a.jpg"},
+                              {"a/null.jpg", "/dev/null"}, {"a/back", ".."}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, links[i][0]);
+        snprintf(target, sizeof target, "%s", links[i][1]);
+        ck_assert_int_eq(symlink(target, path), 0);
+    }
+    snprintf(path, sizeof path, "%s/a/fifo.jpg", root);
+    ck_assert_int_eq(mkfifo(path, 0644), 0);
+}
+
+/* The walk records what it cannot read and goes on; so does a `path label` list. */
+static void check_unreadable_list(const char *root)
+{
+    rf_image_list *l;
+    char err[512], path[700];
+    ck_assert_int_eq(rf_image_list_open(root, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(rf_image_list_count(l), 5);
+    ck_assert_uint_eq(rf_image_list_classes(l), 2);
+    ck_assert_int_eq(rf_image_list_label(l, 3), 1);
+    ck_assert_uint_eq(rf_image_list_unreadable(l), N_UNREADABLE);
+    const int32_t codes[] = {-ELOOP, -ENOENT, RF_EFORMAT, -ELOOP, -ELOOP, RF_EFORMAT, -ELOOP};
+    for (uint64_t i = 0; i < N_UNREADABLE; i++) {
+        snprintf(path, sizeof path, "%s/%s: ", root, g_unreadable[i]);
+        const char *m = rf_image_list_unreadable_message(l, i);
+        ck_assert_msg(strncmp(m, path, strlen(path)) == 0, "%s", m);
+        ck_assert_int_eq(rf_image_list_unreadable_code(l, i), codes[i]);
+    }
+    ck_assert_ptr_nonnull(strstr(rf_image_list_unreadable_message(l, 2), "a FIFO"));
+    ck_assert_ptr_null(rf_image_list_unreadable_message(l, N_UNREADABLE));
+    rf_image_list_free(l);
+
+    snprintf(path, sizeof path, "%s/list.txt", root);
+    const char *list = "a/img_0.jpg 0\na/dangling.jpg 1\na/fifo.jpg 2\n";
+    rf_test_write_file(path, list, strlen(list));
+    ck_assert_int_eq(rf_image_list_open(path, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(rf_image_list_count(l), 1);
+    ck_assert_uint_eq(rf_image_list_unreadable(l), 2);
+    ck_assert_msg(strstr(rf_image_list_unreadable_message(l, 0), "list.txt: line 2: "),
+                  "%s", rf_image_list_unreadable_message(l, 0));
+    ck_assert_msg(strstr(rf_image_list_unreadable_message(l, 1), "line 3: ") &&
+                  strstr(rf_image_list_unreadable_message(l, 1), "a FIFO"),
+                  "%s", rf_image_list_unreadable_message(l, 1));
+    rf_image_list_free(l);
+}
+
+/* Dangling and looping symlinks, a FIFO and a device in the input: pack skips, names and
+ * counts each (summary and JSON) and packs the rest, without blocking on the FIFO; --strict
+ * refuses the input naming them, before any shard; the folder loader refuses it at create. */
+START_TEST(test_pack_unreadable_entries)
+{
+    char root[600], out[700], cmd[3000], path[800], err[1024];
+    make_links_tree(root, sizeof root);
+    check_unreadable_list(root);
+    snprintf(out, sizeof out, "%s/out", root);
+    for (int strict = 0; strict < 2; strict++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 %s --input %s --output '%s/s-%%02d.tar' %s "
+                 "--json >%s.json 2>%s.err", g_tool, root, out, strict ? "--strict" : "", out,
+                 out);
+        ck_assert_int_eq(run_cmd(cmd), strict ? 1 : 0);
+        size_t len;
+        snprintf(path, sizeof path, "%s.err", out);
+        char *log = (char *)read_all(path, &len);
+        for (int i = 0; i < N_UNREADABLE; i++) {
+            snprintf(path, sizeof path, "ringfeed-pack: %s: %s/%s: ",
+                     strict ? "error" : "skipping", root, g_unreadable[i]);
+            ck_assert_msg(strstr(log, path), "%s not in\n%s", path, log);
+        }
+        ck_assert_msg(strstr(log, "7 unreadable"), "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s.json", out);
+        char *json = (char *)read_all(path, &len);
+        snprintf(path, sizeof path, "{\"ok\": %s, \"files\": %d, \"bad\": 7, "
+                 "\"unreadable\": 7, \"shards\": %d,", strict ? "false" : "true",
+                 strict ? 0 : 5, strict ? 0 : 1);
+        ck_assert_msg(strncmp(json, path, strlen(path)) == 0, "%s", json);
+        free(json);
+    }
+    snprintf(path, sizeof path, "%s/s-*.tar", out); /* the first run's shard: every sample */
+    loaded *ld = calloc(1, sizeof *ld);
+    ck_assert_int_eq(load(path, RF_SOURCE_TAR, ld, err, sizeof err), 0);
+    ck_assert_uint_eq(ld->n, 5);
+    ck_assert_str_eq(ld->keys[4], "b/img_1");
+    ck_assert_int_eq(ld->labels[4], 1);
+    free(ld->pixels);
+    ck_assert_int_eq(load(root, RF_SOURCE_FOLDER, ld, err, sizeof err), -ELOOP);
+    snprintf(path, sizeof path, "%s/a/back: a symlink to a folder above it", root);
+    ck_assert_msg(strstr(err, path) && strstr(err, "7 unreadable entries"), "%s", err);
+    free(ld);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pack");
@@ -768,6 +883,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_writer_atomic);
     tcase_add_test(tc, test_pack_write_fails);
     tcase_add_test(tc, test_pack_full_disk);
+    tcase_add_test(tc, test_pack_unreadable_entries);
     suite_add_tcase(s, tc);
     return s;
 }
