@@ -411,9 +411,12 @@ static int write_sample(writer *wr, uint64_t id, const slot *s)
                                             sizeof err)) != 0)
             fprintf(stderr, "ringfeed-pack: %s\n", err);
     }
-    if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, "jpg", s->data, s->len, label)) != 0)
-        fprintf(stderr, "ringfeed-pack: %s: writing sample %s at offset %" PRIu64 ": %s\n",
-                wr->tar, key, rf_shard_writer_bytes(wr->w), rf_strerror(rc));
+    if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, "jpg", s->data, s->len, label)) != 0) {
+        const char *name = rc < 0 ? strerrorname_np(-rc) : NULL; /* "ENOSPC"; NULL: not errno */
+        fprintf(stderr, "ringfeed-pack: %s: writing sample %s at offset %" PRIu64 ": %s%s%s%s\n",
+                wr->tar, key, rf_shard_writer_bytes(wr->w), rf_strerror(rc), name ? " (" : "",
+                name ? name : "", name ? ")" : "");
+    }
     if (rc == 0) {
         wr->files++;
         wr->in_bytes += s->in_len;
