@@ -728,13 +728,19 @@ static void check_failed_pack(const char *base, uint64_t limit, const char *errn
     free(ls);
 }
 
+/* g_root/<tag> and its out folder, for check_failed_pack. */
+static void make_base(const char *tag, char *base, size_t base_cap, char *out, size_t out_cap)
+{
+    snprintf(base, base_cap, "%s/%s", g_root, tag);
+    snprintf(out, out_cap, "%s/out", base);
+    mkdir(base, 0755);
+    mkdir(out, 0755);
+}
+
 START_TEST(test_pack_write_fails)
 {
     char base[600], out[700];
-    snprintf(base, sizeof base, "%s/efbig", g_root);
-    snprintf(out, sizeof out, "%s/out", base);
-    mkdir(base, 0755);
-    mkdir(out, 0755);
+    make_base("efbig", base, sizeof base, out, sizeof out);
     check_failed_pack(base, FULL_LIMIT, "File too large");
 }
 END_TEST
@@ -744,10 +750,7 @@ END_TEST
 START_TEST(test_pack_full_disk)
 {
     char base[600], out[700];
-    snprintf(base, sizeof base, "%s/enospc", g_root);
-    snprintf(out, sizeof out, "%s/out", base);
-    mkdir(base, 0755);
-    mkdir(out, 0755);
+    make_base("enospc", base, sizeof base, out, sizeof out);
     int rc = rf_test_private_tmpfs(out, 160u << 10);
     if (rc) {
         fprintf(stderr, "test_pack_full_disk: no tmpfs here (%s): skipped; "

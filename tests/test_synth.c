@@ -377,17 +377,25 @@ START_TEST(gen_restart_same_pixels)
 }
 END_TEST
 
+/* Defaults, then `images` images of at most max_side px into d/s-%02d.tar (pattern holds the
+ * pattern, which must outlive the config). */
+static void gen_config(rf_gen_config *c, char *pattern, size_t cap, const char *d,
+                       uint64_t images, uint32_t max_side)
+{
+    snprintf(pattern, cap, "%s/s-%%02d.tar", d);
+    rf_gen_config_init(c);
+    c->output = pattern;
+    c->images = images;
+    c->max_side = max_side;
+}
+
 START_TEST(gen_shard_bytes)
 {
     const char *d = rf_test_mkdtemp("synth-bytes");
     char pattern[1024], tar[1024];
-    snprintf(pattern, sizeof pattern, "%s/s-%%02d.tar", d);
     rf_gen_config c;
-    rf_gen_config_init(&c);
-    c.output = pattern;
-    c.images = 30;
+    gen_config(&c, pattern, sizeof pattern, d, 30, 120);
     c.shard_bytes = 64 * 1024;
-    c.max_side = 120;
     c.write_index = 0;
     rf_gen_stats st;
     ck_assert_int_eq(rf_gen_run(&c, &st, NULL, 0), 0);
@@ -424,13 +432,9 @@ START_TEST(gen_stopped_leaves_no_partial_shard)
 {
     const char *d = rf_test_mkdtemp("synth-stop");
     char pattern[1024], msg[512];
-    snprintf(pattern, sizeof pattern, "%s/s-%%02d.tar", d);
     rf_gen_config c;
-    rf_gen_config_init(&c);
-    c.output = pattern;
-    c.images = 12;
+    gen_config(&c, pattern, sizeof pattern, d, 12, 96);
     c.per_shard = 4;
-    c.max_side = 96;
     c.threads = 2;
     c.progress = stop_after_6;
     ck_assert_int_eq(rf_gen_run(&c, NULL, msg, sizeof msg), -ECANCELED);
