@@ -773,6 +773,8 @@ int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t fo
     w->tw = rf_tarw_open(tar_path, idx_path,
                          format == RF_SHARD_GNU ? RF_TARW_GNU : RF_TARW_USTAR_PAX, &e);
     if (!w->tw) {
+        if (e.code == -ENOMEM) /* the public API's code for it */
+            e.code = RF_ENOMEM;
         free(w);
         return give(&e, err, err_len);
     }

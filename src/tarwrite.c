@@ -9,13 +9,13 @@
  * and written at close, when every offset is known. The first write error is sticky: later
  * calls return it and close reports it.
  *
- * Atomicity: a reader must never see a half-written shard under the shard's name (a full disk
- * once left one that inspected clean with its last label lost). So the shard and its index are
- * written to hidden temporaries in their own folders, created at open (a bad index folder fails
- * before any data is written); close fsyncs both, renames the index and then the shard into
- * place and fsyncs the folders, so after a crash a name holds either its old file or a complete
- * new one. Any failure, and rf_tarw_abort, unlinks the temporaries (and what was already
- * renamed), so an error leaves no file named like the shard or its index. */
+ * Atomicity: a reader must never see a half-written shard under the shard's name (one cut at
+ * a failed write, by a full disk, can look like a shorter valid shard). So the shard and its
+ * index are written to hidden temporaries in their own folders, created at open (a bad index
+ * folder fails before any data is written); close fsyncs both, renames the index and then the
+ * shard into place and fsyncs the folders, so after a crash a name holds either its old file
+ * or a complete new one. Any failure, and rf_tarw_abort, unlinks the temporaries (and what was
+ * already renamed), so an error leaves no file named like the shard or its index. */
 #include "tarwrite.h"
 
 #include <errno.h>
