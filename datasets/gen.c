@@ -264,16 +264,20 @@ typedef struct {
     double t0;
 } gen_writer;
 
-static int close_shard(gen_writer *wr)
+/* Close the open shard (its message goes to msg on failure). */
+static int close_shard(gen_writer *wr, char *msg, size_t msg_len)
 {
     if (!wr->tw)
         return 0;
     uint64_t b = rf_tarw_bytes(wr->tw) + 1024; /* the two end blocks */
-    int rc = rf_tarw_close(wr->tw);
+    rf_err e = {0, ""};
+    int rc = rf_tarw_close(wr->tw, &e);
     wr->tw = NULL;
     if (rc == 0) {
         wr->st.bytes += b;
         wr->st.shards++;
+    } else {
+        setmsg(msg, msg_len, "%s", e.msg);
     }
     return rc;
 }
@@ -290,22 +294,21 @@ static int write_sample(gen_writer *wr, uint64_t i, const gen_slot *s, char *msg
     int rotate = wr->tw && (cfg->shard_bytes ? rf_tarw_bytes(wr->tw) + need + 1024 > cfg->shard_bytes
                                              : wr->in_shard >= cfg->per_shard);
     int rc = 0;
-    if (rotate && (rc = close_shard(wr)) != 0) {
-        setmsg(msg, msg_len, "%s: %s", wr->tar, strerror(-rc));
+    if (rotate && (rc = close_shard(wr, msg, msg_len)) != 0)
         return rc;
-    }
     if (!wr->tw) {
         rc = shard_paths(cfg, cfg->first_shard + wr->shard, wr->tar, wr->idx);
         if (rc == 0)
             rc = make_parent(wr->tar);
-        if (rc == 0) {
-            wr->tw = rf_tarw_open(wr->tar, cfg->write_index ? wr->idx : NULL, cfg->tar_format);
-            if (!wr->tw)
-                rc = -errno;
-        }
         if (rc) {
             setmsg(msg, msg_len, "%s: %s", wr->tar, strerror(-rc));
             return rc;
+        }
+        rf_err e = {0, ""};
+        wr->tw = rf_tarw_open(wr->tar, cfg->write_index ? wr->idx : NULL, cfg->tar_format, &e);
+        if (!wr->tw) {
+            setmsg(msg, msg_len, "%s", e.msg);
+            return e.code;
         }
         wr->shard++;
         wr->in_shard = 0;
@@ -323,7 +326,8 @@ static int write_sample(gen_writer *wr, uint64_t i, const gen_slot *s, char *msg
     if (rc == 0)
         rc = rf_tarw_add(wr->tw, name, lab, (size_t)ll);
     if (rc) {
-        setmsg(msg, msg_len, "%s: %s", wr->tar, strerror(-rc));
+        setmsg(msg, msg_len, "%s: writing sample %.*s near byte offset %llu: %s", wr->tar, kl,
+               name, (unsigned long long)rf_tarw_bytes(wr->tw), strerror(-rc));
         return rc;
     }
     wr->in_shard++;
@@ -436,11 +440,12 @@ int rf_gen_run(const rf_gen_config *cfg, rf_gen_stats *st, char *msg, size_t msg
         pthread_join(tid[t], NULL);
     for (uint32_t k = 0; k < g.nslots; k++)
         free(g.slots[k].jpg);
-    int crc = close_shard(wr);
-    if (rc == 0 && crc != 0) {
-        rc = crc;
-        setmsg(msg, msg_len, "%s: %s", wr->tar, strerror(-crc));
-    }
+    /* A run that failed or was cancelled gives its open shard up rather than publish part of
+     * it under a shard's name. */
+    if (rc)
+        rf_tarw_abort(wr->tw);
+    else
+        rc = close_shard(wr, msg, msg_len);
     wr->st.seconds = now_s() - wr->t0;
     if (st)
         *st = wr->st;

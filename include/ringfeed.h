@@ -196,7 +196,9 @@ typedef struct rf_config {
 
     /* What `shards` holds (enum rf_source). TAR: WebDataset tar shards. FOLDER: one entry, a
      * class-folder tree (torchvision ImageFolder: one subfolder per class, labels are the
-     * sorted subfolder index) or a text file of `path label` lines. TOKENS: flat binary token
+     * sorted subfolder index) or a text file of `path label` lines; an entry it cannot read
+     * (a dangling or looping symlink, a FIFO named .jpg: rf_image_list_unreadable in
+     * ringfeed_shards.h) fails create, naming it. TOKENS: flat binary token
      * files (nanoGPT/Megatron .bin): every sample is a window of seq_len + 1 tokens, so
      * x = window[0:L] and y = window[1:L+1] are views of one row; windows never cross a file
      * boundary. Token batches have shape {count, seq_len + 1} and skip the decode stage: the

@@ -47,15 +47,19 @@ RF_API void rf_paths_free(rf_paths *p);
 /* An image list is the sample table of an unpacked dataset, built once from `input`:
  *  - a directory: the class-folder convention of torchvision's ImageFolder. Every
  *    subdirectory is a class; labels are the subdirectories' indexes in bytewise-sorted name
- *    order (empty ones keep their number). Files below a class folder (recursively, at most
- *    RF_IMAGE_LIST_DEPTH_MAX levels) whose extension is jpg or jpeg (any case) are samples, in
- *    sorted order (class by class, each folder's entries sorted bytewise, subfolders in
- *    place). Other files, files directly in `input`, and names starting with '.' are skipped
- *    and counted (hidden folders such as .ipynb_checkpoints are never classes).
+ *    order (empty ones keep their number). Regular files below a class folder (recursively,
+ *    at most RF_IMAGE_LIST_DEPTH_MAX levels) whose extension is jpg or jpeg (any case) are
+ *    samples, in sorted order (class by class, each folder's entries sorted bytewise,
+ *    subfolders in place). Symlinks are followed. Other files, files directly in `input`, and
+ *    names starting with '.' are skipped and counted (hidden folders such as
+ *    .ipynb_checkpoints are never classes); entries that cannot be read (dangling or looping
+ *    symlinks, FIFOs and devices named .jpg) are left out and recorded (see
+ *    rf_image_list_unreadable).
  *  - a regular file: lines `path label` (label: the last whitespace-separated field, a
  *    decimal integer >= 0; path: the rest of the line, trimmed, so it may hold spaces). Relative
  *    paths are relative to the list file's folder. Empty lines and lines starting with '#' are
- *    skipped. Order is the file's order.
+ *    skipped; a line whose file cannot be read is recorded as unreadable. Order is the file's
+ *    order.
  * Each entry has its path (as opened), its size (stat at build time), its label, a name (the
  * path relative to `input` or as written in the list, without the extension) and a key: the
  * name made safe as a WebDataset key (see rf_image_list_key). */
@@ -64,9 +68,10 @@ RF_API void rf_paths_free(rf_paths *p);
 
 typedef struct rf_image_list rf_image_list;
 
-/* Build the list. Errors: -errno from the file system (message names the path), RF_EFORMAT
- * (a list line without a valid label: message names file and line), RF_ELIMIT (more than
- * RF_IMAGE_LIST_FILES_MAX files, a path longer than 4096 bytes), RF_ENOFILES (no images),
+/* Build the list. Errors: -errno from the file system (`input` itself, a folder that cannot
+ * be listed; message names the path), RF_EFORMAT (a list line without a valid label: message
+ * names file and line), RF_ELIMIT (more than RF_IMAGE_LIST_FILES_MAX files, a path longer than
+ * 4096 bytes, folders nested deeper than RF_IMAGE_LIST_DEPTH_MAX), RF_ENOFILES (no images),
  * RF_ENOMEM. */
 RF_API int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t err_len);
 /* rf_image_list_free(NULL) is a no-op. */
@@ -88,6 +93,20 @@ RF_API uint32_t rf_image_list_classes(const rf_image_list *l);
 RF_API const char *rf_image_list_class_name(const rf_image_list *l, uint32_t c);
 /* Files skipped while walking (not jpg/jpeg, outside a class folder, hidden). */
 RF_API uint64_t rf_image_list_skipped(const rf_image_list *l);
+/* Entries that cannot be read as images and are left out of the list, the walk going on: a
+ * path whose stat() fails (a dangling symlink, a symlink loop such as `ln -s x.jpg x.jpg`, a
+ * file gone meanwhile: -errno), a jpg/jpeg entry or list line that is not a regular file (a
+ * FIFO, device or socket, never opened: RF_EFORMAT), and a folder that is a symlink to a
+ * folder being walked (-ELOOP, not walked). A root entry whose stat() fails is not a class
+ * (the later classes' labels are one lower). They are not samples; what they mean is the
+ * caller's choice: ringfeed-pack skips and counts them (an error with --strict), the folder
+ * loader refuses the list. At most RF_IMAGE_LIST_FILES_MAX. */
+RF_API uint64_t rf_image_list_unreadable(const rf_image_list *l);
+/* Unreadable entry i: "PATH: why" (list files: "LIST: line N: PATH: why"), owned by l; NULL
+ * when i is out of range. */
+RF_API const char *rf_image_list_unreadable_message(const rf_image_list *l, uint64_t i);
+/* Its code (above); 0 when i is out of range. */
+RF_API int32_t rf_image_list_unreadable_code(const rf_image_list *l, uint64_t i);
 /* Keys changed by de-duplication ("_2" suffixes). */
 RF_API uint64_t rf_image_list_renamed(const rf_image_list *l);
 
@@ -136,8 +155,12 @@ enum rf_shard_format { RF_SHARD_PAX = 0, RF_SHARD_GNU = 1 };
 
 typedef struct rf_shard_writer rf_shard_writer;
 
-/* Create (truncate) the shard at tar_path; with idx_path != NULL its DALI v1.2 index is
- * written there at close. Errors: -errno (message names the path), RF_EINVAL. */
+/* Start the shard tar_path; with idx_path != NULL its DALI v1.2 index is written there at
+ * close. The writer is atomic: samples go to a hidden temporary beside tar_path
+ * (".NAME.tmp-PID-N" in the same folder, created here, as is the index's), and nothing appears
+ * under tar_path or idx_path before rf_shard_writer_close succeeds, so readers (and globs such
+ * as train-*.tar) see a complete shard or none. Errors: -errno (a temporary cannot be created;
+ * message names the path), RF_EINVAL, RF_ENOMEM. */
 RF_API int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
                                 rf_shard_writer **out, char *err, size_t err_len);
 /* Append one sample: KEY.EXT with `len` bytes of data, then, when label >= 0, KEY.cls with
@@ -153,9 +176,19 @@ RF_API uint64_t rf_shard_sample_bytes(const char *key, const char *ext, uint64_t
 /* Bytes written so far, without the 1024-byte end-of-archive marker close adds. */
 RF_API uint64_t rf_shard_writer_bytes(const rf_shard_writer *w);
 RF_API uint64_t rf_shard_writer_samples(const rf_shard_writer *w);
-/* Finish the archive, close it, write the index. Frees w (also on error); NULL is a no-op.
- * Errors: -errno (message names the path). */
+/* Finish the archive and fsync it, write and fsync the index, rename the index and then the
+ * shard to their names (replacing files there) and fsync their folders. Frees w (also on
+ * error); NULL is a no-op. Errors: -errno (message names the file, the failed step and, for a
+ * write such as ENOSPC, the byte offset), including a write error of an earlier
+ * rf_shard_writer_add. On error both temporaries are removed, and so is the index if it was
+ * already renamed (a shard of that name from before then stays, without an index), so no
+ * file of the failed shard is left. A process killed before or during close leaves at most
+ * the hidden temporaries and, killed between the two renames, the new index beside the old
+ * shard (or beside none: the loader finds shards by their .tar names). */
 RF_API int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len);
+/* Give the shard up (after an error, or to stop): remove the temporaries, create nothing, free
+ * w. NULL is a no-op. */
+RF_API void rf_shard_writer_abort(rf_shard_writer *w);
 
 /* ---- indexes ----------------------------------------------------------------------------- */
 

@@ -73,6 +73,16 @@ static int folder_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         err->code = rc;
         return rc;
     }
+    /* A file the walk could not read (a dangling or looping symlink, a FIFO named .jpg) is an
+     * error at create, as any file that cannot be stat'ed here is: a sample silently missing
+     * from every epoch would be worse. */
+    uint64_t bad = rf_image_list_unreadable(l);
+    if (bad) {
+        rc = rf_seterr(err, rf_image_list_unreadable_code(l, 0), "%s (%" PRIu64 " unreadable "
+                       "entries in %s)", rf_image_list_unreadable_message(l, 0), bad, paths[0]);
+        rf_image_list_free(l);
+        return rc;
+    }
     uint64_t n = rf_image_list_count(l);
     uint64_t max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : FOLDER_DEFAULT_SAMPLE_BYTES,
                                (uint64_t)UINT32_MAX);

@@ -90,6 +90,23 @@ typedef struct entry {
     int32_t label;
 } entry;
 
+typedef struct unreadable {
+    uint64_t msg;             /* arena offset of "PATH: why" */
+    int32_t code;
+} unreadable;
+
+/* A folder's identity, to notice a symlink that leads back to a folder being walked. */
+typedef struct dir_id {
+    dev_t dev;
+    ino_t ino;
+} dir_id;
+
+/* What pass one of walk_class found for an entry that pass two walks into. */
+typedef struct subdir {
+    dir_id id;
+    int walk;
+} subdir;
+
 struct rf_image_list {
     entry *e;
     uint64_t n, cap;
@@ -98,6 +115,8 @@ struct rf_image_list {
     uint64_t *classes;        /* arena offsets of class names */
     uint32_t nclasses, ccap;
     uint64_t skipped, renamed;
+    unreadable *bad;          /* entries that cannot be samples (rf_image_list_unreadable) */
+    uint64_t nbad, badcap;
 };
 
 static int arena_put(rf_image_list *l, const char *s, size_t n, uint64_t *off, rf_err *e)
@@ -151,6 +170,48 @@ static int add_entry(rf_image_list *l, const char *path, const char *rel, uint64
     if (rc == 0)
         l->n++;
     return rc;
+}
+
+/* Record an entry that cannot be a sample, with its message ("PATH: why"); the walk goes on.
+ * The list's callers decide what an unreadable entry means (pack skips or fails, the folder
+ * loader refuses), so the walker itself never stops on one. */
+static int add_unreadable(rf_image_list *l, rf_err *e, int32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int add_unreadable(rf_image_list *l, rf_err *e, int32_t code, const char *fmt, ...)
+{
+    if (l->nbad >= RF_IMAGE_LIST_FILES_MAX)
+        return rf_seterr(e, RF_ELIMIT, "more than %llu unreadable entries",
+                         RF_IMAGE_LIST_FILES_MAX);
+    if (rf_grow(&l->bad, &l->badcap, l->nbad + 1, sizeof *l->bad))
+        return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
+    char msg[SH_PATH_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t len = n < 0 ? 0 : RF_MIN((size_t)n, sizeof msg - 1);
+    l->bad[l->nbad].code = code;
+    int rc = arena_put(l, msg, len, &l->bad[l->nbad].msg, e);
+    if (rc == 0)
+        l->nbad++;
+    return rc;
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket"
+         : S_ISDIR(m) ? "a folder" : "not a regular file";
+}
+
+/* 1 when the folder st is one of the depth+1 folders being walked (chain[0] is the root): a
+ * symlink back to it would be walked for ever. */
+static int loops_back(const dir_id *chain, uint32_t depth, const struct stat *st)
+{
+    for (uint32_t k = 0; k <= depth; k++)
+        if (chain[k].dev == st->st_dev && chain[k].ino == st->st_ino)
+            return 1;
+    return 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -215,20 +276,47 @@ static int join(char *out, const char *a, const char *b, rf_err *e)
     return 0;
 }
 
+/* Sort one entry of a class folder (pass one of walk_class): a sample, a subfolder to walk
+ * (*sd), an unreadable entry, or another file to skip. Entries are looked at through
+ * stat(), which follows symlinks, and a file is never opened here: a FIFO would block. */
+static int examine(rf_image_list *l, const char *path, const char *rel, const char *name,
+                   int32_t label, const dir_id *chain, uint32_t depth, subdir *sd, rf_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) /* dangling, a loop of links (ELOOP), gone since readdir */
+        return add_unreadable(l, e, -errno, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        if (loops_back(chain, depth, &st))
+            return add_unreadable(l, e, -ELOOP, "%s: a symlink to a folder above it (a loop); "
+                                  "not walked", path);
+        *sd = (subdir){{st.st_dev, st.st_ino}, 1};
+        return 0;
+    }
+    if (!is_jpeg_name(name)) {
+        l->skipped++;
+        return 0;
+    }
+    if (!S_ISREG(st.st_mode))
+        return add_unreadable(l, e, RF_EFORMAT, "%s: %s, not a regular file; not read", path,
+                              file_kind(st.st_mode));
+    return add_entry(l, path, rel, (uint64_t)st.st_size, label, e);
+}
+
 /* Files of a class folder first (sorted), then its subfolders (sorted), recursively: the order
- * torchvision's sorted os.walk gives in all but exotic names. `rel` is relative to the root. */
+ * torchvision's sorted os.walk gives in all but exotic names. `rel` is relative to the root;
+ * chain[0..depth] are the folders from the root down to `dir`. */
 static int walk_class(rf_image_list *l, const char *dir, const char *rel, int32_t label,
-                      uint32_t depth, rf_err *e)
+                      dir_id *chain, uint32_t depth, rf_err *e)
 {
     if (depth > RF_IMAGE_LIST_DEPTH_MAX)
-        return rf_seterr(e, RF_ELIMIT, "%s: folders nested deeper than %d (a symlink loop?)",
-                         dir, RF_IMAGE_LIST_DEPTH_MAX);
+        return rf_seterr(e, RF_ELIMIT, "%s: folders nested deeper than %d", dir,
+                         RF_IMAGE_LIST_DEPTH_MAX);
     char **names;
     uint32_t n;
     int rc = read_dir_sorted(dir, &names, &n, e);
     char *path = malloc(SH_PATH_MAX), *sub = malloc(SH_PATH_MAX);
-    uint8_t *isdir = calloc(n ? n : 1, 1);
-    if (rc == 0 && (!path || !sub || !isdir))
+    subdir *sds = calloc(n ? n : 1, sizeof *sds);
+    if (rc == 0 && (!path || !sub || !sds))
         rc = rf_seterr(e, RF_ENOMEM, "no memory walking %s", dir);
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
         for (uint32_t i = 0; i < n && rc == 0; i++) {
@@ -239,22 +327,14 @@ static int walk_class(rf_image_list *l, const char *dir, const char *rel, int32_
             if ((rc = join(path, dir, names[i], e)) || (rc = join(sub, rel, names[i], e)))
                 break;
             if (pass == 0) {
-                struct stat st;
-                if (stat(path, &st) != 0) {
-                    rc = rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
-                } else if (S_ISDIR(st.st_mode)) {
-                    isdir[i] = 1;
-                } else if (S_ISREG(st.st_mode) && is_jpeg_name(names[i])) {
-                    rc = add_entry(l, path, sub, (uint64_t)st.st_size, label, e);
-                } else {
-                    l->skipped++;
-                }
-            } else if (isdir[i]) {
-                rc = walk_class(l, path, sub, label, depth + 1, e);
+                rc = examine(l, path, sub, names[i], label, chain, depth, &sds[i], e);
+            } else if (sds[i].walk) {
+                chain[depth + 1] = sds[i].id;
+                rc = walk_class(l, path, sub, label, chain, depth + 1, e);
             }
         }
     }
-    free(isdir);
+    free(sds);
     free(sub);
     free(path);
     free_names(names, n);
@@ -276,25 +356,34 @@ static int add_class(rf_image_list *l, const char *name, rf_err *e)
     return arena_put(l, name, strlen(name), &l->classes[l->nclasses++], e);
 }
 
-static int walk_root(rf_image_list *l, const char *root, rf_err *e)
+/* The root's entries: every folder is a class (labels by sorted name); files beside them and
+ * hidden entries are skipped; an entry whose stat fails may have been a class and is recorded
+ * as unreadable. */
+static int walk_root(rf_image_list *l, const char *root, const struct stat *root_st, rf_err *e)
 {
     char **names;
     uint32_t n;
     int rc = read_dir_sorted(root, &names, &n, e);
     char *path = malloc(SH_PATH_MAX);
+    dir_id chain[RF_IMAGE_LIST_DEPTH_MAX + 2] = {{root_st->st_dev, root_st->st_ino}};
     if (rc == 0 && !path)
         rc = rf_seterr(e, RF_ENOMEM, "no memory");
     for (uint32_t i = 0; i < n && rc == 0; i++) {
         struct stat st;
         if ((rc = join(path, root, names[i], e)))
             break;
-        if (names[i][0] == '.' || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            l->skipped++; /* files beside the class folders, hidden entries, dangling links */
-            continue;
+        if (names[i][0] != '.' && stat(path, &st) != 0) {
+            rc = add_unreadable(l, e, -errno, "%s: %s (not counted as a class)", path,
+                                strerror(errno));
+        } else if (names[i][0] == '.' || !S_ISDIR(st.st_mode)) {
+            l->skipped++; /* files beside the class folders, hidden entries */
+        } else if (loops_back(chain, 0, &st)) {
+            rc = add_unreadable(l, e, -ELOOP, "%s: a symlink to the input folder itself (a "
+                                "loop); not a class", path);
+        } else if ((rc = add_class(l, names[i], e)) == 0) {
+            chain[1] = (dir_id){st.st_dev, st.st_ino};
+            rc = walk_class(l, path, names[i], (int32_t)(l->nclasses - 1), chain, 1, e);
         }
-        rc = add_class(l, names[i], e);
-        if (rc == 0)
-            rc = walk_class(l, path, names[i], (int32_t)(l->nclasses - 1), 1, e);
     }
     free(path);
     free_names(names, n);
@@ -369,11 +458,11 @@ static int list_line(rf_image_list *l, const char *list, const char *dir, char *
     }
     struct stat st;
     if (stat(path, &st) != 0)
-        return rf_seterr(e, -errno, "%s: line %" PRIu64 ": %s: %s", list, ln, path,
-                         strerror(errno));
+        return add_unreadable(l, e, -errno, "%s: line %" PRIu64 ": %s: %s", list, ln, path,
+                              strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return rf_seterr(e, RF_EFORMAT, "%s: line %" PRIu64 ": %s is not a regular file", list,
-                         ln, path);
+        return add_unreadable(l, e, RF_EFORMAT, "%s: line %" PRIu64 ": %s: %s, not a regular "
+                              "file; not read", list, ln, path, file_kind(st.st_mode));
     const char *rel = line;
     while (rel[0] == '.' && rel[1] == '/')
         rel += 2;
@@ -501,10 +590,11 @@ int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t
     rf_image_list *l = calloc(1, sizeof *l);
     if (!l)
         return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
-    int rc = S_ISDIR(st.st_mode) ? walk_root(l, input, &e) : read_list(l, input, &e);
+    int rc = S_ISDIR(st.st_mode) ? walk_root(l, input, &st, &e) : read_list(l, input, &e);
     if (rc == 0 && l->n == 0)
-        rc = rf_seterr(&e, RF_ENOFILES, "%s: no jpg/jpeg images found%s", input,
-                       S_ISDIR(st.st_mode) ? " in class subfolders" : "");
+        rc = rf_seterr(&e, RF_ENOFILES, "%s: no jpg/jpeg images found%s%s%s", input,
+                       S_ISDIR(st.st_mode) ? " in class subfolders" : "",
+                       l->nbad ? "; unreadable: " : "", l->nbad ? l->arena + l->bad[0].msg : "");
     if (rc == 0)
         rc = assign_keys(l, &e);
     if (rc) {
@@ -522,6 +612,7 @@ void rf_image_list_free(rf_image_list *l)
     free(l->e);
     free(l->arena);
     free(l->classes);
+    free(l->bad);
     free(l);
 }
 
@@ -561,6 +652,17 @@ const char *rf_image_list_class_name(const rf_image_list *l, uint32_t c)
 
 uint64_t rf_image_list_skipped(const rf_image_list *l) { return l ? l->skipped : 0; }
 uint64_t rf_image_list_renamed(const rf_image_list *l) { return l ? l->renamed : 0; }
+uint64_t rf_image_list_unreadable(const rf_image_list *l) { return l ? l->nbad : 0; }
+
+const char *rf_image_list_unreadable_message(const rf_image_list *l, uint64_t i)
+{
+    return l && i < l->nbad ? l->arena + l->bad[i].msg : NULL;
+}
+
+int32_t rf_image_list_unreadable_code(const rf_image_list *l, uint64_t i)
+{
+    return l && i < l->nbad ? l->bad[i].code : 0;
+}
 
 /* ---- JPEG checks ----------------------------------------------------------------------- */
 
@@ -636,10 +738,9 @@ void rf_free(void *p) { free(p); }
 
 /* ---- shard writer ----------------------------------------------------------------------- */
 
+/* The public face of rf_tarw, whose errors it turns into messages. */
 struct rf_shard_writer {
     rf_tarw *tw;
-    char *path;
-    uint32_t format;
 };
 
 int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
@@ -652,16 +753,13 @@ int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t fo
         return give(&e, err, err_len);
     }
     rf_shard_writer *w = calloc(1, sizeof *w);
-    if (!w || !(w->path = strdup(tar_path))) {
-        free(w);
+    if (!w)
         return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
-    }
-    w->format = format;
-    w->tw = rf_tarw_open(tar_path, idx_path, format == RF_SHARD_GNU ? RF_TARW_GNU
-                                                                    : RF_TARW_USTAR_PAX);
+    w->tw = rf_tarw_open(tar_path, idx_path,
+                         format == RF_SHARD_GNU ? RF_TARW_GNU : RF_TARW_USTAR_PAX, &e);
     if (!w->tw) {
-        rf_seterr(&e, -errno, "%s: %s", tar_path, strerror(errno));
-        free(w->path);
+        if (e.code == -ENOMEM) /* the public API's code for it */
+            e.code = RF_ENOMEM;
         free(w);
         return give(&e, err, err_len);
     }
@@ -733,14 +831,18 @@ int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len)
 {
     if (!w)
         return 0;
-    int rc = rf_tarw_close(w->tw);
     rf_err e = {0, ""};
-    if (rc)
-        rf_seterr(&e, rc, "%s: writing the shard or its index failed: %s", w->path,
-                  strerror(-rc));
-    free(w->path);
+    int rc = rf_tarw_close(w->tw, &e);
     free(w);
     return rc ? give(&e, err, err_len) : 0;
+}
+
+void rf_shard_writer_abort(rf_shard_writer *w)
+{
+    if (!w)
+        return;
+    rf_tarw_abort(w->tw);
+    free(w);
 }
 
 /* ---- indexes ---------------------------------------------------------------------------- */

@@ -7,11 +7,21 @@
  * that could vary between runs (mtime, owner, mode) is fixed, so the same samples give the same
  * bytes. The index is kept in memory as text (one line per sample, about 60 bytes per member)
  * and written at close, when every offset is known. The first write error is sticky: later
- * calls return it and close reports it. */
+ * calls return it and close reports it.
+ *
+ * Atomicity: a reader must never see a half-written shard under the shard's name (one cut at
+ * a failed write, by a full disk, can look like a shorter valid shard). So the shard and its
+ * index are written to hidden temporaries in their own folders, created at open (a bad index
+ * folder fails before any data is written); close fsyncs both, renames the index and then the
+ * shard into place and fsyncs the folders, so after a crash a name holds either its old file
+ * or a complete new one. Any failure, and rf_tarw_abort, unlinks the temporaries (and what was
+ * already renamed), so an error leaves no file named like the shard or its index. */
 #include "tarwrite.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,15 +31,32 @@
 #define TARW_NAME_MAX 4096            /* the readers' limit on long names (src/tar.h) */
 #define TARW_OCTAL11_MAX 077777777777ull /* largest size an 11-digit octal field holds */
 #define TARW_MTIME 1577836800u        /* 2020-01-01T00:00:00Z: fixed, for reproducible shards */
+#define TARW_TEMP_TRIES 1000          /* temporary names tried before giving up (EEXIST) */
+#define TARW_TEMP_BASE_MAX 200        /* bytes of the final base name kept in the temporary's */
+
+/* An errno's name (ENOSPC), given after its text in messages: the text says what went wrong,
+ * the name is what one searches for. */
+static const char *ename(int neg_errno)
+{
+    const char *n = strerrorname_np(-neg_errno);
+    return n ? n : "unknown errno";
+}
+
+/* One output file: its final name and the temporary that becomes it at close. */
+typedef struct tarw_file {
+    int fd;              /* -1 once closed */
+    char *path, *tmp;    /* tmp is NULL once renamed to path (or never made) */
+    int published;       /* renamed into place by this writer */
+    uint64_t written;    /* bytes that reached the file: where a failed write stopped */
+} tarw_file;
 
 struct rf_tarw {
-    int fd;
+    tarw_file tar, index; /* index.path is NULL without an index */
     int format;
     int err;             /* first error (negative errno), sticky */
     uint64_t offset;     /* logical bytes written (buffered included) */
     uint8_t *buf;
     size_t buf_len;
-    char *index_path;
     char *idx;           /* index lines, without the "v1.2 N" header */
     size_t idx_len, idx_cap;
     uint64_t samples;    /* samples with at least one member */
@@ -37,10 +64,11 @@ struct rf_tarw {
     int sample_started;  /* rf_tarw_begin_sample was called and no member followed yet */
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+/* Write all of p to f, counting what reached it so that an error can name the offset. */
+static int write_all(tarw_file *f, const uint8_t *p, size_t n)
 {
     while (n > 0) {
-        ssize_t r = write(fd, p, n);
+        ssize_t r = write(f->fd, p, n);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -50,6 +78,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
             return -EIO;
         p += r;
         n -= (size_t)r;
+        f->written += (uint64_t)r;
     }
     return 0;
 }
@@ -58,7 +87,7 @@ static int flush_buf(rf_tarw *w)
 {
     if (w->buf_len == 0)
         return 0;
-    int rc = write_all(w->fd, w->buf, w->buf_len);
+    int rc = write_all(&w->tar, w->buf, w->buf_len);
     w->buf_len = 0;
     return rc;
 }
@@ -71,7 +100,7 @@ static int put(rf_tarw *w, const void *data, size_t n)
     if (n > TARW_BUF_BYTES - w->buf_len) {
         int rc = flush_buf(w);
         if (rc == 0 && n >= TARW_BUF_BYTES)
-            rc = write_all(w->fd, data, n);
+            rc = write_all(&w->tar, data, n);
         else if (rc == 0) {
             memcpy(w->buf, data, n);
             w->buf_len = n;
@@ -244,29 +273,144 @@ static int idx_member(rf_tarw *w, const char *name, uint64_t hdr_off, uint64_t s
     return rc;
 }
 
-rf_tarw *rf_tarw_open(const char *path, const char *index_path, int format)
+/* The folder of path ("." when it has none), malloc'ed. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+/* Create f->tmp beside f->path as ".BASE.tmp-PID-N": in the same folder because rename(2) is
+ * atomic only within one file system, with a leading dot so that globs such as train-*.tar
+ * never match it, and with O_EXCL so that another writer's temporary or a crashed run's
+ * leftover is never reused. The mode is what the shard always got: 0644 less the umask. */
+static int temp_open(tarw_file *f)
+{
+    const char *slash = strrchr(f->path, '/');
+    const char *base = slash ? slash + 1 : f->path;
+    int dirlen = slash ? (int)(slash - f->path + 1) : 0;
+    size_t cap = strlen(f->path) + 64;
+    if (!*base)
+        return -EISDIR;
+    if (!(f->tmp = malloc(cap)))
+        return -ENOMEM;
+    for (int i = 0; i < TARW_TEMP_TRIES; i++) {
+        snprintf(f->tmp, cap, "%.*s.%.*s.tmp-%ld-%d", dirlen, f->path, TARW_TEMP_BASE_MAX, base,
+                 (long)getpid(), i);
+        f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (f->fd >= 0)
+            return 0;
+        if (errno != EEXIST)
+            break;
+    }
+    int rc = -errno;
+    free(f->tmp);
+    f->tmp = NULL;
+    return rc;
+}
+
+/* fsync and close f: the data must be on disk before the name points at it, or a crash after
+ * the rename could leave the shard's name on an empty or partial file. */
+static int seal(tarw_file *f, rf_err *e)
+{
+    int rc = fsync(f->fd) != 0 ? -errno : 0;
+    if (close(f->fd) != 0 && rc == 0)
+        rc = -errno;
+    f->fd = -1;
+    return rc ? rf_seterr(e, rc, "%s: fsync failed: %s (%s)", f->path, strerror(-rc), ename(rc))
+              : 0;
+}
+
+/* fsync the folder of path so that a rename into it survives a crash. A file system that
+ * cannot sync a folder says EINVAL; its renames are as durable as it makes them. */
+static int sync_dir(const char *path, rf_err *e)
+{
+    char *dir = dir_of(path);
+    if (!dir)
+        return rf_seterr(e, -ENOMEM, "%s: no memory", path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = fd < 0 ? -errno : (fsync(fd) != 0 && errno != EINVAL) ? -errno : 0;
+    if (fd >= 0)
+        close(fd);
+    if (rc)
+        rf_seterr(e, rc, "%s: fsync of its folder %s failed: %s (%s)", path, dir, strerror(-rc),
+                  ename(rc));
+    free(dir);
+    return rc;
+}
+
+/* Rename f's sealed temporary to its final name. */
+static int publish(tarw_file *f, rf_err *e)
+{
+    if (rename(f->tmp, f->path) != 0) {
+        int rc = -errno;
+        return rf_seterr(e, rc, "%s: cannot rename %s into place: %s (%s)", f->path, f->tmp,
+                         strerror(-rc), ename(rc));
+    }
+    free(f->tmp);
+    f->tmp = NULL;
+    f->published = 1;
+    return sync_dir(f->path, e);
+}
+
+/* Remove every trace of f: its temporary, or the file this writer already renamed into place
+ * (the index, when the shard's own rename then failed). */
+static void discard(tarw_file *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    if (f->tmp)
+        unlink(f->tmp);
+    else if (f->published)
+        unlink(f->path);
+}
+
+static void free_writer(rf_tarw *w)
+{
+    free(w->buf);
+    free(w->idx);
+    free(w->tar.path);
+    free(w->tar.tmp);
+    free(w->index.path);
+    free(w->index.tmp);
+    free(w);
+}
+
+void rf_tarw_abort(rf_tarw *w)
+{
+    if (!w)
+        return;
+    discard(&w->index);
+    discard(&w->tar);
+    free_writer(w);
+}
+
+rf_tarw *rf_tarw_open(const char *path, const char *index_path, int format, rf_err *e)
 {
     rf_tarw *w = calloc(1, sizeof *w);
-    if (!w)
-        return NULL;
-    w->format = format;
-    w->buf = malloc(TARW_BUF_BYTES);
-    if (index_path)
-        w->index_path = strdup(index_path);
-    if (!w->buf || (index_path && !w->index_path)) {
-        free(w->buf);
-        free(w->index_path);
-        free(w);
-        errno = ENOMEM;
+    if (!w) {
+        rf_seterr(e, -ENOMEM, "%s: no memory for a tar writer", path);
         return NULL;
     }
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        int e = errno;
-        free(w->buf);
-        free(w->index_path);
-        free(w);
-        errno = e;
+    w->format = format;
+    w->tar.fd = w->index.fd = -1;
+    w->buf = malloc(TARW_BUF_BYTES);
+    w->tar.path = strdup(path);
+    w->index.path = index_path ? strdup(index_path) : NULL;
+    int rc = 0;
+    if (!w->buf || !w->tar.path || (index_path && !w->index.path))
+        rc = rf_seterr(e, -ENOMEM, "%s: no memory for a tar writer", path);
+    if (rc == 0 && (rc = temp_open(&w->tar)) != 0)
+        rf_seterr(e, rc, "%s: cannot create a temporary file beside it: %s (%s)", path,
+                  strerror(-rc), ename(rc));
+    if (rc == 0 && index_path && (rc = temp_open(&w->index)) != 0)
+        rf_seterr(e, rc, "%s: cannot create a temporary file beside it: %s (%s)", index_path,
+                  strerror(-rc), ename(rc));
+    if (rc) {
+        rf_tarw_abort(w);
         return NULL;
     }
     return w;
@@ -315,7 +459,7 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len)
         rc = pad_block(w, len);
     if (rc)
         return w->err = rc;
-    if (w->index_path) {
+    if (w->index.path) {
         rc = idx_member(w, name, hdr_off, len);
         if (rc)
             return w->err = rc;
@@ -337,39 +481,54 @@ uint64_t rf_tarw_samples(const rf_tarw *w)
     return w->samples;
 }
 
-static int write_index(rf_tarw *w)
+static int write_index(rf_tarw *w, rf_err *e)
 {
-    int fd = open(w->index_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
+    tarw_file *f = &w->index;
     char head[48];
     int n = snprintf(head, sizeof head, "v1.2 %llu\n", (unsigned long long)w->samples);
-    int rc = write_all(fd, (const uint8_t *)head, (size_t)n);
+    int rc = write_all(f, (const uint8_t *)head, (size_t)n);
     if (rc == 0 && w->idx_len)
-        rc = write_all(fd, (const uint8_t *)w->idx, w->idx_len);
+        rc = write_all(f, (const uint8_t *)w->idx, w->idx_len);
     if (rc == 0 && w->sample_open)
-        rc = write_all(fd, (const uint8_t *)"\n", 1);
-    if (close(fd) != 0 && rc == 0)
-        rc = -errno;
-    return rc;
+        rc = write_all(f, (const uint8_t *)"\n", 1);
+    if (rc)
+        return rf_seterr(e, rc, "%s: write failed at byte offset %" PRIu64 ": %s (%s)", f->path,
+                         f->written, strerror(-rc), ename(rc));
+    return seal(f, e);
 }
 
-int rf_tarw_close(rf_tarw *w)
+/* End the archive and put both files in place: the index first, so that the shard never
+ * appears beside a stale index left by an earlier run under the same name. */
+static int finish(rf_tarw *w, rf_err *e)
 {
-    if (!w)
-        return 0;
     int rc = put_zeros(w, 2 * TARW_BLOCK);
     if (rc == 0)
         rc = flush_buf(w);
-    if (close(w->fd) != 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && w->err)
-        rc = w->err;
-    if (rc == 0 && w->index_path)
-        rc = write_index(w);
-    free(w->buf);
-    free(w->idx);
-    free(w->index_path);
-    free(w);
+    if (rc)
+        return rf_seterr(e, rc, "%s: write failed at byte offset %" PRIu64 ": %s (%s)",
+                         w->tar.path, w->tar.written, strerror(-rc), ename(rc));
+    rc = seal(&w->tar, e);
+    if (rc == 0 && w->index.path)
+        rc = write_index(w, e);
+    if (rc == 0 && w->index.path)
+        rc = publish(&w->index, e);
+    return rc ? rc : publish(&w->tar, e);
+}
+
+int rf_tarw_close(rf_tarw *w, rf_err *e)
+{
+    if (!w)
+        return 0;
+    int rc = finish(w, e);
+    if (rc && e) {
+        size_t n = strlen(e->msg);
+        snprintf(e->msg + n, sizeof e->msg - n, " (the unfinished %s removed)",
+                 w->index.path ? "shard and its index were" : "shard was");
+    }
+    if (rc) {
+        discard(&w->index);
+        discard(&w->tar);
+    }
+    free_writer(w);
     return rc;
 }

@@ -16,13 +16,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common.h"
+
 enum rf_tarw_format { RF_TARW_USTAR_PAX = 0, RF_TARW_GNU = 1 };
 
 typedef struct rf_tarw rf_tarw;
 
-/* Open `path` for writing (truncating). With index_path != NULL, an index is written there.
- * Returns NULL with errno set on failure. */
-rf_tarw *rf_tarw_open(const char *path, const char *index_path, int format);
+/* Start the shard `path` (and with index_path != NULL its index): both are written to hidden
+ * temporaries beside their final names (".NAME.tmp-PID-N", created now) and appear under those
+ * names only at a successful rf_tarw_close. Returns NULL on failure, with e (may be NULL)
+ * naming the path and the errno. */
+rf_tarw *rf_tarw_open(const char *path, const char *index_path, int format, rf_err *e);
 /* Start a sample; members added until the next call belong to it (index line grouping). */
 int rf_tarw_begin_sample(rf_tarw *w);
 /* Append one regular-file member. Returns 0 or -errno (-EINVAL for a name with whitespace or
@@ -32,7 +36,13 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len);
 uint64_t rf_tarw_bytes(const rf_tarw *w);
 /* Samples with at least one member so far. */
 uint64_t rf_tarw_samples(const rf_tarw *w);
-/* Write the two end blocks, flush, close, write the index. Returns 0 or -errno. Frees w. */
-int rf_tarw_close(rf_tarw *w);
+/* Write the two end blocks, flush, fsync; write and fsync the index; rename the index and then
+ * the shard into place (replacing files of those names) and fsync their folders. Returns 0 or
+ * -errno with e (may be NULL) naming the file, the step and, for a write, the byte offset; on
+ * failure both temporaries, and the index if it was already renamed, are removed, so no file
+ * named like the shard or its index is left. Frees w; NULL is a no-op. */
+int rf_tarw_close(rf_tarw *w, rf_err *e);
+/* Give the shard up: remove the temporaries, create nothing, free w. NULL is a no-op. */
+void rf_tarw_abort(rf_tarw *w);
 
 #endif

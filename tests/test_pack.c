@@ -2,8 +2,12 @@
  * -> load round trip (counts, labels, keys, member bytes identical to the input files, output
  * independent of --threads), shards re-made by GNU tar in gnu, pax and ustar formats inspecting
  * and loading identically, an index disagreeing with its shard caught by inspection and by the
- * loader (RF_EINDEX), a bad JPEG reported with file and offset, missing indexes written.
- * The class tree is made once in main() (before Check forks); nothing here creates a ring. */
+ * loader (RF_EINDEX), a bad JPEG reported with file and offset, missing indexes written; the
+ * atomic shard writer (nothing under a shard's name before close, nothing of a shard whose
+ * writes failed), pack on a full disk (EFBIG from a file-size limit everywhere, ENOSPC from a
+ * real tmpfs where a private mount namespace is allowed), and unreadable input entries
+ * (dangling and looping symlinks, a FIFO, a device) skipped and counted or refused.
+ * The class trees are made once in main() (before Check forks); nothing here creates a ring. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -24,7 +28,7 @@
 #define N_GOOD (CLASSES * PER_CLASS)
 #define SIZE 32
 
-static char *g_root, g_tree[512], g_tool[1024];
+static char *g_root, g_tree[512], g_full[512], g_tool[1024];
 
 /* Usable outside a test too (the fixture runs in main, where ck_assert cannot report). */
 #define MUST(cond)                                                                            \
@@ -64,6 +68,42 @@ static void make_tree(void)
     char path[700];
     snprintf(path, sizeof path, "%s/cls_0/notes.txt", g_tree);
     rf_test_write_file(path, "not an image\n", 13);
+}
+
+/* One JPEG of w x h from seed at `quality` written to path. */
+static void write_jpeg(const char *path, uint64_t seed, uint32_t w, uint32_t h, int quality)
+{
+    uint8_t *rgb = malloc((size_t)w * h * 3), *jpg;
+    size_t len;
+    rf_synth_image(seed, w, h, rgb);
+    MUST(rf_synth_jpeg(rgb, w, h, quality, 0, &jpg, &len) == 0);
+    rf_test_write_file(path, jpg, len);
+    free(rgb);
+    free(jpg);
+}
+
+/* full/c_<c>/img_<i>.jpg (about 10 KB each, so that --shard-size 64K makes several shards)
+ * and one large photo, c_1/m_big.jpg (some 200 KB: a shard of its own, over FULL_LIMIT), for
+ * the full-disk tests. */
+#define FULL_LIMIT (128u << 10)
+static void make_full_tree(void)
+{
+    snprintf(g_full, sizeof g_full, "%s/full", g_root);
+    mkdir(g_full, 0755);
+    for (int c = 0; c < 3; c++) {
+        char dir[600], path[700];
+        snprintf(dir, sizeof dir, "%s/c_%d", g_full, c);
+        mkdir(dir, 0755);
+        for (int i = 0; i < 6; i++) {
+            snprintf(path, sizeof path, "%s/img_%d.jpg", dir, i);
+            write_jpeg(path, (uint64_t)(1000 + c * 10 + i), 150, 120, 90);
+        }
+    }
+    char path[700];
+    snprintf(path, sizeof path, "%s/c_1/m_big.jpg", g_full);
+    write_jpeg(path, 7, 700, 600, 95);
+    struct stat st;
+    MUST(stat(path, &st) == 0 && (uint64_t)st.st_size > FULL_LIMIT);
 }
 
 static void find_tool(void)
@@ -702,6 +742,297 @@ START_TEST(test_checks_agree_with_loader)
 }
 END_TEST
 
+/* ---- atomic shard writer and a full disk ------------------------------------------------ */
+
+static char *list_dir(const char *dir)
+{
+    char *ls = rf_test_list_dir(dir);
+    ck_assert_msg(ls != NULL, "cannot list %s", dir);
+    return ls;
+}
+
+/* Nothing appears under the shard's names before close; abort and failed writes leave no file
+ * of the shard and keep an older shard of that name as it was. */
+START_TEST(test_writer_atomic)
+{
+    char d[600], tar[700], idx[700], want[400], err[600];
+    snprintf(d, sizeof d, "%s/atomic", g_root);
+    mkdir(d, 0755);
+    snprintf(tar, sizeof tar, "%s/s.tar", d);
+    snprintf(idx, sizeof idx, "%s/s.idx", d);
+    size_t len, old_len, now_len;
+    snprintf(err, sizeof err, "%s/cls_0/img_1.jpg", g_tree);
+    uint8_t *jpg = read_all(err, &len);
+    rf_shard_writer *w;
+    ck_assert_int_eq(rf_shard_writer_open(tar, idx, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    ck_assert_int_eq(rf_shard_writer_add(w, "k/a", "jpg", jpg, len, 1), 0);
+    snprintf(want, sizeof want, ".s.idx.tmp-%ld-0\n.s.tar.tmp-%ld-0\n", (long)getpid(),
+             (long)getpid());
+    char *ls = list_dir(d);
+    ck_assert_str_eq(ls, want); /* hidden temporaries only */
+    free(ls);
+    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+    ck_assert_str_eq((ls = list_dir(d)), "s.idx\ns.tar\n");
+    free(ls);
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, NULL, NULL, NULL, NULL, &s), 0);
+    ck_assert(s.samples == 1 && s.has_index && s.index_ok);
+    uint8_t *old = read_all(tar, &old_len), *now;
+
+    /* rewriting s.tar: the old one stays whole until close; abort keeps it */
+    ck_assert_int_eq(rf_shard_writer_open(tar, idx, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    ck_assert_int_eq(rf_shard_writer_add(w, "k/b", "jpg", jpg, len, 2), 0);
+    rf_shard_writer_abort(w);
+    ck_assert_str_eq((ls = list_dir(d)), "s.idx\ns.tar\n");
+    free(ls);
+    now = read_all(tar, &now_len);
+    ck_assert(now_len == old_len && memcmp(now, old, old_len) == 0);
+    free(now);
+
+    /* writes past a 64 KiB file-size limit fail (EFBIG) in add (a member written around the
+     * buffer) or at close (buffered): close names the shard, the offset and the errno, and
+     * leaves the older s.tar as it was; a new t.tar leaves nothing */
+    uint8_t *big = calloc(1, 2u << 20);
+    ck_assert_int_eq(rf_test_limit_file_size(64u << 10), 0);
+    char t[700];
+    snprintf(t, sizeof t, "%s/t.tar", d);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *path = pass ? tar : t;
+        ck_assert_int_eq(rf_shard_writer_open(path, NULL, RF_SHARD_PAX, &w, err, sizeof err), 0);
+        int rc = rf_shard_writer_add(w, "k/big", "jpg", big, pass ? 200u << 10 : 2u << 20, 1);
+        ck_assert_int_eq(rc, pass ? 0 : -EFBIG);
+        ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), -EFBIG);
+        snprintf(want, sizeof want, "%s: write failed at byte offset 65536: ", path);
+        ck_assert_msg(strstr(err, want) && strstr(err, "(EFBIG)") && strstr(err, "removed"),
+                      "%s", err);
+    }
+    ck_assert_int_eq(rf_test_limit_file_size(0), 0);
+    ck_assert_str_eq((ls = list_dir(d)), "s.idx\ns.tar\n");
+    free(ls);
+    now = read_all(tar, &now_len);
+    ck_assert(now_len == old_len && memcmp(now, old, old_len) == 0);
+    free(now);
+
+    /* an index in a folder that does not exist: refused at open, before any data */
+    snprintf(idx, sizeof idx, "%s/no/such/dir/u.idx", d);
+    snprintf(tar, sizeof tar, "%s/u.tar", d);
+    ck_assert_int_eq(rf_shard_writer_open(tar, idx, RF_SHARD_PAX, &w, err, sizeof err), -ENOENT);
+    ck_assert_msg(strstr(err, idx) && strstr(err, "(ENOENT)"), "%s", err);
+    ck_assert_str_eq((ls = list_dir(d)), "s.idx\ns.tar\n");
+    free(ls);
+    free(big);
+    free(old);
+    free(jpg);
+}
+END_TEST
+
+/* Pack g_full into base/out at --shard-size 64K, with writes failing mid-shard (a file-size
+ * limit when `limit`, else the caller's full tmpfs at base/out), and check what the failure
+ * leaves: exit 1 and a message naming the failed shard and errno_name; no file of that shard
+ * (nor of its index, nor a temporary); the shards before it complete, inspecting clean and
+ * loading every sample of the input up to them, in order; the JSON counting only those. */
+static void check_failed_pack(const char *base, uint64_t limit, const char *errno_name)
+{
+    char out[600], cmd[3000], path[700];
+    snprintf(out, sizeof out, "%s/out", base);
+    snprintf(cmd, sizeof cmd, "%s --input %s --output '%s/train-%%04d.tar' --shard-size 64K "
+             "--threads 2 --quiet --json >%s/pack.json 2>%s/pack.err", g_tool, g_full, out, base,
+             base);
+    ck_assert_int_eq(rf_test_limit_file_size(limit), 0);
+    int rc = run_cmd(cmd);
+    ck_assert_int_eq(rf_test_limit_file_size(0), 0);
+    ck_assert_int_eq(rc, 1);
+    uint32_t k = 0;
+    char want[4096] = "", *ls = list_dir(out);
+    for (;; k++) {
+        snprintf(path, sizeof path, "%s/train-%04u.tar", out, k);
+        if (access(path, F_OK) != 0)
+            break;
+        snprintf(want + strlen(want), sizeof want - strlen(want),
+                 "train-%04u.idx\ntrain-%04u.tar\n", k, k);
+    }
+    ck_assert_uint_ge(k, 1);
+    ck_assert_str_eq(ls, want); /* complete shards only: no temporaries, no index alone */
+    size_t len;
+    snprintf(cmd, sizeof cmd, "%s/pack.err", base);
+    char *log = (char *)read_all(cmd, &len);
+    ck_assert_msg(strstr(log, path) && strstr(log, errno_name), "%s", log); /* shard k */
+
+    char pat[700], err[512];
+    snprintf(pat, sizeof pat, "%s/train-*.tar", out);
+    collected *c = calloc(1, sizeof *c);
+    uint64_t problems;
+    inspect_all(pat, c, &problems);
+    ck_assert_msg(problems == 0, "%s", c->problems[0]);
+    loaded *ld = calloc(1, sizeof *ld);
+    ck_assert_int_eq(load(pat, RF_SOURCE_TAR, ld, err, sizeof err), 0);
+    rf_image_list *l;
+    ck_assert_int_eq(rf_image_list_open(g_full, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(ld->n, c->n);
+    ck_assert_uint_lt(ld->n, rf_image_list_count(l));
+    for (uint64_t i = 0; i < ld->n; i++) {
+        ck_assert_str_eq(ld->keys[i], rf_image_list_key(l, i));
+        ck_assert_int_eq(ld->labels[i], rf_image_list_label(l, i));
+    }
+    snprintf(cmd, sizeof cmd, "%s/pack.json", base);
+    char *json = (char *)read_all(cmd, &len);
+    snprintf(want, sizeof want, "{\"ok\": false, \"files\": %" PRIu64 ", \"bad\": 0, "
+             "\"unreadable\": 0, \"shards\": %u,", ld->n, k);
+    ck_assert_msg(strncmp(json, want, strlen(want)) == 0, "%s", json);
+    rf_image_list_free(l);
+    free(json);
+    free(log);
+    free(ld->pixels);
+    free(ld);
+    free(c);
+    free(ls);
+}
+
+/* g_root/<tag> and its out folder, for check_failed_pack. */
+static void make_base(const char *tag, char *base, size_t base_cap, char *out, size_t out_cap)
+{
+    snprintf(base, base_cap, "%s/%s", g_root, tag);
+    snprintf(out, out_cap, "%s/out", base);
+    mkdir(base, 0755);
+    mkdir(out, 0755);
+}
+
+START_TEST(test_pack_write_fails)
+{
+    char base[600], out[700];
+    make_base("efbig", base, sizeof base, out, sizeof out);
+    check_failed_pack(base, FULL_LIMIT, "File too large");
+}
+END_TEST
+
+/* A real full disk: a 160 KiB tmpfs in a mount namespace of this test's own (when the machine
+ * allows one; the file-size test above runs everywhere). */
+START_TEST(test_pack_full_disk)
+{
+    char base[600], out[700];
+    make_base("enospc", base, sizeof base, out, sizeof out);
+    int rc = rf_test_private_tmpfs(out, 160u << 10);
+    if (rc) {
+        fprintf(stderr, "test_pack_full_disk: no tmpfs here (%s): skipped; "
+                "test_pack_write_fails covers the same with EFBIG\n", strerror(-rc));
+        return;
+    }
+    check_failed_pack(base, 0, "No space left on device");
+}
+END_TEST
+
+/* ---- unreadable input entries ----------------------------------------------------------- */
+
+/* links/a: img_0..2.jpg and, among them, a dangling symlink, one to itself, two to each other,
+ * a FIFO and a device named .jpg, and a symlink back to the root; links/b: img_0..1.jpg. The
+ * unreadable entries in walk order: */
+static const char *const g_unreadable[] = {"a/back", "a/dangling.jpg", "a/fifo.jpg",
+                                           "a/loop_a.jpg", "a/loop_b.jpg", "a/null.jpg",
+                                           "a/self.jpg"};
+#define N_UNREADABLE 7
+
+static void make_links_tree(char *root, size_t cap)
+{
+    char path[700], target[700], cmd[2000];
+    snprintf(root, cap, "%s/links", g_root);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/a %s/b && cd %s && for i in 0 1 2; do "
+             "cp %s/cls_0/img_$i.jpg a/; done && cp %s/cls_1/img_0.jpg %s/cls_1/img_1.jpg b/",
+             root, root, root, g_tree, g_tree, g_tree);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    const char *links[][2] = {{"a/dangling.jpg", "nowhere.jpg"}, {"a/self.jpg", "self.jpg"},
+                              {"a/loop_a.jpg", "loop_b.jpg"}, {"a/loop_b.jpg", "loop_a.jpg"},
+                              {"a/null.jpg", "/dev/null"}, {"a/back", ".."}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, links[i][0]);
+        snprintf(target, sizeof target, "%s", links[i][1]);
+        ck_assert_int_eq(symlink(target, path), 0);
+    }
+    snprintf(path, sizeof path, "%s/a/fifo.jpg", root);
+    ck_assert_int_eq(mkfifo(path, 0644), 0);
+}
+
+/* The walk records what it cannot read and goes on; so does a `path label` list. */
+static void check_unreadable_list(const char *root)
+{
+    rf_image_list *l;
+    char err[512], path[700];
+    ck_assert_int_eq(rf_image_list_open(root, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(rf_image_list_count(l), 5);
+    ck_assert_uint_eq(rf_image_list_classes(l), 2);
+    ck_assert_int_eq(rf_image_list_label(l, 3), 1);
+    ck_assert_uint_eq(rf_image_list_unreadable(l), N_UNREADABLE);
+    const int32_t codes[] = {-ELOOP, -ENOENT, RF_EFORMAT, -ELOOP, -ELOOP, RF_EFORMAT, -ELOOP};
+    for (uint64_t i = 0; i < N_UNREADABLE; i++) {
+        snprintf(path, sizeof path, "%s/%s: ", root, g_unreadable[i]);
+        const char *m = rf_image_list_unreadable_message(l, i);
+        ck_assert_msg(strncmp(m, path, strlen(path)) == 0, "%s", m);
+        ck_assert_int_eq(rf_image_list_unreadable_code(l, i), codes[i]);
+    }
+    ck_assert_ptr_nonnull(strstr(rf_image_list_unreadable_message(l, 2), "a FIFO"));
+    ck_assert_ptr_null(rf_image_list_unreadable_message(l, N_UNREADABLE));
+    rf_image_list_free(l);
+
+    snprintf(path, sizeof path, "%s/list.txt", root);
+    const char *list = "a/img_0.jpg 0\na/dangling.jpg 1\na/fifo.jpg 2\n";
+    rf_test_write_file(path, list, strlen(list));
+    ck_assert_int_eq(rf_image_list_open(path, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(rf_image_list_count(l), 1);
+    ck_assert_uint_eq(rf_image_list_unreadable(l), 2);
+    ck_assert_msg(strstr(rf_image_list_unreadable_message(l, 0), "list.txt: line 2: "),
+                  "%s", rf_image_list_unreadable_message(l, 0));
+    ck_assert_msg(strstr(rf_image_list_unreadable_message(l, 1), "line 3: ") &&
+                  strstr(rf_image_list_unreadable_message(l, 1), "a FIFO"),
+                  "%s", rf_image_list_unreadable_message(l, 1));
+    rf_image_list_free(l);
+}
+
+/* Dangling and looping symlinks, a FIFO and a device in the input: pack skips, names and
+ * counts each (summary and JSON) and packs the rest, without blocking on the FIFO; --strict
+ * refuses the input naming them, before any shard; the folder loader refuses it at create. */
+START_TEST(test_pack_unreadable_entries)
+{
+    char root[600], out[700], cmd[3000], path[800], err[1024];
+    make_links_tree(root, sizeof root);
+    check_unreadable_list(root);
+    snprintf(out, sizeof out, "%s/out", root);
+    for (int strict = 0; strict < 2; strict++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 %s --input %s --output '%s/s-%%02d.tar' %s "
+                 "--json >%s.json 2>%s.err", g_tool, root, out, strict ? "--strict" : "", out,
+                 out);
+        ck_assert_int_eq(run_cmd(cmd), strict ? 1 : 0);
+        size_t len;
+        snprintf(path, sizeof path, "%s.err", out);
+        char *log = (char *)read_all(path, &len);
+        for (int i = 0; i < N_UNREADABLE; i++) {
+            snprintf(path, sizeof path, "ringfeed-pack: %s: %s/%s: ",
+                     strict ? "error" : "skipping", root, g_unreadable[i]);
+            ck_assert_msg(strstr(log, path), "%s not in\n%s", path, log);
+        }
+        ck_assert_msg(strstr(log, "7 unreadable"), "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s.json", out);
+        char *json = (char *)read_all(path, &len);
+        snprintf(path, sizeof path, "{\"ok\": %s, \"files\": %d, \"bad\": 7, "
+                 "\"unreadable\": 7, \"shards\": %d,", strict ? "false" : "true",
+                 strict ? 0 : 5, strict ? 0 : 1);
+        ck_assert_msg(strncmp(json, path, strlen(path)) == 0, "%s", json);
+        free(json);
+    }
+    snprintf(path, sizeof path, "%s/s-*.tar", out); /* the first run's shard: every sample */
+    loaded *ld = calloc(1, sizeof *ld);
+    ck_assert_int_eq(load(path, RF_SOURCE_TAR, ld, err, sizeof err), 0);
+    ck_assert_uint_eq(ld->n, 5);
+    ck_assert_str_eq(ld->keys[4], "b/img_1");
+    ck_assert_int_eq(ld->labels[4], 1);
+    free(ld->pixels);
+    ck_assert_int_eq(load(root, RF_SOURCE_FOLDER, ld, err, sizeof err), -ELOOP);
+    snprintf(path, sizeof path, "%s/a/back: a symlink to a folder above it", root);
+    ck_assert_msg(strstr(err, path) && strstr(err, "7 unreadable entries"), "%s", err);
+    free(ld);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pack");
@@ -714,6 +1045,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_index_disagrees);
     tcase_add_test(tc, test_bad_jpeg_reported);
     tcase_add_test(tc, test_checks_agree_with_loader);
+    tcase_add_test(tc, test_writer_atomic);
+    tcase_add_test(tc, test_pack_write_fails);
+    tcase_add_test(tc, test_pack_full_disk);
+    tcase_add_test(tc, test_pack_unreadable_entries);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -722,6 +1057,7 @@ int main(void)
 {
     g_root = rf_test_mkdtemp("pack");
     make_tree();
+    make_full_tree();
     find_tool();
     return rf_test_run_suite(suite());
 }

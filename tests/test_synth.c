@@ -203,7 +203,7 @@ START_TEST(tar_long_names)
     for (int fmt = 0; fmt < 2; fmt++) {
         snprintf(tar, sizeof tar, "%s/t%d.tar", dir, fmt);
         snprintf(idx, sizeof idx, "%s/t%d.idx", dir, fmt);
-        rf_tarw *w = rf_tarw_open(tar, idx, fmt);
+        rf_tarw *w = rf_tarw_open(tar, idx, fmt, NULL);
         ck_assert_ptr_nonnull(w);
         memset(name, 'd', 180);
         strcpy(name + 180, "/k0001.jpg");
@@ -211,7 +211,7 @@ START_TEST(tar_long_names)
         ck_assert_int_eq(rf_tarw_add(w, name, "abc", 3), 0);
         ck_assert_int_eq(rf_tarw_add(w, "k0001.cls", "5", 1), 0);
         ck_assert_int_eq(rf_tarw_add(w, "bad name.jpg", "x", 1), -EINVAL);
-        ck_assert_int_eq(rf_tarw_close(w), 0);
+        ck_assert_int_eq(rf_tarw_close(w, NULL), 0);
         /* GNU tar lists both members with the full long name. */
         char cmd[2048];
         snprintf(cmd, sizeof cmd, "tar -tf '%s' | grep -q '^%s$'", tar, name);
@@ -377,17 +377,25 @@ START_TEST(gen_restart_same_pixels)
 }
 END_TEST
 
+/* Defaults, then `images` images of at most max_side px into d/s-%02d.tar (pattern holds the
+ * pattern, which must outlive the config). */
+static void gen_config(rf_gen_config *c, char *pattern, size_t cap, const char *d,
+                       uint64_t images, uint32_t max_side)
+{
+    snprintf(pattern, cap, "%s/s-%%02d.tar", d);
+    rf_gen_config_init(c);
+    c->output = pattern;
+    c->images = images;
+    c->max_side = max_side;
+}
+
 START_TEST(gen_shard_bytes)
 {
     const char *d = rf_test_mkdtemp("synth-bytes");
     char pattern[1024], tar[1024];
-    snprintf(pattern, sizeof pattern, "%s/s-%%02d.tar", d);
     rf_gen_config c;
-    rf_gen_config_init(&c);
-    c.output = pattern;
-    c.images = 30;
+    gen_config(&c, pattern, sizeof pattern, d, 30, 120);
     c.shard_bytes = 64 * 1024;
-    c.max_side = 120;
     c.write_index = 0;
     rf_gen_stats st;
     ck_assert_int_eq(rf_gen_run(&c, &st, NULL, 0), 0);
@@ -408,6 +416,47 @@ START_TEST(gen_shard_bytes)
     ck_assert(access(tar, F_OK) != 0);
     c.output = "no-conversion.tar";
     ck_assert_int_eq(rf_gen_run(&c, NULL, NULL, 0), -EINVAL);
+}
+END_TEST
+
+static int stop_after_6(void *ctx, const rf_gen_stats *st)
+{
+    (void)ctx;
+    return st->images == 6;
+}
+
+/* A run that stops in the middle of a shard (cancelled, or a write that fails: EFBIG past a
+ * file-size limit) gives that shard up: the shards before it stay complete with their indexes,
+ * and no file of the unfinished one is left, not even a temporary. */
+START_TEST(gen_stopped_leaves_no_partial_shard)
+{
+    const char *d = rf_test_mkdtemp("synth-stop");
+    char pattern[1024], msg[512];
+    rf_gen_config c;
+    gen_config(&c, pattern, sizeof pattern, d, 12, 96);
+    c.per_shard = 4;
+    c.threads = 2;
+    c.progress = stop_after_6;
+    ck_assert_int_eq(rf_gen_run(&c, NULL, msg, sizeof msg), -ECANCELED);
+    char *ls = rf_test_list_dir(d);
+    ck_assert_str_eq(ls, "s-00.idx\ns-00.tar\n");
+    free(ls);
+    char tar[1100], idx[1100];
+    snprintf(tar, sizeof tar, "%s/s-00.tar", d);
+    snprintf(idx, sizeof idx, "%s/s-00.idx", d);
+    check_index(tar, idx, 4);
+
+    c.progress = NULL;
+    c.per_shard = 6;
+    c.max_side = 400; /* six such samples pass 128 KiB */
+    ck_assert_int_eq(rf_test_limit_file_size(128u << 10), 0);
+    int rc = rf_gen_run(&c, NULL, msg, sizeof msg);
+    ck_assert_int_eq(rf_test_limit_file_size(0), 0);
+    ck_assert_int_eq(rc, -EFBIG);
+    ck_assert_msg(strstr(msg, tar) && strstr(msg, "EFBIG"), "%s", msg); /* s-00.tar again */
+    ck_assert_str_eq((ls = rf_test_list_dir(d)), "s-00.idx\ns-00.tar\n");
+    free(ls);
+    check_index(tar, idx, 4); /* the earlier shard of that name, untouched */
 }
 END_TEST
 
@@ -443,6 +492,7 @@ static Suite *suite(void)
     tcase_add_test(t, gen_shard_bytes);
     tcase_add_test(t, gen_restart_same_pixels);
     tcase_add_test(t, fixture_shards);
+    tcase_add_test(t, gen_stopped_leaves_no_partial_shard);
     suite_add_tcase(s, t);
     return s;
 }

@@ -3,10 +3,16 @@
 
 #include "gen.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,4 +213,87 @@ void rf_test_tar_checksum(uint8_t *h)
         sum += h[i];
     snprintf((char *)h + 148, 8, "%06o", sum);
     h[155] = ' ';
+}
+
+int rf_test_limit_file_size(uint64_t bytes)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return -errno;
+    rl.rlim_cur = bytes ? (rlim_t)bytes : rl.rlim_max;
+    signal(SIGXFSZ, bytes ? SIG_IGN : SIG_DFL);
+    return setrlimit(RLIMIT_FSIZE, &rl) != 0 ? -errno : 0;
+}
+
+static int write_proc(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, text, strlen(text));
+    int rc = n == (ssize_t)strlen(text) ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+/* A mount namespace of our own; without CAP_SYS_ADMIN, inside a user namespace where this
+ * user is root (the maps must be written before anything else happens in it). */
+static int own_mount_namespace(void)
+{
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (unshare(CLONE_NEWNS) == 0)
+        return 0;
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+        return -errno;
+    char map[64];
+    int rc = write_proc("/proc/self/setgroups", "deny");
+    snprintf(map, sizeof map, "0 %u 1", (unsigned)uid);
+    if (rc == 0)
+        rc = write_proc("/proc/self/uid_map", map);
+    snprintf(map, sizeof map, "0 %u 1", (unsigned)gid);
+    return rc ? rc : write_proc("/proc/self/gid_map", map);
+}
+
+int rf_test_private_tmpfs(const char *dir, uint64_t bytes)
+{
+    int rc = own_mount_namespace();
+    if (rc)
+        return rc;
+    /* Private propagation: the tmpfs must not appear in the namespace the tests came from. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return -errno;
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%llu", (unsigned long long)bytes);
+    return mount("tmpfs", dir, "tmpfs", 0, opts) != 0 ? -errno : 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *rf_test_list_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    char *names[1024];
+    size_t n = 0, len = 1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < 1024) {
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            names[n++] = strdup(de->d_name);
+            len += strlen(de->d_name) + 1;
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_name);
+    char *out = malloc(len), *p = out;
+    *p = 0;
+    for (size_t i = 0; i < n; i++) {
+        p += sprintf(p, "%s\n", names[i]);
+        free(names[i]);
+    }
+    return out;
 }

@@ -50,6 +50,23 @@ int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keyl
  * fixtures built in main() before Check runs any test. */
 void rf_test_write_file(const char *path, const void *data, size_t len);
 
+/* Make every write of this process and of the children it starts fail with EFBIG once a file
+ * would grow past `bytes` (the RLIMIT_FSIZE soft limit, with SIGXFSZ ignored so that write()
+ * returns the error instead of the signal killing the writer): a file system that fills up in
+ * the middle of a file, without privileges. 0 lifts the limit (back to the hard limit).
+ * Returns 0 or -errno. */
+int rf_test_limit_file_size(uint64_t bytes);
+
+/* Mount a tmpfs of `bytes` at dir in a mount namespace of this process's own (a user namespace
+ * too when the process may not make one otherwise), so that a test can fill a real file system
+ * (ENOSPC) and the mount disappears when the process exits. Children started afterwards see
+ * it. Returns 0, or -errno when this machine allows neither (then skip that check). */
+int rf_test_private_tmpfs(const char *dir, uint64_t bytes);
+
+/* The names in dir (hidden ones included, "." and ".." not; at most 1024), sorted, each
+ * followed by '\n'; malloc'ed, "" for an empty folder, NULL when dir cannot be read. */
+char *rf_test_list_dir(const char *dir);
+
 /* Recompute the ustar header checksum of the 512-byte header h (field at 148, 6 octal digits,
  * NUL, space) after a test edited the header. */
 void rf_test_tar_checksum(uint8_t *h);

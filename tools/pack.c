@@ -9,7 +9,11 @@
  * ahead of the writer (memory is bounded by window x --max-file-bytes), the writer blocks on
  * the next slot. A shard is closed before a sample would make it exceed --shard-size (a
  * sample larger than that gets a shard of its own). Bad files are reported with their path
- * and skipped, or stop the run with --strict. */
+ * and skipped, or stop the run with --strict; entries the walk could not read (dangling or
+ * looping symlinks, FIFOs and devices named .jpg) are bad files too, and a file is checked to
+ * be regular before it is read. The shard writer is atomic, so a shard appears under its name
+ * only complete; a run that fails (a write error such as ENOSPC, or --strict) gives its
+ * unfinished shard up, and the shards before it stay. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -67,6 +71,7 @@ typedef struct packer {
 
 typedef struct totals {
     uint64_t files, bad, shards, in_bytes, out_bytes;
+    uint64_t unreadable;  /* of bad: entries the walk could not read (rf_image_list_unreadable) */
     double seconds;
 } totals;
 
@@ -93,7 +98,7 @@ static void usage(FILE *f)
             "  --format pax|gnu   long-name records (pax)\n"
             "  --first-shard N    number of the first shard (0)\n"
             "  --max-file-bytes SIZE  larger files are bad (64M)\n"
-            "  --strict           fail on the first bad file instead of skipping it\n"
+            "  --strict           fail on a bad or unreadable file instead of skipping it\n"
             "  --restart[=N]      rewrite each JPEG losslessly (same pixels) with a restart\n"
             "                     marker every N MCUs (default: the loader's choice) and\n"
             "                     optimal Huffman tables, so crops decode only what they need\n"
@@ -103,8 +108,9 @@ static void usage(FILE *f)
             "dots in the file name replaced by '_' (a WebDataset key ends at the first dot of\n"
             "the basename); a key made equal to another by this gets a _2, _3 ... suffix.\n"
             "Members: KEY.jpg (the file's bytes, unchanged unless --restart) then KEY.cls (the\n"
-            "label). An index\n"
-            "X.idx (DALI v1.2) is written beside each X.tar.\n");
+            "label). An index X.idx (DALI v1.2) is written beside each X.tar. A shard and its\n"
+            "index appear only complete (written under a hidden temporary name, fsynced, then\n"
+            "renamed); on failure the unfinished shard is removed and pack exits 1.\n");
 }
 
 /* "64MB", "1.5G", "4096", "256k" (binary multiples). */
@@ -238,7 +244,9 @@ static void shuffle(uint64_t *v, uint64_t n, uint64_t seed)
 static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *len, char *msg,
                      size_t cap)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO put in the file's place since the walk must not hang open(); it is
+     * then refused as not regular. Reads of a regular file ignore the flag. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         int e = errno;
@@ -250,7 +258,10 @@ static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *le
     uint64_t size = (uint64_t)st.st_size;
     uint8_t *buf = NULL;
     int rc = 0;
-    if (size > max) {
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(msg, cap, "%s: not a regular file; not read", path);
+        rc = RF_EFORMAT;
+    } else if (size > max) {
         snprintf(msg, cap, "%s: %" PRIu64 " bytes, over --max-file-bytes %" PRIu64, path, size, max);
         rc = RF_ELIMIT;
     } else if (!(buf = malloc(size ? size : 1))) {
@@ -339,6 +350,7 @@ typedef struct writer {
     rf_shard_writer *w;
     uint64_t shard;       /* next shard number */
     char tar[PACK_PATH_MAX], idx[PACK_PATH_MAX];
+    uint64_t files, in_bytes; /* of the open shard: totals once it is closed */
     totals *t;
 } writer;
 
@@ -356,7 +368,23 @@ static int close_shard(writer *wr)
     }
     wr->t->shards++;
     wr->t->out_bytes += b;
+    wr->t->files += wr->files;
+    wr->t->in_bytes += wr->in_bytes;
+    wr->files = wr->in_bytes = 0;
     return 0;
+}
+
+/* The run failed with a shard open: give it up rather than leave part of it under a shard's
+ * name (the writer removes its temporary files). */
+static void abort_shard(writer *wr)
+{
+    if (!wr->w)
+        return;
+    rf_shard_writer_abort(wr->w);
+    wr->w = NULL;
+    fprintf(stderr, "ringfeed-pack: %s: not written (the run stopped with this shard "
+            "unfinished; its %" PRIu64 " samples are not counted)\n", wr->tar, wr->files);
+    wr->files = wr->in_bytes = 0;
 }
 
 static int write_sample(writer *wr, uint64_t id, const slot *s)
@@ -383,9 +411,16 @@ static int write_sample(writer *wr, uint64_t id, const slot *s)
                                             sizeof err)) != 0)
             fprintf(stderr, "ringfeed-pack: %s\n", err);
     }
-    if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, "jpg", s->data, s->len, label)) != 0)
-        fprintf(stderr, "ringfeed-pack: %s: writing sample %s at offset %" PRIu64 ": %s\n",
-                wr->tar, key, rf_shard_writer_bytes(wr->w), rf_strerror(rc));
+    if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, "jpg", s->data, s->len, label)) != 0) {
+        const char *name = rc < 0 ? strerrorname_np(-rc) : NULL; /* "ENOSPC"; NULL: not errno */
+        fprintf(stderr, "ringfeed-pack: %s: writing sample %s at offset %" PRIu64 ": %s%s%s%s\n",
+                wr->tar, key, rf_shard_writer_bytes(wr->w), rf_strerror(rc), name ? " (" : "",
+                name ? name : "", name ? ")" : "");
+    }
+    if (rc == 0) {
+        wr->files++;
+        wr->in_bytes += s->in_len;
+    }
     return rc;
 }
 
@@ -418,9 +453,8 @@ static int write_all(packer *p, totals *t)
                     p->o->strict ? "error" : "skipping", got.msg);
             if (p->o->strict)
                 rc = got.rc;
-        } else if ((rc = write_sample(&wr, p->order[i], &got)) == 0) {
-            t->files++;
-            t->in_bytes += got.in_len;
+        } else {
+            rc = write_sample(&wr, p->order[i], &got);
         }
         free(got.data);
         pthread_mutex_lock(&p->mu);
@@ -434,11 +468,75 @@ static int write_all(packer *p, totals *t)
             progress(p, t, i + 1, t0, 0);
         }
     }
-    int crc = close_shard(&wr);
-    if (rc == 0)
-        rc = crc;
+    if (rc)
+        abort_shard(&wr);
+    else
+        rc = close_shard(&wr);
     if (show)
         progress(p, t, p->written, t0, 1);
+    return rc;
+}
+
+/* Entries the walk could not read (dangling or looping symlinks, FIFOs named .jpg) are bad
+ * files like any other: each is named, then skipped and counted, or, with --strict, stops the
+ * run before a shard is written. */
+static int report_unreadable(const opts *o, const rf_image_list *l, totals *t)
+{
+    uint64_t n = rf_image_list_unreadable(l);
+    for (uint64_t i = 0; i < n; i++)
+        fprintf(stderr, "ringfeed-pack: %s: %s\n", o->strict ? "error" : "skipping",
+                rf_image_list_unreadable_message(l, i));
+    t->unreadable = n;
+    t->bad += n;
+    return o->strict && n ? -1 : 0;
+}
+
+/* Read and write every sample of the list: the reader threads and the one writer. */
+static int pack_list(packer *p, totals *t)
+{
+    const opts *o = p->o;
+    int rc = 0;
+    p->window = (uint64_t)o->threads * WINDOW_PER_THREAD;
+    p->order = malloc(p->n * sizeof *p->order);
+    p->slots = calloc(p->window, sizeof *p->slots);
+    pthread_t *th = calloc(o->threads, sizeof *th);
+    if (!p->order || !p->slots || !th) {
+        fprintf(stderr, "ringfeed-pack: no memory\n");
+        rc = 1;
+        goto out;
+    }
+    for (uint64_t i = 0; i < p->n; i++)
+        p->order[i] = i;
+    if (o->shuffle)
+        shuffle(p->order, p->n, o->seed);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_ready, NULL);
+    pthread_cond_init(&p->cv_space, NULL);
+    uint32_t started = 0;
+    for (; started < o->threads; started++)
+        if (pthread_create(&th[started], NULL, reader_main, p) != 0)
+            break;
+    if (started == 0) {
+        fprintf(stderr, "ringfeed-pack: cannot start threads\n");
+        rc = 1;
+    } else {
+        rc = write_all(p, t) ? 1 : 0;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv_space);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    for (uint64_t i = 0; i < p->window; i++)
+        free(p->slots[i].data);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_ready);
+    pthread_cond_destroy(&p->cv_space);
+out:
+    free(th);
+    free(p->slots);
+    free(p->order);
     return rc;
 }
 
@@ -460,51 +558,12 @@ static int run(const opts *o, totals *t)
     p.n = rf_image_list_count(p.list);
     if (!o->quiet)
         fprintf(stderr, "ringfeed-pack: %" PRIu64 " images, %u classes, %" PRIu64
-                " other files skipped, %" PRIu64 " keys renamed to stay unique\n", p.n,
-                rf_image_list_classes(p.list), rf_image_list_skipped(p.list),
+                " other files skipped, %" PRIu64 " unreadable, %" PRIu64
+                " keys renamed to stay unique\n", p.n, rf_image_list_classes(p.list),
+                rf_image_list_skipped(p.list), rf_image_list_unreadable(p.list),
                 rf_image_list_renamed(p.list));
-    p.window = (uint64_t)o->threads * WINDOW_PER_THREAD;
-    p.order = malloc(p.n * sizeof *p.order);
-    p.slots = calloc(p.window, sizeof *p.slots);
-    pthread_t *th = calloc(o->threads, sizeof *th);
-    if (!p.order || !p.slots || !th) {
-        fprintf(stderr, "ringfeed-pack: no memory\n");
-        rc = 1;
-        goto out;
-    }
-    for (uint64_t i = 0; i < p.n; i++)
-        p.order[i] = i;
-    if (o->shuffle)
-        shuffle(p.order, p.n, o->seed);
-    pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.cv_ready, NULL);
-    pthread_cond_init(&p.cv_space, NULL);
-    uint32_t started = 0;
-    for (; started < o->threads; started++)
-        if (pthread_create(&th[started], NULL, reader_main, &p) != 0)
-            break;
-    if (started == 0) {
-        fprintf(stderr, "ringfeed-pack: cannot start threads\n");
-        rc = 1;
-    } else {
-        rc = write_all(&p, t) ? 1 : 0;
-    }
-    pthread_mutex_lock(&p.mu);
-    p.stop = 1;
-    pthread_cond_broadcast(&p.cv_space);
-    pthread_mutex_unlock(&p.mu);
-    for (uint32_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    for (uint64_t i = 0; i < p.window; i++)
-        free(p.slots[i].data);
-    pthread_mutex_destroy(&p.mu);
-    pthread_cond_destroy(&p.cv_ready);
-    pthread_cond_destroy(&p.cv_space);
-out:
+    rc = report_unreadable(o, p.list, t) != 0 ? 1 : pack_list(&p, t);
     t->seconds = now_s() - t0;
-    free(th);
-    free(p.slots);
-    free(p.order);
     rf_image_list_free(p.list);
     return rc;
 }
@@ -591,15 +650,16 @@ int main(int argc, char **argv)
         return 2;
     double mbs = t.seconds > 0 ? (double)t.in_bytes / 1e6 / t.seconds : 0;
     if (!o.quiet)
-        fprintf(stderr, "ringfeed-pack: %s: %" PRIu64 " files (%" PRIu64 " bad, skipped) -> %"
-                PRIu64 " shards, %.1f MB in, %.1f MB out, %.2f s, %.1f MB/s (%u threads)\n",
-                rc ? "FAILED" : "done", t.files, t.bad, t.shards, (double)t.in_bytes / 1e6,
-                (double)t.out_bytes / 1e6, t.seconds, mbs, o.threads);
+        fprintf(stderr, "ringfeed-pack: %s: %" PRIu64 " files (%" PRIu64 " bad, %" PRIu64
+                " of them unreadable, %s) -> %" PRIu64 " shards, %.1f MB in, %.1f MB out, "
+                "%.2f s, %.1f MB/s (%u threads)\n", rc ? "FAILED" : "done", t.files, t.bad,
+                t.unreadable, o.strict ? "refused" : "skipped", t.shards,
+                (double)t.in_bytes / 1e6, (double)t.out_bytes / 1e6, t.seconds, mbs, o.threads);
     if (o.json)
-        printf("{\"ok\": %s, \"files\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"shards\": %" PRIu64
-               ", \"input_bytes\": %" PRIu64 ", \"output_bytes\": %" PRIu64
-               ", \"seconds\": %.4f, \"mb_per_s\": %.2f, \"threads\": %u}\n",
-               rc ? "false" : "true", t.files, t.bad, t.shards, t.in_bytes, t.out_bytes,
-               t.seconds, mbs, o.threads);
+        printf("{\"ok\": %s, \"files\": %" PRIu64 ", \"bad\": %" PRIu64
+               ", \"unreadable\": %" PRIu64 ", \"shards\": %" PRIu64 ", \"input_bytes\": %"
+               PRIu64 ", \"output_bytes\": %" PRIu64 ", \"seconds\": %.4f, \"mb_per_s\": %.2f, "
+               "\"threads\": %u}\n", rc ? "false" : "true", t.files, t.bad, t.unreadable,
+               t.shards, t.in_bytes, t.out_bytes, t.seconds, mbs, o.threads);
     return rc ? 1 : 0;
 }
