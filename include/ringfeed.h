@@ -318,7 +318,9 @@ typedef struct rf_batch {
  * so the first batch is usually ready soon after. On failure, when out_error is not NULL and
  * error_len > 0, a NUL-terminated message is written there (there is no loader to ask).
  * Errors: RF_EINVAL, RF_ENOFILES, RF_EFORMAT, RF_EINDEX, RF_ERESUME, RF_ENODEV, RF_ECUDA,
- * RF_ENOMEM, -errno from open/read. RF_ENOMEM (batch ring, staging arena, tables, device pool)
+ * RF_ENOMEM, -errno from open/read. A shard, index, image list or token file that is not a
+ * regular file (a FIFO, a device, a directory, a socket) is RF_EFORMAT (RF_EINDEX for an
+ * index) naming the path and what it is, without opening it, so nothing blocks. RF_ENOMEM (batch ring, staging arena, tables, device pool)
  * names what and how many bytes were requested; RF_ENODEV (device_kind CUDA) says whether the
  * driver is missing, too old, or sees no GPU (see rf_cuda_status). A failed create frees
  * everything it made. */

@@ -65,7 +65,8 @@ RF_API void rf_paths_free(rf_paths *p);
 typedef struct rf_image_list rf_image_list;
 
 /* Build the list. Errors: -errno from the file system (message names the path), RF_EFORMAT
- * (a list line without a valid label: message names file and line), RF_ELIMIT (more than
+ * (a list line without a valid label: message names file and line; an input that is neither
+ * a directory nor a regular file, such as a FIFO, refused without opening it), RF_ELIMIT (more than
  * RF_IMAGE_LIST_FILES_MAX files, a path longer than 4096 bytes), RF_ENOFILES (no images),
  * RF_ENOMEM. */
 RF_API int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t err_len);
@@ -155,7 +156,8 @@ RF_API int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len);
 /* ---- indexes ----------------------------------------------------------------------------- */
 
 /* The index path the loader would use for `shard`: "X.idx" for "X.tar", else "X.tar.idx".
- * Returns 1 when that file exists, 0 when it does not (buf still receives the preferred path
+ * Returns 1 when a file of that name exists (of any type: a FIFO there is found, and refused
+ * when read), 0 when it does not (buf still receives the preferred path
  * "X.idx" / "X.tar.idx" to write), RF_EINVAL when cap is too small. */
 RF_API int rf_shard_index_path(const char *shard, char *buf, size_t cap);
 /* Scan `shard` and write its index to idx_path (NULL: the preferred path above), atomically
@@ -237,7 +239,9 @@ typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
  * (set its struct_size with rf_inspect_summary_init first).
  * Returns 0 when the shard has no problem, else the code of the first problem (the shard's
  * problems are in summary->problems); -ECANCELED when a callback stopped it; RF_EINVAL,
- * RF_ENOMEM when it could not run. A shard that cannot be opened is a problem (-errno). */
+ * RF_ENOMEM when it could not run. A shard that cannot be opened is a problem (-errno); one
+ * that is not a regular file (a FIFO, a device, a directory) is an RF_EFORMAT problem, found
+ * without opening it, and a non-regular index beside a shard an RF_EINDEX problem. */
 RF_API int rf_shard_inspect(const char *path, const rf_inspect_options *options,
                             rf_inspect_problem_fn on_problem, rf_inspect_sample_fn on_sample,
                             void *ctx, rf_inspect_summary *summary);

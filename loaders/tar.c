@@ -193,21 +193,20 @@ static int idx_fail(const index_t *x, uint32_t line, rf_err *err, const char *fm
 
 static int read_text(const char *path, char **out, rf_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
+    rf_err e = {0, ""};
+    int fd;
+    uint64_t size;
+    int rc = rf_open_regular(path, "a shard index", RF_EINDEX, &fd, &size, &e);
+    if (rc)
+        return rf_seterr(err, rc, "%s: %s", path, e.msg);
     char *buf = NULL;
-    if (fstat(fd, &st) != 0) {
-        rc = rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
-    } else if ((uint64_t)st.st_size > TAR_INDEX_BYTES_MAX) {
+    if (size > TAR_INDEX_BYTES_MAX) {
         rc = rf_seterr(err, RF_EINDEX, "%s: index larger than %llu bytes", path,
                        TAR_INDEX_BYTES_MAX);
-    } else if (!(buf = malloc((size_t)st.st_size + 1))) {
+    } else if (!(buf = malloc((size_t)size + 1))) {
         rc = rf_seterr(err, RF_ENOMEM, "%s: no memory for the index", path);
     } else {
-        size_t got = 0, want = (size_t)st.st_size;
+        size_t got = 0, want = (size_t)size;
         while (got < want) {
             ssize_t r = pread(fd, buf + got, want - got, (off_t)got);
             if (r < 0 && errno == EINTR)
@@ -436,6 +435,8 @@ static int use_index(grouper *g, int fd, uint64_t size, const char *idx_path, rf
     return rc;
 }
 
+/* Any file by the index's name counts, not only a regular one: a FIFO or a directory there is
+ * then refused when read, with its path, instead of being passed over in silence. */
 int rf_tar_find_index(const char *shard, char *buf, size_t cap)
 {
     size_t n = strlen(shard);
@@ -443,36 +444,23 @@ int rf_tar_find_index(const char *shard, char *buf, size_t cap)
     if (n > 4 && strcmp(shard + n - 4, ".tar") == 0 && n - 4 + 5 <= cap) {
         memcpy(buf, shard, n - 4);
         memcpy(buf + n - 4, ".idx", 5);
-        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+        if (stat(buf, &st) == 0)
             return 1;
     }
     if (n + 5 > cap)
         return 0;
     memcpy(buf, shard, n);
     memcpy(buf + n, ".idx", 5);
-    return stat(buf, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(buf, &st) == 0;
 }
 
 /* ---- the format ops --------------------------------------------------------------------- */
 
 static int open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return rf_seterr(err, -e, "%s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return rf_seterr(err, RF_EFORMAT, "%s: not a regular file", path);
-    }
-    *fd_out = fd;
-    *size = (uint64_t)st.st_size;
-    return 0;
+    rf_err e = {0, ""};
+    int rc = rf_open_regular(path, "a shard", RF_EFORMAT, fd_out, size, &e);
+    return rc ? rf_seterr(err, rc, "%s: %s", path, e.msg) : 0;
 }
 
 static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,

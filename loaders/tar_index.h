@@ -17,7 +17,8 @@
 int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err);
 
 /* The index the loader uses for `shard`, if any: "X.idx" for "X.tar", else "X.tar.idx".
- * Returns 1 and the path in buf, 0 when neither exists (or buf is too small). */
+ * Returns 1 and the path in buf, 0 when neither exists (or buf is too small). Any file type
+ * counts: a FIFO or directory by that name is found here and refused when read. */
 int rf_tar_find_index(const char *shard, char *buf, size_t cap);
 
 #endif

@@ -301,23 +301,25 @@ static int walk_root(rf_image_list *l, const char *root, rf_err *e)
     return rc;
 }
 
-static int read_whole(const char *path, uint64_t limit, char **out, uint64_t *len, rf_err *e)
+/* A whole text file the user named (`what`: "an image list", "a shard index"); `code` for a file
+ * that is not a regular one. */
+static int read_whole(const char *path, const char *what, int code, uint64_t limit, char **out,
+                      uint64_t *len, rf_err *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
+    int fd;
+    uint64_t size;
+    rf_err oe = {0, ""};
+    int rc = rf_open_regular(path, what, code, &fd, &size, &oe);
+    if (rc)
+        return rf_seterr(e, rc, "%s: %s", path, oe.msg);
     char *buf = NULL;
-    if (fstat(fd, &st) != 0)
-        rc = rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
-    else if ((uint64_t)st.st_size > limit)
+    if (size > limit)
         rc = rf_seterr(e, RF_ELIMIT, "%s: larger than %" PRIu64 " bytes", path, limit);
-    else if (!(buf = malloc((size_t)st.st_size + 1)))
+    else if (!(buf = malloc((size_t)size + 1)))
         rc = rf_seterr(e, RF_ENOMEM, "%s: no memory", path);
     uint64_t got = 0;
-    while (rc == 0 && got < (uint64_t)st.st_size) {
-        ssize_t r = pread(fd, buf + got, (size_t)((uint64_t)st.st_size - got), (off_t)got);
+    while (rc == 0 && got < size) {
+        ssize_t r = pread(fd, buf + got, (size_t)(size - got), (off_t)got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -394,7 +396,7 @@ static int read_list(rf_image_list *l, const char *list, rf_err *e)
         slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
     else
         strcpy(dir, ".");
-    int rc = read_whole(list, SH_LIST_FILE_BYTES_MAX, &text, &len, e);
+    int rc = read_whole(list, "an image list", RF_EFORMAT, SH_LIST_FILE_BYTES_MAX, &text, &len, e);
     if (rc == 0 && memchr(text, 0, len))
         rc = rf_seterr(e, RF_EFORMAT, "%s: NUL byte in a text file", list);
     char *p = rc == 0 ? text : NULL;
@@ -1163,7 +1165,7 @@ static void check_index(inspector *in)
     char *text = NULL;
     uint64_t len;
     rf_err e = {0, ""};
-    int rc = read_whole(idx, 1ull << 30, &text, &len, &e);
+    int rc = read_whole(idx, "a shard index", RF_EINDEX, 1ull << 30, &text, &len, &e);
     if (rc)
         problem(in, RF_EINDEX, 0, "", "index %s", e.msg);
     else
@@ -1244,16 +1246,15 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     in->on_sample = on_sample;
     in->ctx = ctx;
     rf_inspect_summary_init(&in->sum);
-    in->fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (in->fd < 0 || fstat(in->fd, &st) != 0)
-        problem(in, -errno, 0, "", "cannot open: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        problem(in, RF_EFORMAT, 0, "", "not a regular file");
+    in->fd = -1;
+    rf_err e = {0, ""};
+    int orc = rf_open_regular(path, "a shard", RF_EFORMAT, &in->fd, &in->size, &e);
+    if (orc)
+        problem(in, orc, 0, "", "cannot inspect: %s", e.msg);
     else if (!(in->jc = rf_jpeg_checker_create()))
         problem(in, RF_ENOMEM, 0, "", "no memory for a JPEG decoder");
     else {
-        in->size = in->sum.bytes = (uint64_t)st.st_size;
+        in->sum.bytes = in->size;
         scan(in);
     }
     int rc = in->stopped ? -ECANCELED : in->first_code;
