@@ -161,8 +161,8 @@ RF_API int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len);
  * "X.idx" / "X.tar.idx" to write), RF_EINVAL when cap is too small. */
 RF_API int rf_shard_index_path(const char *shard, char *buf, size_t cap);
 /* Scan `shard` and write its index to idx_path (NULL: the preferred path above), atomically
- * (temporary file renamed into place). Errors: RF_EFORMAT (malformed shard; message has the
- * offset), RF_EINVAL (a member name that cannot be indexed), -errno. */
+ * (temporary file renamed into place). Errors: RF_EFORMAT (malformed shard, including data
+ * after its end-of-archive marker; message has the offset), RF_EINVAL (a member name that cannot be indexed), -errno. */
 RF_API int rf_shard_write_index(const char *shard, const char *idx_path, char *err,
                                 size_t err_len);
 
@@ -229,7 +229,8 @@ RF_API void rf_inspect_summary_init(rf_inspect_summary *s);
 typedef int (*rf_inspect_problem_fn)(void *ctx, const rf_inspect_problem *p);
 typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
 
-/* Validate one shard: tar structure (headers, checksums, sizes, end of archive), sample
+/* Validate one shard: tar structure (headers, checksums, sizes, end of archive, nothing but
+ * zero bytes after the end-of-archive marker, at least one sample), sample
  * grouping (members sharing a key are consecutive, every member has an extension, every sample
  * has one image, a .cls label is an integer), every image's JPEG header (size, dimensions,
  * progressive or baseline; options->check_jpeg), and an index beside the shard, member by

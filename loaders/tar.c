@@ -463,6 +463,15 @@ static int open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err
     return rc ? rf_seterr(err, rc, "%s: %s", path, e.msg) : 0;
 }
 
+/* A shard without a sample is refused even among others: an empty file or an empty archive
+ * is what a failed or interrupted write leaves, and its samples would be missing in silence. */
+static int no_samples(const char *path, uint64_t size, uint64_t nonregular, rf_err *err)
+{
+    rf_err e = {0, ""};
+    int rc = rf_tar_no_samples(size, nonregular, &e);
+    return rf_seterr(err, rc, "%s: %s", path, e.msg);
+}
+
 static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
                     uint64_t max_sample_bytes, rf_err *err)
 {
@@ -489,10 +498,13 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         g->file = ds->nfiles - 1;
         g->max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : TAR_DEFAULT_SAMPLE_BYTES,
                              (uint64_t)UINT32_MAX);
+        uint64_t samples = ds->nsamples, nonregular = ds->nonregular;
         if (rf_tar_find_index(paths[i], idx, TAR_PATH_MAX))
             rc = use_index(g, fd, size, idx, err);
         else
             rc = scan_shard(g, fd, size, err);
+        if (rc == 0 && ds->nsamples == samples)
+            rc = no_samples(g->path, size, ds->nonregular - nonregular, err);
     }
     free(idx);
     free(g);

@@ -1200,15 +1200,19 @@ static void scan(inspector *in)
         problem(in, RF_ENOMEM, 0, "", "no memory for the scanner");
         return;
     }
-    int rc, complete = 0;
+    int rc = 0, complete = 0;
+    uint64_t nonregular = 0;
     while (!in->stopped && (rc = rf_tar_next(&sc, tm, &e)) != 0) {
         if (rc < 0) {
             sample_flush(in);
-            problem(in, rc, sc.pos, "", "%s (the rest of the shard cannot be located)", e.msg);
+            problem(in, rc, sc.pos, "", "%s%s", e.msg,
+                    sc.after_end ? "" : " (the rest of the shard cannot be located)");
             break;
         }
-        if (tm->type != RF_TAR_FILE)
+        if (tm->type != RF_TAR_FILE) {
+            nonregular++;
             continue;
+        }
         if ((rc = feed_member(in, tm)) != 0) {
             problem(in, rc, tm->header_offset, "", "%s", rc == RF_ENOMEM ? "no memory" :
                     "too many members");
@@ -1218,6 +1222,8 @@ static void scan(inspector *in)
     if (rc == 0) {
         sample_flush(in);
         complete = 1;
+        if (in->sum.samples == 0 && rf_tar_no_samples(in->size, nonregular, &e))
+            problem(in, e.code, 0, "", "%s", e.msg);
     }
     rf_tar_scanner_free(&sc);
     free(tm);

@@ -2,7 +2,9 @@
  *
  * Good shards are written by GNU tar itself in ustar, gnu and pax formats (they must load
  * identically); malformed ones are hand-built block by block, one defect each, so every
- * rejection is attributable to exactly the field under test. */
+ * rejection is attributable to exactly the field under test, or made as users make them (GNU
+ * tar and Python's tarfile joined with cat, emptied). Where the loader refuses a shard,
+ * inspection (rf_shard_inspect) is checked to report the same words. */
 #include <check.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "ringfeed_shards.h"
 #include "tar.h"
 #include "tar_index.h"
 #include "testutil.h"
@@ -726,6 +729,163 @@ START_TEST(end_of_archive_variants)
 }
 END_TEST
 
+/* ---- what follows the end of the archive; shards without samples ------------------------ */
+
+/* rf_shard_inspect of path: its return code and its first problem (inspection and the loader
+ * must refuse the same shards with the same words). */
+typedef struct first_problem {
+    uint64_t n, offset;
+    int code;
+    char msg[1024];
+} first_problem;
+
+static int keep_first(void *ctx, const rf_inspect_problem *p)
+{
+    first_problem *f = ctx;
+    if (f->n++ == 0) {
+        f->code = p->code;
+        f->offset = p->offset;
+        snprintf(f->msg, sizeof f->msg, "%s", p->message);
+    }
+    return 0;
+}
+
+static int inspect_first(const char *path, first_problem *f, rf_inspect_summary *s)
+{
+    memset(f, 0, sizeof *f);
+    rf_inspect_summary_init(s);
+    rf_inspect_options o;
+    rf_inspect_options_init(&o);
+    o.check_jpeg = 0; /* the fake JPEGs here are not decodable: structure only */
+    return rf_shard_inspect(path, &o, keep_first, NULL, f, s);
+}
+
+/* The loader refuses path with `code` and a message holding `needle`; inspection reports the
+ * loader's very message (after its "<path>: offset <N>: " prefix) at offset `at`. */
+static void both_refuse(const char *path, int code, const char *needle, uint64_t at)
+{
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    int rc = load(&ds, path, 0, &e);
+    rf_dataset_free(&ds);
+    ck_assert_msg(rc == code && strstr(e.msg, needle), "%s: rc %d (%s), want %d with \"%s\"",
+                  path, rc, e.msg, code, needle);
+    first_problem f;
+    rf_inspect_summary s;
+    ck_assert_int_eq(inspect_first(path, &f, &s), code);
+    ck_assert_int_eq(f.code, code);
+    ck_assert_uint_eq(f.offset, at);
+    const char *loader_what = e.msg + strlen(path) + 2; /* the loader's text after "<path>: " */
+    ck_assert_msg(strstr(f.msg, loader_what), "inspect said \"%s\", the loader \"%s\"", f.msg,
+                  e.msg);
+}
+
+/* k<i>.jpg (a fake JPEG) and k<i>.cls in dir/src, for tar and tarfile to pack. */
+static void src_sample(const char *dir, int i)
+{
+    char name[64], lab[16];
+    snprintf(name, sizeof name, "src/k%d.jpg", i);
+    char *p = pathf(dir, name);
+    uint8_t *j = fake_jpeg((uint32_t)i, 300 + 50 * (size_t)i);
+    write_file(p, j, 300 + 50 * (size_t)i);
+    free(p), free(j);
+    snprintf(name, sizeof name, "src/k%d.cls", i);
+    snprintf(lab, sizeof lab, "%d", i);
+    p = pathf(dir, name);
+    write_file(p, lab, strlen(lab));
+    free(p);
+}
+
+/* `cat a.tar b.tar` hides b's members behind a's end-of-archive marker: every reader stops
+ * there. Made by GNU tar and by Python's tarfile (both pad to 10240-byte records, so b starts
+ * at 10240), refused by the loader and inspection alike, naming the shard, the marker's offset
+ * and the first byte after it; zero padding is fine, and tar --concatenate is the fix. */
+START_TEST(data_after_end_of_archive_refused)
+{
+    char *dir = rf_test_mkdtemp("tar-cat");
+    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src", dir), 0);
+    for (int i = 0; i < 4; i++)
+        src_sample(dir, i);
+    ck_assert_int_eq(rf_test_shell("cd %s/src && tar --format=gnu -cf ../a.tar k0.jpg k0.cls k1.jpg "
+                                   "k1.cls && tar --format=gnu -cf ../b.tar k2.jpg k2.cls k3.jpg "
+                                   "k3.cls && cat ../a.tar ../b.tar > ../gnu.tar", dir), 0);
+    ck_assert_int_eq(rf_test_shell(
+        "cd %s/src && python3 -c 'import tarfile, sys\n"
+        "for out, ks in ((\"../pa.tar\", \"01\"), (\"../pb.tar\", \"23\")):\n"
+        "    with tarfile.open(out, \"w\") as t:\n"
+        "        for k in ks:\n"
+        "            t.add(\"k%%s.jpg\" %% k); t.add(\"k%%s.cls\" %% k)' && "
+        "cat ../pa.tar ../pb.tar > ../py.tar", dir), 0);
+    static const char *joined[] = {"gnu.tar", "py.tar"};
+    for (int k = 0; k < 2; k++) {
+        char *p = pathf(dir, joined[k]), want[4400];
+        /* a's four members take two blocks each (tarfile adds a pax header to each): its
+         * marker is at 4096 (8192) */
+        snprintf(want, sizeof want, "%s: data after the end-of-archive marker at offset %d: "
+                 "non-zero bytes at offset 10240 (a tar header, member k2.jpg)", p,
+                 k ? 8192 : 4096);
+        both_refuse(p, RF_EFORMAT, want, 10240);
+        rf_err e = {0, ""};
+        char *ip = pathf(dir, "x.idx");
+        ck_assert_int_eq(rf_tar_write_index(p, ip, &e), RF_EFORMAT);
+        ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
+        free(ip), free(p);
+    }
+    /* the padding alone loads; one stray byte in it is named */
+    char *a = pathf(dir, "a.tar");
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    ck_assert_msg(load(&ds, a, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 2);
+    rf_dataset_free(&ds);
+    ck_assert_int_eq(rf_test_shell("cd %s && cp a.tar stray.tar && printf x | dd of=stray.tar "
+                                   "bs=1 seek=7000 conv=notrunc 2>/dev/null", dir), 0);
+    char *stray = pathf(dir, "stray.tar");
+    both_refuse(stray, RF_EFORMAT, "at offset 4096: non-zero bytes at offset 7000;", 7000);
+    /* joined the right way, all four samples are there */
+    ck_assert_int_eq(rf_test_shell("cd %s && cp a.tar ab.tar && tar -Af ab.tar b.tar", dir), 0);
+    char *ab = pathf(dir, "ab.tar");
+    ck_assert_msg(load(&ds, ab, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 4);
+    rf_dataset_free(&ds);
+    free(a), free(stray), free(ab);
+    free(dir);
+}
+END_TEST
+
+/* A shard without a sample is refused, even next to good ones: an empty file, an empty archive
+ * (GNU tar's: 10240 zero bytes) and an archive of directories only; inspection agrees. */
+START_TEST(shard_without_samples_refused)
+{
+    char *dir = rf_test_mkdtemp("tar-empty");
+    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src/d && cd %s && : > empty.tar && "
+                                   "tar -cf zero.tar -T /dev/null && tar --no-recursion -cf "
+                                   "dirs.tar -C src d", dir, dir), 0);
+    static const char *name[] = {"empty.tar", "zero.tar", "dirs.tar"};
+    static const char *what[] = {"no samples: the file is empty (0 bytes)",
+                                 "no samples: an empty archive (10240 bytes, all zero)",
+                                 "no samples: the archive's 1 members are all directories"};
+    tbuf t;
+    char *good = plain_shard(dir, "good.tar", 3, &t);
+    for (int k = 0; k < 3; k++) {
+        char *p = pathf(dir, name[k]), want[4400];
+        snprintf(want, sizeof want, "%s: %s", p, what[k]);
+        both_refuse(p, RF_EFORMAT, want, 0);
+        const char *pats[2] = {good, p};
+        rf_config c = rf_test_host_config(pats, good, 32);
+        c.shards = pats;
+        c.shard_count = 2;
+        rf_loader *ld = NULL;
+        char err[512];
+        ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EFORMAT);
+        ck_assert_msg(strstr(err, want), "%s", err);
+        free(p);
+    }
+    free(good), free(t.p);
+    free(dir);
+}
+END_TEST
+
 START_TEST(webdataset_grouping)
 {
     char *dir = rf_test_mkdtemp("tar-wds");
@@ -923,6 +1083,8 @@ static Suite *suite(void)
     tcase_add_test(tc, pax_records_strict);
     tcase_add_test(tc, gnu_long_name_limits);
     tcase_add_test(tc, end_of_archive_variants);
+    tcase_add_test(tc, data_after_end_of_archive_refused);
+    tcase_add_test(tc, shard_without_samples_refused);
     tcase_add_test(tc, webdataset_grouping);
     tcase_add_test(tc, locate_rejects_foreign_and_corrupt_spans);
     tcase_add_test(tc, pattern_expansion);

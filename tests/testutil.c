@@ -4,10 +4,12 @@
 #include "gen.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 char *rf_test_mkdtemp(const char *tag)
@@ -207,4 +209,17 @@ void rf_test_tar_checksum(uint8_t *h)
         sum += h[i];
     snprintf((char *)h + 148, 8, "%06o", sum);
     h[155] = ' ';
+}
+
+int rf_test_shell(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof cmd)
+        return -1;
+    int rc = system(cmd);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
 }

@@ -50,6 +50,10 @@ int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keyl
  * fixtures built in main() before Check runs any test. */
 void rf_test_write_file(const char *path, const void *data, size_t len);
 
+/* Run a shell command made from a printf format (GNU tar, python3 and friends, to make data as
+ * users make it); returns its exit status, -1 when it could not run or was killed. */
+int rf_test_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Recompute the ustar header checksum of the 512-byte header h (field at 148, 6 octal digits,
  * NUL, space) after a test edited the header. */
 void rf_test_tar_checksum(uint8_t *h);
