@@ -233,8 +233,10 @@ typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
  * zero bytes after the end-of-archive marker, at least one sample), sample
  * grouping (members sharing a key are consecutive, every member has an extension, every sample
  * has one image, a .cls label is an integer), every image's JPEG header (size, dimensions,
- * progressive or baseline; options->check_jpeg), and an index beside the shard, member by
- * member against the scan (options->check_index). A malformed header ends the scan (what
+ * progressive or baseline; options->check_jpeg), and an index beside the shard
+ * (options->check_index) with the loader's own check, every member's header read: the index
+ * must cover the whole archive (docs/reliability.md), so inspection refuses every index the
+ * loader refuses, with the loader's words, as one RF_EINDEX problem of the index file. A malformed header ends the scan (what
  * follows cannot be located); every other problem is reported and the scan goes on.
  * options may be NULL (defaults); callbacks may be NULL; summary (may be NULL) receives totals
  * (set its struct_size with rf_inspect_summary_init first).

@@ -731,6 +731,15 @@ END_TEST
 
 /* ---- what follows the end of the archive; shards without samples ------------------------ */
 
+/* path without its last `cut` bytes, then suffix (malloc'ed). */
+static char *resuffix(const char *path, size_t cut, const char *suffix)
+{
+    size_t n = strlen(path) - cut;
+    char *p = malloc(n + strlen(suffix) + 1);
+    sprintf(p, "%.*s%s", (int)n, path, suffix);
+    return p;
+}
+
 /* rf_shard_inspect of path: its return code and its first problem (inspection and the loader
  * must refuse the same shards with the same words). */
 typedef struct first_problem {
@@ -829,7 +838,13 @@ START_TEST(data_after_end_of_archive_refused)
         char *ip = pathf(dir, "x.idx");
         ck_assert_int_eq(rf_tar_write_index(p, ip, &e), RF_EFORMAT);
         ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
-        free(ip), free(p);
+        /* with the first archive's index beside it, the same error: the shard's, not the
+         * index's */
+        char *first = pathf(dir, k ? "pa.tar" : "a.tar"), *beside = resuffix(p, 4, ".idx");
+        ck_assert_msg(rf_tar_write_index(first, beside, &e) == 0, "%s", e.msg);
+        both_refuse(p, RF_EFORMAT, want, 10240);
+        unlink(beside);
+        free(first), free(beside), free(ip), free(p);
     }
     /* the padding alone loads; one stray byte in it is named */
     char *a = pathf(dir, "a.tar");
@@ -883,6 +898,201 @@ START_TEST(shard_without_samples_refused)
     }
     free(good), free(t.p);
     free(dir);
+}
+END_TEST
+
+/* ---- an index must cover its shard ------------------------------------------------------- */
+
+/* The loader refuses shard with RF_EINDEX naming its index, the shard, `needle` and the fix;
+ * inspection reports the loader's words at offset `at`, as a problem of the index file. */
+static void index_refused(const char *shard, const char *idx, const char *needle, uint64_t at)
+{
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    int rc = load(&ds, shard, 0, &e);
+    rf_dataset_free(&ds);
+    ck_assert_msg(rc == RF_EINDEX, "%s: rc %d (%s)", shard, rc, e.msg);
+    ck_assert_msg(strncmp(e.msg, idx, strlen(idx)) == 0 && strstr(e.msg, shard) &&
+                      strstr(e.msg, needle) && strstr(e.msg, "delete it"),
+                  "message \"%s\" lacks %s, %s or \"%s\"", e.msg, idx, shard, needle);
+    first_problem f;
+    rf_inspect_summary s;
+    ck_assert_int_eq(inspect_first(shard, &f, &s), RF_EINDEX);
+    ck_assert(s.has_index && !s.index_ok);
+    ck_assert_uint_eq(f.offset, at);
+    const char *what = e.msg + strlen(idx) + 2;
+    ck_assert_msg(strncmp(f.msg, idx, strlen(idx)) == 0 && strstr(f.msg, what),
+                  "inspect said \"%s\", the loader \"%s\"", f.msg, e.msg);
+}
+
+/* Loads of shard with its index: the same samples as a scan, the same non-regular members
+ * counted, and at most max_reads headers read to check the index. */
+static void index_loads(const char *shard, const char *idx, uint64_t max_reads)
+{
+    rf_dataset scan, viaidx;
+    rf_err e = {0, ""};
+    char *moved = resuffix(idx, 0, ".off"); /* moved away, the loader scans the shard */
+    ck_assert_int_eq(rename(idx, moved), 0);
+    ck_assert_msg(load(&scan, shard, 0, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(rename(moved, idx), 0);
+    ck_assert_msg(load(&viaidx, shard, 0, &e) == 0, "%s", e.msg);
+    same_tables(&scan, &viaidx);
+    ck_assert_uint_eq(scan.nonregular, viaidx.nonregular);
+    rf_tar_index_stats st;
+    int fd = open(shard, O_RDONLY);
+    struct stat sb;
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    ck_assert_msg(rf_tar_index_read(idx, shard, fd, (uint64_t)sb.st_size, 0, 0, NULL, NULL, &st,
+                                    &e) == 0, "%s", e.msg);
+    ck_assert_msg(st.headers_read <= max_reads, "%" PRIu64 " headers read, want <= %" PRIu64,
+                  st.headers_read, max_reads);
+    close(fd);
+    first_problem f;
+    rf_inspect_summary s;
+    ck_assert_msg(inspect_first(shard, &f, &s) == 0, "%s", f.msg);
+    ck_assert(s.has_index && s.index_ok);
+    rf_dataset_free(&scan);
+    rf_dataset_free(&viaidx);
+    free(moved);
+}
+
+/* An index written before members were appended (GNU tar -r, Python's tarfile mode "a") covers
+ * only the start of its shard: the first appended member is named with its offset. */
+START_TEST(index_of_appended_shard_refused)
+{
+    char *dir = rf_test_mkdtemp("tar-append");
+    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src", dir), 0);
+    for (int i = 0; i < 8; i++)
+        src_sample(dir, i);
+    ck_assert_int_eq(rf_test_shell("cd %s/src && tar -cf ../g.tar k0.jpg k0.cls k1.jpg k1.cls "
+                                   "k2.jpg k2.cls k3.jpg k3.cls", dir), 0);
+    ck_assert_int_eq(rf_test_shell(
+        "cd %s/src && python3 -c 'import tarfile\n"
+        "with tarfile.open(\"../p.tar\", \"w\") as t:\n"
+        "    for k in \"0123\": t.add(\"k%%s.jpg\" %% k); t.add(\"k%%s.cls\" %% k)'", dir), 0);
+    static const char *name[] = {"g", "p"};
+    for (int k = 0; k < 2; k++) {
+        char tar[64], idxn[64];
+        snprintf(tar, sizeof tar, "%s.tar", name[k]);
+        snprintf(idxn, sizeof idxn, "%s.idx", name[k]);
+        char *shard = pathf(dir, tar), *idx = pathf(dir, idxn);
+        rf_err e = {0, ""};
+        ck_assert_msg(rf_tar_write_index(shard, idx, &e) == 0, "%s", e.msg);
+        index_loads(shard, idx, 20);
+        free(shard), free(idx);
+    }
+    ck_assert_int_eq(rf_test_shell("cd %s/src && tar -rf ../g.tar k4.jpg k4.cls k5.jpg k5.cls && "
+                                   "python3 -c 'import tarfile\n"
+                                   "with tarfile.open(\"../p.tar\", \"a\") as t:\n"
+                                   "    for k in \"4567\": t.add(\"k%%s.jpg\" %% k); "
+                                   "t.add(\"k%%s.cls\" %% k)'", dir), 0);
+    /* four samples of two members, each of two blocks (four with tarfile's pax headers) */
+    static const uint64_t appended_at[] = {8192, 16384};
+    for (int k = 0; k < 2; k++) {
+        char tar[64], idxn[64], want[128];
+        snprintf(tar, sizeof tar, "%s.tar", name[k]);
+        snprintf(idxn, sizeof idxn, "%s.idx", name[k]);
+        char *shard = pathf(dir, tar), *idx = pathf(dir, idxn);
+        snprintf(want, sizeof want, "line 5: the shard goes on after the index's last member: "
+                 "its member k4.jpg at offset %" PRIu64 " is not in the index", appended_at[k]);
+        index_refused(shard, idx, want, appended_at[k]);
+        free(shard), free(idx);
+    }
+    free(dir);
+}
+END_TEST
+
+/* Lines deleted or duplicated, and indexes of other shards: each refused at create, naming the
+ * index, the line and the offset, as inspection does. */
+START_TEST(index_not_matching_its_shard_refused)
+{
+    char *dir = rf_test_mkdtemp("tar-idxedit");
+    char *good = good_index(dir); /* of plain_shard(20): k000..k019, line 2 + i for k<i> */
+    tbuf t;
+    char *shard = plain_shard(dir, "bad.tar", 20, &t), *idx = pathf(dir, "bad.idx");
+    free(t.p);
+    /* line 9 (k007) deleted, the count made to agree: k007's members are in no line */
+    char *line9 = good;
+    for (int k = 1; k < 9; k++)
+        line9 = strchr(line9, '\n') + 1;
+    char *line10 = strchr(line9, '\n') + 1;
+    char *m = malloc(strlen(good) + 1);
+    sprintf(m, "v1.2 19%.*s%s", (int)(line9 - good - 7), good + 7, line10);
+    write_file(idx, m, strlen(m));
+    index_refused(shard, idx, "line 9: the shard's member k007.jpg at offset 16384 is not in "
+                  "the index (it comes before k008.jpg)", 16384);
+    free(m);
+    /* line 9 twice in a row, or again at the end */
+    m = malloc(2 * strlen(good) + 1);
+    sprintf(m, "v1.2 21%.*s%.*s%s", (int)(line10 - good - 7), good + 7, (int)(line10 - line9),
+            line9, line10);
+    write_file(idx, m, strlen(m));
+    index_refused(shard, idx, "line 10: member k007.jpg: same key as the previous line", 0);
+    sprintf(m, "v1.2 21%s%.*s", good + 7, (int)(line10 - line9), line9);
+    write_file(idx, m, strlen(m));
+    index_refused(shard, idx, "line 22: member k007.jpg: offset 16384 overlaps the previous "
+                  "member", 0);
+    free(m);
+    /* the index of a shard with the same names and sizes, but only its first 12 samples: all
+     * it says is true, and 8 samples would be missing */
+    char *small = plain_shard(dir, "small.tar", 12, &t), *small_idx = pathf(dir, "small.idx");
+    free(t.p);
+    rf_err e = {0, ""};
+    ck_assert_msg(rf_tar_write_index(small, small_idx, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(rename(small_idx, idx), 0);
+    index_refused(shard, idx, "line 13: the shard goes on after the index's last member: its "
+                  "member k012.jpg at offset 31232 is not in the index", 31232);
+    /* the index of another generated shard: other names */
+    char *gen = rf_test_mkdtemp("tar-idxgen");
+    ck_assert_int_eq(rf_test_make_shards(gen, 2, 100, 3, 1, 1, 32), 0);
+    char *s0 = pathf(gen, "shard-0000.tar"), *i0 = pathf(gen, "shard-0000.idx");
+    char *i1 = pathf(gen, "shard-0001.idx");
+    /* the good index is cheap to check: 8 spot-checked samples of two members (the first and
+     * the last among them), then the end-of-archive marker */
+    index_loads(s0, i0, 2 * 8 + 1);
+    ck_assert_int_eq(rename(i1, i0), 0);
+    index_refused(s0, i0, "line 2: member 00000100.jpg: the shard's header at offset 0 names "
+                  "00000000.jpg", 0);
+    free(s0), free(i0), free(i1), free(gen);
+    free(small), free(small_idx), free(shard), free(idx), free(good);
+    free(dir);
+}
+END_TEST
+
+/* DALI's wds2idx writes the offset of each member's data (tar --block-number, or tarfile's
+ * offset_data), ringfeed the offset of its first header block: both load as a scan does, on
+ * GNU tar's shards with long names (pax and GNU records), a directory and a symlink. */
+START_TEST(index_with_data_offsets_loads)
+{
+    fixture fx;
+    fx_make(&fx, 1);
+    static const char *formats[] = {"gnu", "pax"};
+    for (int f = 0; f < 2; f++) {
+        char *shard = fx_tar(&fx, formats[f]), *idx = resuffix(shard, 4, ".idx");
+        ck_assert_int_eq(rf_test_shell(
+            "python3 -c 'import tarfile, sys\n"
+            "lines, last = [], None\n"
+            "for m in tarfile.open(sys.argv[1]):\n"
+            "    if not m.isreg(): continue\n"
+            "    slash = m.name.rfind(\"/\") + 1\n"
+            "    dot = m.name.find(\".\", slash)\n"
+            "    key, ext = m.name[:dot], m.name[dot + 1:]\n"
+            "    if key != last: lines.append([]); last = key\n"
+            "    lines[-1].append(\"%%s %%d %%d %%s\" %% (ext, m.offset_data, m.size, m.name))\n"
+            "open(sys.argv[2], \"w\").write(\"v1.2 %%d\\n\" %% len(lines) + "
+            "\"\".join(\" \".join(l) + \"\\n\" for l in lines))' %s %s", shard, idx), 0);
+        index_loads(shard, idx, 64);
+        rf_dataset ds;
+        rf_err e = {0, ""};
+        ck_assert_msg(load(&ds, shard, 0, &e) == 0, "%s", e.msg);
+        check_loaded(&fx, &ds);
+        rf_dataset_free(&ds);
+        /* ringfeed's own index of the same shard */
+        ck_assert_msg(rf_tar_write_index(shard, idx, &e) == 0, "%s", e.msg);
+        index_loads(shard, idx, 64);
+        free(idx), free(shard);
+    }
+    fx_free(&fx);
 }
 END_TEST
 
@@ -1085,6 +1295,9 @@ static Suite *suite(void)
     tcase_add_test(tc, end_of_archive_variants);
     tcase_add_test(tc, data_after_end_of_archive_refused);
     tcase_add_test(tc, shard_without_samples_refused);
+    tcase_add_test(tc, index_of_appended_shard_refused);
+    tcase_add_test(tc, index_not_matching_its_shard_refused);
+    tcase_add_test(tc, index_with_data_offsets_loads);
     tcase_add_test(tc, webdataset_grouping);
     tcase_add_test(tc, locate_rejects_foreign_and_corrupt_spans);
     tcase_add_test(tc, pattern_expansion);
