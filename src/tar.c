@@ -432,15 +432,18 @@ int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t fi
 void rf_tar_scanner_seek(rf_tar_scanner *s, uint64_t offset) { s->pos = offset; }
 
 /* The first byte that is not zero in [from, file end), or the file size when there is none.
- * Reads through the scanner's buffer in chunks of its capacity. */
+ * Reads through the scanner's buffer in chunks of its capacity. Returns 0, -errno, or 1 when
+ * the file ended early (it shrank while being read). */
 static int first_nonzero(rf_tar_scanner *s, uint64_t from, uint64_t *at)
 {
     int rc = 0;
     for (uint64_t off = from; off < s->file_size;) {
         size_t n = (size_t)RF_MIN((uint64_t)s->buf_cap, s->file_size - off);
         const uint8_t *p = scan_get(s, off, n, &rc);
-        if (!p)
-            return rc < 0 ? rc : RF_EFORMAT; /* the file shrank while we read it */
+        if (!p) {
+            *at = off;
+            return rc < 0 ? rc : 1;
+        }
         for (size_t i = 0; i < n; i++)
             if (p[i]) {
                 *at = off + i;
@@ -462,12 +465,16 @@ static int check_after_end(rf_tar_scanner *s, uint64_t end, rf_err *err)
     if (rc < 0)
         return rf_seterr(err, rc, "%s: read error after the end-of-archive marker at offset %"
                          PRIu64 " (%s)", s->path, end, strerror(-rc));
-    if (rc == 0 && at == s->file_size)
+    if (rc > 0)
+        return rf_seterr(err, RF_EFORMAT, "%s: the file ended at offset %" PRIu64 " while the "
+                         "bytes after its end-of-archive marker were read (%" PRIu64 " bytes at "
+                         "open): did it change?", s->path, at, s->file_size);
+    if (at == s->file_size)
         return 0;
     /* A member there (what cat of two archives gives) is named, to make the cause plain. */
     char what[256] = "";
     reader r = {scan_get, s, s->file_size, RF_TAR_NAME_MAX};
-    rf_tar_member *m = rc == 0 && at % RF_TAR_BLOCK == 0 ? malloc(sizeof *m) : NULL;
+    rf_tar_member *m = at % RF_TAR_BLOCK == 0 ? malloc(sizeof *m) : NULL;
     perr pe;
     uint64_t next;
     if (m && parse_member(&r, at, 0, m, &next, &pe) == 1)

@@ -789,20 +789,26 @@ static void both_refuse(const char *path, int code, const char *needle, uint64_t
                   e.msg);
 }
 
-/* k<i>.jpg (a fake JPEG) and k<i>.cls in dir/src, for tar and tarfile to pack. */
-static void src_sample(const char *dir, int i)
+/* A new directory with k<i>.jpg (a fake JPEG of 300 + 50 i bytes) and k<i>.cls for i < n in
+ * its src/, for tar and tarfile to pack. */
+static char *src_dir(const char *tag, int n)
 {
-    char name[64], lab[16];
-    snprintf(name, sizeof name, "src/k%d.jpg", i);
-    char *p = pathf(dir, name);
-    uint8_t *j = fake_jpeg((uint32_t)i, 300 + 50 * (size_t)i);
-    write_file(p, j, 300 + 50 * (size_t)i);
-    free(p), free(j);
-    snprintf(name, sizeof name, "src/k%d.cls", i);
-    snprintf(lab, sizeof lab, "%d", i);
-    p = pathf(dir, name);
-    write_file(p, lab, strlen(lab));
-    free(p);
+    char *dir = rf_test_mkdtemp(tag);
+    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src", dir), 0);
+    for (int i = 0; i < n; i++) {
+        char name[64], lab[16];
+        snprintf(name, sizeof name, "src/k%d.jpg", i);
+        char *p = pathf(dir, name);
+        uint8_t *j = fake_jpeg((uint32_t)i, 300 + 50 * (size_t)i);
+        write_file(p, j, 300 + 50 * (size_t)i);
+        free(p), free(j);
+        snprintf(name, sizeof name, "src/k%d.cls", i);
+        snprintf(lab, sizeof lab, "%d", i);
+        p = pathf(dir, name);
+        write_file(p, lab, strlen(lab));
+        free(p);
+    }
+    return dir;
 }
 
 /* `cat a.tar b.tar` hides b's members behind a's end-of-archive marker: every reader stops
@@ -811,10 +817,7 @@ static void src_sample(const char *dir, int i)
  * and the first byte after it; zero padding is fine, and tar --concatenate is the fix. */
 START_TEST(data_after_end_of_archive_refused)
 {
-    char *dir = rf_test_mkdtemp("tar-cat");
-    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src", dir), 0);
-    for (int i = 0; i < 4; i++)
-        src_sample(dir, i);
+    char *dir = src_dir("tar-cat", 4);
     ck_assert_int_eq(rf_test_shell("cd %s/src && tar --format=gnu -cf ../a.tar k0.jpg k0.cls k1.jpg "
                                    "k1.cls && tar --format=gnu -cf ../b.tar k2.jpg k2.cls k3.jpg "
                                    "k3.cls && cat ../a.tar ../b.tar > ../gnu.tar", dir), 0);
@@ -960,10 +963,7 @@ static void index_loads(const char *shard, const char *idx, uint64_t max_reads)
  * only the start of its shard: the first appended member is named with its offset. */
 START_TEST(index_of_appended_shard_refused)
 {
-    char *dir = rf_test_mkdtemp("tar-append");
-    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src", dir), 0);
-    for (int i = 0; i < 8; i++)
-        src_sample(dir, i);
+    char *dir = src_dir("tar-append", 8);
     ck_assert_int_eq(rf_test_shell("cd %s/src && tar -cf ../g.tar k0.jpg k0.cls k1.jpg k1.cls "
                                    "k2.jpg k2.cls k3.jpg k3.cls", dir), 0);
     ck_assert_int_eq(rf_test_shell(
