@@ -7,8 +7,8 @@
  * members, in index order, must tile the archive: each one starts where the previous one ended,
  * except across a gap, and a gap may only hold what an index rightly leaves out (directories,
  * links and other non-regular members: their headers are read to see it). The last member must
- * be followed by the end-of-archive marker, and nothing but zeros may follow that (the scanner
- * checks both). A member is taken without reading its header only when the index itself shows
+ * be followed by the end-of-archive marker (or the end of the file, as a scan accepts), and
+ * nothing but zeros may follow that (the scanner checks both). A member is taken without reading its header only when the index itself shows
  * it tight (it starts where the previous one ended and the next one starts right after its
  * padded data, so no extension record fits); members around a gap, the last one and the members
  * of TAR_INDEX_SPOT_CHECKS samples spread over the shard are read and compared (name, size,

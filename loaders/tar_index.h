@@ -35,8 +35,8 @@ typedef int (*rf_tar_index_fn)(void *ctx, const rf_tar_index_member *m, rf_err *
 
 /* Read the index at idx_path and check it against `shard`, open at fd with `size` bytes: the
  * members, in order, must tile the archive (a gap may hold only non-regular members, which is
- * read to see), the last one must be followed by the end-of-archive marker and nothing but
- * zeros may follow that; the headers of the members around gaps, of the last one and of a few
+ * read to see), the last one must be followed by the end-of-archive marker (or the end of the
+ * file, as a scan accepts) and nothing but zeros may follow that; the headers of the members around gaps, of the last one and of a few
  * samples spread over the shard are read and compared (name, size, regular file). With full,
  * every member's header is (inspection: no more reads than a scan). name_max: the limit on long
  * names (0: RF_TAR_NAME_MAX). fn (may be NULL) receives every member; st (may be NULL) the
