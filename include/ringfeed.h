@@ -331,7 +331,12 @@ typedef struct rf_batch {
  * so the first batch is usually ready soon after. On failure, when out_error is not NULL and
  * error_len > 0, a NUL-terminated message is written there (there is no loader to ask).
  * Errors: RF_EINVAL, RF_ENOFILES, RF_EFORMAT, RF_EINDEX, RF_ERESUME, RF_ENODEV, RF_ECUDA,
- * RF_ENOMEM, -errno from open/read. RF_ENOMEM (batch ring, staging arena, tables, device pool)
+ * RF_ENOMEM, -errno from open/read. A shard, index, image list or token file that is not a
+ * regular file (a FIFO, a device, a directory, a socket) is RF_EFORMAT (RF_EINDEX for an
+ * index) naming the path and what it is, without opening it, so nothing blocks. A shard must
+ * hold a sample and nothing but zeros after its end-of-archive marker (RF_EFORMAT); an index
+ * beside a shard must cover all of it (RF_EINDEX naming the index and line, the shard, the
+ * member and its offset; docs/reliability.md). RF_ENOMEM (batch ring, staging arena, tables, device pool)
  * names what and how many bytes were requested; RF_ENODEV (device_kind CUDA) says whether the
  * driver is missing, too old, or sees no GPU (see rf_cuda_status). A failed create frees
  * everything it made. */

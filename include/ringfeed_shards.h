@@ -70,8 +70,9 @@ typedef struct rf_image_list rf_image_list;
 
 /* Build the list. Errors: -errno from the file system (`input` itself, a folder that cannot
  * be listed; message names the path), RF_EFORMAT (a list line without a valid label: message
- * names file and line), RF_ELIMIT (more than RF_IMAGE_LIST_FILES_MAX files, a path longer than
- * 4096 bytes, folders nested deeper than RF_IMAGE_LIST_DEPTH_MAX), RF_ENOFILES (no images),
+ * names file and line; an input that is neither a directory nor a regular file, such as a FIFO,
+ * refused without opening it), RF_ELIMIT (more than RF_IMAGE_LIST_FILES_MAX files, a path longer
+ * than 4096 bytes, folders nested deeper than RF_IMAGE_LIST_DEPTH_MAX), RF_ENOFILES (no images),
  * RF_ENOMEM. */
 RF_API int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t err_len);
 /* rf_image_list_free(NULL) is a no-op. */
@@ -193,12 +194,13 @@ RF_API void rf_shard_writer_abort(rf_shard_writer *w);
 /* ---- indexes ----------------------------------------------------------------------------- */
 
 /* The index path the loader would use for `shard`: "X.idx" for "X.tar", else "X.tar.idx".
- * Returns 1 when that file exists, 0 when it does not (buf still receives the preferred path
+ * Returns 1 when a file of that name exists (of any type: a FIFO there is found, and refused
+ * when read), 0 when it does not (buf still receives the preferred path
  * "X.idx" / "X.tar.idx" to write), RF_EINVAL when cap is too small. */
 RF_API int rf_shard_index_path(const char *shard, char *buf, size_t cap);
 /* Scan `shard` and write its index to idx_path (NULL: the preferred path above), atomically
- * (temporary file renamed into place). Errors: RF_EFORMAT (malformed shard; message has the
- * offset), RF_EINVAL (a member name that cannot be indexed), -errno. */
+ * (temporary file renamed into place). Errors: RF_EFORMAT (malformed shard, including data
+ * after its end-of-archive marker; message has the offset), RF_EINVAL (a member name that cannot be indexed), -errno. */
 RF_API int rf_shard_write_index(const char *shard, const char *idx_path, char *err,
                                 size_t err_len);
 
@@ -266,17 +268,23 @@ RF_API void rf_inspect_summary_init(rf_inspect_summary *s);
 typedef int (*rf_inspect_problem_fn)(void *ctx, const rf_inspect_problem *p);
 typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
 
-/* Validate one shard: tar structure (headers, checksums, sizes, end of archive), sample
+/* Validate one shard: tar structure (headers, checksums, sizes, end of archive, nothing but
+ * zero bytes after the end-of-archive marker, at least one sample), sample
  * grouping (members sharing a key are consecutive, every member has an extension, every sample
  * has one image, a .cls label is an integer), every image as rf_jpeg_check does (decoded in
- * full with the loader's decoder; options->check_jpeg), and an index beside the shard, member by
- * member against the scan (options->check_index). A malformed header ends the scan (what
- * follows cannot be located); every other problem is reported and the scan goes on.
+ * full with the loader's decoder; options->check_jpeg), and an index beside the shard
+ * (options->check_index) with the loader's own check, every member's header read: the index
+ * must cover the whole archive (docs/reliability.md), so inspection refuses every index the
+ * loader refuses, with the loader's words, as one RF_EINDEX problem of the index file. A
+ * malformed header ends the scan (what follows cannot be located); every other problem is
+ * reported and the scan goes on.
  * options may be NULL (defaults); callbacks may be NULL; summary (may be NULL) receives totals
  * (set its struct_size with rf_inspect_summary_init first).
  * Returns 0 when the shard has no problem, else the code of the first problem (the shard's
  * problems are in summary->problems); -ECANCELED when a callback stopped it; RF_EINVAL,
- * RF_ENOMEM when it could not run. A shard that cannot be opened is a problem (-errno). */
+ * RF_ENOMEM when it could not run. A shard that cannot be opened is a problem (-errno); one
+ * that is not a regular file (a FIFO, a device, a directory) is an RF_EFORMAT problem, found
+ * without opening it, and a non-regular index beside a shard an RF_EINDEX problem. */
 RF_API int rf_shard_inspect(const char *path, const rf_inspect_options *options,
                             rf_inspect_problem_fn on_problem, rf_inspect_sample_fn on_sample,
                             void *ctx, rf_inspect_summary *summary);

@@ -1,9 +1,15 @@
-/* common.c — error formatting and the PRNG used for order and augmentation. */
+/* common.c — error formatting, growable arrays, opening user files, and the PRNG used for
+ * order and augmentation. */
 #include "common.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int rf_seterr(rf_err *e, int code, const char *fmt, ...)
 {
@@ -43,6 +49,55 @@ int rf_reserve(void *pp, size_t *cap, size_t need, size_t elem)
         return -1;
     *p = q;
     *cap = need;
+    return 0;
+}
+
+/* What a file that is not a regular one is, in words. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISFIFO(mode))
+        return "a FIFO (named pipe)";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "a special file";
+}
+
+static int not_regular(mode_t mode, const char *what, int code, rf_err *err)
+{
+    return rf_seterr(err, code, "is %s, not a regular file (%s must be one)", file_kind(mode),
+                     what);
+}
+
+int rf_open_regular(const char *path, const char *what, int code, int *fd, uint64_t *size,
+                    rf_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return rf_seterr(err, -errno, "%s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return not_regular(st.st_mode, what, code, err);
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (f < 0)
+        return rf_seterr(err, -errno, "%s", strerror(errno));
+    int rc = 0, flags;
+    if (fstat(f, &st) != 0)
+        rc = rf_seterr(err, -errno, "%s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = not_regular(st.st_mode, what, code, err);
+    else if ((flags = fcntl(f, F_GETFL)) < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        rc = rf_seterr(err, -errno, "%s", strerror(errno));
+    if (rc) {
+        close(f);
+        return rc;
+    }
+    *fd = f;
+    *size = (uint64_t)st.st_size;
     return 0;
 }
 

@@ -1,4 +1,5 @@
-/* common.h — small helpers shared by every stage: error text, clocks, checked allocation.
+/* common.h — small helpers shared by every stage: error text, clocks, checked allocation,
+ * opening the files a user names.
  * Internal: nothing here is part of the public API. */
 #ifndef RF_COMMON_H
 #define RF_COMMON_H
@@ -38,6 +39,19 @@ static inline uint64_t rf_now_ns(void)
  * *cap unchanged on failure (-1: no memory or a size that overflows). `pp` is a T** . */
 int rf_grow(void *pp, uint64_t *cap, uint64_t need, size_t elem);
 int rf_reserve(void *pp, size_t *cap, size_t need, size_t elem);
+
+/* Open a file the user named (a shard, an index, an image list, a token file) for reading,
+ * accepting only a regular file and never blocking. A FIFO, a device, a directory or a socket
+ * is refused after stat(), without being opened: opening a FIFO for reading waits for a writer
+ * (for ever when there is none) and opening some devices has side effects. The open itself is
+ * O_NONBLOCK and checked again with fstat(), so a FIFO swapped in after the stat() cannot hang
+ * it either; O_NONBLOCK is cleared before returning because io_uring fails reads of an
+ * O_NONBLOCK file with -EAGAIN instead of waiting for the disk. `what` is the file's role,
+ * with its article ("a shard", "an index"). Returns 0 with *fd and *size (bytes), -errno, or `code` for a file that
+ * is not a regular one. err->msg gets the reason WITHOUT the path, e.g. "is a FIFO (named
+ * pipe), not a regular file (a shard must be one)", for the caller to prefix. */
+int rf_open_regular(const char *path, const char *what, int code, int *fd, uint64_t *size,
+                    rf_err *err);
 
 /* splitmix64: the one mixing function used to derive every per-epoch and per-sample seed, so
  * that order and augmentation depend only on (seed, epoch, sample) and never on timing. */

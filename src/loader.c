@@ -1596,22 +1596,22 @@ static int open_tokens(rf_loader *ld, char **paths, uint32_t npaths, rf_err *err
     if (!ld->tok_first)
         return rf_seterr(err, RF_ENOMEM, "no memory");
     for (uint32_t i = 0; i < npaths; i++) {
-        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) != 0) {
-            int e = errno;
-            if (fd >= 0)
-                close(fd);
-            return rf_seterr(err, -e, "%s: %s", paths[i], strerror(e));
-        }
-        int rc = rf_dataset_add_file(&ld->ds, paths[i], fd, (uint64_t)st.st_size, err);
+        int fd;
+        uint64_t size;
+        rf_err oe = {0, ""};
+        int rc = rf_open_regular(paths[i], "a token file", RF_EFORMAT, &fd, &size, &oe);
         if (rc)
+            return rf_seterr(err, rc, "%s: %s", paths[i], oe.msg);
+        rc = rf_dataset_add_file(&ld->ds, paths[i], fd, size, err);
+        if (rc) {
+            close(fd); /* not owned by ds unless added */
             return rc;
-        if ((uint64_t)st.st_size % tb)
+        }
+        if (size % tb)
             return rf_seterr(err, RF_EFORMAT, "%s: %llu bytes is not a whole number of %llu-byte "
-                             "tokens", paths[i], (unsigned long long)st.st_size,
+                             "tokens", paths[i], (unsigned long long)size,
                              (unsigned long long)tb);
-        uint64_t ntok = (uint64_t)st.st_size / tb;
+        uint64_t ntok = size / tb;
         ld->tok_first[i + 1] = ld->tok_first[i] + (ntok > L ? (ntok - 1) / L : 0);
     }
     ld->ds.nsamples = ld->tok_first[npaths];

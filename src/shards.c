@@ -390,23 +390,23 @@ static int walk_root(rf_image_list *l, const char *root, const struct stat *root
     return rc;
 }
 
+/* A whole text file the user named (an image list): a regular file of at most limit bytes. */
 static int read_whole(const char *path, uint64_t limit, char **out, uint64_t *len, rf_err *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
+    int fd;
+    uint64_t size;
+    rf_err oe = {0, ""};
+    int rc = rf_open_regular(path, "an image list", RF_EFORMAT, &fd, &size, &oe);
+    if (rc)
+        return rf_seterr(e, rc, "%s: %s", path, oe.msg);
     char *buf = NULL;
-    if (fstat(fd, &st) != 0)
-        rc = rf_seterr(e, -errno, "%s: %s", path, strerror(errno));
-    else if ((uint64_t)st.st_size > limit)
+    if (size > limit)
         rc = rf_seterr(e, RF_ELIMIT, "%s: larger than %" PRIu64 " bytes", path, limit);
-    else if (!(buf = malloc((size_t)st.st_size + 1)))
+    else if (!(buf = malloc((size_t)size + 1)))
         rc = rf_seterr(e, RF_ENOMEM, "%s: no memory", path);
     uint64_t got = 0;
-    while (rc == 0 && got < (uint64_t)st.st_size) {
-        ssize_t r = pread(fd, buf + got, (size_t)((uint64_t)st.st_size - got), (off_t)got);
+    while (rc == 0 && got < size) {
+        ssize_t r = pread(fd, buf + got, (size_t)(size - got), (off_t)got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -472,7 +472,7 @@ static int list_line(rf_image_list *l, const char *list, const char *dir, char *
 static int read_list(rf_image_list *l, const char *list, rf_err *e)
 {
     char *text = NULL, *path = malloc(SH_PATH_MAX), *dir = strdup(list);
-    uint64_t len;
+    uint64_t len = 0;
     if (!path || !dir) {
         free(path);
         free(dir);
@@ -883,17 +883,13 @@ int rf_shard_write_index(const char *shard, const char *idx_path, char *err, siz
  *
  * One pass over the headers with the loader's scanner, grouping members into samples exactly
  * as loaders/tar.c does; image and label members are read (pread, one member at a time, into
- * one buffer that grows up to max_member_bytes) and checked. Every member is remembered
- * (offset, size, name) so that an index can then be compared with the scan member by member:
- * the loader only spot-checks an index, inspection checks all of it. */
+ * one buffer that grows up to max_member_bytes) and checked. An index beside the shard is then
+ * checked by the loader's own code (rf_tar_index_read) with every member's header read, so
+ * inspection and the loader never disagree about an index: what the loader refuses, inspection
+ * reports in the same words, and inspection reads the headers the loader leaves to read time.
+ * Member names are remembered to find keys that come back after other keys. */
 
-#define INSPECT_INDEX_PROBLEMS_MAX 10   /* index disagreements reported per shard */
 #define INSPECT_MEMBERS_MAX (1ull << 26)
-
-typedef struct smember {
-    uint64_t hdr, size, name; /* name: offset in the names arena */
-    uint64_t sample;          /* index of its sample */
-} smember;
 
 typedef struct inspector {
     const char *path;
@@ -908,9 +904,9 @@ typedef struct inspector {
     rf_jpeg_checker *jc;
     uint8_t *buf;
     uint64_t buf_cap;
-    /* members and their names */
-    smember *m;
-    uint64_t nm, mcap;
+    const char *idx_path;     /* the index being checked: the path of RF_EINDEX problems */
+    /* member names */
+    uint64_t nm;
     char *names;
     uint64_t nlen, ncap;
     /* keys seen (offsets of names, whose key part is compared) */
@@ -939,8 +935,13 @@ static void problem(inspector *in, int code, uint64_t offset, const char *key, c
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(msg, sizeof msg, "%s: offset %" PRIu64 ": %s", in->path, offset, what);
-    rf_inspect_problem p = {sizeof p, code, in->path, offset, key ? key : "", msg};
+    const char *path = code == RF_EINDEX && in->idx_path ? in->idx_path : in->path;
+    /* Messages from the loader's code start with the path, which the prefix already gives. */
+    size_t n = strlen(path);
+    const char *text = strncmp(what, path, n) == 0 && what[n] == ':' && what[n + 1] == ' '
+                           ? what + n + 2 : what;
+    snprintf(msg, sizeof msg, "%s: offset %" PRIu64 ": %s", path, offset, text);
+    rf_inspect_problem p = {sizeof p, code, path, offset, key ? key : "", msg};
     if (in->on_problem(in->ctx, &p))
         in->stopped = 1;
 }
@@ -1098,8 +1099,6 @@ static int remember(inspector *in, const rf_tar_member *tm, uint64_t *name_off)
     size_t nl = strlen(tm->name);
     if (in->nm >= INSPECT_MEMBERS_MAX)
         return RF_ELIMIT;
-    if (rf_grow(&in->m, &in->mcap, in->nm + 1, sizeof *in->m))
-        return RF_ENOMEM;
     if (in->nlen + nl + 1 > in->ncap) {
         uint64_t cap = in->ncap ? in->ncap : 1 << 16;
         while (cap < in->nlen + nl + 1)
@@ -1112,7 +1111,7 @@ static int remember(inspector *in, const rf_tar_member *tm, uint64_t *name_off)
     }
     memcpy(in->names + in->nlen, tm->name, nl + 1);
     *name_off = in->nlen;
-    in->m[in->nm++] = (smember){tm->header_offset, tm->size, in->nlen, 0};
+    in->nm++;
     in->nlen += nl + 1;
     return 0;
 }
@@ -1146,7 +1145,6 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
         in->cur = (rf_inspect_sample){.struct_size = sizeof in->cur, .path = in->path,
                                       .offset = tm->header_offset, .label = -1};
     }
-    in->m[in->nm - 1].sample = in->sum.samples;
     in->cur.members++;
     in->cur.span_bytes = tm->data_offset + tm->size - in->cur.offset;
     if (!in->has_img && rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS)) {
@@ -1158,104 +1156,21 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
     return 0;
 }
 
-/* Compare the index text with the scanned members, line by line and member by member. */
-static void compare_index(inspector *in, const char *idx, char *text)
-{
-    uint64_t ln = 0, j = 0, bad = 0, sample = 0;
-    char *p = text;
-    int header_ok = 0;
-#define IDX_BAD(off, ...)                                                                     \
-    do {                                                                                      \
-        if (bad++ < INSPECT_INDEX_PROBLEMS_MAX)                                               \
-            problem(in, RF_EINDEX, off, "", __VA_ARGS__);                                     \
-        else                                                                                  \
-            in->sum.problems++;                                                               \
-    } while (0)
-    while (p && *p) {
-        char *nl = strchr(p, '\n');
-        if (nl)
-            *nl = 0;
-        ln++;
-        char *save = NULL, *tok = strtok_r(p, " \t\r", &save);
-        if (ln == 1) {
-            char *cnt = strtok_r(NULL, " \t\r", &save);
-            uint64_t n = cnt ? strtoull(cnt, NULL, 10) : UINT64_MAX;
-            if (!tok || strcmp(tok, "v1.2") != 0 || !cnt)
-                IDX_BAD(0, "%s: line 1: expected \"v1.2 <samples>\"", idx);
-            else if (n != in->sum.samples)
-                IDX_BAD(0, "%s: line 1: index says %" PRIu64 " samples, the shard has %" PRIu64,
-                        idx, n, in->sum.samples);
-            else
-                header_ok = 1;
-        } else {
-            uint64_t first = j;
-            for (; tok; tok = strtok_r(NULL, " \t\r", &save)) {
-                char *off = strtok_r(NULL, " \t\r", &save), *sz = strtok_r(NULL, " \t\r", &save),
-                     *name = strtok_r(NULL, " \t\r", &save);
-                if (!name) {
-                    IDX_BAD(0, "%s: line %" PRIu64 ": expected groups of <ext> <offset> <size> "
-                            "<name>", idx, ln);
-                    break;
-                }
-                uint64_t o = strtoull(off, NULL, 10), s = strtoull(sz, NULL, 10);
-                if (j >= in->nm) {
-                    IDX_BAD(o, "%s: line %" PRIu64 ": member %s at offset %" PRIu64 " is not in "
-                            "the shard (it has %" PRIu64 " members)", idx, ln, name, o, in->nm);
-                    break;
-                }
-                const smember *m = &in->m[j];
-                const char *mn = in->names + m->name, *mext;
-                rf_tar_split_key(mn, &mext);
-                if (strcmp(mn, name) != 0 || m->hdr != o || m->size != s || strcmp(mext, tok)) {
-                    IDX_BAD(o, "%s: line %" PRIu64 ": index has %s %s at offset %s size %s, the "
-                            "shard has %s at offset %" PRIu64 " size %" PRIu64, idx, ln, tok, name,
-                            off, sz, mn, m->hdr, m->size);
-                    break;
-                }
-                if (m->sample != sample) {
-                    IDX_BAD(o, "%s: line %" PRIu64 ": member %s belongs to sample %" PRIu64
-                            " of the scan, not %" PRIu64, idx, ln, name, m->sample, sample);
-                    break;
-                }
-                j++;
-            }
-            if (j < in->nm && j > first && in->m[j].sample == sample) {
-                IDX_BAD(in->m[j].hdr, "%s: line %" PRIu64 ": member %s of this sample is missing "
-                        "from the line", idx, ln, in->names + in->m[j].name);
-            }
-            /* resynchronize on the next sample of the scan */
-            while (j < in->nm && in->m[j].sample == sample)
-                j++;
-            sample++;
-        }
-        if (bad >= INSPECT_INDEX_PROBLEMS_MAX)
-            break;
-        p = nl ? nl + 1 : NULL;
-    }
-    if (bad == 0 && ln == 0)
-        IDX_BAD(0, "%s: empty index", idx);
-    if (bad == 0 && j < in->nm)
-        IDX_BAD(in->m[j].hdr, "%s: member %s at offset %" PRIu64 " is missing from the index",
-                idx, in->names + in->m[j].name, in->m[j].hdr);
-#undef IDX_BAD
-    in->sum.index_ok = bad == 0 && header_ok;
-}
-
+/* The loader's check of the index, with every member's header read. */
 static void check_index(inspector *in)
 {
     char idx[SH_PATH_MAX];
     if (!in->opt.check_index || !rf_tar_find_index(in->path, idx, sizeof idx))
         return;
     in->sum.has_index = 1;
-    char *text = NULL;
-    uint64_t len;
+    rf_tar_index_stats st;
     rf_err e = {0, ""};
-    int rc = read_whole(idx, 1ull << 30, &text, &len, &e);
+    int rc = rf_tar_index_read(idx, in->path, in->fd, in->size, 0, 1, NULL, NULL, &st, &e);
+    in->idx_path = idx;
     if (rc)
-        problem(in, RF_EINDEX, 0, "", "index %s", e.msg);
-    else
-        compare_index(in, idx, text);
-    free(text);
+        problem(in, rc, st.at, "", "%s", e.msg);
+    in->idx_path = NULL;
+    in->sum.index_ok = rc == 0;
 }
 
 void rf_inspect_options_init(rf_inspect_options *o)
@@ -1285,15 +1200,19 @@ static void scan(inspector *in)
         problem(in, RF_ENOMEM, 0, "", "no memory for the scanner");
         return;
     }
-    int rc, complete = 0;
+    int rc = 0, complete = 0;
+    uint64_t nonregular = 0;
     while (!in->stopped && (rc = rf_tar_next(&sc, tm, &e)) != 0) {
         if (rc < 0) {
             sample_flush(in);
-            problem(in, rc, sc.pos, "", "%s (the rest of the shard cannot be located)", e.msg);
+            problem(in, rc, sc.pos, "", "%s%s", e.msg,
+                    sc.after_end ? "" : " (the rest of the shard cannot be located)");
             break;
         }
-        if (tm->type != RF_TAR_FILE)
+        if (tm->type != RF_TAR_FILE) {
+            nonregular++;
             continue;
+        }
         if ((rc = feed_member(in, tm)) != 0) {
             problem(in, rc, tm->header_offset, "", "%s", rc == RF_ENOMEM ? "no memory" :
                     "too many members");
@@ -1303,6 +1222,8 @@ static void scan(inspector *in)
     if (rc == 0) {
         sample_flush(in);
         complete = 1;
+        if (in->sum.samples == 0 && rf_tar_no_samples(in->size, nonregular, &e))
+            problem(in, e.code, 0, "", "%s", e.msg);
     }
     rf_tar_scanner_free(&sc);
     free(tm);
@@ -1331,16 +1252,15 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     in->on_sample = on_sample;
     in->ctx = ctx;
     rf_inspect_summary_init(&in->sum);
-    in->fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (in->fd < 0 || fstat(in->fd, &st) != 0)
-        problem(in, -errno, 0, "", "cannot open: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        problem(in, RF_EFORMAT, 0, "", "not a regular file");
+    in->fd = -1;
+    rf_err e = {0, ""};
+    int orc = rf_open_regular(path, "a shard", RF_EFORMAT, &in->fd, &in->size, &e);
+    if (orc)
+        problem(in, orc, 0, "", "cannot inspect: %s", e.msg);
     else if (!(in->jc = rf_jpeg_checker_create()))
         problem(in, RF_ENOMEM, 0, "", "no memory for a JPEG decoder");
     else {
-        in->size = in->sum.bytes = (uint64_t)st.st_size;
+        in->sum.bytes = in->size;
         scan(in);
     }
     int rc = in->stopped ? -ECANCELED : in->first_code;
@@ -1354,7 +1274,6 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
         close(in->fd);
     rf_jpeg_checker_destroy(in->jc);
     free(in->buf);
-    free(in->m);
     free(in->names);
     free(in->set);
     free(in);

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -430,17 +431,89 @@ int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t fi
 
 void rf_tar_scanner_seek(rf_tar_scanner *s, uint64_t offset) { s->pos = offset; }
 
+/* The first byte that is not zero in [from, file end), or the file size when there is none.
+ * Reads through the scanner's buffer in chunks of its capacity. Returns 0, -errno, or 1 when
+ * the file ended early (it shrank while being read). */
+static int first_nonzero(rf_tar_scanner *s, uint64_t from, uint64_t *at)
+{
+    int rc = 0;
+    for (uint64_t off = from; off < s->file_size;) {
+        size_t n = (size_t)RF_MIN((uint64_t)s->buf_cap, s->file_size - off);
+        const uint8_t *p = scan_get(s, off, n, &rc);
+        if (!p) {
+            *at = off;
+            return rc < 0 ? rc : 1;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (p[i]) {
+                *at = off + i;
+                return 0;
+            }
+        off += n;
+    }
+    *at = s->file_size;
+    return 0;
+}
+
+/* The archive ended at `end` (its first zero block, or EOF): everything after it must be zero.
+ * Members there are invisible to every reader (tar, Python's tarfile, webdataset stop at the
+ * marker), so they would be lost without a word: say where they are instead. */
+static int check_after_end(rf_tar_scanner *s, uint64_t end, rf_err *err)
+{
+    uint64_t at = 0;
+    int rc = first_nonzero(s, end, &at);
+    if (rc < 0)
+        return rf_seterr(err, rc, "%s: read error after the end-of-archive marker at offset %"
+                         PRIu64 " (%s)", s->path, end, strerror(-rc));
+    if (rc > 0)
+        return rf_seterr(err, RF_EFORMAT, "%s: the file ended at offset %" PRIu64 " while the "
+                         "bytes after its end-of-archive marker were read (%" PRIu64 " bytes at "
+                         "open): did it change?", s->path, at, s->file_size);
+    if (at == s->file_size)
+        return 0;
+    /* A member there (what cat of two archives gives) is named, to make the cause plain. */
+    char what[256] = "";
+    reader r = {scan_get, s, s->file_size, RF_TAR_NAME_MAX};
+    rf_tar_member *m = at % RF_TAR_BLOCK == 0 ? malloc(sizeof *m) : NULL;
+    perr pe;
+    uint64_t next;
+    if (m && parse_member(&r, at, 0, m, &next, &pe) == 1)
+        snprintf(what, sizeof what, " (a tar header, member %.200s)", m->name);
+    free(m);
+    s->after_end = 1;
+    s->pos = at;
+    return rf_seterr(err, RF_EFORMAT, "%s: data after the end-of-archive marker at offset %"
+                     PRIu64 ": non-zero bytes at offset %" PRIu64 "%s; readers stop at the "
+                     "marker, so all that follows it would be lost. Two archives joined with "
+                     "cat? Join them with tar --concatenate, or repack them", s->path, end, at,
+                     what);
+}
+
 int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err)
 {
     uint32_t nm = s->name_max && s->name_max < RF_TAR_NAME_MAX ? s->name_max : RF_TAR_NAME_MAX;
     reader r = {scan_get, s, s->file_size, nm};
     perr pe = {{0, ""}, 0};
     uint64_t next = 0;
+    s->after_end = 0;
     int rc = parse_member(&r, s->pos, 1, m, &next, &pe);
     if (rc < 0)
         return rf_seterr(err, rc, "%s: %s at offset %" PRIu64, s->path, pe.e.msg, pe.at);
+    if (rc == 0 && (rc = check_after_end(s, s->pos, err)) != 0)
+        return rc;
     s->pos = rc == 1 ? next : s->file_size;
     return rc;
+}
+
+int rf_tar_no_samples(uint64_t file_size, uint64_t nonregular, rf_err *err)
+{
+    if (file_size == 0)
+        return rf_seterr(err, RF_EFORMAT, "no samples: the file is empty (0 bytes)");
+    if (nonregular == 0)
+        return rf_seterr(err, RF_EFORMAT, "no samples: an empty archive (%" PRIu64 " bytes, "
+                         "all zero)", file_size);
+    return rf_seterr(err, RF_EFORMAT, "no samples: the archive's %" PRIu64 " members are "
+                     "all directories, links or other non-regular files", nonregular);
 }
 
 void rf_tar_scanner_free(rf_tar_scanner *s)

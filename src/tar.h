@@ -25,7 +25,10 @@ typedef struct rf_tar_member {
 /* Sequential scanner over a tar file open at fd. Reads headers with pread and skips data
  * without reading it. Returns 1 and fills *m for each member, 0 at the end of the archive
  * (two zero blocks, or clean EOF on a block boundary), negative on error with err->msg naming
- * `path` and the byte offset. */
+ * `path` and the byte offset. At the end it also reads what follows the end-of-archive marker:
+ * anything but zero bytes there (GNU tar pads with zeros to its 10240-byte records) is
+ * RF_EFORMAT, because every reader stops at the marker and would drop it without a word (two
+ * archives joined with cat); then `after_end` is set and `pos` is the first such byte. */
 typedef struct rf_tar_scanner {
     int fd;
     const char *path;
@@ -40,6 +43,7 @@ typedef struct rf_tar_scanner {
     uint32_t ra_hits;        /* lookups served by the current buffer after its read */
     uint32_t name_max;       /* limit on GNU long names and pax paths (bytes); 0 or more than
                                 RF_TAR_NAME_MAX means RF_TAR_NAME_MAX */
+    int after_end;           /* the last error was data after the end-of-archive marker */
 } rf_tar_scanner;
 
 int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t file_size,
@@ -92,5 +96,11 @@ int rf_tar_parse_number(const uint8_t *field, size_t len, uint64_t *out);
 
 /* 1 when ext (a member extension) is in the comma-separated list `exts` (ASCII case-insensitive). */
 int rf_tar_ext_in(const char *ext, const char *exts);
+
+/* The error for a shard that holds no sample, one of `file_size` bytes whose scan found
+ * `nonregular` members and no regular one: RF_EFORMAT, err->msg saying what the file holds,
+ * without the path (the caller prefixes it). The loader and inspection both call it, so they
+ * refuse the same shards with the same words. */
+int rf_tar_no_samples(uint64_t file_size, uint64_t nonregular, rf_err *err);
 
 #endif

@@ -2,7 +2,8 @@
  * (bad tar headers, truncated members, not-JPEG payloads, corrupt JPEG headers, huge
  * dimensions, bad labels) and injected read faults, run in fail and skip modes with exact
  * counts; determinism and equal batch counts across ranks in skip mode; the consecutive-skip
- * limit; a shard truncated during the epoch; non-regular tar members; destroy mid-flight. */
+ * limit; a shard truncated during the epoch; non-regular tar members; files that are not regular
+ * files (a FIFO, a directory, a device) refused at once; destroy mid-flight. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dataset.h"
@@ -765,6 +767,58 @@ START_TEST(nonregular_members_skipped_and_counted)
 }
 END_TEST
 
+/* Files the user names that are not regular files are refused at once, with the path and what
+ * the file is: a FIFO nobody writes to (opening it for reading would wait for ever), a
+ * directory, a character device, as a shard, as the index beside a good shard, as a folder
+ * source's image list and as a token file; inspection reports the same. This TCase's timeout
+ * is what fails a call that blocks. */
+static void create_refuses(const char *path, uint32_t source, int code, const char *kind,
+                           const char *named)
+{
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, path, SIZE);
+    c.source = source;
+    if (source == RF_SOURCE_TOKENS)
+        c.token_bytes = 2, c.seq_len = 16;
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    int rc = rf_loader_create(&c, &ld, err, sizeof err);
+    ck_assert_msg(rc == code, "%s: rc %d, want %d (%s)", path, rc, code, err);
+    ck_assert_ptr_null(ld);
+    ck_assert_msg(strstr(err, named) && strstr(err, kind) && strstr(err, "not a regular file"),
+                  "message \"%s\" lacks %s or \"%s\"", err, named, kind);
+}
+
+START_TEST(non_regular_files_refused_at_once)
+{
+    char *dir = rf_test_mkdtemp("fifo");
+    char fifo[600], shard[600], idx[600], src[600];
+    snprintf(fifo, sizeof fifo, "%s/pipe.tar", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    create_refuses(fifo, RF_SOURCE_TAR, RF_EFORMAT, "a FIFO", fifo);
+    create_refuses(fifo, RF_SOURCE_FOLDER, RF_EFORMAT, "a FIFO", fifo);
+    create_refuses(fifo, RF_SOURCE_TOKENS, RF_EFORMAT, "a FIFO", fifo);
+    create_refuses(dir, RF_SOURCE_TAR, RF_EFORMAT, "a directory", dir);
+    create_refuses("/dev/null", RF_SOURCE_TAR, RF_EFORMAT, "a character device", "/dev/null");
+    /* a good shard whose index is a FIFO: refused, not scanned in silence */
+    snprintf(src, sizeof src, "%s/shard-0000.tar", g_clean);
+    snprintf(shard, sizeof shard, "%s/good.tar", dir);
+    snprintf(idx, sizeof idx, "%s/good.idx", dir);
+    copy_file(src, shard);
+    ck_assert_int_eq(mkfifo(idx, 0600), 0);
+    create_refuses(shard, RF_SOURCE_TAR, RF_EINDEX, "a FIFO", idx);
+    /* inspection: the FIFO shard and the FIFO index are problems, reported at once */
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(fifo, NULL, NULL, NULL, NULL, &s), RF_EFORMAT);
+    ck_assert_uint_eq(s.problems, 1);
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(shard, NULL, NULL, NULL, NULL, &s), RF_EINDEX);
+    ck_assert(s.has_index && !s.index_ok);
+    free(dir);
+}
+END_TEST
+
 START_TEST(config_limits_validated)
 {
     char pat[600];
@@ -1173,6 +1227,11 @@ int main(void)
     tcase_add_test(tc, missing_tables_and_late_damage_same_every_epoch_any_threads);
     tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);
     tcase_add_loop_test(tc, stall_times_out_and_loses_nothing, 0, 3);
+    TCase *quick = tcase_create("blocking");
+    tcase_set_timeout(quick, 20);
+    tcase_add_unchecked_fixture(quick, make_clean, NULL);
+    tcase_add_test(quick, non_regular_files_refused_at_once);
     suite_add_tcase(s, tc);
+    suite_add_tcase(s, quick);
     return rf_test_run_suite(s);
 }

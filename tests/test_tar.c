@@ -2,7 +2,9 @@
  *
  * Good shards are written by GNU tar itself in ustar, gnu and pax formats (they must load
  * identically); malformed ones are hand-built block by block, one defect each, so every
- * rejection is attributable to exactly the field under test. */
+ * rejection is attributable to exactly the field under test, or made as users make them (GNU
+ * tar and Python's tarfile joined with cat, emptied). Where the loader refuses a shard,
+ * inspection (rf_shard_inspect) is checked to report the same words. */
 #include <check.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "ringfeed_shards.h"
 #include "tar.h"
 #include "tar_index.h"
 #include "testutil.h"
@@ -726,6 +729,373 @@ START_TEST(end_of_archive_variants)
 }
 END_TEST
 
+/* ---- what follows the end of the archive; shards without samples ------------------------ */
+
+/* path without its last `cut` bytes, then suffix (malloc'ed). */
+static char *resuffix(const char *path, size_t cut, const char *suffix)
+{
+    size_t n = strlen(path) - cut;
+    char *p = malloc(n + strlen(suffix) + 1);
+    sprintf(p, "%.*s%s", (int)n, path, suffix);
+    return p;
+}
+
+/* rf_shard_inspect of path: its return code and its first problem (inspection and the loader
+ * must refuse the same shards with the same words). */
+typedef struct first_problem {
+    uint64_t n, offset;
+    int code;
+    char msg[1024];
+} first_problem;
+
+static int keep_first(void *ctx, const rf_inspect_problem *p)
+{
+    first_problem *f = ctx;
+    if (f->n++ == 0) {
+        f->code = p->code;
+        f->offset = p->offset;
+        snprintf(f->msg, sizeof f->msg, "%s", p->message);
+    }
+    return 0;
+}
+
+static int inspect_first(const char *path, first_problem *f, rf_inspect_summary *s)
+{
+    memset(f, 0, sizeof *f);
+    rf_inspect_summary_init(s);
+    rf_inspect_options o;
+    rf_inspect_options_init(&o);
+    o.check_jpeg = 0; /* the fake JPEGs here are not decodable: structure only */
+    return rf_shard_inspect(path, &o, keep_first, NULL, f, s);
+}
+
+/* The loader refuses path with `code` and a message holding `needle`; inspection reports the
+ * loader's very message (after its "<path>: offset <N>: " prefix) at offset `at`. */
+static void both_refuse(const char *path, int code, const char *needle, uint64_t at)
+{
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    int rc = load(&ds, path, 0, &e);
+    rf_dataset_free(&ds);
+    ck_assert_msg(rc == code && strstr(e.msg, needle), "%s: rc %d (%s), want %d with \"%s\"",
+                  path, rc, e.msg, code, needle);
+    first_problem f;
+    rf_inspect_summary s;
+    ck_assert_int_eq(inspect_first(path, &f, &s), code);
+    ck_assert_int_eq(f.code, code);
+    ck_assert_uint_eq(f.offset, at);
+    const char *loader_what = e.msg + strlen(path) + 2; /* the loader's text after "<path>: " */
+    ck_assert_msg(strstr(f.msg, loader_what), "inspect said \"%s\", the loader \"%s\"", f.msg,
+                  e.msg);
+}
+
+/* A new directory with k<i>.jpg (a fake JPEG of 300 + 50 i bytes) and k<i>.cls for i < n in
+ * its src/, for tar and tarfile to pack. */
+static char *src_dir(const char *tag, int n)
+{
+    char *dir = rf_test_mkdtemp(tag);
+    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src", dir), 0);
+    for (int i = 0; i < n; i++) {
+        char name[64], lab[16];
+        snprintf(name, sizeof name, "src/k%d.jpg", i);
+        char *p = pathf(dir, name);
+        uint8_t *j = fake_jpeg((uint32_t)i, 300 + 50 * (size_t)i);
+        write_file(p, j, 300 + 50 * (size_t)i);
+        free(p), free(j);
+        snprintf(name, sizeof name, "src/k%d.cls", i);
+        snprintf(lab, sizeof lab, "%d", i);
+        p = pathf(dir, name);
+        write_file(p, lab, strlen(lab));
+        free(p);
+    }
+    return dir;
+}
+
+/* `cat a.tar b.tar` hides b's members behind a's end-of-archive marker: every reader stops
+ * there. Made by GNU tar and by Python's tarfile (both pad to 10240-byte records, so b starts
+ * at 10240), refused by the loader and inspection alike, naming the shard, the marker's offset
+ * and the first byte after it; zero padding is fine, and tar --concatenate is the fix. */
+START_TEST(data_after_end_of_archive_refused)
+{
+    char *dir = src_dir("tar-cat", 4);
+    ck_assert_int_eq(rf_test_shell("cd %s/src && tar --format=gnu -cf ../a.tar k0.jpg k0.cls k1.jpg "
+                                   "k1.cls && tar --format=gnu -cf ../b.tar k2.jpg k2.cls k3.jpg "
+                                   "k3.cls && cat ../a.tar ../b.tar > ../gnu.tar", dir), 0);
+    ck_assert_int_eq(rf_test_shell(
+        "cd %s/src && python3 -c 'import tarfile, sys\n"
+        "for out, ks in ((\"../pa.tar\", \"01\"), (\"../pb.tar\", \"23\")):\n"
+        "    with tarfile.open(out, \"w\") as t:\n"
+        "        for k in ks:\n"
+        "            t.add(\"k%%s.jpg\" %% k); t.add(\"k%%s.cls\" %% k)' && "
+        "cat ../pa.tar ../pb.tar > ../py.tar", dir), 0);
+    static const char *joined[] = {"gnu.tar", "py.tar"};
+    for (int k = 0; k < 2; k++) {
+        char *p = pathf(dir, joined[k]), want[4400];
+        /* a's four members take two blocks each (tarfile adds a pax header to each): its
+         * marker is at 4096 (8192) */
+        snprintf(want, sizeof want, "%s: data after the end-of-archive marker at offset %d: "
+                 "non-zero bytes at offset 10240 (a tar header, member k2.jpg)", p,
+                 k ? 8192 : 4096);
+        both_refuse(p, RF_EFORMAT, want, 10240);
+        rf_err e = {0, ""};
+        char *ip = pathf(dir, "x.idx");
+        ck_assert_int_eq(rf_tar_write_index(p, ip, &e), RF_EFORMAT);
+        ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
+        /* with the first archive's index beside it, the same error: the shard's, not the
+         * index's */
+        char *first = pathf(dir, k ? "pa.tar" : "a.tar"), *beside = resuffix(p, 4, ".idx");
+        ck_assert_msg(rf_tar_write_index(first, beside, &e) == 0, "%s", e.msg);
+        both_refuse(p, RF_EFORMAT, want, 10240);
+        unlink(beside);
+        free(first), free(beside), free(ip), free(p);
+    }
+    /* the padding alone loads; one stray byte in it is named */
+    char *a = pathf(dir, "a.tar");
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    ck_assert_msg(load(&ds, a, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 2);
+    rf_dataset_free(&ds);
+    ck_assert_int_eq(rf_test_shell("cd %s && cp a.tar stray.tar && printf x | dd of=stray.tar "
+                                   "bs=1 seek=7000 conv=notrunc 2>/dev/null", dir), 0);
+    char *stray = pathf(dir, "stray.tar");
+    both_refuse(stray, RF_EFORMAT, "at offset 4096: non-zero bytes at offset 7000;", 7000);
+    /* joined the right way, all four samples are there */
+    ck_assert_int_eq(rf_test_shell("cd %s && cp a.tar ab.tar && tar -Af ab.tar b.tar", dir), 0);
+    char *ab = pathf(dir, "ab.tar");
+    ck_assert_msg(load(&ds, ab, 0, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ds.nsamples, 4);
+    rf_dataset_free(&ds);
+    free(a), free(stray), free(ab);
+    free(dir);
+}
+END_TEST
+
+/* A shard without a sample is refused, even next to good ones: an empty file, an empty archive
+ * (GNU tar's: 10240 zero bytes) and an archive of directories only; inspection agrees. */
+START_TEST(shard_without_samples_refused)
+{
+    char *dir = rf_test_mkdtemp("tar-empty");
+    ck_assert_int_eq(rf_test_shell("mkdir -p %s/src/d && cd %s && : > empty.tar && "
+                                   "tar -cf zero.tar -T /dev/null && tar --no-recursion -cf "
+                                   "dirs.tar -C src d", dir, dir), 0);
+    static const char *name[] = {"empty.tar", "zero.tar", "dirs.tar"};
+    static const char *what[] = {"no samples: the file is empty (0 bytes)",
+                                 "no samples: an empty archive (10240 bytes, all zero)",
+                                 "no samples: the archive's 1 members are all directories"};
+    tbuf t;
+    char *good = plain_shard(dir, "good.tar", 3, &t);
+    for (int k = 0; k < 3; k++) {
+        char *p = pathf(dir, name[k]), want[4400];
+        snprintf(want, sizeof want, "%s: %s", p, what[k]);
+        both_refuse(p, RF_EFORMAT, want, 0);
+        const char *pats[2] = {good, p};
+        rf_config c = rf_test_host_config(pats, good, 32);
+        c.shards = pats;
+        c.shard_count = 2;
+        rf_loader *ld = NULL;
+        char err[512];
+        ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EFORMAT);
+        ck_assert_msg(strstr(err, want), "%s", err);
+        free(p);
+    }
+    free(good), free(t.p);
+    free(dir);
+}
+END_TEST
+
+/* ---- an index must cover its shard ------------------------------------------------------- */
+
+/* The loader refuses shard with RF_EINDEX naming its index, the shard, `needle` and the fix;
+ * inspection reports the loader's words at offset `at`, as a problem of the index file. */
+static void index_refused(const char *shard, const char *idx, const char *needle, uint64_t at)
+{
+    rf_dataset ds;
+    rf_err e = {0, ""};
+    int rc = load(&ds, shard, 0, &e);
+    rf_dataset_free(&ds);
+    ck_assert_msg(rc == RF_EINDEX, "%s: rc %d (%s)", shard, rc, e.msg);
+    ck_assert_msg(strncmp(e.msg, idx, strlen(idx)) == 0 && strstr(e.msg, shard) &&
+                      strstr(e.msg, needle) && strstr(e.msg, "delete it"),
+                  "message \"%s\" lacks %s, %s or \"%s\"", e.msg, idx, shard, needle);
+    first_problem f;
+    rf_inspect_summary s;
+    ck_assert_int_eq(inspect_first(shard, &f, &s), RF_EINDEX);
+    ck_assert(s.has_index && !s.index_ok);
+    ck_assert_uint_eq(f.offset, at);
+    const char *what = e.msg + strlen(idx) + 2;
+    ck_assert_msg(strncmp(f.msg, idx, strlen(idx)) == 0 && strstr(f.msg, what),
+                  "inspect said \"%s\", the loader \"%s\"", f.msg, e.msg);
+}
+
+/* Loads of shard with its index: the same samples as a scan, the same non-regular members
+ * counted, and at most max_reads headers read to check the index. */
+static void index_loads(const char *shard, const char *idx, uint64_t max_reads)
+{
+    rf_dataset scan, viaidx;
+    rf_err e = {0, ""};
+    char *moved = resuffix(idx, 0, ".off"); /* moved away, the loader scans the shard */
+    ck_assert_int_eq(rename(idx, moved), 0);
+    ck_assert_msg(load(&scan, shard, 0, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(rename(moved, idx), 0);
+    ck_assert_msg(load(&viaidx, shard, 0, &e) == 0, "%s", e.msg);
+    same_tables(&scan, &viaidx);
+    ck_assert_uint_eq(scan.nonregular, viaidx.nonregular);
+    rf_tar_index_stats st;
+    int fd = open(shard, O_RDONLY);
+    struct stat sb;
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    ck_assert_msg(rf_tar_index_read(idx, shard, fd, (uint64_t)sb.st_size, 0, 0, NULL, NULL, &st,
+                                    &e) == 0, "%s", e.msg);
+    ck_assert_msg(st.headers_read <= max_reads, "%" PRIu64 " headers read, want <= %" PRIu64,
+                  st.headers_read, max_reads);
+    close(fd);
+    first_problem f;
+    rf_inspect_summary s;
+    ck_assert_msg(inspect_first(shard, &f, &s) == 0, "%s", f.msg);
+    ck_assert(s.has_index && s.index_ok);
+    rf_dataset_free(&scan);
+    rf_dataset_free(&viaidx);
+    free(moved);
+}
+
+/* An index written before members were appended (GNU tar -r, Python's tarfile mode "a") covers
+ * only the start of its shard: the first appended member is named with its offset. */
+START_TEST(index_of_appended_shard_refused)
+{
+    char *dir = src_dir("tar-append", 8);
+    ck_assert_int_eq(rf_test_shell("cd %s/src && tar -cf ../g.tar k0.jpg k0.cls k1.jpg k1.cls "
+                                   "k2.jpg k2.cls k3.jpg k3.cls", dir), 0);
+    ck_assert_int_eq(rf_test_shell(
+        "cd %s/src && python3 -c 'import tarfile\n"
+        "with tarfile.open(\"../p.tar\", \"w\") as t:\n"
+        "    for k in \"0123\": t.add(\"k%%s.jpg\" %% k); t.add(\"k%%s.cls\" %% k)'", dir), 0);
+    static const char *name[] = {"g", "p"};
+    for (int k = 0; k < 2; k++) {
+        char tar[64], idxn[64];
+        snprintf(tar, sizeof tar, "%s.tar", name[k]);
+        snprintf(idxn, sizeof idxn, "%s.idx", name[k]);
+        char *shard = pathf(dir, tar), *idx = pathf(dir, idxn);
+        rf_err e = {0, ""};
+        ck_assert_msg(rf_tar_write_index(shard, idx, &e) == 0, "%s", e.msg);
+        index_loads(shard, idx, 20);
+        free(shard), free(idx);
+    }
+    ck_assert_int_eq(rf_test_shell("cd %s/src && tar -rf ../g.tar k4.jpg k4.cls k5.jpg k5.cls && "
+                                   "python3 -c 'import tarfile\n"
+                                   "with tarfile.open(\"../p.tar\", \"a\") as t:\n"
+                                   "    for k in \"4567\": t.add(\"k%%s.jpg\" %% k); "
+                                   "t.add(\"k%%s.cls\" %% k)'", dir), 0);
+    /* four samples of two members, each of two blocks (four with tarfile's pax headers) */
+    static const uint64_t appended_at[] = {8192, 16384};
+    for (int k = 0; k < 2; k++) {
+        char tar[64], idxn[64], want[128];
+        snprintf(tar, sizeof tar, "%s.tar", name[k]);
+        snprintf(idxn, sizeof idxn, "%s.idx", name[k]);
+        char *shard = pathf(dir, tar), *idx = pathf(dir, idxn);
+        snprintf(want, sizeof want, "line 5: the shard goes on after the index's last member: "
+                 "its member k4.jpg at offset %" PRIu64 " is not in the index", appended_at[k]);
+        index_refused(shard, idx, want, appended_at[k]);
+        free(shard), free(idx);
+    }
+    free(dir);
+}
+END_TEST
+
+/* Lines deleted or duplicated, and indexes of other shards: each refused at create, naming the
+ * index, the line and the offset, as inspection does. */
+START_TEST(index_not_matching_its_shard_refused)
+{
+    char *dir = rf_test_mkdtemp("tar-idxedit");
+    char *good = good_index(dir); /* of plain_shard(20): k000..k019, line 2 + i for k<i> */
+    tbuf t;
+    char *shard = plain_shard(dir, "bad.tar", 20, &t), *idx = pathf(dir, "bad.idx");
+    free(t.p);
+    /* line 9 (k007) deleted, the count made to agree: k007's members are in no line */
+    char *line9 = good;
+    for (int k = 1; k < 9; k++)
+        line9 = strchr(line9, '\n') + 1;
+    char *line10 = strchr(line9, '\n') + 1;
+    char *m = malloc(strlen(good) + 1);
+    sprintf(m, "v1.2 19%.*s%s", (int)(line9 - good - 7), good + 7, line10);
+    write_file(idx, m, strlen(m));
+    index_refused(shard, idx, "line 9: the shard's member k007.jpg at offset 16384 is not in "
+                  "the index (it comes before k008.jpg)", 16384);
+    free(m);
+    /* line 9 twice in a row, or again at the end */
+    m = malloc(2 * strlen(good) + 1);
+    sprintf(m, "v1.2 21%.*s%.*s%s", (int)(line10 - good - 7), good + 7, (int)(line10 - line9),
+            line9, line10);
+    write_file(idx, m, strlen(m));
+    index_refused(shard, idx, "line 10: member k007.jpg: same key as the previous line", 0);
+    sprintf(m, "v1.2 21%s%.*s", good + 7, (int)(line10 - line9), line9);
+    write_file(idx, m, strlen(m));
+    index_refused(shard, idx, "line 22: member k007.jpg: offset 16384 overlaps the previous "
+                  "member", 0);
+    free(m);
+    /* the index of a shard with the same names and sizes, but only its first 12 samples: all
+     * it says is true, and 8 samples would be missing */
+    char *small = plain_shard(dir, "small.tar", 12, &t), *small_idx = pathf(dir, "small.idx");
+    free(t.p);
+    rf_err e = {0, ""};
+    ck_assert_msg(rf_tar_write_index(small, small_idx, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(rename(small_idx, idx), 0);
+    index_refused(shard, idx, "line 13: the shard goes on after the index's last member: its "
+                  "member k012.jpg at offset 31232 is not in the index", 31232);
+    /* the index of another generated shard: other names */
+    char *gen = rf_test_mkdtemp("tar-idxgen");
+    ck_assert_int_eq(rf_test_make_shards(gen, 2, 100, 3, 1, 1, 32), 0);
+    char *s0 = pathf(gen, "shard-0000.tar"), *i0 = pathf(gen, "shard-0000.idx");
+    char *i1 = pathf(gen, "shard-0001.idx");
+    /* the good index is cheap to check: 8 spot-checked samples of two members (the first and
+     * the last among them), then the end-of-archive marker */
+    index_loads(s0, i0, 2 * 8 + 1);
+    ck_assert_int_eq(rename(i1, i0), 0);
+    index_refused(s0, i0, "line 2: member 00000100.jpg: the shard's header at offset 0 names "
+                  "00000000.jpg", 0);
+    free(s0), free(i0), free(i1), free(gen);
+    free(small), free(small_idx), free(shard), free(idx), free(good);
+    free(dir);
+}
+END_TEST
+
+/* DALI's wds2idx writes the offset of each member's data (tar --block-number, or tarfile's
+ * offset_data), ringfeed the offset of its first header block: both load as a scan does, on
+ * GNU tar's shards with long names (pax and GNU records), a directory and a symlink. */
+START_TEST(index_with_data_offsets_loads)
+{
+    fixture fx;
+    fx_make(&fx, 1);
+    static const char *formats[] = {"gnu", "pax"};
+    for (int f = 0; f < 2; f++) {
+        char *shard = fx_tar(&fx, formats[f]), *idx = resuffix(shard, 4, ".idx");
+        ck_assert_int_eq(rf_test_shell(
+            "python3 -c 'import tarfile, sys\n"
+            "lines, last = [], None\n"
+            "for m in tarfile.open(sys.argv[1]):\n"
+            "    if not m.isreg(): continue\n"
+            "    slash = m.name.rfind(\"/\") + 1\n"
+            "    dot = m.name.find(\".\", slash)\n"
+            "    key, ext = m.name[:dot], m.name[dot + 1:]\n"
+            "    if key != last: lines.append([]); last = key\n"
+            "    lines[-1].append(\"%%s %%d %%d %%s\" %% (ext, m.offset_data, m.size, m.name))\n"
+            "open(sys.argv[2], \"w\").write(\"v1.2 %%d\\n\" %% len(lines) + "
+            "\"\".join(\" \".join(l) + \"\\n\" for l in lines))' %s %s", shard, idx), 0);
+        index_loads(shard, idx, 64);
+        rf_dataset ds;
+        rf_err e = {0, ""};
+        ck_assert_msg(load(&ds, shard, 0, &e) == 0, "%s", e.msg);
+        check_loaded(&fx, &ds);
+        rf_dataset_free(&ds);
+        /* ringfeed's own index of the same shard */
+        ck_assert_msg(rf_tar_write_index(shard, idx, &e) == 0, "%s", e.msg);
+        index_loads(shard, idx, 64);
+        free(idx), free(shard);
+    }
+    fx_free(&fx);
+}
+END_TEST
+
 START_TEST(webdataset_grouping)
 {
     char *dir = rf_test_mkdtemp("tar-wds");
@@ -923,6 +1293,11 @@ static Suite *suite(void)
     tcase_add_test(tc, pax_records_strict);
     tcase_add_test(tc, gnu_long_name_limits);
     tcase_add_test(tc, end_of_archive_variants);
+    tcase_add_test(tc, data_after_end_of_archive_refused);
+    tcase_add_test(tc, shard_without_samples_refused);
+    tcase_add_test(tc, index_of_appended_shard_refused);
+    tcase_add_test(tc, index_not_matching_its_shard_refused);
+    tcase_add_test(tc, index_with_data_offsets_loads);
     tcase_add_test(tc, webdataset_grouping);
     tcase_add_test(tc, locate_rejects_foreign_and_corrupt_spans);
     tcase_add_test(tc, pattern_expansion);

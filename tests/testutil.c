@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 char *rf_test_mkdtemp(const char *tag)
@@ -296,4 +298,17 @@ char *rf_test_list_dir(const char *dir)
         free(names[i]);
     }
     return out;
+}
+
+int rf_test_shell(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof cmd)
+        return -1;
+    int rc = system(cmd);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
 }

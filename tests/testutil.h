@@ -67,6 +67,10 @@ int rf_test_private_tmpfs(const char *dir, uint64_t bytes);
  * followed by '\n'; malloc'ed, "" for an empty folder, NULL when dir cannot be read. */
 char *rf_test_list_dir(const char *dir);
 
+/* Run a shell command made from a printf format (GNU tar, python3 and friends, to make data as
+ * users make it); returns its exit status, -1 when it could not run or was killed. */
+int rf_test_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Recompute the ustar header checksum of the 512-byte header h (field at 148, 6 octal digits,
  * NUL, space) after a test edited the header. */
 void rf_test_tar_checksum(uint8_t *h);

@@ -1,0 +1,572 @@
+/* tar_index.c — the shard index (DALI text format v1.2, see tar_index.h): reading it and
+ * checking it against its shard, and writing it.
+ *
+ * DESIGN. An index is trusted only as far as it is checked, and the check must stay cheap (a
+ * few header reads, not a scan) yet leave no sample out in silence. So after the text is parsed
+ * (version, counts, increasing in-bounds offsets, names consistent with their line), the
+ * members, in index order, must tile the archive: each one starts where the previous one ended,
+ * except across a gap, and a gap may only hold what an index rightly leaves out (directories,
+ * links and other non-regular members: their headers are read to see it). The last member must
+ * be followed by the end-of-archive marker (or the end of the file, as a scan accepts), and
+ * nothing but zeros may follow that (the scanner checks both). A member is taken without reading its header only when the index itself shows
+ * it tight (it starts where the previous one ended and the next one starts right after its
+ * padded data, so no extension record fits); members around a gap, the last one and the members
+ * of TAR_INDEX_SPOT_CHECKS samples spread over the shard are read and compared (name, size,
+ * regular file). A member appended after indexing (tar -r, tarfile mode "a"), a line deleted or
+ * duplicated, or an index of another shard then fails here, at create, with the line, the member
+ * and the byte offset. What this check does not read is still checked on every read: the
+ * pipeline re-walks each span with rf_tar_locate. Inspection runs the same check with every
+ * header read (full), so the loader and ringfeed-inspect hold one opinion of an index.
+ *
+ * Offsets: ringfeed writes a member's first header block (extension records included); DALI's
+ * wds2idx (tar --block-number, or tarfile's offset_data) writes the offset of its data. The
+ * first member, always read, tells which an index uses, and the rest must agree.
+ *
+ * Errors name the index file and line, the shard, the member and the byte offset, and say how
+ * to fix it: delete the index (the loader then scans the shard) or rebuild it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tar.h"
+#include "tar_index.h"
+
+#define TAR_INDEX_BYTES_MAX (1ull << 30)     /* an index file larger than this is refused */
+#define TAR_INDEX_SAMPLES_MAX (1ull << 32)
+#define TAR_INDEX_SPOT_CHECKS 8              /* samples whose headers are read (incl. ends) */
+#define TAR_PATH_MAX 4096
+_Static_assert(TAR_INDEX_SPOT_CHECKS >= 2, "the spot checks include the first and last sample");
+
+static uint64_t round_block(uint64_t n) { return (n + RF_TAR_BLOCK - 1) & ~(uint64_t)(RF_TAR_BLOCK - 1); }
+
+/* ---- parsing ----------------------------------------------------------------------------- */
+
+/* What an index's offsets point at: not known until the first member is read. */
+enum { OFF_UNKNOWN, OFF_HEADER, OFF_DATA };
+
+typedef struct imember {
+    uint64_t off, size;   /* as the index says */
+    char *name, *ext;
+    uint32_t line;
+    int need_read;
+} imember;
+
+typedef struct index {
+    const char *idx_path, *shard;
+    uint64_t file_size;
+    char *text;
+    imember *m;
+    uint64_t n, cap;
+    uint64_t *first;          /* first member of each sample (line) */
+    uint64_t nsamples, scap;
+    uint32_t lines;
+} index_t;
+
+static int idx_fail(const index_t *x, uint32_t line, rf_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int idx_fail(const index_t *x, uint32_t line, rf_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int idx_fail(const index_t *x, uint32_t line, rf_err *err, const char *fmt, ...)
+{
+    char what[RF_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return rf_seterr(err, RF_EINDEX, "%s: line %u: %s. The index does not describe its shard "
+                     "%s: delete it (the loader then scans the shard) or rebuild it (delete it, "
+                     "then ringfeed-inspect --write-index on the shard)", x->idx_path, line, what,
+                     x->shard);
+}
+
+static int read_text(const char *path, char **out, rf_err *err)
+{
+    rf_err e = {0, ""};
+    int fd;
+    uint64_t size;
+    int rc = rf_open_regular(path, "a shard index", RF_EINDEX, &fd, &size, &e);
+    if (rc)
+        return rf_seterr(err, rc, "%s: %s", path, e.msg);
+    char *buf = NULL;
+    if (size > TAR_INDEX_BYTES_MAX) {
+        rc = rf_seterr(err, RF_EINDEX, "%s: index larger than %llu bytes", path,
+                       TAR_INDEX_BYTES_MAX);
+    } else if (!(buf = malloc((size_t)size + 1))) {
+        rc = rf_seterr(err, RF_ENOMEM, "%s: no memory for the index", path);
+    } else {
+        size_t got = 0, want = (size_t)size;
+        while (got < want) {
+            ssize_t r = pread(fd, buf + got, want - got, (off_t)got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                rc = rf_seterr(err, r < 0 ? -errno : RF_EINDEX, "%s: short read", path);
+                break;
+            }
+            got += (size_t)r;
+        }
+        buf[got] = 0;
+        if (rc == 0 && memchr(buf, 0, got))
+            rc = rf_seterr(err, RF_EINDEX, "%s: NUL byte in the index", path);
+    }
+    close(fd);
+    if (rc)
+        free(buf);
+    else
+        *out = buf;
+    return rc;
+}
+
+/* Strict decimal: digits only, no sign, at most 15 of them (offsets and sizes < 2^50). */
+static int parse_dec(const char *s, uint64_t *v)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 15)
+        return -1;
+    *v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        *v = *v * 10 + (uint64_t)(s[i] - '0');
+    }
+    return 0;
+}
+
+/* Cut the next space-separated token out of *p in place; NULL when the line is used up. */
+static char *next_token(char **p)
+{
+    char *t = *p;
+    if (!t)
+        return NULL;
+    char *sp = strchr(t, ' ');
+    if (sp)
+        *sp = 0;
+    *p = sp ? sp + 1 : NULL;
+    return t;
+}
+
+static int parse_header_line(index_t *x, char *line, uint64_t *count, rf_err *err)
+{
+    char *tok[3], *p = line;
+    size_t n = 0;
+    while (n < 3 && (tok[n] = next_token(&p)) != NULL)
+        n++;
+    if (n >= 1 && strcmp(tok[0], "v1.1") == 0)
+        return idx_fail(x, 1, err, "index version v1.1 (no member names) is not supported; "
+                        "regenerate it as v1.2");
+    if (n != 2 || strcmp(tok[0], "v1.2") != 0)
+        return idx_fail(x, 1, err, "expected \"v1.2 <samples>\"");
+    if (parse_dec(tok[1], count) != 0 || *count > TAR_INDEX_SAMPLES_MAX)
+        return idx_fail(x, 1, err, "bad sample count");
+    return 0;
+}
+
+static int push_member(index_t *x, const imember *im, rf_err *err)
+{
+    if (rf_grow(&x->m, &x->cap, x->n + 1, sizeof *x->m))
+        return rf_seterr(err, RF_ENOMEM, "%s: no memory", x->idx_path);
+    x->m[x->n++] = *im;
+    return 0;
+}
+
+static int push_sample(index_t *x, uint64_t first, rf_err *err)
+{
+    if (rf_grow(&x->first, &x->scap, x->nsamples + 1, sizeof *x->first))
+        return rf_seterr(err, RF_ENOMEM, "%s: no memory", x->idx_path);
+    x->first[x->nsamples++] = first;
+    return 0;
+}
+
+/* One sample line: groups of <ext> <offset> <size> <name>, all names sharing one key that
+ * differs from the previous line's (else a scan would have merged the two lines). */
+static int parse_sample_line(index_t *x, char *line, uint32_t ln, rf_err *err)
+{
+    uint64_t first = x->n;
+    char *p = line;
+    for (size_t i = 0; p; i += 4) {
+        char *tok[4];
+        for (int k = 0; k < 4; k++)
+            if (!(tok[k] = next_token(&p)) || !*tok[k])
+                return idx_fail(x, ln, err, "expected groups of <ext> <offset> <size> <name>");
+        if (i / 4 >= RF_TAR_SAMPLE_MEMBERS_MAX)
+            return idx_fail(x, ln, err, "more than %d members", RF_TAR_SAMPLE_MEMBERS_MAX);
+        imember im = {.name = tok[3], .ext = tok[0], .line = ln};
+        const char *ext;
+        if (parse_dec(tok[1], &im.off) || parse_dec(tok[2], &im.size))
+            return idx_fail(x, ln, err, "member %s: bad offset or size", im.name);
+        size_t klen = rf_tar_split_key(im.name, &ext);
+        if (strcmp(ext, im.ext) != 0)
+            return idx_fail(x, ln, err, "member %s: extension field %s disagrees with the name",
+                            im.name, im.ext);
+        const imember *prev = x->n ? &x->m[x->n - 1] : NULL;
+        const char *pext;
+        int same_key = prev && rf_tar_split_key(prev->name, &pext) == klen &&
+                       memcmp(prev->name, im.name, klen) == 0;
+        if (i > 0 && !same_key)
+            return idx_fail(x, ln, err, "member %s: key differs from the line's first member",
+                            im.name);
+        if (i == 0 && same_key)
+            return idx_fail(x, ln, err, "member %s: same key as the previous line", im.name);
+        if (im.off % RF_TAR_BLOCK != 0 || im.size > RF_TAR_SIZE_MAX)
+            return idx_fail(x, ln, err, "member %s: offset not on a block or size too large",
+                            im.name);
+        if (prev && im.off < prev->off + RF_TAR_BLOCK + round_block(prev->size))
+            return idx_fail(x, ln, err, "member %s: offset %" PRIu64 " overlaps the previous member",
+                            im.name, im.off);
+        if (im.off + im.size > x->file_size)
+            return idx_fail(x, ln, err, "member %s: data ends past the end of the shard (offset %"
+                            PRIu64 ")", im.name, im.off);
+        int rc = push_member(x, &im, err);
+        if (rc)
+            return rc;
+    }
+    return push_sample(x, first, err);
+}
+
+static int parse_index(index_t *x, rf_err *err)
+{
+    uint64_t count = 0;
+    uint32_t ln = 0;
+    char *p = x->text;
+    while (*p) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = 0;
+        ln++;
+        if (ln == UINT32_MAX)
+            return idx_fail(x, ln, err, "too many lines");
+        int rc = ln == 1 ? parse_header_line(x, p, &count, err) : parse_sample_line(x, p, ln, err);
+        if (rc)
+            return rc;
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    x->lines = ln;
+    if (ln == 0)
+        return idx_fail(x, 1, err, "empty index");
+    if (x->nsamples != count)
+        return idx_fail(x, 1, err, "header says %" PRIu64 " samples but %" PRIu64
+                        " sample lines follow", count, x->nsamples);
+    return 0;
+}
+
+/* ---- checking the index against its shard -------------------------------------------------- */
+
+/* The members whose headers are read: every one when full; else those of the spot-checked
+ * samples, and each member the index does not show tight (the next member starting right after
+ * its padded data: an extension record or a member the index leaves out may sit in between),
+ * the last one included. */
+static void mark_reads(index_t *x, int full)
+{
+    for (uint64_t j = 0; j < x->n; j++) {
+        const imember *im = &x->m[j];
+        x->m[j].need_read = full || j + 1 == x->n ||
+                            x->m[j + 1].off != im->off + RF_TAR_BLOCK + round_block(im->size);
+    }
+    uint64_t ns = x->nsamples;
+    for (uint64_t k = 0; k < TAR_INDEX_SPOT_CHECKS && ns; k++) {
+        uint64_t s = k * (ns - 1) / (TAR_INDEX_SPOT_CHECKS - 1);
+        uint64_t end = s + 1 < ns ? x->first[s + 1] : x->n;
+        for (uint64_t j = x->first[s]; j < end; j++)
+            x->m[j].need_read = 1;
+    }
+}
+
+/* The walk along the archive. pos is a member boundary the walk vouches for: the archive's
+ * start, or the end of a member it read or took as tight. */
+typedef struct walk {
+    index_t *x;
+    rf_tar_scanner sc;
+    rf_tar_member *tm;
+    uint64_t pos;
+    int offsets;              /* OFF_*: what the index's offsets point at */
+    rf_tar_index_stats *st;
+} walk;
+
+static int walk_fail(walk *w, uint32_t line, uint64_t at, rf_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* idx_fail, noting the shard offset the error is about (inspection reports it). */
+static int walk_fail(walk *w, uint32_t line, uint64_t at, rf_err *err, const char *fmt, ...)
+{
+    char what[RF_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    w->st->at = at;
+    return idx_fail(w->x, line, err, "%s", what);
+}
+
+/* Read the member at pos and step past it. Returns 1 (the member in w->tm), 0 at the end of
+ * the archive, or an error: the scanner's own for data after the end-of-archive marker (the
+ * shard's fault, whatever the index says), else RF_EINDEX on `line` about member `name` (NULL:
+ * what follows the last member). */
+static int read_next(walk *w, uint32_t line, const char *name, rf_err *err)
+{
+    rf_err e = {0, ""};
+    uint64_t at = w->pos;
+    rf_tar_scanner_seek(&w->sc, at);
+    int rc = rf_tar_next(&w->sc, w->tm, &e);
+    w->st->headers_read++;
+    if (rc < 0 && w->sc.after_end) {
+        w->st->at = w->sc.pos;
+        return rf_seterr(err, rc, "%s", e.msg);
+    }
+    if (rc < 0)
+        return walk_fail(w, line, at, err, "%s%s: %s", name ? "member " : "after the last member",
+                         name ? name : "", e.msg);
+    w->pos = w->sc.pos;
+    return rc;
+}
+
+/* Where tm is in the index's terms. Before the first regular member tells which offsets the
+ * index uses, a header offset (a non-regular member is never indexed either way). */
+static uint64_t index_offset(const walk *w, const rf_tar_member *tm)
+{
+    return w->offsets == OFF_DATA ? tm->data_offset : tm->header_offset;
+}
+
+/* Find im from pos on: past the non-regular members an index leaves out, to the first regular
+ * member, which must be im: at its offset, with its name and size. */
+static int find_member(walk *w, const imember *im, rf_tar_index_member *out, rf_err *err)
+{
+    for (;;) {
+        uint64_t at = w->pos;
+        int rc = read_next(w, im->line, im->name, err);
+        if (rc < 0)
+            return rc;
+        const rf_tar_member *tm = w->tm;
+        if (rc == 0)
+            return walk_fail(w, im->line, at, err, "member %s at offset %" PRIu64 ": the "
+                             "archive ends at offset %" PRIu64 ", before it", im->name, im->off,
+                             at);
+        int regular = tm->type == RF_TAR_FILE;
+        if (w->offsets == OFF_UNKNOWN && regular)
+            w->offsets = im->off == tm->data_offset ? OFF_DATA : OFF_HEADER;
+        uint64_t where = index_offset(w, tm);
+        if (where < im->off && regular)
+            return walk_fail(w, im->line, tm->header_offset, err, "the shard's member %s at "
+                             "offset %" PRIu64 " is not in the index (it comes before %s)",
+                             tm->name, tm->header_offset, im->name);
+        if (where < im->off) {
+            w->st->nonregular++;
+            continue;
+        }
+        if (where > im->off || !regular)
+            return walk_fail(w, im->line, tm->header_offset, err, "member %s: no regular member "
+                             "of the shard is at offset %" PRIu64 " (the shard has %s%s at "
+                             "offset %" PRIu64 ")", im->name, im->off, tm->name,
+                             regular ? "" : ", not a regular file,", tm->header_offset);
+        if (strcmp(tm->name, im->name) != 0)
+            return walk_fail(w, im->line, tm->header_offset, err, "member %s: the shard's header "
+                             "at offset %" PRIu64 " names %s", im->name, tm->header_offset,
+                             tm->name);
+        if (tm->size != im->size)
+            return walk_fail(w, im->line, tm->header_offset, err, "member %s: the shard's header "
+                             "at offset %" PRIu64 " says size %" PRIu64 ", the index %" PRIu64,
+                             im->name, tm->header_offset, tm->size, im->size);
+        out->hdr = tm->header_offset;
+        out->data = tm->data_offset;
+        return 0;
+    }
+}
+
+/* After the last member: nothing but non-regular members, then the end-of-archive marker
+ * (which the scanner checks, with the zeros after it). A member appended after indexing shows
+ * up here. */
+static int walk_end(walk *w, rf_err *err)
+{
+    uint32_t line = w->x->lines;
+    for (;;) {
+        int rc = read_next(w, line, NULL, err);
+        if (rc <= 0)
+            return rc;
+        if (w->tm->type == RF_TAR_FILE)
+            return walk_fail(w, line, w->tm->header_offset, err, "the shard goes on after the "
+                             "index's last member: its member %s at offset %" PRIu64 " is not in "
+                             "the index (added after the index was written?)", w->tm->name,
+                             w->tm->header_offset);
+        w->st->nonregular++;
+    }
+}
+
+static int walk_members(walk *w, rf_tar_index_fn fn, void *ctx, rf_err *err)
+{
+    const index_t *x = w->x;
+    for (uint64_t j = 0; j < x->n; j++) {
+        const imember *im = &x->m[j];
+        rf_tar_index_member m = {im->name, w->pos, w->pos + RF_TAR_BLOCK, im->size, im->line};
+        uint64_t plain = w->offsets == OFF_DATA ? m.data : m.hdr; /* a member without records */
+        int rc = 0;
+        if (im->need_read || w->offsets == OFF_UNKNOWN || im->off != plain)
+            rc = find_member(w, im, &m, err);
+        else
+            w->pos = m.data + round_block(im->size);
+        if (rc == 0 && fn)
+            rc = fn(ctx, &m, err);
+        if (rc)
+            return rc;
+    }
+    return walk_end(w, err);
+}
+
+int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t size,
+                      uint32_t name_max, int full, rf_tar_index_fn fn, void *ctx,
+                      rf_tar_index_stats *st, rf_err *err)
+{
+    index_t x = {.idx_path = idx_path, .shard = shard, .file_size = size};
+    rf_tar_index_stats local;
+    walk w = {.x = &x, .offsets = OFF_UNKNOWN, .st = st ? st : &local};
+    memset(w.st, 0, sizeof *w.st);
+    int rc = read_text(idx_path, &x.text, err);
+    if (rc == 0)
+        rc = parse_index(&x, err);
+    if (rc == 0 && !(w.tm = malloc(sizeof *w.tm)))
+        rc = rf_seterr(err, RF_ENOMEM, "%s: no memory", idx_path);
+    if (rc == 0 && (rc = rf_tar_scanner_init(&w.sc, fd, shard, size, err)) == 0) {
+        w.sc.name_max = name_max;
+        mark_reads(&x, full);
+        w.st->members = x.n;
+        w.st->samples = x.nsamples;
+        rc = walk_members(&w, fn, ctx, err);
+        rf_tar_scanner_free(&w.sc);
+    }
+    free(w.tm);
+    free(x.m);
+    free(x.first);
+    free(x.text);
+    return rc;
+}
+
+/* Any file by the index's name counts, not only a regular one: a FIFO or a directory there is
+ * then refused when read, with its path, instead of being passed over in silence. */
+int rf_tar_find_index(const char *shard, char *buf, size_t cap)
+{
+    size_t n = strlen(shard);
+    struct stat st;
+    if (n > 4 && strcmp(shard + n - 4, ".tar") == 0 && n - 4 + 5 <= cap) {
+        memcpy(buf, shard, n - 4);
+        memcpy(buf + n - 4, ".idx", 5);
+        if (stat(buf, &st) == 0)
+            return 1;
+    }
+    if (n + 5 > cap)
+        return 0;
+    memcpy(buf, shard, n);
+    memcpy(buf + n, ".idx", 5);
+    return stat(buf, &st) == 0;
+}
+
+/* ---- writing an index ------------------------------------------------------------------- */
+
+typedef struct obuf {
+    char *p;
+    size_t len, cap;
+} obuf;
+
+static int obuf_put(obuf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q)
+            return -1;
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+/* Append one member to the line being built; a new key starts a new line. */
+static int index_member(obuf *lines, const rf_tar_member *m, char *key, size_t *key_len,
+                        uint64_t *samples, const char *shard, rf_err *err)
+{
+    const char *ext;
+    size_t klen = rf_tar_split_key(m->name, &ext);
+    if (!*ext || strpbrk(m->name, " \t\r\n\v\f"))
+        return rf_seterr(err, RF_EINVAL, "%s: member %s at offset %" PRIu64
+                         " cannot be indexed (whitespace in its name or no extension)", shard,
+                         m->name, m->header_offset);
+    int same = *samples && klen == *key_len && memcmp(key, m->name, klen) == 0;
+    char num[64];
+    int n = snprintf(num, sizeof num, " %" PRIu64 " %" PRIu64 " ", m->header_offset, m->size);
+    int bad = 0;
+    if (!same) {
+        bad |= *samples ? obuf_put(lines, "\n", 1) : 0;
+        memcpy(key, m->name, klen);
+        *key_len = klen;
+        ++*samples;
+    } else {
+        bad |= obuf_put(lines, " ", 1);
+    }
+    bad |= obuf_put(lines, ext, strlen(ext));
+    bad |= obuf_put(lines, num, (size_t)n);
+    bad |= obuf_put(lines, m->name, strlen(m->name));
+    return bad ? rf_seterr(err, RF_ENOMEM, "%s: no memory for the index", shard) : 0;
+}
+
+static int write_all(const char *path, const char *head, const obuf *body, rf_err *err)
+{
+    FILE *f = fopen(path, "we");
+    if (!f)
+        return rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
+    int ok = fputs(head, f) >= 0 && (body->len == 0 || fwrite(body->p, 1, body->len, f) == body->len) &&
+             (body->len == 0 || fputc('\n', f) != EOF);
+    int e = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    return ok ? 0 : rf_seterr(err, -e, "%s: write failed: %s", path, strerror(e));
+}
+
+int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err)
+{
+    int fd;
+    uint64_t size, samples = 0;
+    int rc = rf_tar_open_shard(shard, &fd, &size, err);
+    if (rc)
+        return rc;
+    rf_tar_scanner sc;
+    rf_tar_member *m = malloc(sizeof *m);
+    char *key = malloc(RF_TAR_NAME_MAX + 1);
+    size_t key_len = 0;
+    obuf lines = {0};
+    rc = (m && key) ? rf_tar_scanner_init(&sc, fd, shard, size, err)
+                    : rf_seterr(err, RF_ENOMEM, "no memory");
+    if (rc == 0) {
+        while ((rc = rf_tar_next(&sc, m, err)) == 1)
+            if (m->type == RF_TAR_FILE &&
+                (rc = index_member(&lines, m, key, &key_len, &samples, shard, err)) != 0)
+                break;
+        rf_tar_scanner_free(&sc);
+    }
+    if (rc == 0) {
+        char head[64], tmp[TAR_PATH_MAX];
+        snprintf(head, sizeof head, "v1.2 %" PRIu64 "\n", samples);
+        if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", idx_path, (long)getpid()) >= sizeof tmp)
+            rc = rf_seterr(err, RF_EINVAL, "%s: path too long", idx_path);
+        else if ((rc = write_all(tmp, head, &lines, err)) == 0 && rename(tmp, idx_path) != 0)
+            rc = rf_seterr(err, -errno, "%s: rename failed: %s", idx_path, strerror(errno));
+        if (rc)
+            unlink(tmp);
+    }
+    free(lines.p);
+    free(key);
+    free(m);
+    close(fd);
+    return rc;
+}
