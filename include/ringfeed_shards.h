@@ -136,7 +136,9 @@ typedef struct rf_shard_writer rf_shard_writer;
 RF_API int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
                                 rf_shard_writer **out, char *err, size_t err_len);
 /* Append one sample: KEY.EXT with `len` bytes of data, then, when label >= 0, KEY.cls with
- * the label in decimal (no newline). `ext` is without the dot ("jpg"). The key must not hold
+ * the label in decimal (no newline). Samples written without a label (label < 0) are read
+ * with rf_config.label_source RF_LABEL_NONE: by default the loader requires a label member.
+ * `ext` is without the dot ("jpg"). The key must not hold
  * whitespace or control bytes, nor a dot in its basename (RF_EINVAL): use rf_image_list_key.
  * Errors: RF_EINVAL, -errno from write. A write error is sticky. */
 RF_API int rf_shard_writer_add(rf_shard_writer *w, const char *key, const char *ext,
@@ -173,6 +175,10 @@ typedef struct rf_inspect_options {
     uint32_t max_problems;      /* problems reported per shard before the rest are only
                                    counted; default 100 */
     uint64_t max_member_bytes;  /* a larger image member is a problem; default 64 MiB */
+    uint32_t label_source;      /* enum rf_label_source, as rf_config.label_source: 0
+                                   (RF_LABEL_CLS, default) reports every sample the loader
+                                   would refuse for its label; RF_LABEL_NONE (unlabelled data)
+                                   reads and checks no label member (labeled stays 0) */
 } rf_inspect_options;
 
 typedef struct rf_inspect_problem {
@@ -194,7 +200,7 @@ typedef struct rf_inspect_sample {
     uint64_t image_bytes;       /* 0 when the sample has no image */
     uint32_t width, height;     /* 0 when unknown (no image, header not checked or bad) */
     uint32_t progressive;       /* 1 progressive, 0 baseline/extended sequential */
-    int32_t label;              /* -1 when there is no valid .cls member */
+    int32_t label;              /* -1 when there is no valid .cls member (or RF_LABEL_NONE) */
     uint32_t region_ready;      /* 1: restart markers let the loader decode only the crop's
                                    MCUs (ringfeed-pack --restart writes such files) */
 } rf_inspect_sample;
@@ -229,8 +235,12 @@ typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
 
 /* Validate one shard: tar structure (headers, checksums, sizes, end of archive), sample
  * grouping (members sharing a key are consecutive, every member has an extension, every sample
- * has one image, a .cls label is an integer), every image's JPEG header (size, dimensions,
- * progressive or baseline; options->check_jpeg), and an index beside the shard, member by
+ * has one image), labels (options->label_source RF_LABEL_CLS: every sample has a KEY.cls
+ * member holding a label as the loader requires it, judged by the loader's own check in its
+ * words: missing, empty, negative, not a decimal integer, over INT32_MAX, over 1 KiB; an
+ * RF_ELABEL problem at the member's offset, or the sample's when it has none), every image's
+ * JPEG header (size, dimensions, progressive or baseline; options->check_jpeg), and an index
+ * beside the shard, member by
  * member against the scan (options->check_index). A malformed header ends the scan (what
  * follows cannot be located); every other problem is reported and the scan goes on.
  * options may be NULL (defaults); callbacks may be NULL; summary (may be NULL) receives totals

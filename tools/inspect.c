@@ -1,5 +1,5 @@
-/* ringfeed-inspect — validate WebDataset shards: tar structure, sample grouping, JPEG headers,
- * and indexes; print totals, a size/dimension summary and every problem with file and byte
+/* ringfeed-inspect — validate WebDataset shards: tar structure, sample grouping, labels, JPEG
+ * headers and indexes; print totals, a size/dimension summary and every problem with file and byte
  * offset. Uses the public API only (ringfeed.h, ringfeed_shards.h).
  *
  * DESIGN. Shards are inspected one after the other by rf_shard_inspect (the checks live in the
@@ -41,6 +41,9 @@ static void usage(FILE *f)
             "  --json             print one JSON object as the last line of stdout\n"
             "  --write-index      write X.idx for each clean shard that has none\n"
             "  --no-jpeg          skip reading images (structure and index only)\n"
+            "  --no-labels        unlabelled shards: do not require or check KEY.cls labels\n"
+            "                     (as ringfeed-bench --no-labels; by default every sample the\n"
+            "                     loader would refuse for its label is a problem)\n"
             "  --quiet            print problems and the totals only (no per-shard lines)\n"
             "Exit status: 0 no problem, 1 problems found, 2 usage error.\n");
 }
@@ -200,6 +203,7 @@ int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"json", 0, 0, 'j'}, {"write-index", 0, 0, 'w'},
                                        {"no-jpeg", 0, 0, 'n'}, {"quiet", 0, 0, 'q'},
+                                       {"no-labels", 0, 0, 'L'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     totals t = {0};
     int write_index = 0, c;
@@ -210,6 +214,7 @@ int main(int argc, char **argv)
         case 'j': t.json = 1; break;
         case 'w': write_index = 1; break;
         case 'n': o.check_jpeg = 0; break;
+        case 'L': o.label_source = RF_LABEL_NONE; break;
         case 'q': t.quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
