@@ -48,6 +48,7 @@ RF_ORDER_GLOBAL, RF_ORDER_NONE, RF_ORDER_SHARD = 0, 1, 2
 RF_SOURCE_TAR, RF_SOURCE_FOLDER, RF_SOURCE_TOKENS = 0, 1, 2
 RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
 RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
+RF_LABEL_CLS, RF_LABEL_NONE = 0, 1
 
 # name -> (enum value, element bytes)
 DTYPES = {
@@ -137,6 +138,7 @@ class RfConfig(ctypes.Structure):
         ("gpu_decode_percent", ctypes.c_uint32),
         ("hw_decode_percent", ctypes.c_uint32),
         ("next_timeout_ms", ctypes.c_uint32),
+        ("label_source", ctypes.c_uint32),
     ]
 
 
