@@ -178,7 +178,8 @@ typedef struct rf_inspect_options {
     uint32_t label_source;      /* enum rf_label_source, as rf_config.label_source: 0
                                    (RF_LABEL_CLS, default) reports every sample the loader
                                    would refuse for its label; RF_LABEL_NONE (unlabelled data)
-                                   reads and checks no label member (labeled stays 0) */
+                                   reads and checks no label member (labeled stays 0);
+                                   another value is RF_EINVAL */
 } rf_inspect_options;
 
 typedef struct rf_inspect_problem {

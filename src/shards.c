@@ -1239,6 +1239,10 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     rf_inspect_options_init(&in->opt);
     if (options)
         memcpy(&in->opt, options, RF_MIN(options->struct_size, (uint32_t)sizeof in->opt));
+    if (in->opt.label_source > RF_LABEL_NONE) {
+        free(in);
+        return RF_EINVAL;
+    }
     if (!in->opt.max_problems)
         in->opt.max_problems = 100;
     if (!in->opt.max_member_bytes)

@@ -637,6 +637,8 @@ START_TEST(test_inspect_labels_as_loader)
     ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, NULL, NULL, &s), 0);
     ck_assert_uint_eq(s.problems, 0);
     ck_assert_uint_eq(s.labeled, 0);
+    o.label_source = RF_LABEL_NONE + 1;
+    ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, NULL, NULL, &s), RF_EINVAL);
 
     /* the tools (next to ringfeed-pack) */
     ck_assert_msg(g_tool[0], "ringfeed-pack not built next to the tests");
