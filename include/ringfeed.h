@@ -71,7 +71,7 @@ enum rf_error {
     RF_EINDEX = -1010,     /* a shard index disagrees with its shard */
     RF_ERESUME = -1011,    /* a resume state is corrupt or does not match the dataset/config */
     RF_ECLOSED = -1012,    /* the loader is shutting down */
-    RF_ELABEL = -1013,     /* a label member is missing or not an integer */
+    RF_ELABEL = -1013,     /* a label member is missing or not an integer 0..INT32_MAX */
     RF_EFORK = -1014,      /* the loader belongs to the process that created it, not a fork() child */
     RF_ETIMEDOUT = -1015,  /* rf_loader_next: no batch within next_timeout_ms (not sticky) */
 };
@@ -105,6 +105,11 @@ enum rf_source { RF_SOURCE_TAR = 0, RF_SOURCE_FOLDER = 1, RF_SOURCE_TOKENS = 2 }
  * floor((tokens_in_file - 1) / seq_len) windows per file. */
 enum rf_token_windows { RF_WINDOWS_RANDOM = 0, RF_WINDOWS_SEQUENTIAL = 1 };
 enum rf_on_error { RF_ON_ERROR_FAIL = 0, RF_ON_ERROR_SKIP = 1 };
+/* Where the labels of tar samples come from (rf_config.label_source). */
+enum rf_label_source {
+    RF_LABEL_CLS = 0,  /* the default: each sample's KEY.cls member, a required integer */
+    RF_LABEL_NONE = 1, /* unlabelled data: every label is -1, nothing is read or checked */
+};
 /* Why a sample was skipped: indexes of rf_stats.skipped_by_reason. */
 enum rf_skip_reason {
     RF_SKIP_TAR_HEADER = 0, /* bad tar header inside the sample span */
@@ -113,7 +118,7 @@ enum rf_skip_reason {
     RF_SKIP_CORRUPT = 3,    /* corrupt JPEG data, or a libjpeg warning */
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */
-    RF_SKIP_LABEL = 6,      /* label missing or not an integer */
+    RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX */
     RF_SKIP_REASONS = 8
 };
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
@@ -289,6 +294,19 @@ typedef struct rf_config {
 
     /* enum rf_dct_scaling; default AUTO. */
     uint32_t dct_scaling;
+
+    /* Where the labels of tar samples come from (enum rf_label_source). RF_LABEL_CLS (0, the
+     * default): from each sample's KEY.cls member, which must hold a decimal integer
+     * 0..INT32_MAX, with or without ASCII whitespace around it (WebDataset writers write "5"
+     * or "5\n"). A sample whose label member is missing, empty, negative, not a decimal
+     * integer, over INT32_MAX or over 1 KiB is bad input like a corrupt JPEG: under
+     * on_error FAIL an RF_ELABEL naming the shard, the member (or the sample's key) and its
+     * byte offset, and saying which of these it is; under SKIP it is left out and counted
+     * under RF_SKIP_LABEL. RF_LABEL_NONE: unlabelled data, asked for explicitly rather than
+     * what a missing member gives: every label is -1 and label members are not read.
+     * Folder sources take their labels from the class folders or the list, and token
+     * sources have none, whatever this says. */
+    uint32_t label_source;
 } rf_config;
 
 /* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
@@ -315,7 +333,7 @@ typedef struct rf_batch {
     uint32_t device_kind;   /* RF_DEVICE_HOST or RF_DEVICE_CUDA: where `data` lives */
     int32_t device_index;
 
-    const int32_t *labels;      /* host, count entries */
+    const int32_t *labels;      /* host, count entries; -1 for padding and RF_LABEL_NONE */
     void *labels_device;        /* the same labels as int32 on the device (NULL on host backend) */
     const char *const *keys;    /* host, count NUL-terminated sample keys (shard-relative names) */
     const uint64_t *sample_ids; /* host, count dataset indices (position in the shard list order) */

@@ -165,7 +165,9 @@ typedef struct rf_shard_writer rf_shard_writer;
 RF_API int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
                                 rf_shard_writer **out, char *err, size_t err_len);
 /* Append one sample: KEY.EXT with `len` bytes of data, then, when label >= 0, KEY.cls with
- * the label in decimal (no newline). `ext` is without the dot ("jpg"). The key must not hold
+ * the label in decimal (no newline). Samples written without a label (label < 0) are read
+ * with rf_config.label_source RF_LABEL_NONE: by default the loader requires a label member.
+ * `ext` is without the dot ("jpg"). The key must not hold
  * whitespace or control bytes, nor a dot in its basename (RF_EINVAL): use rf_image_list_key.
  * Errors: RF_EINVAL, -errno from write. A write error is sticky. */
 RF_API int rf_shard_writer_add(rf_shard_writer *w, const char *key, const char *ext,
@@ -214,6 +216,11 @@ typedef struct rf_inspect_options {
     uint32_t max_problems;      /* problems reported per shard before the rest are only
                                    counted; default 100 */
     uint64_t max_member_bytes;  /* a larger image member is a problem; default 64 MiB */
+    uint32_t label_source;      /* enum rf_label_source, as rf_config.label_source: 0
+                                   (RF_LABEL_CLS, default) reports every sample the loader
+                                   would refuse for its label; RF_LABEL_NONE (unlabelled data)
+                                   reads and checks no label member (labeled stays 0);
+                                   another value is RF_EINVAL */
 } rf_inspect_options;
 
 typedef struct rf_inspect_problem {
@@ -235,7 +242,7 @@ typedef struct rf_inspect_sample {
     uint64_t image_bytes;       /* 0 when the sample has no image */
     uint32_t width, height;     /* 0 when unknown (no image, header not checked or bad) */
     uint32_t progressive;       /* 1 progressive, 0 baseline/extended sequential */
-    int32_t label;              /* -1 when there is no valid .cls member */
+    int32_t label;              /* -1 when there is no valid .cls member (or RF_LABEL_NONE) */
     uint32_t region_ready;      /* 1: restart markers let the loader decode only the crop's
                                    MCUs (ringfeed-pack --restart writes such files) */
 } rf_inspect_sample;
@@ -271,13 +278,16 @@ typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
 /* Validate one shard: tar structure (headers, checksums, sizes, end of archive, nothing but
  * zero bytes after the end-of-archive marker, at least one sample), sample
  * grouping (members sharing a key are consecutive, every member has an extension, every sample
- * has one image, a .cls label is an integer), every image as rf_jpeg_check does (decoded in
- * full with the loader's decoder; options->check_jpeg), and an index beside the shard
- * (options->check_index) with the loader's own check, every member's header read: the index
- * must cover the whole archive (docs/reliability.md), so inspection refuses every index the
- * loader refuses, with the loader's words, as one RF_EINDEX problem of the index file. A
- * malformed header ends the scan (what follows cannot be located); every other problem is
- * reported and the scan goes on.
+ * has one image), labels (options->label_source RF_LABEL_CLS: every sample has a KEY.cls
+ * member holding a label as the loader requires it, judged by the loader's own check in its
+ * words: missing, empty, negative, not a decimal integer, over INT32_MAX, over 1 KiB; an
+ * RF_ELABEL problem at the member's offset, or the sample's when it has none), every image as
+ * rf_jpeg_check does (decoded in full with the loader's decoder; options->check_jpeg), and an
+ * index beside the shard (options->check_index) with the loader's own check, every member's
+ * header read: the index must cover the whole archive (docs/reliability.md), so inspection
+ * refuses every index the loader refuses, with the loader's words, as one RF_EINDEX problem of
+ * the index file. A malformed header ends the scan (what follows cannot be located); every
+ * other problem is reported and the scan goes on.
  * options may be NULL (defaults); callbacks may be NULL; summary (may be NULL) receives totals
  * (set its struct_size with rf_inspect_summary_init first).
  * Returns 0 when the shard has no problem, else the code of the first problem (the shard's

@@ -46,7 +46,7 @@ typedef struct grouper {
     uint64_t start, end;
     uint32_t members;
     int has_img, has_lbl;
-    uint64_t img_hdr, img_data, img_size, lbl_hdr, lbl_data, lbl_size;
+    uint64_t img_hdr, img_data, img_size, lbl_data, lbl_size;
 } grouper;
 
 static int group_flush(grouper *g, rf_err *err)
@@ -62,10 +62,6 @@ static int group_flush(grouper *g, rf_err *err)
         return rf_seterr(err, RF_ELIMIT, "%s: sample %s at offset %" PRIu64 " spans %" PRIu64
                          " bytes, over max_sample_bytes %" PRIu64, g->path, g->key, g->start,
                          span, g->max_span);
-    if (g->has_lbl && g->lbl_size > RF_TAR_LABEL_BYTES_MAX)
-        return rf_seterr(err, RF_ELABEL, "%s: label member %s.%s at offset %" PRIu64
-                         " is %" PRIu64 " bytes (limit %u)", g->path, g->key, RF_TAR_LABEL_EXT,
-                         g->lbl_hdr, g->lbl_size, RF_TAR_LABEL_BYTES_MAX);
     rf_sample s = {
         .offset = g->start,
         .length = (uint32_t)span,
@@ -74,7 +70,9 @@ static int group_flush(grouper *g, rf_err *err)
         .data_len = (uint32_t)g->img_size,
         .data_hdr = (uint32_t)(g->img_hdr - g->start),
         .label_off = g->has_lbl ? (uint32_t)(g->lbl_data - g->start) : 0,
-        .label_len = g->has_lbl ? (uint16_t)g->lbl_size : 0,
+        /* A label member over RF_TAR_LABEL_BYTES_MAX is a bad label of this sample, found
+         * when it is read (rf_check_label), not a reason to refuse the whole dataset here. */
+        .label_len = g->has_lbl ? (uint16_t)RF_MIN(g->lbl_size, UINT16_MAX) : 0,
         .flags = RF_SAMPLE_TAR,
         .label = -1,
     };
@@ -109,7 +107,6 @@ static int group_feed(grouper *g, const mref *m, rf_err *err)
         g->img_size = m->size;
     } else if (!g->has_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0) {
         g->has_lbl = 1;
-        g->lbl_hdr = m->hdr;
         g->lbl_data = m->data;
         g->lbl_size = m->size;
     }

@@ -41,7 +41,7 @@ static const struct {
     {RF_EINDEX, "shard index disagrees with its shard"},
     {RF_ERESUME, "resume state is corrupt or does not match"},
     {RF_ECLOSED, "loader is shutting down"},
-    {RF_ELABEL, "label missing or not an integer"},
+    {RF_ELABEL, "label missing or not an integer 0..2147483647"},
     {RF_EFORK, "loader used from a fork() child of the process that created it"},
     {RF_ETIMEDOUT, "no batch within next_timeout_ms"},
 };

@@ -1,4 +1,4 @@
-/* dataset.c — the flat sample table, shard pattern expansion and label parsing.
+/* dataset.c — the flat sample table, shard pattern expansion and label checks.
  *
  * DESIGN. Formats append files and samples here once, at create; afterwards the table is
  * read-only and shared by every thread without locks. Arrays grow geometrically and are capped
@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "tar.h"
 
 #define RF_DATASET_FILES_MAX (1u << 24)
 #define RF_DATASET_SAMPLES_MAX (1ull << 36)
@@ -341,29 +343,95 @@ void rf_free_paths(char **paths, uint32_t count)
 
 /* ---- labels ----------------------------------------------------------------------------- */
 
-static int is_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+#define LABEL_QUOTE_MAX 24 /* label bytes a message shows */
 
-int rf_parse_label(const uint8_t *text, uint32_t len, int32_t *label)
+/* ASCII whitespace (isspace() in the C locale): WebDataset writers leave "5\n" as well as "5". */
+static int is_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+int rf_parse_label(const uint8_t *text, uint64_t len, int32_t *label)
 {
-    uint32_t i = 0, end = len;
+    uint64_t i = 0, end = len;
     while (i < end && is_space(text[i]))
         i++;
     while (end > i && is_space(text[end - 1]))
         end--;
-    int neg = i < end && text[i] == '-';
-    i += (uint32_t)neg;
-    if (i == end || end - i > 10)
-        return RF_ELABEL;
+    if (i == end)
+        return RF_LABEL_FAULT_EMPTY;
+    int neg = text[i] == '-';
+    i += (uint64_t)neg;
+    if (i == end)
+        return RF_LABEL_FAULT_NOT_INTEGER;
     int64_t v = 0;
     for (; i < end; i++) {
         if (text[i] < '0' || text[i] > '9')
-            return RF_ELABEL;
-        v = v * 10 + (text[i] - '0');
+            return RF_LABEL_FAULT_NOT_INTEGER;
+        if (v <= INT32_MAX) /* stops growing once too large: no int64 overflow, any length */
+            v = v * 10 + (text[i] - '0');
     }
     if (neg)
-        v = -v;
-    if (v < INT32_MIN || v > INT32_MAX)
-        return RF_ELABEL;
+        return RF_LABEL_FAULT_NEGATIVE;
+    if (v > INT32_MAX)
+        return RF_LABEL_FAULT_OVERFLOW;
     *label = (int32_t)v;
     return 0;
+}
+
+/* The first LABEL_QUOTE_MAX bytes of text for a message: printable ASCII as it is, anything
+ * else (a newline, a NUL, UTF-8) as \xNN, and "..." when there is more. */
+static void quote_label(const uint8_t *text, uint64_t len, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (uint64_t i = 0; i < len && i < LABEL_QUOTE_MAX && n + 5 < cap; i++) {
+        uint8_t c = text[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            out[n++] = (char)c;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
+    }
+    if (len > LABEL_QUOTE_MAX && n + 4 <= cap)
+        memcpy(out + n, "...", 3), n += 3;
+    out[n] = 0;
+}
+
+static void offset_text(uint64_t offset, char *out, size_t cap)
+{
+    if (offset == RF_LABEL_NO_OFFSET)
+        out[0] = 0;
+    else
+        snprintf(out, cap, " at offset %" PRIu64, offset);
+}
+
+int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t offset,
+                   int32_t *label, rf_err *err)
+{
+    static const char *const why[] = {
+        [RF_LABEL_FAULT_EMPTY] = "only whitespace",
+        [RF_LABEL_FAULT_NEGATIVE] = "a negative number",
+        [RF_LABEL_FAULT_NOT_INTEGER] = "not a decimal integer",
+        [RF_LABEL_FAULT_OVERFLOW] = "a number over 2147483647",
+    };
+    char at[48], q[LABEL_QUOTE_MAX * 4 + 4];
+    offset_text(offset, at, sizeof at);
+    if (len > RF_TAR_LABEL_BYTES_MAX)
+        return rf_seterr(err, RF_ELABEL, "label member %s.%s%s is %" PRIu64 " bytes, over the "
+                         "%u-byte limit of a label", key, RF_TAR_LABEL_EXT, at, len,
+                         RF_TAR_LABEL_BYTES_MAX);
+    if (len == 0)
+        return rf_seterr(err, RF_ELABEL, "label member %s.%s%s is empty; a label is a decimal "
+                         "integer 0..2147483647", key, RF_TAR_LABEL_EXT, at);
+    int fault = rf_parse_label(text, len, label);
+    if (!fault)
+        return 0;
+    quote_label(text, len, q, sizeof q);
+    return rf_seterr(err, RF_ELABEL, "label member %s.%s%s holds \"%s\", %s; a label is a "
+                     "decimal integer 0..2147483647", key, RF_TAR_LABEL_EXT, at, q, why[fault]);
+}
+
+int rf_label_missing(const char *key, uint64_t offset, rf_err *err)
+{
+    char at[48];
+    offset_text(offset, at, sizeof at);
+    return rf_seterr(err, RF_ELABEL, "sample %s%s has no label member (%s.%s); set label_source "
+                     "RF_LABEL_NONE (Python label=None, --no-labels) for unlabelled data", key,
+                     at, key, RF_TAR_LABEL_EXT);
 }

@@ -17,8 +17,9 @@
  * label_len were filled from the scan or the index and are hints: after reading the span the
  * pipeline must call rf_tar_locate(span, length, key, RF_TAR_IMAGE_EXTS, ...) and use its
  * results, which re-validate the bytes actually read (a shard changed since it was scanned or
- * indexed is then an error, not garbage decoded). A label member (label_len > 0 from locate)
- * is parsed with rf_parse_label; without one the label is -1. */
+ * indexed is then an error, not garbage decoded). The label member locate finds (label_off
+ * != 0) is checked with rf_check_label under rf_config.label_source RF_LABEL_CLS, and a
+ * sample without one is refused (rf_label_missing); under RF_LABEL_NONE the label is -1. */
 #define RF_SAMPLE_TAR 0x1
 
 typedef struct rf_sample {
@@ -28,8 +29,9 @@ typedef struct rf_sample {
     uint32_t file;       /* index into rf_dataset.files */
     uint32_t data_off;   /* payload (image) start within the span */
     uint32_t data_len;   /* payload bytes */
-    uint32_t label_off;  /* label text within the span; meaningful when label_len > 0 */
-    uint16_t label_len;  /* 0: the label is `label` below (known without reading) */
+    uint32_t label_off;  /* tar: label text within the span, 0 when there is no label member */
+    uint16_t label_len;  /* tar: its bytes (capped at UINT16_MAX: a hint, as said above);
+                            other formats: 0, the label is `label` below (known without reading) */
     uint16_t flags;      /* RF_SAMPLE_* */
     int32_t label;       /* label when label_len == 0; -1 when the sample has none */
     uint32_t data_hdr;   /* payload member's header offset relative to span (for messages) */
@@ -70,8 +72,31 @@ int rf_expand_patterns(const char *const *patterns, uint32_t n, char ***out, uin
                        rf_err *err);
 void rf_free_paths(char **paths, uint32_t count);
 
-/* Parse label text ("17", "17\n", " 17 ") strictly. Returns 0 or RF_ELABEL. */
-int rf_parse_label(const uint8_t *text, uint32_t len, int32_t *label);
+/* Why label text is not a label (rf_parse_label). */
+enum rf_label_fault {
+    RF_LABEL_FAULT_EMPTY = 1,   /* nothing, or only whitespace */
+    RF_LABEL_FAULT_NEGATIVE,    /* a minus sign before the digits */
+    RF_LABEL_FAULT_NOT_INTEGER, /* anything but decimal digits (a '+', a '.', letters, ...) */
+    RF_LABEL_FAULT_OVERFLOW,    /* digits worth more than INT32_MAX */
+};
+
+/* Parse label text strictly: a decimal integer 0..INT32_MAX, with or without ASCII whitespace
+ * around it ("17", "17\n", " 17 ", "007"). Returns 0 and *label, or an rf_label_fault. */
+int rf_parse_label(const uint8_t *text, uint64_t len, int32_t *label);
+
+/* The one check of a WebDataset sample's label under RF_LABEL_CLS, shared by the loader and
+ * rf_shard_inspect so that both refuse the same samples with the same words. rf_check_label:
+ * the sample's KEY.cls member holds text[0..len) (text is not read when len is over
+ * RF_TAR_LABEL_BYTES_MAX, the limit of a label member, so it may be NULL then). rf_label_missing:
+ * the sample has no KEY.cls member. Both return RF_ELABEL with err->msg saying what is wrong
+ * (missing, empty, too long, negative, not a decimal integer, over INT32_MAX) and naming the
+ * member (or the sample) and `offset` (the member's first header block, or the sample's), or
+ * without an offset when it is RF_LABEL_NO_OFFSET (for callers that put it first). The caller
+ * adds the shard's path. */
+#define RF_LABEL_NO_OFFSET UINT64_MAX
+int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t offset,
+                   int32_t *label, rf_err *err);
+int rf_label_missing(const char *key, uint64_t offset, rf_err *err);
 
 /* A shard format. open() appends the files and samples of `paths` to ds. */
 typedef struct rf_format_ops {

@@ -1081,21 +1081,34 @@ static int gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, con
     return 0;
 }
 
+/* The label of a tar sample whose span locate walked: under RF_LABEL_CLS its label member,
+ * which must be there and hold a label (rf_check_label: the same check as rf_shard_inspect);
+ * under RF_LABEL_NONE -1, unread. */
+static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *span,
+                     uint32_t loff, uint32_t llen, uint32_t lhdr, int32_t *label, rf_err *e)
+{
+    *label = -1;
+    if (ld->cfg.label_source == RF_LABEL_NONE)
+        return 0;
+    const char *key = ld->ds.keys + sm->key;
+    if (!loff)
+        return rf_label_missing(key, sm->offset, e);
+    return rf_check_label(key, span + loff, llen, sm->offset + lhdr, label, e);
+}
+
 static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host *gh, rf_err *e)
 {
     const rf_sample *sm = &ld->ds.samples[t->sample_id];
     const uint8_t *span = t->req.dst + t->skip;
-    uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr, loff = sm->label_off,
-             llen = sm->label_len;
-    int32_t label = sm->label;
+    uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr, loff, llen, lhdr;
+    int32_t label = sm->label; /* folder sources: known from the tree or the list */
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
         rc = rf_tar_locate(span, sm->length, ld->ds.keys + sm->key, "jpg,jpeg", &doff, &dlen,
-                           &dhdr, &loff, &llen, e);
+                           &dhdr, &loff, &llen, &lhdr, e);
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
-            t->why = rc == RF_ELABEL ? RF_SKIP_LABEL
-                     : rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
+            t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
                      : rc != RF_EFORMAT ? SKIP_FATAL
                      : strstr(e->msg, "truncated") ? RF_SKIP_TRUNCATED : RF_SKIP_TAR_HEADER;
             char m[RF_ERRMSG_MAX];
@@ -1103,12 +1116,10 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
-    }
-    if (llen > 0 && (rc = rf_parse_label(span + loff, llen, &label)) != 0) {
-        t->why = RF_SKIP_LABEL;
-        return rf_seterr(e, rc, "member %s.%s at offset %llu: label is not an integer",
-                         ld->ds.keys + sm->key, RF_TAR_LABEL_EXT,
-                         (unsigned long long)(sm->offset + loff));
+        if ((rc = tar_label(ld, sm, span, loff, llen, lhdr, &label, e)) != 0) {
+            t->why = RF_SKIP_LABEL;
+            return rc;
+        }
     }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
@@ -1479,6 +1490,9 @@ static int apply_defaults(rf_config *c, rf_err *err)
         c->io_retries = 8;
     if (c->on_error > RF_ON_ERROR_SKIP)
         return rf_seterr(err, RF_EINVAL, "invalid on_error %u (0 fail, 1 skip)", c->on_error);
+    if (c->label_source > RF_LABEL_NONE)
+        return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
+                         "RF_LABEL_NONE)", c->label_source);
     if (!c->max_consecutive_skips)
         c->max_consecutive_skips = 100;
     if (!c->max_scans)

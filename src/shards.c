@@ -443,10 +443,9 @@ static int list_line(rf_image_list *l, const char *list, const char *dir, char *
     while (sp > line && !is_blank(sp[-1]))
         sp--;
     int32_t label;
-    if (sp == line || rf_parse_label((const uint8_t *)sp, (uint32_t)strlen(sp), &label) != 0 ||
-        label < 0)
+    if (sp == line || rf_parse_label((const uint8_t *)sp, strlen(sp), &label) != 0)
         return rf_seterr(e, RF_EFORMAT, "%s: line %" PRIu64 ": expected `path label` with "
-                         "an integer label >= 0", list, ln);
+                         "an integer label 0..2147483647", list, ln);
     while (sp > line && is_blank(sp[-1]))
         *--sp = 0;
     if (line[0] == '/') {
@@ -916,7 +915,8 @@ typedef struct inspector {
     rf_inspect_sample cur;
     char key[RF_TAR_NAME_MAX + 1];
     size_t key_len;
-    int has_img;
+    int has_img, has_lbl;
+    int broken; /* the scan stopped at a malformed header: the open sample's rest is unknown */
 } inspector;
 
 static void problem(inspector *in, int code, uint64_t offset, const char *key, const char *fmt,
@@ -1021,6 +1021,11 @@ static void sample_flush(inspector *in)
     if (!in->has_img)
         problem(in, RF_EFORMAT, s->offset, in->key, "sample %s has no image member (%s)",
                 in->key, RF_TAR_IMAGE_EXTS);
+    if (!in->has_lbl && !in->broken && in->opt.label_source == RF_LABEL_CLS) {
+        rf_err e = {0, ""};
+        rf_label_missing(in->key, RF_LABEL_NO_OFFSET, &e);
+        problem(in, RF_ELABEL, s->offset, in->key, "%s", e.msg);
+    }
     sum->samples++;
     if (in->has_img) {
         sum->image_bytes += s->image_bytes;
@@ -1075,21 +1080,18 @@ static void check_image(inspector *in, const rf_tar_member *tm)
         problem(in, rc, tm->header_offset, in->key, "member %s: %s", tm->name, e.msg);
 }
 
+/* The sample's first label member, judged as the loader judges it (rf_check_label); a member
+ * over the label limit is refused unread. */
 static void check_label(inspector *in, const rf_tar_member *tm)
 {
     rf_err e = {0, ""};
     int32_t label;
-    if (tm->size > RF_TAR_LABEL_BYTES_MAX) {
-        problem(in, RF_ELABEL, tm->header_offset, in->key, "member %s: %" PRIu64 " bytes is "
-                "not a label (limit %u)", tm->name, tm->size, RF_TAR_LABEL_BYTES_MAX);
-        return;
-    }
-    int rc = read_member(in, tm->data_offset, tm->size, &e);
+    in->has_lbl = 1;
+    int rc = tm->size > RF_TAR_LABEL_BYTES_MAX ? 0 : read_member(in, tm->data_offset, tm->size, &e);
     if (rc)
         problem(in, rc, tm->header_offset, in->key, "member %s: %s", tm->name, e.msg);
-    else if (rf_parse_label(in->buf, (uint32_t)tm->size, &label) != 0)
-        problem(in, RF_ELABEL, tm->header_offset, in->key, "member %s: \"%.*s\" is not an "
-                "integer label", tm->name, (int)RF_MIN(tm->size, 32), (const char *)in->buf);
+    else if (rf_check_label(in->key, in->buf, tm->size, RF_LABEL_NO_OFFSET, &label, &e) != 0)
+        problem(in, RF_ELABEL, tm->header_offset, in->key, "%s", e.msg);
     else
         in->cur.label = label;
 }
@@ -1141,7 +1143,7 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
                     "other keys: its members are not consecutive (read as two samples)",
                     in->key);
         in->open = 1;
-        in->has_img = 0;
+        in->has_img = in->has_lbl = 0;
         in->cur = (rf_inspect_sample){.struct_size = sizeof in->cur, .path = in->path,
                                       .offset = tm->header_offset, .label = -1};
     }
@@ -1150,7 +1152,8 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
     if (!in->has_img && rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS)) {
         in->has_img = 1;
         check_image(in, tm);
-    } else if (strcmp(ext, RF_TAR_LABEL_EXT) == 0 && in->cur.label < 0) {
+    } else if (!in->has_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0 &&
+               in->opt.label_source == RF_LABEL_CLS) {
         check_label(in, tm);
     }
     return 0;
@@ -1204,6 +1207,7 @@ static void scan(inspector *in)
     uint64_t nonregular = 0;
     while (!in->stopped && (rc = rf_tar_next(&sc, tm, &e)) != 0) {
         if (rc < 0) {
+            in->broken = 1;
             sample_flush(in);
             problem(in, rc, sc.pos, "", "%s%s", e.msg,
                     sc.after_end ? "" : " (the rest of the shard cannot be located)");
@@ -1243,6 +1247,10 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     rf_inspect_options_init(&in->opt);
     if (options)
         memcpy(&in->opt, options, RF_MIN(options->struct_size, (uint32_t)sizeof in->opt));
+    if (in->opt.label_source > RF_LABEL_NONE) {
+        free(in);
+        return RF_EINVAL;
+    }
     if (!in->opt.max_problems)
         in->opt.max_problems = 100;
     if (!in->opt.max_member_bytes)

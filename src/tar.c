@@ -555,7 +555,7 @@ int rf_tar_ext_in(const char *ext, const char *exts)
 
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
                   uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
-                  uint32_t *label_len, rf_err *err)
+                  uint32_t *label_len, uint32_t *label_hdr, rf_err *err)
 {
     if (!image_exts)
         image_exts = RF_TAR_IMAGE_EXTS;
@@ -565,8 +565,7 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
     reader r = {span_get, &sc, span_len, RF_TAR_NAME_MAX};
     size_t key_len = strlen(key);
     int have_img = 0, have_lbl = 0;
-    *label_len = 0;
-    *label_off = 0;
+    *label_len = *label_off = *label_hdr = 0;
     rf_tar_member m; /* ~4 KiB on the decode thread's stack; no allocation per sample */
     uint64_t pos = 0;
     for (uint32_t k = 0; pos < span_len; k++) {
@@ -593,14 +592,10 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
             *data_len = (uint32_t)m.size;
             *data_hdr = (uint32_t)m.header_offset;
         } else if (!have_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0) {
-            if (m.size > RF_TAR_LABEL_BYTES_MAX)
-                return rf_seterr(err, RF_ELABEL,
-                                 "label member %s at span offset %" PRIu64 " is %" PRIu64
-                                 " bytes (limit %u)", m.name, m.header_offset, m.size,
-                                 RF_TAR_LABEL_BYTES_MAX);
             have_lbl = 1;
             *label_off = (uint32_t)m.data_offset;
             *label_len = (uint32_t)m.size;
+            *label_hdr = (uint32_t)m.header_offset;
         }
     }
     if (!have_img)

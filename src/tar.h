@@ -66,12 +66,15 @@ size_t rf_tar_split_key(const char *name, const char **ext);
  * the member headers inside the span (validating each: checksum, sizes, that every member's key
  * equals `key`), so a shard changed after indexing is caught here. The payload is the first
  * member whose extension is one of jpg/jpeg/png/... (image_exts, comma-separated, lowercase
- * compare), the label the member with extension "cls" (none: *label_len = 0).
- * On error returns RF_EFORMAT (or RF_ELABEL) with err->msg naming the member and its offset
+ * compare), the label the first member with extension "cls": its data (*label_off, *label_len)
+ * and first header block (*label_hdr), all relative to the span. Without a label member
+ * *label_off is 0 (a member's data never starts at 0: its header is there), which tells it
+ * from an empty one. The label's text is not looked at here: rf_check_label judges it.
+ * On error returns RF_EFORMAT (or RF_ELIMIT) with err->msg naming the member and its offset
  * relative to the span (the caller adds shard path and the span's file offset). */
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
                   uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
-                  uint32_t *label_len, rf_err *err);
+                  uint32_t *label_len, uint32_t *label_hdr, rf_err *err);
 
 /* ---- additions (tar parsing limits and helpers) ------------------------------------------ */
 #ifndef RF_TAR_H_EXTRA

@@ -159,6 +159,7 @@ typedef struct cfgx {
     void *backend_ctx;
     const void *resume; /* rf_loader_state() blob, resume_len bytes */
     uint64_t resume_len;
+    uint32_t label_source; /* enum rf_label_source */
 } cfgx;
 
 /* The loader x describes, over dir's shards. */
@@ -182,6 +183,7 @@ static rf_loader *create_loader(const char *dir, const cfgx *x)
     c.resume_state = x->resume;
     c.resume_state_bytes = x->resume_len;
     c.next_timeout_ms = x->timeout_ms;
+    c.label_source = x->label_source;
     rf_loader *ld = NULL;
     char err[512] = "";
     rf_test_hooks hooks = {.io = x->fault, .io_ctx = x->fault_ctx, .backend = x->backend,
@@ -829,6 +831,11 @@ START_TEST(config_limits_validated)
     char err[512];
     c.on_error = 7;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    c.on_error = RF_ON_ERROR_FAIL;
+    c.label_source = RF_LABEL_NONE + 1;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "invalid label_source 2"), "%s", err);
+    c.label_source = RF_LABEL_CLS;
     c.on_error = RF_ON_ERROR_SKIP;
     c.max_name_bytes = RF_TAR_NAME_MAX + 1;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
@@ -957,6 +964,128 @@ START_TEST(edge_members_fail_and_skip)
     for (uint32_t i = 0; i < NEDGE; i++)
         ck_assert_uint_eq(r.seen[i], edge_kind[i] == E_GOOD ? 1 : 0);
     run_free(&r);
+    free(dir);
+}
+END_TEST
+
+/* ---- labels: what WebDataset writers leave, and what a typo leaves ---------------------------
+ * Shards written by GNU tar from files (rf_test_make_label_shard). A label is a decimal integer
+ * 0..INT32_MAX with or without whitespace around it; a missing, empty, negative, non-numeric,
+ * overflowing or oversized one is a bad sample (RF_ELABEL / RF_SKIP_LABEL) unless the user
+ * asked for unlabelled data (RF_LABEL_NONE). */
+enum lkind { L_GOOD, L_NEWLINE, L_SPACES, L_MAX, L_MISSING, L_EMPTY, L_NEGATIVE, L_WORD, L_FLOAT,
+             L_OVER, L_HUGE, L_N };
+#define L_FIRST_BAD L_MISSING
+static const int32_t label_value[L_FIRST_BAD] = {5, 5, 7, 2147483647};
+static const char *const label_why[L_N] = {
+    [L_MISSING] = "has no label member (00000005.cls); set label_source RF_LABEL_NONE",
+    [L_EMPTY] = "is empty",
+    [L_NEGATIVE] = "holds \"-1\", a negative number",
+    [L_WORD] = "holds \"cat\", not a decimal integer",
+    [L_FLOAT] = "holds \"1.0\", not a decimal integer",
+    [L_OVER] = "holds \"2147483648\", a number over 2147483647",
+    [L_HUGE] = "is 2000 bytes, over the 1024-byte limit of a label"};
+
+static const char *label_text(int kind)
+{
+    static char huge[2001];
+    static const char *const text[L_N] = {"5", "5\n", " 7 \r\n", "2147483647", NULL, "", "-1",
+                                          "cat", "1.0", "2147483648", huge};
+    memset(huge, '1', sizeof huge - 1);
+    return text[kind];
+}
+
+/* dir/shard-0000.tar (GNU tar) with sample i of kinds[i]. */
+static char *make_label_corpus(const char *tag, const int *kinds, uint32_t n)
+{
+    const char *texts[NS];
+    ck_assert_uint_le(n, NS);
+    for (uint32_t i = 0; i < n; i++)
+        texts[i] = label_text(kinds[i]);
+    char *dir = rf_test_mkdtemp(tag);
+    free(rf_test_make_label_shard(dir, texts, n));
+    return dir;
+}
+
+/* Fail mode, one bad kind (loop index + L_FIRST_BAD) at sample 5 of 8 in file order: batch 0 is
+ * delivered whole, then RF_ELABEL names the shard, the member (or the sample when there is no
+ * member) with its byte offset, and says what is wrong. */
+START_TEST(label_faults_fail_naming_member_and_cause)
+{
+    int bad = L_FIRST_BAD + _i;
+    const int kinds[8] = {L_GOOD, L_NEWLINE, L_SPACES, L_MAX, L_GOOD, bad, L_GOOD, L_GOOD};
+    char *dir = make_label_corpus("labelfail", kinds, 8);
+    char tar[600], name[64], want[800];
+    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
+    snprintf(name, sizeof name, "00000005.%s", bad == L_MISSING ? "jpg" : "cls");
+    uint64_t off = rf_test_member_offset(tar, name);
+    ck_assert_uint_ne(off, UINT64_MAX);
+    if (bad == L_MISSING)
+        snprintf(want, sizeof want, "%s: sample 00000005 at offset %llu %s", tar,
+                 (unsigned long long)off, label_why[bad]);
+    else
+        snprintf(want, sizeof want, "%s: label member 00000005.cls at offset %llu %s", tar,
+                 (unsigned long long)off, label_why[bad]);
+    for (uint32_t threads = 1; threads <= 3; threads += 2) {
+        run r;
+        cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
+                  .threads = threads};
+        run_loader(dir, &x, &r);
+        ck_assert_msg(r.rc == RF_ELABEL, "kind %d: rc %d (%s)", bad, r.rc, r.msg);
+        ck_assert_msg(strstr(r.msg, want), "kind %d:\n  got  %s\n  want %s", bad, r.msg, want);
+        ck_assert_uint_eq(r.batches, 1);
+        for (uint32_t i = 0; i < 4; i++) {
+            ck_assert_uint_eq(r.seen[i], 1);
+            ck_assert_int_eq(r.labels[i], label_value[kinds[i]]);
+        }
+        run_free(&r);
+    }
+    free(dir);
+}
+END_TEST
+
+/* Every kind in one shard: skip mode leaves each bad one out, counted under `label`, and
+ * delivers each good one once with its value, the same batches at 1 and 3 threads;
+ * RF_LABEL_NONE delivers every sample once with label -1 and skips nothing. */
+static const int label_mix[] = {L_GOOD,  L_MISSING, L_NEWLINE, L_EMPTY, L_SPACES, L_NEGATIVE,
+                                L_MAX,   L_WORD,    L_GOOD,    L_FLOAT, L_OVER,   L_GOOD,
+                                L_HUGE,  L_GOOD,    L_NEWLINE, L_GOOD};
+#define LMIX_N (sizeof label_mix / sizeof label_mix[0])
+
+START_TEST(label_faults_skip_counted_none_unchecked)
+{
+    char *dir = make_label_corpus("labelmix", label_mix, LMIX_N);
+    uint32_t nbad = 0;
+    for (uint32_t i = 0; i < LMIX_N; i++)
+        nbad += label_mix[i] >= L_FIRST_BAD;
+    uint64_t hash[2] = {0, 0};
+    for (uint32_t none = 0; none < 2; none++) {
+        for (uint32_t threads = 1; threads <= 3; threads += 2) {
+            run r;
+            cfgx x = {.on_error = RF_ON_ERROR_SKIP, .order = RF_ORDER_NONE, .batch = 4,
+                      .threads = threads, .label_source = none ? RF_LABEL_NONE : RF_LABEL_CLS};
+            run_loader(dir, &x, &r);
+            ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.msg);
+            ck_assert_uint_eq(r.st.skipped, none ? 0 : nbad);
+            ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_LABEL], none ? 0 : nbad);
+            ck_assert_uint_eq(r.real, none ? LMIX_N : LMIX_N - nbad);
+            ck_assert_uint_eq(r.samples, LMIX_N); /* full batches: padded at the end */
+            for (uint64_t k = 0; k < r.samples; k++) {
+                if (r.ids[k] == UINT64_MAX)
+                    continue; /* blank padding */
+                int kind = label_mix[r.ids[k]];
+                ck_assert_int_lt(none ? 0 : kind, L_FIRST_BAD);
+                ck_assert_int_eq(r.labels[k], none ? -1 : label_value[kind]);
+            }
+            for (uint32_t i = 0; i < LMIX_N; i++)
+                ck_assert_uint_eq(r.seen[i], none || label_mix[i] < L_FIRST_BAD ? 1 : 0);
+            if (threads == 1)
+                hash[none] = r.hash;
+            else
+                ck_assert_uint_eq(r.hash, hash[none]);
+            run_free(&r);
+        }
+    }
     free(dir);
 }
 END_TEST
@@ -1223,6 +1352,8 @@ int main(void)
     tcase_add_test(tc, nonregular_members_skipped_and_counted);
     tcase_add_test(tc, config_limits_validated);
     tcase_add_test(tc, edge_members_fail_and_skip);
+    tcase_add_loop_test(tc, label_faults_fail_naming_member_and_cause, 0, L_N - L_FIRST_BAD);
+    tcase_add_test(tc, label_faults_skip_counted_none_unchecked);
     tcase_add_test(tc, fail_mode_errors_in_batch_order);
     tcase_add_test(tc, missing_tables_and_late_damage_same_every_epoch_any_threads);
     tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);

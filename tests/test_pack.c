@@ -6,7 +6,8 @@
  * atomic shard writer (nothing under a shard's name before close, nothing of a shard whose
  * writes failed), pack on a full disk (EFBIG from a file-size limit everywhere, ENOSPC from a
  * real tmpfs where a private mount namespace is allowed), and unreadable input entries
- * (dangling and looping symlinks, a FIFO, a device) skipped and counted or refused.
+ * (dangling and looping symlinks, a FIFO, a device) skipped and counted or refused; label
+ * problems reported as the loader refuses them (and the tools' --no-labels).
  * The class trees are made once in main() (before Check forks); nothing here creates a ring. */
 #include <check.h>
 #include <errno.h>
@@ -197,28 +198,32 @@ static uint32_t g_crop = RF_CROP_CENTER;
 typedef struct loaded {
     uint64_t n;
     uint64_t regions; /* rf_stats.region_decoded */
+    uint64_t label_skips; /* rf_stats.skipped_by_reason[RF_SKIP_LABEL] */
     char keys[256][128];
     int32_t labels[256];
     uint8_t *pixels; /* n * SIZE*SIZE*3 */
 } loaded;
 
-static int load(const char *pattern, uint32_t source, loaded *out, char *err, size_t err_len)
+/* The config load() uses: dataset order, one epoch, SIZE center crops (g_crop). */
+static rf_config load_config(const char **pat, const char *pattern, uint32_t source)
 {
-    const char *pat;
-    rf_config c = rf_test_host_config(&pat, pattern, SIZE);
+    rf_config c = rf_test_host_config(pat, pattern, SIZE);
     c.source = source;
     c.crop = g_crop;
     c.order = RF_ORDER_NONE;
     c.batch_size = 5;
     c.epochs = 1;
     c.decode_threads = 2;
-    rf_loader *ld;
-    int rc = rf_loader_create(&c, &ld, err, err_len);
-    if (rc)
-        return rc;
+    return c;
+}
+
+/* Every sample of the epoch (padding left out) into out; destroys ld. */
+static void load_epoch(rf_loader *ld, loaded *out)
+{
     memset(out, 0, sizeof *out);
     out->pixels = malloc(256 * SIZE * SIZE * 3);
     rf_batch *b;
+    int rc;
     while ((rc = rf_loader_next(ld, &b)) == 0) {
         for (uint32_t i = 0; i < b->count; i++) {
             if (b->is_padding[i])
@@ -237,7 +242,19 @@ static int load(const char *pattern, uint32_t source, loaded *out, char *err, si
     rf_stats_init(&st);
     ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
     out->regions = st.region_decoded;
+    out->label_skips = st.skipped_by_reason[RF_SKIP_LABEL];
     rf_loader_destroy(ld);
+}
+
+static int load(const char *pattern, uint32_t source, loaded *out, char *err, size_t err_len)
+{
+    const char *pat;
+    rf_config c = load_config(&pat, pattern, source);
+    rf_loader *ld;
+    int rc = rf_loader_create(&c, &ld, err, err_len);
+    if (rc)
+        return rc;
+    load_epoch(ld, out);
     return 0;
 }
 
@@ -1033,6 +1050,113 @@ START_TEST(test_pack_unreadable_entries)
 }
 END_TEST
 
+/* Inspection reports exactly the samples the loader (default settings) refuses for their label,
+ * in the loader's words, at the member's offset (the sample's when it has no label member);
+ * with label_source RF_LABEL_NONE neither refuses any. The shard is written by GNU tar from
+ * files. The tools say the same: ringfeed-inspect and ringfeed-bench fail on it by default and
+ * pass with --no-labels. */
+START_TEST(test_inspect_labels_as_loader)
+{
+    static char huge[2001];
+    memset(huge, '7', sizeof huge - 1);
+    const char *texts[] = {"5", NULL, "5\n", "", " 7 \r\n", "-1", "2147483647", "cat", "1.0",
+                           "2147483648", huge, "3"};
+    static const char *const what[] = {
+        NULL, "sample 00000001 has no label member (00000001.cls); set label_source", NULL,
+        "label member 00000003.cls is empty", NULL,
+        "label member 00000005.cls holds \"-1\", a negative number", NULL,
+        "label member 00000007.cls holds \"cat\", not a decimal integer",
+        "label member 00000008.cls holds \"1.0\", not a decimal integer",
+        "label member 00000009.cls holds \"2147483648\", a number over 2147483647",
+        "label member 00000010.cls is 2000 bytes, over the 1024-byte limit of a label", NULL};
+    static const int32_t value[] = {5, -1, 5, -1, 7, -1, 2147483647, -1, -1, -1, -1, 3};
+    enum { N = sizeof texts / sizeof texts[0], NBAD = 7 };
+    char d[600], name[64], want[900], cmd[3000];
+    snprintf(d, sizeof d, "%s/labels", g_root);
+    mkdir(d, 0755);
+    char *tar = rf_test_make_label_shard(d, texts, N);
+
+    collected *c = calloc(1, sizeof *c);
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, NULL, on_problem, on_sample, c, &s), RF_ELABEL);
+    ck_assert_uint_eq(s.samples, N);
+    ck_assert_uint_eq(s.problems, NBAD);
+    ck_assert_uint_eq(s.labeled, N - NBAD);
+    ck_assert_int_eq(s.label_min, 3);
+    ck_assert_int_eq(s.label_max, 2147483647);
+    for (uint32_t i = 0, k = 0; i < N; i++) {
+        ck_assert_int_eq(c->labels[i], value[i]);
+        if (!what[i])
+            continue;
+        snprintf(name, sizeof name, "%08u.%s", i, texts[i] ? "cls" : "jpg");
+        uint64_t off = rf_test_member_offset(tar, name);
+        snprintf(want, sizeof want, "%s: offset %" PRIu64 ": %s", tar, off, what[i]);
+        ck_assert_int_eq(c->codes[k], RF_ELABEL);
+        ck_assert_uint_eq(c->offsets[k], off);
+        ck_assert_msg(strstr(c->problems[k], want), "\n  got  %s\n  want %s", c->problems[k],
+                      want);
+        k++;
+    }
+
+    /* the loader in skip mode refuses the same samples, under `label` */
+    const char *pat;
+    rf_config cfg = load_config(&pat, tar, RF_SOURCE_TAR);
+    cfg.on_error = RF_ON_ERROR_SKIP;
+    loaded *l = malloc(sizeof *l);
+    for (uint32_t none = 0; none < 2; none++) {
+        cfg.label_source = none ? RF_LABEL_NONE : RF_LABEL_CLS;
+        load_epoch(rf_test_create_ok(&cfg), l);
+        uint32_t got[N] = {0};
+        for (uint64_t k = 0; k < l->n; k++) { /* replacements come from the end: any order */
+            uint32_t i = (uint32_t)strtoul(l->keys[k], NULL, 10);
+            ck_assert_uint_lt(i, N);
+            got[i]++;
+            ck_assert_int_eq(l->labels[k], none ? -1 : value[i]);
+        }
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(got[i], none || !what[i] ? 1 : 0);
+        ck_assert_uint_eq(l->label_skips, none ? 0 : NBAD);
+        free(l->pixels);
+    }
+    free(l);
+
+    /* unlabelled data, asked for: nothing to report, no label read */
+    rf_inspect_options o;
+    rf_inspect_options_init(&o);
+    o.label_source = RF_LABEL_NONE;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, NULL, NULL, &s), 0);
+    ck_assert_uint_eq(s.problems, 0);
+    ck_assert_uint_eq(s.labeled, 0);
+    o.label_source = RF_LABEL_NONE + 1;
+    ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, NULL, NULL, &s), RF_EINVAL);
+
+    /* the tools (next to ringfeed-pack) */
+    ck_assert_msg(g_tool[0], "ringfeed-pack not built next to the tests");
+    char tools[1024];
+    snprintf(tools, sizeof tools, "%.*s", (int)(strrchr(g_tool, '/') - g_tool), g_tool);
+    snprintf(cmd, sizeof cmd, "%s/ringfeed-inspect %s > %s/inspect.out", tools, tar, d);
+    ck_assert_int_eq(run_cmd(cmd), 1);
+    snprintf(cmd, sizeof cmd, "grep -c '^problem: .*\\[label missing or not an integer "
+             "0..2147483647\\]$' %s/inspect.out | grep -qx %d", d, NBAD);
+    ck_assert_msg(run_cmd(cmd) == 0, "ringfeed-inspect did not list %d label problems", NBAD);
+    snprintf(cmd, sizeof cmd, "%s/ringfeed-inspect --no-labels %s > /dev/null", tools, tar);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/ringfeed-bench --shards %s --batch 4 --size 32 --device host "
+             "--no-shuffle 2> %s/bench.err > /dev/null", tools, tar, d);
+    ck_assert_int_ne(run_cmd(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -q '%s: sample 00000001 at offset %" PRIu64 " has no label "
+             "member' %s/bench.err", tar, rf_test_member_offset(tar, "00000001.jpg"), d);
+    ck_assert_msg(run_cmd(cmd) == 0, "ringfeed-bench did not name the sample without a label");
+    snprintf(cmd, sizeof cmd, "%s/ringfeed-bench --shards %s --batch 4 --size 32 --device host "
+             "--no-shuffle --no-labels > /dev/null", tools, tar);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    free(c);
+    free(tar);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pack");
@@ -1049,6 +1173,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_pack_write_fails);
     tcase_add_test(tc, test_pack_full_disk);
     tcase_add_test(tc, test_pack_unreadable_entries);
+    tcase_add_test(tc, test_inspect_labels_as_loader);
     suite_add_tcase(s, tc);
     return s;
 }

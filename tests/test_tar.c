@@ -236,10 +236,10 @@ static void check_loaded(const fixture *fx, const rf_dataset *ds)
         ck_assert_uint_eq(s->flags & RF_SAMPLE_TAR, RF_SAMPLE_TAR);
         ck_assert_int_eq(s->label, -1);
         uint8_t *span = read_span(ds, s);
-        uint32_t doff, dlen, dhdr, loff, llen;
+        uint32_t doff, dlen, dhdr, loff, llen, lhdr;
         rf_err e = {0, ""};
         int rc = rf_tar_locate(span, s->length, key, RF_TAR_IMAGE_EXTS, &doff, &dlen, &dhdr,
-                               &loff, &llen, &e);
+                               &loff, &llen, &lhdr, &e);
         ck_assert_msg(rc == 0, "locate %s: %s", key, e.msg);
         ck_assert_uint_eq(dlen, fx->jpg_len[i]);
         ck_assert_int_eq(memcmp(span + doff, fx->jpg[i], dlen), 0);
@@ -250,6 +250,7 @@ static void check_loaded(const fixture *fx, const rf_dataset *ds)
         ck_assert_uint_eq(llen, s->label_len);
         if (fx->label[i] < 0) {
             ck_assert_uint_eq(llen, 0);
+            ck_assert_uint_eq(loff, 0); /* no label member */
         } else {
             int32_t lab;
             ck_assert_uint_eq(loff, s->label_off);
@@ -766,6 +767,7 @@ static int inspect_first(const char *path, first_problem *f, rf_inspect_summary 
     rf_inspect_options o;
     rf_inspect_options_init(&o);
     o.check_jpeg = 0; /* the fake JPEGs here are not decodable: structure only */
+    o.label_source = RF_LABEL_NONE; /* and not every fixture sample has a label */
     return rf_shard_inspect(path, &o, keep_first, NULL, f, s);
 }
 
@@ -1157,23 +1159,38 @@ START_TEST(locate_rejects_foreign_and_corrupt_spans)
     tbuf t = {0};
     tb_member(&t, "k.jpg", "\xff\xd8\xff\xd9", 4, '0');
     tb_member(&t, "k.cls", " 12\n", 4, '0');
-    uint32_t doff, dlen, dhdr, loff, llen;
+    uint32_t doff, dlen, dhdr, loff, llen, lhdr;
     rf_err e = {0, ""};
     size_t len = 1024 + 512 + 4;
-    ck_assert_int_eq(rf_tar_locate(t.p, len, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e), 0);
+#define LOCATE(n, key)                                                                        \
+    rf_tar_locate(t.p, n, key, NULL, &doff, &dlen, &dhdr, &loff, &llen, &lhdr, &e)
+    ck_assert_int_eq(LOCATE(len, "k"), 0);
     ck_assert_uint_eq(doff, 512);
     ck_assert_uint_eq(dlen, 4);
     ck_assert_uint_eq(loff, 1536);
-    ck_assert_int_eq(rf_tar_locate(t.p, len, "j", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e),
-                     RF_EFORMAT);
+    ck_assert_uint_eq(llen, 4);
+    ck_assert_uint_eq(lhdr, 1024);
+    /* no label member: offset 0; an empty one: its real offset, 0 bytes */
+    ck_assert_int_eq(LOCATE(1024, "k"), 0);
+    ck_assert_uint_eq(loff, 0);
+    ck_assert_uint_eq(llen, 0);
+    tbuf u = {0};
+    tb_member(&u, "k.jpg", "\xff\xd8\xff\xd9", 4, '0');
+    tb_member(&u, "k.cls", "", 0, '0');
+    ck_assert_int_eq(rf_tar_locate(u.p, 1536, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen,
+                                   &lhdr, &e), 0);
+    ck_assert_uint_eq(loff, 1536);
+    ck_assert_uint_eq(llen, 0);
+    ck_assert_uint_eq(lhdr, 1024);
+    free(u.p);
+    ck_assert_int_eq(LOCATE(len, "j"), RF_EFORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "k.jpg at span offset 0"));
-    ck_assert_int_eq(rf_tar_locate(t.p, len - 1, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e),
-                     RF_EFORMAT);
+    ck_assert_int_eq(LOCATE(len - 1, "k"), RF_EFORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "truncated member k.cls"));
     t.p[1024 + 3] ^= 4;
-    ck_assert_int_eq(rf_tar_locate(t.p, len, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen, &e),
-                     RF_EFORMAT);
+    ck_assert_int_eq(LOCATE(len, "k"), RF_EFORMAT);
     ck_assert_str_eq(e.msg, "bad header checksum at span offset 1024");
+#undef LOCATE
     free(t.p);
 }
 END_TEST
@@ -1242,6 +1259,9 @@ START_TEST(pattern_expansion)
 }
 END_TEST
 
+/* Labels as WebDataset writers leave them ("5", "5\n") parse; everything else says why not:
+ * a label is a decimal integer 0..INT32_MAX, never signed (folder lists refuse negative ones
+ * too, and -1 means "no label" in a batch). */
 START_TEST(label_parsing)
 {
     int32_t v = 0;
@@ -1250,29 +1270,57 @@ START_TEST(label_parsing)
         ck_assert_int_eq(rf_parse_label((const uint8_t *)s, sizeof s - 1, &v), 0);             \
         ck_assert_int_eq(v, want);                                                             \
     } while (0)
-#define BAD(s) ck_assert_int_eq(rf_parse_label((const uint8_t *)s, sizeof s - 1, &v), RF_ELABEL)
+#define BAD(s, why) ck_assert_int_eq(rf_parse_label((const uint8_t *)s, sizeof s - 1, &v), why)
     OK("17", 17);
     OK("17\n", 17);
     OK(" 17 ", 17);
     OK("\t0\r\n", 0);
-    OK("-5", -5);
+    OK("\v5\f", 5);
     OK("2147483647", 2147483647);
-    OK("-2147483648", INT32_MIN);
     OK("007", 7);
-    BAD("");
-    BAD("  \n");
-    BAD("2147483648");
-    BAD("-2147483649");
-    BAD("99999999999");
-    BAD("1 2");
-    BAD("12a");
-    BAD("+3");
-    BAD("-");
-    BAD("1.0");
-    BAD("0x10");
-    BAD("1\0");
+    OK("000000000000000000042", 42);
+    BAD("", RF_LABEL_FAULT_EMPTY);
+    BAD("  \n", RF_LABEL_FAULT_EMPTY);
+    BAD("-5", RF_LABEL_FAULT_NEGATIVE);
+    BAD("-1\n", RF_LABEL_FAULT_NEGATIVE);
+    BAD("-2147483648", RF_LABEL_FAULT_NEGATIVE);
+    BAD("2147483648", RF_LABEL_FAULT_OVERFLOW);
+    BAD("99999999999", RF_LABEL_FAULT_OVERFLOW);
+    BAD("999999999999999999999999999999", RF_LABEL_FAULT_OVERFLOW);
+    BAD("1 2", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("12a", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("99999999999x", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("+3", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("-", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("-x", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("1.0", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("0x10", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("1\0", RF_LABEL_FAULT_NOT_INTEGER);
+    BAD("cat", RF_LABEL_FAULT_NOT_INTEGER);
 #undef OK
 #undef BAD
+    /* rf_check_label's words: which fault, the member, and the offset when given */
+    rf_err e = {0, ""};
+    ck_assert_int_eq(rf_check_label("a/k", (const uint8_t *)"4\n", 2, 1536, &v, &e), 0);
+    ck_assert_int_eq(v, 4);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {{"", "label member a/k.cls at offset 1536 is empty"},
+               {"-3", "label member a/k.cls at offset 1536 holds \"-3\", a negative number"},
+               {"n017\n", "holds \"n017\\x0a\", not a decimal integer"},
+               {"4294967296", "holds \"4294967296\", a number over 2147483647"},
+               {" \n", "holds \" \\x0a\", only whitespace"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(rf_check_label("a/k", (const uint8_t *)bad[i].text, strlen(bad[i].text),
+                                        1536, &v, &e), RF_ELABEL);
+        ck_assert_msg(strstr(e.msg, bad[i].want) && strstr(e.msg, "0..2147483647"), "%s", e.msg);
+    }
+    ck_assert_int_eq(rf_check_label("k", NULL, 5000, RF_LABEL_NO_OFFSET, &v, &e), RF_ELABEL);
+    ck_assert_str_eq(e.msg,
+                     "label member k.cls is 5000 bytes, over the 1024-byte limit of a label");
+    ck_assert_int_eq(rf_label_missing("k", 0, &e), RF_ELABEL);
+    ck_assert_str_eq(e.msg, "sample k at offset 0 has no label member (k.cls); set label_source "
+                            "RF_LABEL_NONE (Python label=None, --no-labels) for unlabelled data");
 }
 END_TEST
 

@@ -2,6 +2,8 @@
 #include "testutil.h"
 
 #include "gen.h"
+#include "synth.h"
+#include "tar.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -311,4 +313,64 @@ int rf_test_shell(const char *fmt, ...)
         return -1;
     int rc = system(cmd);
     return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n)
+{
+    size_t cap = strlen(dir) + 64;
+    char *src = malloc(cap), *list = malloc(cap), *tar = malloc(cap), *file = malloc(cap);
+    snprintf(src, cap, "%s/src", dir);
+    snprintf(list, cap, "%s/members.txt", dir);
+    snprintf(tar, cap, "%s/shard-0000.tar", dir);
+    mkdir(src, 0755);
+    FILE *lf = fopen(list, "w");
+    uint8_t rgb[64 * 48 * 3];
+    for (uint32_t i = 0; i < n && lf; i++) {
+        uint8_t *jpg;
+        size_t len;
+        rf_synth_image(900 + i, 64, 48, rgb);
+        if (rf_synth_jpeg(rgb, 64, 48, 90, 0, &jpg, &len) != 0)
+            abort();
+        snprintf(file, cap, "%s/%08u.jpg", src, i);
+        rf_test_write_file(file, jpg, len);
+        free(jpg);
+        fprintf(lf, "%08u.jpg\n", i);
+        if (labels[i]) {
+            snprintf(file, cap, "%s/%08u.cls", src, i);
+            rf_test_write_file(file, labels[i], strlen(labels[i]));
+            fprintf(lf, "%08u.cls\n", i);
+        }
+    }
+    if (!lf || fclose(lf) != 0)
+        abort();
+    char cmd[3 * 4096];
+    snprintf(cmd, sizeof cmd, "tar --format=gnu --no-recursion --owner=0 --group=0 -cf '%s' "
+             "-C '%s' -T '%s'", tar, src, list);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "rf_test_make_label_shard: %s failed\n", cmd);
+        abort();
+    }
+    free(src), free(list), free(file);
+    return tar;
+}
+
+uint64_t rf_test_member_offset(const char *tar, const char *name)
+{
+    struct stat st;
+    int fd = open(tar, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        abort();
+    rf_tar_scanner sc;
+    rf_err e = {0, ""};
+    rf_tar_member *m = malloc(sizeof *m); /* ~4 KiB */
+    uint64_t at = UINT64_MAX;
+    if (rf_tar_scanner_init(&sc, fd, tar, (uint64_t)st.st_size, &e) != 0)
+        abort();
+    while (at == UINT64_MAX && rf_tar_next(&sc, m, &e) == 1)
+        if (strcmp(m->name, name) == 0)
+            at = m->header_offset;
+    rf_tar_scanner_free(&sc);
+    free(m);
+    close(fd);
+    return at;
 }

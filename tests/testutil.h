@@ -46,6 +46,17 @@ int rf_test_damage_entropy(const char *path, uint32_t nth, char *key, size_t key
  * become zero bytes (a short read the tar writer padded). */
 int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keylen);
 
+/* One shard as users pack their own data, written by GNU tar (--format=gnu) from files:
+ * dir/shard-0000.tar with n samples, sample i being "%08u.jpg" (a 64x48 baseline JPEG of
+ * rf_synth_image(900 + i)) and, unless labels[i] is NULL, "%08u.cls" holding the string
+ * labels[i] byte for byte ("5", "5\n", "", "-1", "cat", ...). Returns the shard's path
+ * (malloc'ed). Aborts on failure. */
+char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n);
+
+/* The first header block of member `name` in the tar at path (the byte offset that error
+ * messages name), found with the library's scanner; UINT64_MAX when there is no such member. */
+uint64_t rf_test_member_offset(const char *tar, const char *name);
+
 /* Write len bytes to path (created or truncated); aborts on failure, so it also serves
  * fixtures built in main() before Check runs any test. */
 void rf_test_write_file(const char *path, const void *data, size_t len);

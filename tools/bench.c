@@ -33,6 +33,7 @@ typedef struct opts {
     uint64_t warm_bytes;
     uint32_t on_error; /* enum rf_on_error */
     uint32_t timeout_ms;
+    uint32_t label_source; /* enum rf_label_source */
 } opts;
 
 static void usage(FILE *f)
@@ -83,6 +84,8 @@ static void usage(FILE *f)
             "                     counted (JSON: skipped, skipped_by_reason)\n"
             "  --timeout-ms N     end the run when a batch takes longer, saying where the\n"
             "                     pipeline stood (rf_config.next_timeout_ms; 60000, 0: never)\n"
+            "  --no-labels        unlabelled shards: labels -1, no KEY.cls needed (by default a\n"
+            "                     sample without a valid label is bad input; RF_LABEL_NONE)\n"
             "  --json             print one JSON object as the last line\n");
 }
 
@@ -103,7 +106,7 @@ static int parse_args(int argc, char **argv, opts *o)
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT };
+           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -130,6 +133,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"no-dct-scaling", no_argument, 0, O_NODCT},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
+        {"no-labels", no_argument, 0, O_NOLABELS},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 256;
@@ -238,6 +242,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_EVICT: o->evict = 1; break;
         case O_NODCT: o->no_dct_scaling = 1; break;
         case O_TIMEOUT: bad |= parse_u32(optarg, &o->timeout_ms); break;
+        case O_NOLABELS: o->label_source = RF_LABEL_NONE; break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
             else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
@@ -582,6 +587,7 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->hugepages = o->hugepages;
     cfg->numa = o->no_numa ? RF_NUMA_OFF : RF_NUMA_AUTO;
     cfg->on_error = o->on_error;
+    cfg->label_source = o->label_source;
     cfg->naive = o->naive;
     cfg->decode_nice = o->decode_nice;
     cfg->gpu_decode = o->gpu_decode;

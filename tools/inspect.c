@@ -1,7 +1,7 @@
-/* ringfeed-inspect — validate WebDataset shards: tar structure, sample grouping, every JPEG
- * (decoded in full by the loader's own decoder, so a clean shard cannot fail in the loader with
- * default limits) and indexes; print totals, a size/dimension summary and every problem with
- * file and byte offset. Uses the public API only (ringfeed.h, ringfeed_shards.h).
+/* ringfeed-inspect — validate WebDataset shards: tar structure, sample grouping, labels, every
+ * JPEG (decoded in full by the loader's own decoder, so a clean shard cannot fail in the loader
+ * with default limits) and indexes; print totals, a size/dimension summary and every problem
+ * with file and byte offset. Uses the public API only (ringfeed.h, ringfeed_shards.h).
  *
  * DESIGN. Shards are inspected one after the other by rf_shard_inspect (the checks live in the
  * library so the Python binding gets the same ones); this file only expands patterns, prints,
@@ -43,6 +43,9 @@ static void usage(FILE *f)
             "  --write-index      write X.idx for each clean shard that has none\n"
             "  --no-jpeg          do not decode the images (structure, labels and index only;\n"
             "                     by default every image is decoded in full, as a check)\n"
+            "  --no-labels        unlabelled shards: do not require or check KEY.cls labels\n"
+            "                     (as ringfeed-bench --no-labels; by default every sample the\n"
+            "                     loader would refuse for its label is a problem)\n"
             "  --quiet            print problems and the totals only (no per-shard lines)\n"
             "Exit status: 0 no problem, 1 problems found, 2 usage error.\n");
 }
@@ -202,6 +205,7 @@ int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"json", 0, 0, 'j'}, {"write-index", 0, 0, 'w'},
                                        {"no-jpeg", 0, 0, 'n'}, {"quiet", 0, 0, 'q'},
+                                       {"no-labels", 0, 0, 'L'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     totals t = {0};
     int write_index = 0, c;
@@ -212,6 +216,7 @@ int main(int argc, char **argv)
         case 'j': t.json = 1; break;
         case 'w': write_index = 1; break;
         case 'n': o.check_jpeg = 0; break;
+        case 'L': o.label_source = RF_LABEL_NONE; break;
         case 'q': t.quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

@@ -60,6 +60,9 @@ for t in tar jpeg; do
 done
 # The Python binding against the -Werror build's library.
 python3 -c 'import numpy, pytest' 2>/dev/null || python3 -m pip install -q numpy pytest
+# webdataset: python/tests/test_labels.py reads shards its TarWriter wrote (skipped without).
+python3 -c 'import webdataset' 2>/dev/null || python3 -m pip install -q webdataset ||
+    echo "test.sh: no webdataset; its cases in python/tests/test_labels.py will be skipped" >&2
 # matplotlib: python/tests/test_report.py renders docs/performance.md as tools/perf_report.py
 # does; without it those tests are skipped.
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib ||

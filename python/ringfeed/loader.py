@@ -79,6 +79,18 @@ def _choice(name, value, table):
     return table[value]
 
 
+def _label_source(label):
+    """Loader's label= -> rf_config.label_source. None must be said, not defaulted to: a
+    dataset whose .cls members are missing by mistake then fails instead of training on -1."""
+    if label is None:
+        return C.RF_LABEL_NONE
+    if isinstance(label, str) and label == "cls":
+        return C.RF_LABEL_CLS
+    raise ValueError(f"label must be 'cls' (each sample's KEY.cls member, an integer "
+                     f"0..2147483647) or None (unlabelled data: every label is -1), not "
+                     f"{label!r}")
+
+
 class _Lease:
     """One leased rf_batch: released exactly once, either by the loader's iterator policy,
     explicitly, or (for kept batches) when the last reference to it disappears."""
@@ -640,9 +652,14 @@ class Loader(_LoaderBase):
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-           hw_decode_percent=0, timeout=0, dct_scaling=True)
+           hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls")
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
+    label: "cls" (default): each sample's label is its KEY.cls member, a decimal integer
+      0..2147483647 ("5" or "5\\n"); a sample whose label member is missing, empty, negative
+      or not such a number is bad input, as a corrupt JPEG is (on_error="fail" raises naming
+      the shard, member and offset; "skip" counts it under stats()["skipped_by_reason"]
+      ["label"]). None: unlabelled data, every label is -1 and no .cls member is read.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
       and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders.
@@ -686,7 +703,7 @@ class Loader(_LoaderBase):
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-                 hw_decode_percent=0, timeout=0, dct_scaling=True):
+                 hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls"):
         if dtype not in _IMAGE_DTYPES:
             raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
@@ -708,6 +725,7 @@ class Loader(_LoaderBase):
             "dtype": C.DTYPES[dtype][0],
             "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,
+            "label_source": _label_source(label),
         })
         if mean is not None or std is not None:
             if dtype == "uint8":

@@ -28,10 +28,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (dot)
             *dot = 0;
     }
-    uint32_t doff, dlen, dhdr, loff, llen;
+    uint32_t doff, dlen, dhdr, loff, llen, lhdr;
     if (rf_tar_locate(data, size, key, RF_TAR_IMAGE_EXTS, &doff, &dlen, &dhdr, &loff, &llen,
-                      &e) == 0) {
-        if ((uint64_t)doff + dlen > size || (llen && (uint64_t)loff + llen > size))
+                      &lhdr, &e) == 0) {
+        if ((uint64_t)doff + dlen > size || (uint64_t)loff + llen > size ||
+            (loff && lhdr >= loff))
             abort(); /* locate must only return ranges inside the span */
     }
     /* the scanner path, over a memfd */
