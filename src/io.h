@@ -80,7 +80,10 @@ typedef struct rf_io_ops {
     /* Start the engine; on failure return a negative code and explain in err (for io_uring:
      * EPERM/ENOSYS at setup mean "refused by the kernel", the caller then falls back). */
     int (*start)(const rf_io_params *p, const rf_io_source *src, rf_io_engine **out, rf_err *err);
-    void (*stop)(rf_io_engine *e);       /* as described above; frees e */
+    /* As described above; then, with final != NULL, fills it as stats() would once every
+     * thread has finished (reads completed while stopping and each thread's last storage
+     * sample included); frees e. */
+    void (*stop)(rf_io_engine *e, rf_io_stats *final);
     void (*stats)(rf_io_engine *e, rf_io_stats *st);
     int (*registered)(rf_io_engine *e);  /* 1 when reads go into registered buffers */
 } rf_io_ops;

@@ -176,11 +176,15 @@ static int pread_start(const rf_io_params *p, const rf_io_source *src, rf_io_eng
     return 0;
 }
 
-static void pread_stop(rf_io_engine *e)
+static void pread_stats(rf_io_engine *e, rf_io_stats *st);
+
+static void pread_stop(rf_io_engine *e, rf_io_stats *final)
 {
     if (!e)
         return;
     stop_and_join(e, 1);
+    if (final)
+        pread_stats(e, final);
     engine_free(e);
 }
 

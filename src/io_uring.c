@@ -341,7 +341,8 @@ static void run(uring_thread *t)
         seg = now;
     }
     /* The cancel's own CQE may still be unreaped; io_uring_queue_exit discards it. The
-     * workers are still alive until then: their last counts are read here. */
+     * workers are still alive until then: their last counts are read here (for stop's final
+     * stats). */
     rf_io_acct_finish(&t->acct);
     add(&t->busy_ns, rf_now_ns() - seg);
 }
@@ -481,7 +482,9 @@ static int uring_start(const rf_io_params *p, const rf_io_source *src, rf_io_eng
     return 0;
 }
 
-static void uring_stop(rf_io_engine *e)
+static void uring_stats(rf_io_engine *e, rf_io_stats *st);
+
+static void uring_stop(rf_io_engine *e, rf_io_stats *final)
 {
     if (!e)
         return;
@@ -492,6 +495,8 @@ static void uring_stop(rf_io_engine *e)
         /* Cannot fail on a valid eventfd below its maximum count; nothing else to do. */
     }
     release_and_join(e, 1);
+    if (final)
+        uring_stats(e, final);
     engine_free(e);
 }
 

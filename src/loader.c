@@ -1331,15 +1331,14 @@ static void pipeline_stop(rf_loader *ld)
     pthread_cond_broadcast(&ld->cv_out);
     pthread_mutex_unlock(&ld->mu);
     if (ld->io) {
-        rf_io_stats st;
-        ld->iops->stats(ld->io, &st);
+        rf_io_stats st; /* after the threads finished: what they did while stopping counts */
+        ld->iops->stop(ld->io, &st);
+        ld->io = NULL;
         ld->io_ns_prev += st.busy_ns;
         ld->io_reads_prev += st.reads;
         ld->io_retries_prev += st.retries;
         ld->io_bytes_prev += st.bytes;
         ld->io_storage_prev += st.storage_bytes;
-        ld->iops->stop(ld->io);
-        ld->io = NULL;
     }
     for (uint32_t i = 0; i < ld->ndecoders; i++)
         pthread_join(ld->decoders[i], NULL);
