@@ -446,7 +446,10 @@ typedef struct rf_stats {
     uint64_t nonregular_members; /* tar members that are not regular files (ignored) */
 
     uint64_t cache_checked_bytes; /* bytes whose page-cache residency was checked at submit */
-    uint64_t cache_hit_bytes;     /* ... of which were resident: hit ratio = hit / checked */
+    uint64_t cache_hit_bytes;     /* ... of which were in the page cache at submit, counting
+                                   * pages that readahead or warm hints were still reading from
+                                   * storage: it tells how far ahead of the reads those ran,
+                                   * not what came from storage (storage_read_bytes does) */
     uint64_t warmed_bytes;        /* bytes hinted into the page cache ahead of reads */
     uint32_t odirect;             /* 1 when reads bypass the page cache */
     uint32_t hugepages;           /* 0 normal pages, 1 hugetlb 2 MiB, 2 transparent huge pages */
@@ -463,6 +466,18 @@ typedef struct rf_stats {
     uint64_t gpu_decoded;     /* images decoded by the GPU decode path (rf_config.gpu_decode) */
     uint64_t hw_decoded;      /* images decoded by the hardware JPEG decoders
                                  (rf_config.hw_decode_percent) */
+    uint64_t storage_read_bytes; /* bytes read from storage for this loader: the kernel's
+                                  * per-thread I/O accounting (read_bytes) of its I/O threads
+                                  * and of io_uring's worker threads for them, plus create's
+                                  * thread while it opened the shards. Reads that missed the
+                                  * page cache, the readahead they started, warm hints and
+                                  * O_DIRECT reads count; page-cache hits do not. Over any
+                                  * interval the page-cache hit ratio is
+                                  * max(0, 1 - storage_read_bytes / bytes_read) of the deltas
+                                  * (ringfeed-bench's cache_hit_ratio). 0 when not measured */
+    uint32_t storage_measured;   /* 1 when storage_read_bytes is measured; 0 when the kernel
+                                  * keeps no per-thread I/O accounting or a shard is on FUSE */
+    char storage_why[128];       /* why storage_measured is 0 ("" when it is 1) */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

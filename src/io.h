@@ -13,6 +13,8 @@
 #define RF_IO_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common.h"
@@ -50,7 +52,17 @@ typedef struct rf_io_params {
     uint32_t max_retries;   /* per request, for short reads that make progress and EAGAIN/EINTR */
     uint8_t *arena;         /* optional buffer to register with io_uring (fixed buffers) */
     uint64_t arena_bytes;
+    uint32_t flags;         /* RF_IO_ACCOUNT, RF_IO_FORCE_ASYNC */
 } rf_io_params;
+
+/* rf_io_params.flags.
+ * RF_IO_ACCOUNT: keep rf_io_stats.storage_bytes (rf_io_acct below); set it only where
+ *   rf_io_acct_supported() said yes.
+ * RF_IO_FORCE_ASYNC: for tests: io_uring sends every read to its worker threads
+ *   (IOSQE_ASYNC), as the kernel itself does with a read it cannot start without blocking,
+ *   so a test can check that those reads are accounted too. The pread engine ignores it. */
+#define RF_IO_ACCOUNT 0x1u
+#define RF_IO_FORCE_ASYNC 0x2u
 
 typedef struct rf_io_engine rf_io_engine;
 
@@ -59,6 +71,8 @@ typedef struct rf_io_stats {
     uint64_t reads;         /* requests finished */
     uint64_t retries;       /* resubmissions (short reads, EAGAIN, EINTR) */
     uint64_t bytes;         /* bytes read */
+    uint64_t storage_bytes; /* of the storage device's bytes, those the I/O threads (and
+                               io_uring's workers for them) had read: 0 without RF_IO_ACCOUNT */
 } rf_io_stats;
 
 typedef struct rf_io_ops {
@@ -66,7 +80,10 @@ typedef struct rf_io_ops {
     /* Start the engine; on failure return a negative code and explain in err (for io_uring:
      * EPERM/ENOSYS at setup mean "refused by the kernel", the caller then falls back). */
     int (*start)(const rf_io_params *p, const rf_io_source *src, rf_io_engine **out, rf_err *err);
-    void (*stop)(rf_io_engine *e);       /* as described above; frees e */
+    /* As described above; then, with final != NULL, fills it as stats() would once every
+     * thread has finished (reads completed while stopping and each thread's last storage
+     * sample included); frees e. */
+    void (*stop)(rf_io_engine *e, rf_io_stats *final);
     void (*stats)(rf_io_engine *e, rf_io_stats *st);
     int (*registered)(rf_io_engine *e);  /* 1 when reads go into registered buffers */
 } rf_io_ops;
@@ -122,5 +139,42 @@ int rf_io_uring_probe(char *why, size_t why_len);
  *  - anything else: RF_EINVAL, *ops = NULL.
  * Probing creates and closes a small ring in the calling process. */
 int rf_io_select(uint32_t requested, const rf_io_ops **ops, char *why, size_t why_len);
+
+/* ---- storage accounting (io_acct.c): bytes read from storage, per I/O thread -------------
+ * Each engine thread owns one rf_io_acct: rf_io_acct_start() on the thread before its first
+ * read, rf_io_acct_sample() after each batch of completions (idle = 1 when it is about to
+ * wait for work), rf_io_acct_finish() before it exits; any thread may read the running total
+ * with rf_io_acct_bytes(). The total is the thread's own read_bytes plus, with follow_workers
+ * (io_uring), those of the io-wq workers named after it; io_acct.c says what each covers. */
+#define RF_IO_ACCT_WORKERS_MAX 256u
+#define RF_IO_ACCT_TIDS_MAX 2048u
+
+typedef struct rf_io_acct_worker {
+    int tid, fd;            /* fd: its /proc/self/task/<tid>/io, open while it lives */
+    uint64_t bytes;         /* its read_bytes at the last look */
+} rf_io_acct_worker;
+
+typedef struct rf_io_acct {
+    int on, follow, tid;
+    uint64_t own, gone;     /* this thread's read_bytes; last counts of workers that exited */
+    uint64_t last_scan_ns;
+    uint32_t nworkers, nseen;
+    rf_io_acct_worker workers[RF_IO_ACCT_WORKERS_MAX];
+    int seen[RF_IO_ACCT_TIDS_MAX], seen_next[RF_IO_ACCT_TIDS_MAX]; /* threads of the last scan */
+    _Atomic uint64_t total; /* own + gone + workers, published for rf_io_acct_bytes */
+} rf_io_acct;
+
+/* 1 when this kernel keeps per-thread I/O accounting (/proc/thread-self/io has read_bytes);
+ * else 0 with the reason in why. */
+int rf_io_acct_supported(char *why, size_t why_len);
+/* 0 with the reason in why when the file (fd, or path when fd < 0) lives on a file system
+ * whose reads the accounting never sees (FUSE); else 1. */
+int rf_io_acct_file_ok(int fd, const char *path, char *why, size_t why_len);
+/* The calling thread's read_bytes so far (0 without accounting). */
+uint64_t rf_io_acct_thread_bytes(void);
+void rf_io_acct_start(rf_io_acct *a, int on, int follow_workers);
+void rf_io_acct_sample(rf_io_acct *a, int idle);
+void rf_io_acct_finish(rf_io_acct *a);
+uint64_t rf_io_acct_bytes(const rf_io_acct *a);
 
 #endif

@@ -32,6 +32,7 @@ typedef struct pread_thread {
     int started;
     /* Read by stats() from another thread while running, hence atomics (relaxed). */
     _Atomic uint64_t busy_ns, reads, retries, bytes;
+    rf_io_acct acct;        /* storage bytes this thread's reads and hints caused */
 } pread_thread;
 
 struct rf_io_engine {
@@ -75,6 +76,8 @@ static void read_one(pread_thread *t, rf_io_req *req)
             add(&t->retries, 1);
     }
     add(&t->reads, 1);
+    /* Before done(): a consumer that sees the sample also sees the storage bytes it cost. */
+    rf_io_acct_sample(&t->acct, 0);
     e->src.done(e->src.ctx, req);
 }
 
@@ -90,6 +93,8 @@ static void *worker_main(void *arg)
     pthread_mutex_unlock(&e->mu);
     if (go < 0)
         return NULL;
+    /* A pread is charged to the thread that calls it: no other thread to follow. */
+    rf_io_acct_start(&t->acct, (e->p.flags & RF_IO_ACCOUNT) != 0, 0);
     uint64_t seg = rf_now_ns();
     while (!stopping(e)) {
         add(&t->busy_ns, rf_now_ns() - seg);
@@ -101,6 +106,7 @@ static void *worker_main(void *arg)
         for (int i = 0; i < n; i++)
             read_one(t, batch[i]);
     }
+    rf_io_acct_finish(&t->acct);
     add(&t->busy_ns, rf_now_ns() - seg);
     return NULL;
 }
@@ -170,11 +176,15 @@ static int pread_start(const rf_io_params *p, const rf_io_source *src, rf_io_eng
     return 0;
 }
 
-static void pread_stop(rf_io_engine *e)
+static void pread_stats(rf_io_engine *e, rf_io_stats *st);
+
+static void pread_stop(rf_io_engine *e, rf_io_stats *final)
 {
     if (!e)
         return;
     stop_and_join(e, 1);
+    if (final)
+        pread_stats(e, final);
     engine_free(e);
 }
 
@@ -187,6 +197,7 @@ static void pread_stats(rf_io_engine *e, rf_io_stats *st)
         st->reads += atomic_load_explicit(&t->reads, memory_order_relaxed);
         st->retries += atomic_load_explicit(&t->retries, memory_order_relaxed);
         st->bytes += atomic_load_explicit(&t->bytes, memory_order_relaxed);
+        st->storage_bytes += rf_io_acct_bytes(&t->acct);
     }
 }
 

@@ -73,6 +73,7 @@ typedef struct uring_thread {
     char setup_msg[RF_ERRMSG_MAX];
     /* Read by stats() from another thread while running, hence atomics (relaxed). */
     _Atomic uint64_t busy_ns, reads, retries, bytes;
+    rf_io_acct acct;        /* storage bytes of this thread and its io-wq workers */
 } uring_thread;
 
 struct rf_io_engine {
@@ -194,6 +195,8 @@ static void prep_attempt(uring_thread *t, rf_io_req *req)
         io_uring_prep_read_fixed(sqe, req->fd, dst, n, off, fixed);
     else
         io_uring_prep_read(sqe, req->fd, dst, n, off);
+    if (e->p.flags & RF_IO_FORCE_ASYNC)
+        sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data(sqe, req);
 }
 
@@ -294,6 +297,8 @@ static void run(uring_thread *t)
     struct rf_io_engine *e = t->e;
     uint64_t seg = rf_now_ns();
     t->taking = 1;
+    /* Reads that the kernel hands to io-wq are charged to its workers: follow them too. */
+    rf_io_acct_start(&t->acct, (e->p.flags & RF_IO_ACCOUNT) != 0, 1);
     /* One-shot poll: it fires once, when stop() writes the eventfd, which is all we need. */
     struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
     assert(sqe);
@@ -307,8 +312,10 @@ static void run(uring_thread *t)
             stop_taking(t);
         if (t->taking && t->inflight < e->qd) {
             int block = t->inflight == 0;
-            if (block)
+            if (block) {
+                rf_io_acct_sample(&t->acct, 1);
                 add(&t->busy_ns, rf_now_ns() - seg);
+            }
             int n = e->src.take(e->src.ctx, t->batch, (int)(e->qd - t->inflight), block);
             if (block)
                 seg = rf_now_ns();
@@ -326,12 +333,17 @@ static void run(uring_thread *t)
             continue;
         }
         submit_wait(t, 1);
+        /* Before the completions' done(): their reads were charged when submitted. */
+        rf_io_acct_sample(&t->acct, 0);
         reap(t);
         uint64_t now = rf_now_ns();
         add(&t->busy_ns, now - seg);
         seg = now;
     }
-    /* The cancel's own CQE may still be unreaped; io_uring_queue_exit discards it. */
+    /* The cancel's own CQE may still be unreaped; io_uring_queue_exit discards it. The
+     * workers are still alive until then: their last counts are read here (for stop's final
+     * stats). */
+    rf_io_acct_finish(&t->acct);
     add(&t->busy_ns, rf_now_ns() - seg);
 }
 
@@ -470,7 +482,9 @@ static int uring_start(const rf_io_params *p, const rf_io_source *src, rf_io_eng
     return 0;
 }
 
-static void uring_stop(rf_io_engine *e)
+static void uring_stats(rf_io_engine *e, rf_io_stats *st);
+
+static void uring_stop(rf_io_engine *e, rf_io_stats *final)
 {
     if (!e)
         return;
@@ -481,6 +495,8 @@ static void uring_stop(rf_io_engine *e)
         /* Cannot fail on a valid eventfd below its maximum count; nothing else to do. */
     }
     release_and_join(e, 1);
+    if (final)
+        uring_stats(e, final);
     engine_free(e);
 }
 
@@ -493,6 +509,7 @@ static void uring_stats(rf_io_engine *e, rf_io_stats *st)
         st->reads += atomic_load_explicit(&t->reads, memory_order_relaxed);
         st->retries += atomic_load_explicit(&t->retries, memory_order_relaxed);
         st->bytes += atomic_load_explicit(&t->bytes, memory_order_relaxed);
+        st->storage_bytes += rf_io_acct_bytes(&t->acct);
     }
 }
 

@@ -21,7 +21,9 @@ int rf_pc_create(const rf_dataset *ds, int odirect, rf_pagecache **out, char *wh
 void rf_pc_destroy(rf_pagecache *pc);
 
 /* Count the bytes of [off, off+len) of `file` that are resident right now (checked and hit
- * counters). fd: any descriptor of the file (the read's own; -1 when none), used by
+ * counters). With cachestat a page that readahead or a warm hint is still reading from
+ * storage counts as resident: this measures how far ahead of the reads those run, not what
+ * the reads cost (io_acct.c measures that). fd: any descriptor of the file (the read's own; -1 when none), used by
  * cachestat(2); without cachestat the file is mapped on first use (no page is touched) and a
  * file that cannot be mapped is not counted. */
 void rf_pc_check(rf_pagecache *pc, uint32_t file, int fd, uint64_t off, uint64_t len);

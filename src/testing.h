@@ -45,6 +45,10 @@ typedef struct rf_test_hooks {
     void *alloc_ctx;
     int (*backend)(void *ctx, int op, uint64_t seq);
     void *backend_ctx;
+    /* io_async: io_uring hands every read to its worker threads (RF_IO_FORCE_ASYNC), which
+     * the kernel otherwise does only with reads it cannot start without blocking; a test then
+     * checks that storage_read_bytes still sees them. */
+    int io_async;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,31 +44,6 @@ static void shard_path(const char *pattern, uint32_t i, char *out, size_t n)
     snprintf(out, n, "%.*s%04u.tar", (int)(strlen(pattern) - strlen("*.tar")), pattern, i);
 }
 
-/* Resident bytes of a file, from mincore; -1 when it cannot be told. */
-static long long resident(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) || st.st_size == 0)
-        return -1;
-    void *m = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    size_t pages = (st.st_size + 4095) / 4096;
-    unsigned char *vec = malloc(pages);
-    long long r = 0;
-    if (m == MAP_FAILED || mincore(m, st.st_size, vec)) {
-        r = -1;
-    } else {
-        for (size_t i = 0; i < pages; i++)
-            r += vec[i] & 1;
-        r *= 4096;
-    }
-    if (m != MAP_FAILED)
-        munmap(m, st.st_size);
-    free(vec);
-    return r;
-}
-
 static void read_all(const char *pattern)
 {
     for (uint32_t i = 0; i < N_SHARDS; i++) {
@@ -87,12 +61,9 @@ static long long evict_all(const char *pattern)
     for (uint32_t i = 0; i < N_SHARDS; i++) {
         char p[600];
         shard_path(pattern, i, p, sizeof p);
-        int fd = open(p, O_RDONLY);
-        ck_assert_int_ge(fd, 0);
-        fdatasync(fd);
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        close(fd);
-        left += resident(p);
+        long long r = rf_test_evict(p);
+        ck_assert_int_ge(r, 0);
+        left += r;
     }
     return left;
 }
@@ -107,20 +78,6 @@ static rf_config config(const char **pat, const char *pattern)
     return c;
 }
 
-/* Run to RF_DONE; returns the stats. */
-static rf_stats drain(rf_loader *ld)
-{
-    rf_batch *b;
-    int rc;
-    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
-        if (rc == 0)
-            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-    ck_assert_int_eq(rc, RF_DONE);
-    rf_stats st;
-    rf_stats_init(&st);
-    ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
-    return st;
-}
 
 /* Two loaders deliver byte-identical batches (pixels, labels, keys, ids). */
 static void same_batches(const rf_config *a, const rf_config *b, rf_stats *sa, rf_stats *sb)
@@ -165,7 +122,7 @@ START_TEST(hit_ratio_is_one_when_resident)
     read_all(pattern);
     rf_config c = config(&pat, pattern);
     rf_loader *ld = rf_test_create_ok(&c);
-    rf_stats st = drain(ld);
+    rf_stats st = rf_test_drain(ld);
     ck_assert_uint_gt(st.cache_checked_bytes, 0);
     ck_assert_uint_eq(st.cache_checked_bytes, st.bytes_read); /* buffered: spans exactly */
     /* all of it, short of a page or two that memory pressure from other processes on a busy
@@ -200,7 +157,7 @@ START_TEST(hit_ratio_below_one_after_eviction_then_one)
     rf_stats e1;
     rf_stats_init(&e1);
     rf_loader_stats(ld, &e1);
-    rf_stats e2 = drain(ld);
+    rf_stats e2 = rf_test_drain(ld);
     /* The first epoch found (some of) its bytes on disk: the very first read cannot hit. */
     ck_assert_uint_gt(e1.cache_checked_bytes, 0);
     ck_assert_uint_lt(e1.cache_hit_bytes, e1.cache_checked_bytes);
@@ -230,7 +187,7 @@ START_TEST(warm_hints_every_sample_with_a_large_budget)
     c.io_threads = 1;
     c.io_queue_depth = 1;
     rf_loader *ld = rf_test_create_ok(&c);
-    rf_stats st = drain(ld);
+    rf_stats st = rf_test_drain(ld);
     ck_assert_uint_le(st.warmed_bytes, st.cache_checked_bytes);
     ck_assert_uint_ge(st.warmed_bytes, st.cache_checked_bytes - st.cache_checked_bytes / 20);
     rf_loader_destroy(ld);
@@ -248,7 +205,7 @@ START_TEST(warm_stays_within_a_small_budget)
     c.warm_bytes = 64 << 10;
     c.epochs = 2;
     rf_loader *ld = rf_test_create_ok(&c);
-    rf_stats st = drain(ld);
+    rf_stats st = rf_test_drain(ld);
     ck_assert_uint_gt(st.warmed_bytes, 0);
     /* each sample is hinted at most once per epoch */
     ck_assert_uint_le(st.warmed_bytes, st.cache_checked_bytes);
@@ -256,7 +213,7 @@ START_TEST(warm_stays_within_a_small_budget)
 
     c.warm = 0;
     ld = rf_test_create_ok(&c);
-    st = drain(ld);
+    st = rf_test_drain(ld);
     ck_assert_uint_eq(st.warmed_bytes, 0);
     rf_loader_destroy(ld);
 }
@@ -416,7 +373,7 @@ START_TEST(numa_lists_and_nodes)
     make_data(pattern, sizeof pattern, 8);
     rf_config c = config(&pat, pattern);
     rf_loader *ld = rf_test_create_ok(&c);
-    rf_stats st = drain(ld);
+    rf_stats st = rf_test_drain(ld);
     ck_assert_uint_eq(st.numa_nodes, nodes);
     ck_assert_int_eq(st.numa_node, -1); /* host backend: no device to be near */
     rf_loader_destroy(ld);
@@ -430,7 +387,7 @@ START_TEST(stats_fields_sane_on_host)
     make_data(pattern, sizeof pattern, 9);
     rf_config c = config(&pat, pattern);
     rf_loader *ld = rf_test_create_ok(&c);
-    rf_stats st = drain(ld);
+    rf_stats st = rf_test_drain(ld);
     ck_assert_uint_eq(st.pinned, 0);
     ck_assert_uint_eq(st.pinned_bytes, 0);
     ck_assert_uint_eq(st.device_pool_reserved_bytes, 0);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -63,6 +64,45 @@ uint8_t *rf_test_read_file(const char *path, size_t *len)
     b[n] = 0;
     *len = (size_t)n;
     return b;
+}
+
+long long rf_test_resident_bytes(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) || st.st_size == 0) {
+        close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    size_t pages = ((size_t)st.st_size + 4095) / 4096;
+    unsigned char *vec = malloc(pages);
+    long long r = 0;
+    if (m == MAP_FAILED || !vec || mincore(m, (size_t)st.st_size, vec)) {
+        r = -1;
+    } else {
+        for (size_t i = 0; i < pages; i++)
+            r += vec[i] & 1;
+        r *= 4096;
+    }
+    if (m != MAP_FAILED)
+        munmap(m, (size_t)st.st_size);
+    free(vec);
+    return r;
+}
+
+long long rf_test_evict(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    return rf_test_resident_bytes(path);
 }
 
 static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
@@ -373,4 +413,18 @@ uint64_t rf_test_member_offset(const char *tar, const char *name)
     free(m);
     close(fd);
     return at;
+}
+
+rf_stats rf_test_drain(rf_loader *ld)
+{
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
+        if (rc == 0)
+            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    ck_assert_msg(rc == RF_DONE, "rf_loader_next: %d %s", rc, rf_last_error(ld));
+    rf_stats st;
+    rf_stats_init(&st);
+    ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
+    return st;
 }

@@ -17,6 +17,15 @@ char *rf_test_mkdtemp(const char *tag);
 /* Read a whole file; returns malloc'ed bytes (with a NUL after the last one) or NULL. */
 uint8_t *rf_test_read_file(const char *path, size_t *len);
 
+/* Bytes of the file resident in the page cache (mincore over a mapping that touches no page),
+ * or -1 when it cannot be told (no such file, empty, mapping refused). */
+long long rf_test_resident_bytes(const char *path);
+
+/* Drop the file's pages from the page cache (fdatasync, then posix_fadvise DONTNEED: clean
+ * pages go without root); returns the bytes still resident afterwards, as
+ * rf_test_resident_bytes (0 when the eviction worked). */
+long long rf_test_evict(const char *path);
+
 /* Write nshards WebDataset shards `dir/shard-%04u.tar` (0000, 0001, ...) of nsamples samples
  * EACH, with DALI v1.2 indexes `dir/shard-%04u.idx` when write_index, using the generator core
  * (datasets/gen.h) on 2 threads. Sample i (global, 0-based; shard i / nsamples) is the pair
@@ -94,6 +103,10 @@ rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t im
 /* rf_loader_create(c) that must succeed: on failure the test fails with the code and the
  * error text. */
 rf_loader *rf_test_create_ok(const rf_config *c);
+
+/* Run the loader to RF_DONE, releasing every batch (the test fails on any other outcome, with
+ * the loader's error); returns its stats then. */
+rf_stats rf_test_drain(rf_loader *ld);
 
 /* Run every test of s with the given Check print mode and free the runner; returns the
  * process exit code: 0 when all passed, 1 otherwise. */

@@ -212,6 +212,9 @@ class RfStats(ctypes.Structure):
         ("region_decoded", ctypes.c_uint64),
         ("gpu_decoded", ctypes.c_uint64),
         ("hw_decoded", ctypes.c_uint64),
+        ("storage_read_bytes", ctypes.c_uint64),
+        ("storage_measured", ctypes.c_uint32),
+        ("storage_why", ctypes.c_char * 128),
     ]
 
 

@@ -20,21 +20,27 @@ N_CLASSES = 7
 PER_SHARD = 16
 
 
-def find_gen():
-    env = os.environ.get("RINGFEED_GEN")
+def find_tool(subdir, name, env_var):
+    """A built tool: $env_var, else beside the library (build/<subdir>/<name>), else the
+    newest build*/ of the checkout, else PATH; None when there is none."""
+    env = os.environ.get(env_var)
     if env:
         return env
     lib = _capi.library_path()
     cands = []
     if lib and os.sep in lib:
-        cands.append(os.path.join(os.path.dirname(lib), "datasets", "ringfeed-gen"))
-    cands += sorted(glob.glob(os.path.join(REPO, "build*", "datasets", "ringfeed-gen")),
+        cands.append(os.path.join(os.path.dirname(lib), subdir, name))
+    cands += sorted(glob.glob(os.path.join(REPO, "build*", subdir, name)),
                     key=os.path.getmtime, reverse=True)
-    cands.append(shutil.which("ringfeed-gen") or "")
+    cands.append(shutil.which(name) or "")
     for c in cands:
         if c and os.access(c, os.X_OK):
             return c
     return None
+
+
+def find_gen():
+    return find_tool("datasets", "ringfeed-gen", "RINGFEED_GEN")
 
 
 def make_shards(dirname, images, classes, per_shard, seed=1, max_side=96):

@@ -66,3 +66,26 @@ def test_a_stale_note_stands_above_the_figures_until_remeasured(tmp_path):
     note = md.index("**Changed since the `train` figures below were measured:** the hardware "
                     "path changed")
     assert note < md.index("## resnet18 training")
+
+
+def test_hit_ratio_column_is_what_came_from_storage(tmp_path):
+    """A run stored before storage accounting has only the share resident at submit (which it
+    called cache_hit_ratio, counting readahead in flight as hits): that must not be printed as
+    the hit ratio. A run with storage_read_bytes shows both, each in its column."""
+    R = json.load(open(RESULTS))
+    M = R["memory"]
+    assert "storage_read_bytes" not in M["cold_warm"]
+    old = render(copy.deepcopy(R), tmp_path)
+    assert (f"| cold + --warm | {M['cold_warm']['img_per_s']:,.0f} | — | "
+            f"{M['cold_warm']['cache_hit_ratio']:.3f} |") in old
+    M["cold_warm"].update(cache_hit_ratio=0.0123, resident_at_submit_ratio=0.93,
+                          storage_read_bytes=M["cold_warm"]["bytes_read"])
+    c2 = M["cold_2_epochs"]
+    c2.update(storage_read_bytes=1)
+    c2["per_epoch"][0].update(cache_hit_ratio=0.02, resident_at_submit_ratio=0.5)
+    c2["per_epoch"][1].update(cache_hit_ratio=None, resident_at_submit_ratio=1.0)
+    md = render(R, tmp_path)
+    assert f"| cold + --warm | {M['cold_warm']['img_per_s']:,.0f} | 0.012 | 0.930 |" in md
+    ep = c2["per_epoch"]
+    assert f"| cold cache, epoch 1 | {ep[0]['img_per_s']:,.0f} | 0.020 | 0.500 |" in md
+    assert f"| cold cache, epoch 2 | {ep[1]['img_per_s']:,.0f} | — | 1.000 |" in md  # unmeasured
