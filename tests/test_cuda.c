@@ -297,7 +297,7 @@ START_TEST(hw_decode_uint8_nchw) { hw_decode_equals_host(RF_LAYOUT_NCHW, 96); }
 END_TEST
 
 /* Three ways at once on restart-marked shards: 30% engine, the next 40% kernels, the rest the
- * CPU with DCT scaling; the same samples take the same paths on both backends, and the
+ * CPU at full scale; the same samples take the same paths on both backends, and the
  * batches agree within the engine's rounding. */
 START_TEST(hw_decode_split_with_gpu_decode)
 {
@@ -315,12 +315,12 @@ START_TEST(hw_decode_split_with_gpu_decode)
 }
 END_TEST
 
-/* Damaged files and the engine. A file cut short (no EOI) never reaches it: the CPU path
- * decodes it on both backends, so the batches still agree and one sample fewer took the
- * engine. A file whose entropy-coded bytes are overwritten but whose structure is intact is
- * NOT detected by the engine (nvJPEG reports no error even with its strict flag): the run
- * completes and that sample's pixels are wrong, which docs/reliability.md states. Skip mode
- * is refused with hw_decode_percent on this backend. */
+/* Damaged files and the engine. A file cut short (no EOI) never reaches it: the marker check
+ * every decode runs refuses it on both backends, with the same error naming the member, after
+ * the same batches. A file whose entropy-coded bytes are overwritten but whose structure is
+ * intact is NOT detected by the engine (nvJPEG reports no error even with its strict flag):
+ * the run completes and that sample's pixels are wrong, which docs/reliability.md states. Skip
+ * mode is refused with hw_decode_percent on this backend. */
 START_TEST(hw_decode_damaged_files)
 {
     char *dir = rf_test_mkdtemp("cuda-hwbad"), shard[600], pattern[600], key[128];
@@ -331,10 +331,24 @@ START_TEST(hw_decode_damaged_files)
     g_use = pattern, g_hw = 100, g_size = 224;
     if (!hw_available())
         return;
-    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
-    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).hw_decoded, 79);
-    ck_assert_uint_eq(epoch_stats(RF_DEVICE_HOST, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).hw_decoded, 79);
+    int batches[2];
+    for (int k = 0; k < 2; k++) {
+        rf_loader *ld = mk(k ? RF_DEVICE_HOST : RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC, 3);
+        rf_batch *b;
+        int rc;
+        for (batches[k] = 0; (rc = rf_loader_next(ld, &b)) == 0; batches[k]++)
+            rf_loader_release(ld, b, NULL);
+        ck_assert_int_eq(rc, RF_EDECODE);
+        ck_assert_msg(strstr(rf_last_error(ld), key) &&
+                          strstr(rf_last_error(ld), "Premature end of JPEG file"),
+                      "%s", rf_last_error(ld));
+        rf_loader_destroy(ld);
+    }
+    ck_assert_int_eq(batches[0], batches[1]);
 
+    dir = rf_test_mkdtemp("cuda-hwbad2");
+    ck_assert_int_eq(rf_test_make_shards(dir, 2, 40, 10, 7, 1, 200), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
     snprintf(shard, sizeof shard, "%s/shard-0001.tar", dir);
     ck_assert_int_eq(rf_test_damage_entropy(shard, 5, key, sizeof key), 0);
     rf_stats st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
