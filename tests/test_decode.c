@@ -552,23 +552,12 @@ START_TEST(errors_truncated_and_not_jpeg)
 }
 END_TEST
 
-/* Patch the SOF0 dimensions of a small baseline JPEG. */
-static void patch_sof(uint8_t *j, size_t len, uint16_t w, uint16_t h)
-{
-    for (size_t i = 2; i + 9 < len; i++)
-        if (j[i] == 0xFF && j[i + 1] == 0xC0) {
-            j[i + 5] = h >> 8, j[i + 6] = h & 0xFF, j[i + 7] = w >> 8, j[i + 8] = w & 0xFF;
-            return;
-        }
-    ck_abort_msg("no SOF0");
-}
-
 START_TEST(errors_limits)
 {
     rf_decoder *d = rf_decoder_create(NULL);
     size_t len;
     uint8_t *j = make_jpeg(64, 48, RGB420, 2, &len);
-    patch_sof(j, len, 65000, 65000);
+    rf_test_jpeg_set_size(j, len, 65000, 65000);
     rf_err err;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1040,21 +1029,6 @@ END_TEST
 
 /* ---- every image decodes on its own: tables, markers, the whole file's structure ---------- */
 
-/* Drop every marker segment of type m before the scan. */
-static void strip_segments(uint8_t *j, size_t *len, uint8_t m)
-{
-    size_t p = 2;
-    while (p + 4 <= *len && j[p] == 0xFF && j[p + 1] != 0xDA) {
-        size_t seg = 2 + ((size_t)j[p + 2] << 8 | j[p + 3]);
-        if (j[p + 1] == m) {
-            memmove(j + p, j + p + seg, *len - p - seg);
-            *len -= seg;
-        } else {
-            p += seg;
-        }
-    }
-}
-
 /* The three ways into the decoder (CPU transform, GPU packet, full decode) on one file. */
 static int decode_each_way(rf_decoder *d, const uint8_t *j, size_t len, uint8_t *out,
                            rf_err *e)
@@ -1090,7 +1064,7 @@ START_TEST(tables_are_per_image)
     size_t lbq = lb;
     uint8_t *bq = malloc(lb);
     memcpy(bq, b, lb);
-    strip_segments(bq, &lbq, 0xDB);
+    rf_test_jpeg_strip(bq, &lbq, 0xDB);
     ck_assert_uint_lt(lbq, lb);
     for (int warm = 0; warm < 2; warm++) {
         if (warm)
@@ -1103,7 +1077,7 @@ START_TEST(tables_are_per_image)
     size_t lbh = lb;
     uint8_t *bh = malloc(lb);
     memcpy(bh, b, lb);
-    strip_segments(bh, &lbh, 0xC4);
+    rf_test_jpeg_strip(bh, &lbh, 0xC4);
     ck_assert_uint_lt(lbh, lb);
     rf_transform t = random_t(64);
     ck_assert_int_eq(rf_decode_transform(fresh, b, lb, &t, 3, ref, NULL, &e), 0);
@@ -1115,7 +1089,7 @@ START_TEST(tables_are_per_image)
     size_t lah = lc;
     uint8_t *ah = malloc(lc), out2[64 * 64 * 3];
     memcpy(ah, ao, lc);
-    strip_segments(ah, &lah, 0xC4);
+    rf_test_jpeg_strip(ah, &lah, 0xC4);
     rf_err e2 = {0};
     int r1 = rf_decode_transform(fresh, ah, lah, &t, 3, out2, NULL, &e2);
     ck_assert_int_eq(decode_each_way(d, ao, lc, out, &e), 0);

@@ -872,22 +872,6 @@ static uint8_t *slow_jpeg(size_t *len)
     return jpg;
 }
 
-/* E_NO_DQT: the file without its quantization tables (djpeg: "Quantization table 0x00 was
- * not defined"); a reused libjpeg decompressor would fill them in from the previous image. */
-static void strip_dqt(uint8_t *j, size_t *len)
-{
-    size_t p = 2;
-    while (p + 4 <= *len && j[p] == 0xFF && j[p + 1] != 0xDA) {
-        size_t seg = 2 + ((size_t)j[p + 2] << 8 | j[p + 3]);
-        if (j[p + 1] == 0xDB) {
-            memmove(j + p, j + p + seg, *len - p - seg);
-            *len -= seg;
-        } else {
-            p += seg;
-        }
-    }
-}
-
 /* E_LATE_MARK: an invalid marker (0xFF99) planted at 90% of the file, in the entropy-coded data
  * of the bottom rows, which most random crops never decode. */
 static void plant_late_marker(uint8_t *j, size_t len)
@@ -927,7 +911,7 @@ static char *make_edge_corpus(const char *name, const int *kinds, uint32_t n)
             break;
         }
         case E_SLOW: free(jpg), data = jpg = slow_jpeg(&len); break;
-        case E_NO_DQT: strip_dqt(jpg, &len); break;
+        case E_NO_DQT: rf_test_jpeg_strip(jpg, &len, 0xDB); break; /* no quantization tables */
         case E_LATE_MARK: plant_late_marker(jpg, len); break;
         default: break;
         }

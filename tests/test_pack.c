@@ -606,16 +606,6 @@ static const char *const v_name[V_KINDS] = {
     "good", "trailer", "garbage", "ones", "marker", "eoi_inside", "huge", "big", "wide",
     "no_dqt", "no_eoi"};
 
-static void set_sof(uint8_t *j, size_t len, uint16_t w, uint16_t h)
-{
-    for (size_t i = 2; i + 9 < len; i++)
-        if (j[i] == 0xFF && j[i + 1] == 0xC0) {
-            j[i + 5] = h >> 8, j[i + 6] = h & 0xFF, j[i + 7] = w >> 8, j[i + 8] = w & 0xFF;
-            return;
-        }
-    ck_abort_msg("no SOF0");
-}
-
 /* A position in the entropy-coded data at fraction num/den of the file whose neighbours are no
  * 0xFF, so an edit there does not join a marker or a stuffed byte. */
 static size_t data_at(const uint8_t *j, size_t len, size_t num, size_t den)
@@ -646,18 +636,10 @@ static size_t make_variant(int k, const uint8_t *j, size_t len, uint8_t *out)
         return n;
     case V_MARKER: p = data_at(j, len, 3, 4), out[p] = 0xFF, out[p + 1] = 0x99; return n;
     case V_EOI_INSIDE: out[p] = 0xFF, out[p + 1] = 0xD9; return n;
-    case V_HUGE: set_sof(out, n, 65000, 65000); return n;
-    case V_BIG: set_sof(out, n, 20000, 20000); return n;
-    case V_WIDE: set_sof(out, n, 32769, 1); return n;
-    case V_NO_DQT:
-        for (size_t q = 2; q + 4 <= n && out[q] == 0xFF && out[q + 1] != 0xDA;) {
-            size_t seg = 2 + ((size_t)out[q + 2] << 8 | out[q + 3]);
-            if (out[q + 1] == 0xDB)
-                memmove(out + q, out + q + seg, n - q - seg), n -= seg;
-            else
-                q += seg;
-        }
-        return n;
+    case V_HUGE: rf_test_jpeg_set_size(out, n, 65000, 65000); return n;
+    case V_BIG: rf_test_jpeg_set_size(out, n, 20000, 20000); return n;
+    case V_WIDE: rf_test_jpeg_set_size(out, n, 32769, 1); return n;
+    case V_NO_DQT: rf_test_jpeg_strip(out, &n, 0xDB); return n;
     case V_NO_EOI: return n - 2;
     default: return n;
     }

@@ -428,3 +428,27 @@ rf_stats rf_test_drain(rf_loader *ld)
     ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
     return st;
 }
+
+void rf_test_jpeg_strip(uint8_t *j, size_t *len, uint8_t m)
+{
+    size_t p = 2;
+    while (p + 4 <= *len && j[p] == 0xFF && j[p + 1] != 0xDA) {
+        size_t seg = 2 + ((size_t)j[p + 2] << 8 | j[p + 3]);
+        if (j[p + 1] == m) {
+            memmove(j + p, j + p + seg, *len - p - seg);
+            *len -= seg;
+        } else {
+            p += seg;
+        }
+    }
+}
+
+void rf_test_jpeg_set_size(uint8_t *j, size_t len, uint16_t w, uint16_t h)
+{
+    for (size_t i = 2; i + 9 < len; i++)
+        if (j[i] == 0xFF && j[i + 1] == 0xC0) {
+            j[i + 5] = h >> 8, j[i + 6] = h & 0xFF, j[i + 7] = w >> 8, j[i + 8] = w & 0xFF;
+            return;
+        }
+    ck_abort_msg("no SOF0");
+}

@@ -115,4 +115,10 @@ int rf_test_run_suite_mode(Suite *s, enum print_output mode);
 /* rf_test_run_suite_mode(s, CK_NORMAL). */
 int rf_test_run_suite(Suite *s);
 
+/* JPEG edits for bad-input tests. Drop every marker segment of type m before the scan (0xDB
+ * the quantization tables, 0xC4 the Huffman tables); *len shrinks. */
+void rf_test_jpeg_strip(uint8_t *j, size_t *len, uint8_t m);
+/* Write w x h into the SOF0 segment of a baseline JPEG (the test fails when it has none). */
+void rf_test_jpeg_set_size(uint8_t *j, size_t len, uint16_t w, uint16_t h);
+
 #endif
