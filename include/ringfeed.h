@@ -156,7 +156,7 @@ typedef struct rf_config {
     uint64_t start_epoch;   /* first epoch number (ignored when resuming) */
 
     /* Threads and queues. 0 means default. */
-    uint32_t decode_threads; /* default: number of online CPUs */
+    uint32_t decode_threads; /* default: rf_cpu_count(), at most 1024 */
     uint32_t io_threads;     /* default 1 for io_uring (gpu_decode on CUDA: one per three
                               * decode threads, up to 4), 4 for pread */
     uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO */
@@ -381,7 +381,7 @@ RF_API int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_
 typedef struct rf_stats {
     uint32_t struct_size;
     uint32_t io_threads;
-    uint32_t decode_threads;
+    uint32_t decode_threads;  /* decode threads started: rf_config.decode_threads or its default */
     uint32_t prefetch_depth;
     char io_engine[16];       /* "io_uring" or "pread" */
     char io_engine_why[160];  /* why this engine: "requested", or the reason io_uring was refused */
@@ -438,6 +438,15 @@ RF_API int rf_loader_stats(const rf_loader *ld, rf_stats *st);
  * and each growth counts in rf_stats.device_allocs_after_create. No-op (0) on the host
  * backend. Errors: RF_EINVAL, RF_ECUDA. */
 RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
+
+/* CPUs this process may use, the default of rf_config.decode_threads: the CPUs of the calling
+ * thread's affinity mask (sched_getaffinity: taskset, numactl, cpusets), capped by the cgroup
+ * CPU quota (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us) of the process'
+ * cgroup and its ancestors, rounded up (a quota of 1.5 CPUs counts 2); the online CPUs when
+ * the mask cannot be read. At least 1. Environment variables are not read: a launcher's ranks
+ * per node (torchrun's LOCAL_WORLD_SIZE) are the caller's to divide by (the Python binding
+ * does). rf_stats.decode_threads says how many decode threads a loader started. */
+RF_API uint32_t rf_cpu_count(void);
 
 /* Whether this build has the CUDA backend, and how many devices are usable right now
  * (0 without a driver or GPU). Never creates a context on a device other than querying. */

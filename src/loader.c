@@ -1454,10 +1454,8 @@ static int apply_defaults(rf_config *c, rf_err *err)
                          c->scale_min, c->scale_max, c->ratio_min, c->ratio_max);
     if (!c->world_size)
         c->world_size = 1;
-    if (!c->decode_threads) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        c->decode_threads = n > 0 ? (uint32_t)n : 1;
-    }
+    if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
+        c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
     if (c->decode_threads > 1024)
         return rf_seterr(err, RF_EINVAL, "decode_threads %u exceeds 1024", c->decode_threads);
     if (!c->io_queue_depth)

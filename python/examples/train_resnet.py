@@ -156,8 +156,9 @@ def main():
     # this loop's), at nice 10. ResNet-18 on the H200 measured 96-97% of its GPU-bound rate so,
     # against 89-91% with every CPU decoding at nice 0 (three interleaved rounds).
     ap.add_argument("--decode-threads", type=int, default=None,
-                    help="ringfeed decode threads (default: this rank's share of the CPUs less "
-                         "one; 0: all CPUs)")
+                    help="ringfeed decode threads (default: this rank's share of the CPUs it "
+                         "may use, less one; 0: the whole share, "
+                         "ringfeed.default_decode_threads())")
     ap.add_argument("--decode-nice", type=int, default=10,
                     help="ringfeed: decode threads this much nicer than the training loop")
     ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
@@ -173,8 +174,8 @@ def main():
                     help="torch_dataloader.py whose TarShards --loader torch reuses (if present)")
     a = ap.parse_args()
     if a.decode_threads is None:
-        share = (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        a.decode_threads = max(1, share - 1)
+        import ringfeed  # the rank's share: affinity, cgroup quota, LOCAL_WORLD_SIZE
+        a.decode_threads = max(1, ringfeed.default_decode_threads() - 1)
 
     world = int(os.environ.get("WORLD_SIZE", 1))
     rank = int(os.environ.get("RANK", 0))

@@ -18,7 +18,7 @@ from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch, Tok
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
            "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",
-           "library_path", "add_restarts"]
+           "library_path", "add_restarts", "cpu_count", "default_decode_threads"]
 __version__ = "0.1.0"
 
 
@@ -37,6 +37,22 @@ def version():
     """Version of the loaded libringfeed ("MAJOR.MINOR.PATCH")."""
     from . import _capi
     return _capi.version()
+
+
+def cpu_count():
+    """CPUs this process may use (rf_cpu_count): the CPUs of its affinity mask (taskset,
+    numactl, cpusets), capped by its cgroup CPU quota rounded up (docker --cpus, Kubernetes
+    limits). Unlike os.cpu_count(), which counts the machine."""
+    from . import _capi
+    return _capi.cpu_count()
+
+
+def default_decode_threads():
+    """The decode threads a loader starts with decode_threads=0: cpu_count() divided by
+    LOCAL_WORLD_SIZE (the ranks torchrun starts on this machine) when that is set, at least 1
+    (and at most 1024). stats()["decode_threads"] reports what a loader started."""
+    from .loader import _default_decode_threads
+    return _default_decode_threads()
 
 
 def cuda_device_count():

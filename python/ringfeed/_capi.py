@@ -48,6 +48,7 @@ RF_ORDER_GLOBAL, RF_ORDER_NONE, RF_ORDER_SHARD = 0, 1, 2
 RF_SOURCE_TAR, RF_SOURCE_FOLDER, RF_SOURCE_TOKENS = 0, 1, 2
 RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
 RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
+DECODE_THREADS_MAX = 1024  # rf_config.decode_threads' limit
 
 # name -> (enum value, element bytes)
 DTYPES = {
@@ -322,6 +323,7 @@ def _declare(L):
         "rf_cuda_device_count": (i32, []),
         "rf_cuda_status": (i32, [cp, ctypes.c_size_t]),
         "rf_loader_trim": (i32, [vp, u64]),
+        "rf_cpu_count": (ctypes.c_uint32, []),
         "rf_jpeg_add_restarts": (i32, [ctypes.c_char_p, u64, ctypes.c_uint32, ctypes.c_uint32,
                                        P(vp), P(u64), cp, ctypes.c_size_t]),
         "rf_free": (None, [vp]),
@@ -356,6 +358,10 @@ def version():
 
 def cuda_device_count():
     return int(lib().rf_cuda_device_count())
+
+
+def cpu_count():
+    return int(lib().rf_cpu_count())
 
 
 def cuda_status():

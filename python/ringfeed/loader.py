@@ -50,7 +50,21 @@ STATE_VERSION = 1
 
 def _env_int(name, default):
     v = os.environ.get(name)
-    return int(v) if v not in (None, "") else default
+    if v in (None, ""):
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={v!r} is not an integer") from None
+
+
+def _default_decode_threads():
+    """cpu_count() shared among the LOCAL_WORLD_SIZE ranks of this machine (see
+    ringfeed.default_decode_threads). The C library reads no environment variable."""
+    ranks = _env_int("LOCAL_WORLD_SIZE", 1)
+    if ranks < 1:
+        raise ValueError(f"LOCAL_WORLD_SIZE={os.environ['LOCAL_WORLD_SIZE']!r}: need >= 1")
+    return max(1, min(C.cpu_count() // ranks, C.DECODE_THREADS_MAX))
 
 
 def _parse_device(device):
@@ -647,6 +661,8 @@ class Loader(_LoaderBase):
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
       and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders.
     device: "cuda" (torch's current device), "cuda:N", "cpu", or None (CUDA if usable).
+    decode_threads: 0 for ringfeed.default_decode_threads(): the CPUs this process may use
+      (affinity mask, cgroup quota) divided by LOCAL_WORLD_SIZE when torchrun sets it.
     decode_nice: niceness the decode threads add to their own (0..19), so that the training
       loop's threads run first when decoding keeps every CPU busy (docs/tuning.md).
     gpu_decode: decode restart-marked JPEGs (ringfeed-pack --restart, ringfeed.add_restarts)
@@ -693,7 +709,7 @@ class Loader(_LoaderBase):
             "crop": _choice("crop", crop, _CROPS),
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
-            "decode_threads": int(decode_threads or 0),
+            "decode_threads": int(decode_threads or 0) or _default_decode_threads(),
             "decode_nice": int(decode_nice or 0),
             "gpu_decode": 1 if gpu_decode else 0,
             "gpu_decode_percent": int(gpu_decode_percent),
@@ -781,7 +797,7 @@ class TokenLoader(_LoaderBase):
             "token_windows": C.RF_WINDOWS_RANDOM if shuffle else C.RF_WINDOWS_SEQUENTIAL,
             "token_dtype": C.DTYPES[dtype][0] if dtype else 0,
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
-            "decode_threads": int(decode_threads or 0),
+            "decode_threads": int(decode_threads or 0) or _default_decode_threads(),
             "start_epoch": int(start_epoch),
         })
         self.batch_size = int(batch_size)

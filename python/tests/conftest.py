@@ -111,3 +111,17 @@ def have_torch():
 
 
 ARRAY_TYPES = ["numpy"] + (["torch"] if have_torch() else [])
+
+
+def run_python(code, *args, env=None, timeout=120):
+    """Run `code` in a fresh interpreter with this checkout's binding and library (what a
+    crash or a process-wide setting must not reach pytest's own process); returns the
+    CompletedProcess. A signal shows as a negative returncode."""
+    full = dict(os.environ if env is None else env)
+    full["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(REPO, "python")] + [p for p in [full.get("PYTHONPATH")] if p])
+    lib = _capi.library_path()
+    if lib and os.sep in lib:
+        full["RINGFEED_LIB"] = lib
+    return subprocess.run([sys.executable, "-c", code, *args], env=full, capture_output=True,
+                          text=True, timeout=timeout)

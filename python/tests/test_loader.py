@@ -10,7 +10,7 @@ import pytest
 
 import ringfeed
 from ringfeed import _capi as C
-from conftest import ARRAY_TYPES, N_IMAGES, have_torch, make_shards
+from conftest import ARRAY_TYPES, N_IMAGES, have_torch, make_shards, run_python
 
 KW = dict(size=24, device="cpu", decode_threads=2)
 
@@ -134,6 +134,44 @@ def test_deterministic_across_thread_counts(shards):
     for (k0, i0), (k1, i1) in zip(*out):
         assert k0 == k1
         np.testing.assert_array_equal(i0, i1)
+
+
+def test_default_decode_threads_are_the_allowed_cpus(shards):
+    """decode_threads=0 starts one decode thread per CPU the process may use: under a one-CPU
+    affinity mask (set in a child process, as taskset does) one thread, not one per CPU of
+    the machine; every sample still arrives once."""
+    env = {k: v for k, v in os.environ.items() if k != "LOCAL_WORLD_SIZE"}
+    r = run_python(
+        "import os, sys, ringfeed\n"
+        "os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])\n"
+        "with ringfeed.Loader(sys.argv[1], 8, size=24, device='cpu') as ld:\n"
+        "    keys = [k for b in ld for k in b.keys]\n"
+        "    print(ringfeed.cpu_count(), ringfeed.default_decode_threads(),\n"
+        "          ld.stats()['decode_threads'], len(keys), len(set(keys)))\n",
+        shards, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "1", "1", str(N_IMAGES), str(N_IMAGES)]
+
+
+def test_local_world_size_divides_default_decode_threads(shards, monkeypatch):
+    """Under torchrun every rank of a machine shares its CPUs: LOCAL_WORLD_SIZE divides the
+    default (at least one thread); a bad value is a ValueError naming the variable."""
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    cpus = ringfeed.cpu_count()
+    assert 1 <= cpus <= len(os.sched_getaffinity(0))
+    assert ringfeed.default_decode_threads() == cpus
+    for ranks in (2, 64):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", str(ranks))
+        want = max(1, cpus // ranks)
+        assert ringfeed.default_decode_threads() == want
+        with ringfeed.Loader(shards, 8, size=24, device="cpu") as ld:
+            assert ld.stats()["decode_threads"] == want
+        with ringfeed.Loader(shards, 8, size=24, device="cpu", decode_threads=3) as ld:
+            assert ld.stats()["decode_threads"] == 3  # an explicit count is kept
+    for bad in ("0", "two"):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", bad)
+        with pytest.raises(ValueError, match="LOCAL_WORLD_SIZE"):
+            ringfeed.Loader(shards, 8, size=24, device="cpu")
 
 
 def test_set_epoch(shards):
