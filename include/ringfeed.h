@@ -405,7 +405,8 @@ typedef struct rf_stats {
     uint64_t pinned_bytes;      /* host bytes in the ring and staging arena */
     uint64_t dct_scaled;        /* images decoded at 1/2, 1/4 or 1/8 scale */
 
-    uint64_t skipped;           /* samples left out under RF_ON_ERROR_SKIP, all epochs */
+    uint64_t skipped;           /* samples left out under RF_ON_ERROR_SKIP, all epochs, as they
+                                 * fail: prefetched batches included (per epoch: epoch_*) */
     uint64_t skipped_by_reason[RF_SKIP_REASONS]; /* enum rf_skip_reason */
     uint64_t nonregular_members; /* tar members that are not regular files (ignored) */
 
@@ -427,6 +428,24 @@ typedef struct rf_stats {
     uint64_t gpu_decoded;     /* images decoded by the GPU decode path (rf_config.gpu_decode) */
     uint64_t hw_decoded;      /* images decoded by the hardware JPEG decoders
                                  (rf_config.hw_decode_percent) */
+
+    /* Counts of one epoch on this rank: counted_epoch is the epoch of the last batch
+     * rf_loader_next handed out (before the first one, the epoch the loader starts in, with
+     * counts 0). The counts cover the batches of that epoch handed out so far: a skipped sample
+     * is counted with the batch whose position it left, so skips of batches not handed out
+     * yet (prefetched ones, of this epoch or the next, which `skipped` above already counts)
+     * are not in them. They are final once rf_loader_next returned RF_EPOCH_END for the epoch
+     * (epoch_final 1, until the first batch of the next epoch is handed out); then
+     * epoch_delivered + epoch_skipped == epoch_total, in either on_error mode. After
+     * rf_loader_set_epoch they start again; after a resume they cover the rest of the epoch
+     * this loader ran. */
+    uint64_t counted_epoch;
+    uint64_t epoch_delivered;  /* real (non-padding) samples delivered */
+    uint64_t epoch_skipped;    /* samples left out under RF_ON_ERROR_SKIP */
+    uint64_t epoch_skipped_by_reason[RF_SKIP_REASONS]; /* enum rf_skip_reason */
+    uint64_t epoch_total;      /* the epoch's samples on this rank (padding not counted; after
+                                  a resume, those of the rest of the epoch) */
+    uint32_t epoch_final;      /* 1 once RF_EPOCH_END was returned for counted_epoch */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

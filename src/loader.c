@@ -91,6 +91,11 @@ typedef struct slot {
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
+    /* Skip mode: samples that failed at the batch's positions (counted with the hole they
+     * left, under mu), and the real samples of the batch's epoch on this rank: what the
+     * consumer adds to the per-epoch counts when it is handed the batch. */
+    uint64_t skipped, skipped_by[RF_SKIP_REASONS];
+    uint64_t epoch_total;
     rf_devbatch dev;
     rf_batch batch;
 } slot;
@@ -118,6 +123,15 @@ typedef struct task {
 enum task_phase { TASK_READING, TASK_QUEUED, TASK_DECODING };
 
 #define SKIP_FATAL 0xff
+
+/* Counts of one epoch as the consumer saw it (rf_stats.counted_epoch and epoch_*). Written
+ * by the consumer only: from the batches it was handed, each carrying the skips of its own
+ * positions, so a skip of a later batch (already prefetched, maybe of the next epoch) is
+ * never in them. */
+typedef struct epoch_counts {
+    uint64_t epoch, delivered, skipped, skipped_by[RF_SKIP_REASONS], total;
+    uint32_t final;
+} epoch_counts;
 
 struct rf_loader {
     rf_config cfg;
@@ -212,6 +226,7 @@ struct rf_loader {
     uint32_t skq_cap;
     rf_err sk_last;         /* the last sample failure (for the consecutive-skips message) */
     uint64_t skipped, skipped_by[RF_SKIP_REASONS];
+    epoch_counts ep;        /* rf_stats.epoch_*: the consumer's, for its current epoch */
     rf_test_hooks hooks;    /* src/testing.h: injected faults (tests only; zero otherwise) */
 
     /* fork(): the process that created the loader. Its threads, io_uring rings and CUDA
@@ -394,14 +409,21 @@ static uint8_t *sk_status(rf_loader *ld, uint64_t o)
     return &ld->skst[(seq % ld->depth) * ld->batch + o % ld->batch];
 }
 
+/* The real (non-padding) samples of the planned epoch on this rank: its candidates from its
+ * first order position on, fewer when drop_last cuts the last batch. */
+static uint64_t plan_real(const rf_plan *p)
+{
+    uint64_t first = p->base + p->rank;
+    uint64_t real = first < p->n ? (p->n - first + p->world - 1) / p->world : 0;
+    return RF_MIN(real, p->per_rank);
+}
+
 /* Reset the bookkeeping for the dispatcher's newly planned epoch (batch 0 is d_seq). */
 static void skip_epoch_locked(rf_loader *ld)
 {
     const rf_plan *p = &ld->plan;
-    uint64_t first = p->base + p->rank;
-    uint64_t real = first < p->n ? (p->n - first + p->world - 1) / p->world : 0;
     ld->sk_P = p->per_rank;
-    ld->sk_R = RF_MIN(real, p->per_rank);
+    ld->sk_R = plan_real(p);
     ld->sk_L = 0;
     ld->sk_rtop = ld->sk_R;
     ld->sk_a = 0;
@@ -539,6 +561,9 @@ static void slot_open_locked(rf_loader *ld, slot *s)
         s->batch.epoch = ld->d_epoch;
         s->bad.code = 0;
         s->batch.index = ld->d_k;
+        s->skipped = 0;
+        memset(s->skipped_by, 0, sizeof s->skipped_by);
+        s->epoch_total = plan_real(&ld->plan);
         if (ld->skip)
             memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
         if (ld->gj_device) {
@@ -678,8 +703,11 @@ static void skip_failed_locked(rf_loader *ld, const task *t, int reason, int cod
                                const char *msg)
 {
     if (!t->padout) {
+        slot *s = &ld->slots[t->slot];
         ld->skipped++;
         ld->skipped_by[reason]++;
+        s->skipped++;
+        s->skipped_by[reason]++;
     }
     ld->sk_last.code = code;
     snprintf(ld->sk_last.msg, sizeof ld->sk_last.msg, "%s", msg);
@@ -1374,6 +1402,7 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
     ld->c_base = ld->d_epoch == epoch ? base : 0;
     ld->c_batches = ld->plan.batches;
     ld->c_k = 0;
+    ld->ep = (epoch_counts){.epoch = ld->c_epoch, .total = plan_real(&ld->plan)};
 
     for (uint32_t i = 0; i < ld->cfg.decode_threads; i++) {
         decoder_arg *a = malloc(sizeof *a);
@@ -2122,6 +2151,21 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->ndim = ld->tokens ? 2 : 4;
 }
 
+/* The consumer is handed slot s's batch: it joins the counts of its epoch (a batch of another
+ * epoch than the counted one starts them afresh). */
+static void count_epoch(rf_loader *ld, const slot *s)
+{
+    epoch_counts *ep = &ld->ep;
+    if (s->batch.epoch != ep->epoch)
+        *ep = (epoch_counts){.epoch = s->batch.epoch};
+    ep->total = s->epoch_total;
+    for (uint32_t i = 0; i < s->batch.count; i++)
+        ep->delivered += !s->padding[i];
+    ep->skipped += s->skipped;
+    for (int r = 0; r < RF_SKIP_REASONS; r++)
+        ep->skipped_by[r] += s->skipped_by[r];
+}
+
 /* The consumer's next batch is in slot s, delivered or failed (mu held). */
 static int batch_due(const rf_loader *ld, const slot *s)
 {
@@ -2179,7 +2223,10 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         return RF_DONE;
     if (ld->c_k == ld->c_batches) {
         /* The consumer crossed an epoch boundary: say so once, then follow the dispatcher
-         * into the next epoch (which always starts at order position 0). */
+         * into the next epoch (which always starts at order position 0). Every batch of the
+         * epoch was handed out, and with it every skip it had: its counts are final. */
+        if (ld->ep.epoch == ld->c_epoch)
+            ld->ep.final = 1;
         ld->c_epochs_done++;
         if (ld->cfg.epochs && ld->c_epochs_done >= ld->cfg.epochs) {
             ld->c_done = 1;
@@ -2246,6 +2293,7 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     if (rc)
         return rc;
     fill_batch(ld, s);
+    count_epoch(ld, s);
     ld->c_seq++;
     ld->c_k++;
     ld->delivered += s->batch.count;
@@ -2469,6 +2517,12 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);
     pthread_mutex_unlock(&((rf_loader *)ld)->mu);
     st.nonregular_members = ld->ds.nonregular;
+    st.counted_epoch = ld->ep.epoch;
+    st.epoch_delivered = ld->ep.delivered;
+    st.epoch_skipped = ld->ep.skipped;
+    memcpy(st.epoch_skipped_by_reason, ld->ep.skipped_by, sizeof st.epoch_skipped_by_reason);
+    st.epoch_total = ld->ep.total;
+    st.epoch_final = ld->ep.final;
     mem_stats(ld, &st);
     memcpy(out, &st, RF_MIN((size_t)out->struct_size, sizeof st));
     return 0;

@@ -586,6 +586,24 @@ class _LoaderBase:
                 out[name] = int(v)
         return out
 
+    def epoch_stats(self):
+        """This rank's counts of one epoch: the epoch of the last batch handed out (rf_stats'
+        counted_epoch and epoch_* fields) as {"epoch", "delivered" (real samples, padding not
+        counted), "skipped", "skipped_by_reason" (indexed like SKIP_REASONS), "total",
+        "final"}. Only that epoch's batches count, with the skips of their own positions:
+        unlike stats()["skipped"], never the skips of batches prefetched past them. "final"
+        once the epoch's iteration ended (RF_EPOCH_END); then delivered + skipped == total.
+        After a resume they cover the rest of the epoch."""
+        st = self.stats()
+        return {
+            "epoch": st["counted_epoch"],
+            "delivered": st["epoch_delivered"],
+            "skipped": st["epoch_skipped"],
+            "skipped_by_reason": st["epoch_skipped_by_reason"],
+            "total": st["epoch_total"],
+            "final": bool(st["epoch_final"]),
+        }
+
     @property
     def num_samples(self):
         return self._num_samples

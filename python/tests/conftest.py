@@ -74,22 +74,30 @@ def shards(tmp_path_factory, lib):
     return make_shards(str(d), N_IMAGES, N_CLASSES, PER_SHARD)
 
 
-def with_restarts(pattern, outdir):
-    """The shards at `pattern` rewritten into outdir with ringfeed.add_restarts applied to
-    every JPEG (what ringfeed-pack --restart writes); returns the new pattern."""
+def rewrite_shards(pattern, outdir, edit=lambda name, data: data, fmt=tarfile.PAX_FORMAT):
+    """The shards at `pattern` written again into outdir by Python's tarfile (`fmt`), each
+    member's bytes through edit(name, data); returns the new pattern."""
     import io
     for path in sorted(glob.glob(pattern)):
         out = os.path.join(outdir, os.path.basename(path))
-        with tarfile.open(path) as src, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dst:
+        with tarfile.open(path) as src, tarfile.open(out, "w", format=fmt) as dst:
             for m in src:
-                data = src.extractfile(m).read()
-                if m.name.endswith(".jpg"):
-                    data = ringfeed.add_restarts(data)
-                    assert b"\xff\xdd" in data[:data.index(b"\xff\xda")]  # a DRI segment
+                data = edit(m.name, src.extractfile(m).read())
                 info = tarfile.TarInfo(m.name)
                 info.size = len(data)
                 dst.addfile(info, io.BytesIO(data))
     return os.path.join(outdir, "train-*.tar")
+
+
+def with_restarts(pattern, outdir):
+    """The shards at `pattern` rewritten into outdir with ringfeed.add_restarts applied to
+    every JPEG (what ringfeed-pack --restart writes); returns the new pattern."""
+    def edit(name, data):
+        if name.endswith(".jpg"):
+            data = ringfeed.add_restarts(data)
+            assert b"\xff\xdd" in data[:data.index(b"\xff\xda")]  # a DRI segment
+        return data
+    return rewrite_shards(pattern, outdir, edit)
 
 
 @pytest.fixture(scope="session")
