@@ -30,7 +30,8 @@ def add_restarts(jpeg, interval=0, optimize=True):
     ringfeed's choice; optimize: optimal Huffman tables. Raises RingfeedError (RF_EDECODE, with
     libjpeg's words) on bytes that are not a decodable JPEG."""
     from . import _capi
-    return _capi.add_restarts(jpeg, interval, optimize)
+    from .loader import _uint
+    return _capi.add_restarts(jpeg, _uint("interval", interval), optimize)
 
 
 def version():

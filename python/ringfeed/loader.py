@@ -27,6 +27,7 @@ Batch lifetime (the one rule to know; docs/python.md says it at length):
 import ctypes
 import gc
 import math
+import operator
 import os
 import weakref
 
@@ -37,15 +38,19 @@ from ._capi import LoaderTimeout, RingfeedError
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
 IMAGENET_STD = (58.395, 57.12, 57.375)
 
+# Enum arguments by their lower-case names (any case is accepted).
 _CROPS = {"random": C.RF_CROP_RANDOM, "center": C.RF_CROP_CENTER}
-_LAYOUTS = {"NHWC": C.RF_LAYOUT_NHWC, "NCHW": C.RF_LAYOUT_NCHW}
+_LAYOUTS = {"nhwc": C.RF_LAYOUT_NHWC, "nchw": C.RF_LAYOUT_NCHW}
 _IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
 _ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
+_ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
 SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1
+U32_MAX = 2**32 - 1  # rf_config's uint32_t fields
+U64_MAX = 2**64 - 1  # ... and its uint64_t ones
 
 
 def _env_int(name, default):
@@ -69,28 +74,75 @@ def _default_decode_threads():
 
 def _parse_device(device):
     """-> ("cpu", None) or ("cuda", index)."""
-    if device is None or device == "auto":
+    if device is None or (isinstance(device, str) and device.lower() == "auto"):
         return ("cuda", None) if C.cuda_device_count() > 0 else ("cpu", None)
     torch = _arrays.torch_module()
     if torch is not None and isinstance(device, torch.device):
         device = str(device)
-    if isinstance(device, int):
-        return ("cuda", device)
+    if isinstance(device, int) and not isinstance(device, bool):
+        return ("cuda", _uint("device", device, 0, 2**31 - 1))  # rf_config.device_index: int32
     if not isinstance(device, str):
         raise TypeError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, not {device!r}")
+    device = device.lower()
     if device == "cpu":
         return ("cpu", None)
     if device == "cuda":
         return ("cuda", None)
     if device.startswith("cuda:") and device[5:].isdigit():
-        return ("cuda", int(device[5:]))
+        return ("cuda", _uint("device", int(device[5:]), 0, 2**31 - 1))
     raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
 def _choice(name, value, table):
-    if value not in table:
-        raise ValueError(f"{name} must be one of {sorted(table)}, not {value!r}")
-    return table[value]
+    """The table entry of an enum argument, named in any case ("nhwc" is "NHWC")."""
+    key = value.lower() if isinstance(value, str) else None
+    if key not in table:
+        raise ValueError(f"{name} must be one of {sorted(table)} (any case), not {value!r}")
+    return table[key]
+
+
+def _uint(name, value, lo=0, hi=U32_MAX):
+    """An integer argument checked against the rf_config field it fills (lo..hi): ctypes would
+    keep only the low bits of a larger value (2**32 + 4 would become 4) and int() would
+    truncate a float, so both are refused, naming the argument."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    v = operator.index(value)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}={v} is out of range {lo}..{hi}")
+    return v
+
+
+def _dtype_name(value, allowed, what="dtype"):
+    """The element type's name ("bfloat16") from a string in any case, a torch dtype
+    (torch.bfloat16) or anything numpy.dtype() takes (np.float32, np.dtype("uint8"))."""
+    name = None
+    if isinstance(value, str):
+        name = value.lower()
+    elif type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        name = str(value).rpartition(".")[2]  # "torch.bfloat16" (torch is not imported here)
+    elif _arrays.np is not None:
+        try:
+            name = _arrays.np.dtype(value).name
+        except (TypeError, ValueError):
+            pass
+    if name not in allowed:
+        raise ValueError(f"{what} must be one of {allowed} (a string, torch or numpy dtype), "
+                         f"not {value!r}")
+    return name
+
+
+def _path_bytes(path, what):
+    """A path argument (str, bytes or os.PathLike) as the bytes the C library opens: any name
+    the file system holds, UTF-8 or not (os.fsencode), and never one cut short at a NUL."""
+    try:
+        b = os.fsencode(path)
+    except TypeError:
+        raise TypeError(f"{what} must be a str, bytes or os.PathLike path, not {path!r}") \
+            from None
+    if b"\0" in b:
+        raise ValueError(f"{what} {path!r} contains a NUL byte")
+    return b
 
 
 class _Lease:
@@ -233,8 +285,7 @@ class _LoaderBase:
         else:
             self._torch_device = None
         self._device_kind, self._device_index = kind, index
-        if array_type not in ("auto", "torch", "numpy"):
-            raise ValueError("array_type must be 'auto', 'torch' or 'numpy'")
+        array_type = _choice("array_type", array_type, _ARRAY_TYPES)
         if kind == "cuda" and array_type == "numpy":
             raise ValueError("array_type='numpy' needs device='cpu'")
         if array_type == "auto":
@@ -249,13 +300,11 @@ class _LoaderBase:
         self._copy = bool(copy)
         self._expect_dtype = expect_dtype
 
-        if isinstance(shards, (str, os.PathLike)):
+        if isinstance(shards, (str, bytes, os.PathLike)):
             shards = [shards]
-        shards = [os.fspath(s) for s in shards]
-        if not shards:
+        self._shard_bytes = [_path_bytes(s, "shard path") for s in shards]
+        if not self._shard_bytes:
             raise ValueError("no shards given")
-        self._shards = shards
-        self._shard_bytes = [s.encode() for s in shards]
         self._cfg_fields = dict(cfg_fields)
         self._cfg_fields["device_kind"] = C.RF_DEVICE_CUDA if kind == "cuda" else C.RF_DEVICE_HOST
         self._cfg_fields["device_index"] = index if kind == "cuda" else 0
@@ -623,20 +672,24 @@ class _LoaderBase:
 
 
 def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last, on_error,
-                   io_engine, timeout):
-    rank = _env_int("RANK", 0) if rank is None else int(rank)
+                   io_engine, timeout, decode_threads, start_epoch):
+    rank = _uint("rank", _env_int("RANK", 0) if rank is None else rank)
     timeout = float(timeout or 0)
     if not 0 <= timeout < 4294967.295:
         raise ValueError(f"timeout is in seconds, 0 (wait for ever) up to 4294967, not {timeout}")
-    world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
-    if world_size < 1 or not 0 <= rank < world_size:
+    world_size = _uint("world_size", _env_int("WORLD_SIZE", 1) if world_size is None
+                       else world_size, 1)
+    if not rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     return {
-        "seed": int(seed) & 0xFFFFFFFFFFFFFFFF,
+        "seed": _uint("seed", seed, 0, U64_MAX),
         "rank": rank,
         "world_size": world_size,
-        "io_threads": int(io_threads or 0),
-        "prefetch_depth": int(prefetch_depth or 0),
+        "io_threads": _uint("io_threads", io_threads or 0),
+        "prefetch_depth": _uint("prefetch_depth", prefetch_depth or 0),
+        "decode_threads": _uint("decode_threads", decode_threads or 0) or
+        _default_decode_threads(),
+        "start_epoch": _uint("start_epoch", start_epoch, 0, U64_MAX),
         "drop_last": 1 if drop_last else 0,
         "io_engine": _choice("io_engine", io_engine, _IO_ENGINES),
         # "fail": the first bad sample raises, naming shard, member and offset; "skip": bad
@@ -674,10 +727,17 @@ class Loader(_LoaderBase):
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
            hw_decode_percent=0, timeout=0)
 
-    shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
+    shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
+      str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
+      is a ValueError).
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
-      and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders.
+      and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders. A torch
+      dtype (torch.bfloat16) or numpy dtype (np.float32) names the same types.
+    crop, layout, io_engine, on_error, array_type, device: strings in any case ("nhwc").
+    Integer arguments must be integers within their rf_config field (uint32, or uint64 for
+      seed and start_epoch; batch_size and world_size >= 1): anything else is a TypeError or
+      a ValueError naming the argument, never a silently wrapped value.
     device: "cuda" (torch's current device), "cuda:N", "cpu", or None (CUDA if usable).
     decode_threads: 0 for ringfeed.default_decode_threads(): the CPUs this process may use
       (affinity mask, cgroup quota) divided by LOCAL_WORLD_SIZE when torchrun sets it.
@@ -715,25 +775,21 @@ class Loader(_LoaderBase):
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
                  hw_decode_percent=0, timeout=0):
-        if dtype not in _IMAGE_DTYPES:
-            raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
-        if int(batch_size) < 1:
-            raise ValueError("batch_size must be >= 1")
+        dtype = _dtype_name(dtype, _IMAGE_DTYPES)
+        batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
-                           on_error, io_engine, timeout)
+                           on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
-            "batch_size": int(batch_size),
-            "image_size": int(size),
+            "batch_size": batch_size,
+            "image_size": _uint("size", size),
             "crop": _choice("crop", crop, _CROPS),
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
-            "decode_threads": int(decode_threads or 0) or _default_decode_threads(),
-            "decode_nice": int(decode_nice or 0),
+            "decode_nice": _uint("decode_nice", decode_nice or 0),
             "gpu_decode": 1 if gpu_decode else 0,
-            "gpu_decode_percent": int(gpu_decode_percent),
-            "hw_decode_percent": int(hw_decode_percent),
+            "gpu_decode_percent": _uint("gpu_decode_percent", gpu_decode_percent),
+            "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
             "dtype": C.DTYPES[dtype][0],
-            "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,
         })
         if mean is not None or std is not None:
@@ -757,8 +813,8 @@ class Loader(_LoaderBase):
             f["ratio_min"], f["ratio_max"] = (float(x) for x in ratio)
         if hw_decode_percent:
             _find_nvjpeg()
-        self.batch_size = int(batch_size)
-        self.layout = layout
+        self.batch_size = batch_size
+        self.layout = "NHWC" if f["layout"] == C.RF_LAYOUT_NHWC else "NCHW"
         self.dtype = dtype
         super().__init__(f, shards, device, copy, array_type, dtype)
 
@@ -790,8 +846,9 @@ class TokenLoader(_LoaderBase):
     unpack as (x, y) with x = window[:, :-1] and y = window[:, 1:] (views of one buffer).
     shuffle=True draws window starts at random each epoch (seeded) in a global permutation;
     shuffle=False walks non-overlapping windows in file order. dtype: "int64" (default, what
-    nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk).
-    Same lifetime rules and `timeout` as Loader.
+    nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk); torch
+    and numpy dtypes name them too. Same argument checks, lifetime rules and `timeout` as
+    Loader.
     """
 
     def __init__(self, path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
@@ -799,30 +856,29 @@ class TokenLoader(_LoaderBase):
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
                  timeout=0):
-        if int(token_bytes) not in (2, 4):
-            raise ValueError("token_bytes must be 2 (uint16) or 4 (uint32)")
-        if int(seq_len) < 1 or int(batch_size) < 1:
-            raise ValueError("seq_len and batch_size must be >= 1")
-        if dtype is not None and dtype not in _TOKEN_DTYPES:
-            raise ValueError(f"dtype must be one of {_TOKEN_DTYPES} or None, not {dtype!r}")
+        token_bytes = _uint("token_bytes", token_bytes)
+        if token_bytes not in (2, 4):
+            raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")
+        seq_len = _uint("seq_len", seq_len, 1, U32_MAX - 1)  # windows hold seq_len + 1
+        batch_size = _uint("batch_size", batch_size, 1)
+        if dtype is not None:
+            dtype = _dtype_name(dtype, _TOKEN_DTYPES)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
-                           on_error, io_engine, timeout)
+                           on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
-            "batch_size": int(batch_size),
+            "batch_size": batch_size,
             "source": C.RF_SOURCE_TOKENS,
-            "token_bytes": int(token_bytes),
-            "seq_len": int(seq_len),
+            "token_bytes": token_bytes,
+            "seq_len": seq_len,
             "token_windows": C.RF_WINDOWS_RANDOM if shuffle else C.RF_WINDOWS_SEQUENTIAL,
             "token_dtype": C.DTYPES[dtype][0] if dtype else 0,
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
-            "decode_threads": int(decode_threads or 0) or _default_decode_threads(),
-            "start_epoch": int(start_epoch),
         })
-        self.batch_size = int(batch_size)
-        self.seq_len = int(seq_len)
+        self.batch_size = batch_size
+        self.seq_len = seq_len
         # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as
         # int32 (token ids stay far below 2**31).
-        expect = dtype if dtype else ("uint16" if int(token_bytes) == 2 else "int32")
+        expect = dtype if dtype else ("uint16" if token_bytes == 2 else "int32")
         self.dtype = expect
         super().__init__(f, path, device, copy, array_type, None if dtype is None else dtype)
 
