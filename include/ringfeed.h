@@ -401,7 +401,9 @@ typedef struct rf_stats {
     uint64_t copy_busy_ns;      /* time the copy stage spent enqueuing copies */
     uint64_t consumer_wait_ns;  /* time rf_loader_next() blocked waiting for a batch */
     uint64_t wall_ns;           /* since create */
-    uint64_t epoch;             /* epoch of the last batch delivered */
+    uint64_t epoch;             /* the consumer's epoch: of the last batch delivered, the next
+                                 * one once RF_EPOCH_END was returned for it (before any batch:
+                                 * start_epoch, or the epoch a resume state restored) */
     uint64_t pinned_bytes;      /* host bytes in the ring and staging arena */
     uint64_t dct_scaled;        /* images decoded at 1/2, 1/4 or 1/8 scale */
 
@@ -428,6 +430,11 @@ typedef struct rf_stats {
     uint64_t gpu_decoded;     /* images decoded by the GPU decode path (rf_config.gpu_decode) */
     uint64_t hw_decoded;      /* images decoded by the hardware JPEG decoders
                                  (rf_config.hw_decode_percent) */
+
+    /* The epoch a state written now (rf_loader_state) resumes in: `epoch`, or the next one
+     * once every batch of `epoch` was handed out (its RF_EPOCH_END need not have been seen). A
+     * loader created from that state starts there, and its `epoch` is this value. */
+    uint64_t resume_epoch;
 
     /* Counts of one epoch on this rank: counted_epoch is the epoch of the last batch
      * rf_loader_next handed out (before the first one, the epoch the loader starts in, with

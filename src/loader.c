@@ -2400,6 +2400,22 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
     return 0;
 }
 
+/* Where a state written now resumes: the consumer's epoch and its order positions consumed
+ * over all ranks, or the next epoch's start once this rank was handed all of its batches. */
+static void resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consumed)
+{
+    uint64_t per;
+    rf_plan_shape(&ld->plan, ld->c_base, &per, &(uint64_t){0});
+    uint64_t taken = ld->c_k * ld->batch; /* samples this rank consumed in the epoch */
+    if (ld->c_k >= ld->c_batches || taken >= per) {
+        *epoch = ld->c_epoch + 1;
+        *consumed = 0;
+    } else {
+        *epoch = ld->c_epoch;
+        *consumed = RF_MIN(ld->ds.nsamples, ld->c_base + taken * ld->cfg.world_size);
+    }
+}
+
 int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len)
 {
     if (!ld || !len)
@@ -2417,17 +2433,7 @@ int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len)
                    .rank = ld->cfg.rank,
                    .order = ld->cfg.order,
                    .batch = ld->batch};
-    uint64_t per;
-    rf_plan_shape(&ld->plan, ld->c_base, &per, &(uint64_t){0});
-    uint64_t taken = ld->c_k * ld->batch; /* samples this rank consumed in the epoch */
-    if (ld->c_k >= ld->c_batches || taken >= per) {
-        /* The epoch is complete on this rank: resume at the start of the next one. */
-        r.epoch = ld->c_epoch + 1;
-        r.consumed = 0;
-    } else {
-        r.epoch = ld->c_epoch;
-        r.consumed = RF_MIN(ld->ds.nsamples, ld->c_base + taken * ld->cfg.world_size);
-    }
+    resume_point(ld, &r.epoch, &r.consumed);
     rf_state_encode(&r, buf);
     return 0;
 }
@@ -2517,6 +2523,7 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);
     pthread_mutex_unlock(&((rf_loader *)ld)->mu);
     st.nonregular_members = ld->ds.nonregular;
+    resume_point(ld, &st.resume_epoch, &(uint64_t){0});
     st.counted_epoch = ld->ep.epoch;
     st.epoch_delivered = ld->ep.delivered;
     st.epoch_skipped = ld->ep.skipped;

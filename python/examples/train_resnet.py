@@ -63,7 +63,10 @@ def ringfeed_batches(a, rank, world, device):
         norm = (torch.tensor(MEAN, device=device).view(1, 3, 1, 1),
                 torch.tensor(STD, device=device).view(1, 3, 1, 1))
     a.batches_per_epoch = len(ld)  # equal on every rank: ringfeed pads the partition
-    epoch = 0
+    # From the epoch the loader stands in: 0 here; after ld.load_state_dict(state), the saved
+    # epoch, whose set_epoch then continues at the saved batch (python/tests, test_loader.py
+    # test_resume_with_the_torchrun_example_loop runs this loop).
+    epoch = ld.epoch
     while True:
         ld.set_epoch(epoch)
         for images, labels in ld:

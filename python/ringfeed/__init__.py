@@ -4,8 +4,9 @@
     loader = ringfeed.Loader("data/train-{000000..000099}.tar", 256, device="cuda",
                              dtype="bfloat16", mean=ringfeed.IMAGENET_MEAN,
                              std=ringfeed.IMAGENET_STD)
-    for epoch in range(epochs):
-        loader.set_epoch(epoch)
+    # resuming: loader.load_state_dict(state) here (state from loader.state_dict())
+    for epoch in range(loader.epoch, epochs):
+        loader.set_epoch(epoch)  # a restored loader continues at the saved batch
         for images, labels in loader:
             ...
 

@@ -209,6 +209,7 @@ class RfStats(ctypes.Structure):
         ("region_decoded", ctypes.c_uint64),
         ("gpu_decoded", ctypes.c_uint64),
         ("hw_decoded", ctypes.c_uint64),
+        ("resume_epoch", ctypes.c_uint64),
         ("counted_epoch", ctypes.c_uint64),
         ("epoch_delivered", ctypes.c_uint64),
         ("epoch_skipped", ctypes.c_uint64),

@@ -343,10 +343,11 @@ class _LoaderBase:
         self._depth = int(self._cfg_fields.get("prefetch_depth") or 0) or self.stats()["prefetch_depth"]
         self._per_epoch = int(C.lib().rf_loader_batches_per_epoch(self._ld))
         self._num_samples = int(C.lib().rf_loader_num_samples(self._ld))
-        # Epoch bookkeeping, Python side: the epoch of the batches being delivered (None: not
-        # known yet after a resume), batches delivered in it, and whether this epoch started at
-        # its beginning on this C loader (else the remaining count is not known).
-        self._epoch = None if blob is not None else int(self._cfg_fields.get("start_epoch", 0))
+        # Epoch bookkeeping, Python side: the epoch of the batches being delivered (the C
+        # loader's: start_epoch, or the epoch a resume state restored), batches delivered in
+        # it, and whether this epoch started at its beginning on this C loader (else the
+        # remaining count is not known).
+        self._epoch = int(self.stats()["epoch"])
         self._in_epoch = 0
         self._full_epoch = blob is None
 
@@ -469,7 +470,7 @@ class _LoaderBase:
                 # A new iterator that meets the end before any batch: the previous iterator
                 # stopped right after its epoch's last batch; that end is its, not ours.
                 swallow = first and self._in_epoch > 0
-                self._epoch = None if self._epoch is None else self._epoch + 1
+                self._epoch += 1
                 self._in_epoch = 0
                 self._full_epoch = True
                 if swallow:
@@ -565,15 +566,17 @@ class _LoaderBase:
     # ---- epochs, resume, stats ---------------------------------------------------------------
 
     def set_epoch(self, epoch):
-        """Restart at the beginning of `epoch` (discarding prefetched work), like
-        DistributedSampler.set_epoch. A no-op when the loader already stands at the start of
-        that epoch (e.g. after a full pass over the previous one), so calling it before every
-        epoch costs nothing. Batches handed out earlier are released (kept ones must have been
-        released: RuntimeError otherwise)."""
+        """Go to `epoch`, like DistributedSampler.set_epoch. A no-op when the loader stands in
+        that epoch and has handed out none of its batches yet: at its start (after a full pass
+        over the previous one, or when created with start_epoch) or at the position a resume
+        restored (load_state_dict), so calling it before every epoch costs nothing and a
+        resumed run continues where it was saved. Otherwise it restarts at the beginning of
+        `epoch`, discarding prefetched work. Batches handed out earlier are released (kept
+        ones must have been released: RuntimeError otherwise)."""
         self._check_open()
-        epoch = int(epoch)
+        epoch = _uint("epoch", epoch, 0, U64_MAX)
         self._release_all("set_epoch")
-        if self._epoch == epoch and self._in_epoch == 0 and self._full_epoch:
+        if self._epoch == epoch and self._in_epoch == 0:
             return
         self._check(C.lib().rf_loader_set_epoch(self._ld, epoch), "rf_loader_set_epoch")
         self._epoch = epoch
@@ -583,7 +586,10 @@ class _LoaderBase:
     def state_dict(self):
         """The consumer's position: every batch handed out so far counts as consumed (save it
         after the training step of the current batch). `blob` is rf_loader_state()'s resume
-        blob; the other fields are informational."""
+        blob; the other fields are informational: "epoch" is the epoch the blob resumes in
+        (the next one once every batch of the current epoch was handed out), which a loader
+        given the state reports as `loader.epoch`; "batches_in_epoch" the batches of that
+        epoch handed out since this loader started it (or was restored into it)."""
         self._check_open()
         n = ctypes.c_uint64()
         self._check(C.lib().rf_loader_state(self._ld, None, 0, ctypes.byref(n)), "rf_loader_state")
@@ -591,11 +597,12 @@ class _LoaderBase:
         self._check(C.lib().rf_loader_state(self._ld, buf, n.value, ctypes.byref(n)),
                     "rf_loader_state")
         f = self._cfg_fields
+        resume_epoch = self.stats()["resume_epoch"]
         return {
             "version": STATE_VERSION,
             "blob": buf.raw[:n.value],
-            "epoch": self._epoch,
-            "batches_in_epoch": self._in_epoch,
+            "epoch": resume_epoch,
+            "batches_in_epoch": self._in_epoch if resume_epoch == self._epoch else 0,
             "rank": f.get("rank", 0),
             "world_size": f.get("world_size", 1),
             "seed": f.get("seed", 0),
@@ -667,7 +674,9 @@ class _LoaderBase:
 
     @property
     def epoch(self):
-        """Epoch of the batches being delivered (None right after a resume, until the first)."""
+        """The epoch the loader stands in: of the batches being delivered, the next one once
+        an epoch's iteration ended; right after load_state_dict, the epoch the state restored
+        (where a resumed training loop starts: `for epoch in range(loader.epoch, epochs)`)."""
         return self._epoch
 
 

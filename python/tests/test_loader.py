@@ -190,6 +190,85 @@ def test_set_epoch(shards):
         assert ld.epoch == 2
 
 
+def epochs_of_keys(shards, epochs, batch, **kw):
+    """Each epoch's batches (their keys) from an uninterrupted loader."""
+    with ringfeed.Loader(shards, batch, **kw) as ld:
+        out = []
+        for epoch in range(epochs):
+            ld.set_epoch(epoch)
+            out.append([list(b.keys) for b in ld])
+        return out
+
+
+def test_resume_with_the_readme_loop_continues_the_epoch(shards):
+    """The README's loop after load_state_dict: set_epoch of the restored epoch continues at
+    the saved batch (it restarted the epoch: 13 batches instead of the 9 left), and the next
+    epochs are the uninterrupted run's. Saved mid-epoch 0 (looped from 0, as written, and
+    from loader.epoch), mid-epoch 1, and right after epoch 0's last batch (the state then
+    resumes at epoch 1)."""
+    kw = dict(KW, seed=13)
+    full = epochs_of_keys(shards, 3, 4, **kw)
+    per = len(full[0])
+    for save_epoch, save_after in ((0, 4), (1, 6), (0, per)):
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            ld.set_epoch(save_epoch)
+            it = iter(ld)
+            before = [list(next(it).keys) for _ in range(save_after)]
+            sd = ld.state_dict()
+        at_end = save_after == per
+        assert sd["epoch"] == save_epoch + at_end
+        assert sd["batches_in_epoch"] == (0 if at_end else save_after)
+        starts = [None, 0] if (save_epoch, save_after) == (0, 4) else [None]
+        for start in starts:
+            with ringfeed.Loader(shards, 4, **kw) as loader:
+                loader.load_state_dict(sd)
+                assert loader.epoch == sd["epoch"]
+                got = {}
+                for epoch in range(loader.epoch if start is None else start, 3):
+                    loader.set_epoch(epoch)
+                    got[epoch] = [list(b.keys) for b in loader]
+            if at_end:
+                assert before == full[save_epoch] and sorted(got) == [save_epoch + 1, 2]
+            else:
+                assert len(got[save_epoch]) == per - save_after
+                assert before + got[save_epoch] == full[save_epoch]
+            for epoch in range(sd["epoch"] + (not at_end), 3):
+                assert got[epoch] == full[epoch]
+
+
+def test_resume_with_the_torchrun_example_loop(shards, monkeypatch):
+    """python/examples/train_resnet.py's batch generator under torchrun (RANK / WORLD_SIZE /
+    LOCAL_WORLD_SIZE from the environment, two ranks): a rank that saves its state after 3
+    batches and resumes in a new loader yields, from `epoch = ld.epoch` on, exactly the
+    batches of an uninterrupted run, across the epoch boundaries that follow."""
+    def example_batches(ld, n):
+        # the example's loop: epoch = ld.epoch; while True: set_epoch; for ...: yield; +1
+        out, epoch = [], ld.epoch
+        while True:
+            ld.set_epoch(epoch)
+            for b in ld:
+                out.append((b.epoch, list(b.keys), b.is_padding.tolist()))
+                if len(out) == n:
+                    return out
+            epoch += 1
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    kw = dict(size=24, device="cpu", seed=17, drop_last=True)
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            whole = example_batches(ld, 20)
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            first = example_batches(ld, 3)
+            state = ld.state_dict()
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            ld.load_state_dict(state)
+            rest = example_batches(ld, 17)
+        assert first + rest == whole
+        assert [e for e, _, _ in whole].count(0) == len(ld) == 6
+
+
 def test_interrupted_iteration_continues_epoch(shards):
     with ringfeed.Loader(shards, 8, seed=4, **KW) as ld:
         full = epoch_keys(ld)
