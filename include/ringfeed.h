@@ -70,7 +70,7 @@ enum rf_error {
     RF_ESTATE = -1009,     /* call not valid in this state (e.g. releasing a batch twice) */
     RF_EINDEX = -1010,     /* a shard index disagrees with its shard */
     RF_ERESUME = -1011,    /* a resume state is corrupt or does not match the dataset/config */
-    RF_ECLOSED = -1012,    /* the loader is shutting down */
+    RF_ECLOSED = -1012,    /* the loader is shutting down, or was stopped (rf_loader_stop) */
     RF_ELABEL = -1013,     /* a label member is missing or not an integer */
     RF_EFORK = -1014,      /* the loader belongs to the process that created it, not a fork() child */
     RF_ETIMEDOUT = -1015,  /* rf_loader_next: no batch within next_timeout_ms (not sticky) */
@@ -344,6 +344,16 @@ RF_API int rf_batch_wait(const rf_batch *batch, void *stream);
 
 /* Block the calling thread until the batch's copy completed. No-op on the host backend. */
 RF_API int rf_batch_synchronize(const rf_batch *batch);
+
+/* Stop every thread and reap in-flight reads and copies, but free nothing: the memory of every
+ * batch handed out stays readable until rf_loader_destroy, which must still be called (leased
+ * batches keep their contents: nothing writes the ring or their device memory any more; a
+ * released CUDA batch's device memory is back in the loader's own pool, which keeps it and
+ * hands it to nobody). For bindings whose arrays may outlive the loader's close (Python frees the loader
+ * when the last array over its memory is gone). Afterwards rf_loader_next and
+ * rf_loader_set_epoch return RF_ECLOSED; release, state, stats and destroy work. Idempotent.
+ * Errors: RF_EINVAL, RF_EFORK. */
+RF_API int rf_loader_stop(rf_loader *ld);
 
 /* Stop every thread, reap in-flight reads and copies, free everything. Safe mid-epoch and with
  * leased batches outstanding (their memory is freed: do not touch them afterwards).

@@ -229,6 +229,8 @@ struct rf_loader {
     epoch_counts ep;        /* rf_stats.epoch_*: the consumer's, for its current epoch */
     rf_test_hooks hooks;    /* src/testing.h: injected faults (tests only; zero otherwise) */
 
+    int stopped;            /* rf_loader_stop was called: no more batches */
+
     /* fork(): the process that created the loader. Its threads, io_uring rings and CUDA
      * context exist only there, so every call from another process (a fork() child holding a
      * copy of the handle) returns RF_EFORK instead of waiting on threads that do not exist. */
@@ -284,6 +286,12 @@ static int fork_error(const rf_loader *ld)
              "%d (a fork() child) cannot use it: create a new loader in this process",
              (int)ld->pid, (int)getpid());
     return set_last((rf_loader *)ld, &e);
+}
+
+static int stopped_error(rf_loader *ld)
+{
+    return set_last(ld, &(rf_err){RF_ECLOSED, "the loader was stopped (rf_loader_stop): it "
+                                              "hands out no more batches; destroy it"});
 }
 
 /* Whether the test hook (src/testing.h) refuses the allocation of `bytes` for `what`. */
@@ -1343,7 +1351,7 @@ static int backend_release(rf_loader *ld, slot *s, void *stream, rf_err *e)
 }
 
 /* Stop every thread and reap in-flight work; the ring keeps its memory. */
-static void pipeline_stop(rf_loader *ld)
+static void threads_stop(rf_loader *ld)
 {
     if (!ld->running)
         return;
@@ -1366,16 +1374,30 @@ static void pipeline_stop(rf_loader *ld)
     for (uint32_t i = 0; i < ld->ndecoders; i++)
         pthread_join(ld->decoders[i], NULL);
     ld->ndecoders = 0;
-    /* Batches published but not leased still hold device memory and maybe a copy in flight. */
-    for (uint32_t i = 0; i < ld->depth; i++) {
+    ld->running = 0;
+}
+
+/* With the threads stopped: published batches still hold device memory and maybe a copy in
+ * flight; return them to the backend and free their slots, the leased ones too unless
+ * keep_leased (rf_loader_stop: their memory is the consumer's until destroy). */
+static void slots_return(rf_loader *ld, int keep_leased)
+{
+    for (uint32_t i = 0; ld->slots && i < ld->depth; i++) {
         slot *s = &ld->slots[i];
+        if (keep_leased && s->state == SLOT_LEASED)
+            continue;
         if (s->state == SLOT_READY || s->state == SLOT_LEASED) {
             rf_err e = {0};
             backend_release(ld, s, NULL, &e); /* an error here changes nothing: we stop anyway */
         }
         s->state = SLOT_FREE;
     }
-    ld->running = 0;
+}
+
+static void pipeline_stop(rf_loader *ld)
+{
+    threads_stop(ld);
+    slots_return(ld, 0);
 }
 
 /* (Re)start at consumer batch seq `seq`, planning `epoch` from order position `base`. */
@@ -2219,6 +2241,8 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     *out = NULL;
     if (forked(ld))
         return fork_error(ld);
+    if (ld->stopped)
+        return stopped_error(ld);
     if (ld->c_done)
         return RF_DONE;
     if (ld->c_k == ld->c_batches) {
@@ -2384,6 +2408,8 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
         return RF_EINVAL;
     if (forked(ld))
         return fork_error(ld);
+    if (ld->stopped)
+        return stopped_error(ld);
     if (ld->leased)
         return set_last(ld, &(rf_err){RF_ESTATE, "release every batch before set_epoch"});
     if (ld->err.code)
@@ -2414,6 +2440,18 @@ static void resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consume
         *epoch = ld->c_epoch;
         *consumed = RF_MIN(ld->ds.nsamples, ld->c_base + taken * ld->cfg.world_size);
     }
+}
+
+int rf_loader_stop(rf_loader *ld)
+{
+    if (!ld)
+        return RF_EINVAL;
+    if (forked(ld))
+        return fork_error(ld);
+    threads_stop(ld);
+    slots_return(ld, 1);
+    ld->stopped = 1;
+    return 0;
 }
 
 int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len)

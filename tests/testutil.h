@@ -50,6 +50,9 @@ int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keyl
  * fixtures built in main() before Check runs any test. */
 void rf_test_write_file(const char *path, const void *data, size_t len);
 
+/* Threads of this process now (the Threads: line of /proc/self/status); -1 when unknown. */
+int rf_test_threads(void);
+
 /* Recompute the ustar header checksum of the 512-byte header h (field at 148, 6 octal digits,
  * NUL, space) after a test edited the header. */
 void rf_test_tar_checksum(uint8_t *h);

@@ -318,6 +318,7 @@ def _declare(L):
         "rf_batch_wait": (i32, [P(RfBatch), vp]),
         "rf_batch_synchronize": (i32, [P(RfBatch)]),
         "rf_loader_destroy": (None, [vp]),
+        "rf_loader_stop": (i32, [vp]),
         "rf_last_error": (cp, [vp]),
         "rf_strerror": (cp, [i32]),
         "rf_version": (cp, []),

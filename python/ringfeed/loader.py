@@ -23,12 +23,17 @@ Batch lifetime (the one rule to know; docs/python.md says it at length):
   the next batch needs the slot of a batch that is still kept. To keep data indefinitely, copy
   it (`images.clone()`), or create the loader with `copy=True` (every batch then owns its
   memory, at the cost of one device/host copy per batch).
+
+  close() (and load_state_dict(), for the C loader it replaces) stops the loader's threads
+  but frees its memory only once no array or tensor over it is left: reading one after
+  close() never touches freed memory, even when close() came from another thread.
 """
 import ctypes
 import gc
 import math
 import operator
 import os
+import threading
 import weakref
 
 from . import _arrays
@@ -145,22 +150,91 @@ def _path_bytes(path, what):
     return b
 
 
+class _Handle:
+    """One C loader (rf_loader*) and what may still reach it: C calls in flight, on any thread,
+    and leases, whose arrays may still view its memory (numpy arrays and torch tensors hold
+    their lease through their base / deleter). Once the handle is retired (close(),
+    load_state_dict()) and no call is in flight, rf_loader_stop ends its threads at once and
+    rf_loader_destroy runs when no lease is left either: a close() from another thread while
+    one iterates, or arrays read after close(), then never touch freed memory (they
+    segfaulted the interpreter). Counts change under a lock; the C calls run outside it."""
+
+    __slots__ = ("ptr", "retired", "_mu", "_calls", "_leases", "_stopped")
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.retired = False
+        self._mu = threading.RLock()  # re-entered when a lease dies in a GC run inside one
+        self._calls = 0
+        self._leases = 0
+        self._stopped = False
+
+    def enter(self):
+        """Start a C call on the loader: its rf_loader*, or RuntimeError once retired."""
+        with self._mu:
+            if self.retired:
+                raise RuntimeError("the loader is closed")
+            self._calls += 1
+            return self.ptr
+
+    def leave(self):
+        self._count(calls=-1)
+
+    def lease_made(self):
+        self._count(leases=1)
+
+    def lease_gone(self):
+        self._count(leases=-1)
+
+    def retire(self):
+        """No new calls; the C loader goes once the calls in flight and the leases are gone."""
+        with self._mu:
+            self.retired = True
+        self._count()
+
+    def _count(self, calls=0, leases=0):
+        with self._mu:
+            self._calls += calls
+            self._leases += leases
+            destroy = stop = None
+            if self.retired and not self._calls and self.ptr:
+                if not self._leases:
+                    destroy, self.ptr = self.ptr, None
+                elif not self._stopped:  # counted as a call: no destroy while it runs
+                    stop, self._stopped = self.ptr, True
+                    self._calls += 1
+        if destroy:
+            C.lib().rf_loader_destroy(destroy)
+        elif stop:
+            try:
+                C.lib().rf_loader_stop(stop)
+            finally:
+                self._count(calls=-1)
+
+
 class _Lease:
     """One leased rf_batch: released exactly once, either by the loader's iterator policy,
-    explicitly, or (for kept batches) when the last reference to it disappears."""
+    explicitly, or (for kept batches) when the last reference to it disappears. While it
+    lives, its C loader's memory does (see _Handle)."""
 
-    __slots__ = ("loader", "ptr", "seq", "released", "kept", "gen", "__weakref__")
+    __slots__ = ("loader", "handle", "ptr", "seq", "released", "kept", "__weakref__")
 
-    def __init__(self, loader, ptr, seq, gen):
+    def __init__(self, loader, handle, ptr, seq):
         self.loader = loader
+        self.handle = handle  # the C loader it came from (load_state_dict makes a new one)
         self.ptr = ptr  # POINTER(RfBatch)
         self.seq = seq  # delivery number on this C loader (ring slot = seq % depth)
-        self.gen = gen  # C loader generation (load_state_dict makes a new one)
         self.released = False
         self.kept = False
+        handle.lease_made()
+
+    @property
+    def done(self):
+        """Returned to the ring, or its loader closed or replaced (the destroy returns it)."""
+        return self.released or self.handle.retired
 
     def release(self, stream=None):
-        if not self.released:
+        if not self.done:
             self.loader._release_lease(self, stream)
 
     def __del__(self):
@@ -168,9 +242,13 @@ class _Lease:
         # on any thread: the release is queued and done by the consumer thread at its next call
         # into the loader (a C loader is used by one thread at a time).
         try:
-            if not self.released:
+            if not self.done:
                 ld = self.loader
-                ld._pending.append((self.ptr, self.gen, ld._current_stream_handle()))
+                ld._pending.append((self.ptr, self.handle, ld._current_stream_handle()))
+        except Exception:
+            pass
+        try:
+            self.handle.lease_gone()
         except Exception:
             pass
 
@@ -188,7 +266,7 @@ class _BatchBase:
         lease = self._lease
         if lease is None:  # copy=True: the batch owns its memory already
             return self
-        if lease.released:
+        if lease.done:
             raise RuntimeError("this batch was already returned to the loader; keep() must be "
                                "called before the next batch is requested")
         lease.loader._keep(lease)
@@ -203,7 +281,7 @@ class _BatchBase:
 
     @property
     def released(self):
-        return self._lease is None or self._lease.released
+        return self._lease is None or self._lease.done
 
 
 class Batch(_BatchBase):
@@ -264,14 +342,12 @@ class _LoaderBase:
     _source = None
 
     def __init__(self, cfg_fields, shards, device, copy, array_type, expect_dtype):
-        self._ld = None
+        self._h = None  # the _Handle of the C loader
         self._closed = True
         self._pending = []
         self._leases = weakref.WeakSet()  # unreleased leases (kept ones die unreleased)
         self._current = None  # the iterator-managed (not kept) lease, if any
         self._seq = 0
-        self._gen = 0
-        self._resumed_from = None
 
         kind, index = _parse_device(device)
         torch = _arrays.torch_module()
@@ -336,13 +412,12 @@ class _LoaderBase:
         del shard_arr, blob_buf
         if rc != 0:
             raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_loader_create")
-        self._ld = handle
+        self._h = _Handle(handle.value)
         self._closed = False
-        self._gen += 1
         self._seq = 0
         self._depth = int(self._cfg_fields.get("prefetch_depth") or 0) or self.stats()["prefetch_depth"]
-        self._per_epoch = int(C.lib().rf_loader_batches_per_epoch(self._ld))
-        self._num_samples = int(C.lib().rf_loader_num_samples(self._ld))
+        self._per_epoch = int(self._call(C.lib().rf_loader_batches_per_epoch))
+        self._num_samples = int(self._call(C.lib().rf_loader_num_samples))
         # Epoch bookkeeping, Python side: the epoch of the batches being delivered (the C
         # loader's: start_epoch, or the epoch a resume state restored), batches delivered in
         # it, and whether this epoch started at its beginning on this C loader (else the
@@ -351,10 +426,27 @@ class _LoaderBase:
         self._in_epoch = 0
         self._full_epoch = blob is None
 
-    def _check(self, rc, what):
-        if rc < 0:
-            detail = C.lib().rf_last_error(self._ld).decode("utf-8", "replace") if self._ld else ""
-            raise (LoaderTimeout if rc == C.RF_ETIMEDOUT else RingfeedError)(rc, detail, what)
+    @staticmethod
+    def _error(ptr, rc, what):
+        """The exception for a negative code of a call on ptr, with rf_last_error's detail
+        (read while the call window keeps the loader alive)."""
+        detail = C.lib().rf_last_error(ptr).decode("utf-8", "replace")
+        return (LoaderTimeout if rc == C.RF_ETIMEDOUT else RingfeedError)(rc, detail, what)
+
+    def _call(self, fn, *args):
+        """fn(rf_loader*, *args) on the current C loader; a negative result raises. The call
+        counts on the handle, so a close() meanwhile (from another thread) waits for it."""
+        h = self._h
+        if h is None:
+            raise RuntimeError("the loader is closed")
+        ptr = h.enter()
+        try:
+            rc = fn(ptr, *args)
+            err = self._error(ptr, rc, fn.__name__) if rc < 0 else None
+        finally:
+            h.leave()
+        if err is not None:
+            raise err
         return rc
 
     def _check_open(self):
@@ -362,18 +454,17 @@ class _LoaderBase:
             raise RuntimeError("the loader is closed")
 
     def close(self):
-        """Stop the loader's threads and free its memory, leased batches included (arrays
-        still referring to them must not be used afterwards). Idempotent."""
-        if self._closed:
-            return
+        """Stop the loader's threads and free it. Its memory goes at once when no array made
+        from its batches is left, else when the last one is garbage: arrays read after close()
+        see their batch (nothing writes the ring any more), never freed memory. Safe while
+        another thread iterates: a call it has in progress returns first (the threads stop
+        then), and its next one raises RuntimeError. Idempotent."""
         self._closed = True
-        for lease in list(self._leases):
-            lease.released = True
-        self._leases = weakref.WeakSet()
+        h, self._h = self._h, None
         self._current = None
         self._pending = []
-        ld, self._ld = self._ld, None
-        C.lib().rf_loader_destroy(ld)
+        if h is not None:
+            h.retire()
 
     def __enter__(self):
         return self
@@ -405,25 +496,22 @@ class _LoaderBase:
     # ---- leases --------------------------------------------------------------------------------
 
     def _release_lease(self, lease, stream=None, handle=False):
-        if lease.released:
-            return
-        if lease.gen != self._gen or self._closed:
-            lease.released = True  # its C loader is gone, and its memory with it
+        if lease.done:
             return
         s = stream if handle else self._stream_handle(stream)
         lease.released = True
         self._leases.discard(lease)
         if self._current is lease:
             self._current = None
-        rc = C.lib().rf_loader_release(self._ld, lease.ptr, s)
-        self._check(rc, "rf_loader_release")
+        if lease.handle is self._h:  # else its C loader was replaced: its destroy returns it
+            self._call(C.lib().rf_loader_release, lease.ptr, s)
 
     def _drain_pending(self):
         """Release kept batches that were garbage-collected (queued by _Lease.__del__)."""
         while self._pending:
-            ptr, gen, stream = self._pending.pop(0)
-            if gen == self._gen and not self._closed:
-                self._check(C.lib().rf_loader_release(self._ld, ptr, stream), "rf_loader_release")
+            ptr, handle, stream = self._pending.pop(0)
+            if handle is self._h:
+                self._call(C.lib().rf_loader_release, ptr, stream)
 
     def _keep(self, lease):
         if lease is self._current:
@@ -465,7 +553,7 @@ class _LoaderBase:
         out = ctypes.POINTER(C.RfBatch)()
         while True:
             self._check_ring()
-            rc = self._check(C.lib().rf_loader_next(self._ld, ctypes.byref(out)), "rf_loader_next")
+            rc, lease = self._lease_next(out)
             if rc == C.RF_EPOCH_END:
                 # A new iterator that meets the end before any batch: the previous iterator
                 # stopped right after its epoch's last batch; that end is its, not ours.
@@ -481,9 +569,7 @@ class _LoaderBase:
                 return None
             break
         b = out.contents
-        lease = _Lease(self, out, self._seq, self._gen)
         self._seq += 1
-        self._leases.add(lease)
         self._epoch = int(b.epoch)
         self._in_epoch += 1
         try:
@@ -494,9 +580,33 @@ class _LoaderBase:
         if self._copy:
             self._release_lease(lease)
             batch._lease = None
-        else:
+        elif not lease.done:  # (a close() from another thread drops the loader's hold)
             self._current = lease
         return batch
+
+    def _lease_next(self, out):
+        """rf_loader_next into out -> (rc, the batch's lease when rc is 0). The lease is made
+        inside the call window, so the batch's memory outlives a close() that came meanwhile
+        for as long as anything views it; a batch that arrives after the close is dropped."""
+        h = self._h
+        if h is None:
+            raise RuntimeError("the loader is closed")
+        ptr = h.enter()
+        lease = err = None
+        try:
+            rc = C.lib().rf_loader_next(ptr, ctypes.byref(out))
+            if rc < 0:
+                err = self._error(ptr, rc, "rf_loader_next")
+            elif rc == 0 and not h.retired:
+                lease = _Lease(self, h, out, self._seq)
+                self._leases.add(lease)
+        finally:
+            h.leave()
+        if err is not None:
+            raise err
+        if rc == 0 and lease is None:
+            raise RuntimeError("the loader was closed while waiting for a batch")
+        return rc, lease
 
     def _check_ring(self):
         """Raise instead of deadlocking when the next batch needs a slot a kept batch holds.
@@ -509,7 +619,7 @@ class _LoaderBase:
             return  # the next call returns RF_EPOCH_END without touching the ring
         def blocker():
             for lease in list(self._leases):
-                if not lease.released and lease.seq <= self._seq - self._depth:
+                if not lease.done and lease.seq <= self._seq - self._depth:
                     return lease
             return None
         if blocker() is None:
@@ -546,7 +656,9 @@ class _LoaderBase:
         if int(b.device_kind) == C.RF_DEVICE_CUDA:
             if self._device_kind != "cuda":
                 raise RuntimeError("libringfeed returned a CUDA batch for a CPU loader")
-            self._check(C.lib().rf_batch_wait(lease.ptr, stream), "rf_batch_wait")
+            rc = C.lib().rf_batch_wait(lease.ptr, stream)  # the lease keeps the event alive
+            if rc:
+                raise RingfeedError(rc, "", "rf_batch_wait")
             t = _arrays.cuda_tensor(lease, b.data, shape, dtype, self._torch_device)
             return t.clone() if self._copy else t
         a = _arrays.host_array(lease, b.data, shape, dtype, self._array_type)
@@ -578,7 +690,7 @@ class _LoaderBase:
         self._release_all("set_epoch")
         if self._epoch == epoch and self._in_epoch == 0:
             return
-        self._check(C.lib().rf_loader_set_epoch(self._ld, epoch), "rf_loader_set_epoch")
+        self._call(C.lib().rf_loader_set_epoch, epoch)
         self._epoch = epoch
         self._in_epoch = 0
         self._full_epoch = True
@@ -592,10 +704,9 @@ class _LoaderBase:
         epoch handed out since this loader started it (or was restored into it)."""
         self._check_open()
         n = ctypes.c_uint64()
-        self._check(C.lib().rf_loader_state(self._ld, None, 0, ctypes.byref(n)), "rf_loader_state")
+        self._call(C.lib().rf_loader_state, None, 0, ctypes.byref(n))
         buf = ctypes.create_string_buffer(int(n.value))
-        self._check(C.lib().rf_loader_state(self._ld, buf, n.value, ctypes.byref(n)),
-                    "rf_loader_state")
+        self._call(C.lib().rf_loader_state, buf, n.value, ctypes.byref(n))
         f = self._cfg_fields
         resume_epoch = self.stats()["resume_epoch"]
         return {
@@ -619,16 +730,16 @@ class _LoaderBase:
         if state.get("version", STATE_VERSION) != STATE_VERSION:
             raise ValueError(f"unsupported ringfeed state_dict version {state.get('version')}")
         self._release_all("load_state_dict")
-        ld, self._ld = self._ld, None
+        h, self._h = self._h, None
         self._closed = True
-        C.lib().rf_loader_destroy(ld)
+        h.retire()  # destroyed now, or when the last array over its memory is garbage
         self._create(bytes(state["blob"]))
 
     def stats(self):
         """rf_loader_stats() as a dict (strings decoded)."""
         self._check_open()
         st = C.stats_init()
-        self._check(C.lib().rf_loader_stats(self._ld, ctypes.byref(st)), "rf_loader_stats")
+        self._call(C.lib().rf_loader_stats, ctypes.byref(st))
         out = {}
         for name, _ in C.RfStats._fields_:
             if name == "struct_size":
