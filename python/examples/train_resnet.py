@@ -173,8 +173,9 @@ def main():
                     help="ringfeed: percent of images the GPU's hardware JPEG decoders take")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="DataLoader workers (--loader torch)")
-    ap.add_argument("--anchor", default="/work/shared/anchors/torch_dataloader.py",
-                    help="torch_dataloader.py whose TarShards --loader torch reuses (if present)")
+    ap.add_argument("--anchor", default=None,
+                    help="a torch_dataloader.py whose TarShards --loader torch reuses (docs/gpu.md "
+                         "says where it comes from); without it, a minimal reader here")
     a = ap.parse_args()
     if a.decode_threads is None:
         import ringfeed  # the rank's share: affinity, cgroup quota, LOCAL_WORLD_SIZE
