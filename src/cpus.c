@@ -102,10 +102,20 @@ typedef struct cg_mount {
     char point[PATH_MAX]; /* where it is mounted */
 } cg_mount;
 
-/* Whether mountinfo line `line` (split in place) mounts the hierarchy asked for: cgroup2 for
- * v2, else a v1 hierarchy with the cpu controller. */
-static int mount_matches(char *line, int v2, cg_mount *m)
+/* What a line of /proc/self/mountinfo or /proc/self/cgroup is searched for: the hierarchy
+ * (cgroup2 for v2, else the v1 one with the cpu controller) and where the answer goes. */
+typedef struct cg_want {
+    int v2;
+    cg_mount *mount;
+    char *path;
+    size_t path_len;
+} cg_want;
+
+/* Whether mountinfo line `line` (split in place) mounts the hierarchy asked for. */
+static int mount_matches(char *line, const cg_want *w)
 {
+    cg_mount *m = w->mount;
+    int v2 = w->v2;
     char *field[6] = {0}, *save = NULL, *tok;
     int i = 0, dash = 0;
     const char *fstype = NULL, *opts = NULL;
@@ -131,42 +141,34 @@ static int mount_matches(char *line, int v2, cg_mount *m)
     return 1;
 }
 
-/* The first mount of the hierarchy; 0 when there is none. */
-static int find_mount(const char *root, int v2, cg_mount *m)
+/* Whether /proc/self/cgroup line `line` ("0::PATH" for v2, "N:...cpu...:PATH" for v1) is
+ * the process' cgroup in the hierarchy asked for; its PATH goes to w->path. */
+static int cgroup_matches(char *line, const cg_want *w)
+{
+    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2)
+        return 0;
+    *c1 = *c2 = 0;
+    if (w->v2 ? strcmp(line, "0") || c1 + 1 != c2 : !has_token(c1 + 1, "cpu"))
+        return 0;
+    snprintf(w->path, w->path_len, "%s", c2 + 1);
+    return 1;
+}
+
+/* Whether a line of <root>/proc/self/<name> matches; 0 when none does or the file is
+ * missing. */
+static int find_in_self(const char *root, const char *name,
+                        int (*match)(char *line, const cg_want *w), const cg_want *w)
 {
     char path[PATH_MAX], line[CG_LINE_MAX];
-    snprintf(path, sizeof path, "%s/proc/self/mountinfo", root);
+    snprintf(path, sizeof path, "%s/proc/self/%s", root, name);
     FILE *f = fopen(path, "re");
     if (!f)
         return 0;
     uint32_t count = 0;
     int found = 0;
     while (!found && next_line(f, line, sizeof line, &count))
-        found = mount_matches(line, v2, m);
-    fclose(f);
-    return found;
-}
-
-/* The process' cgroup in the hierarchy ("0::PATH" for v2, "N:...cpu...:PATH" for v1). */
-static int find_cgroup(const char *root, int v2, char *out, size_t n)
-{
-    char path[PATH_MAX], line[CG_LINE_MAX];
-    snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    uint32_t count = 0;
-    int found = 0;
-    while (!found && next_line(f, line, sizeof line, &count)) {
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c1 = *c2 = 0;
-        if (v2 ? !strcmp(line, "0") && c1 + 1 == c2 : has_token(c1 + 1, "cpu")) {
-            snprintf(out, n, "%s", c2 + 1);
-            found = 1;
-        }
-    }
+        found = match(line, w);
     fclose(f);
     return found;
 }
@@ -208,7 +210,9 @@ static uint32_t hierarchy_quota(const char *root, int v2, char *why, size_t why_
 {
     cg_mount m;
     char cg[PATH_MAX], dir[PATH_MAX * 3], text[PATH_MAX + 96];
-    if (!find_mount(root, v2, &m) || !find_cgroup(root, v2, cg, sizeof cg))
+    cg_want w = {v2, &m, cg, sizeof cg};
+    if (!find_in_self(root, "mountinfo", mount_matches, &w) ||
+        !find_in_self(root, "cgroup", cgroup_matches, &w))
         return 0;
     /* The cgroup's path below the mounted one; a cgroup outside it (not visible here) is
      * looked up at the mount point itself. */

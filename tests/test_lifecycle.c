@@ -56,6 +56,19 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Two stats readings `us` apart: the pipeline read and decoded nothing in between. */
+static void assert_idle(rf_loader *ld, useconds_t us)
+{
+    rf_stats s1, s2;
+    rf_stats_init(&s1);
+    rf_stats_init(&s2);
+    ck_assert_int_eq(rf_loader_stats(ld, &s1), 0);
+    usleep(us);
+    ck_assert_int_eq(rf_loader_stats(ld, &s2), 0);
+    ck_assert_uint_eq(s1.reads, s2.reads);
+    ck_assert_uint_eq(s1.samples_decoded, s2.samples_decoded);
+}
+
 /* ---- allocation failure at create ------------------------------------------------------- */
 
 typedef struct alloc_fault {
@@ -288,13 +301,7 @@ START_TEST(sticky_backend_error_wakes_everyone)
     ck_assert_int_eq(rf_loader_set_epoch(ld, 1), _i == 2 ? RF_ESTATE : RF_ECUDA);
     /* the I/O threads stopped taking work: the read count stands still */
     usleep(100 * 1000); /* reads taken just before the error complete (or are cancelled) */
-    rf_stats s1, s2;
-    rf_stats_init(&s1);
-    rf_stats_init(&s2);
-    ck_assert_int_eq(rf_loader_stats(ld, &s1), 0);
-    usleep(200 * 1000);
-    ck_assert_int_eq(rf_loader_stats(ld, &s2), 0);
-    ck_assert_uint_eq(s1.reads, s2.reads);
+    assert_idle(ld, 200 * 1000);
     t0 = now_s();
     rf_loader_destroy(ld); /* leased batches (case 2), a failing release (case 3) */
     ck_assert_msg(now_s() - t0 < 5.0, "destroy took %.2f s", now_s() - t0);
@@ -459,14 +466,7 @@ START_TEST(stop_keeps_batches_readable)
     ck_assert_int_gt(rf_test_threads(), alone);
     ck_assert_int_eq(rf_loader_stop(ld), 0);
     ck_assert_int_eq(rf_test_threads(), alone);
-    rf_stats s0, s1;
-    rf_stats_init(&s0);
-    rf_stats_init(&s1);
-    ck_assert_int_eq(rf_loader_stats(ld, &s0), 0);
-    usleep(50 * 1000);
-    ck_assert_int_eq(rf_loader_stats(ld, &s1), 0);
-    ck_assert_uint_eq(s1.reads, s0.reads);
-    ck_assert_uint_eq(s1.samples_decoded, s0.samples_decoded);
+    assert_idle(ld, 50 * 1000);
     ck_assert_uint_eq(fnv(b->data, b->data_bytes, 1), hb);
     (void)fnv(a->data, a->data_bytes, ha); /* released: still mapped (ASan checks the read) */
     rf_batch *x = NULL;
