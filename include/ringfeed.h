@@ -70,7 +70,7 @@ enum rf_error {
     RF_ESTATE = -1009,     /* call not valid in this state (e.g. releasing a batch twice) */
     RF_EINDEX = -1010,     /* a shard index disagrees with its shard */
     RF_ERESUME = -1011,    /* a resume state is corrupt or does not match the dataset/config */
-    RF_ECLOSED = -1012,    /* the loader is shutting down */
+    RF_ECLOSED = -1012,    /* the loader is shutting down, or was stopped (rf_loader_stop) */
     RF_ELABEL = -1013,     /* a label member is missing or not an integer 0..INT32_MAX */
     RF_EFORK = -1014,      /* the loader belongs to the process that created it, not a fork() child */
     RF_ETIMEDOUT = -1015,  /* rf_loader_next: no batch within next_timeout_ms (not sticky) */
@@ -168,7 +168,7 @@ typedef struct rf_config {
     uint64_t start_epoch;   /* first epoch number (ignored when resuming) */
 
     /* Threads and queues. 0 means default. */
-    uint32_t decode_threads; /* default: number of online CPUs */
+    uint32_t decode_threads; /* default: rf_cpu_count(), at most 1024 */
     uint32_t io_threads;     /* default 1 for io_uring (gpu_decode on CUDA: one per three
                               * decode threads, up to 4), 4 for pread */
     uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO */
@@ -381,6 +381,16 @@ RF_API int rf_batch_wait(const rf_batch *batch, void *stream);
 /* Block the calling thread until the batch's copy completed. No-op on the host backend. */
 RF_API int rf_batch_synchronize(const rf_batch *batch);
 
+/* Stop every thread and reap in-flight reads and copies, but free nothing: the memory of every
+ * batch handed out stays readable until rf_loader_destroy, which must still be called (leased
+ * batches keep their contents: nothing writes the ring or their device memory any more; a
+ * released CUDA batch's device memory is back in the loader's own pool, which keeps it and
+ * hands it to nobody). For bindings whose arrays may outlive the loader's close (Python frees the loader
+ * when the last array over its memory is gone). Afterwards rf_loader_next and
+ * rf_loader_set_epoch return RF_ECLOSED; release, state, stats and destroy work. Idempotent.
+ * Errors: RF_EINVAL, RF_EFORK. */
+RF_API int rf_loader_stop(rf_loader *ld);
+
 /* Stop every thread, reap in-flight reads and copies, free everything. Safe mid-epoch and with
  * leased batches outstanding (their memory is freed: do not touch them afterwards).
  * rf_loader_destroy(NULL) is a no-op. */
@@ -417,7 +427,7 @@ RF_API int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_
 typedef struct rf_stats {
     uint32_t struct_size;
     uint32_t io_threads;
-    uint32_t decode_threads;
+    uint32_t decode_threads;  /* decode threads started: rf_config.decode_threads or its default */
     uint32_t prefetch_depth;
     char io_engine[16];       /* "io_uring" or "pread" */
     char io_engine_why[160];  /* why this engine: "requested", or the reason io_uring was refused */
@@ -437,11 +447,14 @@ typedef struct rf_stats {
     uint64_t copy_busy_ns;      /* time the copy stage spent enqueuing copies */
     uint64_t consumer_wait_ns;  /* time rf_loader_next() blocked waiting for a batch */
     uint64_t wall_ns;           /* since create */
-    uint64_t epoch;             /* epoch of the last batch delivered */
+    uint64_t epoch;             /* the consumer's epoch: of the last batch delivered, the next
+                                 * one once RF_EPOCH_END was returned for it (before any batch:
+                                 * start_epoch, or the epoch a resume state restored) */
     uint64_t pinned_bytes;      /* host bytes in the ring and staging arena */
     uint64_t dct_scaled;        /* images decoded at 1/2, 1/4 or 1/8 scale */
 
-    uint64_t skipped;           /* samples left out under RF_ON_ERROR_SKIP, all epochs */
+    uint64_t skipped;           /* samples left out under RF_ON_ERROR_SKIP, all epochs, as they
+                                 * fail: prefetched batches included (per epoch: epoch_*) */
     uint64_t skipped_by_reason[RF_SKIP_REASONS]; /* enum rf_skip_reason */
     uint64_t nonregular_members; /* tar members that are not regular files (ignored) */
 
@@ -478,6 +491,29 @@ typedef struct rf_stats {
     uint32_t storage_measured;   /* 1 when storage_read_bytes is measured; 0 when the kernel
                                   * keeps no per-thread I/O accounting or a shard is on FUSE */
     char storage_why[128];       /* why storage_measured is 0 ("" when it is 1) */
+
+    /* The epoch a state written now (rf_loader_state) resumes in: `epoch`, or the next one
+     * once every batch of `epoch` was handed out (its RF_EPOCH_END need not have been seen). A
+     * loader created from that state starts there, and its `epoch` is this value. */
+    uint64_t resume_epoch;
+
+    /* Counts of one epoch on this rank: counted_epoch is the epoch of the last batch
+     * rf_loader_next handed out (before the first one, the epoch the loader starts in, with
+     * counts 0). The counts cover the batches of that epoch handed out so far: a skipped sample
+     * is counted with the batch whose position it left, so skips of batches not handed out
+     * yet (prefetched ones, of this epoch or the next, which `skipped` above already counts)
+     * are not in them. They are final once rf_loader_next returned RF_EPOCH_END for the epoch
+     * (epoch_final 1, until the first batch of the next epoch is handed out); then
+     * epoch_delivered + epoch_skipped == epoch_total, in either on_error mode. After
+     * rf_loader_set_epoch they start again; after a resume they cover the rest of the epoch
+     * this loader ran. */
+    uint64_t counted_epoch;
+    uint64_t epoch_delivered;  /* real (non-padding) samples delivered */
+    uint64_t epoch_skipped;    /* samples left out under RF_ON_ERROR_SKIP */
+    uint64_t epoch_skipped_by_reason[RF_SKIP_REASONS]; /* enum rf_skip_reason */
+    uint64_t epoch_total;      /* the epoch's samples on this rank (padding not counted; after
+                                  a resume, those of the rest of the epoch) */
+    uint32_t epoch_final;      /* 1 once RF_EPOCH_END was returned for counted_epoch */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);
@@ -489,6 +525,15 @@ RF_API int rf_loader_stats(const rf_loader *ld, rf_stats *st);
  * and each growth counts in rf_stats.device_allocs_after_create. No-op (0) on the host
  * backend. Errors: RF_EINVAL, RF_ECUDA. */
 RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
+
+/* CPUs this process may use, the default of rf_config.decode_threads: the CPUs of the calling
+ * thread's affinity mask (sched_getaffinity: taskset, numactl, cpusets), capped by the cgroup
+ * CPU quota (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us) of the process'
+ * cgroup and its ancestors, rounded up (a quota of 1.5 CPUs counts 2); the online CPUs when
+ * the mask cannot be read. At least 1. Environment variables are not read: a launcher's ranks
+ * per node (torchrun's LOCAL_WORLD_SIZE) are the caller's to divide by (the Python binding
+ * does). rf_stats.decode_threads says how many decode threads a loader started. */
+RF_API uint32_t rf_cpu_count(void);
 
 /* Whether this build has the CUDA backend, and how many devices are usable right now
  * (0 without a driver or GPU). Never creates a context on a device other than querying. */

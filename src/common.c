@@ -23,6 +23,16 @@ int rf_seterr(rf_err *e, int code, const char *fmt, ...)
     return code;
 }
 
+int rf_read_line(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int ok = fgets(buf, (int)n, f) != NULL;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
 int rf_grow(void *pp, uint64_t *cap, uint64_t need, size_t elem)
 {
     if (need <= *cap)

@@ -30,6 +30,10 @@ static inline uint64_t rf_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The first line of a small file (sysfs, procfs) into buf, NUL-terminated and cut at n - 1
+ * bytes; 0, or -1 when the file cannot be opened or is empty. */
+int rf_read_line(const char *path, char *buf, size_t n);
+
 #define RF_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RF_MAX(a, b) ((a) > (b) ? (a) : (b))
 

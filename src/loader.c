@@ -91,6 +91,11 @@ typedef struct slot {
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
+    /* Skip mode: samples that failed at the batch's positions (counted with the hole they
+     * left, under mu), and the real samples of the batch's epoch on this rank: what the
+     * consumer adds to the per-epoch counts when it is handed the batch. */
+    uint64_t skipped, skipped_by[RF_SKIP_REASONS];
+    uint64_t epoch_total;
     rf_devbatch dev;
     rf_batch batch;
 } slot;
@@ -118,6 +123,15 @@ typedef struct task {
 enum task_phase { TASK_READING, TASK_QUEUED, TASK_DECODING };
 
 #define SKIP_FATAL 0xff
+
+/* Counts of one epoch as the consumer saw it (rf_stats.counted_epoch and epoch_*). Written
+ * by the consumer only: from the batches it was handed, each carrying the skips of its own
+ * positions, so a skip of a later batch (already prefetched, maybe of the next epoch) is
+ * never in them. */
+typedef struct epoch_counts {
+    uint64_t epoch, delivered, skipped, skipped_by[RF_SKIP_REASONS], total;
+    uint32_t final;
+} epoch_counts;
 
 struct rf_loader {
     rf_config cfg;
@@ -217,7 +231,10 @@ struct rf_loader {
     uint32_t skq_cap;
     rf_err sk_last;         /* the last sample failure (for the consecutive-skips message) */
     uint64_t skipped, skipped_by[RF_SKIP_REASONS];
+    epoch_counts ep;        /* rf_stats.epoch_*: the consumer's, for its current epoch */
     rf_test_hooks hooks;    /* src/testing.h: injected faults (tests only; zero otherwise) */
+
+    int stopped;            /* rf_loader_stop was called: no more batches */
 
     /* fork(): the process that created the loader. Its threads, io_uring rings and CUDA
      * context exist only there, so every call from another process (a fork() child holding a
@@ -274,6 +291,12 @@ static int fork_error(const rf_loader *ld)
              "%d (a fork() child) cannot use it: create a new loader in this process",
              (int)ld->pid, (int)getpid());
     return set_last((rf_loader *)ld, &e);
+}
+
+static int stopped_error(rf_loader *ld)
+{
+    return set_last(ld, &(rf_err){RF_ECLOSED, "the loader was stopped (rf_loader_stop): it "
+                                              "hands out no more batches; destroy it"});
 }
 
 /* Whether the test hook (src/testing.h) refuses the allocation of `bytes` for `what`. */
@@ -399,14 +422,21 @@ static uint8_t *sk_status(rf_loader *ld, uint64_t o)
     return &ld->skst[(seq % ld->depth) * ld->batch + o % ld->batch];
 }
 
+/* The real (non-padding) samples of the planned epoch on this rank: its candidates from its
+ * first order position on, fewer when drop_last cuts the last batch. */
+static uint64_t plan_real(const rf_plan *p)
+{
+    uint64_t first = p->base + p->rank;
+    uint64_t real = first < p->n ? (p->n - first + p->world - 1) / p->world : 0;
+    return RF_MIN(real, p->per_rank);
+}
+
 /* Reset the bookkeeping for the dispatcher's newly planned epoch (batch 0 is d_seq). */
 static void skip_epoch_locked(rf_loader *ld)
 {
     const rf_plan *p = &ld->plan;
-    uint64_t first = p->base + p->rank;
-    uint64_t real = first < p->n ? (p->n - first + p->world - 1) / p->world : 0;
     ld->sk_P = p->per_rank;
-    ld->sk_R = RF_MIN(real, p->per_rank);
+    ld->sk_R = plan_real(p);
     ld->sk_L = 0;
     ld->sk_rtop = ld->sk_R;
     ld->sk_a = 0;
@@ -544,6 +574,9 @@ static void slot_open_locked(rf_loader *ld, slot *s)
         s->batch.epoch = ld->d_epoch;
         s->bad.code = 0;
         s->batch.index = ld->d_k;
+        s->skipped = 0;
+        memset(s->skipped_by, 0, sizeof s->skipped_by);
+        s->epoch_total = plan_real(&ld->plan);
         if (ld->skip)
             memset(ld->skst + (ld->d_seq % ld->depth) * ld->batch, 0, ld->batch);
         if (ld->gj_device) {
@@ -683,8 +716,11 @@ static void skip_failed_locked(rf_loader *ld, const task *t, int reason, int cod
                                const char *msg)
 {
     if (!t->padout) {
+        slot *s = &ld->slots[t->slot];
         ld->skipped++;
         ld->skipped_by[reason]++;
+        s->skipped++;
+        s->skipped_by[reason]++;
     }
     ld->sk_last.code = code;
     snprintf(ld->sk_last.msg, sizeof ld->sk_last.msg, "%s", msg);
@@ -1331,7 +1367,7 @@ static int backend_release(rf_loader *ld, slot *s, void *stream, rf_err *e)
 }
 
 /* Stop every thread and reap in-flight work; the ring keeps its memory. */
-static void pipeline_stop(rf_loader *ld)
+static void threads_stop(rf_loader *ld)
 {
     if (!ld->running)
         return;
@@ -1354,16 +1390,30 @@ static void pipeline_stop(rf_loader *ld)
     for (uint32_t i = 0; i < ld->ndecoders; i++)
         pthread_join(ld->decoders[i], NULL);
     ld->ndecoders = 0;
-    /* Batches published but not leased still hold device memory and maybe a copy in flight. */
-    for (uint32_t i = 0; i < ld->depth; i++) {
+    ld->running = 0;
+}
+
+/* With the threads stopped: published batches still hold device memory and maybe a copy in
+ * flight; return them to the backend and free their slots, the leased ones too unless
+ * keep_leased (rf_loader_stop: their memory is the consumer's until destroy). */
+static void slots_return(rf_loader *ld, int keep_leased)
+{
+    for (uint32_t i = 0; ld->slots && i < ld->depth; i++) {
         slot *s = &ld->slots[i];
+        if (keep_leased && s->state == SLOT_LEASED)
+            continue;
         if (s->state == SLOT_READY || s->state == SLOT_LEASED) {
             rf_err e = {0};
             backend_release(ld, s, NULL, &e); /* an error here changes nothing: we stop anyway */
         }
         s->state = SLOT_FREE;
     }
-    ld->running = 0;
+}
+
+static void pipeline_stop(rf_loader *ld)
+{
+    threads_stop(ld);
+    slots_return(ld, 0);
 }
 
 /* (Re)start at consumer batch seq `seq`, planning `epoch` from order position `base`. */
@@ -1390,6 +1440,7 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
     ld->c_base = ld->d_epoch == epoch ? base : 0;
     ld->c_batches = ld->plan.batches;
     ld->c_k = 0;
+    ld->ep = (epoch_counts){.epoch = ld->c_epoch, .total = plan_real(&ld->plan)};
 
     for (uint32_t i = 0; i < ld->cfg.decode_threads; i++) {
         decoder_arg *a = malloc(sizeof *a);
@@ -1470,10 +1521,8 @@ static int apply_defaults(rf_config *c, rf_err *err)
                          c->scale_min, c->scale_max, c->ratio_min, c->ratio_max);
     if (!c->world_size)
         c->world_size = 1;
-    if (!c->decode_threads) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        c->decode_threads = n > 0 ? (uint32_t)n : 1;
-    }
+    if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
+        c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
     if (c->decode_threads > 1024)
         return rf_seterr(err, RF_EINVAL, "decode_threads %u exceeds 1024", c->decode_threads);
     if (!c->io_queue_depth)
@@ -2175,6 +2224,21 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->ndim = ld->tokens ? 2 : 4;
 }
 
+/* The consumer is handed slot s's batch: it joins the counts of its epoch (a batch of another
+ * epoch than the counted one starts them afresh). */
+static void count_epoch(rf_loader *ld, const slot *s)
+{
+    epoch_counts *ep = &ld->ep;
+    if (s->batch.epoch != ep->epoch)
+        *ep = (epoch_counts){.epoch = s->batch.epoch};
+    ep->total = s->epoch_total;
+    for (uint32_t i = 0; i < s->batch.count; i++)
+        ep->delivered += !s->padding[i];
+    ep->skipped += s->skipped;
+    for (int r = 0; r < RF_SKIP_REASONS; r++)
+        ep->skipped_by[r] += s->skipped_by[r];
+}
+
 /* The consumer's next batch is in slot s, delivered or failed (mu held). */
 static int batch_due(const rf_loader *ld, const slot *s)
 {
@@ -2228,11 +2292,16 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     *out = NULL;
     if (forked(ld))
         return fork_error(ld);
+    if (ld->stopped)
+        return stopped_error(ld);
     if (ld->c_done)
         return RF_DONE;
     if (ld->c_k == ld->c_batches) {
         /* The consumer crossed an epoch boundary: say so once, then follow the dispatcher
-         * into the next epoch (which always starts at order position 0). */
+         * into the next epoch (which always starts at order position 0). Every batch of the
+         * epoch was handed out, and with it every skip it had: its counts are final. */
+        if (ld->ep.epoch == ld->c_epoch)
+            ld->ep.final = 1;
         ld->c_epochs_done++;
         if (ld->cfg.epochs && ld->c_epochs_done >= ld->cfg.epochs) {
             ld->c_done = 1;
@@ -2299,6 +2368,7 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     if (rc)
         return rc;
     fill_batch(ld, s);
+    count_epoch(ld, s);
     ld->c_seq++;
     ld->c_k++;
     ld->delivered += s->batch.count;
@@ -2389,6 +2459,8 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
         return RF_EINVAL;
     if (forked(ld))
         return fork_error(ld);
+    if (ld->stopped)
+        return stopped_error(ld);
     if (ld->leased)
         return set_last(ld, &(rf_err){RF_ESTATE, "release every batch before set_epoch"});
     if (ld->err.code)
@@ -2402,6 +2474,34 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
         fail(ld, rc, e.msg);
         return set_last(ld, &e);
     }
+    return 0;
+}
+
+/* Where a state written now resumes: the consumer's epoch and its order positions consumed
+ * over all ranks, or the next epoch's start once this rank was handed all of its batches. */
+static void resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consumed)
+{
+    uint64_t per;
+    rf_plan_shape(&ld->plan, ld->c_base, &per, &(uint64_t){0});
+    uint64_t taken = ld->c_k * ld->batch; /* samples this rank consumed in the epoch */
+    if (ld->c_k >= ld->c_batches || taken >= per) {
+        *epoch = ld->c_epoch + 1;
+        *consumed = 0;
+    } else {
+        *epoch = ld->c_epoch;
+        *consumed = RF_MIN(ld->ds.nsamples, ld->c_base + taken * ld->cfg.world_size);
+    }
+}
+
+int rf_loader_stop(rf_loader *ld)
+{
+    if (!ld)
+        return RF_EINVAL;
+    if (forked(ld))
+        return fork_error(ld);
+    threads_stop(ld);
+    slots_return(ld, 1);
+    ld->stopped = 1;
     return 0;
 }
 
@@ -2422,17 +2522,7 @@ int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len)
                    .rank = ld->cfg.rank,
                    .order = ld->cfg.order,
                    .batch = ld->batch};
-    uint64_t per;
-    rf_plan_shape(&ld->plan, ld->c_base, &per, &(uint64_t){0});
-    uint64_t taken = ld->c_k * ld->batch; /* samples this rank consumed in the epoch */
-    if (ld->c_k >= ld->c_batches || taken >= per) {
-        /* The epoch is complete on this rank: resume at the start of the next one. */
-        r.epoch = ld->c_epoch + 1;
-        r.consumed = 0;
-    } else {
-        r.epoch = ld->c_epoch;
-        r.consumed = RF_MIN(ld->ds.nsamples, ld->c_base + taken * ld->cfg.world_size);
-    }
+    resume_point(ld, &r.epoch, &r.consumed);
     rf_state_encode(&r, buf);
     return 0;
 }
@@ -2526,6 +2616,13 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);
     pthread_mutex_unlock(&((rf_loader *)ld)->mu);
     st.nonregular_members = ld->ds.nonregular;
+    resume_point(ld, &st.resume_epoch, &(uint64_t){0});
+    st.counted_epoch = ld->ep.epoch;
+    st.epoch_delivered = ld->ep.delivered;
+    st.epoch_skipped = ld->ep.skipped;
+    memcpy(st.epoch_skipped_by_reason, ld->ep.skipped_by, sizeof st.epoch_skipped_by_reason);
+    st.epoch_total = ld->ep.total;
+    st.epoch_final = ld->ep.final;
     mem_stats(ld, &st);
     memcpy(out, &st, RF_MIN((size_t)out->struct_size, sizeof st));
     return 0;

@@ -12,6 +12,8 @@
  */
 #include "numa.h"
 
+#include "common.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -56,16 +58,6 @@ int rf_numa_parse_list(const char *text, uint8_t *set, int max)
     return n;
 }
 
-static int read_line(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    int ok = fgets(buf, (int)n, f) != NULL;
-    fclose(f);
-    return ok ? 0 : -1;
-}
-
 uint32_t rf_numa_nodes(void) { return rf_numa_nodes_in("/sys"); }
 
 uint32_t rf_numa_nodes_in(const char *sysfs)
@@ -73,7 +65,7 @@ uint32_t rf_numa_nodes_in(const char *sysfs)
     char line[4096], path[512];
     uint8_t set[RF_NUMA_NODES_MAX];
     snprintf(path, sizeof path, "%s/devices/system/node/online", sysfs);
-    if (read_line(path, line, sizeof line))
+    if (rf_read_line(path, line, sizeof line))
         return 1;
     int n = rf_numa_parse_list(line, set, RF_NUMA_NODES_MAX);
     return n > 0 ? (uint32_t)n : 1;
@@ -89,7 +81,7 @@ int rf_numa_node_of_pci_in(const char *sysfs, const char *bus_id)
         id[i] = (char)tolower((unsigned char)bus_id[i]);
     id[i] = 0;
     snprintf(path, sizeof path, "%s/bus/pci/devices/%s/numa_node", sysfs, id);
-    if (read_line(path, line, sizeof line))
+    if (rf_read_line(path, line, sizeof line))
         return -1;
     int node = atoi(line);
     return node >= 0 && node < RF_NUMA_NODES_MAX ? node : -1;
@@ -102,7 +94,7 @@ int rf_numa_node_cpus_in(const char *sysfs, int node, cpu_set_t *cpus)
     char path[600], line[4096];
     uint8_t local[CPU_SETSIZE];
     snprintf(path, sizeof path, "%s/devices/system/node/node%d/cpulist", sysfs, node);
-    if (read_line(path, line, sizeof line))
+    if (rf_read_line(path, line, sizeof line))
         return -ENOENT;
     if (rf_numa_parse_list(line, local, CPU_SETSIZE) <= 0)
         return -EINVAL;

@@ -26,6 +26,7 @@
 #define NPER 40
 #define NS (NSH * NPER)
 #define SIZE 24
+#define EPOCHS_SEEN 4
 
 static char *g_clean;
 static rf_dataset g_ds; /* the clean shards' sample table: offsets of everything */
@@ -148,6 +149,11 @@ typedef struct run {
     uint64_t hash;          /* over ids, labels, padding flags and pixels in order */
     uint32_t seen[NS];      /* non-padding deliveries per sample id */
     rf_stats st;
+    /* Per epoch (the first EPOCHS_SEEN): real samples delivered, the stats after its last
+     * batch (before RF_EPOCH_END) and right after its RF_EPOCH_END. */
+    uint32_t epochs_ended;
+    uint64_t real_in[EPOCHS_SEEN];
+    rf_stats last[EPOCHS_SEEN], ended[EPOCHS_SEEN];
 } run;
 
 typedef struct cfgx {
@@ -205,8 +211,13 @@ static void run_loader(const char *dir, const cfgx *x, run *r)
     for (;;) {
         rf_batch *b;
         rc = rf_loader_next(ld, &b);
-        if (rc == RF_EPOCH_END)
+        uint32_t e = r->epochs_ended;
+        if (rc == RF_EPOCH_END) {
+            if (e < EPOCHS_SEEN)
+                rf_stats_init(&r->ended[e]), rf_loader_stats(ld, &r->ended[e]);
+            r->epochs_ended++;
             continue;
+        }
         if (rc == RF_DONE) {
             rc = 0;
             break;
@@ -226,6 +237,7 @@ static void run_loader(const char *dir, const cfgx *x, run *r)
                 ck_assert_uint_lt(b->sample_ids[i], NS);
                 r->seen[b->sample_ids[i]]++;
                 r->real++;
+                r->real_in[RF_MIN(e, EPOCHS_SEEN - 1)]++;
             }
             h = (h ^ b->sample_ids[i] ^ ((uint64_t)(uint32_t)b->labels[i] << 20) ^
                  ((uint64_t)b->is_padding[i] << 40)) * 1099511628211ull;
@@ -233,6 +245,8 @@ static void run_loader(const char *dir, const cfgx *x, run *r)
         const uint8_t *px = b->data;
         for (uint64_t k = 0; k < b->data_bytes; k++)
             h = (h ^ px[k]) * 1099511628211ull;
+        if (e < EPOCHS_SEEN)
+            rf_stats_init(&r->last[e]), rf_loader_stats(ld, &r->last[e]);
         ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
     }
     r->rc = rc;
@@ -386,6 +400,56 @@ START_TEST(skip_mode_clean_equals_fail_mode)
     ck_assert_uint_eq(a.hash, b.hash);
     run_free(&a);
     run_free(&b);
+}
+END_TEST
+
+/* Per-epoch counts (rf_stats.counted_epoch, epoch_*), over three shuffled epochs of the whole
+ * bad corpus: at each RF_EPOCH_END exactly that epoch's own (C_N skips, one per reason, its
+ * delivered samples, delivered + skipped == total, final), whatever the next epoch's
+ * prefetched batches already skipped (`skipped` counts those as they fail); after the last
+ * batch but before the end the same counts, not final yet. */
+START_TEST(skip_mode_counts_per_epoch)
+{
+    char *dir = make_corpus((1u << C_N) - 1, "perepoch");
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_SKIP, .epochs = 3, .threads = 3};
+    run_loader(dir, &x, &r);
+    ck_assert_msg(r.rc == 0, "%s", r.msg);
+    ck_assert_uint_eq(r.epochs_ended, 3);
+    for (uint32_t e = 0; e < 3; e++) {
+        const rf_stats *end = &r.ended[e], *last = &r.last[e];
+        ck_assert_uint_eq(end->counted_epoch, e);
+        ck_assert_uint_eq(end->epoch_final, 1);
+        ck_assert_uint_eq(end->epoch_skipped, C_N);
+        for (int c = 0; c < C_N; c++)
+            ck_assert_uint_eq(end->epoch_skipped_by_reason[reason_of[c]], 1);
+        ck_assert_uint_eq(end->epoch_delivered, r.real_in[e]);
+        ck_assert_uint_eq(end->epoch_total, NS);
+        ck_assert_uint_eq(end->epoch_delivered + end->epoch_skipped, end->epoch_total);
+        ck_assert_uint_ge(end->skipped, (e + 1) * C_N);
+        ck_assert_uint_eq(last->counted_epoch, e);
+        ck_assert_uint_eq(last->epoch_final, 0);
+        ck_assert_uint_eq(last->epoch_delivered, end->epoch_delivered);
+        ck_assert_uint_eq(last->epoch_skipped, C_N);
+    }
+    ck_assert_uint_eq(r.st.skipped, 3 * C_N);
+    run_free(&r);
+
+    /* Fail mode over a rank with padding: 80 samples over 3 ranks, rank 2 has 26 and one
+     * repeated sample; the counts leave the repeat out. */
+    cfgx f = {.on_error = RF_ON_ERROR_FAIL, .rank = 2, .world = 3, .epochs = 2};
+    run_loader(g_clean, &f, &r);
+    ck_assert_msg(r.rc == 0, "%s", r.msg);
+    for (uint32_t e = 0; e < 2; e++) {
+        ck_assert_uint_eq(r.ended[e].counted_epoch, e);
+        ck_assert_uint_eq(r.ended[e].epoch_delivered, 26);
+        ck_assert_uint_eq(r.ended[e].epoch_total, 26);
+        ck_assert_uint_eq(r.ended[e].epoch_skipped, 0);
+        ck_assert_uint_eq(r.ended[e].epoch_final, 1);
+    }
+    ck_assert_uint_eq(r.padding, 2);
+    run_free(&r);
+    free(dir);
 }
 END_TEST
 
@@ -691,6 +755,12 @@ START_TEST(skip_mode_resume_exact_without_earlier_skips)
     rf_stats_init(&st);
     rf_loader_stats(ld, &st);
     ck_assert_uint_eq(st.skipped, 1);
+    /* the epoch's counts after a resume: the rest of it, 16 samples in */
+    ck_assert_uint_eq(st.counted_epoch, 0);
+    ck_assert_uint_eq(st.epoch_final, 1);
+    ck_assert_uint_eq(st.epoch_total, NS - 16);
+    ck_assert_uint_eq(st.epoch_skipped, 1);
+    ck_assert_uint_eq(st.epoch_delivered, NS - 16 - 1);
     for (uint32_t i = 0; i < NS; i++)
         ck_assert_uint_eq(seen[i], i == victim_id ? 0 : 1);
     rf_loader_destroy(ld);
@@ -1326,6 +1396,7 @@ int main(void)
     tcase_add_loop_test(tc, skip_mode_counts_each_reason, 0, C_N);
     tcase_add_test(tc, skip_mode_whole_corpus_exact_and_deterministic);
     tcase_add_test(tc, skip_mode_clean_equals_fail_mode);
+    tcase_add_test(tc, skip_mode_counts_per_epoch);
     tcase_add_test(tc, skip_mode_ranks_equal_batches);
     tcase_add_test(tc, broken_dataset_is_an_error_not_an_empty_epoch);
     tcase_add_loop_test(tc, transient_faults_retried_identical_output, 0, 8);

@@ -1,8 +1,8 @@
 /* test_lifecycle.c — lifecycle faults (docs/reliability.md, "Lifecycle"): an allocation that
  * fails at each site of create (injected, and a real one from an absurd batch shape), no GPU or
  * no driver, a sticky CUDA-style error in submit or release (injected on the host backend),
- * destroy with the pipeline blocked and batches leased, a consumer that stops mid-epoch, and
- * fork() after create. Everything runs on the host backend; CUDA is queried only inside a
+ * destroy with the pipeline blocked and batches leased, a consumer that stops mid-epoch,
+ * fork() after create, and rf_loader_stop (threads gone, batches still readable). Everything runs on the host backend; CUDA is queried only inside a
  * forked child (Check forks too, but the suite must also hold with CK_FORK=no). */
 #include <check.h>
 #include <dlfcn.h>
@@ -54,6 +54,19 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Two stats readings `us` apart: the pipeline read and decoded nothing in between. */
+static void assert_idle(rf_loader *ld, useconds_t us)
+{
+    rf_stats s1, s2;
+    rf_stats_init(&s1);
+    rf_stats_init(&s2);
+    ck_assert_int_eq(rf_loader_stats(ld, &s1), 0);
+    usleep(us);
+    ck_assert_int_eq(rf_loader_stats(ld, &s2), 0);
+    ck_assert_uint_eq(s1.reads, s2.reads);
+    ck_assert_uint_eq(s1.samples_decoded, s2.samples_decoded);
 }
 
 /* ---- allocation failure at create ------------------------------------------------------- */
@@ -288,13 +301,7 @@ START_TEST(sticky_backend_error_wakes_everyone)
     ck_assert_int_eq(rf_loader_set_epoch(ld, 1), _i == 2 ? RF_ESTATE : RF_ECUDA);
     /* the I/O threads stopped taking work: the read count stands still */
     usleep(100 * 1000); /* reads taken just before the error complete (or are cancelled) */
-    rf_stats s1, s2;
-    rf_stats_init(&s1);
-    rf_stats_init(&s2);
-    ck_assert_int_eq(rf_loader_stats(ld, &s1), 0);
-    usleep(200 * 1000);
-    ck_assert_int_eq(rf_loader_stats(ld, &s2), 0);
-    ck_assert_uint_eq(s1.reads, s2.reads);
+    assert_idle(ld, 200 * 1000);
     t0 = now_s();
     rf_loader_destroy(ld); /* leased batches (case 2), a failing release (case 3) */
     ck_assert_msg(now_s() - t0 < 5.0, "destroy took %.2f s", now_s() - t0);
@@ -436,6 +443,47 @@ START_TEST(fork_after_create)
 }
 END_TEST
 
+/* ---- stop without freeing (rf_loader_stop) -------------------------------------------------- */
+
+/* rf_loader_stop: every thread ends at once and nothing is read, decoded or written any more;
+ * the leased batch keeps its pixels and the released one its memory; later next and set_epoch
+ * say RF_ECLOSED; release, state, stats, a second stop and destroy still work. _i: io_uring
+ * (AUTO) or pread. */
+START_TEST(stop_keeps_batches_readable)
+{
+    make_data();
+    int alone = rf_test_threads();
+    rf_config c = config(4);
+    c.epochs = 0;
+    c.io_engine = _i ? RF_IO_PREAD : RF_IO_AUTO;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_batch *a, *b;
+    ck_assert_int_eq(rf_loader_next(ld, &a), 0);
+    uint64_t ha = fnv(a->data, a->data_bytes, 1);
+    ck_assert_int_eq(rf_loader_release(ld, a, NULL), 0);
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    uint64_t hb = fnv(b->data, b->data_bytes, 1);
+    ck_assert_int_gt(rf_test_threads(), alone);
+    ck_assert_int_eq(rf_loader_stop(ld), 0);
+    ck_assert_int_eq(rf_test_threads(), alone);
+    assert_idle(ld, 50 * 1000);
+    ck_assert_uint_eq(fnv(b->data, b->data_bytes, 1), hb);
+    (void)fnv(a->data, a->data_bytes, ha); /* released: still mapped (ASan checks the read) */
+    rf_batch *x = NULL;
+    ck_assert_int_eq(rf_loader_next(ld, &x), RF_ECLOSED);
+    ck_assert_ptr_null(x);
+    ck_assert_ptr_nonnull(strstr(rf_last_error(ld), "rf_loader_stop"));
+    ck_assert_int_eq(rf_loader_set_epoch(ld, 3), RF_ECLOSED);
+    ck_assert_int_eq(rf_loader_stop(ld), 0);
+    uint64_t len = 0;
+    ck_assert_int_eq(rf_loader_state(ld, NULL, 0, &len), 0);
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), RF_ESTATE);
+    rf_loader_destroy(ld);
+    ck_assert_int_eq(rf_loader_stop(NULL), RF_EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -448,6 +496,7 @@ int main(void)
     tcase_add_loop_test(tc, sticky_backend_error_wakes_everyone, 0, 4);
     tcase_add_test(tc, consumer_stops_mid_epoch);
     tcase_add_loop_test(tc, fork_after_create, 0, 2);
+    tcase_add_loop_test(tc, stop_keeps_batches_readable, 0, 2);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -447,12 +447,23 @@ START_TEST(resume_at_every_position)
         uint8_t blob[256];
         uint64_t len;
         ck_assert_int_eq(rf_loader_state(ld, blob, sizeof blob, &len), 0);
+        rf_stats saved;
+        rf_stats_init(&saved);
+        rf_loader_stats(ld, &saved);
+        /* where the state resumes: epoch 0, the next one after the last batch */
+        ck_assert_uint_eq(saved.resume_epoch, stop == nb ? 1 : 0);
+        ck_assert_uint_eq(saved.epoch, 0);
         rf_loader_destroy(ld);
         rf_config r = c;
         r.resume_state = blob;
         r.resume_state_bytes = len;
         r.seed = 5; /* the blob's seed wins */
         ld = rf_test_create_ok(&r);
+        rf_stats restored;
+        rf_stats_init(&restored);
+        rf_loader_stats(ld, &restored);
+        ck_assert_uint_eq(restored.epoch, saved.resume_epoch);
+        ck_assert_uint_eq(restored.resume_epoch, saved.resume_epoch);
         int rc;
         /* No replay: the first batch after a resume is ready after at most one ring's worth
          * of reads, wherever in the epoch the state was saved. */

@@ -1,7 +1,8 @@
 /* test_memory.c — the memory hierarchy through the host backend: page-cache residency at
  * submit (hit ratio 1 after reading the files, below 1 after evicting them), warming within
  * its budget, O_DIRECT and huge-page rings delivering the same batches as the defaults, the
- * naive baseline too, NUMA discovery, the stats fields, and the cost of a residency check.
+ * naive baseline too, NUMA discovery, the CPUs the process may use (affinity mask, cgroup
+ * quota: the default decode threads), the stats fields, and the cost of a residency check.
  * GPU-side checks (pool accounting, cudaHostRegister, trim) live in test_cuda.c. */
 #include <check.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "cpus.h"
 #include "io.h"
 #include "numa.h"
 #include "pagecache.h"
@@ -380,6 +382,109 @@ START_TEST(numa_lists_and_nodes)
 }
 END_TEST
 
+/* The default decode threads are the CPUs this process may use: under a one-CPU affinity mask
+ * (Check runs the test in its own process) rf_cpu_count() is 1 and a loader with
+ * decode_threads 0 starts one, where the machine's online count would start one per CPU. */
+START_TEST(default_decode_threads_follow_affinity)
+{
+    cpu_set_t all, mask;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    uint32_t n = (uint32_t)CPU_COUNT(&all), quota = rf_cpus_quota_in("", NULL, 0);
+    ck_assert_uint_eq(rf_cpus_affinity(), n);
+    ck_assert_uint_eq(rf_cpu_count(), quota && quota < n ? quota : n);
+    char pattern[512];
+    const char *pat;
+    make_data_n(pattern, sizeof pattern, 11, 4, 64);
+    uint32_t want[2] = {1, 2};
+    for (int k = 0; k < 2 && want[k] <= n; k++) {
+        CPU_ZERO(&mask);
+        for (int c = 0, took = 0; c < CPU_SETSIZE && took < (int)want[k]; c++)
+            if (CPU_ISSET(c, &all))
+                CPU_SET(c, &mask), took++;
+        ck_assert_int_eq(sched_setaffinity(0, sizeof mask, &mask), 0);
+        uint32_t expect = quota && quota < want[k] ? quota : want[k];
+        ck_assert_uint_eq(rf_cpu_count(), expect);
+        rf_config c = config(&pat, pattern);
+        c.decode_threads = 0;
+        rf_loader *ld = rf_test_create_ok(&c);
+        rf_stats st = rf_test_drain(ld);
+        ck_assert_uint_eq(st.decode_threads, expect);
+        ck_assert_uint_eq(st.samples_delivered, N_SHARDS * 4);
+        rf_loader_destroy(ld);
+    }
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+}
+END_TEST
+
+/* root/rel with text, creating the folders on the way. */
+static void put_file(const char *root, const char *rel, const char *text)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = 0;
+        ck_assert_msg(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s", path);
+        *p = '/';
+    }
+    rf_test_write_file(path, text, strlen(text));
+}
+
+/* The cgroup quota from fixture trees of /proc/self and /sys/fs/cgroup: v2 and v1, the
+ * tightest of the cgroup and its ancestors, rounded up, a container's mount of its own
+ * cgroup, an escaped mount point, and everything that means "no quota". */
+START_TEST(cgroup_quota_from_fixture_trees)
+{
+    const char *v2mount = "30 1 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n";
+    char why[1200];
+    char *r = rf_test_mkdtemp("cgv2");
+    put_file(r, "proc/self/cgroup", "0::/job.slice/step\n");
+    put_file(r, "proc/self/mountinfo", v2mount);
+    ck_assert_uint_eq(rf_cpus_quota_in(r, why, sizeof why), 0); /* no cpu.max anywhere */
+    ck_assert_str_eq(why, "");
+    put_file(r, "sys/fs/cgroup/job.slice/step/cpu.max", "max 100000\n");
+    put_file(r, "sys/fs/cgroup/job.slice/cpu.max", "150000 100000\n");
+    ck_assert_uint_eq(rf_cpus_quota_in(r, why, sizeof why), 2); /* the parent's 1.5, up */
+    ck_assert_msg(strstr(why, "job.slice/cpu.max: 150000 100000") != NULL, "%s", why);
+    put_file(r, "sys/fs/cgroup/job.slice/step/cpu.max", "50000 100000\n");
+    ck_assert_uint_eq(rf_cpus_quota_in(r, why, sizeof why), 1); /* the tighter child */
+    put_file(r, "sys/fs/cgroup/job.slice/step/cpu.max", "garbage\n");
+    ck_assert_uint_eq(rf_cpus_quota_in(r, NULL, 0), 2); /* malformed: no quota there */
+
+    /* A container: its own cgroup /pod/c1 mounted at /sys/fs/cgroup (root field), the mount
+     * point written with mountinfo's octal escape for a space. */
+    r = rf_test_mkdtemp("cgns");
+    put_file(r, "proc/self/cgroup", "0::/pod/c1\n");
+    put_file(r, "proc/self/mountinfo",
+             "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+             "30 22 0:26 /pod/c1 /sys/fs/my\\040cg rw shared:9 - cgroup2 cgroup2 rw\n");
+    put_file(r, "sys/fs/my cg/cpu.max", "400000 100000\n");
+    ck_assert_uint_eq(rf_cpus_quota_in(r, NULL, 0), 4);
+
+    /* v1: the hierarchy with the cpu controller (not cpuacct alone), -1 meaning none; with
+     * a v2 quota too, the tighter one wins. */
+    r = rf_test_mkdtemp("cgv1");
+    put_file(r, "proc/self/cgroup", "5:cpuacct:/x\n4:cpu,cpuacct:/batch/7\n0::/\n");
+    put_file(r, "proc/self/mountinfo",
+             "33 31 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n"
+             "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
+             "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n");
+    put_file(r, "sys/fs/cgroup/cpuacct/x/cpu.cfs_quota_us", "100000\n");
+    put_file(r, "sys/fs/cgroup/cpuacct/x/cpu.cfs_period_us", "100000\n");
+    put_file(r, "sys/fs/cgroup/cpu,cpuacct/batch/7/cpu.cfs_quota_us", "-1\n");
+    put_file(r, "sys/fs/cgroup/cpu,cpuacct/batch/7/cpu.cfs_period_us", "100000\n");
+    ck_assert_uint_eq(rf_cpus_quota_in(r, NULL, 0), 0);
+    put_file(r, "sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_quota_us", "250000\n");
+    put_file(r, "sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_period_us", "100000\n");
+    ck_assert_uint_eq(rf_cpus_quota_in(r, why, sizeof why), 3);
+    ck_assert_msg(strstr(why, "cpu,cpuacct/batch/cpu.cfs_quota_us: 250000") != NULL, "%s", why);
+    put_file(r, "sys/fs/cgroup/unified/cpu.max", "200000 100000\n");
+    ck_assert_uint_eq(rf_cpus_quota_in(r, NULL, 0), 2);
+
+    ck_assert_uint_eq(rf_cpus_quota_in("/nonexistent", why, sizeof why), 0);
+    ck_assert_str_eq(why, "");
+}
+END_TEST
+
 START_TEST(stats_fields_sane_on_host)
 {
     char pattern[512];
@@ -459,6 +564,8 @@ int main(void)
     tcase_add_test(tc, naive_equals_default);
     tcase_add_test(tc, numa_lists_and_nodes);
     tcase_add_test(tc, numa_reads_sysfs_fixture);
+    tcase_add_test(tc, default_decode_threads_follow_affinity);
+    tcase_add_test(tc, cgroup_quota_from_fixture_trees);
     tcase_add_test(tc, stats_fields_sane_on_host);
     tcase_add_test(tc, residency_check_is_cheap);
     suite_add_tcase(s, tc);

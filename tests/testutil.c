@@ -249,6 +249,19 @@ void rf_test_write_file(const char *path, const void *data, size_t len)
     fclose(f);
 }
 
+int rf_test_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 void rf_test_tar_checksum(uint8_t *h)
 {
     memset(h + 148, ' ', 8);

@@ -91,6 +91,9 @@ char *rf_test_list_dir(const char *dir);
  * users make it); returns its exit status, -1 when it could not run or was killed. */
 int rf_test_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Threads of this process now (the Threads: line of /proc/self/status); -1 when unknown. */
+int rf_test_threads(void);
+
 /* Recompute the ustar header checksum of the 512-byte header h (field at 148, 6 octal digits,
  * NUL, space) after a test edited the header. */
 void rf_test_tar_checksum(uint8_t *h);

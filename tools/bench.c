@@ -44,7 +44,7 @@ static void usage(FILE *f)
             "  --epochs N         epochs to run (1)\n"
             "  --size N           output image side (224)\n"
             "  --crop random|center  RandomResizedCrop or resize+CenterCrop (random)\n"
-            "  --threads N        decode threads (all CPUs)\n"
+            "  --threads N        decode threads (the CPUs this process may use)\n"
             "  --io-threads N     I/O threads (engine default)\n"
             "  --depth N          prefetch depth in batches (4)\n"
             "  --io auto|uring|pread  I/O engine (auto)\n"

@@ -10,7 +10,8 @@ set -uo pipefail
 build=${1:?build dir}
 anchors=${2:?anchor dir}
 images=${3:-20000}
-out=${OUT:-/tmp/rf-out}
+# Everything it writes stays in the checkout (scratch/ is git-ignored) unless OUT says where.
+out=${OUT:-$PWD/scratch/gpu-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/$build/lib:${LD_LIBRARY_PATH:-}"
 # hw_decode_percent's library, when carried (docs/gpu.md): its tests then must pass
@@ -21,14 +22,14 @@ echo "== GPU and host test suites"
 fail=0
 for t in "$build"/tests/test_*; do
   [ -x "$t" ] || continue
-  RF_TEST_TMP=/tmp/rf-tests "$t" >"$out/$(basename "$t").log" 2>&1
+  RF_TEST_TMP=$PWD/scratch/gpu-tests "$t" >"$out/$(basename "$t").log" 2>&1
   rc=$?
   case $rc in 0) r=passed ;; 77) r=skipped ;; *) r="FAILED ($rc)"; fail=1 ;; esac
   echo "$(basename "$t"): $r  $(grep -E '^[0-9]+%' "$out/$(basename "$t").log" | tail -1)"
 done
 
 echo "== dataset: $images ImageNet-like JPEGs, 64 shards"
-data=/tmp/rf-data
+data=$PWD/scratch/gpu-data
 rm -rf "$data" && mkdir -p "$data"
 per=$(( (images + 63) / 64 ))
 "$build"/datasets/ringfeed-gen --output "$data/train-%06d.tar" --images "$images" \

@@ -93,7 +93,9 @@ def main():
     ap.add_argument("--anchors", default=".anchors")
     ap.add_argument("--out", default=os.environ.get("OUT", "perf-out"))
     ap.add_argument("--images", type=int, default=20000)
-    ap.add_argument("--data", default="/tmp/rf-perf")
+    ap.add_argument("--data", default=os.path.join(REPO, "scratch", "perf-data"),
+                    help="where the generated shards go (and DATA-restart, DATA-corrupt beside "
+                         "it); default scratch/perf-data in the checkout, git-ignored")
     ap.add_argument("--skip", default="", help="comma list of sections to skip (scaling_cpu: "
                     "the scaling section without its two CPU-decode curves)")
     ap.add_argument("--device", default="cuda", help="host: a dry run of the script here")

@@ -63,7 +63,10 @@ def ringfeed_batches(a, rank, world, device):
         norm = (torch.tensor(MEAN, device=device).view(1, 3, 1, 1),
                 torch.tensor(STD, device=device).view(1, 3, 1, 1))
     a.batches_per_epoch = len(ld)  # equal on every rank: ringfeed pads the partition
-    epoch = 0
+    # From the epoch the loader stands in: 0 here; after ld.load_state_dict(state), the saved
+    # epoch, whose set_epoch then continues at the saved batch (python/tests, test_loader.py
+    # test_resume_with_the_torchrun_example_loop runs this loop).
+    epoch = ld.epoch
     while True:
         ld.set_epoch(epoch)
         for images, labels in ld:
@@ -156,8 +159,9 @@ def main():
     # this loop's), at nice 10. ResNet-18 on the H200 measured 96-97% of its GPU-bound rate so,
     # against 89-91% with every CPU decoding at nice 0 (three interleaved rounds).
     ap.add_argument("--decode-threads", type=int, default=None,
-                    help="ringfeed decode threads (default: this rank's share of the CPUs less "
-                         "one; 0: all CPUs)")
+                    help="ringfeed decode threads (default: this rank's share of the CPUs it "
+                         "may use, less one; 0: the whole share, "
+                         "ringfeed.default_decode_threads())")
     ap.add_argument("--decode-nice", type=int, default=10,
                     help="ringfeed: decode threads this much nicer than the training loop")
     ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
@@ -169,12 +173,13 @@ def main():
                     help="ringfeed: percent of images the GPU's hardware JPEG decoders take")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="DataLoader workers (--loader torch)")
-    ap.add_argument("--anchor", default="/work/shared/anchors/torch_dataloader.py",
-                    help="torch_dataloader.py whose TarShards --loader torch reuses (if present)")
+    ap.add_argument("--anchor", default=None,
+                    help="a torch_dataloader.py whose TarShards --loader torch reuses (docs/gpu.md "
+                         "says where it comes from); without it, a minimal reader here")
     a = ap.parse_args()
     if a.decode_threads is None:
-        share = (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        a.decode_threads = max(1, share - 1)
+        import ringfeed  # the rank's share: affinity, cgroup quota, LOCAL_WORLD_SIZE
+        a.decode_threads = max(1, ringfeed.default_decode_threads() - 1)
 
     world = int(os.environ.get("WORLD_SIZE", 1))
     rank = int(os.environ.get("RANK", 0))

@@ -4,8 +4,9 @@
     loader = ringfeed.Loader("data/train-{000000..000099}.tar", 256, device="cuda",
                              dtype="bfloat16", mean=ringfeed.IMAGENET_MEAN,
                              std=ringfeed.IMAGENET_STD)
-    for epoch in range(epochs):
-        loader.set_epoch(epoch)
+    # resuming: loader.load_state_dict(state) here (state from loader.state_dict())
+    for epoch in range(loader.epoch, epochs):
+        loader.set_epoch(epoch)  # a restored loader continues at the saved batch
         for images, labels in loader:
             ...
 
@@ -18,7 +19,7 @@ from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch, Tok
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
            "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",
-           "library_path", "add_restarts"]
+           "library_path", "add_restarts", "cpu_count", "default_decode_threads"]
 __version__ = "0.1.0"
 
 
@@ -30,13 +31,30 @@ def add_restarts(jpeg, interval=0, optimize=True):
     ringfeed's choice; optimize: optimal Huffman tables. Raises RingfeedError (RF_EDECODE, with
     libjpeg's words) on bytes that are not a decodable JPEG."""
     from . import _capi
-    return _capi.add_restarts(jpeg, interval, optimize)
+    from .loader import _uint
+    return _capi.add_restarts(jpeg, _uint("interval", interval), optimize)
 
 
 def version():
     """Version of the loaded libringfeed ("MAJOR.MINOR.PATCH")."""
     from . import _capi
     return _capi.version()
+
+
+def cpu_count():
+    """CPUs this process may use (rf_cpu_count): the CPUs of its affinity mask (taskset,
+    numactl, cpusets), capped by its cgroup CPU quota rounded up (docker --cpus, Kubernetes
+    limits). Unlike os.cpu_count(), which counts the machine."""
+    from . import _capi
+    return _capi.cpu_count()
+
+
+def default_decode_threads():
+    """The decode threads a loader starts with decode_threads=0: cpu_count() divided by
+    LOCAL_WORLD_SIZE (the ranks torchrun starts on this machine) when that is set, at least 1
+    (and at most 1024). stats()["decode_threads"] reports what a loader started."""
+    from .loader import _default_decode_threads
+    return _default_decode_threads()
 
 
 def cuda_device_count():

@@ -50,6 +50,7 @@ RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
 RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
 RF_DCT_SCALING_AUTO, RF_DCT_SCALING_OFF = 0, 1
 RF_LABEL_CLS, RF_LABEL_NONE = 0, 1
+DECODE_THREADS_MAX = 1024  # rf_config.decode_threads' limit
 
 # name -> (enum value, element bytes)
 DTYPES = {
@@ -215,6 +216,13 @@ class RfStats(ctypes.Structure):
         ("storage_read_bytes", ctypes.c_uint64),
         ("storage_measured", ctypes.c_uint32),
         ("storage_why", ctypes.c_char * 128),
+        ("resume_epoch", ctypes.c_uint64),
+        ("counted_epoch", ctypes.c_uint64),
+        ("epoch_delivered", ctypes.c_uint64),
+        ("epoch_skipped", ctypes.c_uint64),
+        ("epoch_skipped_by_reason", ctypes.c_uint64 * 8),
+        ("epoch_total", ctypes.c_uint64),
+        ("epoch_final", ctypes.c_uint32),
     ]
 
 
@@ -317,6 +325,7 @@ def _declare(L):
         "rf_batch_wait": (i32, [P(RfBatch), vp]),
         "rf_batch_synchronize": (i32, [P(RfBatch)]),
         "rf_loader_destroy": (None, [vp]),
+        "rf_loader_stop": (i32, [vp]),
         "rf_last_error": (cp, [vp]),
         "rf_strerror": (cp, [i32]),
         "rf_version": (cp, []),
@@ -329,6 +338,7 @@ def _declare(L):
         "rf_cuda_device_count": (i32, []),
         "rf_cuda_status": (i32, [cp, ctypes.c_size_t]),
         "rf_loader_trim": (i32, [vp, u64]),
+        "rf_cpu_count": (ctypes.c_uint32, []),
         "rf_jpeg_add_restarts": (i32, [ctypes.c_char_p, u64, ctypes.c_uint32, ctypes.c_uint32,
                                        P(vp), P(u64), cp, ctypes.c_size_t]),
         "rf_free": (None, [vp]),
@@ -363,6 +373,10 @@ def version():
 
 def cuda_device_count():
     return int(lib().rf_cuda_device_count())
+
+
+def cpu_count():
+    return int(lib().rf_cpu_count())
 
 
 def cuda_status():

@@ -23,11 +23,17 @@ Batch lifetime (the one rule to know; docs/python.md says it at length):
   the next batch needs the slot of a batch that is still kept. To keep data indefinitely, copy
   it (`images.clone()`), or create the loader with `copy=True` (every batch then owns its
   memory, at the cost of one device/host copy per batch).
+
+  close() (and load_state_dict(), for the C loader it replaces) stops the loader's threads
+  but frees its memory only once no array or tensor over it is left: reading one after
+  close() never touches freed memory, even when close() came from another thread.
 """
 import ctypes
 import gc
 import math
+import operator
 import os
+import threading
 import weakref
 
 from . import _arrays
@@ -37,46 +43,173 @@ from ._capi import LoaderTimeout, RingfeedError
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
 IMAGENET_STD = (58.395, 57.12, 57.375)
 
+# Enum arguments by their lower-case names (any case is accepted).
 _CROPS = {"random": C.RF_CROP_RANDOM, "center": C.RF_CROP_CENTER}
-_LAYOUTS = {"NHWC": C.RF_LAYOUT_NHWC, "NCHW": C.RF_LAYOUT_NCHW}
+_LAYOUTS = {"nhwc": C.RF_LAYOUT_NHWC, "nchw": C.RF_LAYOUT_NCHW}
 _IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
 _ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
+_ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
 SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1
+U32_MAX = 2**32 - 1  # rf_config's uint32_t fields
+U64_MAX = 2**64 - 1  # ... and its uint64_t ones
 
 
 def _env_int(name, default):
     v = os.environ.get(name)
-    return int(v) if v not in (None, "") else default
+    if v in (None, ""):
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={v!r} is not an integer") from None
+
+
+def _default_decode_threads():
+    """cpu_count() shared among the LOCAL_WORLD_SIZE ranks of this machine (see
+    ringfeed.default_decode_threads). The C library reads no environment variable."""
+    ranks = _env_int("LOCAL_WORLD_SIZE", 1)
+    if ranks < 1:
+        raise ValueError(f"LOCAL_WORLD_SIZE={os.environ['LOCAL_WORLD_SIZE']!r}: need >= 1")
+    return max(1, min(C.cpu_count() // ranks, C.DECODE_THREADS_MAX))
 
 
 def _parse_device(device):
     """-> ("cpu", None) or ("cuda", index)."""
-    if device is None or device == "auto":
+    if device is None or (isinstance(device, str) and device.lower() == "auto"):
         return ("cuda", None) if C.cuda_device_count() > 0 else ("cpu", None)
     torch = _arrays.torch_module()
     if torch is not None and isinstance(device, torch.device):
         device = str(device)
-    if isinstance(device, int):
-        return ("cuda", device)
+    if isinstance(device, int) and not isinstance(device, bool):
+        return ("cuda", _uint("device", device, 0, 2**31 - 1))  # rf_config.device_index: int32
     if not isinstance(device, str):
         raise TypeError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, not {device!r}")
+    device = device.lower()
     if device == "cpu":
         return ("cpu", None)
     if device == "cuda":
         return ("cuda", None)
     if device.startswith("cuda:") and device[5:].isdigit():
-        return ("cuda", int(device[5:]))
+        return ("cuda", _uint("device", int(device[5:]), 0, 2**31 - 1))
     raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
 def _choice(name, value, table):
-    if value not in table:
-        raise ValueError(f"{name} must be one of {sorted(table)}, not {value!r}")
-    return table[value]
+    """The table entry of an enum argument, named in any case ("nhwc" is "NHWC")."""
+    key = value.lower() if isinstance(value, str) else None
+    if key not in table:
+        raise ValueError(f"{name} must be one of {sorted(table)} (any case), not {value!r}")
+    return table[key]
+
+
+def _uint(name, value, lo=0, hi=U32_MAX):
+    """An integer argument checked against the rf_config field it fills (lo..hi): ctypes would
+    keep only the low bits of a larger value (2**32 + 4 would become 4) and int() would
+    truncate a float, so both are refused, naming the argument."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    v = operator.index(value)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}={v} is out of range {lo}..{hi}")
+    return v
+
+
+def _dtype_name(value, allowed, what="dtype"):
+    """The element type's name ("bfloat16") from a string in any case, a torch dtype
+    (torch.bfloat16) or anything numpy.dtype() takes (np.float32, np.dtype("uint8"))."""
+    name = None
+    if isinstance(value, str):
+        name = value.lower()
+    elif type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        name = str(value).rpartition(".")[2]  # "torch.bfloat16" (torch is not imported here)
+    elif _arrays.np is not None:
+        try:
+            name = _arrays.np.dtype(value).name
+        except (TypeError, ValueError):
+            pass
+    if name not in allowed:
+        raise ValueError(f"{what} must be one of {allowed} (a string, torch or numpy dtype), "
+                         f"not {value!r}")
+    return name
+
+
+def _path_bytes(path, what):
+    """A path argument (str, bytes or os.PathLike) as the bytes the C library opens: any name
+    the file system holds, UTF-8 or not (os.fsencode), and never one cut short at a NUL."""
+    try:
+        b = os.fsencode(path)
+    except TypeError:
+        raise TypeError(f"{what} must be a str, bytes or os.PathLike path, not {path!r}") \
+            from None
+    if b"\0" in b:
+        raise ValueError(f"{what} {path!r} contains a NUL byte")
+    return b
+
+
+class _Handle:
+    """One C loader (rf_loader*) and what may still reach it: C calls in flight, on any thread,
+    and leases, whose arrays may still view its memory (numpy arrays and torch tensors hold
+    their lease through their base / deleter). Once the handle is retired (close(),
+    load_state_dict()) and no call is in flight, rf_loader_stop ends its threads at once and
+    rf_loader_destroy runs when no lease is left either: a close() from another thread while
+    one iterates, or arrays read after close(), then never touch freed memory (they
+    segfaulted the interpreter). Counts change under a lock; the C calls run outside it."""
+
+    __slots__ = ("ptr", "retired", "_mu", "_calls", "_leases", "_stopped")
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.retired = False
+        self._mu = threading.RLock()  # re-entered when a lease dies in a GC run inside one
+        self._calls = 0
+        self._leases = 0
+        self._stopped = False
+
+    def enter(self):
+        """Start a C call on the loader: its rf_loader*, or RuntimeError once retired."""
+        with self._mu:
+            if self.retired:
+                raise RuntimeError("the loader is closed")
+            self._calls += 1
+            return self.ptr
+
+    def leave(self):
+        self._count(calls=-1)
+
+    def lease_made(self):
+        self._count(leases=1)
+
+    def lease_gone(self):
+        self._count(leases=-1)
+
+    def retire(self):
+        """No new calls; the C loader goes once the calls in flight and the leases are gone."""
+        with self._mu:
+            self.retired = True
+        self._count()
+
+    def _count(self, calls=0, leases=0):
+        with self._mu:
+            self._calls += calls
+            self._leases += leases
+            destroy = stop = None
+            if self.retired and not self._calls and self.ptr:
+                if not self._leases:
+                    destroy, self.ptr = self.ptr, None
+                elif not self._stopped:  # counted as a call: no destroy while it runs
+                    stop, self._stopped = self.ptr, True
+                    self._calls += 1
+        if destroy:
+            C.lib().rf_loader_destroy(destroy)
+        elif stop:
+            try:
+                C.lib().rf_loader_stop(stop)
+            finally:
+                self._count(calls=-1)
 
 
 def _label_source(label):
@@ -93,20 +226,27 @@ def _label_source(label):
 
 class _Lease:
     """One leased rf_batch: released exactly once, either by the loader's iterator policy,
-    explicitly, or (for kept batches) when the last reference to it disappears."""
+    explicitly, or (for kept batches) when the last reference to it disappears. While it
+    lives, its C loader's memory does (see _Handle)."""
 
-    __slots__ = ("loader", "ptr", "seq", "released", "kept", "gen", "__weakref__")
+    __slots__ = ("loader", "handle", "ptr", "seq", "released", "kept", "__weakref__")
 
-    def __init__(self, loader, ptr, seq, gen):
+    def __init__(self, loader, handle, ptr, seq):
         self.loader = loader
+        self.handle = handle  # the C loader it came from (load_state_dict makes a new one)
         self.ptr = ptr  # POINTER(RfBatch)
         self.seq = seq  # delivery number on this C loader (ring slot = seq % depth)
-        self.gen = gen  # C loader generation (load_state_dict makes a new one)
         self.released = False
         self.kept = False
+        handle.lease_made()
+
+    @property
+    def done(self):
+        """Returned to the ring, or its loader closed or replaced (the destroy returns it)."""
+        return self.released or self.handle.retired
 
     def release(self, stream=None):
-        if not self.released:
+        if not self.done:
             self.loader._release_lease(self, stream)
 
     def __del__(self):
@@ -114,9 +254,13 @@ class _Lease:
         # on any thread: the release is queued and done by the consumer thread at its next call
         # into the loader (a C loader is used by one thread at a time).
         try:
-            if not self.released:
+            if not self.done:
                 ld = self.loader
-                ld._pending.append((self.ptr, self.gen, ld._current_stream_handle()))
+                ld._pending.append((self.ptr, self.handle, ld._current_stream_handle()))
+        except Exception:
+            pass
+        try:
+            self.handle.lease_gone()
         except Exception:
             pass
 
@@ -134,7 +278,7 @@ class _BatchBase:
         lease = self._lease
         if lease is None:  # copy=True: the batch owns its memory already
             return self
-        if lease.released:
+        if lease.done:
             raise RuntimeError("this batch was already returned to the loader; keep() must be "
                                "called before the next batch is requested")
         lease.loader._keep(lease)
@@ -149,7 +293,7 @@ class _BatchBase:
 
     @property
     def released(self):
-        return self._lease is None or self._lease.released
+        return self._lease is None or self._lease.done
 
 
 class Batch(_BatchBase):
@@ -210,14 +354,12 @@ class _LoaderBase:
     _source = None
 
     def __init__(self, cfg_fields, shards, device, copy, array_type, expect_dtype):
-        self._ld = None
+        self._h = None  # the _Handle of the C loader
         self._closed = True
         self._pending = []
         self._leases = weakref.WeakSet()  # unreleased leases (kept ones die unreleased)
         self._current = None  # the iterator-managed (not kept) lease, if any
         self._seq = 0
-        self._gen = 0
-        self._resumed_from = None
 
         kind, index = _parse_device(device)
         torch = _arrays.torch_module()
@@ -231,8 +373,7 @@ class _LoaderBase:
         else:
             self._torch_device = None
         self._device_kind, self._device_index = kind, index
-        if array_type not in ("auto", "torch", "numpy"):
-            raise ValueError("array_type must be 'auto', 'torch' or 'numpy'")
+        array_type = _choice("array_type", array_type, _ARRAY_TYPES)
         if kind == "cuda" and array_type == "numpy":
             raise ValueError("array_type='numpy' needs device='cpu'")
         if array_type == "auto":
@@ -247,13 +388,11 @@ class _LoaderBase:
         self._copy = bool(copy)
         self._expect_dtype = expect_dtype
 
-        if isinstance(shards, (str, os.PathLike)):
+        if isinstance(shards, (str, bytes, os.PathLike)):
             shards = [shards]
-        shards = [os.fspath(s) for s in shards]
-        if not shards:
+        self._shard_bytes = [_path_bytes(s, "shard path") for s in shards]
+        if not self._shard_bytes:
             raise ValueError("no shards given")
-        self._shards = shards
-        self._shard_bytes = [s.encode() for s in shards]
         self._cfg_fields = dict(cfg_fields)
         self._cfg_fields["device_kind"] = C.RF_DEVICE_CUDA if kind == "cuda" else C.RF_DEVICE_HOST
         self._cfg_fields["device_index"] = index if kind == "cuda" else 0
@@ -285,24 +424,41 @@ class _LoaderBase:
         del shard_arr, blob_buf
         if rc != 0:
             raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_loader_create")
-        self._ld = handle
+        self._h = _Handle(handle.value)
         self._closed = False
-        self._gen += 1
         self._seq = 0
         self._depth = int(self._cfg_fields.get("prefetch_depth") or 0) or self.stats()["prefetch_depth"]
-        self._per_epoch = int(C.lib().rf_loader_batches_per_epoch(self._ld))
-        self._num_samples = int(C.lib().rf_loader_num_samples(self._ld))
-        # Epoch bookkeeping, Python side: the epoch of the batches being delivered (None: not
-        # known yet after a resume), batches delivered in it, and whether this epoch started at
-        # its beginning on this C loader (else the remaining count is not known).
-        self._epoch = None if blob is not None else int(self._cfg_fields.get("start_epoch", 0))
+        self._per_epoch = int(self._call(C.lib().rf_loader_batches_per_epoch))
+        self._num_samples = int(self._call(C.lib().rf_loader_num_samples))
+        # Epoch bookkeeping, Python side: the epoch of the batches being delivered (the C
+        # loader's: start_epoch, or the epoch a resume state restored), batches delivered in
+        # it, and whether this epoch started at its beginning on this C loader (else the
+        # remaining count is not known).
+        self._epoch = int(self.stats()["epoch"])
         self._in_epoch = 0
         self._full_epoch = blob is None
 
-    def _check(self, rc, what):
-        if rc < 0:
-            detail = C.lib().rf_last_error(self._ld).decode("utf-8", "replace") if self._ld else ""
-            raise (LoaderTimeout if rc == C.RF_ETIMEDOUT else RingfeedError)(rc, detail, what)
+    @staticmethod
+    def _error(ptr, rc, what):
+        """The exception for a negative code of a call on ptr, with rf_last_error's detail
+        (read while the call window keeps the loader alive)."""
+        detail = C.lib().rf_last_error(ptr).decode("utf-8", "replace")
+        return (LoaderTimeout if rc == C.RF_ETIMEDOUT else RingfeedError)(rc, detail, what)
+
+    def _call(self, fn, *args):
+        """fn(rf_loader*, *args) on the current C loader; a negative result raises. The call
+        counts on the handle, so a close() meanwhile (from another thread) waits for it."""
+        h = self._h
+        if h is None:
+            raise RuntimeError("the loader is closed")
+        ptr = h.enter()
+        try:
+            rc = fn(ptr, *args)
+            err = self._error(ptr, rc, fn.__name__) if rc < 0 else None
+        finally:
+            h.leave()
+        if err is not None:
+            raise err
         return rc
 
     def _check_open(self):
@@ -310,18 +466,17 @@ class _LoaderBase:
             raise RuntimeError("the loader is closed")
 
     def close(self):
-        """Stop the loader's threads and free its memory, leased batches included (arrays
-        still referring to them must not be used afterwards). Idempotent."""
-        if self._closed:
-            return
+        """Stop the loader's threads and free it. Its memory goes at once when no array made
+        from its batches is left, else when the last one is garbage: arrays read after close()
+        see their batch (nothing writes the ring any more), never freed memory. Safe while
+        another thread iterates: a call it has in progress returns first (the threads stop
+        then), and its next one raises RuntimeError. Idempotent."""
         self._closed = True
-        for lease in list(self._leases):
-            lease.released = True
-        self._leases = weakref.WeakSet()
+        h, self._h = self._h, None
         self._current = None
         self._pending = []
-        ld, self._ld = self._ld, None
-        C.lib().rf_loader_destroy(ld)
+        if h is not None:
+            h.retire()
 
     def __enter__(self):
         return self
@@ -353,25 +508,22 @@ class _LoaderBase:
     # ---- leases --------------------------------------------------------------------------------
 
     def _release_lease(self, lease, stream=None, handle=False):
-        if lease.released:
-            return
-        if lease.gen != self._gen or self._closed:
-            lease.released = True  # its C loader is gone, and its memory with it
+        if lease.done:
             return
         s = stream if handle else self._stream_handle(stream)
         lease.released = True
         self._leases.discard(lease)
         if self._current is lease:
             self._current = None
-        rc = C.lib().rf_loader_release(self._ld, lease.ptr, s)
-        self._check(rc, "rf_loader_release")
+        if lease.handle is self._h:  # else its C loader was replaced: its destroy returns it
+            self._call(C.lib().rf_loader_release, lease.ptr, s)
 
     def _drain_pending(self):
         """Release kept batches that were garbage-collected (queued by _Lease.__del__)."""
         while self._pending:
-            ptr, gen, stream = self._pending.pop(0)
-            if gen == self._gen and not self._closed:
-                self._check(C.lib().rf_loader_release(self._ld, ptr, stream), "rf_loader_release")
+            ptr, handle, stream = self._pending.pop(0)
+            if handle is self._h:
+                self._call(C.lib().rf_loader_release, ptr, stream)
 
     def _keep(self, lease):
         if lease is self._current:
@@ -413,12 +565,12 @@ class _LoaderBase:
         out = ctypes.POINTER(C.RfBatch)()
         while True:
             self._check_ring()
-            rc = self._check(C.lib().rf_loader_next(self._ld, ctypes.byref(out)), "rf_loader_next")
+            rc, lease = self._lease_next(out)
             if rc == C.RF_EPOCH_END:
                 # A new iterator that meets the end before any batch: the previous iterator
                 # stopped right after its epoch's last batch; that end is its, not ours.
                 swallow = first and self._in_epoch > 0
-                self._epoch = None if self._epoch is None else self._epoch + 1
+                self._epoch += 1
                 self._in_epoch = 0
                 self._full_epoch = True
                 if swallow:
@@ -429,9 +581,7 @@ class _LoaderBase:
                 return None
             break
         b = out.contents
-        lease = _Lease(self, out, self._seq, self._gen)
         self._seq += 1
-        self._leases.add(lease)
         self._epoch = int(b.epoch)
         self._in_epoch += 1
         try:
@@ -442,9 +592,33 @@ class _LoaderBase:
         if self._copy:
             self._release_lease(lease)
             batch._lease = None
-        else:
+        elif not lease.done:  # (a close() from another thread drops the loader's hold)
             self._current = lease
         return batch
+
+    def _lease_next(self, out):
+        """rf_loader_next into out -> (rc, the batch's lease when rc is 0). The lease is made
+        inside the call window, so the batch's memory outlives a close() that came meanwhile
+        for as long as anything views it; a batch that arrives after the close is dropped."""
+        h = self._h
+        if h is None:
+            raise RuntimeError("the loader is closed")
+        ptr = h.enter()
+        lease = err = None
+        try:
+            rc = C.lib().rf_loader_next(ptr, ctypes.byref(out))
+            if rc < 0:
+                err = self._error(ptr, rc, "rf_loader_next")
+            elif rc == 0 and not h.retired:
+                lease = _Lease(self, h, out, self._seq)
+                self._leases.add(lease)
+        finally:
+            h.leave()
+        if err is not None:
+            raise err
+        if rc == 0 and lease is None:
+            raise RuntimeError("the loader was closed while waiting for a batch")
+        return rc, lease
 
     def _check_ring(self):
         """Raise instead of deadlocking when the next batch needs a slot a kept batch holds.
@@ -457,7 +631,7 @@ class _LoaderBase:
             return  # the next call returns RF_EPOCH_END without touching the ring
         def blocker():
             for lease in list(self._leases):
-                if not lease.released and lease.seq <= self._seq - self._depth:
+                if not lease.done and lease.seq <= self._seq - self._depth:
                     return lease
             return None
         if blocker() is None:
@@ -494,7 +668,9 @@ class _LoaderBase:
         if int(b.device_kind) == C.RF_DEVICE_CUDA:
             if self._device_kind != "cuda":
                 raise RuntimeError("libringfeed returned a CUDA batch for a CPU loader")
-            self._check(C.lib().rf_batch_wait(lease.ptr, stream), "rf_batch_wait")
+            rc = C.lib().rf_batch_wait(lease.ptr, stream)  # the lease keeps the event alive
+            if rc:
+                raise RingfeedError(rc, "", "rf_batch_wait")
             t = _arrays.cuda_tensor(lease, b.data, shape, dtype, self._torch_device)
             return t.clone() if self._copy else t
         a = _arrays.host_array(lease, b.data, shape, dtype, self._array_type)
@@ -514,17 +690,19 @@ class _LoaderBase:
     # ---- epochs, resume, stats ---------------------------------------------------------------
 
     def set_epoch(self, epoch):
-        """Restart at the beginning of `epoch` (discarding prefetched work), like
-        DistributedSampler.set_epoch. A no-op when the loader already stands at the start of
-        that epoch (e.g. after a full pass over the previous one), so calling it before every
-        epoch costs nothing. Batches handed out earlier are released (kept ones must have been
-        released: RuntimeError otherwise)."""
+        """Go to `epoch`, like DistributedSampler.set_epoch. A no-op when the loader stands in
+        that epoch and has handed out none of its batches yet: at its start (after a full pass
+        over the previous one, or when created with start_epoch) or at the position a resume
+        restored (load_state_dict), so calling it before every epoch costs nothing and a
+        resumed run continues where it was saved. Otherwise it restarts at the beginning of
+        `epoch`, discarding prefetched work. Batches handed out earlier are released (kept
+        ones must have been released: RuntimeError otherwise)."""
         self._check_open()
-        epoch = int(epoch)
+        epoch = _uint("epoch", epoch, 0, U64_MAX)
         self._release_all("set_epoch")
-        if self._epoch == epoch and self._in_epoch == 0 and self._full_epoch:
+        if self._epoch == epoch and self._in_epoch == 0:
             return
-        self._check(C.lib().rf_loader_set_epoch(self._ld, epoch), "rf_loader_set_epoch")
+        self._call(C.lib().rf_loader_set_epoch, epoch)
         self._epoch = epoch
         self._in_epoch = 0
         self._full_epoch = True
@@ -532,19 +710,22 @@ class _LoaderBase:
     def state_dict(self):
         """The consumer's position: every batch handed out so far counts as consumed (save it
         after the training step of the current batch). `blob` is rf_loader_state()'s resume
-        blob; the other fields are informational."""
+        blob; the other fields are informational: "epoch" is the epoch the blob resumes in
+        (the next one once every batch of the current epoch was handed out), which a loader
+        given the state reports as `loader.epoch`; "batches_in_epoch" the batches of that
+        epoch handed out since this loader started it (or was restored into it)."""
         self._check_open()
         n = ctypes.c_uint64()
-        self._check(C.lib().rf_loader_state(self._ld, None, 0, ctypes.byref(n)), "rf_loader_state")
+        self._call(C.lib().rf_loader_state, None, 0, ctypes.byref(n))
         buf = ctypes.create_string_buffer(int(n.value))
-        self._check(C.lib().rf_loader_state(self._ld, buf, n.value, ctypes.byref(n)),
-                    "rf_loader_state")
+        self._call(C.lib().rf_loader_state, buf, n.value, ctypes.byref(n))
         f = self._cfg_fields
+        resume_epoch = self.stats()["resume_epoch"]
         return {
             "version": STATE_VERSION,
             "blob": buf.raw[:n.value],
-            "epoch": self._epoch,
-            "batches_in_epoch": self._in_epoch,
+            "epoch": resume_epoch,
+            "batches_in_epoch": self._in_epoch if resume_epoch == self._epoch else 0,
             "rank": f.get("rank", 0),
             "world_size": f.get("world_size", 1),
             "seed": f.get("seed", 0),
@@ -561,16 +742,16 @@ class _LoaderBase:
         if state.get("version", STATE_VERSION) != STATE_VERSION:
             raise ValueError(f"unsupported ringfeed state_dict version {state.get('version')}")
         self._release_all("load_state_dict")
-        ld, self._ld = self._ld, None
+        h, self._h = self._h, None
         self._closed = True
-        C.lib().rf_loader_destroy(ld)
+        h.retire()  # destroyed now, or when the last array over its memory is garbage
         self._create(bytes(state["blob"]))
 
     def stats(self):
         """rf_loader_stats() as a dict (strings decoded)."""
         self._check_open()
         st = C.stats_init()
-        self._check(C.lib().rf_loader_stats(self._ld, ctypes.byref(st)), "rf_loader_stats")
+        self._call(C.lib().rf_loader_stats, ctypes.byref(st))
         out = {}
         for name, _ in C.RfStats._fields_:
             if name == "struct_size":
@@ -583,6 +764,24 @@ class _LoaderBase:
             else:
                 out[name] = int(v)
         return out
+
+    def epoch_stats(self):
+        """This rank's counts of one epoch: the epoch of the last batch handed out (rf_stats'
+        counted_epoch and epoch_* fields) as {"epoch", "delivered" (real samples, padding not
+        counted), "skipped", "skipped_by_reason" (indexed like SKIP_REASONS), "total",
+        "final"}. Only that epoch's batches count, with the skips of their own positions:
+        unlike stats()["skipped"], never the skips of batches prefetched past them. "final"
+        once the epoch's iteration ended (RF_EPOCH_END); then delivered + skipped == total.
+        After a resume they cover the rest of the epoch."""
+        st = self.stats()
+        return {
+            "epoch": st["counted_epoch"],
+            "delivered": st["epoch_delivered"],
+            "skipped": st["epoch_skipped"],
+            "skipped_by_reason": st["epoch_skipped_by_reason"],
+            "total": st["epoch_total"],
+            "final": bool(st["epoch_final"]),
+        }
 
     @property
     def num_samples(self):
@@ -598,25 +797,31 @@ class _LoaderBase:
 
     @property
     def epoch(self):
-        """Epoch of the batches being delivered (None right after a resume, until the first)."""
+        """The epoch the loader stands in: of the batches being delivered, the next one once
+        an epoch's iteration ended; right after load_state_dict, the epoch the state restored
+        (where a resumed training loop starts: `for epoch in range(loader.epoch, epochs)`)."""
         return self._epoch
 
 
 def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last, on_error,
-                   io_engine, timeout):
-    rank = _env_int("RANK", 0) if rank is None else int(rank)
+                   io_engine, timeout, decode_threads, start_epoch):
+    rank = _uint("rank", _env_int("RANK", 0) if rank is None else rank)
     timeout = float(timeout or 0)
     if not 0 <= timeout < 4294967.295:
         raise ValueError(f"timeout is in seconds, 0 (wait for ever) up to 4294967, not {timeout}")
-    world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
-    if world_size < 1 or not 0 <= rank < world_size:
+    world_size = _uint("world_size", _env_int("WORLD_SIZE", 1) if world_size is None
+                       else world_size, 1)
+    if not rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     return {
-        "seed": int(seed) & 0xFFFFFFFFFFFFFFFF,
+        "seed": _uint("seed", seed, 0, U64_MAX),
         "rank": rank,
         "world_size": world_size,
-        "io_threads": int(io_threads or 0),
-        "prefetch_depth": int(prefetch_depth or 0),
+        "io_threads": _uint("io_threads", io_threads or 0),
+        "prefetch_depth": _uint("prefetch_depth", prefetch_depth or 0),
+        "decode_threads": _uint("decode_threads", decode_threads or 0) or
+        _default_decode_threads(),
+        "start_epoch": _uint("start_epoch", start_epoch, 0, U64_MAX),
         "drop_last": 1 if drop_last else 0,
         "io_engine": _choice("io_engine", io_engine, _IO_ENGINES),
         # "fail": the first bad sample raises, naming shard, member and offset; "skip": bad
@@ -654,7 +859,9 @@ class Loader(_LoaderBase):
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls")
 
-    shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them.
+    shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
+      str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
+      is a ValueError).
     label: "cls" (default): each sample's label is its KEY.cls member, a decimal integer
       0..2147483647 ("5" or "5\\n"); a sample whose label member is missing, empty, negative
       or not such a number is bad input, as a corrupt JPEG is (on_error="fail" raises naming
@@ -662,8 +869,15 @@ class Loader(_LoaderBase):
       ["label"]). None: unlabelled data, every label is -1 and no .cls member is read.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
-      and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders.
+      and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders. A torch
+      dtype (torch.bfloat16) or numpy dtype (np.float32) names the same types.
+    crop, layout, io_engine, on_error, array_type, device: strings in any case ("nhwc").
+    Integer arguments must be integers within their rf_config field (uint32, or uint64 for
+      seed and start_epoch; batch_size and world_size >= 1): anything else is a TypeError or
+      a ValueError naming the argument, never a silently wrapped value.
     device: "cuda" (torch's current device), "cuda:N", "cpu", or None (CUDA if usable).
+    decode_threads: 0 for ringfeed.default_decode_threads(): the CPUs this process may use
+      (affinity mask, cgroup quota) divided by LOCAL_WORLD_SIZE when torchrun sets it.
     decode_nice: niceness the decode threads add to their own (0..19), so that the training
       loop's threads run first when decoding keeps every CPU busy (docs/tuning.md).
     gpu_decode: decode restart-marked JPEGs (ringfeed-pack --restart, ringfeed.add_restarts)
@@ -704,26 +918,22 @@ class Loader(_LoaderBase):
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls"):
-        if dtype not in _IMAGE_DTYPES:
-            raise ValueError(f"dtype must be one of {_IMAGE_DTYPES}, not {dtype!r}")
-        if int(batch_size) < 1:
-            raise ValueError("batch_size must be >= 1")
+        dtype = _dtype_name(dtype, _IMAGE_DTYPES)
+        batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
-                           on_error, io_engine, timeout)
+                           on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
-            "batch_size": int(batch_size),
-            "image_size": int(size),
+            "batch_size": batch_size,
+            "image_size": _uint("size", size),
             "crop": _choice("crop", crop, _CROPS),
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
-            "decode_threads": int(decode_threads or 0),
-            "decode_nice": int(decode_nice or 0),
+            "decode_nice": _uint("decode_nice", decode_nice or 0),
             "gpu_decode": 1 if gpu_decode else 0,
-            "gpu_decode_percent": int(gpu_decode_percent),
-            "hw_decode_percent": int(hw_decode_percent),
+            "gpu_decode_percent": _uint("gpu_decode_percent", gpu_decode_percent),
+            "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
             "dct_scaling": C.RF_DCT_SCALING_AUTO if dct_scaling else C.RF_DCT_SCALING_OFF,
             "dtype": C.DTYPES[dtype][0],
-            "start_epoch": int(start_epoch),
             "source": C.RF_SOURCE_TAR,
             "label_source": _label_source(label),
         })
@@ -748,8 +958,8 @@ class Loader(_LoaderBase):
             f["ratio_min"], f["ratio_max"] = (float(x) for x in ratio)
         if hw_decode_percent:
             _find_nvjpeg()
-        self.batch_size = int(batch_size)
-        self.layout = layout
+        self.batch_size = batch_size
+        self.layout = "NHWC" if f["layout"] == C.RF_LAYOUT_NHWC else "NCHW"
         self.dtype = dtype
         super().__init__(f, shards, device, copy, array_type, dtype)
 
@@ -781,8 +991,9 @@ class TokenLoader(_LoaderBase):
     unpack as (x, y) with x = window[:, :-1] and y = window[:, 1:] (views of one buffer).
     shuffle=True draws window starts at random each epoch (seeded) in a global permutation;
     shuffle=False walks non-overlapping windows in file order. dtype: "int64" (default, what
-    nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk).
-    Same lifetime rules and `timeout` as Loader.
+    nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk); torch
+    and numpy dtypes name them too. Same argument checks, lifetime rules and `timeout` as
+    Loader.
     """
 
     def __init__(self, path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
@@ -790,30 +1001,29 @@ class TokenLoader(_LoaderBase):
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
                  timeout=0):
-        if int(token_bytes) not in (2, 4):
-            raise ValueError("token_bytes must be 2 (uint16) or 4 (uint32)")
-        if int(seq_len) < 1 or int(batch_size) < 1:
-            raise ValueError("seq_len and batch_size must be >= 1")
-        if dtype is not None and dtype not in _TOKEN_DTYPES:
-            raise ValueError(f"dtype must be one of {_TOKEN_DTYPES} or None, not {dtype!r}")
+        token_bytes = _uint("token_bytes", token_bytes)
+        if token_bytes not in (2, 4):
+            raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")
+        seq_len = _uint("seq_len", seq_len, 1, U32_MAX - 1)  # windows hold seq_len + 1
+        batch_size = _uint("batch_size", batch_size, 1)
+        if dtype is not None:
+            dtype = _dtype_name(dtype, _TOKEN_DTYPES)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
-                           on_error, io_engine, timeout)
+                           on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
-            "batch_size": int(batch_size),
+            "batch_size": batch_size,
             "source": C.RF_SOURCE_TOKENS,
-            "token_bytes": int(token_bytes),
-            "seq_len": int(seq_len),
+            "token_bytes": token_bytes,
+            "seq_len": seq_len,
             "token_windows": C.RF_WINDOWS_RANDOM if shuffle else C.RF_WINDOWS_SEQUENTIAL,
             "token_dtype": C.DTYPES[dtype][0] if dtype else 0,
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
-            "decode_threads": int(decode_threads or 0),
-            "start_epoch": int(start_epoch),
         })
-        self.batch_size = int(batch_size)
-        self.seq_len = int(seq_len)
+        self.batch_size = batch_size
+        self.seq_len = seq_len
         # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as
         # int32 (token ids stay far below 2**31).
-        expect = dtype if dtype else ("uint16" if int(token_bytes) == 2 else "int32")
+        expect = dtype if dtype else ("uint16" if token_bytes == 2 else "int32")
         self.dtype = expect
         super().__init__(f, path, device, copy, array_type, None if dtype is None else dtype)
 

@@ -80,19 +80,16 @@ def shards(tmp_path_factory, lib):
     return make_shards(str(d), N_IMAGES, N_CLASSES, PER_SHARD)
 
 
-def with_restarts(pattern, outdir):
-    """The shards at `pattern` rewritten into outdir with ringfeed.add_restarts applied to
-    every JPEG (what ringfeed-pack --restart writes); returns the new pattern."""
+def rewrite_shards(pattern, outdir, edit=lambda name, data: data, fmt=tarfile.PAX_FORMAT):
+    """The shards at `pattern` written again into outdir by Python's tarfile (`fmt`), each
+    member's bytes through edit(name, data); returns the new pattern."""
     import io
     os.makedirs(outdir, exist_ok=True)
     for path in sorted(glob.glob(pattern)):
         out = os.path.join(outdir, os.path.basename(path))
-        with tarfile.open(path) as src, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dst:
+        with tarfile.open(path) as src, tarfile.open(out, "w", format=fmt) as dst:
             for m in src:
-                data = src.extractfile(m).read()
-                if m.name.endswith(".jpg"):
-                    data = ringfeed.add_restarts(data)
-                    assert b"\xff\xdd" in data[:data.index(b"\xff\xda")]  # a DRI segment
+                data = edit(m.name, src.extractfile(m).read())
                 info = tarfile.TarInfo(m.name)
                 info.size = len(data)
                 dst.addfile(info, io.BytesIO(data))
@@ -119,6 +116,17 @@ def photos(tmp_path_factory, lib):
     return plain, with_restarts(plain, str(d / "restart"))
 
 
+def with_restarts(pattern, outdir):
+    """The shards at `pattern` rewritten into outdir with ringfeed.add_restarts applied to
+    every JPEG (what ringfeed-pack --restart writes); returns the new pattern."""
+    def edit(name, data):
+        if name.endswith(".jpg"):
+            data = ringfeed.add_restarts(data)
+            assert b"\xff\xdd" in data[:data.index(b"\xff\xda")]  # a DRI segment
+        return data
+    return rewrite_shards(pattern, outdir, edit)
+
+
 @pytest.fixture(scope="session")
 def restart_shards(shards, tmp_path_factory):
     return with_restarts(shards, str(tmp_path_factory.mktemp("restart")))
@@ -138,3 +146,17 @@ def have_torch():
 
 
 ARRAY_TYPES = ["numpy"] + (["torch"] if have_torch() else [])
+
+
+def run_python(code, *args, env=None, timeout=120):
+    """Run `code` in a fresh interpreter with this checkout's binding and library (what a
+    crash or a process-wide setting must not reach pytest's own process); returns the
+    CompletedProcess. A signal shows as a negative returncode."""
+    full = dict(os.environ if env is None else env)
+    full["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(REPO, "python")] + [p for p in [full.get("PYTHONPATH")] if p])
+    lib = _capi.library_path()
+    if lib and os.sep in lib:
+        full["RINGFEED_LIB"] = lib
+    return subprocess.run([sys.executable, "-c", code, *args], env=full, capture_output=True,
+                          text=True, timeout=timeout)

@@ -1,12 +1,13 @@
 """on_error: a corrupt sample raises in "fail" mode and is skipped and counted in "skip" mode."""
 import glob
 import os
+import tarfile
 
 import pytest
 
 import ringfeed
 from ringfeed.loader import SKIP_REASONS
-from conftest import make_shards
+from conftest import make_shards, rewrite_shards
 
 KW = dict(batch_size=8, size=24, device="cpu", decode_threads=2)
 
@@ -98,6 +99,41 @@ def test_skip_mode_counts(bad_shards):
     assert st["skipped_by_reason"][SKIP_REASONS.index("not_jpeg")] == 1
     assert real + st["skipped"] == 40
     assert batches == 5
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_skip_mode_counts_per_epoch(tmp_path, fmt):
+    """epoch_stats() over several shuffled epochs of shards written by Python's tarfile with
+    four bad members (two not JPEGs, two cut short): each epoch's own counts, delivered +
+    skipped == total at its end, whatever stats()["skipped"] already holds of the next
+    epoch's prefetched batches; during the epoch they cover the batches handed out."""
+    made = make_shards(str(tmp_path / "gen"), 40, 5, 20)
+    bad = {"00000003": b"GIF89a", "00000017": None, "00000021": b"<html>", "00000038": None}
+
+    def edit(name, data):
+        key, ext = name.split(".", 1)
+        if ext != "jpg" or key not in bad:
+            return data
+        return bad[key] + data[6:] if bad[key] else data[:len(data) // 3]
+    pattern = rewrite_shards(made, str(tmp_path), edit, fmt)
+    not_jpeg, corrupt = SKIP_REASONS.index("not_jpeg"), SKIP_REASONS.index("corrupt")
+    with ringfeed.Loader(pattern, on_error="skip", seed=3, **KW) as ld:
+        for epoch in range(4):
+            ld.set_epoch(epoch)
+            delivered = 0
+            for b in ld:
+                real = [k for k, p in zip(b.keys, b.is_padding) if not p]
+                assert not set(real) & set(bad)
+                delivered += len(real)
+                es = ld.epoch_stats()
+                assert (es["epoch"], es["delivered"], es["final"]) == (epoch, delivered, False)
+            es = ld.epoch_stats()
+            assert es["final"] and es["epoch"] == epoch and es["total"] == 40
+            assert es["delivered"] == delivered == 36 and es["skipped"] == 4
+            assert es["delivered"] + es["skipped"] == es["total"]
+            assert es["skipped_by_reason"][not_jpeg] == 2
+            assert es["skipped_by_reason"][corrupt] == 2
+            assert ld.stats()["skipped"] >= 4 * (epoch + 1)
 
 
 def test_bad_on_error_value(bad_shards):

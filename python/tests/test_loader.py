@@ -2,7 +2,9 @@
 state_dict, errors, the batch lifetime policy."""
 import collections
 import gc
+import glob
 import os
+import pathlib
 import time
 
 import numpy as np
@@ -10,7 +12,7 @@ import pytest
 
 import ringfeed
 from ringfeed import _capi as C
-from conftest import ARRAY_TYPES, N_IMAGES, have_torch, make_shards
+from conftest import ARRAY_TYPES, N_IMAGES, have_torch, make_shards, run_python
 
 KW = dict(size=24, device="cpu", decode_threads=2)
 
@@ -136,6 +138,44 @@ def test_deterministic_across_thread_counts(shards):
         np.testing.assert_array_equal(i0, i1)
 
 
+def test_default_decode_threads_are_the_allowed_cpus(shards):
+    """decode_threads=0 starts one decode thread per CPU the process may use: under a one-CPU
+    affinity mask (set in a child process, as taskset does) one thread, not one per CPU of
+    the machine; every sample still arrives once."""
+    env = {k: v for k, v in os.environ.items() if k != "LOCAL_WORLD_SIZE"}
+    r = run_python(
+        "import os, sys, ringfeed\n"
+        "os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])\n"
+        "with ringfeed.Loader(sys.argv[1], 8, size=24, device='cpu') as ld:\n"
+        "    keys = [k for b in ld for k in b.keys]\n"
+        "    print(ringfeed.cpu_count(), ringfeed.default_decode_threads(),\n"
+        "          ld.stats()['decode_threads'], len(keys), len(set(keys)))\n",
+        shards, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "1", "1", str(N_IMAGES), str(N_IMAGES)]
+
+
+def test_local_world_size_divides_default_decode_threads(shards, monkeypatch):
+    """Under torchrun every rank of a machine shares its CPUs: LOCAL_WORLD_SIZE divides the
+    default (at least one thread); a bad value is a ValueError naming the variable."""
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    cpus = ringfeed.cpu_count()
+    assert 1 <= cpus <= len(os.sched_getaffinity(0))
+    assert ringfeed.default_decode_threads() == cpus
+    for ranks in (2, 64):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", str(ranks))
+        want = max(1, cpus // ranks)
+        assert ringfeed.default_decode_threads() == want
+        with ringfeed.Loader(shards, 8, size=24, device="cpu") as ld:
+            assert ld.stats()["decode_threads"] == want
+        with ringfeed.Loader(shards, 8, size=24, device="cpu", decode_threads=3) as ld:
+            assert ld.stats()["decode_threads"] == 3  # an explicit count is kept
+    for bad in ("0", "two"):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", bad)
+        with pytest.raises(ValueError, match="LOCAL_WORLD_SIZE"):
+            ringfeed.Loader(shards, 8, size=24, device="cpu")
+
+
 def test_set_epoch(shards):
     with ringfeed.Loader(shards, 8, seed=2, **KW) as ld:
         e0, e1 = epoch_keys(ld), epoch_keys(ld)
@@ -148,6 +188,85 @@ def test_set_epoch(shards):
         ld.set_epoch(1)  # mid-epoch: restarts epoch 1
         assert epoch_keys(ld) == e1
         assert ld.epoch == 2
+
+
+def epochs_of_keys(shards, epochs, batch, **kw):
+    """Each epoch's batches (their keys) from an uninterrupted loader."""
+    with ringfeed.Loader(shards, batch, **kw) as ld:
+        out = []
+        for epoch in range(epochs):
+            ld.set_epoch(epoch)
+            out.append([list(b.keys) for b in ld])
+        return out
+
+
+def test_resume_with_the_readme_loop_continues_the_epoch(shards):
+    """The README's loop after load_state_dict: set_epoch of the restored epoch continues at
+    the saved batch (it restarted the epoch: 13 batches instead of the 9 left), and the next
+    epochs are the uninterrupted run's. Saved mid-epoch 0 (looped from 0, as written, and
+    from loader.epoch), mid-epoch 1, and right after epoch 0's last batch (the state then
+    resumes at epoch 1)."""
+    kw = dict(KW, seed=13)
+    full = epochs_of_keys(shards, 3, 4, **kw)
+    per = len(full[0])
+    for save_epoch, save_after in ((0, 4), (1, 6), (0, per)):
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            ld.set_epoch(save_epoch)
+            it = iter(ld)
+            before = [list(next(it).keys) for _ in range(save_after)]
+            sd = ld.state_dict()
+        at_end = save_after == per
+        assert sd["epoch"] == save_epoch + at_end
+        assert sd["batches_in_epoch"] == (0 if at_end else save_after)
+        starts = [None, 0] if (save_epoch, save_after) == (0, 4) else [None]
+        for start in starts:
+            with ringfeed.Loader(shards, 4, **kw) as loader:
+                loader.load_state_dict(sd)
+                assert loader.epoch == sd["epoch"]
+                got = {}
+                for epoch in range(loader.epoch if start is None else start, 3):
+                    loader.set_epoch(epoch)
+                    got[epoch] = [list(b.keys) for b in loader]
+            if at_end:
+                assert before == full[save_epoch] and sorted(got) == [save_epoch + 1, 2]
+            else:
+                assert len(got[save_epoch]) == per - save_after
+                assert before + got[save_epoch] == full[save_epoch]
+            for epoch in range(sd["epoch"] + (not at_end), 3):
+                assert got[epoch] == full[epoch]
+
+
+def test_resume_with_the_torchrun_example_loop(shards, monkeypatch):
+    """python/examples/train_resnet.py's batch generator under torchrun (RANK / WORLD_SIZE /
+    LOCAL_WORLD_SIZE from the environment, two ranks): a rank that saves its state after 3
+    batches and resumes in a new loader yields, from `epoch = ld.epoch` on, exactly the
+    batches of an uninterrupted run, across the epoch boundaries that follow."""
+    def example_batches(ld, n):
+        # the example's loop: epoch = ld.epoch; while True: set_epoch; for ...: yield; +1
+        out, epoch = [], ld.epoch
+        while True:
+            ld.set_epoch(epoch)
+            for b in ld:
+                out.append((b.epoch, list(b.keys), b.is_padding.tolist()))
+                if len(out) == n:
+                    return out
+            epoch += 1
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    kw = dict(size=24, device="cpu", seed=17, drop_last=True)
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            whole = example_batches(ld, 20)
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            first = example_batches(ld, 3)
+            state = ld.state_dict()
+        with ringfeed.Loader(shards, 4, **kw) as ld:
+            ld.load_state_dict(state)
+            rest = example_batches(ld, 17)
+        assert first + rest == whole
+        assert [e for e, _, _ in whole].count(0) == len(ld) == 6
 
 
 def test_interrupted_iteration_continues_epoch(shards):
@@ -283,6 +402,131 @@ def test_argument_errors(shards):
     with pytest.raises(ringfeed.RingfeedError) as ei:
         ringfeed.Loader(shards, 8, prefetch_depth=1000, **KW)
     assert ei.value.code == C.RF_EINVAL and "prefetch_depth" in str(ei.value)
+
+
+@pytest.mark.parametrize("arg, value", [
+    ("batch_size", 2**32 + 4), ("world_size", 2**32 + 1), ("rank", 2**32), ("size", 2**32 + 24),
+    ("decode_threads", 2**32 + 1), ("io_threads", 2**32), ("prefetch_depth", 2**33 + 2),
+    ("decode_nice", 2**32), ("gpu_decode_percent", 2**32 + 50), ("hw_decode_percent", -1),
+    ("seed", -1), ("seed", 2**64), ("start_epoch", 2**64 + 3), ("batch_size", 0),
+    ("world_size", 0)])
+def test_integer_arguments_are_range_checked(shards, arg, value):
+    """An integer past its rf_config field raises a ValueError naming the argument (ctypes
+    would keep the low bits: batch_size=2**32+4 loaded batches of 4)."""
+    kw = dict(KW, batch_size=8)
+    kw[arg] = value
+    with pytest.raises(ValueError, match=f"^{arg}={value} is out of range"):
+        ringfeed.Loader(shards, **kw)
+
+
+def test_integer_arguments_from_anywhere_are_checked(shards, token_file_any, monkeypatch):
+    """Non-integers are a TypeError (not truncated), numpy integers are integers, and the
+    environment's RANK / WORLD_SIZE, TokenLoader's sizes and add_restarts' interval get the
+    same check."""
+    with pytest.raises(TypeError, match="batch_size must be an integer, not 8.5"):
+        ringfeed.Loader(shards, 8.5, **KW)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        ringfeed.Loader(shards, 8, seed="1", **KW)
+    with ringfeed.Loader(shards, np.int64(8), seed=np.uint64(2**64 - 1), **KW) as ld:
+        assert ld.batch_size == 8 and next(iter(ld)).count == 8
+    monkeypatch.setenv("WORLD_SIZE", str(2**32 + 1))
+    with pytest.raises(ValueError, match="world_size=4294967297 is out of range"):
+        ringfeed.Loader(shards, 8, **KW)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "one")
+    with pytest.raises(ValueError, match="RANK='one' is not an integer"):
+        ringfeed.Loader(shards, 8, **KW)
+    for kw in (dict(seq_len=2**32 + 63), dict(token_bytes=2**32 + 2),
+               dict(batch_size=2**32 + 16)):
+        args = dict(dict(token_bytes=2, seq_len=63, batch_size=16), **kw)
+        name = next(iter(kw))
+        with pytest.raises(ValueError, match=f"^{name}="):
+            ringfeed.TokenLoader(token_file_any, device="cpu", rank=0, world_size=1, **args)
+    for device in (2**31, f"cuda:{2**32}"):
+        with pytest.raises(ValueError, match="device=.* is out of range"):
+            ringfeed.Loader(shards, 8, device=device, size=24, rank=0, world_size=1)
+    with pytest.raises(ValueError, match="interval=4294967296 is out of range"):
+        ringfeed.add_restarts(b"\xff\xd8", interval=2**32)
+
+
+@pytest.fixture
+def token_file_any(tmp_path):
+    p = tmp_path / "t.bin"
+    np.arange(1000, dtype=np.uint16).tofile(p)
+    return str(p)
+
+
+def copy_shards(pattern, into):
+    """The shards of `pattern` copied into the folder `into` (str or bytes); returns the
+    copies' pattern in the folder's type."""
+    os.makedirs(into)
+    for path in glob.glob(pattern):
+        name = os.path.basename(path)
+        with open(path, "rb") as src, \
+                open(os.path.join(into, os.fsencode(name) if isinstance(into, bytes) else name),
+                     "wb") as dst:
+            dst.write(src.read())
+    return os.path.join(into, b"train-*.tar" if isinstance(into, bytes) else "train-*.tar")
+
+
+def test_paths_bytes_pathlike_non_utf8_and_nul(shards, tmp_path, labels_by_key):
+    """Shard paths are os.fsencode()d: a folder whose name is not UTF-8 loads through bytes,
+    through str (surrogate escapes, as os.listdir gives it) and through pathlib; a NUL in a
+    path is a ValueError instead of loading the file named by the part before it."""
+    folder = os.path.join(os.fsencode(str(tmp_path)), b"caf\xe9-\xff")  # Latin-1: not UTF-8
+    pattern = copy_shards(shards, folder)
+    one = sorted(glob.glob(pattern))[0]
+    for pat in (pattern, os.fsdecode(pattern), [pathlib.Path(os.fsdecode(p))
+                                                for p in sorted(glob.glob(pattern))]):
+        with ringfeed.Loader(pat, 8, shuffle=False, **KW) as ld:
+            assert sorted(epoch_keys(ld)) == sorted(labels_by_key)
+    for bad in (one + b"\0junk", os.fsdecode(one) + "\0.idx"):
+        with pytest.raises(ValueError, match="contains a NUL byte"):
+            ringfeed.Loader(bad, 8, **KW)
+    with pytest.raises(TypeError, match="shard path must be"):
+        ringfeed.Loader([shards, 3], 8, **KW)
+
+
+def test_dtypes_as_strings_torch_and_numpy_and_enums_in_any_case(shards):
+    """dtype may be a string in any case, a numpy dtype or a torch dtype; enum strings (layout,
+    crop, on_error, io_engine, array_type, device) any case: the same batches as the
+    canonical spellings."""
+    def first(**kw):
+        try:
+            with ringfeed.Loader(shards, 8, seed=21, size=24, decode_threads=2, copy=True,
+                                 **kw) as ld:
+                return ld, next(iter(ld)).images
+        except RuntimeError as e:
+            if "does not support that output type" in str(e):
+                pytest.skip(str(e))
+            raise
+    ref_ld, ref = first(dtype="float32", mean=ringfeed.IMAGENET_MEAN, std=ringfeed.IMAGENET_STD,
+                        layout="NHWC", crop="center", device="cpu", array_type="numpy")
+    variants = [np.float32, np.dtype("float32"), "FLOAT32", "Float32"]
+    for dt in variants:
+        ld, got = first(dtype=dt, mean=ringfeed.IMAGENET_MEAN, std=ringfeed.IMAGENET_STD,
+                        layout="nhwc", crop="CENTER", device="CPU", array_type="NumPy",
+                        on_error="FAIL", io_engine="Auto")
+        assert ld.dtype == "float32" and ld.layout == "NHWC" == ref_ld.layout
+        assert got.dtype == np.float32 and got.shape == (8, 24, 24, 3)
+        np.testing.assert_array_equal(got, ref)
+    if have_torch():
+        import torch
+        ld, got = first(dtype=torch.float32, mean=ringfeed.IMAGENET_MEAN,
+                        std=ringfeed.IMAGENET_STD, layout="nhwc", crop="center", device="cpu",
+                        array_type="torch")
+        np.testing.assert_array_equal(got.numpy(), ref)
+        norm = dict(mean=ringfeed.IMAGENET_MEAN, std=ringfeed.IMAGENET_STD, device="cpu",
+                    array_type="torch")
+        ld, bf = first(dtype=torch.bfloat16, **norm)
+        _, by_name = first(dtype="BFloat16", **norm)
+        assert ld.dtype == "bfloat16" and bf.dtype == torch.bfloat16
+        assert torch.equal(bf, by_name)
+    for bad in (np.float64, "float64", object(), None):
+        with pytest.raises(ValueError, match="dtype must be one of"):
+            ringfeed.Loader(shards, 8, dtype=bad, **KW)
+    with pytest.raises(ValueError, match="layout must be one of.*any case"):
+        ringfeed.Loader(shards, 8, layout="hwc", **KW)
 
 
 def test_closed_loader(shards):
