@@ -29,9 +29,10 @@ def tracked_files():
 
 def test_no_machine_paths_in_code_or_docs():
     hits = []
+    itself = os.path.relpath(os.path.abspath(__file__), REPO)  # its examples below
     for rel in tracked_files():
         path = os.path.join(REPO, rel)
-        if not os.path.isfile(path):
+        if rel == itself or not os.path.isfile(path):
             continue
         with open(path, "rb") as f:
             data = f.read(1 << 20)
