@@ -101,6 +101,9 @@ def main():
     ap.add_argument("--min-side", type=int, default=200)
     ap.add_argument("--max-side", type=int, default=900)
     ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--first", type=int, default=0,
+                    help="number of the first image: keys and shard numbers start there, so "
+                         "that runs with other seeds can add to one set")
     ap.add_argument("--restart-share", type=float, default=0.0,
                     help="share of the images written with restart markers (cjpeg -restart)")
     ap.add_argument("--progressive-share", type=float, default=0.0)
@@ -108,10 +111,10 @@ def main():
     a = ap.parse_args()
     rng = random.Random(a.seed)
     sources = load_sources(a.sources, a.max_side)
-    os.makedirs(os.path.dirname(os.path.abspath(a.output % 0)), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(a.output % a.first)), exist_ok=True)
     tf = None
-    for i in range(a.images):
-        if i % a.per_shard == 0:
+    for i in range(a.first, a.first + a.images):
+        if (i - a.first) % a.per_shard == 0:
             if tf:
                 tf.close()
             tf = tarfile.open(a.output % (i // a.per_shard), "w", format=tarfile.GNU_FORMAT)
