@@ -523,8 +523,11 @@ static int write_all(const char *path, const char *head, const obuf *body, rf_er
     FILE *f = fopen(path, "we");
     if (!f)
         return rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
-    int ok = fputs(head, f) >= 0 && (body->len == 0 || fwrite(body->p, 1, body->len, f) == body->len) &&
-             (body->len == 0 || fputc('\n', f) != EOF);
+    /* fsync before the caller renames it into place: the index name must never point at
+     * data a crash can still lose (the shard writer does the same for its files). */
+    int ok = fputs(head, f) >= 0 &&
+             (body->len == 0 || fwrite(body->p, 1, body->len, f) == body->len) &&
+             (body->len == 0 || fputc('\n', f) != EOF) && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;
