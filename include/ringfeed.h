@@ -56,24 +56,47 @@ extern "C" {
 #define RF_EPOCH_END 1 /* the current epoch has no more batches on this rank; call again for the next */
 #define RF_DONE 2      /* the configured number of epochs has been delivered */
 
-/* ringfeed's own error codes; all below any -errno. */
+/* ringfeed's own error codes, all below any -errno: X(name, value, message) for each, in one
+ * list from which the enum below, rf_strerror's messages and rf_err_name's names are all
+ * made, so none of them can miss a code. The comment says when a code is returned. */
+#define RF_ERRORS(X) \
+    /* an argument or config field is invalid (rf_last_error says which) */ \
+    X(RF_EINVAL, -1000, "invalid argument or configuration") \
+    /* an allocation failed */ \
+    X(RF_ENOMEM, -1001, "out of memory") \
+    /* the shard patterns matched no file */ \
+    X(RF_ENOFILES, -1002, "no shard matched the given patterns") \
+    /* a shard is malformed (bad tar header, truncated member, ...) */ \
+    X(RF_EFORMAT, -1003, "malformed shard") \
+    /* an image could not be decoded (corrupt data, not a JPEG) */ \
+    X(RF_EDECODE, -1004, "image decode failed") \
+    /* a configured limit was exceeded (pixels, member size, ...) */ \
+    X(RF_ELIMIT, -1005, "a configured limit was exceeded") \
+    /* a read failed after bounded retries */ \
+    X(RF_EIO, -1006, "read failed") \
+    /* a CUDA runtime call failed; the loader is unusable */ \
+    X(RF_ECUDA, -1007, "CUDA runtime error") \
+    /* a CUDA device was requested but none is usable */ \
+    X(RF_ENODEV, -1008, "no usable CUDA device") \
+    /* call not valid in this state (e.g. releasing a batch twice) */ \
+    X(RF_ESTATE, -1009, "call not valid in the loader's state") \
+    /* a shard index disagrees with its shard */ \
+    X(RF_EINDEX, -1010, "shard index disagrees with its shard") \
+    /* a resume state is corrupt or does not match the dataset/config */ \
+    X(RF_ERESUME, -1011, "resume state is corrupt or does not match") \
+    /* the loader is shutting down, or was stopped (rf_loader_stop) */ \
+    X(RF_ECLOSED, -1012, "loader is shutting down") \
+    /* a label member is missing or not an integer 0..INT32_MAX */ \
+    X(RF_ELABEL, -1013, "label missing or not an integer 0..2147483647") \
+    /* the loader belongs to the process that created it, not a fork() child */ \
+    X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
+    /* rf_loader_next: no batch within next_timeout_ms (not sticky) */ \
+    X(RF_ETIMEDOUT, -1015, "no batch within next_timeout_ms")
+
 enum rf_error {
-    RF_EINVAL = -1000,     /* an argument or config field is invalid (rf_last_error says which) */
-    RF_ENOMEM = -1001,     /* an allocation failed */
-    RF_ENOFILES = -1002,   /* the shard patterns matched no file */
-    RF_EFORMAT = -1003,    /* a shard is malformed (bad tar header, truncated member, ...) */
-    RF_EDECODE = -1004,    /* an image could not be decoded (corrupt data, not a JPEG) */
-    RF_ELIMIT = -1005,     /* a configured limit was exceeded (pixels, member size, ...) */
-    RF_EIO = -1006,        /* a read failed after bounded retries */
-    RF_ECUDA = -1007,      /* a CUDA runtime call failed; the loader is unusable */
-    RF_ENODEV = -1008,     /* a CUDA device was requested but none is usable */
-    RF_ESTATE = -1009,     /* call not valid in this state (e.g. releasing a batch twice) */
-    RF_EINDEX = -1010,     /* a shard index disagrees with its shard */
-    RF_ERESUME = -1011,    /* a resume state is corrupt or does not match the dataset/config */
-    RF_ECLOSED = -1012,    /* the loader is shutting down, or was stopped (rf_loader_stop) */
-    RF_ELABEL = -1013,     /* a label member is missing or not an integer 0..INT32_MAX */
-    RF_EFORK = -1014,      /* the loader belongs to the process that created it, not a fork() child */
-    RF_ETIMEDOUT = -1015,  /* rf_loader_next: no batch within next_timeout_ms (not sticky) */
+#define RF_ERROR_ENUM_(name, value, message) name = value,
+    RF_ERRORS(RF_ERROR_ENUM_)
+#undef RF_ERROR_ENUM_
 };
 
 /* ---- enums used in rf_config ------------------------------------------------------------- */
@@ -402,6 +425,10 @@ RF_API const char *rf_last_error(const rf_loader *ld);
 
 /* A static description of any code returned by ringfeed (own codes and -errno). Never NULL. */
 RF_API const char *rf_strerror(int code);
+
+/* The symbolic name of one of ringfeed's own error codes (RF_ERRORS): "RF_EINVAL" for
+ * RF_EINVAL, and so on. NULL for any other code (0, RF_EPOCH_END, RF_DONE, -errno, unknown). */
+RF_API const char *rf_err_name(int code);
 
 /* "MAJOR.MINOR.PATCH" */
 RF_API const char *rf_version(void);
