@@ -553,6 +553,28 @@ RF_API int rf_loader_stats(const rf_loader *ld, rf_stats *st);
  * backend. Errors: RF_EINVAL, RF_ECUDA. */
 RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
 
+/* ---- layout, for bindings --------------------------------------------------------------- */
+
+/* One row of rf_abi_layout's table. Rows of a struct: first the struct itself (name "", size
+ * and align of the whole struct), then each field in declaration order (offset, size and align
+ * from offsetof, sizeof and _Alignof). Rows of the error codes: struct_name "rf_error", name
+ * and value of each of RF_ERRORS, offset, size and align 0. */
+typedef struct rf_field_layout {
+    const char *struct_name; /* "rf_config", "rf_batch", "rf_stats" or "rf_error" */
+    const char *name;        /* field or error code name; "" on a struct's own row */
+    uint64_t offset;         /* byte offset of the field in its struct */
+    uint64_t size;           /* bytes of the field (of the struct, on its own row) */
+    uint64_t align;          /* alignment of the field (of the struct, on its own row) */
+    int64_t value;           /* an error code's value; 0 on struct and field rows */
+} rf_field_layout;
+
+/* The library's own view of the structs a binding mirrors (rf_config, rf_batch, rf_stats) and
+ * of its error codes, so that a binding can check every field's name, offset and size against
+ * the library it loaded, and take the codes from it rather than from a copy (the Python
+ * binding does both when it loads the library). Static: never freed, the same at every call.
+ * *count (when count is not NULL) receives the number of rows. */
+RF_API const rf_field_layout *rf_abi_layout(uint32_t *count);
+
 /* CPUs this process may use, the default of rf_config.decode_threads: the CPUs of the calling
  * thread's affinity mask (sched_getaffinity: taskset, numactl, cpusets), capped by the cgroup
  * CPU quota (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us) of the process'
