@@ -320,7 +320,11 @@ def lib():
         except OSError as e:
             tried.append(f"{path} ({e})")
             continue
-        _declare(handle)
+        try:
+            _declare(handle)
+        except AttributeError as e:  # a function this package calls is not in the library
+            raise ImportError(f"{path}: {e}: the library is older than the Python package "
+                              "(rebuild it, or point RINGFEED_LIB at a newer one)") from e
         table = layout_table(handle)
         for c_name, cls in MIRRORS.items():
             check_struct(cls, c_name, table, path)

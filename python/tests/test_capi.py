@@ -187,3 +187,26 @@ def test_loading_a_mismatched_library_raises_import_error(lib, monkeypatch):
                                           r"the library reads@264\+8\)"):
         C.lib()
     assert C._lib is None
+
+
+def test_a_library_without_the_layout_table_is_refused(lib, monkeypatch):
+    # A libringfeed built before rf_abi_layout existed: ImportError saying so, not an
+    # AttributeError from ctypes.
+    old = ctypes.CDLL(lib._name)
+    monkeypatch.setattr(C, "_lib", None)
+    monkeypatch.setattr(C, "_candidates", lambda: iter([lib._name]))
+    monkeypatch.setattr(ctypes, "CDLL", lambda path: _Without(old, "rf_abi_layout"))
+    with pytest.raises(ImportError, match="rf_abi_layout.*older than the Python package"):
+        C.lib()
+
+
+class _Without:
+    """A loaded library that lacks one function."""
+
+    def __init__(self, real, missing):
+        self._real, self._missing = real, missing
+
+    def __getattr__(self, name):
+        if name == self._missing:
+            raise AttributeError(f"undefined symbol: {name}")
+        return getattr(self._real, name)
