@@ -6,7 +6,9 @@
  *
  * Conventions that hold for every function below:
  *  - Fallible calls return int: 0 on success, a negative code on failure. Codes are either
- *    -errno (passed through from the OS) or one of RF_E* below. rf_strerror() names either kind.
+ *    -errno (passed through from the OS) or one of RF_E* below. rf_strerror() names either kind;
+ *    rf_err_name() spells an RF_E* code's symbol, and rf_abi_layout() lists the codes with the
+ *    layout of the public structs, for bindings to check theirs against.
  *  - Detail for the last failure of a loader (shard, member, byte offset, decoder message) is in
  *    rf_last_error(loader). Errors raised on worker threads are sticky: they surface at the next
  *    rf_loader_next() and every later call returns the same code.
