@@ -270,7 +270,7 @@ static int close_shard(gen_writer *wr, char *msg, size_t msg_len)
     if (!wr->tw)
         return 0;
     uint64_t b = rf_tarw_bytes(wr->tw) + 1024; /* the two end blocks */
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = rf_tarw_close(wr->tw, &e);
     wr->tw = NULL;
     if (rc == 0) {
@@ -304,7 +304,7 @@ static int write_sample(gen_writer *wr, uint64_t i, const gen_slot *s, char *msg
             setmsg(msg, msg_len, "%s: %s", wr->tar, strerror(-rc));
             return rc;
         }
-        rf_err e = {0, ""};
+        rf_err e = {0};
         wr->tw = rf_tarw_open(wr->tar, cfg->write_index ? wr->idx : NULL, cfg->tar_format, &e);
         if (!wr->tw) {
             setmsg(msg, msg_len, "%s", e.msg);

@@ -6,7 +6,9 @@
  *
  * Conventions that hold for every function below:
  *  - Fallible calls return int: 0 on success, a negative code on failure. Codes are either
- *    -errno (passed through from the OS) or one of RF_E* below. rf_strerror() names either kind.
+ *    -errno (passed through from the OS) or one of RF_E* below. rf_strerror() names either kind;
+ *    rf_err_name() spells an RF_E* code's symbol, and rf_abi_layout() lists the codes with the
+ *    layout of the public structs, for bindings to check theirs against.
  *  - Detail for the last failure of a loader (shard, member, byte offset, decoder message) is in
  *    rf_last_error(loader). Errors raised on worker threads are sticky: they surface at the next
  *    rf_loader_next() and every later call returns the same code.
@@ -56,24 +58,47 @@ extern "C" {
 #define RF_EPOCH_END 1 /* the current epoch has no more batches on this rank; call again for the next */
 #define RF_DONE 2      /* the configured number of epochs has been delivered */
 
-/* ringfeed's own error codes; all below any -errno. */
+/* ringfeed's own error codes, all below any -errno: X(name, value, message) for each, in one
+ * list from which the enum below, rf_strerror's messages and rf_err_name's names are all
+ * made, so none of them can miss a code. The comment says when a code is returned. */
+#define RF_ERRORS(X) \
+    /* an argument or config field is invalid (rf_last_error says which) */ \
+    X(RF_EINVAL, -1000, "invalid argument or configuration") \
+    /* an allocation failed */ \
+    X(RF_ENOMEM, -1001, "out of memory") \
+    /* the shard patterns matched no file */ \
+    X(RF_ENOFILES, -1002, "no shard matched the given patterns") \
+    /* a shard is malformed (bad tar header, truncated member, ...) */ \
+    X(RF_EFORMAT, -1003, "malformed shard") \
+    /* an image could not be decoded (corrupt data, not a JPEG) */ \
+    X(RF_EDECODE, -1004, "image decode failed") \
+    /* a configured limit was exceeded (pixels, member size, ...) */ \
+    X(RF_ELIMIT, -1005, "a configured limit was exceeded") \
+    /* a read failed after bounded retries */ \
+    X(RF_EIO, -1006, "read failed") \
+    /* a CUDA runtime call failed; the loader is unusable */ \
+    X(RF_ECUDA, -1007, "CUDA runtime error") \
+    /* a CUDA device was requested but none is usable */ \
+    X(RF_ENODEV, -1008, "no usable CUDA device") \
+    /* call not valid in this state (e.g. releasing a batch twice) */ \
+    X(RF_ESTATE, -1009, "call not valid in the loader's state") \
+    /* a shard index disagrees with its shard */ \
+    X(RF_EINDEX, -1010, "shard index disagrees with its shard") \
+    /* a resume state is corrupt or does not match the dataset/config */ \
+    X(RF_ERESUME, -1011, "resume state is corrupt or does not match") \
+    /* the loader is shutting down, or was stopped (rf_loader_stop) */ \
+    X(RF_ECLOSED, -1012, "loader is shutting down") \
+    /* a label member is missing or not an integer 0..INT32_MAX */ \
+    X(RF_ELABEL, -1013, "label missing or not an integer 0..2147483647") \
+    /* the loader belongs to the process that created it, not a fork() child */ \
+    X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
+    /* rf_loader_next: no batch within next_timeout_ms (not sticky) */ \
+    X(RF_ETIMEDOUT, -1015, "no batch within next_timeout_ms")
+
 enum rf_error {
-    RF_EINVAL = -1000,     /* an argument or config field is invalid (rf_last_error says which) */
-    RF_ENOMEM = -1001,     /* an allocation failed */
-    RF_ENOFILES = -1002,   /* the shard patterns matched no file */
-    RF_EFORMAT = -1003,    /* a shard is malformed (bad tar header, truncated member, ...) */
-    RF_EDECODE = -1004,    /* an image could not be decoded (corrupt data, not a JPEG) */
-    RF_ELIMIT = -1005,     /* a configured limit was exceeded (pixels, member size, ...) */
-    RF_EIO = -1006,        /* a read failed after bounded retries */
-    RF_ECUDA = -1007,      /* a CUDA runtime call failed; the loader is unusable */
-    RF_ENODEV = -1008,     /* a CUDA device was requested but none is usable */
-    RF_ESTATE = -1009,     /* call not valid in this state (e.g. releasing a batch twice) */
-    RF_EINDEX = -1010,     /* a shard index disagrees with its shard */
-    RF_ERESUME = -1011,    /* a resume state is corrupt or does not match the dataset/config */
-    RF_ECLOSED = -1012,    /* the loader is shutting down, or was stopped (rf_loader_stop) */
-    RF_ELABEL = -1013,     /* a label member is missing or not an integer 0..INT32_MAX */
-    RF_EFORK = -1014,      /* the loader belongs to the process that created it, not a fork() child */
-    RF_ETIMEDOUT = -1015,  /* rf_loader_next: no batch within next_timeout_ms (not sticky) */
+#define RF_ERROR_ENUM_(name, value, message) name = value,
+    RF_ERRORS(RF_ERROR_ENUM_)
+#undef RF_ERROR_ENUM_
 };
 
 /* ---- enums used in rf_config ------------------------------------------------------------- */
@@ -403,6 +428,10 @@ RF_API const char *rf_last_error(const rf_loader *ld);
 /* A static description of any code returned by ringfeed (own codes and -errno). Never NULL. */
 RF_API const char *rf_strerror(int code);
 
+/* The symbolic name of one of ringfeed's own error codes (RF_ERRORS): "RF_EINVAL" for
+ * RF_EINVAL, and so on. NULL for any other code (0, RF_EPOCH_END, RF_DONE, -errno, unknown). */
+RF_API const char *rf_err_name(int code);
+
 /* "MAJOR.MINOR.PATCH" */
 RF_API const char *rf_version(void);
 
@@ -525,6 +554,28 @@ RF_API int rf_loader_stats(const rf_loader *ld, rf_stats *st);
  * and each growth counts in rf_stats.device_allocs_after_create. No-op (0) on the host
  * backend. Errors: RF_EINVAL, RF_ECUDA. */
 RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
+
+/* ---- layout, for bindings --------------------------------------------------------------- */
+
+/* One row of rf_abi_layout's table. Rows of a struct: first the struct itself (name "", size
+ * and align of the whole struct), then each field in declaration order (offset, size and align
+ * from offsetof, sizeof and _Alignof). Rows of the error codes: struct_name "rf_error", name
+ * and value of each of RF_ERRORS, offset, size and align 0. */
+typedef struct rf_field_layout {
+    const char *struct_name; /* "rf_config", "rf_batch", "rf_stats" or "rf_error" */
+    const char *name;        /* field or error code name; "" on a struct's own row */
+    uint64_t offset;         /* byte offset of the field in its struct */
+    uint64_t size;           /* bytes of the field (of the struct, on its own row) */
+    uint64_t align;          /* alignment of the field (of the struct, on its own row) */
+    int64_t value;           /* an error code's value; 0 on struct and field rows */
+} rf_field_layout;
+
+/* The library's own view of the structs a binding mirrors (rf_config, rf_batch, rf_stats) and
+ * of its error codes, so that a binding can check every field's name, offset and size against
+ * the library it loaded, and take the codes from it rather than from a copy (the Python
+ * binding does both when it loads the library). Static: never freed, the same at every call.
+ * *count (when count is not NULL) receives the number of rows. */
+RF_API const rf_field_layout *rf_abi_layout(uint32_t *count);
 
 /* CPUs this process may use, the default of rf_config.decode_threads: the CPUs of the calling
  * thread's affinity mask (sched_getaffinity: taskset, numactl, cpusets), capped by the cgroup

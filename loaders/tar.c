@@ -165,7 +165,7 @@ static int use_index(grouper *g, int fd, uint64_t size, const char *idx_path, rf
 
 int rf_tar_open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = rf_open_regular(path, "a shard", RF_EFORMAT, fd_out, size, &e);
     return rc ? rf_seterr(err, rc, "%s: %s", path, e.msg) : 0;
 }
@@ -174,7 +174,7 @@ int rf_tar_open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err
  * is what a failed or interrupted write leaves, and its samples would be missing in silence. */
 static int no_samples(const char *path, uint64_t size, uint64_t nonregular, rf_err *err)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = rf_tar_no_samples(size, nonregular, &e);
     return rf_seterr(err, rc, "%s: %s", path, e.msg);
 }

@@ -88,7 +88,7 @@ static int idx_fail(const index_t *x, uint32_t line, rf_err *err, const char *fm
 
 static int read_text(const char *path, char **out, rf_err *err)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int fd;
     uint64_t size;
     int rc = rf_open_regular(path, "a shard index", RF_EINDEX, &fd, &size, &e);
@@ -312,7 +312,7 @@ static int walk_fail(walk *w, uint32_t line, uint64_t at, rf_err *err, const cha
  * what follows the last member). */
 static int read_next(walk *w, uint32_t line, const char *name, rf_err *err)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     uint64_t at = w->pos;
     rf_tar_scanner_seek(&w->sc, at);
     int rc = rf_tar_next(&w->sc, w->tm, &e);

@@ -23,28 +23,27 @@ RF_API void rf_config_init(rf_config *cfg)
         cfg->std[c] = 1.0f; /* mean 0, std 1: float output holds the raw pixel values */
 }
 
-/* One table for ringfeed's own codes; -errno goes to strerror's table. */
-static const struct {
+/* ringfeed's own codes, made from RF_ERRORS (ringfeed.h); -errno goes to strerror's table. */
+typedef struct own_error_row {
     int code;
+    const char *name;
     const char *text;
-} own_errors[] = {
-    {RF_EINVAL, "invalid argument or configuration"},
-    {RF_ENOMEM, "out of memory"},
-    {RF_ENOFILES, "no shard matched the given patterns"},
-    {RF_EFORMAT, "malformed shard"},
-    {RF_EDECODE, "image decode failed"},
-    {RF_ELIMIT, "a configured limit was exceeded"},
-    {RF_EIO, "read failed"},
-    {RF_ECUDA, "CUDA runtime error"},
-    {RF_ENODEV, "no usable CUDA device"},
-    {RF_ESTATE, "call not valid in the loader's state"},
-    {RF_EINDEX, "shard index disagrees with its shard"},
-    {RF_ERESUME, "resume state is corrupt or does not match"},
-    {RF_ECLOSED, "loader is shutting down"},
-    {RF_ELABEL, "label missing or not an integer 0..2147483647"},
-    {RF_EFORK, "loader used from a fork() child of the process that created it"},
-    {RF_ETIMEDOUT, "no batch within next_timeout_ms"},
+} own_error_row;
+
+static const own_error_row own_errors[] = {
+#define RF_ERROR_ROW_(name, value, message) {name, #name, message},
+    RF_ERRORS(RF_ERROR_ROW_)
+#undef RF_ERROR_ROW_
 };
+
+/* The row of one of ringfeed's own codes, or NULL for any other code. */
+static const own_error_row *own_error(int code)
+{
+    for (size_t i = 0; i < sizeof own_errors / sizeof own_errors[0]; i++)
+        if (own_errors[i].code == code)
+            return &own_errors[i];
+    return NULL;
+}
 
 RF_API const char *rf_strerror(int code)
 {
@@ -54,12 +53,18 @@ RF_API const char *rf_strerror(int code)
         return "end of epoch";
     if (code == RF_DONE)
         return "all epochs delivered";
-    for (size_t i = 0; i < sizeof own_errors / sizeof own_errors[0]; i++)
-        if (own_errors[i].code == code)
-            return own_errors[i].text;
+    const own_error_row *own = own_error(code);
+    if (own)
+        return own->text;
     if (code < 0 && code > -4096)
         return strerrordesc_np(-code) ? strerrordesc_np(-code) : "unknown error";
     return "unknown error";
+}
+
+RF_API const char *rf_err_name(int code)
+{
+    const own_error_row *own = own_error(code);
+    return own ? own->name : NULL;
 }
 
 RF_API const char *rf_version(void) { return "0.1.0"; }

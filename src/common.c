@@ -20,6 +20,7 @@ int rf_seterr(rf_err *e, int code, const char *fmt, ...)
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
     e->code = code;
+    e->reason = RF_REASON_NONE;
     return code;
 }
 

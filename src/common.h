@@ -13,15 +13,32 @@
 
 #define RF_ERRMSG_MAX 512
 
-/* An error code with its detail text, filled by the stage that failed. */
+/* What an error means beyond its code, set where it is raised, for callers that tell kinds
+ * apart (the loader's skip reasons) by this rather than by words in the message. */
+enum rf_err_reason {
+    RF_REASON_NONE = 0,      /* nothing more to say than the code */
+    RF_REASON_TRUNCATED = 1, /* the input ends before what its own structure announces */
+};
+
+/* An error code with its detail text and reason, filled by the stage that failed. */
 typedef struct rf_err {
     int code;
     char msg[RF_ERRMSG_MAX];
+    int reason; /* enum rf_err_reason */
 } rf_err;
 
-/* Set e->code and format e->msg; returns code so callers can `return rf_seterr(...)`.
- * A NULL e is allowed (the code is still returned). */
+/* Set e->code, format e->msg and clear e->reason; returns code so callers can
+ * `return rf_seterr(...)`. A NULL e is allowed (the code is still returned). */
 int rf_seterr(rf_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Set e->reason (when e is not NULL) and return code: `return rf_with_reason(e, why,
+ * rf_seterr(e, ...))` raises an error with its reason, as arguments are evaluated first. */
+static inline int rf_with_reason(rf_err *e, int reason, int code)
+{
+    if (e)
+        e->reason = reason;
+    return code;
+}
 
 static inline uint64_t rf_now_ns(void)
 {

@@ -295,8 +295,9 @@ static int fork_error(const rf_loader *ld)
 
 static int stopped_error(rf_loader *ld)
 {
-    return set_last(ld, &(rf_err){RF_ECLOSED, "the loader was stopped (rf_loader_stop): it "
-                                              "hands out no more batches; destroy it"});
+    return set_last(ld, &(rf_err){.code = RF_ECLOSED,
+                                  .msg = "the loader was stopped (rf_loader_stop): it hands "
+                                         "out no more batches; destroy it"});
 }
 
 /* Whether the test hook (src/testing.h) refuses the allocation of `bytes` for `what`. */
@@ -1151,7 +1152,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
             /* span offsets in the message are relative to the sample's offset named here */
             t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
                      : rc != RF_EFORMAT ? SKIP_FATAL
-                     : strstr(e->msg, "truncated") ? RF_SKIP_TRUNCATED : RF_SKIP_TAR_HEADER;
+                     : e->reason == RF_REASON_TRUNCATED ? RF_SKIP_TRUNCATED : RF_SKIP_TAR_HEADER;
             char m[RF_ERRMSG_MAX];
             snprintf(m, sizeof m, "sample %s at offset %llu: %s", ld->ds.keys + sm->key,
                      (unsigned long long)sm->offset, e->msg);
@@ -1666,7 +1667,7 @@ static int open_tokens(rf_loader *ld, char **paths, uint32_t npaths, rf_err *err
     for (uint32_t i = 0; i < npaths; i++) {
         int fd;
         uint64_t size;
-        rf_err oe = {0, ""};
+        rf_err oe = {0};
         int rc = rf_open_regular(paths[i], "a token file", RF_EFORMAT, &fd, &size, &oe);
         if (rc)
             return rf_seterr(err, rc, "%s: %s", paths[i], oe.msg);
@@ -2320,8 +2321,9 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     if (s->state == SLOT_LEASED) {
         /* The slot this batch needs is still held by the consumer: waiting would never end. */
         pthread_mutex_unlock(&ld->mu);
-        return set_last(ld, &(rf_err){RF_ESTATE, "every prefetch slot is leased: release a "
-                                                 "batch before asking for the next one"});
+        return set_last(ld, &(rf_err){.code = RF_ESTATE,
+                                      .msg = "every prefetch slot is leased: release a batch "
+                                             "before asking for the next one"});
     }
     struct timespec deadline;
     if (ld->cfg.next_timeout_ms) {
@@ -2398,8 +2400,9 @@ int rf_loader_release(rf_loader *ld, rf_batch *batch, void *stream)
         pthread_mutex_unlock(&ld->mu);
     }
     if (!leased)
-        return set_last(ld, &(rf_err){RF_ESTATE, "batch is not leased from this loader "
-                                                 "(released twice?)"});
+        return set_last(ld, &(rf_err){.code = RF_ESTATE,
+                                      .msg = "batch is not leased from this loader (released "
+                                             "twice?)"});
     int rc = backend_release(ld, s, stream, &e);
     pthread_mutex_lock(&ld->mu);
     s->state = SLOT_FREE;
@@ -2462,7 +2465,8 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
     if (ld->stopped)
         return stopped_error(ld);
     if (ld->leased)
-        return set_last(ld, &(rf_err){RF_ESTATE, "release every batch before set_epoch"});
+        return set_last(ld, &(rf_err){.code = RF_ESTATE,
+                                      .msg = "release every batch before set_epoch"});
     if (ld->err.code)
         return set_last(ld, &ld->err);
     pipeline_stop(ld);

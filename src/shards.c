@@ -57,11 +57,11 @@ struct rf_paths {
 int rf_paths_expand(const char *const *patterns, uint32_t count, rf_paths **out, char *err,
                     size_t err_len)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     *out = NULL;
     rf_paths *p = calloc(1, sizeof *p);
     if (!p)
-        return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
+        return give(&(rf_err){.code = RF_ENOMEM, .msg = "no memory"}, err, err_len);
     int rc = rf_expand_patterns(patterns, count, &p->v, &p->n, &e);
     if (rc) {
         free(p);
@@ -395,7 +395,7 @@ static int read_whole(const char *path, uint64_t limit, char **out, uint64_t *le
 {
     int fd;
     uint64_t size;
-    rf_err oe = {0, ""};
+    rf_err oe = {0};
     int rc = rf_open_regular(path, "an image list", RF_EFORMAT, &fd, &size, &oe);
     if (rc)
         return rf_seterr(e, rc, "%s: %s", path, oe.msg);
@@ -577,18 +577,18 @@ static int assign_keys(rf_image_list *l, rf_err *e)
 
 int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t err_len)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     *out = NULL;
     struct stat st;
     if (!input || !*input)
-        return give(&(rf_err){RF_EINVAL, "no input given"}, err, err_len);
+        return give(&(rf_err){.code = RF_EINVAL, .msg = "no input given"}, err, err_len);
     if (stat(input, &st) != 0) {
         rf_seterr(&e, -errno, "%s: %s", input, strerror(errno));
         return give(&e, err, err_len);
     }
     rf_image_list *l = calloc(1, sizeof *l);
     if (!l)
-        return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
+        return give(&(rf_err){.code = RF_ENOMEM, .msg = "no memory"}, err, err_len);
     int rc = S_ISDIR(st.st_mode) ? walk_root(l, input, &st, &e) : read_list(l, input, &e);
     if (rc == 0 && l->n == 0)
         rc = rf_seterr(&e, RF_ENOFILES, "%s: no jpg/jpeg images found%s%s%s", input,
@@ -704,9 +704,9 @@ static int jpeg_check(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, rf_jpe
 int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *width,
                   uint32_t *height, uint32_t *progressive, char *err, size_t err_len)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     if (!c || (!data && len))
-        return give(&(rf_err){RF_EINVAL, "no checker or no data"}, err, err_len);
+        return give(&(rf_err){.code = RF_EINVAL, .msg = "no checker or no data"}, err, err_len);
     rf_jpeg_info ji;
     int rc = jpeg_check(c, data, len, &ji, &e);
     if (rc)
@@ -723,9 +723,10 @@ int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *
 int rf_jpeg_add_restarts(const void *data, uint64_t len, uint32_t interval, uint32_t optimize,
                          void **out, uint64_t *out_len, char *err, size_t err_len)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     if (!out || !out_len || (!data && len) || len > SIZE_MAX)
-        return give(&(rf_err){RF_EINVAL, "no input or no output pointers"}, err, err_len);
+        return give(&(rf_err){.code = RF_EINVAL, .msg = "no input or no output pointers"}, err,
+                    err_len);
     uint8_t *o = NULL;
     size_t n = 0;
     int rc = rf_jpeg_restart_transcode(data, (size_t)len, interval, optimize != 0, &o, &n, &e);
@@ -745,7 +746,7 @@ struct rf_shard_writer {
 int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t format,
                          rf_shard_writer **out, char *err, size_t err_len)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     *out = NULL;
     if (!tar_path || format > RF_SHARD_GNU) {
         rf_seterr(&e, RF_EINVAL, "no shard path or invalid format %u", format);
@@ -753,7 +754,7 @@ int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t fo
     }
     rf_shard_writer *w = calloc(1, sizeof *w);
     if (!w)
-        return give(&(rf_err){RF_ENOMEM, "no memory"}, err, err_len);
+        return give(&(rf_err){.code = RF_ENOMEM, .msg = "no memory"}, err, err_len);
     w->tw = rf_tarw_open(tar_path, idx_path,
                          format == RF_SHARD_GNU ? RF_TARW_GNU : RF_TARW_USTAR_PAX, &e);
     if (!w->tw) {
@@ -830,7 +831,7 @@ int rf_shard_writer_close(rf_shard_writer *w, char *err, size_t err_len)
 {
     if (!w)
         return 0;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = rf_tarw_close(w->tw, &e);
     free(w);
     return rc ? give(&e, err, err_len) : 0;
@@ -865,13 +866,13 @@ int rf_shard_index_path(const char *shard, char *buf, size_t cap)
 
 int rf_shard_write_index(const char *shard, const char *idx_path, char *err, size_t err_len)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     char def[SH_PATH_MAX];
     if (!shard)
-        return give(&(rf_err){RF_EINVAL, "no shard path"}, err, err_len);
+        return give(&(rf_err){.code = RF_EINVAL, .msg = "no shard path"}, err, err_len);
     if (!idx_path) {
         if (rf_shard_index_path(shard, def, sizeof def) < 0)
-            return give(&(rf_err){RF_EINVAL, "shard path too long"}, err, err_len);
+            return give(&(rf_err){.code = RF_EINVAL, .msg = "shard path too long"}, err, err_len);
         idx_path = def;
     }
     int rc = rf_tar_write_index(shard, idx_path, &e);
@@ -1022,7 +1023,7 @@ static void sample_flush(inspector *in)
         problem(in, RF_EFORMAT, s->offset, in->key, "sample %s has no image member (%s)",
                 in->key, RF_TAR_IMAGE_EXTS);
     if (!in->has_lbl && !in->broken && in->opt.label_source == RF_LABEL_CLS) {
-        rf_err e = {0, ""};
+        rf_err e = {0};
         rf_label_missing(in->key, RF_LABEL_NO_OFFSET, &e);
         problem(in, RF_ELABEL, s->offset, in->key, "%s", e.msg);
     }
@@ -1061,7 +1062,7 @@ static void sample_flush(inspector *in)
 static void check_image(inspector *in, const rf_tar_member *tm)
 {
     rf_inspect_sample *s = &in->cur;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     s->image_bytes = tm->size;
     if (tm->size > in->opt.max_member_bytes) {
         problem(in, RF_ELIMIT, tm->header_offset, in->key, "member %s: %" PRIu64 " bytes, over "
@@ -1084,7 +1085,7 @@ static void check_image(inspector *in, const rf_tar_member *tm)
  * over the label limit is refused unread. */
 static void check_label(inspector *in, const rf_tar_member *tm)
 {
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int32_t label;
     in->has_lbl = 1;
     int rc = tm->size > RF_TAR_LABEL_BYTES_MAX ? 0 : read_member(in, tm->data_offset, tm->size, &e);
@@ -1167,7 +1168,7 @@ static void check_index(inspector *in)
         return;
     in->sum.has_index = 1;
     rf_tar_index_stats st;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = rf_tar_index_read(idx, in->path, in->fd, in->size, 0, 1, NULL, NULL, &st, &e);
     in->idx_path = idx;
     if (rc)
@@ -1196,7 +1197,7 @@ void rf_inspect_summary_init(rf_inspect_summary *s)
 static void scan(inspector *in)
 {
     rf_tar_scanner sc;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     rf_tar_member *tm = malloc(sizeof *tm);
     if (!tm || rf_tar_scanner_init(&sc, in->fd, in->path, in->size, &e) != 0) {
         free(tm);
@@ -1261,7 +1262,7 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     in->ctx = ctx;
     rf_inspect_summary_init(&in->sum);
     in->fd = -1;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int orc = rf_open_regular(path, "a shard", RF_EFORMAT, &in->fd, &in->size, &e);
     if (orc)
         problem(in, orc, 0, "", "cannot inspect: %s", e.msg);

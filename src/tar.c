@@ -201,6 +201,8 @@ static int fail(perr *pe, uint64_t at, int code, const char *what)
     return rf_seterr(&pe->e, code, "%s", what);
 }
 
+/* The len bytes at off, or NULL with *rc and *pe set: a read error, or `what` (RF_EFORMAT,
+ * reason truncated) when the input ends before them. */
 static const uint8_t *get_or_fail(const reader *r, uint64_t off, size_t len, uint64_t at,
                                   const char *what, perr *pe, int *rc)
 {
@@ -210,7 +212,7 @@ static const uint8_t *get_or_fail(const reader *r, uint64_t off, size_t len, uin
             pe->at = at;
             rf_seterr(&pe->e, *rc, "read error (%s)", strerror(-*rc));
         } else {
-            *rc = fail(pe, at, RF_EFORMAT, what);
+            *rc = rf_with_reason(&pe->e, RF_REASON_TRUNCATED, fail(pe, at, RF_EFORMAT, what));
         }
     }
     return p;
@@ -383,7 +385,8 @@ static int parse_member(const reader *r, uint64_t off, int allow_end, rf_tar_mem
                         return fail(pe, off, RF_EFORMAT, why);
                 }
             } else if (size > r->end - data) {
-                return fail(pe, off, RF_EFORMAT, "truncated extended header");
+                return rf_with_reason(&pe->e, RF_REASON_TRUNCATED,
+                                      fail(pe, off, RF_EFORMAT, "truncated extended header"));
             }
             off = data + round_block(size);
             continue;
@@ -404,8 +407,10 @@ static int parse_member(const reader *r, uint64_t off, int allow_end, rf_tar_mem
         m->size = size;
         if (size > r->end - data) {
             pe->at = m->header_offset;
-            return rf_seterr(&pe->e, RF_EFORMAT, "truncated member %s (%" PRIu64
-                             " data bytes, %" PRIu64 " left)", m->name, size, r->end - data);
+            return rf_with_reason(&pe->e, RF_REASON_TRUNCATED,
+                                  rf_seterr(&pe->e, RF_EFORMAT, "truncated member %s (%" PRIu64
+                                            " data bytes, %" PRIu64 " left)", m->name, size,
+                                            r->end - data));
         }
         *next = data + round_block(size);
         return 1;
@@ -493,12 +498,13 @@ int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err)
 {
     uint32_t nm = s->name_max && s->name_max < RF_TAR_NAME_MAX ? s->name_max : RF_TAR_NAME_MAX;
     reader r = {scan_get, s, s->file_size, nm};
-    perr pe = {{0, ""}, 0};
+    perr pe = {{0}, 0};
     uint64_t next = 0;
     s->after_end = 0;
     int rc = parse_member(&r, s->pos, 1, m, &next, &pe);
     if (rc < 0)
-        return rf_seterr(err, rc, "%s: %s at offset %" PRIu64, s->path, pe.e.msg, pe.at);
+        return rf_with_reason(err, pe.e.reason, rf_seterr(err, rc, "%s: %s at offset %" PRIu64,
+                                                           s->path, pe.e.msg, pe.at));
     if (rc == 0 && (rc = check_after_end(s, s->pos, err)) != 0)
         return rc;
     s->pos = rc == 1 ? next : s->file_size;
@@ -569,14 +575,16 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
     rf_tar_member m; /* ~4 KiB on the decode thread's stack; no allocation per sample */
     uint64_t pos = 0;
     for (uint32_t k = 0; pos < span_len; k++) {
-        perr pe = {{0, ""}, 0};
+        perr pe = {{0}, 0};
         uint64_t next = 0;
         if (k >= RF_TAR_SAMPLE_MEMBERS_MAX)
             return rf_seterr(err, RF_EFORMAT, "more than %d members in one sample",
                              RF_TAR_SAMPLE_MEMBERS_MAX);
         int rc = parse_member(&r, pos, 0, &m, &next, &pe);
         if (rc < 0)
-            return rf_seterr(err, rc, "%s at span offset %" PRIu64, pe.e.msg, pe.at);
+            return rf_with_reason(err, pe.e.reason,
+                                  rf_seterr(err, rc, "%s at span offset %" PRIu64, pe.e.msg,
+                                            pe.at));
         pos = next;
         if (m.type != RF_TAR_FILE)
             continue;

@@ -25,7 +25,7 @@ typedef struct rf_tar_member {
 /* Sequential scanner over a tar file open at fd. Reads headers with pread and skips data
  * without reading it. Returns 1 and fills *m for each member, 0 at the end of the archive
  * (two zero blocks, or clean EOF on a block boundary), negative on error with err->msg naming
- * `path` and the byte offset. At the end it also reads what follows the end-of-archive marker:
+ * `path` and the byte offset, and err->reason as rf_tar_locate gives it. At the end it also reads what follows the end-of-archive marker:
  * anything but zero bytes there (GNU tar pads with zeros to its 10240-byte records) is
  * RF_EFORMAT, because every reader stops at the marker and would drop it without a word (two
  * archives joined with cat); then `after_end` is set and `pos` is the first such byte. */
@@ -71,7 +71,9 @@ size_t rf_tar_split_key(const char *name, const char **ext);
  * *label_off is 0 (a member's data never starts at 0: its header is there), which tells it
  * from an empty one. The label's text is not looked at here: rf_check_label judges it.
  * On error returns RF_EFORMAT (or RF_ELIMIT) with err->msg naming the member and its offset
- * relative to the span (the caller adds shard path and the span's file offset). */
+ * relative to the span (the caller adds shard path and the span's file offset), and
+ * err->reason RF_REASON_TRUNCATED when the span ends before a header, an extended header or a
+ * member's data that it announces (RF_REASON_NONE for every other error). */
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
                   uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
                   uint32_t *label_len, uint32_t *label_hdr, rf_err *err);

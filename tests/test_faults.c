@@ -316,6 +316,49 @@ START_TEST(skip_mode_counts_each_reason)
 }
 END_TEST
 
+/* The skip reason of a tar error is what the parser found, not a word in its message: a
+ * member renamed inside a sample's span (the shard rewritten after it was indexed) to a name
+ * holding "truncated" is a bad header, and a member cut short is truncated whatever it is
+ * called (skip_mode_counts_each_reason). The loader used to search the message for
+ * "truncated", and counted this sample as truncated. */
+START_TEST(skip_reason_is_the_parsers_not_a_word_in_the_message)
+{
+    char *dir = make_corpus(0, "rename");
+    char path[600];
+    snprintf(path, sizeof path, "%s/shard-0000.tar", dir);
+    size_t n;
+    uint8_t *b = rf_test_read_file(path, &n);
+    ck_assert_ptr_nonnull(b);
+    uint64_t id = victim[C_TAR_HEADER]; /* a sample the index check does not read */
+    const rf_sample *sm = &g_ds.samples[id];
+    uint8_t *h = b + sm->offset + sm->data_hdr;
+    memset(h, 0, 100); /* the ustar name field */
+    memcpy(h, "truncated.jpg", 13);
+    rf_test_tar_checksum(h);
+    rf_test_write_file(path, b, n);
+    free(b);
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_SKIP, .io = RF_IO_PREAD};
+    run_loader(dir, &x, &r);
+    check_skip_accounting(&r, 1, 0);
+    ck_assert_uint_eq(r.seen[id], 0);
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_TAR_HEADER], 1);
+    ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_TRUNCATED], 0);
+    run_free(&r);
+    x.on_error = RF_ON_ERROR_FAIL;
+    run_loader(dir, &x, &r);
+    char want[160];
+    snprintf(want, sizeof want, "shard-0000.tar: sample %08llu at offset %llu: member "
+             "truncated.jpg at span offset %u does not belong to sample %08llu",
+             (unsigned long long)id, (unsigned long long)sm->offset, sm->data_hdr,
+             (unsigned long long)id);
+    ck_assert_int_eq(r.rc, RF_EFORMAT);
+    ck_assert_msg(strstr(r.msg, want), "%s\nlacks %s", r.msg, want);
+    run_free(&r);
+    free(dir);
+}
+END_TEST
+
 /* Requests are told apart by (offset, length): the first sample at or after `from` whose pair
  * no other sample shares (shards written by the same generator repeat offsets). */
 static uint64_t pick(uint64_t from)
@@ -1394,6 +1437,7 @@ int main(void)
     tcase_add_unchecked_fixture(tc, make_clean, NULL);
     tcase_add_loop_test(tc, fail_mode_names_shard_member_offset, 0, C_N);
     tcase_add_loop_test(tc, skip_mode_counts_each_reason, 0, C_N);
+    tcase_add_test(tc, skip_reason_is_the_parsers_not_a_word_in_the_message);
     tcase_add_test(tc, skip_mode_whole_corpus_exact_and_deterministic);
     tcase_add_test(tc, skip_mode_clean_equals_fail_mode);
     tcase_add_test(tc, skip_mode_counts_per_epoch);

@@ -82,7 +82,7 @@ static void make_data(void)
 START_TEST(test_folder_table_tree)
 {
     rf_dataset ds = {0};
-    rf_err e = {0, ""};
+    rf_err e = {0};
     char *paths[1] = {g_tree};
     ck_assert_int_eq(rf_format_folder.open(&ds, paths, 1, 0, &e), 0);
     ck_assert_uint_eq(ds.nsamples, N);
@@ -112,7 +112,7 @@ END_TEST
 START_TEST(test_folder_table_list)
 {
     rf_dataset ds = {0};
-    rf_err e = {0, ""};
+    rf_err e = {0};
     char *paths[1] = {g_list};
     ck_assert_int_eq(rf_format_folder.open(&ds, paths, 1, 0, &e), 0);
     ck_assert_uint_eq(ds.nsamples, N);

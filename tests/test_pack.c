@@ -277,7 +277,7 @@ static void check_member_bytes(const char *pattern, const rf_image_list *l)
         uint8_t *tar = read_all(rf_paths_get(ps, s), &tlen);
         FILE *f = fopen(rf_paths_get(ps, s), "rb");
         rf_tar_scanner sc;
-        rf_err e = {0, ""};
+        rf_err e = {0};
         rf_tar_member *m = malloc(sizeof *m);
         ck_assert_int_eq(rf_tar_scanner_init(&sc, fileno(f), rf_paths_get(ps, s), tlen, &e), 0);
         int rc;

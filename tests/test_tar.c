@@ -119,7 +119,7 @@ static int load(rf_dataset *ds, const char *path, uint64_t max, rf_err *e)
 static int load_fails(const char *path, int code, const char *needle)
 {
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = load(&ds, path, 0, &e);
     rf_dataset_free(&ds);
     ck_assert_msg(rc == code, "%s: rc %d, want %d (%s)", path, rc, code, e.msg);
@@ -237,7 +237,7 @@ static void check_loaded(const fixture *fx, const rf_dataset *ds)
         ck_assert_int_eq(s->label, -1);
         uint8_t *span = read_span(ds, s);
         uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-        rf_err e = {0, ""};
+        rf_err e = {0};
         int rc = rf_tar_locate(span, s->length, key, RF_TAR_IMAGE_EXTS, &doff, &dlen, &dhdr,
                                &loff, &llen, &lhdr, &e);
         ck_assert_msg(rc == 0, "locate %s: %s", key, e.msg);
@@ -269,7 +269,7 @@ START_TEST(gnu_tar_formats_load_identically)
     for (int f = 0; f < 3; f++) {
         char *shard = fx_tar(&fx, formats[f]);
         rf_dataset ds;
-        rf_err e = {0, ""};
+        rf_err e = {0};
         int rc = load(&ds, shard, 0, &e);
         ck_assert_msg(rc == 0, "%s: %s", formats[f], e.msg);
         check_loaded(&fx, &ds);
@@ -288,7 +288,7 @@ START_TEST(long_names_gnu_and_pax)
     for (int f = 0; f < 2; f++) {
         char *shard = fx_tar(&fx, formats[f]);
         rf_dataset ds;
-        rf_err e = {0, ""};
+        rf_err e = {0};
         int rc = load(&ds, shard, 0, &e);
         ck_assert_msg(rc == 0, "%s: %s", formats[f], e.msg);
         check_loaded(&fx, &ds);
@@ -327,7 +327,7 @@ START_TEST(index_read_equals_scan)
     for (int f = 0; f < 2; f++) {
         char *shard = fx_tar(&fx, formats[f]);
         rf_dataset scan, idx;
-        rf_err e = {0, ""};
+        rf_err e = {0};
         ck_assert_int_eq(load(&scan, shard, 0, &e), 0);
         char ipath[4096];
         ck_assert_int_eq(rf_tar_find_index(shard, ipath, sizeof ipath), 0);
@@ -379,7 +379,7 @@ static void index_case(const char *dir, const char *text, const char *needle)
     char *ip = pathf(dir, "bad.idx");
     write_file(ip, text, strlen(text));
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = load(&ds, shard, 0, &e);
     rf_dataset_free(&ds);
     ck_assert_msg(rc == RF_EINDEX, "rc %d (%s) for index:\n%s", rc, e.msg, text);
@@ -397,7 +397,7 @@ static char *good_index(const char *dir)
     tbuf t;
     char *shard = plain_shard(dir, "bad.tar", 20, &t);
     char *ip = pathf(dir, "good.idx");
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(rf_tar_write_index(shard, ip, &e) == 0, "%s", e.msg);
     size_t n;
     char *text = (char *)rf_test_read_file(ip, &n);
@@ -430,7 +430,7 @@ START_TEST(index_disagreeing_is_detected)
         char *ip = pathf(dir, "ok.idx");
         write_file(ip, good, strlen(good));
         rf_dataset ds;
-        rf_err e = {0, ""};
+        rf_err e = {0};
         ck_assert_msg(load(&ds, shard, 0, &e) == 0, "%s", e.msg);
         ck_assert_uint_eq(ds.nsamples, 20);
         rf_dataset_free(&ds);
@@ -493,7 +493,7 @@ START_TEST(signed_checksum_accepted)
     for (int i = 0; i < 512; i++)
         sum += (signed char)b[i];
     snprintf((char *)b + 148, 8, "%06o", sum);
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
     rf_test_tar_checksum(b);
     ck_assert_int_eq(rf_tar_check_header(b, &e), 0);
@@ -529,7 +529,7 @@ START_TEST(garbage_numeric_fields)
 {
     char *dir = rf_test_mkdtemp("tar-num");
     uint8_t b[512];
-    rf_err e = {0, ""};
+    rf_err e = {0};
     mkhdr(b, "a.jpg", 10, '0');
     memcpy(b + 124, "0000001x012", 11);
     rf_test_tar_checksum(b);
@@ -588,7 +588,7 @@ START_TEST(base256_size)
     rf_test_tar_checksum(t.p + at);
     char *p = save(dir, "b.tar", &t);
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(ds.nsamples, 1);
     ck_assert_uint_eq(ds.samples[0].data_len, 700);
@@ -662,7 +662,7 @@ START_TEST(pax_records_strict)
     tb_end(&t);
     p = save(dir, "pgood.tar", &t);
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(ds.nsamples, 1);
     ck_assert_str_eq(ds.keys, "dir/good");
@@ -707,7 +707,7 @@ START_TEST(end_of_archive_variants)
     tb_member(&t, "b.jpg", "\xff\xd8", 2, '0');
     char *p = save(dir, "noend.tar", &t); /* EOF on a block boundary */
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(ds.nsamples, 2);
     rf_dataset_free(&ds);
@@ -776,7 +776,7 @@ static int inspect_first(const char *path, first_problem *f, rf_inspect_summary 
 static void both_refuse(const char *path, int code, const char *needle, uint64_t at)
 {
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = load(&ds, path, 0, &e);
     rf_dataset_free(&ds);
     ck_assert_msg(rc == code && strstr(e.msg, needle), "%s: rc %d (%s), want %d with \"%s\"",
@@ -839,7 +839,7 @@ START_TEST(data_after_end_of_archive_refused)
                  "non-zero bytes at offset 10240 (a tar header, member k2.jpg)", p,
                  k ? 8192 : 4096);
         both_refuse(p, RF_EFORMAT, want, 10240);
-        rf_err e = {0, ""};
+        rf_err e = {0};
         char *ip = pathf(dir, "x.idx");
         ck_assert_int_eq(rf_tar_write_index(p, ip, &e), RF_EFORMAT);
         ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
@@ -854,7 +854,7 @@ START_TEST(data_after_end_of_archive_refused)
     /* the padding alone loads; one stray byte in it is named */
     char *a = pathf(dir, "a.tar");
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(load(&ds, a, 0, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(ds.nsamples, 2);
     rf_dataset_free(&ds);
@@ -913,7 +913,7 @@ END_TEST
 static void index_refused(const char *shard, const char *idx, const char *needle, uint64_t at)
 {
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     int rc = load(&ds, shard, 0, &e);
     rf_dataset_free(&ds);
     ck_assert_msg(rc == RF_EINDEX, "%s: rc %d (%s)", shard, rc, e.msg);
@@ -935,7 +935,7 @@ static void index_refused(const char *shard, const char *idx, const char *needle
 static void index_loads(const char *shard, const char *idx, uint64_t max_reads)
 {
     rf_dataset scan, viaidx;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     char *moved = resuffix(idx, 0, ".off"); /* moved away, the loader scans the shard */
     ck_assert_int_eq(rename(idx, moved), 0);
     ck_assert_msg(load(&scan, shard, 0, &e) == 0, "%s", e.msg);
@@ -978,7 +978,7 @@ START_TEST(index_of_appended_shard_refused)
         snprintf(tar, sizeof tar, "%s.tar", name[k]);
         snprintf(idxn, sizeof idxn, "%s.idx", name[k]);
         char *shard = pathf(dir, tar), *idx = pathf(dir, idxn);
-        rf_err e = {0, ""};
+        rf_err e = {0};
         ck_assert_msg(rf_tar_write_index(shard, idx, &e) == 0, "%s", e.msg);
         index_loads(shard, idx, 20);
         free(shard), free(idx);
@@ -1039,7 +1039,7 @@ START_TEST(index_not_matching_its_shard_refused)
      * it says is true, and 8 samples would be missing */
     char *small = plain_shard(dir, "small.tar", 12, &t), *small_idx = pathf(dir, "small.idx");
     free(t.p);
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(rf_tar_write_index(small, small_idx, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(rename(small_idx, idx), 0);
     index_refused(shard, idx, "line 13: the shard goes on after the index's last member: its "
@@ -1085,7 +1085,7 @@ START_TEST(index_with_data_offsets_loads)
             "\"\".join(\" \".join(l) + \"\\n\" for l in lines))' %s %s", shard, idx), 0);
         index_loads(shard, idx, 64);
         rf_dataset ds;
-        rf_err e = {0, ""};
+        rf_err e = {0};
         ck_assert_msg(load(&ds, shard, 0, &e) == 0, "%s", e.msg);
         check_loaded(&fx, &ds);
         rf_dataset_free(&ds);
@@ -1111,7 +1111,7 @@ START_TEST(webdataset_grouping)
     tb_end(&t);
     char *p = save(dir, "g.tar", &t);
     rf_dataset ds;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(load(&ds, p, 0, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(ds.nsamples, 3);
     ck_assert_str_eq(ds.keys + ds.samples[0].key, "a");
@@ -1160,7 +1160,7 @@ START_TEST(locate_rejects_foreign_and_corrupt_spans)
     tb_member(&t, "k.jpg", "\xff\xd8\xff\xd9", 4, '0');
     tb_member(&t, "k.cls", " 12\n", 4, '0');
     uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     size_t len = 1024 + 512 + 4;
 #define LOCATE(n, key)                                                                        \
     rf_tar_locate(t.p, n, key, NULL, &doff, &dlen, &dhdr, &loff, &llen, &lhdr, &e)
@@ -1222,7 +1222,7 @@ START_TEST(pattern_expansion)
     const char *pp[4] = {pat[0], pat[1], pat[2], pat[3]};
     char **out;
     uint32_t n;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_msg(rf_expand_patterns(pp, 4, &out, &n, &e) == 0, "%s", e.msg);
     static const char *want[] = {"train-000009.tar", "train-000010.tar", "train-000011.tar",
                                  "val-a.tar", "val-b.tar", "val-a.tar", "train-000000.tar",
@@ -1300,7 +1300,7 @@ START_TEST(label_parsing)
 #undef OK
 #undef BAD
     /* rf_check_label's words: which fault, the member, and the offset when given */
-    rf_err e = {0, ""};
+    rf_err e = {0};
     ck_assert_int_eq(rf_check_label("a/k", (const uint8_t *)"4\n", 2, 1536, &v, &e), 0);
     ck_assert_int_eq(v, 4);
     static const struct {

@@ -414,7 +414,7 @@ uint64_t rf_test_member_offset(const char *tar, const char *name)
     if (fd < 0 || fstat(fd, &st) != 0)
         abort();
     rf_tar_scanner sc;
-    rf_err e = {0, ""};
+    rf_err e = {0};
     rf_tar_member *m = malloc(sizeof *m); /* ~4 KiB */
     uint64_t at = UINT64_MAX;
     if (rf_tar_scanner_init(&sc, fd, tar, (uint64_t)st.st_size, &e) != 0)

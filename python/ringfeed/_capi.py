@@ -1,9 +1,11 @@
 """ctypes mirror of include/ringfeed.h: the shared library, its structs, constants, prototypes.
 
 Everything the binding knows about the C side is in this one module. The structs mirror the
-header field by field (order and fixed-width types); tests/test_capi.py checks ctypes.sizeof of
-each mirror against the struct_size the C init functions write, so a header change that is not
-mirrored here fails loudly instead of corrupting memory.
+header field by field (order and fixed-width types). When the library is loaded, every field's
+name, offset and size in each mirror is checked against the library's own table
+(rf_abi_layout), and a mismatch raises ImportError naming the struct, the field and both
+layouts, instead of corrupting memory. ringfeed's error codes (RF_EINVAL, ...) come from that
+table too: the module-level names are filled from the library, not copied here.
 """
 import ctypes
 import ctypes.util
@@ -16,22 +18,8 @@ RF_CONFIG_VERSION = 1
 RF_EPOCH_END = 1
 RF_DONE = 2
 
-RF_EINVAL = -1000
-RF_ENOMEM = -1001
-RF_ENOFILES = -1002
-RF_EFORMAT = -1003
-RF_EDECODE = -1004
-RF_ELIMIT = -1005
-RF_EIO = -1006
-RF_ECUDA = -1007
-RF_ENODEV = -1008
-RF_ESTATE = -1009
-RF_EINDEX = -1010
-RF_ERESUME = -1011
-RF_ECLOSED = -1012
-RF_ELABEL = -1013
-RF_EFORK = -1014
-RF_ETIMEDOUT = -1015
+# ringfeed's own error codes (RF_EINVAL, ...) are not listed here: they are module attributes
+# filled from the library's table when it is loaded (see _errors and __getattr__ below).
 
 RF_DEVICE_AUTO, RF_DEVICE_HOST, RF_DEVICE_CUDA = 0, 1, 2
 RF_IO_AUTO, RF_IO_URING, RF_IO_PREAD = 0, 1, 2
@@ -226,6 +214,22 @@ class RfStats(ctypes.Structure):
     ]
 
 
+class RfFieldLayout(ctypes.Structure):
+    """One row of rf_abi_layout's table (rf_field_layout)."""
+    _fields_ = [
+        ("struct_name", ctypes.c_char_p),
+        ("name", ctypes.c_char_p),
+        ("offset", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("align", ctypes.c_uint64),
+        ("value", ctypes.c_int64),
+    ]
+
+
+# The C struct each mirror stands for, as rf_abi_layout names it.
+MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_stats": RfStats}
+
+
 # ---- errors ----------------------------------------------------------------------------------
 
 
@@ -240,7 +244,7 @@ class RingfeedError(RuntimeError):
     def __init__(self, code, detail="", what=""):
         self.code = int(code)
         self.detail = detail or ""
-        self.name = ERROR_NAMES.get(self.code, "")
+        self.name = error_name(self.code)
         text = strerror(self.code)
         head = f"{what}: " if what else ""
         tag = f" [{self.name}]" if self.name else f" [{self.code}]"
@@ -255,8 +259,20 @@ class LoaderTimeout(RingfeedError, TimeoutError):
     working and the next call waits again; str(e) says where it stands."""
 
 
-ERROR_NAMES = {v: k for k, v in globals().items() if k.startswith("RF_E") and isinstance(v, int)
-               and v <= -1000}
+def error_name(code):
+    """The symbolic name of one of ringfeed's own codes ("RF_EFORMAT"), "" for any other."""
+    name = lib().rf_err_name(int(code))
+    return name.decode() if name else ""
+
+
+def __getattr__(name):
+    """RF_E* names and ERROR_NAMES before the library was loaded: load it (lib() then puts
+    them in the module, so later lookups do not come here)."""
+    if name.startswith("RF_E") or name == "ERROR_NAMES":
+        lib()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # ---- the shared library ----------------------------------------------------------------------
 
@@ -304,7 +320,15 @@ def lib():
         except OSError as e:
             tried.append(f"{path} ({e})")
             continue
-        _declare(handle)
+        try:
+            _declare(handle)
+        except AttributeError as e:  # a function this package calls is not in the library
+            raise ImportError(f"{path}: {e}: the library is older than the Python package "
+                              "(rebuild it, or point RINGFEED_LIB at a newer one)") from e
+        table = layout_table(handle)
+        for c_name, cls in MIRRORS.items():
+            check_struct(cls, c_name, table, path)
+        globals().update(_errors(table))
         _lib = handle
         return _lib
     hint = "; ".join(tried) if tried else "no candidate found"
@@ -328,6 +352,8 @@ def _declare(L):
         "rf_loader_stop": (i32, [vp]),
         "rf_last_error": (cp, [vp]),
         "rf_strerror": (cp, [i32]),
+        "rf_err_name": (cp, [i32]),
+        "rf_abi_layout": (P(RfFieldLayout), [P(ctypes.c_uint32)]),
         "rf_version": (cp, []),
         "rf_loader_batches_per_epoch": (u64, [vp]),
         "rf_loader_num_samples": (u64, [vp]),
@@ -347,6 +373,66 @@ def _declare(L):
         fn = getattr(L, name)
         fn.restype = res
         fn.argtypes = args
+
+
+# Limit on rf_abi_layout's rows: a table longer than this is not the library's.
+LAYOUT_ROWS_MAX = 4096
+
+
+def layout_table(handle=None):
+    """rf_abi_layout's table as {struct name: [(field name, offset, size), ...]}, the struct's
+    own row first as ("", 0, sizeof), error codes under "rf_error" as (name, value, 0)."""
+    n = ctypes.c_uint32()
+    rows = (handle or lib()).rf_abi_layout(ctypes.byref(n))
+    if n.value > LAYOUT_ROWS_MAX:
+        raise ImportError(f"rf_abi_layout lists {n.value} rows, more than {LAYOUT_ROWS_MAX}")
+    table = {}
+    for i in range(n.value):
+        r = rows[i]
+        third = r.value if r.struct_name == b"rf_error" else r.offset
+        table.setdefault(r.struct_name.decode(), []).append((r.name.decode(), third, r.size))
+    return table
+
+
+def _describe(layout):
+    return ", ".join(f"{name}@{off}+{size}" for name, off, size in layout)
+
+
+def check_struct(cls, c_name, table, path="libringfeed"):
+    """Raise ImportError unless the ctypes Structure `cls` has exactly the fields of C struct
+    `c_name` in `table` (from layout_table): the same names in the same order, each at the same
+    offset with the same size, and the same total size. The message names the struct, the first
+    field that differs, and both layouts in full."""
+    rows = table.get(c_name)
+    if not rows:
+        raise ImportError(f"{path}: rf_abi_layout has no struct {c_name}")
+    lib_fields = rows[1:]
+    mine = [(name, getattr(cls, name).offset, getattr(cls, name).size)
+            for name, *_ in cls._fields_]
+    diff = None
+    for k in range(max(len(mine), len(lib_fields))):
+        a = mine[k] if k < len(mine) else None
+        b = lib_fields[k] if k < len(lib_fields) else None
+        if a != b:
+            diff = (f"field {k}: ctypes has {_describe([a]) if a else 'nothing'}, the library "
+                    f"{_describe([b]) if b else 'nothing'}")
+            break
+    if diff is None and ctypes.sizeof(cls) != rows[0][2]:
+        diff = f"size: ctypes {ctypes.sizeof(cls)} bytes, the library {rows[0][2]}"
+    if diff is not None:
+        raise ImportError(
+            f"{path}: {c_name} does not match the binding's {cls.__name__} ({diff}); the "
+            f"library and the Python package are from different versions. "
+            f"ctypes {cls.__name__}: {_describe(mine)}. library {c_name}: {_describe(lib_fields)}")
+
+
+def _errors(table):
+    """The module attributes of ringfeed's own error codes: RF_EINVAL = -1000, ..., and
+    ERROR_NAMES (code -> name)."""
+    codes = {name: value for name, value, _ in table.get("rf_error", [])}
+    if "RF_EINVAL" not in codes:
+        raise ImportError("rf_abi_layout lists no error codes")
+    return dict(codes, ERROR_NAMES={v: k for k, v in codes.items()})
 
 
 def add_restarts(jpeg, interval=0, optimize=True):

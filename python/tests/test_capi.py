@@ -1,4 +1,6 @@
-"""The ctypes mirrors match the C structs (sizes written by the C init functions)."""
+"""The ctypes mirrors match the C structs: every field against the library's rf_abi_layout
+table (a mismatch is an ImportError at load), sizes against those the C init functions write;
+the error codes come from the library."""
 import ctypes
 
 import pytest
@@ -97,3 +99,114 @@ def test_fork_child_gets_efork(shards):
         del first
         assert sum(1 for _ in it) >= 1  # the parent goes on with its epoch
     assert C.strerror(C.RF_EFORK).startswith("loader used from a fork() child")
+
+
+def _mirror_copy(cls, edit):
+    """A new ctypes Structure with cls's fields after edit(list of (name, type))."""
+    fields = list(cls._fields_)
+    edit(fields)
+    return type(cls.__name__, (ctypes.Structure,), {"_fields_": fields})
+
+
+def test_mirrors_match_the_library_layout(lib):
+    table = C.layout_table()
+    for c_name, cls in C.MIRRORS.items():
+        C.check_struct(cls, c_name, table)  # raises on any difference
+        assert [f[0] for f in table[c_name][1:]] == [f[0] for f in cls._fields_]
+
+
+def _swap(fields, a, b):
+    i = [f[0] for f in fields].index(a)
+    j = [f[0] for f in fields].index(b)
+    fields[i], fields[j] = fields[j], fields[i]
+
+
+@pytest.mark.parametrize("cls,c_name,a,b", [
+    (C.RfConfig, "rf_config", "batch_size", "image_size"),  # two uint32 side by side
+    (C.RfConfig, "rf_config", "scale_min", "flip_prob"),  # two floats apart
+    (C.RfBatch, "rf_batch", "labels_device", "event"),  # two pointers
+    (C.RfStats, "rf_stats", "samples_delivered", "epoch_total"),  # two uint64, far apart
+])
+def test_swapped_fields_of_one_size_are_caught(lib, cls, c_name, a, b):
+    # Same total size, same offsets in use: the struct_size checks pass, the layout check not.
+    swapped = _mirror_copy(cls, lambda f: _swap(f, a, b))
+    assert ctypes.sizeof(swapped) == ctypes.sizeof(cls)
+    with pytest.raises(ImportError) as ei:
+        C.check_struct(swapped, c_name, C.layout_table())
+    msg = str(ei.value)
+    assert c_name in msg and cls.__name__ in msg
+    first = min([f[0] for f in cls._fields_].index(x) for x in (a, b))
+    lib_field = cls._fields_[first][0]
+    off = getattr(cls, lib_field).offset
+    assert f"field {first}: ctypes has {swapped._fields_[first][0]}@{off}+" in msg, msg
+    assert f"the library {lib_field}@{off}+" in msg, msg
+    # both layouts in full
+    assert f"library {c_name}: struct_size@0+4" in msg and f"ctypes {cls.__name__}: " in msg
+
+
+def test_renamed_resized_missing_and_extra_fields_are_caught(lib):
+    table = C.layout_table()
+
+    def rename(f):
+        f[3] = ("batch_sz", f[3][1])
+
+    def resize(f):
+        f[3] = (f[3][0], ctypes.c_uint64)
+
+    edits = {"rename": rename, "resize": resize, "missing": lambda f: f.pop(),
+             "extra": lambda f: f.append(("later", ctypes.c_uint32))}
+    for what, edit in edits.items():
+        with pytest.raises(ImportError, match="rf_config does not match"):
+            C.check_struct(_mirror_copy(C.RfConfig, edit), "rf_config", table)
+    with pytest.raises(ImportError, match="no struct rf_nothing"):
+        C.check_struct(C.RfConfig, "rf_nothing", table)
+
+
+def test_error_codes_come_from_the_library(lib):
+    table = C.layout_table()["rf_error"]
+    assert len(table) == 16
+    for name, value, _ in table:
+        assert getattr(C, name) == value
+        assert C.error_name(value) == name == C.ERROR_NAMES[value]
+        assert lib.rf_err_name(value).decode() == name
+    assert C.RF_EINVAL == -1000 and C.RF_ETIMEDOUT == -1015
+    assert C.error_name(-2) == "" and C.error_name(0) == "" and C.error_name(C.RF_DONE) == ""
+    assert C.RingfeedError(-2).name == ""
+    with pytest.raises(AttributeError):
+        C.RF_ENOSUCHCODE
+
+
+def test_loading_a_mismatched_library_raises_import_error(lib, monkeypatch):
+    # What a user with a library of another version sees: lib() (the first call that needs the
+    # library) refuses it instead of handing out memory laid out differently.
+    swapped = _mirror_copy(C.RfStats, lambda f: _swap(f, "reads", "read_retries"))
+    monkeypatch.setattr(C, "_lib", None)
+    monkeypatch.setitem(C.MIRRORS, "rf_stats", swapped)
+    with pytest.raises(ImportError, match=r"rf_stats does not match the binding's RfStats "
+                                          r"\(field 13: ctypes has read_retries@264\+8, "
+                                          r"the library reads@264\+8\)"):
+        C.lib()
+    assert C._lib is None
+
+
+def test_a_library_without_the_layout_table_is_refused(lib, monkeypatch):
+    # A libringfeed built before rf_abi_layout existed: ImportError saying so, not an
+    # AttributeError from ctypes.
+    old = ctypes.CDLL(lib._name)
+    monkeypatch.setattr(C, "_lib", None)
+    monkeypatch.setattr(C, "_candidates", lambda: iter([lib._name]))
+    monkeypatch.setattr(ctypes, "CDLL", lambda path: _Without(old, "rf_abi_layout"))
+    with pytest.raises(ImportError, match="rf_abi_layout.*older than the Python package"):
+        C.lib()
+
+
+class _Without:
+    """A loaded library that lacks one function."""
+
+    def __init__(self, real, missing):
+        self._real, self._missing = real, missing
+
+    def __getattr__(self, name):
+        if name == self._missing:
+            raise AttributeError(f"undefined symbol: {name}")
+        return getattr(self._real, name)

@@ -1,13 +1,15 @@
 """on_error: a corrupt sample raises in "fail" mode and is skipped and counted in "skip" mode."""
 import glob
 import os
+import shutil
+import subprocess
 import tarfile
 
 import pytest
 
 import ringfeed
 from ringfeed.loader import SKIP_REASONS
-from conftest import make_shards, rewrite_shards
+from conftest import find_tool, make_shards, rewrite_shards
 
 KW = dict(batch_size=8, size=24, device="cpu", decode_threads=2)
 
@@ -134,6 +136,77 @@ def test_skip_mode_counts_per_epoch(tmp_path, fmt):
             assert es["skipped_by_reason"][not_jpeg] == 2
             assert es["skipped_by_reason"][corrupt] == 2
             assert ld.stats()["skipped"] >= 4 * (epoch + 1)
+
+
+def _edit_header(path, name, new_name=None, size_delta=0):
+    """Rewrite member `name`'s ustar header in place (its name, its size field), with a valid
+    checksum: a shard changed after it was indexed."""
+    with tarfile.open(path) as tf:
+        m = tf.getmember(name)
+        off, size = m.offset, m.size
+    with open(path, "r+b") as f:
+        f.seek(off)
+        h = bytearray(f.read(512))
+        if new_name:
+            h[0:100] = new_name.encode().ljust(100, b"\0")
+        if size_delta:
+            h[124:136] = b"%011o\0" % (size + size_delta)
+        h[148:156] = b" " * 8
+        h[148:156] = b"%06o\0 " % sum(h)
+        f.seek(off)
+        f.write(h)
+
+
+def _gnu_tar_shards(pattern, outdir):
+    """The shards at `pattern` written again by GNU tar (members in the same order)."""
+    os.makedirs(outdir, exist_ok=True)
+    for path in sorted(glob.glob(pattern)):
+        files = os.path.join(outdir, "files")
+        with tarfile.open(path) as tf:
+            names = tf.getnames()
+            tf.extractall(files)
+        out = os.path.join(outdir, os.path.basename(path))
+        subprocess.run(["tar", "--format=gnu", "-C", files, "-cf", out] + names, check=True)
+        shutil.rmtree(files)
+    return os.path.join(outdir, os.path.basename(pattern))
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, "GNU tar"])
+def test_skip_reason_is_the_parsers_not_a_word_in_the_message(tmp_path, fmt):
+    """Shards written by Python's tarfile or GNU tar, indexed by ringfeed-inspect --write-index, then
+    changed in place in two samples the index check does not read: 00000003's image member
+    renamed to truncated.jpg (a member of another sample: tar_header, whatever its name says)
+    and 00000009's image size raised past its span (truncated). The loader used to search the
+    message for "truncated" and counted both as truncated."""
+    inspect = find_tool("tools", "ringfeed-inspect", "RINGFEED_INSPECT")
+    if inspect is None:
+        pytest.skip("ringfeed-inspect not found")
+    made = make_shards(str(tmp_path / "gen"), 40, 5, 20)
+    if fmt == "GNU tar":
+        if shutil.which("tar") is None:
+            pytest.skip("GNU tar not found")
+        pattern = _gnu_tar_shards(made, str(tmp_path / "out"))
+    else:
+        pattern = rewrite_shards(made, str(tmp_path / "out"), fmt=fmt)
+    shard = sorted(glob.glob(pattern))[0]
+    subprocess.run([inspect, "--write-index", shard], check=True, stdout=subprocess.DEVNULL)
+    assert os.path.exists(shard[:-4] + ".idx")
+    _edit_header(shard, "00000003.jpg", new_name="truncated.jpg")
+    _edit_header(shard, "00000009.jpg", size_delta=100000)
+    tar_header, truncated = SKIP_REASONS.index("tar_header"), SKIP_REASONS.index("truncated")
+    with ringfeed.Loader(pattern, on_error="skip", **KW) as ld:
+        seen = [k for b in ld for k, p in zip(b.keys, b.is_padding) if not p]
+        st = ld.epoch_stats()  # stats() counts prefetched batches of the next epoch too
+    assert sorted(seen) == sorted(f"{i:08d}" for i in range(40) if i not in (3, 9))
+    assert st["final"] and st["skipped"] == 2
+    assert st["skipped_by_reason"][tar_header] == 1
+    assert st["skipped_by_reason"][truncated] == 1
+    with ringfeed.Loader(pattern, on_error="fail", shuffle=False, **KW) as ld:
+        with pytest.raises(ringfeed.RingfeedError) as ei:
+            list(ld)
+    e = ei.value
+    assert e.name == "RF_EFORMAT" and os.path.basename(shard) in str(e)
+    assert "member truncated.jpg at span offset 0 does not belong to sample 00000003" in str(e)
 
 
 def test_bad_on_error_value(bad_shards):
