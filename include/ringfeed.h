@@ -205,7 +205,10 @@ typedef struct rf_config {
     int32_t device_index;  /* CUDA ordinal; default 0 */
 
     /* Limits on untrusted input. 0 means default. */
-    uint64_t staging_bytes;     /* read arena; default max(64 MiB, 4 x largest sample) */
+    uint64_t staging_bytes;     /* read arena; default max(64 MiB, 8 x mean sample bytes x
+                                 * (decode_threads + io_queue_depth)); any value is raised to
+                                 * 4 x largest sample (odirect: 4 x (largest + 2 alignment
+                                 * blocks)) and rounded up to 4 KiB; token datasets: 1 MiB */
     uint64_t max_sample_bytes;  /* default 64 MiB */
     uint64_t max_image_pixels;  /* width*height from the JPEG header; default 100 M */
     uint32_t max_image_dim;     /* each of width and height; default 32768 */
@@ -479,7 +482,9 @@ typedef struct rf_stats {
     uint64_t epoch;             /* the consumer's epoch: of the last batch delivered, the next
                                  * one once RF_EPOCH_END was returned for it (before any batch:
                                  * start_epoch, or the epoch a resume state restored) */
-    uint64_t pinned_bytes;      /* host bytes in the ring and staging arena */
+    uint64_t pinned_bytes;      /* page-locked host bytes of the batch ring; 0 when the ring
+                                 * is pageable (host backend, naive, hugepages not registered).
+                                 * The staging arena is plain memory and is not counted */
     uint64_t dct_scaled;        /* images decoded at 1/2, 1/4 or 1/8 scale */
 
     uint64_t skipped;           /* samples left out under RF_ON_ERROR_SKIP, all epochs, as they
