@@ -88,7 +88,7 @@ static int build_huff(const JHUFF_TBL *t, int dc, rf_gj_huff *o)
     return 0;
 }
 
-/* Sampling this decoder reproduces exactly (tests/test_gpujpeg.c): gray, 4:4:4, 4:2:2, 4:2:0,
+/* Sampling this decoder reproduces exactly (tests/test_decode.c): gray, 4:4:4, 4:2:2, 4:2:0,
  * chroma 1x1, and chroma at least 3 samples wide (libjpeg box-filters narrower ones). */
 static int sampling_ok(const struct jpeg_decompress_struct *ci)
 {

@@ -17,8 +17,9 @@
  *
  * Exactness: the kernels are integer code that mirrors libjpeg-turbo's defaults (islow IDCT,
  * fancy upsampling, its YCbCr tables) and ringfeed's fixed-point resize, so a GPU-decoded sample
- * is byte-for-byte what the CPU path gives with DCT scaling off (tests/test_gpujpeg.c). The same
- * functions (gpujpeg_core.h) run on the host for the host backend and the tests.
+ * is byte-for-byte what the CPU path gives with DCT scaling off (tests/test_decode.c through the
+ * host driver, tests/test_cuda.c on the device). The same functions (gpujpeg_core.h) run on the
+ * host for the host backend and the tests.
  *
  * What takes the GPU path: single-scan Huffman baseline/extended 8-bit files with a restart
  * interval dividing the MCU row, grayscale or YCbCr with 4:4:4, 4:2:2 or 4:2:0 chroma, whose
