@@ -3,7 +3,7 @@
  * cores with no pipeline around them).
  *
  * Unlike the other tools this one includes INTERNAL headers (src/decode.h, src/tar.h,
- * src/common.h): it benchmarks an internal stage (rf_decode_transform) and its hooks
+ * src/jpeg_restart.h, src/common.h): it benchmarks an internal stage (rf_decode_transform) and its hooks
  * (rf_decoder_set_flags), which the public API does not expose. It is not installed.
  *
  * Loads every JPEG of one or more tar shards (or *.jpg files of a directory) into memory, then
