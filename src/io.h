@@ -7,8 +7,9 @@
  * and where fault injection hooks in (so tests reach io_uring completions too).
  *
  * Threads: take() may be called from any I/O thread concurrently; it must be thread-safe.
- * Stopping: rf_io_stop() makes take() return a negative value (the pipeline's stop flag), waits
- * for every in-flight request to complete (io_uring: reaps all CQEs), and joins the threads. */
+ * Stopping: the owner makes take() return a negative value (the pipeline's stop flag); ops.stop()
+ * then waits for every in-flight request to complete (io_uring: reaps all CQEs) and joins the
+ * threads (the contract below says what is cancelled). */
 #ifndef RF_IO_H
 #define RF_IO_H
 
