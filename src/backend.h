@@ -1,7 +1,7 @@
 /* backend.h — where finished batches go: the host backend (the pinned slot is the batch) or
  * the CUDA backend (async copy of the slot into a stream-ordered device pool, one event per
- * batch). Only the src/*_cuda.c files (built with CUDA only) and the .cu files include
- * cuda_runtime.h; the rest of ringfeed sees this table. */
+ * batch). Only copy_cuda.c, copy_naive_cuda.c, nvjpg_cuda.c (built with CUDA only) and the .cu
+ * files include cuda_runtime.h; the rest of ringfeed sees this table. */
 #ifndef RF_BACKEND_H
 #define RF_BACKEND_H
 
