@@ -194,11 +194,13 @@ typedef struct rf_config {
 
     /* Threads and queues. 0 means default. */
     uint32_t decode_threads; /* default: rf_cpu_count(), at most 1024 */
-    uint32_t io_threads;     /* default 1 for io_uring (gpu_decode on CUDA: one per three
-                              * decode threads, up to 4), 4 for pread */
+    uint32_t io_threads;     /* default 1 for io_uring (gpu_decode or hw_decode_percent on
+                              * CUDA: one per three decode threads, up to 4), 4 for pread, 1
+                              * when naive; at most 64 */
     uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO */
-    uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64 */
-    uint32_t prefetch_depth; /* batch slots in the ring; default 4, 8 with gpu_decode */
+    uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64, at most 4096 */
+    uint32_t prefetch_depth; /* batch slots in the ring; default 4, 8 with gpu_decode or
+                              * hw_decode_percent; at most 64 */
 
     /* Device. */
     uint32_t device_kind;  /* enum rf_device_kind; AUTO = CUDA when a GPU is usable, else host */
@@ -252,7 +254,8 @@ typedef struct rf_config {
     uint32_t on_error;              /* enum rf_on_error; default RF_ON_ERROR_FAIL */
     uint32_t max_consecutive_skips; /* SKIP: more skips in a row is an error; default 100 */
     uint32_t max_scans;             /* progressive JPEG scans; default 1000 */
-    uint32_t max_name_bytes;        /* tar GNU long names and pax records; default 4096 */
+    uint32_t max_name_bytes;        /* tar GNU long names and pax records; default and
+                                     * maximum 4096 */
 
     /* Memory hierarchy (see docs/tuning.md). */
     uint32_t warm;           /* 1: hint upcoming shard bytes into the page cache ahead of reads */
