@@ -64,7 +64,7 @@ int rf_reserve(void *pp, size_t *cap, size_t need, size_t elem)
 }
 
 /* What a file that is not a regular one is, in words. */
-static const char *file_kind(mode_t mode)
+const char *rf_file_kind(mode_t mode)
 {
     if (S_ISFIFO(mode))
         return "a FIFO (named pipe)";
@@ -81,7 +81,7 @@ static const char *file_kind(mode_t mode)
 
 static int not_regular(mode_t mode, const char *what, int code, rf_err *err)
 {
-    return rf_seterr(err, code, "is %s, not a regular file (%s must be one)", file_kind(mode),
+    return rf_seterr(err, code, "is %s, not a regular file (%s must be one)", rf_file_kind(mode),
                      what);
 }
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "ringfeed.h"
@@ -87,6 +88,11 @@ int rf_pread_full(int fd, void *dst, size_t len, uint64_t off, size_t *got);
  * ends early (the file shrank), both naming the byte offset. */
 int rf_read_whole(const char *path, const char *what, int code, uint64_t limit, char **out,
                   uint64_t *len, rf_err *err);
+
+/* What a file that is not a regular one is, with its article, for messages: "a FIFO (named
+ * pipe)", "a character device", "a block device", "a directory", "a socket" or "a special
+ * file". One wording for every refusal (rf_open_regular, the image list's unreadable entries). */
+const char *rf_file_kind(mode_t mode);
 
 /* splitmix64: the one mixing function used to derive every per-epoch and per-sample seed, so
  * that order and augmentation depend only on (seed, epoch, sample) and never on timing. */

@@ -197,13 +197,6 @@ static int add_unreadable(rf_image_list *l, rf_err *e, int32_t code, const char 
     return rc;
 }
 
-static const char *file_kind(mode_t m)
-{
-    return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket"
-         : S_ISDIR(m) ? "a folder" : "not a regular file";
-}
-
 /* 1 when the folder st is one of the depth+1 folders being walked (chain[0] is the root): a
  * symlink back to it would be walked for ever. */
 static int loops_back(const dir_id *chain, uint32_t depth, const struct stat *st)
@@ -298,7 +291,7 @@ static int examine(rf_image_list *l, const char *path, const char *rel, const ch
     }
     if (!S_ISREG(st.st_mode))
         return add_unreadable(l, e, RF_EFORMAT, "%s: %s, not a regular file; not read", path,
-                              file_kind(st.st_mode));
+                              rf_file_kind(st.st_mode));
     return add_entry(l, path, rel, (uint64_t)st.st_size, label, e);
 }
 
@@ -425,7 +418,7 @@ static int list_line(rf_image_list *l, const char *list, const char *dir, char *
                               strerror(errno));
     if (!S_ISREG(st.st_mode))
         return add_unreadable(l, e, RF_EFORMAT, "%s: line %" PRIu64 ": %s: %s, not a regular "
-                              "file; not read", list, ln, path, file_kind(st.st_mode));
+                              "file; not read", list, ln, path, rf_file_kind(st.st_mode));
     const char *rel = line;
     while (rel[0] == '.' && rel[1] == '/')
         rel += 2;
