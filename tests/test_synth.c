@@ -14,6 +14,7 @@
 
 #include "gen.h"
 #include "synth.h"
+#include "tar.h"
 #include "tarwrite.h"
 #include "testutil.h"
 
@@ -340,7 +341,7 @@ START_TEST(gen_readable)
     uint8_t *t = rf_test_read_file(tar, &len);
     ck_assert_ptr_nonnull(t);
     uint64_t jsize = strtoull((const char *)t + 124, NULL, 8);
-    const uint8_t *cls_hdr = t + 512 + ((jsize + 511) & ~511ull);
+    const uint8_t *cls_hdr = t + RF_TAR_BLOCK + rf_tar_round_block(jsize);
     ck_assert_str_eq((const char *)cls_hdr, "00000016.cls");
     char label[16] = {0};
     memcpy(label, cls_hdr + 512, strtoull((const char *)cls_hdr + 124, NULL, 8));
@@ -386,8 +387,8 @@ START_TEST(gen_restart_same_pixels)
         ck_assert_int_eq(memcmp(xa, xb, (size_t)wa * ha * 3), 0);
         free(xa), free(xb);
         for (int k = 0; k < 2; k++) { /* past the .jpg and the .cls member */
-            oa += 512 + ((strtoull((const char *)ta + oa + 124, NULL, 8) + 511) & ~511ull);
-            ob += 512 + ((strtoull((const char *)tb + ob + 124, NULL, 8) + 511) & ~511ull);
+            oa += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)ta + oa + 124, NULL, 8));
+            ob += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)tb + ob + 124, NULL, 8));
         }
     }
     free(ta), free(tb);
