@@ -95,7 +95,7 @@ static size_t tb_member(tbuf *t, const char *name, const void *data, size_t n, c
     tb_put(t, h, 512);
     if (n)
         tb_put(t, data, n);
-    tb_zero(t, (512 - n % 512) % 512);
+    tb_zero(t, rf_tar_round_block(n) - n);
     return at;
 }
 
