@@ -29,24 +29,16 @@
 #define GEN_SLOTS_PER_THREAD 4
 #define GEN_PATH_MAX 4096
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 uint64_t rf_gen_image_seed(uint64_t seed, uint64_t index)
 {
-    return mix64(mix64(seed ^ 0x696d616765ull) + index);
+    return rf_synth_mix64(rf_synth_mix64(seed ^ 0x696d616765ull) + index);
 }
 
 uint32_t rf_gen_label(uint64_t seed, uint64_t index, uint32_t classes)
 {
     if (classes == 0)
         return 0;
-    uint64_t h = mix64(mix64(seed ^ 0x6c6162656cull) + index);
+    uint64_t h = rf_synth_mix64(rf_synth_mix64(seed ^ 0x6c6162656cull) + index);
     return (uint32_t)(((h >> 32) * (uint64_t)classes) >> 32);
 }
 
@@ -54,7 +46,7 @@ int rf_gen_progressive(uint64_t seed, uint64_t index, double fraction)
 {
     if (fraction <= 0.0)
         return 0;
-    uint64_t h = mix64(mix64(seed ^ 0x70726f67ull) + index);
+    uint64_t h = rf_synth_mix64(rf_synth_mix64(seed ^ 0x70726f67ull) + index);
     return (double)(h >> 11) * (1.0 / 9007199254740992.0) < fraction;
 }
 

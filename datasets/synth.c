@@ -36,7 +36,7 @@ typedef struct {
     uint64_t s;
 } synth_rng;
 
-static uint64_t mix64(uint64_t x)
+uint64_t rf_synth_mix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -76,7 +76,7 @@ static double rng_normal(synth_rng *r)
  * near 400x350 (datasets/README.md quotes the measured figures). */
 void rf_synth_size(uint64_t seed, uint32_t *width, uint32_t *height)
 {
-    synth_rng r = {mix64(seed ^ 0x5153a1e5u)};
+    synth_rng r = {rf_synth_mix64(seed ^ 0x5153a1e5u)};
     double u = rng_unit(&r);
     double long_side, aspect; /* aspect = short / long */
     if (u < 0.52) {
@@ -406,7 +406,7 @@ static void make_palette(palette *p, synth_rng *r, const rf_synth_opts *o)
     for (int i = 0; i < p->n; i++)
         p->hue[i] = pick_hue(r);
     if (o && o->classes)
-        p->hue[0] = (int)(mix64(o->label * 0x9e3779b97f4a7c15ull + 17) % NHUES);
+        p->hue[0] = (int)(rf_synth_mix64(o->label * 0x9e3779b97f4a7c15ull + 17) % NHUES);
     p->sat = (float)rng_range(r, 0.45, 1.3);
 }
 
@@ -558,7 +558,7 @@ int rf_synth_image_ex(uint64_t seed, uint32_t width, uint32_t height, const rf_s
                       uint8_t *rgb)
 {
     float texture = opts && opts->texture > 0.0f ? opts->texture : 1.0f;
-    synth_rng r = {mix64(seed ^ 0x1a6e5eedu)};
+    synth_rng r = {rf_synth_mix64(seed ^ 0x1a6e5eedu)};
     size_t n, hn, qn;
     float *mem = malloc(scratch_floats(width, height, &n, &hn, &qn) * sizeof(float));
     if (!mem)

@@ -7,6 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* splitmix64, the mixing function behind every seed the generator and the synthesis derive
+ * (image seeds, labels, palettes). datasets/ has its own copy of the library's rf_mix64
+ * (src/common.h) because it builds on the public API; both must stay bit-identical to what
+ * they were, or a seed stops naming the same dataset (test_synth gen_draws_pinned). */
+uint64_t rf_synth_mix64(uint64_t x);
+
 /* Draw an image size distributed like ImageNet's training set (mean near 400x350, long side
  * mostly 200..1000) from seed. */
 void rf_synth_size(uint64_t seed, uint32_t *width, uint32_t *height);

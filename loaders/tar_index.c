@@ -42,8 +42,6 @@
 #define TAR_PATH_MAX 4096
 _Static_assert(TAR_INDEX_SPOT_CHECKS >= 2, "the spot checks include the first and last sample");
 
-static uint64_t round_block(uint64_t n) { return (n + RF_TAR_BLOCK - 1) & ~(uint64_t)(RF_TAR_BLOCK - 1); }
-
 /* ---- parsing ----------------------------------------------------------------------------- */
 
 /* What an index's offsets point at: not known until the first member is read. */
@@ -86,42 +84,26 @@ static int idx_fail(const index_t *x, uint32_t line, rf_err *err, const char *fm
                      x->shard);
 }
 
+/* The index as text. Everything wrong with the file itself is RF_EINDEX (too large, shrinking,
+ * a NUL byte in it), so that the loader's message names the index and the fix. */
 static int read_text(const char *path, char **out, rf_err *err)
 {
-    rf_err e = {0};
-    int fd;
-    uint64_t size;
-    int rc = rf_open_regular(path, "a shard index", RF_EINDEX, &fd, &size, &e);
-    if (rc)
-        return rf_seterr(err, rc, "%s: %s", path, e.msg);
-    char *buf = NULL;
-    if (size > TAR_INDEX_BYTES_MAX) {
-        rc = rf_seterr(err, RF_EINDEX, "%s: index larger than %llu bytes", path,
-                       TAR_INDEX_BYTES_MAX);
-    } else if (!(buf = malloc((size_t)size + 1))) {
-        rc = rf_seterr(err, RF_ENOMEM, "%s: no memory for the index", path);
-    } else {
-        size_t got = 0, want = (size_t)size;
-        while (got < want) {
-            ssize_t r = pread(fd, buf + got, want - got, (off_t)got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                rc = rf_seterr(err, r < 0 ? -errno : RF_EINDEX, "%s: short read", path);
-                break;
-            }
-            got += (size_t)r;
-        }
-        buf[got] = 0;
-        if (rc == 0 && memchr(buf, 0, got))
-            rc = rf_seterr(err, RF_EINDEX, "%s: NUL byte in the index", path);
+    char *buf;
+    uint64_t len;
+    int rc = rf_read_whole(path, "a shard index", RF_EINDEX, TAR_INDEX_BYTES_MAX, &buf, &len, err);
+    if (rc == RF_ELIMIT || rc == RF_EIO) {
+        rc = RF_EINDEX;
+        if (err)
+            err->code = rc;
     }
-    close(fd);
     if (rc)
+        return rc;
+    if (memchr(buf, 0, (size_t)len)) {
         free(buf);
-    else
-        *out = buf;
-    return rc;
+        return rf_seterr(err, RF_EINDEX, "%s: NUL byte in the index", path);
+    }
+    *out = buf;
+    return 0;
 }
 
 /* Strict decimal: digits only, no sign, at most 15 of them (offsets and sizes < 2^50). */
@@ -217,7 +199,7 @@ static int parse_sample_line(index_t *x, char *line, uint32_t ln, rf_err *err)
         if (im.off % RF_TAR_BLOCK != 0 || im.size > RF_TAR_SIZE_MAX)
             return idx_fail(x, ln, err, "member %s: offset not on a block or size too large",
                             im.name);
-        if (prev && im.off < prev->off + RF_TAR_BLOCK + round_block(prev->size))
+        if (prev && im.off < prev->off + RF_TAR_BLOCK + rf_tar_round_block(prev->size))
             return idx_fail(x, ln, err, "member %s: offset %" PRIu64 " overlaps the previous member",
                             im.name, im.off);
         if (im.off + im.size > x->file_size)
@@ -268,8 +250,8 @@ static void mark_reads(index_t *x, int full)
 {
     for (uint64_t j = 0; j < x->n; j++) {
         const imember *im = &x->m[j];
-        x->m[j].need_read = full || j + 1 == x->n ||
-                            x->m[j + 1].off != im->off + RF_TAR_BLOCK + round_block(im->size);
+        uint64_t end = im->off + RF_TAR_BLOCK + rf_tar_round_block(im->size);
+        x->m[j].need_read = full || j + 1 == x->n || x->m[j + 1].off != end;
     }
     uint64_t ns = x->nsamples;
     for (uint64_t k = 0; k < TAR_INDEX_SPOT_CHECKS && ns; k++) {
@@ -410,7 +392,7 @@ static int walk_members(walk *w, rf_tar_index_fn fn, void *ctx, rf_err *err)
         if (im->need_read || w->offsets == OFF_UNKNOWN || im->off != plain)
             rc = find_member(w, im, &m, err);
         else
-            w->pos = m.data + round_block(im->size);
+            w->pos = m.data + rf_tar_round_block(im->size);
         if (rc == 0 && fn)
             rc = fn(ctx, &m, err);
         if (rc)

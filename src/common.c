@@ -1,5 +1,5 @@
-/* common.c — error formatting, growable arrays, opening user files, and the PRNG used for
- * order and augmentation. */
+/* common.c — error formatting, growable arrays, opening and reading user files, and the PRNG
+ * used for order and augmentation. */
 #include "common.h"
 
 #include <errno.h>
@@ -64,7 +64,7 @@ int rf_reserve(void *pp, size_t *cap, size_t need, size_t elem)
 }
 
 /* What a file that is not a regular one is, in words. */
-static const char *file_kind(mode_t mode)
+const char *rf_file_kind(mode_t mode)
 {
     if (S_ISFIFO(mode))
         return "a FIFO (named pipe)";
@@ -81,7 +81,7 @@ static const char *file_kind(mode_t mode)
 
 static int not_regular(mode_t mode, const char *what, int code, rf_err *err)
 {
-    return rf_seterr(err, code, "is %s, not a regular file (%s must be one)", file_kind(mode),
+    return rf_seterr(err, code, "is %s, not a regular file (%s must be one)", rf_file_kind(mode),
                      what);
 }
 
@@ -109,6 +109,54 @@ int rf_open_regular(const char *path, const char *what, int code, int *fd, uint6
     }
     *fd = f;
     *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int rf_pread_full(int fd, void *dst, size_t len, uint64_t off, size_t *got)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t r = pread(fd, (uint8_t *)dst + done, len - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return 0;
+}
+
+int rf_read_whole(const char *path, const char *what, int code, uint64_t limit, char **out,
+                  uint64_t *len, rf_err *err)
+{
+    int fd;
+    uint64_t size;
+    rf_err oe = {0};
+    int rc = rf_open_regular(path, what, code, &fd, &size, &oe);
+    if (rc)
+        return rf_seterr(err, rc, "%s: %s", path, oe.msg);
+    char *buf = NULL;
+    size_t got = 0;
+    if (size > limit)
+        rc = rf_seterr(err, RF_ELIMIT, "%s: larger than %llu bytes (the limit for %s)", path,
+                       (unsigned long long)limit, what);
+    else if (!(buf = malloc((size_t)size + 1)))
+        rc = rf_seterr(err, RF_ENOMEM, "%s: no memory for %llu bytes", path,
+                       (unsigned long long)size);
+    else if ((rc = rf_pread_full(fd, buf, (size_t)size, 0, &got)) != 0 || got < size)
+        rc = rf_seterr(err, rc ? rc : RF_EIO, "%s: short read at offset %llu: %s", path,
+                       (unsigned long long)got, rc ? strerror(-rc) : "the file shrank");
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[got] = 0;
+    *out = buf;
+    *len = got;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "ringfeed.h"
@@ -73,6 +74,25 @@ int rf_reserve(void *pp, size_t *cap, size_t need, size_t elem);
  * pipe), not a regular file (a shard must be one)", for the caller to prefix. */
 int rf_open_regular(const char *path, const char *what, int code, int *fd, uint64_t *size,
                     rf_err *err);
+
+/* pread until len bytes are read from offset off, retrying EINTR and short reads. Returns 0
+ * with *got = len, or *got < len when the file ends first (it may shrink while read: the
+ * caller names that); -errno on a read error. */
+int rf_pread_full(int fd, void *dst, size_t len, uint64_t off, size_t *got);
+
+/* A whole file the user named (an image list, a shard index) as a NUL-terminated string:
+ * opened with rf_open_regular(path, what, code) and read only when it has at most `limit`
+ * bytes, so a huge file is refused before any memory is taken. Returns 0 with *out (free it)
+ * and *len; otherwise err->msg starts with the path: `code` for a file that is not a regular
+ * one, RF_ELIMIT over the limit, RF_ENOMEM, -errno for a failed read and RF_EIO for one that
+ * ends early (the file shrank), both naming the byte offset. */
+int rf_read_whole(const char *path, const char *what, int code, uint64_t limit, char **out,
+                  uint64_t *len, rf_err *err);
+
+/* What a file that is not a regular one is, with its article, for messages: "a FIFO (named
+ * pipe)", "a character device", "a block device", "a directory", "a socket" or "a special
+ * file". One wording for every refusal (rf_open_regular, the image list's unreadable entries). */
+const char *rf_file_kind(mode_t mode);
 
 /* splitmix64: the one mixing function used to derive every per-epoch and per-sample seed, so
  * that order and augmentation depend only on (seed, epoch, sample) and never on timing. */

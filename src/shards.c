@@ -197,13 +197,6 @@ static int add_unreadable(rf_image_list *l, rf_err *e, int32_t code, const char 
     return rc;
 }
 
-static const char *file_kind(mode_t m)
-{
-    return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket"
-         : S_ISDIR(m) ? "a folder" : "not a regular file";
-}
-
 /* 1 when the folder st is one of the depth+1 folders being walked (chain[0] is the root): a
  * symlink back to it would be walked for ever. */
 static int loops_back(const dir_id *chain, uint32_t depth, const struct stat *st)
@@ -298,7 +291,7 @@ static int examine(rf_image_list *l, const char *path, const char *rel, const ch
     }
     if (!S_ISREG(st.st_mode))
         return add_unreadable(l, e, RF_EFORMAT, "%s: %s, not a regular file; not read", path,
-                              file_kind(st.st_mode));
+                              rf_file_kind(st.st_mode));
     return add_entry(l, path, rel, (uint64_t)st.st_size, label, e);
 }
 
@@ -390,42 +383,6 @@ static int walk_root(rf_image_list *l, const char *root, const struct stat *root
     return rc;
 }
 
-/* A whole text file the user named (an image list): a regular file of at most limit bytes. */
-static int read_whole(const char *path, uint64_t limit, char **out, uint64_t *len, rf_err *e)
-{
-    int fd;
-    uint64_t size;
-    rf_err oe = {0};
-    int rc = rf_open_regular(path, "an image list", RF_EFORMAT, &fd, &size, &oe);
-    if (rc)
-        return rf_seterr(e, rc, "%s: %s", path, oe.msg);
-    char *buf = NULL;
-    if (size > limit)
-        rc = rf_seterr(e, RF_ELIMIT, "%s: larger than %" PRIu64 " bytes", path, limit);
-    else if (!(buf = malloc((size_t)size + 1)))
-        rc = rf_seterr(e, RF_ENOMEM, "%s: no memory", path);
-    uint64_t got = 0;
-    while (rc == 0 && got < size) {
-        ssize_t r = pread(fd, buf + got, (size_t)(size - got), (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            rc = rf_seterr(e, r < 0 ? -errno : RF_EIO, "%s: short read at offset %" PRIu64,
-                           path, got);
-        else
-            got += (uint64_t)r;
-    }
-    close(fd);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    buf[got] = 0;
-    *out = buf;
-    *len = got;
-    return 0;
-}
-
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* One `path label` line (already NUL-terminated, no newline). */
@@ -461,7 +418,7 @@ static int list_line(rf_image_list *l, const char *list, const char *dir, char *
                               strerror(errno));
     if (!S_ISREG(st.st_mode))
         return add_unreadable(l, e, RF_EFORMAT, "%s: line %" PRIu64 ": %s: %s, not a regular "
-                              "file; not read", list, ln, path, file_kind(st.st_mode));
+                              "file; not read", list, ln, path, rf_file_kind(st.st_mode));
     const char *rel = line;
     while (rel[0] == '.' && rel[1] == '/')
         rel += 2;
@@ -482,7 +439,8 @@ static int read_list(rf_image_list *l, const char *list, rf_err *e)
         slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
     else
         strcpy(dir, ".");
-    int rc = read_whole(list, SH_LIST_FILE_BYTES_MAX, &text, &len, e);
+    int rc = rf_read_whole(list, "an image list", RF_EFORMAT, SH_LIST_FILE_BYTES_MAX, &text,
+                           &len, e);
     if (rc == 0 && memchr(text, 0, len))
         rc = rf_seterr(e, RF_EFORMAT, "%s: NUL byte in a text file", list);
     char *p = rc == 0 ? text : NULL;
@@ -804,13 +762,12 @@ int rf_shard_writer_add(rf_shard_writer *w, const char *key, const char *ext, co
     return rc;
 }
 
-static uint64_t round_block(uint64_t n) { return (n + RF_TAR_BLOCK - 1) / RF_TAR_BLOCK * RF_TAR_BLOCK; }
-
 static uint64_t member_bytes(size_t name_len, uint64_t len, uint32_t format)
 {
-    uint64_t b = RF_TAR_BLOCK + round_block(len);
+    uint64_t b = RF_TAR_BLOCK + rf_tar_round_block(len);
     if (name_len > 100) /* long-name record: a header and the name (pax: ~ name + 16 bytes) */
-        b += RF_TAR_BLOCK + round_block(format == RF_SHARD_GNU ? name_len + 1 : name_len + 16);
+        b += RF_TAR_BLOCK +
+             rf_tar_round_block(format == RF_SHARD_GNU ? name_len + 1 : name_len + 16);
     return b;
 }
 
@@ -956,17 +913,11 @@ static int read_member(inspector *in, uint64_t off, uint64_t len, rf_err *e)
         in->buf = q;
         in->buf_cap = len;
     }
-    uint64_t got = 0;
-    while (got < len) {
-        ssize_t r = pread(in->fd, in->buf + got, (size_t)(len - got), (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return rf_seterr(e, r < 0 ? -errno : RF_EFORMAT, "read of %" PRIu64 " bytes at "
-                             "offset %" PRIu64 " failed: %s", len, off,
-                             r < 0 ? strerror(errno) : "end of file");
-        got += (uint64_t)r;
-    }
+    size_t got = 0;
+    int rc = rf_pread_full(in->fd, in->buf, (size_t)len, off, &got);
+    if (rc || got < len)
+        return rf_seterr(e, rc ? rc : RF_EFORMAT, "read of %" PRIu64 " bytes at offset %" PRIu64
+                         " failed: %s", len, off, rc ? strerror(-rc) : "end of file");
     return 0;
 }
 

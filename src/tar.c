@@ -26,8 +26,6 @@
 
 #define RA_MIN_BYTES 4096u
 
-static uint64_t round_block(uint64_t n) { return (n + RF_TAR_BLOCK - 1) & ~(uint64_t)(RF_TAR_BLOCK - 1); }
-
 /* ---- numeric fields and the header check ------------------------------------------------ */
 
 static int is_term(uint8_t c) { return c == 0 || c == ' '; }
@@ -121,23 +119,6 @@ typedef struct reader {
     uint32_t name_max; /* long names and pax paths; <= RF_TAR_NAME_MAX */
 } reader;
 
-static int pread_full(int fd, uint8_t *dst, size_t len, uint64_t off, size_t *got)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t r = pread(fd, dst + done, len - done, (off_t)(off + done));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            break; /* the file shrank under us: the caller sees a short range */
-        done += (size_t)r;
-    }
-    *got = done;
-    return 0;
-}
-
 static const uint8_t *scan_get(void *ctx, uint64_t off, size_t len, int *rc)
 {
     rf_tar_scanner *s = ctx;
@@ -163,7 +144,7 @@ static const uint8_t *scan_get(void *ctx, uint64_t off, size_t len, int *rc)
         want = (size_t)(s->file_size - off);
     size_t got = 0;
     s->buf_len = 0;
-    int r = pread_full(s->fd, s->buf, want, off, &got);
+    int r = rf_pread_full(s->fd, s->buf, want, off, &got);
     if (r < 0) {
         *rc = r;
         return NULL;
@@ -388,7 +369,7 @@ static int parse_member(const reader *r, uint64_t off, int allow_end, rf_tar_mem
                 return rf_with_reason(&pe->e, RF_REASON_TRUNCATED,
                                       fail(pe, off, RF_EFORMAT, "truncated extended header"));
             }
-            off = data + round_block(size);
+            off = data + rf_tar_round_block(size);
             continue;
         }
         if (type == 'S')
@@ -412,7 +393,7 @@ static int parse_member(const reader *r, uint64_t off, int allow_end, rf_tar_mem
                                             " data bytes, %" PRIu64 " left)", m->name, size,
                                             r->end - data));
         }
-        *next = data + round_block(size);
+        *next = data + rf_tar_round_block(size);
         return 1;
     }
 }

@@ -11,6 +11,13 @@
 #define RF_TAR_BLOCK 512
 #define RF_TAR_NAME_MAX 4096 /* limit on GNU/pax long names */
 
+/* n rounded up to a whole number of tar blocks: the space a header announcing n bytes of data
+ * (or a long-name record of n bytes) gives them, and so the step from one header to the next. */
+static inline uint64_t rf_tar_round_block(uint64_t n)
+{
+    return (n + RF_TAR_BLOCK - 1) & ~(uint64_t)(RF_TAR_BLOCK - 1);
+}
+
 enum rf_tar_type { RF_TAR_FILE = 0, RF_TAR_DIR = 1, RF_TAR_OTHER = 2 };
 
 /* One member as the scanner sees it (after any long-name/pax records that precede it). */

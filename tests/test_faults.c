@@ -831,7 +831,7 @@ static void put_member(FILE *f, const char *name, char type, const uint8_t *data
     if (n) {
         fwrite(data, 1, n, f);
         static const uint8_t zero[512];
-        fwrite(zero, 1, (512 - n % 512) % 512, f);
+        fwrite(zero, 1, rf_tar_round_block(n) - n, f);
     }
 }
 

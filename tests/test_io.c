@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -838,6 +839,41 @@ START_TEST(registration_refused)
 }
 END_TEST
 
+/* rf_read_whole, the one reader of whole user files (image lists, shard indexes): the bytes
+ * NUL-terminated, and every refusal with its code and a message that starts with the path. */
+START_TEST(whole_file_read)
+{
+    char *dir = rf_test_mkdtemp("io-whole");
+    char path[512], fifo[512];
+    snprintf(path, sizeof path, "%s/list.txt", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    rf_test_write_file(path, "a.jpg 1\n", 8);
+    char *text = NULL;
+    uint64_t len = 0;
+    rf_err e = {0};
+    ck_assert_msg(rf_read_whole(path, "an image list", RF_EFORMAT, 8, &text, &len, &e) == 0,
+                  "%s", e.msg);
+    ck_assert_uint_eq(len, 8);
+    ck_assert_str_eq(text, "a.jpg 1\n");
+    free(text);
+    ck_assert_int_eq(rf_read_whole(path, "an image list", RF_EFORMAT, 7, &text, &len, &e),
+                     RF_ELIMIT);
+    ck_assert_msg(strncmp(e.msg, path, strlen(path)) == 0 &&
+                      strstr(e.msg, "larger than 7 bytes (the limit for an image list)"),
+                  "%s", e.msg);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(rf_read_whole(fifo, "a shard index", RF_EINDEX, 8, &text, &len, &e),
+                     RF_EINDEX);
+    ck_assert_msg(strncmp(e.msg, fifo, strlen(fifo)) == 0 && strstr(e.msg, "FIFO"), "%s", e.msg);
+    ck_assert_int_eq(unlink(fifo), 0);
+    ck_assert_int_eq(rf_read_whole(fifo, "a shard index", RF_EINDEX, 8, &text, &len, &e),
+                     -ENOENT);
+    ck_assert_msg(strncmp(e.msg, fifo, strlen(fifo)) == 0, "%s", e.msg);
+    ck_assert_int_eq(rf_test_shell("rm -rf '%s'", dir), 0);
+    free(dir);
+}
+END_TEST
+
 static Suite *io_suite(void)
 {
     Suite *s = suite_create("io");
@@ -860,6 +896,7 @@ static Suite *io_suite(void)
     tcase_add_test(tc, seccomp_fallback);
 #endif
     tcase_add_test(tc, registration_refused);
+    tcase_add_test(tc, whole_file_read);
     suite_add_tcase(s, tc);
     return s;
 }

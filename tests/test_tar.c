@@ -95,7 +95,7 @@ static size_t tb_member(tbuf *t, const char *name, const void *data, size_t n, c
     tb_put(t, h, 512);
     if (n)
         tb_put(t, data, n);
-    tb_zero(t, (512 - n % 512) % 512);
+    tb_zero(t, rf_tar_round_block(n) - n);
     return at;
 }
 
@@ -459,6 +459,29 @@ START_TEST(index_disagreeing_is_detected)
     /* offsets that go backwards */
     index_case(dir, (m = replace(good, "jpg 2048 400", "jpg 1024 400")), "line 3"), free(m);
     free(good);
+    free(dir);
+}
+END_TEST
+
+/* An index larger than the loader reads (1 GiB; a sparse file here) is RF_EINDEX before any
+ * memory is taken for it, and the message starts with the index's path and names the limit. */
+START_TEST(index_over_limit_is_refused)
+{
+    char *dir = rf_test_mkdtemp("tar-idx-big");
+    tbuf t;
+    char *shard = plain_shard(dir, "big.tar", 4, &t);
+    char *ip = pathf(dir, "big.idx");
+    write_file(ip, "v1.2 4\n", 7);
+    ck_assert_int_eq(truncate(ip, (off_t)(1ll << 30) + 1), 0);
+    rf_dataset ds;
+    rf_err e = {0};
+    int rc = load(&ds, shard, 0, &e);
+    rf_dataset_free(&ds);
+    ck_assert_msg(rc == RF_EINDEX, "rc %d (%s)", rc, e.msg);
+    ck_assert_msg(strncmp(e.msg, ip, strlen(ip)) == 0 && strstr(e.msg, "larger than 1073741824"),
+                  "%s", e.msg);
+    ck_assert_int_eq(unlink(ip), 0);
+    free(ip), free(shard), free(t.p);
     free(dir);
 }
 END_TEST
@@ -1350,6 +1373,7 @@ static Suite *suite(void)
     tcase_add_test(tc, locate_rejects_foreign_and_corrupt_spans);
     tcase_add_test(tc, pattern_expansion);
     tcase_add_test(tc, label_parsing);
+    tcase_add_test(tc, index_over_limit_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }

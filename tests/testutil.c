@@ -21,6 +21,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Test files are shards and images of a few MiB; the limit only keeps a runaway one from
+ * taking all memory. */
+#define RF_TEST_FILE_BYTES_MAX (1ull << 32)
+
 char *rf_test_mkdtemp(const char *tag)
 {
     const char *base = getenv("RF_TEST_TMP");
@@ -48,22 +52,12 @@ char *rf_test_mkdtemp(const char *tag)
 
 uint8_t *rf_test_read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char *b = NULL;
+    uint64_t n = 0;
+    if (rf_read_whole(path, "a test file", RF_EFORMAT, RF_TEST_FILE_BYTES_MAX, &b, &n, NULL))
         return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1); /* NUL-terminated too, for text files */
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    b[n] = 0;
     *len = (size_t)n;
-    return b;
+    return (uint8_t *)b;
 }
 
 long long rf_test_resident_bytes(const char *path)

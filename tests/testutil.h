@@ -14,7 +14,8 @@
  * (malloc'ed, never freed: tests are short-lived). */
 char *rf_test_mkdtemp(const char *tag);
 
-/* Read a whole file; returns malloc'ed bytes (with a NUL after the last one) or NULL. */
+/* Read a whole regular file of at most 4 GiB with the library's rf_read_whole; returns
+ * malloc'ed bytes (with a NUL after the last one) or NULL. */
 uint8_t *rf_test_read_file(const char *path, size_t *len);
 
 /* Bytes of the file resident in the page cache (mincore over a mapping that touches no page),
