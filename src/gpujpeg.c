@@ -128,8 +128,10 @@ static int sof0(const uint8_t *j, size_t len)
 }
 
 /* 1 when the file ends with EOI (trailing bytes after it allowed, up to 1 KiB of them). The
- * hardware decoder reports no error for a file cut short; libjpeg does, so a file without its
- * EOI (a truncated download, a short read padded by the tar writer) stays on the CPU path. */
+ * hardware decoder reports no error for a file cut short; the marker check every decode runs
+ * first (rf_jpeg_scan_check) already refuses a file without its EOI, so what this still keeps
+ * on the CPU path is a file with a longer trailer after its EOI, which the engine was never
+ * shown to take. */
 static int ends_with_eoi(const uint8_t *j, size_t len)
 {
     for (size_t i = len - 1; i > 2 && len - i <= 1024; i--)
