@@ -119,6 +119,11 @@ typedef struct rf_jpeg_info {
     uint32_t region_ready;     /* 1: rf_decode_transform can decode crops as regions */
 } rf_jpeg_info;
 
+/* 0 when data[0..len) starts with a JPEG SOI marker; else RF_EDECODE "not a JPEG (N bytes, no
+ * SOI marker)": the loader's not_jpeg skip reason and rf_jpeg_check's first test, in one
+ * place so that both say the same. */
+int rf_jpeg_soi_check(const uint8_t *data, uint64_t len, rf_err *err);
+
 /* Validate jpeg[0..len) as the loader would, then more: the header against d's limits, the
  * marker structure of the whole file (what every decode checks, whatever the crop) and every
  * scanline decoded to the EOI (what a crop may or may not reach). 0 means no crop of any epoch

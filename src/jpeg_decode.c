@@ -844,6 +844,14 @@ int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out
     return 0;
 }
 
+int rf_jpeg_soi_check(const uint8_t *data, uint64_t len, rf_err *err)
+{
+    if (len >= 3 && data[0] == 0xFF && data[1] == 0xD8)
+        return 0;
+    return rf_seterr(err, RF_EDECODE, "not a JPEG (%llu bytes, no SOI marker)",
+                     (unsigned long long)len);
+}
+
 /* rf_decode_check: the loader's own checks (limits, colour space, marker structure), then
  * every scanline of every scan decoded and the file read to its EOI, one row at a time, so
  * that a clean check means no crop of any epoch can fail. */

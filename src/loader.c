@@ -1167,9 +1167,8 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
     if (ld->gj_device)
         s->gj_flags[t->index] = 0;
-    if (dlen < 3 || span[doff] != 0xFF || span[doff + 1] != 0xD8) {
-        t->why = RF_SKIP_NOT_JPEG; /* no SOI marker: not a JPEG at all */
-        rc = rf_seterr(e, RF_EDECODE, "not a JPEG (%u bytes, no SOI marker)", dlen);
+    if ((rc = rf_jpeg_soi_check(span + doff, dlen, e)) != 0) {
+        t->why = RF_SKIP_NOT_JPEG; /* not a JPEG at all */
     } else {
         rc = ld->gj
                  ? gj_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)

@@ -652,8 +652,9 @@ static int jpeg_check(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, rf_jpe
                       rf_err *e)
 {
     *ji = (rf_jpeg_info){0};
-    if (len < 3 || p[0] != 0xff || p[1] != 0xd8) /* as the loader words it (not_jpeg) */
-        return rf_seterr(e, RF_EDECODE, "not a JPEG (%" PRIu64 " bytes, no SOI marker)", len);
+    int rc = rf_jpeg_soi_check(p, len, e); /* the loader's not_jpeg, in its words */
+    if (rc)
+        return rc;
     if (len > SIZE_MAX)
         return rf_seterr(e, RF_ELIMIT, "%" PRIu64 " bytes do not fit in memory", len);
     return rf_decode_check(c->dec, p, (size_t)len, ji, e);
