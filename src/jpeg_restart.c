@@ -192,12 +192,12 @@ int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interva
         if (!R)
             return rf_seterr(err, RF_EDECODE, "corrupt JPEG data: restart marker RST%u at byte "
                              "%zu in a file without a restart interval", m - 0xD0, p - 2);
-        if (k + 1 >= intervals || m - 0xD0 != (k & 7))
+        if (k + 1 >= intervals)
             return rf_seterr(err, RF_EDECODE, "corrupt JPEG data: restart marker RST%u at byte "
-                             "%zu where %s was due", m - 0xD0, p - 2,
-                             k + 1 >= intervals ? "the end of the data" :
-                             (const char *[]){"RST0", "RST1", "RST2", "RST3", "RST4", "RST5",
-                                              "RST6", "RST7"}[k & 7]);
+                             "%zu where the end of the data was due", m - 0xD0, p - 2);
+        if (m - 0xD0 != (k & 7))
+            return rf_seterr(err, RF_EDECODE, "corrupt JPEG data: restart marker RST%u at byte "
+                             "%zu where RST%u was due", m - 0xD0, p - 2, (unsigned)(k & 7));
         if (keep) {
             b->span[2 * k + 1] = (uint32_t)at;
             b->span[2 * k + 2] = (uint32_t)p;
