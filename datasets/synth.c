@@ -27,8 +27,8 @@
 
 #include <jpeglib.h>
 
-/* the library's growable destination: one implementation (see ../src/jpeg_dest.h) */
-#include "../src/jpeg_dest.h"
+/* the library's growable destination: one implementation (see ../src/decode/jpeg_dest.h) */
+#include "decode/jpeg_dest.h"
 
 /* ---- PRNG (wyrand): 64-bit state, one multiply per output ----------------------------------- */
 

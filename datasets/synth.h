@@ -9,7 +9,7 @@
 
 /* splitmix64, the mixing function behind every seed the generator and the synthesis derive
  * (image seeds, labels, palettes). datasets/ has its own copy of the library's rf_mix64
- * (src/common.h) because it builds on the public API; both must stay bit-identical to what
+ * (src/base/common.h) because it builds on the public API; both must stay bit-identical to what
  * they were, or a seed stops naming the same dataset (test_synth gen_draws_pinned). */
 uint64_t rf_synth_mix64(uint64_t x);
 

@@ -1,7 +1,7 @@
 /* folder.c — the folder format: an unpacked image dataset read file by file, without packing.
  *
  * DESIGN. The input is one entry: a class-folder tree (torchvision ImageFolder) or a text file
- * of `path label` lines. Both are turned into an rf_image_list (src/shards.c), the same walker
+ * of `path label` lines. Both are turned into an rf_image_list (src/authoring/shards.c), the same walker
  * ringfeed-pack packs, so a folder and the shards packed from it have the same samples in the
  * same order with the same labels. Each file is one sample whose span is the whole file
  * (offset 0, length = size, payload = all of it), with its label known up front (label_len 0),
@@ -11,7 +11,7 @@
  *
  * File descriptors: files are not kept open (rf_file.fd = -1). ImageNet's 1.28 M files would
  * exceed RLIMIT_NOFILE, so the pipeline opens each file for its read and closes it when the
- * read completes (src/loader.c, open_per_read); from the page cache that costs a few
+ * read completes (src/pipeline/loader.c, open_per_read); from the page cache that costs a few
  * microseconds per sample against about a millisecond of decode. Sizes are taken with stat()
  * at create, so a file that changes later is caught as truncated or as a decode error. */
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "loaders/dataset.h"
 #include "ringfeed_shards.h"
 
 #define FOLDER_DEFAULT_SAMPLE_BYTES (64ull << 20)

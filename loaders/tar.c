@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
-#include "tar.h"
-#include "tar_index.h"
+#include "loaders/dataset.h"
+#include "loaders/tar.h"
+#include "loaders/tar_index.h"
 
 #define TAR_DEFAULT_SAMPLE_BYTES (64ull << 20)
 #define TAR_PATH_MAX 4096

@@ -33,8 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tar.h"
-#include "tar_index.h"
+#include "loaders/tar.h"
+#include "loaders/tar_index.h"
 
 #define TAR_INDEX_BYTES_MAX (1ull << 30)     /* an index file larger than this is refused */
 #define TAR_INDEX_SAMPLES_MAX (1ull << 32)

@@ -11,7 +11,7 @@
 #ifndef RF_TAR_INDEX_H
 #define RF_TAR_INDEX_H
 
-#include "common.h"
+#include "base/common.h"
 
 /* One member of an index, where the shard has it. */
 typedef struct rf_tar_index_member {

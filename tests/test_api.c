@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout.h"
+#include "base/layout.h"
 #include "ringfeed.h"
 #include "testutil.h"
 

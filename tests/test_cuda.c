@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "convert.h"
+#include "backend/convert.h"
 #include "ringfeed.h"
 #include "testutil.h"
 

@@ -10,10 +10,10 @@
 
 #include <jpeglib.h>
 
-#include "decode.h"
-#include "gpujpeg.h"
-#include "jpeg_restart.h"
-#include "resize.h"
+#include "decode/decode.h"
+#include "backend/gpujpeg.h"
+#include "decode/jpeg_restart.h"
+#include "decode/resize.h"
 #include "testutil.h"
 
 /* ---- synthetic images and encoding ------------------------------------------------------- */

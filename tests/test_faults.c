@@ -14,12 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "loaders/dataset.h"
 #include "ringfeed_shards.h"
 #include "synth.h"
 #include "ringfeed.h"
-#include "tar.h"
-#include "testing.h"
+#include "loaders/tar.h"
+#include "pipeline/testing.h"
 #include "testutil.h"
 
 #define NSH 2

@@ -2,7 +2,7 @@
  * for a `path label` list, errors, and end to end against the tar loader: the same images
  * packed (rf_shard_writer, in image-list order) and read unpacked give identical keys, labels
  * and pixels. The end-to-end part runs once rf_config.source = RF_SOURCE_FOLDER is wired in
- * src/loader.c; until then it says so and checks nothing more. */
+ * src/pipeline/loader.c; until then it says so and checks nothing more. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "loaders/dataset.h"
 #include "ringfeed.h"
 #include "ringfeed_shards.h"
 #include "synth.h"

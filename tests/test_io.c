@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "io/io.h"
 #include "testutil.h"
 
 #define FILE_BYTES ((1u << 20) + 4321u)

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "ringfeed.h"
-#include "testing.h"
+#include "pipeline/testing.h"
 #include "testutil.h"
 
 #define NSH 2

@@ -10,13 +10,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "dataset.h"
-#include "decode.h"
+#include "loaders/dataset.h"
+#include "decode/decode.h"
 #include "gen.h"
-#include "plan.h"
+#include "plan/plan.h"
 #include "ringfeed.h"
-#include "tar.h"
-#include "convert.h"
+#include "loaders/tar.h"
+#include "backend/convert.h"
 #include "testutil.h"
 
 #define N_SHARDS 3

@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "cpus.h"
-#include "io.h"
-#include "numa.h"
-#include "pagecache.h"
+#include "base/common.h"
+#include "base/cpus.h"
+#include "io/io.h"
+#include "base/numa.h"
+#include "io/pagecache.h"
 #include "ringfeed.h"
 #include "testutil.h"
 

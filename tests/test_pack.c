@@ -21,7 +21,7 @@
 #include "ringfeed.h"
 #include "ringfeed_shards.h"
 #include "synth.h"
-#include "tar.h"
+#include "loaders/tar.h"
 #include "testutil.h"
 
 #define CLASSES 4

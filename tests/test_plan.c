@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "plan/plan.h"
 #include "testutil.h"
 
 static rf_plan mk(uint64_t n, uint32_t batch, uint32_t rank, uint32_t world, uint32_t order,

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "io/io.h"
 #include "ringfeed.h"
-#include "testing.h"
+#include "pipeline/testing.h"
 #include "testutil.h"
 
 #define N_SHARDS 3

@@ -14,8 +14,8 @@
 
 #include "gen.h"
 #include "synth.h"
-#include "tar.h"
-#include "tarwrite.h"
+#include "loaders/tar.h"
+#include "authoring/tarwrite.h"
 #include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */

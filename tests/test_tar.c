@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "loaders/dataset.h"
 #include "ringfeed_shards.h"
-#include "tar.h"
-#include "tar_index.h"
+#include "loaders/tar.h"
+#include "loaders/tar_index.h"
 #include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */

@@ -3,7 +3,7 @@
 
 #include "gen.h"
 #include "synth.h"
-#include "tar.h"
+#include "loaders/tar.h"
 
 #include <dirent.h>
 #include <errno.h>

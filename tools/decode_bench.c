@@ -2,8 +2,8 @@
  * independent threads decoding the same images at once: the scaling ceiling of the machine's
  * cores with no pipeline around them).
  *
- * Unlike the other tools this one includes INTERNAL headers (src/decode.h, src/tar.h,
- * src/jpeg_restart.h, src/common.h): it benchmarks an internal stage (rf_decode_transform) and its hooks
+ * Unlike the other tools this one includes INTERNAL headers (src/decode/decode.h, loaders/tar.h,
+ * src/decode/jpeg_restart.h, src/base/common.h): it benchmarks an internal stage (rf_decode_transform) and its hooks
  * (rf_decoder_set_flags), which the public API does not expose. It is not installed.
  *
  * Loads every JPEG of one or more tar shards (or *.jpg files of a directory) into memory, then
@@ -30,10 +30,10 @@
 
 #include <jpeglib.h>
 
-#include "common.h"
-#include "decode.h"
-#include "jpeg_restart.h"
-#include "tar.h"
+#include "base/common.h"
+#include "decode/decode.h"
+#include "decode/jpeg_restart.h"
+#include "loaders/tar.h"
 
 typedef struct image {
     uint8_t *data;

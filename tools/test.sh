@@ -36,7 +36,7 @@ trap 'rm -rf "$seeds"' EXIT
 mkdir -p "$seeds/tar" "$seeds/jpeg"
 build-test/datasets/ringfeed-gen --output "$seeds/s-%02d.tar" --images 6 --per-shard 3 \
   --max-side 48 --seed 3 --quiet
-# restart-marked seeds, large enough for the region path (src/jpeg_restart.c) to be taken
+# restart-marked seeds, large enough for the region path (src/decode/jpeg_restart.c) to be taken
 build-test/datasets/ringfeed-gen --output "$seeds/r-%02d.tar" --images 4 --per-shard 4 \
   --max-side 160 --seed 4 --restart --quiet
 python3 - "$seeds" <<'PY'

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "decode.h"
+#include "decode/decode.h"
 #include "ringfeed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,0 +1,111 @@
+/* dataset.h — the flat sample table every shard format produces, and the format ops table.
+ *
+ * A format (loaders/tar.c, loaders/folder.c, ...) opens the user's shard patterns once, at
+ * create, and describes every sample as one contiguous byte span of one file: the span is read
+ * with a single request, and the payload (the JPEG) and the label text are located inside it by
+ * relative offsets. The plan, the I/O engines and the decode pool then need nothing
+ * format-specific. Keys live in one string arena. */
+#ifndef RF_DATASET_H
+#define RF_DATASET_H
+
+#include <stdint.h>
+
+#include "base/common.h"
+
+/* rf_sample.flags */
+/* The span is a run of tar members (WebDataset sample). data_off/data_len/data_hdr/label_off/
+ * label_len were filled from the scan or the index and are hints: after reading the span the
+ * pipeline must call rf_tar_locate(span, length, key, RF_TAR_IMAGE_EXTS, ...) and use its
+ * results, which re-validate the bytes actually read (a shard changed since it was scanned or
+ * indexed is then an error, not garbage decoded). The label member locate finds (label_off
+ * != 0) is checked with rf_check_label under rf_config.label_source RF_LABEL_CLS, and a
+ * sample without one is refused (rf_label_missing); under RF_LABEL_NONE the label is -1. */
+#define RF_SAMPLE_TAR 0x1
+
+typedef struct rf_sample {
+    uint64_t offset;     /* span start in the file */
+    uint64_t key;        /* offset of the NUL-terminated key in rf_dataset.keys */
+    uint32_t length;     /* span bytes */
+    uint32_t file;       /* index into rf_dataset.files */
+    uint32_t data_off;   /* payload (image) start within the span */
+    uint32_t data_len;   /* payload bytes */
+    uint32_t label_off;  /* tar: label text within the span, 0 when there is no label member */
+    uint16_t label_len;  /* tar: its bytes (capped at UINT16_MAX: a hint, as said above);
+                            other formats: 0, the label is `label` below (known without reading) */
+    uint16_t flags;      /* RF_SAMPLE_* */
+    int32_t label;       /* label when label_len == 0; -1 when the sample has none */
+    uint32_t data_hdr;   /* payload member's header offset relative to span (for messages) */
+} rf_sample;
+
+typedef struct rf_file {
+    char *path;
+    int fd;              /* open for reading (O_RDONLY | O_CLOEXEC) */
+    uint64_t size;       /* at open; a different size later is an error */
+} rf_file;
+
+typedef struct rf_dataset {
+    rf_file *files;
+    uint32_t nfiles;
+    rf_sample *samples;
+    uint64_t nsamples;
+    char *keys;          /* arena of NUL-terminated keys */
+    uint64_t keys_len, keys_cap;
+    uint64_t max_span;   /* largest sample span */
+    uint64_t total_bytes;
+    const char *payload_ext; /* "jpg" for messages ("member KEY.jpg") */
+    uint64_t samples_cap;    /* allocated entries of samples (append helpers) */
+    uint64_t files_cap;      /* allocated entries of files (append helpers) */
+    uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
+    uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
+} rf_dataset;
+
+/* Append helpers for formats (they grow arrays geometrically; only used at open). */
+int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err);
+int rf_dataset_add_sample(rf_dataset *ds, const rf_sample *s, const char *key, size_t key_len,
+                          rf_err *err);
+void rf_dataset_free(rf_dataset *ds);
+
+/* Expand patterns (paths, globs, brace ranges {a..b} with zero padding kept) into sorted-per-
+ * pattern paths. *out is a malloc'ed array of malloc'ed strings. Errors: RF_ENOFILES naming the
+ * pattern that matched nothing, RF_EINVAL for a malformed brace range. */
+int rf_expand_patterns(const char *const *patterns, uint32_t n, char ***out, uint32_t *count,
+                       rf_err *err);
+void rf_free_paths(char **paths, uint32_t count);
+
+/* Why label text is not a label (rf_parse_label). */
+enum rf_label_fault {
+    RF_LABEL_FAULT_EMPTY = 1,   /* nothing, or only whitespace */
+    RF_LABEL_FAULT_NEGATIVE,    /* a minus sign before the digits */
+    RF_LABEL_FAULT_NOT_INTEGER, /* anything but decimal digits (a '+', a '.', letters, ...) */
+    RF_LABEL_FAULT_OVERFLOW,    /* digits worth more than INT32_MAX */
+};
+
+/* Parse label text strictly: a decimal integer 0..INT32_MAX, with or without ASCII whitespace
+ * around it ("17", "17\n", " 17 ", "007"). Returns 0 and *label, or an rf_label_fault. */
+int rf_parse_label(const uint8_t *text, uint64_t len, int32_t *label);
+
+/* The one check of a WebDataset sample's label under RF_LABEL_CLS, shared by the loader and
+ * rf_shard_inspect so that both refuse the same samples with the same words. rf_check_label:
+ * the sample's KEY.cls member holds text[0..len) (text is not read when len is over
+ * RF_TAR_LABEL_BYTES_MAX, the limit of a label member, so it may be NULL then). rf_label_missing:
+ * the sample has no KEY.cls member. Both return RF_ELABEL with err->msg saying what is wrong
+ * (missing, empty, too long, negative, not a decimal integer, over INT32_MAX) and naming the
+ * member (or the sample) and `offset` (the member's first header block, or the sample's), or
+ * without an offset when it is RF_LABEL_NO_OFFSET (for callers that put it first). The caller
+ * adds the shard's path. */
+#define RF_LABEL_NO_OFFSET UINT64_MAX
+int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t offset,
+                   int32_t *label, rf_err *err);
+int rf_label_missing(const char *key, uint64_t offset, rf_err *err);
+
+/* A shard format. open() appends the files and samples of `paths` to ds. */
+typedef struct rf_format_ops {
+    const char *name;
+    int (*open)(rf_dataset *ds, char *const *paths, uint32_t npaths, uint64_t max_sample_bytes,
+                rf_err *err);
+} rf_format_ops;
+
+extern const rf_format_ops rf_format_tar;
+extern const rf_format_ops rf_format_folder; /* loaders/folder.c: class folders or `path label` list */
+
+#endif

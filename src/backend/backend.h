@@ -1,0 +1,114 @@
+/* backend.h — where finished batches go: the host backend (the pinned slot is the batch) or
+ * the CUDA backend (async copy of the slot into a stream-ordered device pool, one event per
+ * batch). Only copy_cuda.c, copy_naive_cuda.c, nvjpg_cuda.c (built with CUDA only) and the .cu
+ * files include cuda_runtime.h; the rest of ringfeed sees this table. */
+#ifndef RF_BACKEND_H
+#define RF_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+
+typedef struct rf_backend rf_backend;
+
+/* Per-batch device-side state, filled by submit() and consumed by release(). */
+typedef struct rf_devbatch {
+    void *data;          /* device copy of the images (NULL on host) */
+    void *labels;        /* device copy of the labels */
+    void *event;         /* recorded after both copies */
+    uint64_t bytes;      /* bytes allocated at data */
+} rf_devbatch;
+
+/* What the device must do to the staged bytes of a batch before the consumer sees them. */
+enum rf_conv_kind { RF_CONV_NONE = 0, RF_CONV_IMAGES = 1, RF_CONV_TOKENS = 2 };
+typedef struct rf_convert_desc {
+    uint32_t kind;          /* enum rf_conv_kind */
+    uint32_t h, w;          /* IMAGES: staged NHWC uint8 of h x w x 3 per sample */
+    uint32_t dtype, layout; /* output element type and layout */
+    uint32_t token_bytes;   /* TOKENS: staged bytes per token */
+    float mean[3], std[3];
+    uint64_t elements;      /* TOKENS: tokens in the batch */
+    uint64_t out_bytes;     /* bytes of the converted output for the batch */
+    /* GPU decode (gpujpeg.h), before any conversion: staged sample i starts at gj_offs[i]
+     * and is a packet when gj_flags[i] is 1 (else decoded pixels); per-sample rf_gj_status
+     * values land in gj_status after the batch's event. Pinned host arrays of count entries;
+     * gj_flags NULL: no GPU decode. */
+    const uint64_t *gj_offs;
+    const uint8_t *gj_flags;
+    int32_t *gj_status;
+    uint64_t gj_scratch;    /* device scratch bytes the batch's packets take (scratch_at) */
+    uint32_t gj_size;       /* output height = width of a decoded sample */
+    uint32_t gj_engine;     /* samples with an engine packet (flag 2), for the hardware
+                             * decoder (nvjpg.h); the staged pointer must stay the pinned slot */
+} rf_convert_desc;
+
+typedef struct rf_backend_stats {
+    uint64_t pool_reserved_bytes, pool_used_bytes;
+    uint64_t device_allocs_after_create; /* cudaMalloc/cudaHostAlloc calls after create */
+    /* Added for the memory hierarchy (docs/tuning.md). Callers zero the struct first. */
+    uint64_t host_allocs;       /* pinned host allocations and registrations, since create */
+} rf_backend_stats;
+
+typedef struct rf_backend_ops {
+    const char *name;
+    uint32_t device_kind; /* RF_DEVICE_HOST or RF_DEVICE_CUDA */
+    int (*create)(int device_index, uint32_t slots, rf_backend **out, rf_err *err);
+    void (*destroy)(rf_backend *b);
+    /* Page-aligned host memory for the ring; *pinned says whether it is page-locked. */
+    void *(*host_alloc)(rf_backend *b, size_t bytes, int *pinned);
+    void (*host_free)(rf_backend *b, void *p, size_t bytes);
+    /* Enqueue the copy of a finished slot (staged bytes then labels) and, when conv->kind is
+     * not NONE, the conversion of the staged bytes into the output; called from a decode or
+     * I/O thread, concurrently for different slots. The host backend does nothing here (the
+     * loader converts per sample on the CPU). */
+    int (*submit)(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
+                  const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
+                  rf_devbatch *out, rf_err *err);
+    /* The consumer is done with the batch (device work ordered on `stream`); block until the
+     * host slot may be overwritten (its copy completed). */
+    int (*release)(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err);
+    int (*wait)(void *event, void *stream);
+    int (*sync)(void *event);
+    void (*stats)(rf_backend *b, rf_backend_stats *st);
+    /* ---- memory hierarchy (src/backend/hostmem.c, src/base/numa.c, docs/tuning.md) ---- */
+    /* Page-lock memory the caller mapped (cudaHostRegister) / undo it. NULL: cannot pin. */
+    int (*host_register)(rf_backend *b, void *p, size_t bytes);
+    void (*host_unregister)(rf_backend *b, void *p);
+    /* NUMA node of the device (from sysfs), -1 when unknown or no device. */
+    int (*numa_node)(rf_backend *b);
+    /* Grow the device pool now to what `batches` batches in flight need (out_bytes of output
+     * and count labels each, plus temp_bytes of temporaries per copy stream: the staged copy
+     * a conversion reads, GPU decode scratch), so that steady state never grows it. Called
+     * once at create. */
+    int (*reserve)(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
+                   size_t temp_bytes, rf_err *err);
+    /* Return pool memory above keep_bytes to the driver (cudaMemPoolTrimTo). Not for the hot
+     * loop: the next batches grow the pool again. */
+    int (*trim)(rf_backend *b, uint64_t keep_bytes, rf_err *err);
+    /* Open the GPU's hardware JPEG decoders for batches of up to max_batch samples
+     * (rf_config.hw_decode_percent); engine packets in later submits go to them. NULL: this
+     * backend has none (the host backend decodes engine packets on the CPU instead). */
+    int (*engine_open)(rf_backend *b, uint32_t max_batch, rf_err *err);
+} rf_backend_ops;
+
+extern const rf_backend_ops rf_backend_host;
+#ifdef RINGFEED_HAVE_CUDA
+extern const rf_backend_ops rf_backend_cuda;
+/* Shared by the CUDA code (defined in src/backend/copy_cuda.c): RF_ENODEV saying why when
+ * `device_index` is not usable (no driver, no GPU, out of range), and an RF_ECUDA text from a
+ * cudaError_t. */
+int rf_cuda_device_check(int device_index, rf_err *err);
+int rf_cuda_seterr(rf_err *err, int cuda_error, const char *what);
+/* The --naive baseline (src/backend/copy_naive_cuda.c): pageable ring, cudaMalloc + synchronous
+ * cudaMemcpy + cudaFree per batch, no streams of its own. */
+extern const rf_backend_ops rf_backend_cuda_naive;
+#endif
+/* Number of usable CUDA devices (0 when built without CUDA or no driver/GPU). */
+int rf_backend_cuda_count(void);
+/* The same count, and in msg one sentence saying why there is none (no driver, a driver too
+ * old, a driver without a GPU, a failed initialization, no CUDA in this build) or what there
+ * is. */
+int rf_backend_cuda_status(char *msg, size_t len);
+
+#endif

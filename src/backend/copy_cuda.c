@@ -1,0 +1,489 @@
+/* copy_cuda.c — the CUDA backend: finished pinned slots are copied to device memory taken from
+ * a stream-ordered pool, on dedicated non-blocking streams, with one event per batch.
+ *
+ * Threads: submit() runs on whichever decode thread finished a batch's last sample, so several
+ * may run concurrently; CUDA runtime calls are thread-safe and every batch uses its own slot's
+ * event and its own allocation. The current device is per thread, so each entry point sets it.
+ * Memory: cudaMallocFromPoolAsync on the copy stream, cudaFreeAsync on the consumer's stream
+ * at release: the pool recycles a buffer only after the consumer's work on it, and with the
+ * release threshold at its maximum the pool keeps its memory, so the steady state never
+ * reaches cudaMalloc. The host slot is reused only after the slot's event completed. */
+#include <cuda_runtime.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/convert.h"
+#include "backend/gpujpeg.h"
+#include "base/numa.h"
+#include "backend/nvjpg.h"
+
+/* Waits on a batch sleep instead of spinning: the CPUs belong to the decode threads and the
+ * training loop, and a batch is normally complete long before anyone waits for it. */
+#define RF_EVENT_FLAGS (cudaEventDisableTiming | cudaEventBlockingSync)
+/* Streams the batches' copies (and conversions and GPU decodes) go round: up to this many
+ * batches' work overlaps on the device. GPU decode's interval kernel fills a fraction of the
+ * GPU per batch (one serial chain per thread), so it needs several at once: measured on the
+ * H200 at 16 decode threads, 2 streams gave 106k img/s and 4 gave 150k. */
+#ifndef RF_COPY_STREAMS
+#define RF_COPY_STREAMS 4
+#endif
+
+struct rf_backend {
+    int dev;
+    uint32_t slots;
+    cudaStream_t streams[RF_COPY_STREAMS];
+    cudaEvent_t *events;      /* one per ring slot */
+    cudaMemPool_t pool;
+    _Atomic uint64_t used;
+    _Atomic uint64_t host_allocs;
+    /* Pool growth: the most reserved memory seen, and how often a submit saw it grow (each
+     * growth is the pool asking the driver for memory: the cudaMalloc of a pool). */
+    _Atomic uint64_t reserved_seen;
+    _Atomic uint64_t pool_growths;
+    rf_nvjpg *engine; /* the hardware JPEG decoders, when the loader opened them */
+};
+
+int rf_cuda_seterr(rf_err *err, int e, const char *what)
+{
+    return rf_seterr(err, RF_ECUDA, "%s: %s (%s)", what, cudaGetErrorString((cudaError_t)e),
+                     cudaGetErrorName((cudaError_t)e));
+}
+
+static int cuda_err(rf_err *err, cudaError_t e, const char *what)
+{
+    return rf_cuda_seterr(err, (int)e, what);
+}
+
+int rf_cuda_device_check(int device_index, rf_err *err)
+{
+    char why[RF_ERRMSG_MAX / 2];
+    int n = rf_backend_cuda_status(why, sizeof why);
+    if (n == 0)
+        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
+    if (device_index < 0 || device_index >= n)
+        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable (%s)", device_index,
+                         n, why);
+    return 0;
+}
+
+/* The process whose CUDA context the backend's streams, events and pool belong to. The CUDA
+ * runtime is per process and unusable in a fork() child, and rf_batch_wait/synchronize get
+ * only an event (no loader to ask), so the owner is recorded here: process-wide state that
+ * mirrors the runtime's own, not loader state. 0: no backend created yet. */
+static _Atomic pid_t cuda_owner;
+
+static int cuda_forked(void)
+{
+    pid_t o = atomic_load_explicit(&cuda_owner, memory_order_relaxed);
+    return o != 0 && o != getpid();
+}
+
+int rf_backend_cuda_status(char *msg, size_t len)
+{
+    char tmp[2];
+    if (!msg || !len)
+        msg = tmp, len = sizeof tmp;
+    int n = 0, drv = 0, rt = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    cudaRuntimeGetVersion(&rt);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear: "no device" must not stick to later calls */
+        n = 0;
+    }
+    /* Driver version 0: no driver could be loaded (libcuda.so.1 missing); otherwise it is the
+     * newest CUDA version the installed driver supports. */
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) {
+        cudaGetLastError();
+        drv = 0;
+    }
+    if (e == cudaSuccess && n > 0)
+        snprintf(msg, len, "%d CUDA device%s (driver supports CUDA %d.%d, runtime %d.%d)", n,
+                 n == 1 ? "" : "s", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    else if (e == cudaSuccess || e == cudaErrorNoDevice)
+        snprintf(msg, len, "no CUDA device: the NVIDIA driver (CUDA %d.%d) is installed but "
+                 "reports no GPU (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES and nvidia-smi)",
+                 drv / 1000, drv % 1000 / 10);
+    else if (e == cudaErrorInsufficientDriver && drv == 0)
+        snprintf(msg, len, "no NVIDIA driver: libcuda.so.1 could not be loaded, so no GPU can be "
+                 "used (cudaErrorInsufficientDriver, driver version 0; install the NVIDIA "
+                 "driver)");
+    else if (e == cudaErrorInsufficientDriver)
+        snprintf(msg, len, "the NVIDIA driver is too old: it supports CUDA %d.%d, this runtime "
+                 "needs %d.%d (cudaErrorInsufficientDriver; update the driver)",
+                 drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    else
+        snprintf(msg, len, "the CUDA driver (CUDA %d.%d) failed to initialize: %s (%s)",
+                 drv / 1000, drv % 1000 / 10, cudaGetErrorString(e), cudaGetErrorName(e));
+    return n;
+}
+
+int rf_backend_cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear: "no device" must not stick to later calls */
+        return 0;
+    }
+    return n;
+}
+
+static void cuda_destroy(rf_backend *b)
+{
+    if (!b)
+        return;
+    cudaSetDevice(b->dev);
+    for (int i = 0; i < RF_COPY_STREAMS; i++)
+        if (b->streams[i])
+            cudaStreamSynchronize(b->streams[i]);
+    rf_nvjpg_close(b->engine); /* after its work on the streams is done */
+    for (int i = 0; i < RF_COPY_STREAMS; i++)
+        if (b->streams[i]) {
+            cudaStreamDestroy(b->streams[i]);
+        }
+    if (b->events)
+        for (uint32_t i = 0; i < b->slots; i++)
+            if (b->events[i])
+                cudaEventDestroy(b->events[i]);
+    free(b->events);
+    if (b->pool)
+        cudaMemPoolDestroy(b->pool);
+    free(b);
+}
+
+static int cuda_create(int device_index, uint32_t slots, rf_backend **out, rf_err *err)
+{
+    *out = NULL;
+    int rc = rf_cuda_device_check(device_index, err);
+    if (rc)
+        return rc;
+    atomic_store(&cuda_owner, getpid());
+    rf_backend *b = calloc(1, sizeof *b);
+    if (!b || !(b->events = calloc(slots, sizeof *b->events))) {
+        free(b);
+        return rf_seterr(err, RF_ENOMEM, "no memory for the CUDA backend");
+    }
+    b->dev = device_index;
+    b->slots = slots;
+    cudaError_t e = cudaSetDevice(device_index);
+    if (e != cudaSuccess)
+        goto fail;
+    for (int i = 0; i < RF_COPY_STREAMS; i++)
+        if ((e = cudaStreamCreateWithFlags(&b->streams[i], cudaStreamNonBlocking)) != cudaSuccess)
+            goto fail;
+    for (uint32_t i = 0; i < slots; i++)
+        if ((e = cudaEventCreateWithFlags(&b->events[i], RF_EVENT_FLAGS)) != cudaSuccess)
+            goto fail;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device_index;
+    if ((e = cudaMemPoolCreate(&b->pool, &props)) != cudaSuccess)
+        goto fail;
+    uint64_t keep = UINT64_MAX;
+    if ((e = cudaMemPoolSetAttribute(b->pool, cudaMemPoolAttrReleaseThreshold, &keep)) !=
+        cudaSuccess)
+        goto fail;
+    *out = b;
+    return 0;
+fail:
+    cuda_err(err, e, "CUDA backend setup");
+    cuda_destroy(b);
+    return RF_ECUDA;
+}
+
+static void *cuda_host_alloc(rf_backend *b, size_t bytes, int *pinned)
+{
+    void *p = NULL;
+    cudaSetDevice(b->dev);
+    /* Portable: pinned for every context, since the consumer may use another device's stream. */
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        *pinned = 0;
+        return NULL;
+    }
+    atomic_fetch_add(&b->host_allocs, 1);
+    *pinned = 1;
+    return p;
+}
+
+static void cuda_host_free(rf_backend *b, void *p, size_t bytes)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+#define RF_LABEL_ALIGN 256u
+
+/* Count a growth of the pool's reserved memory since the last one seen (a host-side query). */
+static void note_pool_growth(rf_backend *b)
+{
+    uint64_t now = 0, seen = atomic_load(&b->reserved_seen);
+    if (cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &now) != cudaSuccess)
+        return;
+    while (now > seen)
+        if (atomic_compare_exchange_weak(&b->reserved_seen, &seen, now)) {
+            atomic_fetch_add(&b->pool_growths, 1);
+            break;
+        }
+}
+
+/* GPU decode (gpujpeg.h) of the staged batch into dec, in stream order: offsets and flags
+ * up, the hardware decoder's planes for engine packets, kernels, per-sample status back into
+ * the pinned host array. staged is the pinned slot the engine reads its files from, tmp its
+ * device copy the kernels read. */
+static int gj_enqueue(rf_backend *b, cudaStream_t s, uint32_t k, const uint8_t *staged,
+                      const void *tmp, uint8_t *dec, size_t staged_bytes, uint32_t count,
+                      const rf_convert_desc *conv, void **scratch, rf_err *err)
+{
+    size_t sc = (size_t)conv->gj_scratch, fl = (size_t)count * sizeof(int32_t);
+    size_t offs = (size_t)count * sizeof(uint64_t);
+    cudaError_t e = cudaMallocFromPoolAsync(scratch, sc + fl + offs + count, b->pool, s);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "cudaMallocFromPoolAsync");
+    int32_t *status = (int32_t *)((uint8_t *)*scratch + sc);
+    uint8_t *meta = (uint8_t *)*scratch + sc + fl; /* offsets, then flags */
+    e = cudaMemcpyAsync(meta, conv->gj_offs, offs, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(meta + offs, conv->gj_flags, count, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(status, 0, fl, s);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "enqueueing the GPU decode");
+    if (conv->gj_engine) {
+        if (!b->engine)
+            return rf_seterr(err, RF_EINVAL, "engine packets, but the hardware decoder is not "
+                             "open");
+        int rc = rf_nvjpg_decode(b->engine, k, staged, conv->gj_offs, conv->gj_flags, count,
+                                 *scratch, sc, status, s, err);
+        if (rc)
+            return rc;
+    }
+    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, conv->gj_size,
+                                       *scratch, sc, status, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(conv->gj_status, status, fl, cudaMemcpyDeviceToHost, s);
+    return e == cudaSuccess ? 0 : cuda_err(err, e, "enqueueing the GPU decode");
+}
+
+static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
+                       const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
+                       rf_devbatch *out, rf_err *err)
+{
+    cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
+    int gj = conv->gj_flags && count;
+    /* With GPU decode the staged bytes are packets and decoded samples at the offsets the
+     * loader placed them; the output is the decoded images (conv->out_bytes) either way. */
+    size_t out_bytes = conv->kind == RF_CONV_NONE && !gj ? staged_bytes : conv->out_bytes;
+    size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
+    size_t total = lab_off + (size_t)count * sizeof(int32_t);
+    void *d = NULL, *tmp = NULL, *dec = NULL, *gjs = NULL;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess)
+        e = cudaMallocFromPoolAsync(&d, total, b->pool, s);
+    /* A conversion or a GPU decode reads the staged bytes from a temporary device buffer,
+     * freed in stream order right after the kernels, so the pool recycles it for the next
+     * batch. A GPU decode followed by a conversion decodes into a second one. */
+    if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
+        e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
+    if (e == cudaSuccess && gj && conv->kind != RF_CONV_NONE)
+        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj_size * conv->gj_size * 3,
+                                    b->pool, s);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "cudaMallocFromPoolAsync");
+    e = cudaMemcpyAsync(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice, s);
+    const void *src = tmp; /* what the conversion reads */
+    if (e == cudaSuccess && gj) {
+        int rc = gj_enqueue(b, s, slot % RF_COPY_STREAMS, staged, tmp, dec ? dec : d,
+                            staged_bytes, count, conv, &gjs, err);
+        if (rc)
+            return rc;
+        src = dec;
+    }
+    note_pool_growth(b);
+    if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
+        e = (cudaError_t)rf_cuda_convert_images(src, d, count, conv->h, conv->w, conv->dtype,
+                                                conv->layout, conv->mean, conv->std, s);
+    else if (e == cudaSuccess && conv->kind == RF_CONV_TOKENS)
+        e = (cudaError_t)rf_cuda_widen_tokens(src, d, conv->elements, conv->token_bytes,
+                                              conv->dtype, s);
+    void *tmps[3] = {tmp, dec, gjs};
+    for (int i = 0; i < 3 && e == cudaSuccess; i++)
+        if (tmps[i])
+            e = cudaFreeAsync(tmps[i], s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync((char *)d + lab_off, labels, count * sizeof(int32_t),
+                            cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(b->events[slot], s);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "enqueueing the batch copy");
+    atomic_fetch_add(&b->used, total);
+    out->data = d;
+    out->labels = (char *)d + lab_off;
+    out->event = b->events[slot];
+    out->bytes = total;
+    return 0;
+}
+
+static int cuda_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err)
+{
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess && db->event)
+        e = cudaEventSynchronize((cudaEvent_t)db->event);
+    if (e == cudaSuccess && db->data)
+        e = cudaFreeAsync(db->data, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "releasing a batch");
+    atomic_fetch_sub(&b->used, db->bytes);
+    db->data = db->labels = NULL;
+    db->bytes = 0;
+    return 0;
+}
+
+static int cuda_wait(void *event, void *stream)
+{
+    if (!event)
+        return 0;
+    if (cuda_forked())
+        return RF_EFORK;
+    return cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0) == cudaSuccess
+               ? 0
+               : RF_ECUDA;
+}
+
+static int cuda_sync(void *event)
+{
+    if (!event)
+        return 0;
+    if (cuda_forked())
+        return RF_EFORK;
+    return cudaEventSynchronize((cudaEvent_t)event) == cudaSuccess ? 0 : RF_ECUDA;
+}
+
+static void cuda_stats(rf_backend *b, rf_backend_stats *st)
+{
+    uint64_t reserved = 0;
+    cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    st->pool_reserved_bytes = reserved;
+    st->pool_used_bytes = atomic_load(&b->used);
+    st->device_allocs_after_create = atomic_load(&b->pool_growths);
+    st->host_allocs = atomic_load(&b->host_allocs);
+}
+
+static int cuda_host_register(rf_backend *b, void *p, size_t bytes)
+{
+    cudaSetDevice(b->dev);
+    if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) != cudaSuccess) {
+        cudaGetLastError();
+        return RF_ECUDA;
+    }
+    atomic_fetch_add(&b->host_allocs, 1);
+    return 0;
+}
+
+static void cuda_host_unregister(rf_backend *b, void *p)
+{
+    cudaSetDevice(b->dev);
+    if (cudaHostUnregister(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
+static int cuda_numa_node(rf_backend *b)
+{
+    char bus[32];
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, b->dev) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return rf_numa_node_of_pci(bus);
+}
+
+/* Prime the pool with the allocations of `batches` batches in flight (plus the temporaries of
+ * each stream), then free them: the pool keeps the memory (release threshold at its maximum),
+ * so batches after create are served without growing it. */
+static int cuda_reserve(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
+                        size_t temp_bytes, rf_err *err)
+{
+    size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
+    size_t total = lab_off + (size_t)count * sizeof(int32_t);
+    uint32_t n = batches + (temp_bytes ? RF_COPY_STREAMS : 0);
+    void **p = calloc(n, sizeof *p);
+    if (!p)
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    cudaStream_t s = b->streams[0];
+    cudaError_t e = cudaSetDevice(b->dev);
+    for (uint32_t i = 0; i < n && e == cudaSuccess; i++)
+        e = cudaMallocFromPoolAsync(&p[i], i < batches ? total : temp_bytes, b->pool, s);
+    for (uint32_t i = 0; i < n; i++)
+        if (p[i])
+            cudaFreeAsync(p[i], s);
+    free(p);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) {
+        /* out of device memory is an allocation failure (RF_ENOMEM); anything else is CUDA's */
+        cudaGetLastError();
+        size_t all = (size_t)batches * total + (temp_bytes ? RF_COPY_STREAMS * temp_bytes : 0);
+        char conv[96] = "";
+        if (temp_bytes)
+            snprintf(conv, sizeof conv, " + %d streams x %zu bytes of temporaries",
+                     RF_COPY_STREAMS, temp_bytes);
+        return rf_seterr(err, e == cudaErrorMemoryAllocation ? RF_ENOMEM : RF_ECUDA,
+                         "cannot reserve the %zu-byte device pool on cuda:%d (%u batches x %zu "
+                         "bytes%s): %s (%s)", all, b->dev, batches, total, conv,
+                         cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    uint64_t r = 0;
+    cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
+    atomic_store(&b->reserved_seen, r);
+    return 0;
+}
+
+static int cuda_trim(rf_backend *b, uint64_t keep_bytes, rf_err *err)
+{
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess)
+        e = cudaMemPoolTrimTo(b->pool, (size_t)RF_MIN(keep_bytes, (uint64_t)SIZE_MAX));
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "cudaMemPoolTrimTo");
+    uint64_t r = 0;
+    cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
+    atomic_store(&b->reserved_seen, r); /* growth after a trim counts again */
+    return 0;
+}
+
+static int cuda_engine_open(rf_backend *b, uint32_t max_batch, rf_err *err)
+{
+    if (b->engine)
+        return 0;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e != cudaSuccess)
+        return cuda_err(err, e, "cudaSetDevice");
+    return rf_nvjpg_open(RF_COPY_STREAMS, max_batch, &b->engine, err);
+}
+
+const rf_backend_ops rf_backend_cuda = {
+    .name = "cuda",
+    .device_kind = RF_DEVICE_CUDA,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .submit = cuda_submit,
+    .release = cuda_release,
+    .wait = cuda_wait,
+    .sync = cuda_sync,
+    .stats = cuda_stats,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .numa_node = cuda_numa_node,
+    .reserve = cuda_reserve,
+    .trim = cuda_trim,
+    .engine_open = cuda_engine_open,
+};

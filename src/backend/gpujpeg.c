@@ -1,0 +1,343 @@
+/* gpujpeg.c — the host side of GPU JPEG decode (gpujpeg.h): building packets from a header
+ * libjpeg has read, and the host driver that runs the kernels' code on the CPU.
+ *
+ * DESIGN
+ *  - rf_gj_pack trusts nothing it did not check itself: libjpeg's jpeg_read_header parses the
+ *    tables but validates Huffman tables only when decoding starts, so the checks of
+ *    jpeg_make_d_derived_tbl (code space overflow, DC symbols > 15) are repeated here; missing
+ *    tables, 16-bit quantizers above 32767 and anything unusual answer "not eligible" and the
+ *    sample is decoded on the CPU, where libjpeg gives its own diagnosis.
+ *  - The packet is position independent (offsets from its start), 8-byte aligned sections, so
+ *    the device reads it in place from the staged copy of the slot.
+ *  - The host driver runs the three stages in the order the device does; it is the host
+ *    backend's GPU decode and the reference the CUDA results are compared with. */
+#include "backend/gpujpeg.h"
+
+#include <stdio.h> /* jpeglib.h needs FILE */
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "backend/gpujpeg_core.h"
+#include "decode/jpeg_restart.h"
+#include "decode/resize.h"
+
+#include "base/common.h"
+
+const char *rf_gj_status_text(int status)
+{
+    switch (status) {
+    case RF_GJ_OK: return "ok";
+    case RF_GJ_BAD_CODE: return "corrupt JPEG data: bad Huffman code";
+    case RF_GJ_PREMATURE: return "corrupt JPEG data: premature end of data segment";
+    case RF_GJ_EXTRANEOUS: return "corrupt JPEG data: extraneous bytes before marker";
+    case RF_GJ_BAD_PACKET: return "internal: inconsistent GPU decode packet";
+    case RF_GJ_ENGINE: return "corrupt JPEG data: the GPU's hardware JPEG decoder refused it";
+    default: return "unknown GPU decode status";
+    }
+}
+
+/* ---- packing ----------------------------------------------------------------------------- */
+
+static size_t align8(size_t v) { return (v + 7) & ~(size_t)7; }
+
+/* jpeg_make_d_derived_tbl's table, in the layout rf_gj_symbol walks. 1: not a valid table. */
+static int build_huff(const JHUFF_TBL *t, int dc, rf_gj_huff *o)
+{
+    uint8_t size[257];
+    uint32_t code[257];
+    uint32_t n = 0;
+    for (int l = 1; l <= 16; l++) {
+        if (n + t->bits[l] > 256)
+            return 1;
+        for (int i = 0; i < t->bits[l]; i++)
+            size[n++] = (uint8_t)l;
+    }
+    size[n] = 0;
+    uint32_t c = 0, si = size[0], p = 0;
+    while (size[p]) {
+        while (size[p] == si)
+            code[p++] = c++;
+        if (c >= (1u << si))
+            return 1;
+        c <<= 1;
+        si++;
+    }
+    memset(o, 0, sizeof *o);
+    p = 0;
+    for (int l = 1; l <= 16; l++) {
+        if (t->bits[l]) {
+            o->valoff[l] = (int32_t)p - (int32_t)code[p];
+            p += t->bits[l];
+            o->maxcode[l] = (int32_t)code[p - 1];
+        } else {
+            o->maxcode[l] = -1;
+        }
+    }
+    o->maxcode[17] = 0xFFFFF;
+    for (uint32_t i = 0; i < n; i++) {
+        if (dc && t->huffval[i] > 15)
+            return 1;
+        o->vals[i] = t->huffval[i];
+        if (size[i] <= RF_GJ_LOOKUP_BITS) {
+            uint32_t shift = RF_GJ_LOOKUP_BITS - size[i], first = code[i] << shift;
+            for (uint32_t k = 0; k < (1u << shift); k++)
+                o->look[first + k] = (uint16_t)(size[i] << 8 | t->huffval[i]);
+        }
+    }
+    return 0;
+}
+
+/* Sampling this decoder reproduces exactly (tests/test_decode.c): gray, 4:4:4, 4:2:2, 4:2:0,
+ * chroma 1x1, and chroma at least 3 samples wide (libjpeg box-filters narrower ones). */
+static int sampling_ok(const struct jpeg_decompress_struct *ci)
+{
+    if (ci->num_components == 1)
+        return ci->jpeg_color_space == JCS_GRAYSCALE;
+    if (ci->num_components != 3 || ci->jpeg_color_space != JCS_YCbCr)
+        return 0;
+    const jpeg_component_info *c = ci->comp_info;
+    int mh = ci->max_h_samp_factor, mv = ci->max_v_samp_factor;
+    if (c[0].h_samp_factor != mh || c[0].v_samp_factor != mv || mh > 2 || mv > 2 ||
+        (mh == 1 && mv == 2))
+        return 0;
+    for (int i = 1; i < 3; i++)
+        if (c[i].h_samp_factor != 1 || c[i].v_samp_factor != 1)
+            return 0;
+    return (ci->image_width + mh - 1) / mh > 2;
+}
+
+/* 1 when the frame is baseline (SOF0), what the hardware decoder takes; libjpeg's 6b API
+ * keeps no such flag. Walks the marker segments before the frame header; libjpeg has parsed
+ * them already, so only a length running past the end stops early. */
+static int sof0(const uint8_t *j, size_t len)
+{
+    for (size_t o = 2; o + 4 <= len;) {
+        if (j[o] != 0xFF)
+            return 0;
+        uint8_t m = j[o + 1];
+        if (m == 0xFF) { /* fill byte */
+            o++;
+            continue;
+        }
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
+            return m == 0xC0;
+        o += 2 + ((size_t)j[o + 2] << 8 | j[o + 3]);
+    }
+    return 0;
+}
+
+/* 1 when the file ends with EOI (trailing bytes after it allowed, up to 1 KiB of them). The
+ * hardware decoder reports no error for a file cut short; the marker check every decode runs
+ * first (rf_jpeg_scan_check) already refuses a file without its EOI, so what this still keeps
+ * on the CPU path is a file with a longer trailer after its EOI, which the engine was never
+ * shown to take. */
+static int ends_with_eoi(const uint8_t *j, size_t len)
+{
+    for (size_t i = len - 1; i > 2 && len - i <= 1024; i--)
+        if (j[i - 1] == 0xFF && j[i] == 0xD9)
+            return 1;
+    return 0;
+}
+
+int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
+               const rf_axis *h, const rf_axis *v, uint32_t size, uint32_t layout, int engine,
+               rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
+{
+    rf_jpeg_geom g;
+    int restarts = rf_jpeg_geom_read(ci, &g);
+    if (ci->data_precision != 8 || !sampling_ok(ci))
+        return RF_GJ_NOT_ELIGIBLE;
+    /* The kernels need restart intervals; the hardware decoder takes baseline (SOF0) files with
+     * one interleaved scan, restart markers or not. */
+    if (engine ? ci->progressive_mode || ci->arith_code ||
+                     ci->comps_in_scan != ci->num_components || !sof0(jpeg, len) ||
+                     !ends_with_eoi(jpeg, len)
+               : !restarts)
+        return RF_GJ_NOT_ELIGIBLE;
+    int nc = ci->num_components;
+    for (int i = 0; i < nc; i++)
+        if (ci->cur_comp_info[i] != &ci->comp_info[i])
+            return RF_GJ_NOT_ELIGIBLE; /* scan order is not frame order: leave it to libjpeg */
+    /* The MCUs whose pixels the taps read, with their upsampling context. */
+    if (h->last > (int32_t)g.width || v->last > (int32_t)g.height ||
+        RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
+        RF_MAX(v->first - 1, 0) >= RF_MIN(v->last + 1, (int32_t)g.height))
+        return RF_GJ_NOT_ELIGIBLE;
+    uint32_t cols = rf_jpeg_mcu_cols(&g), R = engine ? 1 : g.restart, c0 = 0, r0 = 0;
+    uint32_t c1 = cols, r1 = rf_jpeg_mcu_rows(&g); /* engine: the whole image */
+    if (!engine)
+        rf_jpeg_region_cover(&g, 8, g.width, g.height, h->first, h->last, v->first, v->last,
+                             &c0, &c1, &r0, &r1);
+    uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
+    uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
+    uint32_t nint = engine ? 0 : (a1 - a0) * (r1 - r0);
+
+    /* Tables: each distinct DC/AC table and quant table once. */
+    int huff_of[8], q_of[4], nh = 0, nq = 0;
+    memset(huff_of, -1, sizeof huff_of);
+    memset(q_of, -1, sizeof q_of);
+    rf_gj_packet p;
+    memset(&p, 0, sizeof p);
+    uint32_t planes = 0;
+    for (int i = 0; i < nc; i++) {
+        const jpeg_component_info *c = &ci->comp_info[i];
+        if (c->dc_tbl_no < 0 || c->dc_tbl_no > 3 || c->ac_tbl_no < 0 || c->ac_tbl_no > 3 ||
+            c->quant_tbl_no < 0 || c->quant_tbl_no > 3 || !ci->dc_huff_tbl_ptrs[c->dc_tbl_no] ||
+            !ci->ac_huff_tbl_ptrs[c->ac_tbl_no] || !ci->quant_tbl_ptrs[c->quant_tbl_no])
+            return RF_GJ_NOT_ELIGIBLE;
+        if (huff_of[c->dc_tbl_no] < 0 && !engine) /* the engine reads the file's own tables */
+            huff_of[c->dc_tbl_no] = nh++;
+        if (huff_of[4 + c->ac_tbl_no] < 0 && !engine)
+            huff_of[4 + c->ac_tbl_no] = nh++;
+        if (q_of[c->quant_tbl_no] < 0 && !engine)
+            q_of[c->quant_tbl_no] = nq++;
+        rf_gj_comp *pc = &p.comp[i];
+        pc->h = nc == 1 ? 1 : (uint32_t)c->h_samp_factor;
+        pc->v = nc == 1 ? 1 : (uint32_t)c->v_samp_factor;
+        pc->dc = (uint32_t)huff_of[c->dc_tbl_no];
+        pc->ac = (uint32_t)huff_of[4 + c->ac_tbl_no];
+        pc->q = (uint32_t)q_of[c->quant_tbl_no];
+        pc->bw = (c1 - c0) * pc->h;
+        pc->bh = (r1 - r0) * pc->v;
+        pc->plane = planes;
+        planes += pc->bw * 8 * pc->bh * 8;
+        uint32_t mh = nc == 1 ? 1 : (uint32_t)ci->max_h_samp_factor;
+        uint32_t mv = nc == 1 ? 1 : (uint32_t)ci->max_v_samp_factor;
+        pc->dw = (g.width * pc->h + mh - 1) / mh;
+        pc->dh = (g.height * pc->v + mv - 1) / mv;
+        pc->x0 = c0 * 8 * pc->h;
+        pc->y0 = r0 * 8 * pc->v;
+    }
+    uint64_t inter = align8(planes);
+    uint64_t scratch = inter + (uint64_t)size * (uint32_t)(h->last - h->first) * 3;
+    if (scratch > RF_GJ_SCRATCH)
+        return RF_GJ_NOT_ELIGIBLE;
+
+    int rc = engine ? 0 : rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0}, &(size_t){0});
+    if (rc)
+        return rc;
+    uint64_t data = engine ? len : 0;
+    for (uint32_t r = r0; r < r1 && !engine; r++)
+        for (uint32_t a = a0; a < a1; a++) {
+            uint64_t i = (uint64_t)r * per_row + a;
+            data += rb->span[2 * i + 1] - rb->span[2 * i];
+        }
+    size_t o = align8(sizeof p);
+    p.off_huff = (uint32_t)o, p.nhuff = (uint32_t)nh;
+    o += (size_t)nh * sizeof(rf_gj_huff);
+    p.off_quant = (uint32_t)(o = align8(o)), p.nquant = (uint32_t)nq;
+    o += (size_t)nq * 64 * sizeof(uint16_t);
+    p.off_span = (uint32_t)(o = align8(o));
+    o += ((size_t)nint + 1) * sizeof(uint32_t);
+    p.off_hstart = (uint32_t)(o = align8(o));
+    o += (size_t)size * sizeof(int32_t);
+    p.off_hcoef = (uint32_t)(o = align8(o));
+    o += (size_t)size * h->taps * sizeof(int16_t);
+    p.off_vstart = (uint32_t)(o = align8(o));
+    o += (size_t)size * sizeof(int32_t);
+    p.off_vcoef = (uint32_t)(o = align8(o));
+    o += (size_t)size * v->taps * sizeof(int16_t);
+    p.off_data = (uint32_t)(o = align8(o));
+    o += data;
+    /* Tables are checked before the packet is placed, so a refusal wastes no slot room. */
+    rf_gj_huff ht[8];
+    for (int t = 0; t < 8; t++) {
+        if (huff_of[t] < 0)
+            continue;
+        const JHUFF_TBL *src = t < 4 ? ci->dc_huff_tbl_ptrs[t] : ci->ac_huff_tbl_ptrs[t - 4];
+        if (build_huff(src, t < 4, &ht[huff_of[t]]))
+            return RF_GJ_NOT_ELIGIBLE;
+    }
+    uint16_t qt[4 * 64];
+    for (int t = 0; t < 4; t++) {
+        if (q_of[t] < 0)
+            continue;
+        for (int k = 0; k < 64; k++) {
+            uint32_t qv = ci->quant_tbl_ptrs[t]->quantval[k]; /* natural order */
+            if (qv > 32767)
+                return RF_GJ_NOT_ELIGIBLE; /* libjpeg-turbo's islow multiplies in 16 bits */
+            qt[64 * q_of[t] + k] = (uint16_t)qv;
+        }
+    }
+    /* + 8: the decoder reads whole aligned 8-byte words */
+    uint8_t *out = o > UINT32_MAX ? NULL : place(ctx, o + 8, 1);
+    if (!out)
+        return RF_GJ_NO_ROOM;
+
+    p.magic = RF_GJ_MAGIC;
+    p.bytes = (uint32_t)o;
+    p.ncomp = (uint32_t)nc;
+    p.max_h = nc == 1 ? 1 : (uint32_t)ci->max_h_samp_factor;
+    p.max_v = nc == 1 ? 1 : (uint32_t)ci->max_v_samp_factor;
+    p.interval = R;
+    p.mcu_w = g.mcu_w, p.mcu_h = g.mcu_h;
+    p.mcu_cols = c1 - c0, p.mcu_rows = r1 - r0;
+    p.nintervals = nint;
+    p.width = g.width, p.height = g.height;
+    p.rx = c0 * g.mcu_w, p.ry = r0 * g.mcu_h;
+    p.size = size, p.layout = layout;
+    p.htaps = h->taps, p.vtaps = v->taps;
+    p.xlo = h->first - (int32_t)p.rx, p.xhi = h->last - (int32_t)p.rx;
+    p.scratch = (uint32_t)scratch;
+    p.inter = (uint32_t)inter;
+    p.engine = (uint32_t)engine;
+    p.data_bytes = (uint32_t)data;
+
+    memcpy(out + p.off_huff, ht, (size_t)nh * sizeof(rf_gj_huff));
+    memcpy(out + p.off_quant, qt, (size_t)nq * 64 * sizeof(uint16_t));
+    uint32_t *span = (uint32_t *)(out + p.off_span);
+    uint8_t *d = out + p.off_data;
+    uint32_t at = 0, n = 0;
+    if (engine)
+        memcpy(d, jpeg, len);
+    for (uint32_t r = r0; r < r1 && !engine; r++)
+        for (uint32_t a = a0; a < a1; a++) {
+            uint64_t i = (uint64_t)r * per_row + a;
+            uint32_t s = rb->span[2 * i], e = rb->span[2 * i + 1];
+            span[n++] = at;
+            memcpy(d + at, jpeg + s, e - s);
+            at += e - s;
+        }
+    span[n] = at; /* engine: span[0] = 0, no intervals */
+    int32_t *hs = (int32_t *)(out + p.off_hstart), *vs = (int32_t *)(out + p.off_vstart);
+    for (uint32_t i = 0; i < size; i++) {
+        hs[i] = h->start[i] - (int32_t)p.rx;
+        vs[i] = v->start[i] - (int32_t)p.ry;
+    }
+    memcpy(out + p.off_hcoef, h->coef, (size_t)size * h->taps * sizeof(int16_t));
+    memcpy(out + p.off_vcoef, v->coef, (size_t)size * v->taps * sizeof(int16_t));
+    memcpy(out, &p, sizeof p);
+    *bytes = p.bytes;
+    return 0;
+}
+
+/* ---- host driver ------------------------------------------------------------------------- */
+
+int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
+                      uint32_t *bad_interval)
+{
+    const rf_gj_packet *p = (const rf_gj_packet *)packet;
+    if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH)
+        return RF_GJ_BAD_PACKET;
+    const rf_gj_huff *huff = (const rf_gj_huff *)(packet + p->off_huff);
+    const uint16_t *quant = (const uint16_t *)(packet + p->off_quant);
+    for (uint32_t k = 0; k < p->nintervals && !p->engine; k++) {
+        int st = rf_gj_interval(packet, k, scratch, huff, quant);
+        if (st) {
+            if (bad_interval)
+                *bad_interval = k;
+            return st;
+        }
+    }
+    uint32_t w = (uint32_t)(p->xhi - p->xlo);
+    for (uint32_t i = 0; i < p->size; i++) {
+        uint8_t *row = scratch + p->inter + (size_t)i * w * 3;
+        for (uint32_t x = 0; x < w; x++)
+            rf_gj_vpass(packet, scratch, i, p->xlo + (int32_t)x, row + 3 * x);
+    }
+    for (uint32_t i = 0; i < p->size; i++)
+        for (uint32_t j = 0; j < p->size; j++)
+            rf_gj_hpass(packet, scratch, i, j, out);
+    return RF_GJ_OK;
+}

@@ -1,0 +1,74 @@
+/* api.c — the small stateless part of the public API: config defaults, error strings,
+ * version, device count. */
+#include <string.h>
+
+#include "backend/backend.h"
+#include "base/common.h"
+
+RF_API void rf_config_init(rf_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->struct_size = sizeof *cfg;
+    cfg->version = RF_CONFIG_VERSION;
+    /* torchvision's RandomResizedCrop defaults */
+    cfg->scale_min = 0.08f;
+    cfg->scale_max = 1.0f;
+    cfg->ratio_min = 3.0f / 4.0f;
+    cfg->ratio_max = 4.0f / 3.0f;
+    cfg->flip_prob = -1.0f; /* "default": 0.5 for random crops, 0 for center crops */
+    cfg->world_size = 1;
+    for (int c = 0; c < 3; c++)
+        cfg->std[c] = 1.0f; /* mean 0, std 1: float output holds the raw pixel values */
+}
+
+/* ringfeed's own codes, made from RF_ERRORS (ringfeed.h); -errno goes to strerror's table. */
+typedef struct own_error_row {
+    int code;
+    const char *name;
+    const char *text;
+} own_error_row;
+
+static const own_error_row own_errors[] = {
+#define RF_ERROR_ROW_(name, value, message) {name, #name, message},
+    RF_ERRORS(RF_ERROR_ROW_)
+#undef RF_ERROR_ROW_
+};
+
+/* The row of one of ringfeed's own codes, or NULL for any other code. */
+static const own_error_row *own_error(int code)
+{
+    for (size_t i = 0; i < sizeof own_errors / sizeof own_errors[0]; i++)
+        if (own_errors[i].code == code)
+            return &own_errors[i];
+    return NULL;
+}
+
+RF_API const char *rf_strerror(int code)
+{
+    if (code == 0)
+        return "success";
+    if (code == RF_EPOCH_END)
+        return "end of epoch";
+    if (code == RF_DONE)
+        return "all epochs delivered";
+    const own_error_row *own = own_error(code);
+    if (own)
+        return own->text;
+    if (code < 0 && code > -4096)
+        return strerrordesc_np(-code) ? strerrordesc_np(-code) : "unknown error";
+    return "unknown error";
+}
+
+RF_API const char *rf_err_name(int code)
+{
+    const own_error_row *own = own_error(code);
+    return own ? own->name : NULL;
+}
+
+RF_API const char *rf_version(void) { return "0.1.0"; }
+
+RF_API int rf_cuda_device_count(void) { return rf_backend_cuda_count(); }
+
+RF_API int rf_cuda_status(char *msg, size_t len) { return rf_backend_cuda_status(msg, len); }

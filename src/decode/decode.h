@@ -1,0 +1,139 @@
+/* decode.h — JPEG decode with crop-during-decode, DCT scaling, resize and flip.
+ *
+ * One rf_decoder per decode thread (libjpeg decompressors are not thread-safe); it is created
+ * once and reused for every sample, so the steady state allocates nothing (scratch buffers grow
+ * to the largest image seen, then stay). Every libjpeg error and warning becomes a returned
+ * error with text; nothing here ever calls exit(). */
+#ifndef RF_DECODE_H
+#define RF_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "backend/gpujpeg.h"
+
+/* The loader's default limits (rf_config max_image_pixels, max_image_dim, max_scans): also
+ * what a decoder created without limits, and so rf_jpeg_check, applies. */
+#define RF_DEFAULT_MAX_IMAGE_PIXELS 100000000ull
+#define RF_DEFAULT_MAX_IMAGE_DIM 32768u
+#define RF_DEFAULT_MAX_SCANS 1000u
+
+typedef struct rf_decode_limits {
+    uint64_t max_pixels;   /* width*height from the header, checked before any allocation */
+    uint32_t max_dim;      /* each of width and height */
+    uint32_t max_scans;    /* progressive scans; 0 = default (1000) */
+} rf_decode_limits;
+
+/* What to do to one image. Region selection follows torchvision:
+ *  RANDOM: RandomResizedCrop(size, scale=(scale_min,scale_max), ratio=(ratio_min,ratio_max)),
+ *          10 attempts then the central fallback crop, exactly as torchvision does.
+ *  CENTER: Resize(shorter side -> resize_shorter) then CenterCrop(size), computed as one crop
+ *          of the original image followed by one resize.
+ * The crop is resized to size x size with an antialiased triangle (bilinear) filter whose
+ * support widens with the downscale factor (torchvision's antialias=True bilinear). */
+typedef struct rf_transform {
+    uint32_t crop;          /* enum rf_crop */
+    uint32_t size;          /* output height = width */
+    uint32_t resize_shorter;
+    uint32_t layout;        /* enum rf_layout */
+    float scale_min, scale_max, ratio_min, ratio_max;
+    float flip_prob;
+} rf_transform;
+
+typedef struct rf_decoder rf_decoder;
+
+/* Returns NULL on allocation failure. */
+rf_decoder *rf_decoder_create(const rf_decode_limits *lim);
+void rf_decoder_destroy(rf_decoder *d);
+
+/* Cap the DCT scaling rf_decode_transform may use (8 = default, any of 1/8..1/1; 1 = always
+ * decode at full size). For tests and benchmarks; values round down to 1, 2, 4 or 8. */
+void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom);
+
+/* Experiment and benchmark hooks (internal: tools/decode_bench.c, tests). Flags are a bitwise OR
+ * of enum rf_decode_flag; 0 (the default) is the production path. */
+enum rf_decode_flag {
+    /* Decode exactly the rows and columns rf_decode_transform would, but skip the resize (the
+     * output is left untouched): decode_bench's "decode only" split. */
+    RF_DECODE_NO_RESIZE = 1u << 0,
+    /* libjpeg speed knobs for rf_decode_transform (off by default: each moves the output away
+     * from the plain decode by more than the accuracy tests allow; see DESIGN in jpeg_decode.c). */
+    RF_DECODE_DCT_IFAST = 1u << 1,   /* JDCT_IFAST instead of JDCT_ISLOW */
+    RF_DECODE_NO_FANCY = 1u << 2,    /* do_fancy_upsampling = FALSE (box/merged upsampling) */
+    /* Decode the whole file even when its restart markers allow a region (jpeg_restart.h):
+     * the A side of region-decode comparisons. Output is identical either way. */
+    RF_DECODE_NO_REGION = 1u << 3,
+};
+void rf_decoder_set_flags(rf_decoder *d, uint32_t flags);
+
+/* Per-sample info reported back (for stats and tests). */
+typedef struct rf_decode_info {
+    uint32_t width, height;       /* of the JPEG */
+    uint32_t crop_x, crop_y, crop_w, crop_h; /* chosen crop, in original pixels */
+    uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
+    uint32_t flipped;
+    uint32_t region;              /* entropy-decoded only a restart-interval region */
+} rf_decode_info;
+
+/* Decode jpeg[0..len) and write size*size*3 uint8 to out (layout per t->layout; NHWC rows are
+ * size*3 bytes, NCHW planes size*size bytes). All random choices come from `seed` alone.
+ * Returns 0, or RF_EDECODE / RF_ELIMIT / RF_ENOMEM with text in err->msg (no file context: the
+ * caller prefixes shard/member/offset). info may be NULL. */
+int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                        uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
+
+/* GPU decode (gpujpeg.h): read the header, choose the crop with the same seed and plan the
+ * resize at full scale exactly as rf_decode_transform does with DCT scaling off, then write the
+ * packet the GPU kernels decode where place(ctx, bytes, 1) says and set *bytes (info as for
+ * rf_decode_transform, scale_denom 1, region 1). engine = 1 writes an engine packet (the whole
+ * file, for the hardware decoder) instead. An image the kernels or the engine do not take, or
+ * whose packet place() has no room for, is decoded right here into place(ctx, size*size*3, 0),
+ * with *bytes = 0: its header is read once either way. Returns 0 or an error as
+ * rf_decode_transform does. */
+int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
+                     rf_decode_info *info, rf_err *err);
+
+/* The host's stand-in for the hardware JPEG decoder: decode an engine packet's JPEG with
+ * libjpeg (islow IDCT, raw output) into the packet's component planes in scratch, which
+ * rf_gj_decode_host then resizes. The result is byte-for-byte the CPU path's with DCT scaling
+ * off; the hardware's own IDCT may differ by a unit here and there. Returns 0 or RF_EDECODE /
+ * RF_ENOMEM with text in err->msg. */
+int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err);
+
+/* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
+void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
+                    uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip);
+
+/* Plain full-size decode to RGB (no scaling, no crop): the reference path and the baseline for
+ * benchmarks. *out is malloc'ed (caller frees). */
+int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out, uint32_t *width,
+                   uint32_t *height, rf_err *err);
+
+/* What the header says (nothing else is decoded). */
+typedef struct rf_jpeg_info {
+    uint32_t width, height;
+    uint32_t progressive;      /* 1: progressive */
+    uint32_t restart_interval; /* MCUs between restart markers; 0: none */
+    uint32_t region_ready;     /* 1: rf_decode_transform can decode crops as regions */
+} rf_jpeg_info;
+
+/* 0 when data[0..len) starts with a JPEG SOI marker; else RF_EDECODE "not a JPEG (N bytes, no
+ * SOI marker)": the loader's not_jpeg skip reason and rf_jpeg_check's first test, in one
+ * place so that both say the same. */
+int rf_jpeg_soi_check(const uint8_t *data, uint64_t len, rf_err *err);
+
+/* Validate jpeg[0..len) as the loader would, then more: the header against d's limits, the
+ * marker structure of the whole file (what every decode checks, whatever the crop) and every
+ * scanline decoded to the EOI (what a crop may or may not reach). 0 means no crop of any epoch
+ * can fail on this file with these limits. info as rf_jpeg_probe's. Errors as
+ * rf_decode_transform's. One scanline of scratch: no image-sized buffer. */
+int rf_decode_check(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info *info,
+                    rf_err *err);
+
+/* Read the header only (no limits, nothing checked past it). On error *info is zeroed. */
+int rf_jpeg_probe(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info *info,
+                  rf_err *err);
+
+#endif

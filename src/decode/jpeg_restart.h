@@ -1,0 +1,111 @@
+/* jpeg_restart.h — restart markers: written losslessly by the packer, used by the decoder to
+ * entropy-decode only the MCUs a crop needs.
+ *
+ * A baseline JPEG is one Huffman bit stream: to reach row 300 a decoder must decode rows 0-299,
+ * and to reach column 200 every column left of it, because each block's DC value is coded as a
+ * difference from the previous one. Restart markers (RSTn, every `restart_interval` MCUs)
+ * byte-align the stream and reset those DC predictors, so every interval decodes on its own.
+ * When the interval divides the MCUs of a row, a rectangle of MCUs whose columns start and end
+ * on interval boundaries is a list of whole intervals: copying them behind the original headers
+ * (with the frame size patched and the markers renumbered) gives a smaller, valid JPEG whose
+ * pixels are the original's, except in the outermost chroma-upsampling row/column, which the
+ * caller keeps out of its crop. That is what rf_jpeg_region builds. */
+#ifndef RF_JPEG_RESTART_H
+#define RF_JPEG_RESTART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+
+/* The scan geometry the caller read from libjpeg's header parse. */
+typedef struct rf_jpeg_geom {
+    uint32_t width, height; /* image, pixels */
+    uint32_t mcu_w, mcu_h;  /* one MCU, pixels */
+    uint32_t restart;       /* MCUs per restart interval (DRI); 0 = none */
+} rf_jpeg_geom;
+
+struct jpeg_decompress_struct;
+
+/* After jpeg_read_header: fill *g from the decompressor (restart 0 when the file has none) and
+ * return 1 when rf_jpeg_region can cut the file: one interleaved Huffman scan (baseline or
+ * extended) whose restart interval divides the MCU row. */
+int rf_jpeg_geom_read(const struct jpeg_decompress_struct *ci, rf_jpeg_geom *g);
+
+/* MCUs per row and MCU rows of g. */
+uint32_t rf_jpeg_mcu_cols(const rf_jpeg_geom *g);
+uint32_t rf_jpeg_mcu_rows(const rf_jpeg_geom *g);
+
+/* The restart interval the packer writes for an image mcu_cols MCUs wide: the smallest
+ * divisor of the row from RF_RESTART_MIN_MCUS to RF_RESTART_MAX_MCUS, else 1. Always divides
+ * mcu_cols. Measured (tools/decode_bench.c --restart, ~100 KB 4:2:0 photos, RandomResizedCrop
+ * 224, one core): plain 1,223 img/s; interval 1: 1,578 (files +1.9%); this choice: 1,561
+ * (+0.8%); one interval per MCU row: ~1,330 (+0.06%, rows only, no column skipping). */
+#define RF_RESTART_MIN_MCUS 2u
+#define RF_RESTART_MAX_MCUS 8u
+uint32_t rf_jpeg_restart_for_row(uint32_t mcu_cols);
+
+/* The MCUs [c0,c1) x [r0,r1) of g that hold pixels [x0,x1) x [y0,y1) of the image as decoded at
+ * DCT scale num/8 (out_w x out_h pixels), plus one pixel each side (fancy upsampling reads one
+ * chroma sample past a pixel), columns widened to whole restart intervals: the region both the
+ * CPU region decode and a GPU packet take. */
+void rf_jpeg_region_cover(const rf_jpeg_geom *g, uint32_t num, uint32_t out_w, uint32_t out_h,
+                          int32_t x0, int32_t x1, int32_t y0, int32_t y1, uint32_t *c0,
+                          uint32_t *c1, uint32_t *r0, uint32_t *r1);
+
+/* Scratch owned by one decoder: the region JPEG and the interval table, grown once. */
+typedef struct rf_region_buf {
+    uint8_t *jpeg;
+    size_t len, cap;
+    uint32_t *span; /* start, end byte offsets of each interval scanned so far */
+    uint64_t span_cap;
+    /* Set by rf_jpeg_scan_check for the image it checked: span[] already holds all `nspans`
+     * intervals of `of` (whose SOF and first entropy byte are at sof and data), so
+     * rf_jpeg_spans need not walk the file again. The decoder clears `of` for every image. */
+    const uint8_t *of;
+    uint64_t nspans;
+    size_t sof, data;
+} rf_region_buf;
+
+void rf_region_buf_free(rf_region_buf *b);
+
+/* Find the entropy-coded bytes of restart intervals 0..last of jpeg[0..len): interval k is
+ * [b->span[2k], b->span[2k+1]) (its RSTn marker and fill bytes excluded). *sof and *data: the
+ * offsets of the SOF0/SOF1 segment and of the first entropy-coded byte. One memchr pass over
+ * the bytes up to the end of interval `last`. Returns 0; 1 when the file does not have that
+ * shape (see rf_jpeg_region); RF_ENOMEM. */
+int rf_jpeg_spans(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint64_t last,
+                  rf_region_buf *b, size_t *sof, size_t *data);
+
+/* The marker structure of a single-scan JPEG's entropy-coded data, over the whole file, cheap
+ * enough for every sample (one memchr pass): after the SOS header, only stuffed 0xFF00 bytes,
+ * fill bytes and, when restart_interval > 0, RST0..7 in sequence, exactly one per interval
+ * boundary of the `mcus` MCUs; then optionally whole table/misc segments (DHT, DQT, DRI, COM,
+ * APPn), which libjpeg accepts after the last scan; then EOI. Bytes after the EOI (camera
+ * trailers) are not looked at. Finds, whatever the crop: a marker that does not belong in a
+ * scan (a planted or overwritten marker), restart markers out of sequence or too few (data cut
+ * out or an EOI inside the data of a restart-marked file), and a missing EOI (a file cut
+ * short). What it cannot see is damage to the Huffman bits themselves, which shows only where
+ * they are decoded. With b != NULL and restart_interval > 0 it records the intervals in b for
+ * rf_jpeg_spans. Returns 0, or RF_EDECODE with the byte offset in err; RF_ENOMEM. */
+int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interval,
+                       uint64_t mcus, rf_region_buf *b, rf_err *err);
+
+/* Build in b->jpeg the JPEG of MCU columns [c0,c1) and rows [r0,r1) of jpeg[0..len).
+ * Requires a single-scan Huffman baseline/extended file (the caller checks that with libjpeg)
+ * whose restart interval divides the row, c0 and c1 multiples of it (c1 may be the row's end).
+ * Returns 0; 1 when the file's bytes do not have the expected shape (no SOF0/1 before SOS, a
+ * marker out of sequence, too few intervals: the caller decodes the whole file, whose own
+ * errors then name the problem); RF_ENOMEM. Never reads outside jpeg[0..len). */
+int rf_jpeg_region(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint32_t c0,
+                   uint32_t c1, uint32_t r0, uint32_t r1, rf_region_buf *b);
+
+/* Rewrite a JPEG losslessly (same quantized DCT coefficients, so the same decoded pixels) as
+ * a single-scan baseline file with a restart marker every `interval` MCUs (0: the packer's
+ * choice, rf_jpeg_restart_for_row). optimize: optimal Huffman tables (smaller file) instead of
+ * the input's. APPn (other than JFIF/Adobe, which libjpeg writes itself) and COM markers are
+ * kept. *out is malloc'ed. Errors: RF_EDECODE (input not a decodable JPEG), RF_ENOMEM. */
+int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval, int optimize,
+                              uint8_t **out, size_t *out_len, rf_err *err);
+
+#endif

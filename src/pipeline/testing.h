@@ -1,0 +1,58 @@
+/* testing.h — internal hooks for tests (not part of the public API, not exported from the
+ * shared library: tests link the static library).
+ *
+ * Fault injection at ringfeed's own completion layer: `fault` is installed as the loader's
+ * rf_io_source.fault, so rf_io_complete() calls it for every attempt of every read, from either
+ * engine (io_uring CQEs and pread returns alike). It receives the request (fd, offset, len,
+ * done, retries) and the attempt's raw result (bytes, or -errno) and returns the result to act
+ * on: e.g. a short count, 0 (end of file), -EAGAIN / -EINTR (retried up to io_retries), -EIO
+ * (persistent: follows the error policy). It runs on I/O threads, concurrently: keep any state
+ * it uses thread-safe. The hook must be known before the first read, hence a create variant
+ * rather than a setter (create starts reading at once); no environment variable is involved. */
+#ifndef RF_TESTING_H
+#define RF_TESTING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/io.h"
+#include "ringfeed.h"
+
+typedef int (*rf_fault_fn)(void *ctx, const rf_io_req *req, int res);
+
+/* rf_loader_create with a fault hook (NULL: none, the same as rf_loader_create). */
+int rf_loader_create_faulty(const rf_config *cfg, rf_fault_fn fault, void *ctx, rf_loader **out,
+                            char *out_error, size_t error_len);
+
+/* Lifecycle faults (docs/reliability.md, "Lifecycle"), in the same style: hooks known at
+ * create, no environment variable.
+ *
+ * alloc: called before each large allocation that create makes for the pipeline (what: "batch
+ *   ring", "staging arena", "slot tables", "task ring", "device pool", ...; bytes: the size
+ *   asked for); returning non-zero makes that allocation fail as if the system refused it, so
+ *   a test reaches every create failure path deterministically (no RLIMIT_AS, which ASan's
+ *   shadow memory cannot live with).
+ * backend: called before each backend submit (op RF_HOOK_SUBMIT, from a decode or I/O thread)
+ *   and release (op RF_HOOK_RELEASE, from the consumer or destroy) with the batch's global
+ *   sequence number; returning a negative code makes that call fail with it, as a CUDA
+ *   backend does on a sticky error (RF_ECUDA: the loader becomes unusable). Runs concurrently
+ *   on several threads: keep its state thread-safe. */
+enum rf_hook_op { RF_HOOK_SUBMIT = 0, RF_HOOK_RELEASE = 1 };
+typedef struct rf_test_hooks {
+    rf_fault_fn io;  /* as rf_loader_create_faulty's fault */
+    void *io_ctx;
+    int (*alloc)(void *ctx, const char *what, size_t bytes);
+    void *alloc_ctx;
+    int (*backend)(void *ctx, int op, uint64_t seq);
+    void *backend_ctx;
+    /* io_async: io_uring hands every read to its worker threads (RF_IO_FORCE_ASYNC), which
+     * the kernel otherwise does only with reads it cannot start without blocking; a test then
+     * checks that storage_read_bytes still sees them. */
+    int io_async;
+} rf_test_hooks;
+
+/* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */
+int rf_loader_create_hooked(const rf_config *cfg, const rf_test_hooks *hooks, rf_loader **out,
+                            char *out_error, size_t error_len);
+
+#endif

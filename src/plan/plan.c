@@ -1,0 +1,243 @@
+/* plan.c — epoch permutation, rank partition, resume cursor (see plan.h for the model).
+ *
+ * The permutation is a Fisher-Yates shuffle driven by a PRNG seeded from (seed, epoch): a full
+ * uniform permutation of all samples, unlike buffer shuffles (DALI, webdataset) that only mix
+ * within a window. It is recomputed once per epoch by the dispatcher; 8 bytes per sample. */
+#include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t batch,
+                 uint32_t drop_last, uint32_t remainder, uint32_t rank, uint32_t world,
+                 rf_err *err)
+{
+    memset(p, 0, sizeof *p);
+    if (n == 0)
+        return rf_seterr(err, RF_EINVAL, "the dataset has no samples");
+    if (batch == 0 || world == 0 || rank >= world)
+        return rf_seterr(err, RF_EINVAL, "invalid batch_size %u, rank %u or world_size %u", batch,
+                         rank, world);
+    if (order > RF_ORDER_SHARD || remainder > RF_REMAINDER_DROP)
+        return rf_seterr(err, RF_EINVAL, "invalid order %u or remainder %u", order, remainder);
+    p->n = n;
+    p->seed = seed;
+    p->order = order;
+    p->batch = batch;
+    p->drop_last = drop_last;
+    p->remainder = remainder;
+    p->rank = rank;
+    p->world = world;
+    if (order != RF_ORDER_NONE) {
+        p->perm = malloc(n * sizeof *p->perm);
+        if (!p->perm)
+            return rf_seterr(err, RF_ENOMEM, "no memory for a %llu-sample permutation",
+                             (unsigned long long)n);
+    }
+    uint64_t per, batches;
+    rf_plan_shape(p, 0, &per, &batches);
+    if (batches == 0) {
+        rf_plan_free(p);
+        return rf_seterr(err, RF_EINVAL,
+                         "an epoch has no batch on this rank: %llu samples over %u ranks with "
+                         "batch_size %u%s",
+                         (unsigned long long)n, world, batch, drop_last ? " and drop_last" : "");
+    }
+    return 0;
+}
+
+void rf_plan_free(rf_plan *p)
+{
+    free(p->perm);
+    free(p->shard_start);
+    free(p->shard_perm);
+    p->perm = NULL;
+    p->shard_start = NULL;
+    p->shard_perm = NULL;
+}
+
+int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
+                       rf_err *err)
+{
+    if (nshards == 0 || starts[0] != 0 || starts[nshards] != p->n)
+        return rf_seterr(err, RF_EINVAL, "shard boundaries do not cover the dataset");
+    free(p->shard_start);
+    free(p->shard_perm);
+    p->shard_start = malloc((nshards + 1) * sizeof *p->shard_start);
+    p->shard_perm = malloc(nshards * sizeof *p->shard_perm);
+    if (!p->shard_start || !p->shard_perm)
+        return rf_seterr(err, RF_ENOMEM, "no memory for shard order");
+    memcpy(p->shard_start, starts, (nshards + 1) * sizeof *starts);
+    p->nshards = nshards;
+    p->window = window ? window : 4;
+    return 0;
+}
+
+static void shuffle(rf_rng *r, uint64_t *a, uint64_t n)
+{
+    for (uint64_t i = n; i > 1; i--) {
+        uint64_t j = rf_rng_below(r, i);
+        uint64_t t = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Shard order permuted; then each window of `window` consecutive shards of that order is one
+ * block whose samples are permuted among themselves. Still a permutation of all samples, so
+ * rank partition and resume work unchanged. */
+static void shard_order(rf_plan *p, rf_rng *r)
+{
+    for (uint32_t i = 0; i < p->nshards; i++)
+        p->shard_perm[i] = i;
+    for (uint32_t i = p->nshards; i > 1; i--) {
+        uint32_t j = (uint32_t)rf_rng_below(r, i);
+        uint32_t t = p->shard_perm[i - 1];
+        p->shard_perm[i - 1] = p->shard_perm[j];
+        p->shard_perm[j] = t;
+    }
+    uint64_t pos = 0;
+    for (uint32_t w = 0; w < p->nshards; w += p->window) {
+        uint64_t block = pos;
+        for (uint32_t k = w; k < p->nshards && k < w + p->window; k++) {
+            uint32_t sh = p->shard_perm[k];
+            for (uint64_t id = p->shard_start[sh]; id < p->shard_start[sh + 1]; id++)
+                p->perm[pos++] = id;
+        }
+        shuffle(r, p->perm + block, pos - block);
+    }
+}
+
+void rf_plan_shape(const rf_plan *p, uint64_t base, uint64_t *per_rank, uint64_t *batches)
+{
+    uint64_t left = base < p->n ? p->n - base : 0;
+    uint64_t per = p->remainder == RF_REMAINDER_PAD ? (left + p->world - 1) / p->world
+                                                    : left / p->world;
+    *per_rank = per;
+    *batches = p->drop_last ? per / p->batch : (per + p->batch - 1) / p->batch;
+}
+
+void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
+{
+    p->epoch = epoch;
+    p->base = base;
+    rf_plan_shape(p, base, &p->per_rank, &p->batches);
+    if (!p->perm)
+        return;
+    rf_rng r;
+    rf_rng_seed(&r, rf_mix64(p->seed) ^ rf_mix64(epoch + 0x5851f42d4c957f2dull));
+    if (p->order == RF_ORDER_SHARD && p->shard_start) {
+        shard_order(p, &r);
+        return;
+    }
+    for (uint64_t i = 0; i < p->n; i++)
+        p->perm[i] = i;
+    shuffle(&r, p->perm, p->n);
+}
+
+void rf_plan_sample(const rf_plan *p, uint64_t j, uint64_t *sample_id, uint64_t *position,
+                    uint8_t *is_padding)
+{
+    uint64_t pos = p->base + p->rank + j * p->world;
+    uint8_t pad = 0;
+    if (pos >= p->n) {
+        /* Padding repeats samples from the start of the epoch order, like PyTorch's
+         * DistributedSampler, so every rank has the same number of batches. */
+        pos = (pos - p->n) % p->n;
+        pad = 1;
+    }
+    *position = pos;
+    *sample_id = p->perm ? p->perm[pos] : pos;
+    *is_padding = pad;
+}
+
+uint32_t rf_plan_batch_count(const rf_plan *p, uint64_t k)
+{
+    uint64_t start = k * p->batch;
+    uint64_t left = p->per_rank > start ? p->per_rank - start : 0;
+    return (uint32_t)RF_MIN(left, (uint64_t)p->batch);
+}
+
+uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id)
+{
+    return rf_mix64(rf_mix64(p->seed ^ 0xa0761d6478bd642full) ^ rf_mix64(epoch) ^
+                    (sample_id * 0xe7037ed1a0b428dbull));
+}
+
+uint32_t rf_plan_gpu_percentile(uint64_t aug_seed)
+{
+    return (uint32_t)(rf_mix64(aug_seed ^ 0x6a09e667f3bcc909ull) % 100);
+}
+
+static void put64(uint8_t *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+static void put32(uint8_t *b, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *b) { return (uint32_t)(b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24); }
+
+/* FNV-1a over the blob body: catches truncation and bit rot in a saved checkpoint. */
+static uint64_t fnv1a(const uint8_t *b, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Layout: magic u32, version u32, seed, epoch, consumed, n (u64 each), world, rank, order,
+ * batch (u32 each), checksum u64 at 56. */
+void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES])
+{
+    memset(out, 0, RF_STATE_BYTES);
+    put32(out + 0, RF_STATE_MAGIC);
+    put32(out + 4, RF_STATE_VERSION);
+    put64(out + 8, r->seed);
+    put64(out + 16, r->epoch);
+    put64(out + 24, r->consumed);
+    put64(out + 32, r->n);
+    put32(out + 40, r->world);
+    put32(out + 44, r->rank);
+    put32(out + 48, r->order);
+    put32(out + 52, r->batch);
+    put64(out + 56, fnv1a(out, 56));
+}
+
+int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err)
+{
+    const uint8_t *b = buf;
+    if (!buf || len != RF_STATE_BYTES)
+        return rf_seterr(err, RF_ERESUME, "resume state has %llu bytes, expected %u",
+                         (unsigned long long)len, RF_STATE_BYTES);
+    if (get32(b) != RF_STATE_MAGIC)
+        return rf_seterr(err, RF_ERESUME, "resume state: bad magic");
+    if (get32(b + 4) != RF_STATE_VERSION)
+        return rf_seterr(err, RF_ERESUME, "resume state version %u, this build reads %u",
+                         get32(b + 4), RF_STATE_VERSION);
+    if (get64(b + 56) != fnv1a(b, 56))
+        return rf_seterr(err, RF_ERESUME, "resume state: checksum mismatch (corrupt blob)");
+    r->seed = get64(b + 8);
+    r->epoch = get64(b + 16);
+    r->consumed = get64(b + 24);
+    r->n = get64(b + 32);
+    r->world = get32(b + 40);
+    r->rank = get32(b + 44);
+    r->order = get32(b + 48);
+    r->batch = get32(b + 52);
+    if (r->consumed > r->n)
+        return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > samples %llu",
+                         (unsigned long long)r->consumed, (unsigned long long)r->n);
+    return 0;
+}

@@ -1,0 +1,84 @@
+/* plan.h — the epoch order, this rank's share of it, and the resume cursor.
+ *
+ * Everything here is a pure function of (seed, epoch, dataset size, rank, world, base): the
+ * same inputs give the same batches whatever the thread counts or timing. `base` is the number
+ * of epoch-order positions consumed before this loader started the epoch (0, or a resume
+ * cursor). Rank r's j-th sample of the epoch sits at order position base + r + j*world, so
+ * after every rank consumed k batches the consumed positions are exactly [base, base+k*B*world):
+ * a resume cursor is one integer and survives a change of world size. */
+#ifndef RF_PLAN_H
+#define RF_PLAN_H
+
+#include <stdint.h>
+
+#include "base/common.h"
+
+typedef struct rf_plan {
+    /* fixed at create */
+    uint64_t n;          /* samples in the dataset */
+    uint64_t seed;
+    uint32_t order;      /* enum rf_order */
+    uint32_t batch;
+    uint32_t drop_last;
+    uint32_t remainder;  /* enum rf_remainder */
+    uint32_t rank, world;
+    /* the epoch being planned */
+    uint64_t epoch;
+    uint64_t base;
+    uint64_t per_rank;   /* samples this rank gets this epoch (padding included) */
+    uint64_t batches;    /* batches this rank delivers this epoch */
+    uint64_t *perm;      /* order position -> sample id; NULL for RF_ORDER_NONE */
+    /* RF_ORDER_SHARD: sample ids of shard s are [shard_start[s], shard_start[s+1]) */
+    uint64_t *shard_start;
+    uint32_t *shard_perm;
+    uint32_t nshards, window;
+} rf_plan;
+
+/* Validate and store the fixed part; allocates the permutation buffer (n entries). */
+int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t batch,
+                 uint32_t drop_last, uint32_t remainder, uint32_t rank, uint32_t world,
+                 rf_err *err);
+void rf_plan_free(rf_plan *p);
+
+/* RF_ORDER_SHARD needs the shard boundaries: starts[0..nshards] (starts[nshards] == n), and
+ * how many shards one window mixes. Copies starts. */
+int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
+                       rf_err *err);
+
+/* Samples and batches this rank gets in an epoch that starts at `base` (no state change). */
+void rf_plan_shape(const rf_plan *p, uint64_t base, uint64_t *per_rank, uint64_t *batches);
+
+/* Plan `epoch` starting at order position `base` (O(n) for the permutation, independent of
+ * base, so resuming costs the same anywhere in the epoch). */
+void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base);
+
+/* This rank's j-th sample of the planned epoch (j < per_rank). */
+void rf_plan_sample(const rf_plan *p, uint64_t j, uint64_t *sample_id, uint64_t *position,
+                    uint8_t *is_padding);
+
+/* Samples in batch k of the planned epoch. */
+uint32_t rf_plan_batch_count(const rf_plan *p, uint64_t k);
+
+/* The per-sample augmentation seed: depends on (seed, epoch, sample id) only, so a sample gets
+ * the same crop whichever rank or resume position delivers it. */
+uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id);
+
+/* Where a sample stands for rf_config.gpu_decode_percent, 0..99, from its augmentation seed
+ * (above): it goes to the GPU when below the percent. A hash of its own, apart from the draws
+ * that choose the crop. */
+uint32_t rf_plan_gpu_percentile(uint64_t aug_seed);
+
+/* Resume blob (little-endian, fixed size). */
+#define RF_STATE_MAGIC 0x31534652u /* "RFS1" */
+#define RF_STATE_VERSION 1u
+#define RF_STATE_BYTES 64u
+
+typedef struct rf_resume {
+    uint64_t seed, epoch, consumed, n;
+    uint32_t world, rank, order, batch;
+} rf_resume;
+
+void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES]);
+int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err);
+
+#endif
