@@ -79,6 +79,7 @@ void rf_dataset_free(rf_dataset *ds)
     free(ds->files);
     free(ds->samples);
     free(ds->keys);
+    free(ds->tok_first);
     memset(ds, 0, sizeof *ds);
 }
 

@@ -57,6 +57,11 @@ typedef struct rf_dataset {
     uint64_t files_cap;      /* allocated entries of files (append helpers) */
     uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
     uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
+    /* Token files (loaders/tokens.c): tokens per window (seq_len) and bytes per token, set by
+     * the caller before rf_format_tokens.open as max_name is; open fills tok_first, the first
+     * window id of each file (nfiles + 1 entries), which rf_dataset_free frees. */
+    uint64_t tok_seq_len, tok_bytes;
+    uint64_t *tok_first;
 } rf_dataset;
 
 /* Append helpers for formats (they grow arrays geometrically; only used at open). */
@@ -107,5 +112,6 @@ typedef struct rf_format_ops {
 
 extern const rf_format_ops rf_format_tar;
 extern const rf_format_ops rf_format_folder; /* loaders/folder.c: class folders or `path label` list */
+extern const rf_format_ops rf_format_tokens; /* loaders/tokens.c: raw token files, windows */
 
 #endif

@@ -1,0 +1,180 @@
+/* config.c — the config's defaults and checks (mem_defaults, apply_defaults) and the sizes
+ * of a sample before and after conversion (setup_output).
+ *
+ * DESIGN
+ * Runs on the creating thread, before anything is allocated; touches only the loader's own
+ * copy of the config and its output description. */
+#include <stddef.h>
+#include <string.h>
+
+#include "base/cpus.h"
+#include "pipeline/pipeline.h"
+
+/* Memory-hierarchy fields: defaults, and the naive baseline's fixed settings. */
+static int mem_defaults(rf_config *c, rf_err *err)
+{
+    if (!c->warm_bytes)
+        c->warm_bytes = 1ull << 30;
+    if (c->numa > RF_NUMA_OFF)
+        return rf_seterr(err, RF_EINVAL, "invalid numa %u", c->numa);
+    if (c->naive) {
+        c->io_engine = RF_IO_PREAD;
+        c->io_threads = 1;
+        c->io_queue_depth = 1;
+        c->prefetch_depth = 1;
+        c->warm = c->odirect = c->hugepages = 0;
+        c->numa = RF_NUMA_OFF;
+    }
+    return 0;
+}
+
+int pl_apply_defaults(rf_config *c, rf_err *err)
+{
+    if (c->struct_size < offsetof(rf_config, resume_state_bytes) + sizeof(uint64_t) ||
+        c->version != RF_CONFIG_VERSION)
+        return rf_seterr(err, RF_EINVAL,
+                         "config struct_size %u / version %u: fill it with rf_config_init()",
+                         c->struct_size, c->version);
+    if (!c->shards || c->shard_count == 0)
+        return rf_seterr(err, RF_EINVAL, "no shards given");
+    int mrc = mem_defaults(c, err);
+    if (mrc)
+        return mrc;
+    if (!c->batch_size)
+        c->batch_size = 256;
+    if (!c->image_size)
+        c->image_size = 224;
+    if (c->image_size > 8192)
+        return rf_seterr(err, RF_EINVAL, "image_size %u exceeds 8192", c->image_size);
+    if (c->crop > RF_CROP_CENTER || c->layout > RF_LAYOUT_NCHW)
+        return rf_seterr(err, RF_EINVAL, "invalid crop %u or layout %u", c->crop, c->layout);
+    if (!c->resize_shorter)
+        c->resize_shorter = (c->image_size * 256 + 112) / 224;
+    if (c->flip_prob < 0)
+        c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
+    if (!(c->scale_min > 0 && c->scale_min <= c->scale_max && c->scale_max <= 1.0f &&
+          c->ratio_min > 0 && c->ratio_min <= c->ratio_max))
+        return rf_seterr(err, RF_EINVAL, "invalid scale (%g, %g) or ratio (%g, %g)",
+                         c->scale_min, c->scale_max, c->ratio_min, c->ratio_max);
+    if (!c->world_size)
+        c->world_size = 1;
+    if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
+        c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
+    if (c->decode_threads > 1024)
+        return rf_seterr(err, RF_EINVAL, "decode_threads %u exceeds 1024", c->decode_threads);
+    if (!c->io_queue_depth)
+        c->io_queue_depth = 64;
+    if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
+        c->prefetch_depth = c->gpu_decode || c->hw_decode_percent ? 8 : 4;
+    if (c->decode_nice > 19)
+        return rf_seterr(err, RF_EINVAL, "decode_nice %u out of range 0..19", c->decode_nice);
+    if (c->prefetch_depth > 64 || c->io_queue_depth > 4096 || c->io_threads > 64)
+        return rf_seterr(err, RF_EINVAL, "prefetch_depth (<= 64), io_queue_depth (<= 4096) or "
+                                         "io_threads (<= 64) out of range");
+    if (!c->max_sample_bytes)
+        c->max_sample_bytes = 64ull << 20;
+    if (!c->max_image_pixels)
+        c->max_image_pixels = RF_DEFAULT_MAX_IMAGE_PIXELS;
+    if (!c->max_image_dim)
+        c->max_image_dim = RF_DEFAULT_MAX_IMAGE_DIM;
+    if (!c->io_retries)
+        c->io_retries = 8;
+    if (c->on_error > RF_ON_ERROR_SKIP)
+        return rf_seterr(err, RF_EINVAL, "invalid on_error %u (0 fail, 1 skip)", c->on_error);
+    if (c->label_source > RF_LABEL_NONE)
+        return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
+                         "RF_LABEL_NONE)", c->label_source);
+    if (!c->max_consecutive_skips)
+        c->max_consecutive_skips = 100;
+    if (!c->max_scans)
+        c->max_scans = RF_DEFAULT_MAX_SCANS;
+    if (!c->max_name_bytes)
+        c->max_name_bytes = RF_TAR_NAME_MAX;
+    if (c->max_name_bytes > RF_TAR_NAME_MAX)
+        return rf_seterr(err, RF_EINVAL, "max_name_bytes %u exceeds %u", c->max_name_bytes,
+                         RF_TAR_NAME_MAX);
+    if (c->device_kind > RF_DEVICE_CUDA || c->io_engine > RF_IO_PREAD)
+        return rf_seterr(err, RF_EINVAL, "invalid device_kind %u or io_engine %u",
+                         c->device_kind, c->io_engine);
+    if (c->order > RF_ORDER_SHARD || c->remainder > RF_REMAINDER_DROP)
+        return rf_seterr(err, RF_EINVAL, "invalid order %u or remainder %u", c->order,
+                         c->remainder);
+    if (c->gpu_decode > 1)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode must be 0 or 1, not %u", c->gpu_decode);
+    if (c->gpu_decode_percent > 100)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode_percent %u out of range 0..100 (0: all)",
+                         c->gpu_decode_percent);
+    if (!c->gpu_decode_percent)
+        c->gpu_decode_percent = 100;
+    if (c->hw_decode_percent > 100)
+        return rf_seterr(err, RF_EINVAL, "hw_decode_percent %u out of range 0..100",
+                         c->hw_decode_percent);
+    if (c->dct_scaling > RF_DCT_SCALING_OFF)
+        return rf_seterr(err, RF_EINVAL, "dct_scaling must be 0 (auto) or 1 (off), not %u",
+                         c->dct_scaling);
+    /* The GPU paths decode at full scale: so must every other image of their run, or a
+     * sample's pixels would depend on where it went (docs/gpu-decode.md). */
+    if (c->gpu_decode || c->hw_decode_percent)
+        c->dct_scaling = RF_DCT_SCALING_OFF;
+    if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
+                         "sources, not tokens");
+    if (c->source == RF_SOURCE_TOKENS) {
+        if (c->token_bytes != 2 && c->token_bytes != 4)
+            return rf_seterr(err, RF_EINVAL, "tokens: token_bytes must be 2 or 4, not %u",
+                             c->token_bytes);
+        if (c->seq_len == 0 || c->seq_len > (1u << 24))
+            return rf_seterr(err, RF_EINVAL, "tokens: seq_len must be in 1..16M, not %u",
+                             c->seq_len);
+        if (c->token_windows > RF_WINDOWS_SEQUENTIAL)
+            return rf_seterr(err, RF_EINVAL, "tokens: invalid token_windows %u", c->token_windows);
+        if (!c->token_dtype)
+            c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
+        if (c->token_dtype != RF_DTYPE_UINT16 && c->token_dtype != RF_DTYPE_INT32 &&
+            c->token_dtype != RF_DTYPE_INT64)
+            return rf_seterr(err, RF_EINVAL, "tokens: token_dtype must be UINT16, INT32 or INT64");
+        if (c->token_dtype == RF_DTYPE_UINT16 && c->token_bytes == 4)
+            return rf_seterr(err, RF_EINVAL, "tokens: 4-byte tokens cannot narrow to UINT16");
+    } else if (c->source != RF_SOURCE_TAR && c->source != RF_SOURCE_FOLDER) {
+        return rf_seterr(err, RF_EINVAL, "invalid source %u", c->source);
+    }
+    if (c->dtype != RF_DTYPE_UINT8 && c->dtype != RF_DTYPE_FLOAT16 &&
+        c->dtype != RF_DTYPE_BFLOAT16 && c->dtype != RF_DTYPE_FLOAT32)
+        return rf_seterr(err, RF_EINVAL, "images: dtype must be UINT8, FLOAT16, BFLOAT16 or "
+                                         "FLOAT32, not %u", c->dtype);
+    for (int i = 0; i < 3; i++)
+        if (!(c->std[i] > 0) && !(c->std[i] < 0))
+            return rf_seterr(err, RF_EINVAL, "std[%d] must be non-zero", i);
+    return 0;
+}
+
+/* Bytes per sample before and after conversion, and the conversion the backend runs. */
+void pl_setup_output(rf_loader *ld)
+{
+    const rf_config *c = &ld->cfg;
+    memset(&ld->conv, 0, sizeof ld->conv);
+    if (ld->tokens) {
+        uint64_t n = (uint64_t)c->seq_len + 1;
+        ld->stage_bytes = n * c->token_bytes;
+        ld->out_dtype = c->token_dtype;
+        ld->out_bytes = n * rf_dtype_bytes(c->token_dtype);
+        if (ld->out_bytes != ld->stage_bytes) {
+            ld->conv.kind = RF_CONV_TOKENS;
+            ld->conv.token_bytes = c->token_bytes;
+            ld->conv.dtype = c->token_dtype;
+        }
+        return;
+    }
+    uint64_t px = (uint64_t)c->image_size * c->image_size;
+    ld->stage_bytes = px * 3;
+    ld->out_dtype = c->dtype;
+    ld->out_bytes = px * 3 * rf_dtype_bytes(c->dtype);
+    if (c->dtype != RF_DTYPE_UINT8) {
+        /* decode stages NHWC uint8; the conversion writes the requested layout */
+        ld->tf.layout = RF_LAYOUT_NHWC;
+        ld->conv = (rf_convert_desc){.kind = RF_CONV_IMAGES, .h = c->image_size,
+                                     .w = c->image_size, .dtype = c->dtype, .layout = c->layout};
+        memcpy(ld->conv.mean, c->mean, sizeof ld->conv.mean);
+        memcpy(ld->conv.std, c->std, sizeof ld->conv.std);
+    }
+}

@@ -1,0 +1,164 @@
+/* decode_pool.c — the decode threads: each takes a task off the decode queue, locates the
+ * image and label in the span read for it, decodes, crops and resizes straight into the
+ * sample's row of its slot (or fills a blank, in skip mode), and hands the task back.
+ *
+ * DESIGN
+ * Runs on the `decode_threads` decode threads, started and joined by run.c. Each waits on
+ * cv_dec under mu for the queue, then decodes without mu, touching only its own sample's row
+ * of the slot, its own decoder, and the atomic counters. The outcome goes to pl_task_end
+ * (dispatch.c), which applies the error policy, frees the task and counts the slot down; GPU
+ * decode's placement is gpu_place.c's. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pipeline/pipeline.h"
+
+/* The label of a tar sample whose span locate walked: under RF_LABEL_CLS its label member,
+ * which must be there and hold a label (rf_check_label: the same check as rf_shard_inspect);
+ * under RF_LABEL_NONE -1, unread. */
+static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *span,
+                     uint32_t loff, uint32_t llen, uint32_t lhdr, int32_t *label, rf_err *e)
+{
+    *label = -1;
+    if (ld->cfg.label_source == RF_LABEL_NONE)
+        return 0;
+    const char *key = ld->ds.keys + sm->key;
+    if (!loff)
+        return rf_label_missing(key, sm->offset, e);
+    return rf_check_label(key, span + loff, llen, sm->offset + lhdr, label, e);
+}
+
+/* Decode task t's sample into its row of slot s: locate the image and label in the span (tar),
+ * check the JPEG, decode on the CPU or through GPU decode (gpu_place.c), convert on the host
+ * backend. An error sets t->why, whose fault it is (enum rf_skip_reason, or SKIP_FATAL), and a
+ * message that names the member and its offset (the caller adds the shard). */
+static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host *gh, rf_err *e)
+{
+    const rf_sample *sm = &ld->ds.samples[t->sample_id];
+    const uint8_t *span = t->req.dst + t->skip;
+    uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr, loff, llen, lhdr;
+    int32_t label = sm->label; /* folder sources: known from the tree or the list */
+    int rc;
+    if (sm->flags & RF_SAMPLE_TAR) {
+        rc = rf_tar_locate(span, sm->length, ld->ds.keys + sm->key, "jpg,jpeg", &doff, &dlen,
+                           &dhdr, &loff, &llen, &lhdr, e);
+        if (rc) {
+            /* span offsets in the message are relative to the sample's offset named here */
+            t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
+                     : rc != RF_EFORMAT ? SKIP_FATAL
+                     : e->reason == RF_REASON_TRUNCATED ? RF_SKIP_TRUNCATED : RF_SKIP_TAR_HEADER;
+            char m[RF_ERRMSG_MAX];
+            snprintf(m, sizeof m, "sample %s at offset %llu: %s", ld->ds.keys + sm->key,
+                     (unsigned long long)sm->offset, e->msg);
+            return rf_seterr(e, rc, "%s", m);
+        }
+        if ((rc = tar_label(ld, sm, span, loff, llen, lhdr, &label, e)) != 0) {
+            t->why = RF_SKIP_LABEL;
+            return rc;
+        }
+    }
+    rf_decode_info info;
+    uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
+    if (ld->gj_device)
+        s->gj_flags[t->index] = 0;
+    if ((rc = rf_jpeg_soi_check(span + doff, dlen, e)) != 0) {
+        t->why = RF_SKIP_NOT_JPEG; /* not a JPEG at all */
+    } else {
+        rc = ld->gj
+                 ? pl_gj_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
+                 : rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
+        t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
+                                                                        : SKIP_FATAL;
+    }
+    if (rc) {
+        char m[RF_ERRMSG_MAX];
+        pl_describe_member(ld, sm, dhdr, m, sizeof m);
+        size_t k = strlen(m);
+        snprintf(m + k, sizeof m - k, ": %s", e->msg); /* e->msg is rewritten below */
+        return rf_seterr(e, rc, "%s", m);
+    }
+    if (info.scale_denom > 1)
+        atomic_fetch_add(&ld->dct_scaled, 1);
+    if (info.region)
+        atomic_fetch_add(&ld->region_decoded, 1);
+    if (ld->host_convert)
+        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
+                             ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
+                             ld->cfg.std);
+    s->labels[t->index] = label;
+    return 0;
+}
+
+/* A blank padding sample (skip mode made the task a blank): zero pixels (or tokens), label
+ * -1. */
+static void fill_blank(rf_loader *ld, const task *t, slot *s)
+{
+    uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
+    memset(img, 0, ld->stage_bytes);
+    if (ld->host_convert && ld->tokens)
+        rf_widen_tokens_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes,
+                            ld->cfg.seq_len + 1, ld->cfg.token_bytes, ld->out_dtype);
+    else if (ld->host_convert)
+        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
+                             ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
+                             ld->cfg.std);
+    s->labels[t->index] = -1;
+}
+
+/* Linux: PRIO_PROCESS with a thread id sets that thread alone. Raising one's own niceness
+ * needs no privilege; failure only costs the scheduling preference. */
+static void nice_thread(uint32_t more)
+{
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0)
+        (void)setpriority(PRIO_PROCESS, tid, RF_MIN(cur + (int)more, 19));
+}
+
+/* A decode thread: take the next queued task, decode it (or fill a blank), hand it back. */
+void *pl_decoder_main(void *arg)
+{
+    rf_loader *ld = ((decoder_arg *)arg)->ld;
+    rf_decoder *dec = ((decoder_arg *)arg)->dec;
+    free(arg);
+    if (ld->cfg.decode_nice)
+        nice_thread(ld->cfg.decode_nice);
+    gj_host gh = {0};
+    if (pl_gj_host_alloc(ld, &gh))
+        pl_fail(ld, RF_ENOMEM, "out of memory for a decode thread's GPU-decode buffers");
+    for (;;) {
+        pthread_mutex_lock(&ld->mu);
+        while (!ld->stop && ld->decq_tail == ld->decq_head)
+            pthread_cond_wait(&ld->cv_dec, &ld->mu);
+        if (ld->stop) {
+            pthread_mutex_unlock(&ld->mu);
+            free(gh.packet), free(gh.scratch);
+            return NULL;
+        }
+        task *t = &ld->tasks[ld->decq[ld->decq_tail++ % ld->ntasks]];
+        t->phase = TASK_DECODING;
+        slot *s = &ld->slots[t->slot];
+        int failed = ld->err.code != 0;
+        /* A sample after the slot's first bad one: the batch is never delivered. */
+        int moot = s->bad.code && t->index > s->bad_index;
+        pthread_mutex_unlock(&ld->mu);
+
+        rf_err e = {0};
+        int rc = 0;
+        if (!failed && t->blank) {
+            fill_blank(ld, t, s);
+        } else if (!failed && !moot) {
+            uint64_t t0 = rf_now_ns();
+            rc = decode_task(ld, dec, t, s, &gh, &e);
+            atomic_fetch_add(&ld->decode_ns, rf_now_ns() - t0);
+            atomic_fetch_add(&ld->decoded, 1);
+        }
+        pl_task_end(ld, t, failed, rc, &e);
+    }
+}

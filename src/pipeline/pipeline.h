@@ -1,0 +1,407 @@
+/* pipeline.h — the running pipeline's shared types, and the calls one pipeline file makes into
+ * another (prefix pl_; hidden like the rest of the library, which is built with
+ * -fvisibility=hidden). Only src/pipeline/ includes it.
+ *
+ * DESIGN
+ * The pipeline: plan -> I/O engine -> decode pool -> copy -> consumer.
+ * Threads: the I/O engine's threads (io_uring or pread), `decode_threads` decode threads, and
+ * the consumer (the caller of rf_loader_next). One mutex `mu` guards the dispatch cursor, the
+ * staging arena, the task ring, the decode queue and the slot states; per-sample work (reading,
+ * decoding, resizing) happens outside it.
+ *
+ * Flow, one direction:
+ *  1. take() (I/O thread, dispatch.c pl_io_take) walks the plan in order: for the next batch it
+ *     claims ring slot seq % depth (must be FREE: this is the backpressure), then for each
+ *     sample it claims a task (a ring of `ntasks` in dispatch order) and a staging span of the
+ *     arena, and emits a read request for the sample's byte span.
+ *  2. done() (I/O thread, dispatch.c pl_io_done) queues the task for decode, or records the
+ *     error.
+ *  3. A decode thread (decode_pool.c) locates the image and label in the span,
+ *     decodes/crops/resizes straight into slot[i] of the batch, frees the staging span (the
+ *     arena tail advances in dispatch order over finished tasks), and when it was the batch's
+ *     last sample submits the copy and marks the slot READY (submit.c).
+ *  4. rf_loader_next() (consumer.c) waits for slot (deliver_seq % depth) to be READY with the
+ *     expected seq, leases it; rf_loader_release() returns it (after the backend says the host
+ *     memory may be overwritten) and wakes the dispatcher.
+ * Order is decided by the plan alone, so thread counts and timing never change the batches.
+ * Errors on any thread are sticky: the first is kept and every later rf_loader_next returns it.
+ *
+ * Variations on that flow, each kept to its own helpers:
+ *  - token windows (raw path, loaders/tokens.c): read straight into the slot, no arena and no
+ *    decode; done() counts the sample in and the last one publishes the slot;
+ *  - folder datasets keep files closed: take() opens each file for its read, done() closes it;
+ *  - skip mode (on_error = SKIP, skip.c): a failed sample leaves a hole that a replacement
+ *    cursor, walking the rank's share from its end, fills in (batch, index) order; the forward
+ *    cursor runs in phases so replacements never depend on timing (docs/reliability.md);
+ *  - after take() and outside the lock, page-cache residency is checked and upcoming spans are
+ *    hinted into the cache (warm.c); O_DIRECT reads use aligned spans of the arena;
+ *  - GPU decode (gpu_place.c): a decode thread places a packet or pixels in the slot's stage;
+ *    the consumer checks the kernels' verdicts before it hands the batch out;
+ *  - a loader used after fork() in a child answers RF_EFORK and touches nothing.
+ *
+ * LOCK ORDER
+ * There is one lock, `mu`. Nothing in the pipeline takes another lock while holding it, and
+ * no thread holds another lock while taking it: the I/O engines call take() and done() with
+ * none of their own held (their mutex only guards their start handshake).
+ * Three condition variables, each waited on with mu:
+ *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
+ *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
+ *    advances (task_finish_locked), when a slot is released, when a skip outcome is recorded,
+ *    on an error (pl_fail_locked) and on stop.
+ *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
+ *    done(); broadcast on an error and on stop.
+ *  - cv_out (CLOCK_MONOTONIC, for next_timeout_ms): the consumer in rf_loader_next waits for
+ *    its batch to be READY or BAD, or for an error. Broadcast when a slot is published or
+ *    marked BAD, on an error and on stop.
+ * With mu held, code reads and writes the cursors, the arena, the task ring and decode queue,
+ * the slot states and the skip bookkeeping, formats messages (and fstat()s a file whose read
+ * failed), and calls the plan (rf_plan_*), the token window and rf_pc_direct_span/fd, which
+ * neither block nor lock. It never calls the backend (submit, release, sync, stats: without
+ * mu, in submit.c, consumer.c, gpu_place.c and stats.c), the I/O engine (start, stop, stats;
+ * the engine calls take() and done(), which take mu themselves), a decoder, rf_pc_check or
+ * rf_pc_warm, a test hook, or open()/close() of per-read descriptors. Functions named
+ * *_locked, and every pl_policy entry but setup, must be called with mu held.
+ * Without mu: slot.pending counts a batch's samples down (the thread that takes it to 0
+ * publishes the slot, pl_slot_finish); task.finished, the statistics counters and the GPU
+ * placement's gj_* are atomics; the consumer's cursor (c_*, ep, stopped, wait_ns, delivered)
+ * belongs to the consumer's thread; cfg, ds, the ring and the tables are written at create (or
+ * with every thread stopped, in pl_pipeline_start_placed) and only read while threads run.
+ *
+ * FILES, in dependency order: each calls only files before it, and the error policy through
+ * the table create installed:
+ *   state.c (errors, fork and stop checks, messages naming a sample, the token window)
+ *   -> submit.c (a full slot to the backend, published; release) -> warm.c (page cache)
+ *   -> dispatch.c (the forward cursor, take/done, the end of a task, the fail policy)
+ *   -> skip.c (the skip policy) -> gpu_place.c (GPU-decode placement and checks)
+ *   -> decode_pool.c (decode threads) -> run.c (start and stop of the threads)
+ *   -> config.c (defaults) -> ring.c (ring, arena, tables, NUMA placement)
+ *   -> consumer.c (next, release, set_epoch, stop, state) -> stats.c
+ *   -> create.c (open, plan, backend and I/O choice, resume, create, destroy).
+ * The dispatch cursor never names skip.c: it calls ld->policy, and skip.c uses only what
+ * dispatch.c exports below. A decode thread hands each sample it is through with to
+ * pl_task_end. */
+#ifndef RF_PIPELINE_H
+#define RF_PIPELINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "backend/backend.h"
+#include "backend/convert.h"
+#include "backend/gpujpeg.h"
+#include "backend/hostmem.h"
+#include "base/numa.h"
+#include "decode/decode.h"
+#include "io/io.h"
+#include "io/pagecache.h"
+#include "loaders/dataset.h"
+#include "loaders/tar.h"
+#include "pipeline/testing.h"
+#include "plan/plan.h"
+
+/* SLOT_BAD: fail mode, every sample is in and one of them failed (slot.bad); nothing was
+ * submitted, and the consumer turns it into the sticky error when it reaches the batch. */
+enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_LEASED, SLOT_BAD };
+
+typedef struct slot {
+    int state;
+    uint64_t seq;             /* global batch number (across epochs) */
+    _Atomic uint32_t pending; /* samples not yet decoded */
+    /* Fail mode: the failure of the lowest sample index in the batch (code 0: none). Kept per
+     * batch and raised in batch order, so the error names the first bad sample the consumer
+     * would have met whatever the thread timing, and every batch before it is delivered. */
+    rf_err bad;
+    uint32_t bad_index;
+    uint8_t *stage;           /* batch_size * stage_bytes: what decode/reads write (pinned) */
+    uint8_t *out;             /* host backend with a conversion: batch_size * out_bytes */
+    int32_t *labels;          /* batch_size, pinned (copied to the device) */
+    /* GPU decode on the device (pinned): where sample i is in the stage, whether it is a
+     * packet, what the kernels said about it. Packets and decoded samples take the stage in
+     * the order they are written, from gj_top up; gj_room is what is left once every sample
+     * not yet placed has room for its pixels. */
+    uint64_t *gj_offs;
+    uint8_t *gj_flags;
+    int32_t *gj_status;
+    _Atomic uint64_t gj_top;
+    _Atomic int64_t gj_room;
+    _Atomic uint64_t gj_scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
+    _Atomic uint32_t gj_engine;  /* engine packets in the slot (hardware decoder) */
+    uint64_t *ids, *positions;
+    uint8_t *padding;
+    const char **keys;
+    /* Skip mode: samples that failed at the batch's positions (counted with the hole they
+     * left, under mu), and the real samples of the batch's epoch on this rank: what the
+     * consumer adds to the per-epoch counts when it is handed the batch. */
+    uint64_t skipped, skipped_by[RF_SKIP_REASONS];
+    uint64_t epoch_total;
+    rf_devbatch dev;
+    rf_batch batch;
+} slot;
+
+typedef struct task {
+    rf_io_req req;
+    uint64_t seq;        /* dispatch order: task ring index is seq % ntasks */
+    uint64_t sample_id;
+    uint64_t aug_seed;
+    uint64_t arena_end;  /* virtual arena position after this task's span */
+    uint32_t file;       /* for messages */
+    int raw;             /* tokens: read straight into the slot, no decode */
+    int own_fd;          /* >= 0: opened for this read (folder datasets), closed after it */
+    int open_errno;      /* the open of own_fd failed with this errno */
+    uint32_t skip;       /* O_DIRECT: the sample starts this far into the aligned read */
+    uint32_t slot, index;
+    _Atomic int finished;
+    uint8_t rep;         /* skip mode: a replacement candidate (see skip.c) */
+    uint8_t padout;      /* skip mode: a padding output (failures are not counted) */
+    uint8_t blank;       /* skip mode: no read; the position becomes a blank padding sample */
+    uint8_t why;         /* enum rf_skip_reason of a failed decode; SKIP_FATAL: not skippable */
+    uint8_t phase;       /* enum task_phase, under mu: what a timed-out rf_loader_next names */
+} task;
+
+enum task_phase { TASK_READING, TASK_QUEUED, TASK_DECODING };
+
+#define SKIP_FATAL 0xff
+
+/* Counts of one epoch as the consumer saw it (rf_stats.counted_epoch and epoch_*). Written
+ * by the consumer only: from the batches it was handed, each carrying the skips of its own
+ * positions, so a skip of a later batch (already prefetched, maybe of the next epoch) is
+ * never in them. */
+typedef struct epoch_counts {
+    uint64_t epoch, delivered, skipped, skipped_by[RF_SKIP_REASONS], total;
+    uint32_t final;
+} epoch_counts;
+
+struct rf_loader {
+    rf_config cfg;
+    char **patterns;
+    rf_dataset ds;
+    rf_plan plan;
+    rf_transform tf;
+    rf_decode_limits limits;
+    uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
+    uint64_t stride;       /* slot bytes per sample: stage_bytes, or more for GPU packets */
+    uint64_t gj_cap;       /* GPU decode: max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
+    uint64_t gj_px;        /* GPU decode on the device: stage_bytes rounded to RF_GJ_ALIGN */
+    uint64_t out_bytes;    /* one sample as the consumer sees it */
+    rf_convert_desc conv;  /* per-batch conversion (count-dependent fields set per batch) */
+    int host_convert;      /* host backend converts per sample on the CPU */
+    uint32_t out_dtype;
+    int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly
+                              (loaders/tokens.c; the window table is ds.tok_first) */
+    uint32_t batch, depth, ntasks;
+    const rf_backend_ops *bops;
+    rf_backend *backend;
+    const rf_io_ops *iops;
+    rf_io_engine *io;
+    rf_io_params iop;
+    rf_io_source src;
+    char io_why[160];
+
+    uint8_t *ring;         /* all slots' images + labels, one allocation */
+    size_t ring_bytes;
+    int pinned;
+    slot *slots;
+
+    uint8_t *arena;        /* staging for reads */
+    uint64_t arena_bytes;
+    uint64_t arena_head, arena_tail; /* virtual positions (monotonic) */
+    task *tasks;
+    uint64_t task_head, task_tail;   /* dispatch seq of next new task / oldest live task */
+    uint32_t *decq;        /* decode queue of task ring indices, capacity ntasks */
+    uint64_t decq_head, decq_tail;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_io, cv_dec, cv_out;
+    int stop;
+    pthread_t *decoders;
+    uint32_t ndecoders;
+    rf_decoder **decs;
+    int running;
+
+    /* dispatcher cursor */
+    uint64_t d_seq, d_epoch, d_k; /* batch seq, its epoch, batch index in epoch */
+    uint32_t d_j, d_count;        /* next sample in the batch, batch size */
+    uint64_t d_epochs_left;       /* 0 = forever */
+    int d_done;
+
+    /* consumer cursor */
+    uint64_t c_seq, c_epoch, c_k, c_base, c_batches;
+    uint64_t c_epochs_done;
+    int c_done;
+    uint32_t leased;
+
+    rf_err err;          /* sticky worker error */
+    rf_err last;         /* detail for rf_last_error */
+
+    _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded, gpu_decoded;
+    _Atomic uint64_t hw_decoded;
+    int gj;                /* gpu_decode or hw_decode_percent: samples may become packets */
+    int gj_device;         /* ... on the CUDA backend: packets go to the device */
+    uint64_t wait_ns, delivered, batches_out, created_ns;
+    uint64_t io_ns_prev, io_reads_prev, io_retries_prev, io_bytes_prev;
+    /* Bytes read from storage (rf_stats.storage_read_bytes): by create's thread while it opened
+     * the shards, and by the I/O threads of engines already stopped. */
+    uint64_t storage_create, io_storage_prev;
+    int storage_on;         /* rf_stats.storage_measured */
+    char storage_why[128];
+
+    /* Memory hierarchy (docs/tuning.md): page cache, ring pages, NUMA placement. */
+    rf_pagecache *pc;
+    rf_ringmem rmem;
+    int warm_on;
+    uint64_t warm_epoch, warm_pos, warm_ahead; /* warm cursor: plan position, bytes ahead */
+    int numa_node;
+    uint32_t numa_nodes;
+    uint64_t host_allocs0; /* backend pinned allocations when create finished */
+    char mem_why[192];
+
+    /* Error policy (skip.c and docs/reliability.md). */
+    int skip;               /* on_error == RF_ON_ERROR_SKIP */
+    uint8_t *skst;          /* skip mode: status of every slot position (depth * batch) */
+    uint64_t sk_seq0;       /* batch seq of batch 0 of the dispatcher's epoch */
+    uint64_t sk_R, sk_P;    /* real (non-padding) and all outputs of this rank's epoch */
+    uint64_t sk_L, sk_rtop; /* phase end (forward limit); replacements are taken below rtop */
+    uint64_t sk_a;          /* lowest output that is not final */
+    uint64_t sk_fwd_run, sk_rep_run; /* consecutive failures of the two cursors */
+    int sk_met, sk_epoch_wait, sk_waiting;
+    struct skip_item *skq;  /* replacement / blank tasks waiting for a task and arena space */
+    uint64_t skq_head, skq_tail;
+    uint32_t skq_cap;
+    rf_err sk_last;         /* the last sample failure (for the consecutive-skips message) */
+    uint64_t skipped, skipped_by[RF_SKIP_REASONS];
+    epoch_counts ep;        /* rf_stats.epoch_*: the consumer's, for its current epoch */
+    rf_test_hooks hooks;    /* src/pipeline/testing.h: injected faults (tests only; zero otherwise) */
+
+    int stopped;            /* rf_loader_stop was called: no more batches */
+
+    /* fork(): the process that created the loader. Its threads, io_uring rings and CUDA
+     * context exist only there, so every call from another process (a fork() child holding a
+     * copy of the handle) returns RF_EFORK instead of waiting on threads that do not exist. */
+    pid_t pid;
+
+    /* The error policy the dispatch cursor calls (pl_policy_fail or pl_policy_skip), chosen
+     * at create from on_error; appended here so the members above keep their order. */
+    const struct pl_policy *policy;
+};
+
+/* One read of a task: sample bytes from a file span into the slot's stage or the arena. */
+typedef struct sample_read {
+    uint64_t off, end; /* end: the virtual arena position after the span (task.arena_end) */
+    uint32_t file, len, skip, need;
+    uint8_t *dst;
+} sample_read;
+
+#define WARM_HINTS_MAX 32 /* fadvise calls per take(); contiguous spans merge into one */
+typedef struct warm_hint {
+    uint32_t file;
+    uint64_t off, len;
+} warm_hint;
+
+/* A decode thread's buffers for GPU decode on the host backend: the packet is built here
+ * (grown to the largest packet seen) and decoded into the slot by the kernels' host code. */
+typedef struct gj_host {
+    uint8_t *packet, *scratch;
+    size_t cap;
+} gj_host;
+
+/* What run.c hands a decode thread it starts. */
+typedef struct decoder_arg {
+    rf_loader *ld;
+    rf_decoder *dec;
+} decoder_arg;
+
+/* The error policy: what the dispatch cursor does with the outcome of each sample.
+ * pl_policy_fail (dispatch.c, on_error = FAIL) keeps the lowest failed index of each batch for
+ * the consumer to raise; pl_policy_skip (skip.c, on_error = SKIP) fills holes with
+ * replacements. Every entry but setup is called with mu held. */
+typedef struct pl_policy {
+    /* create (ring sizes known): allocate the policy's bookkeeping. */
+    int (*setup)(rf_loader *ld, rf_err *err);
+    /* The dispatcher planned a new epoch; its batch 0 is d_seq. */
+    void (*epoch_locked)(rf_loader *ld);
+    /* The forward cursor passed the epoch's last batch: plan the next epoch, or wait. */
+    void (*epoch_end_locked)(rf_loader *ld);
+    /* Before forward output (d_k, d_j): 1 when the policy handled the call (*out: a task, or
+     * NULL when blocked), 0 when the cursor dispatches that output as usual. */
+    int (*dispatch_locked)(rf_loader *ld, task **out);
+    /* Slot `si` opens for the dispatcher's batch. */
+    void (*slot_open_locked)(rf_loader *ld, uint32_t si);
+    /* Task t's sample is in. */
+    void (*ok_locked)(rf_loader *ld, const task *t);
+    /* Task t's sample failed with a data error (reason: enum rf_skip_reason). Returns 1 when
+     * the sample still counts its slot down (fail mode: the batch completes, then fails). */
+    int (*failed_locked)(rf_loader *ld, const task *t, int reason, int code, const char *msg);
+} pl_policy;
+
+/* state.c */
+void pl_fail_locked(rf_loader *ld, int code, const char *msg);
+void pl_fail(rf_loader *ld, int code, const char *msg);
+void pl_slot_bad_locked(slot *s, uint32_t index, int code, const char *msg);
+int pl_set_last(rf_loader *ld, const rf_err *e);
+int pl_forked(const rf_loader *ld);
+int pl_fork_error(const rf_loader *ld);
+int pl_stopped_error(rf_loader *ld);
+int pl_alloc_refused(rf_loader *ld, const char *what, size_t bytes);
+__attribute__((format(printf, 2, 3))) void pl_mem_why(rf_loader *ld, const char *fmt, ...);
+void pl_describe_task(const rf_loader *ld, const task *t, char *buf, size_t n);
+void pl_describe_member(const rf_loader *ld, const rf_sample *sm, uint32_t hdr, char *buf,
+                        size_t n);
+void pl_token_window(const rf_loader *ld, uint64_t id, uint64_t epoch, uint32_t *file,
+                     uint64_t *off);
+
+/* submit.c */
+void pl_slot_finish(rf_loader *ld, slot *s);
+int pl_backend_release(rf_loader *ld, slot *s, void *stream, rf_err *e);
+
+/* warm.c */
+int pl_warm_plan_locked(rf_loader *ld, warm_hint *h);
+void pl_after_take(rf_loader *ld, rf_io_req **reqs, int n, const warm_hint *h, int nh);
+
+/* dispatch.c: the cursor (for the policies), the engine's callbacks (for create.c) and the
+ * end of a task (for the decode threads) */
+extern const pl_policy pl_policy_fail;
+uint64_t pl_plan_real(const rf_plan *p);
+void pl_plan_next_epoch_locked(rf_loader *ld);
+int pl_sample_read_locked(rf_loader *ld, const slot *s, uint32_t row, uint64_t id,
+                          sample_read *r);
+void pl_task_set_read(rf_loader *ld, task *t, const sample_read *r);
+slot *pl_dispatch_slot_locked(rf_loader *ld);
+void pl_slot_open_locked(rf_loader *ld, slot *s);
+void pl_dispatch_advance_locked(rf_loader *ld);
+int pl_io_take(void *ctx, rf_io_req **reqs, int max, int block);
+void pl_io_done(void *ctx, rf_io_req *req);
+void pl_task_end(rf_loader *ld, task *t, int failed, int rc, const rf_err *e);
+
+/* skip.c */
+extern const pl_policy pl_policy_skip;
+
+/* gpu_place.c */
+int pl_gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
+                 uint32_t len, uint8_t *img, rf_decode_info *info, gj_host *gh, rf_err *e);
+int pl_gj_check(rf_loader *ld, const slot *s, rf_err *e);
+int pl_gj_host_alloc(rf_loader *ld, gj_host *gh);
+
+/* decode_pool.c */
+void *pl_decoder_main(void *arg);
+
+/* run.c */
+void pl_threads_stop(rf_loader *ld);
+void pl_slots_return(rf_loader *ld, int keep_leased);
+void pl_pipeline_stop(rf_loader *ld);
+int pl_pipeline_start_placed(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *err);
+
+/* config.c */
+int pl_apply_defaults(rf_config *c, rf_err *err);
+void pl_setup_output(rf_loader *ld);
+
+/* ring.c */
+int pl_mem_setup(rf_loader *ld, rf_err *err);
+int pl_alloc_ring_placed(rf_loader *ld, rf_err *err);
+
+/* consumer.c */
+void pl_resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consumed);
+
+#endif

@@ -1,0 +1,284 @@
+/* skip.c — the skip policy (on_error = SKIP): the table pl_policy_skip that create installs
+ * and the dispatch cursor calls for epochs, its own outputs and every sample's outcome.
+ *
+ * DESIGN
+ * Runs on the I/O threads (through take() and done()) and the decode threads (through
+ * pl_task_end), always with mu held, except skip_setup, which create calls. It owns the skip
+ * bookkeeping (skst, skq, the sk_* cursors, the skip counts) and reaches the cursor only
+ * through what dispatch.c exports in pipeline.h (slot claim and advance, sample reads, the next
+ * epoch's plan). The algorithm: */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/pipeline.h"
+
+/* Fail mode: the first failed sample is a sticky error naming shard, member, offset and cause.
+ * Skip mode: a failed sample leaves a hole at its output position (batch, index) that another
+ * sample fills, chosen so that the batches stay a pure function of (seed, epoch, dataset) and
+ * of which samples are bad, whatever the threads and timing:
+ *  - Outputs o = 0 .. P-1 of the rank's epoch (o = batch * batch_size + index) normally hold
+ *    the rank's candidates j = 0 .. R-1 (rf_plan_sample(j)), then the plan's padding [R, P).
+ *  - The forward cursor (the ordinary dispatcher) gives output o candidate o. Holes are filled
+ *    strictly in output order (the walk sk_a waits at the first output not yet final) by a
+ *    replacement cursor that walks the rank's candidates from the END backwards (sk_rtop). A
+ *    replacement that fails leaves the hole open and the next candidate is taken.
+ *  - The cursors must never take the same candidate, whatever the timing. So the forward cursor
+ *    runs in phases: it dispatches outputs below sk_L freely; at sk_L it waits until every
+ *    earlier output is final (a drain), then opens the next phase [o, o + min(C, (rtop-o)/2))
+ *    with C = max(SK_PHASE_MIN, 8 * batch_size); the candidates above the phase are the reserve
+ *    its holes draw from. Phase ends depend only on earlier outcomes: deterministic.
+ *  - When no candidate is left (the cursors met), the hole and every output from there to R
+ *    become blank padding (zero image, label -1, is_padding 1, key "", sample id and position
+ *    UINT64_MAX). A failed padding sample of the plan becomes blank too and is not counted.
+ *    So each batch keeps its planned count, every rank the same number of batches, and
+ *    delivered (non-padding) + skipped == R for the rank's epoch.
+ *  - The dispatcher enters the next epoch only when all outputs of this one are final
+ *    (replacements need this epoch's plan).
+ * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
+ * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
+typedef struct skip_item {
+    uint32_t slot, index;
+    uint64_t cand; /* candidate j of the rank's epoch, or UINT64_MAX: blank */
+} skip_item;
+
+enum { SK_PENDING = 0, SK_GOOD = 1, SK_HOLE = 2, SK_FINAL = 3, SK_MASK = 3, SK_REP = 0x10,
+       SK_PAD = 0x20 };
+#define SK_PHASE_MIN 4096u
+
+static uint8_t *sk_status(rf_loader *ld, uint64_t o)
+{
+    uint64_t seq = ld->sk_seq0 + o / ld->batch;
+    return &ld->skst[(seq % ld->depth) * ld->batch + o % ld->batch];
+}
+
+/* Reset the bookkeeping for the dispatcher's newly planned epoch (batch 0 is d_seq). */
+static void skip_epoch_locked(rf_loader *ld)
+{
+    const rf_plan *p = &ld->plan;
+    ld->sk_P = p->per_rank;
+    ld->sk_R = pl_plan_real(p);
+    ld->sk_L = 0;
+    ld->sk_rtop = ld->sk_R;
+    ld->sk_a = 0;
+    ld->sk_fwd_run = ld->sk_rep_run = 0;
+    ld->sk_met = ld->sk_epoch_wait = ld->sk_waiting = 0;
+    ld->sk_seq0 = ld->d_seq;
+}
+
+static void skip_queue_locked(rf_loader *ld, uint64_t o, uint64_t cand)
+{
+    uint64_t seq = ld->sk_seq0 + o / ld->batch;
+    skip_item *q = &ld->skq[ld->skq_head++ % ld->skq_cap];
+    q->slot = (uint32_t)(seq % ld->depth);
+    q->index = (uint32_t)(o % ld->batch);
+    q->cand = cand;
+}
+
+/* Advance sk_a over final outputs; give the first hole the next replacement (or a blank when
+ * none is left); check the consecutive-failure limit. */
+static void skip_walk_locked(rf_loader *ld)
+{
+    uint64_t front = ld->sk_epoch_wait ? ld->sk_P : ld->d_k * ld->batch + ld->d_j;
+    while (ld->sk_a < front && !ld->err.code) {
+        uint8_t *st = sk_status(ld, ld->sk_a);
+        int state = *st & SK_MASK;
+        if (state == SK_PENDING)
+            return;
+        if (state != SK_HOLE) {
+            if (state == SK_GOOD && !(*st & SK_PAD)) {
+                if (*st & SK_REP)
+                    ld->sk_rep_run = 0;
+                else
+                    ld->sk_fwd_run = 0;
+            }
+            ld->sk_a++;
+            continue;
+        }
+        if (!(*st & SK_PAD)) {
+            uint64_t run = (*st & SK_REP) ? ++ld->sk_rep_run : ++ld->sk_fwd_run;
+            if (run > ld->cfg.max_consecutive_skips) {
+                char m[RF_ERRMSG_MAX];
+                snprintf(m, sizeof m, "%llu consecutive samples failed; last: %s",
+                         (unsigned long long)run, ld->sk_last.msg);
+                pl_fail_locked(ld, ld->sk_last.code, m);
+                return;
+            }
+            if (!ld->sk_met && ld->sk_rtop > ld->sk_L) {
+                *st = SK_PENDING | SK_REP;
+                skip_queue_locked(ld, ld->sk_a, --ld->sk_rtop);
+                return; /* strict output order: later holes wait for this one */
+            }
+            ld->sk_met = 1;
+        }
+        *st = SK_FINAL | SK_PAD;
+        skip_queue_locked(ld, ld->sk_a, UINT64_MAX);
+        ld->sk_a++;
+    }
+}
+
+/* A replacement or blank task for one slot position; NULL when out of tasks or arena. */
+static task *skip_task_locked(rf_loader *ld, const skip_item *it)
+{
+    if (ld->task_head - ld->task_tail >= ld->ntasks)
+        return NULL;
+    slot *s = &ld->slots[it->slot];
+    uint64_t id = UINT64_MAX, pos = UINT64_MAX;
+    uint8_t pad = 1;
+    sample_read r = {.end = ld->arena_head,
+                     .dst = ld->tokens ? s->stage + (uint64_t)it->index * ld->stage_bytes
+                                       : ld->arena};
+    int blank = it->cand == UINT64_MAX;
+    if (!blank) {
+        rf_plan_sample(&ld->plan, it->cand, &id, &pos, &pad);
+        if (pl_sample_read_locked(ld, s, it->index, id, &r))
+            return NULL;
+    }
+    uint32_t i = it->index;
+    s->ids[i] = id;
+    s->positions[i] = pos;
+    s->padding[i] = pad;
+    s->keys[i] = blank ? "" : ld->tokens ? ld->ds.files[r.file].path
+                                         : ld->ds.keys + ld->ds.samples[id].key;
+    task *t = &ld->tasks[ld->task_head % ld->ntasks];
+    t->seq = ld->task_head++;
+    t->sample_id = id;
+    t->aug_seed = blank ? 0 : rf_plan_sample_seed(&ld->plan, ld->d_epoch, id);
+    t->slot = it->slot;
+    t->index = i;
+    t->raw = ld->tokens;
+    t->rep = !blank;
+    t->padout = pad;
+    t->blank = (uint8_t)blank;
+    t->why = 0;
+    atomic_store(&t->finished, 0);
+    pl_task_set_read(ld, t, &r);
+    return t;
+}
+
+/* Forward output (d_k, d_j) after the cursors met: a blank, with the slot claim and cursor
+ * advance of dispatch_one_locked. */
+static task *skip_forward_blank_locked(rf_loader *ld)
+{
+    slot *s = pl_dispatch_slot_locked(ld);
+    if (!s)
+        return NULL;
+    uint32_t si = (uint32_t)(ld->d_seq % ld->depth);
+    pl_slot_open_locked(ld, s); /* clears the slot's skip states too (skip_slot_open) */
+    skip_item it = {si, ld->d_j, UINT64_MAX};
+    task *t = skip_task_locked(ld, &it);
+    ld->skst[(uint64_t)si * ld->batch + ld->d_j] = SK_FINAL | SK_PAD;
+    pl_dispatch_advance_locked(ld); /* waits for the epoch's outcomes (skip_epoch_end) */
+    return t;
+}
+
+/* Skip mode's part of dispatch. Returns 1 when the call is handled here (*out: a task, or NULL
+ * when blocked), 0 when dispatch_one_locked dispatches forward output (d_k, d_j) as usual. */
+static int skip_dispatch_locked(rf_loader *ld, task **out)
+{
+    *out = NULL;
+    ld->sk_waiting = 0;
+    skip_walk_locked(ld);
+    if (ld->err.code)
+        return 1;
+    if (ld->skq_tail < ld->skq_head) {
+        if ((*out = skip_task_locked(ld, &ld->skq[ld->skq_tail % ld->skq_cap])))
+            ld->skq_tail++;
+        return 1;
+    }
+    if (ld->sk_epoch_wait) {
+        if (ld->sk_a < ld->sk_P) {
+            ld->sk_waiting = 1;
+            return 1;
+        }
+        pl_plan_next_epoch_locked(ld); /* resets the bookkeeping */
+        if (ld->d_done)
+            return 1;
+    }
+    uint64_t o = ld->d_k * ld->batch + ld->d_j;
+    if (o >= ld->sk_R || o < ld->sk_L)
+        return 0; /* the plan's padding, or a forward output of the open phase */
+    if (!ld->sk_met) {
+        if (ld->sk_a < o) { /* drain: the next phase depends on every earlier outcome */
+            ld->sk_waiting = 1;
+            return 1;
+        }
+        uint64_t left = ld->sk_rtop > o ? ld->sk_rtop - o : 0;
+        uint64_t phase = RF_MAX((uint64_t)SK_PHASE_MIN, 8ull * ld->batch);
+        if (left == 0)
+            ld->sk_met = 1;
+        else
+            ld->sk_L = o + RF_MIN(phase, RF_MAX(1, left / 2));
+    }
+    if (!ld->sk_met)
+        return 0;
+    *out = skip_forward_blank_locked(ld);
+    return 1;
+}
+
+/* Outcomes of a sample in skip mode (under mu). */
+static void skip_ok_locked(rf_loader *ld, const task *t)
+{
+    ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
+        (uint8_t)((t->blank ? SK_FINAL : SK_GOOD) | (t->rep ? SK_REP : 0) |
+                  (t->padout ? SK_PAD : 0));
+    if (ld->sk_waiting)
+        pthread_cond_broadcast(&ld->cv_io);
+}
+
+static int skip_failed_locked(rf_loader *ld, const task *t, int reason, int code,
+                              const char *msg)
+{
+    if (!t->padout) {
+        slot *s = &ld->slots[t->slot];
+        ld->skipped++;
+        ld->skipped_by[reason]++;
+        s->skipped++;
+        s->skipped_by[reason]++;
+    }
+    ld->sk_last.code = code;
+    snprintf(ld->sk_last.msg, sizeof ld->sk_last.msg, "%s", msg);
+    ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
+        (uint8_t)(SK_HOLE | (t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
+    pthread_cond_broadcast(&ld->cv_io);
+    return 0; /* a hole: the slot waits for its replacement or blank */
+}
+
+static int skip_setup(rf_loader *ld, rf_err *err)
+{
+    uint64_t n = (uint64_t)ld->depth * ld->batch; /* one entry per slot position */
+    if (n + 2 > UINT32_MAX)
+        return rf_seterr(err, RF_ENOMEM, "skip mode: prefetch_depth %u x batch %u slot positions "
+                         "exceed %u", ld->depth, ld->batch, UINT32_MAX - 2);
+    ld->skq_cap = (uint32_t)n + 2;
+    size_t bytes = (size_t)n + (size_t)ld->skq_cap * sizeof *ld->skq;
+    if (!pl_alloc_refused(ld, "skip bookkeeping", bytes)) {
+        ld->skst = calloc(n, 1);
+        ld->skq = calloc(ld->skq_cap, sizeof *ld->skq);
+    }
+    if (!ld->skst || !ld->skq)
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of skip bookkeeping "
+                         "(prefetch_depth %u x batch %u positions): out of memory", bytes,
+                         ld->depth, ld->batch);
+    return 0;
+}
+
+/* The forward cursor passed the epoch's last batch: skip_dispatch_locked plans the next epoch
+ * once every output of this one is final (replacements need this epoch's plan). */
+static void skip_epoch_end_locked(rf_loader *ld) { ld->sk_epoch_wait = 1; }
+
+/* Slot si opens for a new batch: its positions have no outcome yet. */
+static void skip_slot_open_locked(rf_loader *ld, uint32_t si)
+{
+    memset(ld->skst + (uint64_t)si * ld->batch, 0, ld->batch);
+}
+
+const pl_policy pl_policy_skip = {
+    .setup = skip_setup,
+    .epoch_locked = skip_epoch_locked,
+    .epoch_end_locked = skip_epoch_end_locked,
+    .dispatch_locked = skip_dispatch_locked,
+    .slot_open_locked = skip_slot_open_locked,
+    .ok_locked = skip_ok_locked,
+    .failed_locked = skip_failed_locked,
+};

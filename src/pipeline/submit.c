@@ -1,0 +1,73 @@
+/* submit.c — the backend side of a slot: when a batch's last sample is in, its copy (and
+ * conversion, and GPU decode kernels) is enqueued on the backend and the slot published READY
+ * (or BAD, fail mode, when one of its samples failed); a returned slot is released to the
+ * backend, behind the test hook.
+ *
+ * DESIGN
+ * pl_slot_finish runs on whichever thread counted the slot's last sample down (a decode
+ * thread, or an I/O thread for token windows): the submit runs without mu, then mu is taken to
+ * publish the slot and wake the consumer (cv_out), or to record a failed submit as the sticky
+ * error. pl_backend_release runs on the consumer's thread (release) or with every thread
+ * stopped (run.c), without mu. Only state.c is called from here. */
+#include <stdio.h>
+
+#include "pipeline/pipeline.h"
+
+/* The batch's last sample is in: enqueue the copy and publish the slot. */
+void pl_slot_finish(rf_loader *ld, slot *s)
+{
+    if (s->bad.code) { /* written before the samples' countdown, which ordered it before us */
+        pthread_mutex_lock(&ld->mu);
+        s->state = SLOT_BAD;
+        pthread_cond_broadcast(&ld->cv_out);
+        pthread_mutex_unlock(&ld->mu);
+        return;
+    }
+    rf_err e = {0};
+    uint64_t t0 = rf_now_ns();
+    /* GPU decode: only the stage bytes the batch's packets and pixels took */
+    size_t bytes = ld->gj_device ? (size_t)atomic_load(&s->gj_top)
+                                 : (size_t)s->batch.count * ld->stride;
+    rf_convert_desc conv = ld->conv;
+    conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
+    conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
+    if (ld->gj_device)
+        conv.gj_offs = s->gj_offs, conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status,
+        conv.gj_size = ld->tf.size, conv.gj_scratch = atomic_load(&s->gj_scratch) * RF_GJ_ALIGN,
+        conv.gj_engine = atomic_load(&s->gj_engine);
+    int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
+                               : 0;
+    if (rc)
+        rf_seterr(&e, rc, "injected fault (src/pipeline/testing.h)");
+    else
+        rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
+                              s->labels, s->batch.count, &conv, &s->dev, &e);
+    atomic_fetch_add(&ld->copy_ns, rf_now_ns() - t0);
+    pthread_mutex_lock(&ld->mu);
+    if (rc) {
+        /* Sticky and fatal (a CUDA error poisons the context): fail_locked wakes the consumer
+         * in rf_loader_next, the I/O threads in take() and the decode threads; they stop
+         * taking work and every later call returns this error. */
+        char m[RF_ERRMSG_MAX];
+        snprintf(m, sizeof m, "copy of batch %llu (epoch %llu, batch %llu of the epoch, %u "
+                 "samples, %zu bytes) to the device failed: %s", (unsigned long long)s->seq,
+                 (unsigned long long)s->batch.epoch, (unsigned long long)s->batch.index,
+                 s->batch.count, bytes, e.msg);
+        pl_fail_locked(ld, rc, m);
+    } else {
+        s->state = SLOT_READY;
+        pthread_cond_broadcast(&ld->cv_out);
+    }
+    pthread_mutex_unlock(&ld->mu);
+}
+
+/* The backend's release of slot s, behind the test hook (src/pipeline/testing.h). */
+int pl_backend_release(rf_loader *ld, slot *s, void *stream, rf_err *e)
+{
+    int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_RELEASE, s->seq)
+                               : 0;
+    if (rc)
+        return rf_seterr(e, rc, "releasing batch %llu: injected fault (src/pipeline/testing.h)",
+                         (unsigned long long)s->seq);
+    return ld->bops->release(ld->backend, &s->dev, stream, e);
+}
