@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loaders/dataset.h"
+#include "loaders/tokens.h"
 #include "ringfeed.h"
 #include "testutil.h"
 
@@ -156,6 +158,71 @@ START_TEST(token_errors)
 }
 END_TEST
 
+/* The format alone (loaders/tokens.c), as the loader opens it: rf_format_tokens.open counts
+ * each file's windows, and rf_tokens_window puts window ids where the files hold them. */
+static int open_format(rf_dataset *ds, uint64_t token_bytes, rf_err *e)
+{
+    char *paths[3];
+    for (uint32_t f = 0; f < 3; f++) {
+        paths[f] = malloc(600);
+        snprintf(paths[f], 600, "%s/tok-%u.bin", g_dir, f);
+    }
+    memset(ds, 0, sizeof *ds);
+    ds->tok_seq_len = L;
+    ds->tok_bytes = token_bytes;
+    int rc = rf_format_tokens.open(ds, paths, 3, 0, e);
+    for (uint32_t f = 0; f < 3; f++)
+        free(paths[f]);
+    return rc;
+}
+
+START_TEST(format_ops_open_and_windows)
+{
+    make_tokens();
+    ck_assert_str_eq(rf_format_tokens.name, "tokens");
+    rf_dataset ds;
+    rf_err e = {0};
+    ck_assert_msg(open_format(&ds, 2, &e) == 0, "%s", e.msg);
+    /* N tokens hold (N - 1) / L windows of L + 1 tokens: 62, 1 and 20 */
+    ck_assert_uint_eq(ds.nfiles, 3);
+    ck_assert_uint_eq(ds.nsamples, 83);
+    ck_assert_uint_eq(ds.tok_first[1], 62);
+    ck_assert_uint_eq(ds.tok_first[2], 63);
+    ck_assert_uint_eq(ds.tok_first[3], 83);
+    ck_assert_uint_eq(ds.max_span, (L + 1) * 2);
+    uint32_t file;
+    uint64_t off;
+    static const struct { uint64_t id; uint32_t file; uint64_t off; } seq[] = {
+        {0, 0, 0}, {61, 0, 61 * L * 2}, {62, 1, 0}, {63, 2, 0}, {82, 2, 19 * L * 2}};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        rf_tokens_window(&ds, seq[i].id, 1, 0, &file, &off);
+        ck_assert_uint_eq(file, seq[i].file);
+        ck_assert_uint_eq(off, seq[i].off);
+    }
+    /* random windows: the same seed the same start, any start keeps L + 1 tokens in the file */
+    for (uint64_t id = 0; id < ds.nsamples; id++) {
+        uint64_t off2;
+        uint32_t file2;
+        rf_tokens_window(&ds, id, 0, 1000 + id, &file, &off);
+        rf_tokens_window(&ds, id, 0, 1000 + id, &file2, &off2);
+        ck_assert_uint_eq(file, file2);
+        ck_assert_uint_eq(off, off2);
+        ck_assert_uint_eq(off % 2, 0);
+        ck_assert_uint_le(off / 2 + L + 1, g_tokens[file]);
+        ck_assert_uint_eq(file, id < 62 ? 0 : id < 63 ? 1 : 2);
+    }
+    rf_dataset_free(&ds);
+    ck_assert_ptr_null(ds.tok_first);
+    /* 17 uint16 tokens are 34 bytes: not whole 4-byte tokens, named with the file */
+    ck_assert_int_eq(open_format(&ds, 4, &e), RF_EFORMAT);
+    char want[700];
+    snprintf(want, sizeof want, "%s/tok-1.bin: 34 bytes is not a whole number of 4-byte tokens",
+             g_dir);
+    ck_assert_str_eq(e.msg, want);
+    rf_dataset_free(&ds);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokens");
@@ -164,6 +231,7 @@ int main(void)
     tcase_add_test(tc, sequential_windows_exactly_once);
     tcase_add_test(tc, random_windows_seeded_and_in_range);
     tcase_add_test(tc, token_errors);
+    tcase_add_test(tc, format_ops_open_and_windows);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }
