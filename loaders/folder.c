@@ -11,7 +11,7 @@
  *
  * File descriptors: files are not kept open (rf_file.fd = -1). ImageNet's 1.28 M files would
  * exceed RLIMIT_NOFILE, so the pipeline opens each file for its read and closes it when the
- * read completes (src/pipeline/loader.c, open_per_read); from the page cache that costs a few
+ * read completes (src/pipeline/dispatch.c, open_per_read); from the page cache that costs a few
  * microseconds per sample against about a millisecond of decode. Sizes are taken with stat()
  * at create, so a file that changes later is caught as truncated or as a decode error. */
 #include <errno.h>

@@ -2,7 +2,7 @@
  * for a `path label` list, errors, and end to end against the tar loader: the same images
  * packed (rf_shard_writer, in image-list order) and read unpacked give identical keys, labels
  * and pixels. The end-to-end part runs once rf_config.source = RF_SOURCE_FOLDER is wired in
- * src/pipeline/loader.c; until then it says so and checks nothing more. */
+ * src/pipeline/create.c; until then it says so and checks nothing more. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -192,7 +192,7 @@ START_TEST(test_folder_equals_tar)
     for (uint32_t order = RF_ORDER_GLOBAL; order <= RF_ORDER_NONE; order++) {
         int rc = load(g_tree, RF_SOURCE_FOLDER, order, &f, err, sizeof err);
         if (rc == RF_EINVAL && strstr(err, "not available")) {
-            fprintf(stderr, "test_folder_equals_tar: RF_SOURCE_FOLDER not wired in loader.c "
+            fprintf(stderr, "test_folder_equals_tar: RF_SOURCE_FOLDER not wired in create.c "
                             "yet (%s); end-to-end comparison skipped\n", err);
             return;
         }
