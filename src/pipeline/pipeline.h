@@ -46,8 +46,9 @@
  * Three condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
- *    advances (task_finish_locked), when a slot is released, when a skip outcome is recorded,
- *    on an error (pl_fail_locked) and on stop.
+ *    advances (task_finish_locked), when a slot is released, in skip mode when a sample fails
+ *    or succeeds while the cursor waits (sk_waiting), on an error (pl_fail_locked) and on
+ *    stop.
  *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
  *    done(); broadcast on an error and on stop.
  *  - cv_out (CLOCK_MONOTONIC, for next_timeout_ms): the consumer in rf_loader_next waits for
