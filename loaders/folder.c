@@ -93,4 +93,5 @@ static int folder_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     return rc;
 }
 
-const rf_format_ops rf_format_folder = {"folder", folder_open};
+const rf_format_ops rf_format_folder = {
+    .abi = RF_FORMAT_ABI, .name = "folder", .source = RF_SOURCE_FOLDER, .open = folder_open};

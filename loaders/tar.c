@@ -218,5 +218,6 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     return rc;
 }
 
-const rf_format_ops rf_format_tar = {"tar", tar_open};
+const rf_format_ops rf_format_tar = {
+    .abi = RF_FORMAT_ABI, .name = "tar", .source = RF_SOURCE_TAR, .open = tar_open};
 

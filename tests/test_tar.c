@@ -1347,6 +1347,35 @@ START_TEST(label_parsing)
 }
 END_TEST
 
+/* The registry lists each format once and finds it by rf_config.source and by name; a source
+ * no format reads and a format written for another version of the ops table are refused with
+ * a message naming them. */
+START_TEST(format_registry)
+{
+    rf_err e = {0};
+    ck_assert_ptr_eq(rf_format_for_source(RF_SOURCE_TAR, &e), &rf_format_tar);
+    ck_assert_ptr_eq(rf_format_for_source(RF_SOURCE_FOLDER, &e), &rf_format_folder);
+    ck_assert_ptr_eq(rf_format_by_name("tar"), &rf_format_tar);
+    ck_assert_ptr_eq(rf_format_by_name("folder"), &rf_format_folder);
+    ck_assert_ptr_null(rf_format_by_name("zip"));
+    ck_assert_ptr_null(rf_format_for_source(99, &e));
+    ck_assert_int_eq(e.code, RF_EINVAL);
+    ck_assert_str_eq(e.msg, "no shard format reads source 99");
+    rf_dataset ds = {0};
+    char *none[] = {"x.tar"};
+    ck_assert_int_eq(rf_format_open(99, &ds, none, 1, 0, &e), RF_EINVAL);
+    ck_assert_uint_eq(ds.nfiles, 0);
+    rf_format_ops old = rf_format_tar;
+    old.abi = RF_FORMAT_ABI + 1;
+    ck_assert_int_eq(rf_format_check(&old, &e), RF_EINVAL);
+    char want[160];
+    snprintf(want, sizeof want, "shard format tar was written for format ops version %u; this "
+             "library has version %u", RF_FORMAT_ABI + 1, RF_FORMAT_ABI);
+    ck_assert_str_eq(e.msg, want);
+    ck_assert_int_eq(rf_format_check(&rf_format_folder, &e), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tar");
@@ -1374,6 +1403,7 @@ static Suite *suite(void)
     tcase_add_test(tc, pattern_expansion);
     tcase_add_test(tc, label_parsing);
     tcase_add_test(tc, index_over_limit_is_refused);
+    tcase_add_test(tc, format_registry);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1701,10 +1701,9 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     ld->ds.max_name = ld->cfg.max_name_bytes;
     if (ld->tokens)
         rc = open_tokens(ld, paths, npaths, err);
-    else if (ld->cfg.source == RF_SOURCE_FOLDER)
-        rc = rf_format_folder.open(&ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
     else
-        rc = rf_format_tar.open(&ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
+        rc = rf_format_open(ld->cfg.source, &ld->ds, paths, npaths, ld->cfg.max_sample_bytes,
+                            err);
     rf_free_paths(paths, npaths);
     if (rc)
         return rc;
