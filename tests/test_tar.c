@@ -1347,6 +1347,37 @@ START_TEST(label_parsing)
 }
 END_TEST
 
+/* Both index writers produce the same bytes for the same shard: the shard writer's index (made
+ * as it writes) and rf_tar_write_index's (made by a scan), for ustar/pax and GNU shards with
+ * long names and an unlabelled sample. The text is pinned for a two-sample shard. */
+START_TEST(index_writers_agree)
+{
+    char *dir = rf_test_mkdtemp("tar-idxw");
+    char longkey[160], err[256];
+    memset(longkey, 'n', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = 0;
+    const char *keys[] = {"a", longkey, "b/c"};
+    for (uint32_t fmt = RF_SHARD_PAX; fmt <= RF_SHARD_GNU; fmt++) {
+        char *tar = pathf(dir, fmt ? "gnu.tar" : "pax.tar"), *idx = pathf(dir, "w.idx");
+        char *scanned = pathf(dir, "s.idx");
+        rf_shard_writer *w = NULL;
+        ck_assert_int_eq(rf_shard_writer_open(tar, idx, fmt, &w, err, sizeof err), 0);
+        for (int32_t i = 0; i < 3; i++)
+            ck_assert_int_eq(rf_shard_writer_add(w, keys[i], "jpg", "xyz", 3, i == 1 ? -1 : i), 0);
+        ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+        rf_err e = {0};
+        ck_assert_msg(rf_tar_write_index(tar, scanned, &e) == 0, "%s", e.msg);
+        size_t a, b;
+        uint8_t *wa = rf_test_read_file(idx, &a), *sb = rf_test_read_file(scanned, &b);
+        ck_assert_uint_eq(a, b);
+        ck_assert_int_eq(memcmp(wa, sb, a), 0);
+        ck_assert_int_eq(memcmp(wa, "v1.2 3\njpg 0 3 a.jpg cls 1024 1 a.cls\njpg 2048 3 ", 48), 0);
+        free(wa), free(sb), free(tar), free(idx), free(scanned);
+    }
+    free(dir);
+}
+END_TEST
+
 /* The registry lists each format once and finds it by rf_config.source and by name; a source
  * no format reads and a format written for another version of the ops table are refused with
  * a message naming them. */
@@ -1404,6 +1435,7 @@ static Suite *suite(void)
     tcase_add_test(tc, label_parsing);
     tcase_add_test(tc, index_over_limit_is_refused);
     tcase_add_test(tc, format_registry);
+    tcase_add_test(tc, index_writers_agree);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,8 +5,9 @@
  * buffer; members larger than the free space bypass it with direct write() calls, so a shard
  * costs one syscall per MiB. Output is a pure function of the calls made: every header field
  * that could vary between runs (mtime, owner, mode) is fixed, so the same samples give the same
- * bytes. The index is kept in memory as text (one line per sample, about 60 bytes per member)
- * and written at close, when every offset is known. The first write error is sticky: later
+ * bytes. The index is kept in memory as text (one line per sample, about 60 bytes per member,
+ * built by loaders/tar_index.c, the one writer of the format) and written at close, when every
+ * offset is known. The first write error is sticky: later
  * calls return it and close reports it.
  *
  * Atomicity: a reader must never see a half-written shard under the shard's name (one cut at
@@ -25,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "loaders/tar_index.h"
 
 #define TARW_BLOCK 512
 #define TARW_BUF_BYTES (1u << 20)
@@ -57,8 +60,7 @@ struct rf_tarw {
     uint64_t offset;     /* logical bytes written (buffered included) */
     uint8_t *buf;
     size_t buf_len;
-    char *idx;           /* index lines, without the "v1.2 N" header */
-    size_t idx_len, idx_cap;
+    rf_tar_index_text idx; /* the index as it grows (loaders/tar_index.c writes the format) */
     uint64_t samples;    /* samples with at least one member */
     int sample_open;     /* members of the current sample have been written to idx */
     int sample_started;  /* rf_tarw_begin_sample was called and no member followed yet */
@@ -234,45 +236,6 @@ static int write_long_name(rf_tarw *w, const char *name, uint64_t size)
     return rc ? rc : pad_block(w, len);
 }
 
-static int idx_append(rf_tarw *w, const char *s, size_t n)
-{
-    if (w->idx_len + n + 1 > w->idx_cap) {
-        size_t cap = w->idx_cap ? w->idx_cap * 2 : 4096;
-        while (cap < w->idx_len + n + 1)
-            cap *= 2;
-        char *p = realloc(w->idx, cap);
-        if (!p)
-            return -ENOMEM;
-        w->idx = p;
-        w->idx_cap = cap;
-    }
-    memcpy(w->idx + w->idx_len, s, n);
-    w->idx_len += n;
-    return 0;
-}
-
-/* Index line fragment for one member: "<ext> <header offset> <size> <name>". */
-static int idx_member(rf_tarw *w, const char *name, uint64_t hdr_off, uint64_t size)
-{
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    const char *dot = strchr(base, '.');
-    const char *ext = dot ? dot + 1 : "";
-    char num[64];
-    int rc = 0;
-    if (w->sample_open)
-        rc = idx_append(w, " ", 1);
-    if (rc == 0)
-        rc = idx_append(w, ext, strlen(ext));
-    int n = snprintf(num, sizeof num, " %llu %llu ", (unsigned long long)hdr_off,
-                     (unsigned long long)size);
-    if (rc == 0)
-        rc = idx_append(w, num, (size_t)n);
-    if (rc == 0)
-        rc = idx_append(w, name, strlen(name));
-    return rc;
-}
-
 /* The folder of path ("." when it has none), malloc'ed. */
 static char *dir_of(const char *path)
 {
@@ -371,7 +334,7 @@ static void discard(tarw_file *f)
 static void free_writer(rf_tarw *w)
 {
     free(w->buf);
-    free(w->idx);
+    rf_tar_index_text_free(&w->idx);
     free(w->tar.path);
     free(w->tar.tmp);
     free(w->index.path);
@@ -420,12 +383,7 @@ int rf_tarw_begin_sample(rf_tarw *w)
 {
     if (w->err)
         return w->err;
-    if (w->sample_open) {
-        int rc = idx_append(w, "\n", 1);
-        if (rc)
-            return w->err = rc;
-        w->sample_open = 0;
-    }
+    w->sample_open = 0;
     w->sample_started = 1;
     return 0;
 }
@@ -460,7 +418,7 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len)
     if (rc)
         return w->err = rc;
     if (w->index.path) {
-        rc = idx_member(w, name, hdr_off, len);
+        rc = rf_tar_index_add(&w->idx, name, hdr_off, len, !w->sample_open);
         if (rc)
             return w->err = rc;
     }
@@ -484,13 +442,9 @@ uint64_t rf_tarw_samples(const rf_tarw *w)
 static int write_index(rf_tarw *w, rf_err *e)
 {
     tarw_file *f = &w->index;
-    char head[48];
-    int n = snprintf(head, sizeof head, "v1.2 %llu\n", (unsigned long long)w->samples);
-    int rc = write_all(f, (const uint8_t *)head, (size_t)n);
-    if (rc == 0 && w->idx_len)
-        rc = write_all(f, (const uint8_t *)w->idx, w->idx_len);
-    if (rc == 0 && w->sample_open)
-        rc = write_all(f, (const uint8_t *)"\n", 1);
+    int rc = rf_tar_index_finish(&w->idx);
+    if (rc == 0)
+        rc = write_all(f, (const uint8_t *)w->idx.p, w->idx.len);
     if (rc)
         return rf_seterr(e, rc, "%s: write failed at byte offset %" PRIu64 ": %s (%s)", f->path,
                          f->written, strerror(-rc), ename(rc));
