@@ -1347,6 +1347,40 @@ START_TEST(label_parsing)
 }
 END_TEST
 
+/* The grouping the loader and inspection share: a sample is a run of members with one key; its
+ * first image and first label member get their roles, later ones none; a key that comes back
+ * after another begins a new sample; the span runs from the first header to the last data. */
+START_TEST(group_members_into_samples)
+{
+    static const struct { const char *name; int starts, role; } m[] = {
+        {"d/a.jpg", 1, RF_TAR_ROLE_IMAGE}, {"d/a.cls", 0, RF_TAR_ROLE_LABEL},
+        {"d/a.x.txt", 0, RF_TAR_ROLE_OTHER}, {"d/b.JPEG", 1, RF_TAR_ROLE_IMAGE},
+        {"d/b.jpg", 0, RF_TAR_ROLE_OTHER}, {"d/b.cls", 0, RF_TAR_ROLE_LABEL},
+        {"d/b.cls", 0, RF_TAR_ROLE_OTHER}, {"d/a.jpg", 1, RF_TAR_ROLE_IMAGE},
+        {"c.cls", 1, RF_TAR_ROLE_LABEL},
+    };
+    rf_tar_group g = {0};
+    uint64_t off = 0;
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++, off += 2048) {
+        ck_assert_int_eq(rf_tar_group_starts(&g, m[i].name), m[i].starts);
+        if (m[i].starts && i == 3) { /* sample a is complete: three members, up to a.x.txt's data */
+            ck_assert_str_eq(g.key, "d/a");
+            ck_assert_uint_eq(g.members, 3);
+            ck_assert_uint_eq(g.start, 0);
+            ck_assert_uint_eq(g.end, 4096 + 512 + 100);
+            ck_assert(g.has_img && g.has_lbl && g.img_data == 512 && g.lbl_hdr == 2048);
+        }
+        if (m[i].starts)
+            g.open = 0;
+        ck_assert_int_eq(rf_tar_group_add(&g, m[i].name, off, off + 512, 100), m[i].role);
+        ck_assert(g.open);
+    }
+    ck_assert_str_eq(g.key, "c");
+    ck_assert_uint_eq(g.members, 1);
+    ck_assert(!g.has_img && g.has_lbl);
+}
+END_TEST
+
 /* Both index writers produce the same bytes for the same shard: the shard writer's index (made
  * as it writes) and rf_tar_write_index's (made by a scan), for ustar/pax and GNU shards with
  * long names and an unlabelled sample. The text is pinned for a two-sample shard. */
@@ -1436,6 +1470,7 @@ static Suite *suite(void)
     tcase_add_test(tc, index_over_limit_is_refused);
     tcase_add_test(tc, format_registry);
     tcase_add_test(tc, index_writers_agree);
+    tcase_add_test(tc, group_members_into_samples);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -47,12 +47,9 @@ typedef struct inspector {
     uint64_t nlen, ncap;
     /* keys seen (offsets of names, whose key part is compared) */
     uint64_t *set, set_cap, set_n;
-    /* the open sample */
-    int open;
+    /* the open sample: the loader's grouping (g) and what inspection found in it (cur) */
+    rf_tar_group g;
     rf_inspect_sample cur;
-    char key[RF_TAR_NAME_MAX + 1];
-    size_t key_len;
-    int has_img, has_lbl;
     int broken; /* the scan stopped at a malformed header: the open sample's rest is unknown */
 } inspector;
 
@@ -144,21 +141,21 @@ static int key_seen(inspector *in, uint64_t name_off, size_t klen)
 
 static void sample_flush(inspector *in)
 {
-    if (!in->open)
+    if (!in->g.open)
         return;
-    in->open = 0;
+    in->g.open = 0;
     rf_inspect_sample *s = &in->cur;
     rf_inspect_summary *sum = &in->sum;
-    if (!in->has_img)
-        problem(in, RF_EFORMAT, s->offset, in->key, "sample %s has no image member (%s)",
-                in->key, RF_TAR_IMAGE_EXTS);
-    if (!in->has_lbl && !in->broken && in->opt.label_source == RF_LABEL_CLS) {
+    if (!in->g.has_img)
+        problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member (%s)",
+                in->g.key, RF_TAR_IMAGE_EXTS);
+    if (!in->g.has_lbl && !in->broken && in->opt.label_source == RF_LABEL_CLS) {
         rf_err e = {0};
-        rf_label_missing(in->key, RF_LABEL_NO_OFFSET, &e);
-        problem(in, RF_ELABEL, s->offset, in->key, "%s", e.msg);
+        rf_label_missing(in->g.key, RF_LABEL_NO_OFFSET, &e);
+        problem(in, RF_ELABEL, s->offset, in->g.key, "%s", e.msg);
     }
     sum->samples++;
-    if (in->has_img) {
+    if (in->g.has_img) {
         sum->image_bytes += s->image_bytes;
         if (sum->image_bytes_min == 0 || s->image_bytes < sum->image_bytes_min)
             sum->image_bytes_min = s->image_bytes;
@@ -184,7 +181,7 @@ static void sample_flush(inspector *in)
             sum->label_max = s->label;
         sum->labeled++;
     }
-    s->key = in->key;
+    s->key = in->g.key;
     if (in->on_sample && !in->stopped && in->on_sample(in->ctx, s))
         in->stopped = 1;
 }
@@ -195,7 +192,7 @@ static void check_image(inspector *in, const rf_tar_member *tm)
     rf_err e = {0};
     s->image_bytes = tm->size;
     if (tm->size > in->opt.max_member_bytes) {
-        problem(in, RF_ELIMIT, tm->header_offset, in->key, "member %s: %" PRIu64 " bytes, over "
+        problem(in, RF_ELIMIT, tm->header_offset, in->g.key, "member %s: %" PRIu64 " bytes, over "
                 "the limit %" PRIu64, tm->name, tm->size, in->opt.max_member_bytes);
         return;
     }
@@ -208,7 +205,7 @@ static void check_image(inspector *in, const rf_tar_member *tm)
     s->width = ji.width, s->height = ji.height, s->progressive = ji.progressive;
     s->region_ready = ji.region_ready;
     if (rc)
-        problem(in, rc, tm->header_offset, in->key, "member %s: %s", tm->name, e.msg);
+        problem(in, rc, tm->header_offset, in->g.key, "member %s: %s", tm->name, e.msg);
 }
 
 /* The sample's first label member, judged as the loader judges it (rf_check_label); a member
@@ -217,12 +214,11 @@ static void check_label(inspector *in, const rf_tar_member *tm)
 {
     rf_err e = {0};
     int32_t label;
-    in->has_lbl = 1;
     int rc = tm->size > RF_TAR_LABEL_BYTES_MAX ? 0 : read_member(in, tm->data_offset, tm->size, &e);
     if (rc)
-        problem(in, rc, tm->header_offset, in->key, "member %s: %s", tm->name, e.msg);
-    else if (rf_check_label(in->key, in->buf, tm->size, RF_LABEL_NO_OFFSET, &label, &e) != 0)
-        problem(in, RF_ELABEL, tm->header_offset, in->key, "%s", e.msg);
+        problem(in, rc, tm->header_offset, in->g.key, "member %s: %s", tm->name, e.msg);
+    else if (rf_check_label(in->g.key, in->buf, tm->size, RF_LABEL_NO_OFFSET, &label, &e) != 0)
+        problem(in, RF_ELABEL, tm->header_offset, in->g.key, "%s", e.msg);
     else
         in->cur.label = label;
 }
@@ -261,32 +257,28 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
     if (!*ext)
         problem(in, RF_EFORMAT, tm->header_offset, "", "member %s has no extension (a "
                 "WebDataset member is KEY.EXT)", tm->name);
-    if (!in->open || klen != in->key_len || memcmp(tm->name, in->key, klen) != 0) {
+    int starts = rf_tar_group_starts(&in->g, tm->name);
+    int seen = 0;
+    if (starts) {
         sample_flush(in);
-        int seen = key_seen(in, name_off, klen);
-        if (seen < 0)
+        if ((seen = key_seen(in, name_off, klen)) < 0)
             return RF_ENOMEM;
-        memcpy(in->key, tm->name, klen);
-        in->key[klen] = 0;
-        in->key_len = klen;
+    }
+    int role = rf_tar_group_add(&in->g, tm->name, tm->header_offset, tm->data_offset, tm->size);
+    if (starts) {
         if (seen)
-            problem(in, RF_EFORMAT, tm->header_offset, in->key, "key %s appears again after "
+            problem(in, RF_EFORMAT, tm->header_offset, in->g.key, "key %s appears again after "
                     "other keys: its members are not consecutive (read as two samples)",
-                    in->key);
-        in->open = 1;
-        in->has_img = in->has_lbl = 0;
+                    in->g.key);
         in->cur = (rf_inspect_sample){.struct_size = sizeof in->cur, .path = in->path,
                                       .offset = tm->header_offset, .label = -1};
     }
-    in->cur.members++;
-    in->cur.span_bytes = tm->data_offset + tm->size - in->cur.offset;
-    if (!in->has_img && rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS)) {
-        in->has_img = 1;
+    in->cur.members = in->g.members;
+    in->cur.span_bytes = in->g.end - in->g.start;
+    if (role == RF_TAR_ROLE_IMAGE)
         check_image(in, tm);
-    } else if (!in->has_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0 &&
-               in->opt.label_source == RF_LABEL_CLS) {
+    else if (role == RF_TAR_ROLE_LABEL && in->opt.label_source == RF_LABEL_CLS)
         check_label(in, tm);
-    }
     return 0;
 }
 
