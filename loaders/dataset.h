@@ -9,6 +9,7 @@
 #ifndef RF_DATASET_H
 #define RF_DATASET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/common.h"
@@ -59,6 +60,16 @@ typedef struct rf_dataset {
     uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
     uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
 } rf_dataset;
+
+/* The hash of a key's n bytes (FNV-1a), for the sets of keys that find duplicates: the image
+ * list's de-duplication (loaders/folder_list.c) and inspection's keys that come back. */
+static inline uint64_t rf_key_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
 
 /* Append helpers for formats (they grow arrays geometrically; only used at open). */
 int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err);

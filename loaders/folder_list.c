@@ -25,6 +25,7 @@
 
 #include "base/common.h"
 #include "loaders/dataset.h"
+#include "loaders/tar.h"
 
 #define LIST_PATH_MAX 4096
 #define LIST_FILE_BYTES_MAX (1ull << 32)  /* a `path label` file larger than this is refused */
@@ -405,7 +406,9 @@ static int read_list(rf_image_list *l, const char *list, rf_err *e)
     return rc;
 }
 
-/* Make a WebDataset key from a name: see rf_image_list_key. Writes at most cap-1 bytes. */
+/* Make a WebDataset key from a name: see rf_image_list_key. What it makes passes rf_tar_key_ok
+ * (the shard writer's check): bytes it refuses and dots in the basename become '_'. Writes at
+ * most cap-1 bytes. */
 static size_t sanitize_key(const char *name, char *out, size_t cap)
 {
     size_t n = 0;
@@ -424,7 +427,7 @@ static size_t sanitize_key(const char *name, char *out, size_t cap)
             } else {
                 for (size_t i = 0; i < clen && n + 2 < cap; i++) {
                     unsigned char c = (unsigned char)p[i];
-                    out[n++] = (c <= ' ' || c == 0x7f || (last && c == '.')) ? '_' : (char)c;
+                    out[n++] = (!rf_tar_name_byte_ok(c) || (last && c == '.')) ? '_' : (char)c;
                 }
             }
         }
@@ -434,14 +437,6 @@ static size_t sanitize_key(const char *name, char *out, size_t cap)
         out[n++] = '_';
     out[n] = 0;
     return n;
-}
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
 }
 
 /* Give every entry its key, unique within the list (open-addressing set of arena offsets). */
@@ -460,7 +455,7 @@ static int assign_keys(rf_image_list *l, rf_err *e)
         for (uint32_t t = 1;; t++) {
             if (t > 1)
                 snprintf(buf + base, 16, "_%u", t);
-            uint64_t h = hash_str(buf) & (cap - 1);
+            uint64_t h = rf_key_hash(buf, strlen(buf)) & (cap - 1);
             while (set[h] != UINT64_MAX && strcmp(l->arena + set[h], buf) != 0)
                 h = (h + 1) & (cap - 1);
             if (set[h] == UINT64_MAX) {

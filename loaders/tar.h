@@ -62,6 +62,18 @@ void rf_tar_scanner_free(rf_tar_scanner *s);
  * base-256 numeric fields. Returns 0 or RF_EFORMAT with a reason (no path/offset). */
 int rf_tar_check_header(const uint8_t *blk, rf_err *err);
 
+/* 1 when byte c may be part of a member name the tools write and index: not whitespace, a
+ * control byte or DEL (the index is space- and line-separated). */
+static inline int rf_tar_name_byte_ok(unsigned char c)
+{
+    return c > ' ' && c != 0x7f;
+}
+
+/* 1 when key can be a WebDataset sample key: names bytes rf_tar_name_byte_ok accepts, and a
+ * basename that is not empty and holds no dot (the key ends at the first dot of the basename,
+ * rf_tar_split_key). The shard writer refuses other keys; the image list makes its keys so. */
+int rf_tar_key_ok(const char *key);
+
 /* Split a member name into key (path up to the first dot of its basename) and extension (after
  * that dot). Returns key length; *ext points into name ("" when no dot). */
 size_t rf_tar_split_key(const char *name, const char **ext);

@@ -1381,6 +1381,22 @@ START_TEST(group_members_into_samples)
 }
 END_TEST
 
+/* The key rule the shard writer applies and the image list's keys follow: no dot in the
+ * basename, no empty basename, no whitespace, control byte or DEL anywhere. */
+START_TEST(key_rule)
+{
+    ck_assert(rf_tar_key_ok("n01440764/n01440764_10026"));
+    ck_assert(rf_tar_key_ok("a.b/c"));
+    ck_assert(!rf_tar_key_ok("a/b.c"));
+    ck_assert(!rf_tar_key_ok(""));
+    ck_assert(!rf_tar_key_ok("a/"));
+    ck_assert(!rf_tar_key_ok("a b"));
+    ck_assert(!rf_tar_key_ok("a\tb"));
+    ck_assert(!rf_tar_key_ok("a\x7f"));
+    ck_assert(rf_tar_key_ok("caf\xc3\xa9"));
+}
+END_TEST
+
 /* Both index writers produce the same bytes for the same shard: the shard writer's index (made
  * as it writes) and rf_tar_write_index's (made by a scan), for ustar/pax and GNU shards with
  * long names and an unlabelled sample. The text is pinned for a two-sample shard. */
@@ -1471,6 +1487,7 @@ static Suite *suite(void)
     tcase_add_test(tc, format_registry);
     tcase_add_test(tc, index_writers_agree);
     tcase_add_test(tc, group_members_into_samples);
+    tcase_add_test(tc, key_rule);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -113,9 +113,7 @@ static int key_seen(inspector *in, uint64_t name_off, size_t klen)
             const char *ext;
             const char *nm = in->names + in->set[i];
             size_t kl = rf_tar_split_key(nm, &ext);
-            uint64_t h = 1469598103934665603ull;
-            for (size_t j = 0; j < kl; j++)
-                h = (h ^ (uint8_t)nm[j]) * 1099511628211ull;
+            uint64_t h = rf_key_hash(nm, kl);
             for (h &= cap - 1; q[h] != UINT64_MAX; h = (h + 1) & (cap - 1)) {
             }
             q[h] = in->set[i];
@@ -125,9 +123,7 @@ static int key_seen(inspector *in, uint64_t name_off, size_t klen)
         in->set_cap = cap;
     }
     const char *name = in->names + name_off;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t j = 0; j < klen; j++)
-        h = (h ^ (uint8_t)name[j]) * 1099511628211ull;
+    uint64_t h = rf_key_hash(name, klen);
     for (h &= in->set_cap - 1; in->set[h] != UINT64_MAX; h = (h + 1) & (in->set_cap - 1)) {
         const char *ext;
         const char *o = in->names + in->set[h];

@@ -44,22 +44,10 @@ int rf_shard_writer_open(const char *tar_path, const char *idx_path, uint32_t fo
     return 0;
 }
 
-static int valid_key(const char *key)
-{
-    const char *base = strrchr(key, '/');
-    base = base ? base + 1 : key;
-    if (!*base || strchr(base, '.'))
-        return 0;
-    for (const char *p = key; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f)
-            return 0;
-    return 1;
-}
-
 int rf_shard_writer_add(rf_shard_writer *w, const char *key, const char *ext, const void *data,
                         uint64_t len, int32_t label)
 {
-    if (!w || !key || !ext || !*ext || strchr(ext, '/') || !valid_key(key) || (!data && len) ||
+    if (!w || !key || !ext || !*ext || strchr(ext, '/') || !rf_tar_key_ok(key) || (!data && len) ||
         len > SIZE_MAX)
         return RF_EINVAL;
     size_t kl = strlen(key), el = strlen(ext);

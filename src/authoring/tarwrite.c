@@ -27,11 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loaders/tar.h"
 #include "loaders/tar_index.h"
 
-#define TARW_BLOCK 512
 #define TARW_BUF_BYTES (1u << 20)
-#define TARW_NAME_MAX 4096            /* the readers' limit on long names (loaders/tar.h) */
 #define TARW_OCTAL11_MAX 077777777777ull /* largest size an 11-digit octal field holds */
 #define TARW_MTIME 1577836800u        /* 2020-01-01T00:00:00Z: fixed, for reproducible shards */
 #define TARW_TEMP_TRIES 1000          /* temporary names tried before giving up (EEXIST) */
@@ -121,7 +120,7 @@ static int put(rf_tarw *w, const void *data, size_t n)
 
 static int put_zeros(rf_tarw *w, size_t n)
 {
-    static const uint8_t zeros[TARW_BLOCK];
+    static const uint8_t zeros[RF_TAR_BLOCK];
     while (n > 0) {
         size_t k = n < sizeof zeros ? n : sizeof zeros;
         int rc = put(w, zeros, k);
@@ -134,8 +133,7 @@ static int put_zeros(rf_tarw *w, size_t n)
 
 static int pad_block(rf_tarw *w, uint64_t len)
 {
-    size_t rem = (size_t)(len % TARW_BLOCK);
-    return rem ? put_zeros(w, TARW_BLOCK - rem) : 0;
+    return put_zeros(w, (size_t)(rf_tar_round_block(len) - len));
 }
 
 /* Octal, zero-padded to width-1 digits, NUL-terminated (the ustar convention). */
@@ -152,7 +150,7 @@ static void checksum(uint8_t *h)
 {
     unsigned sum = 0;
     memset(h + 148, ' ', 8);
-    for (int i = 0; i < TARW_BLOCK; i++)
+    for (int i = 0; i < RF_TAR_BLOCK; i++)
         sum += h[i];
     octal((char *)h + 148, 7, sum); /* six digits, NUL, then the space left in place */
 }
@@ -162,7 +160,7 @@ static void checksum(uint8_t *h)
  * and Python read; for pax archives a pax `size` record carries them too. */
 static void header(uint8_t *h, const char *name, uint64_t size, char type, int gnu)
 {
-    memset(h, 0, TARW_BLOCK);
+    memset(h, 0, RF_TAR_BLOCK);
     size_t nl = strlen(name);
     memcpy(h, name, nl < 100 ? nl : 100);
     octal((char *)h + 100, 8, 0644);
@@ -207,7 +205,7 @@ static size_t pax_record(char *out, size_t cap, const char *key, const char *val
 
 static int write_long_name(rf_tarw *w, const char *name, uint64_t size)
 {
-    uint8_t h[TARW_BLOCK];
+    uint8_t h[RF_TAR_BLOCK];
     size_t nl = strlen(name);
     if (w->format == RF_TARW_GNU) {
         header(h, "././@LongLink", nl + 1, 'L', 1);
@@ -216,7 +214,7 @@ static int write_long_name(rf_tarw *w, const char *name, uint64_t size)
             rc = put(w, name, nl + 1);
         return rc ? rc : pad_block(w, nl + 1);
     }
-    char rec[TARW_NAME_MAX + 128];
+    char rec[RF_TAR_NAME_MAX + 128];
     size_t len = 0;
     if (nl > 100)
         len += pax_record(rec, sizeof rec, "path", name);
@@ -393,11 +391,11 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len)
     if (w->err)
         return w->err;
     size_t nl = strlen(name);
-    if (nl == 0 || nl > TARW_NAME_MAX)
+    if (nl == 0 || nl > RF_TAR_NAME_MAX)
         return -ENAMETOOLONG;
     /* The index is space- and line-separated: names that would break it are refused. */
     for (size_t i = 0; i < nl; i++)
-        if ((unsigned char)name[i] <= ' ' || name[i] == 0x7f)
+        if (!rf_tar_name_byte_ok((unsigned char)name[i]))
             return -EINVAL;
     if (!w->sample_open && !w->sample_started) {
         /* Members before any begin_sample form a sample of their own. */
@@ -407,7 +405,7 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len)
     int rc = 0;
     if (nl > 100 || (len > TARW_OCTAL11_MAX && w->format != RF_TARW_GNU))
         rc = write_long_name(w, name, len);
-    uint8_t h[TARW_BLOCK];
+    uint8_t h[RF_TAR_BLOCK];
     header(h, name, len, '0', w->format == RF_TARW_GNU);
     if (rc == 0)
         rc = put(w, h, sizeof h);
@@ -455,7 +453,7 @@ static int write_index(rf_tarw *w, rf_err *e)
  * appears beside a stale index left by an earlier run under the same name. */
 static int finish(rf_tarw *w, rf_err *e)
 {
-    int rc = put_zeros(w, 2 * TARW_BLOCK);
+    int rc = put_zeros(w, 2 * RF_TAR_BLOCK);
     if (rc == 0)
         rc = flush_buf(w);
     if (rc)
