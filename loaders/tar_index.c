@@ -429,20 +429,28 @@ int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t 
     return rc;
 }
 
+int rf_tar_index_name(const char *shard, char *buf, size_t cap)
+{
+    size_t n = strlen(shard);
+    size_t keep = n > 4 && strcmp(shard + n - 4, ".tar") == 0 ? n - 4 : n;
+    if (keep + 5 > cap)
+        return -1;
+    memcpy(buf, shard, keep);
+    memcpy(buf + keep, ".idx", 5);
+    return 0;
+}
+
 /* Any file by the index's name counts, not only a regular one: a FIFO or a directory there is
  * then refused when read, with its path, instead of being passed over in silence. */
 int rf_tar_find_index(const char *shard, char *buf, size_t cap)
 {
     size_t n = strlen(shard);
     struct stat st;
-    if (n > 4 && strcmp(shard + n - 4, ".tar") == 0 && n - 4 + 5 <= cap) {
-        memcpy(buf, shard, n - 4);
-        memcpy(buf + n - 4, ".idx", 5);
-        if (stat(buf, &st) == 0)
-            return 1;
-    }
-    if (n + 5 > cap)
-        return 0;
+    int named = rf_tar_index_name(shard, buf, cap) == 0;
+    if (named && stat(buf, &st) == 0)
+        return 1;
+    if ((named && strlen(buf) == n + 4) || n + 5 > cap)
+        return 0; /* the name tried was SHARD.idx already, or that one does not fit */
     memcpy(buf, shard, n);
     memcpy(buf + n, ".idx", 5);
     return stat(buf, &st) == 0;

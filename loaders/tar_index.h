@@ -84,6 +84,10 @@ int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err);
  * counts: a FIFO or directory by that name is found here and refused when read. */
 int rf_tar_find_index(const char *shard, char *buf, size_t cap);
 
+/* The name an index of `shard` is written under: "X.idx" for "X.tar", else "SHARD.idx". 0, or
+ * -1 when it does not fit in cap bytes. */
+int rf_tar_index_name(const char *shard, char *buf, size_t cap);
+
 /* Open a shard for reading (a regular file only; see rf_open_regular): 0 with *fd and *size,
  * else the code with err->msg naming the path. */
 int rf_tar_open_shard(const char *path, int *fd, uint64_t *size, rf_err *err);

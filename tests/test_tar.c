@@ -1397,6 +1397,33 @@ START_TEST(key_rule)
 }
 END_TEST
 
+/* Where an index is looked for and written: "X.idx" for "X.tar" first, then "X.tar.idx";
+ * "SHARD.idx" for other names. rf_shard_index_path gives the name to write when none exists. */
+START_TEST(index_names)
+{
+    char *dir = rf_test_mkdtemp("tar-idxname");
+    char *tar = pathf(dir, "a.tar"), *other = pathf(dir, "b.shard");
+    char *idx = pathf(dir, "a.idx"), *tidx = pathf(dir, "a.tar.idx"), buf[700], *want;
+    ck_assert_int_eq(rf_shard_index_path(tar, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, idx);
+    ck_assert_int_eq(rf_shard_index_path(other, buf, sizeof buf), 0);
+    want = pathf(dir, "b.shard.idx");
+    ck_assert_str_eq(buf, want);
+    free(want);
+    write_file(tidx, "", 0);
+    ck_assert_int_eq(rf_shard_index_path(tar, buf, sizeof buf), 1);
+    ck_assert_str_eq(buf, tidx);
+    write_file(idx, "", 0);
+    ck_assert_int_eq(rf_tar_find_index(tar, buf, sizeof buf), 1);
+    ck_assert_str_eq(buf, idx);
+    ck_assert_int_eq(rf_shard_index_path(tar, buf, strlen(tar) + 4), RF_EINVAL);
+    ck_assert_int_eq(rf_tar_index_name("x.tar", buf, 5), -1);
+    ck_assert_int_eq(rf_tar_index_name("x.tar", buf, 6), 0);
+    ck_assert_str_eq(buf, "x.idx");
+    free(tar), free(other), free(idx), free(tidx), free(dir);
+}
+END_TEST
+
 /* Both index writers produce the same bytes for the same shard: the shard writer's index (made
  * as it writes) and rf_tar_write_index's (made by a scan), for ustar/pax and GNU shards with
  * long names and an unlabelled sample. The text is pinned for a two-sample shard. */
@@ -1488,6 +1515,7 @@ static Suite *suite(void)
     tcase_add_test(tc, index_writers_agree);
     tcase_add_test(tc, group_members_into_samples);
     tcase_add_test(tc, key_rule);
+    tcase_add_test(tc, index_names);
     suite_add_tcase(s, tc);
     return s;
 }

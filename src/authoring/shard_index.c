@@ -2,7 +2,7 @@
  * and writing one.
  *
  * DESIGN. Both are the loader's own code (loaders/tar_index.c): rf_shard_index_path finds an
- * index as the loader does (rf_tar_find_index) and rf_shard_write_index writes it with
+ * index as the loader does (rf_tar_find_index, else the name rf_tar_index_name prefers) and rf_shard_write_index writes it with
  * rf_tar_write_index, so an index written here is one the loader reads. */
 #include "ringfeed_shards.h"
 
@@ -18,13 +18,7 @@ int rf_shard_index_path(const char *shard, char *buf, size_t cap)
         return RF_EINVAL;
     if (rf_tar_find_index(shard, buf, cap))
         return 1;
-    if (n > 4 && strcmp(shard + n - 4, ".tar") == 0) {
-        memcpy(buf, shard, n - 4);
-        memcpy(buf + n - 4, ".idx", 5);
-    } else {
-        memcpy(buf, shard, n);
-        memcpy(buf + n, ".idx", 5);
-    }
+    rf_tar_index_name(shard, buf, cap); /* fits: cap was checked above */
     return 0;
 }
 
