@@ -70,16 +70,8 @@ struct rf_image_list {
 
 static int arena_put(rf_image_list *l, const char *s, size_t n, uint64_t *off, rf_err *e)
 {
-    if (l->alen + n + 1 > l->acap) {
-        uint64_t cap = l->acap ? l->acap : 1 << 16;
-        while (cap < l->alen + n + 1)
-            cap *= 2;
-        char *q = realloc(l->arena, (size_t)cap);
-        if (!q)
-            return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
-        l->arena = q;
-        l->acap = cap;
-    }
+    if (rf_grow(&l->arena, &l->acap, l->alen + n + 1, 1))
+        return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
     memcpy(l->arena + l->alen, s, n);
     l->arena[l->alen + n] = 0;
     *off = l->alen;

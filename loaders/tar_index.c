@@ -462,16 +462,8 @@ int rf_tar_find_index(const char *shard, char *buf, size_t cap)
 
 static int text_put(rf_tar_index_text *t, const char *s, size_t n)
 {
-    if (t->len + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (t->len + n > cap)
-            cap *= 2;
-        char *q = realloc(t->p, cap);
-        if (!q)
-            return -ENOMEM;
-        t->p = q;
-        t->cap = cap;
-    }
+    if (rf_grow(&t->p, &t->cap, (uint64_t)t->len + n, 1))
+        return -ENOMEM;
     memcpy(t->p + t->len, s, n);
     t->len += n;
     return 0;

@@ -57,7 +57,8 @@ int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t 
  * written in one place. Zero-initialise it; rf_tar_index_text_free releases it. */
 typedef struct rf_tar_index_text {
     char *p;             /* the text; after rf_tar_index_finish, the whole index file */
-    size_t len, cap;
+    size_t len;
+    uint64_t cap;        /* bytes allocated at p (rf_grow) */
     uint64_t samples;    /* lines begun */
     int line_open;       /* a sample line has members and no newline yet */
 } rf_tar_index_text;

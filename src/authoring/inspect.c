@@ -224,16 +224,8 @@ static int remember(inspector *in, const rf_tar_member *tm, uint64_t *name_off)
     size_t nl = strlen(tm->name);
     if (in->nm >= INSPECT_MEMBERS_MAX)
         return RF_ELIMIT;
-    if (in->nlen + nl + 1 > in->ncap) {
-        uint64_t cap = in->ncap ? in->ncap : 1 << 16;
-        while (cap < in->nlen + nl + 1)
-            cap *= 2;
-        char *q = realloc(in->names, (size_t)cap);
-        if (!q)
-            return RF_ENOMEM;
-        in->names = q;
-        in->ncap = cap;
-    }
+    if (rf_grow(&in->names, &in->ncap, in->nlen + nl + 1, 1))
+        return RF_ENOMEM;
     memcpy(in->names + in->nlen, tm->name, nl + 1);
     *name_off = in->nlen;
     in->nm++;
