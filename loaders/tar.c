@@ -8,10 +8,12 @@
  * A key that reappears later, after another key, starts a new sample: merging would need a
  * second, non-contiguous span, and webdataset itself does not merge them either.
  *
- * Members come from one of two sources feeding the same grouper, so both give identical
- * samples: a scan (header blocks only, through the scanner's read-ahead; data is skipped), or
- * an index beside the shard (DALI v1.2 text), read and checked against the shard by
- * tar_index.c: the index must cover the whole archive, and a few headers are read to see it.
+ * The grouping (rf_tar_group_*) is exported through tar.h: inspection (src/authoring/inspect.c)
+ * drives the same code, so it reports the samples the loader reads. Members come from one of
+ * two sources feeding the same grouper, so both give identical samples: a scan (header blocks
+ * only, through the scanner's read-ahead; data is skipped), or an index beside the shard (DALI
+ * v1.2 text), read and checked against the shard by tar_index.c: the index must cover the whole
+ * archive, and a few headers are read to see it.
  * What is not checked at create is checked on every read: the pipeline re-walks each span with
  * rf_tar_locate. A shard without a sample is refused.
  *

@@ -1,5 +1,7 @@
-/* tar.h — strict parsing of tar headers (ustar, GNU long names, pax), shared by the WebDataset
- * loader and the tools. Untrusted input: every field is checked, with limits. */
+/* tar.h — strict parsing of tar headers (ustar, GNU long names, pax; loaders/tar_parse.c), the
+ * WebDataset key rule and the grouping of members into samples (loaders/tar.c), shared by the
+ * WebDataset loader and the tools (src/authoring). Untrusted input: every field is checked,
+ * with limits. */
 #ifndef RF_TAR_H
 #define RF_TAR_H
 
