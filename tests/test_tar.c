@@ -1424,6 +1424,86 @@ START_TEST(index_names)
 }
 END_TEST
 
+/* Inspection's samples, collected: key, first header offset, span. */
+typedef struct seen_samples {
+    char key[8][200];
+    uint64_t offset[8], span[8];
+    uint32_t n;
+} seen_samples;
+
+static int on_seen(void *ctx, const rf_inspect_sample *s)
+{
+    seen_samples *v = ctx;
+    ck_assert_uint_lt(v->n, 8);
+    snprintf(v->key[v->n], sizeof v->key[0], "%s", s->key);
+    v->offset[v->n] = s->offset;
+    v->span[v->n++] = s->span_bytes;
+    return 0;
+}
+
+/* Shards as users write them (Python's tarfile in pax format with a directory member and a
+ * 120-byte key, webdataset's TarWriter) are grouped alike by the loader, by inspection and by
+ * the loader reading the index rf_tar_write_index made: the same keys, offsets and spans in the
+ * same order, a key that comes back after another key being two samples each time. */
+START_TEST(user_shards_group_alike)
+{
+    char *dir = rf_test_mkdtemp("tar-user");
+    char *py = pathf(dir, "py.tar"), *wd = pathf(dir, "wds.tar");
+    ck_assert_int_eq(rf_test_shell(
+        "python3 -c \"import tarfile,io\n"
+        "t=tarfile.open('%s','w',format=tarfile.PAX_FORMAT)\n"
+        "def add(n,d=None):\n"
+        "  i=tarfile.TarInfo(n)\n"
+        "  if d is None: i.type=tarfile.DIRTYPE; t.addfile(i); return\n"
+        "  i.size=len(d); t.addfile(i,io.BytesIO(d))\n"
+        "k='d/'+'k'*120\n"
+        "add('d'); add(k+'.jpg',b'x'*700); add(k+'.cls',b'3'); add(k+'.json',b'{}')\n"
+        "add('b.jpeg',b'y'*10); add('b.cls',b'1'); add('c.jpg',b'z'*5000); add('b.jpg',b'w')\n"
+        "t.close()\"", py), 0);
+    if (rf_test_shell("python3 -c 'import webdataset' 2>/dev/null") == 0)
+        ck_assert_int_eq(rf_test_shell(
+            "python3 -c \"import webdataset as wds\n"
+            "with wds.TarWriter('%s') as w:\n"
+            "  for i in range(3): w.write({'__key__': 's%%d' %% i, 'jpg': b'j'*(100+i), "
+            "'cls': b'%%d' %% i})\"", wd), 0);
+    else
+        fprintf(stderr, "webdataset not installed: its shard is not tested\n");
+    const char *shards[] = {py, wd};
+    uint32_t want[] = {4, 3};
+    for (int f = 0; f < 2; f++) {
+        if (access(shards[f], F_OK) != 0)
+            continue;
+        seen_samples seen = {0};
+        rf_inspect_options o;
+        rf_inspect_options_init(&o);
+        o.check_jpeg = 0;
+        rf_shard_inspect(shards[f], &o, NULL, on_seen, &seen, NULL);
+        char *idx = NULL;
+        for (int pass = 0; pass < 2; pass++) { /* a scan, then the index it writes */
+            rf_dataset ds;
+            rf_err e = {0};
+            ck_assert_msg(load(&ds, shards[f], 0, &e) == 0, "%s", e.msg);
+            ck_assert_uint_eq(ds.nsamples, want[f]);
+            ck_assert_uint_eq(seen.n, want[f]);
+            for (uint32_t i = 0; i < seen.n; i++) {
+                ck_assert_str_eq(ds.keys + ds.samples[i].key, seen.key[i]);
+                ck_assert_uint_eq(ds.samples[i].offset, seen.offset[i]);
+                ck_assert_uint_eq(ds.samples[i].length, seen.span[i]);
+            }
+            rf_dataset_free(&ds);
+            char buf[700];
+            rf_shard_index_path(shards[f], buf, sizeof buf);
+            idx = strdup(buf);
+            ck_assert_msg(pass || rf_tar_write_index(shards[f], idx, &e) == 0, "%s", e.msg);
+            if (pass)
+                unlink(idx);
+            free(idx);
+        }
+    }
+    free(py), free(wd), free(dir);
+}
+END_TEST
+
 /* Both index writers produce the same bytes for the same shard: the shard writer's index (made
  * as it writes) and rf_tar_write_index's (made by a scan), for ustar/pax and GNU shards with
  * long names and an unlabelled sample. The text is pinned for a two-sample shard. */
@@ -1516,6 +1596,7 @@ static Suite *suite(void)
     tcase_add_test(tc, group_members_into_samples);
     tcase_add_test(tc, key_rule);
     tcase_add_test(tc, index_names);
+    tcase_add_test(tc, user_shards_group_alike);
     suite_add_tcase(s, tc);
     return s;
 }
