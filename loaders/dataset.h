@@ -4,10 +4,12 @@
  * create, and describes every sample as one contiguous byte span of one file: the span is read
  * with a single request, and the payload (the JPEG) and the label text are located inside it by
  * relative offsets. The plan, the I/O engines and the decode pool then need nothing
- * format-specific. Keys live in one string arena. */
+ * format-specific. Keys live in one string arena. Every format is listed once, in the registry
+ * (loaders/formats.c), which the pipeline asks for the format of rf_config.source. */
 #ifndef RF_DATASET_H
 #define RF_DATASET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/common.h"
@@ -64,6 +66,16 @@ typedef struct rf_dataset {
     uint64_t *tok_first;
 } rf_dataset;
 
+/* The hash of a key's n bytes (FNV-1a), for the sets of keys that find duplicates: the image
+ * list's de-duplication (loaders/folder_list.c) and inspection's keys that come back. */
+static inline uint64_t rf_key_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
 /* Append helpers for formats (they grow arrays geometrically; only used at open). */
 int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err);
 int rf_dataset_add_sample(rf_dataset *ds, const rf_sample *s, const char *key, size_t key_len,
@@ -103,15 +115,40 @@ int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t 
                    int32_t *label, rf_err *err);
 int rf_label_missing(const char *key, uint64_t offset, rf_err *err);
 
-/* A shard format. open() appends the files and samples of `paths` to ds. */
+/* ---- shard formats ----------------------------------------------------------------------- */
+
+/* The version of rf_format_ops. A format says in .abi which version it was written for, and the
+ * registry (loaders/formats.c) refuses one whose version is not this one, with its name: a
+ * format written against another table is an error at create, never a call through a member
+ * that moved. Raise it whenever a member is added, removed or changes meaning. */
+#define RF_FORMAT_ABI 1
+
+/* A shard format: a way to describe the user's files as rf_samples. */
 typedef struct rf_format_ops {
-    const char *name;
+    uint32_t abi;        /* RF_FORMAT_ABI when the format was written */
+    const char *name;    /* "tar", "folder": in messages and for rf_format_by_name */
+    uint32_t source;     /* the rf_config.source (enum rf_source) that selects it */
+    /* Append the files and samples of `paths` (already expanded) to ds, at create. Samples over
+     * max_sample_bytes (0: the format's default) are refused. Errors name the file and the
+     * byte offset. */
     int (*open)(rf_dataset *ds, char *const *paths, uint32_t npaths, uint64_t max_sample_bytes,
                 rf_err *err);
 } rf_format_ops;
 
-extern const rf_format_ops rf_format_tar;
+extern const rf_format_ops rf_format_tar;    /* loaders/tar.c: WebDataset tar shards */
 extern const rf_format_ops rf_format_folder; /* loaders/folder.c: class folders or `path label` list */
 extern const rf_format_ops rf_format_tokens; /* loaders/tokens.c: raw token files, windows */
+
+/* The registry (loaders/formats.c), the one list of formats. rf_format_for_source: the format
+ * of rf_config.source `source`; NULL with RF_EINVAL naming the source when no format has it,
+ * or naming the format and both versions when its abi is not RF_FORMAT_ABI (rf_format_check). */
+const rf_format_ops *rf_format_for_source(uint32_t source, rf_err *err);
+/* The format called `name`, or NULL. */
+const rf_format_ops *rf_format_by_name(const char *name);
+/* 0 when f was written for RF_FORMAT_ABI and has an open(), else RF_EINVAL naming it. */
+int rf_format_check(const rf_format_ops *f, rf_err *err);
+/* Open the dataset with the format of `source` (rf_format_for_source, then its open()). */
+int rf_format_open(uint32_t source, rf_dataset *ds, char *const *paths, uint32_t npaths,
+                   uint64_t max_sample_bytes, rf_err *err);
 
 #endif

@@ -1,9 +1,9 @@
 /* folder.c — the folder format: an unpacked image dataset read file by file, without packing.
  *
  * DESIGN. The input is one entry: a class-folder tree (torchvision ImageFolder) or a text file
- * of `path label` lines. Both are turned into an rf_image_list (src/authoring/shards.c), the same walker
- * ringfeed-pack packs, so a folder and the shards packed from it have the same samples in the
- * same order with the same labels. Each file is one sample whose span is the whole file
+ * of `path label` lines. Both are turned into an rf_image_list (loaders/folder_list.c), the
+ * same walker ringfeed-pack packs, so a folder and the shards packed from it have the same
+ * samples in the same order with the same labels. Each file is one sample whose span is the whole file
  * (offset 0, length = size, payload = all of it), with its label known up front (label_len 0),
  * so the plan, the I/O engines and the decode pool treat it like any tar sample, and order and
  * epoch guarantees are those of tar shards. The key is the path relative to the input without
@@ -93,4 +93,5 @@ static int folder_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     return rc;
 }
 
-const rf_format_ops rf_format_folder = {"folder", folder_open};
+const rf_format_ops rf_format_folder = {
+    .abi = RF_FORMAT_ABI, .name = "folder", .source = RF_SOURCE_FOLDER, .open = folder_open};

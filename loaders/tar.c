@@ -8,10 +8,12 @@
  * A key that reappears later, after another key, starts a new sample: merging would need a
  * second, non-contiguous span, and webdataset itself does not merge them either.
  *
- * Members come from one of two sources feeding the same grouper, so both give identical
- * samples: a scan (header blocks only, through the scanner's read-ahead; data is skipped), or
- * an index beside the shard (DALI v1.2 text), read and checked against the shard by
- * tar_index.c: the index must cover the whole archive, and a few headers are read to see it.
+ * The grouping (rf_tar_group_*) is exported through tar.h: inspection (src/authoring/inspect.c)
+ * drives the same code, so it reports the samples the loader reads. Members come from one of
+ * two sources feeding the same grouper, so both give identical samples: a scan (header blocks
+ * only, through the scanner's read-ahead; data is skipped), or an index beside the shard (DALI
+ * v1.2 text), read and checked against the shard by tar_index.c: the index must cover the whole
+ * archive, and a few headers are read to see it.
  * What is not checked at create is checked on every read: the pipeline re-walks each span with
  * rf_tar_locate. A shard without a sample is refused.
  *
@@ -30,86 +32,102 @@
 
 /* ---- grouping members into samples ------------------------------------------------------ */
 
+int rf_tar_group_starts(const rf_tar_group *g, const char *name)
+{
+    const char *ext;
+    size_t klen = rf_tar_split_key(name, &ext);
+    return !g->open || klen != g->key_len || memcmp(name, g->key, klen) != 0;
+}
+
+int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t data,
+                     uint64_t size)
+{
+    const char *ext;
+    size_t klen = rf_tar_split_key(name, &ext);
+    if (rf_tar_group_starts(g, name)) {
+        memcpy(g->key, name, klen);
+        g->key[klen] = 0;
+        g->key_len = klen;
+        g->open = 1;
+        g->start = hdr;
+        g->members = 0;
+        g->has_img = g->has_lbl = 0;
+    }
+    g->members++;
+    g->end = data + size;
+    if (!g->has_img && rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS)) {
+        g->has_img = 1;
+        g->img_hdr = hdr, g->img_data = data, g->img_size = size;
+        return RF_TAR_ROLE_IMAGE;
+    }
+    if (!g->has_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0) {
+        g->has_lbl = 1;
+        g->lbl_hdr = hdr, g->lbl_data = data, g->lbl_size = size;
+        return RF_TAR_ROLE_LABEL;
+    }
+    return RF_TAR_ROLE_OTHER;
+}
+
+/* ---- samples for the dataset ------------------------------------------------------------ */
+
 typedef struct mref {
     const char *name;
     uint64_t hdr, data, size;
 } mref;
 
+/* One shard's grouping into ds. */
 typedef struct grouper {
     rf_dataset *ds;
     const char *path;
     uint32_t file;
     uint64_t max_span;
-    int open;
-    char key[RF_TAR_NAME_MAX + 1];
-    size_t key_len;
-    uint64_t start, end;
-    uint32_t members;
-    int has_img, has_lbl;
-    uint64_t img_hdr, img_data, img_size, lbl_data, lbl_size;
+    rf_tar_group tg;
 } grouper;
 
+/* The complete sample in g->tg becomes an rf_sample (or an error naming it). */
 static int group_flush(grouper *g, rf_err *err)
 {
-    if (!g->open)
+    rf_tar_group *t = &g->tg;
+    if (!t->open)
         return 0;
-    g->open = 0;
-    if (!g->has_img)
+    t->open = 0;
+    if (!t->has_img)
         return rf_seterr(err, RF_EFORMAT, "%s: sample %s at offset %" PRIu64
-                         " has no image member (%s)", g->path, g->key, g->start, RF_TAR_IMAGE_EXTS);
-    uint64_t span = g->end - g->start;
+                         " has no image member (%s)", g->path, t->key, t->start, RF_TAR_IMAGE_EXTS);
+    uint64_t span = t->end - t->start;
     if (span > g->max_span)
         return rf_seterr(err, RF_ELIMIT, "%s: sample %s at offset %" PRIu64 " spans %" PRIu64
-                         " bytes, over max_sample_bytes %" PRIu64, g->path, g->key, g->start,
+                         " bytes, over max_sample_bytes %" PRIu64, g->path, t->key, t->start,
                          span, g->max_span);
     rf_sample s = {
-        .offset = g->start,
+        .offset = t->start,
         .length = (uint32_t)span,
         .file = g->file,
-        .data_off = (uint32_t)(g->img_data - g->start),
-        .data_len = (uint32_t)g->img_size,
-        .data_hdr = (uint32_t)(g->img_hdr - g->start),
-        .label_off = g->has_lbl ? (uint32_t)(g->lbl_data - g->start) : 0,
+        .data_off = (uint32_t)(t->img_data - t->start),
+        .data_len = (uint32_t)t->img_size,
+        .data_hdr = (uint32_t)(t->img_hdr - t->start),
+        .label_off = t->has_lbl ? (uint32_t)(t->lbl_data - t->start) : 0,
         /* A label member over RF_TAR_LABEL_BYTES_MAX is a bad label of this sample, found
          * when it is read (rf_check_label), not a reason to refuse the whole dataset here. */
-        .label_len = g->has_lbl ? (uint16_t)RF_MIN(g->lbl_size, UINT16_MAX) : 0,
+        .label_len = t->has_lbl ? (uint16_t)RF_MIN(t->lbl_size, UINT16_MAX) : 0,
         .flags = RF_SAMPLE_TAR,
         .label = -1,
     };
-    return rf_dataset_add_sample(g->ds, &s, g->key, g->key_len, err);
+    return rf_dataset_add_sample(g->ds, &s, t->key, t->key_len, err);
 }
 
 static int group_feed(grouper *g, const mref *m, rf_err *err)
 {
-    const char *ext;
-    size_t klen = rf_tar_split_key(m->name, &ext);
-    if (!g->open || klen != g->key_len || memcmp(m->name, g->key, klen) != 0) {
+    if (rf_tar_group_starts(&g->tg, m->name)) {
         int rc = group_flush(g, err);
         if (rc)
             return rc;
-        memcpy(g->key, m->name, klen);
-        g->key[klen] = 0;
-        g->key_len = klen;
-        g->open = 1;
-        g->start = m->hdr;
-        g->members = 0;
-        g->has_img = g->has_lbl = 0;
     }
-    if (++g->members > RF_TAR_SAMPLE_MEMBERS_MAX)
+    rf_tar_group_add(&g->tg, m->name, m->hdr, m->data, m->size);
+    if (g->tg.members > RF_TAR_SAMPLE_MEMBERS_MAX)
         return rf_seterr(err, RF_ELIMIT, "%s: sample %s at offset %" PRIu64
-                         " has more than %d members", g->path, g->key, g->start,
+                         " has more than %d members", g->path, g->tg.key, g->tg.start,
                          RF_TAR_SAMPLE_MEMBERS_MAX);
-    g->end = m->data + m->size;
-    if (!g->has_img && rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS)) {
-        g->has_img = 1;
-        g->img_hdr = m->hdr;
-        g->img_data = m->data;
-        g->img_size = m->size;
-    } else if (!g->has_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0) {
-        g->has_lbl = 1;
-        g->lbl_data = m->data;
-        g->lbl_size = m->size;
-    }
     return 0;
 }
 
@@ -218,5 +236,6 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     return rc;
 }
 
-const rf_format_ops rf_format_tar = {"tar", tar_open};
+const rf_format_ops rf_format_tar = {
+    .abi = RF_FORMAT_ABI, .name = "tar", .source = RF_SOURCE_TAR, .open = tar_open};
 

@@ -1,5 +1,7 @@
-/* tar.h — strict parsing of tar headers (ustar, GNU long names, pax), shared by the WebDataset
- * loader and the tools. Untrusted input: every field is checked, with limits. */
+/* tar.h — strict parsing of tar headers (ustar, GNU long names, pax; loaders/tar_parse.c), the
+ * WebDataset key rule and the grouping of members into samples (loaders/tar.c), shared by the
+ * WebDataset loader and the tools (src/authoring). Untrusted input: every field is checked,
+ * with limits. */
 #ifndef RF_TAR_H
 #define RF_TAR_H
 
@@ -62,11 +64,59 @@ void rf_tar_scanner_free(rf_tar_scanner *s);
  * base-256 numeric fields. Returns 0 or RF_EFORMAT with a reason (no path/offset). */
 int rf_tar_check_header(const uint8_t *blk, rf_err *err);
 
+/* 1 when byte c may be part of a member name the tools write and index: not whitespace, a
+ * control byte or DEL (the index is space- and line-separated). */
+static inline int rf_tar_name_byte_ok(unsigned char c)
+{
+    return c > ' ' && c != 0x7f;
+}
+
+/* 1 when key can be a WebDataset sample key: names bytes rf_tar_name_byte_ok accepts, and a
+ * basename that is not empty and holds no dot (the key ends at the first dot of the basename,
+ * rf_tar_split_key). The shard writer refuses other keys; the image list makes its keys so. */
+int rf_tar_key_ok(const char *key);
+
 /* Split a member name into key (path up to the first dot of its basename) and extension (after
  * that dot). Returns key length; *ext points into name ("" when no dot). */
 size_t rf_tar_split_key(const char *name, const char **ext);
 
 #endif
+
+/* ---- WebDataset sample grouping (loaders/tar.c) ------------------------------------------ */
+
+/* A sample is the run of consecutive regular members sharing a key (rf_tar_split_key); a key
+ * that comes back after another key begins a new sample. The loader (scanning a shard or
+ * reading its index) and inspection (src/authoring/inspect.c) both drive this one grouping,
+ * member by member, so they see the same samples. For each regular member, in archive order:
+ * rf_tar_group_starts says whether it begins a new sample; if so, the sample still in g (when
+ * g->open) is complete: the caller takes what it needs from g and sets g->open = 0. Then
+ * rf_tar_group_add adds the member and returns its role. After the last member, an open sample
+ * is complete too. Zero-initialise g before the first member of a shard. */
+enum rf_tar_role {
+    RF_TAR_ROLE_OTHER = 0,
+    RF_TAR_ROLE_IMAGE, /* the sample's first member with an extension in RF_TAR_IMAGE_EXTS */
+    RF_TAR_ROLE_LABEL, /* its first member with the extension RF_TAR_LABEL_EXT */
+};
+
+typedef struct rf_tar_group {
+    int open;                 /* a sample is open (set by add, cleared by the caller) */
+    char key[RF_TAR_NAME_MAX + 1];
+    size_t key_len;
+    uint64_t start;           /* first header block of its first member */
+    uint64_t end;             /* end of its last member's data */
+    uint32_t members;         /* regular members so far */
+    int has_img, has_lbl;
+    uint64_t img_hdr, img_data, img_size;  /* the image member (RF_TAR_ROLE_IMAGE) */
+    uint64_t lbl_hdr, lbl_data, lbl_size;  /* the label member (RF_TAR_ROLE_LABEL) */
+} rf_tar_group;
+
+/* 1 when the member called `name` begins a new sample (no sample open, or another key). */
+int rf_tar_group_starts(const rf_tar_group *g, const char *name);
+/* Add the member `name` (first header block hdr, data at `data`, `size` bytes), opening a new
+ * sample when rf_tar_group_starts says so. Returns its enum rf_tar_role. Counts members without
+ * a limit: callers apply theirs (the loader RF_TAR_SAMPLE_MEMBERS_MAX). */
+int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t data,
+                     uint64_t size);
 
 /* Locate the payload and label of a WebDataset sample inside its span: the bytes from the
  * first member's header to the end of the last member's data, as read by one request. Walks

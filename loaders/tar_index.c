@@ -429,20 +429,28 @@ int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t 
     return rc;
 }
 
+int rf_tar_index_name(const char *shard, char *buf, size_t cap)
+{
+    size_t n = strlen(shard);
+    size_t keep = n > 4 && strcmp(shard + n - 4, ".tar") == 0 ? n - 4 : n;
+    if (keep + 5 > cap)
+        return -1;
+    memcpy(buf, shard, keep);
+    memcpy(buf + keep, ".idx", 5);
+    return 0;
+}
+
 /* Any file by the index's name counts, not only a regular one: a FIFO or a directory there is
  * then refused when read, with its path, instead of being passed over in silence. */
 int rf_tar_find_index(const char *shard, char *buf, size_t cap)
 {
     size_t n = strlen(shard);
     struct stat st;
-    if (n > 4 && strcmp(shard + n - 4, ".tar") == 0 && n - 4 + 5 <= cap) {
-        memcpy(buf, shard, n - 4);
-        memcpy(buf + n - 4, ".idx", 5);
-        if (stat(buf, &st) == 0)
-            return 1;
-    }
-    if (n + 5 > cap)
-        return 0;
+    int named = rf_tar_index_name(shard, buf, cap) == 0;
+    if (named && stat(buf, &st) == 0)
+        return 1;
+    if ((named && strlen(buf) == n + 4) || n + 5 > cap)
+        return 0; /* the name tried was SHARD.idx already, or that one does not fit */
     memcpy(buf, shard, n);
     memcpy(buf + n, ".idx", 5);
     return stat(buf, &st) == 0;
@@ -450,31 +458,65 @@ int rf_tar_find_index(const char *shard, char *buf, size_t cap)
 
 /* ---- writing an index ------------------------------------------------------------------- */
 
-typedef struct obuf {
-    char *p;
-    size_t len, cap;
-} obuf;
+#define TAR_INDEX_HEAD_MAX 32 /* "v1.2 " and a uint64_t in decimal, and the newline */
 
-static int obuf_put(obuf *b, const char *s, size_t n)
+static int text_put(rf_tar_index_text *t, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q)
-            return -1;
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
+    if (rf_grow(&t->p, &t->cap, (uint64_t)t->len + n, 1))
+        return -ENOMEM;
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
     return 0;
 }
 
-/* Append one member to the line being built; a new key starts a new line. */
-static int index_member(obuf *lines, const rf_tar_member *m, char *key, size_t *key_len,
-                        uint64_t *samples, const char *shard, rf_err *err)
+/* "<ext> <hdr> <size> <name>", after a space within a line or a newline between lines. The
+ * member is appended whole or not at all, so a failed call leaves t as it was. */
+int rf_tar_index_add(rf_tar_index_text *t, const char *name, uint64_t hdr, uint64_t size,
+                     int new_sample)
+{
+    const char *ext;
+    rf_tar_split_key(name, &ext);
+    int new_line = new_sample || !t->line_open;
+    size_t was = t->len;
+    char num[64];
+    int n = snprintf(num, sizeof num, " %" PRIu64 " %" PRIu64 " ", hdr, size);
+    int rc = t->line_open ? text_put(t, new_line ? "\n" : " ", 1) : 0;
+    if (rc == 0)
+        rc = text_put(t, ext, strlen(ext));
+    if (rc == 0)
+        rc = text_put(t, num, (size_t)n);
+    if (rc == 0)
+        rc = text_put(t, name, strlen(name));
+    if (rc) {
+        t->len = was;
+        return rc;
+    }
+    t->samples += new_line;
+    t->line_open = 1;
+    return 0;
+}
+
+int rf_tar_index_finish(rf_tar_index_text *t)
+{
+    char head[TAR_INDEX_HEAD_MAX];
+    size_t n = (size_t)snprintf(head, sizeof head, "v1.2 %" PRIu64 "\n", t->samples);
+    if ((t->line_open && text_put(t, "\n", 1)) || text_put(t, head, n))
+        return -ENOMEM;
+    t->line_open = 0;
+    memmove(t->p + n, t->p, t->len - n);
+    memcpy(t->p, head, n);
+    return 0;
+}
+
+void rf_tar_index_text_free(rf_tar_index_text *t)
+{
+    free(t->p);
+    *t = (rf_tar_index_text){0};
+}
+
+/* One member of the scan: a new key begins a new line, as the loader's grouping does. */
+static int index_member(rf_tar_index_text *t, const rf_tar_member *m, char *key,
+                        size_t *key_len, const char *shard, rf_err *err)
 {
     const char *ext;
     size_t klen = rf_tar_split_key(m->name, &ext);
@@ -482,34 +524,22 @@ static int index_member(obuf *lines, const rf_tar_member *m, char *key, size_t *
         return rf_seterr(err, RF_EINVAL, "%s: member %s at offset %" PRIu64
                          " cannot be indexed (whitespace in its name or no extension)", shard,
                          m->name, m->header_offset);
-    int same = *samples && klen == *key_len && memcmp(key, m->name, klen) == 0;
-    char num[64];
-    int n = snprintf(num, sizeof num, " %" PRIu64 " %" PRIu64 " ", m->header_offset, m->size);
-    int bad = 0;
-    if (!same) {
-        bad |= *samples ? obuf_put(lines, "\n", 1) : 0;
-        memcpy(key, m->name, klen);
-        *key_len = klen;
-        ++*samples;
-    } else {
-        bad |= obuf_put(lines, " ", 1);
-    }
-    bad |= obuf_put(lines, ext, strlen(ext));
-    bad |= obuf_put(lines, num, (size_t)n);
-    bad |= obuf_put(lines, m->name, strlen(m->name));
-    return bad ? rf_seterr(err, RF_ENOMEM, "%s: no memory for the index", shard) : 0;
+    int same = t->line_open && klen == *key_len && memcmp(key, m->name, klen) == 0;
+    memcpy(key, m->name, klen);
+    *key_len = klen;
+    if (rf_tar_index_add(t, m->name, m->header_offset, m->size, !same))
+        return rf_seterr(err, RF_ENOMEM, "%s: no memory for the index", shard);
+    return 0;
 }
 
-static int write_all(const char *path, const char *head, const obuf *body, rf_err *err)
+static int write_all(const char *path, const rf_tar_index_text *t, rf_err *err)
 {
     FILE *f = fopen(path, "we");
     if (!f)
         return rf_seterr(err, -errno, "%s: %s", path, strerror(errno));
     /* fsync before the caller renames it into place: the index name must never point at
      * data a crash can still lose (the shard writer does the same for its files). */
-    int ok = fputs(head, f) >= 0 &&
-             (body->len == 0 || fwrite(body->p, 1, body->len, f) == body->len) &&
-             (body->len == 0 || fputc('\n', f) != EOF) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int ok = fwrite(t->p, 1, t->len, f) == t->len && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;
@@ -518,40 +548,49 @@ static int write_all(const char *path, const char *head, const obuf *body, rf_er
     return ok ? 0 : rf_seterr(err, -e, "%s: write failed: %s", path, strerror(e));
 }
 
-int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err)
+/* The members of the shard at fd, scanned, as index text (finished). */
+static int scan_to_text(const char *shard, int fd, uint64_t size, rf_tar_index_text *t,
+                        rf_err *err)
 {
-    int fd;
-    uint64_t size, samples = 0;
-    int rc = rf_tar_open_shard(shard, &fd, &size, err);
-    if (rc)
-        return rc;
     rf_tar_scanner sc;
     rf_tar_member *m = malloc(sizeof *m);
     char *key = malloc(RF_TAR_NAME_MAX + 1);
     size_t key_len = 0;
-    obuf lines = {0};
-    rc = (m && key) ? rf_tar_scanner_init(&sc, fd, shard, size, err)
-                    : rf_seterr(err, RF_ENOMEM, "no memory");
+    int rc = (m && key) ? rf_tar_scanner_init(&sc, fd, shard, size, err)
+                        : rf_seterr(err, RF_ENOMEM, "no memory");
     if (rc == 0) {
         while ((rc = rf_tar_next(&sc, m, err)) == 1)
             if (m->type == RF_TAR_FILE &&
-                (rc = index_member(&lines, m, key, &key_len, &samples, shard, err)) != 0)
+                (rc = index_member(t, m, key, &key_len, shard, err)) != 0)
                 break;
         rf_tar_scanner_free(&sc);
     }
+    if (rc == 0 && rf_tar_index_finish(t))
+        rc = rf_seterr(err, RF_ENOMEM, "%s: no memory for the index", shard);
+    free(key);
+    free(m);
+    return rc;
+}
+
+int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err)
+{
+    int fd;
+    uint64_t size;
+    int rc = rf_tar_open_shard(shard, &fd, &size, err);
+    if (rc)
+        return rc;
+    rf_tar_index_text t = {0};
+    rc = scan_to_text(shard, fd, size, &t, err);
     if (rc == 0) {
-        char head[64], tmp[TAR_PATH_MAX];
-        snprintf(head, sizeof head, "v1.2 %" PRIu64 "\n", samples);
+        char tmp[TAR_PATH_MAX];
         if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", idx_path, (long)getpid()) >= sizeof tmp)
             rc = rf_seterr(err, RF_EINVAL, "%s: path too long", idx_path);
-        else if ((rc = write_all(tmp, head, &lines, err)) == 0 && rename(tmp, idx_path) != 0)
+        else if ((rc = write_all(tmp, &t, err)) == 0 && rename(tmp, idx_path) != 0)
             rc = rf_seterr(err, -errno, "%s: rename failed: %s", idx_path, strerror(errno));
         if (rc)
             unlink(tmp);
     }
-    free(lines.p);
-    free(key);
-    free(m);
+    rf_tar_index_text_free(&t);
     close(fd);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* tar_index.h — the shard index (DALI text format v1.2): reading it and checking it against its
- * shard (the loader and inspection), and writing it (loaders/tar_index.c).
+ * shard (the loader and inspection), and writing it (loaders/tar_index.c): the one place that
+ * knows the format.
  *
  * Format, one line per WebDataset sample after a first line "v1.2 <samples>": for each regular
  * member of the sample, "<ext> <offset> <data size> <member name>", space-separated. Samples are
@@ -10,6 +11,9 @@
  * (TarInfo.offset_data): the reader takes either, the same for every member of one index. */
 #ifndef RF_TAR_INDEX_H
 #define RF_TAR_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "base/common.h"
 
@@ -48,6 +52,28 @@ int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t 
                       uint32_t name_max, int full, rf_tar_index_fn fn, void *ctx,
                       rf_tar_index_stats *st, rf_err *err);
 
+/* The text of an index, built one member at a time by both of its writers: rf_tar_write_index
+ * (from a scan) and the shard writer (src/authoring/tarwrite.c, as it writes), so the format is
+ * written in one place. Zero-initialise it; rf_tar_index_text_free releases it. */
+typedef struct rf_tar_index_text {
+    char *p;             /* the text; after rf_tar_index_finish, the whole index file */
+    size_t len;
+    uint64_t cap;        /* bytes allocated at p (rf_grow) */
+    uint64_t samples;    /* lines begun */
+    int line_open;       /* a sample line has members and no newline yet */
+} rf_tar_index_text;
+
+/* Append member `name` (its first header block at hdr, `size` data bytes) to the open sample's
+ * line, or, with new_sample (or before any line), begin the next line with it. The name is
+ * written as given: callers refuse names with whitespace first. 0, or -ENOMEM (t keeps what it
+ * had). */
+int rf_tar_index_add(rf_tar_index_text *t, const char *name, uint64_t hdr, uint64_t size,
+                     int new_sample);
+/* End the last line and put the "v1.2 <samples>" line in front: t->p[0..len) is then the index
+ * file. 0 or -ENOMEM. */
+int rf_tar_index_finish(rf_tar_index_text *t);
+void rf_tar_index_text_free(rf_tar_index_text *t);
+
 /* Scan `shard` and write its index to idx_path (through a temporary file renamed into place,
  * so a reader never sees half an index). Errors: RF_EFORMAT (shard malformed), RF_EINVAL (a
  * member name with whitespace or without an extension cannot be written in this format),
@@ -58,6 +84,10 @@ int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err);
  * Returns 1 and the path in buf, 0 when neither exists (or buf is too small). Any file type
  * counts: a FIFO or directory by that name is found here and refused when read. */
 int rf_tar_find_index(const char *shard, char *buf, size_t cap);
+
+/* The name an index of `shard` is written under: "X.idx" for "X.tar", else "SHARD.idx". 0, or
+ * -1 when it does not fit in cap bytes. */
+int rf_tar_index_name(const char *shard, char *buf, size_t cap);
 
 /* Open a shard for reading (a regular file only; see rf_open_regular): 0 with *fd and *size,
  * else the code with err->msg naming the path. */

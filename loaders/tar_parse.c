@@ -525,6 +525,18 @@ size_t rf_tar_split_key(const char *name, const char **ext)
     return (size_t)(dot - name);
 }
 
+int rf_tar_key_ok(const char *key)
+{
+    const char *base = strrchr(key, '/');
+    base = base ? base + 1 : key;
+    if (!*base || strchr(base, '.'))
+        return 0;
+    for (const char *p = key; *p; p++)
+        if (!rf_tar_name_byte_ok((unsigned char)*p))
+            return 0;
+    return 1;
+}
+
 int rf_tar_ext_in(const char *ext, const char *exts)
 {
     size_t n = strlen(ext);

@@ -51,7 +51,8 @@ static int tokens_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     return 0;
 }
 
-const rf_format_ops rf_format_tokens = {"tokens", tokens_open};
+const rf_format_ops rf_format_tokens = {
+    .abi = RF_FORMAT_ABI, .name = "tokens", .source = RF_SOURCE_TOKENS, .open = tokens_open};
 
 void rf_tokens_window(const rf_dataset *ds, uint64_t id, int sequential, uint64_t seed,
                       uint32_t *file, uint64_t *off)

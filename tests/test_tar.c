@@ -1347,6 +1347,225 @@ START_TEST(label_parsing)
 }
 END_TEST
 
+/* The grouping the loader and inspection share: a sample is a run of members with one key; its
+ * first image and first label member get their roles, later ones none; a key that comes back
+ * after another begins a new sample; the span runs from the first header to the last data. */
+START_TEST(group_members_into_samples)
+{
+    static const struct { const char *name; int starts, role; } m[] = {
+        {"d/a.jpg", 1, RF_TAR_ROLE_IMAGE}, {"d/a.cls", 0, RF_TAR_ROLE_LABEL},
+        {"d/a.x.txt", 0, RF_TAR_ROLE_OTHER}, {"d/b.JPEG", 1, RF_TAR_ROLE_IMAGE},
+        {"d/b.jpg", 0, RF_TAR_ROLE_OTHER}, {"d/b.cls", 0, RF_TAR_ROLE_LABEL},
+        {"d/b.cls", 0, RF_TAR_ROLE_OTHER}, {"d/a.jpg", 1, RF_TAR_ROLE_IMAGE},
+        {"c.cls", 1, RF_TAR_ROLE_LABEL},
+    };
+    rf_tar_group g = {0};
+    uint64_t off = 0;
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++, off += 2048) {
+        ck_assert_int_eq(rf_tar_group_starts(&g, m[i].name), m[i].starts);
+        if (m[i].starts && i == 3) { /* sample a is complete: three members, up to a.x.txt's data */
+            ck_assert_str_eq(g.key, "d/a");
+            ck_assert_uint_eq(g.members, 3);
+            ck_assert_uint_eq(g.start, 0);
+            ck_assert_uint_eq(g.end, 4096 + 512 + 100);
+            ck_assert(g.has_img && g.has_lbl && g.img_data == 512 && g.lbl_hdr == 2048);
+        }
+        if (m[i].starts)
+            g.open = 0;
+        ck_assert_int_eq(rf_tar_group_add(&g, m[i].name, off, off + 512, 100), m[i].role);
+        ck_assert(g.open);
+    }
+    ck_assert_str_eq(g.key, "c");
+    ck_assert_uint_eq(g.members, 1);
+    ck_assert(!g.has_img && g.has_lbl);
+}
+END_TEST
+
+/* The key rule the shard writer applies and the image list's keys follow: no dot in the
+ * basename, no empty basename, no whitespace, control byte or DEL anywhere. */
+START_TEST(key_rule)
+{
+    ck_assert(rf_tar_key_ok("n01440764/n01440764_10026"));
+    ck_assert(rf_tar_key_ok("a.b/c"));
+    ck_assert(!rf_tar_key_ok("a/b.c"));
+    ck_assert(!rf_tar_key_ok(""));
+    ck_assert(!rf_tar_key_ok("a/"));
+    ck_assert(!rf_tar_key_ok("a b"));
+    ck_assert(!rf_tar_key_ok("a\tb"));
+    ck_assert(!rf_tar_key_ok("a\x7f"));
+    ck_assert(rf_tar_key_ok("caf\xc3\xa9"));
+}
+END_TEST
+
+/* Where an index is looked for and written: "X.idx" for "X.tar" first, then "X.tar.idx";
+ * "SHARD.idx" for other names. rf_shard_index_path gives the name to write when none exists. */
+START_TEST(index_names)
+{
+    char *dir = rf_test_mkdtemp("tar-idxname");
+    char *tar = pathf(dir, "a.tar"), *other = pathf(dir, "b.shard");
+    char *idx = pathf(dir, "a.idx"), *tidx = pathf(dir, "a.tar.idx"), buf[700], *want;
+    ck_assert_int_eq(rf_shard_index_path(tar, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, idx);
+    ck_assert_int_eq(rf_shard_index_path(other, buf, sizeof buf), 0);
+    want = pathf(dir, "b.shard.idx");
+    ck_assert_str_eq(buf, want);
+    free(want);
+    write_file(tidx, "", 0);
+    ck_assert_int_eq(rf_shard_index_path(tar, buf, sizeof buf), 1);
+    ck_assert_str_eq(buf, tidx);
+    write_file(idx, "", 0);
+    ck_assert_int_eq(rf_tar_find_index(tar, buf, sizeof buf), 1);
+    ck_assert_str_eq(buf, idx);
+    ck_assert_int_eq(rf_shard_index_path(tar, buf, strlen(tar) + 4), RF_EINVAL);
+    ck_assert_int_eq(rf_tar_index_name("x.tar", buf, 5), -1);
+    ck_assert_int_eq(rf_tar_index_name("x.tar", buf, 6), 0);
+    ck_assert_str_eq(buf, "x.idx");
+    free(tar), free(other), free(idx), free(tidx), free(dir);
+}
+END_TEST
+
+/* Inspection's samples, collected: key, first header offset, span. */
+typedef struct seen_samples {
+    char key[8][200];
+    uint64_t offset[8], span[8];
+    uint32_t n;
+} seen_samples;
+
+static int on_seen(void *ctx, const rf_inspect_sample *s)
+{
+    seen_samples *v = ctx;
+    ck_assert_uint_lt(v->n, 8);
+    snprintf(v->key[v->n], sizeof v->key[0], "%s", s->key);
+    v->offset[v->n] = s->offset;
+    v->span[v->n++] = s->span_bytes;
+    return 0;
+}
+
+/* Shards as users write them (Python's tarfile in pax format with a directory member and a
+ * 120-byte key, webdataset's TarWriter) are grouped alike by the loader, by inspection and by
+ * the loader reading the index rf_tar_write_index made: the same keys, offsets and spans in the
+ * same order, a key that comes back after another key being two samples each time. */
+START_TEST(user_shards_group_alike)
+{
+    char *dir = rf_test_mkdtemp("tar-user");
+    char *py = pathf(dir, "py.tar"), *wd = pathf(dir, "wds.tar");
+    ck_assert_int_eq(rf_test_shell(
+        "python3 -c \"import tarfile,io\n"
+        "t=tarfile.open('%s','w',format=tarfile.PAX_FORMAT)\n"
+        "def add(n,d=None):\n"
+        "  i=tarfile.TarInfo(n)\n"
+        "  if d is None: i.type=tarfile.DIRTYPE; t.addfile(i); return\n"
+        "  i.size=len(d); t.addfile(i,io.BytesIO(d))\n"
+        "k='d/'+'k'*120\n"
+        "add('d'); add(k+'.jpg',b'x'*700); add(k+'.cls',b'3'); add(k+'.json',b'{}')\n"
+        "add('b.jpeg',b'y'*10); add('b.cls',b'1'); add('c.jpg',b'z'*5000); add('b.jpg',b'w')\n"
+        "t.close()\"", py), 0);
+    if (rf_test_shell("python3 -c 'import webdataset' 2>/dev/null") == 0)
+        ck_assert_int_eq(rf_test_shell(
+            "python3 -c \"import webdataset as wds\n"
+            "with wds.TarWriter('%s') as w:\n"
+            "  for i in range(3): w.write({'__key__': 's%%d' %% i, 'jpg': b'j'*(100+i), "
+            "'cls': b'%%d' %% i})\"", wd), 0);
+    else
+        fprintf(stderr, "webdataset not installed: its shard is not tested\n");
+    const char *shards[] = {py, wd};
+    uint32_t want[] = {4, 3};
+    for (int f = 0; f < 2; f++) {
+        if (access(shards[f], F_OK) != 0)
+            continue;
+        seen_samples seen = {0};
+        rf_inspect_options o;
+        rf_inspect_options_init(&o);
+        o.check_jpeg = 0;
+        rf_shard_inspect(shards[f], &o, NULL, on_seen, &seen, NULL);
+        char *idx = NULL;
+        for (int pass = 0; pass < 2; pass++) { /* a scan, then the index it writes */
+            rf_dataset ds;
+            rf_err e = {0};
+            ck_assert_msg(load(&ds, shards[f], 0, &e) == 0, "%s", e.msg);
+            ck_assert_uint_eq(ds.nsamples, want[f]);
+            ck_assert_uint_eq(seen.n, want[f]);
+            for (uint32_t i = 0; i < seen.n; i++) {
+                ck_assert_str_eq(ds.keys + ds.samples[i].key, seen.key[i]);
+                ck_assert_uint_eq(ds.samples[i].offset, seen.offset[i]);
+                ck_assert_uint_eq(ds.samples[i].length, seen.span[i]);
+            }
+            rf_dataset_free(&ds);
+            char buf[700];
+            rf_shard_index_path(shards[f], buf, sizeof buf);
+            idx = strdup(buf);
+            ck_assert_msg(pass || rf_tar_write_index(shards[f], idx, &e) == 0, "%s", e.msg);
+            if (pass)
+                unlink(idx);
+            free(idx);
+        }
+    }
+    free(py), free(wd), free(dir);
+}
+END_TEST
+
+/* Both index writers produce the same bytes for the same shard: the shard writer's index (made
+ * as it writes) and rf_tar_write_index's (made by a scan), for ustar/pax and GNU shards with
+ * long names and an unlabelled sample. The text is pinned for a two-sample shard. */
+START_TEST(index_writers_agree)
+{
+    char *dir = rf_test_mkdtemp("tar-idxw");
+    char longkey[160], err[256];
+    memset(longkey, 'n', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = 0;
+    const char *keys[] = {"a", longkey, "b/c"};
+    for (uint32_t fmt = RF_SHARD_PAX; fmt <= RF_SHARD_GNU; fmt++) {
+        char *tar = pathf(dir, fmt ? "gnu.tar" : "pax.tar"), *idx = pathf(dir, "w.idx");
+        char *scanned = pathf(dir, "s.idx");
+        rf_shard_writer *w = NULL;
+        ck_assert_int_eq(rf_shard_writer_open(tar, idx, fmt, &w, err, sizeof err), 0);
+        for (int32_t i = 0; i < 3; i++)
+            ck_assert_int_eq(rf_shard_writer_add(w, keys[i], "jpg", "xyz", 3, i == 1 ? -1 : i), 0);
+        ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+        rf_err e = {0};
+        ck_assert_msg(rf_tar_write_index(tar, scanned, &e) == 0, "%s", e.msg);
+        size_t a, b;
+        uint8_t *wa = rf_test_read_file(idx, &a), *sb = rf_test_read_file(scanned, &b);
+        ck_assert_uint_eq(a, b);
+        ck_assert_int_eq(memcmp(wa, sb, a), 0);
+        ck_assert_int_eq(memcmp(wa, "v1.2 3\njpg 0 3 a.jpg cls 1024 1 a.cls\njpg 2048 3 ", 48), 0);
+        free(wa), free(sb), free(tar), free(idx), free(scanned);
+    }
+    free(dir);
+}
+END_TEST
+
+/* The registry lists each format once and finds it by rf_config.source and by name; a source
+ * no format reads and a format written for another version of the ops table are refused with
+ * a message naming them. */
+START_TEST(format_registry)
+{
+    rf_err e = {0};
+    ck_assert_ptr_eq(rf_format_for_source(RF_SOURCE_TAR, &e), &rf_format_tar);
+    ck_assert_ptr_eq(rf_format_for_source(RF_SOURCE_FOLDER, &e), &rf_format_folder);
+    ck_assert_ptr_eq(rf_format_for_source(RF_SOURCE_TOKENS, &e), &rf_format_tokens);
+    ck_assert_ptr_eq(rf_format_by_name("tar"), &rf_format_tar);
+    ck_assert_ptr_eq(rf_format_by_name("folder"), &rf_format_folder);
+    ck_assert_ptr_eq(rf_format_by_name("tokens"), &rf_format_tokens);
+    ck_assert_ptr_null(rf_format_by_name("zip"));
+    ck_assert_ptr_null(rf_format_for_source(99, &e));
+    ck_assert_int_eq(e.code, RF_EINVAL);
+    ck_assert_str_eq(e.msg, "no shard format reads source 99");
+    rf_dataset ds = {0};
+    char *none[] = {"x.tar"};
+    ck_assert_int_eq(rf_format_open(99, &ds, none, 1, 0, &e), RF_EINVAL);
+    ck_assert_uint_eq(ds.nfiles, 0);
+    rf_format_ops old = rf_format_tar;
+    old.abi = RF_FORMAT_ABI + 1;
+    ck_assert_int_eq(rf_format_check(&old, &e), RF_EINVAL);
+    char want[160];
+    snprintf(want, sizeof want, "shard format tar was written for format ops version %u; this "
+             "library has version %u", RF_FORMAT_ABI + 1, RF_FORMAT_ABI);
+    ck_assert_str_eq(e.msg, want);
+    ck_assert_int_eq(rf_format_check(&rf_format_folder, &e), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tar");
@@ -1374,6 +1593,12 @@ static Suite *suite(void)
     tcase_add_test(tc, pattern_expansion);
     tcase_add_test(tc, label_parsing);
     tcase_add_test(tc, index_over_limit_is_refused);
+    tcase_add_test(tc, format_registry);
+    tcase_add_test(tc, index_writers_agree);
+    tcase_add_test(tc, group_members_into_samples);
+    tcase_add_test(tc, key_rule);
+    tcase_add_test(tc, index_names);
+    tcase_add_test(tc, user_shards_group_alike);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,8 +5,9 @@
  * buffer; members larger than the free space bypass it with direct write() calls, so a shard
  * costs one syscall per MiB. Output is a pure function of the calls made: every header field
  * that could vary between runs (mtime, owner, mode) is fixed, so the same samples give the same
- * bytes. The index is kept in memory as text (one line per sample, about 60 bytes per member)
- * and written at close, when every offset is known. The first write error is sticky: later
+ * bytes. The index is kept in memory as text (one line per sample, about 60 bytes per member,
+ * built by loaders/tar_index.c, the one writer of the format) and written at close, when every
+ * offset is known. The first write error is sticky: later
  * calls return it and close reports it.
  *
  * Atomicity: a reader must never see a half-written shard under the shard's name (one cut at
@@ -26,9 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TARW_BLOCK 512
+#include "loaders/tar.h"
+#include "loaders/tar_index.h"
+
 #define TARW_BUF_BYTES (1u << 20)
-#define TARW_NAME_MAX 4096            /* the readers' limit on long names (loaders/tar.h) */
 #define TARW_OCTAL11_MAX 077777777777ull /* largest size an 11-digit octal field holds */
 #define TARW_MTIME 1577836800u        /* 2020-01-01T00:00:00Z: fixed, for reproducible shards */
 #define TARW_TEMP_TRIES 1000          /* temporary names tried before giving up (EEXIST) */
@@ -57,8 +59,7 @@ struct rf_tarw {
     uint64_t offset;     /* logical bytes written (buffered included) */
     uint8_t *buf;
     size_t buf_len;
-    char *idx;           /* index lines, without the "v1.2 N" header */
-    size_t idx_len, idx_cap;
+    rf_tar_index_text idx; /* the index as it grows (loaders/tar_index.c writes the format) */
     uint64_t samples;    /* samples with at least one member */
     int sample_open;     /* members of the current sample have been written to idx */
     int sample_started;  /* rf_tarw_begin_sample was called and no member followed yet */
@@ -119,7 +120,7 @@ static int put(rf_tarw *w, const void *data, size_t n)
 
 static int put_zeros(rf_tarw *w, size_t n)
 {
-    static const uint8_t zeros[TARW_BLOCK];
+    static const uint8_t zeros[RF_TAR_BLOCK];
     while (n > 0) {
         size_t k = n < sizeof zeros ? n : sizeof zeros;
         int rc = put(w, zeros, k);
@@ -132,8 +133,7 @@ static int put_zeros(rf_tarw *w, size_t n)
 
 static int pad_block(rf_tarw *w, uint64_t len)
 {
-    size_t rem = (size_t)(len % TARW_BLOCK);
-    return rem ? put_zeros(w, TARW_BLOCK - rem) : 0;
+    return put_zeros(w, (size_t)(rf_tar_round_block(len) - len));
 }
 
 /* Octal, zero-padded to width-1 digits, NUL-terminated (the ustar convention). */
@@ -150,7 +150,7 @@ static void checksum(uint8_t *h)
 {
     unsigned sum = 0;
     memset(h + 148, ' ', 8);
-    for (int i = 0; i < TARW_BLOCK; i++)
+    for (int i = 0; i < RF_TAR_BLOCK; i++)
         sum += h[i];
     octal((char *)h + 148, 7, sum); /* six digits, NUL, then the space left in place */
 }
@@ -160,7 +160,7 @@ static void checksum(uint8_t *h)
  * and Python read; for pax archives a pax `size` record carries them too. */
 static void header(uint8_t *h, const char *name, uint64_t size, char type, int gnu)
 {
-    memset(h, 0, TARW_BLOCK);
+    memset(h, 0, RF_TAR_BLOCK);
     size_t nl = strlen(name);
     memcpy(h, name, nl < 100 ? nl : 100);
     octal((char *)h + 100, 8, 0644);
@@ -205,7 +205,7 @@ static size_t pax_record(char *out, size_t cap, const char *key, const char *val
 
 static int write_long_name(rf_tarw *w, const char *name, uint64_t size)
 {
-    uint8_t h[TARW_BLOCK];
+    uint8_t h[RF_TAR_BLOCK];
     size_t nl = strlen(name);
     if (w->format == RF_TARW_GNU) {
         header(h, "././@LongLink", nl + 1, 'L', 1);
@@ -214,7 +214,7 @@ static int write_long_name(rf_tarw *w, const char *name, uint64_t size)
             rc = put(w, name, nl + 1);
         return rc ? rc : pad_block(w, nl + 1);
     }
-    char rec[TARW_NAME_MAX + 128];
+    char rec[RF_TAR_NAME_MAX + 128];
     size_t len = 0;
     if (nl > 100)
         len += pax_record(rec, sizeof rec, "path", name);
@@ -232,45 +232,6 @@ static int write_long_name(rf_tarw *w, const char *name, uint64_t size)
     if (rc == 0)
         rc = put(w, rec, len);
     return rc ? rc : pad_block(w, len);
-}
-
-static int idx_append(rf_tarw *w, const char *s, size_t n)
-{
-    if (w->idx_len + n + 1 > w->idx_cap) {
-        size_t cap = w->idx_cap ? w->idx_cap * 2 : 4096;
-        while (cap < w->idx_len + n + 1)
-            cap *= 2;
-        char *p = realloc(w->idx, cap);
-        if (!p)
-            return -ENOMEM;
-        w->idx = p;
-        w->idx_cap = cap;
-    }
-    memcpy(w->idx + w->idx_len, s, n);
-    w->idx_len += n;
-    return 0;
-}
-
-/* Index line fragment for one member: "<ext> <header offset> <size> <name>". */
-static int idx_member(rf_tarw *w, const char *name, uint64_t hdr_off, uint64_t size)
-{
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    const char *dot = strchr(base, '.');
-    const char *ext = dot ? dot + 1 : "";
-    char num[64];
-    int rc = 0;
-    if (w->sample_open)
-        rc = idx_append(w, " ", 1);
-    if (rc == 0)
-        rc = idx_append(w, ext, strlen(ext));
-    int n = snprintf(num, sizeof num, " %llu %llu ", (unsigned long long)hdr_off,
-                     (unsigned long long)size);
-    if (rc == 0)
-        rc = idx_append(w, num, (size_t)n);
-    if (rc == 0)
-        rc = idx_append(w, name, strlen(name));
-    return rc;
 }
 
 /* The folder of path ("." when it has none), malloc'ed. */
@@ -371,7 +332,7 @@ static void discard(tarw_file *f)
 static void free_writer(rf_tarw *w)
 {
     free(w->buf);
-    free(w->idx);
+    rf_tar_index_text_free(&w->idx);
     free(w->tar.path);
     free(w->tar.tmp);
     free(w->index.path);
@@ -420,12 +381,7 @@ int rf_tarw_begin_sample(rf_tarw *w)
 {
     if (w->err)
         return w->err;
-    if (w->sample_open) {
-        int rc = idx_append(w, "\n", 1);
-        if (rc)
-            return w->err = rc;
-        w->sample_open = 0;
-    }
+    w->sample_open = 0;
     w->sample_started = 1;
     return 0;
 }
@@ -435,11 +391,11 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len)
     if (w->err)
         return w->err;
     size_t nl = strlen(name);
-    if (nl == 0 || nl > TARW_NAME_MAX)
+    if (nl == 0 || nl > RF_TAR_NAME_MAX)
         return -ENAMETOOLONG;
     /* The index is space- and line-separated: names that would break it are refused. */
     for (size_t i = 0; i < nl; i++)
-        if ((unsigned char)name[i] <= ' ' || name[i] == 0x7f)
+        if (!rf_tar_name_byte_ok((unsigned char)name[i]))
             return -EINVAL;
     if (!w->sample_open && !w->sample_started) {
         /* Members before any begin_sample form a sample of their own. */
@@ -449,7 +405,7 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len)
     int rc = 0;
     if (nl > 100 || (len > TARW_OCTAL11_MAX && w->format != RF_TARW_GNU))
         rc = write_long_name(w, name, len);
-    uint8_t h[TARW_BLOCK];
+    uint8_t h[RF_TAR_BLOCK];
     header(h, name, len, '0', w->format == RF_TARW_GNU);
     if (rc == 0)
         rc = put(w, h, sizeof h);
@@ -460,7 +416,7 @@ int rf_tarw_add(rf_tarw *w, const char *name, const void *data, size_t len)
     if (rc)
         return w->err = rc;
     if (w->index.path) {
-        rc = idx_member(w, name, hdr_off, len);
+        rc = rf_tar_index_add(&w->idx, name, hdr_off, len, !w->sample_open);
         if (rc)
             return w->err = rc;
     }
@@ -484,13 +440,9 @@ uint64_t rf_tarw_samples(const rf_tarw *w)
 static int write_index(rf_tarw *w, rf_err *e)
 {
     tarw_file *f = &w->index;
-    char head[48];
-    int n = snprintf(head, sizeof head, "v1.2 %llu\n", (unsigned long long)w->samples);
-    int rc = write_all(f, (const uint8_t *)head, (size_t)n);
-    if (rc == 0 && w->idx_len)
-        rc = write_all(f, (const uint8_t *)w->idx, w->idx_len);
-    if (rc == 0 && w->sample_open)
-        rc = write_all(f, (const uint8_t *)"\n", 1);
+    int rc = rf_tar_index_finish(&w->idx);
+    if (rc == 0)
+        rc = write_all(f, (const uint8_t *)w->idx.p, w->idx.len);
     if (rc)
         return rf_seterr(e, rc, "%s: write failed at byte offset %" PRIu64 ": %s (%s)", f->path,
                          f->written, strerror(-rc), ename(rc));
@@ -501,7 +453,7 @@ static int write_index(rf_tarw *w, rf_err *e)
  * appears beside a stale index left by an earlier run under the same name. */
 static int finish(rf_tarw *w, rf_err *e)
 {
-    int rc = put_zeros(w, 2 * TARW_BLOCK);
+    int rc = put_zeros(w, 2 * RF_TAR_BLOCK);
     if (rc == 0)
         rc = flush_buf(w);
     if (rc)

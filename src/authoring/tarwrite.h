@@ -1,5 +1,5 @@
 /* tarwrite.h — writing WebDataset tar shards and their indexes: the library's one tar writer,
- * used by the public shard writer (src/authoring/shards.c, ringfeed-pack), the dataset generator
+ * used by the public shard writer (src/authoring/shard_writer.c, ringfeed-pack), the dataset generator
  * (datasets/gen.c, through datasets/tarwrite.h) and the tests. Internal: the public face is
  * rf_shard_writer in include/ringfeed_shards.h.
  *

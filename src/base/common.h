@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -39,6 +40,15 @@ static inline int rf_with_reason(rf_err *e, int reason, int code)
     if (e)
         e->reason = reason;
     return code;
+}
+
+/* Copy e's message to a caller's (err, err_len) buffer, which may be NULL, and return e's
+ * code: the public API of ringfeed_shards.h reports errors as text in the caller's buffer. */
+static inline int rf_err_give(const rf_err *e, char *err, size_t err_len)
+{
+    if (err && err_len)
+        snprintf(err, err_len, "%s", e->msg);
+    return e->code;
 }
 
 static inline uint64_t rf_now_ns(void)

@@ -39,10 +39,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     ld->ds.max_name = ld->cfg.max_name_bytes;
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
-    const rf_format_ops *fmt = ld->tokens                           ? &rf_format_tokens
-                               : ld->cfg.source == RF_SOURCE_FOLDER ? &rf_format_folder
-                                                                    : &rf_format_tar;
-    rc = fmt->open(&ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
+    rc = rf_format_open(ld->cfg.source, &ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
     rf_free_paths(paths, npaths);
     if (rc)
         return rc;

@@ -1,0 +1,25 @@
+/* authoring.h — what the files of src/authoring share. They are the dataset-making half of
+ * the public API (include/ringfeed_shards.h): pattern expansion for the tools (paths.c), JPEG
+ * checks (jpeg_check.c), the shard writer (shard_writer.c, over tarwrite.c), index helpers
+ * (shard_index.c) and inspection (inspect.c). All of them are clients of the formats in
+ * loaders/: the tar parser, the sample grouping and the index live there, once.
+ * Internal: nothing here is part of the public API. */
+#ifndef RF_AUTHORING_H
+#define RF_AUTHORING_H
+
+#include <stdint.h>
+
+#include "base/common.h"
+#include "decode/decode.h"
+#include "ringfeed_shards.h"
+
+/* The longest path the authoring helpers build or accept (as loaders/ does). */
+#define RF_AUTHORING_PATH_MAX 4096
+
+/* rf_jpeg_check with an rf_err and the whole rf_jpeg_info, for inspection, which adds the
+ * shard, the member and the offset to the message: the loader's own SOI test and decoder
+ * judge the bytes, so inspection, pack and the loader cannot disagree. */
+int rf_jpeg_check_info(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, rf_jpeg_info *ji,
+                       rf_err *e);
+
+#endif

@@ -1,0 +1,400 @@
+/* inspect.c — shard inspection (rf_shard_inspect, include/ringfeed_shards.h).
+ *
+ * DESIGN. One pass over the headers with the loader's scanner, grouping members into samples
+ * with the loader's own grouping (rf_tar_group_*, loaders/tar.c); image and label members are
+ * read (pread, one member at a time, into one buffer that grows up to max_member_bytes) and
+ * checked with the loader's checks (rf_jpeg_check_info, rf_check_label). An index beside the
+ * shard is then checked by the loader's own code (rf_tar_index_read) with every member's header
+ * read, so inspection and the loader never disagree about an index: what the loader refuses,
+ * inspection reports in the same words, and inspection reads the headers the loader leaves to
+ * read time. Member names are remembered to find keys that come back after other keys, which
+ * the loader reads as two samples. A malformed header ends the scan; every other problem is
+ * reported and the scan goes on. */
+#include "ringfeed_shards.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "authoring/authoring.h"
+#include "loaders/dataset.h"
+#include "loaders/tar.h"
+#include "loaders/tar_index.h"
+
+#define INSPECT_MEMBERS_MAX (1ull << 26)
+
+typedef struct inspector {
+    const char *path;
+    rf_inspect_options opt;
+    rf_inspect_problem_fn on_problem;
+    rf_inspect_sample_fn on_sample;
+    void *ctx;
+    rf_inspect_summary sum;
+    int first_code, stopped;
+    int fd;
+    uint64_t size;
+    rf_jpeg_checker *jc;
+    uint8_t *buf;
+    uint64_t buf_cap;
+    const char *idx_path;     /* the index being checked: the path of RF_EINDEX problems */
+    /* member names */
+    uint64_t nm;
+    char *names;
+    uint64_t nlen, ncap;
+    /* keys seen (offsets of names, whose key part is compared) */
+    uint64_t *set, set_cap, set_n;
+    /* the open sample: the loader's grouping (g) and what inspection found in it (cur) */
+    rf_tar_group g;
+    rf_inspect_sample cur;
+    int broken; /* the scan stopped at a malformed header: the open sample's rest is unknown */
+} inspector;
+
+static void problem(inspector *in, int code, uint64_t offset, const char *key, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
+
+static void problem(inspector *in, int code, uint64_t offset, const char *key, const char *fmt,
+                    ...)
+{
+    in->sum.problems++;
+    if (!in->first_code)
+        in->first_code = code;
+    if (in->sum.problems > in->opt.max_problems || !in->on_problem || in->stopped)
+        return;
+    char what[RF_ERRMSG_MAX], msg[RF_ERRMSG_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    const char *path = code == RF_EINDEX && in->idx_path ? in->idx_path : in->path;
+    /* Messages from the loader's code start with the path, which the prefix already gives. */
+    size_t n = strlen(path);
+    const char *text = strncmp(what, path, n) == 0 && what[n] == ':' && what[n + 1] == ' '
+                           ? what + n + 2 : what;
+    snprintf(msg, sizeof msg, "%s: offset %" PRIu64 ": %s", path, offset, text);
+    rf_inspect_problem p = {sizeof p, code, path, offset, key ? key : "", msg};
+    if (in->on_problem(in->ctx, &p))
+        in->stopped = 1;
+}
+
+static int read_member(inspector *in, uint64_t off, uint64_t len, rf_err *e)
+{
+    if (len > in->buf_cap) {
+        uint8_t *q = realloc(in->buf, (size_t)len);
+        if (!q)
+            return rf_seterr(e, RF_ENOMEM, "no memory for a %" PRIu64 "-byte member", len);
+        in->buf = q;
+        in->buf_cap = len;
+    }
+    size_t got = 0;
+    int rc = rf_pread_full(in->fd, in->buf, (size_t)len, off, &got);
+    if (rc || got < len)
+        return rf_seterr(e, rc ? rc : RF_EFORMAT, "read of %" PRIu64 " bytes at offset %" PRIu64
+                         " failed: %s", len, off, rc ? strerror(-rc) : "end of file");
+    return 0;
+}
+
+/* 1 when the key of a member was seen before in this shard (then also reported by caller);
+ * inserts it otherwise. Returns -1 on no memory. */
+static int key_seen(inspector *in, uint64_t name_off, size_t klen)
+{
+    if (in->set_n * 2 >= in->set_cap) {
+        uint64_t cap = in->set_cap ? in->set_cap * 2 : 1024;
+        uint64_t *q = malloc((size_t)cap * sizeof *q);
+        if (!q)
+            return -1;
+        memset(q, 0xff, (size_t)cap * sizeof *q);
+        for (uint64_t i = 0; i < in->set_cap; i++) {
+            if (in->set[i] == UINT64_MAX)
+                continue;
+            const char *ext;
+            const char *nm = in->names + in->set[i];
+            size_t kl = rf_tar_split_key(nm, &ext);
+            uint64_t h = rf_key_hash(nm, kl);
+            for (h &= cap - 1; q[h] != UINT64_MAX; h = (h + 1) & (cap - 1)) {
+            }
+            q[h] = in->set[i];
+        }
+        free(in->set);
+        in->set = q;
+        in->set_cap = cap;
+    }
+    const char *name = in->names + name_off;
+    uint64_t h = rf_key_hash(name, klen);
+    for (h &= in->set_cap - 1; in->set[h] != UINT64_MAX; h = (h + 1) & (in->set_cap - 1)) {
+        const char *ext;
+        const char *o = in->names + in->set[h];
+        if (rf_tar_split_key(o, &ext) == klen && memcmp(o, name, klen) == 0)
+            return 1;
+    }
+    in->set[h] = name_off;
+    in->set_n++;
+    return 0;
+}
+
+static void sample_flush(inspector *in)
+{
+    if (!in->g.open)
+        return;
+    in->g.open = 0;
+    rf_inspect_sample *s = &in->cur;
+    rf_inspect_summary *sum = &in->sum;
+    if (!in->g.has_img)
+        problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member (%s)",
+                in->g.key, RF_TAR_IMAGE_EXTS);
+    if (!in->g.has_lbl && !in->broken && in->opt.label_source == RF_LABEL_CLS) {
+        rf_err e = {0};
+        rf_label_missing(in->g.key, RF_LABEL_NO_OFFSET, &e);
+        problem(in, RF_ELABEL, s->offset, in->g.key, "%s", e.msg);
+    }
+    sum->samples++;
+    if (in->g.has_img) {
+        sum->image_bytes += s->image_bytes;
+        if (sum->image_bytes_min == 0 || s->image_bytes < sum->image_bytes_min)
+            sum->image_bytes_min = s->image_bytes;
+        sum->image_bytes_max = RF_MAX(sum->image_bytes_max, s->image_bytes);
+    }
+    if (s->width) {
+        if (sum->images == 0 || s->width < sum->width_min)
+            sum->width_min = s->width;
+        if (sum->images == 0 || s->height < sum->height_min)
+            sum->height_min = s->height;
+        sum->width_max = RF_MAX(sum->width_max, s->width);
+        sum->height_max = RF_MAX(sum->height_max, s->height);
+        sum->width_sum += s->width;
+        sum->height_sum += s->height;
+        sum->progressive += s->progressive;
+        sum->region_ready += s->region_ready;
+        sum->images++;
+    }
+    if (s->label >= 0) {
+        if (sum->labeled == 0 || s->label < sum->label_min)
+            sum->label_min = s->label;
+        if (sum->labeled == 0 || s->label > sum->label_max)
+            sum->label_max = s->label;
+        sum->labeled++;
+    }
+    s->key = in->g.key;
+    if (in->on_sample && !in->stopped && in->on_sample(in->ctx, s))
+        in->stopped = 1;
+}
+
+static void check_image(inspector *in, const rf_tar_member *tm)
+{
+    rf_inspect_sample *s = &in->cur;
+    rf_err e = {0};
+    s->image_bytes = tm->size;
+    if (tm->size > in->opt.max_member_bytes) {
+        problem(in, RF_ELIMIT, tm->header_offset, in->g.key, "member %s: %" PRIu64 " bytes, over "
+                "the limit %" PRIu64, tm->name, tm->size, in->opt.max_member_bytes);
+        return;
+    }
+    if (!in->opt.check_jpeg)
+        return;
+    int rc = read_member(in, tm->data_offset, tm->size, &e);
+    rf_jpeg_info ji = {0};
+    if (rc == 0)
+        rc = rf_jpeg_check_info(in->jc, in->buf, tm->size, &ji, &e);
+    s->width = ji.width, s->height = ji.height, s->progressive = ji.progressive;
+    s->region_ready = ji.region_ready;
+    if (rc)
+        problem(in, rc, tm->header_offset, in->g.key, "member %s: %s", tm->name, e.msg);
+}
+
+/* The sample's first label member, judged as the loader judges it (rf_check_label); a member
+ * over the label limit is refused unread. */
+static void check_label(inspector *in, const rf_tar_member *tm)
+{
+    rf_err e = {0};
+    int32_t label;
+    int rc = tm->size > RF_TAR_LABEL_BYTES_MAX ? 0 : read_member(in, tm->data_offset, tm->size, &e);
+    if (rc)
+        problem(in, rc, tm->header_offset, in->g.key, "member %s: %s", tm->name, e.msg);
+    else if (rf_check_label(in->g.key, in->buf, tm->size, RF_LABEL_NO_OFFSET, &label, &e) != 0)
+        problem(in, RF_ELABEL, tm->header_offset, in->g.key, "%s", e.msg);
+    else
+        in->cur.label = label;
+}
+
+static int remember(inspector *in, const rf_tar_member *tm, uint64_t *name_off)
+{
+    size_t nl = strlen(tm->name);
+    if (in->nm >= INSPECT_MEMBERS_MAX)
+        return RF_ELIMIT;
+    if (rf_grow(&in->names, &in->ncap, in->nlen + nl + 1, 1))
+        return RF_ENOMEM;
+    memcpy(in->names + in->nlen, tm->name, nl + 1);
+    *name_off = in->nlen;
+    in->nm++;
+    in->nlen += nl + 1;
+    return 0;
+}
+
+static int feed_member(inspector *in, const rf_tar_member *tm)
+{
+    const char *ext;
+    size_t klen = rf_tar_split_key(tm->name, &ext);
+    uint64_t name_off;
+    int rc = remember(in, tm, &name_off);
+    if (rc)
+        return rc;
+    in->sum.members++;
+    if (!*ext)
+        problem(in, RF_EFORMAT, tm->header_offset, "", "member %s has no extension (a "
+                "WebDataset member is KEY.EXT)", tm->name);
+    int starts = rf_tar_group_starts(&in->g, tm->name);
+    int seen = 0;
+    if (starts) {
+        sample_flush(in);
+        if ((seen = key_seen(in, name_off, klen)) < 0)
+            return RF_ENOMEM;
+    }
+    int role = rf_tar_group_add(&in->g, tm->name, tm->header_offset, tm->data_offset, tm->size);
+    if (starts) {
+        if (seen)
+            problem(in, RF_EFORMAT, tm->header_offset, in->g.key, "key %s appears again after "
+                    "other keys: its members are not consecutive (read as two samples)",
+                    in->g.key);
+        in->cur = (rf_inspect_sample){.struct_size = sizeof in->cur, .path = in->path,
+                                      .offset = tm->header_offset, .label = -1};
+    }
+    in->cur.members = in->g.members;
+    in->cur.span_bytes = in->g.end - in->g.start;
+    if (role == RF_TAR_ROLE_IMAGE)
+        check_image(in, tm);
+    else if (role == RF_TAR_ROLE_LABEL && in->opt.label_source == RF_LABEL_CLS)
+        check_label(in, tm);
+    return 0;
+}
+
+/* The loader's check of the index, with every member's header read. */
+static void check_index(inspector *in)
+{
+    char idx[RF_AUTHORING_PATH_MAX];
+    if (!in->opt.check_index || !rf_tar_find_index(in->path, idx, sizeof idx))
+        return;
+    in->sum.has_index = 1;
+    rf_tar_index_stats st;
+    rf_err e = {0};
+    int rc = rf_tar_index_read(idx, in->path, in->fd, in->size, 0, 1, NULL, NULL, &st, &e);
+    in->idx_path = idx;
+    if (rc)
+        problem(in, rc, st.at, "", "%s", e.msg);
+    in->idx_path = NULL;
+    in->sum.index_ok = rc == 0;
+}
+
+void rf_inspect_options_init(rf_inspect_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->check_jpeg = 1;
+    o->check_index = 1;
+    o->max_problems = 100;
+    o->max_member_bytes = 64ull << 20;
+}
+
+void rf_inspect_summary_init(rf_inspect_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->label_max = -1;
+}
+
+static void scan(inspector *in)
+{
+    rf_tar_scanner sc;
+    rf_err e = {0};
+    rf_tar_member *tm = malloc(sizeof *tm);
+    if (!tm || rf_tar_scanner_init(&sc, in->fd, in->path, in->size, &e) != 0) {
+        free(tm);
+        problem(in, RF_ENOMEM, 0, "", "no memory for the scanner");
+        return;
+    }
+    int rc = 0, complete = 0;
+    uint64_t nonregular = 0;
+    while (!in->stopped && (rc = rf_tar_next(&sc, tm, &e)) != 0) {
+        if (rc < 0) {
+            in->broken = 1;
+            sample_flush(in);
+            problem(in, rc, sc.pos, "", "%s%s", e.msg,
+                    sc.after_end ? "" : " (the rest of the shard cannot be located)");
+            break;
+        }
+        if (tm->type != RF_TAR_FILE) {
+            nonregular++;
+            continue;
+        }
+        if ((rc = feed_member(in, tm)) != 0) {
+            problem(in, rc, tm->header_offset, "", "%s", rc == RF_ENOMEM ? "no memory" :
+                    "too many members");
+            break;
+        }
+    }
+    if (rc == 0) {
+        sample_flush(in);
+        complete = 1;
+        if (in->sum.samples == 0 && rf_tar_no_samples(in->size, nonregular, &e))
+            problem(in, e.code, 0, "", "%s", e.msg);
+    }
+    rf_tar_scanner_free(&sc);
+    free(tm);
+    if (complete && !in->stopped)
+        check_index(in);
+}
+
+int rf_shard_inspect(const char *path, const rf_inspect_options *options,
+                     rf_inspect_problem_fn on_problem, rf_inspect_sample_fn on_sample, void *ctx,
+                     rf_inspect_summary *summary)
+{
+    if (!path)
+        return RF_EINVAL;
+    inspector *in = calloc(1, sizeof *in);
+    if (!in)
+        return RF_ENOMEM;
+    rf_inspect_options_init(&in->opt);
+    if (options)
+        memcpy(&in->opt, options, RF_MIN(options->struct_size, (uint32_t)sizeof in->opt));
+    if (in->opt.label_source > RF_LABEL_NONE) {
+        free(in);
+        return RF_EINVAL;
+    }
+    if (!in->opt.max_problems)
+        in->opt.max_problems = 100;
+    if (!in->opt.max_member_bytes)
+        in->opt.max_member_bytes = 64ull << 20;
+    in->path = path;
+    in->on_problem = on_problem;
+    in->on_sample = on_sample;
+    in->ctx = ctx;
+    rf_inspect_summary_init(&in->sum);
+    in->fd = -1;
+    rf_err e = {0};
+    int orc = rf_open_regular(path, "a shard", RF_EFORMAT, &in->fd, &in->size, &e);
+    if (orc)
+        problem(in, orc, 0, "", "cannot inspect: %s", e.msg);
+    else if (!(in->jc = rf_jpeg_checker_create()))
+        problem(in, RF_ENOMEM, 0, "", "no memory for a JPEG decoder");
+    else {
+        in->sum.bytes = in->size;
+        scan(in);
+    }
+    int rc = in->stopped ? -ECANCELED : in->first_code;
+    if (summary) {
+        uint32_t n = RF_MIN(summary->struct_size ? summary->struct_size : (uint32_t)sizeof *summary,
+                            (uint32_t)sizeof in->sum);
+        in->sum.struct_size = n;
+        memcpy(summary, &in->sum, n);
+    }
+    if (in->fd >= 0)
+        close(in->fd);
+    rf_jpeg_checker_destroy(in->jc);
+    free(in->buf);
+    free(in->names);
+    free(in->set);
+    free(in);
+    return rc;
+}
