@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/api.h"
 #include "backend/backend.h"
 #include "backend/convert.h"
 #include "loaders/dataset.h"
@@ -1473,11 +1474,10 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
 
 /* ---- create ------------------------------------------------------------------------------*/
 
-/* Memory-hierarchy fields: defaults, and the naive baseline's fixed settings. */
+/* Memory-hierarchy fields: the naive baseline's fixed settings, which replace the caller's
+ * (before rf_config_resolve, so that they are not AUTO there). */
 static int mem_defaults(rf_config *c, rf_err *err)
 {
-    if (!c->warm_bytes)
-        c->warm_bytes = 1ull << 30;
     if (c->numa > RF_NUMA_OFF)
         return rf_seterr(err, RF_EINVAL, "invalid numa %u", c->numa);
     if (c->naive) {
@@ -1491,6 +1491,8 @@ static int mem_defaults(rf_config *c, rf_err *err)
     return 0;
 }
 
+/* The caller's config, resolved (rf_config_resolve: every fixed default and the AUTO values
+ * that follow from the config and the machine) and then checked. */
 static int apply_defaults(rf_config *c, rf_err *err)
 {
     if (c->struct_size < offsetof(rf_config, resume_state_bytes) + sizeof(uint64_t) ||
@@ -1503,56 +1505,27 @@ static int apply_defaults(rf_config *c, rf_err *err)
     int mrc = mem_defaults(c, err);
     if (mrc)
         return mrc;
-    if (!c->batch_size)
-        c->batch_size = 256;
-    if (!c->image_size)
-        c->image_size = 224;
+    rf_config_resolve(c);
     if (c->image_size > 8192)
         return rf_seterr(err, RF_EINVAL, "image_size %u exceeds 8192", c->image_size);
     if (c->crop > RF_CROP_CENTER || c->layout > RF_LAYOUT_NCHW)
         return rf_seterr(err, RF_EINVAL, "invalid crop %u or layout %u", c->crop, c->layout);
-    if (!c->resize_shorter)
-        c->resize_shorter = (c->image_size * 256 + 112) / 224;
-    if (c->flip_prob < 0)
-        c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
     if (!(c->scale_min > 0 && c->scale_min <= c->scale_max && c->scale_max <= 1.0f &&
           c->ratio_min > 0 && c->ratio_min <= c->ratio_max))
         return rf_seterr(err, RF_EINVAL, "invalid scale (%g, %g) or ratio (%g, %g)",
                          c->scale_min, c->scale_max, c->ratio_min, c->ratio_max);
-    if (!c->world_size)
-        c->world_size = 1;
-    if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
-        c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
     if (c->decode_threads > 1024)
         return rf_seterr(err, RF_EINVAL, "decode_threads %u exceeds 1024", c->decode_threads);
-    if (!c->io_queue_depth)
-        c->io_queue_depth = 64;
-    if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
-        c->prefetch_depth = c->gpu_decode || c->hw_decode_percent ? 8 : 4;
     if (c->decode_nice > 19)
         return rf_seterr(err, RF_EINVAL, "decode_nice %u out of range 0..19", c->decode_nice);
     if (c->prefetch_depth > 64 || c->io_queue_depth > 4096 || c->io_threads > 64)
         return rf_seterr(err, RF_EINVAL, "prefetch_depth (<= 64), io_queue_depth (<= 4096) or "
                                          "io_threads (<= 64) out of range");
-    if (!c->max_sample_bytes)
-        c->max_sample_bytes = 64ull << 20;
-    if (!c->max_image_pixels)
-        c->max_image_pixels = RF_DEFAULT_MAX_IMAGE_PIXELS;
-    if (!c->max_image_dim)
-        c->max_image_dim = RF_DEFAULT_MAX_IMAGE_DIM;
-    if (!c->io_retries)
-        c->io_retries = 8;
     if (c->on_error > RF_ON_ERROR_SKIP)
         return rf_seterr(err, RF_EINVAL, "invalid on_error %u (0 fail, 1 skip)", c->on_error);
     if (c->label_source > RF_LABEL_NONE)
         return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
                          "RF_LABEL_NONE)", c->label_source);
-    if (!c->max_consecutive_skips)
-        c->max_consecutive_skips = 100;
-    if (!c->max_scans)
-        c->max_scans = RF_DEFAULT_MAX_SCANS;
-    if (!c->max_name_bytes)
-        c->max_name_bytes = RF_TAR_NAME_MAX;
     if (c->max_name_bytes > RF_TAR_NAME_MAX)
         return rf_seterr(err, RF_EINVAL, "max_name_bytes %u exceeds %u", c->max_name_bytes,
                          RF_TAR_NAME_MAX);
@@ -1567,18 +1540,12 @@ static int apply_defaults(rf_config *c, rf_err *err)
     if (c->gpu_decode_percent > 100)
         return rf_seterr(err, RF_EINVAL, "gpu_decode_percent %u out of range 0..100 (0: all)",
                          c->gpu_decode_percent);
-    if (!c->gpu_decode_percent)
-        c->gpu_decode_percent = 100;
     if (c->hw_decode_percent > 100)
         return rf_seterr(err, RF_EINVAL, "hw_decode_percent %u out of range 0..100",
                          c->hw_decode_percent);
     if (c->dct_scaling > RF_DCT_SCALING_OFF)
         return rf_seterr(err, RF_EINVAL, "dct_scaling must be 0 (auto) or 1 (off), not %u",
                          c->dct_scaling);
-    /* The GPU paths decode at full scale: so must every other image of their run, or a
-     * sample's pixels would depend on where it went (docs/gpu-decode.md). */
-    if (c->gpu_decode || c->hw_decode_percent)
-        c->dct_scaling = RF_DCT_SCALING_OFF;
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");
@@ -1591,8 +1558,6 @@ static int apply_defaults(rf_config *c, rf_err *err)
                              c->seq_len);
         if (c->token_windows > RF_WINDOWS_SEQUENTIAL)
             return rf_seterr(err, RF_EINVAL, "tokens: invalid token_windows %u", c->token_windows);
-        if (!c->token_dtype)
-            c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
         if (c->token_dtype != RF_DTYPE_UINT16 && c->token_dtype != RF_DTYPE_INT32 &&
             c->token_dtype != RF_DTYPE_INT64)
             return rf_seterr(err, RF_EINVAL, "tokens: token_dtype must be UINT16, INT32 or INT64");
@@ -1640,6 +1605,25 @@ static void setup_output(rf_loader *ld)
         memcpy(ld->conv.mean, c->mean, sizeof ld->conv.mean);
         memcpy(ld->conv.std, c->std, sizeof ld->conv.std);
     }
+}
+
+/* ld->cfg holds what apply_defaults resolved (and the resume state's seed); what create chose
+ * afterwards for the remaining AUTO fields is read from the loader: the engine reading now
+ * (an io_uring that failed its worker setup fell back to pread), the backend, the arena. */
+int rf_loader_config(const rf_loader *ld, rf_config *out)
+{
+    if (!ld || !out || out->struct_size < 2 * sizeof(uint32_t))
+        return RF_EINVAL;
+    rf_config c = ld->cfg;
+    c.struct_size = out->struct_size;
+    c.io_engine = ld->iops == &rf_io_uring_ops ? RF_IO_URING : RF_IO_PREAD;
+    c.device_kind = ld->bops->device_kind;
+    c.prefetch_depth = ld->depth;
+    c.staging_bytes = ld->arena_bytes;
+    c.resume_state = NULL; /* the caller's blob, read at create and not kept */
+    c.resume_state_bytes = 0;
+    memcpy(out, &c, RF_MIN((size_t)out->struct_size, sizeof c));
+    return 0;
 }
 
 static int copy_patterns(rf_loader *ld, rf_err *err)
