@@ -156,7 +156,7 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
 {
     const char *pat;
     rf_config cfg = rf_test_host_config(&pat, shard, 0);
-    cfg.device_kind = RF_DEVICE_AUTO; /* this machine has no GPU: AUTO must resolve to host */
+    cfg.device_kind = RF_DEVICE_AUTO; /* CUDA where a GPU is usable, else the host */
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     rf_stats st;
@@ -175,7 +175,8 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
                   got.io_threads == 4);
     ck_assert_uint_eq(got.prefetch_depth, 4);
     ck_assert_uint_eq(got.prefetch_depth, st.prefetch_depth);
-    ck_assert_uint_eq(got.device_kind, RF_DEVICE_HOST);
+    ck_assert_uint_eq(got.device_kind, rf_cuda_device_count() > 0 ? RF_DEVICE_CUDA
+                                                                   : RF_DEVICE_HOST);
     /* six small samples: the formula's 64 MiB floor (already a multiple of 4 KiB) */
     ck_assert_uint_eq(got.staging_bytes, 64ull << 20);
     ck_assert_uint_eq(got.resize_shorter, 256);
