@@ -161,6 +161,18 @@ enum rf_remainder { RF_REMAINDER_PAD = 0, RF_REMAINDER_DROP = 1 };
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
+/* Defaults. rf_config_init() writes every field's default, as each field's comment says
+ * ("default: ..."). A default that depends on the machine, the data set, the device or other
+ * fields (thread counts, prefetch depth, staging bytes, ...) cannot be written there: such a
+ * field holds AUTO, which is 0 (RF_AUTO, or the enum's *_AUTO) in every field but flip_prob,
+ * where 0 is a legal value (no flips) and AUTO is RF_FLIP_PROB_AUTO. rf_loader_create()
+ * resolves the AUTO values, and rf_loader_config() reports every value a created loader uses.
+ * For callers that filled the struct before rf_config_init() wrote these defaults (and for a
+ * struct_size that ends before a field), 0 in a field with a fixed default still means that
+ * default, and so does any negative flip_prob. */
+#define RF_AUTO 0
+#define RF_FLIP_PROB_AUTO (-1.0f)
+
 typedef struct rf_config {
     uint32_t struct_size; /* sizeof(rf_config) as the caller knows it; set by rf_config_init */
     uint32_t version;     /* RF_CONFIG_VERSION; set by rf_config_init */
@@ -168,47 +180,52 @@ typedef struct rf_config {
     /* Data. `shards` holds shard_count patterns: plain paths, globs (`train-??.tar`, `*.tar`) and brace
      * ranges (`train-{000000..000099}.tar`), expanded and concatenated in the order given.
      * The strings are copied during rf_loader_create(). */
-    const char *const *shards;
-    uint32_t shard_count;
+    const char *const *shards; /* default: NULL (none; create needs at least one) */
+    uint32_t shard_count;      /* default: 0 */
 
     /* Batch shape. Every image is cropped and resized to image_size x image_size x 3 uint8. */
     uint32_t batch_size;     /* default 256 */
     uint32_t image_size;     /* output height = width; default 224 */
     uint32_t crop;           /* enum rf_crop; default RF_CROP_RANDOM */
     uint32_t layout;         /* enum rf_layout; default RF_LAYOUT_NHWC */
-    uint32_t resize_shorter; /* CENTER: shorter side before the center crop; 0 = image_size*256/224 */
+    uint32_t resize_shorter; /* CENTER: shorter side before the center crop; default AUTO:
+                              * image_size * 256 / 224, rounded to nearest */
     float scale_min, scale_max; /* RandomResizedCrop area fraction; default 0.08, 1.0 */
     float ratio_min, ratio_max; /* RandomResizedCrop aspect ratio; default 3/4, 4/3 */
-    float flip_prob;            /* horizontal flip probability; default 0.5 for RANDOM, 0 for CENTER.
-                                   A negative value means "the default"; 0 disables flips. */
+    float flip_prob;            /* horizontal flip probability; default RF_FLIP_PROB_AUTO (any
+                                   negative value): 0.5 for RANDOM, 0 for CENTER. 0 disables
+                                   flips. */
 
     /* Order and epochs. */
-    uint64_t seed;          /* the whole epoch order and every augmentation derive from it */
+    uint64_t seed;          /* the whole epoch order and every augmentation derive from it;
+                               default 0 */
     uint32_t order;         /* enum rf_order; default RF_ORDER_GLOBAL */
-    uint32_t drop_last;     /* 1: drop the last partial batch of each rank's epoch */
-    uint32_t rank;          /* this process' rank, 0 <= rank < world_size */
+    uint32_t drop_last;     /* 1: drop the last partial batch of each rank's epoch; default 0 */
+    uint32_t rank;          /* this process' rank, 0 <= rank < world_size; default 0 */
     uint32_t world_size;    /* number of ranks sharing the epoch; default 1 */
     uint32_t remainder;     /* enum rf_remainder; default RF_REMAINDER_PAD */
-    uint32_t epochs;        /* epochs to deliver before RF_DONE; 0 = forever */
-    uint64_t start_epoch;   /* first epoch number (ignored when resuming) */
+    uint32_t epochs;        /* epochs to deliver before RF_DONE; default 0 = forever */
+    uint64_t start_epoch;   /* first epoch number (ignored when resuming); default 0 */
 
-    /* Threads and queues. 0 means default. */
-    uint32_t decode_threads; /* default: rf_cpu_count(), at most 1024 */
-    uint32_t io_threads;     /* default 1 for io_uring (gpu_decode or hw_decode_percent on
-                              * CUDA: one per three decode threads, up to 4), 4 for pread, 1
-                              * when naive; at most 64 */
-    uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO */
+    /* Threads and queues. */
+    uint32_t decode_threads; /* default AUTO: rf_cpu_count(), at most 1024 */
+    uint32_t io_threads;     /* default AUTO: 1 for io_uring (gpu_decode or hw_decode_percent
+                              * on CUDA: one per three decode threads, up to 4), 4 for pread,
+                              * 1 when naive; at most 64 */
+    uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO: io_uring when the
+                              * kernel allows it, else pread (rf_stats.io_engine_why says why) */
     uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64, at most 4096 */
-    uint32_t prefetch_depth; /* batch slots in the ring; default 4, 8 with gpu_decode or
-                              * hw_decode_percent; at most 64 */
+    uint32_t prefetch_depth; /* batch slots in the ring; default AUTO: 4, 8 with gpu_decode or
+                              * hw_decode_percent, 1 when naive; at most 64 */
 
     /* Device. */
-    uint32_t device_kind;  /* enum rf_device_kind; AUTO = CUDA when a GPU is usable, else host */
+    uint32_t device_kind;  /* enum rf_device_kind; default RF_DEVICE_AUTO: CUDA when a GPU is
+                              usable, else host */
     int32_t device_index;  /* CUDA ordinal; default 0 */
 
-    /* Limits on untrusted input. 0 means default. */
-    uint64_t staging_bytes;     /* read arena; default max(64 MiB, 8 x mean sample bytes x
-                                 * (decode_threads + io_queue_depth)); any value is raised to
+    /* Limits on untrusted input. */
+    uint64_t staging_bytes;     /* read arena; default AUTO: max(64 MiB, 8 x mean sample bytes
+                                 * x (decode_threads + io_queue_depth)); any value is raised to
                                  * 4 x largest sample (odirect: 4 x (largest + 2 alignment
                                  * blocks)) and rounded up to 4 KiB; token datasets: 1 MiB */
     uint64_t max_sample_bytes;  /* default 64 MiB */
@@ -216,18 +233,19 @@ typedef struct rf_config {
     uint32_t max_image_dim;     /* each of width and height; default 32768 */
     uint32_t io_retries;        /* retries of a transient read error; default 8 */
 
-    /* Resume: a blob from rf_loader_state(); copied during create. NULL = start fresh. */
+    /* Resume: a blob from rf_loader_state(); read during create, not kept. Default NULL: start
+     * fresh. */
     const void *resume_state;
-    uint64_t resume_state_bytes;
+    uint64_t resume_state_bytes; /* default 0 */
 
     /* Output element type: RF_DTYPE_UINT8 (default, pixels as decoded) or FLOAT16, BFLOAT16,
      * FLOAT32 holding (pixel - mean[c]) / std[c], with mean and std in pixel units (0..255;
      * ImageNet: mean 123.675 116.28 103.53, std 58.395 57.12 57.375). On the CUDA backend the
      * conversion is a kernel on the copy stream; on the host backend the decode threads do it.
      * `layout` applies to the converted output (NHWC = channels-last memory). */
-    uint32_t dtype;
-    float mean[3];
-    float std[3];
+    uint32_t dtype;  /* default RF_DTYPE_UINT8 */
+    float mean[3];   /* default 0, 0, 0 */
+    float std[3];    /* default 1, 1, 1: float output holds the pixel values; never 0 */
 
     /* What `shards` holds (enum rf_source). TAR: WebDataset tar shards. FOLDER: one entry, a
      * class-folder tree (torchvision ImageFolder: one subfolder per class, labels are the
@@ -238,12 +256,14 @@ typedef struct rf_config {
      * x = window[0:L] and y = window[1:L+1] are views of one row; windows never cross a file
      * boundary. Token batches have shape {count, seq_len + 1} and skip the decode stage: the
      * bytes are read straight into the pinned slot. */
-    uint32_t source;
-    uint32_t token_bytes;   /* TOKENS: 2 (uint16) or 4 (uint32) per token on disk */
-    uint32_t seq_len;       /* TOKENS: L */
-    uint32_t token_windows; /* TOKENS: enum rf_token_windows */
-    uint32_t token_dtype;   /* TOKENS: output RF_DTYPE_UINT16 / INT32 / INT64; 0 = as on disk.
-                               Widening runs on the GPU for the CUDA backend. */
+    uint32_t source;        /* default RF_SOURCE_TAR */
+    uint32_t token_bytes;   /* TOKENS: 2 (uint16) or 4 (uint32) per token on disk; default 0:
+                               none, a TOKENS source must set it */
+    uint32_t seq_len;       /* TOKENS: L; default 0: none, a TOKENS source must set it */
+    uint32_t token_windows; /* TOKENS: enum rf_token_windows; default RF_WINDOWS_RANDOM */
+    uint32_t token_dtype;   /* TOKENS: output RF_DTYPE_UINT16 / INT32 / INT64; default AUTO:
+                               as on disk (UINT16 for 2 bytes, INT32 for 4). Widening runs on
+                               the GPU for the CUDA backend. */
     uint32_t shard_window;  /* RF_ORDER_SHARD: shards mixed together; default 4 */
 
     /* Bad input (see docs/reliability.md). FAIL: the first bad sample stops the loader with an
@@ -258,16 +278,19 @@ typedef struct rf_config {
                                      * maximum 4096 */
 
     /* Memory hierarchy (see docs/tuning.md). */
-    uint32_t warm;           /* 1: hint upcoming shard bytes into the page cache ahead of reads */
+    uint32_t warm;           /* 1: hint upcoming shard bytes into the page cache ahead of
+                                reads; default 0 */
     uint64_t warm_bytes;     /* budget of bytes hinted ahead of the reads; default 1 GiB */
-    uint32_t odirect;        /* 1: read with O_DIRECT, bypassing the page cache */
-    uint32_t hugepages;      /* 1: back the ring with 2 MiB pages (hugetlb, else THP) */
+    uint32_t odirect;        /* 1: read with O_DIRECT, bypassing the page cache; default 0 */
+    uint32_t hugepages;      /* 1: back the ring with 2 MiB pages (hugetlb, else THP);
+                                default 0 */
     uint32_t numa;           /* enum rf_numa; default RF_NUMA_AUTO */
 
     /* 1: the deliberately plain baseline (ringfeed-bench --naive): one pread at a time, one
      * batch slot (no prefetch), a pageable ring, and on CUDA a cudaMalloc + synchronous
      * cudaMemcpy + cudaFree per batch; warm, odirect, hugepages and numa are ignored. Decode
-     * threads stay as configured. Same batches as the normal path. For measurement only. */
+     * threads stay as configured. Same batches as the normal path. For measurement only.
+     * Default 0. */
     uint32_t naive;
 
     /* Niceness the decode threads add to their own (0..19; default 0). With every CPU busy
@@ -288,9 +311,9 @@ typedef struct rf_config {
      * corrupt interval is only found after its batch was decoded (rf_loader_next waits for
      * the batch's kernels and returns that error naming the member). Device memory: about
      * 1.2 MiB per sample of a batch for each of the 4 copy streams, reserved at create;
-     * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). */
+     * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). Default 0. */
     uint32_t gpu_decode;
-    /* With gpu_decode: the percent (1..100; 0 = 100) of eligible images sent to the GPU, the
+    /* With gpu_decode: the percent (1..100; default 100) of eligible images sent to the GPU, the
      * rest decoded on the CPU as without gpu_decode. Which images go where is a function of
      * the seed, epoch and sample, so batches stay reproducible. For training a model that
      * keeps the GPU busy, splitting the work keeps both the CPUs and the GPU below
@@ -323,7 +346,7 @@ typedef struct rf_config {
      * message instead of a silent hang. */
     uint32_t next_timeout_ms;
 
-    /* enum rf_dct_scaling; default AUTO. */
+    /* enum rf_dct_scaling; default RF_DCT_SCALING_AUTO. */
     uint32_t dct_scaling;
 
     /* Where the labels of tar samples come from (enum rf_label_source). RF_LABEL_CLS (0, the
@@ -340,7 +363,8 @@ typedef struct rf_config {
     uint32_t label_source;
 } rf_config;
 
-/* Fill *cfg with defaults (all zero, except struct_size, version and the float fields). */
+/* Fill *cfg with every field's default (see "Defaults" above rf_config), struct_size and
+ * version. */
 RF_API void rf_config_init(rf_config *cfg);
 
 /* ---- the loader -------------------------------------------------------------------------- */
@@ -390,6 +414,23 @@ typedef struct rf_batch {
  * driver is missing, too old, or sees no GPU (see rf_cuda_status). A failed create frees
  * everything it made. */
 RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_error, size_t error_len);
+
+/* The configuration a created loader runs with, into *out (whose struct_size the caller set
+ * via rf_config_init; at most that many bytes are written, and struct_size stays).
+ * Every AUTO field holds the value the loader resolved: decode_threads and io_threads (the
+ * threads started), io_engine (RF_IO_URING or RF_IO_PREAD: the engine reading, after any
+ * fallback), prefetch_depth, device_kind (RF_DEVICE_HOST or RF_DEVICE_CUDA), staging_bytes
+ * (the arena's bytes, after the raising and rounding described at the field), resize_shorter,
+ * flip_prob, token_dtype (token sources); dct_scaling is RF_DCT_SCALING_OFF when the run
+ * decodes at full scale only, and stays AUTO (on) otherwise. A value the caller set is
+ * reported as given, except where a field's comment says create changes it (naive's fixed
+ * settings, dct_scaling with gpu_decode or hw_decode_percent, staging_bytes' raising), the seed
+ * a resume state carries, and 0 in a field with a fixed default (reported as that default).
+ * shards points at the loader's own copies of the patterns, valid until rf_loader_destroy;
+ * resume_state is NULL and resume_state_bytes 0 (the blob is read at create and not kept).
+ * Works after rf_loader_stop and in a fork() child (it only reads). Errors: RF_EINVAL (NULL
+ * arguments, struct_size below 8). */
+RF_API int rf_loader_config(const rf_loader *ld, rf_config *out);
 
 /* Lease the next batch, in epoch order. Blocks until it is ready (its copy to the device is
  * enqueued, not necessarily complete: use rf_batch_wait()), or at most next_timeout_ms when

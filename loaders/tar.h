@@ -80,8 +80,6 @@ int rf_tar_key_ok(const char *key);
  * that dot). Returns key length; *ext points into name ("" when no dot). */
 size_t rf_tar_split_key(const char *name, const char **ext);
 
-#endif
-
 /* ---- WebDataset sample grouping (loaders/tar.c) ------------------------------------------ */
 
 /* A sample is the run of consecutive regular members sharing a key (rf_tar_split_key); a key
@@ -135,9 +133,7 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
                   uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
                   uint32_t *label_len, uint32_t *label_hdr, rf_err *err);
 
-/* ---- additions (tar parsing limits and helpers) ------------------------------------------ */
-#ifndef RF_TAR_H_EXTRA
-#define RF_TAR_H_EXTRA
+/* ---- limits and helpers of the parser -------------------------------------------------- */
 
 #define RF_TAR_SIZE_MAX (1ull << 40)     /* largest member size accepted (1 TiB) */
 #define RF_TAR_PAX_MAX (64u * 1024u)     /* largest pax extended header ('x' or 'g') */

@@ -34,6 +34,7 @@ typedef struct opts {
     uint32_t on_error; /* enum rf_on_error */
     uint32_t timeout_ms;
     uint32_t label_source; /* enum rf_label_source */
+    uint32_t show_config;  /* print the loader's effective config (rf_loader_config) */
 } opts;
 
 static void usage(FILE *f)
@@ -86,6 +87,8 @@ static void usage(FILE *f)
             "                     pipeline stood (rf_config.next_timeout_ms; 60000, 0: never)\n"
             "  --no-labels        unlabelled shards: labels -1, no KEY.cls needed (by default a\n"
             "                     sample without a valid label is bad input; RF_LABEL_NONE)\n"
+            "  --show-config      print the configuration the loader runs with, every default\n"
+            "                     resolved (rf_loader_config), before running\n"
             "  --json             print one JSON object as the last line\n");
 }
 
@@ -106,7 +109,8 @@ static int parse_args(int argc, char **argv, opts *o)
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS };
+           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS,
+           O_SHOWCFG };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -134,6 +138,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {"no-labels", no_argument, 0, O_NOLABELS},
+        {"show-config", no_argument, 0, O_SHOWCFG},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 256;
@@ -243,6 +248,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_NODCT: o->no_dct_scaling = 1; break;
         case O_TIMEOUT: bad |= parse_u32(optarg, &o->timeout_ms); break;
         case O_NOLABELS: o->label_source = RF_LABEL_NONE; break;
+        case O_SHOWCFG: o->show_config = 1; break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
             else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
@@ -669,6 +675,45 @@ static void make_config(const opts *o, rf_config *cfg)
     cfg->next_timeout_ms = o->timeout_ms;
 }
 
+/* --show-config: the loader's effective config, a few fields a line (enums as their numbers,
+ * as in ringfeed.h), so that a run records what every default resolved to. */
+static int print_config(const rf_loader *ld)
+{
+    rf_config c;
+    rf_config_init(&c);
+    int rc = rf_loader_config(ld, &c);
+    if (rc)
+        return fprintf(stderr, "ringfeed-bench: rf_loader_config: %s\n", rf_strerror(rc)), rc;
+    printf("config  shards %u (first %s), source %u, batch_size %u, image_size %u, crop %u, "
+           "layout %u, resize_shorter %u, dtype %u\n", c.shard_count, c.shards[0], c.source,
+           c.batch_size, c.image_size, c.crop, c.layout, c.resize_shorter, c.dtype);
+    printf("config  scale %g..%g, ratio %g..%g, flip_prob %g, mean %g %g %g, std %g %g %g\n",
+           c.scale_min, c.scale_max, c.ratio_min, c.ratio_max, c.flip_prob, c.mean[0], c.mean[1],
+           c.mean[2], c.std[0], c.std[1], c.std[2]);
+    printf("config  seed %llu, order %u, shard_window %u, drop_last %u, rank %u of %u, "
+           "remainder %u, epochs %u, start_epoch %llu\n", (unsigned long long)c.seed, c.order,
+           c.shard_window, c.drop_last, c.rank, c.world_size, c.remainder, c.epochs,
+           (unsigned long long)c.start_epoch);
+    printf("config  decode_threads %u, io_threads %u, io_engine %u, io_queue_depth %u, "
+           "prefetch_depth %u, device_kind %u, device_index %d, decode_nice %u\n",
+           c.decode_threads, c.io_threads, c.io_engine, c.io_queue_depth, c.prefetch_depth,
+           c.device_kind, c.device_index, c.decode_nice);
+    printf("config  staging_bytes %llu, max_sample_bytes %llu, max_image_pixels %llu, "
+           "max_image_dim %u, max_scans %u, max_name_bytes %u, io_retries %u\n",
+           (unsigned long long)c.staging_bytes, (unsigned long long)c.max_sample_bytes,
+           (unsigned long long)c.max_image_pixels, c.max_image_dim, c.max_scans,
+           c.max_name_bytes, c.io_retries);
+    printf("config  on_error %u, max_consecutive_skips %u, label_source %u, next_timeout_ms %u, "
+           "token_bytes %u, seq_len %u, token_windows %u, token_dtype %u\n", c.on_error,
+           c.max_consecutive_skips, c.label_source, c.next_timeout_ms, c.token_bytes, c.seq_len,
+           c.token_windows, c.token_dtype);
+    printf("config  warm %u, warm_bytes %llu, odirect %u, hugepages %u, numa %u, naive %u, "
+           "gpu_decode %u, gpu_decode_percent %u, hw_decode_percent %u, dct_scaling %u\n",
+           c.warm, (unsigned long long)c.warm_bytes, c.odirect, c.hugepages, c.numa, c.naive,
+           c.gpu_decode, c.gpu_decode_percent, c.hw_decode_percent, c.dct_scaling);
+    return 0;
+}
+
 /* --evict: ask the kernel to drop the shards' cached pages (clean pages go; no root needed,
  * unlike drop_caches), so the run starts from a cold cache. */
 static int evict(const opts *o)
@@ -745,7 +790,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "ringfeed-bench: %s: %s\n", rf_strerror(rc), err);
         return 1;
     }
-    rc = run(&o, ld, &r);
+    rc = o.show_config ? print_config(ld) : 0;
+    if (!rc)
+        rc = run(&o, ld, &r);
     rf_loader_destroy(ld);
     if (rc)
         return 1;

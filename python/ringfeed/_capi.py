@@ -344,6 +344,7 @@ def _declare(L):
     protos = {
         "rf_config_init": (None, [P(RfConfig)]),
         "rf_loader_create": (i32, [P(RfConfig), P(vp), cp, ctypes.c_size_t]),
+        "rf_loader_config": (i32, [vp, P(RfConfig)]),
         "rf_loader_next": (i32, [vp, P(P(RfBatch))]),
         "rf_loader_release": (i32, [vp, P(RfBatch), vp]),
         "rf_batch_wait": (i32, [P(RfBatch), vp]),

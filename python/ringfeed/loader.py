@@ -765,6 +765,38 @@ class _LoaderBase:
                 out[name] = int(v)
         return out
 
+    @property
+    def config(self):
+        """The configuration the C loader runs with (rf_loader_config) as a dict of
+        rf_config's fields: every automatic value resolved to what the loader uses
+        (decode_threads, io_threads, io_engine, prefetch_depth, device_kind, staging_bytes,
+        ...; enums as their numbers, as in ringfeed.h), `shards` the list of patterns,
+        `resume_state` None (the blob is read at create and not kept)."""
+        self._check_open()
+        cfg = C.config_init()
+        shards = []
+
+        def rf_loader_config(ptr):
+            # The patterns are the loader's strings: copied out inside the call window, which
+            # keeps the loader alive against a close() from another thread.
+            rc = C.lib().rf_loader_config(ptr, ctypes.byref(cfg))
+            shards.extend(os.fsdecode(cfg.shards[i]) for i in range(cfg.shard_count if rc == 0
+                                                                     else 0))
+            return rc
+
+        self._call(rf_loader_config)
+        out = {}
+        for name, _ in C.RfConfig._fields_:
+            v = getattr(cfg, name)
+            if name in ("struct_size", "version"):
+                continue
+            if name == "shards":
+                v = shards
+            elif isinstance(v, ctypes.Array):
+                v = [float(x) for x in v]
+            out[name] = v
+        return out
+
     def epoch_stats(self):
         """This rank's counts of one epoch: the epoch of the last batch handed out (rf_stats'
         counted_epoch and epoch_* fields) as {"epoch", "delivered" (real samples, padding not

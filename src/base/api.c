@@ -1,27 +1,9 @@
-/* api.c — the small stateless part of the public API: config defaults, error strings,
- * version, device count. */
+/* api.c — the small stateless part of the public API: error strings and version. (Config
+ * defaults live with the rest of the config, in pipeline/config.c.) */
 #include <string.h>
 
 #include "backend/backend.h"
 #include "base/common.h"
-
-RF_API void rf_config_init(rf_config *cfg)
-{
-    if (!cfg)
-        return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->struct_size = sizeof *cfg;
-    cfg->version = RF_CONFIG_VERSION;
-    /* torchvision's RandomResizedCrop defaults */
-    cfg->scale_min = 0.08f;
-    cfg->scale_max = 1.0f;
-    cfg->ratio_min = 3.0f / 4.0f;
-    cfg->ratio_max = 4.0f / 3.0f;
-    cfg->flip_prob = -1.0f; /* "default": 0.5 for random crops, 0 for center crops */
-    cfg->world_size = 1;
-    for (int c = 0; c < 3; c++)
-        cfg->std[c] = 1.0f; /* mean 0, std 1: float output holds the raw pixel values */
-}
 
 /* ringfeed's own codes, made from RF_ERRORS (ringfeed.h); -errno goes to strerror's table. */
 typedef struct own_error_row {

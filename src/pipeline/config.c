@@ -1,20 +1,104 @@
-/* config.c — the config's defaults and checks (mem_defaults, apply_defaults) and the sizes
- * of a sample before and after conversion (setup_output).
+/* config.c — rf_config's defaults (rf_config_init), their resolution and checks at create
+ * (config_resolve, mem_defaults, apply_defaults), the sizes of a sample before and after
+ * conversion (setup_output), and the effective config a created loader reports
+ * (rf_loader_config).
  *
  * DESIGN
- * Runs on the creating thread, before anything is allocated; touches only the loader's own
- * copy of the config and its output description. */
+ * One home for every default: rf_config_init writes each fixed default, and config_resolve is
+ * the one place the AUTO values that follow from the config and the machine are resolved; the
+ * AUTO values that depend on what create finds later (device_kind: the backend chosen;
+ * io_engine and io_threads: what the probe allows; staging_bytes: the arena sized from the
+ * data set) are resolved by the stage that decides them (create.c, ring.c), and
+ * rf_loader_config reads them back from the loader. Runs on the creating thread (and
+ * rf_loader_config on any), before anything is allocated; touches only the loader's own copy
+ * of the config and its output description. */
 #include <stddef.h>
 #include <string.h>
 
 #include "base/cpus.h"
+#include "decode/decode.h"
+#include "loaders/tar.h"
 #include "pipeline/pipeline.h"
 
-/* Memory-hierarchy fields: defaults, and the naive baseline's fixed settings. */
+RF_API void rf_config_init(rf_config *cfg)
+{
+    if (!cfg)
+        return;
+    /* Every field not written below defaults to 0: the enums' first values (TAR, GLOBAL,
+     * RANDOM crop, NHWC, UINT8, FAIL, RF_LABEL_CLS, every *_AUTO), the flags off, and the
+     * AUTO values (RF_AUTO) that rf_loader_create resolves. */
+    memset(cfg, 0, sizeof *cfg);
+    cfg->struct_size = sizeof *cfg;
+    cfg->version = RF_CONFIG_VERSION;
+    cfg->batch_size = 256;
+    cfg->image_size = 224;
+    /* torchvision's RandomResizedCrop defaults */
+    cfg->scale_min = 0.08f;
+    cfg->scale_max = 1.0f;
+    cfg->ratio_min = 3.0f / 4.0f;
+    cfg->ratio_max = 4.0f / 3.0f;
+    cfg->flip_prob = RF_FLIP_PROB_AUTO; /* 0 is a legal value: no flips */
+    cfg->world_size = 1;
+    cfg->io_queue_depth = 64;
+    cfg->max_sample_bytes = 64ull << 20;
+    cfg->max_image_pixels = RF_DEFAULT_MAX_IMAGE_PIXELS;
+    cfg->max_image_dim = RF_DEFAULT_MAX_IMAGE_DIM;
+    cfg->io_retries = 8;
+    for (int c = 0; c < 3; c++)
+        cfg->std[c] = 1.0f; /* mean 0, std 1: float output holds the raw pixel values */
+    cfg->shard_window = 4;
+    cfg->max_consecutive_skips = 100;
+    cfg->max_scans = RF_DEFAULT_MAX_SCANS;
+    cfg->max_name_bytes = RF_TAR_NAME_MAX;
+    cfg->warm_bytes = 1ull << 30;
+    cfg->gpu_decode_percent = 100;
+}
+
+/* The fields whose default is a fixed value, which 0 also asks for (callers that filled the
+ * struct before rf_config_init wrote these defaults, or a struct_size ending before them). */
+#define RF_FIXED_DEFAULTS(X) \
+    X(batch_size) X(image_size) X(world_size) X(io_queue_depth) X(max_sample_bytes) \
+    X(max_image_pixels) X(max_image_dim) X(io_retries) X(shard_window) \
+    X(max_consecutive_skips) X(max_scans) X(max_name_bytes) X(warm_bytes) \
+    X(gpu_decode_percent)
+
+/* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
+ * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values
+ * that depend only on the config and the machine take their value: resize_shorter, flip_prob,
+ * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
+ * dct_scaling (OFF with gpu_decode or hw_decode_percent). Values out of range are left for
+ * apply_defaults to refuse. */
+static void config_resolve(rf_config *c)
+{
+    rf_config d;
+    rf_config_init(&d);
+#define RF_FIXED_DEFAULT_(f) \
+    if (!c->f) \
+        c->f = d.f;
+    RF_FIXED_DEFAULTS(RF_FIXED_DEFAULT_)
+#undef RF_FIXED_DEFAULT_
+    int gpu = c->gpu_decode || c->hw_decode_percent;
+    if (!c->resize_shorter) /* torchvision's Resize(256) before CenterCrop(224), scaled */
+        c->resize_shorter = (c->image_size * 256 + 112) / 224;
+    if (c->flip_prob < 0)
+        c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
+    if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
+        c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
+    if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
+        c->prefetch_depth = gpu ? 8 : 4;
+    if (c->source == RF_SOURCE_TOKENS && !c->token_dtype)
+        c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
+    /* The GPU paths decode at full scale: so must every other image of their run, or a
+     * sample's pixels would depend on where it went (docs/gpu-decode.md). Only AUTO is
+     * resolved: a value out of range stays for the caller's check to refuse. */
+    if (gpu && c->dct_scaling == RF_DCT_SCALING_AUTO)
+        c->dct_scaling = RF_DCT_SCALING_OFF;
+}
+
+/* Memory-hierarchy fields: the naive baseline's fixed settings, which replace the caller's
+ * (before config_resolve, so that they are not AUTO there). */
 static int mem_defaults(rf_config *c, rf_err *err)
 {
-    if (!c->warm_bytes)
-        c->warm_bytes = 1ull << 30;
     if (c->numa > RF_NUMA_OFF)
         return rf_seterr(err, RF_EINVAL, "invalid numa %u", c->numa);
     if (c->naive) {
@@ -28,6 +112,8 @@ static int mem_defaults(rf_config *c, rf_err *err)
     return 0;
 }
 
+/* The caller's config, resolved (config_resolve: every fixed default and the AUTO values
+ * that follow from the config and the machine) and then checked. */
 int pl_apply_defaults(rf_config *c, rf_err *err)
 {
     if (c->struct_size < offsetof(rf_config, resume_state_bytes) + sizeof(uint64_t) ||
@@ -40,56 +126,27 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     int mrc = mem_defaults(c, err);
     if (mrc)
         return mrc;
-    if (!c->batch_size)
-        c->batch_size = 256;
-    if (!c->image_size)
-        c->image_size = 224;
+    config_resolve(c);
     if (c->image_size > 8192)
         return rf_seterr(err, RF_EINVAL, "image_size %u exceeds 8192", c->image_size);
     if (c->crop > RF_CROP_CENTER || c->layout > RF_LAYOUT_NCHW)
         return rf_seterr(err, RF_EINVAL, "invalid crop %u or layout %u", c->crop, c->layout);
-    if (!c->resize_shorter)
-        c->resize_shorter = (c->image_size * 256 + 112) / 224;
-    if (c->flip_prob < 0)
-        c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
     if (!(c->scale_min > 0 && c->scale_min <= c->scale_max && c->scale_max <= 1.0f &&
           c->ratio_min > 0 && c->ratio_min <= c->ratio_max))
         return rf_seterr(err, RF_EINVAL, "invalid scale (%g, %g) or ratio (%g, %g)",
                          c->scale_min, c->scale_max, c->ratio_min, c->ratio_max);
-    if (!c->world_size)
-        c->world_size = 1;
-    if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
-        c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
     if (c->decode_threads > 1024)
         return rf_seterr(err, RF_EINVAL, "decode_threads %u exceeds 1024", c->decode_threads);
-    if (!c->io_queue_depth)
-        c->io_queue_depth = 64;
-    if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
-        c->prefetch_depth = c->gpu_decode || c->hw_decode_percent ? 8 : 4;
     if (c->decode_nice > 19)
         return rf_seterr(err, RF_EINVAL, "decode_nice %u out of range 0..19", c->decode_nice);
     if (c->prefetch_depth > 64 || c->io_queue_depth > 4096 || c->io_threads > 64)
         return rf_seterr(err, RF_EINVAL, "prefetch_depth (<= 64), io_queue_depth (<= 4096) or "
                                          "io_threads (<= 64) out of range");
-    if (!c->max_sample_bytes)
-        c->max_sample_bytes = 64ull << 20;
-    if (!c->max_image_pixels)
-        c->max_image_pixels = RF_DEFAULT_MAX_IMAGE_PIXELS;
-    if (!c->max_image_dim)
-        c->max_image_dim = RF_DEFAULT_MAX_IMAGE_DIM;
-    if (!c->io_retries)
-        c->io_retries = 8;
     if (c->on_error > RF_ON_ERROR_SKIP)
         return rf_seterr(err, RF_EINVAL, "invalid on_error %u (0 fail, 1 skip)", c->on_error);
     if (c->label_source > RF_LABEL_NONE)
         return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
                          "RF_LABEL_NONE)", c->label_source);
-    if (!c->max_consecutive_skips)
-        c->max_consecutive_skips = 100;
-    if (!c->max_scans)
-        c->max_scans = RF_DEFAULT_MAX_SCANS;
-    if (!c->max_name_bytes)
-        c->max_name_bytes = RF_TAR_NAME_MAX;
     if (c->max_name_bytes > RF_TAR_NAME_MAX)
         return rf_seterr(err, RF_EINVAL, "max_name_bytes %u exceeds %u", c->max_name_bytes,
                          RF_TAR_NAME_MAX);
@@ -104,18 +161,12 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->gpu_decode_percent > 100)
         return rf_seterr(err, RF_EINVAL, "gpu_decode_percent %u out of range 0..100 (0: all)",
                          c->gpu_decode_percent);
-    if (!c->gpu_decode_percent)
-        c->gpu_decode_percent = 100;
     if (c->hw_decode_percent > 100)
         return rf_seterr(err, RF_EINVAL, "hw_decode_percent %u out of range 0..100",
                          c->hw_decode_percent);
     if (c->dct_scaling > RF_DCT_SCALING_OFF)
         return rf_seterr(err, RF_EINVAL, "dct_scaling must be 0 (auto) or 1 (off), not %u",
                          c->dct_scaling);
-    /* The GPU paths decode at full scale: so must every other image of their run, or a
-     * sample's pixels would depend on where it went (docs/gpu-decode.md). */
-    if (c->gpu_decode || c->hw_decode_percent)
-        c->dct_scaling = RF_DCT_SCALING_OFF;
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");
@@ -128,8 +179,6 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
                              c->seq_len);
         if (c->token_windows > RF_WINDOWS_SEQUENTIAL)
             return rf_seterr(err, RF_EINVAL, "tokens: invalid token_windows %u", c->token_windows);
-        if (!c->token_dtype)
-            c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
         if (c->token_dtype != RF_DTYPE_UINT16 && c->token_dtype != RF_DTYPE_INT32 &&
             c->token_dtype != RF_DTYPE_INT64)
             return rf_seterr(err, RF_EINVAL, "tokens: token_dtype must be UINT16, INT32 or INT64");
@@ -177,4 +226,23 @@ void pl_setup_output(rf_loader *ld)
         memcpy(ld->conv.mean, c->mean, sizeof ld->conv.mean);
         memcpy(ld->conv.std, c->std, sizeof ld->conv.std);
     }
+}
+
+/* ld->cfg holds what apply_defaults resolved (and the resume state's seed); what create chose
+ * afterwards for the remaining AUTO fields is read from the loader: the engine reading now
+ * (an io_uring that failed its worker setup fell back to pread), the backend, the arena. */
+int rf_loader_config(const rf_loader *ld, rf_config *out)
+{
+    if (!ld || !out || out->struct_size < 2 * sizeof(uint32_t))
+        return RF_EINVAL;
+    rf_config c = ld->cfg;
+    c.struct_size = out->struct_size;
+    c.io_engine = ld->iops == &rf_io_uring_ops ? RF_IO_URING : RF_IO_PREAD;
+    c.device_kind = ld->bops->device_kind;
+    c.prefetch_depth = ld->depth;
+    c.staging_bytes = ld->arena_bytes;
+    c.resume_state = NULL; /* the caller's blob, read at create and not kept */
+    c.resume_state_bytes = 0;
+    memcpy(out, &c, RF_MIN((size_t)out->struct_size, sizeof c));
+    return 0;
 }

@@ -1,0 +1,382 @@
+/* test_config.c — rf_config's defaults and a loader's effective config: rf_config_init writes
+ * the default ringfeed.h documents for every field (AUTO where it depends on the machine or
+ * the data), and rf_loader_config reports what a created loader resolved them to, with every
+ * value the caller set as given. Fields are walked through rf_abi_layout, so a field added to
+ * rf_config without a default spelled out here fails the first test. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringfeed.h"
+#include "testutil.h"
+
+static char *shard; /* a GNU tar shard of 6 labelled samples, made in main() */
+
+/* ---- fields through rf_abi_layout ---------------------------------------------------------- */
+
+#define MAX_FIELDS 128
+
+/* The field rows of rf_config in rf_abi_layout's table. */
+static uint32_t config_rows(const rf_field_layout *rows[MAX_FIELDS])
+{
+    uint32_t n = 0, nf = 0;
+    const rf_field_layout *t = rf_abi_layout(&n);
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(t[i].struct_name, "rf_config") == 0 && t[i].name[0]) {
+            ck_assert_uint_lt(nf, MAX_FIELDS);
+            rows[nf++] = &t[i];
+        }
+    ck_assert_uint_gt(nf, 50);
+    return nf;
+}
+
+static int listed(const char *name, const char *const *names)
+{
+    for (; names && *names; names++)
+        if (strcmp(*names, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every field of a and b, byte for byte, except those named in `skip` (NULL-terminated). */
+static void assert_same_fields(const rf_config *a, const rf_config *b, const char *const *skip)
+{
+    const rf_field_layout *rows[MAX_FIELDS];
+    uint32_t n = config_rows(rows);
+    for (uint32_t i = 0; i < n; i++)
+        if (!listed(rows[i]->name, skip))
+            ck_assert_msg(memcmp((const char *)a + rows[i]->offset,
+                                 (const char *)b + rows[i]->offset, rows[i]->size) == 0,
+                          "rf_config.%s differs", rows[i]->name);
+}
+
+/* ---- rf_config_init ------------------------------------------------------------------------ */
+
+enum kind { U, I, F, F3, P };
+
+/* ringfeed.h's documented default of every field, in declaration order. */
+static const struct {
+    const char *name;
+    enum kind kind;
+    double value;
+} documented[] = {
+    {"struct_size", U, sizeof(rf_config)}, {"version", U, RF_CONFIG_VERSION},
+    {"shards", P, 0}, {"shard_count", U, 0}, {"batch_size", U, 256}, {"image_size", U, 224},
+    {"crop", U, RF_CROP_RANDOM}, {"layout", U, RF_LAYOUT_NHWC}, {"resize_shorter", U, RF_AUTO},
+    {"scale_min", F, 0.08f}, {"scale_max", F, 1.0f}, {"ratio_min", F, 3.0f / 4.0f},
+    {"ratio_max", F, 4.0f / 3.0f}, {"flip_prob", F, RF_FLIP_PROB_AUTO}, {"seed", U, 0},
+    {"order", U, RF_ORDER_GLOBAL}, {"drop_last", U, 0}, {"rank", U, 0}, {"world_size", U, 1},
+    {"remainder", U, RF_REMAINDER_PAD}, {"epochs", U, 0}, {"start_epoch", U, 0},
+    {"decode_threads", U, RF_AUTO}, {"io_threads", U, RF_AUTO}, {"io_engine", U, RF_IO_AUTO},
+    {"io_queue_depth", U, 64}, {"prefetch_depth", U, RF_AUTO},
+    {"device_kind", U, RF_DEVICE_AUTO}, {"device_index", I, 0}, {"staging_bytes", U, RF_AUTO},
+    {"max_sample_bytes", U, 64 << 20}, {"max_image_pixels", U, 100e6},
+    {"max_image_dim", U, 32768}, {"io_retries", U, 8}, {"resume_state", P, 0},
+    {"resume_state_bytes", U, 0}, {"dtype", U, RF_DTYPE_UINT8}, {"mean", F3, 0},
+    {"std", F3, 1}, {"source", U, RF_SOURCE_TAR}, {"token_bytes", U, 0}, {"seq_len", U, 0},
+    {"token_windows", U, RF_WINDOWS_RANDOM}, {"token_dtype", U, RF_AUTO},
+    {"shard_window", U, 4}, {"on_error", U, RF_ON_ERROR_FAIL},
+    {"max_consecutive_skips", U, 100}, {"max_scans", U, 1000}, {"max_name_bytes", U, 4096},
+    {"warm", U, 0}, {"warm_bytes", U, 1 << 30}, {"odirect", U, 0}, {"hugepages", U, 0},
+    {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, 0}, {"gpu_decode", U, 0},
+    {"gpu_decode_percent", U, 100}, {"hw_decode_percent", U, 0}, {"next_timeout_ms", U, 0},
+    {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
+};
+#define NDOCUMENTED (sizeof documented / sizeof documented[0])
+
+/* The field at row r of cfg as a double (kind F3: its element k). */
+static double field_value(const rf_config *cfg, const rf_field_layout *r, enum kind kind, int k)
+{
+    const char *p = (const char *)cfg + r->offset;
+    uint32_t u32;
+    uint64_t u64;
+    int32_t i32;
+    float f;
+    void *ptr;
+    switch (kind) {
+    case U:
+        if (r->size == 8)
+            return memcpy(&u64, p, 8), (double)u64;
+        ck_assert_uint_eq(r->size, 4);
+        return memcpy(&u32, p, 4), (double)u32;
+    case I:
+        ck_assert_uint_eq(r->size, 4);
+        return memcpy(&i32, p, 4), (double)i32;
+    case F:
+    case F3:
+        ck_assert_uint_eq(r->size, kind == F ? 4 : 12);
+        return memcpy(&f, p + 4 * k, 4), (double)f;
+    case P:
+        ck_assert_uint_eq(r->size, sizeof ptr);
+        return memcpy(&ptr, p, sizeof ptr), ptr ? 1.0 : 0.0;
+    }
+    return -1;
+}
+
+START_TEST(config_init_writes_every_documented_default)
+{
+    rf_config cfg;
+    memset(&cfg, 0xA5, sizeof cfg); /* nothing may be left as it was */
+    rf_config_init(&cfg);
+    const rf_field_layout *rows[MAX_FIELDS];
+    uint32_t n = config_rows(rows);
+    ck_assert_uint_eq(n, NDOCUMENTED); /* a new field needs its default spelled out above */
+    for (uint32_t i = 0; i < n; i++) {
+        ck_assert_str_eq(rows[i]->name, documented[i].name);
+        for (int k = 0; k < (documented[i].kind == F3 ? 3 : 1); k++) {
+            double got = field_value(&cfg, rows[i], documented[i].kind, k);
+            double want = documented[i].kind == F || documented[i].kind == F3
+                              ? (double)(float)documented[i].value : documented[i].value;
+            ck_assert_msg(got == want, "rf_config_init: %s = %g, documented default %g",
+                          rows[i]->name, got, want);
+        }
+    }
+}
+END_TEST
+
+/* ---- rf_loader_config ---------------------------------------------------------------------- */
+
+static rf_config reported(const rf_loader *ld)
+{
+    rf_config out;
+    rf_config_init(&out);
+    ck_assert_int_eq(rf_loader_config(ld, &out), 0);
+    ck_assert_uint_eq(out.struct_size, sizeof out);
+    ck_assert_uint_eq(out.version, RF_CONFIG_VERSION);
+    return out;
+}
+
+/* The fields rf_config_init leaves AUTO, which a created loader reports resolved. */
+static const char *const auto_fields[] = {
+    "shards", "resize_shorter", "flip_prob", "decode_threads", "io_threads", "io_engine",
+    "prefetch_depth", "device_kind", "staging_bytes", NULL};
+
+START_TEST(created_loader_reports_every_auto_value_resolved)
+{
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, shard, 0);
+    cfg.device_kind = RF_DEVICE_AUTO; /* CUDA where a GPU is usable, else the host */
+    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_config got = reported(ld);
+    rf_stats st;
+    rf_stats_init(&st);
+    ck_assert_int_eq(rf_loader_stats(ld, &st), 0);
+    uint32_t cpus = rf_cpu_count() < 1024 ? rf_cpu_count() : 1024;
+    ck_assert_uint_eq(got.decode_threads, cpus);
+    ck_assert_uint_eq(got.decode_threads, st.decode_threads);
+    ck_assert_uint_eq(got.io_threads, st.io_threads);
+    /* io_threads' documented default: 1 for io_uring, 4 for pread (the one this kernel or
+     * its limits leave: the engine reported is the one reading) */
+    if (strcmp(st.io_engine, "io_uring") == 0)
+        ck_assert(got.io_engine == RF_IO_URING && got.io_threads == 1);
+    else
+        ck_assert(strcmp(st.io_engine, "pread") == 0 && got.io_engine == RF_IO_PREAD &&
+                  got.io_threads == 4);
+    ck_assert_uint_eq(got.prefetch_depth, 4);
+    ck_assert_uint_eq(got.prefetch_depth, st.prefetch_depth);
+    ck_assert_uint_eq(got.device_kind, rf_cuda_device_count() > 0 ? RF_DEVICE_CUDA
+                                                                   : RF_DEVICE_HOST);
+    /* six small samples: the formula's 64 MiB floor (already a multiple of 4 KiB) */
+    ck_assert_uint_eq(got.staging_bytes, 64ull << 20);
+    ck_assert_uint_eq(got.resize_shorter, 256);
+    ck_assert(got.flip_prob == 0.5f);
+    ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_AUTO); /* CPU-only: on */
+    ck_assert_uint_eq(got.token_dtype, RF_AUTO);             /* not a token source */
+    /* the loader's own copy of the pattern, not the caller's string */
+    ck_assert_uint_eq(got.shard_count, 1);
+    ck_assert_ptr_ne(got.shards[0], pat);
+    ck_assert_str_eq(got.shards[0], shard);
+    ck_assert_ptr_null(got.resume_state);
+    ck_assert_uint_eq(got.resume_state_bytes, 0);
+    /* and every other field as the caller's config had it */
+    assert_same_fields(&got, &cfg, auto_fields);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+/* AUTO values that depend on other fields: flips and the resize with a center crop, the
+ * depth and DCT scaling with gpu_decode, and naive's fixed settings over the caller's. */
+START_TEST(auto_values_follow_the_fields_they_depend_on)
+{
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, shard, 160);
+    cfg.crop = RF_CROP_CENTER;
+    cfg.decode_threads = 1;
+    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_config got = reported(ld);
+    ck_assert(got.flip_prob == 0.0f);
+    ck_assert_uint_eq(got.resize_shorter, (160 * 256 + 112) / 224);
+    rf_loader_destroy(ld);
+
+    cfg = rf_test_host_config(&pat, shard, 0);
+    cfg.decode_threads = 1;
+    cfg.gpu_decode = 1; /* the host backend runs GPU decode's integer code on the CPU */
+    ld = rf_test_create_ok(&cfg);
+    got = reported(ld);
+    ck_assert_uint_eq(got.prefetch_depth, 8);
+    ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_OFF);
+    ck_assert_uint_eq(got.gpu_decode_percent, 100);
+    rf_loader_destroy(ld);
+
+    cfg = rf_test_host_config(&pat, shard, 0);
+    cfg.decode_threads = 1;
+    cfg.naive = 1;
+    cfg.io_engine = RF_IO_URING;
+    cfg.io_threads = 3;
+    cfg.prefetch_depth = 6;
+    cfg.warm = 1;
+    ld = rf_test_create_ok(&cfg);
+    got = reported(ld);
+    ck_assert_uint_eq(got.io_engine, RF_IO_PREAD);
+    ck_assert_uint_eq(got.io_threads, 1);
+    ck_assert_uint_eq(got.io_queue_depth, 1);
+    ck_assert_uint_eq(got.prefetch_depth, 1);
+    ck_assert_uint_eq(got.warm, 0);
+    ck_assert_uint_eq(got.numa, RF_NUMA_OFF);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(explicit_values_are_reported_unchanged)
+{
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, shard, 32);
+    cfg.batch_size = 3;
+    cfg.crop = RF_CROP_CENTER;
+    cfg.layout = RF_LAYOUT_NCHW;
+    cfg.resize_shorter = 40;
+    cfg.scale_min = 0.25f, cfg.scale_max = 0.75f;
+    cfg.ratio_min = 0.5f, cfg.ratio_max = 2.0f;
+    cfg.flip_prob = 0.25f;
+    cfg.seed = 7;
+    cfg.order = RF_ORDER_SHARD;
+    cfg.drop_last = 1;
+    cfg.rank = 1, cfg.world_size = 2;
+    cfg.remainder = RF_REMAINDER_DROP;
+    cfg.epochs = 3;
+    cfg.start_epoch = 2;
+    cfg.decode_threads = 2;
+    cfg.io_threads = 3;
+    cfg.io_engine = RF_IO_PREAD;
+    cfg.io_queue_depth = 8;
+    cfg.prefetch_depth = 5;
+    cfg.staging_bytes = 8ull << 20; /* a multiple of 4 KiB above 4 x the largest sample */
+    cfg.max_sample_bytes = 1 << 20;
+    cfg.max_image_pixels = 1000000;
+    cfg.max_image_dim = 2000;
+    cfg.io_retries = 3;
+    cfg.dtype = RF_DTYPE_FLOAT32;
+    for (int c = 0; c < 3; c++)
+        cfg.mean[c] = 100.0f + c, cfg.std[c] = 50.0f + c;
+    cfg.shard_window = 2;
+    cfg.on_error = RF_ON_ERROR_SKIP;
+    cfg.max_consecutive_skips = 7;
+    cfg.max_scans = 50;
+    cfg.max_name_bytes = 1000;
+    cfg.warm = 1;
+    cfg.warm_bytes = 1 << 20;
+    cfg.hugepages = 1;
+    cfg.numa = RF_NUMA_OFF;
+    cfg.decode_nice = 3;
+    cfg.gpu_decode_percent = 40;
+    cfg.next_timeout_ms = 60000;
+    cfg.dct_scaling = RF_DCT_SCALING_OFF;
+    cfg.label_source = RF_LABEL_NONE;
+    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_config got = reported(ld);
+    static const char *const shards_only[] = {"shards", NULL};
+    assert_same_fields(&got, &cfg, shards_only);
+    ck_assert_str_eq(got.shards[0], shard);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+/* 0 in a field with a fixed default asks for that default (callers that filled the struct
+ * before rf_config_init wrote them), and the loader reports the default it used. */
+START_TEST(zero_in_a_fixed_default_field_is_that_default)
+{
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, shard, 0), init = cfg;
+    cfg.decode_threads = 1;
+    cfg.batch_size = cfg.image_size = cfg.world_size = cfg.io_queue_depth = 0;
+    cfg.max_sample_bytes = cfg.max_image_pixels = cfg.warm_bytes = 0;
+    cfg.max_image_dim = cfg.io_retries = cfg.shard_window = cfg.max_consecutive_skips = 0;
+    cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = 0;
+    cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
+    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_config got = reported(ld);
+    ck_assert(got.flip_prob == 0.5f);
+    assert_same_fields(&got, &init, auto_fields);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(token_source_reports_its_dtype_and_arena)
+{
+    char *dir = rf_test_mkdtemp("config-tokens");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokens.bin", dir);
+    uint16_t tokens[1000];
+    for (int i = 0; i < 1000; i++)
+        tokens[i] = (uint16_t)(i * 7);
+    rf_test_write_file(path, tokens, sizeof tokens);
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, path, 0);
+    cfg.source = RF_SOURCE_TOKENS;
+    cfg.token_bytes = 2;
+    cfg.seq_len = 16;
+    cfg.batch_size = 4;
+    cfg.decode_threads = 1;
+    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_config got = reported(ld);
+    ck_assert_uint_eq(got.token_dtype, RF_DTYPE_UINT16); /* as on disk */
+    ck_assert_uint_eq(got.staging_bytes, 1u << 20);     /* token datasets: 1 MiB */
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(config_of_a_shorter_struct_and_bad_arguments)
+{
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, shard, 0);
+    cfg.decode_threads = 1;
+    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_config out;
+    ck_assert_int_eq(rf_loader_config(NULL, &out), RF_EINVAL);
+    ck_assert_int_eq(rf_loader_config(ld, NULL), RF_EINVAL);
+    out.struct_size = 4;
+    ck_assert_int_eq(rf_loader_config(ld, &out), RF_EINVAL);
+    /* an older caller's struct that ends before next_timeout_ms: nothing written past it */
+    memset(&out, 0xA5, sizeof out);
+    out.struct_size = (uint32_t)offsetof(rf_config, next_timeout_ms);
+    ck_assert_int_eq(rf_loader_config(ld, &out), 0);
+    ck_assert_uint_eq(out.struct_size, offsetof(rf_config, next_timeout_ms));
+    ck_assert_uint_eq(out.batch_size, 256);
+    ck_assert_uint_eq(out.hw_decode_percent, 0);
+    ck_assert_uint_eq(out.next_timeout_ms, 0xA5A5A5A5u);
+    ck_assert_uint_eq(out.label_source, 0xA5A5A5A5u);
+    /* it only reads: still there after rf_loader_stop */
+    ck_assert_int_eq(rf_loader_stop(ld), 0);
+    ck_assert_uint_eq(reported(ld).decode_threads, 1);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+int main(void)
+{
+    static const char *const labels[] = {"0", "1\n", "2", "3", "4", "5"};
+    shard = rf_test_make_label_shard(rf_test_mkdtemp("config"), labels, 6);
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, config_init_writes_every_documented_default);
+    tcase_add_test(tc, created_loader_reports_every_auto_value_resolved);
+    tcase_add_test(tc, auto_values_follow_the_fields_they_depend_on);
+    tcase_add_test(tc, explicit_values_are_reported_unchanged);
+    tcase_add_test(tc, zero_in_a_fixed_default_field_is_that_default);
+    tcase_add_test(tc, token_source_reports_its_dtype_and_arena);
+    tcase_add_test(tc, config_of_a_shorter_struct_and_bad_arguments);
+    suite_add_tcase(s, tc);
+    return rf_test_run_suite(s);
+}
