@@ -62,6 +62,7 @@ static void count_epoch(rf_loader *ld, const slot *s)
 /* The consumer's next batch is in slot s, delivered or failed (mu held). */
 static int batch_due(const rf_loader *ld, const slot *s)
 {
+    PL_ASSERT_LOCKED(ld);
     return (s->state == SLOT_READY || s->state == SLOT_BAD) && s->seq == ld->c_seq;
 }
 
@@ -71,11 +72,12 @@ static int batch_due(const rf_loader *ld, const slot *s)
  * that never returns each read differently here. */
 static void describe_stall(const rf_loader *ld, const slot *s, char *buf, size_t n)
 {
+    PL_ASSERT_LOCKED(ld);
     uint32_t in[3] = {0};
     const task *oldest = NULL;
     for (uint64_t q = ld->task_tail; q < ld->task_head; q++) {
         const task *t = &ld->tasks[q % ld->ntasks];
-        if (atomic_load(&t->finished))
+        if (atomic_load_explicit(&t->finished, memory_order_relaxed)) /* under mu */
             continue;
         in[t->phase]++;
         if (!oldest)
@@ -83,7 +85,8 @@ static void describe_stall(const rf_loader *ld, const slot *s, char *buf, size_t
     }
     static const char *const phase[] = {"reading", "waiting for a decode thread", "decoding"};
     char batch[96], where[RF_ERRMSG_MAX / 2] = "none";
-    uint32_t pending = atomic_load(&s->pending);
+    /* relaxed: a snapshot for the message; the decrements run outside mu */
+    uint32_t pending = atomic_load_explicit(&s->pending, memory_order_relaxed);
     if (s->seq != ld->c_seq || s->state == SLOT_FREE)
         snprintf(batch, sizeof batch, "not started (its slot is not open yet)");
     else if (pending)
@@ -136,14 +139,17 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     }
     uint64_t t0 = rf_now_ns();
     slot *s = &ld->slots[ld->c_seq % ld->depth];
-    pthread_mutex_lock(&ld->mu);
+    pl_lock(ld);
     if (s->state == SLOT_LEASED) {
         /* The slot this batch needs is still held by the consumer: waiting would never end. */
-        pthread_mutex_unlock(&ld->mu);
+        pl_unlock(ld);
         return pl_set_last(ld, &(rf_err){.code = RF_ESTATE,
                                       .msg = "every prefetch slot is leased: release a batch "
                                              "before asking for the next one"});
     }
+    /* The dispatcher is at most a ring ahead: slot d_seq % depth opens only once batch
+     * d_seq - depth was released, i.e. consumed (c_* is ours; d_seq is read under mu). */
+    assert(ld->c_seq <= ld->d_seq && ld->d_seq - ld->c_seq <= ld->depth);
     struct timespec deadline;
     if (ld->cfg.next_timeout_ms) {
         uint64_t end = t0 + (uint64_t)ld->cfg.next_timeout_ms * 1000000u;
@@ -152,15 +158,15 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     int expired = 0;
     while (!ld->err.code && !batch_due(ld, s) && !expired) {
         if (ld->cfg.next_timeout_ms)
-            expired = pthread_cond_timedwait(&ld->cv_out, &ld->mu, &deadline) == ETIMEDOUT;
+            expired = pl_timedwait(ld, &ld->cv_out, &deadline) == ETIMEDOUT;
         else
-            pthread_cond_wait(&ld->cv_out, &ld->mu);
+            pl_wait(ld, &ld->cv_out);
     }
     if (expired && !ld->err.code && !batch_due(ld, s)) {
         /* not sticky: the pipeline goes on, and the next call waits again */
         ld->last.code = RF_ETIMEDOUT;
         describe_stall(ld, s, ld->last.msg, sizeof ld->last.msg);
-        pthread_mutex_unlock(&ld->mu);
+        pl_unlock(ld);
         ld->wait_ns += rf_now_ns() - t0;
         return RF_ETIMEDOUT;
     }
@@ -170,19 +176,22 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     if (rc) {
         ld->last = ld->err;
     } else {
+        /* READY -> LEASED (BAD became the error above); the dispatcher is past this batch */
+        assert(s->state == SLOT_READY && s->seq == ld->c_seq && ld->c_seq < ld->d_seq);
         s->state = SLOT_LEASED;
         ld->leased++;
     }
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
     if (!rc && ld->gj_device) {
         rf_err e = {0};
         if ((rc = pl_gj_check(ld, s, &e)) != 0) {
-            pthread_mutex_lock(&ld->mu);
+            pl_lock(ld);
             pl_fail_locked(ld, rc, e.msg);
             ld->last = ld->err;
+            assert(s->state == SLOT_LEASED && ld->leased > 0); /* LEASED -> READY */
             s->state = SLOT_READY; /* not handed out: stop releases it; later calls fail */
             ld->leased--;
-            pthread_mutex_unlock(&ld->mu);
+            pl_unlock(ld);
         }
     }
     ld->wait_ns += rf_now_ns() - t0;
@@ -214,22 +223,23 @@ int rf_loader_release(rf_loader *ld, rf_batch *batch, void *stream)
      * seen LEASED it stays so until this thread frees it: only the consumer leaves LEASED. */
     int leased = 0;
     if (s) {
-        pthread_mutex_lock(&ld->mu);
+        pl_lock(ld);
         leased = s->state == SLOT_LEASED;
-        pthread_mutex_unlock(&ld->mu);
+        pl_unlock(ld);
     }
     if (!leased)
         return pl_set_last(ld, &(rf_err){.code = RF_ESTATE,
                                       .msg = "batch is not leased from this loader (released "
                                              "twice?)"});
     int rc = pl_backend_release(ld, s, stream, &e);
-    pthread_mutex_lock(&ld->mu);
+    pl_lock(ld);
+    assert(s->state == SLOT_LEASED && ld->leased > 0); /* LEASED -> FREE: only we leave it */
     s->state = SLOT_FREE;
     ld->leased--;
     if (rc)
         pl_fail_locked(ld, rc, e.msg);
     pthread_cond_broadcast(&ld->cv_io);
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
     return rc ? pl_set_last(ld, &e) : 0;
 }
 

@@ -83,9 +83,9 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
         return rf_seterr(e, rc, "%s", m);
     }
     if (info.scale_denom > 1)
-        atomic_fetch_add(&ld->dct_scaled, 1);
+        atomic_fetch_add_explicit(&ld->dct_scaled, 1, memory_order_relaxed); /* stats only */
     if (info.region)
-        atomic_fetch_add(&ld->region_decoded, 1);
+        atomic_fetch_add_explicit(&ld->region_decoded, 1, memory_order_relaxed); /* stats only */
     if (ld->host_convert)
         rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
                              ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
@@ -133,11 +133,11 @@ void *pl_decoder_main(void *arg)
     if (pl_gj_host_alloc(ld, &gh))
         pl_fail(ld, RF_ENOMEM, "out of memory for a decode thread's GPU-decode buffers");
     for (;;) {
-        pthread_mutex_lock(&ld->mu);
+        pl_lock(ld);
         while (!ld->stop && ld->decq_tail == ld->decq_head)
-            pthread_cond_wait(&ld->cv_dec, &ld->mu);
+            pl_wait(ld, &ld->cv_dec);
         if (ld->stop) {
-            pthread_mutex_unlock(&ld->mu);
+            pl_unlock(ld);
             free(gh.packet), free(gh.scratch);
             return NULL;
         }
@@ -147,7 +147,7 @@ void *pl_decoder_main(void *arg)
         int failed = ld->err.code != 0;
         /* A sample after the slot's first bad one: the batch is never delivered. */
         int moot = s->bad.code && t->index > s->bad_index;
-        pthread_mutex_unlock(&ld->mu);
+        pl_unlock(ld);
 
         rf_err e = {0};
         int rc = 0;
@@ -156,8 +156,9 @@ void *pl_decoder_main(void *arg)
         } else if (!failed && !moot) {
             uint64_t t0 = rf_now_ns();
             rc = decode_task(ld, dec, t, s, &gh, &e);
-            atomic_fetch_add(&ld->decode_ns, rf_now_ns() - t0);
-            atomic_fetch_add(&ld->decoded, 1);
+            /* statistics only (rf_stats): relaxed */
+            atomic_fetch_add_explicit(&ld->decode_ns, rf_now_ns() - t0, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ld->decoded, 1, memory_order_relaxed);
         }
         pl_task_end(ld, t, failed, rc, &e);
     }

@@ -21,6 +21,7 @@
 
 void pl_plan_next_epoch_locked(rf_loader *ld)
 {
+    PL_ASSERT_LOCKED(ld);
     if (ld->d_epochs_left == 1) {
         ld->d_done = 1;
         return;
@@ -44,6 +45,7 @@ static uint64_t arena_alloc_locked(rf_loader *ld, uint32_t len, uint64_t *end)
     if (head + len - ld->arena_tail > ld->arena_bytes)
         return UINT64_MAX;
     ld->arena_head = head + len;
+    assert(ld->arena_head - ld->arena_tail <= ld->arena_bytes); /* live spans fit the arena */
     *end = head + len;
     return phys;
 }
@@ -63,6 +65,7 @@ uint64_t pl_plan_real(const rf_plan *p)
 int pl_sample_read_locked(rf_loader *ld, const slot *s, uint32_t row, uint64_t id,
                               sample_read *r)
 {
+    PL_ASSERT_LOCKED(ld);
     r->end = ld->arena_head;
     r->skip = r->need = 0;
     if (ld->tokens) {
@@ -106,12 +109,16 @@ void pl_task_set_read(rf_loader *ld, task *t, const sample_read *r)
  * while that slot is still in use or the task ring is full. */
 slot *pl_dispatch_slot_locked(rf_loader *ld)
 {
+    PL_ASSERT_LOCKED(ld);
+    assert(ld->d_k < ld->plan.batches); /* epoch_end_locked moved the cursor on or stopped */
     slot *s = &ld->slots[ld->d_seq % ld->depth];
     if (ld->d_j == 0) {
         if (s->state != SLOT_FREE)
             return NULL;
         ld->d_count = rf_plan_batch_count(&ld->plan, ld->d_k);
     }
+    assert(ld->d_j < ld->d_count && ld->d_count <= ld->batch);
+    assert(ld->task_head - ld->task_tail <= ld->ntasks);
     if (ld->task_head - ld->task_tail >= ld->ntasks)
         return NULL;
     return s;
@@ -120,10 +127,13 @@ slot *pl_dispatch_slot_locked(rf_loader *ld)
 /* Claim slot s for the batch when its first output (d_j == 0) is dispatched. */
 void pl_slot_open_locked(rf_loader *ld, slot *s)
 {
+    PL_ASSERT_LOCKED(ld);
     if (ld->d_j == 0) {
+        assert(s->state == SLOT_FREE); /* FREE -> FILLING */
         s->state = SLOT_FILLING;
         s->seq = ld->d_seq;
-        atomic_store(&s->pending, ld->d_count);
+        /* relaxed: mu orders it before the batch's tasks are handed out (slot.pending) */
+        atomic_store_explicit(&s->pending, ld->d_count, memory_order_relaxed);
         s->batch.count = ld->d_count;
         s->batch.epoch = ld->d_epoch;
         s->bad.code = 0;
@@ -133,10 +143,13 @@ void pl_slot_open_locked(rf_loader *ld, slot *s)
         s->epoch_total = pl_plan_real(&ld->plan);
         ld->policy->slot_open_locked(ld, (uint32_t)(ld->d_seq % ld->depth));
         if (ld->gj_device) {
-            atomic_store(&s->gj_top, 0);
-            atomic_store(&s->gj_scratch, 0);
-            atomic_store(&s->gj_engine, 0);
-            atomic_store(&s->gj_room, (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gj_px));
+            /* relaxed: mu orders the reset before any placement in the slot (slot.gj_room) */
+            atomic_store_explicit(&s->gj_top, 0, memory_order_relaxed);
+            atomic_store_explicit(&s->gj_scratch, 0, memory_order_relaxed);
+            atomic_store_explicit(&s->gj_engine, 0, memory_order_relaxed);
+            atomic_store_explicit(&s->gj_room,
+                                  (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gj_px),
+                                  memory_order_relaxed);
         }
     }
 }
@@ -144,6 +157,8 @@ void pl_slot_open_locked(rf_loader *ld, slot *s)
 /* Move the forward cursors past output (d_k, d_j). */
 void pl_dispatch_advance_locked(rf_loader *ld)
 {
+    PL_ASSERT_LOCKED(ld);
+    assert(ld->d_j < ld->d_count);
     if (++ld->d_j == ld->d_count) {
         ld->d_j = 0;
         ld->d_seq++;
@@ -178,6 +193,7 @@ static task *dispatch_one_locked(rf_loader *ld)
     s->positions[i] = pos;
     s->padding[i] = pad;
     s->keys[i] = ld->tokens ? ld->ds.files[r.file].path : ld->ds.keys + ld->ds.samples[id].key;
+    assert(ld->task_head - ld->task_tail < ld->ntasks); /* pl_dispatch_slot_locked checked */
     task *t = &ld->tasks[ld->task_head % ld->ntasks];
     t->seq = ld->task_head++;
     t->sample_id = id;
@@ -187,7 +203,7 @@ static task *dispatch_one_locked(rf_loader *ld)
     t->raw = ld->tokens;
     t->rep = t->blank = t->why = 0;
     t->padout = pad;
-    atomic_store(&t->finished, 0);
+    atomic_store_explicit(&t->finished, 0, memory_order_relaxed); /* under mu */
     pl_task_set_read(ld, t, &r);
     pl_dispatch_advance_locked(ld);
     return t;
@@ -216,7 +232,7 @@ int pl_io_take(void *ctx, rf_io_req **reqs, int max, int block)
     rf_loader *ld = ctx;
     warm_hint hints[WARM_HINTS_MAX];
     int nh = 0;
-    pthread_mutex_lock(&ld->mu);
+    pl_lock(ld);
     int n = 0;
     for (;;) {
         /* A sticky error is fatal to the loader: the engine stops taking (it cancels and reaps
@@ -230,11 +246,11 @@ int pl_io_take(void *ctx, rf_io_req **reqs, int max, int block)
             reqs[n++] = &t->req;
         if (n > 0 || !block)
             break;
-        pthread_cond_wait(&ld->cv_io, &ld->mu);
+        pl_wait(ld, &ld->cv_io);
     }
     if (n > 0)
         nh = pl_warm_plan_locked(ld, hints);
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
     if (n > 0) {
         open_per_read(ld, reqs, n);
         pl_after_take(ld, reqs, n, hints, nh);
@@ -246,12 +262,15 @@ int pl_io_take(void *ctx, rf_io_req **reqs, int max, int block)
  * so the arena is a simple FIFO even though decodes finish out of order. */
 static void task_finish_locked(rf_loader *ld, task *t)
 {
-    atomic_store(&t->finished, 1);
+    PL_ASSERT_LOCKED(ld);
+    atomic_store_explicit(&t->finished, 1, memory_order_relaxed); /* under mu, as the load */
     int moved = 0;
     while (ld->task_tail < ld->task_head) {
         task *o = &ld->tasks[ld->task_tail % ld->ntasks];
-        if (!atomic_load(&o->finished))
+        if (!atomic_load_explicit(&o->finished, memory_order_relaxed))
             break;
+        /* spans were claimed in dispatch order: the tail only moves forward, never past head */
+        assert(ld->arena_tail <= o->arena_end && o->arena_end <= ld->arena_head);
         ld->arena_tail = o->arena_end;
         ld->task_tail++;
         moved = 1;
@@ -264,7 +283,11 @@ static void task_finish_locked(rf_loader *ld, task *t)
  * the batch finishes the slot. Called without the mutex. */
 static void sample_done(rf_loader *ld, slot *s)
 {
-    if (atomic_fetch_sub(&s->pending, 1) == 1)
+    /* acq_rel (slot.pending): release this sample's row, label and slot.bad; the last one
+     * acquires every other sample's before the batch is submitted. */
+    uint32_t left = atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel);
+    assert(left >= 1); /* a slot counts each of its samples down once */
+    if (left == 1)
         pl_slot_finish(ld, s);
 }
 
@@ -282,7 +305,7 @@ void pl_io_done(void *ctx, rf_io_req *req)
     int done = 0;
     const uint8_t *widen_src = NULL; /* raw tokens the host backend widens into widen_dst */
     uint8_t *widen_dst = NULL;
-    pthread_mutex_lock(&ld->mu);
+    pl_lock(ld);
     if (req->result != 0 && !ld->stop && !ld->err.code) { /* after a fatal error: reaped only */
         char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
         pl_describe_task(ld, t, where, sizeof where);
@@ -315,10 +338,12 @@ void pl_io_done(void *ctx, rf_io_req *req)
         done = 1;
     } else {
         t->phase = TASK_QUEUED;
+        /* queued tasks are live tasks not yet queued before: fewer than ntasks */
+        assert(ld->decq_head - ld->decq_tail < ld->ntasks);
         ld->decq[ld->decq_head++ % ld->ntasks] = (uint32_t)(t->seq % ld->ntasks);
         pthread_cond_signal(&ld->cv_dec);
     }
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
     if (widen_src)
         rf_widen_tokens_cpu(widen_src, widen_dst, ld->cfg.seq_len + 1, ld->cfg.token_bytes,
                             ld->out_dtype);
@@ -335,7 +360,7 @@ void pl_task_end(rf_loader *ld, task *t, int failed, int rc, const rf_err *e)
 {
     slot *s = &ld->slots[t->slot];
     int done = 0;
-    pthread_mutex_lock(&ld->mu);
+    pl_lock(ld);
     if (rc) {
         char where[RF_ERRMSG_MAX / 2], msg[RF_ERRMSG_MAX];
         snprintf(where, sizeof where, "%s", ld->ds.files[t->file].path);
@@ -349,7 +374,7 @@ void pl_task_end(rf_loader *ld, task *t, int failed, int rc, const rf_err *e)
         done = 1;
     }
     task_finish_locked(ld, t);
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
     if (done)
         sample_done(ld, s);
 }

@@ -33,15 +33,21 @@ static uint8_t *gj_place_device(void *ctx, size_t bytes, int packet)
     uint64_t n = (bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
     if (packet) {
         int64_t need = (int64_t)n - (int64_t)c->ld->gj_px;
-        int64_t room = atomic_load(&c->s->gj_room);
+        /* Relaxed: the room is a budget and carries no data; the CAS alone keeps two claims
+         * from spending the same bytes (see slot.gj_room). */
+        int64_t room = atomic_load_explicit(&c->s->gj_room, memory_order_relaxed);
         do
             if (room < need)
                 return NULL;
-        while (!atomic_compare_exchange_weak(&c->s->gj_room, &room, room - need));
+        while (!atomic_compare_exchange_weak_explicit(&c->s->gj_room, &room, room - need,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed));
     } else {
         n = c->ld->gj_px; /* held for it since the slot opened */
     }
-    uint64_t off = atomic_fetch_add(&c->s->gj_top, n);
+    /* Relaxed: the add's atomicity gives each sample its own bytes; they are published by
+     * pending's acq_rel countdown. */
+    uint64_t off = atomic_fetch_add_explicit(&c->s->gj_top, n, memory_order_relaxed);
     c->s->gj_offs[c->index] = off;
     return c->s->stage + off;
 }
@@ -84,14 +90,16 @@ int pl_gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const u
                               info, e);
     if (rc || !bytes)
         return rc;
-    atomic_fetch_add(engine ? &ld->hw_decoded : &ld->gpu_decoded, 1);
+    atomic_fetch_add_explicit(engine ? &ld->hw_decoded : &ld->gpu_decoded, 1,
+                              memory_order_relaxed); /* statistics only */
     if (ld->gj_device) { /* the packet's share of the batch's device scratch */
         rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gj_offs[t->index]);
-        p->scratch_at = (uint32_t)atomic_fetch_add(&s->gj_scratch,
-                                                   (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN);
+        /* Relaxed claims, like gj_top's: the totals are read after pending's acquire. */
+        p->scratch_at = (uint32_t)atomic_fetch_add_explicit(
+            &s->gj_scratch, (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN, memory_order_relaxed);
         s->gj_flags[t->index] = engine ? RF_GJ_ENGINE_PACKET : RF_GJ_KERNELS;
         if (engine)
-            atomic_fetch_add(&s->gj_engine, 1);
+            atomic_fetch_add_explicit(&s->gj_engine, 1, memory_order_relaxed);
         return 0;
     }
     if (engine && (rc = rf_decode_planes(dec, gh->packet, gh->scratch, e)) != 0)

@@ -68,6 +68,23 @@
  * belongs to the consumer's thread; cfg, ds, the ring and the tables are written at create (or
  * with every thread stopped, in pl_pipeline_start_placed) and only read while threads run.
  *
+ * MEMORY ORDERING
+ * mu orders everything written under it: the cursors, the arena, the task ring, the decode
+ * queue, slot state, seq and bad, the skip bookkeeping and the sticky error, and the rows a
+ * task's fields name (a task is handed from take() to done() to a decode thread through mu).
+ * The atomics carry only what moves outside mu, each with its order and reason where it is
+ * declared: slot.pending is the one hand-over: each sample's fetch_sub is a release of the row,
+ * label and GPU-placement entries it wrote, and the one that reaches 0 acquires them all before
+ * pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu hands the
+ * batch to the consumer. Every other atomic is relaxed: the GPU placement's gj_* claims (their
+ * atomicity alone keeps claims apart; the bytes are published by pending), task.finished
+ * (only touched with mu held) and the statistics counters (read for rf_stats only). No atomic
+ * keeps seq_cst: no code relies on a single order across two atomic variables.
+ * Debug builds (without NDEBUG: the default RelWithDebInfo build; Release adds -DNDEBUG) assert
+ * these invariants: slot state before each transition, the cursors and ring bounds, and that
+ * a *_locked function's caller holds mu (pl_lock records the holder, PL_ASSERT_LOCKED checks
+ * it; in Release both compile to nothing more than the lock itself).
+ *
  * FILES, in dependency order: each calls only files before it, and the error policy through
  * the table create installed:
  *   state.c (errors, fork and stop checks, messages naming a sample, the token window)
@@ -84,11 +101,13 @@
 #ifndef RF_PIPELINE_H
 #define RF_PIPELINE_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "backend/convert.h"
@@ -110,7 +129,12 @@ enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_LEASED, SLOT_BAD };
 typedef struct slot {
     int state;
     uint64_t seq;             /* global batch number (across epochs) */
-    _Atomic uint32_t pending; /* samples not yet decoded */
+    /* Samples not yet in. Stored (relaxed) under mu when the slot opens, before any of its
+     * tasks is handed out through mu; counted down outside mu with acq_rel: the release
+     * publishes the sample's row, label, gj_* entries and slot.bad, and the acquire of the
+     * decrement to 0 (pl_slot_finish's caller) sees every sample's before the submit. Read
+     * relaxed for the stall message only. */
+    _Atomic uint32_t pending;
     /* Fail mode: the failure of the lowest sample index in the batch (code 0: none). Kept per
      * batch and raised in batch order, so the error names the first bad sample the consumer
      * would have met whatever the thread timing, and every batch before it is delivered. */
@@ -122,7 +146,10 @@ typedef struct slot {
     /* GPU decode on the device (pinned): where sample i is in the stage, whether it is a
      * packet, what the kernels said about it. Packets and decoded samples take the stage in
      * the order they are written, from gj_top up; gj_room is what is left once every sample
-     * not yet placed has room for its pixels. */
+     * not yet placed has room for its pixels. The four atomics are relaxed everywhere: reset
+     * under mu when the slot opens (mu orders that before any placement), then claimed by
+     * read-modify-writes whose atomicity alone keeps claims apart and which publish no data;
+     * the bytes and totals reach pl_slot_finish through pending's acq_rel. */
     uint64_t *gj_offs;
     uint8_t *gj_flags;
     int32_t *gj_status;
@@ -154,7 +181,7 @@ typedef struct task {
     int open_errno;      /* the open of own_fd failed with this errno */
     uint32_t skip;       /* O_DIRECT: the sample starts this far into the aligned read */
     uint32_t slot, index;
-    _Atomic int finished;
+    _Atomic int finished; /* relaxed: read and written only with mu held (mu orders it) */
     uint8_t rep;         /* skip mode: a replacement candidate (see skip.c) */
     uint8_t padout;      /* skip mode: a padding output (failures are not counted) */
     uint8_t blank;       /* skip mode: no read; the position becomes a blank padding sample */
@@ -237,6 +264,8 @@ struct rf_loader {
     rf_err err;          /* sticky worker error */
     rf_err last;         /* detail for rf_last_error */
 
+    /* Statistics: relaxed, counted by the threads and read only for rf_stats, which orders
+     * them with nothing else (a snapshot may be a sample behind). */
     _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded, gpu_decoded;
     _Atomic uint64_t hw_decoded;
     int gj;                /* gpu_decode or hw_decode_percent: samples may become packets */
@@ -286,7 +315,66 @@ struct rf_loader {
     /* The error policy the dispatch cursor calls (pl_policy_fail or pl_policy_skip), chosen
      * at create from on_error; appended here so the members above keep their order. */
     const struct pl_policy *policy;
+
+    /* Debug builds: the thread holding mu (mu_held 0: none), written by pl_lock/pl_unlock and
+     * the waits with mu held, so the holder reads it race-free (PL_ASSERT_LOCKED). Always
+     * present, so the layout does not depend on NDEBUG. */
+    pthread_t mu_owner;
+    int mu_held;
 };
+
+/* mu, taken and released through these so debug builds know its holder. Release (NDEBUG)
+ * builds compile them to the bare pthread calls. */
+static inline void pl_mu_own(rf_loader *ld)
+{
+#ifndef NDEBUG
+    ld->mu_owner = pthread_self();
+    ld->mu_held = 1;
+#else
+    (void)ld;
+#endif
+}
+
+static inline void pl_mu_disown(rf_loader *ld)
+{
+#ifndef NDEBUG
+    ld->mu_held = 0;
+#else
+    (void)ld;
+#endif
+}
+
+static inline void pl_lock(rf_loader *ld)
+{
+    pthread_mutex_lock(&ld->mu);
+    pl_mu_own(ld);
+}
+
+static inline void pl_unlock(rf_loader *ld)
+{
+    pl_mu_disown(ld);
+    pthread_mutex_unlock(&ld->mu);
+}
+
+/* pthread_cond_wait on cv with mu, which another thread may hold meanwhile. */
+static inline void pl_wait(rf_loader *ld, pthread_cond_t *cv)
+{
+    pl_mu_disown(ld);
+    pthread_cond_wait(cv, &ld->mu);
+    pl_mu_own(ld);
+}
+
+static inline int pl_timedwait(rf_loader *ld, pthread_cond_t *cv, const struct timespec *end)
+{
+    pl_mu_disown(ld);
+    int rc = pthread_cond_timedwait(cv, &ld->mu, end);
+    pl_mu_own(ld);
+    return rc;
+}
+
+/* The calling thread holds mu (debug builds; see pl_lock). */
+#define PL_ASSERT_LOCKED(ld) \
+    assert((ld)->mu_held && pthread_equal((ld)->mu_owner, pthread_self()))
 
 /* One read of a task: sample bytes from a file span into the slot's stage or the arena. */
 typedef struct sample_read {

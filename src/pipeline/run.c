@@ -17,12 +17,12 @@ void pl_threads_stop(rf_loader *ld)
 {
     if (!ld->running)
         return;
-    pthread_mutex_lock(&ld->mu);
+    pl_lock(ld);
     ld->stop = 1;
     pthread_cond_broadcast(&ld->cv_io);
     pthread_cond_broadcast(&ld->cv_dec);
     pthread_cond_broadcast(&ld->cv_out);
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
     if (ld->io) {
         rf_io_stats st; /* after the threads finished: what they did while stopping counts */
         ld->iops->stop(ld->io, &st);
@@ -44,6 +44,7 @@ void pl_threads_stop(rf_loader *ld)
  * keep_leased (rf_loader_stop: their memory is the consumer's until destroy). */
 void pl_slots_return(rf_loader *ld, int keep_leased)
 {
+    assert(!ld->running); /* no thread left to fill or publish a slot */
     for (uint32_t i = 0; ld->slots && i < ld->depth; i++) {
         slot *s = &ld->slots[i];
         if (keep_leased && s->state == SLOT_LEASED)
@@ -78,9 +79,12 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
     ld->d_done = 0;
     ld->d_epochs_left = ld->cfg.epochs ? ld->cfg.epochs - ld->c_epochs_done : 0;
     ld->skq_head = ld->skq_tail = 0;
+    /* No other thread runs yet; mu is taken because the epoch calls are *_locked (asserted). */
+    pl_lock(ld);
     ld->policy->epoch_locked(ld);
     if (ld->plan.batches == 0) /* a resume cursor at the very end of an epoch */
         pl_plan_next_epoch_locked(ld);
+    pl_unlock(ld);
     ld->c_epoch = ld->d_epoch;
     ld->c_base = ld->d_epoch == epoch ? base : 0;
     ld->c_batches = ld->plan.batches;

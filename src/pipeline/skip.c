@@ -55,6 +55,7 @@ static uint8_t *sk_status(rf_loader *ld, uint64_t o)
 /* Reset the bookkeeping for the dispatcher's newly planned epoch (batch 0 is d_seq). */
 static void skip_epoch_locked(rf_loader *ld)
 {
+    PL_ASSERT_LOCKED(ld);
     const rf_plan *p = &ld->plan;
     ld->sk_P = p->per_rank;
     ld->sk_R = pl_plan_real(p);
@@ -68,6 +69,8 @@ static void skip_epoch_locked(rf_loader *ld)
 
 static void skip_queue_locked(rf_loader *ld, uint64_t o, uint64_t cand)
 {
+    /* one item per slot position at most: the queue never overflows */
+    assert(ld->skq_head - ld->skq_tail < ld->skq_cap);
     uint64_t seq = ld->sk_seq0 + o / ld->batch;
     skip_item *q = &ld->skq[ld->skq_head++ % ld->skq_cap];
     q->slot = (uint32_t)(seq % ld->depth);
@@ -120,6 +123,7 @@ static void skip_walk_locked(rf_loader *ld)
 /* A replacement or blank task for one slot position; NULL when out of tasks or arena. */
 static task *skip_task_locked(rf_loader *ld, const skip_item *it)
 {
+    PL_ASSERT_LOCKED(ld);
     if (ld->task_head - ld->task_tail >= ld->ntasks)
         return NULL;
     slot *s = &ld->slots[it->slot];
@@ -151,7 +155,8 @@ static task *skip_task_locked(rf_loader *ld, const skip_item *it)
     t->padout = pad;
     t->blank = (uint8_t)blank;
     t->why = 0;
-    atomic_store(&t->finished, 0);
+    assert(ld->task_head - ld->task_tail <= ld->ntasks);
+    atomic_store_explicit(&t->finished, 0, memory_order_relaxed); /* under mu */
     pl_task_set_read(ld, t, &r);
     return t;
 }
@@ -176,6 +181,7 @@ static task *skip_forward_blank_locked(rf_loader *ld)
  * when blocked), 0 when dispatch_one_locked dispatches forward output (d_k, d_j) as usual. */
 static int skip_dispatch_locked(rf_loader *ld, task **out)
 {
+    PL_ASSERT_LOCKED(ld);
     *out = NULL;
     ld->sk_waiting = 0;
     skip_walk_locked(ld);
@@ -219,6 +225,7 @@ static int skip_dispatch_locked(rf_loader *ld, task **out)
 /* Outcomes of a sample in skip mode (under mu). */
 static void skip_ok_locked(rf_loader *ld, const task *t)
 {
+    PL_ASSERT_LOCKED(ld);
     ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
         (uint8_t)((t->blank ? SK_FINAL : SK_GOOD) | (t->rep ? SK_REP : 0) |
                   (t->padout ? SK_PAD : 0));
@@ -229,6 +236,7 @@ static void skip_ok_locked(rf_loader *ld, const task *t)
 static int skip_failed_locked(rf_loader *ld, const task *t, int reason, int code,
                               const char *msg)
 {
+    PL_ASSERT_LOCKED(ld);
     if (!t->padout) {
         slot *s = &ld->slots[t->slot];
         ld->skipped++;

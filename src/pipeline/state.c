@@ -20,6 +20,7 @@
 /* Record the first worker error; later ones are dropped (the first is the cause). */
 void pl_fail_locked(rf_loader *ld, int code, const char *msg)
 {
+    PL_ASSERT_LOCKED(ld);
     if (ld->err.code == 0) {
         ld->err.code = code;
         snprintf(ld->err.msg, sizeof ld->err.msg, "%s", msg);
@@ -31,9 +32,9 @@ void pl_fail_locked(rf_loader *ld, int code, const char *msg)
 
 void pl_fail(rf_loader *ld, int code, const char *msg)
 {
-    pthread_mutex_lock(&ld->mu);
+    pl_lock(ld);
     pl_fail_locked(ld, code, msg);
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
 }
 
 /* Fail mode: sample `index` of slot s failed (a data error: this sample's bytes, not the

@@ -9,6 +9,13 @@
 
 #include "pipeline/pipeline.h"
 
+/* A statistics counter: relaxed, as it orders nothing (the threads' counts may be a sample
+ * behind; rf_stats promises no snapshot across counters). */
+static uint64_t stat_count(_Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
 void rf_stats_init(rf_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -74,7 +81,7 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     }
     st.samples_delivered = ld->delivered;
     st.batches_delivered = ld->batches_out;
-    st.samples_decoded = atomic_load(&((rf_loader *)ld)->decoded);
+    st.samples_decoded = stat_count(&((rf_loader *)ld)->decoded);
     st.bytes_read = ld->io_bytes_prev + io.bytes;
     st.reads = ld->io_reads_prev + io.reads;
     st.read_retries = ld->io_retries_prev + io.retries;
@@ -83,20 +90,20 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     if (ld->storage_on)
         st.storage_read_bytes = ld->storage_create + ld->io_storage_prev + io.storage_bytes;
     snprintf(st.storage_why, sizeof st.storage_why, "%s", ld->storage_on ? "" : ld->storage_why);
-    st.decode_busy_ns = atomic_load(&((rf_loader *)ld)->decode_ns);
-    st.copy_busy_ns = atomic_load(&((rf_loader *)ld)->copy_ns);
+    st.decode_busy_ns = stat_count(&((rf_loader *)ld)->decode_ns);
+    st.copy_busy_ns = stat_count(&((rf_loader *)ld)->copy_ns);
     st.consumer_wait_ns = ld->wait_ns;
     st.wall_ns = rf_now_ns() - ld->created_ns;
     st.epoch = ld->c_epoch;
     st.pinned_bytes = ld->pinned ? ld->ring_bytes : 0;
-    st.dct_scaled = atomic_load(&((rf_loader *)ld)->dct_scaled);
-    st.region_decoded = atomic_load(&((rf_loader *)ld)->region_decoded);
-    st.gpu_decoded = atomic_load(&((rf_loader *)ld)->gpu_decoded);
-    st.hw_decoded = atomic_load(&((rf_loader *)ld)->hw_decoded);
-    pthread_mutex_lock(&((rf_loader *)ld)->mu);
+    st.dct_scaled = stat_count(&((rf_loader *)ld)->dct_scaled);
+    st.region_decoded = stat_count(&((rf_loader *)ld)->region_decoded);
+    st.gpu_decoded = stat_count(&((rf_loader *)ld)->gpu_decoded);
+    st.hw_decoded = stat_count(&((rf_loader *)ld)->hw_decoded);
+    pl_lock((rf_loader *)ld);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);
-    pthread_mutex_unlock(&((rf_loader *)ld)->mu);
+    pl_unlock((rf_loader *)ld);
     st.nonregular_members = ld->ds.nonregular;
     pl_resume_point(ld, &st.resume_epoch, &(uint64_t){0});
     st.counted_epoch = ld->ep.epoch;

@@ -17,24 +17,28 @@
 void pl_slot_finish(rf_loader *ld, slot *s)
 {
     if (s->bad.code) { /* written before the samples' countdown, which ordered it before us */
-        pthread_mutex_lock(&ld->mu);
+        pl_lock(ld);
+        assert(s->state == SLOT_FILLING); /* FILLING -> BAD */
         s->state = SLOT_BAD;
         pthread_cond_broadcast(&ld->cv_out);
-        pthread_mutex_unlock(&ld->mu);
+        pl_unlock(ld);
         return;
     }
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
-    /* GPU decode: only the stage bytes the batch's packets and pixels took */
-    size_t bytes = ld->gj_device ? (size_t)atomic_load(&s->gj_top)
+    /* GPU decode: only the stage bytes the batch's packets and pixels took. The gj_* totals
+     * are read relaxed: the acquire of pending's last decrement, which called us, comes after
+     * every sample's claims, so these loads see the final values. */
+    size_t bytes = ld->gj_device ? (size_t)atomic_load_explicit(&s->gj_top, memory_order_relaxed)
                                  : (size_t)s->batch.count * ld->stride;
     rf_convert_desc conv = ld->conv;
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
     if (ld->gj_device)
         conv.gj_offs = s->gj_offs, conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status,
-        conv.gj_size = ld->tf.size, conv.gj_scratch = atomic_load(&s->gj_scratch) * RF_GJ_ALIGN,
-        conv.gj_engine = atomic_load(&s->gj_engine);
+        conv.gj_size = ld->tf.size,
+        conv.gj_scratch = atomic_load_explicit(&s->gj_scratch, memory_order_relaxed) * RF_GJ_ALIGN,
+        conv.gj_engine = atomic_load_explicit(&s->gj_engine, memory_order_relaxed);
     int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
                                : 0;
     if (rc)
@@ -42,8 +46,8 @@ void pl_slot_finish(rf_loader *ld, slot *s)
     else
         rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
                               s->labels, s->batch.count, &conv, &s->dev, &e);
-    atomic_fetch_add(&ld->copy_ns, rf_now_ns() - t0);
-    pthread_mutex_lock(&ld->mu);
+    atomic_fetch_add_explicit(&ld->copy_ns, rf_now_ns() - t0, memory_order_relaxed); /* stats */
+    pl_lock(ld);
     if (rc) {
         /* Sticky and fatal (a CUDA error poisons the context): fail_locked wakes the consumer
          * in rf_loader_next, the I/O threads in take() and the decode threads; they stop
@@ -55,10 +59,11 @@ void pl_slot_finish(rf_loader *ld, slot *s)
                  s->batch.count, bytes, e.msg);
         pl_fail_locked(ld, rc, m);
     } else {
+        assert(s->state == SLOT_FILLING); /* FILLING -> READY */
         s->state = SLOT_READY;
         pthread_cond_broadcast(&ld->cv_out);
     }
-    pthread_mutex_unlock(&ld->mu);
+    pl_unlock(ld);
 }
 
 /* The backend's release of slot s, behind the test hook (src/pipeline/testing.h). */

@@ -13,6 +13,7 @@
  * stays within the epoch the dispatcher is in (the next epoch's order is not planned yet). */
 int pl_warm_plan_locked(rf_loader *ld, warm_hint *h)
 {
+    PL_ASSERT_LOCKED(ld);
     if (!ld->warm_on || ld->d_done)
         return 0;
     if (ld->warm_epoch != ld->d_epoch) {
