@@ -63,18 +63,22 @@
  * rf_pc_warm, a test hook, or open()/close() of per-read descriptors. Functions named
  * *_locked, and every pl_policy entry but setup, must be called with mu held.
  * Without mu: slot.pending counts a batch's samples down (the thread that takes it to 0
- * publishes the slot, pl_slot_finish); task.finished, the statistics counters and the GPU
- * placement's gj_* are atomics; the consumer's cursor (c_*, ep, stopped, wait_ns, delivered)
- * belongs to the consumer's thread; cfg, ds, the ring and the tables are written at create (or
- * with every thread stopped, in pl_pipeline_start_placed) and only read while threads run.
+ * publishes the slot, pl_slot_finish); the statistics counters and the GPU placement's gj_*
+ * are atomics (task.finished is one too, but only touched with mu held); the consumer's
+ * cursor (c_*, ep, stopped, wait_ns, delivered) belongs to the consumer's thread; cfg, ds, the
+ * ring and the tables are written at create (or with every thread stopped, in
+ * pl_pipeline_start_placed) and only read while threads run.
  *
  * MEMORY ORDERING
  * mu orders everything written under it: the cursors, the arena, the task ring, the decode
- * queue, slot state, seq and bad, the skip bookkeeping and the sticky error, and the rows a
- * task's fields name (a task is handed from take() to done() to a decode thread through mu).
+ * queue, slot state, seq and bad, the skip bookkeeping and the sticky error. It also hands
+ * each task from take() to done() to a decode thread, so the bytes a read wrote reach the
+ * decoder through it, and a published slot's rows reach the consumer through the state
+ * written under it.
  * The atomics carry only what moves outside mu, each with its order and reason where it is
  * declared: slot.pending is the one hand-over: each sample's fetch_sub is a release of the row,
- * label and GPU-placement entries it wrote, and the one that reaches 0 acquires them all before
+ * label and GPU-placement entries it wrote (and of slot.bad, which a failed sample writes
+ * under mu but pl_slot_finish reads without it), and the one that reaches 0 acquires them all before
  * pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu hands the
  * batch to the consumer. Every other atomic is relaxed: the GPU placement's gj_* claims (their
  * atomicity alone keeps claims apart; the bytes are published by pending), task.finished
