@@ -76,14 +76,14 @@
  * decoder through it, and a published slot's rows reach the consumer through the state
  * written under it.
  * The atomics carry only what moves outside mu, each with its order and reason where it is
- * declared: slot.pending is the one hand-over: each sample's fetch_sub is a release of the
- * row, label and GPU-placement entries it wrote (and of slot.bad, which a failed sample writes
- * under mu but pl_slot_finish reads without it), and the one that reaches 0 acquires them all
- * before pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu
- * hands the batch to the consumer. Every other atomic is relaxed: the GPU placement's gj_* claims (their
- * atomicity alone keeps claims apart; the bytes are published by pending), task.finished
- * (only touched with mu held) and the statistics counters (read for rf_stats only). No atomic
- * keeps seq_cst: no code relies on a single order across two atomic variables.
+ * declared: slot.pending is the one hand-over: each sample's fetch_sub is a release of the row,
+ * label and GPU-placement entries it wrote (and of slot.bad, which a failed sample writes under mu
+ * but pl_slot_finish reads without it), and the one that reaches 0 acquires them all before
+ * pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu hands the
+ * batch to the consumer. Every other atomic is relaxed: the GPU placement's gj_* claims (their
+ * atomicity alone keeps claims apart; the bytes are published by pending), task.finished (only
+ * touched with mu held) and the statistics counters (read for rf_stats only). No atomic keeps
+ * seq_cst: no code relies on a single order across two atomic variables.
  * Debug builds (without NDEBUG: the default RelWithDebInfo build; Release adds -DNDEBUG) assert
  * these invariants: slot state before each transition, the cursors and ring bounds, and that
  * a *_locked function's caller holds mu (pl_lock records the holder, PL_ASSERT_LOCKED checks
