@@ -407,6 +407,7 @@ static void fail_ok_locked(rf_loader *ld, const task *t) { (void)ld, (void)t; }
 static int fail_failed_locked(rf_loader *ld, const task *t, int reason, int code,
                               const char *msg)
 {
+    PL_ASSERT_LOCKED(ld);
     (void)reason;
     pl_slot_bad_locked(&ld->slots[t->slot], t->index, code, msg);
     return 1;
