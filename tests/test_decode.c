@@ -11,6 +11,7 @@
 #include <jpeglib.h>
 
 #include "decode/decode.h"
+#include "decode/decode_hooks.h"
 #include "backend/gpujpeg.h"
 #include "decode/jpeg_restart.h"
 #include "decode/resize.h"

@@ -48,24 +48,9 @@ rf_decoder *rf_decoder_create(const rf_decode_limits *lim);
 void rf_decoder_destroy(rf_decoder *d);
 
 /* Cap the DCT scaling rf_decode_transform may use (8 = default, any of 1/8..1/1; 1 = always
- * decode at full size). For tests and benchmarks; values round down to 1, 2, 4 or 8. */
+ * decode at full size: the loader's dct_scaling RF_DCT_SCALING_OFF, tests and benchmarks).
+ * Values round down to 1, 2, 4 or 8. */
 void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom);
-
-/* Experiment and benchmark hooks (internal: tools/decode_bench.c, tests). Flags are a bitwise OR
- * of enum rf_decode_flag; 0 (the default) is the production path. */
-enum rf_decode_flag {
-    /* Decode exactly the rows and columns rf_decode_transform would, but skip the resize (the
-     * output is left untouched): decode_bench's "decode only" split. */
-    RF_DECODE_NO_RESIZE = 1u << 0,
-    /* libjpeg speed knobs for rf_decode_transform (off by default: each moves the output away
-     * from the plain decode by more than the accuracy tests allow; see DESIGN in jpeg_decode.c). */
-    RF_DECODE_DCT_IFAST = 1u << 1,   /* JDCT_IFAST instead of JDCT_ISLOW */
-    RF_DECODE_NO_FANCY = 1u << 2,    /* do_fancy_upsampling = FALSE (box/merged upsampling) */
-    /* Decode the whole file even when its restart markers allow a region (jpeg_restart.h):
-     * the A side of region-decode comparisons. Output is identical either way. */
-    RF_DECODE_NO_REGION = 1u << 3,
-};
-void rf_decoder_set_flags(rf_decoder *d, uint32_t flags);
 
 /* Per-sample info reported back (for stats and tests). */
 typedef struct rf_decode_info {

@@ -29,7 +29,7 @@
  *    output row. Vertical first means the gather pass runs on exactly `size` rows instead of on
  *    every decoded row (up to 2x size with DCT scaling, more for large crops): measured ~1.6x
  *    faster for the resize than horizontal-first on 500x375 -> 224.
- *  - Where the time goes (tools/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
+ *  - Where the time goes (tools/internal/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
  *    ~74% of RandomResizedCrop's instructions are libjpeg's Huffman decoding, which no crop can
  *    skip without restart markers (rows above the crop are entropy-decoded to find the next
  *    one); the resize is ~14%.
@@ -48,6 +48,7 @@
 #include <jpeglib.h>
 
 #include "backend/gpujpeg.h"
+#include "decode/decode_hooks.h"
 #include "decode/jpeg_restart.h"
 #include "decode/resize.h"
 
