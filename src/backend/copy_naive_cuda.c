@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/convert.h"
+#include "backend/cudadev.h"
 
 struct rf_backend {
     int dev;
