@@ -1,8 +1,8 @@
 /* api.c — the small stateless part of the public API: config defaults, error strings,
- * version, device count. */
+ * version. The device queries (rf_cuda_device_count, rf_cuda_status) are the backend's
+ * (backend/devices.c): base/ includes nothing above it. */
 #include <string.h>
 
-#include "backend/backend.h"
 #include "base/common.h"
 
 RF_API void rf_config_init(rf_config *cfg)
@@ -68,7 +68,3 @@ RF_API const char *rf_err_name(int code)
 }
 
 RF_API const char *rf_version(void) { return "0.1.0"; }
-
-RF_API int rf_cuda_device_count(void) { return rf_backend_cuda_count(); }
-
-RF_API int rf_cuda_status(char *msg, size_t len) { return rf_backend_cuda_status(msg, len); }
