@@ -62,6 +62,8 @@ static _Atomic pid_t cuda_owner;
 
 static int cuda_forked(void)
 {
+    /* Relaxed: the pid is the only data, and events reach other threads through the loader's
+     * own synchronization, which orders cuda_create's store before them. */
     pid_t o = atomic_load_explicit(&cuda_owner, memory_order_relaxed);
     return o != 0 && o != getpid();
 }
@@ -95,7 +97,7 @@ static int cuda_create(int device_index, uint32_t slots, rf_backend **out, rf_er
     int rc = rf_cuda_device_check(device_index, err);
     if (rc)
         return rc;
-    atomic_store(&cuda_owner, getpid());
+    atomic_store_explicit(&cuda_owner, getpid(), memory_order_relaxed); /* see cuda_forked */
     rf_backend *b = calloc(1, sizeof *b);
     if (!b || !(b->events = calloc(slots, sizeof *b->events))) {
         free(b);
@@ -141,7 +143,7 @@ static void *cuda_host_alloc(rf_backend *b, size_t bytes, int *pinned)
         *pinned = 0;
         return NULL;
     }
-    atomic_fetch_add(&b->host_allocs, 1);
+    atomic_fetch_add_explicit(&b->host_allocs, 1, memory_order_relaxed); /* a stats counter */
     *pinned = 1;
     return p;
 }
@@ -154,15 +156,18 @@ static void cuda_host_free(rf_backend *b, void *p, size_t bytes)
 
 #define RF_LABEL_ALIGN 256u
 
-/* Count a growth of the pool's reserved memory since the last one seen (a host-side query). */
+/* Count a growth of the pool's reserved memory since the last one seen (a host-side query).
+ * Relaxed throughout: reserved_seen and pool_growths are stats that publish no other data, and
+ * the CAS alone makes each growth counted once by whichever submit raises the maximum. */
 static void note_pool_growth(rf_backend *b)
 {
-    uint64_t now = 0, seen = atomic_load(&b->reserved_seen);
+    uint64_t now = 0, seen = atomic_load_explicit(&b->reserved_seen, memory_order_relaxed);
     if (cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &now) != cudaSuccess)
         return;
     while (now > seen)
-        if (atomic_compare_exchange_weak(&b->reserved_seen, &seen, now)) {
-            atomic_fetch_add(&b->pool_growths, 1);
+        if (atomic_compare_exchange_weak_explicit(&b->reserved_seen, &seen, now,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&b->pool_growths, 1, memory_order_relaxed);
             break;
         }
 }
@@ -257,7 +262,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
         e = cudaEventRecord(b->events[slot], s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "enqueueing the batch copy");
-    atomic_fetch_add(&b->used, total);
+    atomic_fetch_add_explicit(&b->used, total, memory_order_relaxed); /* a stats counter */
     out->data = d;
     out->labels = (char *)d + lab_off;
     out->event = b->events[slot];
@@ -274,7 +279,7 @@ static int cuda_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *er
         e = cudaFreeAsync(db->data, (cudaStream_t)stream);
     if (e != cudaSuccess)
         return cuda_err(err, e, "releasing a batch");
-    atomic_fetch_sub(&b->used, db->bytes);
+    atomic_fetch_sub_explicit(&b->used, db->bytes, memory_order_relaxed); /* a stats counter */
     db->data = db->labels = NULL;
     db->bytes = 0;
     return 0;
@@ -305,9 +310,10 @@ static void cuda_stats(rf_backend *b, rf_backend_stats *st)
     uint64_t reserved = 0;
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
     st->pool_reserved_bytes = reserved;
-    st->pool_used_bytes = atomic_load(&b->used);
-    st->device_allocs_after_create = atomic_load(&b->pool_growths);
-    st->host_allocs = atomic_load(&b->host_allocs);
+    /* Relaxed: stats only; each counter is exact on its own, not a snapshot of all. */
+    st->pool_used_bytes = atomic_load_explicit(&b->used, memory_order_relaxed);
+    st->device_allocs_after_create = atomic_load_explicit(&b->pool_growths, memory_order_relaxed);
+    st->host_allocs = atomic_load_explicit(&b->host_allocs, memory_order_relaxed);
 }
 
 static int cuda_host_register(rf_backend *b, void *p, size_t bytes)
@@ -317,7 +323,7 @@ static int cuda_host_register(rf_backend *b, void *p, size_t bytes)
         cudaGetLastError();
         return RF_ECUDA;
     }
-    atomic_fetch_add(&b->host_allocs, 1);
+    atomic_fetch_add_explicit(&b->host_allocs, 1, memory_order_relaxed); /* a stats counter */
     return 0;
 }
 
@@ -375,7 +381,7 @@ static int cuda_reserve(rf_backend *b, uint32_t batches, size_t out_bytes, uint3
     }
     uint64_t r = 0;
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
-    atomic_store(&b->reserved_seen, r);
+    atomic_store_explicit(&b->reserved_seen, r, memory_order_relaxed); /* see note_pool_growth */
     return 0;
 }
 
@@ -388,7 +394,8 @@ static int cuda_trim(rf_backend *b, uint64_t keep_bytes, rf_err *err)
         return cuda_err(err, e, "cudaMemPoolTrimTo");
     uint64_t r = 0;
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
-    atomic_store(&b->reserved_seen, r); /* growth after a trim counts again */
+    /* Growth after a trim counts again; relaxed as in note_pool_growth. */
+    atomic_store_explicit(&b->reserved_seen, r, memory_order_relaxed);
     return 0;
 }
 

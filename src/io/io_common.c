@@ -11,6 +11,7 @@
  */
 #include "io/io.h"
 
+#include <assert.h>
 #include <errno.h>
 
 /* Attempts on one request are bounded without extra state: every RESUBMIT either advanced
@@ -24,6 +25,9 @@
  * offset + done into dst + done). */
 int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io_params *p)
 {
+    /* Engines finish a request with nothing left to read without an attempt (io.h), so an
+     * attempt always has bytes to deliver. */
+    assert(req->done < req->len);
     if (src && src->fault)
         res = src->fault(src->ctx, req, res);
 
@@ -36,6 +40,7 @@ int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io
             return RF_IO_FINISHED;
         }
         req->done += (uint32_t)res;
+        assert(req->done <= req->len); /* res <= left, checked above */
         if (req->done == req->len || (req->need && req->done >= req->need)) {
             req->result = 0;
             return RF_IO_FINISHED;
@@ -52,6 +57,7 @@ int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io
         uint32_t max = p ? p->max_retries : 0;
         if (req->retries < max) {
             req->retries++;
+            assert(req->retries <= max); /* the bound the comment above relies on */
             return RF_IO_RESUBMIT;
         }
     }
