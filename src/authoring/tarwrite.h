@@ -1,6 +1,6 @@
 /* tarwrite.h — writing WebDataset tar shards and their indexes: the library's one tar writer,
- * used by the public shard writer (src/authoring/shards.c, ringfeed-pack), the dataset generator
- * (datasets/gen.c, through datasets/tarwrite.h) and the tests. Internal: the public face is
+ * used by the public shard writer (src/authoring/shards.c), through which ringfeed-pack and the
+ * dataset generator (datasets/gen.c) write, and by the tests. Internal: the public face is
  * rf_shard_writer in include/ringfeed_shards.h.
  *
  * Shards are POSIX ustar; names longer than ustar allows use a pax header (or a GNU long-name
