@@ -9,14 +9,31 @@
 
 #include <stdio.h>
 
+/* io_uring, requested or automatic: the probe decides. Refused, an explicit request fails with
+ * the probe's -errno and reason; an automatic one falls back to pread and says why. */
+static int select_uring(int automatic, const rf_io_ops **ops, char *why, size_t why_len)
+{
+    char reason[160];
+    int rc = rf_io_uring_probe(reason, sizeof reason);
+    if (rc < 0 && !automatic) {
+        snprintf(why, why_len, "%s", reason);
+        return rc;
+    }
+    if (rc < 0) {
+        *ops = &rf_io_pread_ops;
+        snprintf(why, why_len, "io_uring refused: %s", reason);
+        return 0;
+    }
+    *ops = &rf_io_uring_ops;
+    snprintf(why, why_len, "%s", automatic ? "auto: io_uring available" : "requested");
+    return 0;
+}
+
 /* Returns 0 with *ops set and `why` filled; or RF_EINVAL for an unknown kind; or, when io_uring
  * was explicitly requested and cannot be set up, the probe's -errno (-EPERM, -ENOSYS, -ENOMEM,
  * ...) with *ops = NULL and the probe's reason in `why`. */
 int rf_io_select(uint32_t requested, const rf_io_ops **ops, char *why, size_t why_len)
 {
-    char reason[160];
-    int rc;
-
     *ops = NULL;
     switch (requested) {
     case RF_IO_PREAD:
@@ -24,24 +41,8 @@ int rf_io_select(uint32_t requested, const rf_io_ops **ops, char *why, size_t wh
         snprintf(why, why_len, "requested");
         return 0;
     case RF_IO_URING:
-        rc = rf_io_uring_probe(reason, sizeof reason);
-        if (rc < 0) {
-            snprintf(why, why_len, "%s", reason);
-            return rc;
-        }
-        *ops = &rf_io_uring_ops;
-        snprintf(why, why_len, "requested");
-        return 0;
     case RF_IO_AUTO:
-        rc = rf_io_uring_probe(reason, sizeof reason);
-        if (rc < 0) {
-            *ops = &rf_io_pread_ops;
-            snprintf(why, why_len, "io_uring refused: %s", reason);
-        } else {
-            *ops = &rf_io_uring_ops;
-            snprintf(why, why_len, "auto: io_uring available");
-        }
-        return 0;
+        return select_uring(requested == RF_IO_AUTO, ops, why, why_len);
     default:
         snprintf(why, why_len, "unknown io_engine %u", requested);
         return RF_EINVAL;
