@@ -23,11 +23,12 @@
 
 #include "ringfeed_shards.h"
 #include "synth.h"
-#include "tarwrite.h"
 
 #define GEN_THREADS_MAX 256
 #define GEN_SLOTS_PER_THREAD 4
 #define GEN_PATH_MAX 4096
+/* Labels are written as rf_shard_writer_add's int32_t, which is also the loader's label type. */
+#define GEN_CLASSES_MAX 2147483647u
 
 uint64_t rf_gen_image_seed(uint64_t seed, uint64_t index)
 {
@@ -248,7 +249,7 @@ static double now_s(void)
 /* The writer's state: the open shard and the running totals. */
 typedef struct {
     const rf_gen_config *cfg;
-    rf_tarw *tw;
+    rf_shard_writer *tw;
     uint64_t shard;           /* shards opened so far */
     uint32_t in_shard;        /* samples in the open shard */
     char tar[GEN_PATH_MAX], idx[GEN_PATH_MAX];
@@ -261,65 +262,60 @@ static int close_shard(gen_writer *wr, char *msg, size_t msg_len)
 {
     if (!wr->tw)
         return 0;
-    uint64_t b = rf_tarw_bytes(wr->tw) + 1024; /* the two end blocks */
-    rf_err e = {0};
-    int rc = rf_tarw_close(wr->tw, &e);
+    uint64_t b = rf_shard_writer_bytes(wr->tw) + 1024; /* the two end blocks */
+    int rc = rf_shard_writer_close(wr->tw, msg, msg_len);
     wr->tw = NULL;
     if (rc == 0) {
         wr->st.bytes += b;
         wr->st.shards++;
-    } else {
-        setmsg(msg, msg_len, "%s", e.msg);
     }
     return rc;
 }
 
-static uint64_t pad512(uint64_t n)
+/* Open the next shard (and its folder) when none is open. */
+static int open_shard(gen_writer *wr, char *msg, size_t msg_len)
 {
-    return (n + 511) & ~(uint64_t)511;
+    const rf_gen_config *cfg = wr->cfg;
+    int rc = shard_paths(cfg, cfg->first_shard + wr->shard, wr->tar, wr->idx);
+    if (rc == 0)
+        rc = make_parent(wr->tar);
+    if (rc) {
+        setmsg(msg, msg_len, "%s: %s", wr->tar, strerror(-rc));
+        return rc;
+    }
+    rc = rf_shard_writer_open(wr->tar, cfg->write_index ? wr->idx : NULL,
+                              (uint32_t)cfg->tar_format, &wr->tw, msg, msg_len);
+    if (rc)
+        return rc;
+    wr->shard++;
+    wr->in_shard = 0;
+    return 0;
 }
 
 static int write_sample(gen_writer *wr, uint64_t i, const gen_slot *s, char *msg, size_t msg_len)
 {
     const rf_gen_config *cfg = wr->cfg;
-    uint64_t need = 512 + pad512(s->len) + 1024;
-    int rotate = wr->tw && (cfg->shard_bytes ? rf_tarw_bytes(wr->tw) + need + 1024 > cfg->shard_bytes
-                                             : wr->in_shard >= cfg->per_shard);
+    char key[64];
+    if (cfg->key_style == RF_GEN_KEY_CLASS_DIR)
+        snprintf(key, sizeof key, "n%05u/%08llu", s->label, (unsigned long long)i);
+    else
+        snprintf(key, sizeof key, "%08llu", (unsigned long long)i);
+    /* The shard's end-of-archive blocks (1024 bytes) must fit too. */
+    uint64_t need = rf_shard_sample_bytes(key, "jpg", s->len, (int32_t)s->label,
+                                          (uint32_t)cfg->tar_format) + 1024;
+    int rotate = wr->tw && (cfg->shard_bytes
+                                ? rf_shard_writer_bytes(wr->tw) + need > cfg->shard_bytes
+                                : wr->in_shard >= cfg->per_shard);
     int rc = 0;
     if (rotate && (rc = close_shard(wr, msg, msg_len)) != 0)
         return rc;
-    if (!wr->tw) {
-        rc = shard_paths(cfg, cfg->first_shard + wr->shard, wr->tar, wr->idx);
-        if (rc == 0)
-            rc = make_parent(wr->tar);
-        if (rc) {
-            setmsg(msg, msg_len, "%s: %s", wr->tar, strerror(-rc));
-            return rc;
-        }
-        rf_err e = {0};
-        wr->tw = rf_tarw_open(wr->tar, cfg->write_index ? wr->idx : NULL, cfg->tar_format, &e);
-        if (!wr->tw) {
-            setmsg(msg, msg_len, "%s", e.msg);
-            return e.code;
-        }
-        wr->shard++;
-        wr->in_shard = 0;
-    }
-    char name[64], lab[16];
-    int kl = cfg->key_style == RF_GEN_KEY_CLASS_DIR
-                 ? snprintf(name, sizeof name, "n%05u/%08llu", s->label, (unsigned long long)i)
-                 : snprintf(name, sizeof name, "%08llu", (unsigned long long)i);
-    int ll = snprintf(lab, sizeof lab, "%u", s->label);
-    rc = rf_tarw_begin_sample(wr->tw);
-    memcpy(name + kl, ".jpg", 5);
-    if (rc == 0)
-        rc = rf_tarw_add(wr->tw, name, s->jpg, s->len);
-    memcpy(name + kl, ".cls", 5);
-    if (rc == 0)
-        rc = rf_tarw_add(wr->tw, name, lab, (size_t)ll);
+    if (!wr->tw && (rc = open_shard(wr, msg, msg_len)) != 0)
+        return rc;
+    uint64_t at = rf_shard_writer_bytes(wr->tw);
+    rc = rf_shard_writer_add(wr->tw, key, "jpg", s->jpg, s->len, (int32_t)s->label);
     if (rc) {
-        setmsg(msg, msg_len, "%s: writing sample %.*s near byte offset %llu: %s", wr->tar, kl,
-               name, (unsigned long long)rf_tarw_bytes(wr->tw), strerror(-rc));
+        setmsg(msg, msg_len, "%s: writing sample %s at byte offset %llu: %s", wr->tar, key,
+               (unsigned long long)at, rf_strerror(rc));
         return rc;
     }
     wr->in_shard++;
@@ -338,13 +334,15 @@ static int check_config(const rf_gen_config *c, char *msg, size_t msg_len)
                              "'out/train-%%06d.tar'");
         return -EINVAL;
     }
-    if (c->images == 0 || c->classes == 0 || c->quality < 1 || c->quality > 100 ||
+    if (c->images == 0 || c->classes == 0 || c->classes > GEN_CLASSES_MAX || c->quality < 1 || c->quality > 100 ||
         c->threads > GEN_THREADS_MAX || (c->shard_bytes == 0 && c->per_shard == 0) ||
         !(c->progressive_fraction >= 0.0 && c->progressive_fraction <= 1.0) ||
-        (c->max_side && c->max_side < 8) || c->texture < 0.0f) {
-        setmsg(msg, msg_len, "invalid config: images, classes and per-shard must be > 0, quality "
-                             "1..100, threads <= %d, progressive fraction 0..1, max side >= 8",
-               GEN_THREADS_MAX);
+        (c->max_side && c->max_side < 8) || c->texture < 0.0f ||
+        (c->tar_format != RF_SHARD_PAX && c->tar_format != RF_SHARD_GNU)) {
+        setmsg(msg, msg_len, "invalid config: images, classes and per-shard must be > 0, classes "
+                             "<= %u, quality 1..100, threads <= %d, progressive fraction 0..1, "
+                             "max side >= 8, tar format pax or gnu",
+               GEN_CLASSES_MAX, GEN_THREADS_MAX);
         return -EINVAL;
     }
     return 0;
@@ -435,7 +433,7 @@ int rf_gen_run(const rf_gen_config *cfg, rf_gen_stats *st, char *msg, size_t msg
     /* A run that failed or was cancelled gives its open shard up rather than publish part of
      * it under a shard's name. */
     if (rc)
-        rf_tarw_abort(wr->tw);
+        rf_shard_writer_abort(wr->tw);
     else
         rc = close_shard(wr, msg, msg_len);
     wr->st.seconds = now_s() - wr->t0;

@@ -9,7 +9,9 @@
  *    min_side/max_side), progressive when rf_gen_progressive(seed, i, fraction);
  *  - label rf_gen_label(seed, i, classes), or i % classes with RF_GEN_LABEL_MODULO.
  * Output bytes depend only on the config, never on the thread count: workers render in
- * parallel and one writer appends samples in index order through a bounded queue. */
+ * parallel and one writer appends samples in index order through a bounded queue. Shards are
+ * written with the public shard writer (rf_shard_writer in ringfeed_shards.h): datasets/ uses
+ * include/ only. */
 #ifndef RF_GEN_H
 #define RF_GEN_H
 
@@ -35,7 +37,7 @@ typedef struct rf_gen_config {
      * "out/train-%06d.tar". The index of X.tar is X.idx (X + ".idx" when no .tar suffix). */
     const char *output;
     uint64_t images;              /* samples in total (> 0) */
-    uint32_t classes;             /* default 1000 */
+    uint32_t classes;             /* default 1000; at most INT32_MAX (labels are int32_t) */
     uint64_t shard_bytes;         /* start a new shard before exceeding this; 0 = use per_shard */
     uint32_t per_shard;           /* samples per shard when shard_bytes == 0; default 1000 */
     uint32_t first_shard;         /* number of the first shard in the pattern; default 0 */
@@ -48,7 +50,7 @@ typedef struct rf_gen_config {
     uint32_t min_side, max_side;  /* fit every image so short >= min_side, long <= max_side
                                      (max wins when both cannot hold); 0 = unbounded */
     int write_index;              /* 1: write X.idx beside each shard */
-    int tar_format;               /* enum rf_tarw_format */
+    int tar_format;               /* enum rf_shard_format (ringfeed_shards.h) */
     int key_style;                /* enum rf_gen_key */
     int label_mode;               /* enum rf_gen_label_mode */
     float texture;                /* fine-texture scale; 0 = default (1.0) */

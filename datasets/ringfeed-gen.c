@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "gen.h"
-#include "tarwrite.h"
+#include "ringfeed_shards.h"
 
 static void usage(FILE *f)
 {
@@ -189,7 +189,7 @@ static int apply(rf_gen_config *cfg, int opt, const char *arg, int *quiet)
     case OPT_MIN_SIDE: return parse_u32(arg, &cfg->min_side);
     case OPT_MAX_SIDE: return parse_u32(arg, &cfg->max_side);
     case OPT_CLASS_DIRS: cfg->key_style = RF_GEN_KEY_CLASS_DIR; return 0;
-    case OPT_GNU: cfg->tar_format = RF_TARW_GNU; return 0;
+    case OPT_GNU: cfg->tar_format = RF_SHARD_GNU; return 0;
     case OPT_NO_INDEX: cfg->write_index = 0; return 0;
     case OPT_QUIET: *quiet = 1; return 0;
     case OPT_RESTART: cfg->restart = 1; return 0;

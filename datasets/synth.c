@@ -27,9 +27,6 @@
 
 #include <jpeglib.h>
 
-/* the library's growable destination: one implementation (see ../src/decode/jpeg_dest.h) */
-#include "decode/jpeg_dest.h"
-
 /* ---- PRNG (wyrand): 64-bit state, one multiply per output ----------------------------------- */
 
 typedef struct {
@@ -644,31 +641,36 @@ static void synth_jerr_silent(j_common_ptr cinfo, int level)
     (void)level;
 }
 
+/* The encoder writes into libjpeg's own memory destination (jpeg_mem_dest), starting in a
+ * buffer of ours sized so that quality-90 photos (under a byte per pixel) fit. A larger image
+ * makes libjpeg move the output to a buffer it mallocs, which is then ours to free; libjpeg
+ * keeps that buffer to itself until jpeg_finish_compress, so an out-of-memory error after such
+ * a move loses it (the only error an in-range encode can raise). */
 int rf_synth_jpeg(const uint8_t *rgb, uint32_t width, uint32_t height, int quality, int progressive,
                   uint8_t **out, size_t *len)
 {
     struct jpeg_compress_struct ci;
     struct synth_jerr jerr;
-    rf_jpeg_dest dest;
 
     *out = NULL;
     *len = 0;
     if (width == 0 || height == 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION)
         return -1;
-    /* Quality 90 photos take under a byte per pixel; one doubling covers the rest. */
-    if (rf_jpeg_dest_init(&dest, (size_t)width * height + 65536))
+    unsigned long cap = (unsigned long)width * height + 65536;
+    unsigned char *const first = malloc(cap); /* const: still valid after the longjmp */
+    if (!first)
         return -1;
+    unsigned char *buf = first;
     ci.err = jpeg_std_error(&jerr.mgr);
     jerr.mgr.error_exit = synth_jerr_exit;
     jerr.mgr.emit_message = synth_jerr_silent;
-    rf_jpeg_dest *dp = &dest; /* not modified after setjmp: safe to use after longjmp */
     if (setjmp(jerr.jump)) {
         jpeg_destroy_compress(&ci);
-        free(dp->buf);
+        free(first);
         return -1;
     }
     jpeg_create_compress(&ci);
-    ci.dest = &dest.pub;
+    jpeg_mem_dest(&ci, &buf, &cap);
     ci.image_width = width;
     ci.image_height = height;
     ci.input_components = 3;
@@ -688,9 +690,11 @@ int rf_synth_jpeg(const uint8_t *rgb, uint32_t width, uint32_t height, int quali
         JSAMPROW row = (JSAMPROW)(rgb + (size_t)ci.next_scanline * width * 3);
         jpeg_write_scanlines(&ci, &row, 1);
     }
-    jpeg_finish_compress(&ci);
-    *len = rf_jpeg_dest_len(&dest);
-    *out = dest.buf;
+    jpeg_finish_compress(&ci); /* sets buf and cap to the output and its length */
     jpeg_destroy_compress(&ci);
+    if (buf != first)
+        free(first);
+    *out = buf;
+    *len = (size_t)cap;
     return 0;
 }

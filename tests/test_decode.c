@@ -11,6 +11,7 @@
 #include <jpeglib.h>
 
 #include "decode/decode.h"
+#include "decode/decode_hooks.h"
 #include "backend/gpujpeg.h"
 #include "decode/jpeg_restart.h"
 #include "decode/resize.h"
@@ -750,6 +751,87 @@ static uint8_t *place_fixed(void *ctx, size_t bytes, int packet)
     return !packet ? p->px : bytes <= p->cap ? p->pkt : NULL;
 }
 
+/* decode.h's placement interface with no GPU behind it: a placement that takes a sample ends
+ * the decode there (pixels() is not asked for, *bytes is its answer); one that declines gets
+ * rf_decode_transform's bytes, one without room the full-scale bytes (DCT scaling off), and
+ * RF_ENOMEM is an error naming the file's size. pack() sees the full-scale plans and the
+ * transform it was given. */
+typedef struct plain_place {
+    int answer;     /* what pack() returns */
+    uint32_t packs, pixel_calls;
+    const rf_transform *t;
+    uint8_t *px;
+} plain_place;
+
+static int plain_pack(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
+                      size_t len, const struct rf_axis *h, const struct rf_axis *v,
+                      const rf_transform *t, struct rf_region_buf *rb, uint32_t *bytes)
+{
+    plain_place *p = ctx;
+    p->packs++;
+    ck_assert_ptr_eq(t, p->t);
+    ck_assert(ci && jpeg && len && h && v && rb);
+    ck_assert_uint_eq(h->n_out, t->size);
+    ck_assert_uint_eq(v->n_out, t->size);
+    if (p->answer == 0)
+        *bytes = 1234;
+    return p->answer;
+}
+
+static uint8_t *plain_pixels(void *ctx, size_t bytes)
+{
+    plain_place *p = ctx;
+    p->pixel_calls++;
+    ck_assert_uint_eq(bytes, (size_t)p->t->size * p->t->size * 3);
+    return p->px;
+}
+
+START_TEST(placement_without_gpu)
+{
+    size_t len;
+    uint8_t *j = make_jpeg(801, 600, (enc_opts){3, 90, 0, 1}, 7, &len);
+    rf_decoder *d = rf_decoder_create(NULL), *full = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(full, 1);
+    rf_transform tr = mixed_t(3);
+    size_t n = (size_t)tr.size * tr.size * 3;
+    uint8_t *px = malloc(n), *want = malloc(n), *want_full = malloc(n);
+    rf_err e = {0};
+    rf_decode_info info;
+    ck_assert_int_eq(rf_decode_transform(d, j, len, &tr, 3, want, NULL, &e), 0);
+    ck_assert_int_eq(rf_decode_transform(full, j, len, &tr, 3, want_full, NULL, &e), 0);
+    plain_place p = {.t = &tr, .px = px};
+    rf_decode_place pl = {plain_pack, plain_pixels, &p};
+    uint32_t bytes = 99;
+
+    p.answer = 0;
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), 0);
+    ck_assert_uint_eq(bytes, 1234);
+    ck_assert_uint_eq(p.pixel_calls, 0);
+    ck_assert_uint_eq(info.region, 1);
+    ck_assert_uint_eq(info.scale_denom, 1);
+
+    p.answer = RF_PLACE_DECLINED;
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), 0);
+    ck_assert_uint_eq(bytes, 0);
+    ck_assert_int_eq(memcmp(px, want, n), 0);
+
+    p.answer = RF_PLACE_NO_ROOM;
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), 0);
+    ck_assert_uint_eq(bytes, 0);
+    ck_assert_int_eq(memcmp(px, want_full, n), 0);
+    ck_assert_uint_eq(p.packs, 3);
+    ck_assert_uint_eq(p.pixel_calls, 2);
+
+    p.answer = RF_ENOMEM;
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), RF_ENOMEM);
+    char msg[128];
+    snprintf(msg, sizeof msg, "restart intervals of a %zu-byte JPEG", len);
+    ck_assert_msg(strstr(e.msg, msg), "%s", e.msg);
+    free(px), free(want), free(want_full), free(j);
+    rf_decoder_destroy(d), rf_decoder_destroy(full);
+}
+END_TEST
+
 /* GPU decode (gpujpeg.h), run through its host driver: every packet decodes byte-for-byte to
  * what the CPU path gives with DCT scaling off, for each sampling, interval, crop mode, layout,
  * flip and image edge; images the kernels do not cover come back decoded by the CPU path, and
@@ -1176,6 +1258,7 @@ int main(void)
     tcase_add_test(tc, region_decode_matches_whole_decode);
     tcase_add_test(tc, region_decode_damage);
     tcase_add_test(tc, gpu_packet_matches_cpu_full_scale);
+    tcase_add_test(tc, placement_without_gpu);
     tcase_add_test(tc, gpu_packet_damage);
     tcase_add_test(tc, engine_packet_matches_cpu_full_scale);
     tcase_add_test(tc, tables_are_per_image);

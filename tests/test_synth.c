@@ -17,6 +17,7 @@
 #include "loaders/tar.h"
 #include "authoring/tarwrite.h"
 #include "testutil.h"
+#include "ringfeed_shards.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -437,6 +438,31 @@ START_TEST(gen_shard_bytes)
 }
 END_TEST
 
+/* Labels go into the shard as int32_t (rf_shard_writer_add), and the tar format is one of
+ * ringfeed_shards.h's two: a config outside either is refused before anything is written. */
+START_TEST(gen_config_limits)
+{
+    const char *d = rf_test_mkdtemp("synth-limits");
+    char pattern[1024], msg[512];
+    rf_gen_config c;
+    gen_config(&c, pattern, sizeof pattern, d, 4, 64);
+    c.classes = 2147483648u;
+    ck_assert_int_eq(rf_gen_run(&c, NULL, msg, sizeof msg), -EINVAL);
+    ck_assert_msg(strstr(msg, "classes <= 2147483647"), "%s", msg);
+    c.classes = 2147483647u;
+    c.tar_format = 2;
+    ck_assert_int_eq(rf_gen_run(&c, NULL, msg, sizeof msg), -EINVAL);
+    ck_assert_msg(strstr(msg, "tar format pax or gnu"), "%s", msg);
+    char *ls = rf_test_list_dir(d);
+    ck_assert_str_eq(ls, "");
+    free(ls);
+    c.tar_format = RF_SHARD_GNU;
+    ck_assert_int_eq(rf_gen_run(&c, NULL, msg, sizeof msg), 0);
+    ck_assert_str_eq((ls = rf_test_list_dir(d)), "s-00.idx\ns-00.tar\n");
+    free(ls);
+}
+END_TEST
+
 static int stop_after_6(void *ctx, const rf_gen_stats *st)
 {
     (void)ctx;
@@ -509,6 +535,7 @@ static Suite *suite(void)
     tcase_add_test(t, gen_threads_identical);
     tcase_add_test(t, gen_readable);
     tcase_add_test(t, gen_shard_bytes);
+    tcase_add_test(t, gen_config_limits);
     tcase_add_test(t, gen_restart_same_pixels);
     tcase_add_test(t, fixture_shards);
     tcase_add_test(t, gen_stopped_leaves_no_partial_shard);

@@ -1,5 +1,5 @@
 /* tarwrite.c — the library's one tar writer (see tarwrite.h); datasets/ and the tools reach it
- * through datasets/tarwrite.h and the public rf_shard_writer.
+ * through the public rf_shard_writer.
  *
  * DESIGN: one writer per shard, used by one thread. Headers and data go through our own 1 MiB
  * buffer; members larger than the free space bypass it with direct write() calls, so a shard

@@ -1,6 +1,6 @@
 /* tarwrite.h — writing WebDataset tar shards and their indexes: the library's one tar writer,
- * used by the public shard writer (src/authoring/shard_writer.c, ringfeed-pack), the dataset generator
- * (datasets/gen.c, through datasets/tarwrite.h) and the tests. Internal: the public face is
+ * used by the public shard writer (src/authoring/shard_writer.c), through which ringfeed-pack and
+ * the dataset generator (datasets/gen.c) write, and by the tests. Internal: the public face is
  * rf_shard_writer in include/ringfeed_shards.h.
  *
  * Shards are POSIX ustar; names longer than ustar allows use a pax header (or a GNU long-name
@@ -9,7 +9,10 @@
  * The index (`X.idx` beside `X.tar`) uses DALI's text format v1.2: a first line
  * "v1.2 <samples>", then one line per sample with, for each member of the sample,
  * "<ext> <header offset> <data size> <member name>", space-separated (DALI's own writer puts
- * the data offset there; loaders/tar_index.h reads both). */
+ * the data offset there; loaders/tar_index.h reads both).
+ *
+ * What authoring/ may include: base/, decode/ and loaders/ (it is a client of the formats and of
+ * the decoder's checks); no other stage includes authoring/ headers (the tests do). */
 #ifndef RF_TARWRITE_H
 #define RF_TARWRITE_H
 

@@ -1,7 +1,12 @@
 /* backend.h — where finished batches go: the host backend (the pinned slot is the batch) or
  * the CUDA backend (async copy of the slot into a stream-ordered device pool, one event per
- * batch). Only copy_cuda.c, copy_naive_cuda.c, nvjpg_cuda.c (built with CUDA only) and the .cu
- * files include cuda_runtime.h; the rest of ringfeed sees this table. */
+ * batch). Only copy_cuda.c, copy_naive_cuda.c, nvjpg_cuda.c, cudadev_cuda.c (built with CUDA
+ * only) and the .cu files include cuda_runtime.h; the rest of ringfeed sees this table.
+ *
+ * What backend/ may include: base/ and decode/ (the GPU decode builds packets from the CPU
+ * decoder's header and plans: gpujpeg.h, gpujpeg_place.c), nothing of io/, plan/, loaders/ or
+ * pipeline/. Within backend/ the CUDA files depend one way: copy_cuda.c -> nvjpg_cuda.c ->
+ * cudadev_cuda.c (cudadev.h), copy_naive_cuda.c -> cudadev_cuda.c. */
 #ifndef RF_BACKEND_H
 #define RF_BACKEND_H
 
@@ -95,17 +100,12 @@ typedef struct rf_backend_ops {
 extern const rf_backend_ops rf_backend_host;
 #ifdef RINGFEED_HAVE_CUDA
 extern const rf_backend_ops rf_backend_cuda;
-/* Shared by the CUDA code (defined in src/backend/copy_cuda.c): RF_ENODEV saying why when
- * `device_index` is not usable (no driver, no GPU, out of range), and an RF_ECUDA text from a
- * cudaError_t. */
-int rf_cuda_device_check(int device_index, rf_err *err);
-int rf_cuda_seterr(rf_err *err, int cuda_error, const char *what);
 /* The --naive baseline (src/backend/copy_naive_cuda.c): pageable ring, cudaMalloc + synchronous
  * cudaMemcpy + cudaFree per batch, no streams of its own. */
 extern const rf_backend_ops rf_backend_cuda_naive;
 #endif
 /* Number of usable CUDA devices (0 when built without CUDA or no driver/GPU). */
-int rf_backend_cuda_count(void);
+int rf_backend_cuda_count(void); /* copy_host.c without CUDA, cudadev_cuda.c with it */
 /* The same count, and in msg one sentence saying why there is none (no driver, a driver too
  * old, a driver without a GPU, a failed initialization, no CUDA in this build) or what there
  * is. */

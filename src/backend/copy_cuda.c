@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/convert.h"
+#include "backend/cudadev.h"
 #include "backend/gpujpeg.h"
 #include "base/numa.h"
 #include "backend/nvjpg.h"
@@ -48,27 +49,9 @@ struct rf_backend {
     rf_nvjpg *engine; /* the hardware JPEG decoders, when the loader opened them */
 };
 
-int rf_cuda_seterr(rf_err *err, int e, const char *what)
-{
-    return rf_seterr(err, RF_ECUDA, "%s: %s (%s)", what, cudaGetErrorString((cudaError_t)e),
-                     cudaGetErrorName((cudaError_t)e));
-}
-
 static int cuda_err(rf_err *err, cudaError_t e, const char *what)
 {
     return rf_cuda_seterr(err, (int)e, what);
-}
-
-int rf_cuda_device_check(int device_index, rf_err *err)
-{
-    char why[RF_ERRMSG_MAX / 2];
-    int n = rf_backend_cuda_status(why, sizeof why);
-    if (n == 0)
-        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
-    if (device_index < 0 || device_index >= n)
-        return rf_seterr(err, RF_ENODEV, "CUDA device %d requested, %d usable (%s)", device_index,
-                         n, why);
-    return 0;
 }
 
 /* The process whose CUDA context the backend's streams, events and pool belong to. The CUDA
@@ -79,57 +62,10 @@ static _Atomic pid_t cuda_owner;
 
 static int cuda_forked(void)
 {
+    /* Relaxed: the pid is the only data, and events reach other threads through the loader's
+     * own synchronization, which orders cuda_create's store before them. */
     pid_t o = atomic_load_explicit(&cuda_owner, memory_order_relaxed);
     return o != 0 && o != getpid();
-}
-
-int rf_backend_cuda_status(char *msg, size_t len)
-{
-    char tmp[2];
-    if (!msg || !len)
-        msg = tmp, len = sizeof tmp;
-    int n = 0, drv = 0, rt = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    cudaRuntimeGetVersion(&rt);
-    if (e != cudaSuccess) {
-        cudaGetLastError(); /* clear: "no device" must not stick to later calls */
-        n = 0;
-    }
-    /* Driver version 0: no driver could be loaded (libcuda.so.1 missing); otherwise it is the
-     * newest CUDA version the installed driver supports. */
-    if (cudaDriverGetVersion(&drv) != cudaSuccess) {
-        cudaGetLastError();
-        drv = 0;
-    }
-    if (e == cudaSuccess && n > 0)
-        snprintf(msg, len, "%d CUDA device%s (driver supports CUDA %d.%d, runtime %d.%d)", n,
-                 n == 1 ? "" : "s", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
-    else if (e == cudaSuccess || e == cudaErrorNoDevice)
-        snprintf(msg, len, "no CUDA device: the NVIDIA driver (CUDA %d.%d) is installed but "
-                 "reports no GPU (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES and nvidia-smi)",
-                 drv / 1000, drv % 1000 / 10);
-    else if (e == cudaErrorInsufficientDriver && drv == 0)
-        snprintf(msg, len, "no NVIDIA driver: libcuda.so.1 could not be loaded, so no GPU can be "
-                 "used (cudaErrorInsufficientDriver, driver version 0; install the NVIDIA "
-                 "driver)");
-    else if (e == cudaErrorInsufficientDriver)
-        snprintf(msg, len, "the NVIDIA driver is too old: it supports CUDA %d.%d, this runtime "
-                 "needs %d.%d (cudaErrorInsufficientDriver; update the driver)",
-                 drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
-    else
-        snprintf(msg, len, "the CUDA driver (CUDA %d.%d) failed to initialize: %s (%s)",
-                 drv / 1000, drv % 1000 / 10, cudaGetErrorString(e), cudaGetErrorName(e));
-    return n;
-}
-
-int rf_backend_cuda_count(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError(); /* clear: "no device" must not stick to later calls */
-        return 0;
-    }
-    return n;
 }
 
 static void cuda_destroy(rf_backend *b)
@@ -161,7 +97,7 @@ static int cuda_create(int device_index, uint32_t slots, rf_backend **out, rf_er
     int rc = rf_cuda_device_check(device_index, err);
     if (rc)
         return rc;
-    atomic_store(&cuda_owner, getpid());
+    atomic_store_explicit(&cuda_owner, getpid(), memory_order_relaxed); /* see cuda_forked */
     rf_backend *b = calloc(1, sizeof *b);
     if (!b || !(b->events = calloc(slots, sizeof *b->events))) {
         free(b);
@@ -207,7 +143,7 @@ static void *cuda_host_alloc(rf_backend *b, size_t bytes, int *pinned)
         *pinned = 0;
         return NULL;
     }
-    atomic_fetch_add(&b->host_allocs, 1);
+    atomic_fetch_add_explicit(&b->host_allocs, 1, memory_order_relaxed); /* a stats counter */
     *pinned = 1;
     return p;
 }
@@ -220,15 +156,18 @@ static void cuda_host_free(rf_backend *b, void *p, size_t bytes)
 
 #define RF_LABEL_ALIGN 256u
 
-/* Count a growth of the pool's reserved memory since the last one seen (a host-side query). */
+/* Count a growth of the pool's reserved memory since the last one seen (a host-side query).
+ * Relaxed throughout: reserved_seen and pool_growths are stats that publish no other data, and
+ * the CAS alone makes each growth counted once by whichever submit raises the maximum. */
 static void note_pool_growth(rf_backend *b)
 {
-    uint64_t now = 0, seen = atomic_load(&b->reserved_seen);
+    uint64_t now = 0, seen = atomic_load_explicit(&b->reserved_seen, memory_order_relaxed);
     if (cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &now) != cudaSuccess)
         return;
     while (now > seen)
-        if (atomic_compare_exchange_weak(&b->reserved_seen, &seen, now)) {
-            atomic_fetch_add(&b->pool_growths, 1);
+        if (atomic_compare_exchange_weak_explicit(&b->reserved_seen, &seen, now,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&b->pool_growths, 1, memory_order_relaxed);
             break;
         }
 }
@@ -323,7 +262,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
         e = cudaEventRecord(b->events[slot], s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "enqueueing the batch copy");
-    atomic_fetch_add(&b->used, total);
+    atomic_fetch_add_explicit(&b->used, total, memory_order_relaxed); /* a stats counter */
     out->data = d;
     out->labels = (char *)d + lab_off;
     out->event = b->events[slot];
@@ -340,7 +279,7 @@ static int cuda_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *er
         e = cudaFreeAsync(db->data, (cudaStream_t)stream);
     if (e != cudaSuccess)
         return cuda_err(err, e, "releasing a batch");
-    atomic_fetch_sub(&b->used, db->bytes);
+    atomic_fetch_sub_explicit(&b->used, db->bytes, memory_order_relaxed); /* a stats counter */
     db->data = db->labels = NULL;
     db->bytes = 0;
     return 0;
@@ -371,9 +310,10 @@ static void cuda_stats(rf_backend *b, rf_backend_stats *st)
     uint64_t reserved = 0;
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
     st->pool_reserved_bytes = reserved;
-    st->pool_used_bytes = atomic_load(&b->used);
-    st->device_allocs_after_create = atomic_load(&b->pool_growths);
-    st->host_allocs = atomic_load(&b->host_allocs);
+    /* Relaxed: stats only; each counter is exact on its own, not a snapshot of all. */
+    st->pool_used_bytes = atomic_load_explicit(&b->used, memory_order_relaxed);
+    st->device_allocs_after_create = atomic_load_explicit(&b->pool_growths, memory_order_relaxed);
+    st->host_allocs = atomic_load_explicit(&b->host_allocs, memory_order_relaxed);
 }
 
 static int cuda_host_register(rf_backend *b, void *p, size_t bytes)
@@ -383,7 +323,7 @@ static int cuda_host_register(rf_backend *b, void *p, size_t bytes)
         cudaGetLastError();
         return RF_ECUDA;
     }
-    atomic_fetch_add(&b->host_allocs, 1);
+    atomic_fetch_add_explicit(&b->host_allocs, 1, memory_order_relaxed); /* a stats counter */
     return 0;
 }
 
@@ -441,7 +381,7 @@ static int cuda_reserve(rf_backend *b, uint32_t batches, size_t out_bytes, uint3
     }
     uint64_t r = 0;
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
-    atomic_store(&b->reserved_seen, r);
+    atomic_store_explicit(&b->reserved_seen, r, memory_order_relaxed); /* see note_pool_growth */
     return 0;
 }
 
@@ -454,7 +394,8 @@ static int cuda_trim(rf_backend *b, uint64_t keep_bytes, rf_err *err)
         return cuda_err(err, e, "cudaMemPoolTrimTo");
     uint64_t r = 0;
     cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemCurrent, &r);
-    atomic_store(&b->reserved_seen, r); /* growth after a trim counts again */
+    /* Growth after a trim counts again; relaxed as in note_pool_growth. */
+    atomic_store_explicit(&b->reserved_seen, r, memory_order_relaxed);
     return 0;
 }
 

@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/convert.h"
+#include "backend/cudadev.h"
 
 struct rf_backend {
     int dev;
@@ -73,10 +74,10 @@ static int naive_submit(rf_backend *b, uint32_t slot, const void *staged, size_t
     void *d = NULL, *tmp = NULL;
     cudaError_t e = cudaSetDevice(b->dev);
     if (e == cudaSuccess && (e = cudaMalloc(&d, total)) == cudaSuccess)
-        atomic_fetch_add(&b->mallocs, 1);
+        atomic_fetch_add_explicit(&b->mallocs, 1, memory_order_relaxed); /* stats */
     if (e == cudaSuccess && conv->kind != RF_CONV_NONE &&
         (e = cudaMalloc(&tmp, staged_bytes)) == cudaSuccess)
-        atomic_fetch_add(&b->mallocs, 1);
+        atomic_fetch_add_explicit(&b->mallocs, 1, memory_order_relaxed); /* stats */
     if (e == cudaSuccess)
         e = cudaMemcpy(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
@@ -95,7 +96,7 @@ static int naive_submit(rf_backend *b, uint32_t slot, const void *staged, size_t
             cudaFree(d);
         return naive_err(err, e, "naive batch copy");
     }
-    atomic_fetch_add(&b->used, total);
+    atomic_fetch_add_explicit(&b->used, total, memory_order_relaxed); /* a stats counter */
     out->data = d;
     out->labels = (char *)d + lab_off;
     out->event = NULL;
@@ -111,7 +112,7 @@ static int naive_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *e
         e = cudaFree(db->data);
     if (e != cudaSuccess)
         return naive_err(err, e, "cudaFree");
-    atomic_fetch_sub(&b->used, db->bytes);
+    atomic_fetch_sub_explicit(&b->used, db->bytes, memory_order_relaxed); /* a stats counter */
     db->data = db->labels = NULL;
     db->bytes = 0;
     return 0;
@@ -122,8 +123,10 @@ static int naive_sync(void *event) { return 0; }
 
 static void naive_stats(rf_backend *b, rf_backend_stats *st)
 {
-    st->pool_used_bytes = st->pool_reserved_bytes = atomic_load(&b->used);
-    st->device_allocs_after_create = atomic_load(&b->mallocs);
+    /* Relaxed: stats only; each counter is exact on its own, not a snapshot of all. */
+    st->pool_used_bytes = st->pool_reserved_bytes =
+        atomic_load_explicit(&b->used, memory_order_relaxed);
+    st->device_allocs_after_create = atomic_load_explicit(&b->mallocs, memory_order_relaxed);
     st->host_allocs = 0;
 }
 

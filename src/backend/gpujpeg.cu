@@ -75,6 +75,8 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
     uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
     for (uint32_t k = threadIdx.x; k < p->nintervals; k += blockDim.x) {
         int st = rf_gj_interval(pkt, k, scr, huff, quant);
+        // A relaxed device atomic is enough: the first failing interval's status wins, and
+        // the host reads status only after the batch's event, which orders the kernel first.
         if (st)
             atomicCAS(&status[i], 0, st);
     }

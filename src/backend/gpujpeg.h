@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode/decode.h"
+
 #define RF_GJ_MAGIC 0x504a4652u /* "RFJP" */
 #define RF_GJ_LOOKUP_BITS 9
 /* Device scratch of one sample at most: the decoded component planes of the region and the
@@ -116,10 +118,13 @@ struct rf_region_buf;
  * buffer for the sample's decoded pixels (size*size*3 bytes), never NULL. */
 typedef uint8_t *(*rf_gj_place)(void *ctx, size_t bytes, int packet);
 
-/* rf_gj_pack's answers besides 0 and RF_ENOMEM: what the CPU does with the image instead. */
+/* rf_gj_pack's answers besides 0 and RF_ENOMEM: what the CPU does with the image instead
+ * (decode.h's placement answers, which rf_decode_placed acts on). */
 enum {
-    RF_GJ_NOT_ELIGIBLE = 1, /* not for the kernels: decode it as rf_decode_transform would */
-    RF_GJ_NO_ROOM = 2,      /* place() had no room: decode it at full scale, the kernels' bytes */
+    RF_GJ_NOT_ELIGIBLE = RF_PLACE_DECLINED, /* not for the kernels: decode it as
+                                               rf_decode_transform would */
+    RF_GJ_NO_ROOM = RF_PLACE_NO_ROOM,       /* place() had no room: decode it at full scale,
+                                               the kernels' bytes */
 };
 
 /* Write the packet of one image where place(ctx, bytes, 1) says: ci has read the header (and
@@ -133,6 +138,26 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
                const struct rf_axis *h, const struct rf_axis *v, uint32_t size, uint32_t layout,
                int engine, struct rf_region_buf *rb, rf_gj_place place, void *ctx,
                uint32_t *bytes);
+
+/* GPU decode of one sample (gpujpeg_place.c, through decode.h's rf_decode_placed): read the
+ * header, choose the crop with the same seed and plan the resize at full scale exactly as
+ * rf_decode_transform does with DCT scaling off, then write the packet the GPU kernels decode
+ * where place(ctx, bytes, 1) says and set *bytes (info as for rf_decode_transform, scale_denom
+ * 1, region 1). engine = 1 writes an engine packet (the whole file, for the hardware decoder)
+ * instead. An image the kernels or the engine do not take, or whose packet place() has no room
+ * for, is decoded right there into place(ctx, size*size*3, 0), with *bytes = 0: its header is
+ * read once either way. Returns 0 or an error as rf_decode_transform does. */
+int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
+                     rf_decode_info *info, rf_err *err);
+
+/* The host's stand-in for the hardware JPEG decoder: decode an engine packet's JPEG with
+ * libjpeg (islow IDCT, raw output: decode.h's rf_decode_raw) into the packet's component
+ * planes in scratch, which rf_gj_decode_host then resizes. The result is byte-for-byte the CPU
+ * path's with DCT scaling off; the hardware's own IDCT may differ by a unit here and there.
+ * Returns 0, RF_EINVAL "not an engine packet", or RF_EDECODE / RF_ENOMEM with text in
+ * err->msg. */
+int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err);
 
 /* Host driver: decode one packet into out (size*size*3 bytes, the packet's layout). scratch
  * holds at least the packet's `scratch` bytes; for an engine packet its component planes are

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/cudadev.h"
 #include "backend/gpujpeg.h"
 
 /* ---- the ABI used ------------------------------------------------------------------------ */

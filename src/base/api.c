@@ -1,8 +1,9 @@
-/* api.c — the small stateless part of the public API: error strings and version. (Config
- * defaults live with the rest of the config, in pipeline/config.c.) */
+/* api.c — the small stateless part of the public API: error strings and version. Config
+ * defaults live with the rest of the config (pipeline/config.c), the device queries
+ * (rf_cuda_device_count, rf_cuda_status) with the backend (backend/devices.c): base/ includes
+ * nothing above it. */
 #include <string.h>
 
-#include "backend/backend.h"
 #include "base/common.h"
 
 /* ringfeed's own codes, made from RF_ERRORS (ringfeed.h); -errno goes to strerror's table. */
@@ -50,7 +51,3 @@ RF_API const char *rf_err_name(int code)
 }
 
 RF_API const char *rf_version(void) { return "0.1.0"; }
-
-RF_API int rf_cuda_device_count(void) { return rf_backend_cuda_count(); }
-
-RF_API int rf_cuda_status(char *msg, size_t len) { return rf_backend_cuda_status(msg, len); }

@@ -1,6 +1,10 @@
 /* common.h — small helpers shared by every stage: error text, clocks, checked allocation,
  * opening the files a user names.
- * Internal: nothing here is part of the public API. */
+ * Internal: nothing here is part of the public API.
+ *
+ * What base/ may include: nothing internal (include/ringfeed.h only), so every stage can build
+ * on it without a cycle. The device queries of the public API are therefore the backend's
+ * (backend/devices.c), not api.c's. */
 #ifndef RF_COMMON_H
 #define RF_COMMON_H
 

@@ -3,7 +3,12 @@
  * One rf_decoder per decode thread (libjpeg decompressors are not thread-safe); it is created
  * once and reused for every sample, so the steady state allocates nothing (scratch buffers grow
  * to the largest image seen, then stay). Every libjpeg error and warning becomes a returned
- * error with text; nothing here ever calls exit(). */
+ * error with text; nothing here ever calls exit().
+ *
+ * What decode/ may include: base/ and its own headers, nothing else internal. It knows nothing
+ * of the GPU: a sample decoded elsewhere (the GPU decode, backend/gpujpeg_place.c) goes through
+ * the placement interface below (rf_decode_place), and the hardware decoder's host stand-in
+ * through rf_decode_raw, both in CPU terms. */
 #ifndef RF_DECODE_H
 #define RF_DECODE_H
 
@@ -11,7 +16,6 @@
 #include <stdint.h>
 
 #include "base/common.h"
-#include "backend/gpujpeg.h"
 
 /* The loader's default limits (rf_config max_image_pixels, max_image_dim, max_scans): also
  * what a decoder created without limits, and so rf_jpeg_check, applies. */
@@ -48,24 +52,9 @@ rf_decoder *rf_decoder_create(const rf_decode_limits *lim);
 void rf_decoder_destroy(rf_decoder *d);
 
 /* Cap the DCT scaling rf_decode_transform may use (8 = default, any of 1/8..1/1; 1 = always
- * decode at full size). For tests and benchmarks; values round down to 1, 2, 4 or 8. */
+ * decode at full size: the loader's dct_scaling RF_DCT_SCALING_OFF, tests and benchmarks).
+ * Values round down to 1, 2, 4 or 8. */
 void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom);
-
-/* Experiment and benchmark hooks (internal: tools/decode_bench.c, tests). Flags are a bitwise OR
- * of enum rf_decode_flag; 0 (the default) is the production path. */
-enum rf_decode_flag {
-    /* Decode exactly the rows and columns rf_decode_transform would, but skip the resize (the
-     * output is left untouched): decode_bench's "decode only" split. */
-    RF_DECODE_NO_RESIZE = 1u << 0,
-    /* libjpeg speed knobs for rf_decode_transform (off by default: each moves the output away
-     * from the plain decode by more than the accuracy tests allow; see DESIGN in jpeg_decode.c). */
-    RF_DECODE_DCT_IFAST = 1u << 1,   /* JDCT_IFAST instead of JDCT_ISLOW */
-    RF_DECODE_NO_FANCY = 1u << 2,    /* do_fancy_upsampling = FALSE (box/merged upsampling) */
-    /* Decode the whole file even when its restart markers allow a region (jpeg_restart.h):
-     * the A side of region-decode comparisons. Output is identical either way. */
-    RF_DECODE_NO_REGION = 1u << 3,
-};
-void rf_decoder_set_flags(rf_decoder *d, uint32_t flags);
 
 /* Per-sample info reported back (for stats and tests). */
 typedef struct rf_decode_info {
@@ -83,24 +72,58 @@ typedef struct rf_decode_info {
 int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
                         uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
 
-/* GPU decode (gpujpeg.h): read the header, choose the crop with the same seed and plan the
- * resize at full scale exactly as rf_decode_transform does with DCT scaling off, then write the
- * packet the GPU kernels decode where place(ctx, bytes, 1) says and set *bytes (info as for
- * rf_decode_transform, scale_denom 1, region 1). engine = 1 writes an engine packet (the whole
- * file, for the hardware decoder) instead. An image the kernels or the engine do not take, or
- * whose packet place() has no room for, is decoded right here into place(ctx, size*size*3, 0),
- * with *bytes = 0: its header is read once either way. Returns 0 or an error as
- * rf_decode_transform does. */
-int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
+/* ---- placement: the sample may be decoded by another engine ---------------------------- */
+
+struct jpeg_decompress_struct;
+struct rf_axis;
+struct rf_region_buf;
+
+/* What a placement's pack() answers besides 0 and RF_ENOMEM: the CPU decodes the image. */
+enum {
+    RF_PLACE_DECLINED = 1, /* not for the other engine: decode it as rf_decode_transform would */
+    RF_PLACE_NO_ROOM = 2,  /* no room left there: decode it at full scale, which gives the
+                              other engine's exact bytes */
+};
+
+/* Where rf_decode_placed puts a sample: given to another engine (pack) or decoded here into
+ * pixels(). Implemented by backend/gpujpeg_place.c for the GPU decode. */
+typedef struct rf_decode_place {
+    /* Called with the header read (ci, nothing more), the crop chosen and the resize planned at
+     * full scale in image pixels (h, v: what rf_decode_transform uses with DCT scaling off); rb
+     * is the decoder's restart-interval scratch. Returns 0 with *bytes set when the sample was
+     * handed over, RF_PLACE_DECLINED, RF_PLACE_NO_ROOM or RF_ENOMEM. */
+    int (*pack)(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
+                size_t len, const struct rf_axis *h, const struct rf_axis *v,
+                const rf_transform *t, struct rf_region_buf *rb, uint32_t *bytes);
+    /* The buffer for the sample's decoded pixels (size*size*3 bytes); NULL: no memory. */
+    uint8_t *(*pixels)(void *ctx, size_t bytes);
+    void *ctx;
+} rf_decode_place;
+
+/* Read the header, choose the crop with `seed` and plan the resize at full scale exactly as
+ * rf_decode_transform does with DCT scaling off, then offer the sample to pl->pack. A sample
+ * it does not take (and a CMYK one, or any with RF_DECODE_DCT_IFAST / RF_DECODE_NO_FANCY set)
+ * is decoded right here into pl->pixels(), with *bytes = 0: its header is read once either way.
+ * info as for rf_decode_transform (scale_denom 1, region 1 when handed over). Returns 0 or an
+ * error as rf_decode_transform does. */
+int rf_decode_placed(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                     uint64_t seed, const rf_decode_place *pl, uint32_t *bytes,
                      rf_decode_info *info, rf_err *err);
 
-/* The host's stand-in for the hardware JPEG decoder: decode an engine packet's JPEG with
- * libjpeg (islow IDCT, raw output) into the packet's component planes in scratch, which
- * rf_gj_decode_host then resizes. The result is byte-for-byte the CPU path's with DCT scaling
- * off; the hardware's own IDCT may differ by a unit here and there. Returns 0 or RF_EDECODE /
- * RF_ENOMEM with text in err->msg. */
-int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err);
+/* One component's plane of raw decoder output (its IDCT samples before upsampling): rows of
+ * `width` bytes, `rows` of them from base; the decoder's rows past them are dropped. */
+typedef struct rf_decode_plane {
+    uint8_t *base;
+    uint32_t width, rows;
+} rf_decode_plane;
+
+/* Decode jpeg[0..len) with libjpeg (islow IDCT, raw output) into planes[0..ncomp): the
+ * hardware decoder's planar output, computed on the host (backend's rf_decode_planes). The
+ * file must have ncomp (at most 3) components and be width x height, else RF_EDECODE "the
+ * engine packet does not describe its JPEG". Returns 0 or RF_EDECODE / RF_ENOMEM with text in
+ * err->msg. */
+int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp, uint32_t width,
+                  uint32_t height, const rf_decode_plane *planes, rf_err *err);
 
 /* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,

@@ -29,7 +29,7 @@
  *    output row. Vertical first means the gather pass runs on exactly `size` rows instead of on
  *    every decoded row (up to 2x size with DCT scaling, more for large crops): measured ~1.6x
  *    faster for the resize than horizontal-first on 500x375 -> 224.
- *  - Where the time goes (tools/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
+ *  - Where the time goes (tools/internal/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
  *    ~74% of RandomResizedCrop's instructions are libjpeg's Huffman decoding, which no crop can
  *    skip without restart markers (rows above the crop are entropy-decoded to find the next
  *    one); the resize is ~14%.
@@ -47,7 +47,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
-#include "backend/gpujpeg.h"
+#include "decode/decode_hooks.h"
 #include "decode/jpeg_restart.h"
 #include "decode/resize.h"
 
@@ -671,40 +671,38 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
     return rc;
 }
 
-/* ---- rf_decode_packet ---------------------------------------------------------------------- */
+/* ---- rf_decode_placed ---------------------------------------------------------------------- */
 
-typedef struct packet_job {
+typedef struct placed_job {
     xform_job x;   /* x.out: placed only when the image is decoded here */
-    rf_gj_place place;
-    void *ctx;
-    int engine;
+    const rf_decode_place *pl;
     uint32_t bytes;
-} packet_job;
+} placed_job;
 
-static int place_pixels(packet_job *pj, rf_err *err)
+static int place_pixels(placed_job *pj, rf_err *err)
 {
     size_t n = (size_t)pj->x.t->size * pj->x.t->size * 3;
-    if (!(pj->x.out = pj->place(pj->ctx, n, 0)))
+    if (!(pj->x.out = pj->pl->pixels(pj->pl->ctx, n)))
         return rf_seterr(err, RF_ENOMEM, "no room for a decoded %ux%u sample", pj->x.t->size,
                          pj->x.t->size);
     return 0;
 }
 
-static int packet_run(rf_decoder *d, void *job, rf_err *err)
+static int placed_run(rf_decoder *d, void *job, rf_err *err)
 {
-    packet_job *pj = job;
+    placed_job *pj = job;
     xform_job *j = &pj->x;
     int rc = xform_header(d, j, err);
     if (rc)
         return rc;
     if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)))
         return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
-    j->num = 8; /* the kernels decode at full scale */
+    j->num = 8; /* the other engine decodes at full scale */
     set_scale(d, j);
     if ((rc = plan_axes(d, j, err)) != 0)
         return rc;
-    rc = rf_gj_pack(&d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t->size, j->t->layout,
-                    pj->engine, &d->region, pj->place, pj->ctx, &pj->bytes);
+    rc = pj->pl->pack(pj->pl->ctx, &d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t, &d->region,
+                      &pj->bytes);
     if (rc == 0) {
         j->region = 1;
         return 0;
@@ -715,21 +713,20 @@ static int packet_run(rf_decoder *d, void *job, rf_err *err)
     if (place_pixels(pj, err))
         return err->code;
     /* No room for the packet: the CPU decodes at full scale, the bytes the kernels would have
-     * given, so where a sample was decoded never shows in the batch. Not eligible: as the CPU
+     * given, so where a sample was decoded never shows in the batch. Declined: as the CPU
      * path always does, with the same decompressor. */
-    return rc == RF_GJ_NO_ROOM ? xform_rows(d, j, err) : xform_decode(d, j, err);
+    return rc == RF_PLACE_NO_ROOM ? xform_rows(d, j, err) : xform_decode(d, j, err);
 }
 
-int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
+int rf_decode_placed(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                     uint64_t seed, const rf_decode_place *pl, uint32_t *bytes,
                      rf_decode_info *info, rf_err *err)
 {
     int rc = validate(t, err);
     if (rc)
         return rc;
-    packet_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed},
-                     .place = place, .ctx = ctx, .engine = engine};
-    rc = guarded(d, jpeg, len, packet_run, &pj, err);
+    placed_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed}, .pl = pl};
+    rc = guarded(d, jpeg, len, placed_run, &pj, err);
     if (rc)
         return rc;
     *bytes = pj.bytes;
@@ -737,32 +734,31 @@ int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_tr
     return 0;
 }
 
-/* ---- rf_decode_planes: the host's stand-in for the hardware decoder ---------------------- */
+/* ---- rf_decode_raw: the host's stand-in for the hardware decoder ------------------------- */
 
-typedef struct planes_job {
-    const rf_gj_packet *p;
-    uint8_t *scratch;
-} planes_job;
+typedef struct raw_job {
+    uint32_t ncomp, width, height;
+    const rf_decode_plane *planes;
+} raw_job;
 
 /* libjpeg's raw output is each component's IDCT samples (islow) before upsampling: what the
  * interval kernel writes and what the hardware decoder's planar output holds, so the packet's
  * own vertical and horizontal passes finish the sample. */
-static int planes_run(rf_decoder *d, void *job, rf_err *err)
+static int raw_run(rf_decoder *d, void *job, rf_err *err)
 {
-    const rf_gj_packet *p = ((planes_job *)job)->p;
-    uint8_t *scratch = ((planes_job *)job)->scratch;
+    const raw_job *j = job;
     struct jpeg_decompress_struct *ci = &d->cinfo;
     int rc = read_header_checked(d, err);
     if (rc)
         return rc;
-    uint32_t nc = p->ncomp, widest = 0;
-    if ((uint32_t)ci->num_components != nc || ci->image_width != p->width ||
-        ci->image_height != p->height || nc > 3)
+    uint32_t nc = j->ncomp, widest = 0;
+    if ((uint32_t)ci->num_components != nc || ci->image_width != j->width ||
+        ci->image_height != j->height || nc > 3)
         return rf_seterr(err, RF_EDECODE, "the engine packet does not describe its JPEG");
     for (uint32_t c = 0; c < nc; c++) {
         if (ci->comp_info[c].v_samp_factor > 4)
             return rf_seterr(err, RF_EDECODE, "vertical sampling factor over 4");
-        widest = RF_MAX(widest, p->comp[c].bw * 8);
+        widest = RF_MAX(widest, j->planes[c].width);
     }
     /* Rows past a plane (a grayscale file's iMCU row can be 16 rows, its plane is cut at 8)
      * go to a junk row. */
@@ -776,11 +772,11 @@ static int planes_run(rf_decoder *d, void *job, rf_err *err)
     uint32_t step = (uint32_t)ci->max_v_samp_factor * DCTSIZE;
     for (uint32_t y = 0; ci->output_scanline < ci->output_height; y++) {
         for (uint32_t c = 0; c < nc; c++) {
-            const rf_gj_comp *pc = &p->comp[c];
+            const rf_decode_plane *pc = &j->planes[c];
             uint32_t n = (uint32_t)ci->comp_info[c].v_samp_factor * DCTSIZE;
             for (uint32_t r = 0; r < n; r++) {
                 uint64_t row = (uint64_t)y * n + r;
-                rows[c][r] = row < pc->bh * 8 ? scratch + pc->plane + row * pc->bw * 8 : d->line;
+                rows[c][r] = row < pc->rows ? pc->base + row * pc->width : d->line;
             }
         }
         if (jpeg_read_raw_data(ci, planes, step) == 0)
@@ -789,13 +785,11 @@ static int planes_run(rf_decoder *d, void *job, rf_err *err)
     return 0;
 }
 
-int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err)
+int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp, uint32_t width,
+                  uint32_t height, const rf_decode_plane *planes, rf_err *err)
 {
-    const rf_gj_packet *p = (const rf_gj_packet *)packet;
-    if (p->magic != RF_GJ_MAGIC || !p->engine || p->scratch > RF_GJ_SCRATCH)
-        return rf_seterr(err, RF_EINVAL, "not an engine packet");
-    planes_job j = {p, scratch};
-    return guarded(d, packet + p->off_data, p->data_bytes, planes_run, &j, err);
+    raw_job j = {ncomp, width, height, planes};
+    return guarded(d, jpeg, len, raw_run, &j, err);
 }
 
 /* ---- rf_decode_full and rf_jpeg_probe ---------------------------------------------------- */

@@ -2,8 +2,9 @@
  *
  * Unlike jpeg_mem_dest, whose regrown buffer only reaches the caller when compression finishes,
  * the buffer in rf_jpeg_dest is always the live one: the caller frees d->buf on success and
- * after a longjmp out of a libjpeg error alike. Used by the restart transcode (jpeg_restart.c)
- * and the dataset generator (datasets/synth.c). */
+ * after a longjmp out of a libjpeg error alike. Used by the restart transcode (jpeg_restart.c);
+ * the dataset generator (datasets/synth.c) builds on the public API only and uses libjpeg's
+ * jpeg_mem_dest. */
 #ifndef RF_JPEG_DEST_H
 #define RF_JPEG_DEST_H
 

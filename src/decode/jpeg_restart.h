@@ -38,7 +38,7 @@ uint32_t rf_jpeg_mcu_rows(const rf_jpeg_geom *g);
 
 /* The restart interval the packer writes for an image mcu_cols MCUs wide: the smallest
  * divisor of the row from RF_RESTART_MIN_MCUS to RF_RESTART_MAX_MCUS, else 1. Always divides
- * mcu_cols. Measured (tools/decode_bench.c --restart, ~100 KB 4:2:0 photos, RandomResizedCrop
+ * mcu_cols. Measured (tools/internal/decode_bench.c --restart, ~100 KB 4:2:0 photos, RandomResizedCrop
  * 224, one core): plain 1,223 img/s; interval 1: 1,578 (files +1.9%); this choice: 1,561
  * (+0.8%); one interval per MCU row: ~1,330 (+0.06%, rows only, no column skipping). */
 #define RF_RESTART_MIN_MCUS 2u

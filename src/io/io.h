@@ -9,7 +9,12 @@
  * Threads: take() may be called from any I/O thread concurrently; it must be thread-safe.
  * Stopping: the owner makes take() return a negative value (the pipeline's stop flag); ops.stop()
  * then waits for every in-flight request to complete (io_uring: reaps all CQEs) and joins the
- * threads (the contract below says what is cancelled). */
+ * threads (the contract below says what is cancelled).
+ *
+ * What io/ may include: base/, and loaders/dataset.h in pagecache.h (warming walks the sample
+ * table). Within io/ the files depend one way: io_uring.c and io_pread.c call io_common.c
+ * (rf_io_complete) and io_acct.c; io_select.c, the only file that knows both engines, calls
+ * them; no engine calls another file's engine code. */
 #ifndef RF_IO_H
 #define RF_IO_H
 
@@ -100,7 +105,7 @@ int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io
 /* Probe whether io_uring can be set up here. Returns 0, or -errno with a reason in why. */
 int rf_io_uring_probe(char *why, size_t why_len);
 
-/* ---- additions by the I/O engines (io_common.c, io_uring.c, io_pread.c) ------------------- */
+/* ---- additions by the I/O engines (io_common.c, io_uring.c, io_pread.c, io_select.c) ------ */
 
 /* Limits. start() rejects threads or queue_depth outside 1..max with RF_EINVAL. One attempt reads
  * at most RF_IO_ATTEMPT_BYTES_MAX bytes so that its result fits an int (longer requests simply
@@ -130,7 +135,7 @@ int rf_io_uring_probe(char *why, size_t why_len);
  *    file system) is waited for.
  *  - start() never calls take() when it fails. */
 
-/* Choose the engine for a config's io_engine (enum rf_io_engine_kind) and explain the choice in
+/* Choose the engine (io_select.c) for a config's io_engine (enum rf_io_engine_kind) and explain the choice in
  * why (for rf_stats.io_engine_why):
  *  - RF_IO_AUTO: io_uring when rf_io_uring_probe() passes, else pread with
  *    why = "io_uring refused: <probe's reason>"; always returns 0.

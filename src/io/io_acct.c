@@ -54,6 +54,8 @@ static void publish(rf_io_acct *a)
     uint64_t sum = a->own + a->gone;
     for (uint32_t i = 0; i < a->nworkers; i++)
         sum += a->workers[i].bytes;
+    /* Relaxed: the total publishes no other data. A reader ordered after this store by other
+     * means (the sample's done(), a join) sees this value or a later one: coherence suffices. */
     atomic_store_explicit(&a->total, sum, memory_order_relaxed);
 }
 
@@ -112,7 +114,7 @@ void rf_io_acct_start(rf_io_acct *a, int on, int follow_workers)
     a->tid = (int)syscall(SYS_gettid);
     a->own = a->gone = a->last_scan_ns = 0;
     a->nworkers = a->nseen = 0;
-    atomic_store_explicit(&a->total, 0, memory_order_relaxed);
+    atomic_store_explicit(&a->total, 0, memory_order_relaxed); /* as in publish() */
 }
 
 static int cmp_int(const void *x, const void *y)
@@ -230,5 +232,5 @@ void rf_io_acct_finish(rf_io_acct *a)
 
 uint64_t rf_io_acct_bytes(const rf_io_acct *a)
 {
-    return atomic_load_explicit(&((rf_io_acct *)a)->total, memory_order_relaxed);
+    return atomic_load_explicit(&((rf_io_acct *)a)->total, memory_order_relaxed); /* publish() */
 }

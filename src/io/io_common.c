@@ -1,4 +1,6 @@
-/* io_common.c — what both I/O engines share: the completion rules and engine selection.
+/* io_common.c — what both I/O engines share: the completion rules. It calls into neither
+ * engine (engine selection, which knows both, is io_select.c), so the engines depend on this
+ * file and not the other way round.
  *
  * DESIGN
  *  - rf_io_complete() is the single place that decides what an attempt's result means. The
@@ -6,15 +8,11 @@
  *    reads, end of file, transient errors, retry limits and fault injection behave identically
  *    whichever engine runs. It touches only the request it is given: no locks, no shared state,
  *    callable from any I/O thread.
- *  - rf_io_select() turns the configured engine kind into an ops table plus a sentence for
- *    rf_stats.io_engine_why. It probes io_uring by creating (and closing) a tiny ring, so it must
- *    run in the process that will run the engine (after any fork, before any seccomp change).
  */
 #include "io/io.h"
 
+#include <assert.h>
 #include <errno.h>
-#include <stdio.h>
-#include <string.h>
 
 /* Attempts on one request are bounded without extra state: every RESUBMIT either advanced
  * req->done by at least one byte (at most len of those) or counted one transient error (at most
@@ -27,6 +25,9 @@
  * offset + done into dst + done). */
 int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io_params *p)
 {
+    /* Engines finish a request with nothing left to read without an attempt (io.h), so an
+     * attempt always has bytes to deliver. */
+    assert(req->done < req->len);
     if (src && src->fault)
         res = src->fault(src->ctx, req, res);
 
@@ -39,6 +40,7 @@ int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io
             return RF_IO_FINISHED;
         }
         req->done += (uint32_t)res;
+        assert(req->done <= req->len); /* res <= left, checked above */
         if (req->done == req->len || (req->need && req->done >= req->need)) {
             req->result = 0;
             return RF_IO_FINISHED;
@@ -55,48 +57,10 @@ int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io
         uint32_t max = p ? p->max_retries : 0;
         if (req->retries < max) {
             req->retries++;
+            assert(req->retries <= max); /* the bound the comment above relies on */
             return RF_IO_RESUBMIT;
         }
     }
     req->result = res;
     return RF_IO_FINISHED;
-}
-
-/* Returns 0 with *ops set and `why` filled; or RF_EINVAL for an unknown kind; or, when io_uring
- * was explicitly requested and cannot be set up, the probe's -errno (-EPERM, -ENOSYS, -ENOMEM,
- * ...) with *ops = NULL and the probe's reason in `why`. */
-int rf_io_select(uint32_t requested, const rf_io_ops **ops, char *why, size_t why_len)
-{
-    char reason[160];
-    int rc;
-
-    *ops = NULL;
-    switch (requested) {
-    case RF_IO_PREAD:
-        *ops = &rf_io_pread_ops;
-        snprintf(why, why_len, "requested");
-        return 0;
-    case RF_IO_URING:
-        rc = rf_io_uring_probe(reason, sizeof reason);
-        if (rc < 0) {
-            snprintf(why, why_len, "%s", reason);
-            return rc;
-        }
-        *ops = &rf_io_uring_ops;
-        snprintf(why, why_len, "requested");
-        return 0;
-    case RF_IO_AUTO:
-        rc = rf_io_uring_probe(reason, sizeof reason);
-        if (rc < 0) {
-            *ops = &rf_io_pread_ops;
-            snprintf(why, why_len, "io_uring refused: %s", reason);
-        } else {
-            *ops = &rf_io_uring_ops;
-            snprintf(why, why_len, "auto: io_uring available");
-        }
-        return 0;
-    default:
-        snprintf(why, why_len, "unknown io_engine %u", requested);
-        return RF_EINVAL;
-    }
 }

@@ -49,8 +49,11 @@ struct rf_io_engine {
     pread_thread *t;
 };
 
+/* Relaxed: the counters are read only for stats and publish no other data. */
 static void add(_Atomic uint64_t *c, uint64_t v) { atomic_fetch_add_explicit(c, v, memory_order_relaxed); }
 
+/* Acquire pairs with stop_and_join()'s release: what the stopping thread did before setting the
+ * flag is visible to a worker that sees it. */
 static int stopping(struct rf_io_engine *e) { return atomic_load_explicit(&e->stop, memory_order_acquire); }
 
 /* Read one request to its end (or failure) and hand it back. */
@@ -67,6 +70,7 @@ static void read_one(pread_thread *t, rf_io_req *req)
             req->result = -ECANCELED;
             break;
         }
+        assert(req->done < req->len); /* finished above, or rf_io_complete said RESUBMIT */
         uint32_t n = RF_MIN(req->len - req->done, RF_IO_ATTEMPT_BYTES_MAX);
         ssize_t r = pread(req->fd, req->dst + req->done, n, (off_t)(req->offset + req->done));
         uint32_t before = req->done;
@@ -129,7 +133,7 @@ static void set_go(struct rf_io_engine *e, int go)
 
 static void stop_and_join(struct rf_io_engine *e, int go)
 {
-    atomic_store_explicit(&e->stop, 1, memory_order_release);
+    atomic_store_explicit(&e->stop, 1, memory_order_release); /* see stopping() */
     set_go(e, go);
     for (uint32_t i = 0; i < e->nthreads; i++)
         if (e->t[i].started)
@@ -193,6 +197,7 @@ static void pread_stats(rf_io_engine *e, rf_io_stats *st)
     memset(st, 0, sizeof *st);
     for (uint32_t i = 0; i < e->nthreads; i++) {
         pread_thread *t = &e->t[i];
+        /* Relaxed: stats only; each counter is exact on its own, not a snapshot of all. */
         st->busy_ns += atomic_load_explicit(&t->busy_ns, memory_order_relaxed);
         st->reads += atomic_load_explicit(&t->reads, memory_order_relaxed);
         st->retries += atomic_load_explicit(&t->retries, memory_order_relaxed);

@@ -91,6 +91,7 @@ struct rf_io_engine {
     uring_thread *t;
 };
 
+/* Relaxed: the counters are read only for stats and publish no other data. */
 static void add(_Atomic uint64_t *c, uint64_t v) { atomic_fetch_add_explicit(c, v, memory_order_relaxed); }
 
 /* Explain a failed io_uring_setup in words the user can act on. */
@@ -182,6 +183,8 @@ static void prep_attempt(uring_thread *t, rf_io_req *req)
     struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
     /* The SQ has queue_depth + 2 entries; at most inflight + 2 (poll, cancel) are unsubmitted. */
     assert(sqe);
+    /* Only a request with bytes left gets an attempt (start_req, rf_io_complete). */
+    assert(req->done < req->len);
     uint32_t n = RF_MIN(req->len - req->done, RF_IO_ATTEMPT_BYTES_MAX);
     uint8_t *dst = req->dst + req->done;
     uint64_t off = req->offset + req->done;
@@ -202,6 +205,7 @@ static void prep_attempt(uring_thread *t, rf_io_req *req)
 
 static void finish(uring_thread *t, rf_io_req *req)
 {
+    assert(t->inflight > 0); /* every finished request was started on this thread */
     t->inflight--;
     add(&t->reads, 1);
     t->e->src.done(t->e->src.ctx, req);
@@ -209,6 +213,8 @@ static void finish(uring_thread *t, rf_io_req *req)
 
 static void start_req(uring_thread *t, rf_io_req *req)
 {
+    /* take() was asked for at most qd - inflight: the SQ has room for every attempt. */
+    assert(t->inflight < t->e->qd);
     t->inflight++;
     if (req->done >= req->len) { /* nothing left to read: finished without I/O */
         req->result = 0;
@@ -249,6 +255,7 @@ static void reap(uring_thread *t)
 {
     unsigned cap = t->e->qd + URING_EXTRA_SQES, n;
     while ((n = io_uring_peek_batch_cqe(&t->ring, t->cqes, cap)) > 0) {
+        assert(n <= cap); /* t->cqes holds cap entries */
         for (unsigned i = 0; i < n; i++) {
             uint64_t ud = io_uring_cqe_get_data64(t->cqes[i]);
             /* The wake-up poll fired (stop() was called; run() checks the flag next) or the
@@ -308,6 +315,8 @@ static void run(uring_thread *t)
     while (io_uring_sq_ready(&t->ring) > 0)
         submit_wait(t, 0);
     for (;;) {
+        /* Acquire pairs with stop()'s release: what the stopping thread did before setting
+         * the flag (the source's own stop state) is visible once the flag is. */
         if (t->taking && atomic_load_explicit(&e->stop, memory_order_acquire))
             stop_taking(t);
         if (t->taking && t->inflight < e->qd) {
@@ -488,6 +497,7 @@ static void uring_stop(rf_io_engine *e, rf_io_stats *final)
 {
     if (!e)
         return;
+    /* Release: see run()'s acquire load of the flag. */
     atomic_store_explicit(&e->stop, 1, memory_order_release);
     /* Wake threads asleep in io_uring_enter; it stays readable, so a late poll fires too. */
     uint64_t one = 1;
@@ -505,6 +515,7 @@ static void uring_stats(rf_io_engine *e, rf_io_stats *st)
     memset(st, 0, sizeof *st);
     for (uint32_t i = 0; i < e->nthreads; i++) {
         uring_thread *t = &e->t[i];
+        /* Relaxed: stats only; each counter is exact on its own, not a snapshot of all. */
         st->busy_ns += atomic_load_explicit(&t->busy_ns, memory_order_relaxed);
         st->reads += atomic_load_explicit(&t->reads, memory_order_relaxed);
         st->retries += atomic_load_explicit(&t->retries, memory_order_relaxed);

@@ -18,6 +18,7 @@
  */
 #include "io/pagecache.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -43,6 +44,7 @@ struct rf_pagecache {
     _Atomic uint64_t checked, hit, warmed, checks, check_ns;
 };
 
+/* Relaxed: the counters are read only for stats and publish no other data. */
 static void add(_Atomic uint64_t *c, uint64_t v) { atomic_fetch_add_explicit(c, v, memory_order_relaxed); }
 
 static uint32_t dio_align(int fd)
@@ -136,7 +138,9 @@ void rf_pc_destroy(rf_pagecache *pc)
     if (!pc)
         return;
     for (uint32_t i = 0; i < pc->ds->nfiles; i++) {
-        void *m = atomic_load(&pc->maps[i]);
+        /* Relaxed: destroy runs after every thread that maps has been joined, which orders
+         * their stores before this load. */
+        void *m = atomic_load_explicit(&pc->maps[i], memory_order_relaxed);
         if (m && m != PC_MAP_FAILED)
             munmap(m, pc->ds->files[i].size);
         if (pc->dfd[i] >= 0)
@@ -149,6 +153,9 @@ void rf_pc_destroy(rf_pagecache *pc)
 
 static uint8_t *file_map(rf_pagecache *pc, uint32_t file)
 {
+    assert(file < pc->ds->nfiles); /* maps has one entry per file */
+    /* Acquire pairs with the release of the CAS below: a thread that finds a mapping also
+     * finds it complete. */
     void *m = atomic_load_explicit(&pc->maps[file], memory_order_acquire);
     if (m)
         return m == PC_MAP_FAILED ? NULL : m;
@@ -157,7 +164,9 @@ static uint8_t *file_map(rf_pagecache *pc, uint32_t file)
     if (mine == MAP_FAILED)
         mine = PC_MAP_FAILED;
     void *expect = NULL;
-    if (!atomic_compare_exchange_strong(&pc->maps[file], &expect, mine)) {
+    /* acq_rel: publishes mine (release); on failure the winner's mapping is read (acquire). */
+    if (!atomic_compare_exchange_strong_explicit(&pc->maps[file], &expect, mine,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
         if (mine != PC_MAP_FAILED)
             munmap(mine, f->size);
         mine = expect;
@@ -174,13 +183,15 @@ static uint8_t *file_map(rf_pagecache *pc, uint32_t file)
 #endif
 static int64_t cachestat_bytes(rf_pagecache *pc, int fd, uint64_t off, uint64_t end)
 {
+    /* Relaxed: a hint with no data behind it; a thread that misses the store tries the call
+     * once more and gets the same answer. */
     if (atomic_load_explicit(&pc->no_cachestat, memory_order_relaxed))
         return -1;
     struct { uint64_t off, len; } range = {off, end - off};
     struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } cs;
     if (syscall(SYS_cachestat, fd, &range, &cs, 0) != 0) {
         if (errno == ENOSYS || errno == EPERM)
-            atomic_store(&pc->no_cachestat, 1);
+            atomic_store_explicit(&pc->no_cachestat, 1, memory_order_relaxed); /* see above */
         return -1;
     }
     uint64_t pages = (end + PC_PAGE - 1) / PC_PAGE - off / PC_PAGE;
@@ -191,6 +202,7 @@ static int64_t cachestat_bytes(rf_pagecache *pc, int fd, uint64_t off, uint64_t 
 void rf_pc_check(rf_pagecache *pc, uint32_t file, int fd, uint64_t off, uint64_t len)
 {
     uint64_t t0 = rf_now_ns();
+    assert(file < pc->ds->nfiles); /* callers pass a sample's own file */
     const rf_file *f = &pc->ds->files[file];
     if (len == 0 || off >= f->size)
         return;
@@ -212,6 +224,7 @@ void rf_pc_check(rf_pagecache *pc, uint32_t file, int fd, uint64_t off, uint64_t
         if (mincore(map + p, chunk, vec) != 0)
             return; /* cannot tell: not counted at all */
         uint64_t pages = (chunk + PC_PAGE - 1) / PC_PAGE;
+        assert(pages <= PC_VEC); /* chunk is at most PC_VEC pages: vec holds them all */
         for (uint64_t i = 0; i < pages; i++) {
             if (!(vec[i] & 1))
                 continue;
@@ -228,12 +241,17 @@ void rf_pc_check(rf_pagecache *pc, uint32_t file, int fd, uint64_t off, uint64_t
 
 void rf_pc_warm(rf_pagecache *pc, uint32_t file, uint64_t off, uint64_t len)
 {
+    assert(file < pc->ds->nfiles);
     if (posix_fadvise(pc->ds->files[file].fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED) == 0)
         add(&pc->warmed, len);
 }
 
 int rf_pc_odirect(const rf_pagecache *pc) { return pc && pc->odirect; }
-int rf_pc_direct_fd(const rf_pagecache *pc, uint32_t file) { return pc->dfd[file]; }
+int rf_pc_direct_fd(const rf_pagecache *pc, uint32_t file)
+{
+    assert(file < pc->ds->nfiles); /* dfd has one entry per file */
+    return pc->dfd[file];
+}
 uint32_t rf_pc_align(const rf_pagecache *pc) { return pc ? pc->align : PC_PAGE; }
 
 void rf_pc_direct_span(const rf_pagecache *pc, uint64_t off, uint32_t len, uint64_t *aoff,
@@ -251,9 +269,10 @@ void rf_pc_stats_get(const rf_pagecache *pc, rf_pc_stats *st)
     if (!pc)
         return;
     rf_pagecache *p = (rf_pagecache *)pc;
-    st->checked_bytes = atomic_load(&p->checked);
-    st->hit_bytes = atomic_load(&p->hit);
-    st->warmed_bytes = atomic_load(&p->warmed);
-    st->checks = atomic_load(&p->checks);
-    st->check_ns = atomic_load(&p->check_ns);
+    /* Relaxed: stats only; each counter is exact on its own, not a snapshot of all. */
+    st->checked_bytes = atomic_load_explicit(&p->checked, memory_order_relaxed);
+    st->hit_bytes = atomic_load_explicit(&p->hit, memory_order_relaxed);
+    st->warmed_bytes = atomic_load_explicit(&p->warmed, memory_order_relaxed);
+    st->checks = atomic_load_explicit(&p->checks, memory_order_relaxed);
+    st->check_ns = atomic_load_explicit(&p->check_ns, memory_order_relaxed);
 }

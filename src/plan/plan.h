@@ -5,7 +5,9 @@
  * of epoch-order positions consumed before this loader started the epoch (0, or a resume
  * cursor). Rank r's j-th sample of the epoch sits at order position base + r + j*world, so
  * after every rank consumed k batches the consumed positions are exactly [base, base+k*B*world):
- * a resume cursor is one integer and survives a change of world size. */
+ * a resume cursor is one integer and survives a change of world size.
+ *
+ * What plan/ may include: base/ only. */
 #ifndef RF_PLAN_H
 #define RF_PLAN_H
 

@@ -2,9 +2,12 @@
  * independent threads decoding the same images at once: the scaling ceiling of the machine's
  * cores with no pipeline around them).
  *
- * Unlike the other tools this one includes INTERNAL headers (src/decode/decode.h, loaders/tar.h,
- * src/decode/jpeg_restart.h, src/base/common.h): it benchmarks an internal stage (rf_decode_transform) and its hooks
- * (rf_decoder_set_flags), which the public API does not expose. It is not installed.
+ * Unlike the other tools this one includes INTERNAL headers (src/base/common.h,
+ * src/decode/decode.h, src/decode/decode_hooks.h, src/decode/jpeg_restart.h, loaders/tar.h): it
+ * benchmarks an internal stage (rf_decode_transform) and its experiment flags
+ * (rf_decoder_set_flags), which the public API does not expose. That is why it lives in
+ * tools/internal/ (README.md there), apart from the tools built on include/. It is not
+ * installed.
  *
  * Loads every JPEG of one or more tar shards (or *.jpg files of a directory) into memory, then
  * times, on one thread, passes over all of them:
@@ -32,6 +35,7 @@
 
 #include "base/common.h"
 #include "decode/decode.h"
+#include "decode/decode_hooks.h"
 #include "decode/jpeg_restart.h"
 #include "loaders/tar.h"
 
