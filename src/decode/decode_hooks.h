@@ -20,7 +20,7 @@ enum rf_decode_flag {
      * output is left untouched): decode_bench's "decode only" split. */
     RF_DECODE_NO_RESIZE = 1u << 0,
     /* libjpeg speed knobs for rf_decode_transform (off by default: each moves the output away
-     * from the plain decode by more than the accuracy tests allow; see DESIGN in jpeg_decode.c). */
+     * from the plain decode by more than the accuracy tests allow; see DESIGN in transform.c). */
     RF_DECODE_DCT_IFAST = 1u << 1,   /* JDCT_IFAST instead of JDCT_ISLOW */
     RF_DECODE_NO_FANCY = 1u << 2,    /* do_fancy_upsampling = FALSE (box/merged upsampling) */
     /* Decode the whole file even when its restart markers allow a region (jpeg_restart.h):

@@ -1,0 +1,77 @@
+/* crop.c — which part of an image a sample shows: torchvision's RandomResizedCrop and
+ * Resize+CenterCrop, drawn from the sample's seed, as a fractional box on the original image.
+ * Pure arithmetic (no libjpeg): transform.c decodes the box, rf_choose_crop reports it. */
+#include "decode/decoder.h"
+
+#include <math.h>
+
+/* ---- crop choice (torchvision's RandomResizedCrop / Resize+CenterCrop) ------------------- */
+
+static void random_box(const rf_transform *t, uint32_t W, uint32_t H, rf_rng *rng, crop_box *b)
+{
+    double area = (double)W * H, lr0 = log(t->ratio_min), lr1 = log(t->ratio_max);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * (t->scale_min + (t->scale_max - t->scale_min) * rf_rng_unit(rng));
+        double ar = exp(lr0 + (lr1 - lr0) * rf_rng_unit(rng));
+        int64_t w = rf_py_round(sqrt(target * ar)), h = rf_py_round(sqrt(target / ar));
+        if (0 < w && w <= W && 0 < h && h <= H) {
+            b->y = (double)rf_rng_below(rng, H - (uint64_t)h + 1);
+            b->x = (double)rf_rng_below(rng, W - (uint64_t)w + 1);
+            b->w = (double)w, b->h = (double)h;
+            return;
+        }
+    }
+    double in_ratio = (double)W / H;
+    int64_t w = W, h = H;
+    if (in_ratio < t->ratio_min)
+        h = rf_py_round(w / (double)t->ratio_min);
+    else if (in_ratio > t->ratio_max)
+        w = rf_py_round(h * (double)t->ratio_max);
+    w = RF_MAX(RF_MIN(w, (int64_t)W), 1), h = RF_MAX(RF_MIN(h, (int64_t)H), 1);
+    b->x = (double)((W - w) / 2), b->y = (double)((H - h) / 2);
+    b->w = (double)w, b->h = (double)h;
+}
+
+/* Resize(shorter -> R) then CenterCrop(size), mapped back onto the original. A crop larger than
+ * the resized image (torchvision would pad) is clamped to the image instead. */
+static void center_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
+{
+    uint32_t R = t->resize_shorter ? t->resize_shorter : t->size * 256 / 224;
+    double nw, nh;
+    if (W <= H)
+        nw = R, nh = floor((double)R * H / W);
+    else
+        nh = R, nw = floor((double)R * W / H);
+    nw = RF_MAX(nw, 1.0), nh = RF_MAX(nh, 1.0);
+    double cw = RF_MIN((double)t->size, nw), ch = RF_MIN((double)t->size, nh);
+    double left = (double)rf_py_round((nw - cw) / 2.0), top = (double)rf_py_round((nh - ch) / 2.0);
+    double sx = W / nw, sy = H / nh;
+    b->x = left * sx, b->y = top * sy, b->w = cw * sx, b->h = ch * sy;
+}
+
+void rf_dec_choose_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed, crop_box *b)
+{
+    rf_rng rng;
+    rf_rng_seed(&rng, seed);
+    double p = t->flip_prob;
+    if (t->crop == RF_CROP_CENTER) {
+        center_box(t, W, H, b);
+        b->clamp_box = 0;
+        p = p < 0 ? 0.0 : p;
+    } else {
+        random_box(t, W, H, &rng, b);
+        b->clamp_box = 1;
+        p = p < 0 ? 0.5 : p;
+    }
+    b->flip = p > 0 && rf_rng_unit(&rng) < p;
+}
+
+void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
+                    uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip)
+{
+    crop_box b;
+    rf_dec_choose_box(t, width, height, seed, &b);
+    *x = (uint32_t)rf_py_round(b.x), *y = (uint32_t)rf_py_round(b.y);
+    *w = (uint32_t)rf_py_round(b.w), *h = (uint32_t)rf_py_round(b.h);
+    *flip = b.flip;
+}

@@ -1,0 +1,374 @@
+/* transform.c — rf_decode_transform and rf_decode_placed: the crop decoded at the smallest
+ * useful DCT scale, through a restart-interval region when the file allows one, and resized
+ * row by row into the sample (flip and layout included).
+ *
+ * DESIGN (the decoder's threads, ownership and errors: jpeg_decode.c)
+ *  - Work avoided: limits are checked on the header before libjpeg allocates image buffers; the
+ *    crop picks the smallest SIMD-covered DCT scale (1/8..1/1) that still leaves the crop at
+ *    least size x size; jpeg_crop_scanline and jpeg_skip_scanlines decode only the needed
+ *    columns and rows, and jpeg_abort_decompress drops the rest of the file unread.
+ *  - Region decode (try_region, jpeg_restart.h): those calls still entropy-decode every MCU
+ *    above and beside the crop, because a baseline scan is one bit stream. When the file has
+ *    restart markers at an interval dividing its MCU rows (ringfeed-pack --restart writes
+ *    them), the decompressor is pointed at a JPEG cut down to the MCUs the crop needs plus one
+ *    scaled pixel of context each side, and decodes byte-for-byte what the whole file gives
+ *    (tests/test_decode.c checks every crop mode, scale and sampling). Measured on one core:
+ *    RandomResizedCrop 1,223 -> 1,561 img/s, Resize+CenterCrop 1,107 -> 1,346 img/s.
+ *  - Resize: decoded scanlines land in a ring of v.taps rows; as soon as the rows an output row
+ *    needs are in, the vertical pass (contiguous, vectorized) collapses them into one cropped
+ *    row and the horizontal pass (a gather per output pixel; AVX2 where available) makes the
+ *    output row. Vertical first means the gather pass runs on exactly `size` rows instead of on
+ *    every decoded row (up to 2x size with DCT scaling, more for large crops): measured ~1.6x
+ *    faster for the resize than horizontal-first on 500x375 -> 224.
+ *  - Where the time goes (tools/internal/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
+ *    ~74% of RandomResizedCrop's instructions are libjpeg's Huffman decoding, which no crop can
+ *    skip without restart markers (rows above the crop are entropy-decoded to find the next
+ *    one); the resize is ~14%.
+ *    JDCT_IFAST gains nothing over the AVX2 islow IDCT; do_fancy_upsampling = FALSE saves ~3%
+ *    but moves pixels by up to 65 levels, so both are opt-in flags (RF_DECODE_*), not defaults.
+ */
+#include "decode/decoder.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "decode/decode_hooks.h"
+#include "decode/jpeg_restart.h"
+#include "decode/resize.h"
+
+/* ---- rf_decode_transform ----------------------------------------------------------------- */
+
+typedef struct xform_job {
+    const rf_transform *t;
+    const uint8_t *jpeg; /* the whole file, for a region decode */
+    size_t len;
+    uint32_t width, height; /* of the file (the decompressor may move on to a region) */
+    uint32_t region;        /* decoded through a restart-interval region */
+    uint64_t seed;
+    uint8_t *out;
+    crop_box box;
+    uint32_t num; /* DCT scale num/8 */
+} xform_job;
+
+/* The smallest DCT scale num/8 at which the crop still has >= size pixels, among the powers of
+ * two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8, 5/8, 6/8, 7/8 as well made
+ * RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on one core). */
+static uint32_t pick_num(const rf_decoder *d, const crop_box *b, uint32_t size)
+{
+    for (uint32_t n = 8 / d->max_denom; n < 8; n *= 2)
+        if (b->w * n >= (double)size * 8 && b->h * n >= (double)size * 8)
+            return n;
+    return 8;
+}
+
+static void axis_shift(rf_axis *a, int32_t by)
+{
+    for (uint32_t i = 0; i < a->n_out; i++)
+        a->start[i] -= by;
+    a->first -= by, a->last -= by;
+}
+
+/* One axis in scaled-image pixels: the crop's fractional window divided by the DCT scale. */
+static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t extent, int clamp,
+                     uint32_t size, int flip)
+{
+    double lo = x * num / 8, hi = (x + w) * num / 8;
+    int32_t src_lo = 0, src_hi = (int32_t)extent;
+    if (clamp) {
+        src_lo = RF_MAX((int32_t)floor(lo), 0);
+        src_hi = RF_MIN((int32_t)ceil(hi), (int32_t)extent);
+        if (src_hi <= src_lo) /* a sub-pixel crop at 1/1 cannot happen; stay safe anyway */
+            src_lo = RF_MIN(src_lo, (int32_t)extent - 1), src_hi = src_lo + 1;
+    }
+    return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, size, flip);
+}
+
+/* Plans both axes on the scaled image libjpeg will produce (jpeg_calc_output_dimensions). */
+static int plan_axes(rf_decoder *d, xform_job *j, rf_err *err)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    const crop_box *b = &j->box;
+    uint32_t size = j->t->size;
+    jpeg_calc_output_dimensions(ci);
+    if (plan_axis(&d->h, b->x, b->w, j->num, ci->output_width, b->clamp_box, size, b->flip) ||
+        plan_axis(&d->v, b->y, b->h, j->num, ci->output_height, b->clamp_box, size, 0))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for resize plans");
+    return 0;
+}
+
+static void set_scale(rf_decoder *d, const xform_job *j)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    ci->scale_num = j->num;
+    ci->scale_denom = 8;
+    if (d->flags & RF_DECODE_DCT_IFAST)
+        ci->dct_method = JDCT_IFAST;
+    if (d->flags & RF_DECODE_NO_FANCY)
+        ci->do_fancy_upsampling = FALSE;
+}
+
+/* Region decode (jpeg_restart.h): when the file has restart intervals that divide its rows,
+ * point the decompressor at a JPEG of only the MCUs holding the rows and columns the taps need,
+ * plus one scaled pixel each side (fancy upsampling reads one chroma sample past a pixel, and
+ * the region's own edge samples are replicated), then rebase the plans on it. That skips the
+ * Huffman decoding of everything above and beside the crop, which a plain decode must do to
+ * find the crop. Leaves the decompressor on the whole file when that saves too little or the
+ * file is not shaped for it. */
+static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    rf_jpeg_geom g;
+    if ((d->flags & RF_DECODE_NO_REGION) || !rf_jpeg_geom_read(ci, &g))
+        return 0;
+    uint32_t cols = rf_jpeg_mcu_cols(&g), c0, c1, r0, r1;
+    uint32_t mw = g.mcu_w * j->num / 8, mh = g.mcu_h * j->num / 8; /* MCUs in scaled pixels */
+    rf_jpeg_region_cover(&g, j->num, ci->output_width, ci->output_height, d->h.first, d->h.last,
+                         d->v.first, d->v.last, &c0, &c1, &r0, &r1);
+    /* A plain decode entropy-decodes every MCU down to row r1; skip regions that save < 1/8. */
+    if ((uint64_t)(c1 - c0) * (r1 - r0) * 8 > (uint64_t)cols * r1 * 7)
+        return 0;
+    int rc = rf_jpeg_region(j->jpeg, j->len, &g, c0, c1, r0, r1, &d->region);
+    if (rc == RF_ENOMEM)
+        return rf_seterr(err, RF_ENOMEM, "out of memory for a %zu-byte region JPEG", j->len);
+    if (rc)
+        return 0;
+    jpeg_abort_decompress(ci);
+    jpeg_mem_src(ci, d->region.jpeg, (unsigned long)d->region.len);
+    if ((rc = rf_dec_read_header(d, err)) != 0)
+        return rc;
+    set_scale(d, j);
+    jpeg_calc_output_dimensions(ci);
+    axis_shift(&d->h, (int32_t)(c0 * mw));
+    axis_shift(&d->v, (int32_t)(r0 * mh));
+    if (d->h.last > (int32_t)ci->output_width || d->v.last > (int32_t)ci->output_height ||
+        d->h.first < 0 || d->v.first < 0)
+        return rf_seterr(err, RF_EDECODE, "internal: region %u..%u x %u..%u misses the crop",
+                         c0, c1, r0, r1);
+    j->region = 1;
+    return 0;
+}
+
+/* Narrows libjpeg's output to the columns the horizontal taps touch, rebases the vertical plan
+ * on *y0 (the first row any output needs) and sizes the scratch rows. */
+static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    uint32_t size = j->t->size;
+    /* libjpeg's fancy upsampling replicates the edge columns of a cropped scanline, so the
+     * first and last columns it returns can differ from a full decode (by up to ~30 levels on
+     * 4:2:0). Ask for one spare column each side so the taps never read those. */
+    JDIMENSION xoff = (JDIMENSION)RF_MAX(d->h.first - 1, 0);
+    JDIMENSION cw = (JDIMENSION)RF_MIN(d->h.last + 1, (int32_t)ci->output_width) - xoff;
+    if (xoff > 0 || cw < ci->output_width)
+        jpeg_crop_scanline(ci, &xoff, &cw); /* may widen left to an iMCU boundary */
+    axis_shift(&d->h, (int32_t)xoff);
+    *y0 = (uint32_t)d->v.first;
+    axis_shift(&d->v, d->v.first);
+    size_t n = (size_t)ci->output_width * 3; /* a cropped scanline */
+    if (rf_dec_ensure_line(d, err))
+        return err->code;
+    if (rf_reserve(&d->ring, &d->ring_cap, n * d->v.taps, 1) ||
+        rf_reserve(&d->vrow, &d->vrow_cap, n + RF_RESIZE_SRC_PAD, 1) ||
+        rf_reserve(&d->orow, &d->orow_cap, (size_t)size * 3, 1) ||
+        rf_reserve(&d->acc, &d->acc_cap, n, sizeof *d->acc) ||
+        rf_reserve(&d->rows, &d->rows_cap, d->v.taps, sizeof *d->rows))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for resize scratch");
+    memset(d->vrow + n, 0, RF_RESIZE_SRC_PAD); /* what the SIMD horizontal pass over-reads */
+    return 0;
+}
+
+static void split_planes(const uint8_t *rgb, uint32_t size, uint32_t row, uint8_t *out)
+{
+    size_t plane = (size_t)size * size;
+    uint8_t *r = out + (size_t)row * size, *g = r + plane, *bl = g + plane;
+    for (uint32_t x = 0; x < size; x++) {
+        r[x] = rgb[3 * x];
+        g[x] = rgb[3 * x + 1];
+        bl[x] = rgb[3 * x + 2];
+    }
+}
+
+/* Output row i: vertical pass over the ring of decoded rows, horizontal pass (with the flip)
+ * straight into the output, or via one row for NCHW's planes. */
+static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
+{
+    if (d->flags & RF_DECODE_NO_RESIZE)
+        return;
+    uint32_t size = j->t->size, taps = d->v.taps;
+    size_t n = (size_t)d->cinfo.output_width * 3;
+    for (uint32_t k = 0; k < taps; k++)
+        d->rows[k] = d->ring + ((size_t)(d->v.start[i] + (int32_t)k) % taps) * n;
+    rf_resize_row_v(&d->v, i, d->rows, n, d->acc, d->vrow);
+    if (j->t->layout == RF_LAYOUT_NCHW) {
+        rf_resize_row_h(&d->h, d->vrow, d->orow);
+        split_planes(d->orow, size, i, j->out);
+    } else {
+        rf_resize_row_h(&d->h, d->vrow, j->out + (size_t)i * size * 3);
+    }
+}
+
+/* Skip to the first needed row, decode only the needed rows into a ring of v.taps rows, and
+ * emit each output row as soon as its last source row is in. */
+static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
+{
+    uint32_t size = j->t->size, taps = d->v.taps, next = 0;
+    uint32_t nrows = (uint32_t)d->v.last;
+    size_t n = (size_t)d->cinfo.output_width * 3;
+    if (y0 > 0 && jpeg_skip_scanlines(&d->cinfo, y0) != y0)
+        return rf_seterr(err, RF_EDECODE, "could not skip to scanline %u", y0);
+    for (uint32_t r = 0; r < nrows; r++) {
+        uint8_t *slot = d->ring + (size_t)(r % taps) * n;
+        const uint8_t *src = rf_dec_read_rgb_line(d, slot, err);
+        if (!src)
+            return err->code;
+        if (src != slot)
+            memcpy(slot, src, n);
+        while (next < size && (uint32_t)d->v.start[next] + taps <= r + 1)
+            emit_row(d, j, next++);
+    }
+    if (next != size)
+        return rf_seterr(err, RF_EDECODE, "internal: %u of %u output rows produced", next, size);
+    return 0;
+}
+
+/* Header, limits and the crop: what both the CPU decode and a GPU packet start from. */
+static int xform_header(rf_decoder *d, xform_job *j, rf_err *err)
+{
+    int rc = rf_dec_read_header(d, err);
+    if (rc || (rc = rf_dec_check_scan(d, j->jpeg, j->len, err)) != 0)
+        return rc;
+    j->width = d->cinfo.image_width, j->height = d->cinfo.image_height;
+    rf_dec_choose_box(j->t, j->width, j->height, j->seed, &j->box);
+    return 0;
+}
+
+/* Decode with the scale and resize plans already set (a region when the restart markers
+ * allow one): the rows, through the resize, into j->out. */
+static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
+{
+    uint32_t y0 = 0;
+    int rc;
+    if ((rc = try_region(d, j, err)) != 0)
+        return rc;
+    jpeg_start_decompress(&d->cinfo);
+    if ((rc = narrow(d, j, &y0, err)) != 0)
+        return rc;
+    return run_rows(d, j, y0, err);
+}
+
+/* After xform_header: the scale, the plans, the region, the rows, into j->out. */
+static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
+{
+    j->num = pick_num(d, &j->box, j->t->size);
+    set_scale(d, j);
+    int rc = plan_axes(d, j, err);
+    return rc ? rc : xform_rows(d, j, err);
+}
+
+static int xform_run(rf_decoder *d, void *job, rf_err *err)
+{
+    int rc = xform_header(d, job, err);
+    return rc ? rc : xform_decode(d, job, err);
+}
+
+static int validate(const rf_transform *t, rf_err *err)
+{
+    if (t->size == 0 || t->size > 16384)
+        return rf_seterr(err, RF_EINVAL, "output size %u out of range 1..16384", t->size);
+    if (t->crop == RF_CROP_RANDOM &&
+        !(t->scale_min > 0 && t->scale_min <= t->scale_max && t->ratio_min > 0 &&
+          t->ratio_min <= t->ratio_max))
+        return rf_seterr(err, RF_EINVAL, "invalid RandomResizedCrop scale/ratio range");
+    if (t->crop != RF_CROP_RANDOM && t->crop != RF_CROP_CENTER)
+        return rf_seterr(err, RF_EINVAL, "unknown crop mode %u", t->crop);
+    return 0;
+}
+
+static void fill_info(const xform_job *j, rf_decode_info *info)
+{
+    if (!info)
+        return;
+    info->width = j->width;
+    info->height = j->height;
+    info->region = j->region;
+    info->crop_x = (uint32_t)rf_py_round(j->box.x), info->crop_y = (uint32_t)rf_py_round(j->box.y);
+    info->crop_w = (uint32_t)rf_py_round(j->box.w), info->crop_h = (uint32_t)rf_py_round(j->box.h);
+    info->scale_denom = 8 / j->num;
+    info->flipped = j->box.flip;
+}
+
+int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                        uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err)
+{
+    int rc = validate(t, err);
+    if (rc)
+        return rc;
+    xform_job j = {.t = t, .jpeg = jpeg, .len = len, .seed = seed, .out = out};
+    rc = rf_dec_guarded(d, jpeg, len, xform_run, &j, err);
+    if (rc == 0)
+        fill_info(&j, info);
+    return rc;
+}
+
+/* ---- rf_decode_placed ---------------------------------------------------------------------- */
+
+typedef struct placed_job {
+    xform_job x;   /* x.out: placed only when the image is decoded here */
+    const rf_decode_place *pl;
+    uint32_t bytes;
+} placed_job;
+
+static int place_pixels(placed_job *pj, rf_err *err)
+{
+    size_t n = (size_t)pj->x.t->size * pj->x.t->size * 3;
+    if (!(pj->x.out = pj->pl->pixels(pj->pl->ctx, n)))
+        return rf_seterr(err, RF_ENOMEM, "no room for a decoded %ux%u sample", pj->x.t->size,
+                         pj->x.t->size);
+    return 0;
+}
+
+static int placed_run(rf_decoder *d, void *job, rf_err *err)
+{
+    placed_job *pj = job;
+    xform_job *j = &pj->x;
+    int rc = xform_header(d, j, err);
+    if (rc)
+        return rc;
+    if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)))
+        return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
+    j->num = 8; /* the other engine decodes at full scale */
+    set_scale(d, j);
+    if ((rc = plan_axes(d, j, err)) != 0)
+        return rc;
+    rc = pj->pl->pack(pj->pl->ctx, &d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t, &d->region,
+                      &pj->bytes);
+    if (rc == 0) {
+        j->region = 1;
+        return 0;
+    }
+    if (rc == RF_ENOMEM)
+        return rf_seterr(err, RF_ENOMEM, "out of memory for the restart intervals of a %zu-byte "
+                         "JPEG", j->len);
+    if (place_pixels(pj, err))
+        return err->code;
+    /* No room for the packet: the CPU decodes at full scale, the bytes the kernels would have
+     * given, so where a sample was decoded never shows in the batch. Declined: as the CPU
+     * path always does, with the same decompressor. */
+    return rc == RF_PLACE_NO_ROOM ? xform_rows(d, j, err) : xform_decode(d, j, err);
+}
+
+int rf_decode_placed(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
+                     uint64_t seed, const rf_decode_place *pl, uint32_t *bytes,
+                     rf_decode_info *info, rf_err *err)
+{
+    int rc = validate(t, err);
+    if (rc)
+        return rc;
+    placed_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed}, .pl = pl};
+    rc = rf_dec_guarded(d, jpeg, len, placed_run, &pj, err);
+    if (rc)
+        return rc;
+    *bytes = pj.bytes;
+    fill_info(&pj.x, info);
+    return 0;
+}

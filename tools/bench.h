@@ -1,0 +1,68 @@
+/* bench.h — what the three files of ringfeed-bench share: the parsed options, the result of a
+ * run, and the functions one file calls in another. bench.c runs the loader and times it,
+ * bench_opts.c parses the command line into opts and opts into an rf_config, bench_report.c
+ * prints the report (table, --json, --show-config). */
+#ifndef RF_TOOLS_BENCH_H
+#define RF_TOOLS_BENCH_H
+
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+#define MAX_PATTERNS 256
+
+typedef struct opts {
+    const char *shards[MAX_PATTERNS];
+    uint32_t nshards;
+    uint32_t batch, epochs, size, threads, io_threads, depth, io_engine, device_kind;
+    int device_index;
+    uint32_t crop, order, drop_last, json, warmup, shard_window, dtype, layout;
+    uint64_t seed;
+    uint32_t source, token_bytes, seq_len, token_dtype, windows;
+    double resume_at; /* > 0: measure resuming at this fraction of the first epoch */
+    /* memory hierarchy (docs/tuning.md) */
+    uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode, gpu_pct;
+    uint32_t hw_pct;
+    uint32_t no_dct_scaling;
+    uint64_t warm_bytes;
+    uint32_t on_error; /* enum rf_on_error */
+    uint32_t timeout_ms;
+    uint32_t label_source; /* enum rf_label_source */
+    uint32_t show_config;  /* print the loader's effective config (rf_loader_config) */
+} opts;
+
+typedef struct result {
+    uint64_t images, batches, timed_images, first_batch_us;
+    /* The stats when the timed window opened: busy times and decoded samples inside the
+     * window leave out create and the start-up (pinning the ring alone can be a tenth of a
+     * short run, and would read as decode threads waiting). */
+    rf_stats at_warmup;
+    uint64_t bytes, timed_bytes; /* delivered to the device (or host), as the consumer sees */
+    double seconds, timed_seconds;
+    double fresh_ms, resume_ms;  /* --resume-at: create + first batch, fresh vs resumed */
+    double create_ms;            /* rf_loader_create of the measured run */
+    uint64_t resume_batch;
+    rf_stats st;
+    /* per epoch: seconds, images, bytes read from storage (-1: not measured), the page-cache
+     * hit ratio (-1: not measured; set when the run ends) and the share of the bytes read
+     * resident at submit */
+    uint32_t nep;
+    double ep_s[64], ep_sto[64], ep_hit[64], ep_res[64], ep_rss_mb[64];
+    uint32_t ep_fds[64];
+    uint64_t ep_img[64];
+    double mark_t;
+    uint64_t mark_img;
+    rf_stats mark; /* the stats when the epoch began (zero at create) */
+} result;
+
+/* bench_opts.c */
+int parse_args(int argc, char **argv, opts *o);
+void make_config(const opts *o, rf_config *cfg);
+
+/* bench_report.c */
+double resident_ratio(const rf_stats *from, const rf_stats *to);
+void print_table(const opts *o, const result *r);
+void print_json(const opts *o, const result *r);
+int print_config(const rf_loader *ld);
+
+#endif

@@ -1,0 +1,245 @@
+/* bench_report.c — ringfeed-bench's output: the table, the --json object (its last line of
+ * stdout) and the --show-config lines, from a finished run's result and stats. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+/* The page-cache hit ratio between two snapshots: the share of the bytes read that did not
+ * come from storage (rf_stats.storage_read_bytes), or -1 when that is not measured or nothing
+ * was read. Readahead and warm hints count as storage reads when they happen, so a cold
+ * epoch gives about 0 however far ahead they ran. */
+static double hit_ratio(const rf_stats *from, const rf_stats *to)
+{
+    uint64_t rd = to->bytes_read - from->bytes_read;
+    uint64_t sto = to->storage_read_bytes - from->storage_read_bytes;
+    if (!to->storage_measured || rd == 0)
+        return -1.0;
+    return sto >= rd ? 0.0 : 1.0 - (double)sto / rd;
+}
+
+/* The share of the bytes checked at submit that were in the page cache then, in flight from
+ * storage included (rf_stats.cache_hit_bytes); -1 when nothing was checked. */
+double resident_ratio(const rf_stats *from, const rf_stats *to)
+{
+    uint64_t chk = to->cache_checked_bytes - from->cache_checked_bytes;
+    return chk ? (double)(to->cache_hit_bytes - from->cache_hit_bytes) / chk : -1.0;
+}
+
+/* A ratio for the table: "-" when unknown (-1). */
+static const char *table_ratio(double v, char *buf, size_t n)
+{
+    snprintf(buf, n, v < 0 ? "-" : "%.3f", v);
+    return buf;
+}
+
+/* A ratio for the JSON: null when unknown (-1). */
+static void json_ratio(const char *key, double v)
+{
+    if (v < 0)
+        printf("\"%s\": null", key);
+    else
+        printf("\"%s\": %.4f", key, v);
+}
+
+void print_table(const opts *o, const result *r)
+{
+    const rf_stats *s = &r->st;
+    double secs = r->timed_seconds > 0 ? r->timed_seconds : 1e-9;
+    double wall = s->wall_ns * 1e-9;
+    printf("ringfeed-bench  device %s  io %s (%s)\n", s->device, s->io_engine, s->io_engine_why);
+    printf("  %u decode threads, %u I/O threads, depth %u, batch %u, %ux%u %s crop\n",
+           s->decode_threads, s->io_threads, s->prefetch_depth, o->batch, o->size, o->size,
+           o->crop == RF_CROP_RANDOM ? "random" : "center");
+    printf("  %-26s %12s\n", "metric", "value");
+    if (o->source == RF_SOURCE_TOKENS) {
+        printf("  %-26s %12.0f\n", "windows/s", r->timed_images / secs);
+        printf("  %-26s %12.0f\n", "batches/s", r->timed_images / secs / o->batch);
+        printf("  %-26s %12.3g\n", "tokens/s", (double)r->timed_images * o->seq_len / secs);
+    } else {
+        printf("  %-26s %12.0f\n", "images/s", r->timed_images / secs);
+    }
+    printf("  %-26s %12.1f\n", "MB/s read", s->bytes_read / 1e6 / wall);
+    printf("  %-26s %12.2f\n", "GB/s to device", r->timed_bytes / 1e9 / secs);
+    printf("  %-26s %12llu\n", "images", (unsigned long long)r->images);
+    printf("  %-26s %12.3f\n", "seconds", r->timed_seconds);
+    printf("  %-26s %12.1f\n", "create ms", r->create_ms);
+    printf("  %-26s %12.1f\n", "first batch ms after create", r->first_batch_us / 1e3);
+    const rf_stats *w = &r->at_warmup; /* the busy times are the timed window's */
+    printf("  %-26s %11.0f%%\n", "I/O busy (of secs x thr)",
+           100.0 * (s->io_busy_ns - w->io_busy_ns) /
+               (secs * 1e9 * (s->io_threads ? s->io_threads : 1)));
+    printf("  %-26s %11.0f%%\n", "decode busy (of secs x thr)",
+           100.0 * (s->decode_busy_ns - w->decode_busy_ns) /
+               (secs * 1e9 * (s->decode_threads ? s->decode_threads : 1)));
+    printf("  %-26s %12.1f\n", "decode ms/image",
+           s->samples_decoded ? s->decode_busy_ns / 1e6 / s->samples_decoded : 0.0);
+    printf("  %-26s %12.1f\n", "copy enqueue ms in secs",
+           (s->copy_busy_ns - w->copy_busy_ns) / 1e6);
+    printf("  %-26s %12.1f\n", "consumer waited ms in secs",
+           (s->consumer_wait_ns - w->consumer_wait_ns) / 1e6);
+    printf("  %-26s %11.0f%%\n", "DCT-scaled decodes",
+           s->samples_decoded ? 100.0 * s->dct_scaled / s->samples_decoded : 0.0);
+    printf("  %-26s %11.0f%%\n", "region decodes (restarts)",
+           s->samples_decoded ? 100.0 * s->region_decoded / s->samples_decoded : 0.0);
+    if (o->gpu_decode)
+        printf("  %-26s %11.0f%%\n", "decoded on the GPU",
+               s->samples_decoded ? 100.0 * s->gpu_decoded / s->samples_decoded : 0.0);
+    if (o->hw_pct)
+        printf("  %-26s %11.0f%%\n", "hardware JPEG decoder",
+               s->samples_decoded ? 100.0 * s->hw_decoded / s->samples_decoded : 0.0);
+    rf_stats zero;
+    memset(&zero, 0, sizeof zero);
+    char b1[16], b2[16];
+    printf("  %-26s %12s%s%s%s\n", "page-cache hit ratio",
+           table_ratio(hit_ratio(&zero, s), b1, sizeof b1), s->storage_measured ? "" : " (",
+           s->storage_why, s->storage_measured ? "" : ")");
+    printf("  %-26s %12.1f\n", "MB read from storage", s->storage_read_bytes / 1e6);
+    printf("  %-26s %12s\n", "resident at submit",
+           table_ratio(resident_ratio(&zero, s), b1, sizeof b1));
+    for (uint32_t i = 0; i < r->nep && r->nep > 1; i++)
+        printf("  epoch %-20u %8.0f img/s, hit ratio %s, resident at submit %s\n", i,
+               r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0,
+               table_ratio(r->ep_hit[i], b1, sizeof b1), table_ratio(r->ep_res[i], b2, sizeof b2));
+    printf("  %-26s %12s\n", "memory", s->memory_why[0] ? s->memory_why : "defaults");
+    printf("  %-26s %12.1f\n", "ring pin ms", s->ring_register_ns / 1e6);
+    printf("  %-26s %12llu\n", "device allocs after create",
+           (unsigned long long)s->device_allocs_after_create);
+    if (o->resume_at > 0) {
+        printf("  %-26s %12.1f\n", "fresh create+1st batch ms", r->fresh_ms);
+        printf("  %-26s %12.1f\n", "resume create+1st batch ms", r->resume_ms);
+    }
+}
+
+/* The memory-hierarchy fields, closing the JSON object. */
+static void print_json_memory(const opts *o, const result *r)
+{
+    const rf_stats *s = &r->st;
+    rf_stats zero;
+    memset(&zero, 0, sizeof zero);
+    json_ratio("cache_hit_ratio", hit_ratio(&zero, s));
+    printf(", ");
+    json_ratio("resident_at_submit_ratio", resident_ratio(&zero, s));
+    printf(", \"storage_read_bytes\": %llu, \"storage_measured\": %u, \"storage_why\": \"%s\", ",
+           (unsigned long long)s->storage_read_bytes, s->storage_measured, s->storage_why);
+    printf("\"naive\": %u, \"cache_checked_bytes\": %llu, "
+           "\"warm\": %u, \"warmed_bytes\": %llu, \"odirect\": %u, \"hugepages\": %u, "
+           "\"numa_node\": %d, \"numa_nodes\": %u, \"pinned_bytes\": %llu, "
+           "\"device_pool_reserved_bytes\": %llu, \"device_pool_used_bytes\": %llu, "
+           "\"device_allocs_after_create\": %llu, \"host_allocs_after_create\": %llu, "
+           "\"ring_register_ms\": %.3f, \"memory_why\": \"%s\", \"per_epoch\": [",
+           o->naive, (unsigned long long)s->cache_checked_bytes, o->warm, (unsigned long long)s->warmed_bytes, s->odirect, s->hugepages, s->numa_node,
+           s->numa_nodes, (unsigned long long)s->pinned_bytes,
+           (unsigned long long)s->device_pool_reserved_bytes,
+           (unsigned long long)s->device_pool_used_bytes,
+           (unsigned long long)s->device_allocs_after_create,
+           (unsigned long long)s->host_allocs_after_create, s->ring_register_ns / 1e6,
+           s->memory_why);
+    for (uint32_t i = 0; i < r->nep; i++) {
+        printf("%s{\"epoch\": %u, \"seconds\": %.4f, \"img_per_s\": %.1f, ", i ? ", " : "", i,
+               r->ep_s[i], r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0);
+        json_ratio("cache_hit_ratio", r->ep_hit[i]);
+        printf(", ");
+        json_ratio("resident_at_submit_ratio", r->ep_res[i]);
+        printf(", \"rss_mb\": %.1f, \"open_fds\": %u}", r->ep_rss_mb[i], r->ep_fds[i]);
+    }
+    printf("]}\n");
+}
+
+void print_json(const opts *o, const result *r)
+{
+    const rf_stats *s = &r->st;
+    double secs = r->timed_seconds > 0 ? r->timed_seconds : 1e-9;
+    printf("{\"create_ms\": %.2f, ", r->create_ms);
+    /* Images decoded inside the timed window: unlike img_per_s, not inflated by the batches
+     * already prefetched when it opened (up to depth x batch), which matters in short runs. */
+    printf("\"decode_img_per_s\": %.1f, ",
+           (double)(s->samples_decoded - r->at_warmup.samples_decoded) / secs);
+    /* The busy times inside the timed window ("seconds"); the *_busy_s below are since create. */
+    const rf_stats *w = &r->at_warmup;
+    printf("\"io_busy_timed_s\": %.4f, \"decode_busy_timed_s\": %.4f, "
+           "\"copy_busy_timed_s\": %.4f, \"consumer_wait_timed_s\": %.4f, ",
+           (s->io_busy_ns - w->io_busy_ns) * 1e-9, (s->decode_busy_ns - w->decode_busy_ns) * 1e-9,
+           (s->copy_busy_ns - w->copy_busy_ns) * 1e-9,
+           (s->consumer_wait_ns - w->consumer_wait_ns) * 1e-9);
+    printf("\"images\": %llu, \"epochs\": %u, \"batches\": %llu, \"seconds\": %.6f, "
+           "\"img_per_s\": %.1f, \"io_engine\": \"%s\", \"io_engine_why\": \"%s\", "
+           "\"device\": \"%s\", \"batch\": %u, \"size\": %u, \"crop\": \"%s\", "
+           "\"decode_threads\": %u, \"io_threads\": %u, \"depth\": %u, "
+           "\"bytes_read\": %llu, \"mb_per_s_read\": %.2f, \"gb_per_s_to_device\": %.3f, "
+           "\"first_batch_ms\": %.2f, \"io_busy_s\": %.4f, \"decode_busy_s\": %.4f, "
+           "\"copy_busy_s\": %.4f, \"consumer_wait_s\": %.4f, \"wall_s\": %.4f, "
+           "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"region_decoded\": %llu, "
+           "\"gpu_decoded\": %llu, \"hw_decoded\": %llu, "
+           "\"read_retries\": %llu, "
+           "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
+           "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
+           "\"resume_ms\": %.3f, \"resume_at\": %.3f, \"resume_position\": %llu, "
+           "\"samples\": %llu, \"order\": \"%s\", ",
+           (unsigned long long)r->images, o->epochs, (unsigned long long)r->batches,
+           r->timed_seconds, r->timed_images / secs, s->io_engine, s->io_engine_why, s->device,
+           o->batch, o->size, o->crop == RF_CROP_RANDOM ? "random" : "center", s->decode_threads,
+           s->io_threads, s->prefetch_depth, (unsigned long long)s->bytes_read,
+           s->bytes_read / 1e6 / (s->wall_ns * 1e-9),
+           r->timed_bytes / 1e9 / secs,
+           r->first_batch_us / 1e3, s->io_busy_ns * 1e-9, s->decode_busy_ns * 1e-9,
+           s->copy_busy_ns * 1e-9, s->consumer_wait_ns * 1e-9, s->wall_ns * 1e-9,
+           (unsigned long long)s->samples_decoded, (unsigned long long)s->dct_scaled,
+           (unsigned long long)s->region_decoded, (unsigned long long)s->gpu_decoded,
+           (unsigned long long)s->hw_decoded, (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
+           (unsigned long long)r->bytes,
+           o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,
+           r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
+           (unsigned long long)r->resume_batch, (unsigned long long)r->timed_images,
+           o->order == RF_ORDER_GLOBAL ? "global" : o->order == RF_ORDER_SHARD ? "shard" : "none");
+    static const char *const reasons[RF_SKIP_REASONS] = {
+        "tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label", "other"};
+    printf("\"on_error\": \"%s\", \"skipped\": %llu, \"nonregular_members\": %llu, "
+           "\"skipped_by_reason\": {", o->on_error == RF_ON_ERROR_SKIP ? "skip" : "fail",
+           (unsigned long long)s->skipped, (unsigned long long)s->nonregular_members);
+    for (int i = 0; i < RF_SKIP_LABEL + 1; i++)
+        printf("%s\"%s\": %llu", i ? ", " : "", reasons[i],
+               (unsigned long long)s->skipped_by_reason[i]);
+    printf("}, ");
+    print_json_memory(o, r);
+}
+
+/* --show-config: the loader's effective config, a few fields a line (enums as their numbers,
+ * as in ringfeed.h), so that a run records what every default resolved to. */
+int print_config(const rf_loader *ld)
+{
+    rf_config c;
+    rf_config_init(&c);
+    int rc = rf_loader_config(ld, &c);
+    if (rc)
+        return fprintf(stderr, "ringfeed-bench: rf_loader_config: %s\n", rf_strerror(rc)), rc;
+    printf("config  shards %u (first %s), source %u, batch_size %u, image_size %u, crop %u, "
+           "layout %u, resize_shorter %u, dtype %u\n", c.shard_count, c.shards[0], c.source,
+           c.batch_size, c.image_size, c.crop, c.layout, c.resize_shorter, c.dtype);
+    printf("config  scale %g..%g, ratio %g..%g, flip_prob %g, mean %g %g %g, std %g %g %g\n",
+           c.scale_min, c.scale_max, c.ratio_min, c.ratio_max, c.flip_prob, c.mean[0], c.mean[1],
+           c.mean[2], c.std[0], c.std[1], c.std[2]);
+    printf("config  seed %llu, order %u, shard_window %u, drop_last %u, rank %u of %u, "
+           "remainder %u, epochs %u, start_epoch %llu\n", (unsigned long long)c.seed, c.order,
+           c.shard_window, c.drop_last, c.rank, c.world_size, c.remainder, c.epochs,
+           (unsigned long long)c.start_epoch);
+    printf("config  decode_threads %u, io_threads %u, io_engine %u, io_queue_depth %u, "
+           "prefetch_depth %u, device_kind %u, device_index %d, decode_nice %u\n",
+           c.decode_threads, c.io_threads, c.io_engine, c.io_queue_depth, c.prefetch_depth,
+           c.device_kind, c.device_index, c.decode_nice);
+    printf("config  staging_bytes %llu, max_sample_bytes %llu, max_image_pixels %llu, "
+           "max_image_dim %u, max_scans %u, max_name_bytes %u, io_retries %u\n",
+           (unsigned long long)c.staging_bytes, (unsigned long long)c.max_sample_bytes,
+           (unsigned long long)c.max_image_pixels, c.max_image_dim, c.max_scans,
+           c.max_name_bytes, c.io_retries);
+    printf("config  on_error %u, max_consecutive_skips %u, label_source %u, next_timeout_ms %u, "
+           "token_bytes %u, seq_len %u, token_windows %u, token_dtype %u\n", c.on_error,
+           c.max_consecutive_skips, c.label_source, c.next_timeout_ms, c.token_bytes, c.seq_len,
+           c.token_windows, c.token_dtype);
+    printf("config  warm %u, warm_bytes %llu, odirect %u, hugepages %u, numa %u, naive %u, "
+           "gpu_decode %u, gpu_decode_percent %u, hw_decode_percent %u, dct_scaling %u\n",
+           c.warm, (unsigned long long)c.warm_bytes, c.odirect, c.hugepages, c.numa, c.naive,
+           c.gpu_decode, c.gpu_decode_percent, c.hw_decode_percent, c.dct_scaling);
+    return 0;
+}
