@@ -35,10 +35,10 @@ void pl_slot_finish(rf_loader *ld, slot *s)
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
     if (ld->gj_device)
-        conv.gj_offs = s->gj_offs, conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status,
-        conv.gj_size = ld->tf.size,
-        conv.gj_scratch = atomic_load_explicit(&s->gj_scratch, memory_order_relaxed) * RF_GJ_ALIGN,
-        conv.gj_engine = atomic_load_explicit(&s->gj_engine, memory_order_relaxed);
+        conv.gj.offs = s->gj_offs, conv.gj.flags = s->gj_flags, conv.gj.status = s->gj_status,
+        conv.gj.size = ld->tf.size,
+        conv.gj.scratch = atomic_load_explicit(&s->gj_scratch, memory_order_relaxed) * RF_GJ_ALIGN,
+        conv.gj.engine = atomic_load_explicit(&s->gj_engine, memory_order_relaxed);
     int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
                                : 0;
     if (rc)
