@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/gpujpeg.h"
 #include "base/common.h"
 
 typedef struct rf_backend rf_backend;
@@ -35,17 +36,7 @@ typedef struct rf_convert_desc {
     float mean[3], std[3];
     uint64_t elements;      /* TOKENS: tokens in the batch */
     uint64_t out_bytes;     /* bytes of the converted output for the batch */
-    /* GPU decode (gpujpeg.h), before any conversion: staged sample i starts at gj_offs[i]
-     * and is a packet when gj_flags[i] is 1 (else decoded pixels); per-sample rf_gj_status
-     * values land in gj_status after the batch's event. Pinned host arrays of count entries;
-     * gj_flags NULL: no GPU decode. */
-    const uint64_t *gj_offs;
-    const uint8_t *gj_flags;
-    int32_t *gj_status;
-    uint64_t gj_scratch;    /* device scratch bytes the batch's packets take (scratch_at) */
-    uint32_t gj_size;       /* output height = width of a decoded sample */
-    uint32_t gj_engine;     /* samples with an engine packet (flag 2), for the hardware
-                             * decoder (nvjpg.h); the staged pointer must stay the pinned slot */
+    rf_gj_batch gj;         /* GPU decode, before any conversion: gpujpeg.h */
 } rf_convert_desc;
 
 typedef struct rf_backend_stats {

@@ -178,35 +178,35 @@ static void note_pool_growth(rf_backend *b)
  * device copy the kernels read. */
 static int gj_enqueue(rf_backend *b, cudaStream_t s, uint32_t k, const uint8_t *staged,
                       const void *tmp, uint8_t *dec, size_t staged_bytes, uint32_t count,
-                      const rf_convert_desc *conv, void **scratch, rf_err *err)
+                      const rf_gj_batch *gj, void **scratch, rf_err *err)
 {
-    size_t sc = (size_t)conv->gj_scratch, fl = (size_t)count * sizeof(int32_t);
+    size_t sc = (size_t)gj->scratch, fl = (size_t)count * sizeof(int32_t);
     size_t offs = (size_t)count * sizeof(uint64_t);
     cudaError_t e = cudaMallocFromPoolAsync(scratch, sc + fl + offs + count, b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
     int32_t *status = (int32_t *)((uint8_t *)*scratch + sc);
     uint8_t *meta = (uint8_t *)*scratch + sc + fl; /* offsets, then flags */
-    e = cudaMemcpyAsync(meta, conv->gj_offs, offs, cudaMemcpyHostToDevice, s);
+    e = cudaMemcpyAsync(meta, gj->offs, offs, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(meta + offs, conv->gj_flags, count, cudaMemcpyHostToDevice, s);
+        e = cudaMemcpyAsync(meta + offs, gj->flags, count, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(status, 0, fl, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "enqueueing the GPU decode");
-    if (conv->gj_engine) {
+    if (gj->engine) {
         if (!b->engine)
             return rf_seterr(err, RF_EINVAL, "engine packets, but the hardware decoder is not "
                              "open");
-        int rc = rf_nvjpg_decode(b->engine, k, staged, conv->gj_offs, conv->gj_flags, count,
+        int rc = rf_nvjpg_decode(b->engine, k, staged, gj->offs, gj->flags, count,
                                  *scratch, sc, status, s, err);
         if (rc)
             return rc;
     }
-    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, conv->gj_size,
+    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, gj->size,
                                        *scratch, sc, status, s);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(conv->gj_status, status, fl, cudaMemcpyDeviceToHost, s);
+        e = cudaMemcpyAsync(gj->status, status, fl, cudaMemcpyDeviceToHost, s);
     return e == cudaSuccess ? 0 : cuda_err(err, e, "enqueueing the GPU decode");
 }
 
@@ -215,7 +215,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
                        rf_devbatch *out, rf_err *err)
 {
     cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
-    int gj = conv->gj_flags && count;
+    int gj = conv->gj.flags && count;
     /* With GPU decode the staged bytes are packets and decoded samples at the offsets the
      * loader placed them; the output is the decoded images (conv->out_bytes) either way. */
     size_t out_bytes = conv->kind == RF_CONV_NONE && !gj ? staged_bytes : conv->out_bytes;
@@ -231,7 +231,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
     if (e == cudaSuccess && gj && conv->kind != RF_CONV_NONE)
-        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj_size * conv->gj_size * 3,
+        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj.size * conv->gj.size * 3,
                                     b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
@@ -239,7 +239,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     const void *src = tmp; /* what the conversion reads */
     if (e == cudaSuccess && gj) {
         int rc = gj_enqueue(b, s, slot % RF_COPY_STREAMS, staged, tmp, dec ? dec : d,
-                            staged_bytes, count, conv, &gjs, err);
+                            staged_bytes, count, &conv->gj, &gjs, err);
         if (rc)
             return rc;
         src = dec;

@@ -166,9 +166,23 @@ int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval);
 
-/* Per-sample flags (the loader's gj_flags, the device's meta): what is at the sample's offset
+/* Per-sample flags (the loader's slot.gpu.flags, the device's meta): what is at the sample's offset
  * in the staged bytes. */
 enum { RF_GJ_PIXELS = 0, RF_GJ_KERNELS = 1, RF_GJ_ENGINE_PACKET = 2 };
+
+/* A batch's GPU decode as the backend's submit sees it (rf_convert_desc.gj), before any
+ * conversion: staged sample i starts at offs[i] and is a packet when flags[i] is 1 (else
+ * decoded pixels); per-sample rf_gj_status values land in status after the batch's event.
+ * Pinned host arrays of count entries; flags NULL: no GPU decode. */
+typedef struct rf_gj_batch {
+    const uint64_t *offs;
+    const uint8_t *flags;
+    int32_t *status;
+    uint64_t scratch; /* device scratch bytes the batch's packets take (scratch_at) */
+    uint32_t size;    /* output height = width of a decoded sample */
+    uint32_t engine;  /* samples with an engine packet (flag 2), for the hardware decoder
+                       * (nvjpg.h); the staged pointer must stay the pinned slot */
+} rf_gj_batch;
 
 #ifdef RINGFEED_HAVE_CUDA
 

@@ -182,9 +182,9 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         ld->leased++;
     }
     pl_unlock(ld);
-    if (!rc && ld->gj_device) {
+    if (!rc && ld->gpu.device) {
         rf_err e = {0};
-        if ((rc = pl_gj_check(ld, s, &e)) != 0) {
+        if ((rc = pl_gpu_check(ld, s, &e)) != 0) {
             pl_lock(ld);
             pl_fail_locked(ld, rc, e.msg);
             ld->last = ld->err;

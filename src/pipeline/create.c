@@ -89,20 +89,13 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     } else {
         ld->bops = &rf_backend_host;
     }
-    ld->gj = ld->cfg.gpu_decode || ld->cfg.hw_decode_percent;
-    ld->gj_device = ld->gj && ld->bops->device_kind == RF_DEVICE_CUDA;
-    const char *what = ld->cfg.gpu_decode ? "gpu_decode" : "hw_decode_percent";
-    if (ld->gj_device && ld->cfg.naive)
-        return rf_seterr(err, RF_EINVAL, "%s needs the pipelined CUDA backend, not the naive "
-                         "baseline", what);
-    if (ld->gj_device && ld->skip)
-        return rf_seterr(err, RF_EINVAL, "%s on the CUDA backend needs on_error = FAIL: a "
-                         "corrupt file is found only after its batch was decoded, when the "
-                         "sample can no longer be replaced", what);
-    int rc = ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
+    int rc = pl_gpu_choose(ld, err);
+    if (rc)
+        return rc;
+    rc = ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
     /* The hardware decoders are opened now, so a GPU without them or a missing libnvjpeg is
      * an error from create, not from the first batch. */
-    if (rc == 0 && ld->gj_device && ld->cfg.hw_decode_percent)
+    if (rc == 0 && ld->gpu.device && ld->cfg.hw_decode_percent)
         rc = ld->bops->engine_open
                  ? ld->bops->engine_open(ld->backend, ld->batch, err)
                  : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s backend has no "
@@ -141,7 +134,7 @@ static int choose_io(rf_loader *ld, rf_err *err)
      * threads gave 42k img/s with one, 62k with two; 16 threads 106k with four, 101k with two;
      * 1 decode thread is no faster with a second; docs/gpu-decode.md). */
     if (!ld->cfg.io_threads)
-        ld->cfg.io_threads = ld->iops != &rf_io_uring_ops ? 4 : !ld->gj_device ? 1
+        ld->cfg.io_threads = ld->iops != &rf_io_uring_ops ? 4 : !ld->gpu.device ? 1
                                  : RF_MIN(4, (ld->cfg.decode_threads + 2) / 3);
     ld->iop = (rf_io_params){.threads = ld->cfg.io_threads,
                              .queue_depth = ld->cfg.io_queue_depth,

@@ -37,7 +37,8 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
  * check the JPEG, decode on the CPU or through GPU decode (gpu_place.c), convert on the host
  * backend. An error sets t->why, whose fault it is (enum rf_skip_reason, or SKIP_FATAL), and a
  * message that names the member and its offset (the caller adds the shard). */
-static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host *gh, rf_err *e)
+static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_host *gh,
+                       rf_err *e)
 {
     const rf_sample *sm = &ld->ds.samples[t->sample_id];
     const uint8_t *span = t->req.dst + t->skip;
@@ -64,13 +65,12 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, gj_host
     }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
-    if (ld->gj_device)
-        s->gj_flags[t->index] = 0;
+    pl_gpu_sample_start(ld, s, t->index);
     if ((rc = rf_jpeg_soi_check(span + doff, dlen, e)) != 0) {
         t->why = RF_SKIP_NOT_JPEG; /* not a JPEG at all */
     } else {
-        rc = ld->gj
-                 ? pl_gj_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
+        rc = ld->gpu.on
+                 ? pl_gpu_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
                  : rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
                                                                         : SKIP_FATAL;
@@ -129,8 +129,8 @@ void *pl_decoder_main(void *arg)
     free(arg);
     if (ld->cfg.decode_nice)
         nice_thread(ld->cfg.decode_nice);
-    gj_host gh = {0};
-    if (pl_gj_host_alloc(ld, &gh))
+    pl_gpu_host gh = {0};
+    if (pl_gpu_host_alloc(ld, &gh))
         pl_fail(ld, RF_ENOMEM, "out of memory for a decode thread's GPU-decode buffers");
     for (;;) {
         pl_lock(ld);
@@ -138,7 +138,7 @@ void *pl_decoder_main(void *arg)
             pl_wait(ld, &ld->cv_dec);
         if (ld->stop) {
             pl_unlock(ld);
-            free(gh.packet), free(gh.scratch);
+            pl_gpu_host_free(&gh);
             return NULL;
         }
         task *t = &ld->tasks[ld->decq[ld->decq_tail++ % ld->ntasks]];

@@ -142,15 +142,7 @@ void pl_slot_open_locked(rf_loader *ld, slot *s)
         memset(s->skipped_by, 0, sizeof s->skipped_by);
         s->epoch_total = pl_plan_real(&ld->plan);
         ld->policy->slot_open_locked(ld, (uint32_t)(ld->d_seq % ld->depth));
-        if (ld->gj_device) {
-            /* relaxed: mu orders the reset before any placement in the slot (slot.gj_room) */
-            atomic_store_explicit(&s->gj_top, 0, memory_order_relaxed);
-            atomic_store_explicit(&s->gj_scratch, 0, memory_order_relaxed);
-            atomic_store_explicit(&s->gj_engine, 0, memory_order_relaxed);
-            atomic_store_explicit(&s->gj_room,
-                                  (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gj_px),
-                                  memory_order_relaxed);
-        }
+        pl_gpu_slot_reset_locked(ld, s);
     }
 }
 

@@ -1,18 +1,121 @@
-/* gpu_place.c — GPU decode (rf_config.gpu_decode, hw_decode_percent) behind the interface the
- * decode pool uses: pl_gj_host_alloc (a decode thread's packet buffers on the host backend),
- * pl_gj_decode (one sample: a packet placed in the slot's stage for the device, or on the
- * host the packet decoded at once), and pl_gj_check (the consumer's wait for a batch's kernels
+/* gpu_place.c — GPU decode (rf_config.gpu_decode, hw_decode_percent) behind the interface
+ * gpu_place.h declares, the one place that writes slot.gpu and rf_loader.gpu (other files read
+ * only the loader's on and device flags, and stats.c its two counters): create's choice and
+ * the ring's sizes (pl_gpu_choose, pl_gpu_stride, pl_gpu_ring_bytes, pl_gpu_temp_bytes,
+ * pl_gpu_slot_init), a slot's reset when it opens (pl_gpu_slot_reset_locked),
+ * pl_gpu_host_alloc/free (a decode thread's packet buffers on the host backend),
+ * pl_gpu_sample_start and pl_gpu_decode (one sample: a packet placed in the slot's stage for
+ * the device, or on the host the packet decoded at once), pl_gpu_batch_desc (the batch's part
+ * of the convert desc at submit) and pl_gpu_check (the consumer's wait for a batch's kernels
  * and its verdicts, turned into the error the CPU path would have raised).
  *
  * DESIGN
- * pl_gj_decode runs on the decode threads without mu: the placement in the slot is lock-free
- * (the slot's gj_room, gj_top, gj_scratch and gj_engine are atomics; each sample writes only
- * its own gj_offs and gj_flags entries). pl_gj_check runs on the consumer's thread without mu
- * and calls the backend's sync. Nothing here calls another pipeline stage but state.c's
- * messages. */
+ * Sizing and slot_init run on the creating thread; slot_reset_locked on an I/O thread with mu
+ * held. pl_gpu_decode runs on the decode threads without mu: the placement in the slot is
+ * lock-free (the slot's gpu.room, gpu.top, gpu.scratch and gpu.engine are atomics; each sample
+ * writes only its own gpu.offs and gpu.flags entries). pl_gpu_batch_desc runs on the thread
+ * that counted the slot's last sample down, without mu. pl_gpu_check runs on the consumer's
+ * thread without mu and calls the backend's sync. Nothing here calls another pipeline stage
+ * but state.c's messages. */
 #include <stdlib.h>
 
 #include "pipeline/pipeline.h"
+
+/* Whether samples may become packets and whether they go to the device, once the backend is
+ * chosen; the configurations that cannot take GPU decode are refused here, at create. */
+int pl_gpu_choose(rf_loader *ld, rf_err *err)
+{
+    ld->gpu.on = ld->cfg.gpu_decode || ld->cfg.hw_decode_percent;
+    ld->gpu.device = ld->gpu.on && ld->bops->device_kind == RF_DEVICE_CUDA;
+    const char *what = ld->cfg.gpu_decode ? "gpu_decode" : "hw_decode_percent";
+    if (ld->gpu.device && ld->cfg.naive)
+        return rf_seterr(err, RF_EINVAL, "%s needs the pipelined CUDA backend, not the naive "
+                         "baseline", what);
+    if (ld->gpu.device && ld->skip)
+        return rf_seterr(err, RF_EINVAL, "%s on the CUDA backend needs on_error = FAIL: a "
+                         "corrupt file is found only after its batch was decoded, when the "
+                         "sample can no longer be replaced", what);
+    return 0;
+}
+
+/* GPU decode on the device: a slot holds batch x max(decoded sample, RF_GJ_AREA) bytes that
+ * its packets and CPU-decoded samples share (gj_place_device). Host GPU decode builds packets
+ * in a per-thread buffer and writes pixels into the slot. Returns the slot bytes per sample. */
+uint64_t pl_gpu_stride(rf_loader *ld)
+{
+    ld->gpu.cap = RF_MAX(ld->stage_bytes, (uint64_t)RF_GJ_AREA);
+    ld->gpu.px = (ld->stage_bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
+    return ld->gpu.device ? RF_MAX(ld->gpu.px, (uint64_t)RF_GJ_AREA) : ld->stage_bytes;
+}
+
+/* GPU decode on the device: status, offsets and flags per sample after the slot's labels. */
+size_t pl_gpu_ring_bytes(const rf_loader *ld)
+{
+    if (!ld->gpu.device)
+        return 0;
+    return (size_t)ld->batch * (sizeof(int32_t) + sizeof(uint64_t) + 1);
+}
+
+/* The device pool's temporaries per copy stream with GPU decode on the device: the staged
+ * copy the kernels read, the decoded batch when a conversion follows, and the scratch, status
+ * and flags. GPU decode's scratch is what the batch's packets take (~0.2-0.6 MiB each for 224
+ * crops of ImageNet-sized photos): half the per-sample maximum is reserved, and a batch of
+ * larger crops grows the pool once (counted in device_allocs_after_create). */
+size_t pl_gpu_temp_bytes(const rf_loader *ld, size_t staged, int convert)
+{
+    size_t B = ld->batch;
+    return staged + (convert ? B * ld->stage_bytes : 0) +
+           B * (RF_GJ_SCRATCH / 2 + sizeof(int32_t) + sizeof(uint64_t) + 1);
+}
+
+/* Slot s's arrays in the pinned ring, right after its labels (pl_gpu_ring_bytes). */
+void pl_gpu_slot_init(const rf_loader *ld, slot *s)
+{
+    if (!ld->gpu.device)
+        return;
+    size_t B = ld->batch;
+    s->gpu.status = s->labels + B; /* labels are page-aligned, so the offsets are 8-byte aligned */
+    s->gpu.offs = (uint64_t *)(s->labels + 2 * B);
+    s->gpu.flags = (uint8_t *)(s->gpu.offs + B);
+}
+
+/* Slot s opens for the dispatcher's batch of d_count samples: nothing placed, and room held
+ * for every sample's pixels. */
+void pl_gpu_slot_reset_locked(rf_loader *ld, slot *s)
+{
+    PL_ASSERT_LOCKED(ld);
+    if (!ld->gpu.device)
+        return;
+    /* relaxed: mu orders the reset before any placement in the slot (pl_gpu_slot.room) */
+    atomic_store_explicit(&s->gpu.top, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu.scratch, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu.engine, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu.room,
+                          (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gpu.px),
+                          memory_order_relaxed);
+}
+
+/* The batch's GPU decode for the backend's submit (rf_convert_desc.gj), by the thread that
+ * counted the slot's last sample down. Returns the stage bytes the batch's packets and pixels
+ * took: only those are copied. */
+size_t pl_gpu_batch_desc(const rf_loader *ld, slot *s, rf_gj_batch *gj)
+{
+    /* The totals are read relaxed: the acquire of pending's last decrement, which called
+     * pl_slot_finish, comes after every sample's claims, so these loads see the final values. */
+    gj->offs = s->gpu.offs, gj->flags = s->gpu.flags, gj->status = s->gpu.status;
+    gj->size = ld->tf.size;
+    gj->scratch = atomic_load_explicit(&s->gpu.scratch, memory_order_relaxed) * RF_GJ_ALIGN;
+    gj->engine = atomic_load_explicit(&s->gpu.engine, memory_order_relaxed);
+    return (size_t)atomic_load_explicit(&s->gpu.top, memory_order_relaxed);
+}
+
+/* Before a sample is decoded: on the device its flag says pixels (what a sample that fails or
+ * is decoded on the CPU leaves) until a packet is placed for it. */
+void pl_gpu_sample_start(const rf_loader *ld, slot *s, uint32_t index)
+{
+    if (ld->gpu.device)
+        s->gpu.flags[index] = 0;
+}
 
 /* Where rf_decode_packet writes one sample (rf_gj_place). */
 typedef struct gj_place_ctx {
@@ -20,7 +123,7 @@ typedef struct gj_place_ctx {
     slot *s;
     uint32_t index;
     uint8_t *img; /* host backend: the sample's pixels */
-    gj_host *gh;
+    pl_gpu_host *gh;
 } gj_place_ctx;
 
 /* Device: the next free bytes of the slot's stage. A packet takes them only while every sample
@@ -32,23 +135,23 @@ static uint8_t *gj_place_device(void *ctx, size_t bytes, int packet)
     gj_place_ctx *c = ctx;
     uint64_t n = (bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
     if (packet) {
-        int64_t need = (int64_t)n - (int64_t)c->ld->gj_px;
+        int64_t need = (int64_t)n - (int64_t)c->ld->gpu.px;
         /* Relaxed: the room is a budget and carries no data; the CAS alone keeps two claims
-         * from spending the same bytes (see slot.gj_room). */
-        int64_t room = atomic_load_explicit(&c->s->gj_room, memory_order_relaxed);
+         * from spending the same bytes (see pl_gpu_slot.room). */
+        int64_t room = atomic_load_explicit(&c->s->gpu.room, memory_order_relaxed);
         do
             if (room < need)
                 return NULL;
-        while (!atomic_compare_exchange_weak_explicit(&c->s->gj_room, &room, room - need,
+        while (!atomic_compare_exchange_weak_explicit(&c->s->gpu.room, &room, room - need,
                                                       memory_order_relaxed,
                                                       memory_order_relaxed));
     } else {
-        n = c->ld->gj_px; /* held for it since the slot opened */
+        n = c->ld->gpu.px; /* held for it since the slot opened */
     }
     /* Relaxed: the add's atomicity gives each sample its own bytes; they are published by
      * pending's acq_rel countdown. */
-    uint64_t off = atomic_fetch_add_explicit(&c->s->gj_top, n, memory_order_relaxed);
-    c->s->gj_offs[c->index] = off;
+    uint64_t off = atomic_fetch_add_explicit(&c->s->gpu.top, n, memory_order_relaxed);
+    c->s->gpu.offs[c->index] = off;
     return c->s->stage + off;
 }
 
@@ -71,8 +174,8 @@ static uint8_t *gj_place_host(void *ctx, size_t bytes, int packet)
  * device, or on the host backend the packet decoded right away by the same code (an engine
  * packet's planes by libjpeg); images the kernels or the engine do not take come back decoded
  * by the CPU path. */
-int pl_gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
-                 uint32_t len, uint8_t *img, rf_decode_info *info, gj_host *gh, rf_err *e)
+int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
+                  uint32_t len, uint8_t *img, rf_decode_info *info, pl_gpu_host *gh, rf_err *e)
 {
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {ld, s, t->index, img, gh};
@@ -82,24 +185,24 @@ int pl_gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const u
     uint32_t pc = rf_plan_gpu_percentile(t->aug_seed), hw = ld->cfg.hw_decode_percent;
     int engine = pc < hw;
     if (!engine && (!ld->cfg.gpu_decode || pc - hw >= ld->cfg.gpu_decode_percent)) {
-        uint8_t *px = ld->gj_device ? gj_place_device(&c, ld->stage_bytes, 0) : img;
+        uint8_t *px = ld->gpu.device ? gj_place_device(&c, ld->stage_bytes, 0) : img;
         return rf_decode_transform(dec, jpeg, len, &ld->tf, t->aug_seed, px, info, e);
     }
     int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed, engine,
-                              ld->gj_device ? gj_place_device : gj_place_host, &c, &bytes,
+                              ld->gpu.device ? gj_place_device : gj_place_host, &c, &bytes,
                               info, e);
     if (rc || !bytes)
         return rc;
-    atomic_fetch_add_explicit(engine ? &ld->hw_decoded : &ld->gpu_decoded, 1,
+    atomic_fetch_add_explicit(engine ? &ld->gpu.hw_decoded : &ld->gpu.decoded, 1,
                               memory_order_relaxed); /* statistics only */
-    if (ld->gj_device) { /* the packet's share of the batch's device scratch */
-        rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gj_offs[t->index]);
-        /* Relaxed claims, like gj_top's: the totals are read after pending's acquire. */
+    if (ld->gpu.device) { /* the packet's share of the batch's device scratch */
+        rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gpu.offs[t->index]);
+        /* Relaxed claims, like gpu.top's: the totals are read after pending's acquire. */
         p->scratch_at = (uint32_t)atomic_fetch_add_explicit(
-            &s->gj_scratch, (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN, memory_order_relaxed);
-        s->gj_flags[t->index] = engine ? RF_GJ_ENGINE_PACKET : RF_GJ_KERNELS;
+            &s->gpu.scratch, (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN, memory_order_relaxed);
+        s->gpu.flags[t->index] = engine ? RF_GJ_ENGINE_PACKET : RF_GJ_KERNELS;
         if (engine)
-            atomic_fetch_add_explicit(&s->gj_engine, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&s->gpu.engine, 1, memory_order_relaxed);
         return 0;
     }
     if (engine && (rc = rf_decode_planes(dec, gh->packet, gh->scratch, e)) != 0)
@@ -117,18 +220,18 @@ int pl_gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const u
  * while the batches before it were consumed, so the wait is normally over at once, and no
  * decode thread ever sits idle on the GPU (one did, for a whole batch's kernels, when the
  * thread that finished the batch waited). */
-int pl_gj_check(rf_loader *ld, const slot *s, rf_err *e)
+int pl_gpu_check(rf_loader *ld, const slot *s, rf_err *e)
 {
     if (ld->bops->sync(s->dev.event))
         return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of the batch failed");
     for (uint32_t i = 0; i < s->batch.count; i++) {
-        if (!s->gj_status[i])
+        if (!s->gpu.status[i])
             continue;
         /* data_hdr is the located header: the sample decoded, so its span re-validated */
         const rf_sample *sm = &ld->ds.samples[s->ids[i]];
         char m[RF_ERRMSG_MAX];
         pl_describe_member(ld, sm, sm->data_hdr, m, sizeof m);
-        int st = s->gj_status[i];
+        int st = s->gpu.status[i];
         if ((st & 0xFF) == RF_GJ_ENGINE) /* nvJPEG's own status is above the low byte */
             return rf_seterr(e, RF_EDECODE, "%s: %s: %s (nvJPEG status %d)",
                              ld->ds.files[sm->file].path, m, rf_gj_status_text(RF_GJ_ENGINE),
@@ -140,12 +243,18 @@ int pl_gj_check(rf_loader *ld, const slot *s, rf_err *e)
 }
 
 /* GPU decode on the host backend: the decode thread's packet and scratch buffers. */
-int pl_gj_host_alloc(rf_loader *ld, gj_host *gh)
+int pl_gpu_host_alloc(rf_loader *ld, pl_gpu_host *gh)
 {
-    if (!ld->gj || ld->gj_device)
+    if (!ld->gpu.on || ld->gpu.device)
         return 0;
-    gh->packet = malloc(ld->gj_cap);
-    gh->cap = ld->gj_cap;
+    gh->packet = malloc(ld->gpu.cap);
+    gh->cap = ld->gpu.cap;
     gh->scratch = malloc(RF_GJ_SCRATCH);
     return gh->packet && gh->scratch ? 0 : -1;
+}
+
+void pl_gpu_host_free(pl_gpu_host *gh)
+{
+    free(gh->packet);
+    free(gh->scratch);
 }

@@ -63,9 +63,10 @@
  * rf_pc_warm, a test hook, or open()/close() of per-read descriptors. Functions named
  * *_locked, and every pl_policy entry but setup, must be called with mu held.
  * Without mu: slot.pending counts a batch's samples down (the thread that takes it to 0
- * publishes the slot, pl_slot_finish); the statistics counters and the GPU placement's gj_*
- * are atomics (task.finished is one too, but only touched with mu held); the consumer's
- * cursor (c_*, ep, stopped, wait_ns, delivered) belongs to the consumer's thread; cfg, ds, the
+ * publishes the slot, pl_slot_finish); the statistics counters and the GPU placement's
+ * slot.gpu claims (gpu_place.h) are atomics (task.finished is one too, but only touched with
+ * mu held); the consumer's cursor (c_*, ep, stopped, wait_ns, delivered) belongs to the
+ * consumer's thread; cfg, ds, the
  * ring and the tables are written at create (or with every thread stopped, in
  * pl_pipeline_start_placed) and only read while threads run.
  *
@@ -80,9 +81,9 @@
  * label and GPU-placement entries it wrote (and of slot.bad, which a failed sample writes under mu
  * but pl_slot_finish reads without it), and the one that reaches 0 acquires them all before
  * pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu hands the
- * batch to the consumer. Every other atomic is relaxed: the GPU placement's gj_* claims (their
- * atomicity alone keeps claims apart; the bytes are published by pending), task.finished (only
- * touched with mu held) and the statistics counters (read for rf_stats only). No atomic keeps
+ * batch to the consumer. Every other atomic is relaxed: the GPU placement's slot.gpu claims
+ * (their atomicity alone keeps claims apart; the bytes are published by pending), task.finished
+ * (only touched with mu held) and the statistics counters (read for rf_stats only). No atomic keeps
  * seq_cst: no code relies on a single order across two atomic variables.
  * Debug builds (without NDEBUG: the default RelWithDebInfo build; Release adds -DNDEBUG) assert
  * these invariants: slot state before each transition, the cursors and ring bounds, and that
@@ -92,10 +93,11 @@
  * FILES, in dependency order: each calls only files before it, and the error policy through
  * the table create installed:
  *   state.c (errors, fork and stop checks, messages naming a sample, the token window)
+ *   -> gpu_place.c (GPU-decode sizing, slot arrays and reset, placement, convert desc, checks)
  *   -> submit.c (a full slot to the backend, published; release) -> warm.c (page cache)
  *   -> dispatch.c (the forward cursor, take/done, the end of a task, the fail policy)
- *   -> skip.c (the skip policy) -> gpu_place.c (GPU-decode placement and checks)
- *   -> decode_pool.c (decode threads) -> run.c (start and stop of the threads)
+ *   -> skip.c (the skip policy) -> decode_pool.c (decode threads)
+ *   -> run.c (start and stop of the threads)
  *   -> config.c (defaults) -> ring.c (ring, arena, tables, NUMA placement)
  *   -> consumer.c (next, release, set_epoch, stop, state) -> stats.c
  *   -> create.c (open, plan, backend and I/O choice, resume, create, destroy).
@@ -115,7 +117,6 @@
 
 #include "backend/backend.h"
 #include "backend/convert.h"
-#include "backend/gpujpeg.h"
 #include "backend/hostmem.h"
 #include "base/numa.h"
 #include "decode/decode.h"
@@ -123,6 +124,7 @@
 #include "io/pagecache.h"
 #include "loaders/dataset.h"
 #include "loaders/tar.h"
+#include "pipeline/gpu_place.h"
 #include "pipeline/testing.h"
 #include "plan/plan.h"
 
@@ -135,7 +137,7 @@ typedef struct slot {
     uint64_t seq;             /* global batch number (across epochs) */
     /* Samples not yet in. Stored (relaxed) under mu when the slot opens, before any of its
      * tasks is handed out through mu; counted down outside mu with acq_rel: the release
-     * publishes the sample's row, label, gj_* entries and slot.bad, and the acquire of the
+     * publishes the sample's row, label, gpu.* entries and slot.bad, and the acquire of the
      * decrement to 0 (pl_slot_finish's caller) sees every sample's before the submit. Read
      * relaxed for the stall message only. */
     _Atomic uint32_t pending;
@@ -147,20 +149,7 @@ typedef struct slot {
     uint8_t *stage;           /* batch_size * stage_bytes: what decode/reads write (pinned) */
     uint8_t *out;             /* host backend with a conversion: batch_size * out_bytes */
     int32_t *labels;          /* batch_size, pinned (copied to the device) */
-    /* GPU decode on the device (pinned): where sample i is in the stage, whether it is a
-     * packet, what the kernels said about it. Packets and decoded samples take the stage in
-     * the order they are written, from gj_top up; gj_room is what is left once every sample
-     * not yet placed has room for its pixels. The four atomics are relaxed everywhere: reset
-     * under mu when the slot opens (mu orders that before any placement), then claimed by
-     * read-modify-writes whose atomicity alone keeps claims apart and which publish no data;
-     * the bytes and totals reach pl_slot_finish through pending's acq_rel. */
-    uint64_t *gj_offs;
-    uint8_t *gj_flags;
-    int32_t *gj_status;
-    _Atomic uint64_t gj_top;
-    _Atomic int64_t gj_room;
-    _Atomic uint64_t gj_scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
-    _Atomic uint32_t gj_engine;  /* engine packets in the slot (hardware decoder) */
+    pl_gpu_slot gpu;          /* the GPU decode's state: gpu_place.h */
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
@@ -215,8 +204,6 @@ struct rf_loader {
     rf_decode_limits limits;
     uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
     uint64_t stride;       /* slot bytes per sample: stage_bytes, or more for GPU packets */
-    uint64_t gj_cap;       /* GPU decode: max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
-    uint64_t gj_px;        /* GPU decode on the device: stage_bytes rounded to RF_GJ_ALIGN */
     uint64_t out_bytes;    /* one sample as the consumer sees it */
     rf_convert_desc conv;  /* per-batch conversion (count-dependent fields set per batch) */
     int host_convert;      /* host backend converts per sample on the CPU */
@@ -270,10 +257,8 @@ struct rf_loader {
 
     /* Statistics: relaxed, counted by the threads and read only for rf_stats, which orders
      * them with nothing else (a snapshot may be a sample behind). */
-    _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded, gpu_decoded;
-    _Atomic uint64_t hw_decoded;
-    int gj;                /* gpu_decode or hw_decode_percent: samples may become packets */
-    int gj_device;         /* ... on the CUDA backend: packets go to the device */
+    _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded;
+    pl_gpu gpu;            /* the GPU decode's state: gpu_place.h */
     uint64_t wait_ns, delivered, batches_out, created_ns;
     uint64_t io_ns_prev, io_reads_prev, io_retries_prev, io_bytes_prev;
     /* Bytes read from storage (rf_stats.storage_read_bytes): by create's thread while it opened
@@ -393,13 +378,6 @@ typedef struct warm_hint {
     uint64_t off, len;
 } warm_hint;
 
-/* A decode thread's buffers for GPU decode on the host backend: the packet is built here
- * (grown to the largest packet seen) and decoded into the slot by the kernels' host code. */
-typedef struct gj_host {
-    uint8_t *packet, *scratch;
-    size_t cap;
-} gj_host;
-
 /* What run.c hands a decode thread it starts. */
 typedef struct decoder_arg {
     rf_loader *ld;
@@ -470,12 +448,6 @@ void pl_task_end(rf_loader *ld, task *t, int failed, int rc, const rf_err *e);
 
 /* skip.c */
 extern const pl_policy pl_policy_skip;
-
-/* gpu_place.c */
-int pl_gj_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
-                 uint32_t len, uint8_t *img, rf_decode_info *info, gj_host *gh, rf_err *e);
-int pl_gj_check(rf_loader *ld, const slot *s, rf_err *e);
-int pl_gj_host_alloc(rf_loader *ld, gj_host *gh);
 
 /* decode_pool.c */
 void *pl_decoder_main(void *arg);

@@ -28,15 +28,9 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     if (ld->host_convert)
         snprintf(conv, sizeof conv, " + batch %u x %llu bytes converted", B,
                  (unsigned long long)ld->out_bytes);
-    /* GPU decode on the device: a slot holds batch x max(decoded sample, RF_GJ_AREA) bytes
-     * that its packets and CPU-decoded samples share (gj_place_device). Host GPU decode builds
-     * packets in a per-thread buffer and writes pixels into the slot. */
-    ld->gj_cap = RF_MAX(ld->stage_bytes, (uint64_t)RF_GJ_AREA);
-    ld->gj_px = (ld->stage_bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
-    ld->stride = ld->gj_device ? RF_MAX(ld->gj_px, (uint64_t)RF_GJ_AREA) : ld->stage_bytes;
-    lab = (size_t)B * sizeof(int32_t);
-    if (ld->gj_device) /* GPU decode: status, offsets and flags per sample after the labels */
-        lab += (size_t)B * (sizeof(int32_t) + sizeof(uint64_t) + 1);
+    /* GPU decode on the device takes more per sample, and its arrays after the labels. */
+    ld->stride = pl_gpu_stride(ld);
+    lab = (size_t)B * sizeof(int32_t) + pl_gpu_ring_bytes(ld);
     /* img and outb at most half and a quarter of SIZE_MAX, labels below 2^34 bytes: their
      * page-rounded sum cannot wrap, so only the products need checking. */
     if (__builtin_mul_overflow((size_t)B, (size_t)ld->stride, &img) || img > SIZE_MAX / 2 ||
@@ -79,11 +73,7 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
         slot *s = &ld->slots[i];
         s->stage = ld->ring + per * i;
         s->labels = (int32_t *)(s->stage + img);
-        if (ld->gj_device) { /* labels are page-aligned, so the offsets are 8-byte aligned */
-            s->gj_status = s->labels + B;
-            s->gj_offs = (uint64_t *)(s->labels + 2 * (size_t)B);
-            s->gj_flags = (uint8_t *)(s->gj_offs + B);
-        }
+        pl_gpu_slot_init(ld, s);
         s->out = ld->host_convert ? s->stage + img + lab : NULL;
         s->ids = calloc(B, sizeof *s->ids);
         s->positions = calloc(B, sizeof *s->positions);
@@ -141,13 +131,7 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
      * decode its scratch, status and flags, plus the decoded batch when a conversion follows. */
     int cv = ld->conv.kind != RF_CONV_NONE;
     size_t staged = (size_t)B * ld->stride, outs = (size_t)B * (cv ? ld->out_bytes : ld->stage_bytes);
-    size_t temp = cv ? staged : 0;
-    /* GPU decode's scratch is what the batch's packets take (~0.2-0.6 MiB each for 224 crops
-     * of ImageNet-sized photos): half the per-sample maximum is reserved, and a batch of
-     * larger crops grows the pool once (counted in device_allocs_after_create). */
-    if (ld->gj_device)
-        temp = staged + (cv ? (size_t)B * ld->stage_bytes : 0) +
-               (size_t)B * (RF_GJ_SCRATCH / 2 + sizeof(int32_t) + sizeof(uint64_t) + 1);
+    size_t temp = ld->gpu.device ? pl_gpu_temp_bytes(ld, staged, cv) : cv ? staged : 0;
     if (ld->bops->device_kind == RF_DEVICE_CUDA &&
         pl_alloc_refused(ld, "device pool", (size_t)(ld->depth + 2) * outs))
         return rf_seterr(err, RF_ENOMEM, "cannot reserve the %zu-byte device pool on cuda:%d "

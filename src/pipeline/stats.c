@@ -98,8 +98,8 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.pinned_bytes = ld->pinned ? ld->ring_bytes : 0;
     st.dct_scaled = stat_count(&((rf_loader *)ld)->dct_scaled);
     st.region_decoded = stat_count(&((rf_loader *)ld)->region_decoded);
-    st.gpu_decoded = stat_count(&((rf_loader *)ld)->gpu_decoded);
-    st.hw_decoded = stat_count(&((rf_loader *)ld)->hw_decoded);
+    st.gpu_decoded = stat_count(&((rf_loader *)ld)->gpu.decoded);
+    st.hw_decoded = stat_count(&((rf_loader *)ld)->gpu.hw_decoded);
     pl_lock((rf_loader *)ld);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);

@@ -26,19 +26,13 @@ void pl_slot_finish(rf_loader *ld, slot *s)
     }
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
-    /* GPU decode: only the stage bytes the batch's packets and pixels took. The gj_* totals
-     * are read relaxed: the acquire of pending's last decrement, which called us, comes after
-     * every sample's claims, so these loads see the final values. */
-    size_t bytes = ld->gj_device ? (size_t)atomic_load_explicit(&s->gj_top, memory_order_relaxed)
-                                 : (size_t)s->batch.count * ld->stride;
+    /* GPU decode: only the stage bytes the batch's packets and pixels took, and its part of
+     * the convert desc (pl_gpu_batch_desc). */
     rf_convert_desc conv = ld->conv;
+    size_t bytes = ld->gpu.device ? pl_gpu_batch_desc(ld, s, &conv.gj)
+                                  : (size_t)s->batch.count * ld->stride;
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
-    if (ld->gj_device)
-        conv.gj_offs = s->gj_offs, conv.gj_flags = s->gj_flags, conv.gj_status = s->gj_status,
-        conv.gj_size = ld->tf.size,
-        conv.gj_scratch = atomic_load_explicit(&s->gj_scratch, memory_order_relaxed) * RF_GJ_ALIGN,
-        conv.gj_engine = atomic_load_explicit(&s->gj_engine, memory_order_relaxed);
     int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
                                : 0;
     if (rc)
