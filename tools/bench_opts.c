@@ -153,7 +153,7 @@ int parse_args(int argc, char **argv, opts *o)
             if (!strcmp(optarg, "host")) o->device_kind = RF_DEVICE_HOST;
             else if (!strcmp(optarg, "cuda")) o->device_kind = RF_DEVICE_CUDA;
             else if (!strncmp(optarg, "cuda:", 5)) {
-                uint32_t d;
+                uint32_t d = 0; /* parse_u32 sets it on success; bad is set otherwise */
                 bad |= parse_u32(optarg + 5, &d);
                 o->device_kind = RF_DEVICE_CUDA;
                 o->device_index = (int)d;
