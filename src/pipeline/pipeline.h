@@ -66,9 +66,8 @@
  * publishes the slot, pl_slot_finish); the statistics counters and the GPU placement's
  * slot.gpu claims (gpu_place.h) are atomics (task.finished is one too, but only touched with
  * mu held); the consumer's cursor (c_*, ep, stopped, wait_ns, delivered) belongs to the
- * consumer's thread; cfg, ds, the
- * ring and the tables are written at create (or with every thread stopped, in
- * pl_pipeline_start_placed) and only read while threads run.
+ * consumer's thread; cfg, ds, the ring and the tables are written at create (or with every
+ * thread stopped, in pl_pipeline_start_placed) and only read while threads run.
  *
  * MEMORY ORDERING
  * mu orders everything written under it: the cursors, the arena, the task ring, the decode
