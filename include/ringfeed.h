@@ -361,6 +361,20 @@ typedef struct rf_config {
      * Folder sources take their labels from the class folders or the list, and token
      * sources have none, whatever this says. */
     uint32_t label_source;
+
+    /* Which member of a tar sample is its image: a comma-separated list of extensions, most
+     * preferred first, compared without regard to ASCII case (default "jpg,jpeg,png,webp", a
+     * pointer to a static string; NULL asks for it too). A sample's image is its member whose
+     * extension comes earliest in the list (the first such member on a tie), like
+     * WebDataset's "jpg;png"; a sample with none is RF_EFORMAT at create, naming the shard,
+     * the key, its offset and the list. 1..8 extensions of 1..15 letters or digits, else
+     * RF_EINVAL. The loader keeps its own copy. The image is decoded as what its first bytes
+     * say it is, whatever its extension: JPEG (libjpeg-turbo, the fast path, the only one the
+     * GPU decode paths take), PNG (libspng: 8- and 16-bit, palette, gray, interlaced) or WebP
+     * (libwebp, still images), each to RGB with any alpha dropped, through the same crop,
+     * resize, flip, layout and conversion; other bytes are RF_SKIP_NOT_JPEG. Folder sources
+     * take .jpg, .jpeg, .png and .webp files whatever this says. */
+    const char *image_exts;
 } rf_config;
 
 /* Fill *cfg with every field's default (see "Defaults" above rf_config), struct_size and

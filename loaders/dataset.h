@@ -23,6 +23,10 @@
  * != 0) is checked with rf_check_label under rf_config.label_source RF_LABEL_CLS, and a
  * sample without one is refused (rf_label_missing); under RF_LABEL_NONE the label is -1. */
 #define RF_SAMPLE_TAR 0x1
+/* Bits 4..7: the position (from 1) of the image's extension in rf_dataset.image_exts, for
+ * messages that name the member (0: the format's payload_ext). */
+#define RF_SAMPLE_EXT(rank) ((uint32_t)(rank) << 4)
+#define RF_SAMPLE_EXT_RANK(flags) (((uint32_t)(flags) >> 4) & 0xFu)
 
 typedef struct rf_sample {
     uint64_t offset;     /* span start in the file */
@@ -54,7 +58,11 @@ typedef struct rf_dataset {
     uint64_t keys_len, keys_cap;
     uint64_t max_span;   /* largest sample span */
     uint64_t total_bytes;
-    const char *payload_ext; /* "jpg" for messages ("member KEY.jpg") */
+    const char *payload_ext; /* for messages ("member KEY.jpg") when a sample has no EXT rank */
+    /* Image extensions, most preferred first (rf_config.image_exts; the caller may set it
+     * before open, NULL: RF_TAR_IMAGE_EXTS): the tar grouping and rf_tar_locate choose each
+     * sample's image by it, and RF_SAMPLE_EXT_RANK indexes it. Not owned. */
+    const char *image_exts;
     uint64_t samples_cap;    /* allocated entries of samples (append helpers) */
     uint64_t files_cap;      /* allocated entries of files (append helpers) */
     uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */

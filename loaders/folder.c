@@ -25,9 +25,18 @@
 #include <unistd.h>
 
 #include "loaders/dataset.h"
+#include "loaders/tar.h"
 #include "ringfeed_shards.h"
 
 #define FOLDER_DEFAULT_SAMPLE_BYTES (64ull << 20)
+/* The position of a file's extension in RF_TAR_IMAGE_EXTS (ds->image_exts of a folder), for
+ * messages naming the file as KEY.EXT. 0 for a list entry with another extension. */
+static uint32_t image_rank(const char *path)
+{
+    const char *base = strrchr(path, '/'), *dot = strrchr(base ? base : path, '.');
+    return dot ? rf_tar_ext_rank(dot + 1, RF_TAR_IMAGE_EXTS) : 0;
+}
+
 static int add_image(rf_dataset *ds, const rf_image_list *l, uint64_t i, uint64_t max_span,
                      rf_err *err)
 {
@@ -53,7 +62,7 @@ static int add_image(rf_dataset *ds, const rf_image_list *l, uint64_t i, uint64_
         .data_off = 0,
         .data_len = (uint32_t)size,
         .label_len = 0,
-        .flags = 0,
+        .flags = (uint16_t)RF_SAMPLE_EXT(image_rank(path)),
         .label = rf_image_list_label(l, i),
         .data_hdr = 0,
     };
@@ -87,6 +96,7 @@ static int folder_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     uint64_t max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : FOLDER_DEFAULT_SAMPLE_BYTES,
                                (uint64_t)UINT32_MAX);
     ds->payload_ext = "jpg";
+    ds->image_exts = RF_TAR_IMAGE_EXTS; /* every format, whatever rf_config.image_exts says */
     for (uint64_t i = 0; i < n && rc == 0; i++)
         rc = add_image(ds, l, i, max_span, err);
     rf_image_list_free(l);

@@ -79,10 +79,11 @@ static int arena_put(rf_image_list *l, const char *s, size_t n, uint64_t *off, r
     return 0;
 }
 
-static int is_jpeg_name(const char *name)
+/* An image the loader decodes: .jpg, .jpeg, .png or .webp, any case (RF_TAR_IMAGE_EXTS). */
+static int is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');
-    return dot && (strcasecmp(dot + 1, "jpg") == 0 || strcasecmp(dot + 1, "jpeg") == 0);
+    return dot && rf_tar_ext_in(dot + 1, RF_TAR_IMAGE_EXTS);
 }
 
 /* The name of an entry: its relative path without the extension (after the last dot of the
@@ -226,7 +227,7 @@ static int examine(rf_image_list *l, const char *path, const char *rel, const ch
         *sd = (subdir){{st.st_dev, st.st_ino}, 1};
         return 0;
     }
-    if (!is_jpeg_name(name)) {
+    if (!is_image_name(name)) {
         l->skipped++;
         return 0;
     }
@@ -484,7 +485,7 @@ int rf_image_list_open(const char *input, rf_image_list **out, char *err, size_t
         return rf_err_give(&(rf_err){.code = RF_ENOMEM, .msg = "no memory"}, err, err_len);
     int rc = S_ISDIR(st.st_mode) ? walk_root(l, input, &st, &e) : read_list(l, input, &e);
     if (rc == 0 && l->n == 0)
-        rc = rf_seterr(&e, RF_ENOFILES, "%s: no jpg/jpeg images found%s%s%s", input,
+        rc = rf_seterr(&e, RF_ENOFILES, "%s: no jpg/jpeg/png/webp images found%s%s%s", input,
                        S_ISDIR(st.st_mode) ? " in class subfolders" : "",
                        l->nbad ? "; unreadable: " : "", l->nbad ? l->arena + l->bad[0].msg : "");
     if (rc == 0)

@@ -55,8 +55,9 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
     }
     g->members++;
     g->end = data + size;
-    if (!g->has_img && rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS)) {
-        g->has_img = 1;
+    uint32_t rank = rf_tar_ext_rank(ext, g->image_exts ? g->image_exts : RF_TAR_IMAGE_EXTS);
+    if (rank && (!g->has_img || rank < g->img_rank)) {
+        g->has_img = 1, g->img_rank = rank;
         g->img_hdr = hdr, g->img_data = data, g->img_size = size;
         return RF_TAR_ROLE_IMAGE;
     }
@@ -93,7 +94,8 @@ static int group_flush(grouper *g, rf_err *err)
     t->open = 0;
     if (!t->has_img)
         return rf_seterr(err, RF_EFORMAT, "%s: sample %s at offset %" PRIu64
-                         " has no image member (%s)", g->path, t->key, t->start, RF_TAR_IMAGE_EXTS);
+                         " has no image member (%s)", g->path, t->key, t->start,
+                         g->ds->image_exts);
     uint64_t span = t->end - t->start;
     if (span > g->max_span)
         return rf_seterr(err, RF_ELIMIT, "%s: sample %s at offset %" PRIu64 " spans %" PRIu64
@@ -110,7 +112,7 @@ static int group_flush(grouper *g, rf_err *err)
         /* A label member over RF_TAR_LABEL_BYTES_MAX is a bad label of this sample, found
          * when it is read (rf_check_label), not a reason to refuse the whole dataset here. */
         .label_len = t->has_lbl ? (uint16_t)RF_MIN(t->lbl_size, UINT16_MAX) : 0,
-        .flags = RF_SAMPLE_TAR,
+        .flags = (uint16_t)(RF_SAMPLE_TAR | RF_SAMPLE_EXT(t->img_rank)),
         .label = -1,
     };
     return rf_dataset_add_sample(g->ds, &s, t->key, t->key_len, err);
@@ -205,7 +207,8 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         return rf_seterr(err, RF_ENOMEM, "no memory");
     char *idx = malloc(TAR_PATH_MAX);
     int rc = idx ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
-    ds->payload_ext = "jpg";
+    if (!ds->image_exts)
+        ds->image_exts = RF_TAR_IMAGE_EXTS;
     for (uint32_t i = 0; i < npaths && rc == 0; i++) {
         int fd;
         uint64_t size;
@@ -219,6 +222,7 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         }
         memset(g, 0, sizeof *g);
         g->ds = ds;
+        g->tg.image_exts = ds->image_exts;
         g->path = ds->files[ds->nfiles - 1].path;
         g->file = ds->nfiles - 1;
         g->max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : TAR_DEFAULT_SAMPLE_BYTES,

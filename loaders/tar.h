@@ -92,7 +92,8 @@ size_t rf_tar_split_key(const char *name, const char **ext);
  * is complete too. Zero-initialise g before the first member of a shard. */
 enum rf_tar_role {
     RF_TAR_ROLE_OTHER = 0,
-    RF_TAR_ROLE_IMAGE, /* the sample's first member with an extension in RF_TAR_IMAGE_EXTS */
+    RF_TAR_ROLE_IMAGE, /* the sample's image so far: the member whose extension comes first in
+                          g->image_exts (a later member with an earlier one replaces it) */
     RF_TAR_ROLE_LABEL, /* its first member with the extension RF_TAR_LABEL_EXT */
 };
 
@@ -103,6 +104,8 @@ typedef struct rf_tar_group {
     uint64_t start;           /* first header block of its first member */
     uint64_t end;             /* end of its last member's data */
     uint32_t members;         /* regular members so far */
+    const char *image_exts;   /* set by the caller; NULL: RF_TAR_IMAGE_EXTS */
+    uint32_t img_rank;        /* position of the image's extension in image_exts, from 1 */
     int has_img, has_lbl;
     uint64_t img_hdr, img_data, img_size;  /* the image member (RF_TAR_ROLE_IMAGE) */
     uint64_t lbl_hdr, lbl_data, lbl_size;  /* the label member (RF_TAR_ROLE_LABEL) */
@@ -119,9 +122,9 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
 /* Locate the payload and label of a WebDataset sample inside its span: the bytes from the
  * first member's header to the end of the last member's data, as read by one request. Walks
  * the member headers inside the span (validating each: checksum, sizes, that every member's key
- * equals `key`), so a shard changed after indexing is caught here. The payload is the first
- * member whose extension is one of jpg/jpeg/png/... (image_exts, comma-separated, lowercase
- * compare), the label the first member with extension "cls": its data (*label_off, *label_len)
+ * equals `key`), so a shard changed after indexing is caught here. The payload is the member
+ * whose extension comes first in image_exts (comma-separated, most preferred first, ASCII
+ * case-insensitive; NULL: RF_TAR_IMAGE_EXTS), the first such member on a tie; the label the first member with extension "cls": its data (*label_off, *label_len)
  * and first header block (*label_hdr), all relative to the span. Without a label member
  * *label_off is 0 (a member's data never starts at 0: its header is there), which tells it
  * from an empty one. The label's text is not looked at here: rf_check_label judges it.
@@ -140,7 +143,9 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
 #define RF_TAR_EXT_RECORDS_MAX 8         /* long-name/pax records allowed before one member */
 #define RF_TAR_SAMPLE_MEMBERS_MAX 4096   /* members in one WebDataset sample */
 #define RF_TAR_LABEL_BYTES_MAX 1024u     /* a .cls member larger than this is not a label */
-#define RF_TAR_IMAGE_EXTS "jpg,jpeg"     /* payload extensions decodable today */
+#define RF_TAR_IMAGE_EXTS "jpg,jpeg,png,webp" /* image extensions, most preferred first */
+#define RF_TAR_IMAGE_EXTS_MAX 8          /* extensions in an image_exts list */
+#define RF_TAR_EXT_BYTES_MAX 15          /* bytes of one extension in that list */
 #define RF_TAR_LABEL_EXT "cls"
 #define RF_TAR_READAHEAD_MAX (256u * 1024u) /* scanner buffer; >= RF_TAR_PAX_MAX + a block */
 
@@ -154,6 +159,11 @@ int rf_tar_parse_number(const uint8_t *field, size_t len, uint64_t *out);
 
 /* 1 when ext (a member extension) is in the comma-separated list `exts` (ASCII case-insensitive). */
 int rf_tar_ext_in(const char *ext, const char *exts);
+/* Its position in that list, from 1 (the most preferred); 0 when it is not there. */
+uint32_t rf_tar_ext_rank(const char *ext, const char *exts);
+/* 0 when exts is a valid image_exts list: 1..RF_TAR_IMAGE_EXTS_MAX comma-separated extensions
+ * of 1..RF_TAR_EXT_BYTES_MAX letters or digits; else RF_EINVAL saying what is wrong. */
+int rf_tar_exts_check(const char *exts, rf_err *err);
 
 /* The error for a shard that holds no sample, one of `file_size` bytes whose scan found
  * `nonregular` members and no regular one: RF_EFORMAT, err->msg saying what the file holds,

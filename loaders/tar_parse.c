@@ -17,6 +17,7 @@
  * Threads: a scanner belongs to one thread; rf_tar_locate and the helpers are reentrant. */
 #include "loaders/tar.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -537,19 +538,43 @@ int rf_tar_key_ok(const char *key)
     return 1;
 }
 
-int rf_tar_ext_in(const char *ext, const char *exts)
+uint32_t rf_tar_ext_rank(const char *ext, const char *exts)
 {
     size_t n = strlen(ext);
-    for (const char *p = exts; *p;) {
+    uint32_t rank = 1;
+    for (const char *p = exts; *p; rank++) {
         const char *c = strchr(p, ',');
         size_t len = c ? (size_t)(c - p) : strlen(p);
         if (len == n && n > 0 && strncasecmp(p, ext, n) == 0)
-            return 1;
+            return rank;
         if (!c)
             break;
         p = c + 1;
     }
     return 0;
+}
+
+int rf_tar_ext_in(const char *ext, const char *exts) { return rf_tar_ext_rank(ext, exts) != 0; }
+
+int rf_tar_exts_check(const char *exts, rf_err *err)
+{
+    uint32_t n = 0;
+    for (const char *p = exts;; n++) {
+        size_t len = strcspn(p, ",");
+        if (n >= RF_TAR_IMAGE_EXTS_MAX)
+            return rf_seterr(err, RF_EINVAL, "image_exts \"%s\" lists more than %d extensions",
+                             exts, RF_TAR_IMAGE_EXTS_MAX);
+        if (len == 0 || len > RF_TAR_EXT_BYTES_MAX)
+            return rf_seterr(err, RF_EINVAL, "image_exts \"%s\": extension %u is %s", exts,
+                             n + 1, len ? "over 15 bytes" : "empty");
+        for (size_t i = 0; i < len; i++)
+            if (!isalnum((unsigned char)p[i]))
+                return rf_seterr(err, RF_EINVAL, "image_exts \"%s\": extension %u has a byte "
+                                 "that is not a letter or digit", exts, n + 1);
+        if (!p[len])
+            return 0;
+        p += len + 1;
+    }
 }
 
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
@@ -563,7 +588,8 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
     span_ctx sc = {span, span_len};
     reader r = {span_get, &sc, span_len, RF_TAR_NAME_MAX};
     size_t key_len = strlen(key);
-    int have_img = 0, have_lbl = 0;
+    uint32_t img_rank = 0, rank;
+    int have_lbl = 0;
     *label_len = *label_off = *label_hdr = 0;
     rf_tar_member m; /* ~4 KiB on the decode thread's stack; no allocation per sample */
     uint64_t pos = 0;
@@ -587,8 +613,8 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
             return rf_seterr(err, RF_EFORMAT,
                              "member %s at span offset %" PRIu64 " does not belong to sample %s",
                              m.name, m.header_offset, key);
-        if (!have_img && rf_tar_ext_in(ext, image_exts)) {
-            have_img = 1;
+        if ((rank = rf_tar_ext_rank(ext, image_exts)) != 0 && (!img_rank || rank < img_rank)) {
+            img_rank = rank;
             *data_off = (uint32_t)m.data_offset;
             *data_len = (uint32_t)m.size;
             *data_hdr = (uint32_t)m.header_offset;
@@ -599,7 +625,7 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
             *label_hdr = (uint32_t)m.header_offset;
         }
     }
-    if (!have_img)
+    if (!img_rank)
         return rf_seterr(err, RF_EFORMAT, "sample %s has no image member (%s) in its span", key,
                          image_exts);
     return 0;

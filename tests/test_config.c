@@ -53,7 +53,7 @@ static void assert_same_fields(const rf_config *a, const rf_config *b, const cha
 
 /* ---- rf_config_init ------------------------------------------------------------------------ */
 
-enum kind { U, I, F, F3, P };
+enum kind { U, I, F, F3, P, S };
 
 /* ringfeed.h's documented default of every field, in declaration order. */
 static const struct {
@@ -82,6 +82,7 @@ static const struct {
     {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, 0}, {"gpu_decode", U, 0},
     {"gpu_decode_percent", U, 100}, {"hw_decode_percent", U, 0}, {"next_timeout_ms", U, 0},
     {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
+    {"image_exts", S, 0}, /* the string "jpg,jpeg,png,webp": field_value compares it */
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 
@@ -110,6 +111,10 @@ static double field_value(const rf_config *cfg, const rf_field_layout *r, enum k
     case P:
         ck_assert_uint_eq(r->size, sizeof ptr);
         return memcpy(&ptr, p, sizeof ptr), ptr ? 1.0 : 0.0;
+    case S: /* 0 when it is the documented string */
+        ck_assert_uint_eq(r->size, sizeof ptr);
+        memcpy(&ptr, p, sizeof ptr);
+        return ptr && strcmp(ptr, "jpg,jpeg,png,webp") == 0 ? 0.0 : 1.0;
     }
     return -1;
 }
@@ -147,9 +152,10 @@ static rf_config reported(const rf_loader *ld)
     return out;
 }
 
-/* The fields rf_config_init leaves AUTO, which a created loader reports resolved. */
+/* The fields rf_config_init leaves AUTO, which a created loader reports resolved, and the
+ * strings it reports as its own copies (shards, image_exts). */
 static const char *const auto_fields[] = {
-    "shards", "resize_shorter", "flip_prob", "decode_threads", "io_threads", "io_engine",
+    "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads", "io_engine",
     "prefetch_depth", "device_kind", "staging_bytes", NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
@@ -187,6 +193,8 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     ck_assert_uint_eq(got.shard_count, 1);
     ck_assert_ptr_ne(got.shards[0], pat);
     ck_assert_str_eq(got.shards[0], shard);
+    ck_assert_ptr_ne(got.image_exts, cfg.image_exts);
+    ck_assert_str_eq(got.image_exts, "jpg,jpeg,png,webp");
     ck_assert_ptr_null(got.resume_state);
     ck_assert_uint_eq(got.resume_state_bytes, 0);
     /* and every other field as the caller's config had it */
@@ -283,11 +291,13 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.next_timeout_ms = 60000;
     cfg.dct_scaling = RF_DCT_SCALING_OFF;
     cfg.label_source = RF_LABEL_NONE;
+    cfg.image_exts = "webp,JPG";
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
-    static const char *const shards_only[] = {"shards", NULL};
-    assert_same_fields(&got, &cfg, shards_only);
+    static const char *const strings[] = {"shards", "image_exts", NULL};
+    assert_same_fields(&got, &cfg, strings);
     ck_assert_str_eq(got.shards[0], shard);
+    ck_assert_str_eq(got.image_exts, "webp,JPG");
     rf_loader_destroy(ld);
 }
 END_TEST
@@ -303,12 +313,39 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     cfg.max_sample_bytes = cfg.max_image_pixels = cfg.warm_bytes = 0;
     cfg.max_image_dim = cfg.io_retries = cfg.shard_window = cfg.max_consecutive_skips = 0;
     cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = 0;
+    cfg.image_exts = NULL;
     cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     ck_assert(got.flip_prob == 0.5f);
     assert_same_fields(&got, &init, auto_fields);
+    ck_assert_str_eq(got.image_exts, "jpg,jpeg,png,webp");
     rf_loader_destroy(ld);
+}
+END_TEST
+
+/* image_exts is a list of 1..8 extensions of 1..15 letters or digits; anything else is
+ * refused at create, saying which extension is wrong and how. */
+START_TEST(bad_image_exts_are_refused_by_name)
+{
+    static const struct { const char *exts, *says; } bad[] = {
+        {"", "extension 1 is empty"},
+        {"jpg,,png", "extension 2 is empty"},
+        {"jpg,", "extension 2 is empty"},
+        {"jpg,p.ng", "extension 2 has a byte that is not a letter or digit"},
+        {"jpg,abcdefghijklmnop", "extension 2 is over 15 bytes"},
+        {"a,b,c,d,e,f,g,h,i", "lists more than 8 extensions"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *pat;
+        rf_config cfg = rf_test_host_config(&pat, shard, 0);
+        cfg.image_exts = bad[i].exts;
+        rf_loader *ld = NULL;
+        char msg[512] = "";
+        ck_assert_int_eq(rf_loader_create(&cfg, &ld, msg, sizeof msg), RF_EINVAL);
+        ck_assert_msg(strstr(msg, bad[i].says) && strstr(msg, "image_exts"), "%s: %s",
+                      bad[i].exts, msg);
+    }
 }
 END_TEST
 
@@ -376,6 +413,7 @@ int main(void)
     tcase_add_test(tc, explicit_values_are_reported_unchanged);
     tcase_add_test(tc, zero_in_a_fixed_default_field_is_that_default);
     tcase_add_test(tc, token_source_reports_its_dtype_and_arena);
+    tcase_add_test(tc, bad_image_exts_are_refused_by_name);
     tcase_add_test(tc, config_of_a_shorter_struct_and_bad_arguments);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

@@ -1171,8 +1171,14 @@ START_TEST(webdataset_grouping)
     ck_assert_uint_eq(rf_tar_split_key("noext", &ext), 5);
     ck_assert_str_eq(ext, "");
     ck_assert_int_eq(rf_tar_ext_in("JPG", RF_TAR_IMAGE_EXTS), 1);
-    ck_assert_int_eq(rf_tar_ext_in("png", RF_TAR_IMAGE_EXTS), 0);
+    ck_assert_int_eq(rf_tar_ext_in("png", RF_TAR_IMAGE_EXTS), 1);
+    ck_assert_int_eq(rf_tar_ext_in("gif", RF_TAR_IMAGE_EXTS), 0);
     ck_assert_int_eq(rf_tar_ext_in("jp", RF_TAR_IMAGE_EXTS), 0);
+    /* the preference order: jpg first, webp last, any case; not listed: 0 */
+    ck_assert_uint_eq(rf_tar_ext_rank("JPG", RF_TAR_IMAGE_EXTS), 1);
+    ck_assert_uint_eq(rf_tar_ext_rank("webp", RF_TAR_IMAGE_EXTS), 4);
+    ck_assert_uint_eq(rf_tar_ext_rank("png", "webp,PNG"), 2);
+    ck_assert_uint_eq(rf_tar_ext_rank("png", "jpg"), 0);
     free(dir);
 }
 END_TEST
@@ -1348,16 +1354,19 @@ START_TEST(label_parsing)
 END_TEST
 
 /* The grouping the loader and inspection share: a sample is a run of members with one key; its
- * first image and first label member get their roles, later ones none; a key that comes back
- * after another begins a new sample; the span runs from the first header to the last data. */
+ * image is the member whose extension comes first in image_exts (a later member with a more
+ * preferred extension takes the role, one with a less preferred or the same one does not); its
+ * first label member is the label, later ones get no role; a key that comes back after
+ * another begins a new sample; the span runs from the first header to the last data. */
 START_TEST(group_members_into_samples)
 {
     static const struct { const char *name; int starts, role; } m[] = {
         {"d/a.jpg", 1, RF_TAR_ROLE_IMAGE}, {"d/a.cls", 0, RF_TAR_ROLE_LABEL},
-        {"d/a.x.txt", 0, RF_TAR_ROLE_OTHER}, {"d/b.JPEG", 1, RF_TAR_ROLE_IMAGE},
-        {"d/b.jpg", 0, RF_TAR_ROLE_OTHER}, {"d/b.cls", 0, RF_TAR_ROLE_LABEL},
-        {"d/b.cls", 0, RF_TAR_ROLE_OTHER}, {"d/a.jpg", 1, RF_TAR_ROLE_IMAGE},
-        {"c.cls", 1, RF_TAR_ROLE_LABEL},
+        {"d/a.x.txt", 0, RF_TAR_ROLE_OTHER}, {"d/b.webp", 1, RF_TAR_ROLE_IMAGE},
+        {"d/b.JPEG", 0, RF_TAR_ROLE_IMAGE}, {"d/b.png", 0, RF_TAR_ROLE_OTHER},
+        {"d/b.jpg", 0, RF_TAR_ROLE_IMAGE}, {"d/b.jpeg", 0, RF_TAR_ROLE_OTHER},
+        {"d/b.cls", 0, RF_TAR_ROLE_LABEL}, {"d/b.cls", 0, RF_TAR_ROLE_OTHER},
+        {"d/a.jpg", 1, RF_TAR_ROLE_IMAGE}, {"c.cls", 1, RF_TAR_ROLE_LABEL},
     };
     rf_tar_group g = {0};
     uint64_t off = 0;
@@ -1374,6 +1383,8 @@ START_TEST(group_members_into_samples)
             g.open = 0;
         ck_assert_int_eq(rf_tar_group_add(&g, m[i].name, off, off + 512, 100), m[i].role);
         ck_assert(g.open);
+        if (i == 7) /* d/b.jpeg did not replace d/b.jpg (at offset 6 * 2048) */
+            ck_assert(g.img_rank == 1 && g.img_hdr == 6 * 2048);
     }
     ck_assert_str_eq(g.key, "c");
     ck_assert_uint_eq(g.members, 1);

@@ -224,6 +224,17 @@ def _label_source(label):
                      f"{label!r}")
 
 
+def _image_exts(image):
+    """Loader's image= -> rf_config.image_exts ("jpg,jpeg,png,webp"), checked here so that the
+    error names the argument; the C library checks the same rules again."""
+    exts = (image,) if isinstance(image, str) else tuple(image)
+    if not 1 <= len(exts) <= 8 or not all(
+            isinstance(e, str) and e.isascii() and e.isalnum() and len(e) <= 15 for e in exts):
+        raise ValueError(f"image must be 1..8 extensions of 1..15 ASCII letters or digits, "
+                         f"most preferred first (e.g. ('jpg', 'png')), not {image!r}")
+    return ",".join(exts).encode()
+
+
 class _Lease:
     """One leased rf_batch: released exactly once, either by the loader's iterator policy,
     explicitly, or (for kept batches) when the last reference to it disappears. While it
@@ -889,7 +900,8 @@ class Loader(_LoaderBase):
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-           hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls")
+           hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls",
+           image=("jpg", "jpeg", "png", "webp"))
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
@@ -899,6 +911,15 @@ class Loader(_LoaderBase):
       or not such a number is bad input, as a corrupt JPEG is (on_error="fail" raises naming
       the shard, member and offset; "skip" counts it under stats()["skipped_by_reason"]
       ["label"]). None: unlabelled data, every label is -1 and no .cls member is read.
+    image: the image members' extensions, most preferred first (a tuple of str, or one str
+      like "png"), compared without regard to case: each sample's image is its member whose
+      extension comes earliest (WebDataset's "jpg;png"); a sample with none fails the loader's
+      creation. 1..8 extensions of 1..15 letters or digits (ValueError otherwise). The image is
+      decoded as what its bytes are: JPEG, PNG (8/16-bit, palette, gray, interlaced) or WebP,
+      to RGB with alpha dropped, through the same crop, resize, flip and conversion; JPEG is
+      the fast path and the only one gpu_decode and hw_decode_percent take (the others are
+      decoded by the CPU into the same batch). Bytes of none of these formats are bad input
+      counted under "not_jpeg".
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
       and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders. A torch
@@ -949,7 +970,8 @@ class Loader(_LoaderBase):
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-                 hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls"):
+                 hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls",
+                 image=("jpg", "jpeg", "png", "webp")):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -968,6 +990,7 @@ class Loader(_LoaderBase):
             "dtype": C.DTYPES[dtype][0],
             "source": C.RF_SOURCE_TAR,
             "label_source": _label_source(label),
+            "image_exts": _image_exts(image),
         })
         if mean is not None or std is not None:
             if dtype == "uint8":

@@ -72,6 +72,36 @@ typedef struct rf_decode_info {
 int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
                         uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
 
+/* ---- every format: JPEG, PNG, WebP ---------------------------------------------------------- */
+
+/* What a payload's first bytes say it is (its extension is not looked at). */
+enum rf_image_format { RF_IMAGE_UNKNOWN = 0, RF_IMAGE_JPEG, RF_IMAGE_PNG, RF_IMAGE_WEBP };
+uint32_t rf_image_sniff(const uint8_t *data, uint64_t len);
+/* 0 with *format set when data[0..len) starts with a JPEG SOI, the PNG signature or a RIFF
+ * WEBP header; else RF_EDECODE "not an image (N bytes, no JPEG, PNG or WebP signature)": the
+ * loader's not_jpeg skip reason and inspection's first test, in one place. */
+int rf_image_magic_check(const uint8_t *data, uint64_t len, uint32_t *format, rf_err *err);
+/* rf_decode_transform for any of the three formats, chosen by rf_image_sniff: the same crop
+ * (rf_choose_crop), resize, flip and layout. PNG (libspng) and WebP (libwebp) decode at full
+ * scale (info->scale_denom 1, region 0), 8- and 16-bit, palette and grayscale to RGB, alpha
+ * dropped; a non-interlaced PNG stops after the crop's last row, a WebP decodes only the crop's
+ * rectangle. Errors as rf_decode_transform's: RF_ELIMIT for an image over the limits (read
+ * from the header, before any allocation) or a chunk over RF_PNG_CHUNK_MAX, RF_EDECODE for
+ * damage or an unknown format. */
+int rf_decode_image(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
+                    uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
+/* Validate a payload of any format as the loader would, decoding every row (for JPEG:
+ * rf_decode_check); *w, *h from its header (0 on error). */
+int rf_image_check(rf_decoder *d, const uint8_t *data, size_t len, uint32_t *w, uint32_t *h,
+                   rf_err *err);
+
+/* Largest PNG chunk libspng may read, and the total of the ancillary chunks it may keep
+ * (libspng wants the second at least the first): a chunk announcing more, or ancillary chunks
+ * (iCCP, zTXt, ...) adding up to more, is RF_ELIMIT. 64 MiB is also max_sample_bytes' default,
+ * which no chunk of a sample can pass. */
+#define RF_PNG_CHUNK_MAX (64u << 20)
+#define RF_PNG_CACHE_MAX (64u << 20)
+
 /* ---- placement: the sample may be decoded by another engine ---------------------------- */
 
 struct jpeg_decompress_struct;

@@ -46,6 +46,7 @@ struct rf_decoder {
     uint32_t flags; /* enum rf_decode_flag */
     int cmyk; /* this image is decoded as CMYK and converted per row */
     rf_axis h, v;
+    uint32_t row_px; /* pixels in each row of the resize ring (rf_dec_scratch) */
     uint8_t *line, *rgb, *ring, *vrow, *orow;
     size_t line_cap, rgb_cap, ring_cap, vrow_cap, orow_cap;
     const uint8_t **rows;
@@ -53,6 +54,8 @@ struct rf_decoder {
     int32_t *acc;
     size_t acc_cap;
     rf_region_buf region;
+    uint8_t *img;  /* a WebP crop or an interlaced PNG, decoded whole (only grows) */
+    size_t img_cap;
 };
 
 /* Python's round(): half to even, which rint() does in the default rounding mode. */
@@ -69,6 +72,47 @@ int rf_dec_read_header(rf_decoder *d, rf_err *err);
 int rf_dec_ensure_line(rf_decoder *d, rf_err *err);
 const uint8_t *rf_dec_read_rgb_line(rf_decoder *d, uint8_t *direct, rf_err *err);
 int rf_dec_check_scan(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_err *err);
+
+/* ---- transform.c: the rows and the resize, for every format ----------------------------- */
+
+/* The next decoded RGB row (row_px pixels): written into slot, or returned from elsewhere;
+ * NULL with err set on failure. */
+typedef const uint8_t *(*rf_dec_row_fn)(void *src, uint8_t *slot, rf_err *err);
+
+/* Plans both axes of box b at full scale on a W x H image (what a decoder without DCT scaling
+ * resizes from): d->h and d->v, relative to the image's top-left pixel. */
+int rf_dec_plan_full(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t W,
+                     uint32_t H, rf_err *err);
+/* Moves an axis's plan onto a new origin `by` pixels further on. */
+void rf_dec_axis_shift(rf_axis *a, int32_t by);
+/* Sizes the resize scratch for rows of row_px pixels (after the axes were shifted onto the
+ * first column and row the decoder delivers). */
+int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t size, rf_err *err);
+/* Pulls d->v.last rows from next(src) and writes the t->size rows of the sample to out
+ * (flip and layout included). */
+int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_fn next,
+                void *src, rf_err *err);
+
+/* 0 when t is a transform the decoders can run, else RF_EINVAL saying what is wrong. */
+int rf_dec_validate(const rf_transform *t, rf_err *err);
+
+/* ---- png_decode.c, webp_decode.c: the other formats, through the rows above ------------- */
+
+/* As rf_decode_transform, for a PNG (libspng) or a WebP (libwebp) file. */
+int rf_png_transform(rf_decoder *d, const uint8_t *png, size_t len, const rf_transform *t,
+                     uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
+int rf_webp_transform(rf_decoder *d, const uint8_t *webp, size_t len, const rf_transform *t,
+                      uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
+/* Every row decoded (what ringfeed-inspect checks): 0 means no crop can fail on the file. */
+int rf_png_check(rf_decoder *d, const uint8_t *png, size_t len, uint32_t *w, uint32_t *h,
+                 rf_err *err);
+int rf_webp_check(rf_decoder *d, const uint8_t *webp, size_t len, uint32_t *w, uint32_t *h,
+                  rf_err *err);
+/* The limits of d against a W x H image named `what` (RF_ELIMIT with the sizes, as JPEG's). */
+int rf_dec_check_size(const rf_decoder *d, const char *what, uint64_t w, uint64_t h,
+                      rf_err *err);
+/* Fills info for a full-scale decode of a W x H image with box b (no DCT scale, no region). */
+void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info *info);
 
 /* ---- crop.c ------------------------------------------------------------------------------- */
 

@@ -182,12 +182,8 @@ int rf_dec_read_header(rf_decoder *d, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     jpeg_read_header(ci, TRUE);
-    uint64_t w = ci->image_width, h = ci->image_height;
-    if (w > d->lim.max_dim || h > d->lim.max_dim || w * h > d->lim.max_pixels)
-        return rf_seterr(err, RF_ELIMIT,
-                         "JPEG is %llux%llu: over the limit (max_dim %u, max_pixels %llu)",
-                         (unsigned long long)w, (unsigned long long)h, d->lim.max_dim,
-                         (unsigned long long)d->lim.max_pixels);
+    if (rf_dec_check_size(d, "JPEG", ci->image_width, ci->image_height, err))
+        return err->code;
     switch (ci->jpeg_color_space) {
     case JCS_GRAYSCALE: /* libjpeg-turbo replicates gray into RGB itself */
     case JCS_YCbCr:

@@ -61,7 +61,7 @@ static uint32_t pick_num(const rf_decoder *d, const crop_box *b, uint32_t size)
     return 8;
 }
 
-static void axis_shift(rf_axis *a, int32_t by)
+void rf_dec_axis_shift(rf_axis *a, int32_t by)
 {
     for (uint32_t i = 0; i < a->n_out; i++)
         a->start[i] -= by;
@@ -83,17 +83,28 @@ static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t exte
     return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, size, flip);
 }
 
+/* Both axes of box b on a W x H image decoded at scale num/8. */
+static int plan_both(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W, uint32_t H,
+                     uint32_t size, rf_err *err)
+{
+    if (plan_axis(&d->h, b->x, b->w, num, W, b->clamp_box, size, b->flip) ||
+        plan_axis(&d->v, b->y, b->h, num, H, b->clamp_box, size, 0))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for resize plans");
+    return 0;
+}
+
 /* Plans both axes on the scaled image libjpeg will produce (jpeg_calc_output_dimensions). */
 static int plan_axes(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
-    const crop_box *b = &j->box;
-    uint32_t size = j->t->size;
     jpeg_calc_output_dimensions(ci);
-    if (plan_axis(&d->h, b->x, b->w, j->num, ci->output_width, b->clamp_box, size, b->flip) ||
-        plan_axis(&d->v, b->y, b->h, j->num, ci->output_height, b->clamp_box, size, 0))
-        return rf_seterr(err, RF_ENOMEM, "out of memory for resize plans");
-    return 0;
+    return plan_both(d, &j->box, j->num, ci->output_width, ci->output_height, j->t->size, err);
+}
+
+int rf_dec_plan_full(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t W,
+                     uint32_t H, rf_err *err)
+{
+    return plan_both(d, b, 8, W, H, t->size, err);
 }
 
 static void set_scale(rf_decoder *d, const xform_job *j)
@@ -138,8 +149,8 @@ static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
         return rc;
     set_scale(d, j);
     jpeg_calc_output_dimensions(ci);
-    axis_shift(&d->h, (int32_t)(c0 * mw));
-    axis_shift(&d->v, (int32_t)(r0 * mh));
+    rf_dec_axis_shift(&d->h, (int32_t)(c0 * mw));
+    rf_dec_axis_shift(&d->v, (int32_t)(r0 * mh));
     if (d->h.last > (int32_t)ci->output_width || d->v.last > (int32_t)ci->output_height ||
         d->h.first < 0 || d->v.first < 0)
         return rf_seterr(err, RF_EDECODE, "internal: region %u..%u x %u..%u misses the crop",
@@ -161,12 +172,18 @@ static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
     JDIMENSION cw = (JDIMENSION)RF_MIN(d->h.last + 1, (int32_t)ci->output_width) - xoff;
     if (xoff > 0 || cw < ci->output_width)
         jpeg_crop_scanline(ci, &xoff, &cw); /* may widen left to an iMCU boundary */
-    axis_shift(&d->h, (int32_t)xoff);
+    rf_dec_axis_shift(&d->h, (int32_t)xoff);
     *y0 = (uint32_t)d->v.first;
-    axis_shift(&d->v, d->v.first);
-    size_t n = (size_t)ci->output_width * 3; /* a cropped scanline */
+    rf_dec_axis_shift(&d->v, d->v.first);
     if (rf_dec_ensure_line(d, err))
         return err->code;
+    return rf_dec_scratch(d, ci->output_width, size, err);
+}
+
+int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t size, rf_err *err)
+{
+    size_t n = (size_t)row_px * 3;
+    d->row_px = row_px;
     if (rf_reserve(&d->ring, &d->ring_cap, n * d->v.taps, 1) ||
         rf_reserve(&d->vrow, &d->vrow_cap, n + RF_RESIZE_SRC_PAD, 1) ||
         rf_reserve(&d->orow, &d->orow_cap, (size_t)size * 3, 1) ||
@@ -195,7 +212,7 @@ static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
     if (d->flags & RF_DECODE_NO_RESIZE)
         return;
     uint32_t size = j->t->size, taps = d->v.taps;
-    size_t n = (size_t)d->cinfo.output_width * 3;
+    size_t n = (size_t)d->row_px * 3;
     for (uint32_t k = 0; k < taps; k++)
         d->rows[k] = d->ring + ((size_t)(d->v.start[i] + (int32_t)k) % taps) * n;
     rf_resize_row_v(&d->v, i, d->rows, n, d->acc, d->vrow);
@@ -207,27 +224,40 @@ static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
     }
 }
 
-/* Skip to the first needed row, decode only the needed rows into a ring of v.taps rows, and
- * emit each output row as soon as its last source row is in. */
+static const uint8_t *jpeg_row(void *src, uint8_t *slot, rf_err *err)
+{
+    return rf_dec_read_rgb_line(src, slot, err);
+}
+
+/* Skip to the first needed row, then the rows through the resize (rf_dec_rows). */
 static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
 {
-    uint32_t size = j->t->size, taps = d->v.taps, next = 0;
-    uint32_t nrows = (uint32_t)d->v.last;
-    size_t n = (size_t)d->cinfo.output_width * 3;
     if (y0 > 0 && jpeg_skip_scanlines(&d->cinfo, y0) != y0)
         return rf_seterr(err, RF_EDECODE, "could not skip to scanline %u", y0);
+    return rf_dec_rows(d, j->t, j->out, jpeg_row, d, err);
+}
+
+/* Decode only the needed rows into a ring of v.taps rows, and emit each output row as soon as
+ * its last source row is in. Any format's decoder feeds it through next(). */
+int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_fn next,
+                void *src, rf_err *err)
+{
+    uint32_t size = t->size, taps = d->v.taps, at = 0;
+    uint32_t nrows = (uint32_t)d->v.last;
+    size_t n = (size_t)d->row_px * 3;
+    xform_job j = {.t = t, .out = out};
     for (uint32_t r = 0; r < nrows; r++) {
         uint8_t *slot = d->ring + (size_t)(r % taps) * n;
-        const uint8_t *src = rf_dec_read_rgb_line(d, slot, err);
-        if (!src)
+        const uint8_t *row = next(src, slot, err);
+        if (!row)
             return err->code;
-        if (src != slot)
-            memcpy(slot, src, n);
-        while (next < size && (uint32_t)d->v.start[next] + taps <= r + 1)
-            emit_row(d, j, next++);
+        if (row != slot)
+            memcpy(slot, row, n);
+        while (at < size && (uint32_t)d->v.start[at] + taps <= r + 1)
+            emit_row(d, &j, at++);
     }
-    if (next != size)
-        return rf_seterr(err, RF_EDECODE, "internal: %u of %u output rows produced", next, size);
+    if (at != size)
+        return rf_seterr(err, RF_EDECODE, "internal: %u of %u output rows produced", at, size);
     return 0;
 }
 
@@ -271,7 +301,7 @@ static int xform_run(rf_decoder *d, void *job, rf_err *err)
     return rc ? rc : xform_decode(d, job, err);
 }
 
-static int validate(const rf_transform *t, rf_err *err)
+int rf_dec_validate(const rf_transform *t, rf_err *err)
 {
     if (t->size == 0 || t->size > 16384)
         return rf_seterr(err, RF_EINVAL, "output size %u out of range 1..16384", t->size);
@@ -286,21 +316,17 @@ static int validate(const rf_transform *t, rf_err *err)
 
 static void fill_info(const xform_job *j, rf_decode_info *info)
 {
-    if (!info)
-        return;
-    info->width = j->width;
-    info->height = j->height;
-    info->region = j->region;
-    info->crop_x = (uint32_t)rf_py_round(j->box.x), info->crop_y = (uint32_t)rf_py_round(j->box.y);
-    info->crop_w = (uint32_t)rf_py_round(j->box.w), info->crop_h = (uint32_t)rf_py_round(j->box.h);
-    info->scale_denom = 8 / j->num;
-    info->flipped = j->box.flip;
+    rf_dec_fill_info(j->width, j->height, &j->box, info);
+    if (info) {
+        info->region = j->region;
+        info->scale_denom = 8 / j->num;
+    }
 }
 
 int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
                         uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err)
 {
-    int rc = validate(t, err);
+    int rc = rf_dec_validate(t, err);
     if (rc)
         return rc;
     xform_job j = {.t = t, .jpeg = jpeg, .len = len, .seed = seed, .out = out};
@@ -361,7 +387,7 @@ int rf_decode_placed(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_tr
                      uint64_t seed, const rf_decode_place *pl, uint32_t *bytes,
                      rf_decode_info *info, rf_err *err)
 {
-    int rc = validate(t, err);
+    int rc = rf_dec_validate(t, err);
     if (rc)
         return rc;
     placed_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed}, .pl = pl};

@@ -52,6 +52,7 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->max_name_bytes = RF_TAR_NAME_MAX;
     cfg->warm_bytes = 1ull << 30;
     cfg->gpu_decode_percent = 100;
+    cfg->image_exts = RF_TAR_IMAGE_EXTS;
 }
 
 /* The fields whose default is a fixed value, which 0 also asks for (callers that filled the
@@ -93,6 +94,8 @@ static void config_resolve(rf_config *c)
      * resolved: a value out of range stays for the caller's check to refuse. */
     if (gpu && c->dct_scaling == RF_DCT_SCALING_AUTO)
         c->dct_scaling = RF_DCT_SCALING_OFF;
+    if (!c->image_exts) /* a struct_size ending before it, or NULL: the default */
+        c->image_exts = d.image_exts;
 }
 
 /* Memory-hierarchy fields: the naive baseline's fixed settings, which replace the caller's
@@ -147,6 +150,9 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->label_source > RF_LABEL_NONE)
         return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
                          "RF_LABEL_NONE)", c->label_source);
+    int erc = rf_tar_exts_check(c->image_exts, err);
+    if (erc)
+        return erc;
     if (c->max_name_bytes > RF_TAR_NAME_MAX)
         return rf_seterr(err, RF_EINVAL, "max_name_bytes %u exceeds %u", c->max_name_bytes,
                          RF_TAR_NAME_MAX);

@@ -26,6 +26,9 @@ static int copy_patterns(rf_loader *ld, rf_err *err)
             return rf_seterr(err, RF_EINVAL, "shard pattern %u is NULL", i);
     }
     ld->cfg.shards = (const char *const *)ld->patterns;
+    if (!(ld->image_exts = strdup(ld->cfg.image_exts)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    ld->cfg.image_exts = ld->image_exts;
     return 0;
 }
 
@@ -39,6 +42,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     ld->ds.max_name = ld->cfg.max_name_bytes;
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
+    ld->ds.image_exts = ld->cfg.image_exts;
     rc = rf_format_open(ld->cfg.source, &ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
     rf_free_paths(paths, npaths);
     if (rc)
@@ -311,6 +315,7 @@ void rf_loader_destroy(rf_loader *ld)
         for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
             free(ld->patterns[i]);
     free(ld->patterns);
+    free(ld->image_exts);
     pthread_mutex_destroy(&ld->mu);
     pthread_cond_destroy(&ld->cv_io);
     pthread_cond_destroy(&ld->cv_dec);

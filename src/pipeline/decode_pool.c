@@ -34,7 +34,7 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
 }
 
 /* Decode task t's sample into its row of slot s: locate the image and label in the span (tar),
- * check the JPEG, decode on the CPU or through GPU decode (gpu_place.c), convert on the host
+ * check the image's signature, decode on the CPU or through GPU decode (gpu_place.c), convert on the host
  * backend. An error sets t->why, whose fault it is (enum rf_skip_reason, or SKIP_FATAL), and a
  * message that names the member and its offset (the caller adds the shard). */
 static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_host *gh,
@@ -46,7 +46,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
     int32_t label = sm->label; /* folder sources: known from the tree or the list */
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
-        rc = rf_tar_locate(span, sm->length, ld->ds.keys + sm->key, "jpg,jpeg", &doff, &dlen,
+        rc = rf_tar_locate(span, sm->length, ld->ds.keys + sm->key, ld->ds.image_exts, &doff, &dlen,
                            &dhdr, &loff, &llen, &lhdr, e);
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
@@ -66,12 +66,13 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
     pl_gpu_sample_start(ld, s, t->index);
-    if ((rc = rf_jpeg_soi_check(span + doff, dlen, e)) != 0) {
-        t->why = RF_SKIP_NOT_JPEG; /* not a JPEG at all */
+    uint32_t format;
+    if ((rc = rf_image_magic_check(span + doff, dlen, &format, e)) != 0) {
+        t->why = RF_SKIP_NOT_JPEG; /* not a JPEG, PNG or WebP at all */
     } else {
         rc = ld->gpu.on
                  ? pl_gpu_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
-                 : rf_decode_transform(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
+                 : rf_decode_image(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
                                                                         : SKIP_FATAL;
     }

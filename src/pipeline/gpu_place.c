@@ -184,9 +184,12 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
      * engine, the next gpu_decode_percent to the kernels, the rest to the CPU. */
     uint32_t pc = rf_plan_gpu_percentile(t->aug_seed), hw = ld->cfg.hw_decode_percent;
     int engine = pc < hw;
-    if (!engine && (!ld->cfg.gpu_decode || pc - hw >= ld->cfg.gpu_decode_percent)) {
+    /* PNG and WebP have no GPU decode: they take the CPU path into the same batch, as a JPEG
+     * drawn for the CPU does (the draw above depends on the seed alone, not on the format). */
+    if (rf_image_sniff(jpeg, len) != RF_IMAGE_JPEG ||
+        (!engine && (!ld->cfg.gpu_decode || pc - hw >= ld->cfg.gpu_decode_percent))) {
         uint8_t *px = ld->gpu.device ? gj_place_device(&c, ld->stage_bytes, 0) : img;
-        return rf_decode_transform(dec, jpeg, len, &ld->tf, t->aug_seed, px, info, e);
+        return rf_decode_image(dec, jpeg, len, &ld->tf, t->aug_seed, px, info, e);
     }
     int rc = rf_decode_packet(dec, jpeg, len, &ld->tf, t->aug_seed, engine,
                               ld->gpu.device ? gj_place_device : gj_place_host, &c, &bytes,

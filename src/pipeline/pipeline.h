@@ -197,6 +197,7 @@ typedef struct epoch_counts {
 struct rf_loader {
     rf_config cfg;
     char **patterns;
+    char *image_exts; /* the loader's copy of cfg.image_exts, which points at it */
     rf_dataset ds;
     rf_plan plan;
     rf_transform tf;

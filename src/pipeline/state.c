@@ -104,13 +104,22 @@ void pl_describe_task(const rf_loader *ld, const task *t, char *buf, size_t n)
                  (unsigned long long)t->req.offset);
 }
 
-/* "member KEY.jpg at offset N": the image member of sample sm, whose header is hdr bytes into
- * the sample's span; every per-image decode error starts with it (the thread adds the shard). */
+/* "member KEY.png at offset N": the image member of sample sm, whose header is hdr bytes into
+ * the sample's span; every per-image decode error starts with it (the thread adds the shard).
+ * The extension is the one the sample's image was chosen by (RF_SAMPLE_EXT_RANK in
+ * ds.image_exts), as the list spells it. */
 void pl_describe_member(const rf_loader *ld, const rf_sample *sm, uint32_t hdr, char *buf,
                             size_t n)
 {
-    snprintf(buf, n, "member %s.%s at offset %llu", ld->ds.keys + sm->key,
-             ld->ds.payload_ext ? ld->ds.payload_ext : "jpg",
+    const char *ext = ld->ds.payload_ext ? ld->ds.payload_ext : "jpg";
+    int len = (int)strlen(ext);
+    uint32_t rank = RF_SAMPLE_EXT_RANK(sm->flags);
+    for (const char *p = ld->ds.image_exts; p && rank; rank--) {
+        len = (int)strcspn(p, ",");
+        ext = p;
+        p = p[len] ? p + len + 1 : NULL; /* the ranks were counted on this same list */
+    }
+    snprintf(buf, n, "member %s.%.*s at offset %llu", ld->ds.keys + sm->key, len, ext,
              (unsigned long long)(sm->offset + hdr));
 }
 

@@ -1,0 +1,114 @@
+/* webp_decode.c — WebP samples through libwebp: the header and its limits, the crop's
+ * rectangle decoded by libwebp itself, then its rows into transform.c's resize.
+ *
+ * DESIGN
+ *  - Limits first: WebPGetFeatures reads the size from the header; it is checked against
+ *    max_dim and max_pixels before libwebp allocates anything for the picture.
+ *  - Work avoided: WebPDecoderConfig's use_cropping decodes only the rectangle the crop's
+ *    filter taps reach (lossy: macroblock rows below it are never decoded). Its use_scaling is
+ *    not used: libwebp's rescaler is an area average, not the antialiased triangle filter every
+ *    other format gets, so a picture stored as PNG and as lossless WebP would give different
+ *    batches; the crop is resized by rf_dec_rows like JPEG's and PNG's.
+ *  - Pixels: MODE_RGB, alpha dropped (not blended). Animated WebP is refused (RF_EDECODE). The
+ *    rectangle lands in the decoder's image buffer (grows to the largest crop, then stays). */
+#include "decode/decoder.h"
+
+#include <string.h>
+#include <webp/decode.h>
+
+typedef struct webp_src {
+    const uint8_t *px;
+    size_t stride;
+    uint32_t y;
+} webp_src;
+
+static int webp_fail(VP8StatusCode st, const char *what, rf_err *err)
+{
+    static const char *const text[] = {"ok", "out of memory", "invalid parameter",
+                                       "bitstream error", "unsupported feature", "suspended",
+                                       "user abort", "not enough data (truncated)"};
+    const char *why = (unsigned)st < sizeof text / sizeof text[0] ? text[st] : "unknown error";
+    return rf_seterr(err, st == VP8_STATUS_OUT_OF_MEMORY ? RF_ENOMEM : RF_EDECODE,
+                     "WebP %s: %s (status %d)", what, why, (int)st);
+}
+
+/* The header: size and features, against the limits. */
+static int webp_open(rf_decoder *d, const uint8_t *webp, size_t len, WebPDecoderConfig *c,
+                     rf_err *err)
+{
+    if (!WebPInitDecoderConfig(c))
+        return rf_seterr(err, RF_EDECODE, "WebP decoder version mismatch");
+    VP8StatusCode st = WebPGetFeatures(webp, len, &c->input);
+    if (st != VP8_STATUS_OK)
+        return webp_fail(st, "header", err);
+    if (c->input.has_animation)
+        return rf_seterr(err, RF_EDECODE, "WebP is animated: not supported");
+    return rf_dec_check_size(d, "WebP", (uint64_t)c->input.width, (uint64_t)c->input.height,
+                             err);
+}
+
+/* Decodes the rectangle x0..x1 x y0..y1 as RGB into d->img. */
+static int webp_decode_rect(rf_decoder *d, const uint8_t *webp, size_t len,
+                            WebPDecoderConfig *c, int x0, int y0, int x1, int y1, rf_err *err)
+{
+    size_t stride = (size_t)(x1 - x0) * 3, n = stride * (size_t)(y1 - y0);
+    if (rf_reserve(&d->img, &d->img_cap, n, 1))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for a %dx%d WebP crop", x1 - x0,
+                         y1 - y0);
+    c->options.use_cropping = 1;
+    c->options.crop_left = x0, c->options.crop_top = y0;
+    c->options.crop_width = x1 - x0, c->options.crop_height = y1 - y0;
+    c->output.colorspace = MODE_RGB;
+    c->output.is_external_memory = 1;
+    c->output.u.RGBA.rgba = d->img;
+    c->output.u.RGBA.stride = (int)stride;
+    c->output.u.RGBA.size = n;
+    VP8StatusCode st = WebPDecode(webp, len, c);
+    WebPFreeDecBuffer(&c->output);
+    return st == VP8_STATUS_OK ? 0 : webp_fail(st, "decode", err);
+}
+
+static const uint8_t *webp_row(void *src, uint8_t *slot, rf_err *err)
+{
+    webp_src *s = src;
+    (void)slot, (void)err;
+    return s->px + s->stride * s->y++;
+}
+
+int rf_webp_transform(rf_decoder *d, const uint8_t *webp, size_t len, const rf_transform *t,
+                      uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err)
+{
+    WebPDecoderConfig c;
+    crop_box b;
+    int rc = rf_dec_validate(t, err);
+    if (rc || (rc = webp_open(d, webp, len, &c, err)) != 0)
+        return rc;
+    uint32_t W = (uint32_t)c.input.width, H = (uint32_t)c.input.height;
+    rf_dec_choose_box(t, W, H, seed, &b);
+    if ((rc = rf_dec_plan_full(d, t, &b, W, H, err)) != 0)
+        return rc;
+    /* libwebp moves a lossy picture's crop origin down to even coordinates (its chroma is
+     * subsampled 2:1); starting there ourselves keeps the rectangle where the plans say. */
+    int x0 = d->h.first & ~1, y0 = d->v.first & ~1, x1 = d->h.last, y1 = d->v.last;
+    rf_dec_axis_shift(&d->h, x0);
+    rf_dec_axis_shift(&d->v, y0);
+    if ((rc = webp_decode_rect(d, webp, len, &c, x0, y0, x1, y1, err)) != 0 ||
+        (rc = rf_dec_scratch(d, (uint32_t)(x1 - x0), t->size, err)) != 0)
+        return rc;
+    webp_src s = {d->img, (size_t)(x1 - x0) * 3, 0};
+    if ((rc = rf_dec_rows(d, t, out, webp_row, &s, err)) == 0)
+        rf_dec_fill_info(W, H, &b, info);
+    return rc;
+}
+
+int rf_webp_check(rf_decoder *d, const uint8_t *webp, size_t len, uint32_t *w, uint32_t *h,
+                  rf_err *err)
+{
+    WebPDecoderConfig c;
+    int rc = webp_open(d, webp, len, &c, err);
+    if (rc == 0)
+        rc = webp_decode_rect(d, webp, len, &c, 0, 0, c.input.width, c.input.height, err);
+    if (rc == 0)
+        *w = (uint32_t)c.input.width, *h = (uint32_t)c.input.height;
+    return rc;
+}
