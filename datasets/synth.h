@@ -38,4 +38,20 @@ int rf_synth_image_ex(uint64_t seed, uint32_t width, uint32_t height, const rf_s
 int rf_synth_jpeg(const uint8_t *rgb, uint32_t width, uint32_t height, int quality, int progressive,
                   uint8_t **out, size_t *len);
 
+/* PNG layouts rf_synth_png writes (synth_formats.c). */
+enum rf_synth_png_kind {
+    RF_SYNTH_PNG_RGB8 = 0,
+    RF_SYNTH_PNG_RGB16,   /* each value v stored as v * 257: decodes to v at 8 bits */
+    RF_SYNTH_PNG_GRAY8,   /* the green channel */
+    RF_SYNTH_PNG_RGBA8,   /* opaque alpha */
+    RF_SYNTH_PNG_PALETTE, /* 3-3-2 bits of RGB as indices into a 256-entry palette */
+};
+
+/* Encode RGB as a PNG of that kind (libspng) or as a WebP (libwebp: quality 0..100, or < 0 for
+ * lossless). *out is malloc'ed; returns 0 or -1 on failure. */
+int rf_synth_png(const uint8_t *rgb, uint32_t width, uint32_t height, uint32_t kind,
+                 uint8_t **out, size_t *len);
+int rf_synth_webp(const uint8_t *rgb, uint32_t width, uint32_t height, int quality,
+                  uint8_t **out, size_t *len);
+
 #endif

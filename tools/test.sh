@@ -25,15 +25,17 @@ cmake --build build-tsan -j"$jobs"
 (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/tsan.supp halt_on_error=1 \
   second_deadlock_stack=1" ctest --output-on-failure -j"$jobs" \
   -R 'loader|io|faults|tokens|memory|lifecycle|storage')
-# Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate and the scanner) and the JPEG
-# header/decode path, FUZZ_SECONDS each (30) over seeds made here from a generated shard.
+# Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate and the scanner), the JPEG
+# header/decode path and the PNG and WebP decoders, FUZZ_SECONDS each (30) over seeds made here
+# from a generated shard (tar, jpeg) and by PIL (png, webp: every colour type, interlaced,
+# lossy and lossless).
 fuzz_s=${FUZZ_SECONDS:-30}
 CC=clang cmake -S . -B build-fuzz -DRINGFEED_FUZZ=ON -DRINGFEED_TESTS=OFF -DRINGFEED_TOOLS=OFF \
   -DRINGFEED_CUDA=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs"
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
-mkdir -p "$seeds/tar" "$seeds/jpeg"
+mkdir -p "$seeds/tar" "$seeds/jpeg" "$seeds/png" "$seeds/webp"
 build-test/datasets/ringfeed-gen --output "$seeds/s-%02d.tar" --images 6 --per-shard 3 \
   --max-side 48 --seed 3 --quiet
 # restart-marked seeds, large enough for the region path (src/decode/jpeg_restart.c) to be taken
@@ -54,7 +56,25 @@ for i, path in enumerate(sorted(glob.glob(os.path.join(d, "[rs]-*.tar")))):
                 # one sample's span alone: what rf_tar_locate sees
                 open(os.path.join(d, "tar", m.name), "wb").write(data[m.offset:m.offset_data + ((m.size + 511) // 512) * 512])
 PY
-for t in tar jpeg; do
+python3 -c 'import PIL' 2>/dev/null || python3 -m pip install -q pillow
+python3 - "$seeds" <<'PY'
+import io, os, sys
+from PIL import Image
+d = sys.argv[1]
+base = Image.radial_gradient("L").resize((40, 30)).convert("RGB")
+pics = {"rgb": base, "rgba": base.convert("RGBA"), "gray": base.convert("L"),
+        "la": base.convert("LA"), "pal": base.quantize(16), "i16": base.convert("I;16")}
+for name, im in pics.items():
+    for kind, fmt, kw in (("png", "PNG", {}), ("webp", "WEBP", {"quality": 70}),
+                          ("webp", "WEBP", {"lossless": True})):
+        if fmt == "WEBP" and name in ("i16", "la", "pal"):
+            continue
+        out = io.BytesIO()
+        im.save(out, fmt, **kw)
+        tag = f"{name}-{'ll' if kw.get('lossless') else 'l'}"
+        open(os.path.join(d, kind, tag), "wb").write(bytes([0x35]) + out.getvalue())
+PY
+for t in tar jpeg png webp; do
   build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$fuzz_s" -max_len=65536 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 "$seeds/$t" 2>&1 | tail -n 3
 done

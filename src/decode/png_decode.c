@@ -10,7 +10,9 @@
  *    after the last row is never inflated.
  *  - Work avoided: a non-interlaced PNG is decoded row by row (SPNG_DECODE_PROGRESSIVE) and the
  *    decode stops after the last row the crop's filter taps reach, so the rest of the file is
- *    neither inflated nor checked (ringfeed-inspect decodes every row, rf_png_check). An
+ *    neither inflated nor checked: damage there, or a bad CRC of a chunk the decode does not
+ *    finish, goes unseen (as for JPEG; ringfeed-inspect decodes every row and reads the file
+ *    to its IEND, rf_png_check). An
  *    interlaced PNG has no row complete before its last pass, so it is decoded whole into the
  *    decoder's image buffer (which grows to the largest such image and stays), then read
  *    from there.
@@ -154,6 +156,9 @@ int rf_png_check(rf_decoder *d, const uint8_t *png, size_t len, uint32_t *w, uin
     if (rc == 0 && (rc = png_start(&s, err)) == 0)
         while (!s.interlaced && s.y < s.height && rc == 0)
             rc = png_row(&s, NULL, err) ? 0 : err->code;
+    int crc = rc == 0 ? spng_decode_chunks(s.ctx) : 0; /* the chunks after the image, to IEND */
+    if (crc)
+        rc = png_fail(crc, "after the image", err);
     if (rc == 0)
         *w = s.width, *h = s.height;
     spng_ctx_free(s.ctx);
