@@ -81,8 +81,9 @@ void rf_gen_config_init(rf_gen_config *cfg)
 /* ---- the pipeline -------------------------------------------------------------------------- */
 
 typedef struct {
-    uint8_t *jpg;
+    uint8_t *jpg; /* the encoded image, of format fmt */
     size_t len;
+    int fmt;      /* RF_GEN_JPG, RF_GEN_PNG or RF_GEN_WEBP */
     uint32_t width, height, label;
     int progressive;
     int ready;
@@ -100,6 +101,16 @@ typedef struct {
     int stop;
 } gen_ctx;
 
+static int encode(const rf_gen_config *cfg, gen_slot *s, const uint8_t *rgb, uint32_t w,
+                  uint32_t h)
+{
+    if (s->fmt == RF_GEN_PNG)
+        return rf_synth_png(rgb, w, h, RF_SYNTH_PNG_RGB8, &s->jpg, &s->len);
+    if (s->fmt == RF_GEN_WEBP)
+        return rf_synth_webp(rgb, w, h, cfg->quality, &s->jpg, &s->len);
+    return rf_synth_jpeg(rgb, w, h, cfg->quality, s->progressive, &s->jpg, &s->len);
+}
+
 static void render(const rf_gen_config *cfg, uint64_t i, uint8_t **rgb, size_t *cap, gen_slot *s)
 {
     uint32_t w, h;
@@ -108,7 +119,9 @@ static void render(const rf_gen_config *cfg, uint64_t i, uint8_t **rgb, size_t *
     s->height = h;
     s->label = cfg->label_mode == RF_GEN_LABEL_MODULO ? (uint32_t)(i % cfg->classes)
                                                       : rf_gen_label(cfg->seed, i, cfg->classes);
-    s->progressive = !cfg->restart && rf_gen_progressive(cfg->seed, i, cfg->progressive_fraction);
+    s->fmt = cfg->format == RF_GEN_MIX ? (int)(i % 3) : cfg->format;
+    s->progressive = s->fmt == RF_GEN_JPG && !cfg->restart &&
+                     rf_gen_progressive(cfg->seed, i, cfg->progressive_fraction);
     size_t need = (size_t)w * h * 3;
     if (need > *cap) {
         uint8_t *p = realloc(*rgb, need);
@@ -121,11 +134,11 @@ static void render(const rf_gen_config *cfg, uint64_t i, uint8_t **rgb, size_t *
     }
     rf_synth_opts o = {.texture = cfg->texture, .classes = cfg->classes, .label = s->label};
     if (rf_synth_image_ex(rf_gen_image_seed(cfg->seed, i), w, h, &o, *rgb) != 0 ||
-        rf_synth_jpeg(*rgb, w, h, cfg->quality, s->progressive, &s->jpg, &s->len) != 0) {
+        encode(cfg, s, *rgb, w, h) != 0) {
         s->rc = -ENOMEM;
         return;
     }
-    if (cfg->restart) {
+    if (cfg->restart && s->fmt == RF_GEN_JPG) {
         void *t;
         uint64_t tlen;
         char why[256];
@@ -300,8 +313,9 @@ static int write_sample(gen_writer *wr, uint64_t i, const gen_slot *s, char *msg
         snprintf(key, sizeof key, "n%05u/%08llu", s->label, (unsigned long long)i);
     else
         snprintf(key, sizeof key, "%08llu", (unsigned long long)i);
+    static const char *const ext[] = {"jpg", "png", "webp"};
     /* The shard's end-of-archive blocks (1024 bytes) must fit too. */
-    uint64_t need = rf_shard_sample_bytes(key, "jpg", s->len, (int32_t)s->label,
+    uint64_t need = rf_shard_sample_bytes(key, ext[s->fmt], s->len, (int32_t)s->label,
                                           (uint32_t)cfg->tar_format) + 1024;
     int rotate = wr->tw && (cfg->shard_bytes
                                 ? rf_shard_writer_bytes(wr->tw) + need > cfg->shard_bytes
@@ -312,7 +326,7 @@ static int write_sample(gen_writer *wr, uint64_t i, const gen_slot *s, char *msg
     if (!wr->tw && (rc = open_shard(wr, msg, msg_len)) != 0)
         return rc;
     uint64_t at = rf_shard_writer_bytes(wr->tw);
-    rc = rf_shard_writer_add(wr->tw, key, "jpg", s->jpg, s->len, (int32_t)s->label);
+    rc = rf_shard_writer_add(wr->tw, key, ext[s->fmt], s->jpg, s->len, (int32_t)s->label);
     if (rc) {
         setmsg(msg, msg_len, "%s: writing sample %s at byte offset %llu: %s", wr->tar, key,
                (unsigned long long)at, rf_strerror(rc));
@@ -338,10 +352,11 @@ static int check_config(const rf_gen_config *c, char *msg, size_t msg_len)
         c->threads > GEN_THREADS_MAX || (c->shard_bytes == 0 && c->per_shard == 0) ||
         !(c->progressive_fraction >= 0.0 && c->progressive_fraction <= 1.0) ||
         (c->max_side && c->max_side < 8) || c->texture < 0.0f ||
-        (c->tar_format != RF_SHARD_PAX && c->tar_format != RF_SHARD_GNU)) {
+        (c->tar_format != RF_SHARD_PAX && c->tar_format != RF_SHARD_GNU) ||
+        c->format < RF_GEN_JPG || c->format > RF_GEN_MIX) {
         setmsg(msg, msg_len, "invalid config: images, classes and per-shard must be > 0, classes "
                              "<= %u, quality 1..100, threads <= %d, progressive fraction 0..1, "
-                             "max side >= 8, tar format pax or gnu",
+                             "max side >= 8, tar format pax or gnu, format jpg, png, webp or mix",
                GEN_CLASSES_MAX, GEN_THREADS_MAX);
         return -EINVAL;
     }

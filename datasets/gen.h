@@ -20,12 +20,14 @@
 
 enum rf_gen_key { RF_GEN_KEY_INDEX = 0, RF_GEN_KEY_CLASS_DIR = 1 };
 enum rf_gen_label_mode { RF_GEN_LABEL_HASH = 0, RF_GEN_LABEL_MODULO = 1 };
+/* The samples' image format; MIX cycles JPEG, PNG, WebP by sample index (i % 3). */
+enum rf_gen_format { RF_GEN_JPG = 0, RF_GEN_PNG, RF_GEN_WEBP, RF_GEN_MIX };
 
 typedef struct rf_gen_stats {
     uint64_t images;      /* samples written */
     uint64_t shards;      /* shards written (closed) */
     uint64_t bytes;       /* tar bytes written, all shards */
-    uint64_t jpeg_bytes;  /* sum of JPEG sizes */
+    uint64_t jpeg_bytes;  /* sum of the encoded images' sizes (JPEG, PNG or WebP) */
     uint64_t sum_width;   /* sums of image dimensions (means = sum / images) */
     uint64_t sum_height;
     uint64_t progressive; /* progressive JPEGs among them */
@@ -54,6 +56,9 @@ typedef struct rf_gen_config {
     int key_style;                /* enum rf_gen_key */
     int label_mode;               /* enum rf_gen_label_mode */
     float texture;                /* fine-texture scale; 0 = default (1.0) */
+    int format;                   /* enum rf_gen_format: KEY.jpg (default), KEY.png (8-bit
+                                     RGB), KEY.webp (lossy at `quality`) or a mix. Progressive
+                                     and restart markers apply to the JPEG samples only */
     /* Called by the writer thread after each sample (may be NULL); return nonzero to stop. */
     int (*progress)(void *ctx, const rf_gen_stats *st);
     void *progress_ctx;

@@ -33,13 +33,15 @@ static void usage(FILE *f)
             "  --per-shard N             samples per shard instead of --shard-size\n"
             "  --first-shard N           number of the first shard (default 0)\n"
             "  --seed N                  (default 0)\n"
-            "  --quality Q               JPEG quality 1..100 (default 90)\n"
+            "  --quality Q               JPEG and WebP quality 1..100 (default 90)\n"
             "  --texture X               fine-texture scale; JPEG size grows with it (default 1)\n"
             "  --threads N               render threads (default: online CPUs)\n"
             "  --progressive-fraction F  fraction of progressive JPEGs (default 0)\n"
             "  --restart                 restart markers (ringfeed-pack --restart's interval,\n"
             "                            same Huffman tables): the same pixels, decoded faster\n"
             "                            by crops (overrides --progressive-fraction)\n"
+            "  --format F                image members: jpg (default), png (8-bit RGB), webp\n"
+            "                            (lossy at --quality) or mix (jpg, png, webp by index)\n"
             "  --min-side N / --max-side N  fit image sizes (short side >= min, long side <= max)\n"
             "  --class-dirs              keys n%%05u/%%08u (label/index) instead of %%08u (index)\n"
             "  --gnu                     GNU long-name records instead of pax (only for >100 chars)\n"
@@ -135,7 +137,7 @@ static int on_progress(void *ctx, const rf_gen_stats *st)
 enum {
     OPT_OUTPUT = 256, OPT_IMAGES, OPT_CLASSES, OPT_SHARD_SIZE, OPT_PER_SHARD, OPT_FIRST_SHARD,
     OPT_SEED, OPT_QUALITY, OPT_TEXTURE, OPT_THREADS, OPT_PROGRESSIVE, OPT_MIN_SIDE, OPT_MAX_SIDE,
-    OPT_CLASS_DIRS, OPT_GNU, OPT_NO_INDEX, OPT_QUIET, OPT_RESTART, OPT_HELP
+    OPT_CLASS_DIRS, OPT_GNU, OPT_NO_INDEX, OPT_QUIET, OPT_RESTART, OPT_FORMAT, OPT_HELP
 };
 
 static const struct option options[] = {
@@ -157,9 +159,20 @@ static const struct option options[] = {
     {"no-index", no_argument, NULL, OPT_NO_INDEX},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"restart", no_argument, NULL, OPT_RESTART},
+    {"format", required_argument, NULL, OPT_FORMAT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
+
+/* --format jpg|png|webp|mix (enum rf_gen_format's order). */
+static int parse_format(const char *s, int *out)
+{
+    static const char *const names[] = {"jpg", "png", "webp", "mix"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return *out = i, 0;
+    return -1;
+}
 
 /* Apply one flag to cfg; returns 0 or -1 (bad value). */
 static int apply(rf_gen_config *cfg, int opt, const char *arg, int *quiet)
@@ -193,6 +206,7 @@ static int apply(rf_gen_config *cfg, int opt, const char *arg, int *quiet)
     case OPT_NO_INDEX: cfg->write_index = 0; return 0;
     case OPT_QUIET: *quiet = 1; return 0;
     case OPT_RESTART: cfg->restart = 1; return 0;
+    case OPT_FORMAT: return parse_format(arg, &cfg->format);
     default: return -1;
     }
 }

@@ -265,8 +265,9 @@ static uint8_t *read_all(const char *path, size_t *len)
     return p;
 }
 
-/* Every KEY.jpg member of the shards equals the input file of that key, byte for byte. */
-static void check_member_bytes(const char *pattern, const rf_image_list *l)
+/* Every image member of the shards (KEY.EXT, EXT as the input file spells it) equals the input
+ * file of that key, byte for byte. */
+static void check_member_bytes(const char *pattern, const rf_image_list *l, uint64_t want)
 {
     rf_paths *ps;
     char err[512];
@@ -284,7 +285,7 @@ static void check_member_bytes(const char *pattern, const rf_image_list *l)
         while ((rc = rf_tar_next(&sc, m, &e)) == 1) {
             const char *ext;
             size_t kl = rf_tar_split_key(m->name, &ext);
-            if (strcmp(ext, "jpg") != 0)
+            if (!rf_tar_ext_in(ext, RF_TAR_IMAGE_EXTS))
                 continue;
             uint64_t i = 0;
             while (i < rf_image_list_count(l) &&
@@ -292,6 +293,8 @@ static void check_member_bytes(const char *pattern, const rf_image_list *l)
                     memcmp(rf_image_list_key(l, i), m->name, kl) != 0))
                 i++;
             ck_assert_msg(i < rf_image_list_count(l), "member %s not in the input", m->name);
+            const char *path = rf_image_list_path(l, i);
+            ck_assert_str_eq(strrchr(path, '.') + 1, ext); /* the file's own extension */
             size_t flen;
             uint8_t *orig = read_all(rf_image_list_path(l, i), &flen);
             ck_assert_uint_eq(flen, m->size);
@@ -305,7 +308,7 @@ static void check_member_bytes(const char *pattern, const rf_image_list *l)
         fclose(f);
         free(tar);
     }
-    ck_assert_uint_eq(jpgs, N_GOOD);
+    ck_assert_uint_eq(jpgs, want);
     rf_paths_free(ps);
 }
 
@@ -384,7 +387,7 @@ START_TEST(test_pack_roundtrip)
         ck_assert_uint_gt(c->w[j], 0);
         j++;
     }
-    check_member_bytes(pat, l);
+    check_member_bytes(pat, l, N_GOOD);
 
     loaded *ld = calloc(1, sizeof *ld);
     ck_assert_int_eq(load(pat, RF_SOURCE_TAR, ld, err, sizeof err), 0);
@@ -407,6 +410,73 @@ START_TEST(test_pack_roundtrip)
     free(ld);
     free(c);
     rf_image_list_free(l);
+}
+END_TEST
+
+/* A class tree of all four formats (.jpg, .PNG, .webp, .jpeg) and a truncated PNG: each good
+ * file becomes KEY.<its own extension> with its bytes (also with --restart for the PNG and
+ * WebP: restart markers are a JPEG's); the bad PNG is reported by name and skipped;
+ * inspection validates every image with the loader's decoders and the loader reads all four
+ * with their labels. */
+START_TEST(test_pack_all_formats)
+{
+    char tree[600], out[600], cmd[3000], path[700];
+    snprintf(tree, sizeof tree, "%s/fmt-tree", g_root);
+    snprintf(out, sizeof out, "%s/fmt-out", g_root);
+    static const char *const files[] = {"a/one.jpg", "a/two.PNG", "b/three.webp", "b/four.jpeg"};
+    uint8_t rgb[50 * 40 * 3], *enc;
+    size_t len;
+    rf_synth_image(77, 50, 40, rgb);
+    mkdir(tree, 0755), mkdir(out, 0755);
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%c", tree, files[i][0]);
+        mkdir(path, 0755);
+        ck_assert_int_eq(i == 1   ? rf_synth_png(rgb, 50, 40, RF_SYNTH_PNG_RGB16, &enc, &len)
+                         : i == 2 ? rf_synth_webp(rgb, 50, 40, -1, &enc, &len)
+                                  : rf_synth_jpeg(rgb, 50, 40, 90, 0, &enc, &len), 0);
+        snprintf(path, sizeof path, "%s/%s", tree, files[i]);
+        rf_test_write_file(path, enc, len);
+        if (i == 1) {
+            snprintf(path, sizeof path, "%s/a/zz_cut.png", tree);
+            rf_test_write_file(path, enc, len / 2);
+        }
+        free(enc);
+    }
+    snprintf(cmd, sizeof cmd, "%s --input %s --output '%s/f-%%d.tar' --quiet 2>%s/pack.err && "
+             "%s --input %s --output '%s/r-%%d.tar' --restart --quiet 2>/dev/null", g_tool,
+             tree, out, out, g_tool, tree, out);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(path, sizeof path, "%s/pack.err", out);
+    char *log = (char *)read_all(path, &len);
+    ck_assert_msg(strstr(log, "zz_cut.png: offset 0: bad image: PNG"), "%s", log);
+    free(log);
+    char pat[700], rpat[700];
+    snprintf(pat, sizeof pat, "%s/f-0.tar", out);
+    snprintf(rpat, sizeof rpat, "%s/r-0.tar", out);
+    rf_image_list *l;
+    char err[512];
+    ck_assert_int_eq(rf_image_list_open(tree, &l, err, sizeof err), 0);
+    ck_assert_uint_eq(rf_image_list_count(l), 5); /* the four and the cut PNG */
+    check_member_bytes(pat, l, 4);
+    rf_image_list_free(l);
+    /* --restart: GNU tar reads the PNG and WebP members back as the files were */
+    snprintf(cmd, sizeof cmd, "tar -xOf %s a/two.PNG | cmp -s - %s/a/two.PNG && "
+             "tar -xOf %s b/three.webp | cmp -s - %s/b/three.webp", rpat, tree, rpat, tree);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    collected *c = calloc(1, sizeof *c);
+    uint64_t problems;
+    inspect_all(pat, c, &problems);
+    ck_assert_msg(problems == 0, "%s", c->problems[0]);
+    ck_assert_uint_eq(c->n, 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert(c->w[i] == 50 && c->h[i] == 40);
+    loaded *ld = calloc(1, sizeof *ld);
+    ck_assert_int_eq(load(pat, RF_SOURCE_TAR, ld, err, sizeof err), 0);
+    ck_assert_uint_eq(ld->n, 4);
+    static const int32_t labels[] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(ld->labels[i], labels[i]);
+    free(ld->pixels), free(ld), free(c);
 }
 END_TEST
 
@@ -1150,6 +1220,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_image_list_tree);
     tcase_add_test(tc, test_pack_roundtrip);
     tcase_add_test(tc, test_pack_restart);
+    tcase_add_test(tc, test_pack_all_formats);
     tcase_add_test(tc, test_gnu_tar_formats);
     tcase_add_test(tc, test_index_disagrees);
     tcase_add_test(tc, test_bad_jpeg_reported);

@@ -104,6 +104,7 @@ static int files_equal(const char *a, const char *b)
 }
 
 static int g_restart; /* gen_small: rf_gen_config.restart */
+static int g_format;  /* gen_small: rf_gen_config.format */
 
 static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double progressive)
 {
@@ -120,6 +121,7 @@ static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double pr
     c.max_side = 96;
     c.progressive_fraction = progressive;
     c.restart = g_restart;
+    c.format = g_format;
     char msg[256];
     int rc = rf_gen_run(&c, NULL, msg, sizeof msg);
     if (rc)
@@ -359,6 +361,39 @@ START_TEST(gen_readable)
 }
 END_TEST
 
+/* --format mix: samples cycle KEY.jpg, KEY.png, KEY.webp by index (each holding that format,
+ * JPEGs still restart-marked with --restart), the same bytes at any thread count, and every
+ * image passes inspection with the loader's decoders. */
+START_TEST(gen_format_mix)
+{
+    const char *d1 = rf_test_mkdtemp("synth-mix1"), *d2 = rf_test_mkdtemp("synth-mix2");
+    g_format = RF_GEN_MIX;
+    g_restart = 1;
+    ck_assert_int_eq(gen_small(d1, 1, 5, 0), 0);
+    ck_assert_int_eq(gen_small(d2, 3, 5, 0), 0);
+    char cmd[4096], tar[1024];
+    snprintf(cmd, sizeof cmd, "cmp -s %s/train-001.tar %s/train-001.tar", d1, d2);
+    ck_assert(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import tarfile,sys\n"
+             "t=tarfile.open('%s/train-001.tar'); m=t.getmembers()[0::2]\n"
+             "magic={'jpg':bytes([255,216]),'png':bytes([137,80]),'webp':b'RI'}\n"
+             "ext=['jpg','png','webp']\n"
+             "ok=len(m)==16 and all(x.name==f'{16+i:08d}.'+ext[(16+i)%%3] and "
+             "t.extractfile(x).read(2)==magic[ext[(16+i)%%3]] for i,x in enumerate(m))\n"
+             "sys.exit(not ok)\"", d1);
+    ck_assert(system(cmd) == 0);
+    for (int s = 0; s < 3; s++) {
+        snprintf(tar, sizeof tar, "%s/train-%03d.tar", d1, s);
+        rf_inspect_summary sum;
+        rf_inspect_summary_init(&sum);
+        ck_assert_int_eq(rf_shard_inspect(tar, NULL, NULL, NULL, NULL, &sum), 0);
+        ck_assert_uint_eq(sum.problems, 0);
+        ck_assert_uint_eq(sum.samples, s < 2 ? 16 : 8);
+    }
+}
+END_TEST
+
 /* --restart: the same images (pixel for pixel), now with a DRI marker and baseline. */
 START_TEST(gen_restart_same_pixels)
 {
@@ -534,6 +569,7 @@ static Suite *suite(void)
     tcase_add_test(t, tar_long_names);
     tcase_add_test(t, gen_threads_identical);
     tcase_add_test(t, gen_readable);
+    tcase_add_test(t, gen_format_mix);
     tcase_add_test(t, gen_shard_bytes);
     tcase_add_test(t, gen_config_limits);
     tcase_add_test(t, gen_restart_same_pixels);

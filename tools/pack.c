@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,7 +100,7 @@ static void usage(FILE *f)
             "  --first-shard N    number of the first shard (0)\n"
             "  --max-file-bytes SIZE  larger files are bad (64M)\n"
             "  --strict           fail on a bad or unreadable file instead of skipping it\n"
-            "  --restart[=N]      rewrite each JPEG losslessly (same pixels) with a restart\n"
+            "  --restart[=N]      rewrite each JPEG (PNG and WebP files stay as they are) losslessly (same pixels) with a restart\n"
             "                     marker every N MCUs (default: the loader's choice) and\n"
             "                     optimal Huffman tables, so crops decode only what they need\n"
             "  --quiet            no progress line\n"
@@ -107,8 +108,8 @@ static void usage(FILE *f)
             "Keys are class/filename without the extension, with whitespace, control bytes and\n"
             "dots in the file name replaced by '_' (a WebDataset key ends at the first dot of\n"
             "the basename); a key made equal to another by this gets a _2, _3 ... suffix.\n"
-            "Members: KEY.jpg (the file's bytes, unchanged unless --restart) then KEY.cls (the\n"
-            "label). An index X.idx (DALI v1.2) is written beside each X.tar. A shard and its\n"
+            "Members: KEY.EXT (the file's bytes, unchanged unless --restart; EXT the file's\n"
+            "own jpg, jpeg, png or webp in its case, else jpg) then KEY.cls (the label). An index X.idx (DALI v1.2) is written beside each X.tar. A shard and its\n"
             "index appear only complete (written under a hidden temporary name, fsynced, then\n"
             "renamed); on failure the unfinished shard is removed and pack exits 1.\n");
 }
@@ -318,8 +319,9 @@ static void *reader_main(void *arg)
         }
         if (r.rc == 0 && (r.rc = rf_jpeg_check(jc, r.data, r.len, NULL, NULL, NULL, why,
                                                 sizeof why)) != 0)
-            snprintf(r.msg, sizeof r.msg, "%s: offset 0: bad JPEG: %s", path, why);
-        if (r.rc == 0 && p->o->restart) {
+            snprintf(r.msg, sizeof r.msg, "%s: offset 0: bad image: %s", path, why);
+        /* Restart markers are a JPEG's (the check above passed: its SOI is there). */
+        if (r.rc == 0 && p->o->restart && r.data[0] == 0xFF && r.data[1] == 0xD8) {
             void *t;
             uint64_t tlen;
             r.rc = rf_jpeg_add_restarts(r.data, r.len, p->o->restart_interval, 1, &t, &tlen, why,
@@ -387,12 +389,25 @@ static void abort_shard(writer *wr)
     wr->files = wr->in_bytes = 0;
 }
 
+/* The member extension of a file: its own when it is one the loader takes by default (jpg,
+ * jpeg, png, webp, any case: kept as spelled), else "jpg" (a list entry of another name). */
+static const char *member_ext(const char *path)
+{
+    static const char *const known[] = {"jpg", "jpeg", "png", "webp"};
+    const char *base = strrchr(path, '/'), *dot = strrchr(base ? base : path, '.');
+    for (size_t i = 0; dot && i < sizeof known / sizeof known[0]; i++)
+        if (strcasecmp(dot + 1, known[i]) == 0)
+            return dot + 1;
+    return "jpg";
+}
+
 static int write_sample(writer *wr, uint64_t id, const slot *s)
 {
     packer *p = wr->p;
     const char *key = rf_image_list_key(p->list, id);
+    const char *ext = member_ext(rf_image_list_path(p->list, id));
     int32_t label = rf_image_list_label(p->list, id);
-    uint64_t need = rf_shard_sample_bytes(key, "jpg", s->len, label, p->o->format);
+    uint64_t need = rf_shard_sample_bytes(key, ext, s->len, label, p->o->format);
     char err[600];
     int rc = 0;
     if (wr->w && rf_shard_writer_samples(wr->w) > 0 &&
@@ -411,7 +426,7 @@ static int write_sample(writer *wr, uint64_t id, const slot *s)
                                             sizeof err)) != 0)
             fprintf(stderr, "ringfeed-pack: %s\n", err);
     }
-    if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, "jpg", s->data, s->len, label)) != 0) {
+    if (rc == 0 && (rc = rf_shard_writer_add(wr->w, key, ext, s->data, s->len, label)) != 0) {
         const char *name = rc < 0 ? strerrorname_np(-rc) : NULL; /* "ENOSPC"; NULL: not errno */
         fprintf(stderr, "ringfeed-pack: %s: writing sample %s at offset %" PRIu64 ": %s%s%s%s\n",
                 wr->tar, key, rf_shard_writer_bytes(wr->w), rf_strerror(rc), name ? " (" : "",

@@ -1,8 +1,9 @@
-/* jpeg_check.c — JPEG checks for the tools (include/ringfeed_shards.h): rf_jpeg_check and
- * rf_jpeg_add_restarts.
+/* jpeg_check.c — image checks for the tools (include/ringfeed_shards.h): rf_jpeg_check (JPEG,
+ * PNG or WebP) and rf_jpeg_add_restarts.
  *
  * DESIGN. Both wrap the loader's own code, so that a tool's verdict is the loader's: a check
- * runs the loader's SOI test and decoder (rf_decode_check, decoded in full), and the restart
+ * runs the loader's signature test and decoders (rf_decode_check or rf_image_check, decoded in
+ * full), and the restart
  * rewrite is the loader's transcoder (decode/jpeg_restart.c). A checker holds one decoder and
  * is used by one thread at a time. */
 #include "ringfeed_shards.h"
@@ -41,12 +42,15 @@ int rf_jpeg_check_info(rf_jpeg_checker *c, const uint8_t *p, uint64_t len, rf_jp
                        rf_err *e)
 {
     *ji = (rf_jpeg_info){0};
-    int rc = rf_jpeg_soi_check(p, len, e); /* the loader's not_jpeg, in its words */
+    uint32_t format;
+    int rc = rf_image_magic_check(p, len, &format, e); /* the loader's not_jpeg, in its words */
     if (rc)
         return rc;
     if (len > SIZE_MAX)
         return rf_seterr(e, RF_ELIMIT, "%" PRIu64 " bytes do not fit in memory", len);
-    return rf_decode_check(c->dec, p, (size_t)len, ji, e);
+    if (format == RF_IMAGE_JPEG)
+        return rf_decode_check(c->dec, p, (size_t)len, ji, e);
+    return rf_image_check(c->dec, p, (size_t)len, &ji->width, &ji->height, e);
 }
 
 int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *width,
