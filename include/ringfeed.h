@@ -70,7 +70,7 @@ extern "C" {
     X(RF_ENOFILES, -1002, "no shard matched the given patterns") \
     /* a shard is malformed (bad tar header, truncated member, ...) */ \
     X(RF_EFORMAT, -1003, "malformed shard") \
-    /* an image could not be decoded (corrupt data, not a JPEG) */ \
+    /* an image could not be decoded (corrupt data, not a JPEG, PNG or WebP) */ \
     X(RF_EDECODE, -1004, "image decode failed") \
     /* a configured limit was exceeded (pixels, member size, ...) */ \
     X(RF_ELIMIT, -1005, "a configured limit was exceeded") \
@@ -139,7 +139,7 @@ enum rf_label_source {
 enum rf_skip_reason {
     RF_SKIP_TAR_HEADER = 0, /* bad tar header inside the sample span */
     RF_SKIP_TRUNCATED = 1,  /* member or file ends early */
-    RF_SKIP_NOT_JPEG = 2,   /* payload is not a JPEG */
+    RF_SKIP_NOT_JPEG = 2,   /* payload is not a JPEG, PNG or WebP (no signature of one) */
     RF_SKIP_CORRUPT = 3,    /* corrupt JPEG data, or a libjpeg warning */
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */

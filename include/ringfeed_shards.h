@@ -48,7 +48,7 @@ RF_API void rf_paths_free(rf_paths *p);
  *  - a directory: the class-folder convention of torchvision's ImageFolder. Every
  *    subdirectory is a class; labels are the subdirectories' indexes in bytewise-sorted name
  *    order (empty ones keep their number). Regular files below a class folder (recursively,
- *    at most RF_IMAGE_LIST_DEPTH_MAX levels) whose extension is jpg or jpeg (any case) are
+ *    at most RF_IMAGE_LIST_DEPTH_MAX levels) whose extension is jpg, jpeg, png or webp (any case) are
  *    samples, in sorted order (class by class, each folder's entries sorted bytewise,
  *    subfolders in place). Symlinks are followed. Other files, files directly in `input`, and
  *    names starting with '.' are skipped and counted (hidden folders such as
@@ -92,11 +92,11 @@ RF_API uint64_t rf_image_list_size(const rf_image_list *l, uint64_t i);
  * input: 0 classes (names are NULL); labels are whatever the file says. */
 RF_API uint32_t rf_image_list_classes(const rf_image_list *l);
 RF_API const char *rf_image_list_class_name(const rf_image_list *l, uint32_t c);
-/* Files skipped while walking (not jpg/jpeg, outside a class folder, hidden). */
+/* Files skipped while walking (not jpg/jpeg/png/webp, outside a class folder, hidden). */
 RF_API uint64_t rf_image_list_skipped(const rf_image_list *l);
 /* Entries that cannot be read as images and are left out of the list, the walk going on: a
  * path whose stat() fails (a dangling symlink, a symlink loop such as `ln -s x.jpg x.jpg`, a
- * file gone meanwhile: -errno), a jpg/jpeg entry or list line that is not a regular file (a
+ * file gone meanwhile: -errno), an image entry or list line that is not a regular file (a
  * FIFO, device or socket, never opened: RF_EFORMAT), and a folder that is a symlink to a
  * folder being walked (-ELOOP, not walked). A root entry whose stat() fails is not a class
  * (the later classes' labels are one lower). They are not samples; what they mean is the
@@ -118,14 +118,18 @@ typedef struct rf_jpeg_checker rf_jpeg_checker;
 /* One checker per thread, reused (it holds the loader's JPEG decoder). NULL on no memory. */
 RF_API rf_jpeg_checker *rf_jpeg_checker_create(void);
 RF_API void rf_jpeg_checker_destroy(rf_jpeg_checker *c);
-/* Validate one JPEG with the loader's own decoder and default limits (100 M pixels, 32768 per
- * side, 1000 progressive scans): everything the loader checks on every decode (header, limits,
- * colour space, quantization tables present, the marker structure of the whole file up to EOI;
- * bytes after the EOI, such as camera trailers, are ignored as the loader ignores them), then
- * every scanline decoded to the EOI, with libjpeg warnings as errors. So a file that passes
- * cannot fail in the loader under default limits whatever the crop, and a file the loader
- * refuses does not pass. Costs a full decode (a few ms for a photo). Any of
- * width/height/progressive may be NULL. Errors: RF_EDECODE, RF_ELIMIT, RF_ENOMEM (message in
+/* Validate one image with the loader's own decoders and default limits (100 M pixels, 32768 per
+ * side, 1000 progressive scans). The format is read from the bytes, as the loader reads it
+ * (anything but a JPEG, PNG or WebP is RF_EDECODE "not an image (...)"). A JPEG: everything the
+ * loader checks on every decode (header, limits, colour space, quantization tables present, the
+ * marker structure of the whole file up to EOI; bytes after the EOI, such as camera trailers,
+ * are ignored as the loader ignores them), then every scanline decoded to the EOI, with libjpeg
+ * warnings as errors. A PNG: the header against the limits, every row decoded (libspng) and
+ * the chunks after the image read to IEND, CRCs checked. A WebP: the header against the
+ * limits, the whole picture decoded (libwebp). So a file that passes cannot fail in the loader
+ * under default limits whatever the crop, and a file the loader refuses does not pass. Costs a
+ * full decode (a few ms for a photo). Any of width/height/progressive may be NULL
+ * (progressive is 0 for PNG and WebP). Errors: RF_EDECODE, RF_ELIMIT, RF_ENOMEM (message in
  * err). */
 RF_API int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uint32_t *width,
                          uint32_t *height, uint32_t *progressive, char *err, size_t err_len);

@@ -1,9 +1,11 @@
-/* decode.h — JPEG decode with crop-during-decode, DCT scaling, resize and flip.
+/* decode.h — JPEG decode with crop-during-decode, DCT scaling, resize and flip; PNG and WebP
+ * through the same crop and resize (rf_decode_image).
  *
  * One rf_decoder per decode thread (libjpeg decompressors are not thread-safe); it is created
- * once and reused for every sample, so the steady state allocates nothing (scratch buffers grow
- * to the largest image seen, then stay). Every libjpeg error and warning becomes a returned
- * error with text; nothing here ever calls exit().
+ * once and reused for every sample, so our scratch buffers only grow to the largest image seen,
+ * then stay; per image only the codecs' own state is made (libjpeg's pools, a libspng
+ * context, libwebp's decoder). Every libjpeg error and warning, and every libspng and libwebp
+ * error, becomes a returned error with text; nothing here ever calls exit().
  *
  * What decode/ may include: base/ and its own headers, nothing else internal. It knows nothing
  * of the GPU: a sample decoded elsewhere (the GPU decode, backend/gpujpeg_place.c) goes through
