@@ -225,6 +225,11 @@ typedef struct rf_inspect_options {
                                    would refuse for its label; RF_LABEL_NONE (unlabelled data)
                                    reads and checks no label member (labeled stays 0);
                                    another value is RF_EINVAL */
+    const char *image_exts;     /* as rf_config.image_exts: which member is a sample's image
+                                   (NULL, the default: "jpg,jpeg,png,webp"); a list the loader
+                                   would refuse is RF_EINVAL. A member with an extension later
+                                   in the list than the image so far is not checked; one with
+                                   an earlier extension becomes the image and is checked too */
 } rf_inspect_options;
 
 typedef struct rf_inspect_problem {

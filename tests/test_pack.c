@@ -1110,6 +1110,50 @@ END_TEST
  * with label_source RF_LABEL_NONE neither refuses any. The shard is written by GNU tar from
  * files. The tools say the same: ringfeed-inspect and ringfeed-bench fail on it by default and
  * pass with --no-labels. */
+/* Inspection chooses each sample's image as the loader does (rf_inspect_options.image_exts):
+ * a sample of a good s.jpg and a cut s.png is clean by default (jpg comes first), the cut PNG
+ * a problem with "png,jpg", no image at all with "webp"; a bad list is RF_EINVAL. */
+START_TEST(test_inspect_image_preference)
+{
+    char d[600], tar[700], err[256];
+    snprintf(d, sizeof d, "%s/prefer", g_root);
+    mkdir(d, 0755);
+    snprintf(tar, sizeof tar, "%s/p.tar", d);
+    uint8_t rgb[40 * 30 * 3], *jpg, *png;
+    size_t jn, pn;
+    rf_synth_image(3, 40, 30, rgb);
+    ck_assert_int_eq(rf_synth_jpeg(rgb, 40, 30, 90, 0, &jpg, &jn), 0);
+    ck_assert_int_eq(rf_synth_png(rgb, 40, 30, RF_SYNTH_PNG_RGB8, &png, &pn), 0);
+    rf_shard_writer *w;
+    ck_assert_int_eq(rf_shard_writer_open(tar, NULL, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    ck_assert_int_eq(rf_shard_writer_add(w, "s", "jpg", jpg, jn, -1), 0);
+    ck_assert_int_eq(rf_shard_writer_add(w, "s", "png", png, pn / 2, 4), 0);
+    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+    free(jpg), free(png);
+    static const struct { const char *exts; int rc; const char *says; } cases[] = {
+        {NULL, 0, NULL},
+        {"png,jpg", RF_EDECODE, "member s.png: PNG"},
+        {"webp", RF_EFORMAT, "sample s has no image member (webp)"},
+        {"jp.g", RF_EINVAL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        collected *c = calloc(1, sizeof *c);
+        rf_inspect_options o;
+        rf_inspect_options_init(&o);
+        o.image_exts = cases[i].exts;
+        rf_inspect_summary s;
+        rf_inspect_summary_init(&s);
+        ck_assert_int_eq(rf_shard_inspect(tar, &o, on_problem, on_sample, c, &s), cases[i].rc);
+        if (cases[i].says)
+            ck_assert_msg(c->nproblems == 1 && strstr(c->problems[0], cases[i].says), "%s: %s",
+                          cases[i].exts, c->problems[0]);
+        else if (cases[i].rc == 0)
+            ck_assert(s.problems == 0 && s.samples == 1 && c->w[0] == 40);
+        free(c);
+    }
+}
+END_TEST
+
 START_TEST(test_inspect_labels_as_loader)
 {
     static char huge[2001];
@@ -1221,6 +1265,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_pack_roundtrip);
     tcase_add_test(tc, test_pack_restart);
     tcase_add_test(tc, test_pack_all_formats);
+    tcase_add_test(tc, test_inspect_image_preference);
     tcase_add_test(tc, test_gnu_tar_formats);
     tcase_add_test(tc, test_index_disagrees);
     tcase_add_test(tc, test_bad_jpeg_reported);

@@ -46,6 +46,8 @@ static void usage(FILE *f)
             "  --no-labels        unlabelled shards: do not require or check KEY.cls labels\n"
             "                     (as ringfeed-bench --no-labels; by default every sample the\n"
             "                     loader would refuse for its label is a problem)\n"
+            "  --image-exts LIST  which member is a sample's image: extensions, most preferred\n"
+            "                     first (default jpg,jpeg,png,webp; the loader's image_exts)\n"
             "  --quiet            print problems and the totals only (no per-shard lines)\n"
             "Exit status: 0 no problem, 1 problems found, 2 usage error.\n");
 }
@@ -205,7 +207,7 @@ int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"json", 0, 0, 'j'}, {"write-index", 0, 0, 'w'},
                                        {"no-jpeg", 0, 0, 'n'}, {"quiet", 0, 0, 'q'},
-                                       {"no-labels", 0, 0, 'L'},
+                                       {"no-labels", 0, 0, 'L'}, {"image-exts", 1, 0, 'i'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     totals t = {0};
     int write_index = 0, c;
@@ -217,6 +219,7 @@ int main(int argc, char **argv)
         case 'w': write_index = 1; break;
         case 'n': o.check_jpeg = 0; break;
         case 'L': o.label_source = RF_LABEL_NONE; break;
+        case 'i': o.image_exts = optarg; break;
         case 'q': t.quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

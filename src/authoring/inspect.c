@@ -144,7 +144,7 @@ static void sample_flush(inspector *in)
     rf_inspect_summary *sum = &in->sum;
     if (!in->g.has_img)
         problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member (%s)",
-                in->g.key, RF_TAR_IMAGE_EXTS);
+                in->g.key, in->g.image_exts);
     if (!in->g.has_lbl && !in->broken && in->opt.label_source == RF_LABEL_CLS) {
         rf_err e = {0};
         rf_label_missing(in->g.key, RF_LABEL_NO_OFFSET, &e);
@@ -358,7 +358,9 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     rf_inspect_options_init(&in->opt);
     if (options)
         memcpy(&in->opt, options, RF_MIN(options->struct_size, (uint32_t)sizeof in->opt));
-    if (in->opt.label_source > RF_LABEL_NONE) {
+    rf_err xe = {0};
+    in->g.image_exts = in->opt.image_exts ? in->opt.image_exts : RF_TAR_IMAGE_EXTS;
+    if (in->opt.label_source > RF_LABEL_NONE || rf_tar_exts_check(in->g.image_exts, &xe)) {
         free(in);
         return RF_EINVAL;
     }

@@ -131,6 +131,7 @@ void rf_decoder_destroy(rf_decoder *d)
     free(d->orow);
     free(d->rows);
     free(d->acc);
+    free(d->img);
     rf_region_buf_free(&d->region);
     free(d);
 }
