@@ -4,11 +4,13 @@ image= preference, GPU-less determinism across thread counts, and bad files as n
 counted skips.
 
 Tolerances: PIL's antialiased bilinear resize (box= the loader's crop) against the loader's
-14-bit fixed-point one differs by at most 2 levels per channel (measured 1); lossless formats
-(PNG of any kind, lossless WebP) decode to exact pixels, so the same picture saved as PNG and as
-lossless WebP gives byte-identical batches. Lossy WebP: libwebp decodes the crop's rectangle
-while PIL decodes the whole picture, and the fancy upsampling at the rectangle's edges can move
-edge pixels, so the bound there is 4 levels and a mean under 0.5.
+14-bit fixed-point one differs by at most 2 levels per channel (measured: 1, mean 0.13-0.22, for
+every kind here, 0 for gray); lossless formats (PNG of any kind, lossless WebP) decode to exact
+pixels, so the same picture saved as PNG and as lossless WebP gives byte-identical batches.
+Lossy WebP: libwebp decodes only the crop's rectangle while PIL decodes the whole picture, and
+the fancy upsampling at the rectangle's edges may move edge pixels, so the bound there is 4
+levels and a mean under 0.5 (measured 1, 0.20). JPEG: PIL's libjpeg-turbo decode of the file
+is the reference, at full scale here (the crop is under twice the output size), bound 2.
 """
 import io
 import math
@@ -169,7 +171,7 @@ def test_every_kind_matches_pil(mixed):
         diff = np.abs(got[key].astype(int) - want.astype(int))
         if key == "webplossy":
             assert diff.max() <= 4 and diff.mean() < 0.5, (key, diff.max(), diff.mean())
-        elif key != "jpeg":  # JPEG: libjpeg-turbo and PIL's libjpeg agree to the resize's 2
+        else:
             assert diff.max() <= 2, (key, diff.max())
 
 
