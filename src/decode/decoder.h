@@ -1,6 +1,7 @@
 /* decoder.h — private to decode/: the decoder's struct and what jpeg_decode.c (libjpeg, the
- * guarded region, line reads), crop.c (the crop choice) and transform.c (the transform and the
- * placed decode) share. Nothing outside decode/ includes it; the rest of the library sees the
+ * guarded region, line reads), crop.c (the crop choice), transform.c (the transform, the
+ * placed decode, the rows and resize), png_decode.c and webp_decode.c (the other formats) and
+ * image.c (the dispatch, limits and info they share) share. Nothing outside decode/ includes it; the rest of the library sees the
  * decoder through decode.h only. */
 #ifndef RF_DECODER_H
 #define RF_DECODER_H

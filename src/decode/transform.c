@@ -1,6 +1,8 @@
 /* transform.c — rf_decode_transform and rf_decode_placed: the crop decoded at the smallest
  * useful DCT scale, through a restart-interval region when the file allows one, and resized
- * row by row into the sample (flip and layout included).
+ * row by row into the sample (flip and layout included). The row ring and the resize
+ * (rf_dec_rows) are also what the PNG and WebP decoders feed their rows into, so every format
+ * gets the same crop, resize, flip and layout.
  *
  * DESIGN (the decoder's threads, ownership and errors: jpeg_decode.c)
  *  - Work avoided: limits are checked on the header before libjpeg allocates image buffers; the
