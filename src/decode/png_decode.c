@@ -99,15 +99,16 @@ static int png_start(png_src *s, rf_err *err)
 static const uint8_t *png_row(void *src, uint8_t *slot, rf_err *err)
 {
     png_src *s = src;
-    const uint8_t *row = s->d->img + s->row_bytes * s->y;
+    const uint8_t *row = s->d->line;
     (void)slot;
-    if (!s->interlaced) {
+    if (s->interlaced) {
+        row = s->d->img + s->row_bytes * s->y;
+    } else {
         int rc = spng_decode_row(s->ctx, s->d->line, s->row_bytes);
         if (rc != 0 && rc != SPNG_EOI) { /* SPNG_EOI: this was the last row */
             png_fail(rc, "row", err);
             return NULL;
         }
-        row = s->d->line;
     }
     s->y++;
     return row + (size_t)s->x0 * 3;
