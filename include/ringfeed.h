@@ -93,7 +93,9 @@ extern "C" {
     /* the loader belongs to the process that created it, not a fork() child */ \
     X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
     /* rf_loader_next: no batch within next_timeout_ms (not sticky) */ \
-    X(RF_ETIMEDOUT, -1015, "no batch within next_timeout_ms")
+    X(RF_ETIMEDOUT, -1015, "no batch within next_timeout_ms") \
+    /* rf_config.sample_hook returned non-zero for a sample */ \
+    X(RF_EHOOK, -1016, "the sample hook refused a sample")
 
 enum rf_error {
 #define RF_ERROR_ENUM_(name, value, message) name = value,
@@ -144,6 +146,8 @@ enum rf_skip_reason {
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */
     RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX */
+    RF_SKIP_HOOK = 7,       /* rf_config.sample_hook returned non-zero (the last free entry of
+                               the arrays, so rf_stats' layout is unchanged) */
     RF_SKIP_REASONS = 8
 };
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
@@ -158,6 +162,53 @@ enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
 enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
 /* What a rank does with the samples left over when the epoch does not split evenly. */
 enum rf_remainder { RF_REMAINDER_PAD = 0, RF_REMAINDER_DROP = 1 };
+
+/* ---- the per-sample hook ----------------------------------------------------------------- */
+
+/* One decoded sample as rf_config.sample_hook sees it: the image already cropped, resized and
+ * flipped to its output size, as uint8 in the slot, before any conversion (dtype, mean/std)
+ * and before the copy to the device. Channel c of pixel (y, x) is
+ * pixels[y * row_stride + x * pixel_stride + c * channel_stride]. */
+typedef struct rf_sample_view {
+    uint32_t struct_size;     /* sizeof(rf_sample_view) as the library knows it */
+    uint32_t layout;          /* enum rf_layout of `pixels`: rf_config.layout when dtype is
+                                 RF_DTYPE_UINT8; NHWC for the float dtypes (the conversion
+                                 writes the requested layout afterwards) */
+    uint32_t height, width;   /* image_size, image_size */
+    uint32_t channels;        /* 3 (RGB) */
+    uint32_t is_padding;      /* 1: a repeated sample padding this rank (rf_batch.is_padding) */
+    uint8_t *pixels;          /* the sample's own bytes, writable, valid during the call only */
+    uint64_t row_stride;      /* bytes from row y to y + 1: width * 3 (NHWC), width (NCHW) */
+    uint64_t pixel_stride;    /* bytes from column x to x + 1: 3 (NHWC), 1 (NCHW) */
+    uint64_t channel_stride;  /* bytes from channel c to c + 1: 1 (NHWC), height * width (NCHW) */
+    uint64_t sample_id;       /* as rf_batch.sample_ids: the dataset index */
+    uint64_t position;        /* as rf_batch.positions: the place in the epoch order */
+    uint64_t epoch;           /* the epoch this sample is delivered in */
+    uint64_t seed;            /* a per-sample seed, a function of (rf_config.seed, epoch,
+                                 sample_id) only: the same at any thread count, rank or resume
+                                 position, and apart from the draws that chose the crop */
+    const char *key;          /* as rf_batch.keys: the sample's key, NUL-terminated */
+    int32_t *label;           /* the label to be delivered (-1 for RF_LABEL_NONE); the hook may
+                                 overwrite it, and any value it writes is delivered as is */
+} rf_sample_view;
+
+/* rf_config.sample_hook: user augmentation at decode speed (colour jitter, noise, ...).
+ * Thread: called on the decode threads, up to decode_threads calls at once with the same ctx,
+ * each for a different sample, never with the loader's lock held; it must be reentrant (keep
+ * per-call state on the stack or derive it from view->seed; shared state in ctx needs the
+ * caller's own synchronization). Order: samples are not called in any particular order, so
+ * reproducible output must depend only on the view (use view->seed, never a shared random
+ * generator). When: once per decoded sample, after the decode and before the host conversion,
+ * padding repeats included (they get their original's seed, so the same pixels); not for the
+ * blank (zero) samples skip mode pads with, nor for token sources (refused at create).
+ * May touch: the view's pixels and *label, and its own ctx; nothing else of the loader (no
+ * rf_loader_* call on it: the consumer's thread owns those). The view and its pointers are
+ * valid during the call only. Time spent in it counts in rf_stats.decode_busy_ns and delays
+ * the batch; it must return (rf_loader_stop and rf_loader_destroy wait for calls in progress).
+ * Return 0 to keep the sample; any other value makes the sample bad input under on_error:
+ * FAIL raises RF_EHOOK naming the shard, member and byte offset, the value returned, the
+ * sample id and epoch; SKIP leaves it out, counted under RF_SKIP_HOOK. */
+typedef int (*rf_sample_hook)(const rf_sample_view *view, void *ctx);
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
@@ -361,6 +412,15 @@ typedef struct rf_config {
      * Folder sources take their labels from the class folders or the list, and token
      * sources have none, whatever this says. */
     uint32_t label_source;
+
+    /* A per-sample hook over each decoded image (see rf_sample_hook above for its contract);
+     * default NULL: none. Images decoded on the GPU never reach the decode threads, so create
+     * refuses a hook with gpu_decode or hw_decode_percent (RF_EINVAL), and with a token source
+     * (nothing is decoded). The Python binding does not expose it: a Python call per sample
+     * would cost more than the decode (docs/python.md has the per-batch GPU recipe). */
+    rf_sample_hook sample_hook;
+    void *sample_hook_ctx; /* passed to every call; must stay valid until rf_loader_destroy
+                            * (or rf_loader_stop) returns; default NULL */
 } rf_config;
 
 /* Fill *cfg with every field's default (see "Defaults" above rf_config), struct_size and

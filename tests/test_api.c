@@ -22,6 +22,7 @@ static const struct {
     {-1004, "RF_EDECODE"}, {-1005, "RF_ELIMIT"},   {-1006, "RF_EIO"},      {-1007, "RF_ECUDA"},
     {-1008, "RF_ENODEV"},  {-1009, "RF_ESTATE"},   {-1010, "RF_EINDEX"},   {-1011, "RF_ERESUME"},
     {-1012, "RF_ECLOSED"}, {-1013, "RF_ELABEL"},   {-1014, "RF_EFORK"},    {-1015, "RF_ETIMEDOUT"},
+    {-1016, "RF_EHOOK"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
@@ -49,11 +50,11 @@ END_TEST
 
 START_TEST(err_name_is_null_for_other_codes)
 {
-    const int others[] = {0, RF_EPOCH_END, RF_DONE, -ENOENT, -EIO, -999, -1016, -4096, 12345};
+    const int others[] = {0, RF_EPOCH_END, RF_DONE, -ENOENT, -EIO, -999, -1017, -4096, 12345};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         ck_assert_msg(rf_err_name(others[i]) == NULL, "%d: %s", others[i], rf_err_name(others[i]));
     ck_assert_str_eq(rf_strerror(-ENOENT), "No such file or directory");
-    ck_assert_str_eq(rf_strerror(-1016), "unknown error");
+    ck_assert_str_eq(rf_strerror(-1017), "unknown error");
 }
 END_TEST
 

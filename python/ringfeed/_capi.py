@@ -130,6 +130,9 @@ class RfConfig(ctypes.Structure):
         ("next_timeout_ms", ctypes.c_uint32),
         ("dct_scaling", ctypes.c_uint32),
         ("label_source", ctypes.c_uint32),
+        # rf_sample_hook and its ctx: C only (docs/python.md says why); None from Python
+        ("sample_hook", ctypes.c_void_p),
+        ("sample_hook_ctx", ctypes.c_void_p),
     ]
 
 

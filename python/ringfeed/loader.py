@@ -50,7 +50,8 @@ _IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO
 _ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
-SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label")
+SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
+                "hook")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1

@@ -170,6 +170,13 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");
+    if (c->sample_hook && (c->gpu_decode || c->hw_decode_percent))
+        return rf_seterr(err, RF_EINVAL, "sample_hook: images decoded on the GPU never reach "
+                         "the decode threads that call the hook; set gpu_decode and "
+                         "hw_decode_percent to 0 to use a sample_hook");
+    if (c->sample_hook && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "sample_hook applies to images; a token source "
+                         "decodes nothing to call it with");
     if (c->source == RF_SOURCE_TOKENS) {
         if (c->token_bytes != 2 && c->token_bytes != 4)
             return rf_seterr(err, RF_EINVAL, "tokens: token_bytes must be 2 or 4, not %u",

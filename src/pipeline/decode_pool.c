@@ -7,7 +7,9 @@
  * cv_dec under mu for the queue, then decodes without mu, touching only its own sample's row
  * of the slot, its own decoder, and the atomic counters. The outcome goes to pl_task_end
  * (dispatch.c), which applies the error policy, frees the task and counts the slot down; GPU
- * decode's placement is gpu_place.c's. */
+ * decode's placement is gpu_place.c's. The user's rf_config.sample_hook runs here too, on the
+ * decoded row and without mu, between the decode and the host conversion (create refused it
+ * with the GPU paths, whose pixels never reach this thread). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,31 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
     if (!loff)
         return rf_label_missing(key, sm->offset, e);
     return rf_check_label(key, span + loff, llen, sm->offset + lhdr, label, e);
+}
+
+/* Hand the decoded row img of task t (slot s) to rf_config.sample_hook, with *label for it
+ * to keep or overwrite. The view describes the row as staged (ld->tf.layout: the configured
+ * layout for uint8 output, NHWC before a conversion). A non-zero return is a bad sample,
+ * named like a decode failure (the caller adds the shard). */
+static int run_hook(rf_loader *ld, const task *t, const slot *s, uint8_t *img, int32_t *label,
+                    uint32_t dhdr, rf_err *e)
+{
+    uint32_t n = ld->cfg.image_size;
+    int nchw = ld->tf.layout == RF_LAYOUT_NCHW;
+    rf_sample_view v = {
+        .struct_size = sizeof v, .layout = ld->tf.layout, .height = n, .width = n,
+        .channels = 3, .is_padding = s->padding[t->index], .pixels = img,
+        .row_stride = nchw ? n : (uint64_t)n * 3, .pixel_stride = nchw ? 1 : 3,
+        .channel_stride = nchw ? (uint64_t)n * n : 1, .sample_id = t->sample_id,
+        .position = s->positions[t->index], .epoch = s->batch.epoch,
+        .seed = rf_plan_hook_seed(t->aug_seed), .key = s->keys[t->index], .label = label};
+    int r = ld->cfg.sample_hook(&v, ld->cfg.sample_hook_ctx);
+    if (r == 0)
+        return 0;
+    char m[RF_ERRMSG_MAX];
+    pl_describe_member(ld, &ld->ds.samples[t->sample_id], dhdr, m, sizeof m);
+    return rf_seterr(e, RF_EHOOK, "%s: sample_hook returned %d (sample id %llu, epoch %llu)",
+                     m, r, (unsigned long long)t->sample_id, (unsigned long long)v.epoch);
 }
 
 /* Decode task t's sample into its row of slot s: locate the image and label in the span (tar),
@@ -86,6 +113,10 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
         atomic_fetch_add_explicit(&ld->dct_scaled, 1, memory_order_relaxed); /* stats only */
     if (info.region)
         atomic_fetch_add_explicit(&ld->region_decoded, 1, memory_order_relaxed); /* stats only */
+    if (ld->cfg.sample_hook && (rc = run_hook(ld, t, s, img, &label, dhdr, e)) != 0) {
+        t->why = RF_SKIP_HOOK;
+        return rc;
+    }
     if (ld->host_convert)
         rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
                              ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,

@@ -60,7 +60,8 @@
  * neither block nor lock. It never calls the backend (submit, release, sync, stats: without
  * mu, in submit.c, consumer.c, gpu_place.c and stats.c), the I/O engine (start, stop, stats;
  * the engine calls take() and done(), which take mu themselves), a decoder, rf_pc_check or
- * rf_pc_warm, a test hook, or open()/close() of per-read descriptors. Functions named
+ * rf_pc_warm, a test hook, the user's rf_config.sample_hook (decode_pool.c calls it on the
+ * decode thread, like the decoder), or open()/close() of per-read descriptors. Functions named
  * *_locked, and every pl_policy entry but setup, must be called with mu held.
  * Without mu: slot.pending counts a batch's samples down (the thread that takes it to 0
  * publishes the slot, pl_slot_finish); the statistics counters and the GPU placement's
