@@ -235,9 +235,13 @@ static void make_label_shard(void)
         g_label_shard = rf_test_make_label_shard(rf_test_mkdtemp("hook-tar"), labels, 8);
 }
 
-static rf_config refusing_config(const char **pat, ctx *c, uint32_t on_error)
+/* A loader over the GNU tar shard, in dataset order, batches of 3, whose hook refuses sample
+ * 00000004. */
+static rf_loader *refusing_loader(ctx *c, uint32_t on_error)
 {
-    rf_config cfg = rf_test_host_config(pat, g_label_shard, SIZE);
+    make_label_shard();
+    const char *pat;
+    rf_config cfg = rf_test_host_config(&pat, g_label_shard, SIZE);
     cfg.batch_size = 3;
     cfg.epochs = 1;
     cfg.order = RF_ORDER_NONE;
@@ -246,18 +250,15 @@ static rf_config refusing_config(const char **pat, ctx *c, uint32_t on_error)
     cfg.sample_hook = test_hook;
     cfg.sample_hook_ctx = c;
     c->refuse_key = "00000004";
-    return cfg;
+    return rf_test_create_ok(&cfg);
 }
 
 /* FAIL: the batches before the refused sample's are delivered, then RF_EHOOK names the shard,
  * the member and its byte offset, what the hook returned, the sample id and epoch. */
 START_TEST(refusing_hook_fails_naming_the_sample)
 {
-    make_label_shard();
-    const char *pat;
     ctx *c = new_ctx();
-    rf_config cfg = refusing_config(&pat, c, RF_ON_ERROR_FAIL);
-    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_loader *ld = refusing_loader(c, RF_ON_ERROR_FAIL);
     rf_batch *b;
     int rc;
     ck_assert_int_eq(rf_loader_next(ld, &b), 0); /* samples 0..2 */
@@ -280,11 +281,8 @@ END_TEST
  * the epoch's counts add up. */
 START_TEST(refusing_hook_is_a_counted_skip)
 {
-    make_label_shard();
-    const char *pat;
     ctx *c = new_ctx();
-    rf_config cfg = refusing_config(&pat, c, RF_ON_ERROR_SKIP);
-    rf_loader *ld = rf_test_create_ok(&cfg);
+    rf_loader *ld = refusing_loader(c, RF_ON_ERROR_SKIP);
     rf_batch *b;
     int rc, delivered = 0;
     while ((rc = rf_loader_next(ld, &b)) == 0) {
