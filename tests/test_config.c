@@ -82,6 +82,7 @@ static const struct {
     {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, 0}, {"gpu_decode", U, 0},
     {"gpu_decode_percent", U, 100}, {"hw_decode_percent", U, 0}, {"next_timeout_ms", U, 0},
     {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
+    {"fields", P, 0}, {"max_field_bytes", U, 16 << 10},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 
@@ -283,6 +284,7 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.next_timeout_ms = 60000;
     cfg.dct_scaling = RF_DCT_SCALING_OFF;
     cfg.label_source = RF_LABEL_NONE;
+    cfg.max_field_bytes = 1000;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     static const char *const shards_only[] = {"shards", NULL};
@@ -302,7 +304,7 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     cfg.batch_size = cfg.image_size = cfg.world_size = cfg.io_queue_depth = 0;
     cfg.max_sample_bytes = cfg.max_image_pixels = cfg.warm_bytes = 0;
     cfg.max_image_dim = cfg.io_retries = cfg.shard_window = cfg.max_consecutive_skips = 0;
-    cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = 0;
+    cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = cfg.max_field_bytes = 0;
     cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);

@@ -130,6 +130,19 @@ class RfConfig(ctypes.Structure):
         ("next_timeout_ms", ctypes.c_uint32),
         ("dct_scaling", ctypes.c_uint32),
         ("label_source", ctypes.c_uint32),
+        ("fields", ctypes.c_char_p),
+        ("max_field_bytes", ctypes.c_uint32),
+    ]
+
+
+class RfField(ctypes.Structure):
+    """One extra field of a batch (rf_field): sample i's bytes at data + offsets[i], lengths[i]
+    long."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("data", ctypes.c_void_p),
+        ("offsets", ctypes.POINTER(ctypes.c_uint64)),
+        ("lengths", ctypes.POINTER(ctypes.c_uint32)),
     ]
 
 
@@ -154,6 +167,8 @@ class RfBatch(ctypes.Structure):
         ("is_padding", ctypes.POINTER(ctypes.c_uint8)),
         ("event", ctypes.c_void_p),
         ("ndim", ctypes.c_uint32),
+        ("nfields", ctypes.c_uint32),
+        ("fields", ctypes.POINTER(RfField)),
     ]
 
 
@@ -227,7 +242,8 @@ class RfFieldLayout(ctypes.Structure):
 
 
 # The C struct each mirror stands for, as rf_abi_layout names it.
-MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_stats": RfStats}
+MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_field": RfField,
+           "rf_stats": RfStats}
 
 
 # ---- errors ----------------------------------------------------------------------------------

@@ -84,6 +84,9 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              ld->depth, B);
     }
+    int frc = pl_fields_alloc(ld, err);
+    if (frc)
+        return frc;
     /* Staging: enough for every decode thread to have work queued behind it plus a full
      * queue of reads, and never less than a few of the largest samples. */
     uint64_t mean = ld->ds.total_bytes / ld->ds.nsamples + 1;
