@@ -1,6 +1,7 @@
 /* ring.c — the memory create sizes: the batch ring (pinned on the CUDA backend), the slot
- * tables, the staging arena, the task ring and decoders, the backend's device pool; the page
- * cache state and the NUMA node the ring and threads are placed on.
+ * tables, the extra fields' rows (fields.c), the staging arena, the task ring and decoders, the
+ * backend's device pool; the page cache state and the NUMA node the ring and threads are
+ * placed on.
  *
  * DESIGN
  * Runs on the creating thread, before any pipeline thread exists. Every allocation goes
