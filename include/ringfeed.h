@@ -368,11 +368,12 @@ typedef struct rf_config {
      * e.g. "txt,json": field f of a sample is the data of its first member named KEY.<ext>
      * with ext equal to the f-th entry (the bytes after the first dot of the basename, compared
      * exactly, case-sensitive, as WebDataset does), copied byte for byte. At most
-     * RF_FIELDS_MAX entries, each 1..RF_FIELD_NAME_MAX bytes of printable ASCII other than ','
-     * and '/', none twice. Copied during rf_loader_create. Only TAR sources have members:
+     * RF_FIELDS_MAX entries, each 1..RF_FIELD_NAME_MAX bytes of printable ASCII other than space,
+     * ',' and '/', none twice. Copied during rf_loader_create. Only TAR sources have members:
      * create refuses fields with a FOLDER or TOKENS source (RF_EINVAL). The decode threads
-     * copy the fields out of the span already read for the image (no extra read). A sample without one of the members is bad input, as a missing label is (WebDataset
-     * fails on a missing required field too): under on_error FAIL an RF_EFORMAT naming the
+     * copy the fields out of the span already read for the image (no extra read). A sample
+     * without one of the members is bad input, as a missing label is (WebDataset fails on a
+     * missing required field too): under on_error FAIL an RF_EFORMAT naming the
      * shard, the sample's key, its byte offset and the extension; under SKIP it is left out,
      * counted under RF_SKIP_FIELD, and its replacement's fields fill its place. A member of
      * more than max_field_bytes is RF_ELIMIT (skip: RF_SKIP_TOO_LARGE) naming the member and
@@ -463,7 +464,8 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * reported as given, except where a field's comment says create changes it (naive's fixed
  * settings, dct_scaling with gpu_decode or hw_decode_percent, staging_bytes' raising), the seed
  * a resume state carries, and 0 in a field with a fixed default (reported as that default).
- * shards points at the loader's own copies of the patterns, valid until rf_loader_destroy;
+ * shards points at the loader's own copies of the patterns and fields at its copy of the list
+ * (NULL without fields), valid until rf_loader_destroy;
  * resume_state is NULL and resume_state_bytes 0 (the blob is read at create and not kept).
  * Works after rf_loader_stop and in a fork() child (it only reads). Errors: RF_EINVAL (NULL
  * arguments, struct_size below 8). */
@@ -658,8 +660,8 @@ typedef struct rf_field_layout {
 
 /* The library's own view of the structs a binding mirrors (rf_config, rf_batch, rf_field,
  * rf_stats) and of its error codes, so that a binding can check every field's name, offset and
- * size against the library it loaded, and take the codes from it rather than from a copy (the Python
- * binding does both when it loads the library). Static: never freed, the same at every call.
+ * size against the library it loaded, and take the codes from it rather than from a copy (the
+ * Python binding does both when it loads the library). Static: never freed, the same at every call.
  * *count (when count is not NULL) receives the number of rows. */
 RF_API const rf_field_layout *rf_abi_layout(uint32_t *count);
 

@@ -37,14 +37,15 @@ static void make_contents(void)
             for (size_t k = 0; k < n; k++)
                 g_txt[i][k] = (char)('a' + k % 26);
         } else if (i != EMPTY_TXT) {
-            for (uint32_t r = 0; r <= i % 3; r++)
+            for (uint32_t r = 0; r <= i % 3; r++) /* "über café ☕" in UTF-8 */
                 n += (size_t)snprintf(g_txt[i] + n, sizeof g_txt[i] - n,
-                                      "caption %u: ein Hund \xc3\xbc" "ber caf\xc3\xa9 \xe2\x98\x95; ",
-                                      i);
+                                      "caption %u: ein Hund \xc3\xbc" "ber caf\xc3\xa9 "
+                                      "\xe2\x98\x95; ", i);
         }
         g_txt_len[i] = n;
         g_json_len[i] = (size_t)snprintf(g_json[i], sizeof g_json[i],
-                                         "{\"id\": %u, \"w\": 64, \"tags\": [\"t%u\"]}\n", i, i % 4);
+                                         "{\"id\": %u, \"w\": 64, \"tags\": [\"t%u\"]}\n", i,
+                                         i % 4);
     }
 }
 
@@ -307,7 +308,9 @@ START_TEST(create_checks_the_list_and_the_source)
 {
     const char *pat;
     rf_config c = fields_config(&pat, g_good, "");
-    refused(&c, "fields \"\": entry 1 is not 1..64 printable ASCII bytes without '/'");
+    refused(&c, "fields \"\": entry 1 is not 1..64 printable ASCII bytes without space or '/'");
+    c.fields = "txt, json";
+    refused(&c, "entry 2 is not");
     c.fields = "txt,,json";
     refused(&c, "entry 2 is not");
     c.fields = "txt,a/b";

@@ -1,6 +1,6 @@
 /* decode_pool.c — the decode threads: each takes a task off the decode queue, locates the
- * image, label and extra fields in the span read for it, decodes, crops and resizes straight into the
- * sample's row of its slot (or fills a blank, in skip mode), and hands the task back.
+ * image, label and extra fields in the span read for it, decodes, crops and resizes straight
+ * into the sample's row of its slot (or fills a blank, in skip mode), and hands the task back.
  *
  * DESIGN
  * Runs on the `decode_threads` decode threads, started and joined by run.c. Each waits on
@@ -34,9 +34,10 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
 }
 
 /* Decode task t's sample into its row of slot s: locate the image, label and extra fields in
- * the span (tar), copy the fields (fields.c), check the JPEG, decode on the CPU or through GPU decode (gpu_place.c), convert on the host
- * backend. An error sets t->why, whose fault it is (enum rf_skip_reason, or SKIP_FATAL), and a
- * message that names the member and its offset (the caller adds the shard). */
+ * the span (tar), copy the fields (fields.c), check the JPEG, decode on the CPU or through GPU
+ * decode (gpu_place.c), convert on the host backend. An error sets t->why, whose fault it is
+ * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset (the
+ * caller adds the shard). */
 static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_host *gh,
                        rf_err *e)
 {

@@ -16,8 +16,9 @@
 
 #include "pipeline/pipeline.h"
 
-/* One entry of the list: 1..RF_FIELD_NAME_MAX printable ASCII bytes, no '/' (a member's
- * extension never holds one); ',' separates entries. */
+/* One entry of the list: 1..RF_FIELD_NAME_MAX printable ASCII bytes, no space (the index
+ * and member names the tools write hold none) and no '/' (a member's extension never holds
+ * one); ',' separates entries. */
 static int entry_ok(const char *p, size_t n)
 {
     if (n == 0 || n > RF_FIELD_NAME_MAX)
@@ -36,15 +37,16 @@ static int split_list(pl_fields *fs, rf_err *err)
         char *c = strchr(p, ',');
         size_t n = c ? (size_t)(c - p) : strlen(p);
         if (!entry_ok(p, n))
-            return rf_seterr(err, RF_EINVAL, "fields \"%s\": entry %u is not 1..%d printable "
-                             "ASCII bytes without '/'", fs->given, fs->n + 1, RF_FIELD_NAME_MAX);
+            return rf_seterr(err, RF_EINVAL, "fields \"%.200s\": entry %u is not 1..%d printable "
+                             "ASCII bytes without space or '/'", fs->given, fs->n + 1,
+                             RF_FIELD_NAME_MAX);
         if (fs->n == RF_FIELDS_MAX)
-            return rf_seterr(err, RF_EINVAL, "fields \"%s\": more than %d entries", fs->given,
+            return rf_seterr(err, RF_EINVAL, "fields \"%.200s\": more than %d entries", fs->given,
                              RF_FIELDS_MAX);
         p[n] = 0;
         for (uint32_t f = 0; f < fs->n; f++)
             if (strcmp(fs->names[f], p) == 0)
-                return rf_seterr(err, RF_EINVAL, "fields \"%s\": \"%s\" is listed twice",
+                return rf_seterr(err, RF_EINVAL, "fields \"%.200s\": \"%s\" is listed twice",
                                  fs->given, p);
         fs->names[fs->n++] = p;
         if (!c)

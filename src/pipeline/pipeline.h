@@ -78,13 +78,13 @@
  * written under it.
  * The atomics carry only what moves outside mu, each with its order and reason where it is
  * declared: slot.pending is the one hand-over: each sample's fetch_sub is a release of the row,
- * label, field rows and GPU-placement entries it wrote (and of slot.bad, which a failed sample writes under mu
- * but pl_slot_finish reads without it), and the one that reaches 0 acquires them all before
- * pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu hands the
- * batch to the consumer. Every other atomic is relaxed: the GPU placement's slot.gpu claims
- * (their atomicity alone keeps claims apart; the bytes are published by pending), task.finished
- * (only touched with mu held) and the statistics counters (read for rf_stats only). No atomic keeps
- * seq_cst: no code relies on a single order across two atomic variables.
+ * label, field rows and GPU-placement entries it wrote (and of slot.bad, which a failed sample
+ * writes under mu but pl_slot_finish reads without it), and the one that reaches 0 acquires them
+ * all before pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu
+ * hands the batch to the consumer. Every other atomic is relaxed: the GPU placement's slot.gpu
+ * claims (their atomicity alone keeps claims apart; the bytes are published by pending),
+ * task.finished (only touched with mu held) and the statistics counters (read for rf_stats
+ * only). No atomic keeps seq_cst: no code relies on a single order across two atomic variables.
  * Debug builds (without NDEBUG: the default RelWithDebInfo build; Release adds -DNDEBUG) assert
  * these invariants: slot state before each transition, the cursors and ring bounds, and that
  * a *_locked function's caller holds mu (pl_lock records the holder, PL_ASSERT_LOCKED checks
@@ -157,9 +157,9 @@ typedef struct slot {
     uint64_t seq;             /* global batch number (across epochs) */
     /* Samples not yet in. Stored (relaxed) under mu when the slot opens, before any of its
      * tasks is handed out through mu; counted down outside mu with acq_rel: the release
-     * publishes the sample's row, label, field rows, gpu.* entries and slot.bad, and the acquire of the
-     * decrement to 0 (pl_slot_finish's caller) sees every sample's before the submit. Read
-     * relaxed for the stall message only. */
+     * publishes the sample's row, label, field rows, gpu.* entries and slot.bad, and the
+     * acquire of the decrement to 0 (pl_slot_finish's caller) sees every sample's before the
+     * submit. Read relaxed for the stall message only. */
     _Atomic uint32_t pending;
     /* Fail mode: the failure of the lowest sample index in the batch (code 0: none). Kept per
      * batch and raised in batch order, so the error names the first bad sample the consumer
