@@ -307,18 +307,21 @@ static void refused(const rf_config *c, const char *words)
 START_TEST(create_checks_the_list_and_the_source)
 {
     const char *pat;
-    rf_config c = fields_config(&pat, g_good, "");
-    refused(&c, "fields \"\": entry 1 is not 1..64 printable ASCII bytes without space or '/'");
-    c.fields = "txt, json";
-    refused(&c, "entry 2 is not");
-    c.fields = "txt,,json";
-    refused(&c, "entry 2 is not");
-    c.fields = "txt,a/b";
-    refused(&c, "entry 2 is not");
-    c.fields = "txt,json,txt";
-    refused(&c, "\"txt\" is listed twice");
-    c.fields = "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q";
-    refused(&c, "more than 16 entries");
+    static const struct {
+        const char *list, *words;
+    } bad[] = {
+        {"", "fields \"\": entry 1 is not 1..64 printable ASCII bytes without space or '/'"},
+        {"txt, json", "entry 2 is not"},
+        {"txt,,json", "entry 2 is not"},
+        {"txt,a/b", "entry 2 is not"},
+        {"txt,json,txt", "\"txt\" is listed twice"},
+        {"a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "more than 16 entries"},
+    };
+    rf_config c = fields_config(&pat, g_good, NULL);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c.fields = bad[i].list;
+        refused(&c, bad[i].words);
+    }
     c.fields = "txt";
     c.max_field_bytes = (64u << 20) + 1;
     refused(&c, "max_field_bytes 67108865 exceeds 67108864");

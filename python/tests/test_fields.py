@@ -3,7 +3,6 @@ tarfile, webdataset's TarWriter and GNU tar come back byte for byte, in batch or
 1, 2 and 4 decode threads, b"" for padding; a missing member and one over max_field_bytes are
 bad input, raised naming shard, sample or member and offset, or skipped and replaced by samples
 that bring their own fields."""
-import glob
 import io
 import json
 import os
@@ -13,6 +12,7 @@ import tarfile
 import pytest
 
 import ringfeed
+from conftest import shard_jpegs
 from ringfeed.loader import SKIP_REASONS
 
 LIMIT = 512  # max_field_bytes of these tests
@@ -35,12 +35,7 @@ def metadata(i):
 
 @pytest.fixture(scope="module")
 def jpegs(shards):
-    out = []
-    for path in sorted(glob.glob(shards)):
-        with tarfile.open(path) as tf:
-            out += [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
-    assert len(out) >= N
-    return out[:N]
+    return shard_jpegs(shards, N)
 
 
 def samples(jpegs, bad=()):
@@ -155,26 +150,30 @@ def test_no_fields_gives_an_empty_dict(shard):
         assert ld.config["fields"] is None
 
 
+def raised(writer, path, items):
+    """Write the shard, read it asking for txt in dataset order; the error it raises and the
+    members' offsets."""
+    offsets = write(writer, path, items)
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        for _ in ringfeed.Loader(path, fields=("txt",), shuffle=False, **KW):
+            pass
+    return ei.value, offsets
+
+
 @pytest.mark.parametrize("writer", WRITERS)
 def test_missing_and_oversized_fail_naming_them(writer, jpegs, tmp_path):
     path = str(tmp_path / "bad.tar")
-    offsets = write(writer, path, samples(jpegs, bad=("missing",)))
-    with pytest.raises(ringfeed.RingfeedError) as ei:
-        for _ in ringfeed.Loader(path, fields=("txt",), shuffle=False, **KW):
-            pass
-    assert ei.value.code == ringfeed._capi.RF_EFORMAT
+    err, offsets = raised(writer, path, samples(jpegs, bad=("missing",)))
+    assert err.code == ringfeed._capi.RF_EFORMAT
     first = min(off for name, off in offsets.items() if name.startswith("00000003."))
     assert (f"{path}: sample 00000003 at offset {first} has no member "
-            '00000003.txt (rf_config.fields asks for "txt")') in str(ei.value)
+            '00000003.txt (rf_config.fields asks for "txt")') in str(err)
 
     path = str(tmp_path / "big.tar")
-    offsets = write(writer, path, samples(jpegs, bad=("big",)))
-    with pytest.raises(ringfeed.RingfeedError) as ei:
-        for _ in ringfeed.Loader(path, fields=("txt",), shuffle=False, **KW):
-            pass
-    assert ei.value.code == ringfeed._capi.RF_ELIMIT
+    err, offsets = raised(writer, path, samples(jpegs, bad=("big",)))
+    assert err.code == ringfeed._capi.RF_ELIMIT
     assert (f"{path}: member 00000006.txt at offset {offsets['00000006.txt']}: {LIMIT + 1} "
-            f"bytes exceed max_field_bytes {LIMIT}") in str(ei.value)
+            f"bytes exceed max_field_bytes {LIMIT}") in str(err)
     # the same shard read without the bad field is good
     with ringfeed.Loader(path, fields=("json",), **KW) as ld:
         assert sum(b.count for b in ld) == N
