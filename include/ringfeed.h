@@ -401,7 +401,13 @@ typedef struct rf_loader rf_loader;
  * stay valid until rf_loader_release() on this batch (or rf_loader_destroy()). */
 /* One extra field of a batch (rf_config.fields), in host memory. Sample i's bytes are
  * data[offsets[i] .. offsets[i] + lengths[i]), for i < rf_batch.count, in batch order; they
- * are not NUL-terminated and may hold any bytes. Padding samples have length 0. */
+ * are not NUL-terminated and may hold any bytes. Padding samples have length 0.
+ * Image + caption (CLIP-style), with cfg.fields = "txt" and cfg.label_source = RF_LABEL_NONE:
+ *     const rf_field *cap = &b->fields[0];
+ *     for (uint32_t i = 0; i < b->count; i++)
+ *         tokenize(i, (const char *)cap->data + cap->offsets[i], cap->lengths[i]);
+ *     train_step(b->data, tokens, b->count, stream);
+ *     rf_loader_release(ld, b, stream);   (the captions' bytes are not valid after this) */
 typedef struct rf_field {
     const char *name;          /* the extension, as given in rf_config.fields */
     const uint8_t *data;
