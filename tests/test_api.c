@@ -150,7 +150,7 @@ static uint32_t header_fields(const char *sname, char names[MAX_FIELDS][64])
     return n;
 }
 
-static const char *const mirrored[] = {"rf_config", "rf_batch", "rf_stats"};
+static const char *const mirrored[] = {"rf_config", "rf_batch", "rf_field", "rf_stats"};
 
 START_TEST(layout_lists_every_field_of_the_header)
 {
@@ -158,7 +158,7 @@ START_TEST(layout_lists_every_field_of_the_header)
     char names[MAX_FIELDS][64];
     const rf_field_layout *own, *fields[MAX_FIELDS];
     uint32_t nh = header_fields(sname, names), nt = struct_rows(sname, &own, fields);
-    ck_assert_uint_gt(nh, 10); /* the parse found the struct's fields */
+    ck_assert_uint_ge(nh, 4); /* the parse found the struct's fields (rf_field has 4) */
     for (uint32_t i = 0; i < nh || i < nt; i++)
         ck_assert_msg(i < nh && i < nt && strcmp(names[i], fields[i]->name) == 0,
                       "%s field %u: ringfeed.h has %s, rf_abi_layout %s", sname, i,
@@ -234,8 +234,8 @@ int main(void)
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, err_name_for_every_code);
     tcase_add_test(tc, err_name_is_null_for_other_codes);
-    tcase_add_loop_test(tc, layout_lists_every_field_of_the_header, 0, 3);
-    tcase_add_loop_test(tc, layout_offsets_are_the_compilers, 0, 3);
+    tcase_add_loop_test(tc, layout_lists_every_field_of_the_header, 0, 4);
+    tcase_add_loop_test(tc, layout_offsets_are_the_compilers, 0, 4);
     tcase_add_test(tc, layout_lists_every_error_code);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

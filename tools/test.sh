@@ -24,7 +24,7 @@ cmake -S . -B build-tsan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE=thread -DRINGF
 cmake --build build-tsan -j"$jobs"
 (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/tsan.supp halt_on_error=1 \
   second_deadlock_stack=1" ctest --output-on-failure -j"$jobs" \
-  -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook')
+  -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook|fields')
 # Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate and the scanner) and the JPEG
 # header/decode path, FUZZ_SECONDS each (30) over seeds made here from a generated shard.
 fuzz_s=${FUZZ_SECONDS:-30}

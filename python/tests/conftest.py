@@ -66,6 +66,17 @@ def shard_labels(pattern):
     return out
 
 
+def shard_jpegs(pattern, n):
+    """The JPEG bytes of the first n samples of the shards, read with tarfile: images to write
+    into shards of the tests' own making."""
+    out = []
+    for path in sorted(glob.glob(pattern)):
+        with tarfile.open(path) as tf:
+            out += [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
+    assert len(out) >= n
+    return out[:n]
+
+
 @pytest.fixture(scope="session")
 def lib():
     try:

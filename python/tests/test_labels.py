@@ -2,7 +2,6 @@
 TarWriter: "5" and "5\\n" are labels; a missing, empty, negative, non-numeric or overflowing one
 is bad input (raised naming shard, sample or member and offset; or skipped and counted under
 "label"), unless label=None asks for unlabelled data."""
-import glob
 import io
 import os
 import tarfile
@@ -10,6 +9,7 @@ import tarfile
 import pytest
 
 import ringfeed
+from conftest import shard_jpegs
 from ringfeed.loader import SKIP_REASONS
 
 KW = dict(batch_size=2, size=24, device="cpu", decode_threads=2, shuffle=False)
@@ -28,12 +28,7 @@ WHY = {2: "sample 00000002 at offset {off} has no label member (00000002.cls); s
 @pytest.fixture(scope="module")
 def jpegs(shards):
     """JPEG bytes of the generated shards, one per sample we write."""
-    out = []
-    for path in sorted(glob.glob(shards)):
-        with tarfile.open(path) as tf:
-            out += [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
-    assert len(out) >= len(LABELS)
-    return out[:len(LABELS)]
+    return shard_jpegs(shards, len(LABELS))
 
 
 def write_tarfile(path, jpegs):

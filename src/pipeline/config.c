@@ -52,6 +52,7 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->max_name_bytes = RF_TAR_NAME_MAX;
     cfg->warm_bytes = 1ull << 30;
     cfg->gpu_decode_percent = 100;
+    cfg->max_field_bytes = 16u << 10;
 }
 
 /* The fields whose default is a fixed value, which 0 also asks for (callers that filled the
@@ -60,7 +61,7 @@ RF_API void rf_config_init(rf_config *cfg)
     X(batch_size) X(image_size) X(world_size) X(io_queue_depth) X(max_sample_bytes) \
     X(max_image_pixels) X(max_image_dim) X(io_retries) X(shard_window) \
     X(max_consecutive_skips) X(max_scans) X(max_name_bytes) X(warm_bytes) \
-    X(gpu_decode_percent)
+    X(gpu_decode_percent) X(max_field_bytes)
 
 /* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
  * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values
@@ -147,6 +148,9 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->label_source > RF_LABEL_NONE)
         return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
                          "RF_LABEL_NONE)", c->label_source);
+    if (c->max_field_bytes > RF_FIELD_BYTES_MAX)
+        return rf_seterr(err, RF_EINVAL, "max_field_bytes %u exceeds %u", c->max_field_bytes,
+                         RF_FIELD_BYTES_MAX);
     if (c->max_name_bytes > RF_TAR_NAME_MAX)
         return rf_seterr(err, RF_EINVAL, "max_name_bytes %u exceeds %u", c->max_name_bytes,
                          RF_TAR_NAME_MAX);

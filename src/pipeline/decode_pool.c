@@ -1,6 +1,6 @@
 /* decode_pool.c — the decode threads: each takes a task off the decode queue, locates the
- * image and label in the span read for it, decodes, crops and resizes straight into the
- * sample's row of its slot (or fills a blank, in skip mode), and hands the task back.
+ * image, label and extra fields in the span read for it, decodes, crops and resizes straight
+ * into the sample's row of its slot (or fills a blank, in skip mode), and hands the task back.
  *
  * DESIGN
  * Runs on the `decode_threads` decode threads, started and joined by run.c. Each waits on
@@ -60,21 +60,24 @@ static int run_hook(rf_loader *ld, const task *t, const slot *s, uint8_t *img, i
                      m, r, (unsigned long long)t->sample_id, (unsigned long long)v.epoch);
 }
 
-/* Decode task t's sample into its row of slot s: locate the image and label in the span (tar),
- * check the JPEG, decode on the CPU or through GPU decode (gpu_place.c), convert on the host
- * backend. An error sets t->why, whose fault it is (enum rf_skip_reason, or SKIP_FATAL), and a
- * message that names the member and its offset (the caller adds the shard). */
+/* Decode task t's sample into its row of slot s: locate the image, label and extra fields in
+ * the span (tar), copy the fields (fields.c), check the JPEG, decode on the CPU or through GPU
+ * decode (gpu_place.c), convert on the host backend. An error sets t->why, whose fault it is
+ * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset (the
+ * caller adds the shard). */
 static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_host *gh,
                        rf_err *e)
 {
     const rf_sample *sm = &ld->ds.samples[t->sample_id];
     const uint8_t *span = t->req.dst + t->skip;
-    uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr, loff, llen, lhdr;
+    uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr;
     int32_t label = sm->label; /* folder sources: known from the tree or the list */
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
-        rc = rf_tar_locate(span, sm->length, ld->ds.keys + sm->key, "jpg,jpeg", &doff, &dlen,
-                           &dhdr, &loff, &llen, &lhdr, e);
+        rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
+        rc = rf_tar_locate_fields(span, sm->length, ld->ds.keys + sm->key, "jpg,jpeg",
+                                  ld->fields.names, ld->fields.n, &img, &lbl, found, e);
+        doff = img.off, dlen = img.len, dhdr = img.hdr;
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
             t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
@@ -85,10 +88,15 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
-        if ((rc = tar_label(ld, sm, span, loff, llen, lhdr, &label, e)) != 0) {
+        if ((rc = tar_label(ld, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
             t->why = RF_SKIP_LABEL;
             return rc;
         }
+        int why = 0;
+        if (s->padding[t->index]) /* a padding sample's fields are empty */
+            pl_fields_empty(ld, s, t->index);
+        else if ((rc = pl_fields_copy(ld, s, t->index, sm, span, found, &why, e)) != 0)
+            return t->why = (uint8_t)why, rc;
     }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
@@ -126,7 +134,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
 }
 
 /* A blank padding sample (skip mode made the task a blank): zero pixels (or tokens), label
- * -1. */
+ * -1, empty fields. */
 static void fill_blank(rf_loader *ld, const task *t, slot *s)
 {
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
@@ -139,6 +147,7 @@ static void fill_blank(rf_loader *ld, const task *t, slot *s)
                              ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
                              ld->cfg.std);
     s->labels[t->index] = -1;
+    pl_fields_empty(ld, s, t->index);
 }
 
 /* Linux: PRIO_PROCESS with a thread id sets that thread alone. Raising one's own niceness
