@@ -183,13 +183,17 @@ typedef struct rf_config {
     const char *const *shards; /* default: NULL (none; create needs at least one) */
     uint32_t shard_count;      /* default: 0 */
 
-    /* Batch shape. Every image is cropped and resized to image_size x image_size x 3 uint8. */
+    /* Batch shape. Every image is cropped and resized to H x W x 3 uint8, where H and W are
+     * image_height and image_width (at the end of the struct), each image_size when left AUTO:
+     * square callers set image_size alone. */
     uint32_t batch_size;     /* default 256 */
-    uint32_t image_size;     /* output height = width; default 224 */
+    uint32_t image_size;     /* output height = width when image_height / image_width are
+                              * AUTO; default 224 */
     uint32_t crop;           /* enum rf_crop; default RF_CROP_RANDOM */
     uint32_t layout;         /* enum rf_layout; default RF_LAYOUT_NHWC */
     uint32_t resize_shorter; /* CENTER: shorter side before the center crop; default AUTO:
-                              * image_size * 256 / 224, rounded to nearest */
+                              * max(H, W) * 256 / 224, rounded to nearest (image_size * 256 /
+                              * 224 for square output) */
     float scale_min, scale_max; /* RandomResizedCrop area fraction; default 0.08, 1.0 */
     float ratio_min, ratio_max; /* RandomResizedCrop aspect ratio; default 3/4, 4/3 */
     float flip_prob;            /* horizontal flip probability; default RF_FLIP_PROB_AUTO (any
@@ -361,6 +365,15 @@ typedef struct rf_config {
      * Folder sources take their labels from the class folders or the list, and token
      * sources have none, whatever this says. */
     uint32_t label_source;
+
+    /* Output height H and width W of every image, 1..8192 each; default AUTO: image_size.
+     * With H != W, RANDOM is torchvision's RandomResizedCrop((H, W)): the crop box is drawn
+     * on the source image with scale and ratio exactly as for a square output (the ratio is
+     * the box's own, not the output's), then resized to H x W; CENTER is Resize(resize_shorter)
+     * then CenterCrop((H, W)). rf_batch.shape carries H and W ({count, H, W, 3} NHWC,
+     * {count, 3, H, W} NCHW), and rf_loader_config reports both resolved. */
+    uint32_t image_height;
+    uint32_t image_width;
 } rf_config;
 
 /* Fill *cfg with every field's default (see "Defaults" above rf_config), struct_size and
