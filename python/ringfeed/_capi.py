@@ -130,6 +130,8 @@ class RfConfig(ctypes.Structure):
         ("next_timeout_ms", ctypes.c_uint32),
         ("dct_scaling", ctypes.c_uint32),
         ("label_source", ctypes.c_uint32),
+        ("image_height", ctypes.c_uint32),
+        ("image_width", ctypes.c_uint32),
     ]
 
 
