@@ -51,8 +51,9 @@ typedef struct xform_job {
 } xform_job;
 
 /* The smallest DCT scale num/8 at which the crop still has >= width columns and >= height
- * rows, among the powers of two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8, 5/8, 6/8, 7/8 as well made
- * RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on one core). */
+ * rows, among the powers of two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8,
+ * 5/8, 6/8, 7/8 as well made RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on
+ * one core). */
 static uint32_t pick_num(const rf_decoder *d, const crop_box *b, const rf_transform *t)
 {
     for (uint32_t n = 8 / d->max_denom; n < 8; n *= 2)
