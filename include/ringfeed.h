@@ -433,7 +433,8 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * Every AUTO field holds the value the loader resolved: decode_threads and io_threads (the
  * threads started), io_engine (RF_IO_URING or RF_IO_PREAD: the engine reading, after any
  * fallback), prefetch_depth, device_kind (RF_DEVICE_HOST or RF_DEVICE_CUDA), staging_bytes
- * (the arena's bytes, after the raising and rounding described at the field), resize_shorter,
+ * (the arena's bytes, after the raising and rounding described at the field), image_height
+ * and image_width, resize_shorter,
  * flip_prob, token_dtype (token sources); dct_scaling is RF_DCT_SCALING_OFF when the run
  * decodes at full scale only, and stays AUTO (on) otherwise. A value the caller set is
  * reported as given, except where a field's comment says create changes it (naive's fixed
