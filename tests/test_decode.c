@@ -512,6 +512,20 @@ START_TEST(random_crop_fallback)
 }
 END_TEST
 
+/* The center box of a W x H image resized to nw x nh and cropped to t's height x width at
+ * (left, top), mapped back onto the image; no flip. */
+static void assert_center_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed,
+                              uint32_t nw, uint32_t nh, uint32_t left, uint32_t top)
+{
+    uint32_t x, y, w, h, fl;
+    rf_choose_crop(t, W, H, seed, &x, &y, &w, &h, &fl);
+    ck_assert_uint_eq(x, (uint32_t)lrint(left * (double)W / nw));
+    ck_assert_uint_eq(w, (uint32_t)lrint(t->width * (double)W / nw));
+    ck_assert_uint_eq(y, (uint32_t)lrint(top * (double)H / nh));
+    ck_assert_uint_eq(h, (uint32_t)lrint(t->height * (double)H / nh));
+    ck_assert_uint_eq(fl, 0);
+}
+
 START_TEST(center_crop_geometry)
 {
     /* 500x375, size 224, shorter side -> 256: resized 341x256, crop at (58, 16) (round(58.5)
@@ -519,13 +533,8 @@ START_TEST(center_crop_geometry)
     rf_transform t = random_t(224);
     t.crop = RF_CROP_CENTER;
     t.flip_prob = -1;
+    assert_center_box(&t, 500, 375, 99, 341, 256, 58, 16);
     uint32_t x, y, w, h, fl;
-    rf_choose_crop(&t, 500, 375, 99, &x, &y, &w, &h, &fl);
-    ck_assert_uint_eq(x, (uint32_t)lrint(58 * 500.0 / 341));
-    ck_assert_uint_eq(w, (uint32_t)lrint(224 * 500.0 / 341));
-    ck_assert_uint_eq(y, (uint32_t)lrint(16 * 375.0 / 256));
-    ck_assert_uint_eq(h, (uint32_t)lrint(224 * 375.0 / 256));
-    ck_assert_uint_eq(fl, 0);
     t.resize_shorter = 224; /* no border: the crop spans the whole shorter side */
     rf_choose_crop(&t, 375, 500, 1, &x, &y, &w, &h, &fl);
     ck_assert_uint_eq(x, 0);
@@ -550,20 +559,10 @@ START_TEST(non_square_crop_geometry)
     /* 160x224 from 500x375: shorter side -> 256 (the longer output side 224, scaled), resized
      * 341x256, crop 224 wide at round(58.5) = 58 and 160 high at (256 - 160) / 2 = 48 */
     wide.crop = RF_CROP_CENTER, wide.flip_prob = -1;
-    uint32_t x, y, w, h, fl;
-    rf_choose_crop(&wide, 500, 375, 5, &x, &y, &w, &h, &fl);
-    ck_assert_uint_eq(x, (uint32_t)lrint(58 * 500.0 / 341));
-    ck_assert_uint_eq(w, (uint32_t)lrint(224 * 500.0 / 341));
-    ck_assert_uint_eq(y, (uint32_t)lrint(48 * 375.0 / 256));
-    ck_assert_uint_eq(h, (uint32_t)lrint(160 * 375.0 / 256));
+    assert_center_box(&wide, 500, 375, 5, 341, 256, 58, 48);
     /* 224x96 from 375x500: resized 256x341, crop 96 wide at 80 and 224 high at 58 */
     tall.crop = RF_CROP_CENTER, tall.flip_prob = -1;
-    rf_choose_crop(&tall, 375, 500, 5, &x, &y, &w, &h, &fl);
-    ck_assert_uint_eq(x, (uint32_t)lrint(80 * 375.0 / 256));
-    ck_assert_uint_eq(w, (uint32_t)lrint(96 * 375.0 / 256));
-    ck_assert_uint_eq(y, (uint32_t)lrint(58 * 500.0 / 341));
-    ck_assert_uint_eq(h, (uint32_t)lrint(224 * 500.0 / 341));
-    ck_assert_uint_eq(fl, 0);
+    assert_center_box(&tall, 375, 500, 5, 256, 341, 80, 58);
 }
 END_TEST
 
