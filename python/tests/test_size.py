@@ -95,7 +95,9 @@ def compare(got, want, max_levels, mean_levels):
 
 
 # PIL resizes horizontally first and rounds to uint8 between the passes, ringfeed vertically
-# first (both with 8-bit intermediates), so pixels may differ by the two roundings.
+# first (both with 8-bit intermediates), so pixels may differ by the two roundings: measured on
+# the 160 photos at 160x224 and 224x96, at most 1 level and a mean of 0.175 per image in both
+# tests; the bounds leave room for other photographs (RINGFEED_PHOTO_SOURCES).
 @pytest.mark.parametrize("hw", [(160, 224), (224, 96)])
 def test_center_crop_is_torchvision_resize_center_crop(photos, hw):
     pytest.importorskip("PIL")
