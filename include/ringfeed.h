@@ -236,13 +236,17 @@ typedef struct rf_config {
     const char *const *shards; /* default: NULL (none; create needs at least one) */
     uint32_t shard_count;      /* default: 0 */
 
-    /* Batch shape. Every image is cropped and resized to image_size x image_size x 3 uint8. */
+    /* Batch shape. Every image is cropped and resized to H x W x 3 uint8, where H and W are
+     * image_height and image_width (at the end of the struct), each image_size when left AUTO:
+     * square callers set image_size alone. */
     uint32_t batch_size;     /* default 256 */
-    uint32_t image_size;     /* output height = width; default 224 */
+    uint32_t image_size;     /* output height = width when image_height / image_width are
+                              * AUTO; default 224 */
     uint32_t crop;           /* enum rf_crop; default RF_CROP_RANDOM */
     uint32_t layout;         /* enum rf_layout; default RF_LAYOUT_NHWC */
     uint32_t resize_shorter; /* CENTER: shorter side before the center crop; default AUTO:
-                              * image_size * 256 / 224, rounded to nearest */
+                              * max(H, W) * 256 / 224, rounded to nearest (image_size * 256 /
+                              * 224 for square output) */
     float scale_min, scale_max; /* RandomResizedCrop area fraction; default 0.08, 1.0 */
     float ratio_min, ratio_max; /* RandomResizedCrop aspect ratio; default 3/4, 4/3 */
     float flip_prob;            /* horizontal flip probability; default RF_FLIP_PROB_AUTO (any
@@ -444,6 +448,14 @@ typedef struct rf_config {
      * batch_size x (number of fields) x max_field_bytes bytes of host memory for them,
      * allocated at create. */
     uint32_t max_field_bytes;
+    /* Output height H and width W of every image, 1..8192 each; default AUTO: image_size.
+     * With H != W, RANDOM is torchvision's RandomResizedCrop((H, W)): the crop box is drawn
+     * on the source image with scale and ratio exactly as for a square output (the ratio is
+     * the box's own, not the output's), then resized to H x W; CENTER is Resize(resize_shorter)
+     * then CenterCrop((H, W)). rf_batch.shape carries H and W ({count, H, W, 3} NHWC,
+     * {count, 3, H, W} NCHW), and rf_loader_config reports both resolved. */
+    uint32_t image_height;
+    uint32_t image_width;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -524,7 +536,8 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * Every AUTO field holds the value the loader resolved: decode_threads and io_threads (the
  * threads started), io_engine (RF_IO_URING or RF_IO_PREAD: the engine reading, after any
  * fallback), prefetch_depth, device_kind (RF_DEVICE_HOST or RF_DEVICE_CUDA), staging_bytes
- * (the arena's bytes, after the raising and rounding described at the field), resize_shorter,
+ * (the arena's bytes, after the raising and rounding described at the field), image_height
+ * and image_width, resize_shorter,
  * flip_prob, token_dtype (token sources); dct_scaling is RF_DCT_SCALING_OFF when the run
  * decodes at full scale only, and stays AUTO (on) otherwise. A value the caller set is
  * reported as given, except where a field's comment says create changes it (naive's fixed

@@ -84,6 +84,7 @@ static const struct {
     {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
     {"sample_hook", P, 0}, {"sample_hook_ctx", P, 0},
     {"fields", P, 0}, {"max_field_bytes", U, 16 << 10},
+    {"image_height", U, RF_AUTO}, {"image_width", U, RF_AUTO},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 
@@ -152,7 +153,7 @@ static rf_config reported(const rf_loader *ld)
 /* The fields rf_config_init leaves AUTO, which a created loader reports resolved. */
 static const char *const auto_fields[] = {
     "shards", "resize_shorter", "flip_prob", "decode_threads", "io_threads", "io_engine",
-    "prefetch_depth", "device_kind", "staging_bytes", NULL};
+    "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width", NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
 {
@@ -182,6 +183,7 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     /* six small samples: the formula's 64 MiB floor (already a multiple of 4 KiB) */
     ck_assert_uint_eq(got.staging_bytes, 64ull << 20);
     ck_assert_uint_eq(got.resize_shorter, 256);
+    ck_assert(got.image_height == 224 && got.image_width == 224); /* image_size for both */
     ck_assert(got.flip_prob == 0.5f);
     ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_AUTO); /* CPU-only: on */
     ck_assert_uint_eq(got.token_dtype, RF_AUTO);             /* not a token source */
@@ -209,6 +211,22 @@ START_TEST(auto_values_follow_the_fields_they_depend_on)
     rf_config got = reported(ld);
     ck_assert(got.flip_prob == 0.0f);
     ck_assert_uint_eq(got.resize_shorter, (160 * 256 + 112) / 224);
+    ck_assert(got.image_height == 160 && got.image_width == 160);
+    rf_loader_destroy(ld);
+
+    /* a non-square output: each side AUTO takes image_size, and the shorter side before a
+     * center crop follows the longer output side */
+    cfg.image_width = 200;
+    ld = rf_test_create_ok(&cfg);
+    got = reported(ld);
+    ck_assert(got.image_height == 160 && got.image_width == 200);
+    ck_assert_uint_eq(got.resize_shorter, (200 * 256 + 112) / 224);
+    rf_loader_destroy(ld);
+    cfg.image_width = 0, cfg.image_height = 300;
+    ld = rf_test_create_ok(&cfg);
+    got = reported(ld);
+    ck_assert(got.image_height == 300 && got.image_width == 160);
+    ck_assert_uint_eq(got.resize_shorter, (300 * 256 + 112) / 224);
     rf_loader_destroy(ld);
 
     cfg = rf_test_host_config(&pat, shard, 0);
@@ -295,6 +313,7 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.sample_hook = keep_sample;
     cfg.sample_hook_ctx = &cfg;
     cfg.max_field_bytes = 1000;
+    cfg.image_height = 24, cfg.image_width = 40;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     static const char *const shards_only[] = {"shards", NULL};

@@ -224,6 +224,57 @@ START_TEST(hook_sees_the_staged_row_before_conversion)
 }
 END_TEST
 
+/* Non-square output (image_height 24, image_width 40): the view says 24 x 40 with the strides
+ * of that shape, so a mark the hook writes at the last row and column, channel 2, lands there
+ * in the batch, in NHWC and NCHW. */
+#define NS_H 24
+#define NS_W 40
+static int mark_corner(const rf_sample_view *v, void *arg)
+{
+    (void)arg;
+    if (v->height != NS_H || v->width != NS_W)
+        return 98;
+    v->pixels[(NS_H - 1) * v->row_stride + (NS_W - 1) * v->pixel_stride + 2 * v->channel_stride] =
+        7;
+    v->pixels[0] = 9; /* row 0, column 0, channel 0 */
+    return 0;
+}
+
+START_TEST(non_square_view_has_its_shape_and_strides)
+{
+    for (uint32_t layout = RF_LAYOUT_NHWC; layout <= RF_LAYOUT_NCHW; layout++) {
+        const char *pat;
+        rf_config cfg = hook_config(&pat, 2, NULL);
+        cfg.image_height = NS_H;
+        cfg.image_width = NS_W;
+        cfg.layout = layout;
+        cfg.epochs = 1;
+        cfg.sample_hook = mark_corner;
+        rf_loader *ld = rf_test_create_ok(&cfg);
+        rf_batch *b;
+        int rc, seen_samples = 0;
+        size_t px = (size_t)NS_H * NS_W * 3;
+        size_t corner = layout == RF_LAYOUT_NCHW
+                            ? 2 * (size_t)NS_H * NS_W + (size_t)(NS_H - 1) * NS_W + NS_W - 1
+                            : ((size_t)(NS_H - 1) * NS_W + NS_W - 1) * 3 + 2;
+        while ((rc = rf_loader_next(ld, &b)) != RF_DONE) {
+            if (rc == RF_EPOCH_END)
+                continue;
+            ck_assert_msg(rc == 0, "next: %d %s", rc, rf_last_error(ld));
+            ck_assert_uint_eq(b->data_bytes, b->count * px);
+            for (uint32_t i = 0; i < b->count; i++, seen_samples++) {
+                const uint8_t *img = (const uint8_t *)b->data + i * px;
+                ck_assert_uint_eq(img[corner], 7);
+                ck_assert_uint_eq(img[0], 9);
+            }
+            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+        }
+        ck_assert_int_eq(seen_samples, N_SAMPLES);
+        rf_loader_destroy(ld);
+    }
+}
+END_TEST
+
 /* ---- a refusing hook, on a shard written by GNU tar ---------------------------------------- */
 
 static char *g_label_shard;
@@ -395,6 +446,7 @@ int main(void)
     tcase_add_test(tc, refusing_hook_is_a_counted_skip);
     tcase_add_test(tc, padding_repeats_get_their_originals_pixels);
     tcase_add_test(tc, hook_refused_with_gpu_decode_and_tokens);
+    tcase_add_test(tc, non_square_view_has_its_shape_and_strides);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -135,6 +135,8 @@ class RfConfig(ctypes.Structure):
         ("sample_hook_ctx", ctypes.c_void_p),
         ("fields", ctypes.c_char_p),
         ("max_field_bytes", ctypes.c_uint32),
+        ("image_height", ctypes.c_uint32),
+        ("image_width", ctypes.c_uint32),
     ]
 
 

@@ -119,6 +119,17 @@ def _uint(name, value, lo=0, hi=U32_MAX):
     return v
 
 
+def _size_fields(size):
+    """The rf_config fields of size=224 (image_size: square) or size=(h, w) (image_height and
+    image_width, each 1..8192 as the library allows, so that a 0 never silently means AUTO)."""
+    if isinstance(size, (tuple, list)):
+        if len(size) != 2:
+            raise ValueError(f"size must be an integer or (height, width), not {size!r}")
+        h, w = (_uint(f"size[{i}]", v, 1, 8192) for i, v in enumerate(size))
+        return {"image_height": h, "image_width": w}
+    return {"image_size": _uint("size", size)}
+
+
 def _dtype_name(value, allowed, what="dtype"):
     """The element type's name ("bfloat16") from a string in any case, a torch dtype
     (torch.bfloat16) or anything numpy.dtype() takes (np.float32, np.dtype("uint8"))."""
@@ -948,6 +959,11 @@ class Loader(_LoaderBase):
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
       and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders. A torch
       dtype (torch.bfloat16) or numpy dtype (np.float32) names the same types.
+    size: the output's side (224: square), or (height, width) for H x W images, which
+      crop="random" (torchvision's RandomResizedCrop((h, w)): the box is drawn on the source
+      with scale and ratio, then resized to h x w) and crop="center" (Resize(shorter side ->
+      round(max(h, w) * 256 / 224)) then CenterCrop((h, w))) both honour; batch.images is then
+      (N, 3, h, w) for NCHW and (N, h, w, 3) for NHWC.
     crop, layout, io_engine, on_error, array_type, device: strings in any case ("nhwc").
     Integer arguments must be integers within their rf_config field (uint32, or uint64 for
       seed and start_epoch; batch_size and world_size >= 1): anything else is a TypeError or
@@ -1002,7 +1018,6 @@ class Loader(_LoaderBase):
                            on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
             "batch_size": batch_size,
-            "image_size": _uint("size", size),
             "crop": _choice("crop", crop, _CROPS),
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
@@ -1015,6 +1030,7 @@ class Loader(_LoaderBase):
             "source": C.RF_SOURCE_TAR,
             "label_source": _label_source(label),
         })
+        f.update(_size_fields(size))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")

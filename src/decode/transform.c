@@ -5,7 +5,7 @@
  * DESIGN (the decoder's threads, ownership and errors: jpeg_decode.c)
  *  - Work avoided: limits are checked on the header before libjpeg allocates image buffers; the
  *    crop picks the smallest SIMD-covered DCT scale (1/8..1/1) that still leaves the crop at
- *    least size x size; jpeg_crop_scanline and jpeg_skip_scanlines decode only the needed
+ *    least height x width; jpeg_crop_scanline and jpeg_skip_scanlines decode only the needed
  *    columns and rows, and jpeg_abort_decompress drops the rest of the file unread.
  *  - Region decode (try_region, jpeg_restart.h): those calls still entropy-decode every MCU
  *    above and beside the crop, because a baseline scan is one bit stream. When the file has
@@ -17,8 +17,8 @@
  *  - Resize: decoded scanlines land in a ring of v.taps rows; as soon as the rows an output row
  *    needs are in, the vertical pass (contiguous, vectorized) collapses them into one cropped
  *    row and the horizontal pass (a gather per output pixel; AVX2 where available) makes the
- *    output row. Vertical first means the gather pass runs on exactly `size` rows instead of on
- *    every decoded row (up to 2x size with DCT scaling, more for large crops): measured ~1.6x
+ *    output row. Vertical first means the gather pass runs on exactly `height` rows instead of on
+ *    every decoded row (up to 2x height with DCT scaling, more for large crops): measured ~1.6x
  *    faster for the resize than horizontal-first on 500x375 -> 224.
  *  - Where the time goes (tools/internal/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
  *    ~74% of RandomResizedCrop's instructions are libjpeg's Huffman decoding, which no crop can
@@ -50,13 +50,14 @@ typedef struct xform_job {
     uint32_t num; /* DCT scale num/8 */
 } xform_job;
 
-/* The smallest DCT scale num/8 at which the crop still has >= size pixels, among the powers of
- * two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8, 5/8, 6/8, 7/8 as well made
- * RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on one core). */
-static uint32_t pick_num(const rf_decoder *d, const crop_box *b, uint32_t size)
+/* The smallest DCT scale num/8 at which the crop still has >= width columns and >= height
+ * rows, among the powers of two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8,
+ * 5/8, 6/8, 7/8 as well made RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on
+ * one core). */
+static uint32_t pick_num(const rf_decoder *d, const crop_box *b, const rf_transform *t)
 {
     for (uint32_t n = 8 / d->max_denom; n < 8; n *= 2)
-        if (b->w * n >= (double)size * 8 && b->h * n >= (double)size * 8)
+        if (b->w * n >= (double)t->width * 8 && b->h * n >= (double)t->height * 8)
             return n;
     return 8;
 }
@@ -70,7 +71,7 @@ static void axis_shift(rf_axis *a, int32_t by)
 
 /* One axis in scaled-image pixels: the crop's fractional window divided by the DCT scale. */
 static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t extent, int clamp,
-                     uint32_t size, int flip)
+                     uint32_t n_out, int flip)
 {
     double lo = x * num / 8, hi = (x + w) * num / 8;
     int32_t src_lo = 0, src_hi = (int32_t)extent;
@@ -80,7 +81,7 @@ static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t exte
         if (src_hi <= src_lo) /* a sub-pixel crop at 1/1 cannot happen; stay safe anyway */
             src_lo = RF_MIN(src_lo, (int32_t)extent - 1), src_hi = src_lo + 1;
     }
-    return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, size, flip);
+    return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, n_out, flip);
 }
 
 /* Plans both axes on the scaled image libjpeg will produce (jpeg_calc_output_dimensions). */
@@ -88,10 +89,10 @@ static int plan_axes(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     const crop_box *b = &j->box;
-    uint32_t size = j->t->size;
     jpeg_calc_output_dimensions(ci);
-    if (plan_axis(&d->h, b->x, b->w, j->num, ci->output_width, b->clamp_box, size, b->flip) ||
-        plan_axis(&d->v, b->y, b->h, j->num, ci->output_height, b->clamp_box, size, 0))
+    if (plan_axis(&d->h, b->x, b->w, j->num, ci->output_width, b->clamp_box, j->t->width,
+                  b->flip) ||
+        plan_axis(&d->v, b->y, b->h, j->num, ci->output_height, b->clamp_box, j->t->height, 0))
         return rf_seterr(err, RF_ENOMEM, "out of memory for resize plans");
     return 0;
 }
@@ -153,7 +154,6 @@ static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
 static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
-    uint32_t size = j->t->size;
     /* libjpeg's fancy upsampling replicates the edge columns of a cropped scanline, so the
      * first and last columns it returns can differ from a full decode (by up to ~30 levels on
      * 4:2:0). Ask for one spare column each side so the taps never read those. */
@@ -169,7 +169,7 @@ static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
         return err->code;
     if (rf_reserve(&d->ring, &d->ring_cap, n * d->v.taps, 1) ||
         rf_reserve(&d->vrow, &d->vrow_cap, n + RF_RESIZE_SRC_PAD, 1) ||
-        rf_reserve(&d->orow, &d->orow_cap, (size_t)size * 3, 1) ||
+        rf_reserve(&d->orow, &d->orow_cap, (size_t)j->t->width * 3, 1) ||
         rf_reserve(&d->acc, &d->acc_cap, n, sizeof *d->acc) ||
         rf_reserve(&d->rows, &d->rows_cap, d->v.taps, sizeof *d->rows))
         return rf_seterr(err, RF_ENOMEM, "out of memory for resize scratch");
@@ -177,11 +177,11 @@ static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
     return 0;
 }
 
-static void split_planes(const uint8_t *rgb, uint32_t size, uint32_t row, uint8_t *out)
+static void split_planes(const uint8_t *rgb, const rf_transform *t, uint32_t row, uint8_t *out)
 {
-    size_t plane = (size_t)size * size;
-    uint8_t *r = out + (size_t)row * size, *g = r + plane, *bl = g + plane;
-    for (uint32_t x = 0; x < size; x++) {
+    size_t plane = (size_t)t->height * t->width;
+    uint8_t *r = out + (size_t)row * t->width, *g = r + plane, *bl = g + plane;
+    for (uint32_t x = 0; x < t->width; x++) {
         r[x] = rgb[3 * x];
         g[x] = rgb[3 * x + 1];
         bl[x] = rgb[3 * x + 2];
@@ -194,16 +194,16 @@ static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
 {
     if (d->flags & RF_DECODE_NO_RESIZE)
         return;
-    uint32_t size = j->t->size, taps = d->v.taps;
+    uint32_t taps = d->v.taps;
     size_t n = (size_t)d->cinfo.output_width * 3;
     for (uint32_t k = 0; k < taps; k++)
         d->rows[k] = d->ring + ((size_t)(d->v.start[i] + (int32_t)k) % taps) * n;
     rf_resize_row_v(&d->v, i, d->rows, n, d->acc, d->vrow);
     if (j->t->layout == RF_LAYOUT_NCHW) {
         rf_resize_row_h(&d->h, d->vrow, d->orow);
-        split_planes(d->orow, size, i, j->out);
+        split_planes(d->orow, j->t, i, j->out);
     } else {
-        rf_resize_row_h(&d->h, d->vrow, j->out + (size_t)i * size * 3);
+        rf_resize_row_h(&d->h, d->vrow, j->out + (size_t)i * j->t->width * 3);
     }
 }
 
@@ -211,7 +211,7 @@ static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
  * emit each output row as soon as its last source row is in. */
 static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
 {
-    uint32_t size = j->t->size, taps = d->v.taps, next = 0;
+    uint32_t rows = j->t->height, taps = d->v.taps, next = 0;
     uint32_t nrows = (uint32_t)d->v.last;
     size_t n = (size_t)d->cinfo.output_width * 3;
     if (y0 > 0 && jpeg_skip_scanlines(&d->cinfo, y0) != y0)
@@ -223,11 +223,11 @@ static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
             return err->code;
         if (src != slot)
             memcpy(slot, src, n);
-        while (next < size && (uint32_t)d->v.start[next] + taps <= r + 1)
+        while (next < rows && (uint32_t)d->v.start[next] + taps <= r + 1)
             emit_row(d, j, next++);
     }
-    if (next != size)
-        return rf_seterr(err, RF_EDECODE, "internal: %u of %u output rows produced", next, size);
+    if (next != rows)
+        return rf_seterr(err, RF_EDECODE, "internal: %u of %u output rows produced", next, rows);
     return 0;
 }
 
@@ -259,7 +259,7 @@ static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
 /* After xform_header: the scale, the plans, the region, the rows, into j->out. */
 static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
 {
-    j->num = pick_num(d, &j->box, j->t->size);
+    j->num = pick_num(d, &j->box, j->t);
     set_scale(d, j);
     int rc = plan_axes(d, j, err);
     return rc ? rc : xform_rows(d, j, err);
@@ -273,8 +273,9 @@ static int xform_run(rf_decoder *d, void *job, rf_err *err)
 
 static int validate(const rf_transform *t, rf_err *err)
 {
-    if (t->size == 0 || t->size > 16384)
-        return rf_seterr(err, RF_EINVAL, "output size %u out of range 1..16384", t->size);
+    if (t->height == 0 || t->height > 16384 || t->width == 0 || t->width > 16384)
+        return rf_seterr(err, RF_EINVAL, "output size %ux%u (height x width) out of range "
+                         "1..16384", t->height, t->width);
     if (t->crop == RF_CROP_RANDOM &&
         !(t->scale_min > 0 && t->scale_min <= t->scale_max && t->ratio_min > 0 &&
           t->ratio_min <= t->ratio_max))
@@ -320,10 +321,10 @@ typedef struct placed_job {
 
 static int place_pixels(placed_job *pj, rf_err *err)
 {
-    size_t n = (size_t)pj->x.t->size * pj->x.t->size * 3;
+    size_t n = (size_t)pj->x.t->height * pj->x.t->width * 3;
     if (!(pj->x.out = pj->pl->pixels(pj->pl->ctx, n)))
-        return rf_seterr(err, RF_ENOMEM, "no room for a decoded %ux%u sample", pj->x.t->size,
-                         pj->x.t->size);
+        return rf_seterr(err, RF_ENOMEM, "no room for a decoded %ux%u sample", pj->x.t->height,
+                         pj->x.t->width);
     return 0;
 }
 

@@ -65,7 +65,8 @@ RF_API void rf_config_init(rf_config *cfg)
 
 /* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
  * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values
- * that depend only on the config and the machine take their value: resize_shorter, flip_prob,
+ * that depend only on the config and the machine take their value: image_height and
+ * image_width (image_size), resize_shorter, flip_prob,
  * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
  * dct_scaling (OFF with gpu_decode or hw_decode_percent). Values out of range are left for
  * apply_defaults to refuse. */
@@ -79,8 +80,14 @@ static void config_resolve(rf_config *c)
     RF_FIXED_DEFAULTS(RF_FIXED_DEFAULT_)
 #undef RF_FIXED_DEFAULT_
     int gpu = c->gpu_decode || c->hw_decode_percent;
-    if (!c->resize_shorter) /* torchvision's Resize(256) before CenterCrop(224), scaled */
-        c->resize_shorter = (c->image_size * 256 + 112) / 224;
+    if (!c->image_height)
+        c->image_height = c->image_size;
+    if (!c->image_width)
+        c->image_width = c->image_size;
+    /* torchvision's Resize(256) before CenterCrop(224), scaled by the longer output side so
+     * that the center crop fits inside the resized image in both directions */
+    if (!c->resize_shorter)
+        c->resize_shorter = (RF_MAX(c->image_height, c->image_width) * 256 + 112) / 224;
     if (c->flip_prob < 0)
         c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
@@ -130,6 +137,9 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     config_resolve(c);
     if (c->image_size > 8192)
         return rf_seterr(err, RF_EINVAL, "image_size %u exceeds 8192", c->image_size);
+    if (c->image_height > 8192 || c->image_width > 8192)
+        return rf_seterr(err, RF_EINVAL, "image_height %u or image_width %u exceeds 8192",
+                         c->image_height, c->image_width);
     if (c->crop > RF_CROP_CENTER || c->layout > RF_LAYOUT_NCHW)
         return rf_seterr(err, RF_EINVAL, "invalid crop %u or layout %u", c->crop, c->layout);
     if (!(c->scale_min > 0 && c->scale_min <= c->scale_max && c->scale_max <= 1.0f &&
@@ -225,15 +235,15 @@ void pl_setup_output(rf_loader *ld)
         }
         return;
     }
-    uint64_t px = (uint64_t)c->image_size * c->image_size;
+    uint64_t px = (uint64_t)c->image_height * c->image_width;
     ld->stage_bytes = px * 3;
     ld->out_dtype = c->dtype;
     ld->out_bytes = px * 3 * rf_dtype_bytes(c->dtype);
     if (c->dtype != RF_DTYPE_UINT8) {
         /* decode stages NHWC uint8; the conversion writes the requested layout */
         ld->tf.layout = RF_LAYOUT_NHWC;
-        ld->conv = (rf_convert_desc){.kind = RF_CONV_IMAGES, .h = c->image_size,
-                                     .w = c->image_size, .dtype = c->dtype, .layout = c->layout};
+        ld->conv = (rf_convert_desc){.kind = RF_CONV_IMAGES, .h = c->image_height,
+                                     .w = c->image_width, .dtype = c->dtype, .layout = c->layout};
         memcpy(ld->conv.mean, c->mean, sizeof ld->conv.mean);
         memcpy(ld->conv.std, c->std, sizeof ld->conv.std);
     }

@@ -209,7 +209,8 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     ld->depth = ld->cfg.prefetch_depth;
     ld->tokens = ld->cfg.source == RF_SOURCE_TOKENS;
     ld->tf = (rf_transform){.crop = ld->cfg.crop,
-                            .size = ld->cfg.image_size,
+                            .height = ld->cfg.image_height,
+                            .width = ld->cfg.image_width,
                             .resize_shorter = ld->cfg.resize_shorter,
                             .layout = ld->cfg.layout,
                             .scale_min = ld->cfg.scale_min,

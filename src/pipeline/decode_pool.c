@@ -42,13 +42,13 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
 static int run_hook(rf_loader *ld, const task *t, const slot *s, uint8_t *img, int32_t *label,
                     uint32_t dhdr, rf_err *e)
 {
-    uint32_t n = ld->cfg.image_size;
+    uint32_t h = ld->tf.height, w = ld->tf.width;
     int nchw = ld->tf.layout == RF_LAYOUT_NCHW;
     rf_sample_view v = {
-        .struct_size = sizeof v, .layout = ld->tf.layout, .height = n, .width = n,
+        .struct_size = sizeof v, .layout = ld->tf.layout, .height = h, .width = w,
         .channels = 3, .is_padding = s->padding[t->index], .pixels = img,
-        .row_stride = nchw ? n : (uint64_t)n * 3, .pixel_stride = nchw ? 1 : 3,
-        .channel_stride = nchw ? (uint64_t)n * n : 1, .sample_id = t->sample_id,
+        .row_stride = nchw ? w : (uint64_t)w * 3, .pixel_stride = nchw ? 1 : 3,
+        .channel_stride = nchw ? (uint64_t)h * w : 1, .sample_id = t->sample_id,
         .position = s->positions[t->index], .epoch = s->batch.epoch,
         .seed = rf_plan_hook_seed(t->aug_seed), .key = s->keys[t->index], .label = label};
     int r = ld->cfg.sample_hook(&v, ld->cfg.sample_hook_ctx);

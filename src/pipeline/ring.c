@@ -19,7 +19,7 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     uint32_t B = ld->batch;
     /* Per slot, in pinned memory: staged samples, labels (both copied to the device), and on
      * the host backend with a conversion the converted output. Sizes are checked for
-     * overflow: batch_size x image_size^2 comes from the caller and may not fit. */
+     * overflow: batch_size x image_height x image_width comes from the caller and may not fit. */
 #define PAGE_UP(x) (((x) + 4095) / 4096 * 4096)
     ld->host_convert = ld->conv.kind != RF_CONV_NONE && ld->bops->device_kind == RF_DEVICE_HOST;
     size_t img, lab, outb = 0, per, ring;
