@@ -134,6 +134,7 @@ enum rf_on_error { RF_ON_ERROR_FAIL = 0, RF_ON_ERROR_SKIP = 1 };
 enum rf_label_source {
     RF_LABEL_CLS = 0,  /* the default: each sample's KEY.cls member, a required integer */
     RF_LABEL_NONE = 1, /* unlabelled data: every label is -1, nothing is read or checked */
+    RF_LABEL_JSON = 2, /* an integer field of each sample's KEY.json member (label_json_path) */
 };
 /* Why a sample was skipped: indexes of rf_stats.skipped_by_reason. */
 enum rf_skip_reason {
@@ -359,8 +360,22 @@ typedef struct rf_config {
      * under RF_SKIP_LABEL. RF_LABEL_NONE: unlabelled data, asked for explicitly rather than
      * what a missing member gives: every label is -1 and label members are not read.
      * Folder sources take their labels from the class folders or the list, and token
-     * sources have none, whatever this says. */
+     * sources have none, whatever this says. RF_LABEL_JSON: from the field label_json_path
+     * names in each sample's KEY.json member (below). */
     uint32_t label_source;
+
+    /* RF_LABEL_JSON: the label's field in the KEY.json member, a dotted path of object keys
+     * ("class_id", "annotations.class_id"; a key holding a dot cannot be named, nor an array
+     * element); 1..256 bytes, at most 16 keys, none empty (else RF_EINVAL). Copied at create.
+     * The member must be valid JSON (RFC 8259, checked whole, at most 64 KiB, nesting at most
+     * 64 deep, strings at most 4096 bytes) whose value at the path is an integer
+     * 0..2147483647 written without fraction or exponent ("5", not "5.0" or "5e0"). A key
+     * that appears twice in an object on the path is an error, not first- or last-wins.
+     * Every other case (bad JSON and where, the field missing, a float, a negative number, a
+     * string, ...) is a bad label as for .cls: RF_ELABEL naming the shard, the member
+     * KEY.json, its byte offset and what is wrong, or RF_SKIP_LABEL under on_error SKIP.
+     * Ignored unless label_source is RF_LABEL_JSON. Default NULL. */
+    const char *label_json_path;
 } rf_config;
 
 /* Fill *cfg with every field's default (see "Defaults" above rf_config), struct_size and

@@ -553,11 +553,14 @@ int rf_tar_ext_in(const char *ext, const char *exts)
 }
 
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
-                  uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
-                  uint32_t *label_len, uint32_t *label_hdr, rf_err *err)
+                  const char *label_ext, uint32_t *data_off, uint32_t *data_len,
+                  uint32_t *data_hdr, uint32_t *label_off, uint32_t *label_len,
+                  uint32_t *label_hdr, rf_err *err)
 {
     if (!image_exts)
         image_exts = RF_TAR_IMAGE_EXTS;
+    if (!label_ext)
+        label_ext = RF_TAR_LABEL_EXT;
     if (span_len > UINT32_MAX)
         return rf_seterr(err, RF_ELIMIT, "span of %zu bytes exceeds 4 GiB", span_len);
     span_ctx sc = {span, span_len};
@@ -592,7 +595,7 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
             *data_off = (uint32_t)m.data_offset;
             *data_len = (uint32_t)m.size;
             *data_hdr = (uint32_t)m.header_offset;
-        } else if (!have_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0) {
+        } else if (!have_lbl && strcmp(ext, label_ext) == 0) {
             have_lbl = 1;
             *label_off = (uint32_t)m.data_offset;
             *label_len = (uint32_t)m.size;

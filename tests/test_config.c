@@ -82,6 +82,7 @@ static const struct {
     {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, 0}, {"gpu_decode", U, 0},
     {"gpu_decode_percent", U, 100}, {"hw_decode_percent", U, 0}, {"next_timeout_ms", U, 0},
     {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
+    {"label_json_path", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

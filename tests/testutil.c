@@ -364,7 +364,13 @@ int rf_test_shell(const char *fmt, ...)
 
 char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n)
 {
-    size_t cap = strlen(dir) + 64;
+    return rf_test_make_label_shard_ext(dir, "cls", labels, n);
+}
+
+char *rf_test_make_label_shard_ext(const char *dir, const char *ext, const char *const *labels,
+                                   uint32_t n)
+{
+    size_t cap = strlen(dir) + strlen(ext) + 64;
     char *src = malloc(cap), *list = malloc(cap), *tar = malloc(cap), *file = malloc(cap);
     snprintf(src, cap, "%s/src", dir);
     snprintf(list, cap, "%s/members.txt", dir);
@@ -383,9 +389,9 @@ char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint3
         free(jpg);
         fprintf(lf, "%08u.jpg\n", i);
         if (labels[i]) {
-            snprintf(file, cap, "%s/%08u.cls", src, i);
+            snprintf(file, cap, "%s/%08u.%s", src, i, ext);
             rf_test_write_file(file, labels[i], strlen(labels[i]));
-            fprintf(lf, "%08u.cls\n", i);
+            fprintf(lf, "%08u.%s\n", i, ext);
         }
     }
     if (!lf || fclose(lf) != 0)

@@ -62,6 +62,9 @@ int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keyl
  * labels[i] byte for byte ("5", "5\n", "", "-1", "cat", ...). Returns the shard's path
  * (malloc'ed). Aborts on failure. */
 char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n);
+/* The same with the label member "%08u.EXT" (ext "json" for RF_LABEL_JSON's KEY.json). */
+char *rf_test_make_label_shard_ext(const char *dir, const char *ext, const char *const *labels,
+                                   uint32_t n);
 
 /* The first header block of member `name` in the tar at path (the byte offset that error
  * messages name), found with the library's scanner; UINT64_MAX when there is no such member. */

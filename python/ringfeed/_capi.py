@@ -37,7 +37,7 @@ RF_SOURCE_TAR, RF_SOURCE_FOLDER, RF_SOURCE_TOKENS = 0, 1, 2
 RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
 RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
 RF_DCT_SCALING_AUTO, RF_DCT_SCALING_OFF = 0, 1
-RF_LABEL_CLS, RF_LABEL_NONE = 0, 1
+RF_LABEL_CLS, RF_LABEL_NONE, RF_LABEL_JSON = 0, 1, 2
 DECODE_THREADS_MAX = 1024  # rf_config.decode_threads' limit
 
 # name -> (enum value, element bytes)
@@ -130,6 +130,7 @@ class RfConfig(ctypes.Structure):
         ("next_timeout_ms", ctypes.c_uint32),
         ("dct_scaling", ctypes.c_uint32),
         ("label_source", ctypes.c_uint32),
+        ("label_json_path", ctypes.c_char_p),
     ]
 
 

@@ -26,7 +26,8 @@
     X(rf_config, warm) X(rf_config, warm_bytes) X(rf_config, odirect) X(rf_config, hugepages)    \
     X(rf_config, numa) X(rf_config, naive) X(rf_config, decode_nice) X(rf_config, gpu_decode)    \
     X(rf_config, gpu_decode_percent) X(rf_config, hw_decode_percent)                             \
-    X(rf_config, next_timeout_ms) X(rf_config, dct_scaling) X(rf_config, label_source)
+    X(rf_config, next_timeout_ms) X(rf_config, dct_scaling) X(rf_config, label_source)    \
+    X(rf_config, label_json_path)
 
 #define RF_BATCH_FIELDS(X)                                                                      \
     X(rf_batch, struct_size) X(rf_batch, count) X(rf_batch, epoch) X(rf_batch, index)           \

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             *dot = 0;
     }
     uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-    if (rf_tar_locate(data, size, key, RF_TAR_IMAGE_EXTS, &doff, &dlen, &dhdr, &loff, &llen,
+    if (rf_tar_locate(data, size, key, RF_TAR_IMAGE_EXTS, NULL, &doff, &dlen, &dhdr, &loff, &llen,
                       &lhdr, &e) == 0) {
         if ((uint64_t)doff + dlen > size || (uint64_t)loff + llen > size ||
             (loff && lhdr >= loff))
