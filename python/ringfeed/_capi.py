@@ -370,11 +370,32 @@ def _declare(L):
         "rf_jpeg_add_restarts": (i32, [ctypes.c_char_p, u64, ctypes.c_uint32, ctypes.c_uint32,
                                        P(vp), P(u64), cp, ctypes.c_size_t]),
         "rf_free": (None, [vp]),
+        "rf_image_list_open": (i32, [cp, P(vp), cp, ctypes.c_size_t]),
+        "rf_image_list_free": (None, [vp]),
+        "rf_image_list_classes": (ctypes.c_uint32, [vp]),
+        "rf_image_list_class_name": (cp, [vp, ctypes.c_uint32]),
     }
     for name, (res, args) in protos.items():
         fn = getattr(L, name)
         fn.restype = res
         fn.argtypes = args
+
+
+def image_list_classes(path):
+    """The class names of the image folder or list file at path (bytes), in label order, as
+    rf_image_list_open walks it (the folder source's own walker): a class folder's names are
+    its sorted subfolders; a `path label` list has none ([]). Raises RingfeedError."""
+    L = lib()
+    handle = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(1024)
+    rc = L.rf_image_list_open(path, ctypes.byref(handle), err, len(err))
+    if rc != 0:
+        raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_image_list_open")
+    try:
+        return [os.fsdecode(L.rf_image_list_class_name(handle, c))
+                for c in range(L.rf_image_list_classes(handle))]
+    finally:
+        L.rf_image_list_free(handle)
 
 
 # Limit on rf_abi_layout's rows: a table longer than this is not the library's.
