@@ -359,14 +359,15 @@ typedef struct rf_config {
      * byte offset, and saying which of these it is; under SKIP it is left out and counted
      * under RF_SKIP_LABEL. RF_LABEL_NONE: unlabelled data, asked for explicitly rather than
      * what a missing member gives: every label is -1 and label members are not read.
-     * Folder sources take their labels from the class folders or the list, and token
-     * sources have none, whatever this says. RF_LABEL_JSON: from the field label_json_path
-     * names in each sample's KEY.json member (below). */
+     * RF_LABEL_JSON: from the field label_json_path names in each sample's KEY.json member
+     * (below), with the same errors and skip reason. Folder sources take their labels from
+     * the class folders or the list, and token sources have none, whatever this says. */
     uint32_t label_source;
 
     /* RF_LABEL_JSON: the label's field in the KEY.json member, a dotted path of object keys
      * ("class_id", "annotations.class_id"; a key holding a dot cannot be named, nor an array
-     * element); 1..256 bytes, at most 16 keys, none empty (else RF_EINVAL). Copied at create.
+     * element); 1..256 bytes, at most 16 keys, none empty (else a tar source's create fails
+     * with RF_EINVAL saying which). Copied at create.
      * The member must be valid JSON (RFC 8259, checked whole, at most 64 KiB, nesting at most
      * 64 deep, strings at most 4096 bytes) whose value at the path is an integer
      * 0..2147483647 written without fraction or exponent ("5", not "5.0" or "5e0"). A key
@@ -441,7 +442,7 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * reported as given, except where a field's comment says create changes it (naive's fixed
  * settings, dct_scaling with gpu_decode or hw_decode_percent, staging_bytes' raising), the seed
  * a resume state carries, and 0 in a field with a fixed default (reported as that default).
- * shards points at the loader's own copies of the patterns, valid until rf_loader_destroy;
+ * shards (and label_json_path) point at the loader's own copies, valid until rf_loader_destroy;
  * resume_state is NULL and resume_state_bytes 0 (the blob is read at create and not kept).
  * Works after rf_loader_stop and in a fork() child (it only reads). Errors: RF_EINVAL (NULL
  * arguments, struct_size below 8). */
