@@ -193,62 +193,70 @@ static int number(jrd *r, int target)
 
 static int value(jrd *r, uint32_t depth, uint32_t level, int target);
 
-/* An object; `level` path parts led to it (r->parts + 1: off the path). */
-static int object(jrd *r, uint32_t depth, uint32_t level)
+/* Skip whitespace, then consume c when it comes next (1), else leave it (0). */
+static int take(jrd *r, uint8_t c)
+{
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == c)
+        return r->i++, 1;
+    return 0;
+}
+
+/* After an element of an object or array: 1 at a ',' (another follows), 0 at `close` (the
+ * container ends), else bad JSON saying `what` was expected. */
+static int after_item(jrd *r, uint8_t close, const char *what)
+{
+    if (take(r, ','))
+        return 1;
+    return take(r, close) ? 0 : bad(r, what);
+}
+
+/* One "key": value of an object that `level` path parts led to; *seen counts the keys equal
+ * to the next part (a second one is refused: see DESIGN). */
+static int member(jrd *r, uint32_t depth, uint32_t level, int *seen)
 {
     char key[JSON_KEY_MAX];
     size_t kl;
-    int seen = 0;
-    r->i++;
     skip_ws(r);
-    if (r->i < r->n && r->s[r->i] == '}')
-        return r->i++, 0;
-    for (;;) {
-        skip_ws(r);
-        if (r->i >= r->n || r->s[r->i] != '"')
-            return bad(r, "expected a key (a string)");
-        uint64_t key_at = r->i;
-        int on = level < r->parts;
-        if (string(r, on ? key : NULL, &kl))
+    if (r->i >= r->n || r->s[r->i] != '"')
+        return bad(r, "expected a key (a string)");
+    uint64_t key_at = r->i;
+    int on = level < r->parts;
+    if (string(r, on ? key : NULL, &kl))
+        return -1;
+    int match = on && kl == r->part_len[level] && memcmp(key, r->part[level], kl) == 0;
+    if (match && (*seen)++)
+        return r->i = key_at, bad(r, "a duplicate key on the label's path");
+    if (!take(r, ':'))
+        return bad(r, "expected ':' after a key");
+    return value(r, depth + 1, match ? level + 1 : r->parts + 1, match && level + 1 == r->parts);
+}
+
+/* An object; `level` path parts led to it (r->parts + 1: off the path). */
+static int object(jrd *r, uint32_t depth, uint32_t level)
+{
+    int seen = 0, more;
+    r->i++;
+    if (take(r, '}'))
+        return 0;
+    do {
+        if (member(r, depth, level, &seen))
             return -1;
-        int match = on && kl == r->part_len[level] && memcmp(key, r->part[level], kl) == 0;
-        if (match && seen++)
-            return r->i = key_at, bad(r, "a duplicate key on the label's path");
-        skip_ws(r);
-        if (r->i >= r->n || r->s[r->i] != ':')
-            return bad(r, "expected ':' after a key");
-        r->i++;
-        if (value(r, depth + 1, match ? level + 1 : r->parts + 1, match && level + 1 == r->parts))
-            return -1;
-        skip_ws(r);
-        if (r->i < r->n && r->s[r->i] == ',') {
-            r->i++;
-            continue;
-        }
-        if (r->i < r->n && r->s[r->i] == '}')
-            return r->i++, 0;
-        return bad(r, "expected ',' or '}' in an object");
-    }
+    } while ((more = after_item(r, '}', "expected ',' or '}' in an object")) == 1);
+    return more;
 }
 
 static int array(jrd *r, uint32_t depth)
 {
+    int more;
     r->i++;
-    skip_ws(r);
-    if (r->i < r->n && r->s[r->i] == ']')
-        return r->i++, 0;
-    for (;;) {
+    if (take(r, ']'))
+        return 0;
+    do {
         if (value(r, depth + 1, r->parts + 1, 0))
             return -1;
-        skip_ws(r);
-        if (r->i < r->n && r->s[r->i] == ',') {
-            r->i++;
-            continue;
-        }
-        if (r->i < r->n && r->s[r->i] == ']')
-            return r->i++, 0;
-        return bad(r, "expected ',' or ']' in an array");
-    }
+    } while ((more = after_item(r, ']', "expected ',' or ']' in an array")) == 1);
+    return more;
 }
 
 static int literal(jrd *r, const char *word)

@@ -1092,13 +1092,13 @@ enum lkind { L_GOOD, L_NEWLINE, L_SPACES, L_MAX, L_MISSING, L_EMPTY, L_NEGATIVE,
 #define L_FIRST_BAD L_MISSING
 static const int32_t label_value[L_FIRST_BAD] = {5, 5, 7, 2147483647};
 static const char *const label_why[L_N] = {
-    [L_MISSING] = "has no label member (00000005.cls); set label_source RF_LABEL_NONE",
-    [L_EMPTY] = "is empty",
-    [L_NEGATIVE] = "holds \"-1\", a negative number",
-    [L_WORD] = "holds \"cat\", not a decimal integer",
-    [L_FLOAT] = "holds \"1.0\", not a decimal integer",
-    [L_OVER] = "holds \"2147483648\", a number over 2147483647",
-    [L_HUGE] = "is 2000 bytes, over the 1024-byte limit of a label"};
+    [L_MISSING] = " has no label member (00000005.cls); set label_source RF_LABEL_NONE",
+    [L_EMPTY] = " is empty",
+    [L_NEGATIVE] = " holds \"-1\", a negative number",
+    [L_WORD] = " holds \"cat\", not a decimal integer",
+    [L_FLOAT] = " holds \"1.0\", not a decimal integer",
+    [L_OVER] = " holds \"2147483648\", a number over 2147483647",
+    [L_HUGE] = " is 2000 bytes, over the 1024-byte limit of a label"};
 
 static const char *label_text(int kind)
 {
@@ -1109,16 +1109,53 @@ static const char *label_text(int kind)
     return text[kind];
 }
 
-/* dir/shard-0000.tar (GNU tar) with sample i of kinds[i]. */
-static char *make_label_corpus(const char *tag, const int *kinds, uint32_t n)
+/* dir/shard-0000.tar (GNU tar) with sample i of kinds[i]: its label member KEY.ext holds
+ * text(kinds[i]) (none when NULL). */
+static char *make_label_corpus(const char *tag, const char *ext, const char *(*text)(int),
+                               const int *kinds, uint32_t n)
 {
     const char *texts[NS];
     ck_assert_uint_le(n, NS);
     for (uint32_t i = 0; i < n; i++)
-        texts[i] = label_text(kinds[i]);
+        texts[i] = text(kinds[i]);
     char *dir = rf_test_mkdtemp(tag);
-    free(rf_test_make_label_shard(dir, texts, n));
+    free(rf_test_make_label_shard_ext(dir, ext, texts, n));
     return dir;
+}
+
+/* A fail-mode loader over dir's shard (batches of 4, file order) whose sample 5 is bad, at 1
+ * and 3 threads: batch 0 is delivered whole with labels first[0..3], then RF_ELABEL names the
+ * shard and the member 00000005.ext (or the sample, when `missing`) at its offset, followed
+ * by `why`. */
+static void expect_label_fail(const char *dir, uint32_t source, const char *json_path,
+                              const char *ext, int missing, const char *why,
+                              const int32_t *first)
+{
+    char tar[600], name[64], want[1200];
+    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
+    snprintf(name, sizeof name, "00000005.%s", missing ? "jpg" : ext);
+    uint64_t off = rf_test_member_offset(tar, name);
+    ck_assert_uint_ne(off, UINT64_MAX);
+    if (missing)
+        snprintf(want, sizeof want, "%s: sample 00000005 at offset %llu%s", tar,
+                 (unsigned long long)off, why);
+    else
+        snprintf(want, sizeof want, "%s: label member 00000005.%s at offset %llu%s", tar, ext,
+                 (unsigned long long)off, why);
+    for (uint32_t threads = 1; threads <= 3; threads += 2) {
+        run r;
+        cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
+                  .threads = threads, .label_source = source, .label_json_path = json_path};
+        run_loader(dir, &x, &r);
+        ck_assert_msg(r.rc == RF_ELABEL, "rc %d (%s)", r.rc, r.msg);
+        ck_assert_msg(strstr(r.msg, want), "\n  got  %s\n  want %s", r.msg, want);
+        ck_assert_uint_eq(r.batches, 1);
+        for (uint32_t i = 0; i < 4; i++) {
+            ck_assert_uint_eq(r.seen[i], 1);
+            ck_assert_int_eq(r.labels[i], first[i]);
+        }
+        run_free(&r);
+    }
 }
 
 /* Fail mode, one bad kind (loop index + L_FIRST_BAD) at sample 5 of 8 in file order: batch 0 is
@@ -1128,32 +1165,10 @@ START_TEST(label_faults_fail_naming_member_and_cause)
 {
     int bad = L_FIRST_BAD + _i;
     const int kinds[8] = {L_GOOD, L_NEWLINE, L_SPACES, L_MAX, L_GOOD, bad, L_GOOD, L_GOOD};
-    char *dir = make_label_corpus("labelfail", kinds, 8);
-    char tar[600], name[64], want[800];
-    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
-    snprintf(name, sizeof name, "00000005.%s", bad == L_MISSING ? "jpg" : "cls");
-    uint64_t off = rf_test_member_offset(tar, name);
-    ck_assert_uint_ne(off, UINT64_MAX);
-    if (bad == L_MISSING)
-        snprintf(want, sizeof want, "%s: sample 00000005 at offset %llu %s", tar,
-                 (unsigned long long)off, label_why[bad]);
-    else
-        snprintf(want, sizeof want, "%s: label member 00000005.cls at offset %llu %s", tar,
-                 (unsigned long long)off, label_why[bad]);
-    for (uint32_t threads = 1; threads <= 3; threads += 2) {
-        run r;
-        cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
-                  .threads = threads};
-        run_loader(dir, &x, &r);
-        ck_assert_msg(r.rc == RF_ELABEL, "kind %d: rc %d (%s)", bad, r.rc, r.msg);
-        ck_assert_msg(strstr(r.msg, want), "kind %d:\n  got  %s\n  want %s", bad, r.msg, want);
-        ck_assert_uint_eq(r.batches, 1);
-        for (uint32_t i = 0; i < 4; i++) {
-            ck_assert_uint_eq(r.seen[i], 1);
-            ck_assert_int_eq(r.labels[i], label_value[kinds[i]]);
-        }
-        run_free(&r);
-    }
+    char *dir = make_label_corpus("labelfail", "cls", label_text, kinds, 8);
+    const int32_t first[4] = {label_value[kinds[0]], label_value[kinds[1]],
+                              label_value[kinds[2]], label_value[kinds[3]]};
+    expect_label_fail(dir, RF_LABEL_CLS, NULL, "cls", bad == L_MISSING, label_why[bad], first);
     free(dir);
 }
 END_TEST
@@ -1168,7 +1183,7 @@ static const int label_mix[] = {L_GOOD,  L_MISSING, L_NEWLINE, L_EMPTY, L_SPACES
 
 START_TEST(label_faults_skip_counted_none_unchecked)
 {
-    char *dir = make_label_corpus("labelmix", label_mix, LMIX_N);
+    char *dir = make_label_corpus("labelmix", "cls", label_text, label_mix, LMIX_N);
     uint32_t nbad = 0;
     for (uint32_t i = 0; i < LMIX_N; i++)
         nbad += label_mix[i] >= L_FIRST_BAD;
@@ -1213,15 +1228,18 @@ enum jkind { J_GOOD, J_SPACES, J_ESCKEY, J_MAX, J_MISSING, J_NOFIELD, J_FLOAT, J
 #define J_FIRST_BAD J_MISSING
 static const int32_t json_value[J_FIRST_BAD] = {5, 7, 9, 2147483647};
 static const char *const json_why[J_N] = {
-    [J_MISSING] = "has no label member (00000005.json); set label_source RF_LABEL_NONE",
+    [J_MISSING] = " has no label member (00000005.json); set label_source RF_LABEL_NONE",
     [J_NOFIELD] = " has no field annotations.class_id; a label is an integer 0..2147483647",
     [J_FLOAT] = ": field annotations.class_id (byte 29 of the member) holds \"5.0\", a number "
                 "with a fraction or exponent",
-    [J_EXP] = "holds \"5e0\", a number with a fraction or exponent",
-    [J_NEG] = "holds \"-3\", a negative number",
+    [J_EXP] = ": field annotations.class_id (byte 29 of the member) holds \"5e0\", a number "
+              "with a fraction or exponent",
+    [J_NEG] = ": field annotations.class_id (byte 29 of the member) holds \"-3\", a negative "
+              "number",
     [J_STRING] = ": field annotations.class_id (byte 29 of the member) is a string; a label is "
                  "an integer 0..2147483647",
-    [J_OVER] = "holds \"2147483648\", a number over 2147483647",
+    [J_OVER] = ": field annotations.class_id (byte 29 of the member) holds \"2147483648\", a "
+               "number over 2147483647",
     [J_DUP] = " is not valid JSON: a duplicate key on the label's path at byte 32 of the member",
     [J_BAD] = " is not valid JSON: expected a key (a string) at byte 31 of the member",
     [J_DEEP] = " is not valid JSON: nesting deeper than 64 levels at byte 101 of the member",
@@ -1258,48 +1276,16 @@ static const char *json_text(int kind)
     return text[kind];
 }
 
-static char *make_json_corpus(const char *tag, const int *kinds, uint32_t n)
-{
-    const char *texts[NS];
-    ck_assert_uint_le(n, NS);
-    for (uint32_t i = 0; i < n; i++)
-        texts[i] = kinds[i] == J_MISSING ? NULL : json_text(kinds[i]);
-    char *dir = rf_test_mkdtemp(tag);
-    free(rf_test_make_label_shard_ext(dir, "json", texts, n));
-    return dir;
-}
-
 /* Fail mode, one bad kind at sample 5 of 8: batch 0 is delivered whole with the JSON labels,
  * then RF_ELABEL names the shard, the member (or the sample) with its offset, and what. */
 START_TEST(json_label_faults_fail_naming_member_and_cause)
 {
     int bad = J_FIRST_BAD + _i;
     const int kinds[8] = {J_GOOD, J_SPACES, J_ESCKEY, J_MAX, J_GOOD, bad, J_GOOD, J_GOOD};
-    char *dir = make_json_corpus("jsonfail", kinds, 8);
-    char tar[600], name[64], want[800];
-    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
-    snprintf(name, sizeof name, "00000005.%s", bad == J_MISSING ? "jpg" : "json");
-    uint64_t off = rf_test_member_offset(tar, name);
-    ck_assert_uint_ne(off, UINT64_MAX);
-    snprintf(want, sizeof want, bad == J_MISSING ? "%s: sample 00000005 at offset %llu"
-                                                 : "%s: label member 00000005.json at offset %llu",
-             tar, (unsigned long long)off);
-    for (uint32_t threads = 1; threads <= 3; threads += 2) {
-        run r;
-        cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
-                  .threads = threads, .label_source = RF_LABEL_JSON,
-                  .label_json_path = "annotations.class_id"};
-        run_loader(dir, &x, &r);
-        ck_assert_msg(r.rc == RF_ELABEL, "kind %d: rc %d (%s)", bad, r.rc, r.msg);
-        ck_assert_msg(strstr(r.msg, want) && strstr(r.msg, json_why[bad]),
-                      "kind %d:\n  got  %s\n  want %s ... %s", bad, r.msg, want, json_why[bad]);
-        ck_assert_uint_eq(r.batches, 1);
-        for (uint32_t i = 0; i < 4; i++) {
-            ck_assert_uint_eq(r.seen[i], 1);
-            ck_assert_int_eq(r.labels[i], json_value[kinds[i]]);
-        }
-        run_free(&r);
-    }
+    char *dir = make_label_corpus("jsonfail", "json", json_text, kinds, 8);
+    /* kinds[0..3] are J_GOOD..J_MAX in order: json_value holds their labels */
+    expect_label_fail(dir, RF_LABEL_JSON, "annotations.class_id", "json", bad == J_MISSING,
+                      json_why[bad], json_value);
     free(dir);
 }
 END_TEST
@@ -1313,7 +1299,7 @@ static const int json_mix[] = {J_GOOD, J_MISSING, J_SPACES, J_NOFIELD, J_ESCKEY,
 
 START_TEST(json_label_faults_skip_counted)
 {
-    char *dir = make_json_corpus("jsonmix", json_mix, JMIX_N);
+    char *dir = make_label_corpus("jsonmix", "json", json_text, json_mix, JMIX_N);
     uint32_t nbad = 0;
     for (uint32_t i = 0; i < JMIX_N; i++)
         nbad += json_mix[i] >= J_FIRST_BAD;

@@ -1,7 +1,6 @@
 """Image folders from Python: Loader("DIR") (or source="folder") reads an ImageFolder tree
 (labels by sorted class-folder index, loader.classes names them) or a `path label` list file,
 with the options shards take, every image exactly once per epoch."""
-import glob
 import io
 import os
 import tarfile
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 import ringfeed
+from conftest import shard_jpegs
 
 KW = dict(batch_size=4, size=32, device="cpu", decode_threads=2, crop="center",
           array_type="numpy")
@@ -22,10 +22,7 @@ PER_CLASS = 5
 @pytest.fixture(scope="module")
 def tree(shards, tmp_path_factory):
     """DIR/<class>/img<i>.jpg from the generated shards' JPEGs; {key: (label, jpeg bytes)}."""
-    jpegs = []
-    for path in sorted(glob.glob(shards)):
-        with tarfile.open(path) as tf:
-            jpegs += [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
+    jpegs = shard_jpegs(shards, len(CLASSES) * PER_CLASS)
     root = tmp_path_factory.mktemp("folder") / "train"
     want = {}
     for c, name in enumerate(CLASSES):

@@ -2,7 +2,6 @@
 Python's tarfile, webdataset's TarWriter and GNU tar: nested and dotted paths, whitespace,
 unicode and escapes in other keys; every fault is a `label` error naming the member, its offset
 and what is wrong (or a counted skip)."""
-import glob
 import io
 import json
 import os
@@ -13,6 +12,7 @@ import tarfile
 import pytest
 
 import ringfeed
+from conftest import labels_once, shard_jpegs
 from ringfeed.loader import SKIP_REASONS
 
 KW = dict(batch_size=2, size=24, device="cpu", decode_threads=2, shuffle=False)
@@ -50,11 +50,7 @@ WHY = {2: "sample 00000002 at offset {off} has no label member (00000002.json)",
 
 @pytest.fixture(scope="module")
 def jpegs(shards):
-    out = []
-    for path in sorted(glob.glob(shards)):
-        with tarfile.open(path) as tf:
-            out += [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
-    return out[:len(DOCS)]
+    return shard_jpegs(shards, len(DOCS))
 
 
 def members(jpegs, docs=DOCS):
@@ -136,13 +132,7 @@ def test_skip_mode_delivers_good_json_labels_once(shard, threads):
     path, _ = shard
     ld = ringfeed.Loader(path, label=f"json:{PATH}", on_error="skip",
                          **dict(KW, decode_threads=threads))
-    seen = {}
-    for b in ld:
-        for k, lab, pad in zip(b.keys, b.labels, b.is_padding):
-            if not pad:
-                assert k not in seen
-                seen[k] = int(lab)
-    assert seen == {f"{i:08d}": v for i, v in GOOD.items()}
+    assert labels_once(ld) == {f"{i:08d}": v for i, v in GOOD.items()}
     st = ld.stats()
     assert st["skipped"] >= len(WHY)
     assert st["skipped_by_reason"][SKIP_REASONS.index("label")] == st["skipped"]
