@@ -1201,6 +1201,7 @@ START_TEST(test_inspect_json_labels_as_loader)
     snprintf(cmd, sizeof cmd, "%s/ringfeed-inspect --label json: %s 2> /dev/null", tools, tar);
     ck_assert_int_eq(run_cmd(cmd), 2);
     free(c);
+    free(tar);
 }
 END_TEST
 
