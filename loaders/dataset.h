@@ -17,11 +17,12 @@
 /* rf_sample.flags */
 /* The span is a run of tar members (WebDataset sample). data_off/data_len/data_hdr/label_off/
  * label_len were filled from the scan or the index and are hints: after reading the span the
- * pipeline must call rf_tar_locate(span, length, key, RF_TAR_IMAGE_EXTS, ...) and use its
- * results, which re-validate the bytes actually read (a shard changed since it was scanned or
- * indexed is then an error, not garbage decoded). The label member locate finds (label_off
- * != 0) is checked with rf_check_label under rf_config.label_source RF_LABEL_CLS, and a
- * sample without one is refused (rf_label_missing); under RF_LABEL_NONE the label is -1. */
+ * pipeline must call rf_tar_locate(span, length, key, RF_TAR_IMAGE_EXTS, label_ext, ...) and
+ * use its results, which re-validate the bytes actually read (a shard changed since it was
+ * scanned or indexed is then an error, not garbage decoded). The label member locate finds
+ * (label_off != 0) is checked with rf_check_label_as under rf_config.label_source
+ * RF_LABEL_CLS or RF_LABEL_JSON, and a sample without one is refused (rf_label_missing);
+ * under RF_LABEL_NONE the label is -1. */
 #define RF_SAMPLE_TAR 0x1
 
 typedef struct rf_sample {
@@ -104,14 +105,14 @@ enum rf_label_fault {
 int rf_parse_label(const uint8_t *text, uint64_t len, int32_t *label);
 
 /* The one check of a WebDataset sample's label under RF_LABEL_CLS, shared by the loader and
- * rf_shard_inspect so that both refuse the same samples with the same words. rf_check_label:
- * the sample's KEY.cls member holds text[0..len) (text is not read when len is over
- * RF_TAR_LABEL_BYTES_MAX, the limit of a label member, so it may be NULL then). rf_label_missing:
- * the sample has no KEY.cls member. Both return RF_ELABEL with err->msg saying what is wrong
- * (missing, empty, too long, negative, not a decimal integer, over INT32_MAX) and naming the
- * member (or the sample) and `offset` (the member's first header block, or the sample's), or
- * without an offset when it is RF_LABEL_NO_OFFSET (for callers that put it first). The caller
- * adds the shard's path. */
+ * rf_shard_inspect (through rf_check_label_as, below) so that both refuse the same samples
+ * with the same words. rf_check_label: the sample's KEY.cls member holds text[0..len) (text is
+ * not read when len is over RF_TAR_LABEL_BYTES_MAX, the limit of a label member, so it may be
+ * NULL then). rf_label_missing: the sample has no KEY.ext member (ext: rf_label_ext). Both
+ * return RF_ELABEL with err->msg saying what is wrong (missing, empty, too long, negative, not
+ * a decimal integer, over INT32_MAX) and naming the member (or the sample) and `offset` (the
+ * member's first header block, or the sample's), or without an offset when it is
+ * RF_LABEL_NO_OFFSET (for callers that put it first). The caller adds the shard's path. */
 #define RF_LABEL_NO_OFFSET UINT64_MAX
 int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t offset,
                    int32_t *label, rf_err *err);
