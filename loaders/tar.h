@@ -137,6 +137,25 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
                   uint32_t *data_hdr, uint32_t *label_off, uint32_t *label_len,
                   uint32_t *label_hdr, rf_err *err);
 
+/* One member that rf_tar_locate_fields found in a span: its data (off, len) and first header
+ * block (hdr), relative to the span. off 0 means none was found (a member's data never starts
+ * at 0: its header is there), which tells a missing member from an empty one. */
+typedef struct rf_tar_span_member {
+    uint32_t off, len, hdr;
+} rf_tar_span_member;
+
+/* rf_tar_locate's walk (the same checks and errors), which also finds, for each of `nfields`
+ * extensions in field_exts, the first member whose extension equals it exactly (bytes after
+ * the first dot of the basename, case-sensitive, as WebDataset matches them): fields[f]. A
+ * member can fill several roles: a field "cls" (or the label_ext in use, e.g. "json") or
+ * "jpg" gets the label's or image's bytes. The image and label (extension label_ext; NULL =
+ * RF_TAR_LABEL_EXT) go to *img and *label. rf_tar_locate is this with no fields. */
+int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
+                         const char *image_exts, const char *label_ext,
+                         const char *const *field_exts, uint32_t nfields,
+                         rf_tar_span_member *img, rf_tar_span_member *label,
+                         rf_tar_span_member *fields, rf_err *err);
+
 /* ---- limits and helpers of the parser -------------------------------------------------- */
 
 #define RF_TAR_SIZE_MAX (1ull << 40)     /* largest member size accepted (1 TiB) */

@@ -82,6 +82,8 @@ static const struct {
     {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, 0}, {"gpu_decode", U, 0},
     {"gpu_decode_percent", U, 100}, {"hw_decode_percent", U, 0}, {"next_timeout_ms", U, 0},
     {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
+    {"sample_hook", P, 0}, {"sample_hook_ctx", P, 0},
+    {"fields", P, 0}, {"max_field_bytes", U, 16 << 10},
     {"label_json_path", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
@@ -239,6 +241,13 @@ START_TEST(auto_values_follow_the_fields_they_depend_on)
 }
 END_TEST
 
+/* A sample hook that keeps every sample as it is (explicit_values_are_reported_unchanged). */
+static int keep_sample(const rf_sample_view *v, void *ctx)
+{
+    (void)v, (void)ctx;
+    return 0;
+}
+
 START_TEST(explicit_values_are_reported_unchanged)
 {
     const char *pat;
@@ -284,6 +293,9 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.next_timeout_ms = 60000;
     cfg.dct_scaling = RF_DCT_SCALING_OFF;
     cfg.label_source = RF_LABEL_NONE;
+    cfg.sample_hook = keep_sample;
+    cfg.sample_hook_ctx = &cfg;
+    cfg.max_field_bytes = 1000;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     static const char *const shards_only[] = {"shards", NULL};
@@ -303,7 +315,7 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     cfg.batch_size = cfg.image_size = cfg.world_size = cfg.io_queue_depth = 0;
     cfg.max_sample_bytes = cfg.max_image_pixels = cfg.warm_bytes = 0;
     cfg.max_image_dim = cfg.io_retries = cfg.shard_window = cfg.max_consecutive_skips = 0;
-    cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = 0;
+    cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = cfg.max_field_bytes = 0;
     cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);

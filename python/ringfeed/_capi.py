@@ -130,7 +130,23 @@ class RfConfig(ctypes.Structure):
         ("next_timeout_ms", ctypes.c_uint32),
         ("dct_scaling", ctypes.c_uint32),
         ("label_source", ctypes.c_uint32),
+        # rf_sample_hook and its ctx: C only (docs/python.md says why); None from Python
+        ("sample_hook", ctypes.c_void_p),
+        ("sample_hook_ctx", ctypes.c_void_p),
+        ("fields", ctypes.c_char_p),
+        ("max_field_bytes", ctypes.c_uint32),
         ("label_json_path", ctypes.c_char_p),
+    ]
+
+
+class RfField(ctypes.Structure):
+    """One extra field of a batch (rf_field): sample i's bytes at data + offsets[i], lengths[i]
+    long."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("data", ctypes.c_void_p),
+        ("offsets", ctypes.POINTER(ctypes.c_uint64)),
+        ("lengths", ctypes.POINTER(ctypes.c_uint32)),
     ]
 
 
@@ -155,6 +171,8 @@ class RfBatch(ctypes.Structure):
         ("is_padding", ctypes.POINTER(ctypes.c_uint8)),
         ("event", ctypes.c_void_p),
         ("ndim", ctypes.c_uint32),
+        ("nfields", ctypes.c_uint32),
+        ("fields", ctypes.POINTER(RfField)),
     ]
 
 
@@ -184,7 +202,7 @@ class RfStats(ctypes.Structure):
         ("pinned_bytes", ctypes.c_uint64),
         ("dct_scaled", ctypes.c_uint64),
         ("skipped", ctypes.c_uint64),
-        ("skipped_by_reason", ctypes.c_uint64 * 8),
+        ("skipped_by_reason", ctypes.c_uint64 * 16),  # RF_SKIP_REASONS
         ("nonregular_members", ctypes.c_uint64),
         ("cache_checked_bytes", ctypes.c_uint64),
         ("cache_hit_bytes", ctypes.c_uint64),
@@ -209,7 +227,7 @@ class RfStats(ctypes.Structure):
         ("counted_epoch", ctypes.c_uint64),
         ("epoch_delivered", ctypes.c_uint64),
         ("epoch_skipped", ctypes.c_uint64),
-        ("epoch_skipped_by_reason", ctypes.c_uint64 * 8),
+        ("epoch_skipped_by_reason", ctypes.c_uint64 * 16),  # RF_SKIP_REASONS
         ("epoch_total", ctypes.c_uint64),
         ("epoch_final", ctypes.c_uint32),
     ]
@@ -228,7 +246,8 @@ class RfFieldLayout(ctypes.Structure):
 
 
 # The C struct each mirror stands for, as rf_abi_layout names it.
-MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_stats": RfStats}
+MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_field": RfField,
+           "rf_stats": RfStats}
 
 
 # ---- errors ----------------------------------------------------------------------------------

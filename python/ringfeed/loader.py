@@ -51,7 +51,8 @@ _ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 _SOURCES = {"auto": "auto", "tar": "tar", "folder": "folder"}
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
-SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label")
+SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
+                "hook", "field")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1
@@ -213,6 +214,36 @@ class _Handle:
                 self._count(calls=-1)
 
 
+def _field_names(fields):
+    """Loader's fields= -> a tuple of extensions ("txt", "json"). One string is one extension;
+    the library checks the names themselves (RF_EINVAL naming the entry)."""
+    if fields is None:
+        return ()
+    if isinstance(fields, str):
+        fields = (fields,)
+    names = tuple(fields)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"fields: each entry is an extension string like 'txt', not "
+                            f"{name!r}")
+        if "," in name or not name.isascii():
+            raise ValueError(f"fields: {name!r} is not one ASCII extension (no commas)")
+    return names
+
+
+def _copy_fields(b, n):
+    """The batch's extra fields as {name: [bytes per sample]}, copied out of the slot (whose
+    rows the library reuses once the batch is released)."""
+    out = {}
+    for f in range(int(b.nfields)):
+        fld = b.fields[f]
+        base = fld.data
+        out[fld.name.decode("ascii")] = [
+            ctypes.string_at(base + fld.offsets[i], fld.lengths[i]) if fld.lengths[i] else b""
+            for i in range(n)]
+    return out
+
+
 def _label_fields(label):
     """Loader's label= -> rf_config's label_source and label_json_path. None must be said, not
     defaulted to: a dataset whose .cls members are missing by mistake then fails instead of
@@ -324,10 +355,11 @@ class _BatchBase:
 
 class Batch(_BatchBase):
     """A batch of images: `.images` (N,3,H,W) or (N,H,W,3), `.labels` int64 (N,),
-    `.keys` list of str, and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
+    `.keys` list of str, `.fields` {name: list of N bytes} for the loader's `fields` ({} when
+    none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "keys")
+    __slots__ = ("images", "labels", "keys", "fields")
 
     def __iter__(self):
         return iter((self.images, self.labels))
@@ -801,7 +833,7 @@ class _LoaderBase:
         and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards, json_path = [], []
+        shards, fields, json_path = [], [], []
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -809,6 +841,7 @@ class _LoaderBase:
             rc = C.lib().rf_loader_config(ptr, ctypes.byref(cfg))
             shards.extend(os.fsdecode(cfg.shards[i]) for i in range(cfg.shard_count if rc == 0
                                                                      else 0))
+            fields.append(cfg.fields.decode() if rc == 0 and cfg.fields else None)
             json_path.append(cfg.label_json_path if rc == 0 else None)
             return rc
 
@@ -820,6 +853,8 @@ class _LoaderBase:
                 continue
             if name == "shards":
                 v = shards
+            elif name == "fields":  # the loader's string, read inside the call window
+                v = fields[0]
             elif name == "label_json_path":  # the loader's copy, read in the call window
                 v = json_path[0].decode("utf-8", "surrogateescape") if json_path[0] else None
             elif isinstance(v, ctypes.Array):
@@ -919,7 +954,8 @@ class Loader(_LoaderBase):
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-           hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", source="auto")
+           hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
+           max_field_bytes=None, source="auto")
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
@@ -939,6 +975,17 @@ class Loader(_LoaderBase):
       naming the member, its offset and what is wrong; a key twice on the path is one too).
       None: unlabelled data, every label is -1 and no label member is read. A folder source
       takes its labels from its folders or list: only the default is accepted with it.
+    fields: member extensions whose bytes each batch delivers, e.g. ("txt", "json"):
+      batch.fields["txt"] is a list of `bytes`, one per sample in batch order (b"" for
+      padding samples), copied out of the library's buffers when the batch is made, so they
+      stay valid after release. A sample without one of the members is bad input
+      (on_error="fail" raises naming the shard, sample, offset and extension; "skip" counts it
+      under "field"). Extensions match exactly, case-sensitive, as in WebDataset. Tar shards
+      only (a folder source has no members). A field may name the label member too
+      (fields=("json",) with label="json:PATH" gets each KEY.json's bytes).
+    max_field_bytes: the largest member a field takes (default 16 KiB, at most 64 MiB); a
+      larger one is bad input ("too_large"). Each ring slot holds batch_size x len(fields) x
+      max_field_bytes bytes for them.
     dtype: "uint8" (pixels as decoded), or "float16"/"bfloat16"/"float32" holding
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
       and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders. A torch
@@ -989,8 +1036,8 @@ class Loader(_LoaderBase):
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-                 hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls",
-                 source="auto"):
+                 hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
+                 max_field_bytes=None, source="auto"):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -1010,6 +1057,11 @@ class Loader(_LoaderBase):
             "source": _source_kind(source, shards, label),
         })
         f.update(_label_fields(label))
+        self.fields = _field_names(fields)
+        if self.fields:
+            f["fields"] = ",".join(self.fields).encode("ascii")
+        if max_field_bytes is not None:
+            f["max_field_bytes"] = _uint("max_field_bytes", max_field_bytes, 1)
         if mean is not None or std is not None:
             if dtype == "uint8":
                 raise ValueError("mean/std apply to float outputs: pass dtype='float32', "
@@ -1062,6 +1114,7 @@ class Loader(_LoaderBase):
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
         keys = b.keys
         batch.keys = [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []
+        batch.fields = _copy_fields(b, n)
         return batch
 
 

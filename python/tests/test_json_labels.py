@@ -183,3 +183,22 @@ def test_reference_reader_agrees(shard):
                for m in tf if m.name.endswith(".json") and int(m.name[:8]) in GOOD}
     ref["00000003"] = json.loads(DOCS[3])["annotations"]["class_id"]  # key by escape
     assert ref == {f"{i:08d}": v for i, v in GOOD.items()}
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_json_label_member_is_also_a_field(shard, threads):
+    """label="json:PATH" with fields=("json",): one walk finds KEY.json as the label and as the
+    field, so each delivered sample brings its label and its .json member byte for byte."""
+    path, _ = shard
+    ld = ringfeed.Loader(path, label=f"json:{PATH}", on_error="skip", fields=("json",),
+                         **dict(KW, decode_threads=threads))
+    got = {}
+    for b in ld:
+        for k, lab, doc, pad in zip(b.keys, b.labels, b.fields["json"], b.is_padding):
+            if not pad:
+                got[k] = (int(lab), doc)
+    assert got == {f"{i:08d}": (v, DOCS[i]) for i, v in GOOD.items()}
+    st = ld.stats()
+    assert st["skipped_by_reason"][SKIP_REASONS.index("label")] == st["skipped"] >= len(WHY)
+    assert ld.config["fields"] == "json" and ld.config["label_json_path"] == PATH
+    ld.close()

@@ -52,6 +52,7 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->max_name_bytes = RF_TAR_NAME_MAX;
     cfg->warm_bytes = 1ull << 30;
     cfg->gpu_decode_percent = 100;
+    cfg->max_field_bytes = 16u << 10;
 }
 
 /* The fields whose default is a fixed value, which 0 also asks for (callers that filled the
@@ -60,7 +61,7 @@ RF_API void rf_config_init(rf_config *cfg)
     X(batch_size) X(image_size) X(world_size) X(io_queue_depth) X(max_sample_bytes) \
     X(max_image_pixels) X(max_image_dim) X(io_retries) X(shard_window) \
     X(max_consecutive_skips) X(max_scans) X(max_name_bytes) X(warm_bytes) \
-    X(gpu_decode_percent)
+    X(gpu_decode_percent) X(max_field_bytes)
 
 /* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
  * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values
@@ -150,6 +151,9 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->label_source == RF_LABEL_JSON && c->source == RF_SOURCE_TAR &&
         rf_json_path_check(c->label_json_path, err))
         return err->code;
+    if (c->max_field_bytes > RF_FIELD_BYTES_MAX)
+        return rf_seterr(err, RF_EINVAL, "max_field_bytes %u exceeds %u", c->max_field_bytes,
+                         RF_FIELD_BYTES_MAX);
     if (c->max_name_bytes > RF_TAR_NAME_MAX)
         return rf_seterr(err, RF_EINVAL, "max_name_bytes %u exceeds %u", c->max_name_bytes,
                          RF_TAR_NAME_MAX);
@@ -173,6 +177,13 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");
+    if (c->sample_hook && (c->gpu_decode || c->hw_decode_percent))
+        return rf_seterr(err, RF_EINVAL, "sample_hook: images decoded on the GPU never reach "
+                         "the decode threads that call the hook; set gpu_decode and "
+                         "hw_decode_percent to 0 to use a sample_hook");
+    if (c->sample_hook && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "sample_hook applies to images; a token source "
+                         "decodes nothing to call it with");
     if (c->source == RF_SOURCE_TOKENS) {
         if (c->token_bytes != 2 && c->token_bytes != 4)
             return rf_seterr(err, RF_EINVAL, "tokens: token_bytes must be 2 or 4, not %u",

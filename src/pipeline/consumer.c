@@ -42,6 +42,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->is_padding = s->padding;
     b->event = s->dev.event;
     b->ndim = ld->tokens ? 2 : 4;
+    pl_fields_batch(ld, s, b);
 }
 
 /* The consumer is handed slot s's batch: it joins the counts of its epoch (a batch of another

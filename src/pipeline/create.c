@@ -207,7 +207,8 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ld->cv_out, &ca);
     pthread_condattr_destroy(&ca);
-    if ((rc = pl_apply_defaults(&ld->cfg, &err)) || (rc = copy_patterns(ld, &err)))
+    if ((rc = pl_apply_defaults(&ld->cfg, &err)) || (rc = copy_patterns(ld, &err)) ||
+        (rc = pl_fields_setup(ld, &err)))
         goto fail;
     ld->batch = ld->cfg.batch_size;
     ld->depth = ld->cfg.prefetch_depth;
@@ -292,6 +293,7 @@ void rf_loader_destroy(rf_loader *ld)
             rf_decoder_destroy(ld->decs[i]);
     free(ld->decs);
     free(ld->decoders);
+    pl_fields_free(ld);
     if (ld->slots)
         for (uint32_t i = 0; i < ld->depth; i++) {
             free(ld->slots[i].ids);

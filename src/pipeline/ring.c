@@ -1,6 +1,7 @@
 /* ring.c — the memory create sizes: the batch ring (pinned on the CUDA backend), the slot
- * tables, the staging arena, the task ring and decoders, the backend's device pool; the page
- * cache state and the NUMA node the ring and threads are placed on.
+ * tables, the extra fields' rows (fields.c), the staging arena, the task ring and decoders, the
+ * backend's device pool; the page cache state and the NUMA node the ring and threads are
+ * placed on.
  *
  * DESIGN
  * Runs on the creating thread, before any pipeline thread exists. Every allocation goes
@@ -84,6 +85,9 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              ld->depth, B);
     }
+    int frc = pl_fields_alloc(ld, err);
+    if (frc)
+        return frc;
     /* Staging: enough for every decode thread to have work queued behind it plus a full
      * queue of reads, and never less than a few of the largest samples. */
     uint64_t mean = ld->ds.total_bytes / ld->ds.nsamples + 1;
