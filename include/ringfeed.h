@@ -136,6 +136,7 @@ enum rf_on_error { RF_ON_ERROR_FAIL = 0, RF_ON_ERROR_SKIP = 1 };
 enum rf_label_source {
     RF_LABEL_CLS = 0,  /* the default: each sample's KEY.cls member, a required integer */
     RF_LABEL_NONE = 1, /* unlabelled data: every label is -1, nothing is read or checked */
+    RF_LABEL_JSON = 2, /* an integer field of each sample's KEY.json member (label_json_path) */
 };
 /* Why a sample was skipped: indexes of rf_stats.skipped_by_reason. */
 enum rf_skip_reason {
@@ -415,8 +416,9 @@ typedef struct rf_config {
      * byte offset, and saying which of these it is; under SKIP it is left out and counted
      * under RF_SKIP_LABEL. RF_LABEL_NONE: unlabelled data, asked for explicitly rather than
      * what a missing member gives: every label is -1 and label members are not read.
-     * Folder sources take their labels from the class folders or the list, and token
-     * sources have none, whatever this says. */
+     * RF_LABEL_JSON: from the field label_json_path names in each sample's KEY.json member
+     * (below), with the same errors and skip reason. Folder sources take their labels from
+     * the class folders or the list, and token sources have none, whatever this says. */
     uint32_t label_source;
 
     /* A per-sample hook over each decoded image (see rf_sample_hook above for its contract);
@@ -456,6 +458,19 @@ typedef struct rf_config {
      * {count, 3, H, W} NCHW), and rf_loader_config reports both resolved. */
     uint32_t image_height;
     uint32_t image_width;
+    /* RF_LABEL_JSON: the label's field in the KEY.json member, a dotted path of object keys
+     * ("class_id", "annotations.class_id"; a key holding a dot cannot be named, nor an array
+     * element); 1..256 bytes, at most 16 keys, none empty (else a tar source's create fails
+     * with RF_EINVAL saying which). Copied at create.
+     * The member must be valid JSON (RFC 8259, checked whole, at most 64 KiB, nesting at most
+     * 64 deep, strings at most 4096 bytes) whose value at the path is an integer
+     * 0..2147483647 written without fraction or exponent ("5", not "5.0" or "5e0"). A key
+     * that appears twice in an object on the path is an error, not first- or last-wins.
+     * Every other case (bad JSON and where, the field missing, a float, a negative number, a
+     * string, ...) is a bad label as for .cls: RF_ELABEL naming the shard, the member
+     * KEY.json, its byte offset and what is wrong, or RF_SKIP_LABEL under on_error SKIP.
+     * Ignored unless label_source is RF_LABEL_JSON. Default NULL. */
+    const char *label_json_path;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -543,8 +558,9 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * reported as given, except where a field's comment says create changes it (naive's fixed
  * settings, dct_scaling with gpu_decode or hw_decode_percent, staging_bytes' raising), the seed
  * a resume state carries, and 0 in a field with a fixed default (reported as that default).
- * shards points at the loader's own copies of the patterns and fields at its copy of the list
- * (NULL without fields), valid until rf_loader_destroy;
+ * shards points at the loader's own copies of the patterns, fields at its copy of the list
+ * (NULL without fields) and label_json_path at its copy of the path, valid until
+ * rf_loader_destroy;
  * resume_state is NULL and resume_state_bytes 0 (the blob is read at create and not kept).
  * Works after rf_loader_stop and in a fork() child (it only reads). Errors: RF_EINVAL (NULL
  * arguments, struct_size below 8). */

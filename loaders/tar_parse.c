@@ -555,7 +555,7 @@ int rf_tar_ext_in(const char *ext, const char *exts)
 /* The first member of each role: a member may fill several (a field asking for "cls" gets the
  * label member's bytes too). */
 static void locate_roles(const rf_tar_member *m, const char *ext, const char *image_exts,
-                         const char *const *field_exts, uint32_t nfields,
+                         const char *label_ext, const char *const *field_exts, uint32_t nfields,
                          rf_tar_span_member *img, rf_tar_span_member *label,
                          rf_tar_span_member *fields)
 {
@@ -563,7 +563,7 @@ static void locate_roles(const rf_tar_member *m, const char *ext, const char *im
                              (uint32_t)m->header_offset};
     if (!img->off && rf_tar_ext_in(ext, image_exts))
         *img = at;
-    else if (!label->off && strcmp(ext, RF_TAR_LABEL_EXT) == 0)
+    else if (!label->off && strcmp(ext, label_ext) == 0)
         *label = at;
     for (uint32_t f = 0; f < nfields; f++)
         if (!fields[f].off && strcmp(ext, field_exts[f]) == 0)
@@ -571,12 +571,15 @@ static void locate_roles(const rf_tar_member *m, const char *ext, const char *im
 }
 
 int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
-                         const char *image_exts, const char *const *field_exts, uint32_t nfields,
+                         const char *image_exts, const char *label_ext,
+                         const char *const *field_exts, uint32_t nfields,
                          rf_tar_span_member *img, rf_tar_span_member *label,
                          rf_tar_span_member *fields, rf_err *err)
 {
     if (!image_exts)
         image_exts = RF_TAR_IMAGE_EXTS;
+    if (!label_ext)
+        label_ext = RF_TAR_LABEL_EXT;
     *img = *label = (rf_tar_span_member){0, 0, 0};
     for (uint32_t f = 0; f < nfields; f++)
         fields[f] = (rf_tar_span_member){0, 0, 0};
@@ -607,7 +610,7 @@ int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
             return rf_seterr(err, RF_EFORMAT,
                              "member %s at span offset %" PRIu64 " does not belong to sample %s",
                              m.name, m.header_offset, key);
-        locate_roles(&m, ext, image_exts, field_exts, nfields, img, label, fields);
+        locate_roles(&m, ext, image_exts, label_ext, field_exts, nfields, img, label, fields);
     }
     if (!img->off)
         return rf_seterr(err, RF_EFORMAT, "sample %s has no image member (%s) in its span", key,
@@ -616,12 +619,13 @@ int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
 }
 
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
-                  uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
-                  uint32_t *label_len, uint32_t *label_hdr, rf_err *err)
+                  const char *label_ext, uint32_t *data_off, uint32_t *data_len,
+                  uint32_t *data_hdr, uint32_t *label_off, uint32_t *label_len,
+                  uint32_t *label_hdr, rf_err *err)
 {
     rf_tar_span_member img, lbl;
-    int rc = rf_tar_locate_fields(span, span_len, key, image_exts, NULL, 0, &img, &lbl, NULL,
-                                  err);
+    int rc = rf_tar_locate_fields(span, span_len, key, image_exts, label_ext, NULL, 0, &img, &lbl,
+                                  NULL, err);
     *label_off = lbl.off, *label_len = lbl.len, *label_hdr = lbl.hdr;
     if (rc == 0)
         *data_off = img.off, *data_len = img.len, *data_hdr = img.hdr;

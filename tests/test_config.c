@@ -85,6 +85,7 @@ static const struct {
     {"sample_hook", P, 0}, {"sample_hook_ctx", P, 0},
     {"fields", P, 0}, {"max_field_bytes", U, 16 << 10},
     {"image_height", U, RF_AUTO}, {"image_width", U, RF_AUTO},
+    {"label_json_path", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

@@ -160,8 +160,8 @@ START_TEST(locate_finds_each_field_by_exact_extension)
     static const char *const exts[] = {"txt", "json", "TXT", "cls", "jpg", "tx"};
     rf_tar_span_member img, lbl, f[6];
     rf_err e = {0};
-    ck_assert_int_eq(rf_tar_locate_fields(tar, end, "00000000", NULL, exts, 6, &img, &lbl, f, &e),
-                     0);
+    ck_assert_int_eq(rf_tar_locate_fields(tar, end, "00000000", NULL, NULL, exts, 6, &img, &lbl,
+                                          f, &e), 0);
     ck_assert_uint_eq(f[0].hdr, txt_hdr);
     ck_assert_uint_eq(f[0].off, txt_hdr + 512);
     ck_assert_uint_eq(f[0].len, g_txt_len[0]);
@@ -176,10 +176,16 @@ START_TEST(locate_finds_each_field_by_exact_extension)
     ck_assert_uint_eq(f[5].off, 0); /* a prefix is not the extension */
     /* rf_tar_locate is the same walk without fields */
     uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-    ck_assert_int_eq(rf_tar_locate(tar, end, "00000000", NULL, &doff, &dlen, &dhdr, &loff, &llen,
-                                   &lhdr, &e), 0);
+    ck_assert_int_eq(rf_tar_locate(tar, end, "00000000", NULL, NULL, &doff, &dlen, &dhdr, &loff,
+                                   &llen, &lhdr, &e), 0);
     ck_assert_uint_eq(doff, img.off);
     ck_assert_uint_eq(dlen, img.len);
+    /* with label_ext "json" (RF_LABEL_JSON) the one walk finds KEY.json as the label, and a
+     * field "json" gets the same member */
+    ck_assert_int_eq(rf_tar_locate_fields(tar, end, "00000000", NULL, "json", exts, 6, &img, &lbl,
+                                          f, &e), 0);
+    ck_assert_uint_eq(lbl.off, f[1].off);
+    ck_assert_uint_eq(lbl.len, g_json_len[0]);
     free(tar);
 }
 END_TEST

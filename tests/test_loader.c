@@ -250,7 +250,7 @@ static uint64_t check_direct_decode_hxw(const char *pattern, uint32_t height, ui
             ck_assert_int_eq(pread(ds.files[sm->file].fd, span, sm->length, (off_t)sm->offset),
                              (ssize_t)sm->length);
             uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-            ck_assert_int_eq(rf_tar_locate(span, sm->length, b->keys[i], "jpg,jpeg", &doff,
+            ck_assert_int_eq(rf_tar_locate(span, sm->length, b->keys[i], "jpg,jpeg", NULL, &doff,
                                            &dlen, &dhdr, &loff, &llen, &lhdr, &e), 0);
             uint64_t seed = rf_plan_sample_seed(&plan, b->epoch, b->sample_ids[i]);
             uint32_t pc = rf_plan_gpu_percentile(seed);

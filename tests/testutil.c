@@ -405,7 +405,8 @@ char *rf_test_make_member_shard(const char *dir, uint32_t n, const char *const *
     return tar;
 }
 
-/* rf_test_make_label_shard's members: labels[i] as sample i's .cls, NULL for none. */
+/* rf_test_make_label_shard_ext's members: labels[i] as sample i's label member, NULL for
+ * none. */
 static const void *label_member(uint32_t i, const char *ext, size_t *len, void *ctx)
 {
     const char *const *labels = ctx;
@@ -417,8 +418,14 @@ static const void *label_member(uint32_t i, const char *ext, size_t *len, void *
 
 char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n)
 {
-    static const char *const cls[] = {"cls"};
-    return rf_test_make_member_shard(dir, n, cls, 1, label_member, (void *)labels);
+    return rf_test_make_label_shard_ext(dir, "cls", labels, n);
+}
+
+char *rf_test_make_label_shard_ext(const char *dir, const char *ext, const char *const *labels,
+                                   uint32_t n)
+{
+    const char *const exts[] = {ext};
+    return rf_test_make_member_shard(dir, n, exts, 1, label_member, (void *)labels);
 }
 
 uint64_t rf_test_member_offset(const char *tar, const char *name)

@@ -25,8 +25,9 @@ cmake --build build-tsan -j"$jobs"
 (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/tsan.supp halt_on_error=1 \
   second_deadlock_stack=1" ctest --output-on-failure -j"$jobs" \
   -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook|fields')
-# Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate and the scanner) and the JPEG
-# header/decode path, FUZZ_SECONDS each (30) over seeds made here from a generated shard.
+# Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate, rf_tar_locate_fields and the
+# scanner) with the JSON label reader, and the JPEG header/decode path, FUZZ_SECONDS each (30)
+# over seeds made here from a generated shard and two JSON documents.
 fuzz_s=${FUZZ_SECONDS:-30}
 CC=clang cmake -S . -B build-fuzz -DRINGFEED_FUZZ=ON -DRINGFEED_TESTS=OFF -DRINGFEED_TOOLS=OFF \
   -DRINGFEED_CUDA=OFF >/dev/null
@@ -53,6 +54,10 @@ for i, path in enumerate(sorted(glob.glob(os.path.join(d, "[rs]-*.tar")))):
                     open(os.path.join(d, "jpeg", f"{m.name}.{sel}"), "wb").write(bytes([sel]) + jpg)
                 # one sample's span alone: what rf_tar_locate sees
                 open(os.path.join(d, "tar", m.name), "wb").write(data[m.offset:m.offset_data + ((m.size + 511) // 512) * 512])
+# JSON label members (fuzz_tar reads its whole input as one too, path a.class_id)
+for i, doc in enumerate((b'{"a": {"class_id": 7}, "caption": "caf\\u00e9 \\ud83d\\ude00"}',
+                         b' [1.5e-3, -0, {"a": null}, true, false, "\\"q\\""]\n')):
+    open(os.path.join(d, "tar", f"json{i}"), "wb").write(doc)
 PY
 for t in tar jpeg; do
   build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$fuzz_s" -max_len=65536 -timeout=10 \

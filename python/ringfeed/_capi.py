@@ -37,7 +37,7 @@ RF_SOURCE_TAR, RF_SOURCE_FOLDER, RF_SOURCE_TOKENS = 0, 1, 2
 RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
 RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
 RF_DCT_SCALING_AUTO, RF_DCT_SCALING_OFF = 0, 1
-RF_LABEL_CLS, RF_LABEL_NONE = 0, 1
+RF_LABEL_CLS, RF_LABEL_NONE, RF_LABEL_JSON = 0, 1, 2
 DECODE_THREADS_MAX = 1024  # rf_config.decode_threads' limit
 
 # name -> (enum value, element bytes)
@@ -137,6 +137,7 @@ class RfConfig(ctypes.Structure):
         ("max_field_bytes", ctypes.c_uint32),
         ("image_height", ctypes.c_uint32),
         ("image_width", ctypes.c_uint32),
+        ("label_json_path", ctypes.c_char_p),
     ]
 
 
@@ -390,11 +391,32 @@ def _declare(L):
         "rf_jpeg_add_restarts": (i32, [ctypes.c_char_p, u64, ctypes.c_uint32, ctypes.c_uint32,
                                        P(vp), P(u64), cp, ctypes.c_size_t]),
         "rf_free": (None, [vp]),
+        "rf_image_list_open": (i32, [cp, P(vp), cp, ctypes.c_size_t]),
+        "rf_image_list_free": (None, [vp]),
+        "rf_image_list_classes": (ctypes.c_uint32, [vp]),
+        "rf_image_list_class_name": (cp, [vp, ctypes.c_uint32]),
     }
     for name, (res, args) in protos.items():
         fn = getattr(L, name)
         fn.restype = res
         fn.argtypes = args
+
+
+def image_list_classes(path):
+    """The class names of the image folder or list file at path (bytes), in label order, as
+    rf_image_list_open walks it (the folder source's own walker): a class folder's names are
+    its sorted subfolders; a `path label` list has none ([]). Raises RingfeedError."""
+    L = lib()
+    handle = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(1024)
+    rc = L.rf_image_list_open(path, ctypes.byref(handle), err, len(err))
+    if rc != 0:
+        raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_image_list_open")
+    try:
+        return [os.fsdecode(L.rf_image_list_class_name(handle, c))
+                for c in range(L.rf_image_list_classes(handle))]
+    finally:
+        L.rf_image_list_free(handle)
 
 
 # Limit on rf_abi_layout's rows: a table longer than this is not the library's.

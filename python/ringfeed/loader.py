@@ -49,6 +49,7 @@ _LAYOUTS = {"nhwc": C.RF_LAYOUT_NHWC, "nchw": C.RF_LAYOUT_NCHW}
 _IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
 _ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
+_SOURCES = {"auto": "auto", "tar": "tar", "folder": "folder"}
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
 SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
                 "hook", "field")
@@ -254,16 +255,41 @@ def _copy_fields(b, n):
     return out
 
 
-def _label_source(label):
-    """Loader's label= -> rf_config.label_source. None must be said, not defaulted to: a
-    dataset whose .cls members are missing by mistake then fails instead of training on -1."""
+def _label_fields(label):
+    """Loader's label= -> rf_config's label_source and label_json_path. None must be said, not
+    defaulted to: a dataset whose .cls members are missing by mistake then fails instead of
+    training on -1. "json:PATH" is checked by the library at create (its words name what is
+    wrong with the path)."""
     if label is None:
-        return C.RF_LABEL_NONE
+        return {"label_source": C.RF_LABEL_NONE}
     if isinstance(label, str) and label == "cls":
-        return C.RF_LABEL_CLS
+        return {"label_source": C.RF_LABEL_CLS}
+    if isinstance(label, str) and label.startswith("json:"):
+        return {"label_source": C.RF_LABEL_JSON,
+                "label_json_path": label[5:].encode("utf-8", "surrogateescape")}
     raise ValueError(f"label must be 'cls' (each sample's KEY.cls member, an integer "
-                     f"0..2147483647) or None (unlabelled data: every label is -1), not "
-                     f"{label!r}")
+                     f"0..2147483647), 'json:PATH' (the integer field PATH, e.g. "
+                     f"'annotations.class_id', of each sample's KEY.json member) or None "
+                     f"(unlabelled data: every label is -1), not {label!r}")
+
+
+def _source_kind(source, shards, label):
+    """Loader's source= and shards -> rf_config.source. "auto": one path that is a directory
+    is an image folder, anything else tar shards; "folder": the one path is an image folder
+    or a `path label` list file (as ringfeed-bench --folder); "tar": shard patterns."""
+    kind = _choice("source", source, _SOURCES)
+    one = isinstance(shards, (str, bytes, os.PathLike))
+    if kind == "auto":
+        kind = "folder" if one and os.path.isdir(shards) else "tar"
+    if kind != "folder":
+        return C.RF_SOURCE_TAR
+    if not one:
+        raise ValueError(f"a folder source is one path (a class-folder tree or a `path label` "
+                         f"list file), not {shards!r}")
+    if label != "cls":
+        raise ValueError(f"label={label!r} applies to tar shards: a folder source takes its "
+                         f"labels from its class folders (sorted, by index) or its list file")
+    return C.RF_SOURCE_FOLDER
 
 
 class _Lease:
@@ -814,10 +840,11 @@ class _LoaderBase:
         rf_config's fields: every automatic value resolved to what the loader uses
         (decode_threads, io_threads, io_engine, prefetch_depth, device_kind, staging_bytes,
         ...; enums as their numbers, as in ringfeed.h), `shards` the list of patterns,
-        `resume_state` None (the blob is read at create and not kept)."""
+        `label_json_path` a str (or None), `resume_state` None (the blob is read at create
+        and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards, fields = [], []
+        shards, fields, json_path = [], [], []
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -826,6 +853,7 @@ class _LoaderBase:
             shards.extend(os.fsdecode(cfg.shards[i]) for i in range(cfg.shard_count if rc == 0
                                                                      else 0))
             fields.append(cfg.fields.decode() if rc == 0 and cfg.fields else None)
+            json_path.append(cfg.label_json_path if rc == 0 else None)
             return rc
 
         self._call(rf_loader_config)
@@ -838,6 +866,8 @@ class _LoaderBase:
                 v = shards
             elif name == "fields":  # the loader's string, read inside the call window
                 v = fields[0]
+            elif name == "label_json_path":  # the loader's copy, read in the call window
+                v = json_path[0].decode("utf-8", "surrogateescape") if json_path[0] else None
             elif isinstance(v, ctypes.Array):
                 v = [float(x) for x in v]
             out[name] = v
@@ -936,22 +966,34 @@ class Loader(_LoaderBase):
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
-           max_field_bytes=None)
+           max_field_bytes=None, source="auto")
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
-      is a ValueError).
+      is a ValueError). With a folder source, one path: an image folder or list file.
+    source: "auto" (default): one path that is a directory is an image folder, anything else
+      tar shards; "folder": the one path is an ImageFolder tree (one subfolder per class,
+      labels by sorted subfolder index; `loader.classes` names them) or a text file of `path
+      label` lines (as ringfeed-bench --folder); "tar": shard patterns, even a directory's
+      name. Every other option applies to folders as to shards.
     label: "cls" (default): each sample's label is its KEY.cls member, a decimal integer
       0..2147483647 ("5" or "5\\n"); a sample whose label member is missing, empty, negative
       or not such a number is bad input, as a corrupt JPEG is (on_error="fail" raises naming
       the shard, member and offset; "skip" counts it under stats()["skipped_by_reason"]
-      ["label"]). None: unlabelled data, every label is -1 and no .cls member is read.
+      ["label"]). "json:PATH": the integer field PATH (keys joined by dots,
+      "annotations.class_id") of each sample's KEY.json member, judged the same way (bad
+      JSON, the field missing, a float, a negative number or a string is a `label` error
+      naming the member, its offset and what is wrong; a key twice on the path is one too).
+      None: unlabelled data, every label is -1 and no label member is read. A folder source
+      takes its labels from its folders or list: only the default is accepted with it.
     fields: member extensions whose bytes each batch delivers, e.g. ("txt", "json"):
       batch.fields["txt"] is a list of `bytes`, one per sample in batch order (b"" for
       padding samples), copied out of the library's buffers when the batch is made, so they
       stay valid after release. A sample without one of the members is bad input
       (on_error="fail" raises naming the shard, sample, offset and extension; "skip" counts it
-      under "field"). Extensions match exactly, case-sensitive, as in WebDataset.
+      under "field"). Extensions match exactly, case-sensitive, as in WebDataset. Tar shards
+      only (a folder source has no members). A field may name the label member too
+      (fields=("json",) with label="json:PATH" gets each KEY.json's bytes).
     max_field_bytes: the largest member a field takes (default 16 KiB, at most 64 MiB); a
       larger one is bad input ("too_large"). Each ring slot holds batch_size x len(fields) x
       max_field_bytes bytes for them.
@@ -1011,7 +1053,7 @@ class Loader(_LoaderBase):
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
-                 max_field_bytes=None):
+                 max_field_bytes=None, source="auto"):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -1027,10 +1069,10 @@ class Loader(_LoaderBase):
             "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
             "dct_scaling": C.RF_DCT_SCALING_AUTO if dct_scaling else C.RF_DCT_SCALING_OFF,
             "dtype": C.DTYPES[dtype][0],
-            "source": C.RF_SOURCE_TAR,
-            "label_source": _label_source(label),
+            "source": _source_kind(source, shards, label),
         })
         f.update(_size_fields(size))
+        f.update(_label_fields(label))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")
@@ -1060,7 +1102,20 @@ class Loader(_LoaderBase):
         self.batch_size = batch_size
         self.layout = "NHWC" if f["layout"] == C.RF_LAYOUT_NHWC else "NCHW"
         self.dtype = dtype
+        self._classes = None
         super().__init__(f, shards, device, copy, array_type, dtype)
+
+    @property
+    def classes(self):
+        """The class names of a folder source, in label order (classes[label] is the name of
+        the sorted subfolder that label stands for), read with the walker the loader uses;
+        [] for a `path label` list file, None for tar shards. Read on first use: a tree
+        changed after the loader was created gives the names as they are then."""
+        if self._cfg_fields["source"] != C.RF_SOURCE_FOLDER:
+            return None
+        if self._classes is None:
+            self._classes = C.image_list_classes(self._shard_bytes[0])
+        return list(self._classes)
 
     def _wrap(self, b, lease, stream):
         batch = Batch.__new__(Batch)

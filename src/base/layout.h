@@ -28,7 +28,8 @@
     X(rf_config, gpu_decode_percent) X(rf_config, hw_decode_percent)                             \
     X(rf_config, next_timeout_ms) X(rf_config, dct_scaling) X(rf_config, label_source)          \
     X(rf_config, sample_hook) X(rf_config, sample_hook_ctx) X(rf_config, fields)                 \
-    X(rf_config, max_field_bytes) X(rf_config, image_height) X(rf_config, image_width)
+    X(rf_config, max_field_bytes) X(rf_config, image_height) X(rf_config, image_width)          \
+    X(rf_config, label_json_path)
 
 #define RF_BATCH_FIELDS(X)                                                                      \
     X(rf_batch, struct_size) X(rf_batch, count) X(rf_batch, epoch) X(rf_batch, index)           \

@@ -155,9 +155,12 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
                                          "io_threads (<= 64) out of range");
     if (c->on_error > RF_ON_ERROR_SKIP)
         return rf_seterr(err, RF_EINVAL, "invalid on_error %u (0 fail, 1 skip)", c->on_error);
-    if (c->label_source > RF_LABEL_NONE)
+    if (c->label_source > RF_LABEL_JSON)
         return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
-                         "RF_LABEL_NONE)", c->label_source);
+                         "RF_LABEL_NONE, 2 RF_LABEL_JSON)", c->label_source);
+    if (c->label_source == RF_LABEL_JSON && c->source == RF_SOURCE_TAR &&
+        rf_json_path_check(c->label_json_path, err))
+        return err->code;
     if (c->max_field_bytes > RF_FIELD_BYTES_MAX)
         return rf_seterr(err, RF_EINVAL, "max_field_bytes %u exceeds %u", c->max_field_bytes,
                          RF_FIELD_BYTES_MAX);

@@ -26,6 +26,10 @@ static int copy_patterns(rf_loader *ld, rf_err *err)
             return rf_seterr(err, RF_EINVAL, "shard pattern %u is NULL", i);
     }
     ld->cfg.shards = (const char *const *)ld->patterns;
+    /* the label's path, like the patterns, must outlive the caller's strings */
+    if (ld->cfg.label_json_path &&
+        !(ld->cfg.label_json_path = ld->label_json_path = strdup(ld->cfg.label_json_path)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
     return 0;
 }
 
@@ -37,6 +41,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     if (rc)
         return rc;
     ld->ds.max_name = ld->cfg.max_name_bytes;
+    ld->ds.label_ext = rf_label_ext(ld->cfg.label_source);
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
     rc = rf_format_open(ld->cfg.source, &ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
@@ -314,6 +319,7 @@ void rf_loader_destroy(rf_loader *ld)
         for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
             free(ld->patterns[i]);
     free(ld->patterns);
+    free(ld->label_json_path);
     pthread_mutex_destroy(&ld->mu);
     pthread_cond_destroy(&ld->cv_io);
     pthread_cond_destroy(&ld->cv_dec);

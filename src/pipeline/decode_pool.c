@@ -20,9 +20,9 @@
 
 #include "pipeline/pipeline.h"
 
-/* The label of a tar sample whose span locate walked: under RF_LABEL_CLS its label member,
- * which must be there and hold a label (rf_check_label: the same check as rf_shard_inspect);
- * under RF_LABEL_NONE -1, unread. */
+/* The label of a tar sample whose span locate walked: under RF_LABEL_CLS and RF_LABEL_JSON
+ * its label member (KEY.cls, KEY.json), which must be there and hold a label
+ * (rf_check_label_as: the same check as rf_shard_inspect); under RF_LABEL_NONE -1, unread. */
 static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *span,
                      uint32_t loff, uint32_t llen, uint32_t lhdr, int32_t *label, rf_err *e)
 {
@@ -31,8 +31,9 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
         return 0;
     const char *key = ld->ds.keys + sm->key;
     if (!loff)
-        return rf_label_missing(key, sm->offset, e);
-    return rf_check_label(key, span + loff, llen, sm->offset + lhdr, label, e);
+        return rf_label_missing(key, ld->ds.label_ext, sm->offset, e);
+    return rf_check_label_as(ld->cfg.label_source, ld->cfg.label_json_path, key, span + loff,
+                             llen, sm->offset + lhdr, label, e);
 }
 
 /* Hand the decoded row img of task t (slot s) to rf_config.sample_hook, with *label for it
@@ -76,7 +77,8 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
     if (sm->flags & RF_SAMPLE_TAR) {
         rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
         rc = rf_tar_locate_fields(span, sm->length, ld->ds.keys + sm->key, "jpg,jpeg",
-                                  ld->fields.names, ld->fields.n, &img, &lbl, found, e);
+                                  ld->ds.label_ext, ld->fields.names, ld->fields.n, &img, &lbl,
+                                  found, e);
         doff = img.off, dlen = img.len, dhdr = img.hdr;
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */

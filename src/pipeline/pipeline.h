@@ -220,6 +220,7 @@ typedef struct epoch_counts {
 struct rf_loader {
     rf_config cfg;
     char **patterns;
+    char *label_json_path;         /* the copy cfg.label_json_path points at (or NULL) */
     rf_dataset ds;
     rf_plan plan;
     rf_transform tf;
