@@ -93,7 +93,9 @@ extern "C" {
     /* the loader belongs to the process that created it, not a fork() child */ \
     X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
     /* rf_loader_next: no batch within next_timeout_ms (not sticky) */ \
-    X(RF_ETIMEDOUT, -1015, "no batch within next_timeout_ms")
+    X(RF_ETIMEDOUT, -1015, "no batch within next_timeout_ms") \
+    /* rf_config.sample_hook returned non-zero for a sample */ \
+    X(RF_EHOOK, -1016, "the sample hook refused a sample")
 
 enum rf_error {
 #define RF_ERROR_ENUM_(name, value, message) name = value,
@@ -134,6 +136,7 @@ enum rf_on_error { RF_ON_ERROR_FAIL = 0, RF_ON_ERROR_SKIP = 1 };
 enum rf_label_source {
     RF_LABEL_CLS = 0,  /* the default: each sample's KEY.cls member, a required integer */
     RF_LABEL_NONE = 1, /* unlabelled data: every label is -1, nothing is read or checked */
+    RF_LABEL_JSON = 2, /* an integer field of each sample's KEY.json member (label_json_path) */
 };
 /* Why a sample was skipped: indexes of rf_stats.skipped_by_reason. */
 enum rf_skip_reason {
@@ -144,7 +147,11 @@ enum rf_skip_reason {
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */
     RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX */
-    RF_SKIP_REASONS = 8
+    RF_SKIP_HOOK = 7,       /* rf_config.sample_hook returned non-zero */
+    RF_SKIP_FIELD = 8,      /* a member rf_config.fields asks for is missing */
+    /* Entries of the skipped_by_reason arrays: room for reasons still to come, so adding one
+     * does not move rf_stats' later fields again (it grew from 8 when the ninth arrived). */
+    RF_SKIP_REASONS = 16
 };
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
  * output size in both directions (libjpeg's reduced IDCTs; 2-4x less decode work for such
@@ -158,6 +165,53 @@ enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
 enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
 /* What a rank does with the samples left over when the epoch does not split evenly. */
 enum rf_remainder { RF_REMAINDER_PAD = 0, RF_REMAINDER_DROP = 1 };
+
+/* ---- the per-sample hook ----------------------------------------------------------------- */
+
+/* One decoded sample as rf_config.sample_hook sees it: the image already cropped, resized and
+ * flipped to its output size, as uint8 in the slot, before any conversion (dtype, mean/std)
+ * and before the copy to the device. Channel c of pixel (y, x) is
+ * pixels[y * row_stride + x * pixel_stride + c * channel_stride]. */
+typedef struct rf_sample_view {
+    uint32_t struct_size;     /* sizeof(rf_sample_view) as the library knows it */
+    uint32_t layout;          /* enum rf_layout of `pixels`: rf_config.layout when dtype is
+                                 RF_DTYPE_UINT8; NHWC for the float dtypes (the conversion
+                                 writes the requested layout afterwards) */
+    uint32_t height, width;   /* image_size, image_size */
+    uint32_t channels;        /* 3 (RGB) */
+    uint32_t is_padding;      /* 1: a repeated sample padding this rank (rf_batch.is_padding) */
+    uint8_t *pixels;          /* the sample's own bytes, writable, valid during the call only */
+    uint64_t row_stride;      /* bytes from row y to y + 1: width * 3 (NHWC), width (NCHW) */
+    uint64_t pixel_stride;    /* bytes from column x to x + 1: 3 (NHWC), 1 (NCHW) */
+    uint64_t channel_stride;  /* bytes from channel c to c + 1: 1 (NHWC), height * width (NCHW) */
+    uint64_t sample_id;       /* as rf_batch.sample_ids: the dataset index */
+    uint64_t position;        /* as rf_batch.positions: the place in the epoch order */
+    uint64_t epoch;           /* the epoch this sample is delivered in */
+    uint64_t seed;            /* a per-sample seed, a function of (rf_config.seed, epoch,
+                                 sample_id) only: the same at any thread count, rank or resume
+                                 position, and apart from the draws that chose the crop */
+    const char *key;          /* as rf_batch.keys: the sample's key, NUL-terminated */
+    int32_t *label;           /* the label to be delivered (-1 for RF_LABEL_NONE); the hook may
+                                 overwrite it, and any value it writes is delivered as is */
+} rf_sample_view;
+
+/* rf_config.sample_hook: user augmentation at decode speed (colour jitter, noise, ...).
+ * Thread: called on the decode threads, up to decode_threads calls at once with the same ctx,
+ * each for a different sample, never with the loader's lock held; it must be reentrant (keep
+ * per-call state on the stack or derive it from view->seed; shared state in ctx needs the
+ * caller's own synchronization). Order: samples are not called in any particular order, so
+ * reproducible output must depend only on the view (use view->seed, never a shared random
+ * generator). When: once per decoded sample, after the decode and before the host conversion,
+ * padding repeats included (they get their original's seed, so the same pixels); not for the
+ * blank (zero) samples skip mode pads with, nor for token sources (refused at create).
+ * May touch: the view's pixels and *label, and its own ctx; nothing else of the loader (no
+ * rf_loader_* call on it: the consumer's thread owns those). The view and its pointers are
+ * valid during the call only. Time spent in it counts in rf_stats.decode_busy_ns and delays
+ * the batch; it must return (rf_loader_stop and rf_loader_destroy wait for calls in progress).
+ * Return 0 to keep the sample; any other value makes the sample bad input under on_error:
+ * FAIL raises RF_EHOOK naming the shard, member and byte offset, the value returned, the
+ * sample id and epoch; SKIP leaves it out, counted under RF_SKIP_HOOK. */
+typedef int (*rf_sample_hook)(const rf_sample_view *view, void *ctx);
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
@@ -183,13 +237,17 @@ typedef struct rf_config {
     const char *const *shards; /* default: NULL (none; create needs at least one) */
     uint32_t shard_count;      /* default: 0 */
 
-    /* Batch shape. Every image is cropped and resized to image_size x image_size x 3 uint8. */
+    /* Batch shape. Every image is cropped and resized to H x W x 3 uint8, where H and W are
+     * image_height and image_width (at the end of the struct), each image_size when left AUTO:
+     * square callers set image_size alone. */
     uint32_t batch_size;     /* default 256 */
-    uint32_t image_size;     /* output height = width; default 224 */
+    uint32_t image_size;     /* output height = width when image_height / image_width are
+                              * AUTO; default 224 */
     uint32_t crop;           /* enum rf_crop; default RF_CROP_RANDOM */
     uint32_t layout;         /* enum rf_layout; default RF_LAYOUT_NHWC */
     uint32_t resize_shorter; /* CENTER: shorter side before the center crop; default AUTO:
-                              * image_size * 256 / 224, rounded to nearest */
+                              * max(H, W) * 256 / 224, rounded to nearest (image_size * 256 /
+                              * 224 for square output) */
     float scale_min, scale_max; /* RandomResizedCrop area fraction; default 0.08, 1.0 */
     float ratio_min, ratio_max; /* RandomResizedCrop aspect ratio; default 3/4, 4/3 */
     float flip_prob;            /* horizontal flip probability; default RF_FLIP_PROB_AUTO (any
@@ -358,10 +416,61 @@ typedef struct rf_config {
      * byte offset, and saying which of these it is; under SKIP it is left out and counted
      * under RF_SKIP_LABEL. RF_LABEL_NONE: unlabelled data, asked for explicitly rather than
      * what a missing member gives: every label is -1 and label members are not read.
-     * Folder sources take their labels from the class folders or the list, and token
-     * sources have none, whatever this says. */
+     * RF_LABEL_JSON: from the field label_json_path names in each sample's KEY.json member
+     * (below), with the same errors and skip reason. Folder sources take their labels from
+     * the class folders or the list, and token sources have none, whatever this says. */
     uint32_t label_source;
 
+    /* A per-sample hook over each decoded image (see rf_sample_hook above for its contract);
+     * default NULL: none. Images decoded on the GPU never reach the decode threads, so create
+     * refuses a hook with gpu_decode or hw_decode_percent (RF_EINVAL), and with a token source
+     * (nothing is decoded). The Python binding does not expose it: a Python call per sample
+     * would cost more than the decode (docs/python.md has the per-batch GPU recipe). */
+    rf_sample_hook sample_hook;
+    void *sample_hook_ctx; /* passed to every call; must stay valid until rf_loader_destroy
+                            * (or rf_loader_stop) returns; default NULL */
+    /* Extra fields: the bytes of chosen members of each tar sample, delivered per batch in
+     * rf_batch.fields (captions, ids, metadata). A comma-separated list of member extensions,
+     * e.g. "txt,json": field f of a sample is the data of its first member named KEY.<ext>
+     * with ext equal to the f-th entry (the bytes after the first dot of the basename, compared
+     * exactly, case-sensitive, as WebDataset does), copied byte for byte. At most
+     * RF_FIELDS_MAX entries, each 1..RF_FIELD_NAME_MAX bytes of printable ASCII other than space,
+     * ',' and '/', none twice. Copied during rf_loader_create. Only TAR sources have members:
+     * create refuses fields with a FOLDER or TOKENS source (RF_EINVAL). The decode threads
+     * copy the fields out of the span already read for the image (no extra read). A sample
+     * without one of the members is bad input, as a missing label is (WebDataset fails on a
+     * missing required field too): under on_error FAIL an RF_EFORMAT naming the
+     * shard, the sample's key, its byte offset and the extension; under SKIP it is left out,
+     * counted under RF_SKIP_FIELD, and its replacement's fields fill its place. A member of
+     * more than max_field_bytes is RF_ELIMIT (skip: RF_SKIP_TOO_LARGE) naming the member and
+     * its offset. An empty member is an empty field. Padding samples (rf_batch.is_padding)
+     * have empty fields. Default NULL: none. */
+    const char *fields;
+    /* Largest member a field accepts (bytes, 1..64 MiB); default 16 KiB. Each ring slot holds
+     * batch_size x (number of fields) x max_field_bytes bytes of host memory for them,
+     * allocated at create. */
+    uint32_t max_field_bytes;
+    /* Output height H and width W of every image, 1..8192 each; default AUTO: image_size.
+     * With H != W, RANDOM is torchvision's RandomResizedCrop((H, W)): the crop box is drawn
+     * on the source image with scale and ratio exactly as for a square output (the ratio is
+     * the box's own, not the output's), then resized to H x W; CENTER is Resize(resize_shorter)
+     * then CenterCrop((H, W)). rf_batch.shape carries H and W ({count, H, W, 3} NHWC,
+     * {count, 3, H, W} NCHW), and rf_loader_config reports both resolved. */
+    uint32_t image_height;
+    uint32_t image_width;
+    /* RF_LABEL_JSON: the label's field in the KEY.json member, a dotted path of object keys
+     * ("class_id", "annotations.class_id"; a key holding a dot cannot be named, nor an array
+     * element); 1..256 bytes, at most 16 keys, none empty (else a tar source's create fails
+     * with RF_EINVAL saying which). Copied at create.
+     * The member must be valid JSON (RFC 8259, checked whole, at most 64 KiB, nesting at most
+     * 64 deep, strings at most 4096 bytes) whose value at the path is an integer
+     * 0..2147483647 written without fraction or exponent ("5", not "5.0" or "5e0"). A key
+     * that appears twice in an object on the path is an error, not first- or last-wins.
+     * Every other case (bad JSON and where, the field missing, a float, a negative number, a
+     * string, ...) is a bad label as for .cls: RF_ELABEL naming the shard, the member
+     * KEY.json, its byte offset and what is wrong, or RF_SKIP_LABEL under on_error SKIP.
+     * Ignored unless label_source is RF_LABEL_JSON. Default NULL. */
+    const char *label_json_path;
     /* Which member of a tar sample is its image: a comma-separated list of extensions, most
      * preferred first, compared without regard to ASCII case (default "jpg,jpeg,png,webp", a
      * pointer to a static string; NULL asks for it too). A sample's image is its member whose
@@ -377,6 +486,9 @@ typedef struct rf_config {
     const char *image_exts;
 } rf_config;
 
+#define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
+#define RF_FIELD_NAME_MAX 64  /* bytes of one entry */
+
 /* Fill *cfg with every field's default (see "Defaults" above rf_config), struct_size and
  * version. */
 RF_API void rf_config_init(rf_config *cfg);
@@ -387,6 +499,22 @@ typedef struct rf_loader rf_loader;
 
 /* A batch leased to the consumer by rf_loader_next(). All pointers are owned by the loader and
  * stay valid until rf_loader_release() on this batch (or rf_loader_destroy()). */
+/* One extra field of a batch (rf_config.fields), in host memory. Sample i's bytes are
+ * data[offsets[i] .. offsets[i] + lengths[i]), for i < rf_batch.count, in batch order; they
+ * are not NUL-terminated and may hold any bytes. Padding samples have length 0.
+ * Image + caption (CLIP-style), with cfg.fields = "txt" and cfg.label_source = RF_LABEL_NONE:
+ *     const rf_field *cap = &b->fields[0];
+ *     for (uint32_t i = 0; i < b->count; i++)
+ *         tokenize(i, (const char *)cap->data + cap->offsets[i], cap->lengths[i]);
+ *     train_step(b->data, tokens, b->count, stream);
+ *     rf_loader_release(ld, b, stream);   (the captions' bytes are not valid after this) */
+typedef struct rf_field {
+    const char *name;          /* the extension, as given in rf_config.fields */
+    const uint8_t *data;
+    const uint64_t *offsets;   /* count entries */
+    const uint32_t *lengths;   /* count entries */
+} rf_field;
+
 typedef struct rf_batch {
     uint32_t struct_size;
     uint32_t count;         /* samples in this batch: batch_size, or fewer for a last partial batch */
@@ -411,6 +539,8 @@ typedef struct rf_batch {
 
     void *event;            /* cudaEvent_t recorded after the copy to the device; NULL on host */
     uint32_t ndim;          /* dimensions used in shape: 4 for images, 2 for tokens */
+    uint32_t nfields;       /* entries in fields: those of rf_config.fields, in its order */
+    const rf_field *fields; /* host; NULL when nfields is 0. Valid until release, like the rest */
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on
@@ -434,13 +564,16 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * Every AUTO field holds the value the loader resolved: decode_threads and io_threads (the
  * threads started), io_engine (RF_IO_URING or RF_IO_PREAD: the engine reading, after any
  * fallback), prefetch_depth, device_kind (RF_DEVICE_HOST or RF_DEVICE_CUDA), staging_bytes
- * (the arena's bytes, after the raising and rounding described at the field), resize_shorter,
+ * (the arena's bytes, after the raising and rounding described at the field), image_height
+ * and image_width, resize_shorter,
  * flip_prob, token_dtype (token sources); dct_scaling is RF_DCT_SCALING_OFF when the run
  * decodes at full scale only, and stays AUTO (on) otherwise. A value the caller set is
  * reported as given, except where a field's comment says create changes it (naive's fixed
  * settings, dct_scaling with gpu_decode or hw_decode_percent, staging_bytes' raising), the seed
  * a resume state carries, and 0 in a field with a fixed default (reported as that default).
- * shards points at the loader's own copies of the patterns, valid until rf_loader_destroy;
+ * shards points at the loader's own copies of the patterns, fields at its copy of the list
+ * (NULL without fields) and label_json_path at its copy of the path, valid until
+ * rf_loader_destroy;
  * resume_state is NULL and resume_state_bytes 0 (the blob is read at create and not kept).
  * Works after rf_loader_stop and in a fork() child (it only reads). Errors: RF_EINVAL (NULL
  * arguments, struct_size below 8). */
@@ -625,7 +758,7 @@ RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
  * from offsetof, sizeof and _Alignof). Rows of the error codes: struct_name "rf_error", name
  * and value of each of RF_ERRORS, offset, size and align 0. */
 typedef struct rf_field_layout {
-    const char *struct_name; /* "rf_config", "rf_batch", "rf_stats" or "rf_error" */
+    const char *struct_name; /* "rf_config", "rf_batch", "rf_field", "rf_stats" or "rf_error" */
     const char *name;        /* field or error code name; "" on a struct's own row */
     uint64_t offset;         /* byte offset of the field in its struct */
     uint64_t size;           /* bytes of the field (of the struct, on its own row) */
@@ -633,10 +766,10 @@ typedef struct rf_field_layout {
     int64_t value;           /* an error code's value; 0 on struct and field rows */
 } rf_field_layout;
 
-/* The library's own view of the structs a binding mirrors (rf_config, rf_batch, rf_stats) and
- * of its error codes, so that a binding can check every field's name, offset and size against
- * the library it loaded, and take the codes from it rather than from a copy (the Python
- * binding does both when it loads the library). Static: never freed, the same at every call.
+/* The library's own view of the structs a binding mirrors (rf_config, rf_batch, rf_field,
+ * rf_stats) and of its error codes, so that a binding can check every field's name, offset and
+ * size against the library it loaded, and take the codes from it rather than from a copy (the
+ * Python binding does both when it loads the library). Static: never freed, the same at every call.
  * *count (when count is not NULL) receives the number of rows. */
 RF_API const rf_field_layout *rf_abi_layout(uint32_t *count);
 

@@ -224,7 +224,10 @@ typedef struct rf_inspect_options {
                                    (RF_LABEL_CLS, default) reports every sample the loader
                                    would refuse for its label; RF_LABEL_NONE (unlabelled data)
                                    reads and checks no label member (labeled stays 0);
-                                   another value is RF_EINVAL */
+                                   RF_LABEL_JSON checks the field label_json_path names in
+                                   each KEY.json member; another value is RF_EINVAL */
+    const char *label_json_path; /* RF_LABEL_JSON: as rf_config.label_json_path (an invalid
+                                    path is RF_EINVAL); default NULL */
     const char *image_exts;     /* as rf_config.image_exts: which member is a sample's image
                                    (NULL, the default: "jpg,jpeg,png,webp"); a list the loader
                                    would refuse is RF_EINVAL. A member with an extension later
@@ -251,7 +254,7 @@ typedef struct rf_inspect_sample {
     uint64_t image_bytes;       /* 0 when the sample has no image */
     uint32_t width, height;     /* 0 when unknown (no image, header not checked or bad) */
     uint32_t progressive;       /* 1 progressive, 0 baseline/extended sequential */
-    int32_t label;              /* -1 when there is no valid .cls member (or RF_LABEL_NONE) */
+    int32_t label;              /* -1 when there is no valid label member (or RF_LABEL_NONE) */
     uint32_t region_ready;      /* 1: restart markers let the loader decode only the crop's
                                    MCUs (ringfeed-pack --restart writes such files) */
 } rf_inspect_sample;
@@ -289,8 +292,10 @@ typedef int (*rf_inspect_sample_fn)(void *ctx, const rf_inspect_sample *s);
  * grouping (members sharing a key are consecutive, every member has an extension, every sample
  * has one image), labels (options->label_source RF_LABEL_CLS: every sample has a KEY.cls
  * member holding a label as the loader requires it, judged by the loader's own check in its
- * words: missing, empty, negative, not a decimal integer, over INT32_MAX, over 1 KiB; an
- * RF_ELABEL problem at the member's offset, or the sample's when it has none), every image as
+ * words: missing, empty, negative, not a decimal integer, over INT32_MAX, over 1 KiB;
+ * RF_LABEL_JSON: every sample has a KEY.json member whose field label_json_path holds one, as
+ * rf_config.label_json_path says; an RF_ELABEL problem at the member's offset, or the
+ * sample's when it has none), every image as
  * rf_jpeg_check does (decoded in full with the loader's decoder; options->check_jpeg), and an
  * index beside the shard (options->check_index) with the loader's own check, every member's
  * header read: the index must cover the whole archive (docs/reliability.md), so inspection

@@ -428,11 +428,69 @@ int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t 
                      "decimal integer 0..2147483647", key, RF_TAR_LABEL_EXT, at, q, why[fault]);
 }
 
-int rf_label_missing(const char *key, uint64_t offset, rf_err *err)
+int rf_label_missing(const char *key, const char *ext, uint64_t offset, rf_err *err)
 {
     char at[48];
     offset_text(offset, at, sizeof at);
     return rf_seterr(err, RF_ELABEL, "sample %s%s has no label member (%s.%s); set label_source "
                      "RF_LABEL_NONE (Python label=None, --no-labels) for unlabelled data", key,
-                     at, key, RF_TAR_LABEL_EXT);
+                     at, key, ext);
+}
+
+const char *rf_label_ext(uint32_t source)
+{
+    return source == RF_LABEL_CLS ? RF_TAR_LABEL_EXT : source == RF_LABEL_JSON ? "json" : NULL;
+}
+
+uint64_t rf_label_bytes_max(uint32_t source)
+{
+    return source == RF_LABEL_JSON ? RF_TAR_JSON_LABEL_BYTES_MAX : RF_TAR_LABEL_BYTES_MAX;
+}
+
+/* The label at json_path of the member KEY.json holding text[0..len), as rf_check_label
+ * judges a .cls member: every fault is RF_ELABEL naming the member, its offset and what. */
+static int check_label_json(const char *json_path, const char *key, const uint8_t *text,
+                            uint64_t len, uint64_t offset, int32_t *label, rf_err *err)
+{
+    static const char *const why[] = {
+        [RF_JSON_FAULT_FRACTION] = "a number with a fraction or exponent",
+        [RF_JSON_FAULT_NEGATIVE] = "a negative number",
+        [RF_JSON_FAULT_OVERFLOW] = "a number over 2147483647",
+        [RF_JSON_FAULT_STRING] = "a string", [RF_JSON_FAULT_OBJECT] = "an object",
+        [RF_JSON_FAULT_ARRAY] = "an array", [RF_JSON_FAULT_BOOL] = "a boolean",
+        [RF_JSON_FAULT_NULL] = "null",
+    };
+    char at[48], q[LABEL_QUOTE_MAX * 4 + 4];
+    offset_text(offset, at, sizeof at);
+    if (len > RF_TAR_JSON_LABEL_BYTES_MAX)
+        return rf_seterr(err, RF_ELABEL, "label member %s.json%s is %" PRIu64 " bytes, over the "
+                         "%u-byte limit of a JSON label", key, at, len,
+                         RF_TAR_JSON_LABEL_BYTES_MAX);
+    rf_json_result res;
+    int fault = rf_json_find_label(text, len, json_path, label, &res);
+    if (fault == RF_JSON_FAULT_SYNTAX)
+        return rf_seterr(err, RF_ELABEL, "label member %s.json%s is not valid JSON: %s at byte "
+                         "%" PRIu64 " of the member", key, at, res.syntax, res.at);
+    if (fault == RF_JSON_FAULT_MISSING)
+        return rf_seterr(err, RF_ELABEL, "label member %s.json%s has no field %s; a label is "
+                         "an integer 0..2147483647", key, at, json_path);
+    if (!fault)
+        return 0;
+    if (fault >= RF_JSON_FAULT_STRING)
+        return rf_seterr(err, RF_ELABEL, "label member %s.json%s: field %s (byte %" PRIu64 " of "
+                         "the member) is %s; a label is an integer 0..2147483647", key, at,
+                         json_path, res.at, why[fault]);
+    quote_label(text + res.at, res.end - res.at, q, sizeof q);
+    return rf_seterr(err, RF_ELABEL, "label member %s.json%s: field %s (byte %" PRIu64 " of the "
+                     "member) holds \"%s\", %s; a label is an integer 0..2147483647", key, at,
+                     json_path, res.at, q, why[fault]);
+}
+
+int rf_check_label_as(uint32_t source, const char *json_path, const char *key,
+                      const uint8_t *text, uint64_t len, uint64_t offset, int32_t *label,
+                      rf_err *err)
+{
+    if (source == RF_LABEL_JSON)
+        return check_label_json(json_path, key, text, len, offset, label, err);
+    return rf_check_label(key, text, len, offset, label, err);
 }

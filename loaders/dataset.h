@@ -17,11 +17,12 @@
 /* rf_sample.flags */
 /* The span is a run of tar members (WebDataset sample). data_off/data_len/data_hdr/label_off/
  * label_len were filled from the scan or the index and are hints: after reading the span the
- * pipeline must call rf_tar_locate(span, length, key, RF_TAR_IMAGE_EXTS, ...) and use its
- * results, which re-validate the bytes actually read (a shard changed since it was scanned or
- * indexed is then an error, not garbage decoded). The label member locate finds (label_off
- * != 0) is checked with rf_check_label under rf_config.label_source RF_LABEL_CLS, and a
- * sample without one is refused (rf_label_missing); under RF_LABEL_NONE the label is -1. */
+ * pipeline must call rf_tar_locate_fields(span, length, key, rf_dataset.image_exts, label_ext,
+ * ...) and use its results, which re-validate the bytes actually read (a shard changed since it
+ * was scanned or indexed is then an error, not garbage decoded). The label member locate finds
+ * (label_off != 0) is checked with rf_check_label_as under rf_config.label_source
+ * RF_LABEL_CLS or RF_LABEL_JSON, and a sample without one is refused (rf_label_missing);
+ * under RF_LABEL_NONE the label is -1. */
 #define RF_SAMPLE_TAR 0x1
 /* Bits 4..7: the position (from 1) of the image's extension in rf_dataset.image_exts, for
  * messages that name the member (0: the format's payload_ext). */
@@ -67,6 +68,8 @@ typedef struct rf_dataset {
     uint64_t files_cap;      /* allocated entries of files (append helpers) */
     uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
     uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
+    const char *label_ext;   /* tar: the label member's extension (rf_label_ext), set by the
+                                caller before open like max_name; NULL = RF_TAR_LABEL_EXT */
     /* Token files (loaders/tokens.c): tokens per window (seq_len) and bytes per token, set by
      * the caller before rf_format_tokens.open as max_name is; open fills tok_first, the first
      * window id of each file (nfiles + 1 entries), which rf_dataset_free frees. */
@@ -110,18 +113,64 @@ enum rf_label_fault {
 int rf_parse_label(const uint8_t *text, uint64_t len, int32_t *label);
 
 /* The one check of a WebDataset sample's label under RF_LABEL_CLS, shared by the loader and
- * rf_shard_inspect so that both refuse the same samples with the same words. rf_check_label:
- * the sample's KEY.cls member holds text[0..len) (text is not read when len is over
- * RF_TAR_LABEL_BYTES_MAX, the limit of a label member, so it may be NULL then). rf_label_missing:
- * the sample has no KEY.cls member. Both return RF_ELABEL with err->msg saying what is wrong
- * (missing, empty, too long, negative, not a decimal integer, over INT32_MAX) and naming the
- * member (or the sample) and `offset` (the member's first header block, or the sample's), or
- * without an offset when it is RF_LABEL_NO_OFFSET (for callers that put it first). The caller
- * adds the shard's path. */
+ * rf_shard_inspect (through rf_check_label_as, below) so that both refuse the same samples
+ * with the same words. rf_check_label: the sample's KEY.cls member holds text[0..len) (text is
+ * not read when len is over RF_TAR_LABEL_BYTES_MAX, the limit of a label member, so it may be
+ * NULL then). rf_label_missing: the sample has no KEY.ext member (ext: rf_label_ext). Both
+ * return RF_ELABEL with err->msg saying what is wrong (missing, empty, too long, negative, not
+ * a decimal integer, over INT32_MAX) and naming the member (or the sample) and `offset` (the
+ * member's first header block, or the sample's), or without an offset when it is
+ * RF_LABEL_NO_OFFSET (for callers that put it first). The caller adds the shard's path. */
 #define RF_LABEL_NO_OFFSET UINT64_MAX
 int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t offset,
                    int32_t *label, rf_err *err);
-int rf_label_missing(const char *key, uint64_t offset, rf_err *err);
+int rf_label_missing(const char *key, const char *ext, uint64_t offset, rf_err *err);
+
+/* ---- labels from JSON (loaders/label_json.c; rf_config.label_source RF_LABEL_JSON) -------- */
+
+#define RF_JSON_DEPTH_MAX 64     /* nesting of objects and arrays in a label member */
+#define RF_JSON_STRING_MAX 4096  /* bytes of one string or key, as written (escapes undecoded) */
+#define RF_JSON_PATH_MAX 256     /* bytes of label_json_path */
+#define RF_JSON_PATH_PARTS 16    /* keys in label_json_path */
+
+/* Why a JSON member holds no label at the path (rf_json_find_label). */
+enum rf_json_fault {
+    RF_JSON_FAULT_SYNTAX = 1, /* not valid JSON, or over a limit (res->syntax says what) */
+    RF_JSON_FAULT_MISSING,    /* no value at the path (a key missing, or not an object there) */
+    RF_JSON_FAULT_FRACTION,   /* a number with a fraction or exponent */
+    RF_JSON_FAULT_NEGATIVE,
+    RF_JSON_FAULT_OVERFLOW,   /* an integer over INT32_MAX */
+    RF_JSON_FAULT_STRING,
+    RF_JSON_FAULT_OBJECT,
+    RF_JSON_FAULT_ARRAY,
+    RF_JSON_FAULT_BOOL,
+    RF_JSON_FAULT_NULL,
+};
+typedef struct rf_json_result {
+    const char *syntax; /* RF_JSON_FAULT_SYNTAX: what is wrong, at byte `at` */
+    uint64_t at, end;   /* the value's bytes [at, end) in the member (at: the bad byte) */
+} rf_json_result;
+
+/* 0 when path is a label_json_path: 1..RF_JSON_PATH_MAX bytes, at most RF_JSON_PATH_PARTS
+ * keys separated by dots, none empty; else RF_EINVAL saying which. */
+int rf_json_path_check(const char *path, rf_err *err);
+/* Validate the JSON document text[0..len) whole and find the value at `path` (checked by
+ * rf_json_path_check). Returns 0 and *label when it is an integer 0..INT32_MAX, else an
+ * rf_json_fault with *res saying where. */
+int rf_json_find_label(const uint8_t *text, uint64_t len, const char *path, int32_t *label,
+                       rf_json_result *res);
+
+/* The label member of a label source, as the loader and inspection both find and judge it:
+ * rf_label_ext is its extension ("cls", "json"; NULL for RF_LABEL_NONE), rf_label_bytes_max
+ * the size over which it is refused unread, and rf_check_label_as judges it (rf_check_label
+ * for RF_LABEL_CLS; for RF_LABEL_JSON the field at json_path, with the same RF_ELABEL
+ * messages naming the member and `offset`, and what is wrong: bad JSON and where, the field
+ * missing, or what it holds instead of an integer 0..2147483647). */
+const char *rf_label_ext(uint32_t source);
+uint64_t rf_label_bytes_max(uint32_t source);
+int rf_check_label_as(uint32_t source, const char *json_path, const char *key,
+                      const uint8_t *text, uint64_t len, uint64_t offset, int32_t *label,
+                      rf_err *err);
 
 /* ---- shard formats ----------------------------------------------------------------------- */
 

@@ -61,7 +61,7 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
         g->img_hdr = hdr, g->img_data = data, g->img_size = size;
         return RF_TAR_ROLE_IMAGE;
     }
-    if (!g->has_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0) {
+    if (!g->has_lbl && strcmp(ext, g->label_ext ? g->label_ext : RF_TAR_LABEL_EXT) == 0) {
         g->has_lbl = 1;
         g->lbl_hdr = hdr, g->lbl_data = data, g->lbl_size = size;
         return RF_TAR_ROLE_LABEL;
@@ -109,8 +109,8 @@ static int group_flush(grouper *g, rf_err *err)
         .data_len = (uint32_t)t->img_size,
         .data_hdr = (uint32_t)(t->img_hdr - t->start),
         .label_off = t->has_lbl ? (uint32_t)(t->lbl_data - t->start) : 0,
-        /* A label member over RF_TAR_LABEL_BYTES_MAX is a bad label of this sample, found
-         * when it is read (rf_check_label), not a reason to refuse the whole dataset here. */
+        /* A label member over its limit (rf_label_bytes_max) is a bad label of this sample,
+         * found when it is read (rf_check_label_as), not a reason to refuse the dataset here. */
         .label_len = t->has_lbl ? (uint16_t)RF_MIN(t->lbl_size, UINT16_MAX) : 0,
         .flags = (uint16_t)(RF_SAMPLE_TAR | RF_SAMPLE_EXT(t->img_rank)),
         .label = -1,
@@ -223,6 +223,7 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         memset(g, 0, sizeof *g);
         g->ds = ds;
         g->tg.image_exts = ds->image_exts;
+        g->tg.label_ext = ds->label_ext;
         g->path = ds->files[ds->nfiles - 1].path;
         g->file = ds->nfiles - 1;
         g->max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : TAR_DEFAULT_SAMPLE_BYTES,

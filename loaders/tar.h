@@ -94,7 +94,7 @@ enum rf_tar_role {
     RF_TAR_ROLE_OTHER = 0,
     RF_TAR_ROLE_IMAGE, /* the sample's image so far: the member whose extension comes first in
                           g->image_exts (a later member with an earlier one replaces it) */
-    RF_TAR_ROLE_LABEL, /* its first member with the extension RF_TAR_LABEL_EXT */
+    RF_TAR_ROLE_LABEL, /* its first member with the extension label_ext */
 };
 
 typedef struct rf_tar_group {
@@ -109,6 +109,8 @@ typedef struct rf_tar_group {
     int has_img, has_lbl;
     uint64_t img_hdr, img_data, img_size;  /* the image member (RF_TAR_ROLE_IMAGE) */
     uint64_t lbl_hdr, lbl_data, lbl_size;  /* the label member (RF_TAR_ROLE_LABEL) */
+    const char *label_ext;    /* the label member's extension (rf_label_ext: "cls", "json"),
+                                 set by the caller after zeroing; NULL = RF_TAR_LABEL_EXT */
 } rf_tar_group;
 
 /* 1 when the member called `name` begins a new sample (no sample open, or another key). */
@@ -124,7 +126,9 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
  * the member headers inside the span (validating each: checksum, sizes, that every member's key
  * equals `key`), so a shard changed after indexing is caught here. The payload is the member
  * whose extension comes first in image_exts (comma-separated, most preferred first, ASCII
- * case-insensitive; NULL: RF_TAR_IMAGE_EXTS), the first such member on a tie; the label the first member with extension "cls": its data (*label_off, *label_len)
+ * case-insensitive; NULL: RF_TAR_IMAGE_EXTS), the first such member on a tie; the label the
+ * first member with extension label_ext (the config's rf_label_ext; NULL = RF_TAR_LABEL_EXT,
+ * "cls"), compared exactly: its data (*label_off, *label_len)
  * and first header block (*label_hdr), all relative to the span. Without a label member
  * *label_off is 0 (a member's data never starts at 0: its header is there), which tells it
  * from an empty one. The label's text is not looked at here: rf_check_label judges it.
@@ -133,8 +137,29 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
  * err->reason RF_REASON_TRUNCATED when the span ends before a header, an extended header or a
  * member's data that it announces (RF_REASON_NONE for every other error). */
 int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
-                  uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
-                  uint32_t *label_len, uint32_t *label_hdr, rf_err *err);
+                  const char *label_ext, uint32_t *data_off, uint32_t *data_len,
+                  uint32_t *data_hdr, uint32_t *label_off, uint32_t *label_len,
+                  uint32_t *label_hdr, rf_err *err);
+
+/* One member that rf_tar_locate_fields found in a span: its data (off, len) and first header
+ * block (hdr), relative to the span. off 0 means none was found (a member's data never starts
+ * at 0: its header is there), which tells a missing member from an empty one. */
+typedef struct rf_tar_span_member {
+    uint32_t off, len, hdr;
+} rf_tar_span_member;
+
+/* rf_tar_locate's walk (the same checks and errors), which also finds, for each of `nfields`
+ * extensions in field_exts, the first member whose extension equals it exactly (bytes after
+ * the first dot of the basename, case-sensitive, as WebDataset matches them): fields[f]. A
+ * member can fill several roles: a field "cls" (or the label_ext in use, e.g. "json") or
+ * "jpg" gets the label's or image's bytes. The image (chosen by image_exts' ranks, as
+ * rf_tar_locate does) and label (extension label_ext; NULL =
+ * RF_TAR_LABEL_EXT) go to *img and *label. rf_tar_locate is this with no fields. */
+int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
+                         const char *image_exts, const char *label_ext,
+                         const char *const *field_exts, uint32_t nfields,
+                         rf_tar_span_member *img, rf_tar_span_member *label,
+                         rf_tar_span_member *fields, rf_err *err);
 
 /* ---- limits and helpers of the parser -------------------------------------------------- */
 
@@ -146,7 +171,8 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
 #define RF_TAR_IMAGE_EXTS "jpg,jpeg,png,webp" /* image extensions, most preferred first */
 #define RF_TAR_IMAGE_EXTS_MAX 8          /* extensions in an image_exts list */
 #define RF_TAR_EXT_BYTES_MAX 15          /* bytes of one extension in that list */
-#define RF_TAR_LABEL_EXT "cls"
+#define RF_TAR_LABEL_EXT "cls"          /* RF_LABEL_CLS's label member (rf_label_ext) */
+#define RF_TAR_JSON_LABEL_BYTES_MAX (64u * 1024u) /* a larger RF_LABEL_JSON member is refused */
 #define RF_TAR_READAHEAD_MAX (256u * 1024u) /* scanner buffer; >= RF_TAR_PAX_MAX + a block */
 
 /* Position the scanner at `offset` (a header block boundary, e.g. from an index) so that the

@@ -577,20 +577,47 @@ int rf_tar_exts_check(const char *exts, rf_err *err)
     }
 }
 
-int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
-                  uint32_t *data_off, uint32_t *data_len, uint32_t *data_hdr, uint32_t *label_off,
-                  uint32_t *label_len, uint32_t *label_hdr, rf_err *err)
+/* The member of each role: the image is the member whose extension comes earliest in
+ * image_exts (*img_rank: its 1-based rank so far, 0 for none; the first such member on a tie),
+ * the label and each field the first member with their extension. A member may fill several
+ * (a field asking for "cls" gets the label member's bytes too). */
+static void locate_roles(const rf_tar_member *m, const char *ext, const char *image_exts,
+                         const char *label_ext, const char *const *field_exts, uint32_t nfields,
+                         uint32_t *img_rank, rf_tar_span_member *img, rf_tar_span_member *label,
+                         rf_tar_span_member *fields)
+{
+    rf_tar_span_member at = {(uint32_t)m->data_offset, (uint32_t)m->size,
+                             (uint32_t)m->header_offset};
+    uint32_t rank = rf_tar_ext_rank(ext, image_exts);
+    if (rank && (!*img_rank || rank < *img_rank)) {
+        *img_rank = rank;
+        *img = at;
+    } else if (!label->off && strcmp(ext, label_ext) == 0)
+        *label = at;
+    for (uint32_t f = 0; f < nfields; f++)
+        if (!fields[f].off && strcmp(ext, field_exts[f]) == 0)
+            fields[f] = at;
+}
+
+int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
+                         const char *image_exts, const char *label_ext,
+                         const char *const *field_exts, uint32_t nfields,
+                         rf_tar_span_member *img, rf_tar_span_member *label,
+                         rf_tar_span_member *fields, rf_err *err)
 {
     if (!image_exts)
         image_exts = RF_TAR_IMAGE_EXTS;
+    if (!label_ext)
+        label_ext = RF_TAR_LABEL_EXT;
+    *img = *label = (rf_tar_span_member){0, 0, 0};
+    for (uint32_t f = 0; f < nfields; f++)
+        fields[f] = (rf_tar_span_member){0, 0, 0};
     if (span_len > UINT32_MAX)
         return rf_seterr(err, RF_ELIMIT, "span of %zu bytes exceeds 4 GiB", span_len);
     span_ctx sc = {span, span_len};
     reader r = {span_get, &sc, span_len, RF_TAR_NAME_MAX};
     size_t key_len = strlen(key);
-    uint32_t img_rank = 0, rank;
-    int have_lbl = 0;
-    *label_len = *label_off = *label_hdr = 0;
+    uint32_t img_rank = 0;
     rf_tar_member m; /* ~4 KiB on the decode thread's stack; no allocation per sample */
     uint64_t pos = 0;
     for (uint32_t k = 0; pos < span_len; k++) {
@@ -613,20 +640,25 @@ int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const c
             return rf_seterr(err, RF_EFORMAT,
                              "member %s at span offset %" PRIu64 " does not belong to sample %s",
                              m.name, m.header_offset, key);
-        if ((rank = rf_tar_ext_rank(ext, image_exts)) != 0 && (!img_rank || rank < img_rank)) {
-            img_rank = rank;
-            *data_off = (uint32_t)m.data_offset;
-            *data_len = (uint32_t)m.size;
-            *data_hdr = (uint32_t)m.header_offset;
-        } else if (!have_lbl && strcmp(ext, RF_TAR_LABEL_EXT) == 0) {
-            have_lbl = 1;
-            *label_off = (uint32_t)m.data_offset;
-            *label_len = (uint32_t)m.size;
-            *label_hdr = (uint32_t)m.header_offset;
-        }
+        locate_roles(&m, ext, image_exts, label_ext, field_exts, nfields, &img_rank, img, label,
+                     fields);
     }
     if (!img_rank)
         return rf_seterr(err, RF_EFORMAT, "sample %s has no image member (%s) in its span", key,
                          image_exts);
     return 0;
+}
+
+int rf_tar_locate(const uint8_t *span, size_t span_len, const char *key, const char *image_exts,
+                  const char *label_ext, uint32_t *data_off, uint32_t *data_len,
+                  uint32_t *data_hdr, uint32_t *label_off, uint32_t *label_len,
+                  uint32_t *label_hdr, rf_err *err)
+{
+    rf_tar_span_member img, lbl;
+    int rc = rf_tar_locate_fields(span, span_len, key, image_exts, label_ext, NULL, 0, &img, &lbl,
+                                  NULL, err);
+    *label_off = lbl.off, *label_len = lbl.len, *label_hdr = lbl.hdr;
+    if (rc == 0)
+        *data_off = img.off, *data_len = img.len, *data_hdr = img.hdr;
+    return rc;
 }

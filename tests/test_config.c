@@ -82,6 +82,10 @@ static const struct {
     {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, 0}, {"gpu_decode", U, 0},
     {"gpu_decode_percent", U, 100}, {"hw_decode_percent", U, 0}, {"next_timeout_ms", U, 0},
     {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
+    {"sample_hook", P, 0}, {"sample_hook_ctx", P, 0},
+    {"fields", P, 0}, {"max_field_bytes", U, 16 << 10},
+    {"image_height", U, RF_AUTO}, {"image_width", U, RF_AUTO},
+    {"label_json_path", P, 0},
     {"image_exts", S, 0}, /* the string "jpg,jpeg,png,webp": field_value compares it */
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
@@ -155,8 +159,9 @@ static rf_config reported(const rf_loader *ld)
 /* The fields rf_config_init leaves AUTO, which a created loader reports resolved, and the
  * strings it reports as its own copies (shards, image_exts). */
 static const char *const auto_fields[] = {
-    "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads", "io_engine",
-    "prefetch_depth", "device_kind", "staging_bytes", NULL};
+    "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads",
+    "io_engine", "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width",
+    NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
 {
@@ -186,6 +191,7 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     /* six small samples: the formula's 64 MiB floor (already a multiple of 4 KiB) */
     ck_assert_uint_eq(got.staging_bytes, 64ull << 20);
     ck_assert_uint_eq(got.resize_shorter, 256);
+    ck_assert(got.image_height == 224 && got.image_width == 224); /* image_size for both */
     ck_assert(got.flip_prob == 0.5f);
     ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_AUTO); /* CPU-only: on */
     ck_assert_uint_eq(got.token_dtype, RF_AUTO);             /* not a token source */
@@ -215,6 +221,22 @@ START_TEST(auto_values_follow_the_fields_they_depend_on)
     rf_config got = reported(ld);
     ck_assert(got.flip_prob == 0.0f);
     ck_assert_uint_eq(got.resize_shorter, (160 * 256 + 112) / 224);
+    ck_assert(got.image_height == 160 && got.image_width == 160);
+    rf_loader_destroy(ld);
+
+    /* a non-square output: each side AUTO takes image_size, and the shorter side before a
+     * center crop follows the longer output side */
+    cfg.image_width = 200;
+    ld = rf_test_create_ok(&cfg);
+    got = reported(ld);
+    ck_assert(got.image_height == 160 && got.image_width == 200);
+    ck_assert_uint_eq(got.resize_shorter, (200 * 256 + 112) / 224);
+    rf_loader_destroy(ld);
+    cfg.image_width = 0, cfg.image_height = 300;
+    ld = rf_test_create_ok(&cfg);
+    got = reported(ld);
+    ck_assert(got.image_height == 300 && got.image_width == 160);
+    ck_assert_uint_eq(got.resize_shorter, (300 * 256 + 112) / 224);
     rf_loader_destroy(ld);
 
     cfg = rf_test_host_config(&pat, shard, 0);
@@ -245,6 +267,13 @@ START_TEST(auto_values_follow_the_fields_they_depend_on)
     rf_loader_destroy(ld);
 }
 END_TEST
+
+/* A sample hook that keeps every sample as it is (explicit_values_are_reported_unchanged). */
+static int keep_sample(const rf_sample_view *v, void *ctx)
+{
+    (void)v, (void)ctx;
+    return 0;
+}
 
 START_TEST(explicit_values_are_reported_unchanged)
 {
@@ -291,6 +320,10 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.next_timeout_ms = 60000;
     cfg.dct_scaling = RF_DCT_SCALING_OFF;
     cfg.label_source = RF_LABEL_NONE;
+    cfg.sample_hook = keep_sample;
+    cfg.sample_hook_ctx = &cfg;
+    cfg.max_field_bytes = 1000;
+    cfg.image_height = 24, cfg.image_width = 40;
     cfg.image_exts = "webp,JPG";
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
@@ -312,7 +345,7 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     cfg.batch_size = cfg.image_size = cfg.world_size = cfg.io_queue_depth = 0;
     cfg.max_sample_bytes = cfg.max_image_pixels = cfg.warm_bytes = 0;
     cfg.max_image_dim = cfg.io_retries = cfg.shard_window = cfg.max_consecutive_skips = 0;
-    cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = 0;
+    cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = cfg.max_field_bytes = 0;
     cfg.image_exts = NULL;
     cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
     rf_loader *ld = rf_test_create_ok(&cfg);

@@ -21,6 +21,7 @@ static char *g_dir, g_pat[512], g_rpat[512];
  * in its own forked child, so a switch stays within its test). */
 static const char *g_use = g_pat, *g_mixed[2];
 static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
+static uint32_t g_height, g_width; /* non-square output; 0: g_size */
 /* hw_decode_percent: nvJPEG does not promise libjpeg's islow IDCT to the bit, so uint8 batches
  * are compared within these bounds. On the H200 machine every byte was identical (the test
  * prints the figures); a wrong plane geometry gives differences in the tens. */
@@ -41,6 +42,7 @@ static void make_data(void)
 static rf_config mem_cfg(uint32_t device_kind, const char **pat)
 {
     rf_config c = rf_test_host_config(pat, g_use, g_size);
+    c.image_height = g_height, c.image_width = g_width;
     c.gpu_decode = g_gpu;
     c.gpu_decode_percent = g_percent;
     c.hw_decode_percent = g_hw;
@@ -187,6 +189,21 @@ END_TEST
 START_TEST(gpu_decode_bf16_mixed_cpu) { gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 96, 1); }
 END_TEST
 
+/* Non-square output: the kernels' rows (height blocks) and columns (width per row) in both
+ * layouts, with the CPU-decoded samples of a mixed run copied into the same batch. */
+START_TEST(gpu_decode_non_square)
+{
+    g_height = 160, g_width = 224;
+    gpu_decode_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW, 224, 0);
+}
+END_TEST
+START_TEST(gpu_decode_non_square_mixed_cpu)
+{
+    g_height = 224, g_width = 96;
+    gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 224, 1);
+}
+END_TEST
+
 /* gpu_decode_percent: the samples the seed picks take the kernels, the others the CPU path
  * with DCT scaling, the same ones on both backends, and the batches equal the host's. */
 START_TEST(gpu_decode_percent_equals_host)
@@ -294,6 +311,12 @@ static void hw_decode_equals_host(uint32_t layout, uint32_t size)
 START_TEST(hw_decode_uint8_nhwc) { hw_decode_equals_host(RF_LAYOUT_NHWC, 224); }
 END_TEST
 START_TEST(hw_decode_uint8_nchw) { hw_decode_equals_host(RF_LAYOUT_NCHW, 96); }
+END_TEST
+START_TEST(hw_decode_non_square)
+{
+    g_height = 96, g_width = 160;
+    hw_decode_equals_host(RF_LAYOUT_NCHW, 224);
+}
 END_TEST
 
 /* Three ways at once on restart-marked shards: 30% engine, the next 40% kernels, the rest the
@@ -641,11 +664,14 @@ int main(void)
     tcase_add_test(tc, gpu_decode_float32_nchw);
     tcase_add_test(tc, gpu_decode_uint8_mixed_cpu);
     tcase_add_test(tc, gpu_decode_bf16_mixed_cpu);
+    tcase_add_test(tc, gpu_decode_non_square);
+    tcase_add_test(tc, gpu_decode_non_square_mixed_cpu);
     tcase_add_test(tc, gpu_decode_large_packets);
     tcase_add_test(tc, gpu_decode_percent_equals_host);
     tcase_add_test(tc, gpu_decode_damage_names_member);
     tcase_add_test(tc, hw_decode_uint8_nhwc);
     tcase_add_test(tc, hw_decode_uint8_nchw);
+    tcase_add_test(tc, hw_decode_non_square);
     tcase_add_test(tc, hw_decode_split_with_gpu_decode);
     tcase_add_test(tc, hw_decode_damaged_files);
     suite_add_tcase(s, tc);

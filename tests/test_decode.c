@@ -142,19 +142,19 @@ static int ref_weights(double lo, double hi, int src_lo, int src_hi, int n, int 
     return xmin;
 }
 
-/* out[size*size*3] NHWC in double, from the full decode img (W x H RGB). */
-static double *ref_resize(const uint8_t *img, uint32_t W, uint32_t H, ref_box b, uint32_t size,
-                          int flip)
+/* out[oh*ow*3] NHWC in double, from the full decode img (W x H RGB). */
+static double *ref_resize(const uint8_t *img, uint32_t W, uint32_t H, ref_box b, uint32_t oh,
+                          uint32_t ow, int flip)
 {
-    double *out = calloc((size_t)size * size * 3, sizeof *out), wy[1024], wx[1024];
+    double *out = calloc((size_t)oh * ow * 3, sizeof *out), wy[1024], wx[1024];
     int ylo = b.clamp_box ? (int)floor(b.y) : 0, yhi = b.clamp_box ? (int)ceil(b.y + b.h) : (int)H;
     int xlo = b.clamp_box ? (int)floor(b.x) : 0, xhi = b.clamp_box ? (int)ceil(b.x + b.w) : (int)W;
-    for (uint32_t oy = 0; oy < size; oy++) {
-        int y0 = ref_weights(b.y, b.y + b.h, ylo, yhi, size, oy, wy + 1);
-        for (uint32_t ox = 0; ox < size; ox++) {
-            uint32_t sx = flip ? size - 1 - ox : ox;
-            int x0 = ref_weights(b.x, b.x + b.w, xlo, xhi, size, sx, wx + 1);
-            double *o = out + ((size_t)oy * size + ox) * 3;
+    for (uint32_t oy = 0; oy < oh; oy++) {
+        int y0 = ref_weights(b.y, b.y + b.h, ylo, yhi, (int)oh, oy, wy + 1);
+        for (uint32_t ox = 0; ox < ow; ox++) {
+            uint32_t sx = flip ? ow - 1 - ox : ox;
+            int x0 = ref_weights(b.x, b.x + b.w, xlo, xhi, (int)ow, sx, wx + 1);
+            double *o = out + ((size_t)oy * ow + ox) * 3;
             for (int ky = 0; ky < (int)wy[0]; ky++)
                 for (int kx = 0; kx < (int)wx[0]; kx++)
                     for (int c = 0; c < 3; c++)
@@ -176,19 +176,28 @@ static void compare(const uint8_t *got, const double *want, size_t n, double *me
     *mean = sum / n, *max = mx;
 }
 
-static rf_transform random_t(uint32_t size)
+/* RandomResizedCrop to height x width (torchvision's defaults). */
+static rf_transform random_hw(uint32_t height, uint32_t width)
 {
-    rf_transform t = {.crop = RF_CROP_RANDOM, .size = size, .layout = RF_LAYOUT_NHWC,
-                      .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4,
-                      .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
+    rf_transform t = {.crop = RF_CROP_RANDOM, .height = height, .width = width,
+                      .layout = RF_LAYOUT_NHWC, .scale_min = 0.08f, .scale_max = 1.0f,
+                      .ratio_min = 3.0f / 4, .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
     return t;
 }
 
+static rf_transform random_t(uint32_t size) { return random_hw(size, size); }
+
 /* The transforms the region, GPU-packet and damage tests cycle through by seed: sizes 224 and
- * 64, every fifth a center crop without flip, every seventh NCHW. */
+ * 64, every fifth a center crop without flip, every seventh NCHW; every eleventh is 160x224 and
+ * every thirteenth 224x96 (height x width) instead, so that each of those paths also meets
+ * outputs wider and taller than they are high. */
 static rf_transform mixed_t(uint64_t seed)
 {
     rf_transform t = random_t(seed % 3 == 0 ? 224 : 64);
+    if (seed % 11 == 10)
+        t = random_hw(160, 224);
+    else if (seed % 13 == 12)
+        t = random_hw(224, 96);
     if (seed % 5 == 4)
         t.crop = RF_CROP_CENTER, t.flip_prob = -1;
     if (seed % 7 == 6)
@@ -255,23 +264,30 @@ static void check_transform(rf_decoder *d, uint32_t W, uint32_t H, enc_opts o, r
     uint8_t *j = make_jpeg(W, H, o, seed, &len);
     uint32_t rw, rh;
     uint8_t *full = ref_decode(j, len, &rw, &rh);
-    uint8_t *out = malloc((size_t)t.size * t.size * 3);
+    uint8_t *out = malloc((size_t)t.height * t.width * 3);
     rf_decode_info info;
     rf_err err = {0};
     int rc = rf_decode_transform(d, j, len, &t, seed, out, &info, &err);
     ck_assert_msg(rc == 0, "decode %ux%u: %s", W, H, err.msg);
+    /* a reduced DCT scale leaves the crop at least height rows and width columns (up to the
+     * box's rounding to whole pixels in info) */
+    ck_assert_msg(info.scale_denom == 1 || (info.crop_w + 1 >= t.width * info.scale_denom &&
+                                            info.crop_h + 1 >= t.height * info.scale_denom),
+                  "crop %ux%u at 1/%u for %ux%u", info.crop_w, info.crop_h, info.scale_denom,
+                  t.width, t.height);
     /* The reference box is recomputed independently only for RANDOM (integer crop); CENTER
      * boxes are fractional, so rebuild them with the torchvision formula. */
     ref_box b = {info.crop_x, info.crop_y, info.crop_w, info.crop_h, 1};
     if (t.crop == RF_CROP_CENTER) {
-        uint32_t R = t.resize_shorter ? t.resize_shorter : t.size * 256 / 224;
+        uint32_t R = t.resize_shorter ? t.resize_shorter
+                                      : (t.height > t.width ? t.height : t.width) * 256 / 224;
         double nw = W <= H ? R : floor((double)R * W / H), nh = W <= H ? floor((double)R * H / W) : R;
-        double left = rint((nw - t.size) / 2.0), top = rint((nh - t.size) / 2.0);
-        b = (ref_box){left * W / nw, top * H / nh, t.size * W / nw, t.size * H / nh, 0};
+        double left = rint((nw - t.width) / 2.0), top = rint((nh - t.height) / 2.0);
+        b = (ref_box){left * W / nw, top * H / nh, t.width * W / nw, t.height * H / nh, 0};
     }
-    double *want = ref_resize(full, W, H, b, t.size, info.flipped);
+    double *want = ref_resize(full, W, H, b, t.height, t.width, info.flipped);
     double mean, max;
-    compare(out, want, (size_t)t.size * t.size * 3, &mean, &max);
+    compare(out, want, (size_t)t.height * t.width * 3, &mean, &max);
     st->worst_mean = mean > st->worst_mean ? mean : st->worst_mean;
     st->worst_max = max > st->worst_max ? max : st->worst_max;
     st->scaled += info.scale_denom > 1;
@@ -335,23 +351,21 @@ START_TEST(resize_dct_scaled_matches_reference)
 }
 END_TEST
 
-START_TEST(layouts_and_flip)
+/* NCHW holds NHWC's pixels in planes, and flip mirrors the same crop, for an H x W output. */
+static void check_layouts_and_flip(rf_decoder *d, const uint8_t *j, size_t len, uint32_t H,
+                                   uint32_t W)
 {
-    rf_decoder *d = rf_decoder_create(NULL);
-    size_t len;
-    uint8_t *j = make_jpeg(500, 375, RGB420, 5, &len);
-    const uint32_t S = 96;
-    uint8_t *a = malloc(S * S * 3), *b = malloc(S * S * 3), *f = malloc(S * S * 3);
+    uint8_t *a = malloc(H * W * 3), *b = malloc(H * W * 3), *f = malloc(H * W * 3);
     rf_err err = {0};
     rf_decode_info ia, ib, ifl;
-    rf_transform t = random_t(S);
+    rf_transform t = random_hw(H, W);
     t.flip_prob = 0;
     ck_assert_int_eq(rf_decode_transform(d, j, len, &t, 11, a, &ia, &err), 0);
     t.layout = RF_LAYOUT_NCHW;
     ck_assert_int_eq(rf_decode_transform(d, j, len, &t, 11, b, &ib, &err), 0);
-    for (uint32_t p = 0; p < S * S; p++)
+    for (uint32_t p = 0; p < H * W; p++)
         for (int c = 0; c < 3; c++)
-            ck_assert_uint_eq(a[p * 3 + c], b[c * S * S + p]);
+            ck_assert_uint_eq(a[p * 3 + c], b[c * H * W + p]);
     /* The crop is drawn before the flip, so the same seed gives the same crop, mirrored. */
     t.layout = RF_LAYOUT_NHWC;
     t.flip_prob = 1;
@@ -360,11 +374,22 @@ START_TEST(layouts_and_flip)
     ck_assert_uint_eq(ia.flipped, 0);
     ck_assert_uint_eq(ifl.crop_x, ia.crop_x);
     ck_assert_uint_eq(ifl.crop_w, ia.crop_w);
-    for (uint32_t y = 0; y < S; y++)
-        for (uint32_t x = 0; x < S; x++)
+    for (uint32_t y = 0; y < H; y++)
+        for (uint32_t x = 0; x < W; x++)
             for (int c = 0; c < 3; c++)
-                ck_assert_uint_eq(f[(y * S + x) * 3 + c], a[(y * S + S - 1 - x) * 3 + c]);
-    free(a), free(b), free(f), free(j);
+                ck_assert_uint_eq(f[(y * W + x) * 3 + c], a[(y * W + W - 1 - x) * 3 + c]);
+    free(a), free(b), free(f);
+}
+
+START_TEST(layouts_and_flip)
+{
+    rf_decoder *d = rf_decoder_create(NULL);
+    size_t len;
+    uint8_t *j = make_jpeg(500, 375, RGB420, 5, &len);
+    check_layouts_and_flip(d, j, len, 96, 96);
+    check_layouts_and_flip(d, j, len, 64, 160); /* wider than high */
+    check_layouts_and_flip(d, j, len, 160, 64); /* higher than wide */
+    free(j);
     rf_decoder_destroy(d);
 }
 END_TEST
@@ -487,6 +512,20 @@ START_TEST(random_crop_fallback)
 }
 END_TEST
 
+/* The center box of a W x H image resized to nw x nh and cropped to t's height x width at
+ * (left, top), mapped back onto the image; no flip. */
+static void assert_center_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed,
+                              uint32_t nw, uint32_t nh, uint32_t left, uint32_t top)
+{
+    uint32_t x, y, w, h, fl;
+    rf_choose_crop(t, W, H, seed, &x, &y, &w, &h, &fl);
+    ck_assert_uint_eq(x, (uint32_t)lrint(left * (double)W / nw));
+    ck_assert_uint_eq(w, (uint32_t)lrint(t->width * (double)W / nw));
+    ck_assert_uint_eq(y, (uint32_t)lrint(top * (double)H / nh));
+    ck_assert_uint_eq(h, (uint32_t)lrint(t->height * (double)H / nh));
+    ck_assert_uint_eq(fl, 0);
+}
+
 START_TEST(center_crop_geometry)
 {
     /* 500x375, size 224, shorter side -> 256: resized 341x256, crop at (58, 16) (round(58.5)
@@ -494,17 +533,74 @@ START_TEST(center_crop_geometry)
     rf_transform t = random_t(224);
     t.crop = RF_CROP_CENTER;
     t.flip_prob = -1;
+    assert_center_box(&t, 500, 375, 99, 341, 256, 58, 16);
     uint32_t x, y, w, h, fl;
-    rf_choose_crop(&t, 500, 375, 99, &x, &y, &w, &h, &fl);
-    ck_assert_uint_eq(x, (uint32_t)lrint(58 * 500.0 / 341));
-    ck_assert_uint_eq(w, (uint32_t)lrint(224 * 500.0 / 341));
-    ck_assert_uint_eq(y, (uint32_t)lrint(16 * 375.0 / 256));
-    ck_assert_uint_eq(h, (uint32_t)lrint(224 * 375.0 / 256));
-    ck_assert_uint_eq(fl, 0);
     t.resize_shorter = 224; /* no border: the crop spans the whole shorter side */
     rf_choose_crop(&t, 375, 500, 1, &x, &y, &w, &h, &fl);
     ck_assert_uint_eq(x, 0);
     ck_assert_uint_eq(w, 375);
+}
+END_TEST
+
+/* H != W (torchvision's RandomResizedCrop((H, W)) and CenterCrop((H, W))): the random box is
+ * drawn on the source alone, so the same seed gives the same box whatever the output; the
+ * center box is CenterCrop((H, W)) of Resize(max(H, W) * 256 / 224), worked out by hand. */
+START_TEST(non_square_crop_geometry)
+{
+    rf_transform sq = random_t(224), wide = random_hw(160, 224), tall = random_hw(224, 96);
+    for (uint64_t seed = 0; seed < 200; seed++) {
+        uint32_t a[5], b[5], c[5];
+        rf_choose_crop(&sq, 500, 375, seed, &a[0], &a[1], &a[2], &a[3], &a[4]);
+        rf_choose_crop(&wide, 500, 375, seed, &b[0], &b[1], &b[2], &b[3], &b[4]);
+        rf_choose_crop(&tall, 500, 375, seed, &c[0], &c[1], &c[2], &c[3], &c[4]);
+        ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+        ck_assert_int_eq(memcmp(a, c, sizeof a), 0);
+    }
+    /* 160x224 from 500x375: shorter side -> 256 (the longer output side 224, scaled), resized
+     * 341x256, crop 224 wide at round(58.5) = 58 and 160 high at (256 - 160) / 2 = 48 */
+    wide.crop = RF_CROP_CENTER, wide.flip_prob = -1;
+    assert_center_box(&wide, 500, 375, 5, 341, 256, 58, 48);
+    /* 224x96 from 375x500: resized 256x341, crop 96 wide at 80 and 224 high at 58 */
+    tall.crop = RF_CROP_CENTER, tall.flip_prob = -1;
+    assert_center_box(&tall, 375, 500, 5, 256, 341, 80, 58);
+}
+END_TEST
+
+/* Non-square outputs against the double reference, both crop modes: within one level at full
+ * scale (as resize_full_scale_matches_reference), within the DCT-scaling bounds of
+ * resize_dct_scaled_matches_reference when the crop is large enough to scale. */
+START_TEST(non_square_resize_matches_reference)
+{
+    static const uint32_t HW[][2] = {{160, 224}, {224, 96}, {48, 200}};
+    rf_decoder *d = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(d, 1);
+    err_stats st = {0};
+    for (uint64_t seed = 0; seed < 24; seed++) {
+        const shape *s = &SHAPES[seed % NSHAPES];
+        rf_transform t = random_hw(HW[seed % 3][0], HW[seed % 3][1]);
+        if (seed % 4 == 3)
+            t.crop = RF_CROP_CENTER, t.flip_prob = -1;
+        check_transform(d, s->w, s->h, s->o, t, seed, &st);
+    }
+    ck_assert_int_eq(st.scaled, 0);
+    ck_assert_msg(st.worst_mean <= 0.4 && st.worst_max <= 1.25, "mean %.3f max %.3f",
+                  st.worst_mean, st.worst_max);
+    rf_decoder_destroy(d);
+
+    d = rf_decoder_create(NULL);
+    st = (err_stats){0};
+    static const shape big[] = {{1000, 750, {3, 90, 0, 1}}, {900, 1333, {1, 90, 0, 0}}};
+    for (uint64_t seed = 0; seed < 12; seed++) {
+        rf_transform t = random_hw(seed % 2 ? 200 : 40, seed % 2 ? 40 : 200);
+        t.scale_min = 0.5f; /* big crops, so 1/2..1/8 scaling is used */
+        if (seed % 4 == 3)
+            t.crop = RF_CROP_CENTER, t.flip_prob = -1;
+        check_transform(d, big[seed % 2].w, big[seed % 2].h, big[seed % 2].o, t, seed, &st);
+    }
+    ck_assert_int_ge(st.scaled, 10);
+    ck_assert_msg(st.worst_mean <= 3.5 && st.worst_max <= 40.0, "mean %.3f max %.3f",
+                  st.worst_mean, st.worst_max);
+    rf_decoder_destroy(d);
 }
 END_TEST
 
@@ -722,7 +818,7 @@ START_TEST(region_decode_matches_whole_decode)
                               ea.msg);
                 ck_assert_msg(rf_decode_transform(b, t, tlen, &tr, seed, ob, &ib, &eb) == 0, "%s",
                               eb.msg);
-                ck_assert_msg(memcmp(oa, ob, (size_t)tr.size * tr.size * 3) == 0,
+                ck_assert_msg(memcmp(oa, ob, (size_t)tr.height * tr.width * 3) == 0,
                               "%ux%u interval %u seed %llu: region decode differs (scale 1/%u)",
                               RS[s].w, RS[s].h, INTERVALS[k], (unsigned long long)seed,
                               ia.scale_denom);
@@ -771,8 +867,8 @@ static int plain_pack(void *ctx, const struct jpeg_decompress_struct *ci, const 
     p->packs++;
     ck_assert_ptr_eq(t, p->t);
     ck_assert(ci && jpeg && len && h && v && rb);
-    ck_assert_uint_eq(h->n_out, t->size);
-    ck_assert_uint_eq(v->n_out, t->size);
+    ck_assert_uint_eq(h->n_out, t->width);
+    ck_assert_uint_eq(v->n_out, t->height);
     if (p->answer == 0)
         *bytes = 1234;
     return p->answer;
@@ -782,7 +878,7 @@ static uint8_t *plain_pixels(void *ctx, size_t bytes)
 {
     plain_place *p = ctx;
     p->pixel_calls++;
-    ck_assert_uint_eq(bytes, (size_t)p->t->size * p->t->size * 3);
+    ck_assert_uint_eq(bytes, (size_t)p->t->height * p->t->width * 3);
     return p->px;
 }
 
@@ -793,7 +889,7 @@ START_TEST(placement_without_gpu)
     rf_decoder *d = rf_decoder_create(NULL), *full = rf_decoder_create(NULL);
     rf_decoder_set_max_scale_denom(full, 1);
     rf_transform tr = mixed_t(3);
-    size_t n = (size_t)tr.size * tr.size * 3;
+    size_t n = (size_t)tr.height * tr.width * 3;
     uint8_t *px = malloc(n), *want = malloc(n), *want_full = malloc(n);
     rf_err e = {0};
     rf_decode_info info;
@@ -871,7 +967,7 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                     ck_assert_msg(INTERVALS[k] > 1, "%ux%u interval %u: not packed", GS[s].w,
                                   GS[s].h, INTERVALS[k]);
                     ck_assert_int_eq(rf_decode_transform(b, t, tlen, &tr, seed, oa, NULL, &ea), 0);
-                    ck_assert_int_eq(memcmp(oa, og, (size_t)tr.size * tr.size * 3), 0);
+                    ck_assert_int_eq(memcmp(oa, og, (size_t)tr.height * tr.width * 3), 0);
                     continue;
                 }
                 ck_assert_uint_le(bytes, cap);
@@ -880,7 +976,7 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                               rf_gj_status_text(st), bad);
                 ck_assert_msg(rf_decode_transform(a, t, tlen, &tr, seed, oa, &ia, &ea) == 0, "%s",
                               ea.msg);
-                size_t n = (size_t)tr.size * tr.size * 3, i = 0;
+                size_t n = (size_t)tr.height * tr.width * 3, i = 0;
                 while (i < n && oa[i] == og[i])
                     i++;
                 ck_assert_msg(i == n,
@@ -938,7 +1034,7 @@ START_TEST(engine_packet_matches_cpu_full_scale)
                 rf_transform tr = mixed_t(seed);
                 rf_err e = {0};
                 uint32_t bytes = 0, bad = 0;
-                size_t n = (size_t)tr.size * tr.size * 3;
+                size_t n = (size_t)tr.height * tr.width * 3;
                 ck_assert_msg(rf_decode_packet(b, t, tlen, &tr, seed, 1, place_fixed, &pl, &bytes,
                                                NULL, &e) == 0, "%s", e.msg);
                 if (ES[s].o.progressive && !restarts) { /* the CPU path's own pixels */
@@ -1250,6 +1346,8 @@ int main(void)
     tcase_add_test(tc, random_crop_follows_torchvision);
     tcase_add_test(tc, random_crop_fallback);
     tcase_add_test(tc, center_crop_geometry);
+    tcase_add_test(tc, non_square_crop_geometry);
+    tcase_add_test(tc, non_square_resize_matches_reference);
     tcase_add_test(tc, errors_truncated_and_not_jpeg);
     tcase_add_test(tc, errors_limits);
     tcase_add_test(tc, errors_warning_is_an_error);

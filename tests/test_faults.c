@@ -166,6 +166,7 @@ typedef struct cfgx {
     const void *resume; /* rf_loader_state() blob, resume_len bytes */
     uint64_t resume_len;
     uint32_t label_source; /* enum rf_label_source */
+    const char *label_json_path;
 } cfgx;
 
 /* The loader x describes, over dir's shards. */
@@ -190,6 +191,7 @@ static rf_loader *create_loader(const char *dir, const cfgx *x)
     c.resume_state_bytes = x->resume_len;
     c.next_timeout_ms = x->timeout_ms;
     c.label_source = x->label_source;
+    c.label_json_path = x->label_json_path;
     rf_loader *ld = NULL;
     char err[512] = "";
     rf_test_hooks hooks = {.io = x->fault, .io_ctx = x->fault_ctx, .backend = x->backend,
@@ -945,9 +947,24 @@ START_TEST(config_limits_validated)
     c.on_error = 7;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
     c.on_error = RF_ON_ERROR_FAIL;
-    c.label_source = RF_LABEL_NONE + 1;
+    c.label_source = RF_LABEL_JSON + 1;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-    ck_assert_msg(strstr(err, "invalid label_source 2"), "%s", err);
+    ck_assert_msg(strstr(err, "invalid label_source 3"), "%s", err);
+    /* RF_LABEL_JSON needs a path of 1..16 non-empty keys */
+    static const struct {
+        const char *path, *want;
+    } paths[] = {{NULL, "label_json_path must be 1..256 bytes"},
+                 {"", "label_json_path must be 1..256 bytes"},
+                 {"a..b", "label_json_path \"a..b\" has an empty key at byte 2"},
+                 {".a", "has an empty key at byte 0"}, {"a.", "has an empty key at byte 2"},
+                 {"a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q", "has more than 16 keys"}};
+    c.label_source = RF_LABEL_JSON;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        c.label_json_path = paths[i].path;
+        ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+        ck_assert_msg(strstr(err, paths[i].want), "%s", err);
+    }
+    c.label_json_path = NULL;
     c.label_source = RF_LABEL_CLS;
     c.on_error = RF_ON_ERROR_SKIP;
     c.max_name_bytes = RF_TAR_NAME_MAX + 1;
@@ -1075,13 +1092,13 @@ enum lkind { L_GOOD, L_NEWLINE, L_SPACES, L_MAX, L_MISSING, L_EMPTY, L_NEGATIVE,
 #define L_FIRST_BAD L_MISSING
 static const int32_t label_value[L_FIRST_BAD] = {5, 5, 7, 2147483647};
 static const char *const label_why[L_N] = {
-    [L_MISSING] = "has no label member (00000005.cls); set label_source RF_LABEL_NONE",
-    [L_EMPTY] = "is empty",
-    [L_NEGATIVE] = "holds \"-1\", a negative number",
-    [L_WORD] = "holds \"cat\", not a decimal integer",
-    [L_FLOAT] = "holds \"1.0\", not a decimal integer",
-    [L_OVER] = "holds \"2147483648\", a number over 2147483647",
-    [L_HUGE] = "is 2000 bytes, over the 1024-byte limit of a label"};
+    [L_MISSING] = " has no label member (00000005.cls); set label_source RF_LABEL_NONE",
+    [L_EMPTY] = " is empty",
+    [L_NEGATIVE] = " holds \"-1\", a negative number",
+    [L_WORD] = " holds \"cat\", not a decimal integer",
+    [L_FLOAT] = " holds \"1.0\", not a decimal integer",
+    [L_OVER] = " holds \"2147483648\", a number over 2147483647",
+    [L_HUGE] = " is 2000 bytes, over the 1024-byte limit of a label"};
 
 static const char *label_text(int kind)
 {
@@ -1092,16 +1109,53 @@ static const char *label_text(int kind)
     return text[kind];
 }
 
-/* dir/shard-0000.tar (GNU tar) with sample i of kinds[i]. */
-static char *make_label_corpus(const char *tag, const int *kinds, uint32_t n)
+/* dir/shard-0000.tar (GNU tar) with sample i of kinds[i]: its label member KEY.ext holds
+ * text(kinds[i]) (none when NULL). */
+static char *make_label_corpus(const char *tag, const char *ext, const char *(*text)(int),
+                               const int *kinds, uint32_t n)
 {
     const char *texts[NS];
     ck_assert_uint_le(n, NS);
     for (uint32_t i = 0; i < n; i++)
-        texts[i] = label_text(kinds[i]);
+        texts[i] = text(kinds[i]);
     char *dir = rf_test_mkdtemp(tag);
-    free(rf_test_make_label_shard(dir, texts, n));
+    free(rf_test_make_label_shard_ext(dir, ext, texts, n));
     return dir;
+}
+
+/* A fail-mode loader over dir's shard (batches of 4, file order) whose sample 5 is bad, at 1
+ * and 3 threads: batch 0 is delivered whole with labels first[0..3], then RF_ELABEL names the
+ * shard and the member 00000005.ext (or the sample, when `missing`) at its offset, followed
+ * by `why`. */
+static void expect_label_fail(const char *dir, uint32_t source, const char *json_path,
+                              const char *ext, int missing, const char *why,
+                              const int32_t *first)
+{
+    char tar[600], name[64], want[1200];
+    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
+    snprintf(name, sizeof name, "00000005.%s", missing ? "jpg" : ext);
+    uint64_t off = rf_test_member_offset(tar, name);
+    ck_assert_uint_ne(off, UINT64_MAX);
+    if (missing)
+        snprintf(want, sizeof want, "%s: sample 00000005 at offset %llu%s", tar,
+                 (unsigned long long)off, why);
+    else
+        snprintf(want, sizeof want, "%s: label member 00000005.%s at offset %llu%s", tar, ext,
+                 (unsigned long long)off, why);
+    for (uint32_t threads = 1; threads <= 3; threads += 2) {
+        run r;
+        cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
+                  .threads = threads, .label_source = source, .label_json_path = json_path};
+        run_loader(dir, &x, &r);
+        ck_assert_msg(r.rc == RF_ELABEL, "rc %d (%s)", r.rc, r.msg);
+        ck_assert_msg(strstr(r.msg, want), "\n  got  %s\n  want %s", r.msg, want);
+        ck_assert_uint_eq(r.batches, 1);
+        for (uint32_t i = 0; i < 4; i++) {
+            ck_assert_uint_eq(r.seen[i], 1);
+            ck_assert_int_eq(r.labels[i], first[i]);
+        }
+        run_free(&r);
+    }
 }
 
 /* Fail mode, one bad kind (loop index + L_FIRST_BAD) at sample 5 of 8 in file order: batch 0 is
@@ -1111,32 +1165,10 @@ START_TEST(label_faults_fail_naming_member_and_cause)
 {
     int bad = L_FIRST_BAD + _i;
     const int kinds[8] = {L_GOOD, L_NEWLINE, L_SPACES, L_MAX, L_GOOD, bad, L_GOOD, L_GOOD};
-    char *dir = make_label_corpus("labelfail", kinds, 8);
-    char tar[600], name[64], want[800];
-    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
-    snprintf(name, sizeof name, "00000005.%s", bad == L_MISSING ? "jpg" : "cls");
-    uint64_t off = rf_test_member_offset(tar, name);
-    ck_assert_uint_ne(off, UINT64_MAX);
-    if (bad == L_MISSING)
-        snprintf(want, sizeof want, "%s: sample 00000005 at offset %llu %s", tar,
-                 (unsigned long long)off, label_why[bad]);
-    else
-        snprintf(want, sizeof want, "%s: label member 00000005.cls at offset %llu %s", tar,
-                 (unsigned long long)off, label_why[bad]);
-    for (uint32_t threads = 1; threads <= 3; threads += 2) {
-        run r;
-        cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4,
-                  .threads = threads};
-        run_loader(dir, &x, &r);
-        ck_assert_msg(r.rc == RF_ELABEL, "kind %d: rc %d (%s)", bad, r.rc, r.msg);
-        ck_assert_msg(strstr(r.msg, want), "kind %d:\n  got  %s\n  want %s", bad, r.msg, want);
-        ck_assert_uint_eq(r.batches, 1);
-        for (uint32_t i = 0; i < 4; i++) {
-            ck_assert_uint_eq(r.seen[i], 1);
-            ck_assert_int_eq(r.labels[i], label_value[kinds[i]]);
-        }
-        run_free(&r);
-    }
+    char *dir = make_label_corpus("labelfail", "cls", label_text, kinds, 8);
+    const int32_t first[4] = {label_value[kinds[0]], label_value[kinds[1]],
+                              label_value[kinds[2]], label_value[kinds[3]]};
+    expect_label_fail(dir, RF_LABEL_CLS, NULL, "cls", bad == L_MISSING, label_why[bad], first);
     free(dir);
 }
 END_TEST
@@ -1151,7 +1183,7 @@ static const int label_mix[] = {L_GOOD,  L_MISSING, L_NEWLINE, L_EMPTY, L_SPACES
 
 START_TEST(label_faults_skip_counted_none_unchecked)
 {
-    char *dir = make_label_corpus("labelmix", label_mix, LMIX_N);
+    char *dir = make_label_corpus("labelmix", "cls", label_text, label_mix, LMIX_N);
     uint32_t nbad = 0;
     for (uint32_t i = 0; i < LMIX_N; i++)
         nbad += label_mix[i] >= L_FIRST_BAD;
@@ -1182,6 +1214,116 @@ START_TEST(label_faults_skip_counted_none_unchecked)
                 ck_assert_uint_eq(r.hash, hash[none]);
             run_free(&r);
         }
+    }
+    free(dir);
+}
+END_TEST
+
+/* ---- labels from JSON (RF_LABEL_JSON, label_json_path "annotations.class_id") -------------
+ * The same corpus shape with KEY.json members, as WebDataset writers leave them: nested,
+ * whitespace, escapes and unicode in other keys, a key on the path written with an escape.
+ * Every fault is a `label` error naming the member, its offset and what is wrong. */
+enum jkind { J_GOOD, J_SPACES, J_ESCKEY, J_MAX, J_MISSING, J_NOFIELD, J_FLOAT, J_EXP, J_NEG,
+             J_STRING, J_OVER, J_DUP, J_BAD, J_DEEP, J_HUGE, J_ARRAY, J_N };
+#define J_FIRST_BAD J_MISSING
+static const int32_t json_value[J_FIRST_BAD] = {5, 7, 9, 2147483647};
+static const char *const json_why[J_N] = {
+    [J_MISSING] = " has no label member (00000005.json); set label_source RF_LABEL_NONE",
+    [J_NOFIELD] = " has no field annotations.class_id; a label is an integer 0..2147483647",
+    [J_FLOAT] = ": field annotations.class_id (byte 29 of the member) holds \"5.0\", a number "
+                "with a fraction or exponent",
+    [J_EXP] = ": field annotations.class_id (byte 29 of the member) holds \"5e0\", a number "
+              "with a fraction or exponent",
+    [J_NEG] = ": field annotations.class_id (byte 29 of the member) holds \"-3\", a negative "
+              "number",
+    [J_STRING] = ": field annotations.class_id (byte 29 of the member) is a string; a label is "
+                 "an integer 0..2147483647",
+    [J_OVER] = ": field annotations.class_id (byte 29 of the member) holds \"2147483648\", a "
+               "number over 2147483647",
+    [J_DUP] = " is not valid JSON: a duplicate key on the label's path at byte 32 of the member",
+    [J_BAD] = " is not valid JSON: expected a key (a string) at byte 31 of the member",
+    [J_DEEP] = " is not valid JSON: nesting deeper than 64 levels at byte 101 of the member",
+    [J_HUGE] = " is 70000 bytes, over the 65536-byte limit of a JSON label",
+    [J_ARRAY] = ": field annotations.class_id (byte 29 of the member) is an array"};
+
+static const char *json_text(int kind)
+{
+    static char huge[70001], deep[300];
+    static const char *const text[J_N] = {
+        [J_GOOD] = "{\"annotations\": {\"class_id\": 5}}",
+        [J_SPACES] = " \n{ \"caption\" : \"caf\\u00e9 \\ud83d\\ude00 \\\"q\\\" \xc3\xa9\",\r\n"
+                     "  \"annotations\" : { \"bbox\" : [1.5, -2e3, {\"x\": null}], \"class_id\""
+                     " :\t7 }, \"class_id\": -1, \"other\": {\"class_id\": \"no\"} }\n",
+        [J_ESCKEY] = "{\"annotations\": {\"cl\\u0061ss_id\": 9, \"dup\": 1, \"dup\": 2}}",
+        [J_MAX] = "{\"annotations\": {\"class_id\": 2147483647}}",
+        [J_NOFIELD] = "{\"annotations\": {\"class\": 5}, \"class_id\": 5}",
+        [J_FLOAT] = "{\"annotations\": {\"class_id\": 5.0}}",
+        [J_EXP] = "{\"annotations\": {\"class_id\": 5e0}}",
+        [J_NEG] = "{\"annotations\": {\"class_id\": -3}}",
+        [J_STRING] = "{\"annotations\": {\"class_id\": \"5\"}}",
+        [J_OVER] = "{\"annotations\": {\"class_id\": 2147483648}}",
+        [J_DUP] = "{\"annotations\": {\"class_id\": 1, \"class_id\": 1}}",
+        [J_BAD] = "{\"annotations\": {\"class_id\": 5,}}",
+        [J_HUGE] = huge, [J_DEEP] = deep,
+        [J_ARRAY] = "{\"annotations\": {\"class_id\": [5]}}"};
+    /* {"annotations": {"class_id": 5}, "x": [[[[...]]]]} nested 70 deep after the label */
+    int n = snprintf(deep, sizeof deep, "{\"annotations\": {\"class_id\": 5}, \"x\": ");
+    memset(deep + n, '[', 70), memset(deep + n + 70, ']', 70);
+    snprintf(deep + n + 140, sizeof deep - (size_t)n - 140, "}");
+    n = snprintf(huge, sizeof huge, "{\"annotations\": {\"class_id\": 5}, \"pad\": \"");
+    memset(huge + n, 'a', sizeof huge - 3 - (size_t)n);
+    memcpy(huge + sizeof huge - 3, "\"}", 3);
+    return text[kind];
+}
+
+/* Fail mode, one bad kind at sample 5 of 8: batch 0 is delivered whole with the JSON labels,
+ * then RF_ELABEL names the shard, the member (or the sample) with its offset, and what. */
+START_TEST(json_label_faults_fail_naming_member_and_cause)
+{
+    int bad = J_FIRST_BAD + _i;
+    const int kinds[8] = {J_GOOD, J_SPACES, J_ESCKEY, J_MAX, J_GOOD, bad, J_GOOD, J_GOOD};
+    char *dir = make_label_corpus("jsonfail", "json", json_text, kinds, 8);
+    /* kinds[0..3] are J_GOOD..J_MAX in order: json_value holds their labels */
+    expect_label_fail(dir, RF_LABEL_JSON, "annotations.class_id", "json", bad == J_MISSING,
+                      json_why[bad], json_value);
+    free(dir);
+}
+END_TEST
+
+/* Every kind in one shard under skip: each bad one left out and counted under `label`, each
+ * good one delivered once with its value, the same batches at 1 and 3 threads. */
+static const int json_mix[] = {J_GOOD, J_MISSING, J_SPACES, J_NOFIELD, J_ESCKEY, J_FLOAT,
+                               J_MAX,  J_EXP,     J_NEG,    J_STRING,  J_GOOD,   J_OVER,
+                               J_DUP,  J_BAD,     J_DEEP,   J_HUGE,    J_ARRAY,  J_SPACES};
+#define JMIX_N (sizeof json_mix / sizeof json_mix[0])
+
+START_TEST(json_label_faults_skip_counted)
+{
+    char *dir = make_label_corpus("jsonmix", "json", json_text, json_mix, JMIX_N);
+    uint32_t nbad = 0;
+    for (uint32_t i = 0; i < JMIX_N; i++)
+        nbad += json_mix[i] >= J_FIRST_BAD;
+    uint64_t hash = 0;
+    for (uint32_t threads = 1; threads <= 3; threads += 2) {
+        run r;
+        cfgx x = {.on_error = RF_ON_ERROR_SKIP, .order = RF_ORDER_NONE, .batch = 4,
+                  .threads = threads, .label_source = RF_LABEL_JSON,
+                  .label_json_path = "annotations.class_id"};
+        run_loader(dir, &x, &r);
+        ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.msg);
+        ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_LABEL], nbad);
+        ck_assert_uint_eq(r.st.skipped, nbad);
+        ck_assert_uint_eq(r.real, JMIX_N - nbad);
+        for (uint64_t k = 0; k < r.samples; k++)
+            if (r.ids[k] != UINT64_MAX)
+                ck_assert_int_eq(r.labels[k], json_value[json_mix[r.ids[k]]]);
+        for (uint32_t i = 0; i < JMIX_N; i++)
+            ck_assert_uint_eq(r.seen[i], json_mix[i] < J_FIRST_BAD ? 1 : 0);
+        if (threads == 1)
+            hash = r.hash;
+        else
+            ck_assert_uint_eq(r.hash, hash);
+        run_free(&r);
     }
     free(dir);
 }
@@ -1453,6 +1595,9 @@ int main(void)
     tcase_add_test(tc, edge_members_fail_and_skip);
     tcase_add_loop_test(tc, label_faults_fail_naming_member_and_cause, 0, L_N - L_FIRST_BAD);
     tcase_add_test(tc, label_faults_skip_counted_none_unchecked);
+    tcase_add_loop_test(tc, json_label_faults_fail_naming_member_and_cause, 0,
+                        J_N - J_FIRST_BAD);
+    tcase_add_test(tc, json_label_faults_skip_counted);
     tcase_add_test(tc, fail_mode_errors_in_batch_order);
     tcase_add_test(tc, missing_tables_and_late_damage_same_every_epoch_any_threads);
     tcase_add_loop_test(tc, every_nth_completion_faulted, 0, 2);

@@ -6,6 +6,7 @@
  * thread count.
  * Pixels against an independent decoder (PIL) are python/tests/test_formats.py's. */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,35 +42,50 @@ static blob webp_of(const uint8_t *rgb, uint32_t w, uint32_t h, int quality)
     return b;
 }
 
-static rf_transform transform(uint32_t crop, uint32_t layout)
+static rf_transform transform_hw(uint32_t crop, uint32_t layout, uint32_t oh, uint32_t ow)
 {
-    return (rf_transform){.crop = crop, .size = 24, .layout = layout, .scale_min = 0.08f,
-                          .scale_max = 1.0f, .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f,
-                          .flip_prob = 0.5f};
+    return (rf_transform){.crop = crop, .height = oh, .width = ow, .layout = layout,
+                          .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 0.75f,
+                          .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
 }
 
-/* Every blob decodes to the bytes the first one does, for 16 seeds of each crop and layout. */
-static void assert_alike(rf_decoder *d, const blob *v, size_t nv)
+static rf_transform transform(uint32_t crop, uint32_t layout)
 {
-    uint8_t want[24 * 24 * 3], got[24 * 24 * 3];
+    return transform_hw(crop, layout, 24, 24);
+}
+
+/* Every blob (of a pic_w x pic_h picture) decodes to the bytes the first one does at oh x ow,
+ * for 16 seeds of each crop and layout. */
+static void assert_alike_hw(rf_decoder *d, const blob *v, size_t nv, uint32_t pic_w,
+                            uint32_t pic_h, uint32_t oh, uint32_t ow)
+{
+    size_t n = (size_t)oh * ow * 3;
+    uint8_t *want = malloc(n), *got = malloc(n);
+    ck_assert(want && got);
     rf_err e = {0};
     for (uint32_t mode = 0; mode < 4; mode++) {
-        rf_transform t = transform(mode & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
-                                   mode & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC);
+        rf_transform t = transform_hw(mode & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
+                                      mode & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC, oh, ow);
         for (uint64_t seed = 0; seed < 16; seed++) {
             rf_decode_info a, b;
             ck_assert_msg(rf_decode_image(d, v[0].p, v[0].n, &t, seed, want, &a, &e) == 0,
                           "%s", e.msg);
-            ck_assert(a.width == W && a.height == H && a.scale_denom == 1);
+            ck_assert(a.width == pic_w && a.height == pic_h && a.scale_denom == 1);
             for (size_t i = 1; i < nv; i++) {
                 ck_assert_msg(rf_decode_image(d, v[i].p, v[i].n, &t, seed, got, &b, &e) == 0,
                               "%zu: %s", i, e.msg);
-                ck_assert_msg(memcmp(want, got, sizeof got) == 0, "encoding %zu, mode %u, "
+                ck_assert_msg(memcmp(want, got, n) == 0, "encoding %zu, mode %u, "
                               "seed %llu", i, mode, (unsigned long long)seed);
                 ck_assert(a.crop_x == b.crop_x && a.crop_w == b.crop_w && a.flipped == b.flipped);
             }
         }
     }
+    free(want), free(got);
+}
+
+static void assert_alike(rf_decoder *d, const blob *v, size_t nv)
+{
+    assert_alike_hw(d, v, nv, W, H, 24, 24);
 }
 
 /* The same picture as 8-bit, 16-bit and RGBA PNG and as lossless WebP; a gray picture as gray
@@ -101,6 +117,44 @@ START_TEST(lossless_encodings_decode_to_the_same_bytes)
     }
     for (size_t i = 0; i < 2; i++)
         free(grays[i].p), free(pals[i].p);
+    rf_decoder_destroy(d);
+}
+END_TEST
+
+/* Non-square output (height x width 96x160 and 160x96) through the PNG and WebP rows: 8- and
+ * 16-bit PNG and lossless WebP of one picture give the same bytes in every crop and layout,
+ * and the center crop has the output's shape (Resize(R) + CenterCrop((h, w)) on the source).
+ * Pixels against PIL at 96x160: python/tests/test_formats.py's non-square case. */
+START_TEST(non_square_encodings_decode_to_the_same_bytes)
+{
+    enum { PW = 301, PH = 203 };
+    uint8_t *rgb = malloc((size_t)PW * PH * 3);
+    ck_assert(rgb);
+    rf_synth_image(9, PW, PH, rgb);
+    rf_decoder *d = rf_decoder_create(NULL);
+    blob same[] = {png_of(rgb, PW, PH, RF_SYNTH_PNG_RGB8), png_of(rgb, PW, PH, RF_SYNTH_PNG_RGB16),
+                   webp_of(rgb, PW, PH, -1)};
+    static const uint32_t hw[][2] = {{96, 160}, {160, 96}};
+    for (size_t k = 0; k < 2; k++) {
+        uint32_t oh = hw[k][0], ow = hw[k][1];
+        assert_alike_hw(d, same, 3, PW, PH, oh, ow);
+        rf_transform t = transform_hw(RF_CROP_CENTER, RF_LAYOUT_NHWC, oh, ow);
+        uint8_t *out = malloc((size_t)oh * ow * 3);
+        rf_decode_info a;
+        rf_err e = {0};
+        for (size_t i = 0; i < 3; i++) {
+            ck_assert_msg(rf_decode_image(d, same[i].p, same[i].n, &t, 0, out, &a, &e) == 0,
+                          "%s", e.msg);
+            /* the box's aspect is the output's, within the rounding of its integer sides */
+            double want = (double)ow / oh, got = (double)a.crop_w / a.crop_h;
+            ck_assert_msg(got > want * 0.97 && got < want * 1.03, "%ux%u: box %ux%u", oh, ow,
+                          a.crop_w, a.crop_h);
+        }
+        free(out);
+    }
+    for (size_t i = 0; i < 3; i++)
+        free(same[i].p);
+    free(rgb);
     rf_decoder_destroy(d);
 }
 END_TEST
@@ -183,6 +237,28 @@ END_TEST
 static const char *g_mixed;
 static uint32_t g_jpegs;
 
+/* Sample i of the mixed shard: the file's bytes (*enc, malloc'd) and its extension. */
+static const char *mixed_sample(uint32_t i, uint8_t **enc, size_t *n)
+{
+    char err[256];
+    uint32_t iw = 80 + 13 * i, ih = 60 + 7 * i;
+    uint8_t *rgb = malloc((size_t)iw * ih * 3);
+    rf_synth_image(40 + i, iw, ih, rgb);
+    if (i % 5 == 0) {
+        void *r;
+        uint64_t rn;
+        ck_assert_int_eq(rf_synth_jpeg(rgb, iw, ih, 90, 0, enc, n), 0);
+        ck_assert_int_eq(rf_jpeg_add_restarts(*enc, *n, 1, 1, &r, &rn, err, sizeof err), 0);
+        free(*enc), *enc = r, *n = rn;
+    } else if (i % 5 < 3) {
+        ck_assert_int_eq(rf_synth_png(rgb, iw, ih, i % 5 - 1, enc, n), 0);
+    } else {
+        ck_assert_int_eq(rf_synth_webp(rgb, iw, ih, i % 5 == 3 ? 75 : -1, enc, n), 0);
+    }
+    free(rgb);
+    return i % 5 == 0 ? "jpg" : i % 5 < 3 ? "png" : "webp";
+}
+
 /* 15 samples cycling JPEG (with restart markers, so GPU decode takes it), PNG RGB8, PNG RGB16,
  * lossy WebP, lossless WebP; labels 0..14. */
 static const char *make_mixed(void)
@@ -192,27 +268,16 @@ static const char *make_mixed(void)
     snprintf(tar, sizeof tar, "%s/mixed.tar", dir);
     rf_shard_writer *w;
     ck_assert_int_eq(rf_shard_writer_open(tar, NULL, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    g_jpegs = 0;
     for (uint32_t i = 0; i < 15; i++) {
-        uint32_t iw = 80 + 13 * i, ih = 60 + 7 * i;
-        uint8_t *rgb = malloc((size_t)iw * ih * 3), *enc;
+        uint8_t *enc;
         size_t n;
-        const char *ext = i % 5 == 0 ? "jpg" : i % 5 < 3 ? "png" : "webp";
-        rf_synth_image(40 + i, iw, ih, rgb);
-        if (i % 5 == 0) {
-            void *r;
-            uint64_t rn;
-            ck_assert_int_eq(rf_synth_jpeg(rgb, iw, ih, 90, 0, &enc, &n), 0);
-            ck_assert_int_eq(rf_jpeg_add_restarts(enc, n, 1, 1, &r, &rn, err, sizeof err), 0);
-            free(enc), enc = r, n = rn, g_jpegs++;
-        } else if (i % 5 < 3) {
-            ck_assert_int_eq(rf_synth_png(rgb, iw, ih, i % 5 - 1, &enc, &n), 0);
-        } else {
-            ck_assert_int_eq(rf_synth_webp(rgb, iw, ih, i % 5 == 3 ? 75 : -1, &enc, &n), 0);
-        }
+        const char *ext = mixed_sample(i, &enc, &n);
+        g_jpegs += i % 5 == 0;
         char key[16];
         snprintf(key, sizeof key, "s%02u", i);
         ck_assert_int_eq(rf_shard_writer_add(w, key, ext, enc, n, (int32_t)i), 0);
-        free(enc), free(rgb);
+        free(enc);
     }
     ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
     free(dir);
@@ -265,14 +330,91 @@ START_TEST(mixed_shard_same_pixels_with_gpu_decode_and_threads)
 }
 END_TEST
 
+/* ---- non-square output and the sample hook over every format ------------------------------- */
+
+#define NS_H 40
+#define NS_W 64
+#define NS_BYTES ((size_t)NS_H * NS_W * 3)
+
+typedef struct ns_ctx {
+    const uint8_t *want; /* 15 samples of NS_BYTES: rf_decode_image's center crop, no flip */
+    _Atomic uint32_t calls, bad;
+} ns_ctx;
+
+static int ns_hook(const rf_sample_view *v, void *ctx)
+{
+    ns_ctx *c = ctx;
+    atomic_fetch_add(&c->calls, 1);
+    if (v->height != NS_H || v->width != NS_W || v->row_stride != NS_W * 3 || v->sample_id >= 15 ||
+        memcmp(v->pixels, c->want + v->sample_id * NS_BYTES, NS_BYTES) != 0)
+        atomic_fetch_add(&c->bad, 1);
+    *v->label += 100; /* delivered as written */
+    return 0;
+}
+
+/* The mixed shard at height x width 40x64 (center crop, no flip, full scale) with a sample
+ * hook, at 1 and 2 decode threads: the hook sees every JPEG, PNG and WebP sample once, in the
+ * output's shape, holding exactly what rf_decode_image gives for its file, and the batch
+ * delivers those bytes and the hook's labels. */
+START_TEST(non_square_mixed_shard_through_the_sample_hook)
+{
+    if (!g_mixed)
+        g_mixed = make_mixed();
+    uint8_t *want = malloc(15 * NS_BYTES);
+    rf_decoder *d = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(d, 1);
+    rf_transform t = transform_hw(RF_CROP_CENTER, RF_LAYOUT_NHWC, NS_H, NS_W);
+    t.flip_prob = 0;
+    rf_err e = {0};
+    for (uint32_t i = 0; i < 15; i++) {
+        uint8_t *enc;
+        size_t n;
+        mixed_sample(i, &enc, &n);
+        ck_assert_msg(rf_decode_image(d, enc, n, &t, 0, want + i * NS_BYTES, NULL, &e) == 0,
+                      "%u: %s", i, e.msg);
+        free(enc);
+    }
+    rf_decoder_destroy(d);
+    for (uint32_t threads = 1; threads <= 2; threads++) {
+        ns_ctx ctx = {.want = want};
+        const char *pat;
+        rf_config c = rf_test_host_config(&pat, g_mixed, 0);
+        c.image_height = NS_H, c.image_width = NS_W, c.crop = RF_CROP_CENTER, c.flip_prob = 0;
+        c.batch_size = 4, c.epochs = 1, c.layout = RF_LAYOUT_NHWC, c.decode_threads = threads;
+        c.dct_scaling = RF_DCT_SCALING_OFF, c.sample_hook = ns_hook, c.sample_hook_ctx = &ctx;
+        rf_loader *ld = rf_test_create_ok(&c);
+        rf_batch *b;
+        uint32_t seen = 0;
+        while (rf_loader_next(ld, &b) == 0) {
+            ck_assert(b->shape[1] == NS_H && b->shape[2] == NS_W && b->shape[3] == 3);
+            for (uint32_t i = 0; i < b->count; i++) {
+                uint64_t id = b->sample_ids[i];
+                ck_assert_int_eq(b->labels[i], (int32_t)id + 100);
+                ck_assert_msg(memcmp((uint8_t *)b->data + i * NS_BYTES, want + id * NS_BYTES,
+                                     NS_BYTES) == 0, "sample %llu", (unsigned long long)id);
+                seen++;
+            }
+            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+        }
+        rf_loader_destroy(ld);
+        ck_assert_uint_eq(seen, 15);
+        ck_assert_uint_eq(atomic_load(&ctx.calls), 15);
+        ck_assert_uint_eq(atomic_load(&ctx.bad), 0);
+    }
+    free(want);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("formats");
     TCase *tc = tcase_create("formats");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, lossless_encodings_decode_to_the_same_bytes);
+    tcase_add_test(tc, non_square_encodings_decode_to_the_same_bytes);
     tcase_add_test(tc, bad_files_are_named_errors);
     tcase_add_test(tc, mixed_shard_same_pixels_with_gpu_decode_and_threads);
+    tcase_add_test(tc, non_square_mixed_shard_through_the_sample_hook);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -201,12 +201,14 @@ END_TEST
  * off, and the CPU share of such a run decodes at full scale too) or with dct_scaling OFF; with
  * DCT scaling where the crop allows it otherwise. Returns how many samples the GPU decode path
  * took, and in *engine (may be NULL) how many the engine packets took. */
-static uint64_t check_direct_decode_dct(const char *pattern, uint32_t size, int gpu,
-                                        uint32_t percent, uint32_t hw, uint32_t dct_off,
+static uint64_t check_direct_decode_hxw(const char *pattern, uint32_t height, uint32_t width,
+                                        int gpu, uint32_t percent, uint32_t hw, uint32_t dct_off,
                                         uint64_t *engine)
 {
     const char *pat;
-    rf_config c = rf_test_host_config(&pat, pattern, size);
+    rf_config c = rf_test_host_config(&pat, pattern, height == width ? height : 0);
+    if (height != width) /* the square tests keep setting image_size alone */
+        c.image_height = height, c.image_width = width;
     c.seed = 99;
     c.epochs = 1;
     c.batch_size = 13;
@@ -229,14 +231,18 @@ static uint64_t check_direct_decode_dct(const char *pattern, uint32_t size, int 
     rf_decoder *dec = rf_decoder_create(&lim), *full = rf_decoder_create(&lim);
     rf_decoder_set_max_scale_denom(full, 1);
     uint64_t expect_gpu = 0, expect_hw = 0;
-    rf_transform tf = {.crop = RF_CROP_RANDOM, .size = size, .resize_shorter = c.resize_shorter,
-                       .layout = RF_LAYOUT_NCHW, .scale_min = 0.08f, .scale_max = 1.0f,
-                       .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
-    size_t n = (size_t)size * size * 3;
+    rf_transform tf = {.crop = RF_CROP_RANDOM, .height = height, .width = width,
+                       .resize_shorter = c.resize_shorter, .layout = RF_LAYOUT_NCHW,
+                       .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 0.75f,
+                       .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
+    size_t n = (size_t)height * width * 3;
     uint8_t *want = malloc(n);
     rf_batch *b;
     uint32_t checked = 0;
     while (rf_loader_next(ld, &b) == 0) {
+        ck_assert(b->ndim == 4 && b->shape[0] == b->count && b->shape[1] == 3 &&
+                  b->shape[2] == height && b->shape[3] == width);
+        ck_assert_uint_eq(b->data_bytes, (uint64_t)b->count * n);
         for (uint32_t i = 0; i < b->count; i++) {
             const rf_sample *sm = &ds.samples[b->sample_ids[i]];
             ck_assert_str_eq(ds.keys + sm->key, b->keys[i]);
@@ -244,7 +250,7 @@ static uint64_t check_direct_decode_dct(const char *pattern, uint32_t size, int 
             ck_assert_int_eq(pread(ds.files[sm->file].fd, span, sm->length, (off_t)sm->offset),
                              (ssize_t)sm->length);
             uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-            ck_assert_int_eq(rf_tar_locate(span, sm->length, b->keys[i], "jpg,jpeg", &doff,
+            ck_assert_int_eq(rf_tar_locate(span, sm->length, b->keys[i], "jpg,jpeg", NULL, &doff,
                                            &dlen, &dhdr, &loff, &llen, &lhdr, &e), 0);
             uint64_t seed = rf_plan_sample_seed(&plan, b->epoch, b->sample_ids[i]);
             uint32_t pc = rf_plan_gpu_percentile(seed);
@@ -277,6 +283,13 @@ static uint64_t check_direct_decode_dct(const char *pattern, uint32_t size, int 
     rf_free_paths(paths, np);
     rf_loader_destroy(ld);
     return st.gpu_decoded;
+}
+
+static uint64_t check_direct_decode_dct(const char *pattern, uint32_t size, int gpu,
+                                        uint32_t percent, uint32_t hw, uint32_t dct_off,
+                                        uint64_t *engine)
+{
+    return check_direct_decode_hxw(pattern, size, size, gpu, percent, hw, dct_off, engine);
 }
 
 static uint64_t check_direct_decode_hw(const char *pattern, uint32_t size, int gpu,
@@ -323,6 +336,27 @@ START_TEST(gpu_decode_matches_full_scale_decode)
     ck_assert_uint_eq(check_direct_decode_dct(pattern, 96, 0, 0, 0, 1, NULL), 0);
     make_data();
     ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1, 0), 0);
+}
+END_TEST
+
+/* Non-square outputs (image_height x image_width) through the whole pipeline: the batch's
+ * shape and every pixel equal a direct decode of the same member to height x width with the
+ * same seed, on the CPU path (DCT scaling where the crop allows), on the GPU decode's packets
+ * (the kernels' code on the host backend) and on the engine packets (hw_decode_percent). */
+START_TEST(non_square_batches_match_direct_decode)
+{
+    make_data();
+    ck_assert_uint_eq(check_direct_decode_hxw(g_pattern, 160, 224, 0, 0, 0, 0, NULL), 0);
+    ck_assert_uint_eq(check_direct_decode_hxw(g_pattern, 112, 48, 0, 0, 0, 0, NULL), 0);
+    uint64_t hw = 0;
+    ck_assert_uint_eq(check_direct_decode_hxw(g_pattern, 48, 112, 0, 0, 100, 0, &hw), 0);
+    ck_assert_uint_eq(hw, N_SAMPLES);
+    char *dir = rf_test_mkdtemp("gpudec-hxw");
+    char pattern[600];
+    ck_assert_int_eq(rf_test_make_restart_shards(dir, 2, 40, CLASSES, SEED, 200), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    ck_assert_uint_eq(check_direct_decode_hxw(pattern, 64, 112, 1, 0, 0, 0, NULL), 80);
+    ck_assert_uint_eq(check_direct_decode_hxw(pattern, 120, 56, 1, 0, 0, 0, NULL), 80);
 }
 END_TEST
 
@@ -581,6 +615,10 @@ START_TEST(create_errors_are_clear)
     c.batch_size = 1000;
     c.drop_last = 1;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    c = base_config(&pat);
+    c.image_width = 8193; /* each output side is limited like image_size */
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "image_width 8193 exceeds 8192"), "%s", err);
     uint8_t junk[64] = {0};
     c = base_config(&pat);
     c.resume_state = junk;
@@ -852,6 +890,7 @@ int main(void)
     tcase_add_test(tc, resume_at_every_position);
     tcase_add_test(tc, destroy_mid_flight);
     tcase_add_test(tc, set_epoch_restarts);
+    tcase_add_test(tc, non_square_batches_match_direct_decode);
     tcase_add_test(tc, create_errors_are_clear);
     tcase_add_test(tc, decode_nice_applies_to_decode_threads);
     tcase_add_test(tc, float_output_matches_uint8);

@@ -1228,7 +1228,7 @@ START_TEST(test_inspect_labels_as_loader)
     ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, NULL, NULL, &s), 0);
     ck_assert_uint_eq(s.problems, 0);
     ck_assert_uint_eq(s.labeled, 0);
-    o.label_source = RF_LABEL_NONE + 1;
+    o.label_source = RF_LABEL_JSON + 1;
     ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, NULL, NULL, &s), RF_EINVAL);
 
     /* the tools (next to ringfeed-pack) */
@@ -1256,6 +1256,69 @@ START_TEST(test_inspect_labels_as_loader)
 }
 END_TEST
 
+/* Labels from JSON: inspection with label_source RF_LABEL_JSON refuses the samples the loader
+ * refuses, in the loader's words at the member's offset, and ringfeed-inspect --label json:PATH
+ * does too (GNU tar shard). */
+START_TEST(test_inspect_json_labels_as_loader)
+{
+    const char *texts[] = {"{\"meta\": {\"cls\": 4}}", NULL, "{\"meta\": {\"cls\": 4.5}}",
+                           "{\"meta\": {\"cls\": \"4\"}}", "{\"meta\": {}}", "{\"meta\": {\"cls\": 4}",
+                           " {\"x\": \"\\u00e9\", \"meta\" : {\"cls\" : 9}}\n"};
+    static const char *const what[] = {
+        NULL, "sample 00000001 has no label member (00000001.json)",
+        "label member 00000002.json: field meta.cls (byte 17 of the member) holds \"4.5\", a "
+        "number with a fraction or exponent",
+        "label member 00000003.json: field meta.cls (byte 17 of the member) is a string",
+        "label member 00000004.json has no field meta.cls",
+        "label member 00000005.json is not valid JSON: expected ',' or '}' in an object at byte "
+        "19 of the member", NULL};
+    static const int32_t value[] = {4, -1, -1, -1, -1, -1, 9};
+    enum { N = sizeof texts / sizeof texts[0], NBAD = 5 };
+    char d[600], name[64], want[900], cmd[3000];
+    snprintf(d, sizeof d, "%s/jsonlabels", g_root);
+    mkdir(d, 0755);
+    char *tar = rf_test_make_label_shard_ext(d, "json", texts, N);
+    collected *c = calloc(1, sizeof *c);
+    rf_inspect_options o;
+    rf_inspect_options_init(&o);
+    o.label_source = RF_LABEL_JSON;
+    o.label_json_path = "meta.cls";
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, &o, on_problem, on_sample, c, &s), RF_ELABEL);
+    ck_assert_uint_eq(s.problems, NBAD);
+    ck_assert_uint_eq(s.labeled, N - NBAD);
+    for (uint32_t i = 0, k = 0; i < N; i++) {
+        ck_assert_int_eq(c->labels[i], value[i]);
+        if (!what[i])
+            continue;
+        snprintf(name, sizeof name, "%08u.%s", i, texts[i] ? "json" : "jpg");
+        snprintf(want, sizeof want, "%s: offset %" PRIu64 ": %s", tar,
+                 rf_test_member_offset(tar, name), what[i]);
+        ck_assert_msg(strstr(c->problems[k], want), "\n  got  %s\n  want %s", c->problems[k],
+                      want);
+        k++;
+    }
+    o.label_json_path = "meta..cls";
+    ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, NULL, NULL, &s), RF_EINVAL);
+
+    char tools[1024];
+    snprintf(tools, sizeof tools, "%.*s", (int)(strrchr(g_tool, '/') - g_tool), g_tool);
+    snprintf(cmd, sizeof cmd, "%s/ringfeed-inspect --label json:meta.cls %s > %s/inspect.out",
+             tools, tar, d);
+    ck_assert_int_eq(run_cmd(cmd), 1);
+    snprintf(cmd, sizeof cmd, "grep -c '^problem: .*00000002.json: field meta.cls' "
+             "%s/inspect.out | grep -qx 1 && grep -c '^problem: ' %s/inspect.out | grep -qx %d",
+             d, d, NBAD);
+    ck_assert_msg(run_cmd(cmd) == 0, "ringfeed-inspect did not list %d JSON label problems",
+                  NBAD);
+    snprintf(cmd, sizeof cmd, "%s/ringfeed-inspect --label json: %s 2> /dev/null", tools, tar);
+    ck_assert_int_eq(run_cmd(cmd), 2);
+    free(c);
+    free(tar);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pack");
@@ -1275,6 +1338,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_pack_full_disk);
     tcase_add_test(tc, test_pack_unreadable_entries);
     tcase_add_test(tc, test_inspect_labels_as_loader);
+    tcase_add_test(tc, test_inspect_json_labels_as_loader);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -238,7 +238,7 @@ static void check_loaded(const fixture *fx, const rf_dataset *ds)
         uint8_t *span = read_span(ds, s);
         uint32_t doff, dlen, dhdr, loff, llen, lhdr;
         rf_err e = {0};
-        int rc = rf_tar_locate(span, s->length, key, RF_TAR_IMAGE_EXTS, &doff, &dlen, &dhdr,
+        int rc = rf_tar_locate(span, s->length, key, RF_TAR_IMAGE_EXTS, NULL, &doff, &dlen, &dhdr,
                                &loff, &llen, &lhdr, &e);
         ck_assert_msg(rc == 0, "locate %s: %s", key, e.msg);
         ck_assert_uint_eq(dlen, fx->jpg_len[i]);
@@ -1192,7 +1192,7 @@ START_TEST(locate_rejects_foreign_and_corrupt_spans)
     rf_err e = {0};
     size_t len = 1024 + 512 + 4;
 #define LOCATE(n, key)                                                                        \
-    rf_tar_locate(t.p, n, key, NULL, &doff, &dlen, &dhdr, &loff, &llen, &lhdr, &e)
+    rf_tar_locate(t.p, n, key, NULL, NULL, &doff, &dlen, &dhdr, &loff, &llen, &lhdr, &e)
     ck_assert_int_eq(LOCATE(len, "k"), 0);
     ck_assert_uint_eq(doff, 512);
     ck_assert_uint_eq(dlen, 4);
@@ -1206,7 +1206,7 @@ START_TEST(locate_rejects_foreign_and_corrupt_spans)
     tbuf u = {0};
     tb_member(&u, "k.jpg", "\xff\xd8\xff\xd9", 4, '0');
     tb_member(&u, "k.cls", "", 0, '0');
-    ck_assert_int_eq(rf_tar_locate(u.p, 1536, "k", NULL, &doff, &dlen, &dhdr, &loff, &llen,
+    ck_assert_int_eq(rf_tar_locate(u.p, 1536, "k", NULL, NULL, &doff, &dlen, &dhdr, &loff, &llen,
                                    &lhdr, &e), 0);
     ck_assert_uint_eq(loff, 1536);
     ck_assert_uint_eq(llen, 0);
@@ -1347,9 +1347,69 @@ START_TEST(label_parsing)
     ck_assert_int_eq(rf_check_label("k", NULL, 5000, RF_LABEL_NO_OFFSET, &v, &e), RF_ELABEL);
     ck_assert_str_eq(e.msg,
                      "label member k.cls is 5000 bytes, over the 1024-byte limit of a label");
-    ck_assert_int_eq(rf_label_missing("k", 0, &e), RF_ELABEL);
+    ck_assert_int_eq(rf_label_missing("k", RF_TAR_LABEL_EXT, 0, &e), RF_ELABEL);
     ck_assert_str_eq(e.msg, "sample k at offset 0 has no label member (k.cls); set label_source "
                             "RF_LABEL_NONE (Python label=None, --no-labels) for unlabelled data");
+}
+END_TEST
+
+/* The JSON label reader alone: the whole document is checked (strict RFC 8259), the path is
+ * followed through objects only, and each fault says where. */
+START_TEST(json_label_reader)
+{
+    static const struct {
+        const char *text, *path;
+        int fault;
+        int32_t label;
+        uint64_t at;
+    } c[] = {
+        {"{\"a\":3}", "a", 0, 3, 5},
+        {"{\"a\":{\"b\":{\"c\":0}}}", "a.b.c", 0, 0, 15},
+        {"{\"a\":-0}", "a", 0, 0, 5},
+        {"{\"x\":[{\"a\":1}],\"a\":4}", "a", 0, 4, 19},
+        {"{\"a\\\"b\":2,\"a\":4}", "a", 0, 4, 14},             /* an escaped quote in a key */
+        {"{\"\\u00e9\":2}", "\xc3\xa9", 0, 2, 10},               /* é by escape, path in UTF-8 */
+        {"{\"\\ud83d\\ude00\":6}", "\xf0\x9f\x98\x80", 0, 6, 16}, /* a surrogate pair */
+        {"{\"x\":1,\"x\":2,\"a\":4}", "a", 0, 4, 17},           /* duplicates off the path */
+        {"{\"a\":[1]}", "a.b", RF_JSON_FAULT_MISSING, 0, 0},      /* arrays are not followed */
+        {"{\"a\":1}", "a.b", RF_JSON_FAULT_MISSING, 0, 0},
+        {"[1]", "a", RF_JSON_FAULT_MISSING, 0, 0},
+        {"{\"a\":true}", "a", RF_JSON_FAULT_BOOL, 0, 5},
+        {"{\"a\":null}", "a", RF_JSON_FAULT_NULL, 0, 5},
+        {"{\"a\":{}}", "a", RF_JSON_FAULT_OBJECT, 0, 5},
+        {"{\"a\":05}", "a", RF_JSON_FAULT_SYNTAX, 0, 6},         /* a leading zero */
+        {"{\"a\":1} x", "a", RF_JSON_FAULT_SYNTAX, 0, 8},
+        {"{\"a\":1", "a", RF_JSON_FAULT_SYNTAX, 0, 6},
+        {"", "a", RF_JSON_FAULT_SYNTAX, 0, 0},
+        {"{\"a\":\"\x01\"}", "a", RF_JSON_FAULT_SYNTAX, 0, 6},   /* a raw control byte */
+        {"{\"a\":\"\\ud83d\"}", "a", RF_JSON_FAULT_SYNTAX, 0, 12}, /* a lone surrogate */
+        {"{\"a\":\"\\q\"}", "a", RF_JSON_FAULT_SYNTAX, 0, 7},
+        {"{\"a\":1.}", "a", RF_JSON_FAULT_SYNTAX, 0, 7},
+        {"{\"a\":tru}", "a", RF_JSON_FAULT_SYNTAX, 0, 5},
+        {"{'a':1}", "a", RF_JSON_FAULT_SYNTAX, 0, 1},
+        {"{\"a\":1,\"a\":1}", "a", RF_JSON_FAULT_SYNTAX, 0, 7},   /* a duplicate on the path */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int32_t v = -7;
+        rf_json_result r;
+        int f = rf_json_find_label((const uint8_t *)c[i].text, strlen(c[i].text), c[i].path, &v,
+                                   &r);
+        ck_assert_msg(f == c[i].fault && r.at == c[i].at, "case %zu: fault %d at %llu (%s)", i,
+                      f, (unsigned long long)r.at, r.syntax ? r.syntax : "");
+        if (!f)
+            ck_assert_int_eq(v, c[i].label);
+    }
+    /* a string over the limit, as written */
+    char *big = malloc(RF_JSON_STRING_MAX + 32);
+    int n = snprintf(big, 32, "{\"a\":\"");
+    memset(big + n, 'x', RF_JSON_STRING_MAX + 1);
+    memcpy(big + n + RF_JSON_STRING_MAX + 1, "\"}", 2);
+    rf_json_result r;
+    int32_t v;
+    ck_assert_int_eq(rf_json_find_label((const uint8_t *)big, (size_t)n + RF_JSON_STRING_MAX + 3,
+                                        "a", &v, &r), RF_JSON_FAULT_SYNTAX);
+    ck_assert_str_eq(r.syntax, "a string over the 4096-byte limit");
+    free(big);
 }
 END_TEST
 
@@ -1603,6 +1663,7 @@ static Suite *suite(void)
     tcase_add_test(tc, locate_rejects_foreign_and_corrupt_spans);
     tcase_add_test(tc, pattern_expansion);
     tcase_add_test(tc, label_parsing);
+    tcase_add_test(tc, json_label_reader);
     tcase_add_test(tc, index_over_limit_is_refused);
     tcase_add_test(tc, format_registry);
     tcase_add_test(tc, index_writers_agree);

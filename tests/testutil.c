@@ -362,7 +362,8 @@ int rf_test_shell(const char *fmt, ...)
     return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
 }
 
-char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n)
+char *rf_test_make_member_shard(const char *dir, uint32_t n, const char *const *exts,
+                                uint32_t nexts, rf_test_member_fn member, void *ctx)
 {
     size_t cap = strlen(dir) + 64;
     char *src = malloc(cap), *list = malloc(cap), *tar = malloc(cap), *file = malloc(cap);
@@ -382,10 +383,13 @@ char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint3
         rf_test_write_file(file, jpg, len);
         free(jpg);
         fprintf(lf, "%08u.jpg\n", i);
-        if (labels[i]) {
-            snprintf(file, cap, "%s/%08u.cls", src, i);
-            rf_test_write_file(file, labels[i], strlen(labels[i]));
-            fprintf(lf, "%08u.cls\n", i);
+        for (uint32_t x = 0; x < nexts; x++) {
+            const void *data = member(i, exts[x], &len, ctx);
+            if (!data)
+                continue;
+            snprintf(file, cap, "%s/%08u.%s", src, i, exts[x]);
+            rf_test_write_file(file, data, len);
+            fprintf(lf, "%08u.%s\n", i, exts[x]);
         }
     }
     if (!lf || fclose(lf) != 0)
@@ -394,11 +398,34 @@ char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint3
     snprintf(cmd, sizeof cmd, "tar --format=gnu --no-recursion --owner=0 --group=0 -cf '%s' "
              "-C '%s' -T '%s'", tar, src, list);
     if (system(cmd) != 0) {
-        fprintf(stderr, "rf_test_make_label_shard: %s failed\n", cmd);
+        fprintf(stderr, "rf_test_make_member_shard: %s failed\n", cmd);
         abort();
     }
     free(src), free(list), free(file);
     return tar;
+}
+
+/* rf_test_make_label_shard_ext's members: labels[i] as sample i's label member, NULL for
+ * none. */
+static const void *label_member(uint32_t i, const char *ext, size_t *len, void *ctx)
+{
+    const char *const *labels = ctx;
+    (void)ext;
+    if (labels[i])
+        *len = strlen(labels[i]);
+    return labels[i];
+}
+
+char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n)
+{
+    return rf_test_make_label_shard_ext(dir, "cls", labels, n);
+}
+
+char *rf_test_make_label_shard_ext(const char *dir, const char *ext, const char *const *labels,
+                                   uint32_t n)
+{
+    const char *const exts[] = {ext};
+    return rf_test_make_member_shard(dir, n, exts, 1, label_member, (void *)labels);
 }
 
 uint64_t rf_test_member_offset(const char *tar, const char *name)

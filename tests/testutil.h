@@ -62,6 +62,18 @@ int rf_test_truncate_jpeg(const char *path, uint32_t nth, char *key, size_t keyl
  * labels[i] byte for byte ("5", "5\n", "", "-1", "cat", ...). Returns the shard's path
  * (malloc'ed). Aborts on failure. */
 char *rf_test_make_label_shard(const char *dir, const char *const *labels, uint32_t n);
+/* The same with the label member "%08u.EXT" (ext "json" for RF_LABEL_JSON's KEY.json). */
+char *rf_test_make_label_shard_ext(const char *dir, const char *ext, const char *const *labels,
+                                   uint32_t n);
+
+/* The same kind of shard with any members after each JPEG: for sample i, the members
+ * "%08u.<ext>" of exts[0..nexts), in that order, holding the bytes member(i, ext, &len, ctx)
+ * returns (len bytes; NULL: no such member for that sample). rf_test_make_label_shard(_ext) is
+ * this with the one extension "cls" (ext). Returns the shard's path (malloc'ed). Aborts on
+ * failure. */
+typedef const void *(*rf_test_member_fn)(uint32_t i, const char *ext, size_t *len, void *ctx);
+char *rf_test_make_member_shard(const char *dir, uint32_t n, const char *const *exts,
+                                uint32_t nexts, rf_test_member_fn member, void *ctx);
 
 /* The first header block of member `name` in the tar at path (the byte offset that error
  * messages name), found with the library's scanner; UINT64_MAX when there is no such member. */

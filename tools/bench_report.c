@@ -194,11 +194,11 @@ void print_json(const opts *o, const result *r)
            (unsigned long long)r->resume_batch, (unsigned long long)r->timed_images,
            o->order == RF_ORDER_GLOBAL ? "global" : o->order == RF_ORDER_SHARD ? "shard" : "none");
     static const char *const reasons[RF_SKIP_REASONS] = {
-        "tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label", "other"};
+        "tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label", "hook", "field"};
     printf("\"on_error\": \"%s\", \"skipped\": %llu, \"nonregular_members\": %llu, "
            "\"skipped_by_reason\": {", o->on_error == RF_ON_ERROR_SKIP ? "skip" : "fail",
            (unsigned long long)s->skipped, (unsigned long long)s->nonregular_members);
-    for (int i = 0; i < RF_SKIP_LABEL + 1; i++)
+    for (int i = 0; i < RF_SKIP_FIELD + 1; i++)
         printf("%s\"%s\": %llu", i ? ", " : "", reasons[i],
                (unsigned long long)s->skipped_by_reason[i]);
     printf("}, ");

@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "                     loader would refuse for its label is a problem)\n"
             "  --image-exts LIST  which member is a sample's image: extensions, most preferred\n"
             "                     first (default jpg,jpeg,png,webp; the loader's image_exts)\n"
+            "  --label SRC        where labels are: cls (default: KEY.cls), json:PATH (the\n"
+            "                     integer field PATH, e.g. annotations.class_id, of KEY.json,\n"
+            "                     as the loader's label_source RF_LABEL_JSON) or none\n"
             "  --quiet            print problems and the totals only (no per-shard lines)\n"
             "Exit status: 0 no problem, 1 problems found, 2 usage error.\n");
 }
@@ -203,11 +206,27 @@ static void print_json(const totals *t)
     printf("]}\n");
 }
 
+/* --label's value: "cls", "none" or "json:PATH" (PATH itself is checked by the inspection,
+ * which refuses a malformed one with RF_EINVAL as the loader does). */
+static int parse_label(const char *v, rf_inspect_options *o)
+{
+    if (strcmp(v, "cls") == 0)
+        o->label_source = RF_LABEL_CLS;
+    else if (strcmp(v, "none") == 0)
+        o->label_source = RF_LABEL_NONE;
+    else if (strncmp(v, "json:", 5) == 0 && v[5])
+        o->label_source = RF_LABEL_JSON, o->label_json_path = v + 5;
+    else
+        return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"json", 0, 0, 'j'}, {"write-index", 0, 0, 'w'},
                                        {"no-jpeg", 0, 0, 'n'}, {"quiet", 0, 0, 'q'},
-                                       {"no-labels", 0, 0, 'L'}, {"image-exts", 1, 0, 'i'},
+                                       {"no-labels", 0, 0, 'L'}, {"label", 1, 0, 'l'},
+                                       {"image-exts", 1, 0, 'i'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     totals t = {0};
     int write_index = 0, c;
@@ -220,6 +239,13 @@ int main(int argc, char **argv)
         case 'n': o.check_jpeg = 0; break;
         case 'L': o.label_source = RF_LABEL_NONE; break;
         case 'i': o.image_exts = optarg; break;
+        case 'l':
+            if (parse_label(optarg, &o) != 0) {
+                fprintf(stderr, "ringfeed-inspect: --label %s: expected cls, none or json:PATH\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'q': t.quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

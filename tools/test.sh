@@ -24,11 +24,12 @@ cmake -S . -B build-tsan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE=thread -DRINGF
 cmake --build build-tsan -j"$jobs"
 (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/tsan.supp halt_on_error=1 \
   second_deadlock_stack=1" ctest --output-on-failure -j"$jobs" \
-  -R 'loader|io|faults|tokens|memory|lifecycle|storage')
-# Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate and the scanner), the JPEG
-# header/decode path and the PNG and WebP decoders, FUZZ_SECONDS each (30) over seeds made here
-# from a generated shard (tar, jpeg) and by PIL (png, webp: every colour type, interlaced,
-# lossy and lossless).
+  -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook|fields')
+# Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate, rf_tar_locate_fields and the
+# scanner) with the JSON label reader, the JPEG header/decode path and the PNG and WebP
+# decoders, FUZZ_SECONDS each (30) over seeds made here from a generated shard and two JSON
+# documents (tar, jpeg) and by PIL (png, webp: every colour type, interlaced, lossy and
+# lossless).
 fuzz_s=${FUZZ_SECONDS:-30}
 CC=clang cmake -S . -B build-fuzz -DRINGFEED_FUZZ=ON -DRINGFEED_TESTS=OFF -DRINGFEED_TOOLS=OFF \
   -DRINGFEED_CUDA=OFF >/dev/null
@@ -55,6 +56,10 @@ for i, path in enumerate(sorted(glob.glob(os.path.join(d, "[rs]-*.tar")))):
                     open(os.path.join(d, "jpeg", f"{m.name}.{sel}"), "wb").write(bytes([sel]) + jpg)
                 # one sample's span alone: what rf_tar_locate sees
                 open(os.path.join(d, "tar", m.name), "wb").write(data[m.offset:m.offset_data + ((m.size + 511) // 512) * 512])
+# JSON label members (fuzz_tar reads its whole input as one too, path a.class_id)
+for i, doc in enumerate((b'{"a": {"class_id": 7}, "caption": "caf\\u00e9 \\ud83d\\ude00"}',
+                         b' [1.5e-3, -0, {"a": null}, true, false, "\\"q\\""]\n')):
+    open(os.path.join(d, "tar", f"json{i}"), "wb").write(doc)
 PY
 python3 -c 'import PIL' 2>/dev/null || python3 -m pip install -q pillow
 python3 - "$seeds" <<'PY'

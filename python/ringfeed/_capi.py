@@ -37,7 +37,7 @@ RF_SOURCE_TAR, RF_SOURCE_FOLDER, RF_SOURCE_TOKENS = 0, 1, 2
 RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
 RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
 RF_DCT_SCALING_AUTO, RF_DCT_SCALING_OFF = 0, 1
-RF_LABEL_CLS, RF_LABEL_NONE = 0, 1
+RF_LABEL_CLS, RF_LABEL_NONE, RF_LABEL_JSON = 0, 1, 2
 DECODE_THREADS_MAX = 1024  # rf_config.decode_threads' limit
 
 # name -> (enum value, element bytes)
@@ -130,7 +130,26 @@ class RfConfig(ctypes.Structure):
         ("next_timeout_ms", ctypes.c_uint32),
         ("dct_scaling", ctypes.c_uint32),
         ("label_source", ctypes.c_uint32),
+        # rf_sample_hook and its ctx: C only (docs/python.md says why); None from Python
+        ("sample_hook", ctypes.c_void_p),
+        ("sample_hook_ctx", ctypes.c_void_p),
+        ("fields", ctypes.c_char_p),
+        ("max_field_bytes", ctypes.c_uint32),
+        ("image_height", ctypes.c_uint32),
+        ("image_width", ctypes.c_uint32),
+        ("label_json_path", ctypes.c_char_p),
         ("image_exts", ctypes.c_char_p),
+    ]
+
+
+class RfField(ctypes.Structure):
+    """One extra field of a batch (rf_field): sample i's bytes at data + offsets[i], lengths[i]
+    long."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("data", ctypes.c_void_p),
+        ("offsets", ctypes.POINTER(ctypes.c_uint64)),
+        ("lengths", ctypes.POINTER(ctypes.c_uint32)),
     ]
 
 
@@ -155,6 +174,8 @@ class RfBatch(ctypes.Structure):
         ("is_padding", ctypes.POINTER(ctypes.c_uint8)),
         ("event", ctypes.c_void_p),
         ("ndim", ctypes.c_uint32),
+        ("nfields", ctypes.c_uint32),
+        ("fields", ctypes.POINTER(RfField)),
     ]
 
 
@@ -184,7 +205,7 @@ class RfStats(ctypes.Structure):
         ("pinned_bytes", ctypes.c_uint64),
         ("dct_scaled", ctypes.c_uint64),
         ("skipped", ctypes.c_uint64),
-        ("skipped_by_reason", ctypes.c_uint64 * 8),
+        ("skipped_by_reason", ctypes.c_uint64 * 16),  # RF_SKIP_REASONS
         ("nonregular_members", ctypes.c_uint64),
         ("cache_checked_bytes", ctypes.c_uint64),
         ("cache_hit_bytes", ctypes.c_uint64),
@@ -209,7 +230,7 @@ class RfStats(ctypes.Structure):
         ("counted_epoch", ctypes.c_uint64),
         ("epoch_delivered", ctypes.c_uint64),
         ("epoch_skipped", ctypes.c_uint64),
-        ("epoch_skipped_by_reason", ctypes.c_uint64 * 8),
+        ("epoch_skipped_by_reason", ctypes.c_uint64 * 16),  # RF_SKIP_REASONS
         ("epoch_total", ctypes.c_uint64),
         ("epoch_final", ctypes.c_uint32),
     ]
@@ -228,7 +249,8 @@ class RfFieldLayout(ctypes.Structure):
 
 
 # The C struct each mirror stands for, as rf_abi_layout names it.
-MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_stats": RfStats}
+MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_field": RfField,
+           "rf_stats": RfStats}
 
 
 # ---- errors ----------------------------------------------------------------------------------
@@ -370,11 +392,32 @@ def _declare(L):
         "rf_jpeg_add_restarts": (i32, [ctypes.c_char_p, u64, ctypes.c_uint32, ctypes.c_uint32,
                                        P(vp), P(u64), cp, ctypes.c_size_t]),
         "rf_free": (None, [vp]),
+        "rf_image_list_open": (i32, [cp, P(vp), cp, ctypes.c_size_t]),
+        "rf_image_list_free": (None, [vp]),
+        "rf_image_list_classes": (ctypes.c_uint32, [vp]),
+        "rf_image_list_class_name": (cp, [vp, ctypes.c_uint32]),
     }
     for name, (res, args) in protos.items():
         fn = getattr(L, name)
         fn.restype = res
         fn.argtypes = args
+
+
+def image_list_classes(path):
+    """The class names of the image folder or list file at path (bytes), in label order, as
+    rf_image_list_open walks it (the folder source's own walker): a class folder's names are
+    its sorted subfolders; a `path label` list has none ([]). Raises RingfeedError."""
+    L = lib()
+    handle = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(1024)
+    rc = L.rf_image_list_open(path, ctypes.byref(handle), err, len(err))
+    if rc != 0:
+        raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_image_list_open")
+    try:
+        return [os.fsdecode(L.rf_image_list_class_name(handle, c))
+                for c in range(L.rf_image_list_classes(handle))]
+    finally:
+        L.rf_image_list_free(handle)
 
 
 # Limit on rf_abi_layout's rows: a table longer than this is not the library's.

@@ -49,8 +49,10 @@ _LAYOUTS = {"nhwc": C.RF_LAYOUT_NHWC, "nchw": C.RF_LAYOUT_NCHW}
 _IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
 _ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
+_SOURCES = {"auto": "auto", "tar": "tar", "folder": "folder"}
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
-SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label")
+SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
+                "hook", "field")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1
@@ -116,6 +118,17 @@ def _uint(name, value, lo=0, hi=U32_MAX):
     if not lo <= v <= hi:
         raise ValueError(f"{name}={v} is out of range {lo}..{hi}")
     return v
+
+
+def _size_fields(size):
+    """The rf_config fields of size=224 (image_size: square) or size=(h, w) (image_height and
+    image_width, each 1..8192 as the library allows, so that a 0 never silently means AUTO)."""
+    if isinstance(size, (tuple, list)):
+        if len(size) != 2:
+            raise ValueError(f"size must be an integer or (height, width), not {size!r}")
+        h, w = (_uint(f"size[{i}]", v, 1, 8192) for i, v in enumerate(size))
+        return {"image_height": h, "image_width": w}
+    return {"image_size": _uint("size", size)}
 
 
 def _dtype_name(value, allowed, what="dtype"):
@@ -212,16 +225,71 @@ class _Handle:
                 self._count(calls=-1)
 
 
-def _label_source(label):
-    """Loader's label= -> rf_config.label_source. None must be said, not defaulted to: a
-    dataset whose .cls members are missing by mistake then fails instead of training on -1."""
+def _field_names(fields):
+    """Loader's fields= -> a tuple of extensions ("txt", "json"). One string is one extension;
+    the library checks the names themselves (RF_EINVAL naming the entry)."""
+    if fields is None:
+        return ()
+    if isinstance(fields, str):
+        fields = (fields,)
+    names = tuple(fields)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"fields: each entry is an extension string like 'txt', not "
+                            f"{name!r}")
+        if "," in name or not name.isascii():
+            raise ValueError(f"fields: {name!r} is not one ASCII extension (no commas)")
+    return names
+
+
+def _copy_fields(b, n):
+    """The batch's extra fields as {name: [bytes per sample]}, copied out of the slot (whose
+    rows the library reuses once the batch is released)."""
+    out = {}
+    for f in range(int(b.nfields)):
+        fld = b.fields[f]
+        base = fld.data
+        out[fld.name.decode("ascii")] = [
+            ctypes.string_at(base + fld.offsets[i], fld.lengths[i]) if fld.lengths[i] else b""
+            for i in range(n)]
+    return out
+
+
+def _label_fields(label):
+    """Loader's label= -> rf_config's label_source and label_json_path. None must be said, not
+    defaulted to: a dataset whose .cls members are missing by mistake then fails instead of
+    training on -1. "json:PATH" is checked by the library at create (its words name what is
+    wrong with the path)."""
     if label is None:
-        return C.RF_LABEL_NONE
+        return {"label_source": C.RF_LABEL_NONE}
     if isinstance(label, str) and label == "cls":
-        return C.RF_LABEL_CLS
+        return {"label_source": C.RF_LABEL_CLS}
+    if isinstance(label, str) and label.startswith("json:"):
+        return {"label_source": C.RF_LABEL_JSON,
+                "label_json_path": label[5:].encode("utf-8", "surrogateescape")}
     raise ValueError(f"label must be 'cls' (each sample's KEY.cls member, an integer "
-                     f"0..2147483647) or None (unlabelled data: every label is -1), not "
-                     f"{label!r}")
+                     f"0..2147483647), 'json:PATH' (the integer field PATH, e.g. "
+                     f"'annotations.class_id', of each sample's KEY.json member) or None "
+                     f"(unlabelled data: every label is -1), not {label!r}")
+
+
+def _source_kind(source, shards, label):
+    """Loader's source= and shards -> rf_config.source. "auto": one path that is a directory
+    is an image folder, anything else tar shards; "folder": the one path is an image folder
+    or a `path label` list file (as ringfeed-bench --folder); "tar": shard patterns."""
+    kind = _choice("source", source, _SOURCES)
+    one = isinstance(shards, (str, bytes, os.PathLike))
+    if kind == "auto":
+        kind = "folder" if one and os.path.isdir(shards) else "tar"
+    if kind != "folder":
+        return C.RF_SOURCE_TAR
+    if not one:
+        raise ValueError(f"a folder source is one path (a class-folder tree or a `path label` "
+                         f"list file), not {shards!r}")
+    if label != "cls":
+        raise ValueError(f"label={label!r} applies to tar shards: a folder source takes its "
+                         f"labels from its class folders (sorted, by index) or its list file")
+    return C.RF_SOURCE_FOLDER
 
 
 def _image_exts(image):
@@ -309,10 +377,11 @@ class _BatchBase:
 
 class Batch(_BatchBase):
     """A batch of images: `.images` (N,3,H,W) or (N,H,W,3), `.labels` int64 (N,),
-    `.keys` list of str, and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
+    `.keys` list of str, `.fields` {name: list of N bytes} for the loader's `fields` ({} when
+    none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "keys")
+    __slots__ = ("images", "labels", "keys", "fields")
 
     def __iter__(self):
         return iter((self.images, self.labels))
@@ -782,10 +851,11 @@ class _LoaderBase:
         rf_config's fields: every automatic value resolved to what the loader uses
         (decode_threads, io_threads, io_engine, prefetch_depth, device_kind, staging_bytes,
         ...; enums as their numbers, as in ringfeed.h), `shards` the list of patterns,
-        `resume_state` None (the blob is read at create and not kept)."""
+        `label_json_path` a str (or None), `resume_state` None (the blob is read at create
+        and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards = []
+        shards, fields, json_path = [], [], []
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -793,6 +863,8 @@ class _LoaderBase:
             rc = C.lib().rf_loader_config(ptr, ctypes.byref(cfg))
             shards.extend(os.fsdecode(cfg.shards[i]) for i in range(cfg.shard_count if rc == 0
                                                                      else 0))
+            fields.append(cfg.fields.decode() if rc == 0 and cfg.fields else None)
+            json_path.append(cfg.label_json_path if rc == 0 else None)
             return rc
 
         self._call(rf_loader_config)
@@ -803,6 +875,10 @@ class _LoaderBase:
                 continue
             if name == "shards":
                 v = shards
+            elif name == "fields":  # the loader's string, read inside the call window
+                v = fields[0]
+            elif name == "label_json_path":  # the loader's copy, read in the call window
+                v = json_path[0].decode("utf-8", "surrogateescape") if json_path[0] else None
             elif isinstance(v, ctypes.Array):
                 v = [float(x) for x in v]
             out[name] = v
@@ -900,17 +976,38 @@ class Loader(_LoaderBase):
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-           hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls",
-           image=("jpg", "jpeg", "png", "webp"))
+           hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
+           max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"))
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
-      is a ValueError).
+      is a ValueError). With a folder source, one path: an image folder or list file.
+    source: "auto" (default): one path that is a directory is an image folder, anything else
+      tar shards; "folder": the one path is an ImageFolder tree (one subfolder per class,
+      labels by sorted subfolder index; `loader.classes` names them) or a text file of `path
+      label` lines (as ringfeed-bench --folder); "tar": shard patterns, even a directory's
+      name. Every other option applies to folders as to shards.
     label: "cls" (default): each sample's label is its KEY.cls member, a decimal integer
       0..2147483647 ("5" or "5\\n"); a sample whose label member is missing, empty, negative
       or not such a number is bad input, as a corrupt JPEG is (on_error="fail" raises naming
       the shard, member and offset; "skip" counts it under stats()["skipped_by_reason"]
-      ["label"]). None: unlabelled data, every label is -1 and no .cls member is read.
+      ["label"]). "json:PATH": the integer field PATH (keys joined by dots,
+      "annotations.class_id") of each sample's KEY.json member, judged the same way (bad
+      JSON, the field missing, a float, a negative number or a string is a `label` error
+      naming the member, its offset and what is wrong; a key twice on the path is one too).
+      None: unlabelled data, every label is -1 and no label member is read. A folder source
+      takes its labels from its folders or list: only the default is accepted with it.
+    fields: member extensions whose bytes each batch delivers, e.g. ("txt", "json"):
+      batch.fields["txt"] is a list of `bytes`, one per sample in batch order (b"" for
+      padding samples), copied out of the library's buffers when the batch is made, so they
+      stay valid after release. A sample without one of the members is bad input
+      (on_error="fail" raises naming the shard, sample, offset and extension; "skip" counts it
+      under "field"). Extensions match exactly, case-sensitive, as in WebDataset. Tar shards
+      only (a folder source has no members). A field may name the label member too
+      (fields=("json",) with label="json:PATH" gets each KEY.json's bytes).
+    max_field_bytes: the largest member a field takes (default 16 KiB, at most 64 MiB); a
+      larger one is bad input ("too_large"). Each ring slot holds batch_size x len(fields) x
+      max_field_bytes bytes for them.
     image: the image members' extensions, most preferred first (a tuple of str, or one str
       like "png"), compared without regard to case: each sample's image is its member whose
       extension comes earliest (WebDataset's "jpg;png"); a sample with none fails the loader's
@@ -924,6 +1021,11 @@ class Loader(_LoaderBase):
       (pixel - mean[c]) / std[c] with mean/std in pixel units (0..255), e.g. ringfeed.IMAGENET_MEAN
       and ringfeed.IMAGENET_STD; the conversion runs on the GPU for CUDA loaders. A torch
       dtype (torch.bfloat16) or numpy dtype (np.float32) names the same types.
+    size: the output's side (224: square), or (height, width) for H x W images, which
+      crop="random" (torchvision's RandomResizedCrop((h, w)): the box is drawn on the source
+      with scale and ratio, then resized to h x w) and crop="center" (Resize(shorter side ->
+      round(max(h, w) * 256 / 224)) then CenterCrop((h, w))) both honour; batch.images is then
+      (N, 3, h, w) for NCHW and (N, h, w, 3) for NHWC.
     crop, layout, io_engine, on_error, array_type, device: strings in any case ("nhwc").
     Integer arguments must be integers within their rf_config field (uint32, or uint64 for
       seed and start_epoch; batch_size and world_size >= 1): anything else is a TypeError or
@@ -970,7 +1072,8 @@ class Loader(_LoaderBase):
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
-                 hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls",
+                 hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
+                 max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp")):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         batch_size = _uint("batch_size", batch_size, 1)
@@ -978,7 +1081,6 @@ class Loader(_LoaderBase):
                            on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
             "batch_size": batch_size,
-            "image_size": _uint("size", size),
             "crop": _choice("crop", crop, _CROPS),
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
@@ -988,10 +1090,16 @@ class Loader(_LoaderBase):
             "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
             "dct_scaling": C.RF_DCT_SCALING_AUTO if dct_scaling else C.RF_DCT_SCALING_OFF,
             "dtype": C.DTYPES[dtype][0],
-            "source": C.RF_SOURCE_TAR,
-            "label_source": _label_source(label),
+            "source": _source_kind(source, shards, label),
             "image_exts": _image_exts(image),
         })
+        f.update(_size_fields(size))
+        f.update(_label_fields(label))
+        self.fields = _field_names(fields)
+        if self.fields:
+            f["fields"] = ",".join(self.fields).encode("ascii")
+        if max_field_bytes is not None:
+            f["max_field_bytes"] = _uint("max_field_bytes", max_field_bytes, 1)
         if mean is not None or std is not None:
             if dtype == "uint8":
                 raise ValueError("mean/std apply to float outputs: pass dtype='float32', "
@@ -1016,7 +1124,20 @@ class Loader(_LoaderBase):
         self.batch_size = batch_size
         self.layout = "NHWC" if f["layout"] == C.RF_LAYOUT_NHWC else "NCHW"
         self.dtype = dtype
+        self._classes = None
         super().__init__(f, shards, device, copy, array_type, dtype)
+
+    @property
+    def classes(self):
+        """The class names of a folder source, in label order (classes[label] is the name of
+        the sorted subfolder that label stands for), read with the walker the loader uses;
+        [] for a `path label` list file, None for tar shards. Read on first use: a tree
+        changed after the loader was created gives the names as they are then."""
+        if self._cfg_fields["source"] != C.RF_SOURCE_FOLDER:
+            return None
+        if self._classes is None:
+            self._classes = C.image_list_classes(self._shard_bytes[0])
+        return list(self._classes)
 
     def _wrap(self, b, lease, stream):
         batch = Batch.__new__(Batch)
@@ -1031,6 +1152,7 @@ class Loader(_LoaderBase):
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
         keys = b.keys
         batch.keys = [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []
+        batch.fields = _copy_fields(b, n)
         return batch
 
 

@@ -55,6 +55,29 @@ def make_shards(dirname, images, classes, per_shard, seed=1, max_side=96):
     return os.path.join(dirname, "train-*.tar")
 
 
+def shard_jpegs(pattern, n):
+    """The first n JPEGs (bytes) of the shards at pattern, in shard and member order, read
+    with tarfile: images for tests that write their own shards or folders."""
+    out = []
+    for path in sorted(glob.glob(pattern)):
+        with tarfile.open(path) as tf:
+            out += [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
+    assert len(out) >= n
+    return out[:n]
+
+
+def labels_once(loader):
+    """{key: label} of one epoch's samples (padding left out), asserting that none comes
+    twice."""
+    seen = {}
+    for b in loader:
+        for k, lab, pad in zip(b.keys, b.labels, b.is_padding):
+            if not pad:
+                assert k not in seen
+                seen[k] = int(lab)
+    return seen
+
+
 def shard_labels(pattern):
     """{key: label} read from the shards' .cls members with tarfile."""
     out = {}

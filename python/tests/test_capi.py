@@ -164,12 +164,12 @@ def test_renamed_resized_missing_and_extra_fields_are_caught(lib):
 
 def test_error_codes_come_from_the_library(lib):
     table = C.layout_table()["rf_error"]
-    assert len(table) == 16
+    assert len(table) == 17
     for name, value, _ in table:
         assert getattr(C, name) == value
         assert C.error_name(value) == name == C.ERROR_NAMES[value]
         assert lib.rf_err_name(value).decode() == name
-    assert C.RF_EINVAL == -1000 and C.RF_ETIMEDOUT == -1015
+    assert C.RF_EINVAL == -1000 and C.RF_ETIMEDOUT == -1015 and C.RF_EHOOK == -1016
     assert C.error_name(-2) == "" and C.error_name(0) == "" and C.error_name(C.RF_DONE) == ""
     assert C.RingfeedError(-2).name == ""
     with pytest.raises(AttributeError):

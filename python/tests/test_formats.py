@@ -175,6 +175,52 @@ def test_every_kind_matches_pil(mixed):
             assert diff.max() <= 2, (key, diff.max())
 
 
+def center_box_hw(w, h, oh, ow):
+    """crop.c's center_box for an oh x ow output: Resize(R) with R = round(max(oh, ow) x
+    256 / 224) as the config resolves resize_shorter, then CenterCrop((oh, ow))."""
+    r = (max(oh, ow) * 256 + 112) // 224
+    nw, nh = (r, math.floor(r * h / w)) if w <= h else (math.floor(r * w / h), r)
+    cw, ch = min(ow, nw), min(oh, nh)
+    left, top = round((nw - cw) / 2.0), round((nh - ch) / 2.0)
+    sx, sy = w / nw, h / nh
+    return (left * sx, top * sy, (left + cw) * sx, (top + ch) * sy)
+
+
+@pytest.mark.parametrize("hw", [(96, 160), (160, 96)])
+def test_non_square_png_and_webp_match_pil(tmp_path, hw):
+    """size=(height, width): PNG (8- and 16-bit) and WebP (lossless, lossy) samples against
+    PIL's resize of the same center crop, with the square cases' bounds; the batch's images
+    are height x width."""
+    oh, ow = hw
+    rgb = picture(301, 203, 50)
+    wide16 = rgb.astype(np.uint16) * 257
+    im = PIL.fromarray(rgb)
+    lossy = pil_bytes(im, "WEBP", quality=90)
+    ks = [("png8", "png", pil_bytes(im, "PNG"), rgb),
+          ("png16", "png", png_bytes(wide16, 16, 2), rgb),
+          ("webplossless", "webp", pil_bytes(im, "WEBP", lossless=True), rgb),
+          ("webplossy", "webp", lossy, np.asarray(PIL.open(io.BytesIO(lossy)).convert("RGB")))]
+    path = write_shard(tmp_path / "ns.tar", [(k, {ext: data}) for k, ext, data, _ in ks])
+    got = collect(path, size=hw)
+    assert sorted(got) == sorted(k for k, _, _, _ in ks)
+    for key, _, _, ref in ks:
+        assert got[key].shape == (oh, ow, 3), (key, got[key].shape)
+        want = np.asarray(PIL.fromarray(ref).resize((ow, oh), PIL.BILINEAR,
+                                                     box=center_box_hw(301, 203, oh, ow)))
+        diff = np.abs(got[key].astype(int) - want.astype(int))
+        if key == "webplossy":
+            # the edge rows and columns of libwebp's cropped decode (its fancy upsampling and
+            # in-loop filter at the rectangle's edge) are bounded by the mean only: measured
+            # up to 27 levels on column 0 at 96x160 (12 on row 0 at a square 128x128 of this
+            # picture), interior at most 1
+            inner = diff[1:-1, 1:-1]
+            assert inner.max() <= 4 and diff.mean() < 0.5, (key, inner.max(), diff.mean())
+        else:
+            assert diff.max() <= 2, (key, diff.max())
+    assert np.array_equal(got["png8"], got["png16"])
+    assert np.array_equal(got["png8"], got["webplossless"])
+
+
 def test_lossless_png_and_webp_give_identical_batches(tmp_path):
     """The same picture as PNG and as lossless WebP: byte-identical samples under random crops
     and flips (the crop is the seed's, the resize the same code)."""
@@ -217,6 +263,30 @@ def test_image_preference_chooses_the_member(tmp_path):
     assert "has no image member (webp)" in str(ei.value) and "sample s at offset 0" in str(ei.value)
     with pytest.raises(ValueError):
         ringfeed.Loader(path, image=("jp.g",), **KW)
+
+
+def test_image_preference_with_fields_and_json_label(tmp_path):
+    """image=, label="json:PATH" and fields= chosen in one walk over each sample's members:
+    KEY.PNG is the image under image=("png", "jpg") while fields take KEY.txt and the
+    not-chosen KEY.jpg byte for byte, and the label comes from KEY.json."""
+    a, b = picture(50, 50, 60), picture(50, 50, 61)[::-1].copy()
+    jpg = pil_bytes(PIL.fromarray(b), "JPEG", quality=95)
+    samples = [(f"s{i}", {"jpg": jpg, "PNG": pil_bytes(PIL.fromarray(a), "PNG"),
+                          "json": b'{"c": %d}' % (10 + i), "txt": b"caption %d" % i})
+               for i in range(3)]
+    path = write_shard(tmp_path / "both.tar", samples)
+    opts = dict(KW, image=("png", "jpg"), label="json:c", fields=("txt", "jpg"))
+    seen = 0
+    for bt in ringfeed.Loader(path, **opts):
+        for i, (k, img, pad) in enumerate(zip(bt.keys, bt.images, bt.is_padding)):
+            if pad:
+                continue
+            n = int(k[1:])
+            assert np.abs(np.array(img).astype(int) - reference(a).astype(int)).max() <= 2, k
+            assert int(bt.labels[i]) == 10 + n
+            assert bt.fields["txt"][i] == b"caption %d" % n and bt.fields["jpg"][i] == jpg
+            seen += 1
+    assert seen == 3
 
 
 def test_extension_does_not_choose_the_decoder(tmp_path):

@@ -2,7 +2,6 @@
 TarWriter: "5" and "5\\n" are labels; a missing, empty, negative, non-numeric or overflowing one
 is bad input (raised naming shard, sample or member and offset; or skipped and counted under
 "label"), unless label=None asks for unlabelled data."""
-import glob
 import io
 import os
 import tarfile
@@ -10,6 +9,7 @@ import tarfile
 import pytest
 
 import ringfeed
+from conftest import labels_once, shard_jpegs
 from ringfeed.loader import SKIP_REASONS
 
 KW = dict(batch_size=2, size=24, device="cpu", decode_threads=2, shuffle=False)
@@ -28,12 +28,7 @@ WHY = {2: "sample 00000002 at offset {off} has no label member (00000002.cls); s
 @pytest.fixture(scope="module")
 def jpegs(shards):
     """JPEG bytes of the generated shards, one per sample we write."""
-    out = []
-    for path in sorted(glob.glob(shards)):
-        with tarfile.open(path) as tf:
-            out += [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
-    assert len(out) >= len(LABELS)
-    return out[:len(LABELS)]
+    return shard_jpegs(shards, len(LABELS))
 
 
 def write_tarfile(path, jpegs):
@@ -104,13 +99,7 @@ def test_each_bad_label_is_named(shard, bad, tmp_path):
 def test_skip_mode_counts_bad_labels(shard):
     path, _ = shard
     ld = ringfeed.Loader(path, on_error="skip", **KW)
-    seen = {}
-    for b in ld:
-        for k, lab, pad in zip(b.keys, b.labels, b.is_padding):
-            if not pad:
-                assert k not in seen
-                seen[k] = int(lab)
-    assert seen == {f"{i:08d}": v for i, v in GOOD.items()}
+    assert labels_once(ld) == {f"{i:08d}": v for i, v in GOOD.items()}
     # stats() counts every epoch's skips, and the pipeline may already be reading the next
     # epoch: at least this epoch's, all of them under "label".
     st = ld.stats()

@@ -36,11 +36,12 @@ def collect(pattern, device="cpu", **kw):
         return out, ld.stats()
 
 
-def check_every_path(photos, device, hw=True):
+def check_every_path(photos, device, hw=True, size=224):
     """Every engine's batches equal the CPU's full-scale ones, on `device` (the hardware
-    decoders' runs only with hw, and within their IDCT rounding on a GPU)."""
+    decoders' runs only with hw, and within their IDCT rounding on a GPU), at output `size`
+    (a side, or (height, width))."""
     plain, restart = photos
-    want, st = collect(plain, device, dct_scaling=False)
+    want, st = collect(plain, device, dct_scaling=False, size=size)
     assert len(want) == IMAGES and st["dct_scaled"] == 0
     runs = {
         "restart-marked, CPU": (restart, {"dct_scaling": False}),
@@ -53,7 +54,7 @@ def check_every_path(photos, device, hw=True):
         on_hw = "hw_decode_percent" in kw
         if on_hw and not hw:
             continue
-        got, st = collect(pattern, device, **kw)
+        got, st = collect(pattern, device, size=size, **kw)
         assert st["dct_scaled"] == 0, name
         if "gpu_decode" in kw and kw.get("gpu_decode_percent", 100) == 100:
             # every one took a GPU path (counts include the next epoch's prefetched samples)
@@ -70,6 +71,11 @@ def check_every_path(photos, device, hw=True):
 
 def test_every_path_gives_the_full_scale_pixels(photos):
     check_every_path(photos, "cpu")
+
+
+def test_every_path_gives_the_full_scale_pixels_non_square(photos):
+    check_every_path(photos, "cpu", size=(160, 224))
+    check_every_path(photos, "cpu", size=(224, 96))
 
 
 def test_dct_scaling_bound(photos):

@@ -145,9 +145,9 @@ static void sample_flush(inspector *in)
     if (!in->g.has_img)
         problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member (%s)",
                 in->g.key, in->g.image_exts);
-    if (!in->g.has_lbl && !in->broken && in->opt.label_source == RF_LABEL_CLS) {
+    if (!in->g.has_lbl && !in->broken && in->opt.label_source != RF_LABEL_NONE) {
         rf_err e = {0};
-        rf_label_missing(in->g.key, RF_LABEL_NO_OFFSET, &e);
+        rf_label_missing(in->g.key, rf_label_ext(in->opt.label_source), RF_LABEL_NO_OFFSET, &e);
         problem(in, RF_ELABEL, s->offset, in->g.key, "%s", e.msg);
     }
     sum->samples++;
@@ -204,16 +204,19 @@ static void check_image(inspector *in, const rf_tar_member *tm)
         problem(in, rc, tm->header_offset, in->g.key, "member %s: %s", tm->name, e.msg);
 }
 
-/* The sample's first label member, judged as the loader judges it (rf_check_label); a member
- * over the label limit is refused unread. */
+/* The sample's first label member, judged as the loader judges it (rf_check_label_as); a
+ * member over the label limit is refused unread. */
 static void check_label(inspector *in, const rf_tar_member *tm)
 {
     rf_err e = {0};
     int32_t label;
-    int rc = tm->size > RF_TAR_LABEL_BYTES_MAX ? 0 : read_member(in, tm->data_offset, tm->size, &e);
+    uint32_t src = in->opt.label_source;
+    int rc = tm->size > rf_label_bytes_max(src) ? 0
+                                                : read_member(in, tm->data_offset, tm->size, &e);
     if (rc)
         problem(in, rc, tm->header_offset, in->g.key, "member %s: %s", tm->name, e.msg);
-    else if (rf_check_label(in->g.key, in->buf, tm->size, RF_LABEL_NO_OFFSET, &label, &e) != 0)
+    else if (rf_check_label_as(src, in->opt.label_json_path, in->g.key, in->buf, tm->size,
+                               RF_LABEL_NO_OFFSET, &label, &e) != 0)
         problem(in, RF_ELABEL, tm->header_offset, in->g.key, "%s", e.msg);
     else
         in->cur.label = label;
@@ -265,7 +268,7 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
     in->cur.span_bytes = in->g.end - in->g.start;
     if (role == RF_TAR_ROLE_IMAGE)
         check_image(in, tm);
-    else if (role == RF_TAR_ROLE_LABEL && in->opt.label_source == RF_LABEL_CLS)
+    else if (role == RF_TAR_ROLE_LABEL && in->opt.label_source != RF_LABEL_NONE)
         check_label(in, tm);
     return 0;
 }
@@ -358,12 +361,15 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     rf_inspect_options_init(&in->opt);
     if (options)
         memcpy(&in->opt, options, RF_MIN(options->struct_size, (uint32_t)sizeof in->opt));
-    rf_err xe = {0};
+    rf_err pe = {0};
     in->g.image_exts = in->opt.image_exts ? in->opt.image_exts : RF_TAR_IMAGE_EXTS;
-    if (in->opt.label_source > RF_LABEL_NONE || rf_tar_exts_check(in->g.image_exts, &xe)) {
+    if (in->opt.label_source > RF_LABEL_JSON || rf_tar_exts_check(in->g.image_exts, &pe) ||
+        (in->opt.label_source == RF_LABEL_JSON &&
+         rf_json_path_check(in->opt.label_json_path, &pe))) {
         free(in);
         return RF_EINVAL;
     }
+    in->g.label_ext = rf_label_ext(in->opt.label_source);
     if (!in->opt.max_problems)
         in->opt.max_problems = 100;
     if (!in->opt.max_member_bytes)

@@ -203,8 +203,8 @@ static int gj_enqueue(rf_backend *b, cudaStream_t s, uint32_t k, const uint8_t *
         if (rc)
             return rc;
     }
-    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, gj->size,
-                                       *scratch, sc, status, s);
+    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, gj->height,
+                                       gj->width, *scratch, sc, status, s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(gj->status, status, fl, cudaMemcpyDeviceToHost, s);
     return e == cudaSuccess ? 0 : cuda_err(err, e, "enqueueing the GPU decode");
@@ -231,7 +231,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
     if (e == cudaSuccess && gj && conv->kind != RF_CONV_NONE)
-        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj.size * conv->gj.size * 3,
+        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj.height * conv->gj.width * 3,
                                     b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");

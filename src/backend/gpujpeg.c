@@ -141,9 +141,10 @@ static int ends_with_eoi(const uint8_t *j, size_t len)
 }
 
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
-               const rf_axis *h, const rf_axis *v, uint32_t size, uint32_t layout, int engine,
+               const rf_axis *h, const rf_axis *v, uint32_t layout, int engine,
                rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
 {
+    uint32_t out_w = h->n_out, out_h = v->n_out;
     rf_jpeg_geom g;
     int restarts = rf_jpeg_geom_read(ci, &g);
     if (ci->data_precision != 8 || !sampling_ok(ci))
@@ -210,7 +211,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         pc->y0 = r0 * 8 * pc->v;
     }
     uint64_t inter = align8(planes);
-    uint64_t scratch = inter + (uint64_t)size * (uint32_t)(h->last - h->first) * 3;
+    /* the vertical pass's out_h rows, each as wide as the columns the horizontal taps read */
+    uint64_t scratch = inter + (uint64_t)out_h * (uint32_t)(h->last - h->first) * 3;
     if (scratch > RF_GJ_SCRATCH)
         return RF_GJ_NOT_ELIGIBLE;
 
@@ -231,13 +233,13 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.off_span = (uint32_t)(o = align8(o));
     o += ((size_t)nint + 1) * sizeof(uint32_t);
     p.off_hstart = (uint32_t)(o = align8(o));
-    o += (size_t)size * sizeof(int32_t);
+    o += (size_t)out_w * sizeof(int32_t);
     p.off_hcoef = (uint32_t)(o = align8(o));
-    o += (size_t)size * h->taps * sizeof(int16_t);
+    o += (size_t)out_w * h->taps * sizeof(int16_t);
     p.off_vstart = (uint32_t)(o = align8(o));
-    o += (size_t)size * sizeof(int32_t);
+    o += (size_t)out_h * sizeof(int32_t);
     p.off_vcoef = (uint32_t)(o = align8(o));
-    o += (size_t)size * v->taps * sizeof(int16_t);
+    o += (size_t)out_h * v->taps * sizeof(int16_t);
     p.off_data = (uint32_t)(o = align8(o));
     o += data;
     /* Tables are checked before the packet is placed, so a refusal wastes no slot room. */
@@ -276,7 +278,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.nintervals = nint;
     p.width = g.width, p.height = g.height;
     p.rx = c0 * g.mcu_w, p.ry = r0 * g.mcu_h;
-    p.size = size, p.layout = layout;
+    p.out_h = out_h, p.out_w = out_w, p.layout = layout;
     p.htaps = h->taps, p.vtaps = v->taps;
     p.xlo = h->first - (int32_t)p.rx, p.xhi = h->last - (int32_t)p.rx;
     p.scratch = (uint32_t)scratch;
@@ -301,12 +303,12 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         }
     span[n] = at; /* engine: span[0] = 0, no intervals */
     int32_t *hs = (int32_t *)(out + p.off_hstart), *vs = (int32_t *)(out + p.off_vstart);
-    for (uint32_t i = 0; i < size; i++) {
+    for (uint32_t i = 0; i < out_w; i++)
         hs[i] = h->start[i] - (int32_t)p.rx;
+    for (uint32_t i = 0; i < out_h; i++)
         vs[i] = v->start[i] - (int32_t)p.ry;
-    }
-    memcpy(out + p.off_hcoef, h->coef, (size_t)size * h->taps * sizeof(int16_t));
-    memcpy(out + p.off_vcoef, v->coef, (size_t)size * v->taps * sizeof(int16_t));
+    memcpy(out + p.off_hcoef, h->coef, (size_t)out_w * h->taps * sizeof(int16_t));
+    memcpy(out + p.off_vcoef, v->coef, (size_t)out_h * v->taps * sizeof(int16_t));
     memcpy(out, &p, sizeof p);
     *bytes = p.bytes;
     return 0;
@@ -331,13 +333,13 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
         }
     }
     uint32_t w = (uint32_t)(p->xhi - p->xlo);
-    for (uint32_t i = 0; i < p->size; i++) {
+    for (uint32_t i = 0; i < p->out_h; i++) {
         uint8_t *row = scratch + p->inter + (size_t)i * w * 3;
         for (uint32_t x = 0; x < w; x++)
             rf_gj_vpass(packet, scratch, i, p->xlo + (int32_t)x, row + 3 * x);
     }
-    for (uint32_t i = 0; i < p->size; i++)
-        for (uint32_t j = 0; j < p->size; j++)
+    for (uint32_t i = 0; i < p->out_h; i++)
+        for (uint32_t j = 0; j < p->out_w; j++)
             rf_gj_hpass(packet, scratch, i, j, out);
     return RF_GJ_OK;
 }

@@ -90,7 +90,7 @@ __global__ void gj_vpass(const uint8_t *__restrict__ staged, const uint8_t *__re
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
-    if (row >= p->size)
+    if (row >= p->out_h)
         return;
     uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
     uint32_t w = (uint32_t)(p->xhi - p->xlo);
@@ -101,11 +101,11 @@ __global__ void gj_vpass(const uint8_t *__restrict__ staged, const uint8_t *__re
 
 __global__ void gj_hpass(const uint8_t *__restrict__ staged, const uint8_t *__restrict__ meta,
                          const uint8_t *scratch, const int32_t *status, uint8_t *out,
-                         uint32_t size)
+                         uint32_t width)
 {
-    uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y;
-    size_t row_bytes = (size_t)size * 3; // one of `size` equal shares of the sample
-    uint8_t *o = out + (size_t)i * row_bytes * size;
+    uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y, height = gridDim.x;
+    size_t row_bytes = (size_t)width * 3; // one of `height` equal shares of the sample
+    uint8_t *o = out + (size_t)i * row_bytes * height;
     if (!is_packet(meta, n, i)) { // decoded on the CPU: this block copies its share
         const uint8_t *s = sample_of(staged, meta, i) + (size_t)row * row_bytes;
         for (size_t x = threadIdx.x; x < row_bytes; x += blockDim.x)
@@ -117,19 +117,21 @@ __global__ void gj_hpass(const uint8_t *__restrict__ staged, const uint8_t *__re
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
     const uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
-    for (uint32_t j = threadIdx.x; j < size; j += blockDim.x)
+    for (uint32_t j = threadIdx.x; j < width; j += blockDim.x)
         rf_gj_hpass(pkt, scr, row, j, o);
 }
 
 extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
-                                 uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch,
-                                 size_t scratch_bytes, int32_t *status, void *stream)
+                                 uint8_t *out, uint32_t n, uint32_t height, uint32_t width,
+                                 uint8_t *scratch, size_t scratch_bytes, int32_t *status,
+                                 void *stream)
 {
     if (n == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
     gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, scratch_bytes, status);
-    gj_vpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status);
-    gj_hpass<<<dim3(size, n), 128, 0, s>>>(staged, meta, scratch, status, out, size);
+    // one block per output row of every sample: the vertical pass's rows, then the pixels
+    gj_vpass<<<dim3(height, n), 128, 0, s>>>(staged, meta, scratch, status);
+    gj_hpass<<<dim3(height, n), 128, 0, s>>>(staged, meta, scratch, status, out, width);
     return (int)cudaGetLastError();
 }

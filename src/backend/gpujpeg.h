@@ -76,7 +76,8 @@ typedef struct rf_gj_packet {
     uint32_t nintervals;      /* region intervals, row-major */
     uint32_t width, height;   /* the image */
     uint32_t rx, ry;          /* region origin in image pixels */
-    uint32_t size, layout;    /* output: size x size x 3 uint8, enum rf_layout */
+    uint32_t out_h, out_w;    /* output: out_h x out_w x 3 uint8 */
+    uint32_t layout;          /* enum rf_layout */
     uint32_t htaps, vtaps;
     int32_t xlo, xhi;         /* region columns the vertical pass produces */
     uint32_t scratch;         /* scratch bytes this sample uses (<= RF_GJ_SCRATCH) */
@@ -87,8 +88,8 @@ typedef struct rf_gj_packet {
     uint32_t off_quant, nquant; /* uint16[64] per quant table, natural order */
     uint32_t off_span;        /* uint32[nintervals + 1]: interval k is data[span[k], span[k+1]) */
     uint32_t off_data;
-    uint32_t off_hstart, off_hcoef; /* int32[size] (region columns), int16[size * htaps] */
-    uint32_t off_vstart, off_vcoef; /* int32[size] (region rows), int16[size * vtaps] */
+    uint32_t off_hstart, off_hcoef; /* int32[out_w] (region columns), int16[out_w * htaps] */
+    uint32_t off_vstart, off_vcoef; /* int32[out_h] (region rows), int16[out_h * vtaps] */
     /* 1: an engine packet (rf_gj_pack with engine = 1): no intervals; the region is the whole
      * image and data_bytes at off_data are the whole JPEG file, which the GPU's hardware JPEG
      * decoder (nvjpg.h) decodes into the component planes before the vertical pass. */
@@ -115,7 +116,7 @@ struct rf_region_buf;
 
 /* Where a decode thread's output goes (rf_gj_pack, rf_decode_packet): with packet = 1 a buffer
  * for a packet of `bytes` bytes, or NULL when there is no room for it; with packet = 0 the
- * buffer for the sample's decoded pixels (size*size*3 bytes), never NULL. */
+ * buffer for the sample's decoded pixels (height*width*3 bytes), never NULL. */
 typedef uint8_t *(*rf_gj_place)(void *ctx, size_t bytes, int packet);
 
 /* rf_gj_pack's answers besides 0 and RF_ENOMEM: what the CPU does with the image instead
@@ -129,15 +130,15 @@ enum {
 
 /* Write the packet of one image where place(ctx, bytes, 1) says: ci has read the header (and
  * nothing more), h and v are the resize plans at full scale in image pixels (as
- * rf_decode_transform makes them with DCT scaling off), rb the decoder's interval scratch.
+ * rf_decode_transform makes them with DCT scaling off; their n_out are the output's width and
+ * height), rb the decoder's interval scratch.
  * engine = 1: an engine packet (the whole file, for the hardware decoder): baseline files of
  * any restart interval, or none, whose planes fit the scratch. Returns 0 with *bytes set (the
  * packet; the buffer asked for is 8 bytes longer, for the decoder's word reads),
  * RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or RF_ENOMEM. */
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
-               const struct rf_axis *h, const struct rf_axis *v, uint32_t size, uint32_t layout,
-               int engine, struct rf_region_buf *rb, rf_gj_place place, void *ctx,
-               uint32_t *bytes);
+               const struct rf_axis *h, const struct rf_axis *v, uint32_t layout, int engine,
+               struct rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes);
 
 /* GPU decode of one sample (gpujpeg_place.c, through decode.h's rf_decode_placed): read the
  * header, choose the crop with the same seed and plan the resize at full scale exactly as
@@ -145,7 +146,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
  * where place(ctx, bytes, 1) says and set *bytes (info as for rf_decode_transform, scale_denom
  * 1, region 1). engine = 1 writes an engine packet (the whole file, for the hardware decoder)
  * instead. An image the kernels or the engine do not take, or whose packet place() has no room
- * for, is decoded right there into place(ctx, size*size*3, 0), with *bytes = 0: its header is
+ * for, is decoded right there into place(ctx, height*width*3, 0), with *bytes = 0: its header is
  * read once either way. Returns 0 or an error as rf_decode_transform does. */
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
                      uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
@@ -159,7 +160,7 @@ int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_tr
  * err->msg. */
 int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err);
 
-/* Host driver: decode one packet into out (size*size*3 bytes, the packet's layout). scratch
+/* Host driver: decode one packet into out (out_h*out_w*3 bytes, the packet's layout). scratch
  * holds at least the packet's `scratch` bytes; for an engine packet its component planes are
  * there already (rf_decode_planes) and only the resize runs. Returns an rf_gj_status; on error
  * the first failing interval is in *bad_interval (may be NULL). */
@@ -179,7 +180,7 @@ typedef struct rf_gj_batch {
     const uint8_t *flags;
     int32_t *status;
     uint64_t scratch; /* device scratch bytes the batch's packets take (scratch_at) */
-    uint32_t size;    /* output height = width of a decoded sample */
+    uint32_t height, width; /* of a decoded sample */
     uint32_t engine;  /* samples with an engine packet (flag 2), for the hardware decoder
                        * (nvjpg.h); the staged pointer must stay the pinned slot */
 } rf_gj_batch;
@@ -188,15 +189,15 @@ typedef struct rf_gj_batch {
 
 /* Device driver, enqueued on `stream`. meta holds n uint64 offsets into staged (staged_bytes
  * long) and then n flag bytes. For each sample whose flag is set, decode the packet at staged +
- * offset[i] into out + i * size * size * 3 (the packet's layout), using scratch (scratch_bytes
+ * offset[i] into out + i * height * width * 3 (the packet's layout), using scratch (scratch_bytes
  * long) from the packet's scratch_at on; an engine packet's planes must be in the scratch
  * already (rf_nvjpg_decode, enqueued before). Samples without the flag hold decoded pixels at
  * staged + offset[i] and are copied to out as they are. status[i], zeroed by the caller (or
  * set by the engine), receives an rf_gj_status; samples with a status are left alone. All
  * pointers are device memory. Returns 0 or a cudaError_t value. */
 int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
-                      uint8_t *out, uint32_t n, uint32_t size, uint8_t *scratch,
-                      size_t scratch_bytes, int32_t *status, void *stream);
+                      uint8_t *out, uint32_t n, uint32_t height, uint32_t width,
+                      uint8_t *scratch, size_t scratch_bytes, int32_t *status, void *stream);
 #endif
 
 #endif

@@ -386,9 +386,9 @@ RF_GJ_FN void rf_gj_hpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i
         const uint8_t *s = row + (start[j] + (int32_t)k - p->xlo) * 3;
         acc[0] += s[0] * coef[k], acc[1] += s[1] * coef[k], acc[2] += s[2] * coef[k];
     }
-    uint32_t n = p->size;
+    uint32_t n = p->out_w;
     if (p->layout == 1 /* RF_LAYOUT_NCHW */) {
-        uint64_t plane = (uint64_t)n * n, o = (uint64_t)i * n + j;
+        uint64_t plane = (uint64_t)p->out_h * n, o = (uint64_t)i * n + j;
         out[o] = (uint8_t)(acc[0] >> RF_GJ_RBITS);
         out[plane + o] = (uint8_t)(acc[1] >> RF_GJ_RBITS);
         out[2 * plane + o] = (uint8_t)(acc[2] >> RF_GJ_RBITS);

@@ -19,8 +19,7 @@ static int gj_pack(void *ctx, const struct jpeg_decompress_struct *ci, const uin
                    const rf_transform *t, struct rf_region_buf *rb, uint32_t *bytes)
 {
     const gj_place_ctx *g = ctx;
-    return rf_gj_pack(ci, jpeg, len, h, v, t->size, t->layout, g->engine, rb, g->place, g->ctx,
-                      bytes);
+    return rf_gj_pack(ci, jpeg, len, h, v, t->layout, g->engine, rb, g->place, g->ctx, bytes);
 }
 
 static uint8_t *gj_pixels(void *ctx, size_t bytes)

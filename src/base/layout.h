@@ -1,5 +1,5 @@
 /* layout.h — the field lists of the public structs that bindings mirror (rf_config, rf_batch,
- * rf_stats), one X(struct, field) per field in declaration order. layout.c makes
+ * rf_field, rf_stats), one X(struct, field) per field in declaration order. layout.c makes
  * rf_abi_layout's table from them with offsetof and sizeof, so the offsets and sizes a binding
  * checks are the compiler's; tests/test_api.c checks the lists against the structs in
  * ringfeed.h, so a field added there and not here fails that test.
@@ -26,15 +26,21 @@
     X(rf_config, warm) X(rf_config, warm_bytes) X(rf_config, odirect) X(rf_config, hugepages)    \
     X(rf_config, numa) X(rf_config, naive) X(rf_config, decode_nice) X(rf_config, gpu_decode)    \
     X(rf_config, gpu_decode_percent) X(rf_config, hw_decode_percent)                             \
-    X(rf_config, next_timeout_ms) X(rf_config, dct_scaling) X(rf_config, label_source)   \
-    X(rf_config, image_exts)
+    X(rf_config, next_timeout_ms) X(rf_config, dct_scaling) X(rf_config, label_source)          \
+    X(rf_config, sample_hook) X(rf_config, sample_hook_ctx) X(rf_config, fields)                 \
+    X(rf_config, max_field_bytes) X(rf_config, image_height) X(rf_config, image_width)          \
+    X(rf_config, label_json_path) X(rf_config, image_exts)
 
 #define RF_BATCH_FIELDS(X)                                                                      \
     X(rf_batch, struct_size) X(rf_batch, count) X(rf_batch, epoch) X(rf_batch, index)           \
     X(rf_batch, data) X(rf_batch, data_bytes) X(rf_batch, shape) X(rf_batch, dtype)             \
     X(rf_batch, layout) X(rf_batch, device_kind) X(rf_batch, device_index) X(rf_batch, labels)  \
     X(rf_batch, labels_device) X(rf_batch, keys) X(rf_batch, sample_ids) X(rf_batch, positions) \
-    X(rf_batch, is_padding) X(rf_batch, event) X(rf_batch, ndim)
+    X(rf_batch, is_padding) X(rf_batch, event) X(rf_batch, ndim) X(rf_batch, nfields)          \
+    X(rf_batch, fields)
+
+#define RF_FIELD_FIELDS(X)                                                                      \
+    X(rf_field, name) X(rf_field, data) X(rf_field, offsets) X(rf_field, lengths)
 
 #define RF_STATS_FIELDS(X)                                                                       \
     X(rf_stats, struct_size) X(rf_stats, io_threads) X(rf_stats, decode_threads)                 \
@@ -57,6 +63,7 @@
 
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \
-    S(rf_config, RF_CONFIG_FIELDS) S(rf_batch, RF_BATCH_FIELDS) S(rf_stats, RF_STATS_FIELDS)
+    S(rf_config, RF_CONFIG_FIELDS) S(rf_batch, RF_BATCH_FIELDS) S(rf_field, RF_FIELD_FIELDS)    \
+    S(rf_stats, RF_STATS_FIELDS)
 
 #endif

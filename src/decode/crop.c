@@ -32,18 +32,20 @@ static void random_box(const rf_transform *t, uint32_t W, uint32_t H, rf_rng *rn
     b->w = (double)w, b->h = (double)h;
 }
 
-/* Resize(shorter -> R) then CenterCrop(size), mapped back onto the original. A crop larger than
- * the resized image (torchvision would pad) is clamped to the image instead. */
+/* Resize(shorter -> R) then CenterCrop((height, width)), mapped back onto the original. A crop
+ * larger than the resized image (torchvision would pad) is clamped to the image instead, per
+ * axis. */
 static void center_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
 {
-    uint32_t R = t->resize_shorter ? t->resize_shorter : t->size * 256 / 224;
+    uint32_t R = t->resize_shorter ? t->resize_shorter
+                                   : RF_MAX(t->height, t->width) * 256 / 224;
     double nw, nh;
     if (W <= H)
         nw = R, nh = floor((double)R * H / W);
     else
         nh = R, nw = floor((double)R * W / H);
     nw = RF_MAX(nw, 1.0), nh = RF_MAX(nh, 1.0);
-    double cw = RF_MIN((double)t->size, nw), ch = RF_MIN((double)t->size, nh);
+    double cw = RF_MIN((double)t->width, nw), ch = RF_MIN((double)t->height, nh);
     double left = (double)rf_py_round((nw - cw) / 2.0), top = (double)rf_py_round((nh - ch) / 2.0);
     double sx = W / nw, sy = H / nh;
     b->x = left * sx, b->y = top * sy, b->w = cw * sx, b->h = ch * sy;

@@ -32,15 +32,17 @@ typedef struct rf_decode_limits {
 } rf_decode_limits;
 
 /* What to do to one image. Region selection follows torchvision:
- *  RANDOM: RandomResizedCrop(size, scale=(scale_min,scale_max), ratio=(ratio_min,ratio_max)),
- *          10 attempts then the central fallback crop, exactly as torchvision does.
- *  CENTER: Resize(shorter side -> resize_shorter) then CenterCrop(size), computed as one crop
- *          of the original image followed by one resize.
- * The crop is resized to size x size with an antialiased triangle (bilinear) filter whose
- * support widens with the downscale factor (torchvision's antialias=True bilinear). */
+ *  RANDOM: RandomResizedCrop((height, width), scale=(scale_min,scale_max),
+ *          ratio=(ratio_min,ratio_max)), 10 attempts then the central fallback crop, exactly as
+ *          torchvision does: the box depends on the source image only, never on the output.
+ *  CENTER: Resize(shorter side -> resize_shorter) then CenterCrop((height, width)), computed
+ *          as one crop of the original image followed by one resize.
+ * The crop is resized to height x width with an antialiased triangle (bilinear) filter whose
+ * support widens with the downscale factor (torchvision's antialias=True bilinear), each axis
+ * with its own factor. */
 typedef struct rf_transform {
     uint32_t crop;          /* enum rf_crop */
-    uint32_t size;          /* output height = width */
+    uint32_t height, width; /* output rows and columns */
     uint32_t resize_shorter;
     uint32_t layout;        /* enum rf_layout */
     float scale_min, scale_max, ratio_min, ratio_max;
@@ -67,8 +69,8 @@ typedef struct rf_decode_info {
     uint32_t region;              /* entropy-decoded only a restart-interval region */
 } rf_decode_info;
 
-/* Decode jpeg[0..len) and write size*size*3 uint8 to out (layout per t->layout; NHWC rows are
- * size*3 bytes, NCHW planes size*size bytes). All random choices come from `seed` alone.
+/* Decode jpeg[0..len) and write height*width*3 uint8 to out (layout per t->layout; NHWC rows
+ * are width*3 bytes, NCHW planes height*width bytes). All random choices come from `seed` alone.
  * Returns 0, or RF_EDECODE / RF_ELIMIT / RF_ENOMEM with text in err->msg (no file context: the
  * caller prefixes shard/member/offset). info may be NULL. */
 int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
@@ -127,7 +129,7 @@ typedef struct rf_decode_place {
     int (*pack)(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
                 size_t len, const struct rf_axis *h, const struct rf_axis *v,
                 const rf_transform *t, struct rf_region_buf *rb, uint32_t *bytes);
-    /* The buffer for the sample's decoded pixels (size*size*3 bytes); NULL: no memory. */
+    /* The buffer for the sample's decoded pixels (height*width*3 bytes); NULL: no memory. */
     uint8_t *(*pixels)(void *ctx, size_t bytes);
     void *ctx;
 } rf_decode_place;

@@ -87,9 +87,9 @@ int rf_dec_plan_full(rf_decoder *d, const rf_transform *t, const crop_box *b, ui
 /* Moves an axis's plan onto a new origin `by` pixels further on. */
 void rf_dec_axis_shift(rf_axis *a, int32_t by);
 /* Sizes the resize scratch for rows of row_px pixels (after the axes were shifted onto the
- * first column and row the decoder delivers). */
-int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t size, rf_err *err);
-/* Pulls d->v.last rows from next(src) and writes the t->size rows of the sample to out
+ * first column and row the decoder delivers) and output rows of out_w pixels. */
+int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t out_w, rf_err *err);
+/* Pulls d->v.last rows from next(src) and writes the t->height rows of the sample to out
  * (flip and layout included). */
 int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_fn next,
                 void *src, rf_err *err);

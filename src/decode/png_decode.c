@@ -128,7 +128,7 @@ static int png_transform_run(png_src *s, const rf_transform *t, uint64_t seed, u
     rf_dec_axis_shift(&d->h, d->h.first);
     uint32_t y0 = (uint32_t)d->v.first;
     rf_dec_axis_shift(&d->v, d->v.first);
-    if ((rc = rf_dec_scratch(d, (uint32_t)d->h.last, t->size, err)) != 0)
+    if ((rc = rf_dec_scratch(d, (uint32_t)d->h.last, t->width, err)) != 0)
         return rc;
     while (s->y < y0)
         if (!png_row(s, NULL, err))

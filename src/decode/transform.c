@@ -7,7 +7,7 @@
  * DESIGN (the decoder's threads, ownership and errors: jpeg_decode.c)
  *  - Work avoided: limits are checked on the header before libjpeg allocates image buffers; the
  *    crop picks the smallest SIMD-covered DCT scale (1/8..1/1) that still leaves the crop at
- *    least size x size; jpeg_crop_scanline and jpeg_skip_scanlines decode only the needed
+ *    least height x width; jpeg_crop_scanline and jpeg_skip_scanlines decode only the needed
  *    columns and rows, and jpeg_abort_decompress drops the rest of the file unread.
  *  - Region decode (try_region, jpeg_restart.h): those calls still entropy-decode every MCU
  *    above and beside the crop, because a baseline scan is one bit stream. When the file has
@@ -19,8 +19,8 @@
  *  - Resize: decoded scanlines land in a ring of v.taps rows; as soon as the rows an output row
  *    needs are in, the vertical pass (contiguous, vectorized) collapses them into one cropped
  *    row and the horizontal pass (a gather per output pixel; AVX2 where available) makes the
- *    output row. Vertical first means the gather pass runs on exactly `size` rows instead of on
- *    every decoded row (up to 2x size with DCT scaling, more for large crops): measured ~1.6x
+ *    output row. Vertical first means the gather pass runs on exactly `height` rows instead of on
+ *    every decoded row (up to 2x height with DCT scaling, more for large crops): measured ~1.6x
  *    faster for the resize than horizontal-first on 500x375 -> 224.
  *  - Where the time goes (tools/internal/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
  *    ~74% of RandomResizedCrop's instructions are libjpeg's Huffman decoding, which no crop can
@@ -52,13 +52,14 @@ typedef struct xform_job {
     uint32_t num; /* DCT scale num/8 */
 } xform_job;
 
-/* The smallest DCT scale num/8 at which the crop still has >= size pixels, among the powers of
- * two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8, 5/8, 6/8, 7/8 as well made
- * RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on one core). */
-static uint32_t pick_num(const rf_decoder *d, const crop_box *b, uint32_t size)
+/* The smallest DCT scale num/8 at which the crop still has >= width columns and >= height
+ * rows, among the powers of two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8,
+ * 5/8, 6/8, 7/8 as well made RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on
+ * one core). */
+static uint32_t pick_num(const rf_decoder *d, const crop_box *b, const rf_transform *t)
 {
     for (uint32_t n = 8 / d->max_denom; n < 8; n *= 2)
-        if (b->w * n >= (double)size * 8 && b->h * n >= (double)size * 8)
+        if (b->w * n >= (double)t->width * 8 && b->h * n >= (double)t->height * 8)
             return n;
     return 8;
 }
@@ -72,7 +73,7 @@ void rf_dec_axis_shift(rf_axis *a, int32_t by)
 
 /* One axis in scaled-image pixels: the crop's fractional window divided by the DCT scale. */
 static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t extent, int clamp,
-                     uint32_t size, int flip)
+                     uint32_t n_out, int flip)
 {
     double lo = x * num / 8, hi = (x + w) * num / 8;
     int32_t src_lo = 0, src_hi = (int32_t)extent;
@@ -82,15 +83,16 @@ static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t exte
         if (src_hi <= src_lo) /* a sub-pixel crop at 1/1 cannot happen; stay safe anyway */
             src_lo = RF_MIN(src_lo, (int32_t)extent - 1), src_hi = src_lo + 1;
     }
-    return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, size, flip);
+    return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, n_out, flip);
 }
 
-/* Both axes of box b on a W x H image decoded at scale num/8. */
+/* Both axes of box b on a W x H image decoded at scale num/8: t->width output columns,
+ * t->height output rows. */
 static int plan_both(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W, uint32_t H,
-                     uint32_t size, rf_err *err)
+                     const rf_transform *t, rf_err *err)
 {
-    if (plan_axis(&d->h, b->x, b->w, num, W, b->clamp_box, size, b->flip) ||
-        plan_axis(&d->v, b->y, b->h, num, H, b->clamp_box, size, 0))
+    if (plan_axis(&d->h, b->x, b->w, num, W, b->clamp_box, t->width, b->flip) ||
+        plan_axis(&d->v, b->y, b->h, num, H, b->clamp_box, t->height, 0))
         return rf_seterr(err, RF_ENOMEM, "out of memory for resize plans");
     return 0;
 }
@@ -100,13 +102,13 @@ static int plan_axes(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     jpeg_calc_output_dimensions(ci);
-    return plan_both(d, &j->box, j->num, ci->output_width, ci->output_height, j->t->size, err);
+    return plan_both(d, &j->box, j->num, ci->output_width, ci->output_height, j->t, err);
 }
 
 int rf_dec_plan_full(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t W,
                      uint32_t H, rf_err *err)
 {
-    return plan_both(d, b, 8, W, H, t->size, err);
+    return plan_both(d, b, 8, W, H, t, err);
 }
 
 static void set_scale(rf_decoder *d, const xform_job *j)
@@ -166,7 +168,6 @@ static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
 static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
-    uint32_t size = j->t->size;
     /* libjpeg's fancy upsampling replicates the edge columns of a cropped scanline, so the
      * first and last columns it returns can differ from a full decode (by up to ~30 levels on
      * 4:2:0). Ask for one spare column each side so the taps never read those. */
@@ -179,16 +180,16 @@ static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
     rf_dec_axis_shift(&d->v, d->v.first);
     if (rf_dec_ensure_line(d, err))
         return err->code;
-    return rf_dec_scratch(d, ci->output_width, size, err);
+    return rf_dec_scratch(d, ci->output_width, j->t->width, err);
 }
 
-int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t size, rf_err *err)
+int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t out_w, rf_err *err)
 {
     size_t n = (size_t)row_px * 3;
     d->row_px = row_px;
     if (rf_reserve(&d->ring, &d->ring_cap, n * d->v.taps, 1) ||
         rf_reserve(&d->vrow, &d->vrow_cap, n + RF_RESIZE_SRC_PAD, 1) ||
-        rf_reserve(&d->orow, &d->orow_cap, (size_t)size * 3, 1) ||
+        rf_reserve(&d->orow, &d->orow_cap, (size_t)out_w * 3, 1) ||
         rf_reserve(&d->acc, &d->acc_cap, n, sizeof *d->acc) ||
         rf_reserve(&d->rows, &d->rows_cap, d->v.taps, sizeof *d->rows))
         return rf_seterr(err, RF_ENOMEM, "out of memory for resize scratch");
@@ -196,11 +197,11 @@ int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t size, rf_err *err)
     return 0;
 }
 
-static void split_planes(const uint8_t *rgb, uint32_t size, uint32_t row, uint8_t *out)
+static void split_planes(const uint8_t *rgb, const rf_transform *t, uint32_t row, uint8_t *out)
 {
-    size_t plane = (size_t)size * size;
-    uint8_t *r = out + (size_t)row * size, *g = r + plane, *bl = g + plane;
-    for (uint32_t x = 0; x < size; x++) {
+    size_t plane = (size_t)t->height * t->width;
+    uint8_t *r = out + (size_t)row * t->width, *g = r + plane, *bl = g + plane;
+    for (uint32_t x = 0; x < t->width; x++) {
         r[x] = rgb[3 * x];
         g[x] = rgb[3 * x + 1];
         bl[x] = rgb[3 * x + 2];
@@ -213,16 +214,16 @@ static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
 {
     if (d->flags & RF_DECODE_NO_RESIZE)
         return;
-    uint32_t size = j->t->size, taps = d->v.taps;
+    uint32_t taps = d->v.taps;
     size_t n = (size_t)d->row_px * 3;
     for (uint32_t k = 0; k < taps; k++)
         d->rows[k] = d->ring + ((size_t)(d->v.start[i] + (int32_t)k) % taps) * n;
     rf_resize_row_v(&d->v, i, d->rows, n, d->acc, d->vrow);
     if (j->t->layout == RF_LAYOUT_NCHW) {
         rf_resize_row_h(&d->h, d->vrow, d->orow);
-        split_planes(d->orow, size, i, j->out);
+        split_planes(d->orow, j->t, i, j->out);
     } else {
-        rf_resize_row_h(&d->h, d->vrow, j->out + (size_t)i * size * 3);
+        rf_resize_row_h(&d->h, d->vrow, j->out + (size_t)i * j->t->width * 3);
     }
 }
 
@@ -244,7 +245,7 @@ static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
 int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_fn next,
                 void *src, rf_err *err)
 {
-    uint32_t size = t->size, taps = d->v.taps, at = 0;
+    uint32_t rows = t->height, taps = d->v.taps, at = 0;
     uint32_t nrows = (uint32_t)d->v.last;
     size_t n = (size_t)d->row_px * 3;
     xform_job j = {.t = t, .out = out};
@@ -255,11 +256,11 @@ int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_f
             return err->code;
         if (row != slot)
             memcpy(slot, row, n);
-        while (at < size && (uint32_t)d->v.start[at] + taps <= r + 1)
+        while (at < rows && (uint32_t)d->v.start[at] + taps <= r + 1)
             emit_row(d, &j, at++);
     }
-    if (at != size)
-        return rf_seterr(err, RF_EDECODE, "internal: %u of %u output rows produced", at, size);
+    if (at != rows)
+        return rf_seterr(err, RF_EDECODE, "internal: %u of %u output rows produced", at, rows);
     return 0;
 }
 
@@ -291,7 +292,7 @@ static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
 /* After xform_header: the scale, the plans, the region, the rows, into j->out. */
 static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
 {
-    j->num = pick_num(d, &j->box, j->t->size);
+    j->num = pick_num(d, &j->box, j->t);
     set_scale(d, j);
     int rc = plan_axes(d, j, err);
     return rc ? rc : xform_rows(d, j, err);
@@ -305,8 +306,9 @@ static int xform_run(rf_decoder *d, void *job, rf_err *err)
 
 int rf_dec_validate(const rf_transform *t, rf_err *err)
 {
-    if (t->size == 0 || t->size > 16384)
-        return rf_seterr(err, RF_EINVAL, "output size %u out of range 1..16384", t->size);
+    if (t->height == 0 || t->height > 16384 || t->width == 0 || t->width > 16384)
+        return rf_seterr(err, RF_EINVAL, "output size %ux%u (height x width) out of range "
+                         "1..16384", t->height, t->width);
     if (t->crop == RF_CROP_RANDOM &&
         !(t->scale_min > 0 && t->scale_min <= t->scale_max && t->ratio_min > 0 &&
           t->ratio_min <= t->ratio_max))
@@ -348,10 +350,10 @@ typedef struct placed_job {
 
 static int place_pixels(placed_job *pj, rf_err *err)
 {
-    size_t n = (size_t)pj->x.t->size * pj->x.t->size * 3;
+    size_t n = (size_t)pj->x.t->height * pj->x.t->width * 3;
     if (!(pj->x.out = pj->pl->pixels(pj->pl->ctx, n)))
-        return rf_seterr(err, RF_ENOMEM, "no room for a decoded %ux%u sample", pj->x.t->size,
-                         pj->x.t->size);
+        return rf_seterr(err, RF_ENOMEM, "no room for a decoded %ux%u sample", pj->x.t->height,
+                         pj->x.t->width);
     return 0;
 }
 

@@ -93,7 +93,7 @@ int rf_webp_transform(rf_decoder *d, const uint8_t *webp, size_t len, const rf_t
     rf_dec_axis_shift(&d->h, x0);
     rf_dec_axis_shift(&d->v, y0);
     if ((rc = webp_decode_rect(d, webp, len, &c, x0, y0, x1, y1, err)) != 0 ||
-        (rc = rf_dec_scratch(d, (uint32_t)(x1 - x0), t->size, err)) != 0)
+        (rc = rf_dec_scratch(d, (uint32_t)(x1 - x0), t->width, err)) != 0)
         return rc;
     webp_src s = {d->img, (size_t)(x1 - x0) * 3, 0};
     if ((rc = rf_dec_rows(d, t, out, webp_row, &s, err)) == 0)

@@ -52,6 +52,7 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->max_name_bytes = RF_TAR_NAME_MAX;
     cfg->warm_bytes = 1ull << 30;
     cfg->gpu_decode_percent = 100;
+    cfg->max_field_bytes = 16u << 10;
     cfg->image_exts = RF_TAR_IMAGE_EXTS;
 }
 
@@ -61,11 +62,12 @@ RF_API void rf_config_init(rf_config *cfg)
     X(batch_size) X(image_size) X(world_size) X(io_queue_depth) X(max_sample_bytes) \
     X(max_image_pixels) X(max_image_dim) X(io_retries) X(shard_window) \
     X(max_consecutive_skips) X(max_scans) X(max_name_bytes) X(warm_bytes) \
-    X(gpu_decode_percent)
+    X(gpu_decode_percent) X(max_field_bytes)
 
 /* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
  * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values
- * that depend only on the config and the machine take their value: resize_shorter, flip_prob,
+ * that depend only on the config and the machine take their value: image_height and
+ * image_width (image_size), resize_shorter, flip_prob,
  * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
  * dct_scaling (OFF with gpu_decode or hw_decode_percent). Values out of range are left for
  * apply_defaults to refuse. */
@@ -79,8 +81,14 @@ static void config_resolve(rf_config *c)
     RF_FIXED_DEFAULTS(RF_FIXED_DEFAULT_)
 #undef RF_FIXED_DEFAULT_
     int gpu = c->gpu_decode || c->hw_decode_percent;
-    if (!c->resize_shorter) /* torchvision's Resize(256) before CenterCrop(224), scaled */
-        c->resize_shorter = (c->image_size * 256 + 112) / 224;
+    if (!c->image_height)
+        c->image_height = c->image_size;
+    if (!c->image_width)
+        c->image_width = c->image_size;
+    /* torchvision's Resize(256) before CenterCrop(224), scaled by the longer output side so
+     * that the center crop fits inside the resized image in both directions */
+    if (!c->resize_shorter)
+        c->resize_shorter = (RF_MAX(c->image_height, c->image_width) * 256 + 112) / 224;
     if (c->flip_prob < 0)
         c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
@@ -132,6 +140,9 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     config_resolve(c);
     if (c->image_size > 8192)
         return rf_seterr(err, RF_EINVAL, "image_size %u exceeds 8192", c->image_size);
+    if (c->image_height > 8192 || c->image_width > 8192)
+        return rf_seterr(err, RF_EINVAL, "image_height %u or image_width %u exceeds 8192",
+                         c->image_height, c->image_width);
     if (c->crop > RF_CROP_CENTER || c->layout > RF_LAYOUT_NCHW)
         return rf_seterr(err, RF_EINVAL, "invalid crop %u or layout %u", c->crop, c->layout);
     if (!(c->scale_min > 0 && c->scale_min <= c->scale_max && c->scale_max <= 1.0f &&
@@ -147,9 +158,15 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
                                          "io_threads (<= 64) out of range");
     if (c->on_error > RF_ON_ERROR_SKIP)
         return rf_seterr(err, RF_EINVAL, "invalid on_error %u (0 fail, 1 skip)", c->on_error);
-    if (c->label_source > RF_LABEL_NONE)
+    if (c->label_source > RF_LABEL_JSON)
         return rf_seterr(err, RF_EINVAL, "invalid label_source %u (0 RF_LABEL_CLS, 1 "
-                         "RF_LABEL_NONE)", c->label_source);
+                         "RF_LABEL_NONE, 2 RF_LABEL_JSON)", c->label_source);
+    if (c->label_source == RF_LABEL_JSON && c->source == RF_SOURCE_TAR &&
+        rf_json_path_check(c->label_json_path, err))
+        return err->code;
+    if (c->max_field_bytes > RF_FIELD_BYTES_MAX)
+        return rf_seterr(err, RF_EINVAL, "max_field_bytes %u exceeds %u", c->max_field_bytes,
+                         RF_FIELD_BYTES_MAX);
     int erc = rf_tar_exts_check(c->image_exts, err);
     if (erc)
         return erc;
@@ -176,6 +193,13 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");
+    if (c->sample_hook && (c->gpu_decode || c->hw_decode_percent))
+        return rf_seterr(err, RF_EINVAL, "sample_hook: images decoded on the GPU never reach "
+                         "the decode threads that call the hook; set gpu_decode and "
+                         "hw_decode_percent to 0 to use a sample_hook");
+    if (c->sample_hook && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "sample_hook applies to images; a token source "
+                         "decodes nothing to call it with");
     if (c->source == RF_SOURCE_TOKENS) {
         if (c->token_bytes != 2 && c->token_bytes != 4)
             return rf_seterr(err, RF_EINVAL, "tokens: token_bytes must be 2 or 4, not %u",
@@ -220,15 +244,15 @@ void pl_setup_output(rf_loader *ld)
         }
         return;
     }
-    uint64_t px = (uint64_t)c->image_size * c->image_size;
+    uint64_t px = (uint64_t)c->image_height * c->image_width;
     ld->stage_bytes = px * 3;
     ld->out_dtype = c->dtype;
     ld->out_bytes = px * 3 * rf_dtype_bytes(c->dtype);
     if (c->dtype != RF_DTYPE_UINT8) {
         /* decode stages NHWC uint8; the conversion writes the requested layout */
         ld->tf.layout = RF_LAYOUT_NHWC;
-        ld->conv = (rf_convert_desc){.kind = RF_CONV_IMAGES, .h = c->image_size,
-                                     .w = c->image_size, .dtype = c->dtype, .layout = c->layout};
+        ld->conv = (rf_convert_desc){.kind = RF_CONV_IMAGES, .h = c->image_height,
+                                     .w = c->image_width, .dtype = c->dtype, .layout = c->layout};
         memcpy(ld->conv.mean, c->mean, sizeof ld->conv.mean);
         memcpy(ld->conv.std, c->std, sizeof ld->conv.std);
     }

@@ -18,7 +18,7 @@ static void fill_batch(rf_loader *ld, slot *s)
 {
     rf_batch *b = &s->batch;
     int cuda = ld->bops->device_kind == RF_DEVICE_CUDA;
-    uint32_t H = ld->cfg.image_size;
+    uint32_t H = ld->cfg.image_height, W = ld->cfg.image_width;
     b->struct_size = sizeof *b;
     b->data = cuda ? s->dev.data : ld->host_convert ? s->out : s->stage;
     b->data_bytes = (uint64_t)b->count * ld->out_bytes;
@@ -26,9 +26,9 @@ static void fill_batch(rf_loader *ld, slot *s)
         b->shape[0] = b->count, b->shape[1] = ld->cfg.seq_len + 1, b->shape[2] = 1,
         b->shape[3] = 1;
     } else if (ld->cfg.layout == RF_LAYOUT_NHWC) {
-        b->shape[0] = b->count, b->shape[1] = H, b->shape[2] = H, b->shape[3] = 3;
+        b->shape[0] = b->count, b->shape[1] = H, b->shape[2] = W, b->shape[3] = 3;
     } else {
-        b->shape[0] = b->count, b->shape[1] = 3, b->shape[2] = H, b->shape[3] = H;
+        b->shape[0] = b->count, b->shape[1] = 3, b->shape[2] = H, b->shape[3] = W;
     }
     b->dtype = ld->out_dtype;
     b->layout = ld->cfg.layout;
@@ -42,6 +42,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->is_padding = s->padding;
     b->event = s->dev.event;
     b->ndim = ld->tokens ? 2 : 4;
+    pl_fields_batch(ld, s, b);
 }
 
 /* The consumer is handed slot s's batch: it joins the counts of its epoch (a batch of another

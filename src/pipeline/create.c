@@ -26,6 +26,10 @@ static int copy_patterns(rf_loader *ld, rf_err *err)
             return rf_seterr(err, RF_EINVAL, "shard pattern %u is NULL", i);
     }
     ld->cfg.shards = (const char *const *)ld->patterns;
+    /* the label's path, like the patterns, must outlive the caller's strings */
+    if (ld->cfg.label_json_path &&
+        !(ld->cfg.label_json_path = ld->label_json_path = strdup(ld->cfg.label_json_path)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
     if (!(ld->image_exts = strdup(ld->cfg.image_exts)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
     ld->cfg.image_exts = ld->image_exts;
@@ -40,6 +44,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     if (rc)
         return rc;
     ld->ds.max_name = ld->cfg.max_name_bytes;
+    ld->ds.label_ext = rf_label_ext(ld->cfg.label_source);
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
     ld->ds.image_exts = ld->cfg.image_exts;
@@ -206,13 +211,15 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ld->cv_out, &ca);
     pthread_condattr_destroy(&ca);
-    if ((rc = pl_apply_defaults(&ld->cfg, &err)) || (rc = copy_patterns(ld, &err)))
+    if ((rc = pl_apply_defaults(&ld->cfg, &err)) || (rc = copy_patterns(ld, &err)) ||
+        (rc = pl_fields_setup(ld, &err)))
         goto fail;
     ld->batch = ld->cfg.batch_size;
     ld->depth = ld->cfg.prefetch_depth;
     ld->tokens = ld->cfg.source == RF_SOURCE_TOKENS;
     ld->tf = (rf_transform){.crop = ld->cfg.crop,
-                            .size = ld->cfg.image_size,
+                            .height = ld->cfg.image_height,
+                            .width = ld->cfg.image_width,
                             .resize_shorter = ld->cfg.resize_shorter,
                             .layout = ld->cfg.layout,
                             .scale_min = ld->cfg.scale_min,
@@ -291,6 +298,7 @@ void rf_loader_destroy(rf_loader *ld)
             rf_decoder_destroy(ld->decs[i]);
     free(ld->decs);
     free(ld->decoders);
+    pl_fields_free(ld);
     if (ld->slots)
         for (uint32_t i = 0; i < ld->depth; i++) {
             free(ld->slots[i].ids);
@@ -315,6 +323,7 @@ void rf_loader_destroy(rf_loader *ld)
         for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
             free(ld->patterns[i]);
     free(ld->patterns);
+    free(ld->label_json_path);
     free(ld->image_exts);
     pthread_mutex_destroy(&ld->mu);
     pthread_cond_destroy(&ld->cv_io);

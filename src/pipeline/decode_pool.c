@@ -1,13 +1,15 @@
 /* decode_pool.c — the decode threads: each takes a task off the decode queue, locates the
- * image and label in the span read for it, decodes, crops and resizes straight into the
- * sample's row of its slot (or fills a blank, in skip mode), and hands the task back.
+ * image, label and extra fields in the span read for it, decodes, crops and resizes straight
+ * into the sample's row of its slot (or fills a blank, in skip mode), and hands the task back.
  *
  * DESIGN
  * Runs on the `decode_threads` decode threads, started and joined by run.c. Each waits on
  * cv_dec under mu for the queue, then decodes without mu, touching only its own sample's row
  * of the slot, its own decoder, and the atomic counters. The outcome goes to pl_task_end
  * (dispatch.c), which applies the error policy, frees the task and counts the slot down; GPU
- * decode's placement is gpu_place.c's. */
+ * decode's placement is gpu_place.c's. The user's rf_config.sample_hook runs here too, on the
+ * decoded row and without mu, between the decode and the host conversion (create refused it
+ * with the GPU paths, whose pixels never reach this thread). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,9 @@
 
 #include "pipeline/pipeline.h"
 
-/* The label of a tar sample whose span locate walked: under RF_LABEL_CLS its label member,
- * which must be there and hold a label (rf_check_label: the same check as rf_shard_inspect);
- * under RF_LABEL_NONE -1, unread. */
+/* The label of a tar sample whose span locate walked: under RF_LABEL_CLS and RF_LABEL_JSON
+ * its label member (KEY.cls, KEY.json), which must be there and hold a label
+ * (rf_check_label_as: the same check as rf_shard_inspect); under RF_LABEL_NONE -1, unread. */
 static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *span,
                      uint32_t loff, uint32_t llen, uint32_t lhdr, int32_t *label, rf_err *e)
 {
@@ -29,25 +31,56 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
         return 0;
     const char *key = ld->ds.keys + sm->key;
     if (!loff)
-        return rf_label_missing(key, sm->offset, e);
-    return rf_check_label(key, span + loff, llen, sm->offset + lhdr, label, e);
+        return rf_label_missing(key, ld->ds.label_ext, sm->offset, e);
+    return rf_check_label_as(ld->cfg.label_source, ld->cfg.label_json_path, key, span + loff,
+                             llen, sm->offset + lhdr, label, e);
 }
 
-/* Decode task t's sample into its row of slot s: locate the image and label in the span (tar),
- * check the image's signature, decode on the CPU or through GPU decode (gpu_place.c), convert on the host
- * backend. An error sets t->why, whose fault it is (enum rf_skip_reason, or SKIP_FATAL), and a
- * message that names the member and its offset (the caller adds the shard). */
+/* Hand the decoded row img of task t (slot s) to rf_config.sample_hook, with *label for it
+ * to keep or overwrite. The view describes the row as staged (ld->tf.layout: the configured
+ * layout for uint8 output, NHWC before a conversion). A non-zero return is a bad sample,
+ * named like a decode failure (the caller adds the shard). */
+static int run_hook(rf_loader *ld, const task *t, const slot *s, uint8_t *img, int32_t *label,
+                    uint32_t dhdr, rf_err *e)
+{
+    uint32_t h = ld->tf.height, w = ld->tf.width;
+    int nchw = ld->tf.layout == RF_LAYOUT_NCHW;
+    rf_sample_view v = {
+        .struct_size = sizeof v, .layout = ld->tf.layout, .height = h, .width = w,
+        .channels = 3, .is_padding = s->padding[t->index], .pixels = img,
+        .row_stride = nchw ? w : (uint64_t)w * 3, .pixel_stride = nchw ? 1 : 3,
+        .channel_stride = nchw ? (uint64_t)h * w : 1, .sample_id = t->sample_id,
+        .position = s->positions[t->index], .epoch = s->batch.epoch,
+        .seed = rf_plan_hook_seed(t->aug_seed), .key = s->keys[t->index], .label = label};
+    int r = ld->cfg.sample_hook(&v, ld->cfg.sample_hook_ctx);
+    if (r == 0)
+        return 0;
+    char m[RF_ERRMSG_MAX];
+    pl_describe_member(ld, &ld->ds.samples[t->sample_id], dhdr, m, sizeof m);
+    return rf_seterr(e, RF_EHOOK, "%s: sample_hook returned %d (sample id %llu, epoch %llu)",
+                     m, r, (unsigned long long)t->sample_id, (unsigned long long)v.epoch);
+}
+
+/* Decode task t's sample into its row of slot s: locate the image, label and extra fields in
+ * the span (tar), copy the fields (fields.c), check the image's signature (JPEG, PNG or
+ * WebP), decode on the CPU or through GPU decode (gpu_place.c; JPEG only), run the sample hook,
+ * convert on the host backend. An error sets t->why, whose fault it is
+ * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset (the
+ * caller adds the shard). */
 static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_host *gh,
                        rf_err *e)
 {
     const rf_sample *sm = &ld->ds.samples[t->sample_id];
     const uint8_t *span = t->req.dst + t->skip;
-    uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr, loff, llen, lhdr;
+    uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr;
     int32_t label = sm->label; /* folder sources: known from the tree or the list */
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
-        rc = rf_tar_locate(span, sm->length, ld->ds.keys + sm->key, ld->ds.image_exts, &doff, &dlen,
-                           &dhdr, &loff, &llen, &lhdr, e);
+        rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
+        rc = rf_tar_locate_fields(span, sm->length, ld->ds.keys + sm->key, ld->ds.image_exts,
+                                  ld->ds.label_ext, ld->fields.names, ld->fields.n, &img, &lbl,
+                                  found, e);
+        doff = img.off, dlen = img.len, dhdr = img.hdr;
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
             t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
@@ -58,10 +91,15 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
-        if ((rc = tar_label(ld, sm, span, loff, llen, lhdr, &label, e)) != 0) {
+        if ((rc = tar_label(ld, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
             t->why = RF_SKIP_LABEL;
             return rc;
         }
+        int why = 0;
+        if (s->padding[t->index]) /* a padding sample's fields are empty */
+            pl_fields_empty(ld, s, t->index);
+        else if ((rc = pl_fields_copy(ld, s, t->index, sm, span, found, &why, e)) != 0)
+            return t->why = (uint8_t)why, rc;
     }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
@@ -87,6 +125,10 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
         atomic_fetch_add_explicit(&ld->dct_scaled, 1, memory_order_relaxed); /* stats only */
     if (info.region)
         atomic_fetch_add_explicit(&ld->region_decoded, 1, memory_order_relaxed); /* stats only */
+    if (ld->cfg.sample_hook && (rc = run_hook(ld, t, s, img, &label, dhdr, e)) != 0) {
+        t->why = RF_SKIP_HOOK;
+        return rc;
+    }
     if (ld->host_convert)
         rf_convert_image_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes, ld->conv.h,
                              ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
@@ -96,7 +138,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
 }
 
 /* A blank padding sample (skip mode made the task a blank): zero pixels (or tokens), label
- * -1. */
+ * -1, empty fields. */
 static void fill_blank(rf_loader *ld, const task *t, slot *s)
 {
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
@@ -109,6 +151,7 @@ static void fill_blank(rf_loader *ld, const task *t, slot *s)
                              ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
                              ld->cfg.std);
     s->labels[t->index] = -1;
+    pl_fields_empty(ld, s, t->index);
 }
 
 /* Linux: PRIO_PROCESS with a thread id sets that thread alone. Raising one's own niceness

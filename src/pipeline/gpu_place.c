@@ -103,7 +103,7 @@ size_t pl_gpu_batch_desc(const rf_loader *ld, slot *s, rf_gj_batch *gj)
     /* The totals are read relaxed: the acquire of pending's last decrement, which called
      * pl_slot_finish, comes after every sample's claims, so these loads see the final values. */
     gj->offs = s->gpu.offs, gj->flags = s->gpu.flags, gj->status = s->gpu.status;
-    gj->size = ld->tf.size;
+    gj->height = ld->tf.height, gj->width = ld->tf.width;
     gj->scratch = atomic_load_explicit(&s->gpu.scratch, memory_order_relaxed) * RF_GJ_ALIGN;
     gj->engine = atomic_load_explicit(&s->gpu.engine, memory_order_relaxed);
     return (size_t)atomic_load_explicit(&s->gpu.top, memory_order_relaxed);

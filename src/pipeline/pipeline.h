@@ -16,8 +16,9 @@
  *     arena, and emits a read request for the sample's byte span.
  *  2. done() (I/O thread, dispatch.c pl_io_done) queues the task for decode, or records the
  *     error.
- *  3. A decode thread (decode_pool.c) locates the image and label in the span,
- *     decodes/crops/resizes straight into slot[i] of the batch, frees the staging span (the
+ *  3. A decode thread (decode_pool.c) locates the image, label and extra fields in the span,
+ *     decodes/crops/resizes straight into slot[i] of the batch (copying the fields into
+ *     slot[i]'s field rows, fields.c), frees the staging span (the
  *     arena tail advances in dispatch order over finished tasks), and when it was the batch's
  *     last sample submits the copy and marks the slot READY (submit.c).
  *  4. rf_loader_next() (consumer.c) waits for slot (deliver_seq % depth) to be READY with the
@@ -60,7 +61,8 @@
  * neither block nor lock. It never calls the backend (submit, release, sync, stats: without
  * mu, in submit.c, consumer.c, gpu_place.c and stats.c), the I/O engine (start, stop, stats;
  * the engine calls take() and done(), which take mu themselves), a decoder, rf_pc_check or
- * rf_pc_warm, a test hook, or open()/close() of per-read descriptors. Functions named
+ * rf_pc_warm, a test hook, the user's rf_config.sample_hook (decode_pool.c calls it on the
+ * decode thread, like the decoder), or open()/close() of per-read descriptors. Functions named
  * *_locked, and every pl_policy entry but setup, must be called with mu held.
  * Without mu: slot.pending counts a batch's samples down (the thread that takes it to 0
  * publishes the slot, pl_slot_finish); the statistics counters and the GPU placement's
@@ -77,13 +79,13 @@
  * written under it.
  * The atomics carry only what moves outside mu, each with its order and reason where it is
  * declared: slot.pending is the one hand-over: each sample's fetch_sub is a release of the row,
- * label and GPU-placement entries it wrote (and of slot.bad, which a failed sample writes under mu
- * but pl_slot_finish reads without it), and the one that reaches 0 acquires them all before
- * pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu hands the
- * batch to the consumer. Every other atomic is relaxed: the GPU placement's slot.gpu claims
- * (their atomicity alone keeps claims apart; the bytes are published by pending), task.finished
- * (only touched with mu held) and the statistics counters (read for rf_stats only). No atomic keeps
- * seq_cst: no code relies on a single order across two atomic variables.
+ * label, field rows and GPU-placement entries it wrote (and of slot.bad, which a failed sample
+ * writes under mu but pl_slot_finish reads without it), and the one that reaches 0 acquires them
+ * all before pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu
+ * hands the batch to the consumer. Every other atomic is relaxed: the GPU placement's slot.gpu
+ * claims (their atomicity alone keeps claims apart; the bytes are published by pending),
+ * task.finished (only touched with mu held) and the statistics counters (read for rf_stats
+ * only). No atomic keeps seq_cst: no code relies on a single order across two atomic variables.
  * Debug builds (without NDEBUG: the default RelWithDebInfo build; Release adds -DNDEBUG) assert
  * these invariants: slot state before each transition, the cursors and ring bounds, and that
  * a *_locked function's caller holds mu (pl_lock records the holder, PL_ASSERT_LOCKED checks
@@ -92,6 +94,7 @@
  * FILES, in dependency order: each calls only files before it, and the error policy through
  * the table create installed:
  *   state.c (errors, fork and stop checks, messages naming a sample, the token window)
+ *   -> fields.c (extra fields: the list, the slots' rows, a sample's copy)
  *   -> gpu_place.c (GPU-decode sizing, slot arrays and reset, placement, convert desc, checks)
  *   -> submit.c (a full slot to the backend, published; release) -> warm.c (page cache)
  *   -> dispatch.c (the forward cursor, take/done, the end of a task, the fail policy)
@@ -127,6 +130,25 @@
 #include "pipeline/testing.h"
 #include "plan/plan.h"
 
+/* Extra fields (rf_config.fields, fields.c): the loader's copy of the list, split into names,
+ * and the row offsets every slot shares (row i at i x max_field_bytes). Written at create. */
+#define RF_FIELD_BYTES_MAX (64u << 20) /* largest max_field_bytes */
+typedef struct pl_fields {
+    uint32_t n;
+    const char *names[RF_FIELDS_MAX]; /* into list */
+    char *given, *list;               /* the list as given (reported), and split in place */
+    uint64_t *offsets;                /* batch entries */
+} pl_fields;
+
+/* A slot's field rows: field f's row i is data[(f x batch + i) x max_field_bytes ...] with
+ * lengths[f x batch + i] bytes, written by sample i's decode thread; tab is the rf_field
+ * table the batch points at. */
+typedef struct pl_field_slot {
+    uint8_t *data;
+    uint32_t *lengths;
+    rf_field *tab;
+} pl_field_slot;
+
 /* SLOT_BAD: fail mode, every sample is in and one of them failed (slot.bad); nothing was
  * submitted, and the consumer turns it into the sticky error when it reaches the batch. */
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_LEASED, SLOT_BAD };
@@ -136,9 +158,9 @@ typedef struct slot {
     uint64_t seq;             /* global batch number (across epochs) */
     /* Samples not yet in. Stored (relaxed) under mu when the slot opens, before any of its
      * tasks is handed out through mu; counted down outside mu with acq_rel: the release
-     * publishes the sample's row, label, gpu.* entries and slot.bad, and the acquire of the
-     * decrement to 0 (pl_slot_finish's caller) sees every sample's before the submit. Read
-     * relaxed for the stall message only. */
+     * publishes the sample's row, label, field rows, gpu.* entries and slot.bad, and the
+     * acquire of the decrement to 0 (pl_slot_finish's caller) sees every sample's before the
+     * submit. Read relaxed for the stall message only. */
     _Atomic uint32_t pending;
     /* Fail mode: the failure of the lowest sample index in the batch (code 0: none). Kept per
      * batch and raised in batch order, so the error names the first bad sample the consumer
@@ -159,6 +181,7 @@ typedef struct slot {
     uint64_t epoch_total;
     rf_devbatch dev;
     rf_batch batch;
+    pl_field_slot fields;     /* extra fields' rows (fields.c) */
 } slot;
 
 typedef struct task {
@@ -197,6 +220,7 @@ typedef struct epoch_counts {
 struct rf_loader {
     rf_config cfg;
     char **patterns;
+    char *label_json_path;         /* the copy cfg.label_json_path points at (or NULL) */
     char *image_exts; /* the loader's copy of cfg.image_exts, which points at it */
     rf_dataset ds;
     rf_plan plan;
@@ -310,6 +334,8 @@ struct rf_loader {
      * present, so the layout does not depend on NDEBUG. */
     pthread_t mu_owner;
     int mu_held;
+
+    pl_fields fields;       /* rf_config.fields, parsed at create (fields.c) */
 };
 
 /* mu, taken and released through these so debug builds know its holder. Release (NDEBUG)
@@ -422,6 +448,15 @@ void pl_describe_member(const rf_loader *ld, const rf_sample *sm, uint32_t hdr, 
                         size_t n);
 void pl_token_window(const rf_loader *ld, uint64_t id, uint64_t epoch, uint32_t *file,
                      uint64_t *off);
+
+/* fields.c */
+int pl_fields_setup(rf_loader *ld, rf_err *err);
+int pl_fields_alloc(rf_loader *ld, rf_err *err);
+void pl_fields_free(rf_loader *ld);
+void pl_fields_empty(const rf_loader *ld, slot *s, uint32_t index);
+int pl_fields_copy(const rf_loader *ld, slot *s, uint32_t index, const rf_sample *sm,
+                   const uint8_t *span, const rf_tar_span_member *found, int *why, rf_err *e);
+void pl_fields_batch(const rf_loader *ld, const slot *s, rf_batch *b);
 
 /* submit.c */
 void pl_slot_finish(rf_loader *ld, slot *s);

@@ -1,6 +1,7 @@
 /* ring.c — the memory create sizes: the batch ring (pinned on the CUDA backend), the slot
- * tables, the staging arena, the task ring and decoders, the backend's device pool; the page
- * cache state and the NUMA node the ring and threads are placed on.
+ * tables, the extra fields' rows (fields.c), the staging arena, the task ring and decoders, the
+ * backend's device pool; the page cache state and the NUMA node the ring and threads are
+ * placed on.
  *
  * DESIGN
  * Runs on the creating thread, before any pipeline thread exists. Every allocation goes
@@ -18,7 +19,7 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
     uint32_t B = ld->batch;
     /* Per slot, in pinned memory: staged samples, labels (both copied to the device), and on
      * the host backend with a conversion the converted output. Sizes are checked for
-     * overflow: batch_size x image_size^2 comes from the caller and may not fit. */
+     * overflow: batch_size x image_height x image_width comes from the caller and may not fit. */
 #define PAGE_UP(x) (((x) + 4095) / 4096 * 4096)
     ld->host_convert = ld->conv.kind != RF_CONV_NONE && ld->bops->device_kind == RF_DEVICE_HOST;
     size_t img, lab, outb = 0, per, ring;
@@ -84,6 +85,9 @@ static int alloc_ring(rf_loader *ld, rf_err *err)
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              ld->depth, B);
     }
+    int frc = pl_fields_alloc(ld, err);
+    if (frc)
+        return frc;
     /* Staging: enough for every decode thread to have work queued behind it plus a full
      * queue of reads, and never less than a few of the largest samples. */
     uint64_t mean = ld->ds.total_bytes / ld->ds.nsamples + 1;

@@ -169,6 +169,11 @@ uint32_t rf_plan_gpu_percentile(uint64_t aug_seed)
     return (uint32_t)(rf_mix64(aug_seed ^ 0x6a09e667f3bcc909ull) % 100);
 }
 
+uint64_t rf_plan_hook_seed(uint64_t aug_seed)
+{
+    return rf_mix64(aug_seed ^ 0xbb67ae8584caa73bull);
+}
+
 static void put64(uint8_t *b, uint64_t v)
 {
     for (int i = 0; i < 8; i++)

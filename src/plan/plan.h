@@ -70,6 +70,11 @@ uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_i
  * that choose the crop. */
 uint32_t rf_plan_gpu_percentile(uint64_t aug_seed);
 
+/* The seed rf_config.sample_hook is given for a sample (rf_sample_view.seed), from its
+ * augmentation seed: a hash of its own, so the hook's draws are apart from the crop's and
+ * from the GPU percentile. */
+uint64_t rf_plan_hook_seed(uint64_t aug_seed);
+
 /* Resume blob (little-endian, fixed size). */
 #define RF_STATE_MAGIC 0x31534652u /* "RFS1" */
 #define RF_STATE_VERSION 1u

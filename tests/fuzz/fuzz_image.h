@@ -34,7 +34,8 @@ static void fuzz_image(const uint8_t *data, size_t size, const uint8_t *magic, s
     if (n >= at + mlen)
         memcpy(buf + at, magic, mlen);
     rf_transform t = {.crop = sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
-                      .size = 8u + (sel >> 4),
+                      /* 8..23 rows and columns: square and non-square outputs */
+                      .height = 8u + (sel >> 4), .width = 8u + ((sel >> 2) & 0xFu),
                       .layout = sel & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC,
                       .scale_min = 0.08f, .scale_max = 1.0f,
                       .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};

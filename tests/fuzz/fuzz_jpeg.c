@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rf_jpeg_info info;
     rf_jpeg_probe(g_dec, data, size, &info, &e);
     rf_transform t = {.crop = sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
-                      .size = 8u + (sel >> 4),
+                      /* 8..23 rows, 8..15 columns (bit 2 picks the DCT cap below) */
+                      .height = 8u + (sel >> 4), .width = 8u + ((sel >> 3) & 0x7u),
                       .layout = sel & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC,
                       .scale_min = 0.08f, .scale_max = 1.0f,
                       .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};

@@ -184,9 +184,9 @@ static int ref_one(bench *b, const image *img)
 /* torchvision's RandomResizedCrop(size) + horizontal flip, NHWC. */
 static rf_transform rrc_transform(uint32_t size)
 {
-    return (rf_transform){.crop = RF_CROP_RANDOM, .size = size, .layout = RF_LAYOUT_NHWC,
-                          .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4,
-                          .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
+    return (rf_transform){.crop = RF_CROP_RANDOM, .height = size, .width = size,
+                          .layout = RF_LAYOUT_NHWC, .scale_min = 0.08f, .scale_max = 1.0f,
+                          .ratio_min = 3.0f / 4, .ratio_max = 4.0f / 3, .flip_prob = 0.5f};
 }
 
 /* The timed pass (callgrind: --toggle-collect=run_pass). */
