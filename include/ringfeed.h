@@ -469,7 +469,15 @@ typedef struct rf_config {
      * Every other case (bad JSON and where, the field missing, a float, a negative number, a
      * string, ...) is a bad label as for .cls: RF_ELABEL naming the shard, the member
      * KEY.json, its byte offset and what is wrong, or RF_SKIP_LABEL under on_error SKIP.
-     * Ignored unless label_source is RF_LABEL_JSON. Default NULL. */
+     * Ignored unless label_source is RF_LABEL_JSON. Default NULL.
+     * Classification with labels in JSON, samples KEY.jpg + KEY.json holding
+     * {"annotations": {"class_id": 417}, "caption": "a tabby cat"}:
+     *     rf_config cfg; rf_config_init(&cfg);
+     *     cfg.shards = patterns; cfg.shard_count = n;
+     *     cfg.label_source = RF_LABEL_JSON;
+     *     cfg.label_json_path = "annotations.class_id";
+     *     cfg.on_error = RF_ON_ERROR_SKIP;   (a sample without the field: skipped, counted)
+     *     rf_loader_create(&cfg, &ld, err, sizeof err);   batch->labels[i] is then 417 */
     const char *label_json_path;
     /* Which member of a tar sample is its image: a comma-separated list of extensions, most
      * preferred first, compared without regard to ASCII case (default "jpg,jpeg,png,webp", a
