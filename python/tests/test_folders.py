@@ -120,3 +120,29 @@ def test_folder_arguments_refused(tree):
 def test_tar_loader_has_no_classes(shards):
     with ringfeed.Loader(shards, **KW) as ld:
         assert ld.classes is None
+
+
+def test_folder_of_png_and_webp_files(tmp_path):
+    """An ImageFolder tree holding .png, .webp and .jpg files: every file is a sample with its
+    class's label, and the same picture as PNG and as lossless WebP gives the same pixels."""
+    PIL = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(7)
+    root = tmp_path / "mixed"
+    os.makedirs(root / "a")
+    os.makedirs(root / "b")
+    pics = {}
+    for i in range(3):
+        rgb = rng.integers(0, 256, size=(40 + 3 * i, 56, 3), dtype=np.uint8)
+        pics[i] = rgb
+        im = PIL.fromarray(rgb)
+        im.save(root / "a" / f"p{i}.png")
+        im.save(root / "b" / f"p{i}.webp", lossless=True)
+    PIL.fromarray(pics[0]).save(root / "b" / "q.JPG", quality=95)
+    ld = ringfeed.Loader(str(root), **dict(KW, crop="center"))
+    assert ld.classes == ["a", "b"]
+    got = {k: (lab, img) for k, lab, img in epoch(ld)}
+    ld.close()
+    assert sorted(got) == ["a/p0", "a/p1", "a/p2", "b/p0", "b/p1", "b/p2", "b/q"]
+    assert all(lab == (0 if k.startswith("a/") else 1) for k, (lab, _) in got.items())
+    for i in range(3):  # lossless: identical decodes, identical batches
+        assert np.array_equal(got[f"a/p{i}"][1], got[f"b/p{i}"][1])
