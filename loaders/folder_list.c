@@ -27,7 +27,6 @@
 #include "loaders/dataset.h"
 #include "loaders/tar.h"
 
-#define LIST_PATH_MAX 4096
 #define LIST_FILE_BYTES_MAX (1ull << 32)  /* a `path label` file larger than this is refused */
 #define LIST_DIR_ENTRIES_MAX (1u << 24)   /* entries in one folder */
 #define LIST_CLASSES_MAX (1u << 20)
@@ -126,7 +125,7 @@ static int add_unreadable(rf_image_list *l, rf_err *e, int32_t code, const char 
                          RF_IMAGE_LIST_FILES_MAX);
     if (rf_grow(&l->bad, &l->badcap, l->nbad + 1, sizeof *l->bad))
         return rf_seterr(e, RF_ENOMEM, "no memory for the image list");
-    char msg[LIST_PATH_MAX + 256];
+    char msg[RF_PATH_BYTES_MAX + 256];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
@@ -206,8 +205,8 @@ static void free_names(char **v, uint32_t n)
 
 static int join(char *out, const char *a, const char *b, rf_err *e)
 {
-    if ((size_t)snprintf(out, LIST_PATH_MAX, "%s/%s", a, b) >= LIST_PATH_MAX)
-        return rf_seterr(e, RF_ELIMIT, "%s/%s: path longer than %d bytes", a, b, LIST_PATH_MAX);
+    if ((size_t)snprintf(out, RF_PATH_BYTES_MAX, "%s/%s", a, b) >= RF_PATH_BYTES_MAX)
+        return rf_seterr(e, RF_ELIMIT, "%s/%s: path longer than %d bytes", a, b, RF_PATH_BYTES_MAX);
     return 0;
 }
 
@@ -249,7 +248,7 @@ static int walk_class(rf_image_list *l, const char *dir, const char *rel, int32_
     char **names;
     uint32_t n;
     int rc = read_dir_sorted(dir, &names, &n, e);
-    char *path = malloc(LIST_PATH_MAX), *sub = malloc(LIST_PATH_MAX);
+    char *path = malloc(RF_PATH_BYTES_MAX), *sub = malloc(RF_PATH_BYTES_MAX);
     subdir *sds = calloc(n ? n : 1, sizeof *sds);
     if (rc == 0 && (!path || !sub || !sds))
         rc = rf_seterr(e, RF_ENOMEM, "no memory walking %s", dir);
@@ -299,7 +298,7 @@ static int walk_root(rf_image_list *l, const char *root, const struct stat *root
     char **names;
     uint32_t n;
     int rc = read_dir_sorted(root, &names, &n, e);
-    char *path = malloc(LIST_PATH_MAX);
+    char *path = malloc(RF_PATH_BYTES_MAX);
     dir_id chain[RF_IMAGE_LIST_DEPTH_MAX + 2] = {{root_st->st_dev, root_st->st_ino}};
     if (rc == 0 && !path)
         rc = rf_seterr(e, RF_ENOMEM, "no memory");
@@ -348,7 +347,7 @@ static int list_line(rf_image_list *l, const char *list, const char *dir, char *
     while (sp > line && is_blank(sp[-1]))
         *--sp = 0;
     if (line[0] == '/') {
-        if (strlen(line) >= LIST_PATH_MAX)
+        if (strlen(line) >= RF_PATH_BYTES_MAX)
             return rf_seterr(e, RF_ELIMIT, "%s: line %" PRIu64 ": path too long", list, ln);
         strcpy(path, line);
     } else if (join(path, dir, line, e)) {
@@ -369,7 +368,7 @@ static int list_line(rf_image_list *l, const char *list, const char *dir, char *
 
 static int read_list(rf_image_list *l, const char *list, rf_err *e)
 {
-    char *text = NULL, *path = malloc(LIST_PATH_MAX), *dir = strdup(list);
+    char *text = NULL, *path = malloc(RF_PATH_BYTES_MAX), *dir = strdup(list);
     uint64_t len = 0;
     if (!path || !dir) {
         free(path);
@@ -439,12 +438,12 @@ static int assign_keys(rf_image_list *l, rf_err *e)
     while (cap < l->n * 2)
         cap *= 2;
     uint64_t *set = malloc((size_t)cap * sizeof *set);
-    char *buf = malloc(LIST_PATH_MAX + 16);
+    char *buf = malloc(RF_PATH_BYTES_MAX + 16);
     int rc = (set && buf) ? 0 : rf_seterr(e, RF_ENOMEM, "no memory for keys");
     if (set)
         memset(set, 0xff, (size_t)cap * sizeof *set);
     for (uint64_t i = 0; i < l->n && rc == 0; i++) {
-        size_t base = sanitize_key(l->arena + l->e[i].name, buf, LIST_PATH_MAX);
+        size_t base = sanitize_key(l->arena + l->e[i].name, buf, RF_PATH_BYTES_MAX);
         for (uint32_t t = 1;; t++) {
             if (t > 1)
                 snprintf(buf + base, 16, "_%u", t);

@@ -28,7 +28,6 @@
 #include "loaders/tar_index.h"
 
 #define TAR_DEFAULT_SAMPLE_BYTES (64ull << 20)
-#define TAR_PATH_MAX 4096
 
 /* ---- grouping members into samples ------------------------------------------------------ */
 
@@ -205,7 +204,7 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     grouper *g = malloc(sizeof *g);
     if (!g)
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    char *idx = malloc(TAR_PATH_MAX);
+    char *idx = malloc(RF_PATH_BYTES_MAX);
     int rc = idx ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
     if (!ds->image_exts)
         ds->image_exts = RF_TAR_IMAGE_EXTS;
@@ -229,7 +228,7 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         g->max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : TAR_DEFAULT_SAMPLE_BYTES,
                              (uint64_t)UINT32_MAX);
         uint64_t samples = ds->nsamples, nonregular = ds->nonregular;
-        if (rf_tar_find_index(paths[i], idx, TAR_PATH_MAX))
+        if (rf_tar_find_index(paths[i], idx, RF_PATH_BYTES_MAX))
             rc = use_index(g, fd, size, idx, err);
         else
             rc = scan_shard(g, fd, size, err);

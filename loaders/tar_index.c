@@ -39,7 +39,6 @@
 #define TAR_INDEX_BYTES_MAX (1ull << 30)     /* an index file larger than this is refused */
 #define TAR_INDEX_SAMPLES_MAX (1ull << 32)
 #define TAR_INDEX_SPOT_CHECKS 8              /* samples whose headers are read (incl. ends) */
-#define TAR_PATH_MAX 4096
 _Static_assert(TAR_INDEX_SPOT_CHECKS >= 2, "the spot checks include the first and last sample");
 
 /* ---- parsing ----------------------------------------------------------------------------- */
@@ -582,7 +581,7 @@ int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err)
     rf_tar_index_text t = {0};
     rc = scan_to_text(shard, fd, size, &t, err);
     if (rc == 0) {
-        char tmp[TAR_PATH_MAX];
+        char tmp[RF_PATH_BYTES_MAX];
         if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", idx_path, (long)getpid()) >= sizeof tmp)
             rc = rf_seterr(err, RF_EINVAL, "%s: path too long", idx_path);
         else if ((rc = write_all(tmp, &t, err)) == 0 && rename(tmp, idx_path) != 0)

@@ -13,9 +13,6 @@
 #include "decode/decode.h"
 #include "ringfeed_shards.h"
 
-/* The longest path the authoring helpers build or accept (as loaders/ does). */
-#define RF_AUTHORING_PATH_MAX 4096
-
 /* rf_jpeg_check with an rf_err and the whole rf_jpeg_info, for inspection, which adds the
  * shard, the member and the offset to the message: the loader's own SOI test and decoder
  * judge the bytes, so inspection, pack and the loader cannot disagree. */

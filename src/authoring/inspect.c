@@ -276,7 +276,7 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
 /* The loader's check of the index, with every member's header read. */
 static void check_index(inspector *in)
 {
-    char idx[RF_AUTHORING_PATH_MAX];
+    char idx[RF_PATH_BYTES_MAX];
     if (!in->opt.check_index || !rf_tar_find_index(in->path, idx, sizeof idx))
         return;
     in->sum.has_index = 1;

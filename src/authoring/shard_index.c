@@ -25,7 +25,7 @@ int rf_shard_index_path(const char *shard, char *buf, size_t cap)
 int rf_shard_write_index(const char *shard, const char *idx_path, char *err, size_t err_len)
 {
     rf_err e = {0};
-    char def[RF_AUTHORING_PATH_MAX];
+    char def[RF_PATH_BYTES_MAX];
     if (!shard)
         return rf_err_give(&(rf_err){.code = RF_EINVAL, .msg = "no shard path"}, err, err_len);
     if (!idx_path) {

@@ -51,9 +51,9 @@ int rf_shard_writer_add(rf_shard_writer *w, const char *key, const char *ext, co
         len > SIZE_MAX)
         return RF_EINVAL;
     size_t kl = strlen(key), el = strlen(ext);
-    if (kl + el + 5 > RF_AUTHORING_PATH_MAX)
+    if (kl + el + 5 > RF_PATH_BYTES_MAX)
         return RF_EINVAL;
-    char name[RF_AUTHORING_PATH_MAX];
+    char name[RF_PATH_BYTES_MAX];
     memcpy(name, key, kl);
     name[kl] = '.';
     memcpy(name + kl + 1, ext, el + 1);

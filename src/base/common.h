@@ -18,6 +18,9 @@
 #include "ringfeed.h"
 
 #define RF_ERRMSG_MAX 512
+/* The longest path ringfeed builds or accepts (index names, folder and list entries, shard
+ * names): one limit for loaders/ and authoring/, so a path one accepts the other can use. */
+#define RF_PATH_BYTES_MAX 4096
 
 /* What an error means beyond its code, set where it is raised, for callers that tell kinds
  * apart (the loader's skip reasons) by this rather than by words in the message. */
