@@ -66,6 +66,18 @@ def shard_jpegs(pattern, n):
     return out[:n]
 
 
+def write_webdataset(path, jpegs, ext, values):
+    """A shard by webdataset's own TarWriter: sample i is KEY.jpg (key "%08d" % i) plus
+    KEY.<ext> holding values[i] (bytes written as they are) unless it is None."""
+    wds = pytest.importorskip("webdataset")
+    with wds.TarWriter(path) as sink:
+        for i, (jpg, v) in enumerate(zip(jpegs, values)):
+            sample = {"__key__": f"{i:08d}", "jpg": jpg}
+            if v is not None:
+                sample[ext] = v
+            sink.write(sample)
+
+
 def labels_once(loader):
     """{key: label} of one epoch's samples (padding left out), asserting that none comes
     twice."""

@@ -11,6 +11,7 @@ import tarfile
 
 import pytest
 
+import conftest
 import ringfeed
 from conftest import labels_once, shard_jpegs
 from ringfeed.loader import SKIP_REASONS
@@ -82,13 +83,7 @@ def write_gnu_tar(path, jpegs):
 
 
 def write_webdataset(path, jpegs):
-    wds = pytest.importorskip("webdataset")
-    with wds.TarWriter(path) as sink:
-        for i, (jpg, doc) in enumerate(zip(jpegs, DOCS)):
-            sample = {"__key__": f"{i:08d}", "jpg": jpg}
-            if doc is not None:
-                sample["json"] = doc  # bytes are written as they are
-            sink.write(sample)
+    conftest.write_webdataset(path, jpegs, "json", DOCS)
 
 
 WRITERS = {"tarfile": write_tarfile, "gnutar": write_gnu_tar, "webdataset": write_webdataset}

@@ -8,6 +8,7 @@ import tarfile
 
 import pytest
 
+import conftest
 import ringfeed
 from conftest import labels_once, shard_jpegs
 from ringfeed.loader import SKIP_REASONS
@@ -44,13 +45,7 @@ def write_tarfile(path, jpegs):
 
 
 def write_webdataset(path, jpegs):
-    wds = pytest.importorskip("webdataset")
-    with wds.TarWriter(path) as sink:
-        for i, (jpg, lab) in enumerate(zip(jpegs, LABELS)):
-            sample = {"__key__": f"{i:08d}", "jpg": jpg}
-            if lab is not None:
-                sample["cls"] = lab
-            sink.write(sample)
+    conftest.write_webdataset(path, jpegs, "cls", LABELS)
 
 
 @pytest.fixture(scope="module", params=["tarfile", "webdataset"])
