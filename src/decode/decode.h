@@ -180,6 +180,12 @@ typedef struct rf_jpeg_info {
  * SOI marker)": the loader's not_jpeg skip reason and rf_jpeg_check's first test, in one
  * place so that both say the same. */
 int rf_jpeg_soi_check(const uint8_t *data, uint64_t len, rf_err *err);
+/* The SOI test itself (rf_jpeg_soi_check's, and the format sniff's in image.c): the bytes start
+ * with FF D8 and there is at least one more. */
+static inline int rf_jpeg_has_soi(const uint8_t *data, uint64_t len)
+{
+    return len >= 3 && data[0] == 0xFF && data[1] == 0xD8;
+}
 
 /* Validate jpeg[0..len) as the loader would, then more: the header against d's limits, the
  * marker structure of the whole file (what every decode checks, whatever the crop) and every

@@ -9,7 +9,7 @@
 uint32_t rf_image_sniff(const uint8_t *p, uint64_t len)
 {
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-    if (len >= 3 && p[0] == 0xFF && p[1] == 0xD8)
+    if (rf_jpeg_has_soi(p, len))
         return RF_IMAGE_JPEG;
     if (len >= 8 && memcmp(p, png_sig, 8) == 0)
         return RF_IMAGE_PNG;

@@ -360,7 +360,7 @@ int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out
 
 int rf_jpeg_soi_check(const uint8_t *data, uint64_t len, rf_err *err)
 {
-    if (len >= 3 && data[0] == 0xFF && data[1] == 0xD8)
+    if (rf_jpeg_has_soi(data, len))
         return 0;
     return rf_seterr(err, RF_EDECODE, "not a JPEG (%llu bytes, no SOI marker)",
                      (unsigned long long)len);
