@@ -47,7 +47,8 @@ static void usage(FILE *f)
             "  --gnu                     GNU long-name records instead of pax (only for >100 chars)\n"
             "  --no-index                do not write .idx files\n"
             "  --quiet                   no progress line and no summary\n"
-            "  --help\n");
+            "  --version                 print the library's version and exit\n"
+            "  -h, --help                print this text and exit\n");
 }
 
 /* "64M", "512K", "1G", "1000": binary multiples. Returns 0 or -1. */
@@ -137,7 +138,8 @@ static int on_progress(void *ctx, const rf_gen_stats *st)
 enum {
     OPT_OUTPUT = 256, OPT_IMAGES, OPT_CLASSES, OPT_SHARD_SIZE, OPT_PER_SHARD, OPT_FIRST_SHARD,
     OPT_SEED, OPT_QUALITY, OPT_TEXTURE, OPT_THREADS, OPT_PROGRESSIVE, OPT_MIN_SIDE, OPT_MAX_SIDE,
-    OPT_CLASS_DIRS, OPT_GNU, OPT_NO_INDEX, OPT_QUIET, OPT_RESTART, OPT_FORMAT, OPT_HELP
+    OPT_CLASS_DIRS, OPT_GNU, OPT_NO_INDEX, OPT_QUIET, OPT_RESTART, OPT_FORMAT, OPT_HELP,
+    OPT_VERSION
 };
 
 static const struct option options[] = {
@@ -161,6 +163,7 @@ static const struct option options[] = {
     {"restart", no_argument, NULL, OPT_RESTART},
     {"format", required_argument, NULL, OPT_FORMAT},
     {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
 
@@ -220,6 +223,10 @@ int main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         if (opt == 'h' || opt == OPT_HELP) {
             usage(stdout);
+            return 0;
+        }
+        if (opt == OPT_VERSION) {
+            printf("ringfeed-gen %s\n", rf_version());
             return 0;
         }
         if (opt == '?') {

@@ -61,7 +61,9 @@ static void usage(FILE *f)
             "                     sample without a valid label is bad input; RF_LABEL_NONE)\n"
             "  --show-config      print the configuration the loader runs with, every default\n"
             "                     resolved (rf_loader_config), before running\n"
-            "  --json             print one JSON object as the last line\n");
+            "  --json             print one JSON object as the last line\n"
+            "  --version          print the library's version and exit\n"
+            "  -h, --help         print this text and exit\n");
 }
 
 static int parse_u32(const char *s, uint32_t *out)
@@ -82,7 +84,7 @@ int parse_args(int argc, char **argv, opts *o)
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
            O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS,
-           O_SHOWCFG };
+           O_SHOWCFG, O_VERSION };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -111,6 +113,7 @@ int parse_args(int argc, char **argv, opts *o)
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {"no-labels", no_argument, 0, O_NOLABELS},
         {"show-config", no_argument, 0, O_SHOWCFG},
+        {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 256;
@@ -124,7 +127,7 @@ int parse_args(int argc, char **argv, opts *o)
      * where it stood instead of running until someone kills it. */
     o->timeout_ms = 60000;
     int c, bad = 0;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
         case O_SHARDS:
             if (o->nshards == MAX_PATTERNS)
@@ -226,7 +229,9 @@ int parse_args(int argc, char **argv, opts *o)
             else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
             else bad = 1;
             break;
+        case 'h':
         case O_HELP: usage(stdout); exit(0);
+        case O_VERSION: printf("ringfeed-bench %s\n", rf_version()); exit(0);
         default: bad = 1;
         }
         if (bad) {

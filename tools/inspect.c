@@ -52,6 +52,8 @@ static void usage(FILE *f)
             "                     integer field PATH, e.g. annotations.class_id, of KEY.json,\n"
             "                     as the loader's label_source RF_LABEL_JSON) or none\n"
             "  --quiet            print problems and the totals only (no per-shard lines)\n"
+            "  --version          print the library's version and exit\n"
+            "  -h, --help         print this text and exit\n"
             "Exit status: 0 no problem, 1 problems found, 2 usage error.\n");
 }
 
@@ -227,7 +229,8 @@ int main(int argc, char **argv)
                                        {"no-jpeg", 0, 0, 'n'}, {"quiet", 0, 0, 'q'},
                                        {"no-labels", 0, 0, 'L'}, {"label", 1, 0, 'l'},
                                        {"image-exts", 1, 0, 'i'},
-                                       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                       {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
+                                       {0, 0, 0, 0}};
     totals t = {0};
     int write_index = 0, c;
     rf_inspect_options o;
@@ -248,6 +251,7 @@ int main(int argc, char **argv)
             break;
         case 'q': t.quiet = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("ringfeed-inspect %s\n", rf_version()); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -1,8 +1,9 @@
 /* ringfeed-membench — the memory-hierarchy figures behind docs/tuning.md, measured with the
  * CUDA runtime directly (this tool measures CUDA itself, so unlike the other tools it does not
- * go through ringfeed.h): host-to-device copy bandwidth from pageable, cudaHostAlloc'ed,
- * cudaHostRegister'ed (4 KiB pages) and huge-page registered buffers; the cost of obtaining
- * pinned memory each way; and a per-batch cudaMalloc+cudaFree against a stream-ordered pool.
+ * go through ringfeed.h, which it uses only for rf_version() in --version): host-to-device
+ * copy bandwidth from pageable, cudaHostAlloc'ed, cudaHostRegister'ed (4 KiB pages) and
+ * huge-page registered buffers; the cost of obtaining pinned memory each way; and a per-batch
+ * cudaMalloc+cudaFree against a stream-ordered pool.
  * Built only with the CUDA backend. With --json the last line of stdout is one JSON object. */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#include "ringfeed.h"
 
 #ifndef MAP_HUGE_2MB
 #define MAP_HUGE_2MB (21 << 26)
@@ -89,10 +92,13 @@ int main(int argc, char **argv)
             dev = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--version"))
+            return printf("ringfeed-membench %s\n", rf_version()), 0;
         else {
-            fprintf(stderr, "usage: ringfeed-membench [--bytes N] [--iters N] [--device N] "
-                            "[--json]\n");
-            return 2;
+            int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+            fprintf(help ? stdout : stderr, "usage: ringfeed-membench [--bytes N] [--iters N] "
+                    "[--device N] [--json] [--version] [-h|--help]\n");
+            return help ? 0 : 2;
         }
     }
     if (iters < 1 || bytes < 4096)

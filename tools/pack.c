@@ -105,6 +105,8 @@ static void usage(FILE *f)
             "                     optimal Huffman tables, so crops decode only what they need\n"
             "  --quiet            no progress line\n"
             "  --json             print a JSON summary as the last line of stdout\n"
+            "  --version          print the library's version and exit\n"
+            "  -h, --help         print this text and exit\n"
             "Keys are class/filename without the extension, with whitespace, control bytes and\n"
             "dots in the file name replaced by '_' (a WebDataset key ends at the first dot of\n"
             "the basename); a key made equal to another by this gets a _2, _3 ... suffix.\n"
@@ -590,7 +592,8 @@ static int parse_args(int argc, char **argv, opts *o)
         {"shard-size", 1, 0, 's'}, {"shuffle", 0, 0, 'S'}, {"seed", 1, 0, 'e'},
         {"threads", 1, 0, 't'}, {"format", 1, 0, 'f'}, {"first-shard", 1, 0, 'F'},
         {"max-file-bytes", 1, 0, 'm'}, {"strict", 0, 0, 'x'}, {"quiet", 0, 0, 'q'},
-        {"json", 0, 0, 'j'}, {"restart", 2, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 0, 0, 'j'}, {"restart", 2, 0, 'R'}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
+        {0, 0, 0, 0}};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (opts){.shard_bytes = 256ull << 20, .max_file_bytes = 64ull << 20,
                 .threads = ncpu <= 0 ? 4 : ncpu > PACK_THREADS_MAX ? PACK_THREADS_MAX : (uint32_t)ncpu};
@@ -642,6 +645,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'q': o->quiet = 1; break;
         case 'j': o->json = 1; break;
         case 'h': usage(stdout); exit(0);
+        case 'V': printf("ringfeed-pack %s\n", rf_version()); exit(0);
         default: return -1;
         }
     }

@@ -33,6 +33,7 @@
 
 #include <jpeglib.h>
 
+#include "ringfeed.h"
 #include "base/common.h"
 #include "decode/decode.h"
 #include "decode/decode_hooks.h"
@@ -348,9 +349,9 @@ static int run_parallel(const images *im, uint32_t threads, uint32_t size, uint3
     return rc;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: ringfeed-decode-bench [options] SHARD.tar|DIR ...\n"
             "  --mode M    ref|rrc|rrc-decode|center|center-decode|all (all)\n"
             "  --reps N    passes per mode, best wall time reported (5)\n"
@@ -366,7 +367,9 @@ static void usage(void)
             "              own scaling: all-core clocks, shared physical cores)\n"
 
             "  --restart N|auto|row  first rewrite every image losslessly with a restart marker\n"
-            "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n");
+            "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n"
+            "  --version   print the library's version and exit\n"
+            "  -h, --help  print this text and exit\n");
 }
 
 int main(int argc, char **argv)
@@ -386,7 +389,7 @@ int main(int argc, char **argv)
             if (!strcmp(v, "all"))
                 mode = -1;
             else if (mode == M_COUNT) {
-                usage();
+                usage(stderr);
                 return 2;
             }
         } else if (!strcmp(s, "--reps") && a + 1 < argc) {
@@ -412,8 +415,14 @@ int main(int argc, char **argv)
             restart = !strcmp(v, "auto") ? 0 : !strcmp(v, "row") ? UINT32_MAX
                                                                   : (uint32_t)strtoul(v, NULL, 10);
             transcode = 1;
+        } else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(s, "--version")) {
+            printf("ringfeed-decode-bench %s\n", rf_version());
+            return 0;
         } else if (s[0] == '-') {
-            usage();
+            usage(stderr);
             return 2;
         } else {
             struct stat st;
@@ -428,7 +437,7 @@ int main(int argc, char **argv)
     if (spin && threads)
         return run_parallel(&im, threads, size, flags, reps, 1);
     if (im.n == 0 || reps == 0 || size == 0) {
-        usage();
+        usage(stderr);
         return 2;
     }
     if (transcode && transcode_all(&im, restart))
