@@ -40,6 +40,8 @@
 extern "C" {
 #endif
 
+/* RF_API marks exactly what libringfeed.so exports: everything else is hidden, and the version
+ * script src/ringfeed.map keeps any other symbol local (ctest "symbols" compares the two). */
 #if defined(RINGFEED_BUILDING)
 #define RF_API __attribute__((visibility("default")))
 #else
@@ -634,7 +636,8 @@ RF_API const char *rf_strerror(int code);
  * RF_EINVAL, and so on. NULL for any other code (0, RF_EPOCH_END, RF_DONE, -errno, unknown). */
 RF_API const char *rf_err_name(int code);
 
-/* "MAJOR.MINOR.PATCH" */
+/* "MAJOR.MINOR.PATCH": the project's version, as the CMake package and ringfeed.pc give it;
+ * every command prints it for --version. */
 RF_API const char *rf_version(void);
 
 /* ---- epochs and resume ------------------------------------------------------------------- */
