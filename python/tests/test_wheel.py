@@ -8,7 +8,7 @@ import sysconfig
 import pytest
 
 import ringfeed
-from conftest import labels_once, rewrite_shards, shard_labels
+from conftest import REPO, labels_once, rewrite_shards, shard_labels
 
 SHARDS = os.environ.get("RINGFEED_WHEEL_SHARDS")
 pytestmark = pytest.mark.skipif(not SHARDS, reason="run by tests/wheel_test.sh on the wheel")
@@ -28,6 +28,21 @@ def test_the_library_and_its_dependencies_come_from_the_wheel():
         assert paths, f"{name} is not loaded"
         assert all(p.startswith(os.path.join(site, "ringfeed.libs") + os.sep)
                    for p in paths), paths
+
+
+def test_the_metadata_carries_the_version_and_the_licence():
+    from importlib import metadata
+    md = metadata.metadata("ringfeed")
+    assert md["Version"] == ringfeed.__version__ == ringfeed.version()
+    assert md["License-Expression"] == "Apache-2.0" and md["License-File"] == "LICENSE"
+    installed = [f for f in metadata.files("ringfeed") if f.name == "LICENSE"]
+    assert len(installed) == 1
+    with open(os.path.join(REPO, "LICENSE")) as f:
+        assert installed[0].read_text() == f.read()
+    debian = "/usr/share/common-licenses/Apache-2.0"
+    if os.path.exists(debian):
+        with open(debian) as f:
+            assert installed[0].read_text() == f.read()
 
 
 @pytest.mark.parametrize("writer", ["ringfeed-gen", "tarfile"])
