@@ -18,6 +18,10 @@ if os.environ.get("RINGFEED_TEST_INSTALLED") != "1":
 import ringfeed  # noqa: E402
 from ringfeed import _capi  # noqa: E402
 
+# The folder the imported ringfeed package is in (the checkout's python/, or site-packages):
+# child interpreters get it first on PYTHONPATH, so they import the same package.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ringfeed.__file__)))
+
 N_IMAGES = 50
 N_CLASSES = 7
 PER_SHARD = 16
@@ -189,7 +193,7 @@ def run_python(code, *args, env=None, timeout=120, lib=None, package_root=None, 
     library at `lib` and the ringfeed package found in the folder `package_root`; returns the
     CompletedProcess. A signal shows as a negative returncode."""
     full = dict(os.environ if env is None else env)
-    root = package_root or os.path.dirname(os.path.dirname(os.path.abspath(ringfeed.__file__)))
+    root = package_root or PACKAGE_ROOT
     full["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [full.get("PYTHONPATH")] if p])
     lib = lib or _capi.library_path()
     if lib and os.sep in lib:

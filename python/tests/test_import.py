@@ -3,7 +3,6 @@ version (a real library whose version string was patched), another struct layout
 whose mirror was edited), or none at all; each in a fresh interpreter, as a user meets it."""
 import os
 import re
-import shutil
 import struct
 
 import pytest
@@ -60,6 +59,19 @@ def other_version(v):
     return v[:-1] + ("8" if v[-1] == "9" else "9")
 
 
+def library_copy(dest, real, blob):
+    """blob written as dest/ringfeed/libringfeed.so.0, beside a link to the ringfeed.libs/
+    folder of the library at `real` when it has one (an installed wheel's: its RPATH is
+    $ORIGIN/../ringfeed.libs); returns the copy's path."""
+    lib = dest / "ringfeed" / "libringfeed.so.0"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(blob)
+    bundled = os.path.join(os.path.dirname(os.path.dirname(real)), "ringfeed.libs")
+    if os.path.isdir(bundled):
+        os.symlink(bundled, dest / "ringfeed.libs")
+    return lib
+
+
 def test_a_library_of_another_version_fails_import(tmp_path):
     real = os.path.realpath(C.library_path())
     blob = bytearray(open(real, "rb").read())
@@ -68,13 +80,9 @@ def test_a_library_of_another_version_fails_import(tmp_path):
     at = [m.start() + 1 for m in re.finditer(re.escape(b"\0" + mine + b"\0"),
                                              bytes(blob[off:off + size]))]
     assert len(at) == 1, f"{real}: {mine!r} found {len(at)} times in .rodata"
-    same = tmp_path / "same" / "libringfeed.so.0"
-    patched = tmp_path / "patched" / "libringfeed.so.0"
-    for p in (same, patched):
-        p.parent.mkdir()
-    shutil.copyfile(real, same)
+    same = library_copy(tmp_path / "same", real, bytes(blob))
     blob[off + at[0]:off + at[0] + len(mine)] = theirs
-    patched.write_bytes(blob)
+    patched = library_copy(tmp_path / "patched", real, bytes(blob))
     # The copy as it was imports (so the failure below is the version's, not the copy's).
     r = run_python("import ringfeed; print(ringfeed.version())", lib=str(same), cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == mine.decode(), r.stderr
