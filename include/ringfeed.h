@@ -48,6 +48,8 @@ extern "C" {
 #define RF_API
 #endif
 
+/* ringfeed's version, in one place: rf_version() spells it, and the Python package's metadata
+ * (pyproject.toml) and import-time check (python/ringfeed/_capi.py) read these three lines. */
 #define RF_VERSION_MAJOR 0
 #define RF_VERSION_MINOR 1
 #define RF_VERSION_PATCH 0
@@ -636,8 +638,8 @@ RF_API const char *rf_strerror(int code);
  * RF_EINVAL, and so on. NULL for any other code (0, RF_EPOCH_END, RF_DONE, -errno, unknown). */
 RF_API const char *rf_err_name(int code);
 
-/* "MAJOR.MINOR.PATCH": the project's version, as the CMake package and ringfeed.pc give it;
- * every command prints it for --version. */
+/* "MAJOR.MINOR.PATCH" of RF_VERSION_* above, as this library was built: the CMake package's
+ * and ringfeed.pc's version too; every command prints it for --version. */
 RF_API const char *rf_version(void);
 
 /* ---- epochs and resume ------------------------------------------------------------------- */

@@ -5,9 +5,10 @@ set -euo pipefail
 # libjpeg-turbo-progs and mate-backgrounds: cjpeg/djpeg and real photographs for the tests'
 # photo set (datasets/photos.py), so that decode properties are checked on users' kind of data.
 # libspng-dev and libwebp-dev: the PNG and WebP decoders (src/decode/png_decode.c, webp_decode.c).
+# python3-venv: tools/wheel.sh and tests/wheel_test.sh make their venvs with it.
 pkgs=(build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
-      check libsubunit-dev valgrind python3 python3-pip python3-pil clang libjpeg-turbo-progs
-      mate-backgrounds)
+      check libsubunit-dev valgrind python3 python3-pip python3-venv python3-pil clang
+      libjpeg-turbo-progs mate-backgrounds)
 # Ubuntu names libjpeg-turbo's dev package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1; then
   pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")

@@ -3,7 +3,8 @@
 # suites three times — a warnings-as-errors build, an AddressSanitizer+UBSan build (leaks,
 # use-after-free and hangs in destroy-mid-flight paths show up there), and a ThreadSanitizer
 # build of the threaded suites (data races between the I/O, decode and consumer threads) —
-# then the libFuzzer targets briefly (FUZZ_SECONDS each, default 30), then the Python tests.
+# then the libFuzzer targets briefly (FUZZ_SECONDS each, default 30), then the Python tests,
+# then the binary wheel in a fresh venv.
 # GPU suites exit 77 (skipped) on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,3 +96,6 @@ python3 -c 'import webdataset' 2>/dev/null || python3 -m pip install -q webdatas
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib ||
     echo "test.sh: no matplotlib; python/tests/test_report.py will be skipped" >&2
 RINGFEED_LIB="$PWD/build-test/libringfeed.so" PYTHONPATH=python python3 -m pytest -q python/tests
+# The binary wheel (tools/wheel.sh) installed into a fresh venv and run with the system's
+# liburing, libjpeg, libspng and libwebp hidden (a few minutes).
+tests/wheel_test.sh

@@ -12,15 +12,24 @@
 
 A batch's images are zero-copy views of loader memory, valid until the loader is asked for the
 next batch (see ringfeed.loader's docstring and docs/python.md). The binding is ctypes over
-libringfeed.so, found through RINGFEED_LIB, next to this package, or in <repo>/build*/.
+libringfeed.so, found through RINGFEED_LIB, next to this package, or in <repo>/build*/, and
+loaded by this import, which fails with ImportError when the library is missing or does not
+match the binding (its version or a struct's layout).
 """
-from ._capi import LoaderTimeout, RingfeedError, library_path
-from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch, TokenLoader)
+from . import _capi
+
+# Loaded now, not at first use: a missing or mismatched library fails the import.
+_capi.lib()
+
+from ._capi import LoaderTimeout, RingfeedError, library_path  # noqa: E402
+from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch,  # noqa: E402
+                     TokenLoader)
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
            "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",
            "library_path", "add_restarts", "cpu_count", "default_decode_threads"]
-__version__ = "0.1.0"
+# include/ringfeed.h's version, which import has checked the library's rf_version() against.
+__version__ = _capi.BINDING_VERSION
 
 
 def add_restarts(jpeg, interval=0, optimize=True):
@@ -30,14 +39,12 @@ def add_restarts(jpeg, interval=0, optimize=True):
     `sample["jpg"] = ringfeed.add_restarts(jpeg_bytes)`. interval: MCUs between markers, 0 for
     ringfeed's choice; optimize: optimal Huffman tables. Raises RingfeedError (RF_EDECODE, with
     libjpeg's words) on bytes that are not a decodable JPEG."""
-    from . import _capi
     from .loader import _uint
     return _capi.add_restarts(jpeg, _uint("interval", interval), optimize)
 
 
 def version():
     """Version of the loaded libringfeed ("MAJOR.MINOR.PATCH")."""
-    from . import _capi
     return _capi.version()
 
 
@@ -45,7 +52,6 @@ def cpu_count():
     """CPUs this process may use (rf_cpu_count): the CPUs of its affinity mask (taskset,
     numactl, cpusets), capped by its cgroup CPU quota rounded up (docker --cpus, Kubernetes
     limits). Unlike os.cpu_count(), which counts the machine."""
-    from . import _capi
     return _capi.cpu_count()
 
 
@@ -59,7 +65,6 @@ def default_decode_threads():
 
 def cuda_device_count():
     """CUDA devices libringfeed can use (0 without a CUDA build, driver or GPU)."""
-    from . import _capi
     return _capi.cuda_device_count()
 
 
@@ -67,5 +72,4 @@ def cuda_status():
     """(usable CUDA devices, why none / what there is): tells a missing NVIDIA driver, a driver
     too old for the runtime, a driver that sees no GPU, and a build without CUDA apart.
     Initializes the CUDA runtime, like cuda_device_count(): call it after any fork()."""
-    from . import _capi
     return _capi.cuda_status()

@@ -1,16 +1,18 @@
 """ctypes mirror of include/ringfeed.h: the shared library, its structs, constants, prototypes.
 
 Everything the binding knows about the C side is in this one module. The structs mirror the
-header field by field (order and fixed-width types). When the library is loaded, every field's
+header field by field (order and fixed-width types). The library is loaded when ringfeed is
+imported: its rf_version() must be the version this binding was written for, and every field's
 name, offset and size in each mirror is checked against the library's own table
-(rf_abi_layout), and a mismatch raises ImportError naming the struct, the field and both
-layouts, instead of corrupting memory. ringfeed's error codes (RF_EINVAL, ...) come from that
+(rf_abi_layout); a mismatch raises ImportError naming the library and what differs, instead of
+corrupting memory later. ringfeed's error codes (RF_EINVAL, ...) come from that
 table too: the module-level names are filled from the library, not copied here.
 """
 import ctypes
 import ctypes.util
 import glob
 import os
+import re
 
 # ---- constants (ringfeed.h) ------------------------------------------------------------------
 
@@ -19,7 +21,7 @@ RF_EPOCH_END = 1
 RF_DONE = 2
 
 # ringfeed's own error codes (RF_EINVAL, ...) are not listed here: they are module attributes
-# filled from the library's table when it is loaded (see _errors and __getattr__ below).
+# filled from the library's table when it is loaded, at import (see _errors below).
 
 RF_DEVICE_AUTO, RF_DEVICE_HOST, RF_DEVICE_CUDA = 0, 1, 2
 RF_IO_AUTO, RF_IO_URING, RF_IO_PREAD = 0, 1, 2
@@ -288,15 +290,6 @@ def error_name(code):
     return name.decode() if name else ""
 
 
-def __getattr__(name):
-    """RF_E* names and ERROR_NAMES before the library was loaded: load it (lib() then puts
-    them in the module, so later lookups do not come here)."""
-    if name.startswith("RF_E") or name == "ERROR_NAMES":
-        lib()
-        if name in globals():
-            return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 # ---- the shared library ----------------------------------------------------------------------
 
 _lib = None
@@ -332,7 +325,9 @@ def library_path():
 
 
 def lib():
-    """Load libringfeed once and declare every prototype."""
+    """Load libringfeed once, declare every prototype and check that it is the library this
+    binding was written for (version, then every struct's layout); ringfeed's __init__ calls it
+    at import, so a mismatch is an ImportError there and never memory corruption later."""
     global _lib
     if _lib is not None:
         return _lib
@@ -348,6 +343,7 @@ def lib():
         except AttributeError as e:  # a function this package calls is not in the library
             raise ImportError(f"{path}: {e}: the library is older than the Python package "
                               "(rebuild it, or point RINGFEED_LIB at a newer one)") from e
+        check_version(handle.rf_version().decode("utf-8", "replace"), path)
         table = layout_table(handle)
         for c_name, cls in MIRRORS.items():
             check_struct(cls, c_name, table, path)
@@ -355,10 +351,55 @@ def lib():
         _lib = handle
         return _lib
     hint = "; ".join(tried) if tried else "no candidate found"
-    raise OSError(
+    raise ImportError(
         "cannot load libringfeed: set RINGFEED_LIB to the library's path, install the package "
-        "with the library copied next to it, or build it in <repo>/build*/ "
-        f"(cmake -S . -B build && make -C build ringfeed). Tried: {hint}")
+        "with `pip install .` (which puts the library inside it), or build it in "
+        "<repo>/build*/ (cmake -S . -B build && make -C build ringfeed). Tried: " + hint)
+
+
+# The header's version lines, as pyproject.toml's version provider reads them.
+_HEADER_VERSION = re.compile(r"#define RF_VERSION_MAJOR (\d+)\s+#define RF_VERSION_MINOR (\d+)"
+                             r"\s+#define RF_VERSION_PATCH (\d+)")
+
+
+def _binding_version():
+    """The libringfeed version this binding was written for: ringfeed/_version.py, which the
+    wheel build writes from include/ringfeed.h, or in a source checkout (no _version.py) that
+    header itself, two folders above this package."""
+    try:
+        from ._version import __version__
+        return __version__
+    except ImportError:
+        pass
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    header = os.path.join(repo, "include", "ringfeed.h")
+    try:
+        with open(header, encoding="utf-8") as f:
+            m = _HEADER_VERSION.search(f.read())
+    except OSError as e:
+        raise ImportError(f"ringfeed: no ringfeed/_version.py (the package was not installed "
+                          f"by pip) and no source checkout's header ({e}): install it with "
+                          "`pip install .` at the repository root") from e
+    if m is None:
+        raise ImportError(f"{header}: no RF_VERSION_MAJOR/MINOR/PATCH lines")
+    return ".".join(m.groups())
+
+
+BINDING_VERSION = _binding_version()
+
+
+def check_version(lib_version, path="libringfeed"):
+    """Raise ImportError unless the library's rf_version() is BINDING_VERSION: a library of
+    another release may lay out its structs or behave differently. The message names the
+    library, both versions and the remedies."""
+    if lib_version != BINDING_VERSION:
+        here = os.path.dirname(os.path.abspath(__file__))
+        raise ImportError(
+            f"{path}: libringfeed {lib_version} does not match the ringfeed Python package "
+            f"{BINDING_VERSION} ({here}); the library and the binding must come from the same "
+            "release: reinstall the package (`pip install .` builds and bundles its own "
+            "library), rebuild the library from the same checkout, or point RINGFEED_LIB at "
+            "the matching library (or unset it)")
 
 
 def _declare(L):

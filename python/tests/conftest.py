@@ -10,10 +10,17 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "python"))  # PYTHONPATH=python without asking
+# PYTHONPATH=python without asking, unless RINGFEED_TEST_INSTALLED=1 asks for the ringfeed that
+# pip installed (the wheel on the GPU machine: docs/gpu.md); test_import checks which one it is.
+if os.environ.get("RINGFEED_TEST_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(REPO, "python"))
 
 import ringfeed  # noqa: E402
 from ringfeed import _capi  # noqa: E402
+
+# The folder the imported ringfeed package is in (the checkout's python/, or site-packages):
+# child interpreters get it first on PYTHONPATH, so they import the same package.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ringfeed.__file__)))
 
 N_IMAGES = 50
 N_CLASSES = 7
@@ -103,10 +110,7 @@ def shard_labels(pattern):
 
 @pytest.fixture(scope="session")
 def lib():
-    try:
-        return _capi.lib()
-    except OSError as e:
-        pytest.skip(str(e))
+    return _capi.lib()  # loaded by `import ringfeed` above, which fails without one
 
 
 @pytest.fixture(scope="session")
@@ -183,15 +187,16 @@ def have_torch():
 ARRAY_TYPES = ["numpy"] + (["torch"] if have_torch() else [])
 
 
-def run_python(code, *args, env=None, timeout=120):
-    """Run `code` in a fresh interpreter with this checkout's binding and library (what a
-    crash or a process-wide setting must not reach pytest's own process); returns the
+def run_python(code, *args, env=None, timeout=120, lib=None, package_root=None, cwd=None):
+    """Run `code` in a fresh interpreter with the binding and library this process uses (what
+    a crash or a process-wide setting must not reach pytest's own process), or with the
+    library at `lib` and the ringfeed package found in the folder `package_root`; returns the
     CompletedProcess. A signal shows as a negative returncode."""
     full = dict(os.environ if env is None else env)
-    full["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(REPO, "python")] + [p for p in [full.get("PYTHONPATH")] if p])
-    lib = _capi.library_path()
+    root = package_root or PACKAGE_ROOT
+    full["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [full.get("PYTHONPATH")] if p])
+    lib = lib or _capi.library_path()
     if lib and os.sep in lib:
         full["RINGFEED_LIB"] = lib
     return subprocess.run([sys.executable, "-c", code, *args], env=full, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, cwd=cwd)

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import ringfeed  # noqa: E402
 from ringfeed import _capi as C  # noqa: E402
-from conftest import N_IMAGES, HERE  # noqa: E402
+from conftest import N_IMAGES, HERE, PACKAGE_ROOT  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device visible to torch")
@@ -177,7 +177,7 @@ def test_normalization_matches_torch(shards, dtype, layout):
 def test_two_ranks_torchrun_disjoint(shards, labels_by_key, tmp_path):
     script = os.path.join(HERE, "gpu_two_rank.py")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            script, "--shards", shards, "--out", str(tmp_path)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

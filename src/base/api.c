@@ -50,4 +50,11 @@ RF_API const char *rf_err_name(int code)
     return own ? own->name : NULL;
 }
 
-RF_API const char *rf_version(void) { return "0.1.0"; }
+/* The header's RF_VERSION_* are the one source of the version (the Python wheel's metadata is
+ * read from them too), so the string is spelled from them. */
+#define RF_STR_(x) #x
+#define RF_STR(x) RF_STR_(x)
+RF_API const char *rf_version(void)
+{
+    return RF_STR(RF_VERSION_MAJOR) "." RF_STR(RF_VERSION_MINOR) "." RF_STR(RF_VERSION_PATCH);
+}
