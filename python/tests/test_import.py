@@ -19,10 +19,16 @@ def header_version():
 
 def test_version_has_one_source():
     # include/ringfeed.h's RF_VERSION_* are the version of the library (rf_version), of the
-    # binding (__version__, what import checks against) and of CMake's project().
+    # binding (__version__, what import checks against) and of CMake's project(), which reads
+    # them (so the library's file is named after them) instead of spelling a number.
     assert ringfeed.__version__ == ringfeed.version() == header_version()
     with open(os.path.join(REPO, "CMakeLists.txt"), encoding="utf-8") as f:
-        assert re.search(r"project\(ringfeed VERSION ([0-9.]+)", f.read())[1] == header_version()
+        cmake = f.read()
+    assert not re.search(r"project\(ringfeed VERSION [0-9]", cmake)
+    assert "RF_VERSION_" in cmake
+    real = os.path.realpath(ringfeed.library_path())
+    if re.search(r"\.so\.[0-9]+\.[0-9]+\.[0-9]+$", real):  # a build tree's, not the wheel's
+        assert real.endswith(".so." + header_version())
 
 
 def test_import_loads_the_library():
