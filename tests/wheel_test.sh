@@ -14,7 +14,11 @@ repo=$PWD
 gen=${RINGFEED_GEN:-$repo/build-test/datasets/ringfeed-gen}
 [ -x "$gen" ] || { echo "wheel_test: no ringfeed-gen at $gen (build build-test first)" >&2; exit 1; }
 
-wheel=$(tools/wheel.sh | tee /dev/stderr | sed -n 's/^wheel: \([^ ]*\).*/\1/p')
+# wheel.sh's lines are shown on stderr through the open descriptor: `tee /dev/stderr` would
+# reopen a redirected log file and truncate it, losing everything CI printed before.
+built=$(tools/wheel.sh)
+printf '%s\n' "$built" >&2
+wheel=$(sed -n 's/^wheel: \([^ ]*\).*/\1/p' <<<"$built")
 raw=$(ls "$repo"/build-wheel/raw/ringfeed-*.whl)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
