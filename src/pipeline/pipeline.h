@@ -313,7 +313,10 @@ struct rf_loader {
     struct skip_item *skq;  /* replacement / blank tasks waiting for a task and arena space */
     uint64_t skq_head, skq_tail;
     uint32_t skq_cap;
-    rf_err sk_last;         /* the last sample failure (for the consecutive-skips message) */
+    /* The failure of each slot position (depth * batch), for the consecutive-skips message:
+     * the hole's own, whatever failed after it before the walk reached it (prefetched
+     * batches, late verdicts). */
+    rf_err *sk_errs;
     uint64_t skipped, skipped_by[RF_SKIP_REASONS];
     epoch_counts ep;        /* rf_stats.epoch_*: the consumer's, for its current epoch */
     rf_test_hooks hooks;    /* src/pipeline/testing.h: injected faults (tests only; zero otherwise) */
@@ -431,6 +434,12 @@ typedef struct pl_policy {
     /* Task t's sample failed with a data error (reason: enum rf_skip_reason). Returns 1 when
      * the sample still counts its slot down (fail mode: the batch completes, then fails). */
     int (*failed_locked)(rf_loader *ld, const task *t, int reason, int code, const char *msg);
+    /* Skip mode with late verdicts (rf_loader.gpu.late): the consumer's verdict on position
+     * (si, index) of a batch it checked (code 0: good; else a hole under reason, as
+     * failed_locked). Returns 1 for a hole the policy fills. The fail policy never gets one:
+     * pl_gpu_check raises a bad verdict as the batch's error. */
+    int (*late_locked)(rf_loader *ld, uint32_t si, uint32_t index, int reason, int code,
+                       const char *msg);
 } pl_policy;
 
 /* state.c */
