@@ -34,8 +34,8 @@ int pl_gpu_choose(rf_loader *ld, rf_err *err)
                          "baseline", what);
     if (ld->gpu.device && ld->skip)
         return rf_seterr(err, RF_EINVAL, "%s on the CUDA backend needs on_error = FAIL: a "
-                         "corrupt file is found only after its batch was decoded, when the "
-                         "sample can no longer be replaced", what);
+                         "corrupt file is found only after its batch was decoded, and writing "
+                         "its replacement into the device batch is not built yet", what);
     return 0;
 }
 

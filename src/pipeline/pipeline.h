@@ -37,7 +37,11 @@
  *  - after take() and outside the lock, page-cache residency is checked and upcoming spans are
  *    hinted into the cache (warm.c); O_DIRECT reads use aligned spans of the arena;
  *  - GPU decode (gpu_place.c): a decode thread places a packet or pixels in the slot's stage;
- *    the consumer checks the kernels' verdicts before it hands the batch out;
+ *    the consumer checks the kernels' verdicts before it hands the batch out (late verdicts:
+ *    gpu.late). In skip mode those verdicts go to the skip policy (late_locked, mu held, after
+ *    the backend's sync without it); a batch with holes goes from LEASED back to FILLING with
+ *    one pending sample per hole, its replacements are decoded on the CPU (slot.gpu.refill),
+ *    the last one publishes it again, and the consumer waits for it and checks it again;
  *  - a loader used after fork() in a child answers RF_EFORK and touches nothing.
  *
  * LOCK ORDER
@@ -48,7 +52,8 @@
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
  *    advances (task_finish_locked), when a slot is released, in skip mode when a sample fails
- *    or succeeds while the cursor waits (sk_waiting), on an error (pl_fail_locked) and on
+ *    or succeeds while the cursor waits (sk_waiting) and when the consumer gives a late
+ *    verdict, on an error (pl_fail_locked) and on
  *    stop.
  *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
  *    done(); broadcast on an error and on stop.

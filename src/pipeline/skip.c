@@ -35,6 +35,9 @@
  *    delivered (non-padding) + skipped == R for the rank's epoch.
  *  - The dispatcher enters the next epoch only when all outputs of this one are final
  *    (replacements need this epoch's plan).
+ *  - Late verdicts (GPU decode: pl_gpu_check gives them with the batch): such a sample is
+ *    pending (SK_LATE) until the consumer checks its batch, which then goes back to FILLING
+ *    for its holes; phases end at batch boundaries (skip_phase_late_locked).
  * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
  * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
 typedef struct skip_item {
