@@ -11,10 +11,12 @@
  * one rewritten by Python's tarfile, with the Huffman data of some members overwritten and
  * their markers intact, so that only the packet decode finds the damage. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/io.h"
 #include "pipeline/testing.h"
 #include "ringfeed.h"
 #include "testutil.h"
@@ -75,6 +77,16 @@ static void member_at(uint32_t id, char *buf, size_t n)
     snprintf(buf, n, "member %s at offset %llu", name, (unsigned long long)off);
 }
 
+/* A read fault (testing.h's io hook): every read of the sample span starting at g_eio_off
+ * fails with EIO (UINT64_MAX: none). */
+static uint64_t g_eio_off = UINT64_MAX;
+
+static int eio_fault(void *ctx, const rf_io_req *q, int res)
+{
+    (void)ctx;
+    return q->offset == g_eio_off ? -EIO : res;
+}
+
 typedef struct opts {
     int late;          /* the gpu_late_verdicts hook */
     uint32_t threads, max_consec, order, batches; /* batches: stop after so many (0: all) */
@@ -111,7 +123,7 @@ static rf_loader *create(const opts *o)
     c.order = o->order;
     c.resume_state = o->resume;
     c.resume_state_bytes = o->resume_len;
-    rf_test_hooks h = {.gpu_late_verdicts = o->late};
+    rf_test_hooks h = {.gpu_late_verdicts = o->late, .io = eio_fault};
     rf_loader *ld = NULL;
     char err[512] = "";
     int rc = rf_loader_create_hooked(&c, &h, &ld, err, sizeof err);
@@ -230,6 +242,32 @@ START_TEST(late_verdicts_skip_like_decode_thread_verdicts)
 }
 END_TEST
 
+/* A sample whose read fails (an io skip, on the I/O thread, before any verdict) in a batch whose
+ * other verdicts come late: counted at once, a hole when its batch is checked, filled in
+ * output order like the damaged ones; the same samples as with verdicts on the decode thread. */
+START_TEST(late_verdicts_with_io_failure_in_the_batch)
+{
+    char shard[700];
+    snprintf(shard, sizeof shard, "%s/shard-0000.tar", g_dir);
+    g_eio_off = rf_test_member_offset(shard, "00000012.jpg");
+    ck_assert_uint_ne(g_eio_off, UINT64_MAX);
+    run *ref = malloc(sizeof *ref), *r = malloc(sizeof *r);
+    collect(&(opts){.late = 0}, ref);
+    collect(&(opts){.late = 1}, r);
+    g_eio_off = UINT64_MAX;
+    ck_assert_msg(ref->rc == 0 && r->rc == 0, "%s / %s", ref->msg, r->msg);
+    ck_assert_uint_eq(r->n, MAXRUN);
+    ck_assert_uint_eq(r->st.skipped_by_reason[RF_SKIP_IO], EPOCHS);
+    ck_assert_uint_eq(r->st.skipped_by_reason[RF_SKIP_CORRUPT], NBAD * EPOCHS);
+    ck_assert_uint_eq(r->st.skipped, (NBAD + 1) * EPOCHS);
+    ck_assert_uint_eq(r->st.epoch_delivered + r->st.epoch_skipped, NS);
+    ck_assert_int_eq(find(r, 0, 12), -1);
+    same_samples(ref, r);
+    free(ref->px), free(r->px);
+    free(ref), free(r);
+}
+END_TEST
+
 /* Two damaged members in a row (plan order NONE: file order) over max_consecutive_skips 1: the
  * error of the CPU path's skip, naming the shard and the second member with its offset. */
 START_TEST(late_verdicts_consecutive_limit)
@@ -323,6 +361,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_unchecked_fixture(tc, make_corpus, NULL);
     tcase_add_test(tc, late_verdicts_skip_like_decode_thread_verdicts);
+    tcase_add_test(tc, late_verdicts_with_io_failure_in_the_batch);
     tcase_add_test(tc, late_verdicts_consecutive_limit);
     tcase_add_test(tc, late_verdicts_resume_after_refilled_batch);
     tcase_add_test(tc, late_verdicts_fail_mode_names_member);
