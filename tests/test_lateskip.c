@@ -4,7 +4,9 @@
  * gpu_late_verdicts (src/pipeline/testing.h): the packet's status is kept in the slot and the
  * consumer turns it into a skip, and the skip policy refills the batch before it is handed
  * out. Each run is compared with the same data under verdicts on the decode thread (the
- * reference: the CPU path's skip, whose pixels test_loader checks against direct decodes):
+ * reference: the host backend's GPU decode as it runs by default, a bad sample skipped by its
+ * decode thread like any CPU-path failure; test_loader checks its pixels against direct
+ * full-scale decodes):
  * the same samples per epoch, the same pixels and labels, the same skip counts and reasons, at
  * 1, 2 and 4 decode threads; the consecutive-skip limit; a resume after a refilled batch. The
  * data: restart-marked JPEGs (ringfeed-gen --restart's core) in a shard of the generator and
@@ -131,8 +133,9 @@ static rf_loader *create(const opts *o)
     return ld;
 }
 
-/* Every batch: full (count 8 until the plan's last), labels those the generator wrote for the
- * key. Returns 0, or the loader's error in r->rc and r->msg. */
+/* One run into r: every batch full (8 samples), each real sample's label the one the
+ * generator wrote for its key; the loader's error, if any, in r->rc and r->msg; with
+ * o->batches, the state after that many batches in r->state. */
 static void collect(const opts *o, run *r)
 {
     memset(r, 0, sizeof *r);
