@@ -109,6 +109,71 @@ static void describe_stall(const rf_loader *ld, const slot *s, char *buf, size_t
              in[TASK_DECODING], where);
 }
 
+/* Wait for the consumer's batch in slot s and lease it: 0, the sticky error (a BAD slot
+ * becomes it), RF_ESTATE when the slot is still leased, or RF_ETIMEDOUT after
+ * next_timeout_ms (deadline), which is not sticky. */
+static int lease_due(rf_loader *ld, slot *s, const struct timespec *deadline)
+{
+    pl_lock(ld);
+    if (s->state == SLOT_LEASED) {
+        /* The slot this batch needs is still held by the consumer: waiting would never end. */
+        pl_unlock(ld);
+        return pl_set_last(ld, &(rf_err){.code = RF_ESTATE,
+                                      .msg = "every prefetch slot is leased: release a batch "
+                                             "before asking for the next one"});
+    }
+    /* The dispatcher is at most a ring ahead: slot d_seq % depth opens only once batch
+     * d_seq - depth was released, i.e. consumed (c_* is ours; d_seq is read under mu). */
+    assert(ld->c_seq <= ld->d_seq && ld->d_seq - ld->c_seq <= ld->depth);
+    int expired = 0;
+    while (!ld->err.code && !batch_due(ld, s) && !expired) {
+        if (ld->cfg.next_timeout_ms)
+            expired = pl_timedwait(ld, &ld->cv_out, deadline) == ETIMEDOUT;
+        else
+            pl_wait(ld, &ld->cv_out);
+    }
+    if (expired && !ld->err.code && !batch_due(ld, s)) {
+        /* not sticky: the pipeline goes on, and the next call waits again */
+        ld->last.code = RF_ETIMEDOUT;
+        describe_stall(ld, s, ld->last.msg, sizeof ld->last.msg);
+        pl_unlock(ld);
+        return RF_ETIMEDOUT;
+    }
+    if (!ld->err.code && s->state == SLOT_BAD)
+        pl_fail_locked(ld, s->bad.code, s->bad.msg); /* this batch holds the first bad sample */
+    int rc = ld->err.code;
+    if (rc) {
+        ld->last = ld->err;
+    } else {
+        /* READY -> LEASED (BAD became the error above); the dispatcher is past this batch */
+        assert(s->state == SLOT_READY && s->seq == ld->c_seq && ld->c_seq < ld->d_seq);
+        s->state = SLOT_LEASED;
+        ld->leased++;
+    }
+    pl_unlock(ld);
+    return rc;
+}
+
+/* The leased batch's late GPU-decode verdicts (pl_gpu_check): 0, PL_GPU_REFILL (the slot is
+ * FILLING again), or an error that becomes the sticky one, the slot returned to READY (not
+ * handed out: stop releases it; later calls fail). */
+static int check_late(rf_loader *ld, slot *s)
+{
+    rf_err e = {0};
+    int rc = pl_gpu_check(ld, s, &e);
+    if (rc >= 0)
+        return rc;
+    pl_lock(ld);
+    pl_fail_locked(ld, rc, e.msg);
+    ld->last = ld->err;
+    assert(s->state == SLOT_LEASED && ld->leased > 0); /* LEASED -> READY */
+    s->state = SLOT_READY;
+    ld->leased--;
+    rc = ld->err.code;
+    pl_unlock(ld);
+    return rc;
+}
+
 int rf_loader_next(rf_loader *ld, rf_batch **out)
 {
     if (!ld || !out)
@@ -140,61 +205,17 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     }
     uint64_t t0 = rf_now_ns();
     slot *s = &ld->slots[ld->c_seq % ld->depth];
-    pl_lock(ld);
-    if (s->state == SLOT_LEASED) {
-        /* The slot this batch needs is still held by the consumer: waiting would never end. */
-        pl_unlock(ld);
-        return pl_set_last(ld, &(rf_err){.code = RF_ESTATE,
-                                      .msg = "every prefetch slot is leased: release a batch "
-                                             "before asking for the next one"});
-    }
-    /* The dispatcher is at most a ring ahead: slot d_seq % depth opens only once batch
-     * d_seq - depth was released, i.e. consumed (c_* is ours; d_seq is read under mu). */
-    assert(ld->c_seq <= ld->d_seq && ld->d_seq - ld->c_seq <= ld->depth);
     struct timespec deadline;
     if (ld->cfg.next_timeout_ms) {
         uint64_t end = t0 + (uint64_t)ld->cfg.next_timeout_ms * 1000000u;
         deadline = (struct timespec){(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
     }
-    int expired = 0;
-    while (!ld->err.code && !batch_due(ld, s) && !expired) {
-        if (ld->cfg.next_timeout_ms)
-            expired = pl_timedwait(ld, &ld->cv_out, &deadline) == ETIMEDOUT;
-        else
-            pl_wait(ld, &ld->cv_out);
-    }
-    if (expired && !ld->err.code && !batch_due(ld, s)) {
-        /* not sticky: the pipeline goes on, and the next call waits again */
-        ld->last.code = RF_ETIMEDOUT;
-        describe_stall(ld, s, ld->last.msg, sizeof ld->last.msg);
-        pl_unlock(ld);
-        ld->wait_ns += rf_now_ns() - t0;
-        return RF_ETIMEDOUT;
-    }
-    if (!ld->err.code && s->state == SLOT_BAD)
-        pl_fail_locked(ld, s->bad.code, s->bad.msg); /* this batch holds the first bad sample */
-    int rc = ld->err.code;
-    if (rc) {
-        ld->last = ld->err;
-    } else {
-        /* READY -> LEASED (BAD became the error above); the dispatcher is past this batch */
-        assert(s->state == SLOT_READY && s->seq == ld->c_seq && ld->c_seq < ld->d_seq);
-        s->state = SLOT_LEASED;
-        ld->leased++;
-    }
-    pl_unlock(ld);
-    if (!rc && ld->gpu.device) {
-        rf_err e = {0};
-        if ((rc = pl_gpu_check(ld, s, &e)) != 0) {
-            pl_lock(ld);
-            pl_fail_locked(ld, rc, e.msg);
-            ld->last = ld->err;
-            assert(s->state == SLOT_LEASED && ld->leased > 0); /* LEASED -> READY */
-            s->state = SLOT_READY; /* not handed out: stop releases it; later calls fail */
-            ld->leased--;
-            pl_unlock(ld);
-        }
-    }
+    int rc;
+    /* With late verdicts in skip mode a batch with bad samples goes back to FILLING for its
+     * replacements (pl_gpu_check: PL_GPU_REFILL), and is waited for again. */
+    while ((rc = lease_due(ld, s, &deadline)) == 0 && ld->gpu.late &&
+           (rc = check_late(ld, s)) == PL_GPU_REFILL)
+        ;
     ld->wait_ns += rf_now_ns() - t0;
     if (rc)
         return rc;

@@ -316,6 +316,7 @@ void rf_loader_destroy(rf_loader *ld)
     free(ld->decq);
     free(ld->skst);
     free(ld->skq);
+    free(ld->sk_errs);
     rf_pc_destroy(ld->pc); /* before the dataset: it unmaps by file size */
     rf_plan_free(&ld->plan);
     rf_dataset_free(&ld->ds);

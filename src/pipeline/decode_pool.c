@@ -108,7 +108,8 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
     if ((rc = rf_image_magic_check(span + doff, dlen, &format, e)) != 0) {
         t->why = RF_SKIP_NOT_JPEG; /* not a JPEG, PNG or WebP at all */
     } else {
-        rc = ld->gpu.on
+        /* a refilled slot's replacements take the CPU path: their verdicts cannot wait */
+        rc = ld->gpu.on && !s->gpu.refill
                  ? pl_gpu_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
                  : rf_decode_image(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT

@@ -413,4 +413,5 @@ const pl_policy pl_policy_fail = {
     .slot_open_locked = fail_slot_open_locked,
     .ok_locked = fail_ok_locked,
     .failed_locked = fail_failed_locked,
+    .late_locked = NULL, /* pl_gpu_check raises a late verdict itself in fail mode */
 };

@@ -27,14 +27,15 @@ int pl_gpu_choose(rf_loader *ld, rf_err *err)
 {
     ld->gpu.on = ld->cfg.gpu_decode || ld->cfg.hw_decode_percent;
     ld->gpu.device = ld->gpu.on && ld->bops->device_kind == RF_DEVICE_CUDA;
+    ld->gpu.late = ld->gpu.device || (ld->gpu.on && ld->hooks.gpu_late_verdicts);
     const char *what = ld->cfg.gpu_decode ? "gpu_decode" : "hw_decode_percent";
     if (ld->gpu.device && ld->cfg.naive)
         return rf_seterr(err, RF_EINVAL, "%s needs the pipelined CUDA backend, not the naive "
                          "baseline", what);
     if (ld->gpu.device && ld->skip)
         return rf_seterr(err, RF_EINVAL, "%s on the CUDA backend needs on_error = FAIL: a "
-                         "corrupt file is found only after its batch was decoded, when the "
-                         "sample can no longer be replaced", what);
+                         "corrupt file is found only after its batch was decoded, and writing "
+                         "its replacement into the device batch is not built yet", what);
     return 0;
 }
 
@@ -51,8 +52,8 @@ uint64_t pl_gpu_stride(rf_loader *ld)
 /* GPU decode on the device: status, offsets and flags per sample after the slot's labels. */
 size_t pl_gpu_ring_bytes(const rf_loader *ld)
 {
-    if (!ld->gpu.device)
-        return 0;
+    if (!ld->gpu.device) /* host with late verdicts: the status array alone */
+        return ld->gpu.late ? (size_t)ld->batch * sizeof(int32_t) : 0;
     return (size_t)ld->batch * (sizeof(int32_t) + sizeof(uint64_t) + 1);
 }
 
@@ -71,9 +72,11 @@ size_t pl_gpu_temp_bytes(const rf_loader *ld, size_t staged, int convert)
 /* Slot s's arrays in the pinned ring, right after its labels (pl_gpu_ring_bytes). */
 void pl_gpu_slot_init(const rf_loader *ld, slot *s)
 {
+    size_t B = ld->batch;
+    if (ld->gpu.late && !ld->gpu.device)
+        s->gpu.status = s->labels + B;
     if (!ld->gpu.device)
         return;
-    size_t B = ld->batch;
     s->gpu.status = s->labels + B; /* labels are page-aligned, so the offsets are 8-byte aligned */
     s->gpu.offs = (uint64_t *)(s->labels + 2 * B);
     s->gpu.flags = (uint8_t *)(s->gpu.offs + B);
@@ -84,6 +87,7 @@ void pl_gpu_slot_init(const rf_loader *ld, slot *s)
 void pl_gpu_slot_reset_locked(rf_loader *ld, slot *s)
 {
     PL_ASSERT_LOCKED(ld);
+    s->gpu.refill = 0;
     if (!ld->gpu.device)
         return;
     /* relaxed: mu orders the reset before any placement in the slot (pl_gpu_slot.room) */
@@ -115,6 +119,8 @@ void pl_gpu_sample_start(const rf_loader *ld, slot *s, uint32_t index)
 {
     if (ld->gpu.device)
         s->gpu.flags[index] = 0;
+    else if (ld->gpu.late) /* no verdict until its packet is decoded */
+        s->gpu.status[index] = 0;
 }
 
 /* Where rf_decode_packet writes one sample (rf_gj_place). */
@@ -211,37 +217,77 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
     if (engine && (rc = rf_decode_planes(dec, gh->packet, gh->scratch, e)) != 0)
         return rc;
     int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad);
+    if (st && ld->gpu.late) /* the verdict waits for the batch's check, as on the device */
+        return s->gpu.status[t->index] = st, 0;
     if (st)
         return rf_seterr(e, RF_EDECODE, "%s (GPU decode, restart interval %u of the crop's "
                          "region)", rf_gj_status_text(st), bad);
     return 0;
 }
 
-/* GPU decode on the device: wait for the batch's kernels and turn a sample they could not
- * decode into the error the CPU path would have raised (named by file, member and offset),
- * before the batch is handed out. The consumer waits, in rf_loader_next: the kernels ran
- * while the batches before it were consumed, so the wait is normally over at once, and no
- * decode thread ever sits idle on the GPU (one did, for a whole batch's kernels, when the
- * thread that finished the batch waited). */
-int pl_gpu_check(rf_loader *ld, const slot *s, rf_err *e)
+/* The error sample i's verdict st (non-zero) stands for, named by file, member and offset as
+ * the CPU path names its errors; data_hdr is the located header: the sample decoded, so its
+ * span re-validated. */
+static int verdict_error(const rf_loader *ld, const slot *s, uint32_t i, int st, rf_err *e)
+{
+    const rf_sample *sm = &ld->ds.samples[s->ids[i]];
+    const char *path = ld->ds.files[sm->file].path;
+    char m[RF_ERRMSG_MAX];
+    pl_describe_member(ld, sm, sm->data_hdr, m, sizeof m);
+    if ((st & 0xFF) == RF_GJ_ENGINE) /* nvJPEG's own status is above the low byte */
+        return rf_seterr(e, RF_EDECODE, "%s: %s: %s (nvJPEG status %d)", path, m,
+                         rf_gj_status_text(RF_GJ_ENGINE), st >> 8);
+    return rf_seterr(e, RF_EDECODE, "%s: %s: %s (GPU decode)", path, m, rf_gj_status_text(st));
+}
+
+/* Skip mode: every verdict of the batch goes to the skip policy (mu held), a bad one as a
+ * corrupt sample, counted and logged as the CPU path's libjpeg error would be. Holes leave the
+ * slot FILLING again with one pending sample each: the policy's replacement cursor fills them
+ * in output order (decode threads, the CPU path of pl_gpu_decode or a packet again), the last
+ * one publishes the slot, and the consumer checks it again. Returns the number of holes, or
+ * the loader's sticky error (in e) when another thread failed it meanwhile. */
+static int verdicts_skip(rf_loader *ld, slot *s, rf_err *e)
+{
+    uint32_t holes = 0, si = (uint32_t)(s - ld->slots);
+    pl_lock(ld);
+    for (uint32_t i = 0; i < s->batch.count && !ld->err.code; i++) {
+        rf_err v = {0};
+        if (s->gpu.status[i])
+            verdict_error(ld, s, i, s->gpu.status[i], &v);
+        holes += (uint32_t)ld->policy->late_locked(ld, si, i, RF_SKIP_CORRUPT, v.code, v.msg);
+        s->gpu.status[i] = 0; /* given: a refill's check reads only its replacements' */
+    }
+    int rc = ld->err.code ? rf_seterr(e, ld->err.code, "%s", ld->err.msg) : (int)holes;
+    if (holes && !ld->err.code) {
+        assert(s->state == SLOT_LEASED && ld->leased > 0); /* LEASED -> FILLING */
+        s->state = SLOT_FILLING;
+        s->gpu.refill = 1;
+        ld->leased--;
+        /* relaxed: mu orders it before the replacements' tasks are handed out, as at open */
+        atomic_store_explicit(&s->pending, holes, memory_order_relaxed);
+    }
+    pl_unlock(ld);
+    return rc;
+}
+
+/* GPU decode with late verdicts (on the device, or the host with the test hook): wait for the
+ * batch's kernels and turn a sample they could not decode into the error the CPU path would
+ * have raised (fail mode), or into a hole the skip policy fills (skip mode: PL_GPU_REFILL,
+ * the batch is not handed out until its samples are final), before the batch is handed out.
+ * The consumer waits, in rf_loader_next: the kernels ran while the batches before it were
+ * consumed, so the wait is normally over at once, and no decode thread ever sits idle on the
+ * GPU (one did, for a whole batch's kernels, when the thread that finished the batch waited). */
+int pl_gpu_check(rf_loader *ld, slot *s, rf_err *e)
 {
     if (ld->bops->sync(s->dev.event))
         return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of the batch failed");
-    for (uint32_t i = 0; i < s->batch.count; i++) {
-        if (!s->gpu.status[i])
-            continue;
-        /* data_hdr is the located header: the sample decoded, so its span re-validated */
-        const rf_sample *sm = &ld->ds.samples[s->ids[i]];
-        char m[RF_ERRMSG_MAX];
-        pl_describe_member(ld, sm, sm->data_hdr, m, sizeof m);
-        int st = s->gpu.status[i];
-        if ((st & 0xFF) == RF_GJ_ENGINE) /* nvJPEG's own status is above the low byte */
-            return rf_seterr(e, RF_EDECODE, "%s: %s: %s (nvJPEG status %d)",
-                             ld->ds.files[sm->file].path, m, rf_gj_status_text(RF_GJ_ENGINE),
-                             st >> 8);
-        return rf_seterr(e, RF_EDECODE, "%s: %s: %s (GPU decode)", ld->ds.files[sm->file].path,
-                         m, rf_gj_status_text(st));
+    if (ld->skip) {
+        int rc = verdicts_skip(ld, s, e);
+        return rc > 0 ? PL_GPU_REFILL : rc;
     }
+    for (uint32_t i = 0; i < s->batch.count; i++)
+        if (s->gpu.status[i])
+            return verdict_error(ld, s, i, s->gpu.status[i], e);
     return 0;
 }
 

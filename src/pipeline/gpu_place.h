@@ -37,6 +37,11 @@ typedef struct pl_gpu_slot {
     _Atomic int64_t room;
     _Atomic uint64_t scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
     _Atomic uint32_t engine;  /* engine packets in the slot (hardware decoder) */
+    /* Skip mode with late verdicts: the consumer checked the batch and it waits for the
+     * replacements of its bad samples, which decode threads decode on the CPU (full scale,
+     * the kernels' pixels) with their verdicts at once. Written under mu (verdicts_skip, and
+     * cleared when the slot opens), which hands it to the replacements' decode threads. */
+    int refill;
 } pl_gpu_slot;
 
 /* GPU decode, loader-wide: set at create (pl_gpu_choose, pl_gpu_stride), read by every thread;
@@ -44,6 +49,10 @@ typedef struct pl_gpu_slot {
 typedef struct pl_gpu {
     int on;       /* gpu_decode or hw_decode_percent: samples may become packets */
     int device;   /* ... on the CUDA backend: packets go to the device */
+    /* Packets' verdicts come with the batch, after every sample of it was counted in: on the
+     * device, or on the host with the test hook gpu_late_verdicts. The consumer checks them
+     * (pl_gpu_check) before it hands the batch out. */
+    int late;
     uint64_t cap; /* max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
     uint64_t px;  /* on the device: stage_bytes rounded to RF_GJ_ALIGN */
     /* rf_stats.gpu_decoded and hw_decoded: relaxed, counted by the decode threads and read
@@ -79,8 +88,11 @@ void pl_gpu_sample_start(const rf_loader *ld, struct slot *s, uint32_t index);
 int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const struct task *t, struct slot *s,
                   const uint8_t *jpeg, uint32_t len, uint8_t *img, rf_decode_info *info,
                   pl_gpu_host *gh, rf_err *e);
-/* consumer: wait for the batch's kernels and turn a verdict into the sample's error. */
-int pl_gpu_check(rf_loader *ld, const struct slot *s, rf_err *e);
+/* consumer: wait for the batch's kernels and turn a verdict into the sample's error (fail
+ * mode), or (skip mode) into a hole the skip policy fills: PL_GPU_REFILL, the slot is FILLING
+ * again and the consumer waits for it as for any batch. */
+#define PL_GPU_REFILL 1
+int pl_gpu_check(rf_loader *ld, struct slot *s, rf_err *e);
 /* decode pool: a thread's host buffers (none unless GPU decode on the host backend). */
 int pl_gpu_host_alloc(rf_loader *ld, pl_gpu_host *gh);
 void pl_gpu_host_free(pl_gpu_host *gh);

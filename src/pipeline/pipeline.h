@@ -37,7 +37,11 @@
  *  - after take() and outside the lock, page-cache residency is checked and upcoming spans are
  *    hinted into the cache (warm.c); O_DIRECT reads use aligned spans of the arena;
  *  - GPU decode (gpu_place.c): a decode thread places a packet or pixels in the slot's stage;
- *    the consumer checks the kernels' verdicts before it hands the batch out;
+ *    the consumer checks the kernels' verdicts before it hands the batch out (late verdicts:
+ *    gpu.late). In skip mode those verdicts go to the skip policy (late_locked, mu held, after
+ *    the backend's sync without it); a batch with holes goes from LEASED back to FILLING with
+ *    one pending sample per hole, its replacements are decoded on the CPU (slot.gpu.refill),
+ *    the last one publishes it again, and the consumer waits for it and checks it again;
  *  - a loader used after fork() in a child answers RF_EFORK and touches nothing.
  *
  * LOCK ORDER
@@ -48,7 +52,8 @@
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
  *    advances (task_finish_locked), when a slot is released, in skip mode when a sample fails
- *    or succeeds while the cursor waits (sk_waiting), on an error (pl_fail_locked) and on
+ *    or succeeds while the cursor waits (sk_waiting) and when the consumer gives a late
+ *    verdict, on an error (pl_fail_locked) and on
  *    stop.
  *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
  *    done(); broadcast on an error and on stop.
@@ -313,7 +318,10 @@ struct rf_loader {
     struct skip_item *skq;  /* replacement / blank tasks waiting for a task and arena space */
     uint64_t skq_head, skq_tail;
     uint32_t skq_cap;
-    rf_err sk_last;         /* the last sample failure (for the consecutive-skips message) */
+    /* The failure of each slot position (depth * batch), for the consecutive-skips message:
+     * the hole's own, whatever failed after it before the walk reached it (prefetched
+     * batches, late verdicts). */
+    rf_err *sk_errs;
     uint64_t skipped, skipped_by[RF_SKIP_REASONS];
     epoch_counts ep;        /* rf_stats.epoch_*: the consumer's, for its current epoch */
     rf_test_hooks hooks;    /* src/pipeline/testing.h: injected faults (tests only; zero otherwise) */
@@ -431,6 +439,12 @@ typedef struct pl_policy {
     /* Task t's sample failed with a data error (reason: enum rf_skip_reason). Returns 1 when
      * the sample still counts its slot down (fail mode: the batch completes, then fails). */
     int (*failed_locked)(rf_loader *ld, const task *t, int reason, int code, const char *msg);
+    /* Skip mode with late verdicts (rf_loader.gpu.late): the consumer's verdict on position
+     * (si, index) of a batch it checked (code 0: good; else a hole under reason, as
+     * failed_locked). Returns 1 for a hole the policy fills. The fail policy never gets one:
+     * pl_gpu_check raises a bad verdict as the batch's error. */
+    int (*late_locked)(rf_loader *ld, uint32_t si, uint32_t index, int reason, int code,
+                       const char *msg);
 } pl_policy;
 
 /* state.c */

@@ -35,6 +35,9 @@
  *    delivered (non-padding) + skipped == R for the rank's epoch.
  *  - The dispatcher enters the next epoch only when all outputs of this one are final
  *    (replacements need this epoch's plan).
+ *  - Late verdicts (GPU decode: pl_gpu_check gives them with the batch): such a sample is
+ *    pending (SK_LATE) until the consumer checks its batch, which then goes back to FILLING
+ *    for its holes; phases end at batch boundaries (skip_phase_late_locked).
  * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
  * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
 typedef struct skip_item {
@@ -42,8 +45,19 @@ typedef struct skip_item {
     uint64_t cand; /* candidate j of the rank's epoch, or UINT64_MAX: blank */
 } skip_item;
 
+/* SK_LATE (with SK_PENDING): the sample is in, but its GPU decode's verdict comes with its
+ * batch (rf_loader.gpu.late): the consumer gives it through skip_late_locked. SK_FAILED with
+ * it: the sample failed on its decode thread (counted), and becomes a hole with that verdict,
+ * so that holes are still filled in output order when some verdicts come late. */
 enum { SK_PENDING = 0, SK_GOOD = 1, SK_HOLE = 2, SK_FINAL = 3, SK_MASK = 3, SK_REP = 0x10,
-       SK_PAD = 0x20 };
+       SK_PAD = 0x20, SK_LATE = 0x40, SK_FAILED = 0x80 };
+
+/* Task t's sample gets its verdict with its batch: late verdicts, in a slot's first fill (a
+ * refill's replacements are decoded on the CPU, verdicts at once). */
+static int skip_late_task(const rf_loader *ld, const task *t)
+{
+    return ld->gpu.late && !t->raw && !t->blank && !ld->slots[t->slot].gpu.refill;
+}
 #define SK_PHASE_MIN 4096u
 
 static uint8_t *sk_status(rf_loader *ld, uint64_t o)
@@ -101,10 +115,11 @@ static void skip_walk_locked(rf_loader *ld)
         if (!(*st & SK_PAD)) {
             uint64_t run = (*st & SK_REP) ? ++ld->sk_rep_run : ++ld->sk_fwd_run;
             if (run > ld->cfg.max_consecutive_skips) {
+                const rf_err *last = &ld->sk_errs[st - ld->skst]; /* the hole's own */
                 char m[RF_ERRMSG_MAX];
                 snprintf(m, sizeof m, "%llu consecutive samples failed; last: %s",
-                         (unsigned long long)run, ld->sk_last.msg);
-                pl_fail_locked(ld, ld->sk_last.code, m);
+                         (unsigned long long)run, last->msg);
+                pl_fail_locked(ld, last->code, m);
                 return;
             }
             if (!ld->sk_met && ld->sk_rtop > ld->sk_L) {
@@ -177,6 +192,24 @@ static task *skip_forward_blank_locked(rf_loader *ld)
     return t;
 }
 
+/* The next phase from output o (a batch's first) with late verdicts (GPU decode): they come
+ * for whole batches only (pl_gpu_check), so a drain inside a batch would wait for that batch,
+ * which waits for the drain. Phases end at batch boundaries; once `want` is less than a batch,
+ * the last phase takes every candidate left and has no reserve: its holes become blank
+ * padding, as after the cursors met. Every candidate is still taken once, so an epoch
+ * delivers the same samples as with verdicts per sample; only positions may differ. */
+static void skip_phase_late_locked(rf_loader *ld, uint64_t o, uint64_t want)
+{
+    assert(o % ld->batch == 0);
+    uint64_t n = want / ld->batch * ld->batch;
+    if (n) {
+        ld->sk_L = o + n;
+    } else {
+        ld->sk_L = ld->sk_rtop;
+        ld->sk_met = 1;
+    }
+}
+
 /* Skip mode's part of dispatch. Returns 1 when the call is handled here (*out: a task, or NULL
  * when blocked), 0 when dispatch_one_locked dispatches forward output (d_k, d_j) as usual. */
 static int skip_dispatch_locked(rf_loader *ld, task **out)
@@ -213,10 +246,12 @@ static int skip_dispatch_locked(rf_loader *ld, task **out)
         uint64_t phase = RF_MAX((uint64_t)SK_PHASE_MIN, 8ull * ld->batch);
         if (left == 0)
             ld->sk_met = 1;
+        else if (ld->gpu.late)
+            skip_phase_late_locked(ld, o, RF_MIN(phase, left / 2));
         else
             ld->sk_L = o + RF_MIN(phase, RF_MAX(1, left / 2));
     }
-    if (!ld->sk_met)
+    if (!ld->sk_met || o < ld->sk_L) /* o < sk_L: the last phase of late verdicts opened */
         return 0;
     *out = skip_forward_blank_locked(ld);
     return 1;
@@ -226,30 +261,72 @@ static int skip_dispatch_locked(rf_loader *ld, task **out)
 static void skip_ok_locked(rf_loader *ld, const task *t)
 {
     PL_ASSERT_LOCKED(ld);
-    ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
-        (uint8_t)((t->blank ? SK_FINAL : SK_GOOD) | (t->rep ? SK_REP : 0) |
-                  (t->padout ? SK_PAD : 0));
+    uint8_t flags = (uint8_t)((t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
+    uint8_t state = t->blank ? SK_FINAL : skip_late_task(ld, t) ? SK_PENDING | SK_LATE
+                                                                 : SK_GOOD;
+    ld->skst[(uint64_t)t->slot * ld->batch + t->index] = (uint8_t)(state | flags);
     if (ld->sk_waiting)
         pthread_cond_broadcast(&ld->cv_io);
+}
+
+/* Position (si, index) failed: a hole, counted (unless a padding output: SK_PAD in flags). */
+static void skip_hole_locked(rf_loader *ld, uint32_t si, uint32_t index, uint8_t flags,
+                             int reason, int code, const char *msg)
+{
+    if (!(flags & SK_PAD)) {
+        slot *s = &ld->slots[si];
+        ld->skipped++;
+        ld->skipped_by[reason]++;
+        s->skipped++;
+        s->skipped_by[reason]++;
+    }
+    rf_err *last = &ld->sk_errs[(uint64_t)si * ld->batch + index];
+    last->code = code;
+    snprintf(last->msg, sizeof last->msg, "%s", msg);
+    ld->skst[(uint64_t)si * ld->batch + index] = (uint8_t)(SK_HOLE | flags);
+    pthread_cond_broadcast(&ld->cv_io);
 }
 
 static int skip_failed_locked(rf_loader *ld, const task *t, int reason, int code,
                               const char *msg)
 {
     PL_ASSERT_LOCKED(ld);
-    if (!t->padout) {
-        slot *s = &ld->slots[t->slot];
-        ld->skipped++;
-        ld->skipped_by[reason]++;
-        s->skipped++;
-        s->skipped_by[reason]++;
-    }
-    ld->sk_last.code = code;
-    snprintf(ld->sk_last.msg, sizeof ld->sk_last.msg, "%s", msg);
+    uint8_t flags = (uint8_t)((t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
+    skip_hole_locked(ld, t->slot, t->index, flags, reason, code, msg);
+    if (!skip_late_task(ld, t))
+        return 0; /* a hole: the slot waits for its replacement or blank */
+    /* Counted now, a hole once the batch's verdicts come: the walk waits at the first late
+     * verdict before it, which comes only when the batch is published, so it counts down. */
     ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
-        (uint8_t)(SK_HOLE | (t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
-    pthread_cond_broadcast(&ld->cv_io);
-    return 0; /* a hole: the slot waits for its replacement or blank */
+        (uint8_t)(SK_PENDING | SK_LATE | SK_FAILED | flags);
+    return 1;
+}
+
+/* The late verdict on position (si, index) (GPU decode, from pl_gpu_check): code 0 good,
+ * otherwise a hole counted under `reason`, as a sample that failed on its decode thread.
+ * A sample that failed on its decode thread in such a batch becomes its hole now, whatever
+ * the code. Returns 1 for a hole. A position that waits for no verdict (a blank, a refill's
+ * replacement, or one given before the slot was refilled) is left as it is. */
+static int skip_late_locked(rf_loader *ld, uint32_t si, uint32_t index, int reason, int code,
+                            const char *msg)
+{
+    PL_ASSERT_LOCKED(ld);
+    uint8_t *st = &ld->skst[(uint64_t)si * ld->batch + index];
+    if ((*st & SK_MASK) != SK_PENDING || !(*st & SK_LATE))
+        return 0;
+    uint8_t flags = *st & (SK_REP | SK_PAD);
+    if (*st & SK_FAILED) { /* failed on its decode thread, counted then */
+        *st = (uint8_t)(SK_HOLE | flags);
+        pthread_cond_broadcast(&ld->cv_io);
+        return 1;
+    }
+    if (code) {
+        skip_hole_locked(ld, si, index, flags, reason, code, msg);
+        return 1;
+    }
+    *st = (uint8_t)(SK_GOOD | flags);
+    pthread_cond_broadcast(&ld->cv_io); /* the walk or a drain may wait for this verdict */
+    return 0;
 }
 
 static int skip_setup(rf_loader *ld, rf_err *err)
@@ -259,12 +336,14 @@ static int skip_setup(rf_loader *ld, rf_err *err)
         return rf_seterr(err, RF_ENOMEM, "skip mode: prefetch_depth %u x batch %u slot positions "
                          "exceed %u", ld->depth, ld->batch, UINT32_MAX - 2);
     ld->skq_cap = (uint32_t)n + 2;
-    size_t bytes = (size_t)n + (size_t)ld->skq_cap * sizeof *ld->skq;
+    size_t errs = (size_t)n * sizeof *ld->sk_errs;
+    size_t bytes = (size_t)n + (size_t)ld->skq_cap * sizeof *ld->skq + errs;
     if (!pl_alloc_refused(ld, "skip bookkeeping", bytes)) {
         ld->skst = calloc(n, 1);
         ld->skq = calloc(ld->skq_cap, sizeof *ld->skq);
+        ld->sk_errs = calloc(n, sizeof *ld->sk_errs);
     }
-    if (!ld->skst || !ld->skq)
+    if (!ld->skst || !ld->skq || !ld->sk_errs)
         return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of skip bookkeeping "
                          "(prefetch_depth %u x batch %u positions): out of memory", bytes,
                          ld->depth, ld->batch);
@@ -289,4 +368,5 @@ const pl_policy pl_policy_skip = {
     .slot_open_locked = skip_slot_open_locked,
     .ok_locked = skip_ok_locked,
     .failed_locked = skip_failed_locked,
+    .late_locked = skip_late_locked,
 };

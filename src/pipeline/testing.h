@@ -49,6 +49,12 @@ typedef struct rf_test_hooks {
      * the kernel otherwise does only with reads it cannot start without blocking; a test then
      * checks that storage_read_bytes still sees them. */
     int io_async;
+    /* gpu_late_verdicts: GPU decode on the host backend keeps a packet's verdict (the status
+     * its decode by the kernels' host code returned) in the slot instead of failing the sample
+     * on the decode thread, and the consumer turns it into the sample's error or skip when it
+     * checks the batch (pl_gpu_check), as on the CUDA backend, where the verdicts come from
+     * the kernels after the batch was submitted. So the device's verdict path runs in CI. */
+    int gpu_late_verdicts;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */
