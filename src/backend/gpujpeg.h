@@ -95,8 +95,26 @@ typedef struct rf_gj_packet {
      * decoder (nvjpg.h) decodes into the component planes before the vertical pass. */
     uint32_t engine;
     uint32_t data_bytes;
+    /* 1: a plain packet (a file without restart markers, gpujpeg_walk.c): off_span holds
+     * rf_gj_seg[nintervals] instead of interval offsets, and the data are the destuffed
+     * entropy-coded bytes of the region's MCU rows, each row from its first segment's start
+     * byte to the byte holding its last region MCU's last bit. */
+    uint32_t plain;
     rf_gj_comp comp[3];
 } rf_gj_packet;
+
+/* MCUs per segment of a plain packet at most: like a restart interval, the unit one GPU thread
+ * decodes (a 224 crop of an ImageNet-sized 4:2:0 photo: ~40-80 segments). */
+#define RF_GJ_SEG_MCUS 4u
+
+/* Where a segment of a plain packet starts: the CPU walker (gpujpeg_walk.c) found its bit
+ * position and the DC predictors there; mrow, mcol are region MCUs. */
+typedef struct rf_gj_seg {
+    uint32_t bit;        /* into the packet's data (destuffed) */
+    int32_t pred[3];     /* DC predictor of each component before the segment's first MCU */
+    uint32_t mrow, mcol; /* first MCU, region coordinates */
+    uint32_t count;      /* MCUs, 1..RF_GJ_SEG_MCUS, all in row mrow */
+} rf_gj_seg;
 
 /* Per-sample result codes the kernels report (0 = decoded). */
 enum rf_gj_status {
@@ -113,6 +131,32 @@ const char *rf_gj_status_text(int status);
 struct jpeg_decompress_struct;
 struct rf_axis;
 struct rf_region_buf;
+
+/* What the walker (gpujpeg_walk.c) needs of a plain file: the packet's components and tables
+ * as rf_gj_pack made them, the image's MCUs per row, and the region's MCUs [c0,c1) x [r0,r1). */
+typedef struct rf_gj_walk_in {
+    const uint8_t *jpeg;
+    size_t len;
+    const rf_gj_packet *p;
+    const rf_gj_huff *huff;
+    uint32_t cols, c0, c1, r0, r1;
+} rf_gj_walk_in;
+
+/* The walk: data is the file's destuffed entropy-coded data; segment k starts at bit
+ * seg[k].bit of it; region row i's segments lie in bits [row[2i], row[2i+1]). All owned by
+ * the region buffer the walk was given, valid until its next walk. */
+typedef struct rf_gj_walked {
+    const uint8_t *data;
+    const rf_gj_seg *seg;
+    uint32_t nseg;
+    const uint64_t *row;
+} rf_gj_walked;
+
+/* Walk a plain (no restart markers) single-scan Huffman file from its first MCU to the
+ * region's last one, recording each segment's start (RF_GJ_SEG_MCUS MCUs of a region row).
+ * Returns 0; RF_GJ_NOT_ELIGIBLE when the data has a pattern that is no code or ends before the
+ * region does (the CPU path then decodes it and reports libjpeg's error); RF_ENOMEM. */
+int rf_gj_walk(const rf_gj_walk_in *in, struct rf_region_buf *rb, rf_gj_walked *out);
 
 /* Where a decode thread's output goes (rf_gj_pack, rf_decode_packet): with packet = 1 a buffer
  * for a packet of `bytes` bytes, or NULL when there is no room for it; with packet = 0 the
