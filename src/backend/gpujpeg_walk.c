@@ -9,10 +9,10 @@
  *    are decoded (the predictors are what a segment needs), AC coefficients only skipped; no
  *    dequantization, no coefficient stores.
  *  - The entropy-coded data is destuffed once (memchr for 0xFF; stuffing is rare), then read
- *    by bit position with an unaligned 64-bit big-endian load per symbol: no per-byte marker
- *    checks, no bit buffer to refill. 512 zero bytes after the data keep every load inside the
- *    buffer: a block consumes at most 64 codes of 31 bits, and the position is checked against
- *    the data's end after every block.
+ *    through a 64-bit bit buffer refilled by one unaligned big-endian load whenever fewer than
+ *    32 bits are left: no per-byte marker checks. 512 zero bytes after the data keep every
+ *    load inside the buffer: a block consumes at most 64 codes of 31 bits, and the position is
+ *    checked against the data's end after every block.
  *  - AC codes go through one table indexed by the next WALK_BITS bits that gives the code's
  *    length plus its extra bits' length and how far the coefficient index moves (EOB: to the
  *    end), so a coefficient costs one load, one lookup and two adds; longer codes take the
@@ -96,12 +96,37 @@ static const uint16_t *fast_for(walk_state *s, const rf_gj_huff *t)
     return c->fast;
 }
 
-/* 64 bits from bit position pos on, most significant first (at least 57 of them real). */
-static inline uint64_t wpeek(const uint8_t *d, uint64_t pos)
+/* The walker's bit reader over destuffed bytes: the unread bits at the top of buf (n of them,
+ * at least 32 after a refill), the next unloaded byte at p. Refilling only below 32 bits keeps
+ * the memory load out of most symbols' dependency chain: a symbol is then a table lookup and
+ * two shifts. */
+typedef struct wbits {
+    uint64_t buf;
+    uint32_t n;
+    const uint8_t *p;
+} wbits;
+
+static inline void wfill(wbits *w)
 {
-    uint64_t w;
-    memcpy(&w, d + (pos >> 3), 8);
-    return __builtin_bswap64(w) << (pos & 7);
+    if (w->n < 32) {
+        uint64_t v;
+        memcpy(&v, w->p, 8);
+        w->buf |= __builtin_bswap64(v) >> w->n;
+        w->p += (63 - w->n) >> 3;
+        w->n |= 56;
+    }
+}
+
+static inline void wskip(wbits *w, uint32_t k)
+{
+    w->buf <<= k;
+    w->n -= k;
+}
+
+/* Bit position of the next unread bit, from the data's start d. */
+static inline uint64_t wpos(const wbits *w, const uint8_t *d)
+{
+    return (uint64_t)(w->p - d) * 8 - w->n;
 }
 
 /* A code longer than `from - 1` bits at the top of w: its symbol with *len set, or -1. */
@@ -117,37 +142,37 @@ static int32_t walk_slow(const rf_gj_huff *t, uint64_t w, uint32_t from, uint32_
     return -1;
 }
 
-/* One block from bit *pos: its DC difference added to *pred, its AC codes skipped. 1: a
- * pattern that is no code. */
-static int walk_block(const uint8_t *d, uint64_t *pos, const walk_blk *b, int32_t *pred)
+/* One block: its DC difference added to *pred, its AC codes skipped. 1: a pattern that is no
+ * code. A symbol takes at most 31 bits (a 16-bit code and 15 extra bits), so one refill to 32
+ * or more covers it. */
+static int walk_block(wbits *w, const walk_blk *b, int32_t *pred)
 {
-    uint64_t p = *pos, w = wpeek(d, p);
-    uint32_t e = b->dc->look[w >> (64 - RF_GJ_LOOKUP_BITS)], l = e >> 8;
+    wfill(w);
+    uint32_t e = b->dc->look[w->buf >> (64 - RF_GJ_LOOKUP_BITS)], l = e >> 8;
     int32_t s = (int32_t)(e & 0xFF);
-    if (!e && (s = walk_slow(b->dc, w, RF_GJ_LOOKUP_BITS + 1, &l)) < 0)
+    if (!e && (s = walk_slow(b->dc, w->buf, RF_GJ_LOOKUP_BITS + 1, &l)) < 0)
         return 1;
     if (s) {
-        uint32_t r = (uint32_t)(w << l >> (64 - s));
+        uint32_t r = (uint32_t)(w->buf << l >> (64 - s));
         /* unsigned: corrupt data may add up past INT32_MAX, which must not be undefined */
         *pred = (int32_t)((uint32_t)*pred + (r < (1u << (s - 1)) ? r - (1u << s) + 1 : r));
     }
-    p += l + (uint32_t)s;
+    wskip(w, l + (uint32_t)s);
     for (uint32_t k = 1; k < 64;) {
-        w = wpeek(d, p);
-        e = b->fast[w >> (64 - WALK_BITS)];
+        wfill(w);
+        e = b->fast[w->buf >> (64 - WALK_BITS)];
         if (e) {
-            p += e & 31;
+            wskip(w, e & 31);
             k += e >> 5;
             continue;
         }
-        int32_t rs = walk_slow(b->ac, w, WALK_BITS + 1, &l);
+        int32_t rs = walk_slow(b->ac, w->buf, WALK_BITS + 1, &l);
         if (rs < 0)
             return 1;
         uint32_t r = (uint32_t)rs >> 4, sz = (uint32_t)rs & 15;
-        p += l + sz;
+        wskip(w, l + sz);
         k += sz ? r + 1 : r == 15 ? 16 : 64;
     }
-    *pos = p;
     return 0;
 }
 
@@ -235,19 +260,20 @@ int rf_gj_walk(const rf_gj_walk_in *in, rf_region_buf *rb, rf_gj_walked *out)
         return RF_GJ_NOT_ELIGIBLE; /* segment offsets are 32-bit bit positions */
     walk_blk bl[10];
     uint32_t nb = mcu_blocks(s, in, bl), nseg = 0;
-    uint64_t pos = 0, limit = (uint64_t)n * 8;
+    uint64_t limit = (uint64_t)n * 8;
     int32_t pred[3] = {0, 0, 0};
+    wbits w = {0, 0, s->dat};
     for (uint32_t r = 0; r < in->r1; r++) {
         int region = r >= in->r0;
         uint32_t cols = region && r + 1 == in->r1 ? in->c1 : in->cols; /* stop at the last MCU */
         for (uint32_t c = 0; c < cols; c++) {
             if (region && c >= in->c0 && c < in->c1 && (c - in->c0) % RF_GJ_SEG_MCUS == 0)
-                seg_add(s, in, &nseg, r, c, pos, pred);
+                seg_add(s, in, &nseg, r, c, wpos(&w, s->dat), pred);
             for (uint32_t b = 0; b < nb; b++)
-                if (walk_block(s->dat, &pos, &bl[b], &pred[bl[b].comp]) || pos > limit)
+                if (walk_block(&w, &bl[b], &pred[bl[b].comp]) || wpos(&w, s->dat) > limit)
                     return RF_GJ_NOT_ELIGIBLE;
             if (region && c + 1 == in->c1)
-                s->row[2 * (r - in->r0) + 1] = pos;
+                s->row[2 * (r - in->r0) + 1] = wpos(&w, s->dat);
         }
     }
     out->data = s->dat;
