@@ -1,6 +1,11 @@
-/* gpujpeg.h — JPEG decode on the GPU for restart-marked files (docs/gpu-decode.md): the packet
- * a decode thread writes into the pinned slot instead of pixels, and the drivers that turn
- * packets into pixels.
+/* gpujpeg.h — JPEG decode on the GPU (docs/gpu-decode.md): the packet a decode thread writes
+ * into the pinned slot instead of pixels, and the drivers that turn packets into pixels.
+ *
+ * Plain packets: a file without restart markers is one bit stream, so a CPU walker
+ * (gpujpeg_walk.c) goes through its Huffman codes up to the region's last MCU (DC values
+ * decoded, AC codes skipped, no pixels) and records where each segment of up to
+ * RF_GJ_SEG_MCUS region MCUs starts, with the DC predictors there; the packet carries the
+ * region rows' destuffed bytes and those segments, which the kernels decode like intervals.
  *
  * Why packets: on the CPU ~74% of a RandomResizedCrop decode is Huffman decoding, which is
  * sequential within a file, so 16 cores top out near 16k img/s. Restart markers (ringfeed-pack
@@ -22,8 +27,8 @@
  * host for the host backend and the tests.
  *
  * What takes the GPU path: single-scan Huffman baseline/extended 8-bit files with a restart
- * interval dividing the MCU row, grayscale or YCbCr with 4:4:4, 4:2:2 or 4:2:0 chroma, whose
- * scratch fits RF_GJ_SCRATCH. Anything else is decoded on the CPU as before, in the same batch.
+ * interval dividing the MCU row (restart packets) or none (plain packets), grayscale or YCbCr
+ * with 4:4:4, 4:2:2 or 4:2:0 chroma, whose scratch fits RF_GJ_SCRATCH. Anything else is decoded on the CPU as before, in the same batch.
  * A packet the slot has no room left for is decoded on the CPU at full scale, which gives the
  * kernels' exact bytes: where a sample was decoded never changes what the batch holds. */
 #ifndef RF_GPUJPEG_H
@@ -73,7 +78,7 @@ typedef struct rf_gj_packet {
     uint32_t interval;        /* MCUs per restart interval */
     uint32_t mcu_w, mcu_h;    /* one MCU in pixels */
     uint32_t mcu_cols, mcu_rows; /* MCUs of the region */
-    uint32_t nintervals;      /* region intervals, row-major */
+    uint32_t nintervals;      /* region intervals, row-major (plain packets: segments) */
     uint32_t width, height;   /* the image */
     uint32_t rx, ry;          /* region origin in image pixels */
     uint32_t out_h, out_w;    /* output: out_h x out_w x 3 uint8 */
@@ -207,7 +212,7 @@ int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_
 /* Host driver: decode one packet into out (out_h*out_w*3 bytes, the packet's layout). scratch
  * holds at least the packet's `scratch` bytes; for an engine packet its component planes are
  * there already (rf_decode_planes) and only the resize runs. Returns an rf_gj_status; on error
- * the first failing interval is in *bad_interval (may be NULL). */
+ * the first failing interval (or segment) is in *bad_interval (may be NULL). */
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval);
 
