@@ -755,6 +755,11 @@ typedef struct rf_stats {
     uint64_t epoch_total;      /* the epoch's samples on this rank (padding not counted; after
                                   a resume, those of the rest of the epoch) */
     uint32_t epoch_final;      /* 1 once RF_EPOCH_END was returned for counted_epoch */
+
+    uint64_t gpu_plain_decoded; /* of gpu_decoded: files without restart markers (plain
+                                 * packets: a decode thread walked their Huffman codes up to
+                                 * the crop's last MCU row, about half a CPU decode's work;
+                                 * ringfeed-pack --restart takes that away) */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);
