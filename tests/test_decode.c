@@ -1109,6 +1109,27 @@ START_TEST(engine_packet_matches_cpu_full_scale)
 }
 END_TEST
 
+/* Offset of the last SOS marker in j (the scan the damage tests write into); 0 when none. */
+static size_t last_sos(const uint8_t *j, size_t len)
+{
+    size_t sos = 0;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (j[i] == 0xFF && j[i + 1] == 0xDA)
+            sos = i;
+    return sos;
+}
+
+/* Copy j to bad and pick a byte of its scan to damage, from 20 bytes after the SOS marker to
+ * `tail` bytes before the end; 0 when it or the byte before is 0xFF: damage there would change
+ * the marker structure, which rf_jpeg_scan_check refuses before any packet is made. */
+static size_t damage_at(uint64_t *rng, const uint8_t *j, size_t len, size_t sos, uint8_t *bad,
+                        size_t tail)
+{
+    memcpy(bad, j, len);
+    size_t at = sos + 20 + (size_t)(lcg(rng) % (len - sos - 20 - tail));
+    return bad[at] == 0xFF || bad[at - 1] == 0xFF ? 0 : at;
+}
+
 /* Damaged entropy-coded bytes on the GPU path: a packet whose intervals decode wrongly reports
  * the cause (the kernels cannot print), and then the whole-file CPU decode fails too. A damaged
  * packet that decodes mostly gives the CPU path's pixels, but not always: garbage can make
@@ -1122,21 +1143,17 @@ START_TEST(gpu_packet_damage)
     uint8_t *t = with_restarts(j, len, 0, &tlen);
     rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
     rf_decoder_set_max_scale_denom(a, 1);
-    size_t cap = 1u << 20, sos = 0;
+    size_t cap = 1u << 20, sos = last_sos(t, tlen);
     uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH), *bad = malloc(tlen);
     uint8_t *oa = malloc(64 * 64 * 3), *og = malloc(64 * 64 * 3), *full = NULL;
-    for (size_t i = 0; i + 1 < tlen; i++)
-        if (t[i] == 0xFF && t[i + 1] == 0xDA)
-            sos = i;
     rf_transform tr = random_t(64);
     test_place pl = {pkt, og, cap};
     uint32_t caught = 0, clean = 0, same = 0;
     uint64_t rng = 99;
     for (int trial = 0; trial < 300; trial++) {
-        memcpy(bad, t, tlen);
-        size_t at = sos + 20 + (size_t)(lcg(&rng) % (tlen - sos - 24));
-        if (bad[at] == 0xFF || bad[at - 1] == 0xFF)
-            continue; /* keep the marker structure: that damage is the packer's to refuse */
+        size_t at = damage_at(&rng, t, tlen, sos, bad, 4);
+        if (!at)
+            continue;
         uint8_t v = (uint8_t)(lcg(&rng) & 0xFF);
         bad[at] = v == 0xFF ? 0x7F : v;
         uint32_t bytes, bi = 0, fw, fh;
@@ -1547,21 +1564,17 @@ START_TEST(plain_packet_damage)
     uint8_t *j = make_jpeg(407, 351, RGB420, 11, &len);
     rf_decoder *a = rf_decoder_create(NULL), *c = rf_decoder_create(NULL);
     rf_decoder_set_max_scale_denom(a, 1), rf_decoder_set_max_scale_denom(c, 1);
-    size_t cap = 1u << 20, sos = 0;
+    size_t cap = 1u << 20, sos = last_sos(j, len);
     uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH), *bad = malloc(len);
     uint8_t *oa = malloc(64 * 64 * 3), *og = malloc(64 * 64 * 3);
-    for (size_t i = 0; i + 1 < len; i++)
-        if (j[i] == 0xFF && j[i + 1] == 0xDA)
-            sos = i;
     rf_transform tr = random_t(64);
     test_place pl = {pkt, og, cap};
     uint32_t declined = 0, packed = 0, same = 0;
     uint64_t rng = 5;
     for (int trial = 0; trial < 300; trial++) {
-        memcpy(bad, j, len);
-        size_t at = sos + 20 + (size_t)(lcg(&rng) % (len - sos - 30)), blen = len;
-        if (bad[at] == 0xFF || bad[at - 1] == 0xFF)
-            continue; /* keep the marker structure: rf_jpeg_scan_check's to refuse */
+        size_t at = damage_at(&rng, j, len, sos, bad, 10), blen = len;
+        if (!at)
+            continue;
         if (trial % 3 == 0)
             bad[at] ^= (uint8_t)(1u << (lcg(&rng) % 8));
         else if (trial % 3 == 1)
