@@ -28,7 +28,8 @@
  *
  * What takes the GPU path: single-scan Huffman baseline/extended 8-bit files with a restart
  * interval dividing the MCU row (restart packets) or none (plain packets), grayscale or YCbCr
- * with 4:4:4, 4:2:2 or 4:2:0 chroma, whose scratch fits RF_GJ_SCRATCH. Anything else is decoded on the CPU as before, in the same batch.
+ * with 4:4:4, 4:2:2 or 4:2:0 chroma, whose scratch fits RF_GJ_SCRATCH. Anything else is
+ * decoded on the CPU as before, in the same batch.
  * A packet the slot has no room left for is decoded on the CPU at full scale, which gives the
  * kernels' exact bytes: where a sample was decoded never changes what the batch holds. */
 #ifndef RF_GPUJPEG_H

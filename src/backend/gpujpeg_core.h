@@ -49,7 +49,7 @@ static __constant__ uint8_t rf_gj_natural_dev[80] = RF_GJ_NATURAL_VALUES;
 #define RF_GJ_NATURAL rf_gj_natural_host
 #endif
 
-/* ---- bit reader over one interval's stuffed bytes ----------------------------------------- */
+/* ---- bit reader over an interval's stuffed bytes or a plain packet's destuffed ones ------ */
 
 typedef struct rf_gj_bits {
     const uint8_t *p, *end;
