@@ -36,7 +36,9 @@
 
 typedef struct walk_cache {
     rf_gj_huff key;
-    uint16_t fast[1u << WALK_BITS]; /* (code + extra bits) | (index advance << 5); 0: slow */
+    /* (code + extra bits) | (index advance << 5) of the first code, the same of the second
+     * << 12 when it too lies within the WALK_BITS bits (0: none); 0: the slow path */
+    uint32_t fast[1u << WALK_BITS];
 } walk_cache;
 
 typedef struct walk_state {
@@ -53,7 +55,7 @@ typedef struct walk_state {
 /* One block's tables as the walker uses them. */
 typedef struct walk_blk {
     const rf_gj_huff *dc, *ac;
-    const uint16_t *fast;
+    const uint32_t *fast;
     uint32_t comp;
 } walk_blk;
 
@@ -66,23 +68,51 @@ static void walk_free(void *w)
     free(s);
 }
 
-/* The fast AC table of t: every WALK_BITS-bit prefix that starts with a code of at most
- * WALK_BITS bits. */
-static void fast_build(const rf_gj_huff *t, uint16_t *f)
+/* The symbol of the code at the top of the WALK_BITS-bit value v in *sym and its length, if
+ * it is at most max bits long; else 0. */
+static uint32_t prefix(const rf_gj_huff *t, uint32_t v, uint32_t max, uint32_t *sym)
 {
-    for (uint32_t v = 0; v < (1u << WALK_BITS); v++) {
-        uint32_t e = t->look[v >> (WALK_BITS - RF_GJ_LOOKUP_BITS)], l = e >> 8, sym = e & 0xFF;
-        for (uint32_t k = RF_GJ_LOOKUP_BITS + 1; !e && !l && k <= WALK_BITS; k++) {
-            int32_t code = (int32_t)(v >> (WALK_BITS - k));
-            if (code <= t->maxcode[k])
-                l = k, sym = t->vals[(code + t->valoff[k]) & 0xFF];
+    uint32_t e = t->look[v >> (WALK_BITS - RF_GJ_LOOKUP_BITS)];
+    if (e) {
+        *sym = e & 0xFF;
+        return (e >> 8) <= max ? e >> 8 : 0;
+    }
+    for (uint32_t k = RF_GJ_LOOKUP_BITS + 1; k <= max; k++) {
+        int32_t code = (int32_t)(v >> (WALK_BITS - k));
+        if (code <= t->maxcode[k]) {
+            *sym = t->vals[(code + t->valoff[k]) & 0xFF];
+            return k;
         }
-        uint32_t r = sym >> 4, s = sym & 15;
-        f[v] = l ? (uint16_t)((l + s) | (s ? r + 1 : r == 15 ? 16 : 64) << 5) : 0;
+    }
+    return 0;
+}
+
+/* An AC symbol's entry: its bits (code and extra) and how far the coefficient index moves. */
+static uint32_t ac_entry(uint32_t len, uint32_t sym)
+{
+    uint32_t r = sym >> 4, s = sym & 15;
+    return (len + s) | (s ? r + 1 : r == 15 ? 16 : 64) << 5;
+}
+
+/* The fast AC table of t: every WALK_BITS-bit prefix that starts with a code of at most
+ * WALK_BITS bits, and with a second code when the first one's code and extra bits leave room
+ * for it: at q75-95 most AC codes and their extra bits are short, so pairs halve the lookups
+ * that make up the walker's dependency chain. */
+static void fast_build(const rf_gj_huff *t, uint32_t *f)
+{
+    const uint32_t mask = (1u << WALK_BITS) - 1;
+    for (uint32_t v = 0; v <= mask; v++) {
+        uint32_t s1, s2, l1 = prefix(t, v, WALK_BITS, &s1), l2 = 0;
+        f[v] = l1 ? ac_entry(l1, s1) : 0;
+        uint32_t used = f[v] & 31;
+        if (l1 && used < WALK_BITS)
+            l2 = prefix(t, (v << used) & mask, WALK_BITS - used, &s2);
+        if (l2)
+            f[v] |= ac_entry(l2, s2) << 12;
     }
 }
 
-static const uint16_t *fast_for(walk_state *s, const rf_gj_huff *t)
+static const uint32_t *fast_for(walk_state *s, const rf_gj_huff *t)
 {
     for (uint32_t i = 0; i < s->ncache; i++)
         if (!memcmp(&s->cache[i].key, t, sizeof *t))
@@ -161,9 +191,10 @@ static int walk_block(wbits *w, const walk_blk *b, int32_t *pred)
     for (uint32_t k = 1; k < 64;) {
         wfill(w);
         e = b->fast[w->buf >> (64 - WALK_BITS)];
-        if (e) {
-            wskip(w, e & 31);
-            k += e >> 5;
+        if (e) { /* the second code counts only if the first left the block open */
+            uint32_t n = e & 31, two = 0u - (uint32_t)(k + (e >> 5 & 127) < 64);
+            k += (e >> 5 & 127) + (e >> 17 & two);
+            wskip(w, n + (e >> 12 & 31 & two));
             continue;
         }
         int32_t rs = walk_slow(b->ac, w->buf, WALK_BITS + 1, &l);
