@@ -361,14 +361,17 @@ typedef struct rf_config {
      * decode threads (docs/tuning.md). Affects only ringfeed's decode threads. */
     uint32_t decode_nice;
 
-    /* 1: decode restart-marked JPEGs on the GPU (CUDA backend; the host backend runs the same
+    /* 1: decode baseline JPEGs on the GPU (CUDA backend; the host backend runs the same
      * integer code on the decode threads). Decode threads then only read the header, choose
-     * the crop and copy the restart intervals it needs with the tables and resize plans into
-     * the slot; kernels on the copy stream do Huffman decoding, IDCT, upsampling, colour and
+     * the crop and copy what it needs with the tables and resize plans into the slot: the
+     * restart intervals of a restart-marked file, or for a file without restart markers the
+     * destuffed entropy-coded bytes of the crop's MCU rows with where each run of up to 4 MCUs
+     * starts and its DC predictors (a walk of the Huffman codes up to the crop's last MCU row,
+     * no pixels); kernels on the copy stream do Huffman decoding, IDCT, upsampling, colour and
      * the resize. Pixels are byte-for-byte the CPU path's with DCT scaling off, and every image
-     * of the run is decoded at full scale (dct_scaling), wherever it goes. Images without
-     * usable restart markers (ringfeed-pack --restart writes them), progressive, CMYK or too
-     * large for the per-sample scratch are decoded on the CPU in the same batch
+     * of the run is decoded at full scale (dct_scaling), wherever it goes. Images with a
+     * restart interval that does not divide the MCU row, progressive, arithmetic-coded, 12-bit,
+     * CMYK or too large for the per-sample scratch are decoded on the CPU in the same batch
      * (rf_stats.gpu_decoded counts the GPU ones). Needs on_error = FAIL on the CUDA backend: a
      * corrupt interval is only found after its batch was decoded (rf_loader_next waits for
      * the batch's kernels and returns that error naming the member). Device memory: about
@@ -752,6 +755,11 @@ typedef struct rf_stats {
     uint64_t epoch_total;      /* the epoch's samples on this rank (padding not counted; after
                                   a resume, those of the rest of the epoch) */
     uint32_t epoch_final;      /* 1 once RF_EPOCH_END was returned for counted_epoch */
+
+    uint64_t gpu_plain_decoded; /* of gpu_decoded: files without restart markers (plain
+                                 * packets: a decode thread walked their Huffman codes up to
+                                 * the crop's last MCU row, about half a CPU decode's work;
+                                 * ringfeed-pack --restart takes that away) */
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

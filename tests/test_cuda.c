@@ -173,8 +173,9 @@ static void gpu_decode_equals_host(uint32_t dtype, uint32_t layout, uint32_t siz
         g_mixed[0] = g_pat, g_mixed[1] = g_rpat;
     compare_with_host(dtype, layout);
     rf_stats st = epoch_stats(RF_DEVICE_CUDA, dtype, layout);
-    /* every restart-marked image takes the GPU path; the plain ones of a mixed run the CPU's */
-    ck_assert_uint_eq(st.gpu_decoded, 80);
+    /* every image takes the GPU path: the restart-marked ones as restart packets, the plain
+     * ones of a mixed run as plain packets */
+    ck_assert_uint_eq(st.gpu_decoded, mixed ? 160 : 80);
     ck_assert_uint_eq(st.samples_decoded, mixed ? 160 : 80);
 }
 
@@ -201,6 +202,39 @@ START_TEST(gpu_decode_non_square_mixed_cpu)
 {
     g_height = 224, g_width = 96;
     gpu_decode_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NHWC, 224, 1);
+}
+END_TEST
+
+/* Plain shards (no restart markers): every image becomes a plain packet, whose segments (the
+ * CPU walker's bit offsets and DC predictors) the interval kernel decodes; the batches equal
+ * the host backend's byte for byte (which runs the same code on the CPU and equals the CPU
+ * path with DCT scaling off: tests/test_decode.c, tests/test_loader.c), uint8 and bfloat16,
+ * NHWC and NCHW, square and not. */
+static void gpu_plain_equals_host(uint32_t dtype, uint32_t layout)
+{
+    g_use = g_pat, g_gpu = 1;
+    compare_with_host(dtype, layout);
+    rf_stats st = epoch_stats(RF_DEVICE_CUDA, dtype, layout);
+    ck_assert_uint_eq(st.gpu_decoded, 80);
+    ck_assert_uint_eq(st.samples_decoded, 80);
+}
+
+START_TEST(gpu_decode_plain_uint8_nhwc)
+{
+    g_size = 224;
+    gpu_plain_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+}
+END_TEST
+START_TEST(gpu_decode_plain_uint8_nchw_non_square)
+{
+    g_height = 160, g_width = 224;
+    gpu_plain_equals_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW);
+}
+END_TEST
+START_TEST(gpu_decode_plain_bf16_nchw)
+{
+    g_size = 96;
+    gpu_plain_equals_host(RF_DTYPE_BFLOAT16, RF_LAYOUT_NCHW);
 }
 END_TEST
 
@@ -673,6 +707,9 @@ int main(void)
     tcase_add_test(tc, hw_decode_uint8_nchw);
     tcase_add_test(tc, hw_decode_non_square);
     tcase_add_test(tc, hw_decode_split_with_gpu_decode);
+    tcase_add_test(tc, gpu_decode_plain_uint8_nhwc);
+    tcase_add_test(tc, gpu_decode_plain_uint8_nchw_non_square);
+    tcase_add_test(tc, gpu_decode_plain_bf16_nchw);
     tcase_add_test(tc, hw_decode_damaged_files);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

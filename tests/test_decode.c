@@ -3,6 +3,7 @@
  * decode (within stated tolerances). JPEGs are encoded in the test from synthetic images so the
  * suite depends on nothing but libjpeg. */
 #include <check.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,11 @@ typedef struct enc_opts {
     int subsample; /* 1: 4:2:0, 0: 4:4:4, 2: 4:2:2 */
 } enc_opts;
 
-static uint8_t *encode(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, size_t *len)
+/* What cjpeg's -optimize and -arithmetic change (encode_ex's coding argument). */
+enum { ENC_STANDARD = 0, ENC_OPTIMIZE = 1, ENC_ARITH = 2 };
+
+static uint8_t *encode_ex(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, int coding,
+                          size_t *len)
 {
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr e;
@@ -72,6 +77,8 @@ static uint8_t *encode(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, si
         c.comp_info[0].v_samp_factor = 1;
     if (o.progressive)
         jpeg_simple_progression(&c);
+    c.optimize_coding = coding == ENC_OPTIMIZE ? TRUE : FALSE;
+    c.arith_code = coding == ENC_ARITH ? TRUE : FALSE;
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < h) {
         JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * w * o.comps);
@@ -81,6 +88,20 @@ static uint8_t *encode(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, si
     jpeg_destroy_compress(&c);
     *len = n;
     return buf;
+}
+
+static uint8_t *encode(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, size_t *len)
+{
+    return encode_ex(px, w, h, o, ENC_STANDARD, len);
+}
+
+static uint8_t *make_jpeg_ex(uint32_t w, uint32_t h, enc_opts o, int coding, uint64_t seed,
+                             size_t *len)
+{
+    uint8_t *px = make_image(w, h, o.comps, seed);
+    uint8_t *j = encode_ex(px, w, h, o, coding, len);
+    free(px);
+    return j;
 }
 
 static uint8_t *make_jpeg(uint32_t w, uint32_t h, enc_opts o, uint64_t seed, size_t *len)
@@ -1088,6 +1109,27 @@ START_TEST(engine_packet_matches_cpu_full_scale)
 }
 END_TEST
 
+/* Offset of the last SOS marker in j (the scan the damage tests write into); 0 when none. */
+static size_t last_sos(const uint8_t *j, size_t len)
+{
+    size_t sos = 0;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (j[i] == 0xFF && j[i + 1] == 0xDA)
+            sos = i;
+    return sos;
+}
+
+/* Copy j to bad and pick a byte of its scan to damage, from 20 bytes after the SOS marker to
+ * `tail` bytes before the end; 0 when it or the byte before is 0xFF: damage there would change
+ * the marker structure, which rf_jpeg_scan_check refuses before any packet is made. */
+static size_t damage_at(uint64_t *rng, const uint8_t *j, size_t len, size_t sos, uint8_t *bad,
+                        size_t tail)
+{
+    memcpy(bad, j, len);
+    size_t at = sos + 20 + (size_t)(lcg(rng) % (len - sos - 20 - tail));
+    return bad[at] == 0xFF || bad[at - 1] == 0xFF ? 0 : at;
+}
+
 /* Damaged entropy-coded bytes on the GPU path: a packet whose intervals decode wrongly reports
  * the cause (the kernels cannot print), and then the whole-file CPU decode fails too. A damaged
  * packet that decodes mostly gives the CPU path's pixels, but not always: garbage can make
@@ -1101,21 +1143,17 @@ START_TEST(gpu_packet_damage)
     uint8_t *t = with_restarts(j, len, 0, &tlen);
     rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
     rf_decoder_set_max_scale_denom(a, 1);
-    size_t cap = 1u << 20, sos = 0;
+    size_t cap = 1u << 20, sos = last_sos(t, tlen);
     uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH), *bad = malloc(tlen);
     uint8_t *oa = malloc(64 * 64 * 3), *og = malloc(64 * 64 * 3), *full = NULL;
-    for (size_t i = 0; i + 1 < tlen; i++)
-        if (t[i] == 0xFF && t[i + 1] == 0xDA)
-            sos = i;
     rf_transform tr = random_t(64);
     test_place pl = {pkt, og, cap};
     uint32_t caught = 0, clean = 0, same = 0;
     uint64_t rng = 99;
     for (int trial = 0; trial < 300; trial++) {
-        memcpy(bad, t, tlen);
-        size_t at = sos + 20 + (size_t)(lcg(&rng) % (tlen - sos - 24));
-        if (bad[at] == 0xFF || bad[at - 1] == 0xFF)
-            continue; /* keep the marker structure: that damage is the packer's to refuse */
+        size_t at = damage_at(&rng, t, tlen, sos, bad, 4);
+        if (!at)
+            continue;
         uint8_t v = (uint8_t)(lcg(&rng) & 0xFF);
         bad[at] = v == 0xFF ? 0x7F : v;
         uint32_t bytes, bi = 0, fw, fh;
@@ -1333,6 +1371,254 @@ START_TEST(marker_damage_found_whatever_the_crop)
 }
 END_TEST
 
+/* ---- plain packets (files without restart markers) --------------------------------------- */
+
+/* Decode j with the GPU path's plain packet through the host driver and with the CPU path at
+ * full scale (decoder a, DCT scaling off) for seeds [0, seeds): every sample must become a
+ * plain packet and give the CPU path's bytes. Returns how many segments start inside a byte
+ * that was stuffed in the file (0xFF in the destuffed data), the case destuffing must get
+ * right. */
+static uint32_t check_plain(rf_decoder *a, const uint8_t *j, size_t len, uint64_t seeds,
+                            const char *what)
+{
+    size_t cap = 4u << 20;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
+    uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3);
+    test_place pl = {pkt, og, cap};
+    uint32_t stuffed = 0;
+    for (uint64_t seed = 0; seed < seeds; seed++) {
+        rf_transform tr = mixed_t(seed);
+        rf_decode_info ia, ig;
+        rf_err e = {0};
+        uint32_t bytes = 0, bad = 0;
+        ck_assert_msg(rf_decode_packet(a, j, len, &tr, seed, 0, place_fixed, &pl, &bytes, &ig,
+                                       &e) == 0, "%s: %s", what, e.msg);
+        const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+        ck_assert_msg(bytes > 0 && p->plain == 1, "%s seed %llu: no plain packet", what,
+                      (unsigned long long)seed);
+        const rf_gj_seg *sg = (const rf_gj_seg *)(pkt + p->off_span);
+        for (uint32_t k = 0; k < p->nintervals; k++) { /* a stuffed byte at the start, or next */
+            const uint8_t *at = pkt + p->off_data + sg[k].bit / 8;
+            stuffed += at[0] == 0xFF || (sg[k].bit / 8 + 1 < p->data_bytes && at[1] == 0xFF);
+        }
+
+        int st = rf_gj_decode_host(pkt, scratch, og, &bad);
+        ck_assert_msg(st == 0, "%s: %s in segment %u", what, rf_gj_status_text(st), bad);
+        ck_assert_msg(rf_decode_transform(a, j, len, &tr, seed, oa, &ia, &e) == 0, "%s", e.msg);
+        size_t n = (size_t)tr.height * tr.width * 3, i = 0;
+        while (i < n && oa[i] == og[i])
+            i++;
+        ck_assert_msg(i == n, "%s seed %llu: byte %zu is %u from the plain packet, %u on the "
+                      "CPU path (crop %u,%u %ux%u)", what, (unsigned long long)seed, i, og[i],
+                      oa[i], ia.crop_x, ia.crop_y, ia.crop_w, ia.crop_h);
+        ck_assert_uint_eq(ig.crop_x, ia.crop_x);
+        ck_assert_uint_eq(ig.flipped, ia.flipped);
+    }
+    free(pkt), free(scratch), free(oa), free(og);
+    return stuffed;
+}
+
+/* j with `n` trailer bytes after its EOI (a camera's or an editor's), malloc'ed. */
+static uint8_t *with_trailer(const uint8_t *j, size_t len, size_t n, size_t *out_len)
+{
+    uint8_t *t = malloc(len + n);
+    memcpy(t, j, len);
+    for (size_t i = 0; i < n; i++)
+        t[len + i] = (uint8_t)(i * 37 + 1);
+    *out_len = len + n;
+    return t;
+}
+
+/* Files without restart markers take the GPU path as plain packets (the walker's segments)
+ * and decode byte-for-byte to the CPU path's full-scale pixels: odd sizes, every sampling the
+ * kernels take, standard and optimized Huffman tables, a trailer after the EOI, RandomResizedCrop
+ * and center crops, NHWC and NCHW, flips, non-square outputs. */
+START_TEST(plain_packet_matches_cpu_full_scale)
+{
+    static const shape PS[] = {
+        {407, 351, {3, 90, 0, 1}}, {500, 375, {3, 90, 0, 0}}, {97, 1000, {3, 85, 0, 1}},
+        {1000, 61, {1, 90, 0, 0}}, {333, 501, {3, 90, 0, 2}}, {801, 600, {3, 75, 0, 1}},
+        {61, 47, {3, 90, 0, 1}},   {5, 7, {3, 90, 0, 1}},    {211, 143, {1, 95, 0, 0}},
+        {259, 187, {3, 95, 0, 2}},
+    };
+    rf_decoder *a = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    for (size_t s = 0; s < sizeof PS / sizeof PS[0]; s++) {
+        size_t len, tlen;
+        int coding = s % 2 ? ENC_OPTIMIZE : ENC_STANDARD;
+        uint8_t *j = make_jpeg_ex(PS[s].w, PS[s].h, PS[s].o, coding, 40 + s, &len);
+        uint8_t *t = with_trailer(j, len, s % 3 == 0 ? 700 : 0, &tlen);
+        char what[64];
+        snprintf(what, sizeof what, "%ux%u shape %zu coding %d", PS[s].w, PS[s].h, s, coding);
+        check_plain(a, t, tlen, 40, what);
+        free(t), free(j);
+    }
+    rf_decoder_destroy(a);
+}
+END_TEST
+
+/* Real photographs (Debian's mate-backgrounds, or RINGFEED_PHOTO_SOURCES' glob), cropped to
+ * sizes that are no multiple of 8 or 16 and re-encoded as cjpeg would (libjpeg's defaults) at
+ * qualities 75-95, 4:2:0, 4:2:2, 4:4:4 and grayscale, standard and optimized tables: every
+ * plain packet gives the CPU path's bytes, over 24 crops each. Their data hold stuffed 0xFF
+ * bytes, and some segments start inside one or just before one. */
+START_TEST(plain_packet_photos)
+{
+    const char *pat = getenv("RINGFEED_PHOTO_SOURCES");
+    glob_t g;
+    if (glob(pat ? pat : "/usr/share/backgrounds/mate/nature/*.jpg", 0, NULL, &g) || !g.gl_pathc) {
+        fprintf(stderr, "plain_packet_photos: no photographs (tools/deps.sh installs "
+                        "mate-backgrounds): not run\n");
+        return;
+    }
+    static const enc_opts OPTS[] = {
+        {3, 75, 0, 1}, {3, 90, 0, 1}, {3, 95, 0, 2}, {3, 85, 0, 0}, {1, 80, 0, 0}, {3, 92, 0, 1},
+    };
+    static const uint32_t SIDES[][2] = {{333, 251}, {517, 389}, {803, 451}, {199, 601}};
+    rf_decoder *a = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    uint32_t stuffed = 0, files = 0;
+    for (size_t f = 0; f < g.gl_pathc && f < 6; f++) {
+        size_t len, n;
+        uint8_t *src = rf_test_read_file(g.gl_pathv[f], &len), *rgb = NULL;
+        uint32_t W, H;
+        rf_err e = {0};
+        ck_assert_msg(rf_decode_full(a, src, len, &rgb, &W, &H, &e) == 0, "%s", e.msg);
+        for (size_t k = 0; k < 2; k++) {
+            const uint32_t *sd = SIDES[(f + k) % 4];
+            uint32_t w = RF_MIN(sd[0], W), h = RF_MIN(sd[1], H);
+            enc_opts o = OPTS[(2 * f + k) % 6];
+            uint8_t *px = malloc((size_t)w * h * o.comps);
+            uint32_t x0 = (W - w) / 2, y0 = (H - h) / 2; /* the middle: textures, not sky */
+            for (uint32_t y = 0; y < h; y++) /* gray: the green channel */
+                for (uint32_t x = 0; x < w; x++)
+                    for (int c = 0; c < o.comps; c++)
+                        px[((size_t)y * w + x) * o.comps + c] =
+                            rgb[((size_t)(y0 + y) * W + x0 + x) * 3 + (o.comps == 1 ? 1 : c)];
+            int coding = (f + k) % 2 ? ENC_OPTIMIZE : ENC_STANDARD;
+            uint8_t *j = encode_ex(px, w, h, o, coding, &n);
+            char what[300];
+            snprintf(what, sizeof what, "%s %ux%u q%d coding %d", g.gl_pathv[f], w, h,
+                     o.quality, coding);
+            stuffed += check_plain(a, j, n, 24, what);
+            files++;
+            free(px), free(j);
+        }
+        free(rgb), free(src);
+    }
+    ck_assert_uint_ge(files, 2);
+    ck_assert_msg(stuffed > 0, "no segment started at a stuffed byte");
+    globfree(&g);
+    rf_decoder_destroy(a);
+}
+END_TEST
+
+/* What the kernels do not take stays on the CPU, decoded as rf_decode_transform does:
+ * progressive, arithmetic-coded, CMYK (and a restart interval that does not divide the row,
+ * whose files the walker does not read: it knows no markers). */
+START_TEST(plain_packet_not_eligible)
+{
+    static const shape NS[] = {
+        {300, 200, {3, 85, 1, 1}}, {300, 200, {3, 85, 0, 1}}, {300, 200, {4, 90, 0, 0}},
+    };
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    size_t cap = 1u << 20;
+    uint8_t *pkt = malloc(cap), *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3);
+    test_place pl = {pkt, og, cap};
+    for (size_t s = 0; s < 4; s++) {
+        size_t len, tlen;
+        uint8_t *j = make_jpeg_ex(s < 3 ? NS[s].w : 301, 200, s < 3 ? NS[s].o : RGB420,
+                                  s == 1 ? ENC_ARITH : ENC_STANDARD, s, &len);
+        uint8_t *t = s < 3 ? j : with_restarts(j, len, 3, &tlen); /* 19 MCUs a row */
+        if (s < 3)
+            tlen = len;
+        for (uint64_t seed = 0; seed < 8; seed++) {
+            rf_transform tr = mixed_t(seed);
+            rf_err e = {0};
+            uint32_t bytes = 7;
+            ck_assert_msg(rf_decode_packet(a, t, tlen, &tr, seed, 0, place_fixed, &pl, &bytes,
+                                           NULL, &e) == 0, "%s", e.msg);
+            ck_assert_msg(bytes == 0, "shape %zu: packed", s);
+            ck_assert_int_eq(rf_decode_transform(b, t, tlen, &tr, seed, oa, NULL, &e), 0);
+            ck_assert_int_eq(memcmp(oa, og, (size_t)tr.height * tr.width * 3), 0);
+        }
+        if (t != j)
+            free(t);
+        free(j);
+    }
+    free(pkt), free(oa), free(og);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* Damaged plain files, three ways in turn: a flipped bit, a run of one bits (stuffed 0xFF
+ * bytes: no Huffman code is all ones) and the data ended early by an EOI. A bad code or data
+ * that end before the region's last MCU make the walker decline, and the CPU path then fails
+ * with its own error (class and message those of a CPU-only decode); a file cut short without
+ * its EOI fails before any packet. Never a packet of wrong bits: when the walker takes a
+ * damaged file its packet decodes, and mostly to the CPU path's pixels (see gpu_packet_damage
+ * for the SIMD IDCT's saturation on absurd coefficients). */
+START_TEST(plain_packet_damage)
+{
+    size_t len;
+    uint8_t *j = make_jpeg(407, 351, RGB420, 11, &len);
+    rf_decoder *a = rf_decoder_create(NULL), *c = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1), rf_decoder_set_max_scale_denom(c, 1);
+    size_t cap = 1u << 20, sos = last_sos(j, len);
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH), *bad = malloc(len);
+    uint8_t *oa = malloc(64 * 64 * 3), *og = malloc(64 * 64 * 3);
+    rf_transform tr = random_t(64);
+    test_place pl = {pkt, og, cap};
+    uint32_t declined = 0, packed = 0, same = 0;
+    uint64_t rng = 5;
+    for (int trial = 0; trial < 300; trial++) {
+        size_t at = damage_at(&rng, j, len, sos, bad, 10), blen = len;
+        if (!at)
+            continue;
+        if (trial % 3 == 0)
+            bad[at] ^= (uint8_t)(1u << (lcg(&rng) % 8));
+        else if (trial % 3 == 1)
+            memcpy(bad + at, "\xFF\x00\xFF\x00\xFF\x00", 6);
+        else
+            bad[at] = 0xFF, bad[at + 1] = 0xD9, blen = at + 2;
+        if (bad[at] == 0xFF && trial % 3 == 0)
+            continue;
+        uint32_t bytes = 0, bi = 0;
+        rf_err e = {0}, ec = {0};
+        uint64_t seed = (uint64_t)trial;
+        int rp = rf_decode_packet(a, bad, blen, &tr, seed, 0, place_fixed, &pl, &bytes, NULL, &e);
+        int rc = rf_decode_transform(c, bad, blen, &tr, seed, oa, NULL, &ec);
+        if (rp) { /* declined, then the CPU's own error */
+            ck_assert_int_eq(rp, rc);
+            ck_assert_str_eq(e.msg, ec.msg);
+            ck_assert_int_eq(rp, RF_EDECODE);
+            declined++;
+        } else if (bytes) {
+            ck_assert_int_eq(rf_gj_decode_host(pkt, scratch, og, &bi), 0);
+            same += rc == 0 && memcmp(oa, og, 64 * 64 * 3) == 0;
+            packed++;
+        } else { /* declined, and the CPU decoded it */
+            ck_assert_int_eq(rc, 0);
+            ck_assert_int_eq(memcmp(oa, og, 64 * 64 * 3), 0);
+        }
+    }
+    ck_assert_uint_gt(declined, 30);
+    ck_assert_uint_gt(packed, 30);
+    ck_assert_msg(same * 10 >= packed * 7, "%u of %u damaged packets match", same, packed);
+    /* cut short: the marker check refuses it before a packet is made, as on the CPU path */
+    memcpy(bad, j, len);
+    memset(bad + len / 2, 0, len - len / 2);
+    rf_err e1 = {0}, e2 = {0};
+    uint32_t bytes = 7;
+    ck_assert_int_eq(rf_decode_packet(a, bad, len, &tr, 1, 0, place_fixed, &pl, &bytes, NULL,
+                                      &e1), RF_EDECODE);
+    ck_assert_int_eq(rf_decode_transform(c, bad, len, &tr, 1, oa, NULL, &e2), RF_EDECODE);
+    ck_assert_str_eq(e1.msg, e2.msg);
+    free(pkt), free(scratch), free(bad), free(oa), free(og), free(j);
+    rf_decoder_destroy(a), rf_decoder_destroy(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("decode");
@@ -1361,6 +1647,10 @@ int main(void)
     tcase_add_test(tc, engine_packet_matches_cpu_full_scale);
     tcase_add_test(tc, tables_are_per_image);
     tcase_add_test(tc, marker_damage_found_whatever_the_crop);
+    tcase_add_test(tc, plain_packet_matches_cpu_full_scale);
+    tcase_add_test(tc, plain_packet_photos);
+    tcase_add_test(tc, plain_packet_not_eligible);
+    tcase_add_test(tc, plain_packet_damage);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

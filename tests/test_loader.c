@@ -273,8 +273,9 @@ static uint64_t check_direct_decode_hxw(const char *pattern, uint32_t height, ui
     free(want);
     rf_decoder_destroy(dec), rf_decoder_destroy(full);
     rf_plan_free(&plan);
-    /* every sample chosen for the GPU took it on restart-marked shards (none on plain ones);
-     * every sample chosen for the engine took it (all these files are baseline) */
+    /* every sample chosen for the GPU took it, restart-marked or plain, unless its region
+     * passes the scratch limit; every sample chosen for the engine took it (all these files
+     * are baseline) */
     ck_assert_uint_le(st.gpu_decoded, expect_gpu);
     ck_assert_uint_eq(st.hw_decoded, expect_hw);
     if (engine)
@@ -314,7 +315,7 @@ END_TEST
 /* GPU decode on the host backend (the kernels' code, run by the decode threads) over
  * restart-marked shards: every sample takes the packet path (packets may be larger than the
  * 96x96x3-byte sample, and for large photos larger than RF_GJ_AREA), and every pixel is a
- * direct full-scale decode's. On plain shards every sample falls back to the CPU path. */
+ * direct full-scale decode's. Plain shards take it too, as plain packets. */
 START_TEST(gpu_decode_matches_full_scale_decode)
 {
     char *dir = rf_test_mkdtemp("gpudec");
@@ -334,8 +335,10 @@ START_TEST(gpu_decode_matches_full_scale_decode)
     ck_assert_msg(big40 >= 1 && big40 < 13, "%llu of 13", (unsigned long long)big40);
     /* a CPU-only run with dct_scaling OFF: every sample a full-scale decode */
     ck_assert_uint_eq(check_direct_decode_dct(pattern, 96, 0, 0, 0, 1, NULL), 0);
+    /* plain shards (no restart markers): every sample a plain packet (the walker's segments),
+     * every pixel still the full-scale decode's */
     make_data();
-    ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1, 0), 0);
+    ck_assert_uint_eq(check_direct_decode(g_pattern, 96, 1, 0), N_SHARDS * N_PER_SHARD);
 }
 END_TEST
 

@@ -235,6 +235,7 @@ class RfStats(ctypes.Structure):
         ("epoch_skipped_by_reason", ctypes.c_uint64 * 16),  # RF_SKIP_REASONS
         ("epoch_total", ctypes.c_uint64),
         ("epoch_final", ctypes.c_uint32),
+        ("gpu_plain_decoded", ctypes.c_uint64),
     ]
 
 

@@ -734,9 +734,33 @@ def test_gpu_decode_on_host_backend(restart_shards, labels_by_key):
             got.append([(b.keys, b.images, b.labels) for b in ld])
             st = ld.stats()
         assert st["gpu_decoded"] > st["samples_decoded"] // 2
+        assert st["gpu_plain_decoded"] == 0
     keys = [k for ks, _, _ in got[0] for k in ks]
     assert sorted(keys) == sorted(labels_by_key)
     for (k0, i0, l0), (k1, i1, l1) in zip(*got):
         assert k0 == k1
         np.testing.assert_array_equal(i0, i1)
         assert [labels_by_key[k] for k in k0] == list(l0)
+
+
+def test_gpu_decode_plain_shards_on_host_backend(shards):
+    """gpu_decode=True on plain shards (no restart markers) on the CPU: every image becomes a
+    plain packet (the walker's segments, decoded by the kernels' code), counted in both
+    gpu_decoded and gpu_plain_decoded, and each is byte for byte what a CPU-only run with
+    dct_scaling=False gives."""
+    def epoch(**kw):
+        out = {}
+        with ringfeed.Loader(shards, 8, seed=4, array_type="numpy", size=96, device="cpu",
+                             decode_threads=2, copy=True, **kw) as ld:
+            for b in ld:
+                for k, img, pad in zip(b.keys, b.images, b.is_padding):
+                    if not pad:
+                        out[k] = np.asarray(img).copy()
+            return out, ld.stats()
+    gpu, st = epoch(gpu_decode=True)
+    cpu, _ = epoch(dct_scaling=False)
+    # every image a plain packet (the counts include what was prefetched of the next epoch)
+    assert st["gpu_plain_decoded"] == st["gpu_decoded"] >= len(gpu) == N_IMAGES
+    assert sorted(gpu) == sorted(cpu)
+    for k in gpu:
+        np.testing.assert_array_equal(gpu[k], cpu[k])

@@ -140,6 +140,41 @@ static int ends_with_eoi(const uint8_t *j, size_t len)
     return 0;
 }
 
+/* A file the walker takes (plain packets): one interleaved Huffman scan without restart
+ * markers; baseline or extended (SOF0/SOF1), as 8-bit precision and Huffman coding imply. */
+static int plain_ok(const struct jpeg_decompress_struct *ci, const rf_jpeg_geom *g)
+{
+    return g->restart == 0 && !ci->progressive_mode && !ci->arith_code &&
+           ci->comps_in_scan == ci->num_components;
+}
+
+/* Bytes of a plain packet's data: each region row's destuffed bytes from its first segment's
+ * start byte to the byte holding its last bit. */
+static uint64_t plain_bytes(const rf_gj_walked *w, uint32_t rows)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < rows; i++)
+        n += ((w->row[2 * i + 1] + 7) >> 3) - (w->row[2 * i] >> 3);
+    return n;
+}
+
+/* Copy those rows to d, one after another, and the segments to seg with their bit offsets
+ * made relative to d. */
+static void plain_copy(const rf_gj_walked *w, uint32_t rows, uint8_t *d, rf_gj_seg *seg)
+{
+    uint64_t at = 0;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < rows; i++) {
+        uint64_t b0 = w->row[2 * i] >> 3, b1 = (w->row[2 * i + 1] + 7) >> 3;
+        memcpy(d + at, w->data + b0, b1 - b0);
+        for (; k < w->nseg && w->seg[k].mrow == i; k++) {
+            seg[k] = w->seg[k];
+            seg[k].bit = (uint32_t)(w->seg[k].bit - 8 * b0 + 8 * at);
+        }
+        at += b1 - b0;
+    }
+}
+
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
                const rf_axis *h, const rf_axis *v, uint32_t layout, int engine,
                rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
@@ -149,12 +184,13 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     int restarts = rf_jpeg_geom_read(ci, &g);
     if (ci->data_precision != 8 || !sampling_ok(ci))
         return RF_GJ_NOT_ELIGIBLE;
-    /* The kernels need restart intervals; the hardware decoder takes baseline (SOF0) files with
-     * one interleaved scan, restart markers or not. */
+    /* The kernels take restart intervals, or plain files through the walker; the hardware
+     * decoder takes baseline (SOF0) files with one interleaved scan, restart markers or not. */
+    int plain = !engine && !restarts && plain_ok(ci, &g);
     if (engine ? ci->progressive_mode || ci->arith_code ||
                      ci->comps_in_scan != ci->num_components || !sof0(jpeg, len) ||
                      !ends_with_eoi(jpeg, len)
-               : !restarts)
+               : !restarts && !plain)
         return RF_GJ_NOT_ELIGIBLE;
     int nc = ci->num_components;
     for (int i = 0; i < nc; i++)
@@ -165,10 +201,13 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
         RF_MAX(v->first - 1, 0) >= RF_MIN(v->last + 1, (int32_t)g.height))
         return RF_GJ_NOT_ELIGIBLE;
-    uint32_t cols = rf_jpeg_mcu_cols(&g), R = engine ? 1 : g.restart, c0 = 0, r0 = 0;
+    /* A plain packet's region needs no whole intervals: its columns are the crop's MCUs. */
+    uint32_t cols = rf_jpeg_mcu_cols(&g), R = engine || plain ? 1 : g.restart, c0 = 0, r0 = 0;
     uint32_t c1 = cols, r1 = rf_jpeg_mcu_rows(&g); /* engine: the whole image */
+    rf_jpeg_geom cover = g;
+    cover.restart = R;
     if (!engine)
-        rf_jpeg_region_cover(&g, 8, g.width, g.height, h->first, h->last, v->first, v->last,
+        rf_jpeg_region_cover(&cover, 8, g.width, g.height, h->first, h->last, v->first, v->last,
                              &c0, &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
@@ -216,11 +255,27 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     if (scratch > RF_GJ_SCRATCH)
         return RF_GJ_NOT_ELIGIBLE;
 
-    int rc = engine ? 0 : rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0}, &(size_t){0});
+    /* Tables are checked before the packet is placed, so a refusal wastes no slot room. */
+    rf_gj_huff ht[8];
+    for (int t = 0; t < 8; t++) {
+        if (huff_of[t] < 0)
+            continue;
+        const JHUFF_TBL *src = t < 4 ? ci->dc_huff_tbl_ptrs[t] : ci->ac_huff_tbl_ptrs[t - 4];
+        if (build_huff(src, t < 4, &ht[huff_of[t]]))
+            return RF_GJ_NOT_ELIGIBLE;
+    }
+    p.ncomp = (uint32_t)nc;
+    rf_gj_walked w = {0};
+    const rf_gj_walk_in wi = {jpeg, len, &p, ht, cols, c0, c1, r0, r1};
+    int rc = engine  ? 0
+             : plain ? rf_gj_walk(&wi, rb, &w)
+                     : rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0}, &(size_t){0});
     if (rc)
         return rc;
-    uint64_t data = engine ? len : 0;
-    for (uint32_t r = r0; r < r1 && !engine; r++)
+    if (plain)
+        nint = w.nseg;
+    uint64_t data = engine ? len : plain ? plain_bytes(&w, r1 - r0) : 0;
+    for (uint32_t r = r0; r < r1 && !engine && !plain; r++)
         for (uint32_t a = a0; a < a1; a++) {
             uint64_t i = (uint64_t)r * per_row + a;
             data += rb->span[2 * i + 1] - rb->span[2 * i];
@@ -231,7 +286,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.off_quant = (uint32_t)(o = align8(o)), p.nquant = (uint32_t)nq;
     o += (size_t)nq * 64 * sizeof(uint16_t);
     p.off_span = (uint32_t)(o = align8(o));
-    o += ((size_t)nint + 1) * sizeof(uint32_t);
+    o += plain ? (size_t)nint * sizeof(rf_gj_seg) : ((size_t)nint + 1) * sizeof(uint32_t);
     p.off_hstart = (uint32_t)(o = align8(o));
     o += (size_t)out_w * sizeof(int32_t);
     p.off_hcoef = (uint32_t)(o = align8(o));
@@ -242,15 +297,6 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     o += (size_t)out_h * v->taps * sizeof(int16_t);
     p.off_data = (uint32_t)(o = align8(o));
     o += data;
-    /* Tables are checked before the packet is placed, so a refusal wastes no slot room. */
-    rf_gj_huff ht[8];
-    for (int t = 0; t < 8; t++) {
-        if (huff_of[t] < 0)
-            continue;
-        const JHUFF_TBL *src = t < 4 ? ci->dc_huff_tbl_ptrs[t] : ci->ac_huff_tbl_ptrs[t - 4];
-        if (build_huff(src, t < 4, &ht[huff_of[t]]))
-            return RF_GJ_NOT_ELIGIBLE;
-    }
     uint16_t qt[4 * 64];
     for (int t = 0; t < 4; t++) {
         if (q_of[t] < 0)
@@ -263,7 +309,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         }
     }
     /* + 8: the decoder reads whole aligned 8-byte words */
-    uint8_t *out = o > UINT32_MAX ? NULL : place(ctx, o + 8, 1);
+    uint8_t *out = o > UINT32_MAX || data * 8 > UINT32_MAX ? NULL : place(ctx, o + 8, 1);
     if (!out)
         return RF_GJ_NO_ROOM;
 
@@ -285,6 +331,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.inter = (uint32_t)inter;
     p.engine = (uint32_t)engine;
     p.data_bytes = (uint32_t)data;
+    p.plain = (uint32_t)plain;
 
     memcpy(out + p.off_huff, ht, (size_t)nh * sizeof(rf_gj_huff));
     memcpy(out + p.off_quant, qt, (size_t)nq * 64 * sizeof(uint16_t));
@@ -293,7 +340,9 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     uint32_t at = 0, n = 0;
     if (engine)
         memcpy(d, jpeg, len);
-    for (uint32_t r = r0; r < r1 && !engine; r++)
+    if (plain)
+        plain_copy(&w, r1 - r0, d, (rf_gj_seg *)(out + p.off_span));
+    for (uint32_t r = r0; r < r1 && !engine && !plain; r++)
         for (uint32_t a = a0; a < a1; a++) {
             uint64_t i = (uint64_t)r * per_row + a;
             uint32_t s = rb->span[2 * i], e = rb->span[2 * i + 1];
@@ -301,7 +350,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
             memcpy(d + at, jpeg + s, e - s);
             at += e - s;
         }
-    span[n] = at; /* engine: span[0] = 0, no intervals */
+    if (!plain)
+        span[n] = at; /* engine: span[0] = 0, no intervals */
     int32_t *hs = (int32_t *)(out + p.off_hstart), *vs = (int32_t *)(out + p.off_vstart);
     for (uint32_t i = 0; i < out_w; i++)
         hs[i] = h->start[i] - (int32_t)p.rx;
@@ -325,7 +375,8 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
     const rf_gj_huff *huff = (const rf_gj_huff *)(packet + p->off_huff);
     const uint16_t *quant = (const uint16_t *)(packet + p->off_quant);
     for (uint32_t k = 0; k < p->nintervals && !p->engine; k++) {
-        int st = rf_gj_interval(packet, k, scratch, huff, quant);
+        int st = p->plain ? rf_gj_segment(packet, k, scratch, huff, quant)
+                          : rf_gj_interval(packet, k, scratch, huff, quant);
         if (st) {
             if (bad_interval)
                 *bad_interval = k;

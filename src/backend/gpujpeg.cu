@@ -1,8 +1,9 @@
 // gpujpeg.cu — the device side of GPU JPEG decode (gpujpeg.h): three kernels over a staged
 // batch, enqueued on the copy stream right after the batch's host-to-device copy.
 //
-//  1. intervals: one CUDA block per sample, one thread per restart interval (a 224 crop of an
-//     ImageNet-sized 4:2:0 photo needs ~40-80 intervals of 2-8 MCUs): Huffman decode, IDCT,
+//  1. intervals: one CUDA block per sample, one thread per restart interval, or per segment
+//     of a plain packet (a 224 crop of an ImageNet-sized 4:2:0 photo needs ~40-80 intervals
+//     of 2-8 MCUs, or segments of up to 4, whose start the CPU walker found): Huffman decode, IDCT,
 //     samples into the sample's planes in the scratch. Each thread's work is one serial
 //     chain, latency-bound: measured on the H200 (torch.profiler, 256 images per batch) it
 //     took 3.6 ms with tables and bytes read from global memory, 2.3 ms with the tables in
@@ -74,7 +75,8 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
     __syncthreads();
     uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
     for (uint32_t k = threadIdx.x; k < p->nintervals; k += blockDim.x) {
-        int st = rf_gj_interval(pkt, k, scr, huff, quant);
+        int st = p->plain ? rf_gj_segment(pkt, k, scr, huff, quant)
+                          : rf_gj_interval(pkt, k, scr, huff, quant);
         // A relaxed device atomic is enough: the first failing interval's status wins, and
         // the host reads status only after the batch's event, which orders the kernel first.
         if (st)

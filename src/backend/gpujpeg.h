@@ -1,6 +1,11 @@
-/* gpujpeg.h — JPEG decode on the GPU for restart-marked files (docs/gpu-decode.md): the packet
- * a decode thread writes into the pinned slot instead of pixels, and the drivers that turn
- * packets into pixels.
+/* gpujpeg.h — JPEG decode on the GPU (docs/gpu-decode.md): the packet a decode thread writes
+ * into the pinned slot instead of pixels, and the drivers that turn packets into pixels.
+ *
+ * Plain packets: a file without restart markers is one bit stream, so a CPU walker
+ * (gpujpeg_walk.c) goes through its Huffman codes up to the region's last MCU (DC values
+ * decoded, AC codes skipped, no pixels) and records where each segment of up to
+ * RF_GJ_SEG_MCUS region MCUs starts, with the DC predictors there; the packet carries the
+ * region rows' destuffed bytes and those segments, which the kernels decode like intervals.
  *
  * Why packets: on the CPU ~74% of a RandomResizedCrop decode is Huffman decoding, which is
  * sequential within a file, so 16 cores top out near 16k img/s. Restart markers (ringfeed-pack
@@ -22,8 +27,9 @@
  * host for the host backend and the tests.
  *
  * What takes the GPU path: single-scan Huffman baseline/extended 8-bit files with a restart
- * interval dividing the MCU row, grayscale or YCbCr with 4:4:4, 4:2:2 or 4:2:0 chroma, whose
- * scratch fits RF_GJ_SCRATCH. Anything else is decoded on the CPU as before, in the same batch.
+ * interval dividing the MCU row (restart packets) or none (plain packets), grayscale or YCbCr
+ * with 4:4:4, 4:2:2 or 4:2:0 chroma, whose scratch fits RF_GJ_SCRATCH. Anything else is
+ * decoded on the CPU as before, in the same batch.
  * A packet the slot has no room left for is decoded on the CPU at full scale, which gives the
  * kernels' exact bytes: where a sample was decoded never changes what the batch holds. */
 #ifndef RF_GPUJPEG_H
@@ -73,7 +79,7 @@ typedef struct rf_gj_packet {
     uint32_t interval;        /* MCUs per restart interval */
     uint32_t mcu_w, mcu_h;    /* one MCU in pixels */
     uint32_t mcu_cols, mcu_rows; /* MCUs of the region */
-    uint32_t nintervals;      /* region intervals, row-major */
+    uint32_t nintervals;      /* region intervals, row-major (plain packets: segments) */
     uint32_t width, height;   /* the image */
     uint32_t rx, ry;          /* region origin in image pixels */
     uint32_t out_h, out_w;    /* output: out_h x out_w x 3 uint8 */
@@ -95,8 +101,26 @@ typedef struct rf_gj_packet {
      * decoder (nvjpg.h) decodes into the component planes before the vertical pass. */
     uint32_t engine;
     uint32_t data_bytes;
+    /* 1: a plain packet (a file without restart markers, gpujpeg_walk.c): off_span holds
+     * rf_gj_seg[nintervals] instead of interval offsets, and the data are the destuffed
+     * entropy-coded bytes of the region's MCU rows, each row from its first segment's start
+     * byte to the byte holding its last region MCU's last bit. */
+    uint32_t plain;
     rf_gj_comp comp[3];
 } rf_gj_packet;
+
+/* MCUs per segment of a plain packet at most: like a restart interval, the unit one GPU thread
+ * decodes (a 224 crop of an ImageNet-sized 4:2:0 photo: ~40-80 segments). */
+#define RF_GJ_SEG_MCUS 4u
+
+/* Where a segment of a plain packet starts: the CPU walker (gpujpeg_walk.c) found its bit
+ * position and the DC predictors there; mrow, mcol are region MCUs. */
+typedef struct rf_gj_seg {
+    uint32_t bit;        /* into the packet's data (destuffed) */
+    int32_t pred[3];     /* DC predictor of each component before the segment's first MCU */
+    uint32_t mrow, mcol; /* first MCU, region coordinates */
+    uint32_t count;      /* MCUs, 1..RF_GJ_SEG_MCUS, all in row mrow */
+} rf_gj_seg;
 
 /* Per-sample result codes the kernels report (0 = decoded). */
 enum rf_gj_status {
@@ -113,6 +137,32 @@ const char *rf_gj_status_text(int status);
 struct jpeg_decompress_struct;
 struct rf_axis;
 struct rf_region_buf;
+
+/* What the walker (gpujpeg_walk.c) needs of a plain file: the packet's components and tables
+ * as rf_gj_pack made them, the image's MCUs per row, and the region's MCUs [c0,c1) x [r0,r1). */
+typedef struct rf_gj_walk_in {
+    const uint8_t *jpeg;
+    size_t len;
+    const rf_gj_packet *p;
+    const rf_gj_huff *huff;
+    uint32_t cols, c0, c1, r0, r1;
+} rf_gj_walk_in;
+
+/* The walk: data is the file's destuffed entropy-coded data; segment k starts at bit
+ * seg[k].bit of it; region row i's segments lie in bits [row[2i], row[2i+1]). All owned by
+ * the region buffer the walk was given, valid until its next walk. */
+typedef struct rf_gj_walked {
+    const uint8_t *data;
+    const rf_gj_seg *seg;
+    uint32_t nseg;
+    const uint64_t *row;
+} rf_gj_walked;
+
+/* Walk a plain (no restart markers) single-scan Huffman file from its first MCU to the
+ * region's last one, recording each segment's start (RF_GJ_SEG_MCUS MCUs of a region row).
+ * Returns 0; RF_GJ_NOT_ELIGIBLE when the data has a pattern that is no code or ends before the
+ * region does (the CPU path then decodes it and reports libjpeg's error); RF_ENOMEM. */
+int rf_gj_walk(const rf_gj_walk_in *in, struct rf_region_buf *rb, rf_gj_walked *out);
 
 /* Where a decode thread's output goes (rf_gj_pack, rf_decode_packet): with packet = 1 a buffer
  * for a packet of `bytes` bytes, or NULL when there is no room for it; with packet = 0 the
@@ -163,7 +213,7 @@ int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_
 /* Host driver: decode one packet into out (out_h*out_w*3 bytes, the packet's layout). scratch
  * holds at least the packet's `scratch` bytes; for an engine packet its component planes are
  * there already (rf_decode_planes) and only the resize runs. Returns an rf_gj_status; on error
- * the first failing interval is in *bad_interval (may be NULL). */
+ * the first failing interval (or segment) is in *bad_interval (may be NULL). */
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval);
 

@@ -5,7 +5,8 @@
  * is what makes the host and device outputs identical, and both identical to libjpeg-turbo.
  *
  * The three stages, each a pure function of the packet and the scratch:
- *  rf_gj_interval  one restart interval: Huffman decode (libjpeg's decode_mcu semantics),
+ *  rf_gj_interval  one restart interval, or rf_gj_segment one segment of a plain packet,
+ *                  both through rf_gj_mcus: Huffman decode (libjpeg's decode_mcu semantics),
  *                  dequantize, islow IDCT (jidctint.c's arithmetic), 8x8 samples into the
  *                  component planes;
  *  rf_gj_vpass     one vertically resized row element: for each vertical tap the RGB of a
@@ -48,7 +49,7 @@ static __constant__ uint8_t rf_gj_natural_dev[80] = RF_GJ_NATURAL_VALUES;
 #define RF_GJ_NATURAL rf_gj_natural_host
 #endif
 
-/* ---- bit reader over one interval's stuffed bytes ----------------------------------------- */
+/* ---- bit reader over an interval's stuffed bytes or a plain packet's destuffed ones ------ */
 
 typedef struct rf_gj_bits {
     const uint8_t *p, *end;
@@ -57,6 +58,7 @@ typedef struct rf_gj_bits {
     uint32_t fake;  /* zero bytes supplied past the end (libjpeg does the same, with a warning) */
     const uint8_t *wbase; /* the aligned 8 bytes at wbase are in `word` */
     uint64_t word;
+    uint32_t plain; /* 1: the bytes are destuffed already (plain packets): no 0xFF checks */
 } rf_gj_bits;
 
 /* Bytes come in aligned 8-byte words: on the GPU a thread's reads of its interval are a chain
@@ -85,7 +87,7 @@ RF_GJ_FN void rf_gj_fill(rf_gj_bits *b)
         uint32_t c = 0;
         if (b->p < b->end) {
             c = rf_gj_byte(b, b->p++);
-            if (c == 0xFF) {
+            if (c == 0xFF && !b->plain) {
                 while (b->p < b->end && rf_gj_byte(b, b->p) == 0xFF)
                     b->p++;
                 if (b->p < b->end)
@@ -215,32 +217,24 @@ RF_GJ_FN void rf_gj_idct(const int16_t *coef, const uint16_t *q, uint8_t *out, u
     }
 }
 
-/* ---- stage 1: one restart interval -------------------------------------------------------- */
+/* ---- stage 1: one restart interval or one segment ---------------------------------------- */
 
 RF_GJ_FN const uint8_t *rf_gj_at(const uint8_t *pkt, uint32_t off) { return pkt + off; }
 
-/* Decode interval k of the packet into the component planes in scratch, with the packet's
- * Huffman and quant tables at huff and quant (the packet's own, or a copy the caller made in
+/* Decode `count` MCUs of region MCU row mrow from column mcol on, reading b with the DC
+ * predictors pred, into the component planes in scratch (libjpeg's decode_mcu, dequantize,
+ * islow IDCT). huff and quant: the packet's tables (its own, or a copy the caller made in
  * faster memory). Huffman decoding and the IDCT stay in one thread: moving the IDCT into a
  * kernel of its own (one thread per block, coefficients through the scratch) made the whole
  * slower on the H200, 2.72 + 0.17 ms against 2.31 ms per 256 images, because storing the
- * coefficients costs the serial chain more than the IDCT did. Returns an rf_gj_status. */
-RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
-                            const rf_gj_huff *huff, const uint16_t *quant)
+ * coefficients costs the serial chain more than the IDCT did. The restart interval and the
+ * plain packet's segment both run this loop. Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_mcus(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], uint32_t mrow,
+                        uint32_t mcol, uint32_t count, uint8_t *scratch, const rf_gj_huff *huff,
+                        const uint16_t *quant)
 {
-    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
-    const uint32_t *span = (const uint32_t *)rf_gj_at(pkt, p->off_span);
-    const uint8_t *data = rf_gj_at(pkt, p->off_data);
-    uint32_t per_row = p->mcu_cols / p->interval;
-    uint32_t mrow = k / per_row, mcol = (k % per_row) * p->interval;
-    rf_gj_bits b;
-    b.p = data + span[k];
-    b.end = data + span[k + 1];
-    b.acc = 0, b.n = 0, b.fake = 0;
-    b.wbase = 0, b.word = 0;
-    int32_t pred[3] = {0, 0, 0};
     int16_t blk[64];
-    for (uint32_t m = 0; m < p->interval; m++, mcol++) {
+    for (uint32_t m = 0; m < count; m++, mcol++) {
         for (uint32_t ci = 0; ci < p->ncomp; ci++) {
             const rf_gj_comp *c = &p->comp[ci];
             const rf_gj_huff *dc = huff + c->dc, *ac = huff + c->ac;
@@ -250,22 +244,22 @@ RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
                 for (uint32_t h = 0; h < c->h; h++) {
                     for (int i = 0; i < 64; i++)
                         blk[i] = 0;
-                    int32_t s = rf_gj_symbol(&b, dc);
+                    int32_t s = rf_gj_symbol(b, dc);
                     if (s < 0)
                         return RF_GJ_BAD_CODE;
                     if (s)
-                        s = rf_gj_extend(rf_gj_get(&b, s), s);
+                        s = rf_gj_extend(rf_gj_get(b, s), s);
                     pred[ci] += s;
                     blk[0] = (int16_t)pred[ci];
                     for (int32_t kk = 1; kk < 64; kk++) {
-                        int32_t rs = rf_gj_symbol(&b, ac);
+                        int32_t rs = rf_gj_symbol(b, ac);
                         if (rs < 0)
                             return RF_GJ_BAD_CODE;
                         int32_t r = rs >> 4;
                         s = rs & 15;
                         if (s) {
                             kk += r;
-                            blk[RF_GJ_NATURAL[kk]] = (int16_t)rf_gj_extend(rf_gj_get(&b, s), s);
+                            blk[RF_GJ_NATURAL[kk]] = (int16_t)rf_gj_extend(rf_gj_get(b, s), s);
                         } else {
                             if (r != 15)
                                 break;
@@ -277,6 +271,53 @@ RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
                 }
         }
     }
+    return RF_GJ_OK;
+}
+
+RF_GJ_FN void rf_gj_bits_at(rf_gj_bits *b, const uint8_t *p, const uint8_t *end, uint32_t plain)
+{
+    b->p = p, b->end = end;
+    b->acc = 0, b->n = 0, b->fake = 0;
+    b->wbase = 0, b->word = 0;
+    b->plain = plain;
+}
+
+/* Segment k of a plain packet: its MCUs from its bit offset into the destuffed data, with the
+ * DC predictors the walker found there. The walker decoded these very codes already, so the
+ * end checks of a restart interval have nothing to find; a bad code can only come from a
+ * packet damaged after it was written. Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_segment(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
+                           const rf_gj_huff *huff, const uint16_t *quant)
+{
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    const rf_gj_seg *sg = (const rf_gj_seg *)rf_gj_at(pkt, p->off_span) + k;
+    const uint8_t *data = rf_gj_at(pkt, p->off_data);
+    if ((uint64_t)sg->bit > 8 * (uint64_t)p->data_bytes || sg->mrow >= p->mcu_rows ||
+        sg->mcol + sg->count > p->mcu_cols)
+        return RF_GJ_BAD_PACKET;
+    rf_gj_bits b;
+    rf_gj_bits_at(&b, data + sg->bit / 8, data + p->data_bytes, 1);
+    rf_gj_get(&b, (int32_t)(sg->bit & 7));
+    int32_t pred[3] = {sg->pred[0], sg->pred[1], sg->pred[2]};
+    return rf_gj_mcus(p, &b, pred, sg->mrow, sg->mcol, sg->count, scratch, huff, quant);
+}
+
+/* Decode restart interval k of the packet into the component planes in scratch, then check
+ * its end as libjpeg does. Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
+                            const rf_gj_huff *huff, const uint16_t *quant)
+{
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    const uint32_t *span = (const uint32_t *)rf_gj_at(pkt, p->off_span);
+    const uint8_t *data = rf_gj_at(pkt, p->off_data);
+    uint32_t per_row = p->mcu_cols / p->interval;
+    rf_gj_bits b;
+    rf_gj_bits_at(&b, data + span[k], data + span[k + 1], 0);
+    int32_t pred[3] = {0, 0, 0};
+    int st = rf_gj_mcus(p, &b, pred, k / per_row, (k % per_row) * p->interval, p->interval,
+                        scratch, huff, quant);
+    if (st)
+        return st;
     /* libjpeg warns (and ringfeed fails the sample) when a decode needs bits past the
      * interval's data, or when whole bytes are left before the next marker. The fake zero
      * bytes are the last ones loaded, so none was used while n >= 8 * fake. */

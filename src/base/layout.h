@@ -59,7 +59,8 @@
     X(rf_stats, gpu_decoded) X(rf_stats, hw_decoded) X(rf_stats, storage_read_bytes)             \
     X(rf_stats, storage_measured) X(rf_stats, storage_why) X(rf_stats, resume_epoch)             \
     X(rf_stats, counted_epoch) X(rf_stats, epoch_delivered) X(rf_stats, epoch_skipped)           \
-    X(rf_stats, epoch_skipped_by_reason) X(rf_stats, epoch_total) X(rf_stats, epoch_final)
+    X(rf_stats, epoch_skipped_by_reason) X(rf_stats, epoch_total) X(rf_stats, epoch_final)       \
+    X(rf_stats, gpu_plain_decoded)
 
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \

@@ -66,6 +66,8 @@ void rf_jpeg_region_cover(const rf_jpeg_geom *g, uint32_t num, uint32_t out_w, u
 
 void rf_region_buf_free(rf_region_buf *b)
 {
+    if (b->walk)
+        b->walk_free(b->walk);
     free(b->jpeg);
     free(b->span);
     memset(b, 0, sizeof *b);
@@ -103,6 +105,13 @@ static int walk_to_scan(const uint8_t *j, size_t len, size_t *sof, uint32_t *sof
             return *sof ? 0 : 1;
         }
     }
+}
+
+int rf_jpeg_scan_data(const uint8_t *jpeg, size_t len, size_t *data)
+{
+    size_t sof;
+    uint32_t m;
+    return walk_to_scan(jpeg, len, &sof, &m, data);
 }
 
 /* The same for a file rf_jpeg_region can cut: a baseline or extended Huffman frame (SOF0/1). */

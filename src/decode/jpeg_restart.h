@@ -65,9 +65,18 @@ typedef struct rf_region_buf {
     const uint8_t *of;
     uint64_t nspans;
     size_t sof, data;
+    /* The GPU decode's walker state for files without restart markers (its destuffed bytes,
+     * segments and table cache: backend/gpujpeg_walk.c), one malloc'ed block and what it
+     * points to, owned there; rf_region_buf_free calls `walk_free` on it. */
+    void *walk;
+    void (*walk_free)(void *walk);
 } rf_region_buf;
 
 void rf_region_buf_free(rf_region_buf *b);
+
+/* The offset of the first entropy-coded byte of a single-scan file (the end of its first SOS
+ * segment) in *data. Returns 0; 1 when the marker segments up to the scan do not parse. */
+int rf_jpeg_scan_data(const uint8_t *jpeg, size_t len, size_t *data);
 
 /* Find the entropy-coded bytes of restart intervals 0..last of jpeg[0..len): interval k is
  * [b->span[2k], b->span[2k+1]) (its RSTn marker and fill bytes excluded). *sof and *data: the

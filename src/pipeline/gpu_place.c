@@ -204,6 +204,9 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
         return rc;
     atomic_fetch_add_explicit(engine ? &ld->gpu.hw_decoded : &ld->gpu.decoded, 1,
                               memory_order_relaxed); /* statistics only */
+    const uint8_t *pk = ld->gpu.device ? s->stage + s->gpu.offs[t->index] : gh->packet;
+    if (((const rf_gj_packet *)pk)->plain)
+        atomic_fetch_add_explicit(&ld->gpu.plain_decoded, 1, memory_order_relaxed);
     if (ld->gpu.device) { /* the packet's share of the batch's device scratch */
         rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gpu.offs[t->index]);
         /* Relaxed claims, like gpu.top's: the totals are read after pending's acquire. */

@@ -55,9 +55,9 @@ typedef struct pl_gpu {
     int late;
     uint64_t cap; /* max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
     uint64_t px;  /* on the device: stage_bytes rounded to RF_GJ_ALIGN */
-    /* rf_stats.gpu_decoded and hw_decoded: relaxed, counted by the decode threads and read
-     * only for rf_stats, like the loader's other statistics. */
-    _Atomic uint64_t decoded, hw_decoded;
+    /* rf_stats.gpu_decoded, hw_decoded and gpu_plain_decoded: relaxed, counted by the decode
+     * threads and read only for rf_stats, like the loader's other statistics. */
+    _Atomic uint64_t decoded, hw_decoded, plain_decoded;
 } pl_gpu;
 
 /* A decode thread's buffers for GPU decode on the host backend: the packet is built here

@@ -100,6 +100,7 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.region_decoded = stat_count(&((rf_loader *)ld)->region_decoded);
     st.gpu_decoded = stat_count(&((rf_loader *)ld)->gpu.decoded);
     st.hw_decoded = stat_count(&((rf_loader *)ld)->gpu.hw_decoded);
+    st.gpu_plain_decoded = stat_count(&((rf_loader *)ld)->gpu.plain_decoded);
     pl_lock((rf_loader *)ld);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);

@@ -3,7 +3,8 @@
  * cores with no pipeline around them).
  *
  * Unlike the other tools this one includes INTERNAL headers (src/base/common.h,
- * src/decode/decode.h, src/decode/decode_hooks.h, src/decode/jpeg_restart.h, loaders/tar.h): it
+ * src/decode/decode.h, src/decode/decode_hooks.h, src/decode/jpeg_restart.h, loaders/tar.h,
+ * src/backend/gpujpeg.h for --packets): it
  * benchmarks an internal stage (rf_decode_transform) and its experiment flags
  * (rf_decoder_set_flags), which the public API does not expose. That is why it lives in
  * tools/internal/ (README.md there), apart from the tools built on include/. It is not
@@ -16,6 +17,12 @@
  *   rrc-decode   the same rows/columns decoded, resize skipped (RF_DECODE_NO_RESIZE)
  *   center       Resize(size*256/224) + CenterCrop(size)
  *   center-decode  the same without the resize
+ * --packets times instead, per image on one thread, what a decode thread does for each engine
+ * of gpu_decode (RandomResizedCrop(size), seed = image index): (a) today's CPU decode
+ * (rf_decode_transform, DCT scaling as --max-denom allows), (b) the walker and plain packet
+ * (rf_decode_packet on the files as they are), (c) the restart packet (the same on a
+ * restart-marked copy, --restart's choice); medians of --reps passes, the ratio a/b (how many
+ * CPU decode threads one walker thread replaces) and the mean packet bytes (the copy's cost).
  * Wall times are best of --reps passes (the machine is shared and noisy). For repeatable
  * numbers run one mode under callgrind and count only the timed pass:
  *   valgrind --tool=callgrind --toggle-collect=run_pass ringfeed-decode-bench --mode rrc \
@@ -38,6 +45,7 @@
 #include "decode/decode.h"
 #include "decode/decode_hooks.h"
 #include "decode/jpeg_restart.h"
+#include "backend/gpujpeg.h"
 #include "loaders/tar.h"
 
 typedef struct image {
@@ -253,6 +261,93 @@ static int transcode_all(images *im, uint32_t interval)
     return 0;
 }
 
+/* ---- --packets ---------------------------------------------------------------------------- */
+
+typedef struct pk_place {
+    uint8_t *pkt, *px;
+    size_t cap;
+} pk_place;
+
+static uint8_t *pk_place_fn(void *ctx, size_t bytes, int packet)
+{
+    pk_place *p = ctx;
+    return !packet ? p->px : bytes <= p->cap ? p->pkt : NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One pass of mode 0 (CPU decode), 1 (packets) over im: seconds, packets and their bytes. */
+static int pk_pass(rf_decoder *d, const images *im, int packets, uint32_t size, pk_place *pl,
+                   double *sec, uint64_t *npk, uint64_t *pk_bytes)
+{
+    rf_transform t = rrc_transform(size);
+    uint64_t t0 = rf_now_ns();
+    *npk = *pk_bytes = 0;
+    for (size_t i = 0; i < im->n; i++) {
+        rf_err e = {0};
+        uint32_t bytes = 0;
+        int rc = packets ? rf_decode_packet(d, im->v[i].data, im->v[i].len, &t, rf_mix64(i), 0,
+                                            pk_place_fn, pl, &bytes, NULL, &e)
+                         : rf_decode_transform(d, im->v[i].data, im->v[i].len, &t, rf_mix64(i),
+                                               pl->px, NULL, &e);
+        if (rc) {
+            fprintf(stderr, "image %zu: %s\n", i, e.msg);
+            return -1;
+        }
+        *npk += bytes > 0, *pk_bytes += bytes;
+    }
+    *sec = (rf_now_ns() - t0) * 1e-9;
+    return 0;
+}
+
+/* The median img/s of reps passes of one mode; prints its line. */
+static double pk_mode(const char *name, rf_decoder *d, const images *im, int packets,
+                      uint32_t size, uint32_t reps, pk_place *pl)
+{
+    double *t = calloc(reps, sizeof *t);
+    uint64_t npk = 0, bytes = 0;
+    for (uint32_t r = 0; t && r < reps; r++)
+        if (pk_pass(d, im, packets, size, pl, &t[r], &npk, &bytes)) {
+            free(t);
+            return -1;
+        }
+    if (!t)
+        return -1;
+    qsort(t, reps, sizeof *t, cmp_double);
+    double med = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+    printf("%-22s %9.1f img/s per thread (median of %u; min %.1f, max %.1f)", name, im->n / med,
+           reps, im->n / t[reps - 1], im->n / t[0]);
+    if (packets)
+        printf("  packets %llu of %zu, %.1f KB mean", (unsigned long long)npk, im->n,
+               npk ? bytes / 1024.0 / npk : 0.0);
+    printf("\n");
+    free(t);
+    return im->n / med;
+}
+
+static int run_packets(images *im, uint32_t size, uint32_t reps, uint32_t max_denom,
+                       uint32_t restart)
+{
+    rf_decoder *cpu = rf_decoder_create(NULL), *gpu = rf_decoder_create(NULL);
+    pk_place pl = {malloc(16u << 20), malloc((size_t)size * size * 3), 16u << 20};
+    if (!cpu || !gpu || !pl.pkt || !pl.px)
+        return 1;
+    rf_decoder_set_max_scale_denom(cpu, max_denom);
+    double a = pk_mode("(a) CPU decode", cpu, im, 0, size, reps, &pl);
+    double b = pk_mode("(b) walker + plain", gpu, im, 1, size, reps, &pl);
+    int rc = a < 0 || b < 0 || transcode_all(im, restart);
+    double c = rc ? -1 : pk_mode("(c) restart packet", gpu, im, 1, size, reps, &pl);
+    if (c > 0)
+        printf("ratio a/b %.2f (CPU decode time / walker time); a/c %.2f\n", b / a, c / a);
+    rf_decoder_destroy(cpu), rf_decoder_destroy(gpu);
+    free(pl.pkt), free(pl.px);
+    return rc || c < 0;
+}
+
 /* --threads N: N decoders run RandomResizedCrop over the set `reps` x N times in all, started
  * together. Each takes the next image from one shared counter, as the pipeline's decode threads
  * take the next sample, so a thread the scheduler delays does less work instead of holding the
@@ -366,6 +461,8 @@ static void usage(FILE *f)
             "  --spin      with --threads: a fixed integer loop instead of decoding (the cores'\n"
             "              own scaling: all-core clocks, shared physical cores)\n"
 
+            "  --packets   time per image (a) the CPU decode, (b) the walker + plain packet,\n"
+            "              (c) the restart packet (after --restart's rewrite), medians of --reps\n"
             "  --restart N|auto|row  first rewrite every image losslessly with a restart marker\n"
             "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n"
             "  --version   print the library's version and exit\n"
@@ -377,7 +474,7 @@ int main(int argc, char **argv)
     images im = {.limit = SIZE_MAX};
     int mode = -1;
     uint32_t reps = 5, size = 224, max_denom = 8, flags = 0, restart = 0, threads = 0;
-    int transcode = 0, spin = 0;
+    int transcode = 0, spin = 0, packets = 0;
     for (int a = 1; a < argc; a++) {
         const char *s = argv[a];
         if (!strcmp(s, "--mode") && a + 1 < argc) {
@@ -408,6 +505,8 @@ int main(int argc, char **argv)
             threads = (uint32_t)strtoul(argv[++a], NULL, 10);
         } else if (!strcmp(s, "--spin")) {
             spin = 1;
+        } else if (!strcmp(s, "--packets")) {
+            packets = 1;
         } else if (!strcmp(s, "--no-region")) {
             flags |= RF_DECODE_NO_REGION;
         } else if (!strcmp(s, "--restart") && a + 1 < argc) {
@@ -440,6 +539,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (packets)
+        return run_packets(&im, size, reps, max_denom, restart);
     if (transcode && transcode_all(&im, restart))
         return 1;
     size_t bytes = 0;
