@@ -1035,13 +1035,15 @@ class Loader(_LoaderBase):
       (affinity mask, cgroup quota) divided by LOCAL_WORLD_SIZE when torchrun sets it.
     decode_nice: niceness the decode threads add to their own (0..19), so that the training
       loop's threads run first when decoding keeps every CPU busy (docs/tuning.md).
-    gpu_decode: decode restart-marked JPEGs (ringfeed-pack --restart, ringfeed.add_restarts)
-      on the GPU: the decode threads only cut out the restart intervals a crop needs, kernels do
-      the rest. Other images decode on the CPU in the same batches, and every image of the run
-      at full scale (no DCT scaling), so each has exactly the pixels the CPU path gives with
-      dct_scaling=False whichever engine took it; stats()["gpu_decoded"] counts the GPU ones.
-      Needs
-      on_error="fail" on CUDA (docs/gpu-decode.md).
+    gpu_decode: decode baseline JPEGs on the GPU: for restart-marked files (ringfeed-pack
+      --restart, ringfeed.add_restarts) the decode threads only cut out the restart intervals a
+      crop needs; for plain files they walk the Huffman codes up to the crop's last row (about
+      half a CPU decode) and copy the crop's rows; kernels do the rest. Other images
+      (progressive, CMYK, PNG, ...) decode on the CPU in the same batches, and every image of
+      the run at full scale (no DCT scaling), so each has exactly the pixels the CPU path gives
+      with dct_scaling=False whichever engine took it; stats()["gpu_decoded"] counts the GPU
+      ones, stats()["gpu_plain_decoded"] the plain files among them. Needs on_error="fail" on
+      CUDA (docs/gpu-decode.md).
     gpu_decode_percent: with gpu_decode, the share (1..100) of eligible images sent to the GPU;
       the seed decides which, the rest decode on the CPU. For training a model that keeps the
       GPU busy, ~25 keeps both the CPUs and the GPU below saturation (docs/gpu-decode.md).
