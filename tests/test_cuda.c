@@ -341,6 +341,30 @@ static uint32_t skip_collect(rf_config c, uint64_t *ids, uint8_t *px, rf_stats *
     return n;
 }
 
+/* The same skip-mode epoch on the CUDA and the host backend (mem_cfg): device d, host h; the
+ * device skipped `skips` samples as corrupt and delivered `delivered`, the host skipped
+ * host_skips. */
+typedef struct skip_pair {
+    uint64_t di[80], hi[80];
+    uint8_t *dp, *hp;
+    rf_stats ds, hs;
+    uint32_t dn, hn;
+} skip_pair;
+
+static skip_pair *skip_both(uint64_t skips, uint64_t host_skips, uint32_t delivered)
+{
+    const char *pat;
+    skip_pair *p = malloc(sizeof *p);
+    p->dp = malloc((size_t)80 * SKIP_PX), p->hp = malloc((size_t)80 * SKIP_PX);
+    p->dn = skip_collect(mem_cfg(RF_DEVICE_CUDA, &pat), p->di, p->dp, &p->ds);
+    p->hn = skip_collect(mem_cfg(RF_DEVICE_HOST, &pat), p->hi, p->hp, &p->hs);
+    ck_assert_uint_eq(p->ds.skipped, skips);
+    ck_assert_uint_eq(p->ds.skipped_by_reason[RF_SKIP_CORRUPT], skips);
+    ck_assert_uint_eq(p->hs.skipped, host_skips);
+    ck_assert_uint_eq(p->dn, delivered);
+    return p;
+}
+
 /* Device run d against the host backend's run h of the same config: each sample at most once,
  * the same set, and each sample's pixels within max_diff of the host's (but sample `nocmp`'s,
  * damaged data both decode without an error; UINT64_MAX: none). */
@@ -389,24 +413,15 @@ static void gpu_decode_skip(int restart)
     }
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
     g_use = pattern, g_gpu = 1, g_size = 224;
-    uint64_t di[80], hi[80];
-    uint8_t *dp = malloc((size_t)80 * SKIP_PX), *hp = malloc((size_t)80 * SKIP_PX);
-    rf_stats ds, hs;
-    const char *pat;
-    uint32_t dn = skip_collect(mem_cfg(RF_DEVICE_CUDA, &pat), di, dp, &ds);
-    uint32_t hn = skip_collect(mem_cfg(RF_DEVICE_HOST, &pat), hi, hp, &hs);
-    ck_assert_uint_eq(ds.skipped, 4);
-    ck_assert_uint_eq(ds.skipped_by_reason[RF_SKIP_CORRUPT], 4);
-    ck_assert_uint_eq(hs.skipped, 4);
-    ck_assert_uint_eq(dn, 76);
-    skip_same_as_host(di, dp, dn, hi, hp, hn, UINT64_MAX, 0);
-    for (uint32_t k = 0; k < dn; k++) /* the damaged ones: members 5, 6, 30 and 40 + 17 */
-        ck_assert(di[k] != 5 && di[k] != 6 && di[k] != 30 && di[k] != 57);
+    skip_pair *p = skip_both(4, 4, 76);
+    skip_same_as_host(p->di, p->dp, p->dn, p->hi, p->hp, p->hn, UINT64_MAX, 0);
+    for (uint32_t k = 0; k < p->dn; k++) /* the damaged ones: members 5, 6, 30 and 40 + 17 */
+        ck_assert(p->di[k] != 5 && p->di[k] != 6 && p->di[k] != 30 && p->di[k] != 57);
     /* the replacements (at most one per skip) are decoded on the CPU, the bad packets are
      * taken back: every other delivered sample was GPU-decoded */
-    ck_assert_msg(ds.gpu_decoded >= 72 && ds.gpu_decoded <= 76, "%llu",
-                  (unsigned long long)ds.gpu_decoded);
-    free(dp), free(hp);
+    ck_assert_msg(p->ds.gpu_decoded >= 72 && p->ds.gpu_decoded <= 76, "%llu",
+                  (unsigned long long)p->ds.gpu_decoded);
+    free(p->dp), free(p->hp), free(p);
 }
 
 START_TEST(gpu_decode_skip_restart_damage) { gpu_decode_skip(1); }
@@ -542,24 +557,15 @@ START_TEST(hw_decode_skip)
     g_use = pattern, g_hw = 100, g_size = 224;
     if (!hw_available())
         return;
-    uint64_t di[80], hi[80];
-    uint8_t *dp = malloc((size_t)80 * SKIP_PX), *hp = malloc((size_t)80 * SKIP_PX);
-    rf_stats ds, hs;
-    const char *pat;
-    uint32_t dn = skip_collect(mem_cfg(RF_DEVICE_CUDA, &pat), di, dp, &ds);
-    uint32_t hn = skip_collect(mem_cfg(RF_DEVICE_HOST, &pat), hi, hp, &hs);
-    ck_assert_uint_eq(ds.skipped, 1);
-    ck_assert_uint_eq(ds.skipped_by_reason[RF_SKIP_CORRUPT], 1);
-    ck_assert_uint_eq(hs.skipped, 1);
-    ck_assert_uint_eq(dn, 79);
+    skip_pair *p = skip_both(1, 1, 79);
     uint32_t k45 = 0;
-    while (k45 < dn && di[k45] != 45)
+    while (k45 < p->dn && p->di[k45] != 45)
         k45++;
-    ck_assert_uint_lt(k45, dn); /* delivered, not skipped */
-    ck_assert_msg(ds.hw_decoded >= 78 && ds.hw_decoded <= 79, "%llu", /* a CPU replacement */
-                  (unsigned long long)ds.hw_decoded);
-    skip_same_as_host(di, dp, dn, hi, hp, hn, 45, HW_MAX_DIFF);
-    free(dp), free(hp);
+    ck_assert_uint_lt(k45, p->dn); /* delivered, not skipped */
+    ck_assert_msg(p->ds.hw_decoded >= 78 && p->ds.hw_decoded <= 79, /* a CPU replacement */
+                  "%llu", (unsigned long long)p->ds.hw_decoded);
+    skip_same_as_host(p->di, p->dp, p->dn, p->hi, p->hp, p->hn, 45, HW_MAX_DIFF);
+    free(p->dp), free(p->hp), free(p);
 }
 END_TEST
 
