@@ -372,9 +372,11 @@ typedef struct rf_config {
      * of the run is decoded at full scale (dct_scaling), wherever it goes. Images with a
      * restart interval that does not divide the MCU row, progressive, arithmetic-coded, 12-bit,
      * CMYK or too large for the per-sample scratch are decoded on the CPU in the same batch
-     * (rf_stats.gpu_decoded counts the GPU ones). Needs on_error = FAIL on the CUDA backend: a
-     * corrupt interval is only found after its batch was decoded (rf_loader_next waits for
-     * the batch's kernels and returns that error naming the member). Device memory: about
+     * (rf_stats.gpu_decoded counts the GPU ones). On the CUDA backend a corrupt
+     * interval is only found after its batch was decoded: rf_loader_next waits for the
+     * batch's kernels and returns that error naming the member (on_error = FAIL), or with
+     * on_error = SKIP replaces the sample and decodes the batch again before handing it out
+     * (docs/reliability.md, "Skip with late verdicts"). Device memory: about
      * 1.2 MiB per sample of a batch for each of the 4 copy streams, reserved at create;
      * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). Default 0. */
     uint32_t gpu_decode;
@@ -397,8 +399,9 @@ typedef struct rf_config {
      * files stay on the CPU (rf_stats.hw_decoded counts the engine ones). Pixels: the CPU
      * path's with DCT scaling off, up to the engine's IDCT rounding (tests/test_cuda.c bounds
      * it). Create fails with RF_ENODEV when the library or the engines are missing; the host
-     * backend decodes the same packets with libjpeg. Needs on_error = FAIL on the CUDA
-     * backend, like gpu_decode (docs/gpu-decode.md). */
+     * backend decodes the same packets with libjpeg. on_error = SKIP works as with gpu_decode,
+     * but a file the engines decode without an error (entropy damage) is never skipped
+     * (docs/gpu-decode.md). */
     uint32_t hw_decode_percent;
 
     /* rf_loader_next waits at most this long for a batch (ms; 0, the default: for ever), as
@@ -717,9 +720,11 @@ typedef struct rf_stats {
     char memory_why[192];     /* what odirect, hugepages and numa got, and why (e.g. a fallback) */
     uint64_t region_decoded;  /* images whose restart markers let decode skip the Huffman data
                                * above and beside the crop (shards packed with --restart) */
-    uint64_t gpu_decoded;     /* images decoded by the GPU decode path (rf_config.gpu_decode) */
+    uint64_t gpu_decoded;     /* images decoded by the GPU decode path (rf_config.gpu_decode);
+                                 one skipped as bad is not counted */
     uint64_t hw_decoded;      /* images decoded by the hardware JPEG decoders
-                                 (rf_config.hw_decode_percent) */
+                                 (rf_config.hw_decode_percent); one skipped as bad is not
+                                 counted */
     uint64_t storage_read_bytes; /* bytes read from storage for this loader: the kernel's
                                   * per-thread I/O accounting (read_bytes) of its I/O threads
                                   * and of io_uring's worker threads for them, plus create's

@@ -8,7 +8,11 @@
  * decode thread like any CPU-path failure; test_loader checks its pixels against direct
  * full-scale decodes):
  * the same samples per epoch, the same pixels and labels, the same skip counts and reasons, at
- * 1, 2 and 4 decode threads; the consecutive-skip limit; a resume after a refilled batch. The
+ * 1, 2 and 4 decode threads; the consecutive-skip limit; a resume after a refilled batch.
+ * With the hook gpu_device_layout as well, the same runs take the CUDA backend's slot layout
+ * (packets and pixels packed at offsets, the refill compacting the holes' bytes out, the whole
+ * batch decoded again by the emulated kernels), plus a batch with 7 holes among large packets
+ * where the replacements' pixels fit only after the compaction. The
  * data: restart-marked JPEGs (ringfeed-gen --restart's core) in a shard of the generator and
  * one rewritten by Python's tarfile, with the Huffman data of some members overwritten and
  * their markers intact, so that only the packet decode finds the damage. */
@@ -90,7 +94,7 @@ static int eio_fault(void *ctx, const rf_io_req *q, int res)
 }
 
 typedef struct opts {
-    int late;          /* the gpu_late_verdicts hook */
+    int late;          /* the gpu_late_verdicts hook; 2: with gpu_device_layout too */
     uint32_t threads, max_consec, order, batches; /* batches: stop after so many (0: all) */
     const void *resume;
     uint64_t resume_len;
@@ -125,7 +129,8 @@ static rf_loader *create(const opts *o)
     c.order = o->order;
     c.resume_state = o->resume;
     c.resume_state_bytes = o->resume_len;
-    rf_test_hooks h = {.gpu_late_verdicts = o->late, .io = eio_fault};
+    rf_test_hooks h = {.gpu_late_verdicts = o->late != 0, .gpu_device_layout = o->late == 2,
+                       .io = eio_fault};
     rf_loader *ld = NULL;
     char err[512] = "";
     int rc = rf_loader_create_hooked(&c, &h, &ld, err, sizeof err);
@@ -211,7 +216,7 @@ static void same_samples(const run *a, const run *b)
 /* Every epoch: the good samples once each, the damaged ones skipped and counted as corrupt
  * (once per epoch), blanks in their place; at 1, 2 and 4 threads the same deliveries in the
  * same order as each other, and the same samples as with verdicts on the decode thread. */
-START_TEST(late_verdicts_skip_like_decode_thread_verdicts)
+static void skip_like_decode_thread_verdicts(int late)
 {
     run *ref = malloc(sizeof *ref), *r = malloc(sizeof *r), *first = malloc(sizeof *first);
     collect(&(opts){.late = 0}, ref);
@@ -219,7 +224,7 @@ START_TEST(late_verdicts_skip_like_decode_thread_verdicts)
     ck_assert_uint_eq(ref->n, MAXRUN);
     static const uint32_t threads[] = {1, 2, 4};
     for (uint32_t t = 0; t < 3; t++) {
-        collect(&(opts){.late = 1, .threads = threads[t]}, r);
+        collect(&(opts){.late = late, .threads = threads[t]}, r);
         ck_assert_msg(r->rc == 0, "%u threads: %d %s", threads[t], r->rc, r->msg);
         ck_assert_uint_eq(r->n, MAXRUN); /* every batch full, padding where samples failed */
         ck_assert_uint_eq(r->st.skipped, NBAD * EPOCHS);
@@ -228,6 +233,8 @@ START_TEST(late_verdicts_skip_like_decode_thread_verdicts)
         ck_assert_uint_eq(r->st.epoch_skipped, NBAD);
         ck_assert_uint_eq(r->st.epoch_delivered + r->st.epoch_skipped, NS);
         ck_assert_uint_eq(r->st.epoch_final, 1);
+        /* only delivered samples count as GPU-decoded, never a bad packet */
+        ck_assert_uint_le(r->st.gpu_decoded, (NS - NBAD) * EPOCHS);
         same_samples(ref, r);
         if (t == 0) {
             *first = *r;
@@ -243,12 +250,122 @@ START_TEST(late_verdicts_skip_like_decode_thread_verdicts)
     free(first->px), free(ref->px);
     free(first), free(r), free(ref);
 }
+
+START_TEST(late_verdicts_skip_like_decode_thread_verdicts)
+{
+    skip_like_decode_thread_verdicts(1);
+}
+END_TEST
+
+/* The same on the CUDA backend's slot layout (test hook gpu_device_layout): packets and pixels
+ * packed in the stage, the holes' bytes compacted out before the refill, the replacements'
+ * pixels placed at new offsets and the whole batch decoded again by the emulated kernels; the
+ * bad packets are not counted as GPU-decoded. */
+START_TEST(device_layout_skip_like_decode_thread_verdicts)
+{
+    skip_like_decode_thread_verdicts(2);
+    run *r = malloc(sizeof *r);
+    collect(&(opts){.late = 2}, r);
+    /* every delivered sample is a kept packet or a CPU-decoded replacement: the bad packets,
+     * counted when placed, are taken back (154 > 152 without that) */
+    ck_assert_uint_le(r->st.gpu_decoded, (NS - NBAD) * EPOCHS);
+    ck_assert_uint_gt(r->st.gpu_decoded, 0);
+    free(r->px), free(r);
+}
+END_TEST
+
+/* A batch with more holes than good samples, of large photos whose packets take most of a
+ * slot (rf_test_make_big_restart_shards: packets can exceed the slot's 192 KiB per sample):
+ * order NONE, batch 0 holds samples 0-7, and 0-6 have their Huffman data overwritten. On the
+ * device layout the refill must find room for 7 replacements' pixels after the one kept
+ * packet, with the other packets' bytes compacted out; the samples, pixels and counts equal
+ * the reference's (verdicts on the decode thread) at 1 and 4 threads. */
+#define BIG_N 16
+#define BIG_BAD 7
+#define BIG_PX (224 * 224 * 3)
+typedef struct big_run {
+    uint32_t n;
+    uint64_t ids[BIG_N];
+    uint8_t pad[BIG_N];
+    uint8_t *px;
+    rf_stats st;
+} big_run;
+
+static void big_collect(const char *pattern, int late, uint32_t threads, big_run *r)
+{
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, pattern, 224);
+    c.batch_size = 8, c.epochs = 1, c.gpu_decode = 1, c.order = RF_ORDER_NONE;
+    c.on_error = RF_ON_ERROR_SKIP, c.decode_threads = threads;
+    rf_test_hooks h = {.gpu_late_verdicts = late != 0, .gpu_device_layout = late == 2};
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    ck_assert_msg(rf_loader_create_hooked(&c, &h, &ld, err, sizeof err) == 0, "%s", err);
+    memset(r, 0, sizeof *r);
+    r->px = malloc((size_t)BIG_N * BIG_PX);
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) != RF_DONE) {
+        if (rc == RF_EPOCH_END)
+            continue;
+        ck_assert_msg(rc == 0, "%d %s", rc, rf_last_error(ld));
+        for (uint32_t i = 0; i < b->count; i++, r->n++) {
+            ck_assert_uint_lt(r->n, BIG_N);
+            r->ids[r->n] = b->sample_ids[i], r->pad[r->n] = b->is_padding[i];
+            memcpy(r->px + (size_t)r->n * BIG_PX, (const uint8_t *)b->data + (size_t)i * BIG_PX,
+                   BIG_PX);
+        }
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    }
+    rf_stats_init(&r->st);
+    rf_loader_stats(ld, &r->st);
+    rf_loader_destroy(ld);
+}
+
+START_TEST(device_layout_batch_of_holes)
+{
+    char *dir = rf_test_mkdtemp("lateskip-big"), shard[700], pat[700], key[64];
+    ck_assert_int_eq(rf_test_make_big_restart_shards(dir, 1, BIG_N, 29), 0);
+    snprintf(shard, sizeof shard, "%s/shard-0000.tar", dir);
+    snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
+    for (uint32_t k = 0; k < BIG_BAD; k++)
+        ck_assert_int_eq(rf_test_damage_entropy(shard, k, key, sizeof key), 0);
+    big_run *ref = malloc(sizeof *ref), *r = malloc(sizeof *r);
+    big_collect(pat, 0, 2, ref);
+    ck_assert_uint_eq(ref->st.skipped_by_reason[RF_SKIP_CORRUPT], BIG_BAD);
+    static const uint32_t threads[] = {1, 4};
+    for (uint32_t t = 0; t < 2; t++) {
+        big_collect(pat, 2, threads[t], r);
+        ck_assert_uint_eq(r->n, BIG_N);
+        ck_assert_uint_eq(r->st.skipped, BIG_BAD);
+        ck_assert_uint_eq(r->st.skipped_by_reason[RF_SKIP_CORRUPT], BIG_BAD);
+        ck_assert_uint_le(r->st.gpu_decoded, BIG_N - BIG_BAD);
+        uint32_t real = 0;
+        for (uint32_t k = 0; k < r->n; k++) {
+            if (r->pad[k])
+                continue;
+            real++;
+            ck_assert_uint_ge(r->ids[k], BIG_BAD); /* no damaged one */
+            uint32_t j = 0;
+            while (j < ref->n && (ref->pad[j] || ref->ids[j] != r->ids[k]))
+                j++;
+            ck_assert_msg(j < ref->n, "sample %llu not in the reference",
+                          (unsigned long long)r->ids[k]);
+            ck_assert_msg(memcmp(ref->px + (size_t)j * BIG_PX, r->px + (size_t)k * BIG_PX,
+                                 BIG_PX) == 0, "sample %llu: other pixels",
+                          (unsigned long long)r->ids[k]);
+        }
+        ck_assert_uint_eq(real, BIG_N - BIG_BAD);
+        free(r->px);
+    }
+    free(ref->px), free(ref), free(r);
+}
 END_TEST
 
 /* A sample whose read fails (an io skip, on the I/O thread, before any verdict) in a batch whose
  * other verdicts come late: counted at once, a hole when its batch is checked, filled in
  * output order like the damaged ones; the same samples as with verdicts on the decode thread. */
-START_TEST(late_verdicts_with_io_failure_in_the_batch)
+static void io_failure_in_the_batch(int late)
 {
     char shard[700];
     snprintf(shard, sizeof shard, "%s/shard-0000.tar", g_dir);
@@ -256,7 +373,7 @@ START_TEST(late_verdicts_with_io_failure_in_the_batch)
     ck_assert_uint_ne(g_eio_off, UINT64_MAX);
     run *ref = malloc(sizeof *ref), *r = malloc(sizeof *r);
     collect(&(opts){.late = 0}, ref);
-    collect(&(opts){.late = 1}, r);
+    collect(&(opts){.late = late}, r);
     g_eio_off = UINT64_MAX;
     ck_assert_msg(ref->rc == 0 && r->rc == 0, "%s / %s", ref->msg, r->msg);
     ck_assert_uint_eq(r->n, MAXRUN);
@@ -268,6 +385,20 @@ START_TEST(late_verdicts_with_io_failure_in_the_batch)
     same_samples(ref, r);
     free(ref->px), free(r->px);
     free(ref), free(r);
+}
+
+START_TEST(late_verdicts_with_io_failure_in_the_batch)
+{
+    io_failure_in_the_batch(1);
+}
+END_TEST
+
+/* The device layout: the failed read placed nothing, so the first submit gives its row zero
+ * pixels at held bytes (pl_gpu_batch_desc) and the refill compacts them out with the bad
+ * packets. */
+START_TEST(device_layout_with_io_failure_in_the_batch)
+{
+    io_failure_in_the_batch(2);
 }
 END_TEST
 
@@ -300,18 +431,18 @@ END_TEST
 /* A state saved after a batch that was refilled (sample 5 and 6 replaced, order NONE) resumes
  * where the CPU path's skip resumes: the rest of the epoch, the same samples as the
  * reference's resume, each once, and the samples before the checkpoint not again. */
-START_TEST(late_verdicts_resume_after_refilled_batch)
+static void resume_after_refilled_batch(int late)
 {
     run *a = malloc(sizeof *a), *b = malloc(sizeof *b), *ra = malloc(sizeof *ra),
         *rb = malloc(sizeof *rb);
-    opts o = {.late = 1, .order = RF_ORDER_NONE, .batches = 2};
+    opts o = {.late = late, .order = RF_ORDER_NONE, .batches = 2};
     collect(&o, a);
     ck_assert_uint_eq(a->st.epoch_skipped, 2); /* batch 0 held both */
     o.late = 0;
     collect(&o, b);
     ck_assert_uint_eq(b->st.epoch_skipped, 2);
     ck_assert_mem_eq(a->state, b->state, a->state_len);
-    opts resume = {.late = 1, .order = RF_ORDER_NONE, .resume = a->state,
+    opts resume = {.late = late, .order = RF_ORDER_NONE, .resume = a->state,
                    .resume_len = a->state_len};
     collect(&resume, ra);
     resume.late = 0;
@@ -328,6 +459,17 @@ START_TEST(late_verdicts_resume_after_refilled_batch)
         ck_assert_uint_eq(seen[id], !is_bad(id));
     free(a->px), free(b->px), free(ra->px), free(rb->px);
     free(a), free(b), free(ra), free(rb);
+}
+
+START_TEST(late_verdicts_resume_after_refilled_batch)
+{
+    resume_after_refilled_batch(1);
+}
+END_TEST
+
+START_TEST(device_layout_resume_after_refilled_batch)
+{
+    resume_after_refilled_batch(2);
 }
 END_TEST
 
@@ -368,6 +510,10 @@ int main(void)
     tcase_add_test(tc, late_verdicts_consecutive_limit);
     tcase_add_test(tc, late_verdicts_resume_after_refilled_batch);
     tcase_add_test(tc, late_verdicts_fail_mode_names_member);
+    tcase_add_test(tc, device_layout_skip_like_decode_thread_verdicts);
+    tcase_add_test(tc, device_layout_resume_after_refilled_batch);
+    tcase_add_test(tc, device_layout_batch_of_holes);
+    tcase_add_test(tc, device_layout_with_io_failure_in_the_batch);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -1041,16 +1041,18 @@ class Loader(_LoaderBase):
       half a CPU decode) and copy the crop's rows; kernels do the rest. Other images
       (progressive, CMYK, PNG, ...) decode on the CPU in the same batches, and every image of
       the run at full scale (no DCT scaling), so each has exactly the pixels the CPU path gives
-      with dct_scaling=False whichever engine took it; stats()["gpu_decoded"] counts the GPU
-      ones, stats()["gpu_plain_decoded"] the plain files among them. Needs on_error="fail" on
-      CUDA (docs/gpu-decode.md).
+      with dct_scaling=False whichever engine took it; stats()["gpu_decoded"] counts the
+      delivered GPU ones, stats()["gpu_plain_decoded"] the plain files among them. With
+      on_error="skip" a sample the kernels find bad is replaced before its batch is handed out
+      (docs/reliability.md).
     gpu_decode_percent: with gpu_decode, the share (1..100) of eligible images sent to the GPU;
       the seed decides which, the rest decode on the CPU. For training a model that keeps the
       GPU busy, ~25 keeps both the CPUs and the GPU below saturation (docs/gpu-decode.md).
     hw_decode_percent: the share (0..100) of images decoded by the GPU's hardware JPEG
       decoders (A100, A30, H100, H200), which use neither the CPUs nor the SMs; any baseline
       JPEG, restart markers or not. Needs libnvjpeg (the nvidia-nvjpeg wheel is found
-      automatically) and on_error="fail" on CUDA; stats()["hw_decoded"] counts them.
+      automatically); stats()["hw_decoded"] counts them. on_error="skip" works, but a file
+      the engines decode without an error (damaged entropy data) is never skipped.
     dct_scaling: True (default): a CPU-only loader decodes images whose crop is at least twice
       the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to
       tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.

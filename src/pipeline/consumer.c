@@ -20,7 +20,8 @@ static void fill_batch(rf_loader *ld, slot *s)
     int cuda = ld->bops->device_kind == RF_DEVICE_CUDA;
     uint32_t H = ld->cfg.image_height, W = ld->cfg.image_width;
     b->struct_size = sizeof *b;
-    b->data = cuda ? s->dev.data : ld->host_convert ? s->out : s->stage;
+    b->data = cuda ? s->dev.data : ld->gpu.emulate ? pl_gpu_emulated(s) : ld->host_convert ? s->out
+                                                                            : s->stage;
     b->data_bytes = (uint64_t)b->count * ld->out_bytes;
     if (ld->tokens) {
         b->shape[0] = b->count, b->shape[1] = ld->cfg.seq_len + 1, b->shape[2] = 1,

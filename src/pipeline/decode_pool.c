@@ -111,7 +111,8 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
         /* a refilled slot's replacements take the CPU path: their verdicts cannot wait */
         rc = ld->gpu.on && !s->gpu.refill
                  ? pl_gpu_decode(ld, dec, t, s, span + doff, dlen, img, &info, gh, e)
-                 : rf_decode_image(dec, span + doff, dlen, &ld->tf, t->aug_seed, img, &info, e);
+                 : rf_decode_image(dec, span + doff, dlen, &ld->tf, t->aug_seed,
+                                   pl_gpu_pixels(ld, s, t->index), &info, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
                                                                         : SKIP_FATAL;
     }
@@ -142,7 +143,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
  * -1, empty fields. */
 static void fill_blank(rf_loader *ld, const task *t, slot *s)
 {
-    uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;
+    uint8_t *img = pl_gpu_pixels(ld, s, t->index); /* the device layout places it */
     memset(img, 0, ld->stage_bytes);
     if (ld->host_convert && ld->tokens)
         rf_widen_tokens_cpu(img, s->out + (uint64_t)t->index * ld->out_bytes,

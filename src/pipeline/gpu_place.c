@@ -15,9 +15,12 @@
  * lock-free (the slot's gpu.room, gpu.top, gpu.scratch and gpu.engine are atomics; each sample
  * writes only its own gpu.offs and gpu.flags entries). pl_gpu_batch_desc runs on the thread
  * that counted the slot's last sample down, without mu. pl_gpu_check runs on the consumer's
- * thread without mu and calls the backend's sync. Nothing here calls another pipeline stage
- * but state.c's messages. */
+ * thread without mu and calls the backend's sync; in skip mode it takes mu for the verdicts,
+ * and on the device layout for compact_refill, which moves the kept samples' bytes while no
+ * other thread may place in the slot (it is LEASED until the state turns FILLING under the
+ * same lock). Nothing here calls another pipeline stage but state.c's messages. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "pipeline/pipeline.h"
 
@@ -26,16 +29,19 @@
 int pl_gpu_choose(rf_loader *ld, rf_err *err)
 {
     ld->gpu.on = ld->cfg.gpu_decode || ld->cfg.hw_decode_percent;
-    ld->gpu.device = ld->gpu.on && ld->bops->device_kind == RF_DEVICE_CUDA;
+    int cuda = ld->bops->device_kind == RF_DEVICE_CUDA;
+    ld->gpu.emulate = ld->gpu.on && !cuda && ld->hooks.gpu_device_layout;
+    ld->gpu.device = ld->gpu.on && (cuda || ld->gpu.emulate);
     ld->gpu.late = ld->gpu.device || (ld->gpu.on && ld->hooks.gpu_late_verdicts);
     const char *what = ld->cfg.gpu_decode ? "gpu_decode" : "hw_decode_percent";
     if (ld->gpu.device && ld->cfg.naive)
         return rf_seterr(err, RF_EINVAL, "%s needs the pipelined CUDA backend, not the naive "
                          "baseline", what);
-    if (ld->gpu.device && ld->skip)
-        return rf_seterr(err, RF_EINVAL, "%s on the CUDA backend needs on_error = FAIL: a "
-                         "corrupt file is found only after its batch was decoded, and writing "
-                         "its replacement into the device batch is not built yet", what);
+    /* The emulation decodes kernel packets and copies pixels; engine packets and the
+     * conversion kernels have no host twin in it. */
+    if (ld->gpu.emulate && (ld->cfg.hw_decode_percent || ld->cfg.dtype != RF_DTYPE_UINT8))
+        return rf_seterr(err, RF_EINVAL, "the test hook gpu_device_layout emulates gpu_decode "
+                         "with uint8 output only");
     return 0;
 }
 
@@ -49,12 +55,18 @@ uint64_t pl_gpu_stride(rf_loader *ld)
     return ld->gpu.device ? RF_MAX(ld->gpu.px, (uint64_t)RF_GJ_AREA) : ld->stage_bytes;
 }
 
-/* GPU decode on the device: status, offsets and flags per sample after the slot's labels. */
+/* GPU decode on the device: status, offsets, flags and the compaction's order per sample
+ * after the slot's labels; with the host emulation also its decoded batch and scratch. */
 size_t pl_gpu_ring_bytes(const rf_loader *ld)
 {
     if (!ld->gpu.device) /* host with late verdicts: the status array alone */
         return ld->gpu.late ? (size_t)ld->batch * sizeof(int32_t) : 0;
-    return (size_t)ld->batch * (sizeof(int32_t) + sizeof(uint64_t) + 1);
+    size_t B = ld->batch, n = B * (sizeof(int32_t) + sizeof(uint64_t) + 1);
+    n = (n + 7) / 8 * 8 + B * sizeof(uint64_t);
+    if (ld->gpu.emulate)
+        n = (n + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN + B * ld->stage_bytes +
+            RF_GJ_SCRATCH;
+    return n;
 }
 
 /* The device pool's temporaries per copy stream with GPU decode on the device: the staged
@@ -80,6 +92,11 @@ void pl_gpu_slot_init(const rf_loader *ld, slot *s)
     s->gpu.status = s->labels + B; /* labels are page-aligned, so the offsets are 8-byte aligned */
     s->gpu.offs = (uint64_t *)(s->labels + 2 * B);
     s->gpu.flags = (uint8_t *)(s->gpu.offs + B);
+    uintptr_t o = ((uintptr_t)(s->gpu.flags + B) + 7) / 8 * 8;
+    s->gpu.order = (uint64_t *)o;
+    o = ((uintptr_t)(s->gpu.order + B) + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
+    if (ld->gpu.emulate)
+        s->gpu.emu = (uint8_t *)o, s->gpu.emu_scratch = s->gpu.emu + B * ld->stage_bytes;
 }
 
 /* Slot s opens for the dispatcher's batch of d_count samples: nothing placed, and room held
@@ -97,13 +114,20 @@ void pl_gpu_slot_reset_locked(rf_loader *ld, slot *s)
     atomic_store_explicit(&s->gpu.room,
                           (int64_t)(ld->batch * ld->stride - ld->d_count * ld->gpu.px),
                           memory_order_relaxed);
+    for (uint32_t i = 0; i < ld->batch; i++) /* a sample that fails early places nothing */
+        s->gpu.offs[i] = PL_GJ_UNPLACED, s->gpu.flags[i] = RF_GJ_PIXELS;
 }
 
 /* The batch's GPU decode for the backend's submit (rf_convert_desc.gj), by the thread that
  * counted the slot's last sample down. Returns the stage bytes the batch's packets and pixels
  * took: only those are copied. */
-size_t pl_gpu_batch_desc(const rf_loader *ld, slot *s, rf_gj_batch *gj)
+size_t pl_gpu_batch_desc(rf_loader *ld, slot *s, rf_gj_batch *gj)
 {
+    /* Skip mode: a sample that failed before placing anything is a hole the batch's check
+     * refills; the kernels still read pixels at its offset, so it gets its held bytes, zero. */
+    for (uint32_t i = 0; i < s->batch.count; i++)
+        if (s->gpu.offs[i] == PL_GJ_UNPLACED)
+            memset(pl_gpu_pixels(ld, s, i), 0, ld->stage_bytes);
     /* The totals are read relaxed: the acquire of pending's last decrement, which called
      * pl_slot_finish, comes after every sample's claims, so these loads see the final values. */
     gj->offs = s->gpu.offs, gj->flags = s->gpu.flags, gj->status = s->gpu.status;
@@ -141,7 +165,10 @@ static uint8_t *gj_place_device(void *ctx, size_t bytes, int packet)
     gj_place_ctx *c = ctx;
     uint64_t n = (bytes + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN * RF_GJ_ALIGN;
     if (packet) {
-        int64_t need = (int64_t)n - (int64_t)c->ld->gpu.px;
+        /* Skip mode: a packet spends at least its sample's pixels, never gives room back, so
+         * that a refill always finds room for its holes' pixels (compact_refill). */
+        int64_t need = (int64_t)(c->ld->skip ? RF_MAX(n, c->ld->gpu.px) : n) -
+                       (int64_t)c->ld->gpu.px;
         /* Relaxed: the room is a budget and carries no data; the CAS alone keeps two claims
          * from spending the same bytes (see pl_gpu_slot.room). */
         int64_t room = atomic_load_explicit(&c->s->gpu.room, memory_order_relaxed);
@@ -151,8 +178,11 @@ static uint8_t *gj_place_device(void *ctx, size_t bytes, int packet)
         while (!atomic_compare_exchange_weak_explicit(&c->s->gpu.room, &room, room - need,
                                                       memory_order_relaxed,
                                                       memory_order_relaxed));
+    } else if (c->s->gpu.refill && c->s->gpu.offs[c->index] != PL_GJ_UNPLACED) {
+        /* a refill's next candidate for a hole whose replacement failed: the same bytes */
+        return c->s->stage + c->s->gpu.offs[c->index];
     } else {
-        n = c->ld->gpu.px; /* held for it since the slot opened */
+        n = c->ld->gpu.px; /* held for it since the slot opened (or the refill's compaction) */
     }
     /* Relaxed: the add's atomicity gives each sample its own bytes; they are published by
      * pending's acq_rel countdown. */
@@ -174,6 +204,30 @@ static uint8_t *gj_place_host(void *ctx, size_t bytes, int packet)
         c->gh->packet = p, c->gh->cap = bytes;
     }
     return c->gh->packet;
+}
+
+uint8_t *pl_gpu_pixels(rf_loader *ld, slot *s, uint32_t index)
+{
+    if (!ld->gpu.device)
+        return s->stage + (uint64_t)index * ld->stride;
+    gj_place_ctx c = {ld, s, index, NULL, NULL};
+    s->gpu.flags[index] = RF_GJ_PIXELS;
+    return gj_place_device(&c, ld->stage_bytes, 0);
+}
+
+uint8_t *pl_gpu_emulated(const slot *s) { return s->gpu.emu; }
+
+/* A hole's flag between its verdict and compact_refill (no flag the kernels know). */
+#define PL_GJ_HOLE 0xFF
+
+/* rf_stats.gpu_decoded / hw_decoded and gpu_plain_decoded for a GPU-decoded packet. */
+static void count_gpu(rf_loader *ld, int engine, const uint8_t *packet)
+{
+    /* statistics only: relaxed */
+    atomic_fetch_add_explicit(engine ? &ld->gpu.hw_decoded : &ld->gpu.decoded, 1,
+                              memory_order_relaxed);
+    if (((const rf_gj_packet *)packet)->plain)
+        atomic_fetch_add_explicit(&ld->gpu.plain_decoded, 1, memory_order_relaxed);
 }
 
 /* GPU decode of one sample (rf_config.gpu_decode, hw_decode_percent): a packet for the
@@ -202,12 +256,8 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
                               info, e);
     if (rc || !bytes)
         return rc;
-    atomic_fetch_add_explicit(engine ? &ld->gpu.hw_decoded : &ld->gpu.decoded, 1,
-                              memory_order_relaxed); /* statistics only */
-    const uint8_t *pk = ld->gpu.device ? s->stage + s->gpu.offs[t->index] : gh->packet;
-    if (((const rf_gj_packet *)pk)->plain)
-        atomic_fetch_add_explicit(&ld->gpu.plain_decoded, 1, memory_order_relaxed);
     if (ld->gpu.device) { /* the packet's share of the batch's device scratch */
+        count_gpu(ld, engine, s->stage + s->gpu.offs[t->index]); /* a hole takes it back */
         rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gpu.offs[t->index]);
         /* Relaxed claims, like gpu.top's: the totals are read after pending's acquire. */
         p->scratch_at = (uint32_t)atomic_fetch_add_explicit(
@@ -220,6 +270,8 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
     if (engine && (rc = rf_decode_planes(dec, gh->packet, gh->scratch, e)) != 0)
         return rc;
     int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad);
+    if (!st) /* on the host only a good packet counts: its sample is delivered */
+        count_gpu(ld, engine, gh->packet);
     if (st && ld->gpu.late) /* the verdict waits for the batch's check, as on the device */
         return s->gpu.status[t->index] = st, 0;
     if (st)
@@ -243,12 +295,83 @@ static int verdict_error(const rf_loader *ld, const slot *s, uint32_t i, int st,
     return rf_seterr(e, RF_EDECODE, "%s: %s: %s (GPU decode)", path, m, rf_gj_status_text(st));
 }
 
+/* A placed sample's bytes are gone from the batch (a hole): its packet's GPU-decode count
+ * goes with it, so rf_stats counts the GPU-decoded samples that were delivered. */
+static void uncount_hole(rf_loader *ld, slot *s, uint32_t i)
+{
+    uint8_t f = s->gpu.flags[i];
+    if (f == RF_GJ_PIXELS || s->gpu.offs[i] == PL_GJ_UNPLACED)
+        return;
+    const rf_gj_packet *p = (const rf_gj_packet *)(s->stage + s->gpu.offs[i]);
+    /* statistics only, relaxed like the increments */
+    atomic_fetch_sub_explicit(f == RF_GJ_ENGINE_PACKET ? &ld->gpu.hw_decoded : &ld->gpu.decoded,
+                              1, memory_order_relaxed);
+    if (p->plain)
+        atomic_fetch_sub_explicit(&ld->gpu.plain_decoded, 1, memory_order_relaxed);
+}
+
+/* qsort_r: sample indices by their offsets in the stage (offs). */
+static int by_offset(const void *a, const void *b, void *offs)
+{
+    uint64_t x = ((const uint64_t *)offs)[*(const uint64_t *)a];
+    uint64_t y = ((const uint64_t *)offs)[*(const uint64_t *)b];
+    return (x > y) - (x < y);
+}
+
+/* Device layout, before a refill (mu held, the batch's copy and kernels done): the holes'
+ * bytes leave the packed stage. The kept samples move down in offset order (their packets are
+ * position-independent; their scratch is handed out again in that order), and top and room are
+ * set so every hole has room for its replacement's pixels: in skip mode each placed sample
+ * spent at least px of the slot's batch x stride bytes and an unplaced one holds px, so the
+ * kept bytes plus holes x px fit. A memmove of at most the batch's stage, on a rare batch. */
+static void compact_refill(rf_loader *ld, slot *s, uint32_t holes)
+{
+    uint32_t n = 0, count = s->batch.count;
+    uint64_t top = atomic_load_explicit(&s->gpu.top, memory_order_relaxed), *o = s->gpu.order;
+    for (uint32_t i = 0; i < count; i++)
+        if (s->gpu.offs[i] != PL_GJ_UNPLACED)
+            o[n++] = i;
+    qsort_r(o, n, sizeof *o, by_offset, s->gpu.offs);
+    uint64_t at = 0, scratch = 0;
+    uint32_t engine = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (uint32_t)o[k];
+        /* a sample's bytes run to the next placed sample's: top only grows by placements */
+        uint64_t off = s->gpu.offs[i], end = k + 1 < n ? s->gpu.offs[o[k + 1]] : top;
+        if (s->gpu.flags[i] == PL_GJ_HOLE) {
+            s->gpu.offs[i] = PL_GJ_UNPLACED;
+            continue;
+        }
+        memmove(s->stage + at, s->stage + off, end - off);
+        s->gpu.offs[i] = at;
+        if (s->gpu.flags[i] != RF_GJ_PIXELS) {
+            rf_gj_packet *p = (rf_gj_packet *)(s->stage + at);
+            p->scratch_at = (uint32_t)scratch;
+            scratch += (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN;
+            engine += s->gpu.flags[i] == RF_GJ_ENGINE_PACKET;
+        }
+        at += end - off;
+    }
+    int64_t room = (int64_t)(ld->batch * ld->stride - at) - (int64_t)holes * (int64_t)ld->gpu.px;
+    assert(room >= 0);
+    /* relaxed: mu orders these before the replacements' placements, as at open */
+    atomic_store_explicit(&s->gpu.top, at, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu.room, room, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu.scratch, scratch, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu.engine, engine, memory_order_relaxed);
+    for (uint32_t i = 0; i < count; i++)
+        if (s->gpu.flags[i] == PL_GJ_HOLE)
+            s->gpu.flags[i] = RF_GJ_PIXELS;
+}
+
 /* Skip mode: every verdict of the batch goes to the skip policy (mu held), a bad one as a
  * corrupt sample, counted and logged as the CPU path's libjpeg error would be. Holes leave the
  * slot FILLING again with one pending sample each: the policy's replacement cursor fills them
- * in output order (decode threads, the CPU path of pl_gpu_decode or a packet again), the last
- * one publishes the slot, and the consumer checks it again. Returns the number of holes, or
- * the loader's sticky error (in e) when another thread failed it meanwhile. */
+ * in output order (decode threads, the CPU path: pl_gpu_pixels), the last one publishes the
+ * slot, and the consumer checks it again. On the device layout the holes' bytes leave the
+ * stage first (compact_refill) and the whole batch is submitted again: the kept packets decode
+ * to the same pixels. Returns the number of holes, or the loader's sticky error (in e) when
+ * another thread failed it meanwhile. */
 static int verdicts_skip(rf_loader *ld, slot *s, rf_err *e)
 {
     uint32_t holes = 0, si = (uint32_t)(s - ld->slots);
@@ -257,12 +380,19 @@ static int verdicts_skip(rf_loader *ld, slot *s, rf_err *e)
         rf_err v = {0};
         if (s->gpu.status[i])
             verdict_error(ld, s, i, s->gpu.status[i], &v);
-        holes += (uint32_t)ld->policy->late_locked(ld, si, i, RF_SKIP_CORRUPT, v.code, v.msg);
+        int h = ld->policy->late_locked(ld, si, i, RF_SKIP_CORRUPT, v.code, v.msg);
+        holes += (uint32_t)h;
+        if (h && ld->gpu.device) {
+            uncount_hole(ld, s, i);
+            s->gpu.flags[i] = PL_GJ_HOLE;
+        }
         s->gpu.status[i] = 0; /* given: a refill's check reads only its replacements' */
     }
     int rc = ld->err.code ? rf_seterr(e, ld->err.code, "%s", ld->err.msg) : (int)holes;
     if (holes && !ld->err.code) {
         assert(s->state == SLOT_LEASED && ld->leased > 0); /* LEASED -> FILLING */
+        if (ld->gpu.device)
+            compact_refill(ld, s, holes);
         s->state = SLOT_FILLING;
         s->gpu.refill = 1;
         ld->leased--;
@@ -271,6 +401,23 @@ static int verdicts_skip(rf_loader *ld, slot *s, rf_err *e)
     }
     pl_unlock(ld);
     return rc;
+}
+
+/* The host emulation of the device (test hook gpu_device_layout), on the consumer's thread:
+ * what cuda_submit's kernels do with the packed stage, by the kernels' host code: each
+ * sample's packet decoded, or its CPU-decoded pixels copied, into its row of the slot's
+ * decoded batch, and each packet's status where the device writes it. */
+static void emulate_kernels(const rf_loader *ld, slot *s)
+{
+    for (uint32_t i = 0; i < s->batch.count; i++) {
+        uint8_t *out = s->gpu.emu + (uint64_t)i * ld->stage_bytes;
+        const uint8_t *at = s->stage + s->gpu.offs[i]; /* all placed: pl_gpu_batch_desc */
+        s->gpu.status[i] = 0;
+        if (s->gpu.flags[i] == RF_GJ_PIXELS)
+            memcpy(out, at, ld->stage_bytes);
+        else
+            s->gpu.status[i] = rf_gj_decode_host(at, s->gpu.emu_scratch, out, NULL);
+    }
 }
 
 /* GPU decode with late verdicts (on the device, or the host with the test hook): wait for the
@@ -284,6 +431,8 @@ int pl_gpu_check(rf_loader *ld, slot *s, rf_err *e)
 {
     if (ld->bops->sync(s->dev.event))
         return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of the batch failed");
+    if (ld->gpu.emulate)
+        emulate_kernels(ld, s);
     if (ld->skip) {
         int rc = verdicts_skip(ld, s, e);
         return rc > 0 ? PL_GPU_REFILL : rc;

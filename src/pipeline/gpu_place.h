@@ -30,9 +30,11 @@ struct task;
  * and which publish no data; the bytes and totals reach pl_slot_finish through pending's
  * acq_rel. */
 typedef struct pl_gpu_slot {
-    uint64_t *offs;
+    uint64_t *offs;           /* PL_GJ_UNPLACED until the sample's bytes are placed */
     uint8_t *flags;
     int32_t *status;
+    uint64_t *order;          /* the refill's compaction: placed samples by offset */
+    uint8_t *emu, *emu_scratch; /* host emulation of the device (gpu.emulate): decoded batch */
     _Atomic uint64_t top;
     _Atomic int64_t room;
     _Atomic uint64_t scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
@@ -55,6 +57,9 @@ typedef struct pl_gpu {
     int late;
     uint64_t cap; /* max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
     uint64_t px;  /* on the device: stage_bytes rounded to RF_GJ_ALIGN */
+    /* The host backend with the test hook gpu_device_layout: the device layout, its kernels
+     * emulated by the host driver when the consumer checks a batch. */
+    int emulate;
     /* rf_stats.gpu_decoded, hw_decoded and gpu_plain_decoded: relaxed, counted by the decode
      * threads and read only for rf_stats, like the loader's other statistics. */
     _Atomic uint64_t decoded, hw_decoded, plain_decoded;
@@ -66,6 +71,9 @@ typedef struct pl_gpu_host {
     uint8_t *packet, *scratch;
     size_t cap;
 } pl_gpu_host;
+
+/* gpu.offs entry of a sample with no bytes in the stage yet (device layout). */
+#define PL_GJ_UNPLACED UINT64_MAX
 
 /* create: whether samples may become packets, and whether they go to the device (the backend
  * is chosen); the configurations GPU decode refuses. */
@@ -81,9 +89,14 @@ void pl_gpu_slot_init(const rf_loader *ld, struct slot *s);
 /* dispatch: slot s opens for a batch of ld->d_count samples (mu held). */
 void pl_gpu_slot_reset_locked(rf_loader *ld, struct slot *s);
 /* submit: the batch's GPU-decode part of the convert desc; returns the stage bytes it took. */
-size_t pl_gpu_batch_desc(const rf_loader *ld, struct slot *s, rf_gj_batch *gj);
+size_t pl_gpu_batch_desc(rf_loader *ld, struct slot *s, rf_gj_batch *gj);
 /* decode pool: sample `index` of slot s holds pixels until a packet is placed for it. */
 void pl_gpu_sample_start(const rf_loader *ld, struct slot *s, uint32_t index);
+/* decode pool: where a sample decoded on the CPU (a refill's replacement, a blank) writes its
+ * pixels: its row on the host, bytes placed in the packed stage on the device. */
+uint8_t *pl_gpu_pixels(rf_loader *ld, struct slot *s, uint32_t index);
+/* consumer: the batch as the host emulation of the device decoded it (gpu.emulate). */
+uint8_t *pl_gpu_emulated(const struct slot *s);
 /* decode pool: one sample, a packet or pixels (see gpu_place.c). */
 int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const struct task *t, struct slot *s,
                   const uint8_t *jpeg, uint32_t len, uint8_t *img, rf_decode_info *info,

@@ -41,7 +41,12 @@
  *    gpu.late). In skip mode those verdicts go to the skip policy (late_locked, mu held, after
  *    the backend's sync without it); a batch with holes goes from LEASED back to FILLING with
  *    one pending sample per hole, its replacements are decoded on the CPU (slot.gpu.refill),
- *    the last one publishes it again, and the consumer waits for it and checks it again;
+ *    the last one publishes it again, and the consumer waits for it and checks it again. On
+ *    the device layout (the CUDA backend, or the host with the test hook gpu_device_layout)
+ *    the consumer first compacts the holes' bytes out of the packed stage (compact_refill,
+ *    mu held: the one memmove under mu, on a batch with bad samples only, so the
+ *    replacements' placements come after it), and the refilled batch is submitted whole
+ *    again (pl_slot_finish returns the first device batch to the pool first);
  *  - a loader used after fork() in a child answers RF_EFORK and touches nothing.
  *
  * LOCK ORDER

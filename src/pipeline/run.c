@@ -49,7 +49,9 @@ void pl_slots_return(rf_loader *ld, int keep_leased)
         slot *s = &ld->slots[i];
         if (keep_leased && s->state == SLOT_LEASED)
             continue;
-        if (s->state == SLOT_READY || s->state == SLOT_LEASED) {
+        /* a slot stopped in its refill still holds its first device batch (submit.c) */
+        if (s->state == SLOT_READY || s->state == SLOT_LEASED ||
+            (s->state == SLOT_FILLING && s->gpu.refill)) {
             rf_err e = {0};
             pl_backend_release(ld, s, NULL, &e); /* an error here changes nothing: we stop anyway */
         }

@@ -26,6 +26,10 @@ void pl_slot_finish(rf_loader *ld, slot *s)
     }
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
+    /* A refilled batch on the device (skip mode with late verdicts) is submitted again: the
+     * first submit's device batch, never handed out, goes back to the pool first. */
+    int rc = s->gpu.refill && ld->gpu.device ? ld->bops->release(ld->backend, &s->dev, NULL, &e)
+                                             : 0;
     /* GPU decode: only the stage bytes the batch's packets and pixels took, and its part of
      * the convert desc (pl_gpu_batch_desc). */
     rf_convert_desc conv = ld->conv;
@@ -33,11 +37,10 @@ void pl_slot_finish(rf_loader *ld, slot *s)
                                   : (size_t)s->batch.count * ld->stride;
     conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
     conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
-    int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)
-                               : 0;
-    if (rc)
+    if (!rc && ld->hooks.backend &&
+        (rc = ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)) != 0)
         rf_seterr(&e, rc, "injected fault (src/pipeline/testing.h)");
-    else
+    else if (!rc)
         rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
                               s->labels, s->batch.count, &conv, &s->dev, &e);
     atomic_fetch_add_explicit(&ld->copy_ns, rf_now_ns() - t0, memory_order_relaxed); /* stats */

@@ -55,6 +55,14 @@ typedef struct rf_test_hooks {
      * checks the batch (pl_gpu_check), as on the CUDA backend, where the verdicts come from
      * the kernels after the batch was submitted. So the device's verdict path runs in CI. */
     int gpu_late_verdicts;
+    /* gpu_device_layout: GPU decode on the host backend takes the CUDA backend's slot layout
+     * (gpu.device: packets and CPU-decoded pixels packed in the stage at offsets, gj_place_device
+     * and its room, late verdicts, the refill's compaction), and the consumer's check first
+     * decodes the packed batch with the kernels' host code the way cuda_submit's kernels do
+     * (pl_gpu_check), into a buffer the batch points at. gpu_decode with uint8 output only
+     * (create refuses hw_decode_percent and conversions with it). So the device placement,
+     * refill and re-submit run in CI. */
+    int gpu_device_layout;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */
