@@ -164,6 +164,24 @@ enum rf_skip_reason {
  * hw_decode_percent, so that a run's pixels never depend on which engine decoded a sample.
  * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels). */
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
+/* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
+ * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set; on the CUDA
+ * backend BALANCE, unless on_error is SKIP, naive is set, a sample_hook is given or the source
+ * is tokens (then CPU); on the host backend CPU. CPU: libjpeg-turbo on the decode threads only.
+ * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
+ * BALANCE: the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere): the hardware
+ * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
+ * and the CPU, with shares a controller moves from the ring's occupancy and the consumer's
+ * waits, no percentage to tune; every image of the run decodes at full scale (dct_scaling),
+ * so a sample's pixels do not depend on where it went (up to the engines' IDCT rounding). */
+enum rf_decode_schedule {
+    RF_SCHEDULE_AUTO = 0,
+    RF_SCHEDULE_CPU = 1,
+    RF_SCHEDULE_MANUAL = 2,
+    RF_SCHEDULE_BALANCE = 3
+};
+/* rf_stats.hw_engines: the hardware decoders as the scheduler sees them. */
+enum rf_hw_engines { RF_HW_ENGINES_NONE = 0, RF_HW_ENGINES_OPENING = 1, RF_HW_ENGINES_READY = 2 };
 /* Thread and memory placement. AUTO: on the GPU's NUMA node (from sysfs) when the machine has
  * several nodes, nothing on a single-node machine. OFF: never move threads or memory. */
 enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
@@ -499,6 +517,13 @@ typedef struct rf_config {
      * resize, flip, layout and conversion; other bytes are RF_SKIP_NOT_JPEG. Folder sources
      * take .jpg, .jpeg, .png and .webp files whatever this says. */
     const char *image_exts;
+    /* enum rf_decode_schedule; default RF_SCHEDULE_AUTO (resolved at create, and
+     * rf_loader_config reports the choice). With BALANCE the hardware decoders are opened on a
+     * background thread started at create, beside the first CPU-decoded batches, and get no
+     * sample until they are ready; a missing libnvjpeg or GPU without engines leaves them out
+     * (rf_stats.hw_engines). gpu_decode or hw_decode_percent set together with CPU or BALANCE
+     * is RF_EINVAL: those settings are the MANUAL mode's. */
+    uint32_t decode_schedule;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -760,6 +785,15 @@ typedef struct rf_stats {
                                  * packets: a decode thread walked their Huffman codes up to
                                  * the crop's last MCU row, about half a CPU decode's work;
                                  * ringfeed-pack --restart takes that away) */
+    /* The decode scheduler (rf_config.decode_schedule): the resolved mode, and with BALANCE
+     * the shares it sends to the GPU now, in permille of the JPEGs: sched_gpu_permille to the
+     * engines and kernels together, sched_hw_permille of those to the engines; and the
+     * engines' state (enum rf_hw_engines). Where samples went: hw_decoded, gpu_decoded, and
+     * the CPU the rest of `decoded`. */
+    uint32_t decode_schedule;
+    uint32_t sched_gpu_permille;
+    uint32_t sched_hw_permille;
+    uint32_t hw_engines;
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

@@ -141,6 +141,7 @@ class RfConfig(ctypes.Structure):
         ("image_width", ctypes.c_uint32),
         ("label_json_path", ctypes.c_char_p),
         ("image_exts", ctypes.c_char_p),
+        ("decode_schedule", ctypes.c_uint32),
     ]
 
 
@@ -236,6 +237,10 @@ class RfStats(ctypes.Structure):
         ("epoch_total", ctypes.c_uint64),
         ("epoch_final", ctypes.c_uint32),
         ("gpu_plain_decoded", ctypes.c_uint64),
+        ("decode_schedule", ctypes.c_uint32),
+        ("sched_gpu_permille", ctypes.c_uint32),
+        ("sched_hw_permille", ctypes.c_uint32),
+        ("hw_engines", ctypes.c_uint32),
     ]
 
 

@@ -100,6 +100,8 @@
  * the table create installed:
  *   state.c (errors, fork and stop checks, messages naming a sample, the token window)
  *   -> fields.c (extra fields: the list, the slots' rows, a sample's copy)
+ *   -> schedule.c (the decode scheduler: mode, engines' opener, a sample's route, the
+ *      consumer's controller step)
  *   -> gpu_place.c (GPU-decode sizing, slot arrays and reset, placement, convert desc, checks)
  *   -> submit.c (a full slot to the backend, published; release) -> warm.c (page cache)
  *   -> dispatch.c (the forward cursor, take/done, the end of a task, the fail policy)
@@ -132,6 +134,7 @@
 #include "loaders/dataset.h"
 #include "loaders/tar.h"
 #include "pipeline/gpu_place.h"
+#include "pipeline/schedule.h"
 #include "pipeline/testing.h"
 #include "plan/plan.h"
 
@@ -344,6 +347,8 @@ struct rf_loader {
     int mu_held;
 
     pl_fields fields;       /* rf_config.fields, parsed at create (fields.c) */
+
+    pl_sched sched;         /* the decode scheduler (schedule.c) */
 };
 
 /* mu, taken and released through these so debug builds know its holder. Release (NDEBUG)
@@ -471,6 +476,13 @@ void pl_fields_empty(const rf_loader *ld, slot *s, uint32_t index);
 int pl_fields_copy(const rf_loader *ld, slot *s, uint32_t index, const rf_sample *sm,
                    const uint8_t *span, const rf_tar_span_member *found, int *why, rf_err *e);
 void pl_fields_batch(const rf_loader *ld, const slot *s, rf_batch *b);
+
+/* schedule.c */
+int pl_sched_choose(rf_loader *ld, rf_err *err);
+void pl_sched_start(rf_loader *ld);
+void pl_sched_stop(rf_loader *ld);
+int pl_sched_route(rf_loader *ld, uint64_t aug_seed);
+void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns, uint64_t gpu_wait_ns);
 
 /* submit.c */
 void pl_slot_finish(rf_loader *ld, slot *s);

@@ -55,6 +55,19 @@ typedef struct rf_test_hooks {
      * checks the batch (pl_gpu_check), as on the CUDA backend, where the verdicts come from
      * the kernels after the batch was submitted. So the device's verdict path runs in CI. */
     int gpu_late_verdicts;
+    /* sched: the host backend runs the balancing scheduler (rf_config.decode_schedule AUTO
+     * becomes BALANCE, as on the CUDA backend): kernel packets decoded by the kernels' host
+     * code, engine packets by the host stand-in rf_decode_planes, as gpu_decode and
+     * hw_decode_percent on the host do. Its engines open on the opener thread after
+     * sched_open_ms, or never with sched_no_engines. sched_perturb, when set, is called on
+     * the consumer's thread after each controller step with the batch's sequence number and
+     * may overwrite the shares (permille; clamped to 1000 and hw <= gpu), so a test moves
+     * the route of samples over time as a real run's timing would. */
+    int sched;
+    int sched_no_engines;
+    uint32_t sched_open_ms;
+    void (*sched_perturb)(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw);
+    void *sched_ctx;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */
