@@ -160,8 +160,9 @@ enum rf_skip_reason {
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
  * output size in both directions (libjpeg's reduced IDCTs; 2-4x less decode work for such
  * images, other pixels: up to tens of levels at edges and in chroma, docs/gpu-decode.md).
- * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode or
- * hw_decode_percent, so that a run's pixels never depend on which engine decoded a sample.
+ * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode,
+ * hw_decode_percent or decode_schedule BALANCE, so that a run's pixels never depend on which
+ * engine decoded a sample.
  * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels). */
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
@@ -295,8 +296,9 @@ typedef struct rf_config {
     uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO: io_uring when the
                               * kernel allows it, else pread (rf_stats.io_engine_why says why) */
     uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64, at most 4096 */
-    uint32_t prefetch_depth; /* batch slots in the ring; default AUTO: 4, 8 with gpu_decode or
-                              * hw_decode_percent, 1 when naive; at most 64 */
+    uint32_t prefetch_depth; /* batch slots in the ring; default AUTO: 4, 8 with gpu_decode,
+                              * hw_decode_percent or decode_schedule BALANCE set explicitly,
+                              * 1 when naive; at most 64 */
 
     /* Device. */
     uint32_t device_kind;  /* enum rf_device_kind; default RF_DEVICE_AUTO: CUDA when a GPU is
@@ -394,7 +396,9 @@ typedef struct rf_config {
      * corrupt interval is only found after its batch was decoded (rf_loader_next waits for
      * the batch's kernels and returns that error naming the member). Device memory: about
      * 1.2 MiB per sample of a batch for each of the 4 copy streams, reserved at create;
-     * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). Default 0. */
+     * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). Default 0.
+     * Setting it (or hw_decode_percent) selects decode_schedule MANUAL: the default
+     * scheduler of the CUDA backend then stands aside. */
     uint32_t gpu_decode;
     /* With gpu_decode: the percent (1..100; default 100) of eligible images sent to the GPU, the
      * rest decoded on the CPU as without gpu_decode. Which images go where is a function of
@@ -606,10 +610,11 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * fallback), prefetch_depth, device_kind (RF_DEVICE_HOST or RF_DEVICE_CUDA), staging_bytes
  * (the arena's bytes, after the raising and rounding described at the field), image_height
  * and image_width, resize_shorter,
- * flip_prob, token_dtype (token sources); dct_scaling is RF_DCT_SCALING_OFF when the run
- * decodes at full scale only, and stays AUTO (on) otherwise. A value the caller set is
- * reported as given, except where a field's comment says create changes it (naive's fixed
- * settings, dct_scaling with gpu_decode or hw_decode_percent, staging_bytes' raising), the seed
+ * flip_prob, token_dtype (token sources), decode_schedule (CPU, MANUAL or BALANCE); dct_scaling
+ * is RF_DCT_SCALING_OFF when the run decodes at full scale only, and stays AUTO (on)
+ * otherwise. A value the caller set is reported as given, except where a field's comment says
+ * create changes it (naive's fixed settings, dct_scaling with gpu_decode, hw_decode_percent or
+ * decode_schedule BALANCE, staging_bytes' raising), the seed
  * a resume state carries, and 0 in a field with a fixed default (reported as that default).
  * shards points at the loader's own copies of the patterns, fields at its copy of the list
  * (NULL without fields) and label_json_path at its copy of the path, valid until
