@@ -792,9 +792,10 @@ typedef struct rf_stats {
                                  * ringfeed-pack --restart takes that away) */
     /* The decode scheduler (rf_config.decode_schedule): the resolved mode, and with BALANCE
      * the shares it sends to the GPU now, in permille of the JPEGs: sched_gpu_permille to the
-     * engines and kernels together, sched_hw_permille of those to the engines; and the
-     * engines' state (enum rf_hw_engines). Where samples went: hw_decoded, gpu_decoded, and
-     * the CPU the rest of `decoded`. */
+     * engines and kernels together, sched_hw_permille of those to the engines (both 0 in the
+     * other modes); and the engines' state (enum rf_hw_engines: with BALANCE as the opener
+     * thread left them, READY with hw_decode_percent, which create opens, NONE otherwise).
+     * Where samples went: hw_decoded, gpu_decoded, and the CPU the rest of samples_decoded. */
     uint32_t decode_schedule;
     uint32_t sched_gpu_permille;
     uint32_t sched_hw_permille;

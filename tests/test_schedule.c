@@ -356,6 +356,17 @@ START_TEST(modes_resolve_and_refuse_by_name)
     c.decode_schedule = 4;
     ck_assert_int_eq(try_create(&c, err, sizeof err, &mode), RF_EINVAL);
     ck_assert_msg(strstr(err, "decode_schedule must be"), "%s", err);
+    /* the manual engines are opened by create: stats say they are ready, with no shares */
+    c.decode_schedule = RF_SCHEDULE_AUTO;
+    c.hw_decode_percent = 30;
+    c.epochs = 1;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_stats st = rf_test_drain(ld);
+    rf_loader_destroy(ld);
+    ck_assert_uint_eq(st.decode_schedule, RF_SCHEDULE_MANUAL);
+    ck_assert_uint_eq(st.hw_engines, RF_HW_ENGINES_READY);
+    ck_assert_uint_gt(st.hw_decoded, 0);
+    ck_assert_uint_eq(st.sched_gpu_permille + st.sched_hw_permille, 0);
 }
 END_TEST
 

@@ -127,11 +127,16 @@ static void *opener_main(void *arg)
     return NULL;
 }
 
-/* create, after the backend's: with BALANCE, the engines open on their own thread, beside
+/* create, after the backend's (and after its engine_open with hw_decode_percent): with
+ * BALANCE, the engines open on their own thread, beside
  * the first batches (nvJPEG's hardware backend takes ~100 ms to start). A backend without
  * engines, or the test hook's sched_no_engines, leaves them out; so does a failed open. */
 void pl_sched_start(rf_loader *ld)
 {
+    /* MANUAL with hw_decode_percent: create opened them itself (or failed), so they are ready
+     * (on the host, the stand-in); relaxed: only rf_stats reads it in this mode. */
+    if (ld->sched.mode == RF_SCHEDULE_MANUAL && ld->cfg.hw_decode_percent)
+        atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_READY, memory_order_relaxed);
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return;
     int device = ld->bops->device_kind == RF_DEVICE_CUDA;
