@@ -160,10 +160,30 @@ enum rf_skip_reason {
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
  * output size in both directions (libjpeg's reduced IDCTs; 2-4x less decode work for such
  * images, other pixels: up to tens of levels at edges and in chroma, docs/gpu-decode.md).
- * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode or
- * hw_decode_percent, so that a run's pixels never depend on which engine decoded a sample.
+ * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode,
+ * hw_decode_percent or decode_schedule BALANCE, so that a run's pixels never depend on which
+ * engine decoded a sample.
  * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels). */
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
+/* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
+ * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set; on the CUDA
+ * backend BALANCE (on_error SKIP included: a sample the GPU finds bad is replaced before its
+ * batch is handed out), unless naive is set, a sample_hook is given or the source is tokens
+ * (then CPU); on the host backend CPU. CPU: libjpeg-turbo on the decode threads only.
+ * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
+ * BALANCE: the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere): the hardware
+ * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
+ * and the CPU, with shares a controller moves from the ring's occupancy and the consumer's
+ * waits, no percentage to tune; every image of the run decodes at full scale (dct_scaling),
+ * so a sample's pixels do not depend on where it went (up to the engines' IDCT rounding). */
+enum rf_decode_schedule {
+    RF_SCHEDULE_AUTO = 0,
+    RF_SCHEDULE_CPU = 1,
+    RF_SCHEDULE_MANUAL = 2,
+    RF_SCHEDULE_BALANCE = 3
+};
+/* rf_stats.hw_engines: the hardware decoders as the scheduler sees them. */
+enum rf_hw_engines { RF_HW_ENGINES_NONE = 0, RF_HW_ENGINES_OPENING = 1, RF_HW_ENGINES_READY = 2 };
 /* Thread and memory placement. AUTO: on the GPU's NUMA node (from sysfs) when the machine has
  * several nodes, nothing on a single-node machine. OFF: never move threads or memory. */
 enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
@@ -277,8 +297,9 @@ typedef struct rf_config {
     uint32_t io_engine;      /* enum rf_io_engine_kind; default RF_IO_AUTO: io_uring when the
                               * kernel allows it, else pread (rf_stats.io_engine_why says why) */
     uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64, at most 4096 */
-    uint32_t prefetch_depth; /* batch slots in the ring; default AUTO: 4, 8 with gpu_decode or
-                              * hw_decode_percent, 1 when naive; at most 64 */
+    uint32_t prefetch_depth; /* batch slots in the ring; default AUTO: 4, 8 with gpu_decode,
+                              * hw_decode_percent or decode_schedule BALANCE set explicitly,
+                              * 1 when naive; at most 64 */
 
     /* Device. */
     uint32_t device_kind;  /* enum rf_device_kind; default RF_DEVICE_AUTO: CUDA when a GPU is
@@ -378,7 +399,9 @@ typedef struct rf_config {
      * on_error = SKIP replaces the sample and decodes the batch again before handing it out
      * (docs/reliability.md, "Skip with late verdicts"). Device memory: about
      * 1.2 MiB per sample of a batch for each of the 4 copy streams, reserved at create;
-     * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). Default 0. */
+     * prefetch_depth 8 and more io_uring threads by default (docs/gpu-decode.md). Default 0.
+     * Setting it (or hw_decode_percent) selects decode_schedule MANUAL: the default
+     * scheduler of the CUDA backend then stands aside. */
     uint32_t gpu_decode;
     /* With gpu_decode: the percent (1..100; default 100) of eligible images sent to the GPU, the
      * rest decoded on the CPU as without gpu_decode. Which images go where is a function of
@@ -502,6 +525,13 @@ typedef struct rf_config {
      * resize, flip, layout and conversion; other bytes are RF_SKIP_NOT_JPEG. Folder sources
      * take .jpg, .jpeg, .png and .webp files whatever this says. */
     const char *image_exts;
+    /* enum rf_decode_schedule; default RF_SCHEDULE_AUTO (resolved at create, and
+     * rf_loader_config reports the choice). With BALANCE the hardware decoders are opened on a
+     * background thread started at create, beside the first CPU-decoded batches, and get no
+     * sample until they are ready; a missing libnvjpeg or GPU without engines leaves them out
+     * (rf_stats.hw_engines). gpu_decode or hw_decode_percent set together with CPU or BALANCE
+     * is RF_EINVAL: those settings are the MANUAL mode's. */
+    uint32_t decode_schedule;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -584,10 +614,11 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * fallback), prefetch_depth, device_kind (RF_DEVICE_HOST or RF_DEVICE_CUDA), staging_bytes
  * (the arena's bytes, after the raising and rounding described at the field), image_height
  * and image_width, resize_shorter,
- * flip_prob, token_dtype (token sources); dct_scaling is RF_DCT_SCALING_OFF when the run
- * decodes at full scale only, and stays AUTO (on) otherwise. A value the caller set is
- * reported as given, except where a field's comment says create changes it (naive's fixed
- * settings, dct_scaling with gpu_decode or hw_decode_percent, staging_bytes' raising), the seed
+ * flip_prob, token_dtype (token sources), decode_schedule (CPU, MANUAL or BALANCE); dct_scaling
+ * is RF_DCT_SCALING_OFF when the run decodes at full scale only, and stays AUTO (on)
+ * otherwise. A value the caller set is reported as given, except where a field's comment says
+ * create changes it (naive's fixed settings, dct_scaling with gpu_decode, hw_decode_percent or
+ * decode_schedule BALANCE, staging_bytes' raising), the seed
  * a resume state carries, and 0 in a field with a fixed default (reported as that default).
  * shards points at the loader's own copies of the patterns, fields at its copy of the list
  * (NULL without fields) and label_json_path at its copy of the path, valid until
@@ -765,6 +796,16 @@ typedef struct rf_stats {
                                  * packets: a decode thread walked their Huffman codes up to
                                  * the crop's last MCU row, about half a CPU decode's work;
                                  * ringfeed-pack --restart takes that away) */
+    /* The decode scheduler (rf_config.decode_schedule): the resolved mode, and with BALANCE
+     * the shares it sends to the GPU now, in permille of the JPEGs: sched_gpu_permille to the
+     * engines and kernels together, sched_hw_permille of those to the engines (both 0 in the
+     * other modes); and the engines' state (enum rf_hw_engines: with BALANCE as the opener
+     * thread left them, READY with hw_decode_percent, which create opens, NONE otherwise).
+     * Where samples went: hw_decoded, gpu_decoded, and the CPU the rest of samples_decoded. */
+    uint32_t decode_schedule;
+    uint32_t sched_gpu_permille;
+    uint32_t sched_hw_permille;
+    uint32_t hw_engines;
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

@@ -87,6 +87,7 @@ static const struct {
     {"image_height", U, RF_AUTO}, {"image_width", U, RF_AUTO},
     {"label_json_path", P, 0},
     {"image_exts", S, 0}, /* the string "jpg,jpeg,png,webp": field_value compares it */
+    {"decode_schedule", U, RF_SCHEDULE_AUTO},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 
@@ -161,7 +162,7 @@ static rf_config reported(const rf_loader *ld)
 static const char *const auto_fields[] = {
     "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads",
     "io_engine", "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width",
-    NULL};
+    "decode_schedule", NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
 {
@@ -193,7 +194,12 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     ck_assert_uint_eq(got.resize_shorter, 256);
     ck_assert(got.image_height == 224 && got.image_width == 224); /* image_size for both */
     ck_assert(got.flip_prob == 0.5f);
-    ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_AUTO); /* CPU-only: on */
+    /* The host backend decodes on the CPU, DCT scaling on; the CUDA backend balances, every
+     * image at full scale. */
+    int cuda = rf_cuda_device_count() > 0;
+    ck_assert_uint_eq(got.decode_schedule, cuda ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU);
+    ck_assert_uint_eq(st.decode_schedule, got.decode_schedule);
+    ck_assert_uint_eq(got.dct_scaling, cuda ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO);
     ck_assert_uint_eq(got.token_dtype, RF_AUTO);             /* not a token source */
     /* the loader's own copy of the pattern, not the caller's string */
     ck_assert_uint_eq(got.shard_count, 1);
@@ -325,6 +331,7 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.max_field_bytes = 1000;
     cfg.image_height = 24, cfg.image_width = 40;
     cfg.image_exts = "webp,JPG";
+    cfg.decode_schedule = RF_SCHEDULE_CPU;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     static const char *const strings[] = {"shards", "image_exts", NULL};

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/convert.h"
@@ -22,6 +23,10 @@ static char *g_dir, g_pat[512], g_rpat[512];
 static const char *g_use = g_pat, *g_mixed[2];
 static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
 static uint32_t g_height, g_width; /* non-square output; 0: g_size */
+/* 1: the default decode schedule (AUTO: BALANCE on the device) on both backends, at full
+ * scale on both; 0: the CPU alone unless gpu_decode or hw_decode_percent ask for the manual
+ * split, as every test here ran before the scheduler became the device's default. */
+static int g_default;
 /* hw_decode_percent: nvJPEG does not promise libjpeg's islow IDCT to the bit, so uint8 batches
  * are compared within these bounds. On the H200 machine every byte was identical (the test
  * prints the figures); a wrong plane geometry gives differences in the tens. */
@@ -46,6 +51,10 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     c.gpu_decode = g_gpu;
     c.gpu_decode_percent = g_percent;
     c.hw_decode_percent = g_hw;
+    if (g_default)
+        c.dct_scaling = RF_DCT_SCALING_OFF; /* the host's CPU run at the scheduler's scale */
+    else if (!g_gpu && !g_hw)
+        c.decode_schedule = RF_SCHEDULE_CPU;
     if (g_mixed[0]) /* plain and restart-marked shards together: batches of both kinds */
         c.shards = g_mixed, c.shard_count = 2;
     c.batch_size = 16;
@@ -96,7 +105,7 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
         CK_CUDA(cudaMemcpyAsync(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost, st));
         CK_CUDA(cudaStreamSynchronize(st));
         ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
-        if (dtype == RF_DTYPE_UINT8 && g_hw) {
+        if (dtype == RF_DTYPE_UINT8 && (g_hw || g_default)) {
             for (uint64_t i = 0; i < a->data_bytes; i++) {
                 int d = abs((int)back[i] - (int)((const uint8_t *)b->data)[i]);
                 diff_sum += (uint64_t)d, diff_bytes += d != 0;
@@ -437,6 +446,7 @@ static int hw_available(void)
     const char *pat;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
     c.hw_decode_percent = 100;
+    c.decode_schedule = RF_SCHEDULE_AUTO; /* the manual mode, which hw_decode_percent asks for */
     rf_loader *ld;
     char err[512];
     int rc = rf_loader_create(&c, &ld, err, sizeof err);
@@ -817,6 +827,49 @@ START_TEST(naive_cuda_equals_host)
 }
 END_TEST
 
+/* The default decode schedule on the device (BALANCE, no setting): plain shards, batches
+ * equal the host backend's CPU run at full scale byte for byte (within the engines' IDCT
+ * rounding, HW_MAX_DIFF, when they took samples); the stats show where the samples went and
+ * the scheduler's shares; the time from create to the first batch is printed (target: 50 ms,
+ * with the engines opening beside it). */
+START_TEST(default_schedule_plain_equals_host)
+{
+    g_use = g_pat, g_default = 1, g_size = 224;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    const char *pat;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+    uint64_t t0 = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_batch *b;
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double first_ms = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)t0) / 1e6;
+    rf_loader_release(ld, b, NULL);
+    while (rf_loader_next(ld, &b) == 0)
+        rf_loader_release(ld, b, NULL);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    rf_config got;
+    rf_config_init(&got);
+    rf_loader_config(ld, &got);
+    rf_loader_destroy(ld);
+    printf("default schedule: first batch %.1f ms after create; %llu decoded: %llu engines, %llu "
+           "kernels (%llu plain), the rest CPU; shares now gpu %u, hw %u permille; engines %u\n",
+           first_ms, (unsigned long long)st.samples_decoded, (unsigned long long)st.hw_decoded,
+           (unsigned long long)st.gpu_decoded, (unsigned long long)st.gpu_plain_decoded,
+           st.sched_gpu_permille, st.sched_hw_permille, st.hw_engines);
+    ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_BALANCE);
+    ck_assert_uint_eq(st.decode_schedule, RF_SCHEDULE_BALANCE);
+    ck_assert_uint_eq(st.samples_decoded, 80);
+    ck_assert_uint_gt(st.gpu_decoded + st.hw_decoded, 0); /* the GPU took samples */
+    ck_assert_uint_le(st.sched_hw_permille, st.sched_gpu_permille);
+}
+END_TEST
+
 int main(void)
 {
     if (!gpu_present()) {
@@ -860,6 +913,7 @@ int main(void)
     tcase_add_test(tc, gpu_decode_plain_bf16_nchw);
     tcase_add_test(tc, hw_decode_damaged_files);
     tcase_add_test(tc, hw_decode_skip);
+    tcase_add_test(tc, default_schedule_plain_equals_host);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -29,6 +29,7 @@ typedef struct opts {
     uint32_t timeout_ms;
     uint32_t label_source; /* enum rf_label_source */
     uint32_t show_config;  /* print the loader's effective config (rf_loader_config) */
+    uint32_t schedule;     /* enum rf_decode_schedule (--schedule) */
 } opts;
 
 typedef struct result {

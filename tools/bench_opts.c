@@ -49,6 +49,9 @@ static void usage(FILE *f)
             "                     the CPU (rf_config.gpu_decode_percent; 100)\n"
             "  --hw-decode N      send N%% of the images to the GPU's hardware JPEG decoders\n"
             "                     (rf_config.hw_decode_percent; 0)\n"
+            "  --schedule auto|cpu|manual|balance  where JPEGs are decoded\n"
+            "                     (rf_config.decode_schedule; auto: manual with --gpu-decode or\n"
+            "                     --hw-decode, balance on a CUDA device, else cpu)\n"
             "  --no-dct-scaling   decode every image at full scale, as the GPU paths do\n"
             "                     (rf_config.dct_scaling OFF; they turn it off themselves)\n"
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
@@ -78,6 +81,16 @@ static int parse_u32(const char *s, uint32_t *out)
     return 0;
 }
 
+/* --schedule's names, enum rf_decode_schedule's order. */
+static int parse_schedule(const char *s, uint32_t *out)
+{
+    static const char *const names[] = {"auto", "cpu", "manual", "balance"};
+    for (uint32_t i = 0; i < 4; i++)
+        if (!strcmp(s, names[i]))
+            return *out = i, 0;
+    return 1;
+}
+
 int parse_args(int argc, char **argv, opts *o)
 {
     enum { O_SHARDS = 256, O_BATCH, O_EPOCHS, O_SIZE, O_CROP, O_THREADS, O_IOTHREADS, O_DEPTH,
@@ -85,7 +98,7 @@ int parse_args(int argc, char **argv, opts *o)
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
            O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS,
-           O_SHOWCFG, O_VERSION };
+           O_SHOWCFG, O_VERSION, O_SCHED };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -110,6 +123,7 @@ int parse_args(int argc, char **argv, opts *o)
         {"gpu-decode-percent", required_argument, 0, O_GPUPCT},
         {"hw-decode", required_argument, 0, O_HWPCT},
         {"no-dct-scaling", no_argument, 0, O_NODCT},
+        {"schedule", required_argument, 0, O_SCHED},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {"no-labels", no_argument, 0, O_NOLABELS},
@@ -222,6 +236,7 @@ int parse_args(int argc, char **argv, opts *o)
         case O_HWPCT: bad |= parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
         case O_EVICT: o->evict = 1; break;
         case O_NODCT: o->no_dct_scaling = 1; break;
+        case O_SCHED: bad |= parse_schedule(optarg, &o->schedule); break;
         case O_TIMEOUT: bad |= parse_u32(optarg, &o->timeout_ms); break;
         case O_NOLABELS: o->label_source = RF_LABEL_NONE; break;
         case O_SHOWCFG: o->show_config = 1; break;
@@ -292,4 +307,5 @@ void make_config(const opts *o, rf_config *cfg)
     cfg->hw_decode_percent = o->hw_pct;
     cfg->dct_scaling = o->no_dct_scaling ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO;
     cfg->next_timeout_ms = o->timeout_ms;
+    cfg->decode_schedule = o->schedule;
 }

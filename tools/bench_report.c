@@ -83,12 +83,18 @@ void print_table(const opts *o, const result *r)
            s->samples_decoded ? 100.0 * s->dct_scaled / s->samples_decoded : 0.0);
     printf("  %-26s %11.0f%%\n", "region decodes (restarts)",
            s->samples_decoded ? 100.0 * s->region_decoded / s->samples_decoded : 0.0);
-    if (o->gpu_decode)
+    if (s->gpu_decoded)
         printf("  %-26s %11.0f%%\n", "decoded on the GPU",
                s->samples_decoded ? 100.0 * s->gpu_decoded / s->samples_decoded : 0.0);
-    if (o->hw_pct)
+    if (s->hw_decoded)
         printf("  %-26s %11.0f%%\n", "hardware JPEG decoder",
                s->samples_decoded ? 100.0 * s->hw_decoded / s->samples_decoded : 0.0);
+    if (s->decode_schedule == RF_SCHEDULE_BALANCE)
+        printf("  %-26s %7.1f%% / %.1f%% (engines %s)\n", "scheduler GPU / engines now",
+               s->sched_gpu_permille / 10.0, s->sched_hw_permille / 10.0,
+               s->hw_engines == RF_HW_ENGINES_READY     ? "ready"
+               : s->hw_engines == RF_HW_ENGINES_OPENING ? "opening"
+                                                        : "none");
     rf_stats zero;
     memset(&zero, 0, sizeof zero);
     char b1[16], b2[16];
@@ -171,7 +177,8 @@ void print_json(const opts *o, const result *r)
            "\"first_batch_ms\": %.2f, \"io_busy_s\": %.4f, \"decode_busy_s\": %.4f, "
            "\"copy_busy_s\": %.4f, \"consumer_wait_s\": %.4f, \"wall_s\": %.4f, "
            "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"region_decoded\": %llu, "
-           "\"gpu_decoded\": %llu, \"hw_decoded\": %llu, "
+           "\"gpu_decoded\": %llu, \"hw_decoded\": %llu, \"decode_schedule\": %u, "
+           "\"sched_gpu_permille\": %u, \"sched_hw_permille\": %u, \"hw_engines\": %u, "
            "\"read_retries\": %llu, "
            "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
            "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
@@ -187,7 +194,9 @@ void print_json(const opts *o, const result *r)
            s->copy_busy_ns * 1e-9, s->consumer_wait_ns * 1e-9, s->wall_ns * 1e-9,
            (unsigned long long)s->samples_decoded, (unsigned long long)s->dct_scaled,
            (unsigned long long)s->region_decoded, (unsigned long long)s->gpu_decoded,
-           (unsigned long long)s->hw_decoded, (unsigned long long)s->read_retries, s->registered_buffers, s->pinned,
+           (unsigned long long)s->hw_decoded, s->decode_schedule, s->sched_gpu_permille,
+           s->sched_hw_permille, s->hw_engines, (unsigned long long)s->read_retries,
+           s->registered_buffers, s->pinned,
            (unsigned long long)r->bytes,
            o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,
            r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
@@ -238,8 +247,10 @@ int print_config(const rf_loader *ld)
            c.max_consecutive_skips, c.label_source, c.next_timeout_ms, c.token_bytes, c.seq_len,
            c.token_windows, c.token_dtype);
     printf("config  warm %u, warm_bytes %llu, odirect %u, hugepages %u, numa %u, naive %u, "
-           "gpu_decode %u, gpu_decode_percent %u, hw_decode_percent %u, dct_scaling %u\n",
+           "gpu_decode %u, gpu_decode_percent %u, hw_decode_percent %u, dct_scaling %u, "
+           "decode_schedule %u\n",
            c.warm, (unsigned long long)c.warm_bytes, c.odirect, c.hugepages, c.numa, c.naive,
-           c.gpu_decode, c.gpu_decode_percent, c.hw_decode_percent, c.dct_scaling);
+           c.gpu_decode, c.gpu_decode_percent, c.hw_decode_percent, c.dct_scaling,
+           c.decode_schedule);
     return 0;
 }

@@ -39,6 +39,8 @@ RF_SOURCE_TAR, RF_SOURCE_FOLDER, RF_SOURCE_TOKENS = 0, 1, 2
 RF_WINDOWS_RANDOM, RF_WINDOWS_SEQUENTIAL = 0, 1
 RF_REMAINDER_PAD, RF_REMAINDER_DROP = 0, 1
 RF_DCT_SCALING_AUTO, RF_DCT_SCALING_OFF = 0, 1
+# enum rf_decode_schedule
+RF_SCHEDULE_AUTO, RF_SCHEDULE_CPU, RF_SCHEDULE_MANUAL, RF_SCHEDULE_BALANCE = 0, 1, 2, 3
 RF_LABEL_CLS, RF_LABEL_NONE, RF_LABEL_JSON = 0, 1, 2
 DECODE_THREADS_MAX = 1024  # rf_config.decode_threads' limit
 
@@ -141,6 +143,7 @@ class RfConfig(ctypes.Structure):
         ("image_width", ctypes.c_uint32),
         ("label_json_path", ctypes.c_char_p),
         ("image_exts", ctypes.c_char_p),
+        ("decode_schedule", ctypes.c_uint32),
     ]
 
 
@@ -236,6 +239,10 @@ class RfStats(ctypes.Structure):
         ("epoch_total", ctypes.c_uint64),
         ("epoch_final", ctypes.c_uint32),
         ("gpu_plain_decoded", ctypes.c_uint64),
+        ("decode_schedule", ctypes.c_uint32),
+        ("sched_gpu_permille", ctypes.c_uint32),
+        ("sched_hw_permille", ctypes.c_uint32),
+        ("hw_engines", ctypes.c_uint32),
     ]
 
 

@@ -50,6 +50,8 @@ _IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO
 _ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 _SOURCES = {"auto": "auto", "tar": "tar", "folder": "folder"}
+_SCHEDULES = {"auto": C.RF_SCHEDULE_AUTO, "cpu": C.RF_SCHEDULE_CPU,
+              "manual": C.RF_SCHEDULE_MANUAL, "balance": C.RF_SCHEDULE_BALANCE}
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
 SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
                 "hook", "field")
@@ -977,7 +979,8 @@ class Loader(_LoaderBase):
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
-           max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"))
+           max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
+           schedule="auto")
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
@@ -1057,8 +1060,16 @@ class Loader(_LoaderBase):
       the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to
       tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.
       gpu_decode and hw_decode_percent turn it off for their whole run (docs/gpu-decode.md).
+    schedule: where JPEGs are decoded (rf_config.decode_schedule, docs/gpu-decode.md).
+      "auto" (default): "manual" when gpu_decode or hw_decode_percent is given; on a CUDA
+      device "balance" unless on_error="skip"; otherwise "cpu". "balance" (CUDA only): a
+      scheduler spreads JPEGs over the hardware decoders (when present), the GPU kernels and
+      the CPU from the ring's occupancy and the training loop's waits, no percentage to tune,
+      every image at full scale so the pixels do not depend on where each went;
+      stats()["sched_gpu_permille"] and ["sched_hw_permille"] show its shares. "cpu": the CPU
+      only. "manual": gpu_decode, gpu_decode_percent and hw_decode_percent as given.
     prefetch_depth: batch slots in the ring; 0 is the library's default (4, 8 with
-      gpu_decode).
+      gpu_decode, hw_decode_percent or schedule="balance").
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
       Every rank gets the same number of batches; the last ones are padded with repeated
       samples (batch.is_padding) unless drop_last.
@@ -1078,7 +1089,7 @@ class Loader(_LoaderBase):
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
-                 image=("jpg", "jpeg", "png", "webp")):
+                 image=("jpg", "jpeg", "png", "webp"), schedule="auto"):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -1096,6 +1107,7 @@ class Loader(_LoaderBase):
             "dtype": C.DTYPES[dtype][0],
             "source": _source_kind(source, shards, label),
             "image_exts": _image_exts(image),
+            "decode_schedule": _choice("schedule", schedule, _SCHEDULES),
         })
         f.update(_size_fields(size))
         f.update(_label_fields(label))

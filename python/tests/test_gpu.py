@@ -23,7 +23,10 @@ def cuda_build(lib):
         pytest.skip("libringfeed was built without CUDA or sees no device")
 
 
-KW = dict(size=32, decode_threads=4, seed=21)
+# schedule="cpu": these tests check the copy and conversion of CPU-decoded batches against the
+# host backend's; the device's default scheduler is checked by tests/test_cuda.c
+# (default_schedule_plain_equals_host) and test_default_schedule_matches_host below.
+KW = dict(size=32, decode_threads=4, seed=21, schedule="cpu")
 
 
 def host_reference(shards, batch=4, **kw):
@@ -201,3 +204,22 @@ def test_cuda_paths_give_the_full_scale_pixels_on_photos(photos):
     from test_photos import check_every_path
     ringfeed.loader._find_nvjpeg()
     check_every_path(photos, "cuda", hw=bool(os.environ.get("RINGFEED_NVJPEG")))
+
+
+def test_default_schedule_matches_host(shards):
+    """No setting on a CUDA device: the balancing scheduler, every image at full scale, so the
+    batches are the host backend's CPU run with dct_scaling=False (within the hardware
+    decoders' IDCT rounding when they took samples)."""
+    kw = dict(size=96, decode_threads=4, seed=21)
+    with ringfeed.Loader(shards, 8, device="cpu", copy=True, array_type="numpy",
+                         dct_scaling=False, **kw) as ld:
+        ref = [(np.array(b.images), b.keys) for b in ld]
+    with ringfeed.Loader(shards, 8, device="cuda", **kw) as ld:
+        got = [(b.images.cpu().numpy(), b.keys) for b in ld]
+        st = ld.stats()
+    assert st["decode_schedule"] == C.RF_SCHEDULE_BALANCE
+    assert len(got) == len(ref)
+    for (gi, gk), (ri, rk) in zip(got, ref):
+        assert gk == rk
+        d = np.abs(gi.astype(np.int16) - ri.astype(np.int16))
+        assert d.max() <= (2 if st["hw_decoded"] else 0)

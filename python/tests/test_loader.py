@@ -764,3 +764,23 @@ def test_gpu_decode_plain_shards_on_host_backend(shards):
     assert sorted(gpu) == sorted(cpu)
     for k in gpu:
         np.testing.assert_array_equal(gpu[k], cpu[k])
+
+
+def test_schedule_keyword(shards):
+    """schedule= is rf_config.decode_schedule: on the host backend "auto" decodes on the CPU
+    (stats say which mode ran), gpu_decode makes it "manual", "balance" is refused by name
+    (it needs a CUDA device), and a name outside the four is a ValueError."""
+    def stats(**kw):
+        with ringfeed.Loader(shards, 8, size=32, device="cpu", decode_threads=1, **kw) as ld:
+            next(iter(ld))
+            return ld.stats()
+    assert stats()["decode_schedule"] == C.RF_SCHEDULE_CPU
+    assert stats(schedule="CPU")["decode_schedule"] == C.RF_SCHEDULE_CPU
+    st = stats(gpu_decode=True)
+    assert st["decode_schedule"] == C.RF_SCHEDULE_MANUAL and st["gpu_decoded"] > 0
+    with pytest.raises(ringfeed.RingfeedError, match="BALANCE needs the CUDA backend"):
+        stats(schedule="balance")
+    with pytest.raises(ringfeed.RingfeedError, match="decode_schedule CPU takes neither"):
+        stats(schedule="cpu", gpu_decode=True)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        stats(schedule="fast")

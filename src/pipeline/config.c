@@ -69,8 +69,9 @@ RF_API void rf_config_init(rf_config *cfg)
  * that depend only on the config and the machine take their value: image_height and
  * image_width (image_size), resize_shorter, flip_prob,
  * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
- * dct_scaling (OFF with gpu_decode or hw_decode_percent). Values out of range are left for
- * apply_defaults to refuse. */
+ * dct_scaling (OFF with gpu_decode, hw_decode_percent or decode_schedule BALANCE; create
+ * turns it off when AUTO becomes BALANCE), decode_schedule (MANUAL with gpu_decode or
+ * hw_decode_percent). Values out of range are left for apply_defaults to refuse. */
 static void config_resolve(rf_config *c)
 {
     rf_config d;
@@ -94,14 +95,19 @@ static void config_resolve(rf_config *c)
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
         c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
     if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
-        c->prefetch_depth = gpu ? 8 : 4;
+        c->prefetch_depth = gpu || c->decode_schedule == RF_SCHEDULE_BALANCE ? 8 : 4;
     if (c->source == RF_SOURCE_TOKENS && !c->token_dtype)
         c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
     /* The GPU paths decode at full scale: so must every other image of their run, or a
      * sample's pixels would depend on where it went (docs/gpu-decode.md). Only AUTO is
      * resolved: a value out of range stays for the caller's check to refuse. */
-    if (gpu && c->dct_scaling == RF_DCT_SCALING_AUTO)
+    if ((gpu || c->decode_schedule == RF_SCHEDULE_BALANCE) &&
+        c->dct_scaling == RF_DCT_SCALING_AUTO)
         c->dct_scaling = RF_DCT_SCALING_OFF;
+    /* The percentages are the manual mode's; create resolves the rest of AUTO once it knows
+     * the backend (schedule.c pl_sched_choose). */
+    if (gpu && c->decode_schedule == RF_SCHEDULE_AUTO)
+        c->decode_schedule = RF_SCHEDULE_MANUAL;
     if (!c->image_exts) /* a struct_size ending before it, or NULL: the default */
         c->image_exts = d.image_exts;
 }
@@ -187,6 +193,13 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->hw_decode_percent > 100)
         return rf_seterr(err, RF_EINVAL, "hw_decode_percent %u out of range 0..100",
                          c->hw_decode_percent);
+    if (c->decode_schedule > RF_SCHEDULE_BALANCE)
+        return rf_seterr(err, RF_EINVAL, "decode_schedule must be 0 (auto), 1 (cpu), 2 (manual) "
+                         "or 3 (balance), not %u", c->decode_schedule);
+    if ((c->gpu_decode || c->hw_decode_percent) && c->decode_schedule != RF_SCHEDULE_MANUAL)
+        return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent are the manual "
+                         "schedule's settings; decode_schedule %s takes neither",
+                         c->decode_schedule == RF_SCHEDULE_CPU ? "CPU" : "BALANCE");
     if (c->dct_scaling > RF_DCT_SCALING_OFF)
         return rf_seterr(err, RF_EINVAL, "dct_scaling must be 0 (auto) or 1 (off), not %u",
                          c->dct_scaling);

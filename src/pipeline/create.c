@@ -98,8 +98,8 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     } else {
         ld->bops = &rf_backend_host;
     }
-    int rc = pl_gpu_choose(ld, err);
-    if (rc)
+    int rc = pl_sched_choose(ld, err);
+    if (rc || (rc = pl_gpu_choose(ld, err)))
         return rc;
     rc = ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
     /* The hardware decoders are opened now, so a GPU without them or a missing libnvjpeg is
@@ -109,6 +109,9 @@ static int choose_backend(rf_loader *ld, rf_err *err)
                  ? ld->bops->engine_open(ld->backend, ld->batch, err)
                  : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s backend has no "
                              "hardware JPEG decoder", ld->bops->name);
+    /* The balancing scheduler opens them on a thread of their own, off the first batch. */
+    if (rc == 0)
+        pl_sched_start(ld);
     return rc;
 }
 
@@ -293,6 +296,7 @@ void rf_loader_destroy(rf_loader *ld)
         return;
     }
     pl_pipeline_stop(ld);
+    pl_sched_stop(ld); /* before the backend the opener may still be opening engines in */
     if (ld->decs)
         for (uint32_t i = 0; i < ld->cfg.decode_threads; i++)
             rf_decoder_destroy(ld->decs[i]);

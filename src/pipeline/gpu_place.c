@@ -28,20 +28,24 @@
  * chosen; the configurations that cannot take GPU decode are refused here, at create. */
 int pl_gpu_choose(rf_loader *ld, rf_err *err)
 {
-    ld->gpu.on = ld->cfg.gpu_decode || ld->cfg.hw_decode_percent;
+    ld->gpu.on = ld->cfg.gpu_decode || ld->cfg.hw_decode_percent ||
+                 ld->sched.mode == RF_SCHEDULE_BALANCE;
     int cuda = ld->bops->device_kind == RF_DEVICE_CUDA;
     ld->gpu.emulate = ld->gpu.on && !cuda && ld->hooks.gpu_device_layout;
     ld->gpu.device = ld->gpu.on && (cuda || ld->gpu.emulate);
     ld->gpu.late = ld->gpu.device || (ld->gpu.on && ld->hooks.gpu_late_verdicts);
-    const char *what = ld->cfg.gpu_decode ? "gpu_decode" : "hw_decode_percent";
+    const char *what = ld->cfg.gpu_decode          ? "gpu_decode"
+                       : ld->cfg.hw_decode_percent ? "hw_decode_percent"
+                                                   : "decode_schedule BALANCE";
     if (ld->gpu.device && ld->cfg.naive)
         return rf_seterr(err, RF_EINVAL, "%s needs the pipelined CUDA backend, not the naive "
                          "baseline", what);
     /* The emulation decodes kernel packets and copies pixels; engine packets and the
      * conversion kernels have no host twin in it. */
-    if (ld->gpu.emulate && (ld->cfg.hw_decode_percent || ld->cfg.dtype != RF_DTYPE_UINT8))
+    if (ld->gpu.emulate && (ld->cfg.hw_decode_percent || ld->sched.mode == RF_SCHEDULE_BALANCE ||
+                            ld->cfg.dtype != RF_DTYPE_UINT8))
         return rf_seterr(err, RF_EINVAL, "the test hook gpu_device_layout emulates gpu_decode "
-                         "with uint8 output only");
+                         "(no engines, no scheduler) with uint8 output only");
     return 0;
 }
 
@@ -239,15 +243,12 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
 {
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {ld, s, t->index, img, gh};
-    /* A hash of the sample's own seed (itself one of seed, epoch and sample), apart from the
-     * draws that choose its crop, decides: percentiles below hw_decode_percent go to the
-     * engine, the next gpu_decode_percent to the kernels, the rest to the CPU. */
-    uint32_t pc = rf_plan_gpu_percentile(t->aug_seed), hw = ld->cfg.hw_decode_percent;
-    int engine = pc < hw;
+    /* The scheduler decides (schedule.c): a hash of the sample's own seed against the manual
+     * percentages, or against the balancing scheduler's shares of the moment. */
+    int route = pl_sched_route(ld, t->aug_seed), engine = route == PL_ROUTE_ENGINE;
     /* PNG and WebP have no GPU decode: they take the CPU path into the same batch, as a JPEG
-     * drawn for the CPU does (the draw above depends on the seed alone, not on the format). */
-    if (rf_image_sniff(jpeg, len) != RF_IMAGE_JPEG ||
-        (!engine && (!ld->cfg.gpu_decode || pc - hw >= ld->cfg.gpu_decode_percent))) {
+     * routed to the CPU does. */
+    if (rf_image_sniff(jpeg, len) != RF_IMAGE_JPEG || route == PL_ROUTE_CPU) {
         uint8_t *px = ld->gpu.device ? gj_place_device(&c, ld->stage_bytes, 0) : img;
         return rf_decode_image(dec, jpeg, len, &ld->tf, t->aug_seed, px, info, e);
     }

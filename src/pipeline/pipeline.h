@@ -5,7 +5,8 @@
  * DESIGN
  * The pipeline: plan -> I/O engine -> decode pool -> copy -> consumer.
  * Threads: the I/O engine's threads (io_uring or pread), `decode_threads` decode threads, and
- * the consumer (the caller of rf_loader_next). One mutex `mu` guards the dispatch cursor, the
+ * the consumer (the caller of rf_loader_next); with decode_schedule BALANCE also the engines'
+ * opener (schedule.c), which takes no lock and only calls the backend's engine_open. One mutex `mu` guards the dispatch cursor, the
  * staging arena, the task ring, the decode queue and the slot states; per-sample work (reading,
  * decoding, resizing) happens outside it.
  *
@@ -105,6 +106,8 @@
  * the table create installed:
  *   state.c (errors, fork and stop checks, messages naming a sample, the token window)
  *   -> fields.c (extra fields: the list, the slots' rows, a sample's copy)
+ *   -> schedule.c (the decode scheduler: mode, engines' opener, a sample's route, the
+ *      consumer's controller step)
  *   -> gpu_place.c (GPU-decode sizing, slot arrays and reset, placement, convert desc, checks)
  *   -> submit.c (a full slot to the backend, published; release) -> warm.c (page cache)
  *   -> dispatch.c (the forward cursor, take/done, the end of a task, the fail policy)
@@ -137,6 +140,7 @@
 #include "loaders/dataset.h"
 #include "loaders/tar.h"
 #include "pipeline/gpu_place.h"
+#include "pipeline/schedule.h"
 #include "pipeline/testing.h"
 #include "plan/plan.h"
 
@@ -349,6 +353,8 @@ struct rf_loader {
     int mu_held;
 
     pl_fields fields;       /* rf_config.fields, parsed at create (fields.c) */
+
+    pl_sched sched;         /* the decode scheduler (schedule.c) */
 };
 
 /* mu, taken and released through these so debug builds know its holder. Release (NDEBUG)
@@ -476,6 +482,13 @@ void pl_fields_empty(const rf_loader *ld, slot *s, uint32_t index);
 int pl_fields_copy(const rf_loader *ld, slot *s, uint32_t index, const rf_sample *sm,
                    const uint8_t *span, const rf_tar_span_member *found, int *why, rf_err *e);
 void pl_fields_batch(const rf_loader *ld, const slot *s, rf_batch *b);
+
+/* schedule.c */
+int pl_sched_choose(rf_loader *ld, rf_err *err);
+void pl_sched_start(rf_loader *ld);
+void pl_sched_stop(rf_loader *ld);
+int pl_sched_route(rf_loader *ld, uint64_t aug_seed);
+void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns, uint64_t gpu_wait_ns);
 
 /* submit.c */
 void pl_slot_finish(rf_loader *ld, slot *s);

@@ -101,6 +101,14 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.gpu_decoded = stat_count(&((rf_loader *)ld)->gpu.decoded);
     st.hw_decoded = stat_count(&((rf_loader *)ld)->gpu.hw_decoded);
     st.gpu_plain_decoded = stat_count(&((rf_loader *)ld)->gpu.plain_decoded);
+    st.decode_schedule = ld->sched.mode;
+    /* relaxed: statistics, like the counters */
+    st.sched_gpu_permille = atomic_load_explicit(&((rf_loader *)ld)->sched.gpu,
+                                                 memory_order_relaxed);
+    st.sched_hw_permille = atomic_load_explicit(&((rf_loader *)ld)->sched.hw,
+                                                memory_order_relaxed);
+    st.hw_engines = atomic_load_explicit(&((rf_loader *)ld)->sched.engines,
+                                         memory_order_relaxed);
     pl_lock((rf_loader *)ld);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);

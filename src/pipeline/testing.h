@@ -63,6 +63,19 @@ typedef struct rf_test_hooks {
      * (create refuses hw_decode_percent and conversions with it). So the device placement,
      * refill and re-submit run in CI. */
     int gpu_device_layout;
+    /* sched: the host backend runs the balancing scheduler (rf_config.decode_schedule AUTO
+     * becomes BALANCE, as on the CUDA backend): kernel packets decoded by the kernels' host
+     * code, engine packets by the host stand-in rf_decode_planes, as gpu_decode and
+     * hw_decode_percent on the host do. Its engines open on the opener thread after
+     * sched_open_ms, or never with sched_no_engines. sched_perturb, when set, is called on
+     * the consumer's thread after each controller step with the batch's sequence number and
+     * may overwrite the shares (permille; clamped to 1000 and hw <= gpu), so a test moves
+     * the route of samples over time as a real run's timing would. */
+    int sched;
+    int sched_no_engines;
+    uint32_t sched_open_ms;
+    void (*sched_perturb)(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw);
+    void *sched_ctx;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */
