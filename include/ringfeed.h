@@ -166,12 +166,12 @@ enum rf_skip_reason {
  * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels). */
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
- * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set; on the CUDA
- * backend BALANCE (on_error SKIP included: a sample the GPU finds bad is replaced before its
- * batch is handed out), unless naive is set, a sample_hook is given or the source is tokens
- * (then CPU); on the host backend CPU. CPU: libjpeg-turbo on the decode threads only.
+ * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else CPU (on
+ * the CUDA backend too, for now: BALANCE does not yet keep a training step at its GPU-bound
+ * rate, docs/gpu-decode.md "The scheduler"). CPU: libjpeg-turbo on the decode threads only.
  * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
- * BALANCE: the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere): the hardware
+ * BALANCE (opt-in): the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
+ * naive, a sample_hook or tokens; on_error SKIP works with it): the hardware
  * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
  * and the CPU, with shares a controller moves from the ring's occupancy and the consumer's
  * waits, no percentage to tune; every image of the run decodes at full scale (dct_scaling),
@@ -298,8 +298,8 @@ typedef struct rf_config {
                               * kernel allows it, else pread (rf_stats.io_engine_why says why) */
     uint32_t io_queue_depth; /* reads in flight per I/O thread; default 64, at most 4096 */
     uint32_t prefetch_depth; /* batch slots in the ring; default AUTO: 4, 8 with gpu_decode,
-                              * hw_decode_percent or decode_schedule BALANCE set explicitly,
-                              * 1 when naive; at most 64 */
+                              * hw_decode_percent or decode_schedule BALANCE, 1 when naive;
+                              * at most 64 */
 
     /* Device. */
     uint32_t device_kind;  /* enum rf_device_kind; default RF_DEVICE_AUTO: CUDA when a GPU is
@@ -526,7 +526,7 @@ typedef struct rf_config {
      * take .jpg, .jpeg, .png and .webp files whatever this says. */
     const char *image_exts;
     /* enum rf_decode_schedule; default RF_SCHEDULE_AUTO (resolved at create, and
-     * rf_loader_config reports the choice). With BALANCE the hardware decoders are opened on a
+     * rf_loader_config reports the choice; AUTO is not BALANCE yet, see the enum). With BALANCE the hardware decoders are opened on a
      * background thread started at create, beside the first CPU-decoded batches, and get no
      * sample until they are ready; a missing libnvjpeg or GPU without engines leaves them out
      * (rf_stats.hw_engines). gpu_decode or hw_decode_percent set together with CPU or BALANCE

@@ -23,10 +23,10 @@ static char *g_dir, g_pat[512], g_rpat[512];
 static const char *g_use = g_pat, *g_mixed[2];
 static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
 static uint32_t g_height, g_width; /* non-square output; 0: g_size */
-/* 1: the default decode schedule (AUTO: BALANCE on the device) on both backends, at full
- * scale on both; 0: the CPU alone unless gpu_decode or hw_decode_percent ask for the manual
- * split, as every test here ran before the scheduler became the device's default. */
-static int g_default;
+/* 1: decode_schedule BALANCE on the device against the host backend's CPU run, at full scale
+ * on both; 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
+ * manual split. */
+static int g_balance;
 /* hw_decode_percent: nvJPEG does not promise libjpeg's islow IDCT to the bit, so uint8 batches
  * are compared within these bounds. On the H200 machine every byte was identical (the test
  * prints the figures); a wrong plane geometry gives differences in the tens. */
@@ -51,9 +51,10 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     c.gpu_decode = g_gpu;
     c.gpu_decode_percent = g_percent;
     c.hw_decode_percent = g_hw;
-    if (g_default)
+    if (g_balance) {
         c.dct_scaling = RF_DCT_SCALING_OFF; /* the host's CPU run at the scheduler's scale */
-    else if (!g_gpu && !g_hw)
+        c.decode_schedule = device_kind == RF_DEVICE_CUDA ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU;
+    } else if (!g_gpu && !g_hw)
         c.decode_schedule = RF_SCHEDULE_CPU;
     if (g_mixed[0]) /* plain and restart-marked shards together: batches of both kinds */
         c.shards = g_mixed, c.shard_count = 2;
@@ -105,7 +106,7 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
         CK_CUDA(cudaMemcpyAsync(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost, st));
         CK_CUDA(cudaStreamSynchronize(st));
         ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
-        if (dtype == RF_DTYPE_UINT8 && (g_hw || g_default)) {
+        if (dtype == RF_DTYPE_UINT8 && (g_hw || g_balance)) {
             for (uint64_t i = 0; i < a->data_bytes; i++) {
                 int d = abs((int)back[i] - (int)((const uint8_t *)b->data)[i]);
                 diff_sum += (uint64_t)d, diff_bytes += d != 0;
@@ -827,14 +828,26 @@ START_TEST(naive_cuda_equals_host)
 }
 END_TEST
 
-/* The default decode schedule on the device (BALANCE, no setting): plain shards, batches
+/* decode_schedule BALANCE on the device (opt-in; AUTO stays the CPU there): plain shards, batches
  * equal the host backend's CPU run at full scale byte for byte (within the engines' IDCT
  * rounding, HW_MAX_DIFF, when they took samples); the stats show where the samples went and
  * the scheduler's shares; the time from create to the first batch is printed (target: 50 ms,
  * with the engines opening beside it). */
-START_TEST(default_schedule_plain_equals_host)
+START_TEST(balance_schedule_plain_equals_host)
 {
-    g_use = g_pat, g_default = 1, g_size = 224;
+    g_use = g_pat, g_size = 224;
+    {   /* no setting: AUTO resolves to the CPU on the device too, for now */
+        const char *pat;
+        rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+        c.decode_schedule = RF_SCHEDULE_AUTO;
+        rf_loader *ld = rf_test_create_ok(&c);
+        rf_config got;
+        rf_config_init(&got);
+        rf_loader_config(ld, &got);
+        rf_loader_destroy(ld);
+        ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_CPU);
+    }
+    g_balance = 1;
     compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
     const char *pat;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
@@ -857,7 +870,7 @@ START_TEST(default_schedule_plain_equals_host)
     rf_config_init(&got);
     rf_loader_config(ld, &got);
     rf_loader_destroy(ld);
-    printf("default schedule: first batch %.1f ms after create; %llu decoded: %llu engines, %llu "
+    printf("balance schedule: first batch %.1f ms after create; %llu decoded: %llu engines, %llu "
            "kernels (%llu plain), the rest CPU; shares now gpu %u, hw %u permille; engines %u\n",
            first_ms, (unsigned long long)st.samples_decoded, (unsigned long long)st.hw_decoded,
            (unsigned long long)st.gpu_decoded, (unsigned long long)st.gpu_plain_decoded,
@@ -913,7 +926,7 @@ int main(void)
     tcase_add_test(tc, gpu_decode_plain_bf16_nchw);
     tcase_add_test(tc, hw_decode_damaged_files);
     tcase_add_test(tc, hw_decode_skip);
-    tcase_add_test(tc, default_schedule_plain_equals_host);
+    tcase_add_test(tc, balance_schedule_plain_equals_host);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

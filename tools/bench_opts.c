@@ -51,7 +51,7 @@ static void usage(FILE *f)
             "                     (rf_config.hw_decode_percent; 0)\n"
             "  --schedule auto|cpu|manual|balance  where JPEGs are decoded\n"
             "                     (rf_config.decode_schedule; auto: manual with --gpu-decode or\n"
-            "                     --hw-decode, balance on a CUDA device, else cpu)\n"
+            "                     --hw-decode, else cpu; balance is opt-in)\n"
             "  --no-dct-scaling   decode every image at full scale, as the GPU paths do\n"
             "                     (rf_config.dct_scaling OFF; they turn it off themselves)\n"
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"

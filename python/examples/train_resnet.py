@@ -46,7 +46,7 @@ def ringfeed_batches(a, rank, world, device):
               seed=a.seed, decode_threads=a.decode_threads, prefetch_depth=a.prefetch,
               decode_nice=a.decode_nice, gpu_decode=a.gpu_decode,
               gpu_decode_percent=a.gpu_decode_percent,
-              hw_decode_percent=a.hw_decode_percent,
+              hw_decode_percent=a.hw_decode_percent, schedule=a.schedule,
               drop_last=True)
     norm = None
     try:  # normalization to bf16 on the GPU by ringfeed itself
@@ -165,8 +165,11 @@ def main():
     ap.add_argument("--decode-nice", type=int, default=10,
                     help="ringfeed: decode threads this much nicer than the training loop")
     ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
+    ap.add_argument("--schedule", choices=["auto", "cpu", "manual", "balance"], default="auto",
+                    help="ringfeed: where JPEGs are decoded (schedule=; auto: the CPU, or the "
+                         "manual split with the options below; balance: the scheduler)")
     ap.add_argument("--gpu-decode", action="store_true",
-                    help="ringfeed: decode restart-marked JPEGs on the GPU (gpu_decode=True)")
+                    help="ringfeed: decode baseline JPEGs on the GPU (gpu_decode=True)")
     ap.add_argument("--gpu-decode-percent", type=int, default=100,
                     help="ringfeed with --gpu-decode: percent of images sent to the GPU")
     ap.add_argument("--hw-decode-percent", type=int, default=0,

@@ -1061,8 +1061,8 @@ class Loader(_LoaderBase):
       tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.
       gpu_decode and hw_decode_percent turn it off for their whole run (docs/gpu-decode.md).
     schedule: where JPEGs are decoded (rf_config.decode_schedule, docs/gpu-decode.md).
-      "auto" (default): "manual" when gpu_decode or hw_decode_percent is given; on a CUDA
-      device "balance" unless on_error="skip"; otherwise "cpu". "balance" (CUDA only): a
+      "auto" (default): "manual" when gpu_decode or hw_decode_percent is given, otherwise
+      "cpu" (on a CUDA device too, for now). "balance" (opt-in, CUDA only): a
       scheduler spreads JPEGs over the hardware decoders (when present), the GPU kernels and
       the CPU from the ring's occupancy and the training loop's waits, no percentage to tune,
       every image at full scale so the pixels do not depend on where each went;

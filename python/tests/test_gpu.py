@@ -24,8 +24,9 @@ def cuda_build(lib):
 
 
 # schedule="cpu": these tests check the copy and conversion of CPU-decoded batches against the
-# host backend's; the device's default scheduler is checked by tests/test_cuda.c
-# (default_schedule_plain_equals_host) and test_default_schedule_matches_host below.
+# host backend's, whatever the default schedule; the balancing scheduler is checked by
+# tests/test_cuda.c (balance_schedule_plain_equals_host) and test_balance_schedule_matches_host
+# below.
 KW = dict(size=32, decode_threads=4, seed=21, schedule="cpu")
 
 
@@ -206,15 +207,17 @@ def test_cuda_paths_give_the_full_scale_pixels_on_photos(photos):
     check_every_path(photos, "cuda", hw=bool(os.environ.get("RINGFEED_NVJPEG")))
 
 
-def test_default_schedule_matches_host(shards):
-    """No setting on a CUDA device: the balancing scheduler, every image at full scale, so the
-    batches are the host backend's CPU run with dct_scaling=False (within the hardware
-    decoders' IDCT rounding when they took samples)."""
+def test_balance_schedule_matches_host(shards):
+    """schedule="balance" on a CUDA device (no setting stays the CPU): every image at full
+    scale, so the batches are the host backend's CPU run with dct_scaling=False (within the
+    hardware decoders' IDCT rounding when they took samples)."""
     kw = dict(size=96, decode_threads=4, seed=21)
     with ringfeed.Loader(shards, 8, device="cpu", copy=True, array_type="numpy",
                          dct_scaling=False, **kw) as ld:
         ref = [(np.array(b.images), b.keys) for b in ld]
     with ringfeed.Loader(shards, 8, device="cuda", **kw) as ld:
+        assert ld.stats()["decode_schedule"] == C.RF_SCHEDULE_CPU
+    with ringfeed.Loader(shards, 8, device="cuda", schedule="balance", **kw) as ld:
         got = [(b.images.cpu().numpy(), b.keys) for b in ld]
         st = ld.stats()
     assert st["decode_schedule"] == C.RF_SCHEDULE_BALANCE

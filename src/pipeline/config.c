@@ -70,7 +70,7 @@ RF_API void rf_config_init(rf_config *cfg)
  * image_width (image_size), resize_shorter, flip_prob,
  * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
  * dct_scaling (OFF with gpu_decode, hw_decode_percent or decode_schedule BALANCE; create
- * turns it off when AUTO becomes BALANCE), decode_schedule (MANUAL with gpu_decode or
+ * turns it off when AUTO becomes BALANCE under the test hook), decode_schedule (MANUAL with gpu_decode or
  * hw_decode_percent). Values out of range are left for apply_defaults to refuse. */
 static void config_resolve(rf_config *c)
 {

@@ -64,8 +64,8 @@ typedef struct rf_test_hooks {
      * refill and re-submit run in CI. */
     int gpu_device_layout;
     /* sched: the host backend runs the balancing scheduler (rf_config.decode_schedule AUTO
-     * becomes BALANCE, as on the CUDA backend): kernel packets decoded by the kernels' host
-     * code, engine packets by the host stand-in rf_decode_planes, as gpu_decode and
+     * becomes BALANCE, as asking for it does on the CUDA backend): kernel packets decoded by
+     * the kernels' host code, engine packets by the host stand-in rf_decode_planes, as gpu_decode and
      * hw_decode_percent on the host do. Its engines open on the opener thread after
      * sched_open_ms, or never with sched_no_engines. sched_perturb, when set, is called on
      * the consumer's thread after each controller step with the batch's sequence number and
