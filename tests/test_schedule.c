@@ -1,8 +1,11 @@
 /* test_schedule.c — the decode scheduler (rf_config.decode_schedule, src/pipeline/schedule.c).
- * The controller as a pure function fed simulated signals: it raises the GPU share when the
- * consumer waits, lowers it when the ring is full, holds it in between, stays within
- * 0..1000 permille, settles instead of swinging, and gives the engines nothing while they are
- * missing or still opening. The mode's resolution and refusals at create. And the whole
+ * The controller as a pure function fed simulated plants (the consumer's period per window as
+ * a function of the shares, with noise): from the CPU-only start it climbs to each plant's
+ * best split (training: the CPU; loading: the GPU share the CPU needs; with engines: hw 350
+ * of gpu 1000) within 40 windows and stays there, follows a plant that changes mid-run,
+ * stays within 0..1000 permille with hw <= gpu, gives the engines nothing while they are
+ * missing or still opening, and gives the GPU share back when the ring is always full. The
+ * mode's resolution and refusals at create. And the whole
  * pipeline on the host backend with the balancing scheduler forced on (test hook `sched`,
  * src/pipeline/testing.h: kernel packets decoded by the kernels' host code, engine packets by
  * the host stand-in) while a hook moves the shares from batch to batch: every sample of each
@@ -21,112 +24,153 @@
 
 /* ---- the controller ------------------------------------------------------------------------ */
 
-static rf_sched_in sig(uint32_t ready, uint32_t waited, uint32_t engines)
+/* A simulated plant: the consumer's mean period (ms) at the shares (permille), the way the
+ * loader's window measures it. */
+typedef double (*plant_fn)(double gpu, double hw);
+
+/* Training: the step shares the GPU, so every GPU share slows it; the CPU keeps up. */
+static double plant_training(double gpu, double hw)
 {
-    return (rf_sched_in){.ready = ready, .depth = 8, .waited = waited, .engines = engines,
-                         .period_ns = 10000000};
+    (void)hw;
+    return 30.0 * (1.0 + 0.3 * gpu);
 }
 
-START_TEST(behind_raises_ahead_lowers_between_holds)
+/* Loading, no engines: the CPU decode (20 ms a batch) saturates; the kernels' share costs the
+ * CPU its entropy walk (8) and the GPU its kernels (12): the best split is gpu 833. */
+static double plant_loading(double gpu, double hw)
+{
+    double cpu = (1.0 - gpu) * 20.0 + (gpu - hw) * 8.0, kernels = (gpu - hw) * 12.0;
+    return cpu > kernels ? cpu : kernels;
+}
+
+/* Loading with engines (12 ms a batch, off the CPU): the CPU's part (full decodes and the
+ * kernels' walks) against the engines'; the best is gpu 1000 with hw 350. */
+static double plant_engines(double gpu, double hw)
+{
+    double cpu = (1.0 - gpu) * 20.0 + (gpu - hw) * 6.4615, eng = hw * 12.0;
+    return cpu > eng ? cpu : eng;
+}
+
+static uint64_t g_noise = 1;
+
+/* The plant's period with +-1% of noise, as one window measures it. */
+static rf_sched_in window(plant_fn f, const rf_sched *s, uint32_t engines)
+{
+    g_noise = g_noise * 6364136223846793005ull + 1442695040888963407ull;
+    double u = (double)(g_noise >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
+    double ms = f(s->gpu / 1000.0, s->hw / 1000.0) * (1.0 + 0.01 * u);
+    return (rf_sched_in){.period_ns = (uint64_t)(ms * 1e6), .batches = RF_SCHED_WINDOW,
+                         .engines = engines};
+}
+
+/* n windows of plant f; every step within the bounds, the engines' share 0 unless READY.
+ * Returns the mean noise-free period over the windows (shares as routed, probes included). */
+static double drive(rf_sched *s, plant_fn f, uint32_t engines, int n)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        rf_sched_in in = window(f, s, engines);
+        rf_sched_step(s, &in);
+        ck_assert_uint_le(s->gpu, RF_SCHED_ONE);
+        ck_assert_uint_le(s->hw, s->gpu);
+        ck_assert_uint_le(s->at[0], RF_SCHED_ONE);
+        ck_assert_uint_le(s->at[1], RF_SCHED_ONE);
+        if (engines != RF_HW_ENGINES_READY)
+            ck_assert_uint_eq(s->hw, 0);
+        sum += f(s->gpu / 1000.0, s->hw / 1000.0);
+    }
+    return sum / n;
+}
+
+/* The accepted point is within tol permille of (gpu, hw), and the rate over the next 200
+ * windows, probes included, within 5% of the plant's best. */
+static void assert_stays_near(rf_sched *s, plant_fn f, uint32_t engines, uint32_t gpu,
+                              uint32_t hw, uint32_t tol, const char *what)
+{
+    for (int i = 0; i < 200; i++) {
+        drive(s, f, engines, 1);
+        uint32_t at_hw = engines == RF_HW_ENGINES_READY ? s->at[0] * s->at[1] / 1000 : 0;
+        ck_assert_msg(s->at[0] + tol >= gpu && s->at[0] <= gpu + tol && at_hw + tol >= hw &&
+                      at_hw <= hw + tol, "%s, window %d: at gpu %u hw %u, best %u/%u", what,
+                      i, s->at[0], at_hw, gpu, hw);
+    }
+    double best = f(gpu / 1000.0, hw / 1000.0), got = drive(s, f, engines, 200);
+    ck_assert_msg(got <= best * 1.05, "%s: mean period %.3f ms, best %.3f", what, got, best);
+}
+
+/* From the CPU-only start, the climb finds each plant's best split within 40 windows and
+ * stays there: training backs off to the CPU, loading takes the GPU share the CPU needs, and
+ * with engines the split the manual measurements found best. */
+START_TEST(climbs_to_each_plants_best)
 {
     rf_sched s;
     rf_sched_init(&s);
-    uint32_t g0 = s.gpu;
-    rf_sched_in behind = sig(0, 1, RF_HW_ENGINES_NONE), ahead = sig(7, 0, RF_HW_ENGINES_NONE),
-                mid = sig(3, 0, RF_HW_ENGINES_NONE);
-    rf_sched_step(&s, &behind);
-    ck_assert_uint_gt(s.gpu, g0);
-    uint32_t g1 = s.gpu;
-    rf_sched_step(&s, &mid);
-    ck_assert_uint_eq(s.gpu, g1); /* neither behind nor ahead: hold */
-    rf_sched_step(&s, &ahead);
-    ck_assert_uint_lt(s.gpu, g1);
-    /* bounded: a long run either way ends at the range's ends, not past them */
-    for (int i = 0; i < 100; i++)
-        rf_sched_step(&s, &behind);
-    ck_assert_uint_eq(s.gpu, RF_SCHED_ONE);
-    for (int i = 0; i < 100; i++)
-        rf_sched_step(&s, &ahead);
-    ck_assert_uint_eq(s.gpu, 0);
-    /* from one end to the other within a few batches: the step doubles while the signal lasts */
+    ck_assert_uint_eq(s.gpu + s.hw, 0); /* the safe start: the CPU only */
+    drive(&s, plant_training, RF_HW_ENGINES_NONE, 40);
+    /* within the 2% margin of the best: 0.3 x 66 permille is 2% of the period */
+    assert_stays_near(&s, plant_training, RF_HW_ENGINES_NONE, 0, 0, 70, "training");
+    rf_sched_init(&s);
+    drive(&s, plant_loading, RF_HW_ENGINES_NONE, 40);
+    assert_stays_near(&s, plant_loading, RF_HW_ENGINES_NONE, 833, 0, 60, "loading");
+    rf_sched_init(&s);
+    drive(&s, plant_engines, RF_HW_ENGINES_READY, 40);
+    assert_stays_near(&s, plant_engines, RF_HW_ENGINES_READY, 1000, 350, 60, "engines");
+}
+END_TEST
+
+/* The workload changes mid-run (a training step starts sharing the GPU, then a loading-bound
+ * phase without engines): the periodic probes notice and the climb follows within 100
+ * windows. */
+START_TEST(recovers_when_the_plant_changes)
+{
+    rf_sched s;
+    rf_sched_init(&s);
+    drive(&s, plant_engines, RF_HW_ENGINES_READY, 60);
+    ck_assert_uint_ge(s.at[0], 900);
+    drive(&s, plant_training, RF_HW_ENGINES_READY, 100);
+    assert_stays_near(&s, plant_training, RF_HW_ENGINES_READY, 0, 0, 70, "to training");
+    drive(&s, plant_loading, RF_HW_ENGINES_NONE, 100);
+    assert_stays_near(&s, plant_loading, RF_HW_ENGINES_NONE, 833, 0, 60, "to loading");
+}
+END_TEST
+
+/* Engines missing or still opening get nothing while the GPU share climbs on the kernels;
+ * once READY, their part is probed and the split found. */
+START_TEST(engines_get_nothing_until_ready)
+{
+    rf_sched s;
+    rf_sched_init(&s);
+    for (uint32_t e = RF_HW_ENGINES_NONE; e <= RF_HW_ENGINES_OPENING; e++)
+        drive(&s, plant_engines, e, 40); /* drive asserts hw 0 at every step */
+    ck_assert_uint_ge(s.at[0], 900); /* the kernels took the GPU share */
+    drive(&s, plant_engines, RF_HW_ENGINES_READY, 40);
+    assert_stays_near(&s, plant_engines, RF_HW_ENGINES_READY, 1000, 350, 60, "opened");
+}
+END_TEST
+
+/* The guard: windows whose every batch found the ring full, with no wait, give the GPU share
+ * back whatever the period says; a window with nothing measured changes nothing. */
+START_TEST(full_ring_guard_and_empty_window)
+{
+    rf_sched s;
+    rf_sched_init(&s);
+    drive(&s, plant_loading, RF_HW_ENGINES_NONE, 40);
+    ck_assert_uint_gt(s.gpu, 0);
+    rf_sched before = s;
+    rf_sched_in none = {0};
+    rf_sched_step(&s, &none);
+    ck_assert_mem_eq(&s, &before, sizeof s);
     int n = 0;
-    while (s.gpu < RF_SCHED_ONE && n < 100)
-        rf_sched_step(&s, &behind), n++;
-    ck_assert_int_le(n, 8);
-}
-END_TEST
-
-/* A loader that alternates between behind and ahead (the share is at the balance point):
- * the moves shrink to the smallest step instead of swinging over the range. */
-START_TEST(alternating_signals_settle)
-{
-    rf_sched s;
-    rf_sched_init(&s);
-    rf_sched_in behind = sig(0, 1, RF_HW_ENGINES_NONE), ahead = sig(7, 0, RF_HW_ENGINES_NONE);
-    for (int i = 0; i < 6; i++)
-        rf_sched_step(&s, &behind); /* far up, with a large step */
-    ck_assert_uint_eq(s.step, RF_SCHED_STEP_MAX);
-    uint32_t lo = RF_SCHED_ONE, hi = 0;
-    for (int i = 0; i < 40; i++) {
-        rf_sched_step(&s, i % 2 ? &behind : &ahead);
-        if (i >= 20)
-            lo = s.gpu < lo ? s.gpu : lo, hi = s.gpu > hi ? s.gpu : hi;
+    while (s.at[0] > 0 && n < 100) {
+        uint32_t g = s.at[0];
+        rf_sched_in in = window(plant_loading, &s, RF_HW_ENGINES_NONE);
+        in.full = in.batches;
+        rf_sched_step(&s, &in);
+        ck_assert_uint_lt(s.at[0], g);
+        n++;
     }
-    ck_assert_uint_eq(s.step, RF_SCHED_STEP_MIN);
-    ck_assert_uint_le(hi - lo, RF_SCHED_STEP_MIN);
-}
-END_TEST
-
-START_TEST(engines_missing_or_opening_get_nothing)
-{
-    rf_sched s;
-    rf_sched_init(&s);
-    for (uint32_t e = RF_HW_ENGINES_NONE; e <= RF_HW_ENGINES_OPENING; e++) {
-        rf_sched_in behind = sig(0, 1, e);
-        for (int i = 0; i < 20; i++) {
-            rf_sched_step(&s, &behind);
-            ck_assert_uint_eq(s.hw, 0);
-        }
-        ck_assert_uint_eq(s.gpu, RF_SCHED_ONE); /* the kernels take the GPU share */
-    }
-    /* ready: engines first, up to their capacity and never beyond the GPU share */
-    rf_sched_in ready = sig(3, 0, RF_HW_ENGINES_READY);
-    rf_sched_step(&s, &ready);
-    ck_assert_uint_gt(s.hw, 0);
-    ck_assert_uint_le(s.hw, s.gpu);
-    ck_assert_uint_eq(s.hw, s.hw_cap < s.gpu ? s.hw_cap : s.gpu);
-    rf_sched_in ahead = sig(7, 0, RF_HW_ENGINES_READY);
-    for (int i = 0; i < 100; i++) {
-        rf_sched_step(&s, &ahead);
-        ck_assert_uint_le(s.hw, s.gpu);
-    }
-    ck_assert_uint_eq(s.hw, 0); /* the loader is ahead: everything back on the CPU */
-}
-END_TEST
-
-/* The consumer waited for batches' GPU work that held engine samples: the engines' capacity
- * shrinks; batches without such waits let it grow back. */
-START_TEST(engine_backlog_shrinks_their_share)
-{
-    rf_sched s;
-    rf_sched_init(&s);
-    rf_sched_in go = sig(0, 1, RF_HW_ENGINES_READY);
-    for (int i = 0; i < 10; i++)
-        rf_sched_step(&s, &go);
-    uint32_t cap = s.hw_cap;
-    ck_assert_uint_eq(s.hw, cap < s.gpu ? cap : s.gpu);
-    rf_sched_in jam = go;
-    jam.engine_samples = 100;
-    jam.gpu_wait_ns = jam.period_ns / 2;
-    rf_sched_step(&s, &jam);
-    ck_assert_uint_lt(s.hw_cap, cap);
-    for (int i = 0; i < 50; i++)
-        rf_sched_step(&s, &jam);
-    ck_assert_uint_eq(s.hw, 0);
-    ck_assert_uint_eq(s.gpu, RF_SCHED_ONE); /* the kernels keep the GPU share */
-    for (int i = 0; i < 100; i++)
-        rf_sched_step(&s, &go);
-    ck_assert_uint_eq(s.hw, RF_SCHED_ONE);
+    ck_assert_uint_eq(s.gpu, 0);
+    ck_assert_int_le(n, 64); /* at least the smallest step a window */
 }
 END_TEST
 
@@ -374,10 +418,10 @@ int main(void)
 {
     Suite *s = suite_create("schedule");
     TCase *tc = tcase_create("controller");
-    tcase_add_test(tc, behind_raises_ahead_lowers_between_holds);
-    tcase_add_test(tc, alternating_signals_settle);
-    tcase_add_test(tc, engines_missing_or_opening_get_nothing);
-    tcase_add_test(tc, engine_backlog_shrinks_their_share);
+    tcase_add_test(tc, climbs_to_each_plants_best);
+    tcase_add_test(tc, recovers_when_the_plant_changes);
+    tcase_add_test(tc, engines_get_nothing_until_ready);
+    tcase_add_test(tc, full_ring_guard_and_empty_window);
     suite_add_tcase(s, tc);
     tc = tcase_create("pipeline");
     tcase_set_timeout(tc, 300);

@@ -212,18 +212,16 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         deadline = (struct timespec){(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
     }
     int rc;
-    uint64_t gpu_ns = 0, tg = 0;
     /* With late verdicts in skip mode a batch with bad samples goes back to FILLING for its
      * replacements (pl_gpu_check: PL_GPU_REFILL), and is waited for again. */
     while ((rc = lease_due(ld, s, &deadline)) == 0 && ld->gpu.late &&
-           (tg = rf_now_ns(), rc = check_late(ld, s), gpu_ns += rf_now_ns() - tg,
-            rc == PL_GPU_REFILL))
+           (rc = check_late(ld, s)) == PL_GPU_REFILL)
         ;
     uint64_t waited = rf_now_ns() - t0;
     ld->wait_ns += waited;
     if (rc)
         return rc;
-    pl_sched_batch(ld, s, waited - gpu_ns, gpu_ns); /* the scheduler's signals */
+    pl_sched_batch(ld, s, waited); /* the scheduler's measurements */
     fill_batch(ld, s);
     count_epoch(ld, s);
     ld->c_seq++;

@@ -488,7 +488,7 @@ int pl_sched_choose(rf_loader *ld, rf_err *err);
 void pl_sched_start(rf_loader *ld);
 void pl_sched_stop(rf_loader *ld);
 int pl_sched_route(rf_loader *ld, uint64_t aug_seed);
-void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns, uint64_t gpu_wait_ns);
+void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns);
 
 /* submit.c */
 void pl_slot_finish(rf_loader *ld, slot *s);

@@ -1,7 +1,8 @@
 /* schedule.c — the decode scheduler (rf_config.decode_schedule; schedule.h): the controller
  * (rf_sched_step, a pure function), the mode resolved at create (pl_sched_choose), the
  * engines' opener thread (pl_sched_start, pl_sched_stop), the route of one sample
- * (pl_sched_route) and the consumer's step per batch (pl_sched_batch).
+ * (pl_sched_route) and the consumer's measurements per batch, a controller step per window
+ * (pl_sched_batch).
  *
  * DESIGN
  * choose and start run on the creating thread, stop on destroy's (after the pipeline's threads
@@ -9,7 +10,8 @@
  * test hook, sleeps) and publishes the result with a release store of sched.engines; a decode
  * thread acquires it before it places an engine packet, and the backend's submit of that
  * packet's batch is ordered after the placement by slot.pending's acq_rel. pl_sched_batch runs
- * on the consumer's thread, takes mu only to count the ready slots, and calls the test hook
+ * on the consumer's thread (the window and the controller's state are its own), takes mu
+ * only to count the ready slots, and calls the test hook
  * without it. pl_sched_route runs on the decode threads without mu. The shares are relaxed:
  * any value routes a sample to a path that gives the same pixels. */
 #include <stdio.h>
@@ -21,56 +23,123 @@
 /* The consumer waited for its batch when its wait (mu and all) took longer than this. */
 #define PL_SCHED_WAITED_NS 100000u
 
+/* The CPU-only start: training stays first until a window shows that the GPU paths make the
+ * consumer faster. The engines' part starts where the manual measurements found the best
+ * split (35% of the JPEGs on the engines with the rest of the GPU share on the kernels). */
 void rf_sched_init(rf_sched *s)
 {
-    *s = (rf_sched){.gpu = RF_SCHED_START, .hw = 0, .hw_cap = RF_SCHED_ONE / 2,
-                    .step = 4 * RF_SCHED_STEP_MIN, .last = 0};
+    *s = (rf_sched){.at = {0, RF_SCHED_HW_START},
+                    .step = {RF_SCHED_STEP_START, RF_SCHED_STEP_START}, .dir = {1, 1}};
 }
 
-/* -1 ahead (every other slot is ready: the decode threads are about to wait for a free one),
- * +1 behind (the consumer waited), 0 in between. */
-static int direction(const rf_sched_in *in)
+/* The shares the decode threads route by: the accepted point, or the probe. */
+static void publish(rf_sched *s)
 {
-    if (in->waited)
-        return 1;
-    return in->depth > 1 && in->ready + 1 >= in->depth ? -1 : 0;
+    uint32_t gpu = s->at[0], part = s->at[1];
+    if (s->probing)
+        *(s->coord ? &part : &gpu) = s->probe;
+    s->gpu = gpu;
+    s->hw = s->engines == RF_HW_ENGINES_READY ? gpu * part / RF_SCHED_ONE : 0;
 }
 
-static void move_gpu(rf_sched *s, int dir)
+/* The engines' part means something only while they are ready and the GPU has a share. */
+static int coord_usable(const rf_sched *s, uint32_t c)
 {
-    if (!dir)
+    return c == 0 || (s->engines == RF_HW_ENGINES_READY && s->at[0] > 0);
+}
+
+/* Coordinate c moved by its step in its direction, within the range; 0 when it cannot move
+ * that way (at the bound it points to, or the engines' part while it means nothing). */
+static int probe(rf_sched *s, uint32_t c)
+{
+    int64_t to = (int64_t)s->at[c] + s->dir[c] * (int64_t)s->step[c];
+    to = to < 0 ? 0 : to > RF_SCHED_ONE ? RF_SCHED_ONE : to;
+    if ((uint32_t)to == s->at[c] || !coord_usable(s, c))
+        return 0;
+    s->coord = c, s->probe = (uint32_t)to, s->probing = 1;
+    return 1;
+}
+
+/* After a probe that gained nothing: the other direction, at the same step. */
+static int probe_other_way(rf_sched *s)
+{
+    if (s->tried)
+        return 0;
+    s->tried = 1;
+    s->dir[s->coord] = -s->dir[s->coord];
+    return probe(s, s->coord);
+}
+
+/* A round of coordinate c: probes from the accepted point, starting with a step that can
+ * show a gradient above the noise, either way. */
+static int start_round(rf_sched *s, uint32_t c)
+{
+    s->step[c] = RF_MAX(s->step[c], RF_SCHED_STEP_PROBE);
+    s->tried = 0;
+    s->coord = c;
+    return probe(s, c) || probe_other_way(s);
+}
+
+/* Coordinate `coord` gained nothing this round: the other one's turn, or, when both gained
+ * nothing in a row, a hold at the accepted point. */
+static void end_round(rf_sched *s)
+{
+    s->probing = 0;
+    if (++s->quiet < 2 && start_round(s, s->coord ^ 1))
         return;
-    if (dir == s->last)
-        s->step = RF_MIN(s->step * 2, RF_SCHED_STEP_MAX);
-    else if (s->last)
-        s->step = RF_MAX(s->step / 2, RF_SCHED_STEP_MIN);
-    s->last = dir;
-    if (dir > 0)
-        s->gpu = RF_MIN(s->gpu + s->step, RF_SCHED_ONE);
-    else
-        s->gpu = s->gpu > s->step ? s->gpu - s->step : 0;
+    s->quiet = 0; /* (the other coordinate could not move either) */
+    s->coord ^= 1;
+    s->hold = RF_SCHED_HOLD;
 }
 
-/* The engines' capacity: it shrinks when the consumer waited for a batch's GPU work (more
- * than an eighth of the time between batches) that held engine samples, and grows while it
- * did not. */
-static void move_engines(rf_sched *s, const rf_sched_in *in)
+/* The probe measured `p` against the accepted point's ref_ns. Faster: accepted, and the next
+ * probe goes the same way with twice the step. Slower: the other way with half the step,
+ * until the step is below its minimum. Within the margin: the other way at the same step,
+ * and if that is within the margin too, the point stays and the next round of this
+ * coordinate starts with twice the step (a gradient too small for the margin at one step
+ * shows at a larger one). */
+static void judge(rf_sched *s, uint64_t p)
 {
-    if (in->engines != RF_HW_ENGINES_READY) {
-        s->hw = 0; /* nothing goes to engines that are not there, or not open yet */
-        return;
+    uint32_t c = s->coord;
+    s->probing = 0;
+    if (p * RF_SCHED_ONE < s->ref_ns * (RF_SCHED_ONE - RF_SCHED_MARGIN)) {
+        s->at[c] = s->probe, s->ref_ns = p, s->quiet = 0, s->tried = 0;
+        s->step[c] = RF_MIN(s->step[c] * 2, RF_SCHED_STEP_MAX);
+        if (!probe(s, c) && !probe_other_way(s))
+            end_round(s);
+    } else if (p * RF_SCHED_ONE > s->ref_ns * (RF_SCHED_ONE + RF_SCHED_MARGIN)) {
+        s->dir[c] = -s->dir[c], s->step[c] /= 2, s->tried = 0;
+        if (s->step[c] < RF_SCHED_STEP_MIN || (!probe(s, c) && !probe_other_way(s)))
+            s->step[c] = RF_MAX(s->step[c], RF_SCHED_STEP_MIN), end_round(s);
+    } else if (!probe_other_way(s)) {
+        /* flat both ways at this step: the next round looks further */
+        s->step[c] = RF_MIN(s->step[c] * 2, RF_SCHED_STEP_MAX);
+        end_round(s);
     }
-    if (in->engine_samples && in->gpu_wait_ns * 8 > in->period_ns)
-        s->hw_cap = s->hw_cap > RF_SCHED_HW_DOWN ? s->hw_cap - RF_SCHED_HW_DOWN : 0;
-    else
-        s->hw_cap = RF_MIN(s->hw_cap + RF_SCHED_HW_UP, RF_SCHED_ONE);
-    s->hw = RF_MIN(s->gpu, s->hw_cap);
 }
 
 void rf_sched_step(rf_sched *s, const rf_sched_in *in)
 {
-    move_gpu(s, direction(in));
-    move_engines(s, in);
+    if (!in->batches || !in->period_ns)
+        return;
+    if (in->engines != s->engines) /* the plant changed under the measurement: re-measure */
+        s->engines = in->engines, s->ref_ns = 0, s->probing = 0, s->hold = 0;
+    if (in->full == in->batches && !in->waited && s->at[0] > 0) {
+        /* The guard: the loader keeps the ring full and the consumer never waits, so the GPU
+         * paths are not needed; give the step its GPU back and measure from there. */
+        s->at[0] = s->at[0] > s->step[0] ? s->at[0] - s->step[0] : 0;
+        s->dir[0] = -1, s->probing = 0, s->ref_ns = 0, s->hold = 0;
+    } else if (s->hold && --s->hold) {
+        /* held: the accepted point stays */
+    } else if (!s->ref_ns || !s->probing) {
+        s->ref_ns = in->period_ns; /* the accepted point measured (again): probe from it */
+        s->quiet = 0;
+        if (!start_round(s, s->coord))
+            end_round(s);
+    } else {
+        judge(s, in->period_ns);
+    }
+    publish(s);
 }
 
 /* create, the backend chosen: AUTO becomes a mode, and BALANCE is refused where it cannot
@@ -184,28 +253,49 @@ int pl_sched_route(rf_loader *ld, uint64_t aug_seed)
                                                                             : PL_ROUTE_CPU;
 }
 
-/* The consumer was handed batch s after waiting wait_ns for it and gpu_wait_ns for its GPU
- * work: one controller step, then the test hook's perturbation, then the new shares. */
-void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns, uint64_t gpu_wait_ns)
+/* One batch into the window: its period (from the batch before it), whether the consumer
+ * waited for it, whether the ring was full behind it. */
+static void measure(rf_loader *ld, uint64_t wait_ns)
+{
+    uint64_t now = rf_now_ns(), last = ld->sched.last_ns;
+    ld->sched.last_ns = now;
+    if (!last || ld->sched.skip) { /* no period yet, or the ring still holds the old shares */
+        ld->sched.skip -= !!ld->sched.skip;
+        return;
+    }
+    uint32_t ready = 0;
+    pl_lock(ld);
+    for (uint32_t i = 0; i < ld->depth; i++)
+        ready += ld->slots[i].state == SLOT_READY;
+    pl_unlock(ld);
+    rf_sched_in *w = &ld->sched.win;
+    w->period_ns += now - last;
+    w->batches++;
+    w->waited += wait_ns > PL_SCHED_WAITED_NS;
+    w->full += ld->depth > 1 && ready + 1 >= ld->depth;
+}
+
+/* The consumer was handed batch s after waiting wait_ns for it: the batch joins the window;
+ * a full window is one controller step. After a change of the shares the next depth + 1
+ * batches are not measured: they were decoded (or began) under the old shares. Then the test
+ * hook's perturbation, and the new shares. */
+void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
 {
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return;
-    uint64_t now = rf_now_ns();
-    rf_sched_in in = {.depth = ld->depth, .waited = wait_ns > PL_SCHED_WAITED_NS,
-                      .gpu_wait_ns = gpu_wait_ns,
-                      .period_ns = ld->sched.last_ns ? now - ld->sched.last_ns : 0};
-    ld->sched.last_ns = now;
-    /* relaxed: the state is a signal for the shares; route() acquires it before any use */
-    in.engines = atomic_load_explicit(&ld->sched.engines, memory_order_relaxed);
-    /* relaxed, like pl_gpu_batch_desc's reads: the batch's samples are all in */
-    in.engine_samples = ld->gpu.device
-                            ? atomic_load_explicit(&s->gpu.engine, memory_order_relaxed) : 0;
-    pl_lock(ld);
-    for (uint32_t i = 0; i < ld->depth; i++)
-        in.ready += ld->slots[i].state == SLOT_READY;
-    pl_unlock(ld);
+    measure(ld, wait_ns);
     rf_sched *c = &ld->sched.ctl;
-    rf_sched_step(c, &in);
+    rf_sched_in *w = &ld->sched.win;
+    if (w->batches >= RF_SCHED_WINDOW) {
+        uint32_t gpu = c->gpu, hw = c->hw;
+        w->period_ns /= w->batches;
+        /* relaxed: the state is a signal for the shares; route() acquires it before any use */
+        w->engines = atomic_load_explicit(&ld->sched.engines, memory_order_relaxed);
+        rf_sched_step(c, w);
+        *w = (rf_sched_in){0};
+        if (c->gpu != gpu || c->hw != hw)
+            ld->sched.skip = ld->depth + 1;
+    }
     if (ld->hooks.sched_perturb) { /* tests: decisions that move with time, within bounds */
         ld->hooks.sched_perturb(ld->hooks.sched_ctx, s->seq, &c->gpu, &c->hw);
         c->gpu = RF_MIN(c->gpu, RF_SCHED_ONE);

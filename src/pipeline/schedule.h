@@ -1,10 +1,11 @@
 /* schedule.h — the decode scheduler (rf_config.decode_schedule): where each JPEG is decoded,
  * the hardware decoders, the CUDA kernels or the CPU. Two parts:
- *  - the controller (rf_sched, rf_sched_step): a pure function of the signals the consumer
- *    sees per batch, which moves the shares; tests/test_schedule.c feeds it simulated signals;
+ *  - the controller (rf_sched, rf_sched_step): a pure function of what the consumer measured
+ *    over a window of batches, which moves the shares; tests/test_schedule.c feeds it
+ *    simulated plants (a consumer's period as a function of the shares);
  *  - the loader's side (pl_sched, pl_sched_*: schedule.c): the mode resolved at create, the
- *    engines' opener thread, the per-sample route the decode threads ask for, and the step the
- *    consumer takes per batch.
+ *    engines' opener thread, the per-sample route the decode threads ask for, and the
+ *    consumer's measurements per batch (a controller step per window).
  * Included by pipeline.h; nothing else but the tests includes it. */
 #ifndef RF_PL_SCHEDULE_H
 #define RF_PL_SCHEDULE_H
@@ -16,40 +17,54 @@
 #include "base/common.h"
 
 #define RF_SCHED_ONE 1000u       /* shares are in permille of the JPEGs */
-#define RF_SCHED_START 500u      /* the GPU share a run starts with */
-#define RF_SCHED_STEP_MIN 8u     /* the smallest move of the GPU share (permille) */
-#define RF_SCHED_STEP_MAX 250u   /* the largest: four moves cross the whole range */
-#define RF_SCHED_HW_UP 16u       /* the engines' capacity grows by this when they kept up */
-#define RF_SCHED_HW_DOWN 64u     /* ... and shrinks by this when the consumer waited for them */
+#define RF_SCHED_WINDOW 8u       /* batches whose mean period one controller step compares */
+#define RF_SCHED_MARGIN 20u      /* permille: a rate within 2% of the last is noise */
+#define RF_SCHED_HW_START 350u   /* the engines' part of the GPU share at first (permille) */
+#define RF_SCHED_STEP_START 250u /* the first probe's size: four accepted moves cross the range */
+#define RF_SCHED_STEP_MIN 16u    /* a coordinate's round ends when its step halves below this */
+#define RF_SCHED_STEP_MAX 250u   /* accepted moves double the step up to this */
+#define RF_SCHED_STEP_PROBE 64u  /* the step of a probe after a hold */
+#define RF_SCHED_HOLD 16u        /* windows held at a settled point before the next probe */
 
-/* What the consumer saw when it was handed one batch. */
+/* What the consumer saw over one window of batches, measured at one set of shares. */
 typedef struct rf_sched_in {
-    uint32_t ready;          /* batches decoded and waiting behind it (not counting it) */
-    uint32_t depth;          /* slots of the ring */
-    uint32_t waited;         /* 1: it waited for this batch (the loader is behind) */
-    uint32_t engines;        /* enum rf_hw_engines */
-    uint32_t engine_samples; /* samples of the batch the engines decoded */
-    uint64_t gpu_wait_ns;    /* its wait for the batch's GPU work (kernels and engines) */
-    uint64_t period_ns;      /* time since the batch before it was handed out */
+    uint64_t period_ns; /* the mean time between two batches handed out: training step + waits */
+    uint32_t batches;   /* batches in the window */
+    uint32_t waited;    /* of them, the ones the consumer waited for */
+    uint32_t full;      /* of them, the ones handed out with every other slot decoded */
+    uint32_t engines;   /* enum rf_hw_engines at the window's end */
 } rf_sched_in;
 
-/* The controller's state: the shares the decode threads route by, and what moves them. */
+/* The controller's state: a hill climb on two coordinates, 0 the GPU share and 1 the engines'
+ * part of it (permille of the GPU share), from an accepted point whose period was measured. */
 typedef struct rf_sched {
-    uint32_t gpu;    /* permille of the JPEGs sent to the GPU (engines and kernels) */
-    uint32_t hw;     /* permille sent to the engines, <= gpu: engines first */
-    uint32_t hw_cap; /* the engines' capacity as measured so far, permille */
-    uint32_t step;   /* the GPU share's next move */
-    int32_t last;    /* the direction of the last move: -1, 0, +1 */
+    uint32_t gpu;      /* permille of the JPEGs sent to the GPU (engines and kernels) */
+    uint32_t hw;       /* permille sent to the engines, <= gpu: engines first */
+    uint32_t at[2];    /* the accepted point */
+    uint32_t probe;    /* the probed value of coordinate `coord` while probing */
+    uint32_t step[2];  /* each coordinate's next move */
+    int32_t dir[2];    /* each coordinate's direction: -1 or +1 */
+    uint32_t coord;    /* the coordinate probed now */
+    uint32_t probing;  /* 1: the shares are the probe, not the accepted point */
+    uint32_t tried;    /* 1: a probe from the accepted point at this step gained nothing */
+    uint32_t quiet;    /* coordinates that ended their round with no gain, in a row */
+    uint32_t hold;     /* windows left at the accepted point before the next probe */
+    uint32_t engines;  /* the engines' state the last window saw */
+    uint64_t ref_ns;   /* the accepted point's period; 0: measure it with the next window */
 } rf_sched;
 
 void rf_sched_init(rf_sched *s);
-/* One batch's signals in, the shares moved: behind (the consumer waited, or nothing was
- * ready) raises the GPU share, ahead (every other slot ready: the decode threads will wait for
- * a free slot) lowers it, between holds it; a move in the same direction doubles the step,
- * a reversal halves it (bounded by RF_SCHED_STEP_MIN and _MAX), so it settles instead of
- * swinging. The engines' share is the GPU share up to their capacity, which grows while they
- * keep up and shrinks when the consumer waited for the batch's GPU work; 0 until they are
- * ready. */
+/* One window's measurements in, the shares moved. It maximizes the consumer's rate: a probe
+ * moves one coordinate by its step and the next window's period is compared with the
+ * accepted point's. Faster by more than the margin: the probe is accepted, and the next goes
+ * the same way with twice the step. Slower by more: back, the direction reversed, the step
+ * halved. Within the margin, or the step below its minimum: the coordinate's round ends and
+ * the other is probed; when both ended with no gain, the point is held for RF_SCHED_HOLD
+ * windows, then re-measured and probed again, so a changed workload is noticed. A guard: a
+ * window whose every batch found the ring full and never waited lowers the GPU share at once
+ * (the GPU paths are not needed). The engines' part is probed only while they are READY and
+ * the GPU share is not 0; the engines get nothing until then. Shares stay within
+ * 0..RF_SCHED_ONE and hw <= gpu. */
 void rf_sched_step(rf_sched *s, const rf_sched_in *in);
 
 /* Where one sample goes (pl_sched_route). */
@@ -62,8 +77,10 @@ enum pl_route { PL_ROUTE_CPU = 0, PL_ROUTE_KERNELS = 1, PL_ROUTE_ENGINE = 2 };
 typedef struct pl_sched {
     uint32_t mode;    /* enum rf_decode_schedule, resolved */
     _Atomic uint32_t gpu, hw, engines;
-    rf_sched ctl;     /* the consumer's thread only */
+    rf_sched ctl;     /* the consumer's thread only, like the window below */
     uint64_t last_ns; /* when the consumer was handed its last batch */
+    rf_sched_in win;  /* the window measured so far (period_ns: the sum until it is full) */
+    uint32_t skip;    /* batches to hand out unmeasured after a change of the shares */
     pthread_t opener;
     int opener_on;
     char engine_why[RF_ERRMSG_MAX]; /* why the engines are out (the opener's error), or "" */
