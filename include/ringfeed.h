@@ -167,14 +167,16 @@ enum rf_skip_reason {
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else CPU (on
- * the CUDA backend too, for now: BALANCE does not yet keep a training step at its GPU-bound
- * rate, docs/gpu-decode.md "The scheduler"). CPU: libjpeg-turbo on the decode threads only.
+ * the CUDA backend too, for now: BALANCE's first controller did not keep a training step at
+ * its GPU-bound rate, and its replacement is not measured on a GPU yet, docs/gpu-decode.md
+ * "The scheduler"). CPU: libjpeg-turbo on the decode threads only.
  * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
  * BALANCE (opt-in): the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
  * naive, a sample_hook or tokens; on_error SKIP works with it): the hardware
  * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
- * and the CPU, with shares a controller moves from the ring's occupancy and the consumer's
- * waits, no percentage to tune; every image of the run decodes at full scale (dct_scaling),
+ * and the CPU, with shares a controller moves by hill-climbing on the consumer's measured
+ * rate (batches handed out per second, training step included), starting from the CPU only,
+ * no percentage to tune; every image of the run decodes at full scale (dct_scaling),
  * so a sample's pixels do not depend on where it went (up to the engines' IDCT rounding). */
 enum rf_decode_schedule {
     RF_SCHEDULE_AUTO = 0,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend/convert.h"
+#include "pipeline/testing.h"
 #include "ringfeed.h"
 #include "testutil.h"
 
@@ -66,6 +67,20 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     return c;
 }
 
+/* BALANCE on the device with the shares moved per batch by the test hook (every route takes
+ * samples, at times that differ from batch to batch), as test_schedule does on the host: the
+ * controller starts on the CPU only and needs windows of batches to move, more than these
+ * short runs have. */
+static rf_loader *create_perturbed(const rf_config *c)
+{
+    rf_test_hooks h = {.sched_perturb = rf_test_sched_perturb};
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    int rc = rf_loader_create_hooked(c, &h, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "create: %d %s", rc, err);
+    return ld;
+}
+
 static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint32_t depth)
 {
     const char *pat;
@@ -78,7 +93,8 @@ static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint
         memcpy(c.mean, mean, sizeof mean);
         memcpy(c.std, sd, sizeof sd);
     }
-    return rf_test_create_ok(&c);
+    return g_balance && device_kind == RF_DEVICE_CUDA ? create_perturbed(&c)
+                                                      : rf_test_create_ok(&c);
 }
 
 #define CK_CUDA(x) ck_assert_msg((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(cudaGetLastError()))
@@ -828,11 +844,14 @@ START_TEST(naive_cuda_equals_host)
 }
 END_TEST
 
-/* decode_schedule BALANCE on the device (opt-in; AUTO stays the CPU there): plain shards, batches
- * equal the host backend's CPU run at full scale byte for byte (within the engines' IDCT
- * rounding, HW_MAX_DIFF, when they took samples); the stats show where the samples went and
- * the scheduler's shares; the time from create to the first batch is printed (target: 50 ms,
- * with the engines opening beside it). */
+/* decode_schedule BALANCE on the device (opt-in; AUTO stays the CPU there): plain shards, with
+ * the shares moved per batch by the test hook, batches equal the host backend's CPU run at
+ * full scale byte for byte (within the engines' IDCT rounding, HW_MAX_DIFF, when they took
+ * samples) and the GPU takes samples; the time from create to the first batch is printed
+ * (target: 50 ms, with the engines opening beside it). Then the controller alone over 40
+ * epochs (200 batches, enough windows to climb): every sample decoded once per epoch, the
+ * shares within bounds, and where the samples went printed (a loading-bound loop: the climb
+ * should give the GPU a share when its paths are faster than the CPU's). */
 START_TEST(balance_schedule_plain_equals_host)
 {
     g_use = g_pat, g_size = 224;
@@ -855,7 +874,7 @@ START_TEST(balance_schedule_plain_equals_host)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    rf_loader *ld = rf_test_create_ok(&c);
+    rf_loader *ld = create_perturbed(&c);
     rf_batch *b;
     ck_assert_int_eq(rf_loader_next(ld, &b), 0);
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -879,6 +898,19 @@ START_TEST(balance_schedule_plain_equals_host)
     ck_assert_uint_eq(st.decode_schedule, RF_SCHEDULE_BALANCE);
     ck_assert_uint_eq(st.samples_decoded, 80);
     ck_assert_uint_gt(st.gpu_decoded + st.hw_decoded, 0); /* the GPU took samples */
+    ck_assert_uint_le(st.sched_hw_permille, st.sched_gpu_permille);
+    c.epochs = 40;
+    ld = rf_test_create_ok(&c);
+    st = rf_test_drain(ld);
+    rf_loader_destroy(ld);
+    printf("balance controller, 40 epochs: %llu decoded: %llu engines, %llu kernels, the rest "
+           "CPU; shares at the end gpu %u, hw %u permille; engines %u\n",
+           (unsigned long long)st.samples_decoded, (unsigned long long)st.hw_decoded,
+           (unsigned long long)st.gpu_decoded, st.sched_gpu_permille, st.sched_hw_permille,
+           st.hw_engines);
+    ck_assert_uint_eq(st.samples_decoded, 80 * 40);
+    ck_assert_uint_eq(st.samples_delivered, 80 * 40);
+    ck_assert_uint_le(st.sched_gpu_permille, 1000);
     ck_assert_uint_le(st.sched_hw_permille, st.sched_gpu_permille);
 }
 END_TEST

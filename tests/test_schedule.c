@@ -204,16 +204,6 @@ static void make_corpus(void)
     snprintf(g_pat, sizeof g_pat, "%s/shard-*.tar", dir);
 }
 
-/* The test hook's perturbation: shares drawn from the batch's sequence number, so every path
- * takes samples at different times in every run, whatever the controller would have done. */
-static void perturb(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw)
-{
-    (*(uint32_t *)ctx)++;
-    uint64_t h = (seq + 1) * 0x9e3779b97f4a7c15ull;
-    *gpu = (uint32_t)((h >> 20) % 1001);
-    *hw = (uint32_t)((h >> 40) % (*gpu + 1));
-}
-
 typedef struct run {
     uint64_t ids[NS * EPOCHS];
     uint8_t *px;
@@ -240,7 +230,7 @@ static void collect(const opts *o, run *r)
         c.decode_schedule = RF_SCHEDULE_CPU, c.dct_scaling = RF_DCT_SCALING_OFF;
     uint32_t calls = 0;
     rf_test_hooks h = {.sched = o->sched, .sched_no_engines = o->no_engines,
-                       .sched_open_ms = o->open_ms, .sched_perturb = o->perturb ? perturb : NULL,
+                       .sched_open_ms = o->open_ms, .sched_perturb = o->perturb ? rf_test_sched_perturb : NULL,
                        .sched_ctx = &calls};
     rf_loader *ld = NULL;
     char err[512] = "";

@@ -463,6 +463,15 @@ rf_stats rf_test_drain(rf_loader *ld)
     return st;
 }
 
+void rf_test_sched_perturb(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw)
+{
+    if (ctx)
+        (*(uint32_t *)ctx)++;
+    uint64_t h = (seq + 1) * 0x9e3779b97f4a7c15ull;
+    *gpu = (uint32_t)((h >> 20) % 1001);
+    *hw = (uint32_t)((h >> 40) % (*gpu + 1));
+}
+
 void rf_test_jpeg_strip(uint8_t *j, size_t *len, uint8_t m)
 {
     size_t p = 2;

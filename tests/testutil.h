@@ -124,6 +124,12 @@ rf_loader *rf_test_create_ok(const rf_config *c);
  * the loader's error); returns its stats then. */
 rf_stats rf_test_drain(rf_loader *ld);
 
+/* The balancing scheduler's test hook (rf_test_hooks.sched_perturb, src/pipeline/testing.h):
+ * shares drawn from the batch's sequence number, so every route takes samples at different
+ * times in every run, whatever the controller would have done; counts its calls in
+ * *(uint32_t *)ctx when ctx is not NULL. */
+void rf_test_sched_perturb(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw);
+
 /* Run every test of s with the given Check print mode and free the runner; returns the
  * process exit code: 0 when all passed, 1 otherwise. */
 int rf_test_run_suite_mode(Suite *s, enum print_output mode);

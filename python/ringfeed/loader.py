@@ -1064,7 +1064,8 @@ class Loader(_LoaderBase):
       "auto" (default): "manual" when gpu_decode or hw_decode_percent is given, otherwise
       "cpu" (on a CUDA device too, for now). "balance" (opt-in, CUDA only): a
       scheduler spreads JPEGs over the hardware decoders (when present), the GPU kernels and
-      the CPU from the ring's occupancy and the training loop's waits, no percentage to tune,
+      the CPU in shares moved by hill-climbing on the training loop's measured rate
+      (starting from the CPU only), no percentage to tune,
       every image at full scale so the pixels do not depend on where each went;
       stats()["sched_gpu_permille"] and ["sched_hw_permille"] show its shares. "cpu": the CPU
       only. "manual": gpu_decode, gpu_decode_percent and hw_decode_percent as given.
