@@ -68,30 +68,45 @@ static void walk_free(void *w)
     free(s);
 }
 
+/* A code longer than `from - 1` bits at the top of w: its symbol with *len set, or -1. */
+static int32_t walk_slow(const rf_gj_huff *t, uint64_t w, uint32_t from, uint32_t *len)
+{
+    for (uint32_t l = from; l <= 16; l++) {
+        int32_t code = (int32_t)(w >> (64 - l));
+        if (code <= t->maxcode[l]) {
+            *len = l;
+            return t->vals[(code + t->valoff[l]) & 0xFF];
+        }
+    }
+    return -1;
+}
+
 /* The symbol of the code at the top of the WALK_BITS-bit value v in *sym and its length, if
  * it is at most max bits long; else 0. */
 static uint32_t prefix(const rf_gj_huff *t, uint32_t v, uint32_t max, uint32_t *sym)
 {
-    uint32_t e = t->look[v >> (WALK_BITS - RF_GJ_LOOKUP_BITS)];
-    if (e) {
-        *sym = e & 0xFF;
-        return (e >> 8) <= max ? e >> 8 : 0;
-    }
-    for (uint32_t k = RF_GJ_LOOKUP_BITS + 1; k <= max; k++) {
-        int32_t code = (int32_t)(v >> (WALK_BITS - k));
-        if (code <= t->maxcode[k]) {
-            *sym = t->vals[(code + t->valoff[k]) & 0xFF];
-            return k;
-        }
-    }
-    return 0;
+    uint32_t e = t->look[v >> (WALK_BITS - RF_GJ_LOOKUP_BITS)], len = e >> 8;
+    int32_t s = (int32_t)(e & 0xFF);
+    if (!e)
+        s = walk_slow(t, (uint64_t)v << (64 - WALK_BITS), RF_GJ_LOOKUP_BITS + 1, &len);
+    if (s < 0 || len > max)
+        return 0;
+    *sym = (uint32_t)s;
+    return len;
+}
+
+/* How far an AC symbol moves the coefficient index: past its run and its coefficient, 16
+ * zeros for ZRL, to the block's end for EOB. */
+static uint32_t ac_advance(uint32_t sym)
+{
+    uint32_t r = sym >> 4, s = sym & 15;
+    return s ? r + 1 : r == 15 ? 16 : 64;
 }
 
 /* An AC symbol's entry: its bits (code and extra) and how far the coefficient index moves. */
 static uint32_t ac_entry(uint32_t len, uint32_t sym)
 {
-    uint32_t r = sym >> 4, s = sym & 15;
-    return (len + s) | (s ? r + 1 : r == 15 ? 16 : 64) << 5;
+    return (len + (sym & 15)) | ac_advance(sym) << 5;
 }
 
 /* The fast AC table of t: every WALK_BITS-bit prefix that starts with a code of at most
@@ -159,19 +174,6 @@ static inline uint64_t wpos(const wbits *w, const uint8_t *d)
     return (uint64_t)(w->p - d) * 8 - w->n;
 }
 
-/* A code longer than `from - 1` bits at the top of w: its symbol with *len set, or -1. */
-static int32_t walk_slow(const rf_gj_huff *t, uint64_t w, uint32_t from, uint32_t *len)
-{
-    for (uint32_t l = from; l <= 16; l++) {
-        int32_t code = (int32_t)(w >> (64 - l));
-        if (code <= t->maxcode[l]) {
-            *len = l;
-            return t->vals[(code + t->valoff[l]) & 0xFF];
-        }
-    }
-    return -1;
-}
-
 /* One block: its DC difference added to *pred, its AC codes skipped. 1: a pattern that is no
  * code. A symbol takes at most 31 bits (a 16-bit code and 15 extra bits), so one refill to 32
  * or more covers it. */
@@ -200,9 +202,8 @@ static int walk_block(wbits *w, const walk_blk *b, int32_t *pred)
         int32_t rs = walk_slow(b->ac, w->buf, WALK_BITS + 1, &l);
         if (rs < 0)
             return 1;
-        uint32_t r = (uint32_t)rs >> 4, sz = (uint32_t)rs & 15;
-        wskip(w, l + sz);
-        k += sz ? r + 1 : r == 15 ? 16 : 64;
+        wskip(w, l + ((uint32_t)rs & 15));
+        k += ac_advance((uint32_t)rs);
     }
     return 0;
 }
