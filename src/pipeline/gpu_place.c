@@ -224,14 +224,18 @@ uint8_t *pl_gpu_emulated(const slot *s) { return s->gpu.emu; }
 /* A hole's flag between its verdict and compact_refill (no flag the kernels know). */
 #define PL_GJ_HOLE 0xFF
 
-/* rf_stats.gpu_decoded / hw_decoded and gpu_plain_decoded for a GPU-decoded packet. */
-static void count_gpu(rf_loader *ld, int engine, const uint8_t *packet)
+/* rf_stats.gpu_decoded / hw_decoded and gpu_plain_decoded for a GPU-decoded packet: +1 when
+ * it is decoded, -1 when its sample becomes a hole (uncount_hole), so the counts are of
+ * delivered samples. */
+static void count_gpu(rf_loader *ld, int engine, const uint8_t *packet, int sign)
 {
-    /* statistics only: relaxed */
-    atomic_fetch_add_explicit(engine ? &ld->gpu.hw_decoded : &ld->gpu.decoded, 1,
+    /* statistics only: relaxed; -1 is added as 2^64 - 1, which unsigned atomics wrap to a
+     * decrement */
+    uint64_t d = (uint64_t)(int64_t)sign;
+    atomic_fetch_add_explicit(engine ? &ld->gpu.hw_decoded : &ld->gpu.decoded, d,
                               memory_order_relaxed);
     if (((const rf_gj_packet *)packet)->plain)
-        atomic_fetch_add_explicit(&ld->gpu.plain_decoded, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ld->gpu.plain_decoded, d, memory_order_relaxed);
 }
 
 /* GPU decode of one sample (rf_config.gpu_decode, hw_decode_percent): a packet for the
@@ -258,8 +262,8 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
     if (rc || !bytes)
         return rc;
     if (ld->gpu.device) { /* the packet's share of the batch's device scratch */
-        count_gpu(ld, engine, s->stage + s->gpu.offs[t->index]); /* a hole takes it back */
         rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gpu.offs[t->index]);
+        count_gpu(ld, engine, (const uint8_t *)p, 1); /* a hole takes it back */
         /* Relaxed claims, like gpu.top's: the totals are read after pending's acquire. */
         p->scratch_at = (uint32_t)atomic_fetch_add_explicit(
             &s->gpu.scratch, (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN, memory_order_relaxed);
@@ -272,7 +276,7 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
         return rc;
     int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad);
     if (!st) /* on the host only a good packet counts: its sample is delivered */
-        count_gpu(ld, engine, gh->packet);
+        count_gpu(ld, engine, gh->packet, 1);
     if (st && ld->gpu.late) /* the verdict waits for the batch's check, as on the device */
         return s->gpu.status[t->index] = st, 0;
     if (st)
@@ -303,12 +307,7 @@ static void uncount_hole(rf_loader *ld, slot *s, uint32_t i)
     uint8_t f = s->gpu.flags[i];
     if (f == RF_GJ_PIXELS || s->gpu.offs[i] == PL_GJ_UNPLACED)
         return;
-    const rf_gj_packet *p = (const rf_gj_packet *)(s->stage + s->gpu.offs[i]);
-    /* statistics only, relaxed like the increments */
-    atomic_fetch_sub_explicit(f == RF_GJ_ENGINE_PACKET ? &ld->gpu.hw_decoded : &ld->gpu.decoded,
-                              1, memory_order_relaxed);
-    if (p->plain)
-        atomic_fetch_sub_explicit(&ld->gpu.plain_decoded, 1, memory_order_relaxed);
+    count_gpu(ld, f == RF_GJ_ENGINE_PACKET, s->stage + s->gpu.offs[i], -1);
 }
 
 /* qsort_r: sample indices by their offsets in the stage (offs). */
