@@ -243,6 +243,7 @@ class RfStats(ctypes.Structure):
         ("sched_gpu_permille", ctypes.c_uint32),
         ("sched_hw_permille", ctypes.c_uint32),
         ("hw_engines", ctypes.c_uint32),
+        ("hw_open_ns", ctypes.c_uint64),
     ]
 
 

@@ -61,7 +61,7 @@
     X(rf_stats, counted_epoch) X(rf_stats, epoch_delivered) X(rf_stats, epoch_skipped)           \
     X(rf_stats, epoch_skipped_by_reason) X(rf_stats, epoch_total) X(rf_stats, epoch_final)       \
     X(rf_stats, gpu_plain_decoded) X(rf_stats, decode_schedule) X(rf_stats, sched_gpu_permille)  \
-    X(rf_stats, sched_hw_permille) X(rf_stats, hw_engines)
+    X(rf_stats, sched_hw_permille) X(rf_stats, hw_engines) X(rf_stats, hw_open_ns)
 
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \
