@@ -498,6 +498,20 @@ def test_runner_leaves_no_process(tmp_path, how):
     assert processes_of(state) == {}
 
 
+def test_runner_state_in_use(tmp_path):
+    need_servers("nginx")
+    state, runner = nested(tmp_path, "sleep", only="http")
+    recorded(tmp_path, runner)
+    r = subprocess.run([sys.executable, RUNNER, "--root", str(tmp_path), "--state", state,
+                        "--only", "http", "--", "true"], capture_output=True, text=True)
+    env_kept = os.path.exists(os.path.join(state, "env"))  # the live runner's, left alone
+    runner.terminate()
+    runner.communicate(timeout=60)
+    assert r.returncode == 2 and f"{state} is in use by the runner with pid {runner.pid}" in \
+        r.stderr
+    assert env_kept
+
+
 def test_runner_missing_program_skips(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
@@ -527,6 +541,30 @@ def test_runner_server_start_failure(tmp_path):
     assert "nginx (http) exited with status 1 while starting" in r.stderr
     assert "[emerg] cannot start (the test)" in r.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_runner_port_taken_retried(tmp_path):
+    """The port picked for nginx can be taken before nginx binds it: a start that fails with
+    "Address already in use" is tried again on other ports."""
+    need_servers("nginx")
+    real = shutil.which("nginx") or "/usr/sbin/nginx"
+    flaky = tmp_path / "nginx"
+    flaky.write_text(f"""#!/bin/sh
+if [ ! -e {tmp_path}/failed ]; then
+  touch {tmp_path}/failed
+  echo 'nginx: [emerg] bind() to 127.0.0.1:1 failed (98: Address already in use)' >&2
+  exit 1
+fi
+exec {real} "$@"
+""")
+    flaky.chmod(0o755)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.bin").write_bytes(b"abc")
+    r = subprocess.run([sys.executable, RUNNER, "--root", str(tmp_path / "data"), "--state",
+                        str(tmp_path / "state"), "--only", "http", "--nginx", str(flaky), "--",
+                        "sh", "-c", 'curl -s "$RF_TEST_HTTP/a.bin"'],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "abc", r.stderr
 
 
 def record_pids(path, then):
