@@ -13,6 +13,7 @@ ends it. Outside the runner (RF_TEST_* unset) the tests that need its servers ar
 import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -42,15 +43,8 @@ def sample_images(n):
         if os.path.isdir(PHOTOS) else []
     if len(photos) >= n:
         return [open(p, "rb").read() for p in photos[:n]]
-    state, out = 12345, []
-    for i in range(n):
-        size = 150_000 + 97_003 * i
-        data = bytearray(size)
-        for j in range(size):
-            state = (state * 1103515245 + 12345) & 0x7FFFFFFF
-            data[j] = state >> 16 & 0xFF
-        out.append(bytes(data))
-    return out
+    rng = random.Random(12345)
+    return [rng.randbytes(150_000 + 97_003 * i) for i in range(n)]
 
 
 def make_data(root):
@@ -77,7 +71,7 @@ def make_data(root):
             for i, img in enumerate(images):
                 sink.write({"__key__": f"{i:06d}", "jpg": img, "cls": f"{i % 3}".encode()})
     except ImportError:
-        os.rmdir(os.path.join(root, "wds"))
+        shutil.rmtree(os.path.join(root, "wds"))  # no third writer here
     shutil.rmtree(src)
     blob = b"".join(images) + images[1][:17]
     with open(os.path.join(root, "blob.bin"), "wb") as f:
