@@ -253,9 +253,11 @@ START_TEST(lru_order_and_budget)
     ck_assert(is_miss(c, KEY_B, 1000, "v"));
     ck_assert_uint_eq(stats(c).evictions, 1);
     ck_assert_uint_eq(stats(c).bytes_in_use, 3000);
-    /* C is the oldest now; held open, it is passed over and A goes instead */
+    /* C held open and then made the oldest again: passed over, A goes instead */
     int held;
     expect_hit(c, KEY_C, cc, 1000, "v", &held);
+    usleep(20000);
+    expect_hit(c, KEY_A, a, 1000, "v", NULL);
     usleep(20000);
     expect_hit(c, KEY_D, d, 1000, "v", NULL);
     usleep(20000);
@@ -266,10 +268,11 @@ START_TEST(lru_order_and_budget)
     ck_assert_int_eq(rf_pread_full(held, got, 1000, 0, &n), 0);
     ck_assert_int_eq(memcmp(got, cc, 1000), 0);
     rf_cache_release(c, held);
-    /* 2000 bytes do not fit in 3000 while D and B (the newest) must go for them: they may,
-     * nothing is open, so two evictions */
+    /* 2000 bytes: C and D, the oldest and no longer open, go for them */
     uint8_t *big = pattern(5, 2000);
     ck_assert_int_eq(fill(c, KEY_A, big, 2000, "v2"), 0);
+    ck_assert(is_miss(c, KEY_C, 1000, "v") && is_miss(c, KEY_D, 1000, "v"));
+    expect_hit(c, KEY_B, b, 1000, "v", NULL);
     rf_cache_stats st = stats(c);
     ck_assert_uint_eq(st.evictions, 4);
     ck_assert_uint_eq(st.bytes_in_use, 3000);
@@ -340,8 +343,12 @@ START_TEST(abort_leaves_nothing)
     ck_assert_int_eq(fill(c, KEY_A, data, 5000, NULL), 0);
     expect_hit(c, KEY_A, data, 5000, NULL, NULL);
     expect_hit(c, KEY_A, data, 5000, "", NULL);
+    /* a rank whose lookup missed before another rank published: its fill is not needed */
+    ck_assert_int_eq(rf_cache_fill_begin(c, KEY_A, 5000, "", &w2, &e), RF_CACHE_SKIP);
+    ck_assert_msg(strstr(e.msg, "already cached by another writer"), "%s", e.msg);
+    expect_hit(c, KEY_A, data, 5000, "", NULL);
     ck_assert_uint_eq(stats(c).aborts, 1);
-    ck_assert_uint_eq(stats(c).skips, 1);
+    ck_assert_uint_eq(stats(c).skips, 2);
     rf_cache_close(c);
 }
 END_TEST
@@ -578,6 +585,30 @@ START_TEST(eviction_spares_other_process_reader)
 }
 END_TEST
 
+/* A fill in progress holds its shard's full size against the budget for every handle (its
+ * `.part` is reserved at the start), so two ranks' fills never overrun it together. */
+START_TEST(budget_counts_fills_in_progress)
+{
+    char *dir = rf_test_mkdtemp("cache-inflight");
+    uint8_t *a = pattern(1, 1500), *b = pattern(2, 1000);
+    rf_cache *c1 = open_ok(dir, 2000), *c2 = open_ok(dir, 2000);
+    rf_cache_writer *w1, *w2;
+    rf_err e = {0};
+    ck_assert_int_eq(rf_cache_fill_begin(c1, KEY_A, 1500, "v", &w1, &e), 0);
+    ck_assert_int_eq(rf_cache_fill_begin(c2, KEY_B, 1000, "v", &w2, &e), RF_CACHE_SKIP);
+    ck_assert_msg(strstr(e.msg, "no room for 1000 bytes: 0 of the budget's 2000 bytes are "
+                         "shards in use and 1500 are fills in progress"), "%s", e.msg);
+    write_chunks(w1, a, 1500, 700, 1);
+    ck_assert_int_eq(rf_cache_fill_commit(w1, &e), 0);
+    ck_assert_int_eq(fill(c2, KEY_B, b, 1000, "v"), 0); /* A, published and unused, goes */
+    ck_assert(is_miss(c1, KEY_A, 1500, "v"));
+    expect_hit(c1, KEY_B, b, 1000, "v", NULL);
+    ck_assert_uint_eq(stats(c2).evictions, 1);
+    rf_cache_close(c1);
+    rf_cache_close(c2);
+}
+END_TEST
+
 /* The directory's lock held by a stuck process: calls give up after RF_CACHE_LOCK_WAIT_MS and
  * answer "not cached" with the reason, never an error. */
 START_TEST(lock_held_too_long)
@@ -759,6 +790,7 @@ static Suite *shard_cache_suite(void)
     tcase_add_test(tc, killed_writer_part);
     tcase_add_test(tc, two_processes_fill_one_key);
     tcase_add_test(tc, eviction_spares_other_process_reader);
+    tcase_add_test(tc, budget_counts_fills_in_progress);
     tcase_add_test(tc, lock_held_too_long);
     tcase_add_test(tc, full_disk_file_size_limit);
     tcase_add_test(tc, full_disk_enospc);
