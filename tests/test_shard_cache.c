@@ -774,6 +774,49 @@ START_TEST(threads_share_one_cache)
 }
 END_TEST
 
+/* Ranged fetches of one shard finish on several I/O threads: they write one writer at once. */
+typedef struct wctx {
+    rf_cache_writer *w;
+    const uint8_t *data;
+    uint32_t id;
+} wctx;
+
+static void *writer_main(void *arg)
+{
+    wctx *t = arg;
+    for (uint64_t off = t->id * 1000; off < 64000; off += 4000) {
+        rf_err e = {0};
+        if (rf_cache_fill_write(t->w, off, t->data + off, 1000, &e) != 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(one_writer_many_threads)
+{
+    char *dir = rf_test_mkdtemp("cache-wthreads");
+    uint8_t *data = pattern(12, 64000);
+    rf_cache *c = open_ok(dir, 1 << 20);
+    rf_cache_writer *w;
+    rf_err e = {0};
+    ck_assert_int_eq(rf_cache_fill_begin(c, KEY_A, 64000, "v", &w, &e), 0);
+    wctx t[4];
+    pthread_t th[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        t[i] = (wctx){w, data, 3 - i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer_main, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        ck_assert_ptr_null(r);
+    }
+    ck_assert_int_eq(rf_cache_fill_commit(w, &e), 0);
+    expect_hit(c, KEY_A, data, 64000, "v", NULL);
+    rf_cache_close(c);
+}
+END_TEST
+
 static Suite *shard_cache_suite(void)
 {
     Suite *s = suite_create("shard_cache");
@@ -795,6 +838,7 @@ static Suite *shard_cache_suite(void)
     tcase_add_test(tc, full_disk_file_size_limit);
     tcase_add_test(tc, full_disk_enospc);
     tcase_add_test(tc, threads_share_one_cache);
+    tcase_add_test(tc, one_writer_many_threads);
     suite_add_tcase(s, tc);
     return s;
 }

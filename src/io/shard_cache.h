@@ -19,7 +19,8 @@
  * `.part` file and a reader holds a shared flock of the shard it reads, which eviction tests.
  * A handle must not be used across fork(): each process opens its own.
  *
- * Threads: every call is thread-safe; one writer may be written from several threads.
+ * Threads: every call is thread-safe; one writer may be written from several threads, and is
+ * committed or aborted once, after every write to it returned.
  * What this file may include: base/ only. */
 #ifndef RF_SHARD_CACHE_H
 #define RF_SHARD_CACHE_H
