@@ -93,6 +93,14 @@ static int fill(rf_cache *c, const char *key, const uint8_t *data, size_t size,
     return rf_cache_fill_commit(w, &e);
 }
 
+/* fill() that must publish, then a pause so that the next use of any shard is later by the
+ * mtimes LRU goes by (they come from the kernel's coarse clock). */
+static void fill_then_age(rf_cache *c, const char *key, const uint8_t *data, size_t size)
+{
+    ck_assert_int_eq(fill(c, key, data, size, "v"), 0);
+    usleep(20000);
+}
+
 /* A hit whose descriptor holds exactly `data` (released afterwards unless *keep). */
 static void expect_hit(rf_cache *c, const char *key, const uint8_t *data, size_t size,
                        const char *validator, int *keep)
@@ -241,12 +249,9 @@ START_TEST(lru_order_and_budget)
     uint8_t *a = pattern(1, 1000), *b = pattern(2, 1000), *cc = pattern(3, 1000),
             *d = pattern(4, 1000);
     rf_cache *c = open_ok(dir, 3000);
-    ck_assert_int_eq(fill(c, KEY_A, a, 1000, "v"), 0);
-    usleep(20000); /* mtimes come from the kernel's coarse clock */
-    ck_assert_int_eq(fill(c, KEY_B, b, 1000, "v"), 0);
-    usleep(20000);
-    ck_assert_int_eq(fill(c, KEY_C, cc, 1000, "v"), 0);
-    usleep(20000);
+    fill_then_age(c, KEY_A, a, 1000);
+    fill_then_age(c, KEY_B, b, 1000);
+    fill_then_age(c, KEY_C, cc, 1000);
     expect_hit(c, KEY_A, a, 1000, "v", NULL); /* A is now the most recent */
     usleep(20000);
     ck_assert_int_eq(fill(c, KEY_D, d, 1000, "v"), 0);
@@ -564,8 +569,7 @@ START_TEST(eviction_spares_other_process_reader)
     }
     wait_go(held[0]);
     usleep(20000);
-    ck_assert_int_eq(fill(c, KEY_B, b, 1000, "v"), 0);
-    usleep(20000);
+    fill_then_age(c, KEY_B, b, 1000);
     ck_assert_int_eq(fill(c, KEY_C, cc, 1000, "v"), 0); /* A is older, but held: B goes */
     ck_assert(is_miss(c, KEY_B, 1000, "v"));
     rf_cache_writer *w;
