@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cacheutil.h"
@@ -362,6 +363,23 @@ START_TEST(full_disk_enospc)
     expect_off(c, "reserving 200000 bytes at byte 0 failed: No space left on device");
     rf_tc_expect_hit(c, KEY_A, a, 100000, "v", NULL);
     ck_assert_uint_eq(rf_tc_stats(c).bytes_in_use, 100000);
+    rf_cache_close(c);
+    /* A shard that takes every block left: reserved and written, then its sidecar finds no
+     * room. The fill is taken back whole (no file of it stays) and fills go off. */
+    c = rf_tc_open_ok(dir, 1 << 30);
+    struct statvfs vfs;
+    ck_assert_int_eq(statvfs(dir, &vfs), 0);
+    size_t left = (size_t)(vfs.f_bavail * vfs.f_bsize);
+    ck_assert_uint_lt(left, 300000);
+    ck_assert_int_eq(rf_cache_fill_begin(c, KEY_C, left, "v", &w, &e), 0);
+    rf_tc_write_chunks(w, a, left, 65536, 0);
+    ck_assert_int_eq(rf_cache_fill_commit(w, &e), RF_CACHE_SKIP);
+    expect_off(c, "writing the sidecar failed: No space left on device");
+    const char *list = rf_tc_listing(dir); /* .lock and A's two files */
+    ck_assert_msg(strlen(list) == 6 + 23 + 22 && !strstr(list, ".mtmp"), "%s", list);
+    ck_assert(rf_tc_is_miss(c, KEY_C, left, "v"));
+    rf_tc_expect_hit(c, KEY_A, a, 100000, "v", NULL);
+    ck_assert_uint_eq(rf_tc_stats(c).aborts, 1);
     rf_cache_close(c);
 }
 END_TEST

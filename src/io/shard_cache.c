@@ -128,7 +128,7 @@ void rf_cache_close(rf_cache *c)
 
 /* ---- lookups ------------------------------------------------------------------------------- */
 
-/* Open H.shard for a hit on m: 0 with *fd pinned (a shared flock), or -1. */
+/* Open H.shard for a hit of `size` bytes: 0 with *fd pinned (a shared flock), or -1. */
 static int open_hit(rf_cache *c, uint64_t hash, uint64_t size, int *fd)
 {
     char name[RF_CACHE_NAME_MAX];
@@ -487,15 +487,19 @@ static int check_complete(rf_cache_writer *w, rf_err *err)
     return 0;
 }
 
-/* Rename H.part to H.shard and write the sidecar; both locks held. */
+/* Rename H.part to H.shard and write the sidecar; both locks held. On failure nothing of the
+ * fill is left under any name. */
 static int publish_locked(rf_cache *c, rf_cache_writer *w, rf_err *err)
 {
     char part[RF_CACHE_NAME_MAX], shard[RF_CACHE_NAME_MAX];
     rf_cache_name(part, w->hash, "part");
     rf_cache_name(shard, w->hash, "shard");
-    if (renameat(c->dirfd, part, c->dirfd, shard) != 0)
-        return rf_seterr(err, -errno, "%s/%s: rename to %s failed: %s", c->dir, part, shard,
-                         strerror(errno));
+    if (renameat(c->dirfd, part, c->dirfd, shard) != 0) {
+        int e = errno;
+        unlinkat(c->dirfd, part, 0); /* while the writer's flock still holds it */
+        return rf_seterr(err, -e, "%s/%s: rename to %s failed: %s", c->dir, part, shard,
+                         strerror(e));
+    }
     int rc = rf_cache_meta_write(c, w->hash, &w->meta, err);
     if (rc == 0 && fsync(c->dirfd) != 0)
         rc = rf_seterr(err, -errno, "%s: fsync of the directory failed: %s", c->dir,
@@ -535,13 +539,17 @@ int rf_cache_fill_commit(rf_cache_writer *w, rf_err *err)
     if (rc == 0)
         c->st.fills++;
     pthread_mutex_unlock(&c->mu);
-    if (rc) {
-        fill_trouble(c, rc, err);
+    if (rc && w->fd >= 0) { /* the directory's lock was not had: the `.part` is still ours */
         rf_cache_fill_abort(w);
-        return RF_CACHE_SKIP;
+        return fill_trouble(c, rc, err);
+    }
+    if (rc) { /* publication failed and removed the fill's files */
+        pthread_mutex_lock(&c->mu);
+        c->st.aborts++;
+        pthread_mutex_unlock(&c->mu);
     }
     writer_free(w);
-    return 0;
+    return rc ? fill_trouble(c, rc, err) : 0;
 }
 
 /* ---- stats and keys ------------------------------------------------------------------------ */
