@@ -17,7 +17,7 @@
  *    writer dies the kernel drops its lock, and the next scan removes its `.part`.
  *  - The scan at open reads every sidecar (one open and a read of at most RF_CACHE_META_MAX
  *    bytes per entry) and checks its size against the shard's; the scan before each fill only
- *    lists the directory and stats each file (readdir + fstatat: 27-31 ms for 10,000 entries
+ *    lists the directory and stats each file (readdir + fstatat: 27-36 ms for 10,000 entries
  *    on ext4, once per miss that fills, against downloading a whole shard; docs/cache.md),
  *    because other processes add and remove entries and the budget is the directory's, not
  *    this handle's. A sidecar found malformed by a lookup is a miss; its entry is replaced by
@@ -373,7 +373,7 @@ int rf_cache_scan(rf_cache *c, int full, rf_err *err)
     struct dirent *de;
     while (rc == 0 && (de = readdir(d)) != NULL) {
         rc = scan_file(c, &l, de->d_name);
-        if (l.nshards > RF_CACHE_ENTRIES_MAX)
+        if (l.nshards > RF_CACHE_ENTRIES_MAX || l.nmetas > RF_CACHE_ENTRIES_MAX)
             rc = -1;
     }
     closedir(d);
