@@ -11,8 +11,10 @@
  *
  * The cache never fails a read: every trouble of its own (a full disk, an I/O error, a lock
  * held too long, a shard larger than the budget) makes a call answer "not cached" and is
- * counted; negative codes only come back for arguments no caller should pass (a key that is
- * empty, too long or holds control characters, a write past the shard's end).
+ * counted. Negative codes come back for arguments no caller should pass (a key that is empty,
+ * too long or holds control characters, a write past the shard's end), from
+ * rf_cache_fill_write when a write fails (the fill is dead: abort it, go on reading) and from
+ * rf_cache_open.
  *
  * Several processes (torchrun ranks) may open the same directory: every change to it is made
  * under an exclusive flock of DIR/.lock, a fill in progress holds an exclusive flock of its
