@@ -14,7 +14,8 @@
  * What io/ may include: base/, and loaders/dataset.h in pagecache.h (warming walks the sample
  * table). Within io/ the files depend one way: io_uring.c and io_pread.c call io_common.c
  * (rf_io_complete) and io_acct.c; io_select.c, the only file that knows both engines, calls
- * them; no engine calls another file's engine code. */
+ * them; no engine calls another file's engine code. The local shard cache (shard_cache.h over
+ * shard_cache.c and shard_cache_dir.c) includes base/ only and calls nothing else of io/. */
 #ifndef RF_IO_H
 #define RF_IO_H
 
