@@ -128,6 +128,10 @@ def make_photos(root, images, sources, cpus, env):
     if not glob.glob(sources):
         raise SystemExit(f"photos: no photographs match --photo-sources {sources} "
                          "(apt-get install mate-backgrounds, or give another glob)")
+    for tool in ("cjpeg", "djpeg"):  # photos.py's encoder and decoder
+        if not shutil.which(tool, path=env.get("PATH")):
+            raise SystemExit(f"photos: no {tool} on PATH (apt-get install libjpeg-turbo-progs, "
+                             "or put a folder holding cjpeg and djpeg first on PATH)")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     gen = os.path.join(REPO, "datasets", "photos.py")
@@ -211,7 +215,7 @@ def jpeg_frame(data, where):
         n = int.from_bytes(data[pos + 2:pos + 4], "big")
         if 0xC0 <= m <= 0xCF and m not in (0xC4, 0xC8, 0xCC):
             seg = data[pos + 4:pos + 2 + n]
-            if n < 8 or len(seg) < 6 + 3 * seg[5]:
+            if n < 8 or len(seg) < 6 or len(seg) < 6 + 3 * seg[5]:
                 raise SystemExit(f"{where}: frame header at byte {pos} is cut short")
             f = [(seg[7 + 3 * i] >> 4, seg[7 + 3 * i] & 15) for i in range(seg[5])]
             return (int.from_bytes(seg[3:5], "big"), int.from_bytes(seg[1:3], "big"),
