@@ -13,8 +13,28 @@ one process tree, on the same shards:
     raw path's GB/s,
   * resume time at the start and at 90% of a 1 M-sample epoch,
   * global vs shard order from the page cache and from an evicted (cold) cache,
-and writes performance.md, results.json and PNG plots into --out. Each run's JSON is kept too.
-Needs: torch, torchvision, matplotlib (present on the GPU machine)."""
+and, on a set of its own, the photos section: --photo-images crops of real photographs
+(datasets/photos.py) in plain shards and as a class-folder tree, where ringfeed (defaults,
+--schedule balance, --hw-decode 35 --gpu-decode) runs beside NVIDIA DALI (mixed with
+hw_decoder_load 0.65 over the webdataset and file readers, mixed 0, cpu) and the DataLoader
+(PIL, over the tree), in --photo-rounds interleaved rounds; a tool that cannot be imported is a
+note in the report, never a figure. It writes performance.md, results.json and PNG plots into
+--out. Each run's JSON is kept too. Needs: torch, torchvision, matplotlib (present on the GPU machine); for the photos
+section cjpeg and djpeg on PATH and the photographs (--photo-sources), DALI (--dali-path).
+
+The photos section alone, merged into the stored results, in one call of the GPU machine
+(not measured yet; estimated at 3-4 minutes with 10,240 images and one round: each DALI row
+times 12 s after its build and 10 warm-up batches, each ringfeed row delivers 307,200 images),
+with build-gpu, .anchors and
+scratch/photo-tools carried (made here: mkdir -p scratch/photo-tools && cp /usr/bin/cjpeg
+/usr/bin/djpeg /usr/share/backgrounds/mate/nature/*.jpg scratch/photo-tools/; their libjpeg
+is build-gpu/lib's) and DALI installed in /tmp/site (../shared/anchors/dali_fetch.sh):
+
+  PATH=$PWD/scratch/photo-tools:$PATH RINGFEED_NVJPEG=$PWD/build-gpu/lib/libnvjpeg.so.13 \
+  python3 tools/perf_report.py --build build-gpu --anchors .anchors --out $OUT --cpus 16 \
+    --photo-images 10240 --photo-rounds 1 --photo-sources 'scratch/photo-tools/*.jpg' \
+    --dali-path /tmp/site --merge docs/performance-results.json \
+    --skip side,restart,scaling,train,tokens,order,memory,raw,reliability"""
 import argparse, concurrent.futures, glob, json, os, platform, shutil, statistics, subprocess
 import sys, tarfile, time
 
@@ -113,6 +133,11 @@ PHOTO_ROWS = [
      ["--hw-decode", "35", "--gpu-decode"]),
     ("torch_pil", "PyTorch DataLoader + PIL, file tree", "torch", ["--folder", "FOLDER"]),
 ]
+# The rows' names in the bar plot, where the table's would leave no room for the bars.
+PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds", "dali_hw65_folder": "DALI mixed 0.65, files",
+              "dali_hw0_wds": "DALI mixed 0, wds", "dali_cpu_wds": "DALI cpu, wds",
+              "ringfeed": "ringfeed defaults", "ringfeed_balance": "ringfeed balance",
+              "ringfeed_manual": "ringfeed hw 35 + gpu", "torch_pil": "DataLoader PIL, files"}
 # What a ringfeed-bench run says about where its samples were decoded, kept with each run.
 RF_WHERE = ("samples_decoded", "gpu_decoded", "hw_decoded", "decode_schedule",
             "sched_gpu_permille", "sched_hw_permille", "hw_engines", "hw_open_ms",
@@ -120,11 +145,9 @@ RF_WHERE = ("samples_decoded", "gpu_decoded", "hw_decoded", "decode_schedule",
 SCHEDULES = ["auto", "cpu", "manual", "balance"]  # enum rf_decode_schedule's order
 
 
-def make_photos(root, images, sources, cpus, env):
-    """root/photos-NNNNNN.tar: images photo crops in plain shards written by datasets/photos.py
-    (Python's tarfile), in jobs of PHOTO_JOB images run cpus at a time. Job j starts at image
-    j * PHOTO_JOB with seed j, so the set depends on images and sources, not on how many
-    processes wrote it."""
+def check_photo_inputs(sources, env):
+    """Stop, saying what is missing, when datasets/photos.py could not make the set: called
+    before the first section too, so that a full run does not fail half way through."""
     if not glob.glob(sources):
         raise SystemExit(f"photos: no photographs match --photo-sources {sources} "
                          "(apt-get install mate-backgrounds, or give another glob)")
@@ -132,6 +155,14 @@ def make_photos(root, images, sources, cpus, env):
         if not shutil.which(tool, path=env.get("PATH")):
             raise SystemExit(f"photos: no {tool} on PATH (apt-get install libjpeg-turbo-progs, "
                              "or put a folder holding cjpeg and djpeg first on PATH)")
+
+
+def make_photos(root, images, sources, cpus, env):
+    """root/photos-NNNNNN.tar: images photo crops in plain shards written by datasets/photos.py
+    (Python's tarfile), in jobs of PHOTO_JOB images run cpus at a time. Job j starts at image
+    j * PHOTO_JOB with seed j, so the set depends on images and sources, not on how many
+    processes wrote it."""
+    check_photo_inputs(sources, env)
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     gen = os.path.join(REPO, "datasets", "photos.py")
@@ -365,7 +396,7 @@ def photos_report(P, loader_plot):
     were not importable, the table with each row's ratio to DALI's best row and to ringfeed's
     defaults, and the bar plot."""
     d, rows = P["set"], P["rows"]
-    kpx = ", ".join(f"{k} {v:,}" for k, v in sorted(d["sampling"].items()))
+    kpx = ", ".join(f"{k} ({v:,} images)" for k, v in sorted(d["sampling"].items()))
     where = "GPU memory" if P["device"] == "cuda" else f"`--device {P['device']}` memory (a dry run)"
     L = ["## Plain JPEG photographs", "",
          f"Data: {d['images']:,} crops of {d['source_files']} photographs (`{d['sources']}`) cut "
@@ -401,8 +432,8 @@ def photos_report(P, loader_plot):
           "first batch; the DataLoader's from the start of iteration (its workers' start "
           "included).", ""]
     color = {"ringfeed": "#c33", "ringfeed_gpu": "#c33", "dali": "#76b900", "torch": "#888"}
-    return L + loader_plot([(r["label"].replace("`", ""), r["img_per_s"]) for r in rows],
-                           "photos.png", f"images/s (photographs, RandomResizedCrop 224)",
+    return L + loader_plot([(PHOTO_PLOT[r["key"]], r["img_per_s"]) for r in rows],
+                           "photos.png", "images/s (photographs, RandomResizedCrop 224)",
                            "throughput per loader, photographs",
                            [color[r["tool"]] for r in rows])
 
@@ -442,6 +473,10 @@ def main():
                     "(/tmp/site on the GPU machine): put on PYTHONPATH, and its nvidia/cu13/lib "
                     "on LD_LIBRARY_PATH, for the DALI runs only")
     a = ap.parse_args()
+    for name in ("photo_images", "photo_rounds", "photo_samples"):
+        # The folder tree and the description hold every photo: a bound, not only a floor.
+        if not 1 <= getattr(a, name) <= 1_000_000:
+            ap.error(f"--{name.replace('_', '-')} must be 1 to 1,000,000, not {getattr(a, name)}")
     skip = set(filter(None, a.skip.split(",")))
     os.makedirs(a.out, exist_ok=True)
     B = os.path.join(a.build, "tools", "ringfeed-bench")
@@ -451,6 +486,8 @@ def main():
         "LD_LIBRARY_PATH", "")
     env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
     env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
+    if "photos" not in skip:
+        check_photo_inputs(a.photo_sources, env)
     R = json.load(open(a.merge)) if a.merge else {}
     # A merged run keeps the first machine's description and records its own beside it, under
     # the sections it re-measured.
