@@ -19,21 +19,24 @@ and, on a set of its own, the photos section: --photo-images crops of real photo
 hw_decoder_load 0.65 over the webdataset and file readers, mixed 0, cpu) and the DataLoader
 (PIL, over the tree), in --photo-rounds interleaved rounds; a tool that cannot be imported is a
 note in the report, never a figure. It writes performance.md, results.json and PNG plots into
---out. Each run's JSON is kept too. Needs: torch, torchvision, matplotlib (present on the GPU machine); for the photos
-section cjpeg and djpeg on PATH and the photographs (--photo-sources), DALI (--dali-path).
+--out. Each run's JSON is kept too (of the photos section's runs: img/s, first batch and where
+ringfeed decoded). Needs: torch, torchvision, matplotlib (present on the GPU machine); for the
+photos section cjpeg and djpeg on PATH, the photographs (--photo-sources) and DALI
+(--dali-path).
 
 The photos section alone, merged into the stored results, in one call of the GPU machine
 (not measured yet; estimated at 3-4 minutes with 10,240 images and one round: each DALI row
 times 12 s after its build and 10 warm-up batches, each ringfeed row delivers 307,200 images),
-with build-gpu, .anchors and
-scratch/photo-tools carried (made here: mkdir -p scratch/photo-tools && cp /usr/bin/cjpeg
-/usr/bin/djpeg /usr/share/backgrounds/mate/nature/*.jpg scratch/photo-tools/; their libjpeg
-is build-gpu/lib's) and DALI installed in /tmp/site (../shared/anchors/dali_fetch.sh):
+with build-gpu, .anchors and scratch/photo-tools carried (made here: mkdir -p
+scratch/photo-tools && cp /usr/bin/cjpeg /usr/bin/djpeg /usr/share/backgrounds/mate/nature/*.jpg
+scratch/photo-tools/; their libjpeg is build-gpu/lib's) and DALI installed by
+../shared/anchors/dali_fetch.sh's install.sh, DALI_SITE being the folder it names (its
+PYTHONPATH):
 
   PATH=$PWD/scratch/photo-tools:$PATH RINGFEED_NVJPEG=$PWD/build-gpu/lib/libnvjpeg.so.13 \
   python3 tools/perf_report.py --build build-gpu --anchors .anchors --out $OUT --cpus 16 \
     --photo-images 10240 --photo-rounds 1 --photo-sources 'scratch/photo-tools/*.jpg' \
-    --dali-path /tmp/site --merge docs/performance-results.json \
+    --dali-path "$DALI_SITE" --merge docs/performance-results.json \
     --skip side,restart,scaling,train,tokens,order,memory,raw,reliability"""
 import argparse, concurrent.futures, glob, json, os, platform, shutil, statistics, subprocess
 import sys, tarfile, time
@@ -134,8 +137,9 @@ PHOTO_ROWS = [
     ("torch_pil", "PyTorch DataLoader + PIL, file tree", "torch", ["--folder", "FOLDER"]),
 ]
 # The rows' names in the bar plot, where the table's would leave no room for the bars.
-PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds", "dali_hw65_folder": "DALI mixed 0.65, files",
-              "dali_hw0_wds": "DALI mixed 0, wds", "dali_cpu_wds": "DALI cpu, wds",
+PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
+              "dali_hw65_folder": "DALI mixed 0.65, files", "dali_hw0_wds": "DALI mixed 0, wds",
+              "dali_cpu_wds": "DALI cpu, wds",
               "ringfeed": "ringfeed defaults", "ringfeed_balance": "ringfeed balance",
               "ringfeed_manual": "ringfeed hw 35 + gpu", "torch_pil": "DataLoader PIL, files"}
 # What a ringfeed-bench run says about where its samples were decoded, kept with each run.
@@ -285,8 +289,8 @@ def importable(modules, env):
 
 
 def dali_env(env, path):
-    """env for the DALI runs only: DALI installed with pip --target at path (dali_fetch.sh's
-    /tmp/site) first on PYTHONPATH, and the CUDA 13 libraries of its wheels first on
+    """env for the DALI runs only: DALI installed with pip --target at path (the folder
+    dali_fetch.sh's install.sh fills) first on PYTHONPATH, and the CUDA 13 libraries of its wheels first on
     LD_LIBRARY_PATH (nvImageCodec finds libnvjpeg there, not in ringfeed's build/lib)."""
     if not path:
         return env
@@ -304,8 +308,9 @@ def photo_command(tool, args, a, bench_path, epochs):
     if tool == "torch":
         return [sys.executable, os.path.join(a.anchors, "torch_dataloader.py"), *args,
                 "--workers", str(a.cpus), "--batch", "256", "--epochs", "2"]
-    return [bench_path, "--shards", args[0], *args[1:], "--json", "--device", a.device, "--batch", "256", "--threads",
-            str(a.cpus), "--epochs", str(epochs), "--warmup", "8"]
+    return [bench_path, "--shards", args[0], *args[1:], "--json", "--device", a.device,
+            "--batch", "256", "--threads", str(a.cpus), "--epochs", str(epochs),
+            "--warmup", "8"]
 
 
 def photo_run(tool, r):
@@ -397,7 +402,8 @@ def photos_report(P, loader_plot):
     defaults, and the bar plot."""
     d, rows = P["set"], P["rows"]
     kpx = ", ".join(f"{k} ({v:,} images)" for k, v in sorted(d["sampling"].items()))
-    where = "GPU memory" if P["device"] == "cuda" else f"`--device {P['device']}` memory (a dry run)"
+    where = ("GPU memory" if P["device"] == "cuda"
+             else f"`--device {P['device']}` memory (a dry run)")
     L = ["## Plain JPEG photographs", "",
          f"Data: {d['images']:,} crops of {d['source_files']} photographs (`{d['sources']}`) cut "
          "by `datasets/photos.py` at sides drawn uniformly from 200 to 900 px (rarely multiples "
@@ -470,8 +476,8 @@ def main():
                     help="images each ringfeed run of the photos section delivers, in whole "
                          "epochs (at least 3), so that the scheduler has time to settle")
     ap.add_argument("--dali-path", help="folder DALI was installed in with pip --target "
-                    "(/tmp/site on the GPU machine): put on PYTHONPATH, and its nvidia/cu13/lib "
-                    "on LD_LIBRARY_PATH, for the DALI runs only")
+                    "(the one dali_fetch.sh's install.sh names): put on PYTHONPATH, and its "
+                    "nvidia/cu13/lib on LD_LIBRARY_PATH, for the DALI runs only")
     a = ap.parse_args()
     for name in ("photo_images", "photo_rounds", "photo_samples"):
         # The folder tree and the description hold every photo: a bound, not only a floor.

@@ -170,9 +170,9 @@ def test_missing_sources_or_encoder_stop_with_a_message(tmp_path):
 
 def test_dali_gets_its_folder_first_and_the_others_nothing():
     env = {"PYTHONPATH": "/repo/python", "LD_LIBRARY_PATH": "/repo/build/lib", "X": "1"}
-    d = perf_report.dali_env(env, "/tmp/site")
-    assert d["PYTHONPATH"] == "/tmp/site:/repo/python"
-    assert d["LD_LIBRARY_PATH"] == "/tmp/site/nvidia/cu13/lib:/repo/build/lib"
+    d = perf_report.dali_env(env, "/opt/site")
+    assert d["PYTHONPATH"] == "/opt/site:/repo/python"
+    assert d["LD_LIBRARY_PATH"] == "/opt/site/nvidia/cu13/lib:/repo/build/lib"
     assert d["X"] == "1" and env["PYTHONPATH"] == "/repo/python"  # the caller's is untouched
     assert perf_report.dali_env(env, None) is env
 
