@@ -534,6 +534,17 @@ typedef struct rf_config {
      * (rf_stats.hw_engines). gpu_decode or hw_decode_percent set together with CPU or BALANCE
      * is RF_EINVAL: those settings are the MANUAL mode's. */
     uint32_t decode_schedule;
+    /* Remote shards (patterns that are http://, https:// or s3:// URLs; docs/remote.md): how
+     * often one request is retried after a timeout, a 5xx, a 429/503 (after its Retry-After,
+     * at most 10 s), a reset connection or a short body, with exponential backoff and jitter
+     * (25-50 ms first, doubling, at most 5 s), before it is an I/O error naming the URL and
+     * byte range (RF_SKIP_IO under on_error SKIP). Default 5, at most 100; 0 asks for 5. A 403
+     * or 404 is never retried. Ignored for local shards. */
+    uint32_t remote_retries;
+    /* Remote shards: the connect timeout, and how long a transfer may move less than a byte a
+     * second before it counts as stalled (then retried), in ms. Default 30000 (0 asks for
+     * it), at most 3600000; the stall window is counted in whole seconds (at least 1). */
+    uint32_t remote_timeout_ms;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -808,6 +819,13 @@ typedef struct rf_stats {
     uint32_t sched_gpu_permille;
     uint32_t sched_hw_permille;
     uint32_t hw_engines;
+    /* Remote shards (docs/remote.md): HTTP requests made (create's opening, index fetches,
+     * scans and listings, and every sample's ranged GET, retries included), of them the
+     * retries, and the body bytes received. reads, read_retries and bytes_read above count
+     * the samples' requests as for local files. All 0 for local shards. */
+    uint64_t remote_requests;
+    uint64_t remote_retries;
+    uint64_t remote_bytes;
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

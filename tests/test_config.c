@@ -88,6 +88,7 @@ static const struct {
     {"label_json_path", P, 0},
     {"image_exts", S, 0}, /* the string "jpg,jpeg,png,webp": field_value compares it */
     {"decode_schedule", U, RF_SCHEDULE_AUTO},
+    {"remote_retries", U, 5}, {"remote_timeout_ms", U, 30000},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

@@ -144,6 +144,8 @@ class RfConfig(ctypes.Structure):
         ("label_json_path", ctypes.c_char_p),
         ("image_exts", ctypes.c_char_p),
         ("decode_schedule", ctypes.c_uint32),
+        ("remote_retries", ctypes.c_uint32),
+        ("remote_timeout_ms", ctypes.c_uint32),
     ]
 
 
@@ -243,6 +245,9 @@ class RfStats(ctypes.Structure):
         ("sched_gpu_permille", ctypes.c_uint32),
         ("sched_hw_permille", ctypes.c_uint32),
         ("hw_engines", ctypes.c_uint32),
+        ("remote_requests", ctypes.c_uint64),
+        ("remote_retries", ctypes.c_uint64),
+        ("remote_bytes", ctypes.c_uint64),
     ]
 
 

@@ -36,6 +36,11 @@ typedef struct rf_io_req {
     void *user;         /* the pipeline's per-request context */
     uint32_t need;      /* 0, or: the request succeeds once `need` bytes arrived, even if the
                            rest (O_DIRECT alignment padding past end of file) never comes */
+    const struct rf_remote_file *remote; /* a remote shard's object (io/remote.h): the curl
+                           engine reads it instead of fd; NULL for a file */
+    const char *why;    /* at done() of a failed request, NULL or the engine's description of
+                           the failure (the curl engine: the URL, byte range and what the server
+                           did); valid during done() only */
 } rf_io_req;
 
 /* The pipeline side of an engine. */
@@ -59,6 +64,7 @@ typedef struct rf_io_params {
     uint8_t *arena;         /* optional buffer to register with io_uring (fixed buffers) */
     uint64_t arena_bytes;
     uint32_t flags;         /* RF_IO_ACCOUNT, RF_IO_FORCE_ASYNC */
+    struct rf_remote *remote; /* the curl engine's client (io/remote.h); NULL otherwise */
 } rf_io_params;
 
 /* rf_io_params.flags.

@@ -54,6 +54,8 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->gpu_decode_percent = 100;
     cfg->max_field_bytes = 16u << 10;
     cfg->image_exts = RF_TAR_IMAGE_EXTS;
+    cfg->remote_retries = 5;
+    cfg->remote_timeout_ms = 30000;
 }
 
 /* The fields whose default is a fixed value, which 0 also asks for (callers that filled the
@@ -62,7 +64,7 @@ RF_API void rf_config_init(rf_config *cfg)
     X(batch_size) X(image_size) X(world_size) X(io_queue_depth) X(max_sample_bytes) \
     X(max_image_pixels) X(max_image_dim) X(io_retries) X(shard_window) \
     X(max_consecutive_skips) X(max_scans) X(max_name_bytes) X(warm_bytes) \
-    X(gpu_decode_percent) X(max_field_bytes)
+    X(gpu_decode_percent) X(max_field_bytes) X(remote_retries) X(remote_timeout_ms)
 
 /* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
  * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values

@@ -256,6 +256,7 @@ struct rf_loader {
     rf_io_params iop;
     rf_io_source src;
     char io_why[160];
+    struct rf_remote *remote; /* the client of remote shards (io/remote.h), NULL for files */
 
     uint8_t *ring;         /* all slots' images + labels, one allocation */
     size_t ring_bytes;
