@@ -1,0 +1,665 @@
+#!/usr/bin/env python3
+"""servers.py — real servers for the remote-shard tests, started around one command.
+
+    python3 tests/servers/servers.py --root DATA_DIR --state STATE_DIR [--s3-upload]
+                                     [--only http,https,s3,fault] -- CMD ARGS...
+
+starts, each on a free loopback port, as the current user, with every config, log, pid file,
+certificate and temporary file under STATE_DIR:
+  http   nginx serving DATA_DIR at / (HTTP/1.1, byte ranges, keep-alive)     RF_TEST_HTTP
+  https  the same nginx over TLS (self-signed certificate for 127.0.0.1 and localhost, HTTP/2
+         offered by ALPN)                                                    RF_TEST_HTTPS, RF_TEST_CA
+  s3     moto's S3 server with IAM authentication on: signed requests are checked against the
+         key exported here, anonymous ones against the bucket policy          RF_TEST_S3_ENDPOINT,
+         RF_TEST_S3_KEY, RF_TEST_S3_SECRET, RF_TEST_S3_REGION (with --s3-upload also
+         RF_TEST_S3_BUCKET=rf-test, private, and RF_TEST_S3_PUBLIC_BUCKET=rf-public, public-read,
+         each holding every file of DATA_DIR under its relative path)
+  fault  a fault-injection proxy in front of the http server (specs below)    RF_TEST_FAULT
+then runs CMD with those variables (and RF_TEST_STATE, RF_TEST_ROOT) added to its environment,
+writes them to STATE_DIR/env, stops every server (also when CMD fails or this runner gets
+SIGINT/SIGTERM/SIGHUP) and exits with CMD's status (128 + N when a signal N ended it). A needed
+program or module that is missing exits 77 (ctest's skip) naming it; a server that does not
+come up exits 2 naming it with the last lines of its log. docs/testing.md is the full manual.
+
+Fault proxy: GET or HEAD /f/<spec>/<path> is forwarded to nginx as /<path> with its Range header
+unless <spec> (items joined by ',') faults it; any other path is forwarded as it is.
+  503xN 429xN 500xN  answer that status (503 and 429 with Retry-After: 1)
+  resetxN            headers and half the body, then a TCP reset (SO_LINGER 0)
+  shortxN            headers with the full Content-Length, half the body, a clean close
+  delay=MSxN         wait MS milliseconds before answering
+  403 404            always answer that status
+  noranges           drop the Range header: 200 with the whole file
+Attempts are counted per (spec, path, Range): the status, reset and short items take attempts
+in the order written (503x2,resetx1: attempts 1-2 get 503, 3 a reset, 4 the file), delay applies
+to the first N attempts on top. GET /_log returns {"requests": [...], "dropped": n}: per request
+its connection number, method, path, upstream target, Range, request header names, whether it
+carried an Authorization header and that header's SignedHeaders list (never its signature),
+status, fault and body bytes sent. POST /_reset clears the log and the counters.
+"""
+import argparse
+import ctypes
+import http.client
+import http.server
+import json
+import os
+import pwd
+import grp
+import re
+import shutil
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+SKIP = 77             # ctest's SKIP_RETURN_CODE: a missing program is not a failure of the code
+START_FAIL = 2        # a server did not come up
+START_TIMEOUT_S = 60  # moto imports for several seconds on a loaded 2-core machine
+STOP_TIMEOUT_S = 10   # then SIGKILL to the server's whole process group
+LOG_MAX = 200_000     # fault-proxy log entries kept; beyond that only counted as dropped
+CHUNK = 1 << 16       # proxy body copy unit
+COUNT_MAX = 1000      # the largest N of an xN fault item
+DELAY_MAX_MS = 600_000
+REGION = "us-east-1"
+BUCKETS = ("rf-test", "rf-public")
+SERVERS = ("http", "https", "s3", "fault")
+
+
+class Missing(Exception):
+    """A program or module the chosen servers need is not installed (exit 77)."""
+
+
+class StartError(Exception):
+    """A server did not come up (exit 2)."""
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM/SIGHUP arrived before CMD ran."""
+
+
+def die_with_parent():
+    # Runs in each child before exec: if this runner is killed outright (SIGKILL, so no cleanup
+    # runs) the kernel sends the child SIGTERM, so no server outlives its runner.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def spawn(argv, log_path, env=None):
+    """A server in its own session: a terminal's ^C reaches this runner (which stops it in
+    order), and the session's process group lets stop() reach nginx's workers too."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True, preexec_fn=die_with_parent, env=env)
+
+
+def stop(proc, sig=signal.SIGTERM):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.kill(proc.pid, sig)
+        proc.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:  # the group: nginx's workers, or anything the server left behind
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def tail(path, n=15):
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError as e:
+        return f"(no log: {e})"
+    return "\n".join("    " + line for line in lines[-n:]) or "    (log empty)"
+
+
+def wait_ready(name, proc, log_path, probe):
+    """Polls probe() until it answers; a server that exits or stays silent is a StartError
+    naming it with its log's last lines."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    last = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise StartError(f"{name} exited with status {proc.returncode} while starting; "
+                             f"last lines of {log_path}:\n{tail(log_path)}")
+        try:
+            if probe():
+                return
+        except (OSError, http.client.HTTPException, ssl.SSLError) as e:
+            last = e
+        time.sleep(0.05)
+    raise StartError(f"{name} did not answer within {START_TIMEOUT_S} s (last error: {last}); "
+                     f"last lines of {log_path}:\n{tail(log_path)}")
+
+
+def free_port():
+    # nginx takes its ports from its config, so they are picked here; the short race with
+    # another process is handled by start_nginx retrying on "Address already in use".
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_answers(url, context=None):
+    """True once anything answers with an HTTP status (404 included)."""
+    try:
+        urllib.request.urlopen(url, timeout=2, context=context).close()
+    except urllib.error.HTTPError:
+        pass
+    return True
+
+
+# ---------------------------------------------------------------------------------- nginx
+
+NGINX_CONF = """\
+# Generated by tests/servers/servers.py for one run; every path is under the state directory.
+{user}worker_processes 1;
+daemon off;
+pid {state}/nginx.pid;
+error_log {state}/nginx-error.log info;
+events {{ worker_connections 512; }}
+http {{
+    default_type application/octet-stream;
+    access_log {state}/nginx-access.log;
+    client_body_temp_path {state}/nginx-tmp/body;
+    proxy_temp_path {state}/nginx-tmp/proxy;
+    fastcgi_temp_path {state}/nginx-tmp/fastcgi;
+    uwsgi_temp_path {state}/nginx-tmp/uwsgi;
+    scgi_temp_path {state}/nginx-tmp/scgi;
+    sendfile on;
+    keepalive_timeout 120s;
+    keepalive_requests 100000;
+    max_ranges 1;
+{servers}}}
+"""
+NGINX_HTTP = "    server {{ listen 127.0.0.1:{port}; root {root}; }}\n"
+NGINX_HTTPS = ("    server {{ listen 127.0.0.1:{port} ssl http2; root {root};\n"
+               "             ssl_certificate {state}/ca.pem;\n"
+               "             ssl_certificate_key {state}/key.pem; }}\n")
+
+
+def make_cert(state):
+    """A self-signed certificate that is its own CA, for 127.0.0.1 and localhost, so clients
+    verify it (RF_TEST_CA) rather than turning verification off."""
+    if not shutil.which("openssl"):
+        raise Missing("openssl (Debian package openssl; tools/deps.sh installs it)")
+    cmd = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+           "-nodes", "-keyout", f"{state}/key.pem", "-out", f"{state}/ca.pem", "-days", "7",
+           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise StartError(f"openssl could not make the test certificate: {r.stderr.strip()}")
+
+
+def nginx_user():
+    # A master running as root would hand its workers to "nobody", who may not read DATA_DIR;
+    # as any other user the directive is refused with a warning, so it is written only for root.
+    if os.geteuid() != 0:
+        return ""
+    return f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};\n"
+
+
+def start_nginx(state, root, want):
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
+                                      else None)
+    if not nginx:
+        raise Missing("nginx (Debian package nginx-light or nginx; tools/deps.sh installs it)")
+    if "https" in want:
+        make_cert(state)
+    os.makedirs(f"{state}/nginx-tmp", exist_ok=True)
+    log = f"{state}/nginx-error.log"
+    for attempt in range(3):
+        ports = {name: free_port() for name in ("http", "https") if name in want}
+        servers = ""
+        if "http" in ports:
+            servers += NGINX_HTTP.format(port=ports["http"], root=root)
+        if "https" in ports:
+            servers += NGINX_HTTPS.format(port=ports["https"], root=root, state=state)
+        with open(f"{state}/nginx.conf", "w") as f:
+            f.write(NGINX_CONF.format(user=nginx_user(), state=state, servers=servers))
+        proc = spawn([nginx, "-p", state, "-c", f"{state}/nginx.conf", "-e", log], log)
+        try:
+            for name, port in ports.items():
+                url = f"{name}://127.0.0.1:{port}/"
+                ctx = ssl.create_default_context(cafile=f"{state}/ca.pem") if name == "https" \
+                    else None
+                wait_ready(f"nginx ({name})", proc, log, lambda: http_answers(url, ctx))
+        except StartError:
+            stop(proc)
+            if attempt < 2 and "Address already in use" in tail(log, 5):
+                continue
+            raise
+        env = {}
+        if "http" in ports:
+            env["RF_TEST_HTTP"] = f"http://127.0.0.1:{ports['http']}"
+        if "https" in ports:
+            env["RF_TEST_HTTPS"] = f"https://127.0.0.1:{ports['https']}"
+            env["RF_TEST_CA"] = f"{state}/ca.pem"
+        return proc, env
+    raise AssertionError("unreachable")
+
+
+# ----------------------------------------------------------------------------------- moto
+
+def moto_child(state):
+    """The S3 server process (servers.py --moto-child): moto in server mode with one change.
+    With IAM authentication on, moto 5.2 checks every request's signature (what the tests
+    need: a wrong secret gets 403) but fails an anonymous request with a 500 (it reads the
+    missing Authorization header), so public buckets could not be read. S3 authorizes an
+    anonymous request by the bucket policy alone; that is what s3_anonymous does, and signed
+    requests go through moto's own check unchanged."""
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin as Auth
+    from moto.iam.access_control import PermissionResult
+    from moto.s3.exceptions import BucketAccessDeniedError, S3AccessDeniedError
+    from moto.server import ThreadedMotoServer
+
+    signed_check = Auth._authenticate_and_authorize_s3_action
+
+    def s3_anonymous(self, bucket_name=None, key_name=None):
+        anonymous = ("Authorization" not in self.headers
+                     and "X-Amz-Credential" not in self.querystring)
+        if not anonymous or Auth.request_count < settings.INITIAL_NO_AUTH_ACTION_COUNT:
+            return signed_check(self, bucket_name, key_name)
+        if not bucket_name:
+            raise S3AccessDeniedError()
+        bucket = self.backend.get_bucket(bucket_name)
+        arn = f"{bucket_name}/{key_name}" if key_name else bucket_name
+        action = f"s3:{self._get_action()}"
+        if bucket.get_permission(action, f"arn:aws:s3:::{arn}") != PermissionResult.PERMITTED:
+            raise BucketAccessDeniedError(bucket=bucket_name)
+
+    Auth._authenticate_and_authorize_s3_action = s3_anonymous
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    port = server.get_host_and_port()[1]
+    with open(f"{state}/moto.port.tmp", "w") as f:
+        f.write(str(port))
+    os.rename(f"{state}/moto.port.tmp", f"{state}/moto.port")  # the parent reads it whole
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    server.stop()
+
+
+def start_moto(state):
+    try:
+        import moto.server  # noqa: F401  (only to say early that it is missing)
+        import boto3  # noqa: F401
+    except ImportError as e:
+        raise Missing(f"Python module {e.name} (pip install 'moto[server]==5.2.1' boto3; "
+                      "tools/deps.sh installs them)")
+    log = f"{state}/moto.log"
+    try:
+        os.unlink(f"{state}/moto.port")
+    except FileNotFoundError:
+        pass
+    env = dict(os.environ, TMPDIR=f"{state}/tmp")
+    proc = spawn([sys.executable, os.path.abspath(__file__), "--moto-child", "--state", state],
+                 log, env)
+    wait_ready("moto (s3)", proc, log, lambda: os.path.exists(f"{state}/moto.port"))
+    with open(f"{state}/moto.port") as f:
+        endpoint = f"http://127.0.0.1:{int(f.read())}"
+    wait_ready("moto (s3)", proc, log, lambda: http_answers(f"{endpoint}/moto-api/"))
+    return proc, endpoint
+
+
+def s3_setup(endpoint, root, upload):
+    """Before authentication is turned on (moto counts no request until then): an IAM user
+    whose key may do anything in S3, the buckets and their objects. Then every request must be
+    signed with that key or be anonymous and allowed by a bucket policy."""
+    import boto3
+    dummy = dict(endpoint_url=endpoint, region_name=REGION, aws_access_key_id="setup",
+                 aws_secret_access_key="setup")
+    iam = boto3.client("iam", **dummy)
+    iam.create_user(UserName="ringfeed-test")
+    iam.put_user_policy(UserName="ringfeed-test", PolicyName="s3-all", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17",
+         "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName="ringfeed-test")["AccessKey"]
+    env = {"RF_TEST_S3_ENDPOINT": endpoint, "RF_TEST_S3_KEY": key["AccessKeyId"],
+           "RF_TEST_S3_SECRET": key["SecretAccessKey"], "RF_TEST_S3_REGION": REGION}
+    if upload:
+        s3 = boto3.client("s3", **dummy)
+        for bucket in BUCKETS:
+            s3.create_bucket(Bucket=bucket)
+        public = {"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": "*", "Action": ["s3:GetObject", "s3:ListBucket"],
+            "Resource": [f"arn:aws:s3:::{BUCKETS[1]}", f"arn:aws:s3:::{BUCKETS[1]}/*"]}]}
+        s3.put_bucket_policy(Bucket=BUCKETS[1], Policy=json.dumps(public))
+        for dirpath, _, names in os.walk(root):
+            for name in sorted(names):
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                for bucket in BUCKETS:
+                    s3.upload_file(path, bucket, rel)
+        env["RF_TEST_S3_BUCKET"], env["RF_TEST_S3_PUBLIC_BUCKET"] = BUCKETS
+    req = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=b"0", method="POST",
+                                 headers={"Content-Type": "text/plain"})
+    urllib.request.urlopen(req, timeout=10).close()
+    return env
+
+
+# ---------------------------------------------------------------------------- fault proxy
+
+FAULT_ITEM = re.compile(r"^(?:(503|429|500|reset|short)x(\d+)|delay=(\d+)x(\d+)|(403|404)"
+                        r"|(noranges))$")
+HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
+
+
+def parse_spec(spec):
+    """'503x2,delay=100x1,noranges' -> {"seq": [("503", 2)], "delay": (100, 1), "always": None,
+    "noranges": True}; ValueError names the item it cannot read."""
+    out = {"seq": [], "delay": None, "always": None, "noranges": False}
+    for item in filter(None, spec.split(",")):
+        m = FAULT_ITEM.match(item)
+        if not m:
+            raise ValueError(f"fault spec item {item!r} is not one of 503xN 429xN 500xN resetxN "
+                             "shortxN delay=MSxN 403 404 noranges")
+        kind, n, ms, dn, always, noranges = m.groups()
+        count = int(n or dn or 0)
+        if count > COUNT_MAX or int(ms or 0) > DELAY_MAX_MS:
+            raise ValueError(f"fault spec item {item!r} is over the limits (N <= {COUNT_MAX}, "
+                             f"MS <= {DELAY_MAX_MS})")
+        if kind:
+            out["seq"].append((kind, count))
+        elif ms:
+            out["delay"] = (int(ms), count)
+        elif always:
+            out["always"] = always
+        else:
+            out["noranges"] = True
+    return out
+
+
+class FaultState:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        with self.lock:
+            self.log, self.dropped, self.attempts, self.conns = [], 0, {}, 0
+
+    def attempt(self, key):
+        with self.lock:
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            return self.attempts[key]
+
+    def new_conn(self):
+        with self.lock:
+            self.conns += 1
+            return self.conns
+
+    def record(self, entry):
+        with self.lock:
+            if len(self.log) < LOG_MAX:
+                self.log.append(entry)
+            else:
+                self.dropped += 1
+
+    def snapshot(self):
+        with self.lock:
+            return json.dumps({"requests": self.log, "dropped": self.dropped}).encode()
+
+
+def signed_headers(auth):
+    m = re.search(r"SignedHeaders=([^,\s]+)", auth or "")
+    return m.group(1).split(";") if m else None
+
+
+def pick_fault(spec, attempt):
+    """Which fault, if any, the attempt-th request for this (spec, path, range) gets."""
+    if spec["always"]:
+        return spec["always"]
+    first = 1
+    for kind, count in spec["seq"]:
+        if first <= attempt < first + count:
+            return kind
+        first += count
+    return None
+
+
+class FaultHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: a client's connection serves many requests
+    server_version = "ringfeed-fault-proxy"
+
+    def setup(self):
+        super().setup()
+        self.conn_id = self.server.state.new_conn()
+        self.upstream = None
+
+    def log_message(self, fmt, *args):  # the /_log endpoint is the record; stderr stays quiet
+        pass
+
+    def do_GET(self):
+        if self.path == "/_log":
+            return self.answer(200, self.server.state.snapshot(), "application/json")
+        self.forward()
+
+    def do_HEAD(self):
+        self.forward()
+
+    def do_POST(self):
+        if self.path != "/_reset":
+            return self.answer(405, b"only POST /_reset\n")
+        self.server.state.reset()
+        self.answer(200, b"reset\n")
+
+    def answer(self, status, body, ctype="text/plain", extra=()):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        return len(body) if self.command != "HEAD" else 0
+
+    def forward(self):
+        path, spec_text = self.path, ""
+        if path.startswith("/f/"):
+            spec_text, _, rest = path[3:].partition("/")
+            path = "/" + rest
+        rng = self.headers.get("Range")
+        entry = {"conn": self.conn_id, "method": self.command, "path": self.path,
+                 "target": path, "range": rng, "headers": sorted(k.lower() for k in self.headers),
+                 "authorization": "Authorization" in self.headers,
+                 "signed_headers": signed_headers(self.headers.get("Authorization")),
+                 "fault": None, "status": None, "bytes": 0}
+        try:
+            entry["status"], entry["bytes"] = self.serve(entry, spec_text, path, rng)
+        finally:
+            self.server.state.record(entry)
+
+    def serve(self, entry, spec_text, path, rng):
+        try:
+            spec = parse_spec(spec_text)
+        except ValueError as e:
+            return 400, self.answer(400, f"{e}\n".encode())
+        attempt = self.server.state.attempt((spec_text, path, rng))
+        if spec["delay"] and attempt <= spec["delay"][1]:
+            time.sleep(spec["delay"][0] / 1000)
+        fault = entry["fault"] = pick_fault(spec, attempt)
+        if fault in ("503", "429", "500", "403", "404"):
+            extra = [("Retry-After", "1")] if fault in ("503", "429") else []
+            body = f"fault proxy: {fault} for {path} attempt {attempt}\n".encode()
+            return int(fault), self.answer(int(fault), body, extra=extra)
+        headers = {"Range": rng} if rng and not spec["noranges"] else {}
+        return self.relay(path, headers, fault)
+
+    def relay(self, path, headers, fault):
+        """nginx's answer passed on; 'reset' and 'short' stop after half its body."""
+        try:
+            resp = self.fetch(path, headers)
+        except (OSError, http.client.HTTPException) as e:
+            self.upstream = None
+            return 502, self.answer(502, f"fault proxy: upstream nginx: {e}\n".encode())
+        length = int(resp.getheader("Content-Length", "0"))
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in HOP:
+                self.send_header(k, v)
+        self.end_headers()
+        limit = length // 2 if fault in ("reset", "short") else length
+        sent = 0
+        while sent < limit:
+            chunk = resp.read(min(CHUNK, limit - sent))
+            if not chunk:
+                break
+            self.wfile.write(chunk)
+            sent += len(chunk)
+        if fault in ("reset", "short") or sent < length:
+            # The rest of nginx's answer is not read: that connection cannot be reused.
+            self.upstream.close()
+            self.upstream = None
+            self.close_connection = True
+            if fault == "reset":
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()  # with linger 0 the kernel sends RST, not FIN
+        return resp.status, sent
+
+    def fetch(self, path, headers):
+        # One upstream keep-alive connection per client connection; a stale one (nginx closed
+        # it between requests) is retried once on a fresh connection.
+        for retry in (0, 1):
+            if self.upstream is None:
+                self.upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port,
+                                                           timeout=60)
+            try:
+                self.upstream.request(self.command, path, headers=headers)
+                return self.upstream.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.upstream.close()
+                self.upstream = None
+                if retry:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def start_fault(http_url):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FaultHandler)
+    server.daemon_threads = True
+    server.state = FaultState()
+    server.upstream_port = int(http_url.rsplit(":", 1)[1])
+    threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    wait_ready("fault proxy", None, "(in this process)", lambda: http_answers(f"{url}/_log"))
+    return server, {"RF_TEST_FAULT": url}
+
+
+# ----------------------------------------------------------------------------------- main
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                usage="servers.py --root DATA_DIR --state STATE_DIR "
+                                      "[--s3-upload] [--only LIST] -- CMD ARGS...")
+    p.add_argument("--root", help="directory served at / and uploaded with --s3-upload")
+    p.add_argument("--state", required=True, help="all config, logs, pid files, temp files")
+    p.add_argument("--s3-upload", action="store_true",
+                   help="create rf-test (private) and rf-public (public-read), upload --root")
+    p.add_argument("--only", default=",".join(SERVERS),
+                   help="comma-separated subset of http,https,s3,fault (fault needs http)")
+    p.add_argument("--moto-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    args.state = os.path.abspath(args.state)
+    if args.moto_child:
+        return args
+    args.want = set(filter(None, args.only.split(",")))
+    if not args.want or args.want - set(SERVERS):
+        p.error(f"--only takes a comma-separated subset of {','.join(SERVERS)}")
+    if "fault" in args.want:
+        args.want.add("http")
+    if args.cmd[:1] == ["--"]:
+        args.cmd = args.cmd[1:]
+    if not args.cmd:
+        p.error("no command after --")
+    if not args.root or not os.path.isdir(args.root):
+        p.error(f"--root {args.root!r} is not a directory")
+    args.root = os.path.abspath(args.root)
+    return args
+
+
+class Runner:
+    def __init__(self, args):
+        self.args, self.procs, self.fault, self.cmd = args, [], None, None
+        self.signal = None
+
+    def on_signal(self, signum, _frame):
+        self.signal = signum
+        if self.cmd is None:
+            raise Interrupted()
+        if self.cmd.poll() is None:
+            self.cmd.send_signal(signum)  # CMD decides how to end; stop() follows its exit
+
+    def start(self):
+        a, env = self.args, {"RF_TEST_STATE": self.args.state, "RF_TEST_ROOT": self.args.root}
+        if a.want & {"http", "https"}:
+            proc, more = start_nginx(a.state, a.root, a.want)
+            self.procs.append(proc)
+            env.update(more)
+        if "s3" in a.want:
+            proc, endpoint = start_moto(a.state)
+            self.procs.append(proc)
+            env.update(s3_setup(endpoint, a.root, a.s3_upload))
+        if "fault" in a.want:
+            self.fault, more = start_fault(env["RF_TEST_HTTP"])
+            env.update(more)
+        with open(f"{a.state}/env", "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in sorted(env.items()))
+        return env
+
+    def run(self):
+        a = self.args
+        os.makedirs(f"{a.state}/tmp", exist_ok=True)
+        with open(f"{a.state}/servers.pid", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self.on_signal)
+        try:
+            env = self.start()
+            self.cmd = subprocess.Popen(a.cmd, env=dict(os.environ, **env),
+                                        preexec_fn=die_with_parent)
+            status = self.cmd.wait()
+            return 128 - status if status < 0 else status
+        except Interrupted:
+            return 128 + self.signal
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleanup runs to its end
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if self.fault:
+                self.fault.shutdown()
+                self.fault.server_close()
+            for proc in reversed(self.procs):
+                stop(proc)
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.moto_child:
+        return moto_child(args.state) or 0
+    os.makedirs(args.state, exist_ok=True)
+    try:
+        return Runner(args).run()
+    except Missing as e:
+        print(f"servers.py: skipped: missing {e}", file=sys.stderr)
+        return SKIP
+    except StartError as e:
+        print(f"servers.py: {e}", file=sys.stderr)
+        return START_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
