@@ -9,8 +9,8 @@
  *  - A request's bytes go straight to its destination (rf_remote_body's window rules, remote.h):
  *    nothing is copied twice and nothing lands outside dst.
  *  - A finished attempt is judged by rf_remote_verdict. A retry waits in its slot (not in the
- *    multi handle) until its time comes, then resumes the range where the last attempt
- *    stopped. After remote_retries the request fails with -EIO and the verdict's message
+ *    multi handle) until its time comes, then asks for the same range again into the same
+ *    destination. After remote_retries the request fails with -EIO and the verdict's message
  *    (rf_io_req.why), which the pipeline puts in its error: the URL and the byte range.
  *  - Who wakes whom: a thread with nothing in flight and nothing waiting blocks in take();
  *    otherwise it polls its sockets for at most a few milliseconds between non-blocking
@@ -39,6 +39,7 @@ typedef struct cslot {
     int state;
     uint32_t attempt;
     uint64_t due_ns;       /* SLOT_WAITING: when to try again */
+    uint64_t got_before;   /* window bytes in place when the attempt started */
     char range[64];
     char why[RF_ERRMSG_MAX - 64];
 } cslot;
@@ -72,6 +73,7 @@ static int stopping(struct rf_io_engine *e) { return atomic_load_explicit(&e->st
 static void slot_attempt(cthread *t, cslot *c)
 {
     rf_remote_xfer_start(c->h, &c->x, c->range, sizeof c->range);
+    c->got_before = c->x.got;
     c->state = SLOT_RUNNING;
     add(&t->e->r->requests, 1);
     if (curl_multi_add_handle(t->m, c->h) != CURLM_OK) {
@@ -115,12 +117,11 @@ static void slot_finish(cthread *t, cslot *c, int result)
 static void slot_judge(cthread *t, cslot *c, CURLcode code)
 {
     curl_multi_remove_handle(t->m, c->h);
-    uint64_t before = c->x.got;
     add(&t->e->r->bytes, c->x.body);
     uint32_t delay;
     int v = rf_remote_verdict(&c->x, code, c->attempt, &delay, c->why, sizeof c->why);
-    add(&t->bytes, c->x.got - RF_MIN(before, c->x.got));
     if (v == RF_XFER_OK) {
+        add(&t->bytes, c->x.got - c->got_before);
         slot_finish(t, c, 0);
         return;
     }
@@ -131,6 +132,9 @@ static void slot_judge(cthread *t, cslot *c, CURLcode code)
         slot_finish(t, c, -EIO);
         return;
     }
+    /* The retry asks for the same range again (what a server or cache keyed by range has
+     * seen), rewriting the same destination bytes. */
+    c->x.got = c->got_before;
     c->attempt++;
     add(&t->retries, 1);
     add(&t->e->r->retried, 1);

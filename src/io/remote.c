@@ -46,18 +46,28 @@ static int s3_settings(rf_remote *r, rf_err *err)
         snprintf(r->userpwd, sizeof r->userpwd, "%s:%s", key, secret);
         snprintf(r->sigv4, sizeof r->sigv4, "aws:amz:%s:s3", r->region);
     }
+    if (rc || !r->userpwd[0])
+        return rc;
+    /* libcurl 7.88 signs the headers it is given but does not add the payload hash, which S3
+     * requires on every signed request (and checks against the body): a GET has none, so it is
+     * the SHA-256 of nothing. */
+    r->s3_headers = curl_slist_append(NULL, "x-amz-content-sha256: "
+                                      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     const char *token = env("AWS_SESSION_TOKEN");
-    if (rc == 0 && token && r->userpwd[0]) {
+    if (r->s3_headers && token) {
         char *h = malloc(strlen(token) + 32);
-        if (!h)
+        struct curl_slist *l = NULL;
+        if (h) {
+            sprintf(h, "x-amz-security-token: %s", token);
+            l = curl_slist_append(r->s3_headers, h);
+            memset(h, 0, strlen(h));
+            free(h);
+        }
+        if (!l)
             return rf_seterr(err, RF_ENOMEM, "no memory");
-        sprintf(h, "x-amz-security-token: %s", token);
-        r->s3_headers = curl_slist_append(NULL, h);
-        free(h);
-        if (!r->s3_headers)
-            return rf_seterr(err, RF_ENOMEM, "no memory");
+        r->s3_headers = l;
     }
-    return rc;
+    return r->s3_headers ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
 }
 
 int rf_remote_new(uint32_t retries, uint32_t timeout_ms, rf_remote **out, rf_err *err)

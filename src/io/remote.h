@@ -128,7 +128,7 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
 
 /* GET the object at the request URL req (printable form shown; signed when s3) whole, at
  * most max bytes: 1 with *text (NUL-terminated) and *len, 0 for a 404, else an error naming
- * shown (remote_open.c). */
+ * shown (-EACCES for a 403, else RF_EIO; remote_open.c). */
 int rf_remote_fetch(rf_remote *r, const char *req, const char *shown, int s3, uint64_t max,
                     char **text, uint64_t *len, rf_err *err);
 /* rf_remote_ops.list (remote_list.c). */

@@ -8,13 +8,15 @@
  * entities decoded. Query parameters are written in the order SigV4 signs them (sorted by
  * name) and percent-encoded as it wants, so the request is signed as S3 checks it. At most
  * RF_REMOTE_LIST_PAGES_MAX pages. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/remote.h"
 
-/* Percent-encode s (RFC 3986 unreserved kept) into out[cap]; -1 when it does not fit. */
-static int pct(const char *s, char *out, size_t cap)
+/* Percent-encode s (RFC 3986 unreserved kept, and '/' with keep_slash) into out[cap]; -1
+ * when it does not fit. */
+static int pct(const char *s, int keep_slash, char *out, size_t cap)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t n = 0;
@@ -22,7 +24,7 @@ static int pct(const char *s, char *out, size_t cap)
         if (n + 4 > cap)
             return -1;
         if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            strchr("-._~", *p))
+            strchr("-._~", *p) || (keep_slash && *p == '/'))
             out[n++] = (char)*p;
         else
             out[n++] = '%', out[n++] = hex[*p >> 4], out[n++] = hex[*p & 15];
@@ -71,7 +73,8 @@ typedef struct lister {
     rf_remote *r;
     const char *bucket;
     size_t blen;
-    char prefix[RF_PATH_BYTES_MAX * 3];
+    char prefix[RF_PATH_BYTES_MAX];  /* the keys' prefix, as in the pattern */
+    int keep_slash;                  /* send '/' in the query as it is (see rf_remote_list) */
     char token[RF_PATH_BYTES_MAX * 3];
     char url[RF_PATH_BYTES_MAX * 8];
     char key[RF_PATH_BYTES_MAX];
@@ -82,9 +85,10 @@ typedef struct lister {
 static int list_page(lister *l, int (*fn)(void *, const char *, rf_err *), void *arg,
                      rf_err *err)
 {
-    char tok[RF_PATH_BYTES_MAX * 3] = "";
-    if (l->token[0] && pct(l->token, tok, sizeof tok) != 0)
-        return rf_seterr(err, RF_ELIMIT, "s3://%.*s: continuation token too long",
+    char tok[RF_PATH_BYTES_MAX * 3] = "", pre[RF_PATH_BYTES_MAX * 3];
+    if ((l->token[0] && pct(l->token, 0, tok, sizeof tok) != 0) ||
+        pct(l->prefix, l->keep_slash, pre, sizeof pre) != 0)
+        return rf_seterr(err, RF_ELIMIT, "s3://%.*s: continuation token or prefix too long",
                          (int)l->blen, l->bucket);
     /* s3://BUCKET/?query: rf_remote_url maps it like an object whose key is "?query"; the
      * query is appended after mapping the bucket alone. */
@@ -95,7 +99,7 @@ static int list_page(lister *l, int (*fn)(void *, const char *, rf_err *), void 
         return rc;
     snprintf(l->url, sizeof l->url, "%s?%s%s%slist-type=2&max-keys=%u&prefix=%s", base,
              tok[0] ? "continuation-token=" : "", tok, tok[0] ? "&" : "", l->r->list_max_keys,
-             l->prefix);
+             pre);
     free(base);
     char *xml = NULL;
     uint64_t len = 0;
@@ -136,16 +140,23 @@ int rf_remote_list(void *ctx, const char *pattern,
     l->bucket = pattern + 5;
     const char *slash = strchr(l->bucket, '/');
     l->blen = slash ? (size_t)(slash - l->bucket) : strlen(l->bucket);
-    char prefix[RF_PATH_BYTES_MAX];
     const char *key = slash ? slash + 1 : "";
-    snprintf(prefix, sizeof prefix, "%.*s", (int)strcspn(key, "*?["), key);
-    int rc = pct(prefix, l->prefix, sizeof l->prefix) ? rf_seterr(err, RF_ELIMIT, "too long")
-                                                       : 1;
-    for (uint32_t page = 0; rc == 1; page++)
+    snprintf(l->prefix, sizeof l->prefix, "%.*s", (int)strcspn(key, "*?["), key);
+    int rc = 1;
+    for (uint32_t page = 0; rc == 1; page++) {
         rc = page >= RF_REMOTE_LIST_PAGES_MAX
                  ? rf_seterr(err, RF_ELIMIT, "listing %s: more than %u pages", pattern,
                              RF_REMOTE_LIST_PAGES_MAX)
                  : list_page(l, fn, arg, err);
+        /* libcurl 7.88 signs the query as sent, and servers disagree on a '/' in it: S3's
+         * rule wants %2F (sent first), moto 5.2 checks the literal '/'. A first page refused
+         * (403) with a '/' in the prefix is asked once more the other way. */
+        if (rc == -EACCES && page == 0 && !l->keep_slash && strchr(l->prefix, '/')) {
+            l->keep_slash = 1;
+            page--;
+            rc = 1;
+        }
+    }
     free(l);
     return rc;
 }

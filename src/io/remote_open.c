@@ -11,7 +11,8 @@
  *    is full (CURL_WRITEFUNC_PAUSE) and resuming it as the scanner consumes. The scanner skips
  *    member data forward, which the stream drops; a jump beyond RF_REMOTE_STREAM_SKIP_MAX (or
  *    backwards: an index's spot checks) restarts the stream at the target instead, and a
- *    failed stream resumes where it stopped, counted as a retry.
+ *    failed stream asks for its range again (bytes already buffered are dropped as they
+ *    come), counted as a retry.
  *  - A local cache would plug in at rf_remote_ops.open/reader: a shard already on disk could
  *    be opened as a file instead (docs/remote.md, "The cache").
  */
@@ -37,7 +38,8 @@ static void sleep_ms(uint32_t ms)
 }
 
 /* One blocking transfer, retried as the verdict says. 0, or -ENOENT (a 404: the caller
- * decides what absence means) or -EIO, with why[cap] saying what happened. */
+ * decides what absence means), -EACCES (a 403) or -EIO, with why[cap] saying what
+ * happened. */
 static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
 {
     char range[64];
@@ -54,7 +56,9 @@ static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
             size_t n = strlen(why);
             if (attempt)
                 snprintf(why + n, cap - n, " (after %u retries)", attempt);
-            return x->status == 404 && v == RF_XFER_FAIL ? -ENOENT : -EIO;
+            if (v == RF_XFER_FAIL && (x->status == 404 || x->status == 403))
+                return x->status == 404 ? -ENOENT : -EACCES;
+            return -EIO;
         }
         count(&r->retried, 1);
         sleep_ms(delay);
@@ -123,7 +127,7 @@ int rf_remote_fetch(rf_remote *r, const char *req, const char *shown, int s3, ui
     rf_xfer x = {.r = r, .file = &f, .grow = text, .grow_max = max};
     rf_remote_easy(r, h, f.url, f.s3, &x);
     int p = perform(r, h, &x, why, sizeof why);
-    int rc = p == -ENOENT ? 0 : p ? rf_seterr(err, RF_EIO, "%s", why) : 1;
+    int rc = p == -ENOENT ? 0 : p ? rf_seterr(err, p == -EACCES ? p : RF_EIO, "%s", why) : 1;
     if (rc == 1 && !*text && rf_grow(text, &x.grow_cap, 1, 1) != 0)
         rc = rf_seterr(err, RF_ENOMEM, "no memory");
     if (rc == 1) {
@@ -176,7 +180,7 @@ static size_t stream_sink(rf_xfer *x, const uint8_t *data, size_t n)
     stream *s = x->sink_ctx;
     uint64_t end = s->pos + s->len;
     size_t skip = x->at < end ? (size_t)RF_MIN(end - x->at, n) : 0;
-    if (x->at + skip != end) {
+    if (skip < n && x->at + skip != end) {
         x->overflow = 1; /* a 206 starting past the asked offset */
         return 0;
     }
@@ -186,20 +190,21 @@ static size_t stream_sink(rf_xfer *x, const uint8_t *data, size_t n)
     }
     memcpy(s->buf + s->len, data + skip, n - skip);
     s->len += n - skip;
-    x->got += n - skip;
     x->at += n;
+    x->got = x->at > x->off ? x->at - x->off : 0; /* of the range asked, kept or dropped */
     x->body += n;
     return n;
 }
 
-/* Start (or restart) the stream's GET at s->pos + s->len. */
-static int stream_start(stream *s)
+/* Start (or restart) the stream's GET at object offset `from` (<= s->pos + s->len: bytes
+ * before the buffer's end are dropped as they come). */
+static int stream_start(stream *s, uint64_t from)
 {
     if (s->active)
         curl_multi_remove_handle(s->m, s->h);
     s->active = s->finished = s->paused = 0;
     count(&s->r->bytes, s->x.body);
-    s->x.off = s->pos + s->len;
+    s->x.off = from;
     s->x.len = s->f->size - s->x.off;
     s->x.got = 0;
     rf_remote_xfer_start(s->h, &s->x, s->range, sizeof s->range);
@@ -236,7 +241,7 @@ static int stream_finished(stream *s)
     s->attempt++;
     count(&s->r->retried, 1);
     sleep_ms(delay);
-    return stream_start(s);
+    return stream_start(s, s->x.off); /* the same range again, as the engine does */
 }
 
 /* Move the transfer on: resume it when the buffer has room, run it, wait for its socket. */
@@ -275,7 +280,7 @@ static int stream_read(void *ctx, uint8_t *buf, size_t want, uint64_t off, size_
     if (off < s->pos || off > s->pos + s->len + RF_REMOTE_STREAM_SKIP_MAX) {
         s->pos = off;
         s->len = 0;
-        int rc = stream_start(s);
+        int rc = stream_start(s, off);
         if (rc)
             return rc;
     }
