@@ -314,11 +314,14 @@ static int url_listed(void *arg, const char *url, rf_err *err)
 static int expand_url(const char *url, const char *pattern, const rf_remote_ops *remote,
                       plist *out, rf_err *err)
 {
-    if (!strpbrk(url, "*?[")) {
+    /* In an http(s) URL '?' begins the query, never a wildcard. */
+    int s3 = strncmp(url, "s3://", 5) == 0;
+    size_t end = s3 ? strlen(url) : strcspn(url, "?#");
+    if (strcspn(url, s3 ? "*?[" : "*[") >= end) {
         char *s = strdup(url);
         return s ? plist_push(out, s, err) : rf_seterr(err, RF_ENOMEM, "no memory");
     }
-    if (strncmp(url, "s3://", 5) != 0 || !remote)
+    if (!s3 || !remote)
         return rf_seterr(err, RF_EINVAL, "pattern %s: %s", pattern,
                          remote ? "an http(s) server cannot be listed: name its shards with "
                                   "brace ranges ({0000..0099}) instead of wildcards"
@@ -382,6 +385,8 @@ int rf_expand_patterns_remote(const char *const *patterns, uint32_t n,
     plist all = {0};
     for (uint32_t i = 0; i < n; i++) {
         int rc = expand_one(patterns[i], remote, &all, err);
+        if (rc && err)
+            rf_url_scrub(err->msg); /* a URL pattern quoted as given may hold credentials */
         if (rc) {
             plist_free(&all);
             return rc;

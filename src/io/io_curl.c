@@ -10,7 +10,7 @@
  *    nothing is copied twice and nothing lands outside dst.
  *  - A finished attempt is judged by rf_remote_verdict. A retry waits in its slot (not in the
  *    multi handle) until its time comes, then asks for the same range again into the same
- *    destination. After remote_retries the request fails with -EIO and the verdict's message
+ *    destination, up to rf_io_params.max_retries times (rf_config.remote_retries). After remote_retries the request fails with -EIO and the verdict's message
  *    (rf_io_req.why), which the pipeline puts in its error: the URL and the byte range.
  *  - Who wakes whom: a thread with nothing in flight and nothing waiting blocks in take();
  *    otherwise it polls its sockets for at most a few milliseconds between non-blocking
@@ -125,7 +125,7 @@ static void slot_judge(cthread *t, cslot *c, CURLcode code)
         slot_finish(t, c, 0);
         return;
     }
-    if (v == RF_XFER_FAIL || c->attempt >= t->e->r->retries) {
+    if (v == RF_XFER_FAIL || c->attempt >= t->e->p.max_retries) {
         size_t n = strlen(c->why);
         if (c->attempt)
             snprintf(c->why + n, sizeof c->why - n, " (after %u retries)", c->attempt);

@@ -118,23 +118,6 @@ void rf_remote_free(rf_remote *r)
 
 /* ---- URLs --------------------------------------------------------------------------------- */
 
-void rf_remote_shown(const char *url, char *shown, size_t cap)
-{
-    const char *p = strstr(url, "://");
-    const char *host = p ? p + 3 : url;
-    const char *slash = strchr(host, '/');
-    const char *end = slash ? slash : host + strlen(host);
-    const char *at = NULL;
-    for (const char *q = host; q < end; q++)
-        if (*q == '@')
-            at = q; /* userinfo ends at the last '@' before the path */
-    if (at)
-        host = at + 1;
-    size_t path = slash ? strcspn(slash, "?#") : 0;
-    snprintf(shown, cap, "%.*s%.*s%.*s", (int)(p ? p + 3 - url : 0), url,
-             (int)(end - host), host, (int)path, slash ? slash : "");
-}
-
 /* Percent-encode an S3 key for the request path ('/' kept). */
 static char *key_path(const char *key)
 {
@@ -182,7 +165,7 @@ static int s3_url(const rf_remote *r, const char *url, char **req, rf_err *err)
 int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, size_t cap,
                   rf_err *err)
 {
-    rf_remote_shown(url, shown, cap);
+    rf_url_shown(url, shown, cap);
     if (strlen(url) >= RF_PATH_BYTES_MAX)
         return rf_seterr(err, RF_EINVAL, "%s: URL longer than %d bytes", shown,
                          RF_PATH_BYTES_MAX - 1);

@@ -109,8 +109,6 @@ void rf_remote_free(rf_remote *r);
  * printable form. */
 int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, size_t cap,
                   rf_err *err);
-/* The printable form of a URL: scheme://host[:port]/path, userinfo and query removed. */
-void rf_remote_shown(const char *url, char *shown, size_t cap);
 
 /* Options every request sets on an easy handle: the URL, TLS (CA bundle), timeouts,
  * keep-alive, HTTP/2 where offered, S3 signing (s3 != 0), and x's callbacks. */

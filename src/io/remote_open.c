@@ -100,8 +100,8 @@ static int remote_open(void *ctx, const char *url, void **file, uint64_t *size, 
         if (p == 0 && !x.has_total && !(x.status == 200 && x.has_length))
             rc = rf_seterr(err, RF_EIO, "%s: the server gave no size for it", f->shown);
         else if (p)
-            rc = rf_seterr(err, p == -ENOENT ? RF_ENOFILES : RF_EIO, "cannot open remote "
-                           "shard: %s", why);
+            rc = rf_seterr(err, p == -ENOENT ? RF_ENOFILES : p == -EACCES ? p : RF_EIO,
+                           "cannot open remote shard: %s", why);
         *size = x.has_total ? x.total : x.content_length;
         f->size = *size;
         snprintf(f->etag, sizeof f->etag, "%s", x.etag);

@@ -196,7 +196,10 @@ static int choose_io(rf_loader *ld, rf_err *err)
                                  : RF_MIN(4, (ld->cfg.decode_threads + 2) / 3);
     ld->iop = (rf_io_params){.threads = ld->cfg.io_threads,
                              .queue_depth = ld->cfg.io_queue_depth,
-                             .max_retries = ld->cfg.io_retries,
+                             .max_retries = !ld->remote ? ld->cfg.io_retries
+                                            : ld->hooks.remote_engine_tries
+                                                ? ld->hooks.remote_engine_tries - 1
+                                                : ld->cfg.remote_retries,
                              .arena = ld->arena,
                              .arena_bytes = ld->arena_bytes,
                              .remote = ld->remote};
@@ -311,6 +314,7 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
 fail:
     rf_loader_destroy(ld);
 report:
+    rf_url_scrub(err.msg); /* no URL's credentials in a message, whichever stage wrote it */
     if (out_error && error_len)
         snprintf(out_error, error_len, "%s", err.msg);
     return rc;

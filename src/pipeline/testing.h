@@ -76,6 +76,11 @@ typedef struct rf_test_hooks {
     uint32_t sched_open_ms;
     void (*sched_perturb)(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw);
     void *sched_ctx;
+    /* remote_engine_tries: when non-zero, the curl engine makes at most this many attempts
+     * per request (remote_retries + 1 otherwise) while create's requests keep
+     * remote_retries, so a test can let create through faults that a sample's reads then
+     * exhaust (the fault proxy fails every range alike). */
+    uint32_t remote_engine_tries;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */

@@ -1,0 +1,551 @@
+/* test_remote.c — remote shards (http://, https://, s3://) against real servers: nginx, moto's
+ * S3 and the fault proxy of tests/servers/servers.py, which tests/remote_test.sh starts around
+ * this suite (ctest `remote`) over the data `test_remote --make-data DIR` wrote.
+ *
+ * What must hold: the same samples and byte-equal batches as the same shards read from local
+ * files (generator shards with and without .idx, GNU tar, Python tarfile, webdataset's
+ * TarWriter, photos), at 1 and 4 I/O threads, over HTTP, HTTPS and S3; each fault of the proxy
+ * retried to the right bytes or to the documented error with its message; 403, 404, a server
+ * down at create, a missing CA, a wrong S3 secret; s3 globbing over several ListObjectsV2
+ * pages, http globbing refused; every sample range fetched once per epoch (the proxy's log);
+ * rank splits; a stalled server reported by next_timeout_ms; skip mode counting an exhausted
+ * read under io; and no credential in any message. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline/testing.h"
+#include "ringfeed.h"
+#include "ringfeed_shards.h"
+#include "testutil.h"
+
+#define N_GEN 12        /* samples per generator shard (2 shards) */
+#define SIDE 32         /* output side */
+#define SECRET_PW "pw-R4nd0m-s3cr3t"
+
+static const char *data;  /* the served root */
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    ck_assert_msg(v && *v, "%s is not set: run under tests/remote_test.sh", name);
+    return v;
+}
+
+/* No credential in a message: the URL's password, the S3 key and secret, a signature. */
+static void no_secrets(const char *msg)
+{
+    const char *s3k = getenv("RF_TEST_S3_KEY"), *s3s = getenv("RF_TEST_S3_SECRET");
+    const char *bad[] = {SECRET_PW, "X-Amz-Signature", "Authorization", s3k, s3s, "wrong-secret"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(!bad[i] || !*bad[i] || !strstr(msg, bad[i]), "credential in \"%s\"", msg);
+}
+
+/* ---- runs ---------------------------------------------------------------------------------- */
+
+typedef struct run {
+    uint8_t *px;
+    size_t px_len;
+    uint64_t ids[1024];
+    int32_t labels[1024];
+    char keys[1024][48];
+    uint32_t n;
+    rf_stats st;
+} run;
+
+typedef struct opts {
+    uint32_t io_threads, epochs, rank, world;
+    uint32_t retries;          /* 0: the default */
+    uint32_t engine_tries;     /* rf_test_hooks.remote_engine_tries */
+    int skip;
+} opts;
+
+static rf_config config(const char **pats, uint32_t npats, const opts *o)
+{
+    rf_config c = rf_test_host_config(pats, pats[0], SIDE);
+    c.shard_count = npats;
+    c.batch_size = 5;
+    c.decode_threads = 2;
+    c.epochs = o->epochs ? o->epochs : 1;
+    c.io_threads = o->io_threads;
+    c.seed = 7;
+    c.world_size = o->world ? o->world : 1;
+    c.rank = o->rank;
+    c.remote_retries = o->retries;
+    c.on_error = o->skip ? RF_ON_ERROR_SKIP : RF_ON_ERROR_FAIL;
+    return c;
+}
+
+static rf_loader *create(const rf_config *c, const opts *o, char *err, size_t cap, int *rc)
+{
+    rf_test_hooks h = {.remote_engine_tries = o->engine_tries};
+    rf_loader *ld = NULL;
+    err[0] = 0;
+    *rc = rf_loader_create_hooked(c, &h, &ld, err, cap);
+    no_secrets(err);
+    return ld;
+}
+
+/* Every batch of the loader over `pattern` (one pattern) into r; the test fails on any
+ * error. */
+static void collect(const char *pattern, const opts *o, run *r)
+{
+    const char *pats[1] = {pattern};
+    rf_config c = config(pats, 1, o);
+    char err[RF_ERRMSG_MAX];
+    int rc;
+    rf_loader *ld = create(&c, o, err, sizeof err, &rc);
+    ck_assert_msg(rc == 0, "create %s: %d %s", pattern, rc, err);
+    memset(r, 0, sizeof *r);
+    rf_batch *b;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
+        if (rc)
+            continue;
+        r->px = realloc(r->px, r->px_len + b->data_bytes);
+        memcpy(r->px + r->px_len, b->data, b->data_bytes);
+        r->px_len += b->data_bytes;
+        for (uint32_t i = 0; i < b->count && r->n < 1024; i++, r->n++) {
+            r->ids[r->n] = b->sample_ids[i];
+            r->labels[r->n] = b->labels[i];
+            snprintf(r->keys[r->n], sizeof r->keys[0], "%s", b->keys[i]);
+        }
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    }
+    ck_assert_msg(rc == RF_DONE, "%s: %d %s", pattern, rc, rf_last_error(ld));
+    rf_stats_init(&r->st);
+    rf_loader_stats(ld, &r->st);
+    rf_loader_destroy(ld);
+}
+
+static void same_run(const run *a, const run *b, const char *what)
+{
+    ck_assert_msg(a->n == b->n && a->n > 0, "%s: %u samples, local %u", what, a->n, b->n);
+    for (uint32_t i = 0; i < a->n; i++) {
+        ck_assert_msg(a->ids[i] == b->ids[i] && a->labels[i] == b->labels[i] &&
+                      strcmp(a->keys[i], b->keys[i]) == 0, "%s: sample %u: %s/%d, local %s/%d",
+                      what, i, a->keys[i], a->labels[i], b->keys[i], b->labels[i]);
+    }
+    ck_assert_msg(a->px_len == b->px_len && memcmp(a->px, b->px, a->px_len) == 0,
+                  "%s: decoded batches differ from the local run", what);
+}
+
+/* The shards at `rel` (a pattern under the data root) read through `base` equal the local
+ * files, at 1 and 4 I/O threads; returns the remote stats of the first run (the fault proxy
+ * faults the first attempts at each range: the second run meets none). */
+static rf_stats equals_local(const char *base, const char *rel, uint32_t epochs)
+{
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/%s", data, rel);
+    snprintf(url, sizeof url, "%s/%s", base, rel);
+    static run lr, rr;
+    rf_stats st = {0};
+    for (uint32_t t = 1; t <= 4; t += 3) {
+        opts o = {.io_threads = t, .epochs = epochs};
+        collect(local, &o, &lr);
+        collect(url, &o, &rr);
+        same_run(&rr, &lr, url);
+        ck_assert_str_eq(rr.st.io_engine, "curl");
+        ck_assert_uint_eq(rr.st.io_threads, t);
+        ck_assert_uint_eq(rr.st.reads, lr.st.reads);
+        ck_assert_uint_eq(rr.st.bytes_read, lr.st.bytes_read);
+        ck_assert(rr.st.remote_requests >= rr.st.reads);
+        if (t == 1)
+            st = rr.st;
+        free(lr.px);
+        free(rr.px);
+    }
+    return st;
+}
+
+/* create over `url` fails with code `code` (0: any) and a message holding each of the NULL-
+ * terminated words; the message is kept for the credential check. */
+static void create_fails(const char *url, const opts *o, int code, const char *const *words)
+{
+    const char *pats[1] = {url};
+    rf_config c = config(pats, 1, o);
+    char err[RF_ERRMSG_MAX];
+    int rc;
+    rf_loader *ld = create(&c, o, err, sizeof err, &rc);
+    rf_loader_destroy(ld);
+    ck_assert_msg(rc != 0 && (!code || rc == code), "%s: create gave %d (%s)", url, rc, err);
+    for (; *words; words++)
+        ck_assert_msg(strstr(err, *words), "%s: '%s' not in \"%s\"", url, *words, err);
+}
+
+/* ---- HTTP ---------------------------------------------------------------------------------- */
+
+START_TEST(http_index_equals_local)
+{
+    rf_stats st = equals_local(env("RF_TEST_HTTP"), "gen/shard-{0000..0001}.tar", 2);
+    /* per shard: the open, the index, one spot-check stream; then one GET per sample read */
+    ck_assert_uint_eq(st.remote_requests, st.reads + 2 * 3);
+    ck_assert_uint_eq(st.remote_retries, 0);
+}
+END_TEST
+
+START_TEST(http_scan_equals_local)
+{
+    rf_stats st = equals_local(env("RF_TEST_HTTP"), "noidx/shard-{0000..0001}.tar", 1);
+    /* per shard: the open, the index that is not there (404), one streamed GET */
+    ck_assert_uint_eq(st.remote_requests, st.reads + 2 * 3);
+}
+END_TEST
+
+static const char *const users[] = {"users/gnu/shard-0000.tar", "users/tarfile.tar",
+                                    "users/wds.tar", "users-idx/gnu.tar",
+                                    "users-idx/tarfile.tar", "users-idx/wds.tar"};
+
+START_TEST(users_shards_equal_local)
+{
+    equals_local(env("RF_TEST_HTTP"), users[_i], 1);
+}
+END_TEST
+
+START_TEST(photos_equal_local)
+{
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%s/photos/photos-0000.tar", data);
+    if (access(probe, R_OK) != 0) {
+        fprintf(stderr, "photos: skipped (no photos written: mate-backgrounds or cjpeg missing)\n");
+        return;
+    }
+    equals_local(env("RF_TEST_HTTP"), "photos/photos-{0000..0001}.tar", 1);
+}
+END_TEST
+
+START_TEST(https_with_ca)
+{
+    setenv("SSL_CERT_FILE", env("RF_TEST_CA"), 1);
+    equals_local(env("RF_TEST_HTTPS"), "gen/shard-{0000..0001}.tar", 1);
+    unsetenv("SSL_CERT_FILE");
+    char url[1024];
+    snprintf(url, sizeof url, "%s/gen/shard-0000.tar", env("RF_TEST_HTTPS"));
+    opts o = {.retries = 1};
+    create_fails(url, &o, 0, (const char *[]){url, "certificate", NULL});
+}
+END_TEST
+
+START_TEST(errors_name_url)
+{
+    char url[1024], shown[1024];
+    opts o = {.retries = 1};
+    snprintf(url, sizeof url, "%s/f/403/gen/shard-0000.tar", env("RF_TEST_FAULT"));
+    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    snprintf(url, sizeof url, "%s/f/404/gen/shard-0000.tar", env("RF_TEST_FAULT"));
+    create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
+    snprintf(url, sizeof url, "%s/gen/no-such.tar", env("RF_TEST_HTTP"));
+    create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
+    /* nothing listens on port 9 of loopback (discard, never run here) */
+    create_fails("http://127.0.0.1:9/gen/shard-0000.tar", &o, RF_EIO,
+                 (const char *[]){"http://127.0.0.1:9/gen/shard-0000.tar", "connect",
+                                  "after 1 retries", NULL});
+    /* userinfo and a query string are never printed */
+    const char *h = env("RF_TEST_HTTP") + 7;
+    snprintf(url, sizeof url, "http://user:" SECRET_PW "@%s/gen/no-such.tar?X-Amz-Signature=%s",
+             h, SECRET_PW);
+    snprintf(shown, sizeof shown, "http://%s/gen/no-such.tar", h);
+    create_fails(url, &o, 0, (const char *[]){shown, "HTTP 404", NULL});
+    snprintf(url, sizeof url, "%s/gen/shard-*.tar", env("RF_TEST_HTTP"));
+    create_fails(url, &o, RF_EINVAL, (const char *[]){"brace ranges", NULL});
+    const char *mixed[2] = {url, "/tmp/x.tar"};
+    snprintf(url, sizeof url, "%s/gen/shard-0000.tar", env("RF_TEST_HTTP"));
+    rf_config c = config(mixed, 2, &o);
+    char err[RF_ERRMSG_MAX];
+    int rc;
+    rf_loader_destroy(create(&c, &o, err, sizeof err, &rc));
+    ck_assert_int_eq(rc, RF_EINVAL);
+    ck_assert_msg(strstr(err, "mix URLs and local files"), "%s", err);
+}
+END_TEST
+
+/* ---- faults ------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *spec;
+    int retried;
+} faults[] = {{"503x2", 1}, {"429x1", 1}, {"500x2", 1}, {"resetx2", 1}, {"shortx2", 1},
+              {"noranges", 0}, {"delay=300x1", 0}, {"503x1,resetx1,shortx1", 1}};
+
+START_TEST(fault_retried_to_right_bytes)
+{
+    char base[512];
+    snprintf(base, sizeof base, "%s/f/%s", env("RF_TEST_FAULT"), faults[_i].spec);
+    rf_stats st = equals_local(base, "gen/shard-0000.tar", 1);
+    if (faults[_i].retried)
+        ck_assert_msg(st.remote_retries > 0 && st.read_retries > 0, "%s: no retry counted",
+                      faults[_i].spec);
+    else
+        ck_assert_uint_eq(st.remote_retries, 0);
+}
+END_TEST
+
+/* Exhausted retries during the epoch: create gets through (4 tries) and the samples' reads
+ * (2 tries) do not. Fail mode: the I/O error names the URL and the byte range; skip mode:
+ * every sample is counted under io and nothing is delivered twice. */
+START_TEST(exhausted_retries_error)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s/f/500x3/gen/shard-0000.tar", env("RF_TEST_FAULT"));
+    opts o = {.retries = 3, .engine_tries = 2};
+    const char *pats[1] = {url};
+    rf_config c = config(pats, 1, &o);
+    char err[RF_ERRMSG_MAX];
+    int rc;
+    rf_loader *ld = create(&c, &o, err, sizeof err, &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    rf_batch *b;
+    rc = rf_loader_next(ld, &b);
+    ck_assert_int_eq(rc, RF_EIO);
+    const char *m = rf_last_error(ld);
+    no_secrets(m);
+    ck_assert_msg(strstr(m, url) && strstr(m, " bytes ") && strstr(m, "HTTP 500") &&
+                  strstr(m, "after 1 retries"), "%s", m);
+    rf_loader_destroy(ld);
+    o.skip = 1;
+    c = config(pats, 1, &o);
+    c.max_consecutive_skips = 100;
+    ld = create(&c, &o, err, sizeof err, &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    while ((rc = rf_loader_next(ld, &b)) == 0)
+        rf_loader_release(ld, b, NULL);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    ck_assert_uint_eq(st.skipped_by_reason[RF_SKIP_IO], st.skipped);
+    ck_assert_uint_gt(st.skipped, 0);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+/* A stalled server: rf_loader_next with next_timeout_ms says where the pipeline stands, and
+ * the batches come once the server answers. */
+START_TEST(stalled_server_timeout)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s/f/delay=1500x2/gen/shard-0001.tar", env("RF_TEST_FAULT"));
+    opts o = {0};
+    const char *pats[1] = {url};
+    rf_config c = config(pats, 1, &o);
+    c.next_timeout_ms = 300;
+    char err[RF_ERRMSG_MAX];
+    int rc;
+    rf_loader *ld = create(&c, &o, err, sizeof err, &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    rf_batch *b;
+    rc = rf_loader_next(ld, &b);
+    ck_assert_int_eq(rc, RF_ETIMEDOUT);
+    ck_assert_msg(strstr(rf_last_error(ld), "reading"), "%s", rf_last_error(ld));
+    uint32_t got = 0;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_ETIMEDOUT || rc == RF_EPOCH_END)
+        if (rc == 0) {
+            got += b->count;
+            rf_loader_release(ld, b, NULL);
+        }
+    ck_assert_int_eq(rc, RF_DONE);
+    ck_assert_uint_eq(got, N_GEN);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+/* ---- exactly once, ranks, a shard that changes --------------------------------------------- */
+
+/* Every sample's range is fetched once per epoch (the proxy's log, create's requests left out:
+ * its one-byte opens, the index and the spot checks' streams to the end of the shard). */
+START_TEST(each_range_once_per_epoch)
+{
+    const char *fault = env("RF_TEST_FAULT");
+    ck_assert_int_eq(rf_test_shell("curl -sf -X POST %s/_reset >/dev/null", fault), 0);
+    char url[1024];
+    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", fault);
+    static run r;
+    opts o = {.io_threads = 4, .epochs = 3};
+    collect(url, &o, &r);
+    free(r.px);
+    ck_assert_uint_eq(r.n, 3 * 2 * N_GEN);
+    int rc = rf_test_shell(
+        "curl -sf %s/_log | python3 -c '\n"
+        "import json, os, sys, collections\n"
+        "log = json.load(sys.stdin)[\"requests\"]\n"
+        "n = collections.Counter()\n"
+        "for q in log:\n"
+        "    t, rng = q[\"target\"], q[\"range\"] or \"\"\n"
+        "    size = os.path.getsize(\"%s\" + t)\n"
+        "    if t.endswith(\".idx\") or rng == \"bytes=0-0\" or rng.endswith(\"-%%d\" %% (size - 1)):\n"
+        "        continue\n"
+        "    n[(t, rng)] += 1\n"
+        "bad = {k: v for k, v in n.items() if v != 3}\n"
+        "sys.exit(\"%%d ranges, %%s\" %% (len(n), bad) if bad or len(n) != %d else 0)'",
+        fault, data, 2 * N_GEN);
+    ck_assert_msg(rc == 0, "the proxy log shows a sample range fetched other than once an epoch");
+}
+END_TEST
+
+START_TEST(rank_split_equals_local)
+{
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
+    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", env("RF_TEST_HTTP"));
+    static run lr, rr;
+    for (uint32_t rank = 0; rank < 3; rank++) {
+        opts o = {.io_threads = 2, .epochs = 2, .rank = rank, .world = 3};
+        collect(local, &o, &lr);
+        collect(url, &o, &rr);
+        same_run(&rr, &lr, url);
+        free(lr.px);
+        free(rr.px);
+    }
+}
+END_TEST
+
+/* A shard replaced during the run (another size, another ETag) is an I/O error naming the
+ * URL, never other bytes. */
+START_TEST(changed_shard_is_an_error)
+{
+    char dir[1024], src[1200], dst[1200], url[1024];
+    snprintf(dir, sizeof dir, "%s/changing", data);
+    snprintf(src, sizeof src, "%s/gen/shard-0000.tar", data);
+    snprintf(dst, sizeof dst, "%s/shard.tar", dir);
+    ck_assert_int_eq(rf_test_shell("mkdir -p %s && cp %s %s", dir, src, dst), 0);
+    snprintf(url, sizeof url, "%s/changing/shard.tar", env("RF_TEST_HTTP"));
+    opts o = {.epochs = 50};
+    const char *pats[1] = {url};
+    rf_config c = config(pats, 1, &o);
+    c.prefetch_depth = 1;
+    char err[RF_ERRMSG_MAX];
+    int rc;
+    rf_loader *ld = create(&c, &o, err, sizeof err, &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_eq(rf_test_shell("cat %s %s > %s.new && mv %s.new %s", src, src, dst, dst, dst),
+                     0);
+    rf_batch *b;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
+        if (rc == 0)
+            rf_loader_release(ld, b, NULL);
+    ck_assert_int_eq(rc, RF_EIO);
+    const char *m = rf_last_error(ld);
+    ck_assert_msg(strstr(m, url) && strstr(m, "changed during the run"), "%s", m);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
+/* ---- S3 ------------------------------------------------------------------------------------ */
+
+static void s3_env(const char *secret)
+{
+    setenv("AWS_ACCESS_KEY_ID", env("RF_TEST_S3_KEY"), 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret ? secret : env("RF_TEST_S3_SECRET"), 1);
+    setenv("AWS_ENDPOINT_URL", env("RF_TEST_S3_ENDPOINT"), 1);
+    setenv("AWS_REGION", env("RF_TEST_S3_REGION"), 1);
+}
+
+START_TEST(s3_signed_equals_local)
+{
+    s3_env(NULL);
+    char base[256];
+    snprintf(base, sizeof base, "s3://%s", env("RF_TEST_S3_BUCKET"));
+    equals_local(base, "gen/shard-{0000..0001}.tar", 1);
+    equals_local(base, "noidx/shard-{0000..0001}.tar", 1);
+}
+END_TEST
+
+/* Globbing lists the bucket with ListObjectsV2, two keys a page: five pages here. */
+START_TEST(s3_glob_pages)
+{
+    s3_env(NULL);
+    setenv("RF_S3_MAX_KEYS", "2", 1);
+    char base[256], url[1024];
+    snprintf(base, sizeof base, "s3://%s", env("RF_TEST_S3_BUCKET"));
+    rf_stats st = equals_local(base, "many/shard-*.tar", 1);
+    ck_assert_uint_ge(st.remote_requests, st.reads + 5 + 5 * 3);
+    snprintf(url, sizeof url, "%s/many/none-*.tar", base);
+    opts o = {.retries = 1};
+    create_fails(url, &o, RF_ENOFILES, (const char *[]){"matched no object", NULL});
+}
+END_TEST
+
+START_TEST(s3_refusals)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "s3://%s/gen/shard-0000.tar", env("RF_TEST_S3_BUCKET"));
+    opts o = {.retries = 1};
+    s3_env("wrong-secret");
+    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    /* anonymous (no key): the private bucket refuses, the public-read one serves */
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    char base[256];
+    snprintf(base, sizeof base, "s3://%s", env("RF_TEST_S3_PUBLIC_BUCKET"));
+    equals_local(base, "gen/shard-{0000..0001}.tar", 1);
+}
+END_TEST
+
+/* ---- the data, and the suite ------------------------------------------------------------- */
+
+static int make_data(const char *dir)
+{
+    char p[1024], q[1024];
+    const char *labels[10] = {"0", "1", "2\n", "3", " 4", "5", "6", "7", "8", "9"};
+    int rc = 0;
+#define SUB(x) (snprintf(p, sizeof p, "%s/%s", dir, x), p)
+    rc |= rf_test_shell("mkdir -p %s/users-idx", dir);
+    rc |= rf_test_make_shards(SUB("gen"), 2, N_GEN, 10, 1, 1, 96);
+    rc |= rf_test_make_shards(SUB("noidx"), 2, N_GEN, 10, 1, 0, 96);
+    rc |= rf_test_make_shards(SUB("many"), 5, 3, 10, 2, 1, 64);
+    rc |= rf_test_shell("mkdir -p %s", SUB("users/gnu"));
+    free(rf_test_make_label_shard(p, labels, 10));
+    rc |= rf_test_shell("python3 %s/tests/remote_users.py %s/users/gnu/shard-0000.tar %s/users",
+                        RF_SOURCE_DIR, dir, dir);
+    rc |= rf_test_shell("cp %s/users/gnu/shard-0000.tar %s/users-idx/gnu.tar && cp "
+                        "%s/users/tarfile.tar %s/users/wds.tar %s/users-idx/", dir, dir, dir,
+                        dir, dir);
+    const char *names[3] = {"gnu", "tarfile", "wds"};
+    for (int i = 0; i < 3; i++) {
+        char err[512];
+        snprintf(q, sizeof q, "%s/users-idx/%s.tar", dir, names[i]);
+        if (rf_shard_write_index(q, NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s\n", q, err);
+            rc = 1;
+        }
+    }
+    /* Real photographs (mate-backgrounds, cjpeg): optional, the photos test says so. */
+    if (rf_test_shell("python3 %s/datasets/photos.py --output '%s/photos/photos-%%04d.tar' "
+                      "--images 16 --per-shard 8 >/dev/null 2>&1", RF_SOURCE_DIR, dir) != 0)
+        fprintf(stderr, "make-data: photos not written (datasets/photos.py failed)\n");
+#undef SUB
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--make-data") == 0)
+        return make_data(argv[2]);
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_remote --make-data DIR | test_remote DIR (under "
+                        "tests/servers/servers.py: tests/remote_test.sh runs both)\n");
+        return 2;
+    }
+    data = argv[1];
+    Suite *s = suite_create("remote");
+    TCase *tc = tcase_create("remote");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, http_index_equals_local);
+    tcase_add_test(tc, http_scan_equals_local);
+    tcase_add_loop_test(tc, users_shards_equal_local, 0, sizeof users / sizeof users[0]);
+    tcase_add_test(tc, photos_equal_local);
+    tcase_add_test(tc, https_with_ca);
+    tcase_add_test(tc, errors_name_url);
+    tcase_add_loop_test(tc, fault_retried_to_right_bytes, 0, sizeof faults / sizeof faults[0]);
+    tcase_add_test(tc, exhausted_retries_error);
+    tcase_add_test(tc, stalled_server_timeout);
+    tcase_add_test(tc, each_range_once_per_epoch);
+    tcase_add_test(tc, rank_split_equals_local);
+    tcase_add_test(tc, changed_shard_is_an_error);
+    tcase_add_test(tc, s3_signed_equals_local);
+    tcase_add_test(tc, s3_glob_pages);
+    tcase_add_test(tc, s3_refusals);
+    suite_add_tcase(s, tc);
+    return rf_test_run_suite(s);
+}
