@@ -1,6 +1,7 @@
 /* test_remote.c — remote shards (http://, https://, s3://) against real servers: nginx, moto's
- * S3 and the fault proxy of tests/servers/servers.py, which tests/remote_test.sh starts around
- * this suite (ctest `remote`) over the data `test_remote --make-data DIR` wrote.
+ * S3 and the fault proxy of tests/servers/servers.py, which ctest `remote` starts around this
+ * suite (rf_add_server_test, tests/CMakeLists.txt) over the data `test_remote --make-data DIR`
+ * wrote first (ctest `remote_data`).
  *
  * What must hold: the same samples and byte-equal batches as the same shards read from local
  * files (generator shards with and without .idx, GNU tar, Python tarfile, webdataset's
@@ -30,7 +31,7 @@ static const char *data;  /* the served root */
 static const char *env(const char *name)
 {
     const char *v = getenv(name);
-    ck_assert_msg(v && *v, "%s is not set: run under tests/remote_test.sh", name);
+    ck_assert_msg(v && *v, "%s is not set: run under tests/servers/servers.py (ctest remote)", name);
     return v;
 }
 
@@ -524,7 +525,7 @@ int main(int argc, char **argv)
         return make_data(argv[2]);
     if (argc != 2) {
         fprintf(stderr, "usage: test_remote --make-data DIR | test_remote DIR (under "
-                        "tests/servers/servers.py: tests/remote_test.sh runs both)\n");
+                        "tests/servers/servers.py: ctest remote_data and remote run both)\n");
         return 2;
     }
     data = argv[1];

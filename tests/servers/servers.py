@@ -2,39 +2,17 @@
 """servers.py — real servers for the remote-shard tests, started around one command.
 
     python3 tests/servers/servers.py --root DATA_DIR --state STATE_DIR [--s3-upload]
-                                     [--only http,https,s3,fault] -- CMD ARGS...
+                                     [--only http,https,s3,fault] [--nginx PATH] -- CMD ARGS...
 
-starts, each on a free loopback port, as the current user, with every config, log, pid file,
-certificate and temporary file under STATE_DIR:
-  http   nginx serving DATA_DIR at / (HTTP/1.1, byte ranges, keep-alive)     RF_TEST_HTTP
-  https  the same nginx over TLS (self-signed certificate for 127.0.0.1 and localhost, HTTP/2
-         offered by ALPN)                                                    RF_TEST_HTTPS, RF_TEST_CA
-  s3     moto's S3 server with IAM authentication on: signed requests are checked against the
-         key exported here, anonymous ones against the bucket policy          RF_TEST_S3_ENDPOINT,
-         RF_TEST_S3_KEY, RF_TEST_S3_SECRET, RF_TEST_S3_REGION (with --s3-upload also
-         RF_TEST_S3_BUCKET=rf-test, private, and RF_TEST_S3_PUBLIC_BUCKET=rf-public, public-read,
-         each holding every file of DATA_DIR under its relative path)
-  fault  a fault-injection proxy in front of the http server (specs below)    RF_TEST_FAULT
-then runs CMD with those variables (and RF_TEST_STATE, RF_TEST_ROOT) added to its environment,
-writes them to STATE_DIR/env, stops every server (also when CMD fails or this runner gets
-SIGINT/SIGTERM/SIGHUP) and exits with CMD's status (128 + N when a signal N ended it). A needed
-program or module that is missing exits 77 (ctest's skip) naming it; a server that does not
-come up exits 2 naming it with the last lines of its log. docs/testing.md is the full manual.
-
-Fault proxy: GET or HEAD /f/<spec>/<path> is forwarded to nginx as /<path> with its Range header
-unless <spec> (items joined by ',') faults it; any other path is forwarded as it is.
-  503xN 429xN 500xN  answer that status (503 and 429 with Retry-After: 1)
-  resetxN            headers and half the body, then a TCP reset (SO_LINGER 0)
-  shortxN            headers with the full Content-Length, half the body, a clean close
-  delay=MSxN         wait MS milliseconds before answering
-  403 404            always answer that status
-  noranges           drop the Range header: 200 with the whole file
-Attempts are counted per (spec, path, Range): the status, reset and short items take attempts
-in the order written (503x2,resetx1: attempts 1-2 get 503, 3 a reset, 4 the file), delay applies
-to the first N attempts on top. GET /_log returns {"requests": [...], "dropped": n}: per request
-its connection number, method, path, upstream target, Range, request header names, whether it
-carried an Authorization header and that header's SignedHeaders list (never its signature),
-status, fault and body bytes sent. POST /_reset clears the log and the counters.
+starts on free loopback ports, as the current user, with every file they write under STATE_DIR:
+nginx serving DATA_DIR over HTTP/1.1 (RF_TEST_HTTP) and over HTTPS with HTTP/2 and a self-signed
+certificate (RF_TEST_HTTPS, RF_TEST_CA); moto's S3 server with IAM authentication on
+(RF_TEST_S3_ENDPOINT, RF_TEST_S3_KEY, RF_TEST_S3_SECRET, RF_TEST_S3_REGION; --s3-upload fills
+the buckets rf-test, private, and rf-public, public-read, with DATA_DIR); a fault-injection proxy
+in front of nginx's HTTP (RF_TEST_FAULT: /f/<spec>/<path>, GET /_log, POST /_reset). It runs CMD
+with those variables, writes them to STATE_DIR/env, stops every server however CMD or the runner
+ends, and exits with CMD's status; 77 when a needed program is missing, 2 when a server does not
+come up. docs/testing.md is the manual: each variable, the fault specs, the log, the statuses.
 """
 import argparse
 import ctypes
@@ -61,7 +39,8 @@ SKIP = 77             # ctest's SKIP_RETURN_CODE: a missing program is not a fai
 START_FAIL = 2        # a server did not come up
 START_TIMEOUT_S = 60  # moto imports for several seconds on a loaded 2-core machine
 STOP_TIMEOUT_S = 10   # then SIGKILL to the server's whole process group
-LOG_MAX = 200_000     # fault-proxy log entries kept; beyond that only counted as dropped
+LOG_MAX = 100_000     # fault-proxy log entries (and attempt counters) kept
+CONN_MAX = 256        # client connections the proxy serves at once; more wait to be served
 CHUNK = 1 << 16       # proxy body copy unit
 COUNT_MAX = 1000      # the largest N of an xN fault item
 DELAY_MAX_MS = 600_000
@@ -97,11 +76,11 @@ def spawn(argv, log_path, env=None):
                                 start_new_session=True, preexec_fn=die_with_parent, env=env)
 
 
-def stop(proc, sig=signal.SIGTERM):
+def stop(proc):
     if proc is None or proc.poll() is not None:
         return
     try:
-        os.kill(proc.pid, sig)
+        os.kill(proc.pid, signal.SIGTERM)
         proc.wait(STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pass
@@ -160,30 +139,36 @@ def http_answers(url, context=None):
 # ---------------------------------------------------------------------------------- nginx
 
 NGINX_CONF = """\
-# Generated by tests/servers/servers.py for one run; every path is under the state directory.
+# Generated by tests/servers/servers.py for one run. nginx runs with -p STATE_DIR, so each
+# relative path here is under the state directory.
 {user}worker_processes 1;
+worker_rlimit_nofile 4096;
 daemon off;
-pid {state}/nginx.pid;
-error_log {state}/nginx-error.log info;
-events {{ worker_connections 512; }}
+pid nginx.pid;
+error_log nginx-error.log info;
+events {{ worker_connections 1024; }}
 http {{
     default_type application/octet-stream;
-    access_log {state}/nginx-access.log;
-    client_body_temp_path {state}/nginx-tmp/body;
-    proxy_temp_path {state}/nginx-tmp/proxy;
-    fastcgi_temp_path {state}/nginx-tmp/fastcgi;
-    uwsgi_temp_path {state}/nginx-tmp/uwsgi;
-    scgi_temp_path {state}/nginx-tmp/scgi;
+    access_log nginx-access.log;
+    client_body_temp_path nginx-tmp/body;
+    proxy_temp_path nginx-tmp/proxy;
+    fastcgi_temp_path nginx-tmp/fastcgi;
+    uwsgi_temp_path nginx-tmp/uwsgi;
+    scgi_temp_path nginx-tmp/scgi;
     sendfile on;
     keepalive_timeout 120s;
     keepalive_requests 100000;
-    max_ranges 1;
 {servers}}}
 """
-NGINX_HTTP = "    server {{ listen 127.0.0.1:{port}; root {root}; }}\n"
-NGINX_HTTPS = ("    server {{ listen 127.0.0.1:{port} ssl http2; root {root};\n"
-               "             ssl_certificate {state}/ca.pem;\n"
-               "             ssl_certificate_key {state}/key.pem; }}\n")
+NGINX_SERVER = {
+    "http": "    server {{ listen 127.0.0.1:{port}; root {root}; }}\n",
+    "https": ("    server {{ listen 127.0.0.1:{port} ssl http2; root {root};\n"
+              "             ssl_certificate ca.pem; ssl_certificate_key key.pem; }}\n")}
+
+
+def nginx_quote(path):
+    """path as one nginx argument, whatever spaces, quotes or ';' it holds."""
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def make_cert(state):
@@ -207,9 +192,16 @@ def nginx_user():
     return f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};\n"
 
 
-def start_nginx(state, root, want):
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
-                                      else None)
+def write_nginx_conf(state, root, ports):
+    servers = "".join(NGINX_SERVER[name].format(port=port, root=nginx_quote(root))
+                      for name, port in ports.items())
+    with open(f"{state}/nginx.conf", "w") as f:
+        f.write(NGINX_CONF.format(user=nginx_user(), servers=servers))
+
+
+def start_nginx(state, root, want, nginx):
+    nginx = nginx or shutil.which("nginx") or ("/usr/sbin/nginx"
+                                               if os.access("/usr/sbin/nginx", os.X_OK) else None)
     if not nginx:
         raise Missing("nginx (Debian package nginx-light or nginx; tools/deps.sh installs it)")
     if "https" in want:
@@ -218,33 +210,23 @@ def start_nginx(state, root, want):
     log = f"{state}/nginx-error.log"
     for attempt in range(3):
         ports = {name: free_port() for name in ("http", "https") if name in want}
-        servers = ""
-        if "http" in ports:
-            servers += NGINX_HTTP.format(port=ports["http"], root=root)
-        if "https" in ports:
-            servers += NGINX_HTTPS.format(port=ports["https"], root=root, state=state)
-        with open(f"{state}/nginx.conf", "w") as f:
-            f.write(NGINX_CONF.format(user=nginx_user(), state=state, servers=servers))
+        write_nginx_conf(state, root, ports)
         proc = spawn([nginx, "-p", state, "-c", f"{state}/nginx.conf", "-e", log], log)
+        env = {f"RF_TEST_{name.upper()}": f"{name}://127.0.0.1:{port}"
+               for name, port in ports.items()}
         try:
-            for name, port in ports.items():
-                url = f"{name}://127.0.0.1:{port}/"
-                ctx = ssl.create_default_context(cafile=f"{state}/ca.pem") if name == "https" \
-                    else None
-                wait_ready(f"nginx ({name})", proc, log, lambda: http_answers(url, ctx))
+            for name, url in zip(ports, env.values()):
+                ctx = ssl.create_default_context(cafile=f"{state}/ca.pem") \
+                    if name == "https" else None
+                wait_ready(f"nginx ({name})", proc, log, lambda: http_answers(url + "/", ctx))
         except StartError:
             stop(proc)
-            if attempt < 2 and "Address already in use" in tail(log, 5):
-                continue
-            raise
-        env = {}
-        if "http" in ports:
-            env["RF_TEST_HTTP"] = f"http://127.0.0.1:{ports['http']}"
+            if attempt == 2 or "Address already in use" not in tail(log, 5):
+                raise
+            continue
         if "https" in ports:
-            env["RF_TEST_HTTPS"] = f"https://127.0.0.1:{ports['https']}"
             env["RF_TEST_CA"] = f"{state}/ca.pem"
         return proc, env
-    raise AssertionError("unreachable")
 
 
 # ----------------------------------------------------------------------------------- moto
@@ -392,6 +374,8 @@ class FaultState:
 
     def attempt(self, key):
         with self.lock:
+            if key not in self.attempts and len(self.attempts) >= LOG_MAX:
+                del self.attempts[next(iter(self.attempts))]  # the oldest count goes
             self.attempts[key] = self.attempts.get(key, 0) + 1
             return self.attempts[key]
 
@@ -476,9 +460,16 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                  "target": path, "range": rng, "headers": sorted(k.lower() for k in self.headers),
                  "authorization": "Authorization" in self.headers,
                  "signed_headers": signed_headers(self.headers.get("Authorization")),
-                 "fault": None, "status": None, "bytes": 0}
+                 "attempt": None, "fault": None, "status": None, "bytes": 0}
         try:
             entry["status"], entry["bytes"] = self.serve(entry, spec_text, path, rng)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client gave up mid-answer (its timeout, say): logged, not a traceback.
+            entry["fault"] = entry["fault"] or "client closed"
+            self.close_connection = True
+            if self.upstream is not None:
+                self.upstream.close()
+                self.upstream = None
         finally:
             self.server.state.record(entry)
 
@@ -487,7 +478,7 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
             spec = parse_spec(spec_text)
         except ValueError as e:
             return 400, self.answer(400, f"{e}\n".encode())
-        attempt = self.server.state.attempt((spec_text, path, rng))
+        attempt = entry["attempt"] = self.server.state.attempt((spec_text, path, rng))
         if spec["delay"] and attempt <= spec["delay"][1]:
             time.sleep(spec["delay"][0] / 1000)
         fault = entry["fault"] = pick_fault(spec, attempt)
@@ -511,6 +502,8 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
             if k.lower() not in HOP:
                 self.send_header(k, v)
         self.end_headers()
+        if self.command == "HEAD":
+            length = 0
         limit = length // 2 if fault in ("reset", "short") else length
         sent = 0
         while sent < limit:
@@ -519,7 +512,9 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                 break
             self.wfile.write(chunk)
             sent += len(chunk)
-        if fault in ("reset", "short") or sent < length:
+        if sent == length:
+            resp.read()  # marks the answer complete (a HEAD's too): the connection is reusable
+        else:
             # The rest of nginx's answer is not read: that connection cannot be reused.
             self.upstream.close()
             self.upstream = None
@@ -531,10 +526,10 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
         return resp.status, sent
 
     def fetch(self, path, headers):
-        # One upstream keep-alive connection per client connection; a stale one (nginx closed
-        # it between requests) is retried once on a fresh connection.
-        for retry in (0, 1):
-            if self.upstream is None:
+        # One upstream keep-alive connection per client connection; a kept one that nginx
+        # closed between requests is replaced once by a fresh one, whose failure is final.
+        for fresh in (self.upstream is None, True):
+            if fresh:
                 self.upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port,
                                                            timeout=60)
             try:
@@ -542,17 +537,32 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                 return self.upstream.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.upstream.close()
-                self.upstream = None
-                if retry:
+                if fresh:
                     raise
-        raise AssertionError("unreachable")
+
+
+class FaultServer(http.server.ThreadingHTTPServer):
+    """A thread per client connection (keep-alive holds it), at most CONN_MAX at once."""
+    daemon_threads = True
+
+    def __init__(self, upstream_port):
+        super().__init__(("127.0.0.1", 0), FaultHandler)
+        self.state, self.upstream_port = FaultState(), upstream_port
+        self.slots = threading.BoundedSemaphore(CONN_MAX)
+
+    def process_request(self, request, client_address):
+        self.slots.acquire()  # the accepted connection waits here for a free thread
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 def start_fault(http_url):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FaultHandler)
-    server.daemon_threads = True
-    server.state = FaultState()
-    server.upstream_port = int(http_url.rsplit(":", 1)[1])
+    server = FaultServer(int(http_url.rsplit(":", 1)[1]))
     threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     wait_ready("fault proxy", None, "(in this process)", lambda: http_answers(f"{url}/_log"))
@@ -571,6 +581,7 @@ def parse_args(argv):
                    help="create rf-test (private) and rf-public (public-read), upload --root")
     p.add_argument("--only", default=",".join(SERVERS),
                    help="comma-separated subset of http,https,s3,fault (fault needs http)")
+    p.add_argument("--nginx", help="the nginx program (default: nginx on PATH, /usr/sbin/nginx)")
     p.add_argument("--moto-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -592,6 +603,25 @@ def parse_args(argv):
     return args
 
 
+def claim_state(state):
+    """Two runners on one state directory would share nginx's pid file and logs: the second
+    is refused while the first lives. A stale env of an earlier run is removed first, so it
+    never names servers that are gone."""
+    try:
+        with open(f"{state}/servers.pid") as f:
+            pid = int(f.read())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if pid != os.getpid() and b"servers.py" in f.read():
+                raise StartError(f"the state directory {state} is in use by the runner with "
+                                 f"pid {pid}")
+    except (OSError, ValueError):
+        pass
+    try:
+        os.unlink(f"{state}/env")
+    except FileNotFoundError:
+        pass
+
+
 class Runner:
     def __init__(self, args):
         self.args, self.procs, self.fault, self.cmd = args, [], None, None
@@ -607,7 +637,7 @@ class Runner:
     def start(self):
         a, env = self.args, {"RF_TEST_STATE": self.args.state, "RF_TEST_ROOT": self.args.root}
         if a.want & {"http", "https"}:
-            proc, more = start_nginx(a.state, a.root, a.want)
+            proc, more = start_nginx(a.state, a.root, a.want, a.nginx)
             self.procs.append(proc)
             env.update(more)
         if "s3" in a.want:
@@ -624,13 +654,16 @@ class Runner:
     def run(self):
         a = self.args
         os.makedirs(f"{a.state}/tmp", exist_ok=True)
+        claim_state(a.state)
         with open(f"{a.state}/servers.pid", "w") as f:
             f.write(f"{os.getpid()}\n")
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self.on_signal)
         try:
             env = self.start()
-            self.cmd = subprocess.Popen(a.cmd, env=dict(os.environ, **env),
+            # RF_TEST_* of an outer runner would name servers that are not this run's.
+            inherited = {k: v for k, v in os.environ.items() if not k.startswith("RF_TEST_")}
+            self.cmd = subprocess.Popen(a.cmd, env=dict(inherited, **env),
                                         preexec_fn=die_with_parent)
             status = self.cmd.wait()
             return 128 - status if status < 0 else status
