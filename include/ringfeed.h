@@ -259,7 +259,11 @@ typedef struct rf_config {
 
     /* Data. `shards` holds shard_count patterns: plain paths, globs (`train-??.tar`, `*.tar`) and brace
      * ranges (`train-{000000..000099}.tar`), expanded and concatenated in the order given.
-     * The strings are copied during rf_loader_create(). */
+     * The strings are copied during rf_loader_create(). Tar shards may be URLs instead:
+     * http://, https:// or s3://BUCKET/KEY (brace ranges expand as for paths; wildcards only
+     * in s3:// patterns, listed with ListObjectsV2; all patterns URLs or none), read with
+     * ranged GETs through libcurl: docs/remote.md (S3 settings from the AWS_* environment,
+     * remote_retries, remote_timeout_ms, and rf_stats.remote_*). */
     const char *const *shards; /* default: NULL (none; create needs at least one) */
     uint32_t shard_count;      /* default: 0 */
 
