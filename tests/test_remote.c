@@ -61,6 +61,7 @@ typedef struct opts {
     uint32_t retries;          /* 0: the default */
     uint32_t engine_tries;     /* rf_test_hooks.remote_engine_tries */
     int skip;
+    uint32_t depth, timeout_ms; /* prefetch_depth, next_timeout_ms (0: defaults) */
 } opts;
 
 static rf_config config(const char **pats, uint32_t npats, const opts *o)
@@ -76,6 +77,8 @@ static rf_config config(const char **pats, uint32_t npats, const opts *o)
     c.rank = o->rank;
     c.remote_retries = o->retries;
     c.on_error = o->skip ? RF_ON_ERROR_SKIP : RF_ON_ERROR_FAIL;
+    c.prefetch_depth = o->depth;
+    c.next_timeout_ms = o->timeout_ms;
     return c;
 }
 
@@ -89,18 +92,26 @@ static rf_loader *create(const rf_config *c, const opts *o, char *err, size_t ca
     return ld;
 }
 
-/* Every batch of the loader over `pattern` (one pattern) into r; the test fails on any
- * error. */
-static void collect(const char *pattern, const opts *o, run *r)
+/* A loader over the one pattern url that must be created. */
+static rf_loader *create_url(const char *url, const opts *o)
 {
-    const char *pats[1] = {pattern};
+    const char *pats[1] = {url};
     rf_config c = config(pats, 1, o);
     char err[RF_ERRMSG_MAX];
     int rc;
     rf_loader *ld = create(&c, o, err, sizeof err, &rc);
-    ck_assert_msg(rc == 0, "create %s: %d %s", pattern, rc, err);
+    ck_assert_msg(rc == 0, "create %s: %d %s", url, rc, err);
+    return ld;
+}
+
+/* Every batch of the loader over `pattern` (one pattern) into r; the test fails on any
+ * error. */
+static void collect(const char *pattern, const opts *o, run *r)
+{
+    rf_loader *ld = create_url(pattern, o);
     memset(r, 0, sizeof *r);
     rf_batch *b;
+    int rc;
     while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
         if (rc)
             continue;
@@ -290,14 +301,9 @@ START_TEST(exhausted_retries_error)
     char url[1024];
     snprintf(url, sizeof url, "%s/f/500x3/gen/shard-0000.tar", env("RF_TEST_FAULT"));
     opts o = {.retries = 3, .engine_tries = 2};
-    const char *pats[1] = {url};
-    rf_config c = config(pats, 1, &o);
-    char err[RF_ERRMSG_MAX];
-    int rc;
-    rf_loader *ld = create(&c, &o, err, sizeof err, &rc);
-    ck_assert_msg(rc == 0, "%s", err);
+    rf_loader *ld = create_url(url, &o);
     rf_batch *b;
-    rc = rf_loader_next(ld, &b);
+    int rc = rf_loader_next(ld, &b);
     ck_assert_int_eq(rc, RF_EIO);
     const char *m = rf_last_error(ld);
     no_secrets(m);
@@ -305,17 +311,16 @@ START_TEST(exhausted_retries_error)
                   strstr(m, "after 1 retries"), "%s", m);
     rf_loader_destroy(ld);
     o.skip = 1;
-    c = config(pats, 1, &o);
-    c.max_consecutive_skips = 100;
-    ld = create(&c, &o, err, sizeof err, &rc);
-    ck_assert_msg(rc == 0, "%s", err);
+    ld = create_url(url, &o);
     while ((rc = rf_loader_next(ld, &b)) == 0)
         rf_loader_release(ld, b, NULL);
+    ck_assert_int_eq(rc, RF_EPOCH_END);
     rf_stats st;
     rf_stats_init(&st);
     rf_loader_stats(ld, &st);
     ck_assert_uint_eq(st.skipped_by_reason[RF_SKIP_IO], st.skipped);
     ck_assert_uint_gt(st.skipped, 0);
+    ck_assert_uint_eq(st.epoch_delivered + st.epoch_skipped, st.epoch_total);
     rf_loader_destroy(ld);
 }
 END_TEST
@@ -326,16 +331,10 @@ START_TEST(stalled_server_timeout)
 {
     char url[1024];
     snprintf(url, sizeof url, "%s/f/delay=1500x2/gen/shard-0001.tar", env("RF_TEST_FAULT"));
-    opts o = {0};
-    const char *pats[1] = {url};
-    rf_config c = config(pats, 1, &o);
-    c.next_timeout_ms = 300;
-    char err[RF_ERRMSG_MAX];
-    int rc;
-    rf_loader *ld = create(&c, &o, err, sizeof err, &rc);
-    ck_assert_msg(rc == 0, "%s", err);
+    opts o = {.timeout_ms = 300};
+    rf_loader *ld = create_url(url, &o);
     rf_batch *b;
-    rc = rf_loader_next(ld, &b);
+    int rc = rf_loader_next(ld, &b);
     ck_assert_int_eq(rc, RF_ETIMEDOUT);
     ck_assert_msg(strstr(rf_last_error(ld), "reading"), "%s", rf_last_error(ld));
     uint32_t got = 0;
@@ -410,14 +409,9 @@ START_TEST(changed_shard_is_an_error)
     snprintf(dst, sizeof dst, "%s/shard.tar", dir);
     ck_assert_int_eq(rf_test_shell("mkdir -p %s && cp %s %s", dir, src, dst), 0);
     snprintf(url, sizeof url, "%s/changing/shard.tar", env("RF_TEST_HTTP"));
-    opts o = {.epochs = 50};
-    const char *pats[1] = {url};
-    rf_config c = config(pats, 1, &o);
-    c.prefetch_depth = 1;
-    char err[RF_ERRMSG_MAX];
+    opts o = {.epochs = 50, .depth = 1};
+    rf_loader *ld = create_url(url, &o);
     int rc;
-    rf_loader *ld = create(&c, &o, err, sizeof err, &rc);
-    ck_assert_msg(rc == 0, "%s", err);
     ck_assert_int_eq(rf_test_shell("cat %s %s > %s.new && mv %s.new %s", src, src, dst, dst, dst),
                      0);
     rf_batch *b;

@@ -12,9 +12,12 @@
  * threads (the contract below says what is cancelled).
  *
  * What io/ may include: base/, and loaders/dataset.h in pagecache.h (warming walks the sample
- * table). Within io/ the files depend one way: io_uring.c and io_pread.c call io_common.c
- * (rf_io_complete) and io_acct.c; io_select.c, the only file that knows both engines, calls
- * them; no engine calls another file's engine code. */
+ * table) and in remote.h (the remote client fills loaders' rf_remote_ops; remote_open.c the tar
+ * scanner's rf_byte_reader from loaders/tar.h). Within io/ the files depend one way: io_uring.c
+ * and io_pread.c call io_common.c (rf_io_complete) and io_acct.c; io_select.c, the only file
+ * that knows both file engines, calls them; the curl engine (io_curl.c, for remote shards,
+ * chosen by the pipeline when the shards are URLs) and create's remote requests
+ * (remote_open.c, remote_list.c) call remote.c; no engine calls another file's engine code. */
 #ifndef RF_IO_H
 #define RF_IO_H
 
