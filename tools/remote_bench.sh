@@ -22,7 +22,7 @@ python3 tests/servers/servers.py --root "$work/data" --state "$work/state" --onl
   bench=$1 data=$2 last=$3 rounds=$4
   shift 4
   run() {
-    "$bench" --shards "$1" --device host --epochs 2 --batch 128 --json $BENCH_OPTS 2>/dev/null |
+    "$bench" --shards "$1" --device host --epochs 2 --batch 128 --json ${BENCH_OPTS:-} 2>/dev/null |
       tail -1 | python3 -c "import json, sys; print(json.load(sys.stdin)[\"img_per_s\"])"
   }
   : > "$data/../local" ; : > "$data/../remote"
