@@ -62,6 +62,9 @@ typedef struct opts {
     uint32_t engine_tries;     /* rf_test_hooks.remote_engine_tries */
     int skip;
     uint32_t depth, timeout_ms; /* prefetch_depth, next_timeout_ms (0: defaults) */
+    uint32_t queue_depth;       /* io_queue_depth (0: default) */
+    const void *state;          /* resume_state (NULL: none) */
+    uint64_t state_len;
 } opts;
 
 static rf_config config(const char **pats, uint32_t npats, const opts *o)
@@ -79,6 +82,10 @@ static rf_config config(const char **pats, uint32_t npats, const opts *o)
     c.on_error = o->skip ? RF_ON_ERROR_SKIP : RF_ON_ERROR_FAIL;
     c.prefetch_depth = o->depth;
     c.next_timeout_ms = o->timeout_ms;
+    if (o->queue_depth)
+        c.io_queue_depth = o->queue_depth;
+    c.resume_state = o->state;
+    c.resume_state_bytes = o->state_len;
     return c;
 }
 
@@ -232,6 +239,9 @@ START_TEST(https_with_ca)
     setenv("SSL_CERT_FILE", env("RF_TEST_CA"), 1);
     equals_local(env("RF_TEST_HTTPS"), "gen/shard-{0000..0001}.tar", 1);
     unsetenv("SSL_CERT_FILE");
+    /* nginx offers HTTP/2 over TLS: the samples' GETs went over it */
+    ck_assert_int_eq(rf_test_shell("grep -q '\"GET /gen/shard-0000.tar HTTP/2.0\" 206 .*ringfeed' "
+                                   "%s/nginx-access.log", env("RF_TEST_STATE")), 0);
     char url[1024];
     snprintf(url, sizeof url, "%s/gen/shard-0000.tar", env("RF_TEST_HTTPS"));
     opts o = {.retries = 1};
@@ -352,7 +362,9 @@ END_TEST
 /* ---- exactly once, ranks, a shard that changes --------------------------------------------- */
 
 /* Every sample's range is fetched once per epoch (the proxy's log, create's requests left out:
- * its one-byte opens, the index and the spot checks' streams to the end of the shard). */
+ * its one-byte opens, the index and the spot checks' streams to the end of the shard), and
+ * connections are kept: one I/O thread with 4 reads in flight uses at most 4 connections for
+ * the samples of all three epochs, beside create's 3 a shard. */
 START_TEST(each_range_once_per_epoch)
 {
     const char *fault = env("RF_TEST_FAULT");
@@ -360,7 +372,7 @@ START_TEST(each_range_once_per_epoch)
     char url[1024];
     snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", fault);
     static run r;
-    opts o = {.io_threads = 4, .epochs = 3};
+    opts o = {.io_threads = 1, .queue_depth = 4, .epochs = 3};
     collect(url, &o, &r);
     free(r.px);
     ck_assert_uint_eq(r.n, 3 * 2 * N_GEN);
@@ -376,6 +388,9 @@ START_TEST(each_range_once_per_epoch)
         "        continue\n"
         "    n[(t, rng)] += 1\n"
         "bad = {k: v for k, v in n.items() if v != 3}\n"
+        "conns = len(set(q[\"conn\"] for q in log))\n"
+        "print(\"%%d requests on %%d connections\" %% (len(log), conns), file=sys.stderr)\n"
+        "if conns > 4 + 2 * 3: sys.exit(\"connections not reused\")\n"
         "sys.exit(\"%%d ranges, %%s\" %% (len(n), bad) if bad or len(n) != %d else 0)'",
         fault, data, 2 * N_GEN);
     ck_assert_msg(rc == 0, "the proxy log shows a sample range fetched other than once an epoch");
@@ -396,6 +411,35 @@ START_TEST(rank_split_equals_local)
         free(lr.px);
         free(rr.px);
     }
+}
+END_TEST
+
+/* A loader resumed from a state goes on from the same place over HTTP as from files. */
+START_TEST(resume_equals_local)
+{
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
+    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", env("RF_TEST_HTTP"));
+    opts o = {.epochs = 2};
+    rf_loader *ld = create_url(local, &o);
+    rf_batch *b;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+        rf_loader_release(ld, b, NULL);
+    }
+    static uint8_t state[4096];
+    uint64_t len = 0;
+    ck_assert_int_eq(rf_loader_state(ld, state, sizeof state, &len), 0);
+    rf_loader_destroy(ld);
+    static run lr, rr;
+    o.state = state;
+    o.state_len = len;
+    collect(local, &o, &lr);
+    collect(url, &o, &rr);
+    same_run(&rr, &lr, url);
+    ck_assert_uint_lt(rr.n, 2 * 2 * N_GEN);
+    free(lr.px);
+    free(rr.px);
 }
 END_TEST
 
@@ -537,6 +581,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, stalled_server_timeout);
     tcase_add_test(tc, each_range_once_per_epoch);
     tcase_add_test(tc, rank_split_equals_local);
+    tcase_add_test(tc, resume_equals_local);
     tcase_add_test(tc, changed_shard_is_an_error);
     tcase_add_test(tc, s3_signed_equals_local);
     tcase_add_test(tc, s3_glob_pages);
