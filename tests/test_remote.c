@@ -271,7 +271,9 @@ START_TEST(errors_name_url)
     create_fails(url, &o, 0, (const char *[]){shown, "HTTP 404", NULL});
     snprintf(url, sizeof url, "%s/gen/shard-*.tar", env("RF_TEST_HTTP"));
     create_fails(url, &o, RF_EINVAL, (const char *[]){"brace ranges", NULL});
-    const char *mixed[2] = {url, "/tmp/x.tar"};
+    char local[1024];
+    snprintf(local, sizeof local, "%s/gen/shard-0000.tar", data);
+    const char *mixed[2] = {url, local};
     snprintf(url, sizeof url, "%s/gen/shard-0000.tar", env("RF_TEST_HTTP"));
     rf_config c = config(mixed, 2, &o);
     char err[RF_ERRMSG_MAX];
