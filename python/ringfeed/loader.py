@@ -983,6 +983,7 @@ class Loader(_LoaderBase):
            schedule="auto")
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
+      tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
       is a ValueError). With a folder source, one path: an image folder or list file.
     source: "auto" (default): one path that is a directory is an image folder, anything else
