@@ -208,7 +208,7 @@ static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
         rc = found;
     } else if (found) {
         rf_tar_index_stats st;
-        rc = rf_tar_index_read_text(shown, text, len, g->path, &rd, size, g->ds->max_name,
+        rc = rf_tar_index_read_text(shown, text, len, g->path, &rd, size, g->ds->max_name, 0,
                                     index_feed, g, &st, err);
         g->ds->nonregular += st.nonregular;
         rc = rc ? rc : group_flush(g, err);

@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "loaders/dataset.h"
 #include "loaders/tar.h"
 #include "loaders/tar_index.h"
 
@@ -441,7 +442,7 @@ int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t 
 }
 
 int rf_tar_index_read_text(const char *idx_name, char *text, uint64_t len, const char *shard,
-                           const rf_byte_reader *rd, uint64_t size, uint32_t name_max,
+                           const rf_byte_reader *rd, uint64_t size, uint32_t name_max, int full,
                            rf_tar_index_fn fn, void *ctx, rf_tar_index_stats *st, rf_err *err)
 {
     index_t x = {.idx_path = idx_name, .shard = shard, .file_size = size, .text = text};
@@ -457,7 +458,7 @@ int rf_tar_index_read_text(const char *idx_name, char *text, uint64_t len, const
     }
     sc.name_max = name_max;
     sc.reader = rd;
-    return index_walk(&x, &sc, 0, fn, ctx, st, err);
+    return index_walk(&x, &sc, full, fn, ctx, st, err);
 }
 
 int rf_tar_index_name(const char *shard, char *buf, size_t cap)
@@ -607,6 +608,13 @@ int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err)
 {
     int fd;
     uint64_t size;
+    if (rf_path_is_url(shard)) {
+        char shown[RF_PATH_BYTES_MAX];
+        rf_url_shown(shard, shown, sizeof shown);
+        return rf_seterr(err, RF_EINVAL, "%s: an index cannot be written beside a remote "
+                         "shard; write it beside the local file (ringfeed-inspect --write-index) "
+                         "and upload both", shown);
+    }
     int rc = rf_tar_open_shard(shard, &fd, &size, err);
     if (rc)
         return rc;

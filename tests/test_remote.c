@@ -471,6 +471,46 @@ START_TEST(changed_shard_is_an_error)
 }
 END_TEST
 
+/* ---- inspection ---------------------------------------------------------------------------- */
+
+static int keep_problem(void *ctx, const rf_inspect_problem *p)
+{
+    snprintf(ctx, RF_ERRMSG_MAX, "%s", p->message);
+    return 0;
+}
+
+/* rf_shard_inspect (ringfeed-inspect) over a URL reports what it reports for the file: the
+ * same samples, members, images, labels and index verdict; a missing shard is a problem
+ * naming the URL. */
+START_TEST(inspect_url_equals_local)
+{
+    static const char *const rels[] = {"gen/shard-0000.tar", "noidx/shard-0001.tar",
+                                       "users/wds.tar", "users-idx/tarfile.tar"};
+    char local[1024], url[1024], msg[RF_ERRMSG_MAX] = "";
+    for (size_t i = 0; i < sizeof rels / sizeof rels[0]; i++) {
+        snprintf(local, sizeof local, "%s/%s", data, rels[i]);
+        snprintf(url, sizeof url, "%s/%s", env("RF_TEST_HTTP"), rels[i]);
+        rf_inspect_summary a, b;
+        rf_inspect_summary_init(&a);
+        rf_inspect_summary_init(&b);
+        ck_assert_int_eq(rf_shard_inspect(local, NULL, keep_problem, NULL, msg, &a), 0);
+        ck_assert_msg(rf_shard_inspect(url, NULL, keep_problem, NULL, msg, &b) == 0, "%s: %s",
+                      url, msg);
+        ck_assert_uint_eq(b.samples, a.samples);
+        ck_assert_uint_eq(b.members, a.members);
+        ck_assert_uint_eq(b.images, a.images);
+        ck_assert_uint_eq(b.labeled, a.labeled);
+        ck_assert_uint_eq(b.image_bytes, a.image_bytes);
+        ck_assert_uint_eq(b.bytes, a.bytes);
+        ck_assert_uint_eq(b.has_index, a.has_index);
+        ck_assert_uint_eq(b.index_ok, a.index_ok);
+    }
+    snprintf(url, sizeof url, "%s/gen/no-such.tar", env("RF_TEST_HTTP"));
+    ck_assert_int_eq(rf_shard_inspect(url, NULL, keep_problem, NULL, msg, NULL), RF_ENOFILES);
+    ck_assert_msg(strstr(msg, url) && strstr(msg, "HTTP 404"), "%s", msg);
+}
+END_TEST
+
 /* ---- S3 ------------------------------------------------------------------------------------ */
 
 static void s3_env(const char *secret)
@@ -585,6 +625,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, rank_split_equals_local);
     tcase_add_test(tc, resume_equals_local);
     tcase_add_test(tc, changed_shard_is_an_error);
+    tcase_add_test(tc, inspect_url_equals_local);
     tcase_add_test(tc, s3_signed_equals_local);
     tcase_add_test(tc, s3_glob_pages);
     tcase_add_test(tc, s3_refusals);
