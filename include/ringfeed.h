@@ -160,24 +160,26 @@ enum rf_skip_reason {
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
  * output size in both directions (libjpeg's reduced IDCTs; 2-4x less decode work for such
  * images, other pixels: up to tens of levels at edges and in chroma, docs/gpu-decode.md).
- * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode,
- * hw_decode_percent or decode_schedule BALANCE, so that a run's pixels never depend on which
- * engine decoded a sample.
+ * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode or
+ * hw_decode_percent, so that a run's pixels never depend on which engine decoded a sample;
+ * with decode_schedule BALANCE on, the crops it applies to being always decoded on the CPU.
  * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels). */
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else CPU (on
- * the CUDA backend too, for now: BALANCE's first controller did not keep a training step at
- * its GPU-bound rate, and its replacement is not measured on a GPU yet, docs/gpu-decode.md
- * "The scheduler"). CPU: libjpeg-turbo on the decode threads only.
+ * the CUDA backend too, for now: BALANCE stays within the CPU's spread for a training step,
+ * but loading alone it does not yet reach the manual split's rate on the H200,
+ * docs/gpu-decode.md "The scheduler"). CPU: libjpeg-turbo on the decode threads only.
  * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
  * BALANCE (opt-in): the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
  * naive, a sample_hook or tokens; on_error SKIP works with it): the hardware
  * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
  * and the CPU, with shares a controller moves by hill-climbing on the consumer's measured
  * rate (batches handed out per second, training step included), starting from the CPU only,
- * no percentage to tune; every image of the run decodes at full scale (dct_scaling),
- * so a sample's pixels do not depend on where it went (up to the engines' IDCT rounding). */
+ * and only while the loader is the bound (the GPU share goes down while it keeps up), no
+ * percentage to tune; a crop the CPU would DCT-scale (dct_scaling) is always decoded on the
+ * CPU and every other image at full scale, so a sample's pixels do not depend on where it
+ * went and equal the CPU schedule's (up to the engines' IDCT rounding). */
 enum rf_decode_schedule {
     RF_SCHEDULE_AUTO = 0,
     RF_SCHEDULE_CPU = 1,
@@ -532,9 +534,10 @@ typedef struct rf_config {
      * take .jpg, .jpeg, .png and .webp files whatever this says. */
     const char *image_exts;
     /* enum rf_decode_schedule; default RF_SCHEDULE_AUTO (resolved at create, and
-     * rf_loader_config reports the choice; AUTO is not BALANCE yet, see the enum). With BALANCE the hardware decoders are opened on a
-     * background thread started at create, beside the first CPU-decoded batches, and get no
-     * sample until they are ready; a missing libnvjpeg or GPU without engines leaves them out
+     * rf_loader_config reports the choice; AUTO is not BALANCE yet, see the enum). With
+     * BALANCE the hardware decoders are opened on a background thread started when the first
+     * batch is handed out (about 1 s on an H200: rf_stats.hw_open_ns), beside the next
+     * CPU-decoded batches, and get no sample until they are ready; a missing libnvjpeg or GPU without engines leaves them out
      * (rf_stats.hw_engines). gpu_decode or hw_decode_percent set together with CPU or BALANCE
      * is RF_EINVAL: those settings are the MANUAL mode's. */
     uint32_t decode_schedule;
@@ -634,8 +637,8 @@ RF_API int rf_loader_create(const rf_config *cfg, rf_loader **out, char *out_err
  * flip_prob, token_dtype (token sources), decode_schedule (CPU, MANUAL or BALANCE); dct_scaling
  * is RF_DCT_SCALING_OFF when the run decodes at full scale only, and stays AUTO (on)
  * otherwise. A value the caller set is reported as given, except where a field's comment says
- * create changes it (naive's fixed settings, dct_scaling with gpu_decode, hw_decode_percent or
- * decode_schedule BALANCE, staging_bytes' raising), the seed
+ * create changes it (naive's fixed settings, dct_scaling with gpu_decode or hw_decode_percent,
+ * staging_bytes' raising), the seed
  * a resume state carries, and 0 in a field with a fixed default (reported as that default).
  * shards points at the loader's own copies of the patterns, fields at its copy of the list
  * (NULL without fields) and label_json_path at its copy of the path, valid until
@@ -823,6 +826,9 @@ typedef struct rf_stats {
     uint32_t sched_gpu_permille;
     uint32_t sched_hw_permille;
     uint32_t hw_engines;
+    uint64_t hw_open_ns; /* how long the hardware decoders took to open (wall clock: in create
+                          * with hw_decode_percent, on the opener thread with BALANCE, beside
+                          * the batches after the first); 0 until they are open */
     /* Remote shards (docs/remote.md): HTTP requests made (create's opening, index fetches,
      * scans and listings, and every sample's ranged GET, retries included), of them the
      * retries, and the body bytes received. reads, read_retries and bytes_read above count

@@ -25,7 +25,8 @@ static const char *g_use = g_pat, *g_mixed[2];
 static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
 static uint32_t g_height, g_width; /* non-square output; 0: g_size */
 /* 1: decode_schedule BALANCE on the device against the host backend's CPU run, at full scale
- * on both; 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
+ * on both; 2: the same with dct_scaling AUTO on both (the crops the CPU scales stay on the
+ * CPU); 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
  * manual split. */
 static int g_balance;
 /* hw_decode_percent: nvJPEG does not promise libjpeg's islow IDCT to the bit, so uint8 batches
@@ -53,7 +54,8 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     c.gpu_decode_percent = g_percent;
     c.hw_decode_percent = g_hw;
     if (g_balance) {
-        c.dct_scaling = RF_DCT_SCALING_OFF; /* the host's CPU run at the scheduler's scale */
+        if (g_balance == 1) /* both at full scale */
+            c.dct_scaling = RF_DCT_SCALING_OFF;
         c.decode_schedule = device_kind == RF_DEVICE_CUDA ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU;
     } else if (!g_gpu && !g_hw)
         c.decode_schedule = RF_SCHEDULE_CPU;
@@ -868,6 +870,9 @@ START_TEST(balance_schedule_plain_equals_host)
     }
     g_balance = 1;
     compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    g_balance = 2, g_size = 64; /* crops of the 200 px images the CPU decodes at 1/2..1/8 */
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    g_balance = 1, g_size = 224;
     const char *pat;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
     uint64_t t0 = 0;

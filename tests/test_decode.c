@@ -963,6 +963,7 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
     static const uint32_t INTERVALS[] = {0, 1, 3}; /* 3: optimized Huffman tables too */
     rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
     rf_decoder_set_max_scale_denom(a, 1);
+    rf_decoder_set_max_scale_denom(b, 1); /* gpu_decode's loader: no crop is DCT-scaled */
     size_t cap = 1u << 20;
     uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
     uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3), *on = malloc(224 * 224 * 3);
@@ -1040,6 +1041,7 @@ START_TEST(engine_packet_matches_cpu_full_scale)
     };
     rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
     rf_decoder_set_max_scale_denom(a, 1);
+    rf_decoder_set_max_scale_denom(b, 1); /* gpu_decode's loader: no crop is DCT-scaled */
     size_t cap = 1u << 21;
     uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
     uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3);
@@ -1109,6 +1111,64 @@ START_TEST(engine_packet_matches_cpu_full_scale)
 }
 END_TEST
 
+/* A decoder that may DCT-scale (the balancing scheduler's loader) keeps every crop it would
+ * scale on the CPU, so a sample's pixels never depend on the route: each crop either becomes a
+ * packet (at full scale, as the CPU decodes it) or is decoded right there as
+ * rf_decode_transform decodes it, scaled; both happen on these photo-sized images. */
+START_TEST(packets_leave_dct_scalable_crops_to_the_cpu)
+{
+    static const shape SS[] = {{407, 351, {3, 90, 0, 1}}, {801, 600, {3, 80, 0, 1}},
+                               {1000, 61, {1, 90, 0, 0}}, {333, 501, {3, 90, 0, 2}}};
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    size_t cap = 1u << 21;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
+    uint8_t *oa = malloc(224 * 224 * 3), *og = malloc(224 * 224 * 3);
+    test_place pl = {pkt, og, cap};
+    uint32_t scaled = 0, packets = 0;
+    for (size_t s = 0; s < sizeof SS / sizeof SS[0]; s++)
+        for (int restarts = 0; restarts < 2; restarts++) {
+            size_t len, tlen = 0;
+            uint8_t *j = make_jpeg(SS[s].w, SS[s].h, SS[s].o, s + 40, &len);
+            uint8_t *t = restarts ? with_restarts(j, len, 1, &tlen) : j;
+            tlen = restarts ? tlen : len;
+            for (uint64_t seed = 0; seed < 24; seed++) {
+                rf_transform tr = mixed_t(seed);
+                rf_err e = {0};
+                rf_decode_info ib = {0}, ia = {0};
+                uint32_t bytes = 0, bad = 0, engine = seed & 1;
+                size_t n = (size_t)tr.height * tr.width * 3;
+                ck_assert_msg(rf_decode_packet(b, t, tlen, &tr, seed, (int)engine, place_fixed,
+                                               &pl, &bytes, &ib, &e) == 0, "%s", e.msg);
+                ck_assert_int_eq(rf_decode_transform(a, t, tlen, &tr, seed, oa, &ia, &e), 0);
+                if (ia.scale_denom > 1) { /* scaled on the CPU, never a packet */
+                    ck_assert_uint_eq(bytes, 0);
+                    ck_assert_uint_eq(ib.scale_denom, ia.scale_denom);
+                    scaled++;
+                } else {
+                    ck_assert_msg(bytes > 0, "%ux%u seed %llu: no packet for a full-scale crop",
+                                  SS[s].w, SS[s].h, (unsigned long long)seed);
+                    if (engine)
+                        ck_assert_msg(rf_decode_planes(b, pkt, scratch, &e) == 0, "%s", e.msg);
+                    int st = rf_gj_decode_host(pkt, scratch, og, &bad);
+                    ck_assert_msg(st == 0, "%s", rf_gj_status_text(st));
+                    packets++;
+                }
+                ck_assert_msg(memcmp(oa, og, n) == 0, "%ux%u restarts %d seed %llu: pixels "
+                              "differ from the CPU path's", SS[s].w, SS[s].h, restarts,
+                              (unsigned long long)seed);
+            }
+            if (restarts)
+                free(t);
+            free(j);
+        }
+    ck_assert_uint_gt(scaled, 0);
+    ck_assert_uint_gt(packets, 0);
+    rf_decoder_destroy(a);
+    rf_decoder_destroy(b);
+    free(pkt), free(scratch), free(oa), free(og);
+}
+END_TEST
+
 /* Offset of the last SOS marker in j (the scan the damage tests write into); 0 when none. */
 static size_t last_sos(const uint8_t *j, size_t len)
 {
@@ -1143,6 +1203,7 @@ START_TEST(gpu_packet_damage)
     uint8_t *t = with_restarts(j, len, 0, &tlen);
     rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
     rf_decoder_set_max_scale_denom(a, 1);
+    rf_decoder_set_max_scale_denom(b, 1); /* gpu_decode's loader: no crop is DCT-scaled */
     size_t cap = 1u << 20, sos = last_sos(t, tlen);
     uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH), *bad = malloc(tlen);
     uint8_t *oa = malloc(64 * 64 * 3), *og = malloc(64 * 64 * 3), *full = NULL;
@@ -1645,6 +1706,7 @@ int main(void)
     tcase_add_test(tc, placement_without_gpu);
     tcase_add_test(tc, gpu_packet_damage);
     tcase_add_test(tc, engine_packet_matches_cpu_full_scale);
+    tcase_add_test(tc, packets_leave_dct_scalable_crops_to_the_cpu);
     tcase_add_test(tc, tables_are_per_image);
     tcase_add_test(tc, marker_damage_found_whatever_the_crop);
     tcase_add_test(tc, plain_packet_matches_cpu_full_scale);

@@ -4,13 +4,13 @@
  * best split (training: the CPU; loading: the GPU share the CPU needs; with engines: hw 350
  * of gpu 1000) within 40 windows and stays there, follows a plant that changes mid-run,
  * stays within 0..1000 permille with hw <= gpu, gives the engines nothing while they are
- * missing or still opening, and gives the GPU share back when the ring is always full. The
- * mode's resolution and refusals at create. And the whole
+ * missing or still opening, and gives the GPU share back while the loader keeps up (training
+ * stays first). The mode's resolution and refusals at create. And the whole
  * pipeline on the host backend with the balancing scheduler forced on (test hook `sched`,
  * src/pipeline/testing.h: kernel packets decoded by the kernels' host code, engine packets by
  * the host stand-in) while a hook moves the shares from batch to batch: every sample of each
- * epoch exactly once, and every batch byte for byte the CPU run's with dct_scaling off, at 1,
- * 2 and 4 decode threads, on plain shards of the generator, one rewritten by Python's tarfile
+ * epoch exactly once, and every batch byte for byte the CPU run's (DCT scaling included: a
+ * crop the CPU scales stays on the CPU; and with dct_scaling off), at 1, 2 and 4 decode threads, on plain shards of the generator, one rewritten by Python's tarfile
  * and a restart-marked one. */
 #include <check.h>
 #include <stdio.h>
@@ -24,31 +24,65 @@
 
 /* ---- the controller ------------------------------------------------------------------------ */
 
-/* A simulated plant: the consumer's mean period (ms) at the shares (permille), the way the
- * loader's window measures it. */
-typedef double (*plant_fn)(double gpu, double hw);
+/* A simulated plant: at the shares (permille), the consumer's mean period (ms), the way the
+ * loader's window measures it, and whether the loader is the bound (the consumer waits for
+ * every batch) or keeps up (it waits for none). */
+typedef double (*plant_fn)(double gpu, double hw, int *bound);
+
+/* The period of a loop whose step takes `step` ms and whose loader needs `loader` ms a batch. */
+static double loop(double step, double loader, int *bound)
+{
+    *bound = loader > step;
+    return *bound ? loader : step;
+}
 
 /* Training: the step shares the GPU, so every GPU share slows it; the CPU keeps up. */
-static double plant_training(double gpu, double hw)
+static double plant_training(double gpu, double hw, int *bound)
 {
     (void)hw;
-    return 30.0 * (1.0 + 0.3 * gpu);
+    return loop(30.0 * (1.0 + 0.3 * gpu), 20.0 * (1.0 - gpu) + 8.0 * gpu, bound);
+}
+
+/* Training whose CPU decode (30 ms a batch) does not keep up with the step (20 ms, 10% slower
+ * with every image on the GPU): the best is the least GPU share at which the loader keeps up,
+ * 417 permille. */
+static double plant_training_cpu_short(double gpu, double hw, int *bound)
+{
+    (void)hw;
+    double cpu = (1.0 - gpu) * 30.0 + gpu * 8.0, kernels = gpu * 12.0;
+    return loop(20.0 * (1.0 + 0.1 * gpu), cpu > kernels ? cpu : kernels, bound);
+}
+
+/* Training whose CPU decode falls just behind the step (20.2 ms a batch against 20): any GPU
+ * share makes the loader keep up but slows the step by more than the waits it saves, so the
+ * best is the CPU alone, and a probe is a slow window. */
+static double plant_training_marginal(double gpu, double hw, int *bound)
+{
+    (void)hw;
+    return loop(20.0 * (1.0 + 0.3 * gpu), 20.2 * (1.0 - gpu) + 8.0 * gpu, bound);
 }
 
 /* Loading, no engines: the CPU decode (20 ms a batch) saturates; the kernels' share costs the
  * CPU its entropy walk (8) and the GPU its kernels (12): the best split is gpu 833. */
-static double plant_loading(double gpu, double hw)
+static double plant_loading(double gpu, double hw, int *bound)
 {
     double cpu = (1.0 - gpu) * 20.0 + (gpu - hw) * 8.0, kernels = (gpu - hw) * 12.0;
-    return cpu > kernels ? cpu : kernels;
+    return loop(0.0, cpu > kernels ? cpu : kernels, bound);
 }
 
 /* Loading with engines (12 ms a batch, off the CPU): the CPU's part (full decodes and the
  * kernels' walks) against the engines'; the best is gpu 1000 with hw 350. */
-static double plant_engines(double gpu, double hw)
+static double plant_engines(double gpu, double hw, int *bound)
 {
     double cpu = (1.0 - gpu) * 20.0 + (gpu - hw) * 6.4615, eng = hw * 12.0;
-    return cpu > eng ? cpu : eng;
+    return loop(0.0, cpu > eng ? cpu : eng, bound);
+}
+
+/* The noise-free period. */
+static double period(plant_fn f, double gpu, double hw)
+{
+    int bound;
+    return f(gpu, hw, &bound);
 }
 
 static uint64_t g_noise = 1;
@@ -58,9 +92,10 @@ static rf_sched_in window(plant_fn f, const rf_sched *s, uint32_t engines)
 {
     g_noise = g_noise * 6364136223846793005ull + 1442695040888963407ull;
     double u = (double)(g_noise >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
-    double ms = f(s->gpu / 1000.0, s->hw / 1000.0) * (1.0 + 0.01 * u);
+    int bound;
+    double ms = f(s->gpu / 1000.0, s->hw / 1000.0, &bound) * (1.0 + 0.01 * u);
     return (rf_sched_in){.period_ns = (uint64_t)(ms * 1e6), .batches = RF_SCHED_WINDOW,
-                         .engines = engines};
+                         .waited = bound ? RF_SCHED_WINDOW : 0, .engines = engines};
 }
 
 /* n windows of plant f; every step within the bounds, the engines' share 0 unless READY.
@@ -77,7 +112,7 @@ static double drive(rf_sched *s, plant_fn f, uint32_t engines, int n)
         ck_assert_uint_le(s->at[1], RF_SCHED_ONE);
         if (engines != RF_HW_ENGINES_READY)
             ck_assert_uint_eq(s->hw, 0);
-        sum += f(s->gpu / 1000.0, s->hw / 1000.0);
+        sum += period(f, s->gpu / 1000.0, s->hw / 1000.0);
     }
     return sum / n;
 }
@@ -94,7 +129,7 @@ static void assert_stays_near(rf_sched *s, plant_fn f, uint32_t engines, uint32_
                       at_hw <= hw + tol, "%s, window %d: at gpu %u hw %u, best %u/%u", what,
                       i, s->at[0], at_hw, gpu, hw);
     }
-    double best = f(gpu / 1000.0, hw / 1000.0), got = drive(s, f, engines, 200);
+    double best = period(f, gpu / 1000.0, hw / 1000.0), got = drive(s, f, engines, 200);
     ck_assert_msg(got <= best * 1.05, "%s: mean period %.3f ms, best %.3f", what, got, best);
 }
 
@@ -108,7 +143,17 @@ START_TEST(climbs_to_each_plants_best)
     ck_assert_uint_eq(s.gpu + s.hw, 0); /* the safe start: the CPU only */
     drive(&s, plant_training, RF_HW_ENGINES_NONE, 40);
     /* within the 2% margin of the best: 0.3 x 66 permille is 2% of the period */
-    assert_stays_near(&s, plant_training, RF_HW_ENGINES_NONE, 0, 0, 70, "training");
+    assert_stays_near(&s, plant_training, RF_HW_ENGINES_NONE, 0, 0, 0, "training");
+    rf_sched_init(&s);
+    drive(&s, plant_training_cpu_short, RF_HW_ENGINES_NONE, 40);
+    assert_stays_near(&s, plant_training_cpu_short, RF_HW_ENGINES_NONE, 417, 0, 80,
+                      "training, the CPU short");
+    /* a probe that slows the loop holds the next one off: within 1% of the best over time */
+    rf_sched_init(&s);
+    drive(&s, plant_training_marginal, RF_HW_ENGINES_NONE, 40);
+    ck_assert_uint_eq(s.at[0], 0);
+    double got = drive(&s, plant_training_marginal, RF_HW_ENGINES_NONE, 400);
+    ck_assert_msg(got <= 20.2 * 1.01, "marginal training: mean period %.3f ms", got);
     rf_sched_init(&s);
     drive(&s, plant_loading, RF_HW_ENGINES_NONE, 40);
     assert_stays_near(&s, plant_loading, RF_HW_ENGINES_NONE, 833, 0, 60, "loading");
@@ -148,9 +193,10 @@ START_TEST(engines_get_nothing_until_ready)
 }
 END_TEST
 
-/* The guard: windows whose every batch found the ring full, with no wait, give the GPU share
- * back whatever the period says; a window with nothing measured changes nothing. */
-START_TEST(full_ring_guard_and_empty_window)
+/* Training stays first: windows in which the consumer did not wait give the GPU share back
+ * whatever the period says, the share reaches 0 within a few windows and then nothing is
+ * probed while the loader keeps up; a window with nothing measured changes nothing. */
+START_TEST(keeps_up_gives_the_gpu_back_and_empty_window)
 {
     rf_sched s;
     rf_sched_init(&s);
@@ -162,15 +208,21 @@ START_TEST(full_ring_guard_and_empty_window)
     ck_assert_mem_eq(&s, &before, sizeof s);
     int n = 0;
     while (s.at[0] > 0 && n < 100) {
-        uint32_t g = s.at[0];
+        uint32_t g = s.gpu;
         rf_sched_in in = window(plant_loading, &s, RF_HW_ENGINES_NONE);
-        in.full = in.batches;
+        in.waited = 1; /* one batch in 8: the loader keeps up */
         rf_sched_step(&s, &in);
-        ck_assert_uint_lt(s.at[0], g);
+        ck_assert_uint_lt(s.gpu, g);
         n++;
     }
     ck_assert_uint_eq(s.gpu, 0);
-    ck_assert_int_le(n, 64); /* at least the smallest step a window */
+    ck_assert_int_le(n, 16);
+    for (int i = 0; i < 100; i++) { /* no probe while it keeps up */
+        rf_sched_in in = window(plant_loading, &s, RF_HW_ENGINES_NONE);
+        in.waited = 0;
+        rf_sched_step(&s, &in);
+        ck_assert_uint_eq(s.gpu, 0);
+    }
 }
 END_TEST
 
@@ -214,7 +266,7 @@ typedef struct run {
 
 typedef struct opts {
     uint32_t threads;
-    int sched, no_engines, perturb;
+    int sched, no_engines, perturb, dct_off;
     uint32_t open_ms;
 } opts;
 
@@ -226,12 +278,15 @@ static void collect(const opts *o, run *r)
     c.batch_size = BATCH;
     c.epochs = EPOCHS;
     c.decode_threads = o->threads;
-    if (!o->sched) /* the reference: the CPU alone, at full scale */
-        c.decode_schedule = RF_SCHEDULE_CPU, c.dct_scaling = RF_DCT_SCALING_OFF;
+    if (!o->sched) /* the reference: the CPU alone */
+        c.decode_schedule = RF_SCHEDULE_CPU;
+    if (o->dct_off)
+        c.dct_scaling = RF_DCT_SCALING_OFF;
     uint32_t calls = 0;
     rf_test_hooks h = {.sched = o->sched, .sched_no_engines = o->no_engines,
                        .sched_open_ms = o->open_ms, .sched_perturb = o->perturb ? rf_test_sched_perturb : NULL,
-                       .sched_ctx = &calls};
+                       .sched_ctx = &calls, .sched_short_windows = 1,
+                       .sched_open_join = !o->open_ms};
     rf_loader *ld = NULL;
     char err[512] = "";
     int rc = rf_loader_create_hooked(&c, &h, &ld, err, sizeof err);
@@ -299,11 +354,13 @@ START_TEST(balance_equals_cpu_at_any_thread_count)
         snprintf(what, sizeof what, "balance, %u threads", threads[t]);
         assert_exactly_once(&r);
         assert_same_batches(&r, &ref, what);
-        /* AUTO resolved to BALANCE, every image at full scale, and all three paths used */
+        /* AUTO resolved to BALANCE; the crops the CPU run DCT-scaled were DCT-scaled here
+         * too (on the CPU, whatever the shares), and all three paths used */
         ck_assert_uint_eq(r.got.decode_schedule, RF_SCHEDULE_BALANCE);
-        ck_assert_uint_eq(r.got.dct_scaling, RF_DCT_SCALING_OFF);
+        ck_assert_uint_eq(r.got.dct_scaling, RF_DCT_SCALING_AUTO);
         ck_assert_uint_eq(r.st.decode_schedule, RF_SCHEDULE_BALANCE);
-        ck_assert_uint_eq(r.st.dct_scaled, 0);
+        ck_assert_uint_gt(ref.st.dct_scaled, 0);
+        ck_assert_uint_eq(r.st.dct_scaled, ref.st.dct_scaled);
         ck_assert_uint_gt(r.st.gpu_decoded, 0);
         ck_assert_uint_gt(r.st.gpu_plain_decoded, 0);
         ck_assert_uint_gt(r.st.gpu_decoded, r.st.gpu_plain_decoded); /* restart packets too */
@@ -312,9 +369,19 @@ START_TEST(balance_equals_cpu_at_any_thread_count)
         ck_assert_uint_le(r.st.sched_hw_permille, r.st.sched_gpu_permille);
         ck_assert_uint_le(r.st.sched_gpu_permille, RF_SCHED_ONE);
         ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_READY);
+        ck_assert_uint_gt(r.st.hw_open_ns, 0); /* the opener timed its open */
         free(r.px);
     }
     free(ref.px);
+    /* dct_scaling OFF: every image at full scale on every path, the CPU's full-scale pixels */
+    collect(&(opts){.threads = 1, .dct_off = 1}, &ref);
+    collect(&(opts){.threads = 2, .sched = 1, .perturb = 1, .dct_off = 1}, &r);
+    assert_same_batches(&r, &ref, "balance, dct_scaling off");
+    ck_assert_uint_eq(r.st.dct_scaled, 0);
+    ck_assert_uint_gt(r.st.gpu_decoded, 0);
+    ck_assert_uint_gt(r.st.hw_decoded, 0);
+    free(ref.px);
+    free(r.px);
 }
 END_TEST
 
@@ -347,6 +414,7 @@ START_TEST(engines_opening_get_nothing_and_destroy_joins)
     assert_same_batches(&r, &ref, "engines opening");
     ck_assert_uint_eq(r.st.hw_decoded, 0);
     ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_OPENING);
+    ck_assert_uint_eq(r.st.hw_open_ns, 0); /* not open: no time yet */
     free(ref.px);
     free(r.px);
 }
@@ -411,7 +479,7 @@ int main(void)
     tcase_add_test(tc, climbs_to_each_plants_best);
     tcase_add_test(tc, recovers_when_the_plant_changes);
     tcase_add_test(tc, engines_get_nothing_until_ready);
-    tcase_add_test(tc, full_ring_guard_and_empty_window);
+    tcase_add_test(tc, keeps_up_gives_the_gpu_back_and_empty_window);
     suite_add_tcase(s, tc);
     tc = tcase_create("pipeline");
     tcase_set_timeout(tc, 300);

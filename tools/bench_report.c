@@ -95,6 +95,8 @@ void print_table(const opts *o, const result *r)
                s->hw_engines == RF_HW_ENGINES_READY     ? "ready"
                : s->hw_engines == RF_HW_ENGINES_OPENING ? "opening"
                                                         : "none");
+    if (s->hw_open_ns)
+        printf("  %-26s %9.1f ms\n", "hardware decoders opened in", s->hw_open_ns / 1e6);
     rf_stats zero;
     memset(&zero, 0, sizeof zero);
     char b1[16], b2[16];
@@ -179,7 +181,7 @@ void print_json(const opts *o, const result *r)
            "\"samples_decoded\": %llu, \"dct_scaled\": %llu, \"region_decoded\": %llu, "
            "\"gpu_decoded\": %llu, \"hw_decoded\": %llu, \"decode_schedule\": %u, "
            "\"sched_gpu_permille\": %u, \"sched_hw_permille\": %u, \"hw_engines\": %u, "
-           "\"read_retries\": %llu, "
+           "\"hw_open_ms\": %.2f, \"read_retries\": %llu, "
            "\"registered_buffers\": %u, \"pinned\": %u, \"bytes_to_device\": %llu, "
            "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
            "\"resume_ms\": %.3f, \"resume_at\": %.3f, \"resume_position\": %llu, "
@@ -195,7 +197,8 @@ void print_json(const opts *o, const result *r)
            (unsigned long long)s->samples_decoded, (unsigned long long)s->dct_scaled,
            (unsigned long long)s->region_decoded, (unsigned long long)s->gpu_decoded,
            (unsigned long long)s->hw_decoded, s->decode_schedule, s->sched_gpu_permille,
-           s->sched_hw_permille, s->hw_engines, (unsigned long long)s->read_retries,
+           s->sched_hw_permille, s->hw_engines, s->hw_open_ns / 1e6,
+           (unsigned long long)s->read_retries,
            s->registered_buffers, s->pinned,
            (unsigned long long)r->bytes,
            o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,

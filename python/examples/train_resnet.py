@@ -40,6 +40,17 @@ MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 
 
+def decode_summary(a):
+    """Where rank 0's loader decoded its samples, and the scheduler's shares at the end."""
+    ld = getattr(a, "ringfeed_loader", None)
+    if ld is None:
+        return None
+    st = ld.stats()
+    return {k: st[k] for k in ("decode_schedule", "samples_decoded", "dct_scaled", "gpu_decoded",
+                               "hw_decoded", "sched_gpu_permille", "sched_hw_permille",
+                               "hw_engines", "hw_open_ns")}
+
+
 def ringfeed_batches(a, rank, world, device):
     import ringfeed
     kw = dict(size=a.size, layout="NHWC", device=device, rank=rank, world_size=world,
@@ -63,6 +74,7 @@ def ringfeed_batches(a, rank, world, device):
         norm = (torch.tensor(MEAN, device=device).view(1, 3, 1, 1),
                 torch.tensor(STD, device=device).view(1, 3, 1, 1))
     a.batches_per_epoch = len(ld)  # equal on every rank: ringfeed pads the partition
+    a.ringfeed_loader = ld  # for the decode summary printed at the end
     # From the epoch the loader stands in: 0 here; after ld.load_state_dict(state), the saved
     # epoch, whose set_epoch then continues at the saved batch (python/tests, test_loader.py
     # test_resume_with_the_torchrun_example_loop runs this loop).
@@ -247,7 +259,7 @@ def main():
             "loader": a.loader, "arch": a.arch, "world_size": world, "batch_per_rank": a.batch,
             "steps": steps, "img_per_s": tot_images / (sum_wall / world),
             "gpu_wait_fraction": sum_wait / sum_wall, "loss": loss.item(),
-            "batches_per_epoch_per_rank": per_rank,
+            "batches_per_epoch_per_rank": per_rank, "decode": decode_summary(a),
         }), flush=True)
     if world > 1:
         dist.destroy_process_group()

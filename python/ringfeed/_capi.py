@@ -245,6 +245,7 @@ class RfStats(ctypes.Structure):
         ("sched_gpu_permille", ctypes.c_uint32),
         ("sched_hw_permille", ctypes.c_uint32),
         ("hw_engines", ctypes.c_uint32),
+        ("hw_open_ns", ctypes.c_uint64),
         ("remote_requests", ctypes.c_uint64),
         ("remote_retries", ctypes.c_uint64),
         ("remote_bytes", ctypes.c_uint64),

@@ -1060,14 +1060,16 @@ class Loader(_LoaderBase):
     dct_scaling: True (default): a CPU-only loader decodes images whose crop is at least twice
       the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to
       tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.
-      gpu_decode and hw_decode_percent turn it off for their whole run (docs/gpu-decode.md).
+      gpu_decode and hw_decode_percent turn it off for their whole run; schedule="balance"
+      keeps it, decoding those crops on the CPU (docs/gpu-decode.md).
     schedule: where JPEGs are decoded (rf_config.decode_schedule, docs/gpu-decode.md).
       "auto" (default): "manual" when gpu_decode or hw_decode_percent is given, otherwise
       "cpu" (on a CUDA device too, for now). "balance" (opt-in, CUDA only): a
       scheduler spreads JPEGs over the hardware decoders (when present), the GPU kernels and
       the CPU in shares moved by hill-climbing on the training loop's measured rate
-      (starting from the CPU only), no percentage to tune,
-      every image at full scale so the pixels do not depend on where each went;
+      (starting from the CPU only, and only while the loader is the bound), no percentage to
+      tune; a crop the CPU DCT-scales stays on the CPU and every other image is decoded at
+      full scale, so the pixels are the CPU schedule's whichever path took each;
       stats()["sched_gpu_permille"] and ["sched_hw_permille"] show its shares. "cpu": the CPU
       only. "manual": gpu_decode, gpu_decode_percent and hw_decode_percent as given.
     prefetch_depth: batch slots in the ring; 0 is the library's default (4, 8 with

@@ -62,8 +62,8 @@
     X(rf_stats, counted_epoch) X(rf_stats, epoch_delivered) X(rf_stats, epoch_skipped)           \
     X(rf_stats, epoch_skipped_by_reason) X(rf_stats, epoch_total) X(rf_stats, epoch_final)       \
     X(rf_stats, gpu_plain_decoded) X(rf_stats, decode_schedule) X(rf_stats, sched_gpu_permille)  \
-    X(rf_stats, sched_hw_permille) X(rf_stats, hw_engines) X(rf_stats, remote_requests)         \
-    X(rf_stats, remote_retries) X(rf_stats, remote_bytes)
+    X(rf_stats, sched_hw_permille) X(rf_stats, hw_engines) X(rf_stats, hw_open_ns)               \
+    X(rf_stats, remote_requests) X(rf_stats, remote_retries) X(rf_stats, remote_bytes)
 
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \

@@ -136,8 +136,10 @@ typedef struct rf_decode_place {
 
 /* Read the header, choose the crop with `seed` and plan the resize at full scale exactly as
  * rf_decode_transform does with DCT scaling off, then offer the sample to pl->pack. A sample
- * it does not take (and a CMYK one, or any with RF_DECODE_DCT_IFAST / RF_DECODE_NO_FANCY set)
- * is decoded right here into pl->pixels(), with *bytes = 0: its header is read once either way.
+ * it does not take (and a CMYK one, any with RF_DECODE_DCT_IFAST / RF_DECODE_NO_FANCY set, and
+ * a crop this decoder's max scale denominator lets rf_decode_transform DCT-scale) is decoded
+ * right here into pl->pixels() as rf_decode_transform decodes it, with *bytes = 0: its header
+ * is read once either way, and its pixels are the CPU path's whichever way it went.
  * info as for rf_decode_transform (scale_denom 1, region 1 when handed over). Returns 0 or an
  * error as rf_decode_transform does. */
 int rf_decode_placed(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,

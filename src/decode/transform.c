@@ -364,7 +364,14 @@ static int placed_run(rf_decoder *d, void *job, rf_err *err)
     int rc = xform_header(d, j, err);
     if (rc)
         return rc;
-    if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)))
+    /* Decoded here, as the CPU path decodes them: what the other engine cannot give, and a
+     * crop the decoder may DCT-scale (only when the loader allows scaling: the balancing
+     * scheduler does, gpu_decode and hw_decode_percent do not). The GPU decodes at full
+     * scale, so a scalable crop sent there would get other pixels than the CPU gives it; kept
+     * here, every sample's pixels are the CPU path's whatever the route, and these are the
+     * crops the CPU decodes fastest (1/2..1/8 of the IDCT work). */
+    if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)) ||
+        pick_num(d, &j->box, j->t) < 8)
         return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
     j->num = 8; /* the other engine decodes at full scale */
     set_scale(d, j);

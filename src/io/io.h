@@ -17,7 +17,9 @@
  * and io_pread.c call io_common.c (rf_io_complete) and io_acct.c; io_select.c, the only file
  * that knows both file engines, calls them; the curl engine (io_curl.c, for remote shards,
  * chosen by the pipeline when the shards are URLs) and create's remote requests
- * (remote_open.c, remote_list.c) call remote.c; no engine calls another file's engine code. */
+ * (remote_open.c, remote_list.c) call remote.c; no engine calls another file's engine code.
+ * The local shard cache (shard_cache.h over shard_cache.c and shard_cache_dir.c) includes base/
+ * only and calls nothing else of io/. */
 #ifndef RF_IO_H
 #define RF_IO_H
 

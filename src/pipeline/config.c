@@ -71,9 +71,8 @@ RF_API void rf_config_init(rf_config *cfg)
  * that depend only on the config and the machine take their value: image_height and
  * image_width (image_size), resize_shorter, flip_prob,
  * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
- * dct_scaling (OFF with gpu_decode, hw_decode_percent or decode_schedule BALANCE; create
- * turns it off when AUTO becomes BALANCE under the test hook), decode_schedule (MANUAL with gpu_decode or
- * hw_decode_percent). Values out of range are left for apply_defaults to refuse. */
+ * dct_scaling (OFF with gpu_decode or hw_decode_percent), decode_schedule (MANUAL with
+ * gpu_decode or hw_decode_percent). Values out of range are left for apply_defaults to refuse. */
 static void config_resolve(rf_config *c)
 {
     rf_config d;
@@ -102,9 +101,9 @@ static void config_resolve(rf_config *c)
         c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
     /* The GPU paths decode at full scale: so must every other image of their run, or a
      * sample's pixels would depend on where it went (docs/gpu-decode.md). Only AUTO is
-     * resolved: a value out of range stays for the caller's check to refuse. */
-    if ((gpu || c->decode_schedule == RF_SCHEDULE_BALANCE) &&
-        c->dct_scaling == RF_DCT_SCALING_AUTO)
+     * resolved: a value out of range stays for the caller's check to refuse. The balancing
+     * scheduler keeps DCT scaling: the crops the CPU scales never leave it (rf_decode_placed). */
+    if (gpu && c->dct_scaling == RF_DCT_SCALING_AUTO)
         c->dct_scaling = RF_DCT_SCALING_OFF;
     /* The percentages are the manual mode's; create resolves the rest of AUTO once it knows
      * the backend (schedule.c pl_sched_choose). */

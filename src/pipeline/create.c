@@ -141,11 +141,15 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     rc = ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
     /* The hardware decoders are opened now, so a GPU without them or a missing libnvjpeg is
      * an error from create, not from the first batch. */
-    if (rc == 0 && ld->gpu.device && ld->cfg.hw_decode_percent)
+    if (rc == 0 && ld->gpu.device && ld->cfg.hw_decode_percent) {
+        uint64_t t0 = rf_now_ns();
         rc = ld->bops->engine_open
                  ? ld->bops->engine_open(ld->backend, ld->batch, err)
                  : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s backend has no "
                              "hardware JPEG decoder", ld->bops->name);
+        /* relaxed: a statistic, and no thread reads it yet */
+        atomic_store_explicit(&ld->sched.open_ns, rf_now_ns() - t0, memory_order_relaxed);
+    }
     /* The balancing scheduler opens them on a thread of their own, off the first batch. */
     if (rc == 0)
         pl_sched_start(ld);

@@ -15,6 +15,7 @@
  * without it. pl_sched_route runs on the decode threads without mu. The shares are relaxed:
  * any value routes a sample to a path that gives the same pixels. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -124,14 +125,34 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
         return;
     if (in->engines != s->engines) /* the plant changed under the measurement: re-measure */
         s->engines = in->engines, s->ref_ns = 0, s->probing = 0, s->hold = 0;
-    if (in->full == in->batches && !in->waited && s->at[0] > 0) {
-        /* The guard: the loader keeps the ring full and the consumer never waits, so the GPU
-         * paths are not needed; give the step its GPU back and measure from there. */
-        s->at[0] = s->at[0] > s->step[0] ? s->at[0] - s->step[0] : 0;
-        s->dir[0] = -1, s->probing = 0, s->ref_ns = 0, s->hold = 0;
+    if (in->waited * RF_SCHED_KEEPS_UP <= in->batches) {
+        /* Training stays first: the loader keeps up (the consumer waited for at most one
+         * batch in RF_SCHED_KEEPS_UP), so no GPU share can make the loop faster, and any share
+         * takes GPU time from the step. The GPU share routed in this window steps down: the
+         * first window after loader-bound ones by half the step, so the climb and the descent
+         * close in on the share at which the loader just keeps up, and each next one in a
+         * row by twice the step, so a loop that stopped needing the GPU gets it back within a
+         * few windows. At 0 nothing is probed until the consumer waits again, and the next
+         * climb starts upwards. */
+        uint32_t base = s->probing && s->coord == 0 ? s->probe : s->at[0];
+        /* A probe that made the loop slower: the GPU share costs the step more than the
+         * waits it saved. The descent starts from the accepted point, and no probe comes
+         * for RF_SCHED_HOLD windows, so a loader that only now and then falls behind does
+         * not pay a slow window every few. */
+        int worse = s->probing && s->coord == 0 && s->probe > s->at[0] && s->ref_ns &&
+                    in->period_ns * RF_SCHED_ONE > s->ref_ns * (RF_SCHED_ONE + RF_SCHED_MARGIN);
+        if (worse)
+            base = s->at[0];
+        if (base > 0)
+            s->step[0] = s->kept_up ? RF_MIN(s->step[0] * 2, RF_SCHED_STEP_MAX)
+                                    : RF_MAX(s->step[0] / 2, RF_SCHED_STEP_MIN);
+        s->at[0] = base > s->step[0] ? base - s->step[0] : 0;
+        s->kept_up = 1, s->dir[0] = 1, s->probing = 0, s->ref_ns = 0;
+        s->hold = worse ? RF_SCHED_HOLD : s->hold, s->coord = 0;
     } else if (s->hold && --s->hold) {
         /* held: the accepted point stays */
     } else if (!s->ref_ns || !s->probing) {
+        s->kept_up = 0;
         s->ref_ns = in->period_ns; /* the accepted point measured (again): probe from it */
         s->quiet = 0;
         if (!start_round(s, s->coord))
@@ -167,10 +188,12 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
     ld->sched.mode = c->decode_schedule;
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return 0;
-    /* Every image at full scale, on every path: a sample's pixels do not depend on the
-     * timing-dependent route (docs/gpu-decode.md, "The scheduler"). */
-    if (c->dct_scaling == RF_DCT_SCALING_AUTO)
-        c->dct_scaling = RF_DCT_SCALING_OFF;
+    /* dct_scaling stays as asked: a crop the CPU would DCT-scale is always decoded on the CPU
+     * (rf_decode_placed), every other image at full scale on any path, so a sample's pixels
+     * do not depend on the timing-dependent route and equal the CPU schedule's
+     * (docs/gpu-decode.md, "The scheduler"). */
+    ld->sched.trace = getenv("RINGFEED_SCHED_TRACE") && *getenv("RINGFEED_SCHED_TRACE") &&
+                      strcmp(getenv("RINGFEED_SCHED_TRACE"), "0") != 0;
     rf_sched_init(&ld->sched.ctl);
     atomic_store_explicit(&ld->sched.gpu, ld->sched.ctl.gpu, memory_order_relaxed);
     atomic_store_explicit(&ld->sched.hw, 0, memory_order_relaxed);
@@ -182,6 +205,7 @@ static void *opener_main(void *arg)
     rf_loader *ld = arg;
     rf_err e = {0};
     int rc = 0;
+    uint64_t t0 = rf_now_ns();
     if (ld->bops->engine_open) {
         rc = ld->bops->engine_open(ld->backend, ld->batch, &e);
     } else { /* the host stand-in (test hook): engines that take this long to open */
@@ -191,6 +215,8 @@ static void *opener_main(void *arg)
     }
     if (rc)
         snprintf(ld->sched.engine_why, sizeof ld->sched.engine_why, "%s", e.msg);
+    else /* relaxed: a statistic */
+        atomic_store_explicit(&ld->sched.open_ns, rf_now_ns() - t0, memory_order_relaxed);
     /* release: the backend's engine state, and engine_why, to whoever acquires READY/NONE */
     atomic_store_explicit(&ld->sched.engines, rc ? RF_HW_ENGINES_NONE : RF_HW_ENGINES_READY,
                           memory_order_release);
@@ -198,9 +224,9 @@ static void *opener_main(void *arg)
 }
 
 /* create, after the backend's (and after its engine_open with hw_decode_percent): with
- * BALANCE, the engines open on their own thread, beside
- * the first batches (nvJPEG's hardware backend takes ~100 ms to start). A backend without
- * engines, or the test hook's sched_no_engines, leaves them out; so does a failed open. */
+ * BALANCE, the engines will open on their own thread, started when the first batch is handed
+ * out (open_engines). A backend without engines, or the test hook's sched_no_engines, leaves
+ * them out; so does a failed open. */
 void pl_sched_start(rf_loader *ld)
 {
     /* MANUAL with hw_decode_percent: create opened them itself (or failed), so they are ready
@@ -216,12 +242,25 @@ void pl_sched_start(rf_loader *ld)
         return; /* engines stay NONE (0, calloc) */
     }
     atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_OPENING, memory_order_relaxed);
+    ld->sched.open_pending = 1; /* the opener starts once the first batch is handed out */
+}
+
+/* The consumer's thread, when it is handed the first batch: the opener starts now, not at
+ * create. nvJPEG's hardware backend takes ~1 s to open on the H200, and opened beside the
+ * first batch it delayed that batch from ~25 ms to 64-122 ms (driver work the first copies
+ * and kernels waited behind); after it, it overlaps the next CPU- and kernel-decoded ones. */
+static void open_engines(rf_loader *ld)
+{
+    ld->sched.open_pending = 0;
     if (pthread_create(&ld->sched.opener, NULL, opener_main, ld) == 0) {
         ld->sched.opener_on = 1;
+        if (ld->hooks.sched_open_join)
+            pl_sched_stop(ld);
         return;
     }
     snprintf(ld->sched.engine_why, sizeof ld->sched.engine_why, "no thread to open them");
-    atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_NONE, memory_order_relaxed);
+    /* release: engine_why, to whoever acquires NONE */
+    atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_NONE, memory_order_release);
 }
 
 /* destroy: the opener is joined whatever its state (an open in progress finishes first). */
@@ -259,8 +298,13 @@ static void measure(rf_loader *ld, uint64_t wait_ns)
 {
     uint64_t now = rf_now_ns(), last = ld->sched.last_ns;
     ld->sched.last_ns = now;
-    if (!last || ld->sched.skip) { /* no period yet, or the ring still holds the old shares */
-        ld->sched.skip -= !!ld->sched.skip;
+    if (!last) { /* the first batch: the ring was filled before the consumer came, and the
+                  * next depth batches come out of it faster than the loader makes them */
+        ld->sched.skip = ld->depth;
+        return;
+    }
+    if (ld->sched.skip) { /* the ring still holds batches of the old shares */
+        ld->sched.skip--;
         return;
     }
     uint32_t ready = 0;
@@ -283,15 +327,25 @@ void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
 {
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return;
+    if (ld->sched.open_pending)
+        open_engines(ld);
     measure(ld, wait_ns);
     rf_sched *c = &ld->sched.ctl;
     rf_sched_in *w = &ld->sched.win;
-    if (w->batches >= RF_SCHED_WINDOW) {
+    /* A window is RF_SCHED_WINDOW batches and RF_SCHED_WINDOW_NS long (fast loops measure
+     * more batches per step, against the noise of their short periods), or 8x as many. */
+    if (w->batches >= RF_SCHED_WINDOW &&
+        (w->period_ns >= RF_SCHED_WINDOW_NS || w->batches >= 8 * RF_SCHED_WINDOW ||
+         ld->hooks.sched_short_windows)) {
         uint32_t gpu = c->gpu, hw = c->hw;
         w->period_ns /= w->batches;
         /* relaxed: the state is a signal for the shares; route() acquires it before any use */
         w->engines = atomic_load_explicit(&ld->sched.engines, memory_order_relaxed);
         rf_sched_step(c, w);
+        if (ld->sched.trace) /* RINGFEED_SCHED_TRACE: one line per step (docs/gpu-decode.md) */
+            fprintf(stderr, "ringfeed sched: period %.3f ms, waited %u/%u, full %u, engines %u"
+                    " -> gpu %u hw %u permille\n", w->period_ns / 1e6, w->waited, w->batches,
+                    w->full, w->engines, c->gpu, c->hw);
         *w = (rf_sched_in){0};
         if (c->gpu != gpu || c->hw != hw)
             ld->sched.skip = ld->depth + 1;

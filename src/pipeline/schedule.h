@@ -17,7 +17,8 @@
 #include "base/common.h"
 
 #define RF_SCHED_ONE 1000u       /* shares are in permille of the JPEGs */
-#define RF_SCHED_WINDOW 8u       /* batches whose mean period one controller step compares */
+#define RF_SCHED_WINDOW 16u      /* batches whose mean period one controller step compares */
+#define RF_SCHED_WINDOW_NS 250000000u /* and the least time they span (pl_sched_batch) */
 #define RF_SCHED_MARGIN 20u      /* permille: a rate within 2% of the last is noise */
 #define RF_SCHED_HW_START 350u   /* the engines' part of the GPU share at first (permille) */
 #define RF_SCHED_STEP_START 250u /* the first probe's size: four accepted moves cross the range */
@@ -25,6 +26,7 @@
 #define RF_SCHED_STEP_MAX 250u   /* accepted moves double the step up to this */
 #define RF_SCHED_STEP_PROBE 64u  /* the step of a probe after a hold */
 #define RF_SCHED_HOLD 16u        /* windows held at a settled point before the next probe */
+#define RF_SCHED_KEEPS_UP 4u     /* the loader keeps up: the consumer waited for <= 1 in 4 */
 
 /* What the consumer saw over one window of batches, measured at one set of shares. */
 typedef struct rf_sched_in {
@@ -51,6 +53,7 @@ typedef struct rf_sched {
     uint32_t hold;     /* windows left at the accepted point before the next probe */
     uint32_t engines;  /* the engines' state the last window saw */
     uint64_t ref_ns;   /* the accepted point's period; 0: measure it with the next window */
+    uint32_t kept_up;  /* 1: the last window found the loader keeping up (no climb) */
 } rf_sched;
 
 void rf_sched_init(rf_sched *s);
@@ -60,9 +63,12 @@ void rf_sched_init(rf_sched *s);
  * the same way with twice the step. Slower by more: back, the direction reversed, the step
  * halved. Within the margin, or the step below its minimum: the coordinate's round ends and
  * the other is probed; when both ended with no gain, the point is held for RF_SCHED_HOLD
- * windows, then re-measured and probed again, so a changed workload is noticed. A guard: a
- * window whose every batch found the ring full and never waited lowers the GPU share at once
- * (the GPU paths are not needed). The engines' part is probed only while they are READY and
+ * windows, then re-measured and probed again, so a changed workload is noticed. The climb
+ * runs only while the loader is the bound: a window in which the consumer waited for at most
+ * one batch in RF_SCHED_KEEPS_UP (the loader keeps up, so no share can make the loop faster)
+ * lowers the GPU share instead (by half the step after loader-bound windows, by twice the
+ * step in a row after that), and at 0 probes nothing until the consumer waits again: a
+ * training step keeps the GPU to itself. The engines' part is probed only while they are READY and
  * the GPU share is not 0; the engines get nothing until then. Shares stay within
  * 0..RF_SCHED_ONE and hw <= gpu. */
 void rf_sched_step(rf_sched *s, const rf_sched_in *in);
@@ -77,13 +83,16 @@ enum pl_route { PL_ROUTE_CPU = 0, PL_ROUTE_KERNELS = 1, PL_ROUTE_ENGINE = 2 };
 typedef struct pl_sched {
     uint32_t mode;    /* enum rf_decode_schedule, resolved */
     _Atomic uint32_t gpu, hw, engines;
+    _Atomic uint64_t open_ns; /* how long the engines took to open (rf_stats.hw_open_ns) */
     rf_sched ctl;     /* the consumer's thread only, like the window below */
     uint64_t last_ns; /* when the consumer was handed its last batch */
     rf_sched_in win;  /* the window measured so far (period_ns: the sum until it is full) */
     uint32_t skip;    /* batches to hand out unmeasured after a change of the shares */
     pthread_t opener;
     int opener_on;
+    int open_pending; /* BALANCE: the opener starts with the first batch (pl_sched_batch) */
     char engine_why[RF_ERRMSG_MAX]; /* why the engines are out (the opener's error), or "" */
+    int trace;        /* RINGFEED_SCHED_TRACE set: each controller step printed to stderr */
 } pl_sched;
 
 #endif

@@ -129,6 +129,8 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
                                                 memory_order_relaxed);
     st.hw_engines = atomic_load_explicit(&((rf_loader *)ld)->sched.engines,
                                          memory_order_relaxed);
+    st.hw_open_ns = atomic_load_explicit(&((rf_loader *)ld)->sched.open_ns,
+                                         memory_order_relaxed);
     pl_lock((rf_loader *)ld);
     st.skipped = ld->skipped;
     memcpy(st.skipped_by_reason, ld->skipped_by, sizeof st.skipped_by_reason);

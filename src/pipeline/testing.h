@@ -81,6 +81,12 @@ typedef struct rf_test_hooks {
      * remote_retries, so a test can let create through faults that a sample's reads then
      * exhaust (the fault proxy fails every range alike). */
     uint32_t remote_engine_tries;
+    /* sched_short_windows: a controller window is RF_SCHED_WINDOW batches however short they
+     * took, so a test's short run of fast batches gets controller steps. */
+    int sched_short_windows;
+    /* sched_open_join: the consumer waits for the opener it starts with the first batch, so
+     * a test's short run has its engines ready from the next batch on, whatever the timing. */
+    int sched_open_join;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */
