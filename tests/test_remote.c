@@ -19,136 +19,11 @@
 
 #include "pipeline/testing.h"
 #include "ringfeed.h"
+#include "remoteutil.h"
 #include "ringfeed_shards.h"
 #include "testutil.h"
 
-#define N_GEN 12        /* samples per generator shard (2 shards) */
-#define SIDE 32         /* output side */
-#define SECRET_PW "pw-R4nd0m-s3cr3t"
-
 static const char *data;  /* the served root */
-
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    ck_assert_msg(v && *v, "%s is not set: run under tests/servers/servers.py (ctest remote)", name);
-    return v;
-}
-
-/* No credential in a message: the URL's password, the S3 key and secret, a signature. */
-static void no_secrets(const char *msg)
-{
-    const char *s3k = getenv("RF_TEST_S3_KEY"), *s3s = getenv("RF_TEST_S3_SECRET");
-    const char *bad[] = {SECRET_PW, "X-Amz-Signature", "Authorization", s3k, s3s, "wrong-secret"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(!bad[i] || !*bad[i] || !strstr(msg, bad[i]), "credential in \"%s\"", msg);
-}
-
-/* ---- runs ---------------------------------------------------------------------------------- */
-
-typedef struct run {
-    uint8_t *px;
-    size_t px_len;
-    uint64_t ids[1024];
-    int32_t labels[1024];
-    char keys[1024][48];
-    uint32_t n;
-    rf_stats st;
-} run;
-
-typedef struct opts {
-    uint32_t io_threads, epochs, rank, world;
-    uint32_t retries;          /* 0: the default */
-    uint32_t engine_tries;     /* rf_test_hooks.remote_engine_tries */
-    int skip;
-    uint32_t depth, timeout_ms; /* prefetch_depth, next_timeout_ms (0: defaults) */
-    uint32_t queue_depth;       /* io_queue_depth (0: default) */
-    const void *state;          /* resume_state (NULL: none) */
-    uint64_t state_len;
-} opts;
-
-static rf_config config(const char **pats, uint32_t npats, const opts *o)
-{
-    rf_config c = rf_test_host_config(pats, pats[0], SIDE);
-    c.shard_count = npats;
-    c.batch_size = 5;
-    c.decode_threads = 2;
-    c.epochs = o->epochs ? o->epochs : 1;
-    c.io_threads = o->io_threads;
-    c.seed = 7;
-    c.world_size = o->world ? o->world : 1;
-    c.rank = o->rank;
-    c.remote_retries = o->retries;
-    c.on_error = o->skip ? RF_ON_ERROR_SKIP : RF_ON_ERROR_FAIL;
-    c.prefetch_depth = o->depth;
-    c.next_timeout_ms = o->timeout_ms;
-    if (o->queue_depth)
-        c.io_queue_depth = o->queue_depth;
-    c.resume_state = o->state;
-    c.resume_state_bytes = o->state_len;
-    return c;
-}
-
-static rf_loader *create(const rf_config *c, const opts *o, char *err, size_t cap, int *rc)
-{
-    rf_test_hooks h = {.remote_engine_tries = o->engine_tries};
-    rf_loader *ld = NULL;
-    err[0] = 0;
-    *rc = rf_loader_create_hooked(c, &h, &ld, err, cap);
-    no_secrets(err);
-    return ld;
-}
-
-/* A loader over the one pattern url that must be created. */
-static rf_loader *create_url(const char *url, const opts *o)
-{
-    const char *pats[1] = {url};
-    rf_config c = config(pats, 1, o);
-    char err[RF_ERRMSG_MAX];
-    int rc;
-    rf_loader *ld = create(&c, o, err, sizeof err, &rc);
-    ck_assert_msg(rc == 0, "create %s: %d %s", url, rc, err);
-    return ld;
-}
-
-/* Every batch of the loader over `pattern` (one pattern) into r; the test fails on any
- * error. */
-static void collect(const char *pattern, const opts *o, run *r)
-{
-    rf_loader *ld = create_url(pattern, o);
-    memset(r, 0, sizeof *r);
-    rf_batch *b;
-    int rc;
-    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
-        if (rc)
-            continue;
-        r->px = realloc(r->px, r->px_len + b->data_bytes);
-        memcpy(r->px + r->px_len, b->data, b->data_bytes);
-        r->px_len += b->data_bytes;
-        for (uint32_t i = 0; i < b->count && r->n < 1024; i++, r->n++) {
-            r->ids[r->n] = b->sample_ids[i];
-            r->labels[r->n] = b->labels[i];
-            snprintf(r->keys[r->n], sizeof r->keys[0], "%s", b->keys[i]);
-        }
-        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-    }
-    ck_assert_msg(rc == RF_DONE, "%s: %d %s", pattern, rc, rf_last_error(ld));
-    rf_stats_init(&r->st);
-    rf_loader_stats(ld, &r->st);
-    rf_loader_destroy(ld);
-}
-
-static void same_run(const run *a, const run *b, const char *what)
-{
-    ck_assert_msg(a->n == b->n && a->n > 0, "%s: %u samples, local %u", what, a->n, b->n);
-    for (uint32_t i = 0; i < a->n; i++) {
-        ck_assert_msg(a->ids[i] == b->ids[i] && a->labels[i] == b->labels[i] &&
-                      strcmp(a->keys[i], b->keys[i]) == 0, "%s: sample %u: %s/%d, local %s/%d",
-                      what, i, a->keys[i], a->labels[i], b->keys[i], b->labels[i]);
-    }
-    ck_assert_msg(a->px_len == b->px_len && memcmp(a->px, b->px, a->px_len) == 0,
-                  "%s: decoded batches differ from the local run", what);
-}
 
 /* The shards at `rel` (a pattern under the data root) read through `base` equal the local
  * files, at 1 and 4 I/O threads; returns the remote stats of the first run (the fault proxy
@@ -162,9 +37,9 @@ static rf_stats equals_local(const char *base, const char *rel, uint32_t epochs)
     rf_stats st = {0};
     for (uint32_t t = 1; t <= 4; t += 3) {
         opts o = {.io_threads = t, .epochs = epochs};
-        collect(local, &o, &lr);
-        collect(url, &o, &rr);
-        same_run(&rr, &lr, url);
+        rt_collect(local, &o, &lr);
+        rt_collect(url, &o, &rr);
+        rt_same_run(&rr, &lr, url);
         ck_assert_str_eq(rr.st.io_engine, "curl");
         ck_assert_uint_eq(rr.st.io_threads, t);
         ck_assert_uint_eq(rr.st.reads, lr.st.reads);
@@ -183,10 +58,10 @@ static rf_stats equals_local(const char *base, const char *rel, uint32_t epochs)
 static void create_fails(const char *url, const opts *o, int code, const char *const *words)
 {
     const char *pats[1] = {url};
-    rf_config c = config(pats, 1, o);
+    rf_config c = rt_config(pats, 1, o);
     char err[RF_ERRMSG_MAX];
     int rc;
-    rf_loader *ld = create(&c, o, err, sizeof err, &rc);
+    rf_loader *ld = rt_create(&c, o, err, sizeof err, &rc);
     rf_loader_destroy(ld);
     ck_assert_msg(rc != 0 && (!code || rc == code), "%s: create gave %d (%s)", url, rc, err);
     for (; *words; words++)
@@ -197,7 +72,7 @@ static void create_fails(const char *url, const opts *o, int code, const char *c
 
 START_TEST(http_index_equals_local)
 {
-    rf_stats st = equals_local(env("RF_TEST_HTTP"), "gen/shard-{0000..0001}.tar", 2);
+    rf_stats st = equals_local(rt_env("RF_TEST_HTTP"), "gen/shard-{0000..0001}.tar", 2);
     /* per shard: the open, the index, one spot-check stream; then one GET per sample read */
     ck_assert_uint_eq(st.remote_requests, st.reads + 2 * 3);
     ck_assert_uint_eq(st.remote_retries, 0);
@@ -206,7 +81,7 @@ END_TEST
 
 START_TEST(http_scan_equals_local)
 {
-    rf_stats st = equals_local(env("RF_TEST_HTTP"), "noidx/shard-{0000..0001}.tar", 1);
+    rf_stats st = equals_local(rt_env("RF_TEST_HTTP"), "noidx/shard-{0000..0001}.tar", 1);
     /* per shard: the open, the index that is not there (404), one streamed GET */
     ck_assert_uint_eq(st.remote_requests, st.reads + 2 * 3);
 }
@@ -218,7 +93,7 @@ static const char *const users[] = {"users/gnu/shard-0000.tar", "users/tarfile.t
 
 START_TEST(users_shards_equal_local)
 {
-    equals_local(env("RF_TEST_HTTP"), users[_i], 1);
+    equals_local(rt_env("RF_TEST_HTTP"), users[_i], 1);
 }
 END_TEST
 
@@ -230,20 +105,20 @@ START_TEST(photos_equal_local)
         fprintf(stderr, "photos: skipped (no photos written: mate-backgrounds or cjpeg missing)\n");
         return;
     }
-    equals_local(env("RF_TEST_HTTP"), "photos/photos-{0000..0001}.tar", 1);
+    equals_local(rt_env("RF_TEST_HTTP"), "photos/photos-{0000..0001}.tar", 1);
 }
 END_TEST
 
 START_TEST(https_with_ca)
 {
-    setenv("SSL_CERT_FILE", env("RF_TEST_CA"), 1);
-    equals_local(env("RF_TEST_HTTPS"), "gen/shard-{0000..0001}.tar", 1);
+    setenv("SSL_CERT_FILE", rt_env("RF_TEST_CA"), 1);
+    equals_local(rt_env("RF_TEST_HTTPS"), "gen/shard-{0000..0001}.tar", 1);
     unsetenv("SSL_CERT_FILE");
     /* nginx offers HTTP/2 over TLS: the samples' GETs went over it */
     ck_assert_int_eq(rf_test_shell("grep -q '\"GET /gen/shard-0000.tar HTTP/2.0\" 206 .*ringfeed' "
-                                   "%s/nginx-access.log", env("RF_TEST_STATE")), 0);
+                                   "%s/nginx-access.log", rt_env("RF_TEST_STATE")), 0);
     char url[1024];
-    snprintf(url, sizeof url, "%s/gen/shard-0000.tar", env("RF_TEST_HTTPS"));
+    snprintf(url, sizeof url, "%s/gen/shard-0000.tar", rt_env("RF_TEST_HTTPS"));
     opts o = {.retries = 1};
     create_fails(url, &o, 0, (const char *[]){url, "certificate", NULL});
 }
@@ -253,32 +128,32 @@ START_TEST(errors_name_url)
 {
     char url[1024], shown[1024];
     opts o = {.retries = 1};
-    snprintf(url, sizeof url, "%s/f/403/gen/shard-0000.tar", env("RF_TEST_FAULT"));
+    snprintf(url, sizeof url, "%s/f/403/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
     create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
-    snprintf(url, sizeof url, "%s/f/404/gen/shard-0000.tar", env("RF_TEST_FAULT"));
+    snprintf(url, sizeof url, "%s/f/404/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
     create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
-    snprintf(url, sizeof url, "%s/gen/no-such.tar", env("RF_TEST_HTTP"));
+    snprintf(url, sizeof url, "%s/gen/no-such.tar", rt_env("RF_TEST_HTTP"));
     create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
     /* nothing listens on port 9 of loopback (discard, never run here) */
     create_fails("http://127.0.0.1:9/gen/shard-0000.tar", &o, RF_EIO,
                  (const char *[]){"http://127.0.0.1:9/gen/shard-0000.tar", "connect",
                                   "after 1 retries", NULL});
     /* userinfo and a query string are never printed */
-    const char *h = env("RF_TEST_HTTP") + 7;
+    const char *h = rt_env("RF_TEST_HTTP") + 7;
     snprintf(url, sizeof url, "http://user:" SECRET_PW "@%s/gen/no-such.tar?X-Amz-Signature=%s",
              h, SECRET_PW);
     snprintf(shown, sizeof shown, "http://%s/gen/no-such.tar", h);
     create_fails(url, &o, 0, (const char *[]){shown, "HTTP 404", NULL});
-    snprintf(url, sizeof url, "%s/gen/shard-*.tar", env("RF_TEST_HTTP"));
+    snprintf(url, sizeof url, "%s/gen/shard-*.tar", rt_env("RF_TEST_HTTP"));
     create_fails(url, &o, RF_EINVAL, (const char *[]){"brace ranges", NULL});
     char local[1024];
     snprintf(local, sizeof local, "%s/gen/shard-0000.tar", data);
     const char *mixed[2] = {url, local};
-    snprintf(url, sizeof url, "%s/gen/shard-0000.tar", env("RF_TEST_HTTP"));
-    rf_config c = config(mixed, 2, &o);
+    snprintf(url, sizeof url, "%s/gen/shard-0000.tar", rt_env("RF_TEST_HTTP"));
+    rf_config c = rt_config(mixed, 2, &o);
     char err[RF_ERRMSG_MAX];
     int rc;
-    rf_loader_destroy(create(&c, &o, err, sizeof err, &rc));
+    rf_loader_destroy(rt_create(&c, &o, err, sizeof err, &rc));
     ck_assert_int_eq(rc, RF_EINVAL);
     ck_assert_msg(strstr(err, "mix URLs and local files"), "%s", err);
 }
@@ -295,7 +170,7 @@ static const struct {
 START_TEST(fault_retried_to_right_bytes)
 {
     char base[512];
-    snprintf(base, sizeof base, "%s/f/%s", env("RF_TEST_FAULT"), faults[_i].spec);
+    snprintf(base, sizeof base, "%s/f/%s", rt_env("RF_TEST_FAULT"), faults[_i].spec);
     rf_stats st = equals_local(base, "gen/shard-0000.tar", 1);
     if (faults[_i].retried)
         ck_assert_msg(st.remote_retries > 0 && st.read_retries > 0, "%s: no retry counted",
@@ -311,19 +186,19 @@ END_TEST
 START_TEST(exhausted_retries_error)
 {
     char url[1024];
-    snprintf(url, sizeof url, "%s/f/500x3/gen/shard-0000.tar", env("RF_TEST_FAULT"));
+    snprintf(url, sizeof url, "%s/f/500x3/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
     opts o = {.retries = 3, .engine_tries = 2};
-    rf_loader *ld = create_url(url, &o);
+    rf_loader *ld = rt_create_url(url, &o);
     rf_batch *b;
     int rc = rf_loader_next(ld, &b);
     ck_assert_int_eq(rc, RF_EIO);
     const char *m = rf_last_error(ld);
-    no_secrets(m);
+    rt_no_secrets(m);
     ck_assert_msg(strstr(m, url) && strstr(m, " bytes ") && strstr(m, "HTTP 500") &&
                   strstr(m, "after 1 retries"), "%s", m);
     rf_loader_destroy(ld);
     o.skip = 1;
-    ld = create_url(url, &o);
+    ld = rt_create_url(url, &o);
     while ((rc = rf_loader_next(ld, &b)) == 0)
         rf_loader_release(ld, b, NULL);
     ck_assert_int_eq(rc, RF_EPOCH_END);
@@ -342,9 +217,9 @@ END_TEST
 START_TEST(stalled_server_timeout)
 {
     char url[1024];
-    snprintf(url, sizeof url, "%s/f/delay=1500x2/gen/shard-0001.tar", env("RF_TEST_FAULT"));
+    snprintf(url, sizeof url, "%s/f/delay=1500x2/gen/shard-0001.tar", rt_env("RF_TEST_FAULT"));
     opts o = {.timeout_ms = 300};
-    rf_loader *ld = create_url(url, &o);
+    rf_loader *ld = rt_create_url(url, &o);
     rf_batch *b;
     int rc = rf_loader_next(ld, &b);
     ck_assert_int_eq(rc, RF_ETIMEDOUT);
@@ -369,13 +244,13 @@ END_TEST
  * the samples of all three epochs, beside create's 3 a shard. */
 START_TEST(each_range_once_per_epoch)
 {
-    const char *fault = env("RF_TEST_FAULT");
+    const char *fault = rt_env("RF_TEST_FAULT");
     ck_assert_int_eq(rf_test_shell("curl -sf -X POST %s/_reset >/dev/null", fault), 0);
     char url[1024];
     snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", fault);
     static run r;
     opts o = {.io_threads = 1, .queue_depth = 4, .epochs = 3};
-    collect(url, &o, &r);
+    rt_collect(url, &o, &r);
     free(r.px);
     ck_assert_uint_eq(r.n, 3 * 2 * N_GEN);
     int rc = rf_test_shell(
@@ -403,13 +278,13 @@ START_TEST(rank_split_equals_local)
 {
     char local[1024], url[1024];
     snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
-    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", env("RF_TEST_HTTP"));
+    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", rt_env("RF_TEST_HTTP"));
     static run lr, rr;
     for (uint32_t rank = 0; rank < 3; rank++) {
         opts o = {.io_threads = 2, .epochs = 2, .rank = rank, .world = 3};
-        collect(local, &o, &lr);
-        collect(url, &o, &rr);
-        same_run(&rr, &lr, url);
+        rt_collect(local, &o, &lr);
+        rt_collect(url, &o, &rr);
+        rt_same_run(&rr, &lr, url);
         free(lr.px);
         free(rr.px);
     }
@@ -421,9 +296,9 @@ START_TEST(resume_equals_local)
 {
     char local[1024], url[1024];
     snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
-    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", env("RF_TEST_HTTP"));
+    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", rt_env("RF_TEST_HTTP"));
     opts o = {.epochs = 2};
-    rf_loader *ld = create_url(local, &o);
+    rf_loader *ld = rt_create_url(local, &o);
     rf_batch *b;
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(rf_loader_next(ld, &b), 0);
@@ -436,9 +311,9 @@ START_TEST(resume_equals_local)
     static run lr, rr;
     o.state = state;
     o.state_len = len;
-    collect(local, &o, &lr);
-    collect(url, &o, &rr);
-    same_run(&rr, &lr, url);
+    rt_collect(local, &o, &lr);
+    rt_collect(url, &o, &rr);
+    rt_same_run(&rr, &lr, url);
     ck_assert_uint_lt(rr.n, 2 * 2 * N_GEN);
     free(lr.px);
     free(rr.px);
@@ -454,9 +329,9 @@ START_TEST(changed_shard_is_an_error)
     snprintf(src, sizeof src, "%s/gen/shard-0000.tar", data);
     snprintf(dst, sizeof dst, "%s/shard.tar", dir);
     ck_assert_int_eq(rf_test_shell("mkdir -p %s && cp %s %s", dir, src, dst), 0);
-    snprintf(url, sizeof url, "%s/changing/shard.tar", env("RF_TEST_HTTP"));
+    snprintf(url, sizeof url, "%s/changing/shard.tar", rt_env("RF_TEST_HTTP"));
     opts o = {.epochs = 50, .depth = 1};
-    rf_loader *ld = create_url(url, &o);
+    rf_loader *ld = rt_create_url(url, &o);
     int rc;
     ck_assert_int_eq(rf_test_shell("cat %s %s > %s.new && mv %s.new %s", src, src, dst, dst, dst),
                      0);
@@ -489,7 +364,7 @@ START_TEST(inspect_url_equals_local)
     char local[1024], url[1024], msg[RF_ERRMSG_MAX] = "";
     for (size_t i = 0; i < sizeof rels / sizeof rels[0]; i++) {
         snprintf(local, sizeof local, "%s/%s", data, rels[i]);
-        snprintf(url, sizeof url, "%s/%s", env("RF_TEST_HTTP"), rels[i]);
+        snprintf(url, sizeof url, "%s/%s", rt_env("RF_TEST_HTTP"), rels[i]);
         rf_inspect_summary a, b;
         rf_inspect_summary_init(&a);
         rf_inspect_summary_init(&b);
@@ -505,7 +380,7 @@ START_TEST(inspect_url_equals_local)
         ck_assert_uint_eq(b.has_index, a.has_index);
         ck_assert_uint_eq(b.index_ok, a.index_ok);
     }
-    snprintf(url, sizeof url, "%s/gen/no-such.tar", env("RF_TEST_HTTP"));
+    snprintf(url, sizeof url, "%s/gen/no-such.tar", rt_env("RF_TEST_HTTP"));
     ck_assert_int_eq(rf_shard_inspect(url, NULL, keep_problem, NULL, msg, NULL), RF_ENOFILES);
     ck_assert_msg(strstr(msg, url) && strstr(msg, "HTTP 404"), "%s", msg);
 }
@@ -515,17 +390,17 @@ END_TEST
 
 static void s3_env(const char *secret)
 {
-    setenv("AWS_ACCESS_KEY_ID", env("RF_TEST_S3_KEY"), 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret ? secret : env("RF_TEST_S3_SECRET"), 1);
-    setenv("AWS_ENDPOINT_URL", env("RF_TEST_S3_ENDPOINT"), 1);
-    setenv("AWS_REGION", env("RF_TEST_S3_REGION"), 1);
+    setenv("AWS_ACCESS_KEY_ID", rt_env("RF_TEST_S3_KEY"), 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret ? secret : rt_env("RF_TEST_S3_SECRET"), 1);
+    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
+    setenv("AWS_REGION", rt_env("RF_TEST_S3_REGION"), 1);
 }
 
 START_TEST(s3_signed_equals_local)
 {
     s3_env(NULL);
     char base[256];
-    snprintf(base, sizeof base, "s3://%s", env("RF_TEST_S3_BUCKET"));
+    snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_BUCKET"));
     equals_local(base, "gen/shard-{0000..0001}.tar", 1);
     equals_local(base, "noidx/shard-{0000..0001}.tar", 1);
 }
@@ -537,7 +412,7 @@ START_TEST(s3_glob_pages)
     s3_env(NULL);
     setenv("RF_S3_MAX_KEYS", "2", 1);
     char base[256], url[1024];
-    snprintf(base, sizeof base, "s3://%s", env("RF_TEST_S3_BUCKET"));
+    snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_BUCKET"));
     rf_stats st = equals_local(base, "many/shard-*.tar", 1);
     ck_assert_uint_ge(st.remote_requests, st.reads + 5 + 5 * 3);
     snprintf(url, sizeof url, "%s/many/none-*.tar", base);
@@ -549,7 +424,7 @@ END_TEST
 START_TEST(s3_refusals)
 {
     char url[1024];
-    snprintf(url, sizeof url, "s3://%s/gen/shard-0000.tar", env("RF_TEST_S3_BUCKET"));
+    snprintf(url, sizeof url, "s3://%s/gen/shard-0000.tar", rt_env("RF_TEST_S3_BUCKET"));
     opts o = {.retries = 1};
     s3_env("wrong-secret");
     create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
@@ -558,7 +433,7 @@ START_TEST(s3_refusals)
     unsetenv("AWS_SECRET_ACCESS_KEY");
     create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
     char base[256];
-    snprintf(base, sizeof base, "s3://%s", env("RF_TEST_S3_PUBLIC_BUCKET"));
+    snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_PUBLIC_BUCKET"));
     equals_local(base, "gen/shard-{0000..0001}.tar", 1);
 }
 END_TEST

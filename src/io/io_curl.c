@@ -17,11 +17,17 @@
  *    takes, so new requests start promptly while transfers run.
  *  - Stopping: once take() returns -1 or stop() set the flag, every request in flight or
  *    waiting ends with -ECANCELED (a stalled server never holds up stop()).
+ *  - A request without rf_io_req.remote reads a local file (a remote shard's copy in the shard
+ *    cache, io/remote_cache.h) with pread on the I/O thread as soon as it is taken: local
+ *    disk answers in microseconds to milliseconds, so no slot or poll is needed for it, and
+ *    one engine serves a run whose shards are partly cached.
  *  - Fault injection (rf_io_source.fault) is not applied here: the tests inject faults with a
  *    real proxy in front of a real server (tests/servers).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "io/io.h"
@@ -52,6 +58,7 @@ typedef struct cthread {
     cslot *s;
     uint32_t busy;         /* slots not FREE */
     rf_io_req **taken;
+    char local_why[128];   /* a failed local read's description, valid during its done() */
     _Atomic uint64_t busy_ns, reads, retries, bytes;
 } cthread;
 
@@ -176,6 +183,34 @@ static void reap(cthread *t)
     }
 }
 
+/* A read of a cached shard's local copy, finished on this thread (short reads continue,
+ * EINTR is asked again; end of file is -ENODATA, as the file engines say it). */
+static void local_read(cthread *t, rf_io_req *req)
+{
+    int res = 0;
+    uint32_t before = req->done;
+    while (res == 0 && req->done < req->len) {
+        ssize_t n = pread(req->fd, req->dst + req->done, req->len - req->done,
+                          (off_t)(req->offset + req->done));
+        if (n < 0 && errno != EINTR)
+            res = -errno;
+        else if (n == 0)
+            res = -ENODATA;
+        else if (n > 0)
+            req->done += (uint32_t)n;
+    }
+    req->result = res;
+    req->why = NULL;
+    if (res && res != -ENODATA) {
+        snprintf(t->local_why, sizeof t->local_why, "the shard cache's copy at byte %llu: %s",
+                 (unsigned long long)(req->offset + req->done), strerror(-res));
+        req->why = t->local_why;
+    }
+    add(&t->reads, 1);
+    add(&t->bytes, req->done - before);
+    t->e->src.done(t->e->src.ctx, req);
+}
+
 /* Take new requests into free slots: blocking only when nothing is in flight or waiting. */
 static int take_more(cthread *t)
 {
@@ -184,6 +219,10 @@ static int take_more(cthread *t)
         return 0;
     int n = t->e->src.take(t->e->src.ctx, t->taken, (int)free_slots, t->busy == 0);
     for (int k = 0, i = 0; k < n; k++) {
+        if (!t->taken[k]->remote) {
+            local_read(t, t->taken[k]);
+            continue;
+        }
         while (t->s[i].state != SLOT_FREE)
             i++;
         slot_begin(t, &t->s[i], t->taken[k]);

@@ -132,6 +132,22 @@ static int mem_defaults(rf_config *c, rf_err *err)
 
 /* The caller's config, resolved (config_resolve: every fixed default and the AUTO values
  * that follow from the config and the machine) and then checked. */
+/* The shard cache's settings: a budget is required rather than guessed, since any default
+ * could fill a small disk or be too small to hold one shard. */
+static int cache_check(const rf_config *c, rf_err *err)
+{
+    if (!c->cache_dir)
+        return 0;
+    size_t n = strnlen(c->cache_dir, RF_PATH_BYTES_MAX);
+    if (n == 0 || n >= RF_PATH_BYTES_MAX)
+        return rf_seterr(err, RF_EINVAL, "cache_dir must be a directory path of 1..%d bytes "
+                         "(NULL: no cache)", RF_PATH_BYTES_MAX - 1);
+    if (c->cache_bytes == 0)
+        return rf_seterr(err, RF_EINVAL, "cache_bytes must be > 0 with cache_dir %s: the "
+                         "cache's budget of shard bytes", c->cache_dir);
+    return 0;
+}
+
 int pl_apply_defaults(rf_config *c, rf_err *err)
 {
     if (c->struct_size < offsetof(rf_config, resume_state_bytes) + sizeof(uint64_t) ||
@@ -238,7 +254,7 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     for (int i = 0; i < 3; i++)
         if (!(c->std[i] > 0) && !(c->std[i] < 0))
             return rf_seterr(err, RF_EINVAL, "std[%d] must be non-zero", i);
-    return 0;
+    return cache_check(c, err);
 }
 
 /* Bytes per sample before and after conversion, and the conversion the backend runs. */

@@ -36,6 +36,8 @@ static int copy_patterns(rf_loader *ld, rf_err *err)
     if (!(ld->image_exts = strdup(ld->cfg.image_exts)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
     ld->cfg.image_exts = ld->image_exts;
+    if (ld->cfg.cache_dir && !(ld->cfg.cache_dir = ld->cache_dir = strdup(ld->cfg.cache_dir)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
     return 0;
 }
 
@@ -311,7 +313,8 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     if ((rc = apply_resume(ld, &epoch, &base, &err)) || (rc = choose_backend(ld, &err)) ||
         (rc = pl_mem_setup(ld, &err)) || (rc = pl_alloc_ring_placed(ld, &err)) ||
         (rc = ld->policy->setup(ld, &err)) ||
-        (rc = choose_io(ld, &err)) || (rc = pl_pipeline_start_placed(ld, epoch, base, &err)))
+        (rc = choose_io(ld, &err)) || (rc = pl_cache_setup(ld, &err)) ||
+        (rc = pl_pipeline_start_placed(ld, epoch, base, &err)))
         goto fail;
     *out = ld;
     return 0;
@@ -383,6 +386,8 @@ void rf_loader_destroy(rf_loader *ld)
     free(ld->skq);
     free(ld->sk_errs);
     rf_pc_destroy(ld->pc); /* before the dataset: it unmaps by file size */
+    pl_cache_close(ld);    /* the engine stopped: no read holds a cached copy; before the
+                              dataset, whose shards the fills read */
     rf_plan_free(&ld->plan);
     rf_dataset_free(&ld->ds);
 #ifdef RINGFEED_HAVE_CURL

@@ -99,6 +99,11 @@ void pl_task_set_read(rf_loader *ld, task *t, const sample_read *r)
     t->req = (rf_io_req){.fd = ld->ds.files[r->file].fd, .len = r->len, .offset = r->off,
                          .dst = r->dst, .user = t, .remote = ld->ds.files[r->file].remote};
     t->skip = r->skip;
+    int cached = t->req.remote ? pl_cache_fd(ld, r->file) : -1;
+    if (cached >= 0) { /* the shard's local copy: the curl engine preads it */
+        t->req.fd = cached;
+        t->req.remote = NULL;
+    }
     if (r->need) {
         t->req.fd = rf_pc_direct_fd(ld->pc, r->file);
         t->req.need = r->need;

@@ -236,6 +236,9 @@ struct rf_loader {
     char **patterns;
     char *label_json_path;         /* the copy cfg.label_json_path points at (or NULL) */
     char *image_exts; /* the loader's copy of cfg.image_exts, which points at it */
+    char *cache_dir;  /* the loader's copy of cfg.cache_dir (or NULL) */
+    struct rf_rcache *rcache; /* the shard cache of remote shards (io/remote_cache.h), or NULL */
+    char cache_why[96];       /* why there is no cache though cache_dir is set, or "" */
     rf_dataset ds;
     rf_plan plan;
     rf_transform tf;
@@ -460,6 +463,15 @@ typedef struct pl_policy {
 } pl_policy;
 
 /* state.c */
+/* The shard cache (cache.c; remote shards with cfg.cache_dir, else these do nothing): open
+ * it at create after the dataset, the descriptor of a shard's cached copy for a read (-1:
+ * read the URL; called under mu), let fills start once the first batch is handed out, its
+ * counters, and close it after the engine stopped. */
+int pl_cache_setup(rf_loader *ld, rf_err *err);
+int pl_cache_fd(rf_loader *ld, uint32_t file);
+void pl_cache_go(rf_loader *ld);
+void pl_cache_stats(const rf_loader *ld, rf_stats *st);
+void pl_cache_close(rf_loader *ld);
 void pl_fail_locked(rf_loader *ld, int code, const char *msg);
 void pl_fail(rf_loader *ld, int code, const char *msg);
 void pl_slot_bad_locked(slot *s, uint32_t index, int code, const char *msg);

@@ -122,6 +122,7 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.gpu_plain_decoded = stat_count(&((rf_loader *)ld)->gpu.plain_decoded);
     st.decode_schedule = ld->sched.mode;
     remote_stats(ld, &st);
+    pl_cache_stats(ld, &st);
     /* relaxed: statistics, like the counters */
     st.sched_gpu_permille = atomic_load_explicit(&((rf_loader *)ld)->sched.gpu,
                                                  memory_order_relaxed);
