@@ -97,3 +97,77 @@ def test_errors_name_the_url_without_credentials(served):
     assert SECRET not in msg and "X-Amz-Signature" not in msg
     with pytest.raises(ringfeed.RingfeedError, match="brace ranges"):
         ringfeed.Loader(f"{env['RF_TEST_HTTP']}/gen/train-*.tar", 4, **KW)
+
+
+def _proxy_sample_gets(env, root, prefix):
+    """Sample reads in the fault proxy's log since its last reset under prefix: not create's
+    (one-byte opens, reads to a shard's end) and not a fill's (the whole object)."""
+    import json
+    import urllib.request
+    log = json.load(urllib.request.urlopen(f"{env['RF_TEST_FAULT']}/_log"))["requests"]
+    n = 0
+    for q in log:
+        t, rng = q["target"].split("?")[0], q["range"] or ""
+        if t.startswith(prefix) and not t.endswith(".idx") and rng != "bytes=0-0" and \
+                not rng.endswith("-%d" % (os.path.getsize(root + t) - 1)):
+            n += 1
+    return n
+
+
+def _reset_proxy(env):
+    import urllib.request
+    urllib.request.urlopen(urllib.request.Request(f"{env['RF_TEST_FAULT']}/_reset",
+                                                  method="POST")).read()
+
+
+def _wait_fills(ld, n):
+    for _ in range(3000):
+        st = ld.stats()
+        if st["shard_cache_fills"] + st["shard_cache_fill_failures"] >= n:
+            return st
+        time.sleep(0.01)
+    raise AssertionError(f"cache fills did not end: {ld.stats()['shard_cache_why']}")
+
+
+def test_cache_fills_then_serves_without_sample_gets(served, tmp_path):
+    """The first loader misses and fills both shards, the second hits: the proxy's log has no
+    sample GET for it, and both equal the local run."""
+    root, env = served
+    rel = "gen/train-{000000..000001}.tar"
+    cache = tmp_path / "cache"
+    with ringfeed.Loader(os.path.join(root, rel), 4, **KW) as ld:
+        local = epoch(ld)
+    runs = []
+    for n in range(2):
+        _reset_proxy(env)
+        with ringfeed.Loader(f"{env['RF_TEST_FAULT']}/{rel}", 4, cache_dir=cache,
+                             cache_bytes=1 << 26, **KW) as ld:
+            runs.append(epoch(ld))
+            st = _wait_fills(ld, 2 if n == 0 else 0)
+            assert ld.config["cache_dir"] == str(cache)
+        assert (st["shard_cache_hits"], st["shard_cache_misses"]) == ((0, 2) if n == 0 else (2, 0))
+        assert st["shard_cache_fills"] == (2 if n == 0 else 0)
+        assert st["shard_cache_on"] == 1
+        # the first loader read samples from the server before its fills ended
+        assert (_proxy_sample_gets(env, root, "/gen/") > 0) == (n == 0)
+    for r in runs:
+        assert r[0] == local[0] and r[1] == local[1] and np.array_equal(r[2], local[2])
+
+
+def test_cache_refusals(served, tmp_path):
+    root, env = served
+    url = f"{env['RF_TEST_HTTP']}/wds.tar"
+    with pytest.raises(ringfeed.RingfeedError, match="cache_bytes must be > 0"):
+        ringfeed.Loader(url, 4, cache_dir=tmp_path, **KW)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ringfeed.RingfeedError, match="cache_dir: .*file/sub"):
+        ringfeed.Loader(url, 4, cache_dir=blocker / "sub", cache_bytes=1 << 20, **KW)
+    with ringfeed.Loader(url, 4, cache_dir=tmp_path / "c", cache_bytes=1000, **KW) as ld:
+        epoch(ld)
+        for _ in range(3000):
+            st = ld.stats()
+            if st["shard_cache_bypasses"]:
+                break
+            time.sleep(0.01)
+    assert st["shard_cache_bypasses"] == 1 and "budget" in st["shard_cache_why"]
