@@ -19,7 +19,9 @@
  * chosen by the pipeline when the shards are URLs) and create's remote requests
  * (remote_open.c, remote_list.c) call remote.c; no engine calls another file's engine code.
  * The local shard cache (shard_cache.h over shard_cache.c and shard_cache_dir.c) includes base/
- * only and calls nothing else of io/. */
+ * only and calls nothing else of io/; remote_cache.c (a loader's use of it for remote shards)
+ * calls it and the remote client's reader (remote_open.c, through rf_remote_ops), and hands the
+ * pipeline descriptors of cached copies, which the curl engine reads with pread. */
 #ifndef RF_IO_H
 #define RF_IO_H
 

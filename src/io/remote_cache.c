@@ -29,7 +29,7 @@ struct rf_rcache {
     rf_remote *r;
     rf_cache *c;
     const rf_file *files;
-    uint32_t n;
+    uint32_t n, ninit;      /* shards, and of them those shard_init set up */
     uint64_t budget;
     rshard *s;
     pthread_mutex_t mu;     /* guards q, qlen, qhead, go, stop, why */
@@ -223,6 +223,7 @@ static int shard_init(rf_rcache *rc, uint32_t i, rf_err *err)
     size_t cap = strlen(rc->files[i].path) + 1;
     atomic_init(&s->fd, -1);
     atomic_init(&s->state, SH_IDLE);
+    rc->ninit = i + 1; /* close walks only shards whose fd says -1 or a cached copy */
     if (!(s->key = malloc(cap)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
     if (rf_cache_key_from_url(rc->files[i].path, s->key, cap) != 0)
@@ -307,7 +308,7 @@ void rf_rcache_close(rf_rcache *rc)
         pthread_mutex_unlock(&rc->mu);
         pthread_join(rc->tid, NULL);
     }
-    for (uint32_t i = 0; rc->s && i < rc->n; i++) {
+    for (uint32_t i = 0; i < rc->ninit; i++) {
         int fd = atomic_load_explicit(&rc->s[i].fd, memory_order_relaxed); /* thread joined */
         if (fd >= 0)
             rf_cache_release(rc->c, fd);
