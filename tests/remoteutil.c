@@ -73,6 +73,34 @@ rf_loader *rt_create_url(const char *url, const opts *o)
     return ld;
 }
 
+void rt_take(rf_loader *ld, rf_batch *b, run *r)
+{
+    r->px = realloc(r->px, r->px_len + b->data_bytes);
+    memcpy(r->px + r->px_len, b->data, b->data_bytes);
+    r->px_len += b->data_bytes;
+    for (uint32_t i = 0; i < b->count && r->n < 1024; i++, r->n++) {
+        r->ids[r->n] = b->sample_ids[i];
+        r->labels[r->n] = b->labels[i];
+        snprintf(r->keys[r->n], sizeof r->keys[0], "%s", b->keys[i]);
+    }
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+}
+
+int rt_main_args(int argc, char **argv, const char *suite, int (*make_data)(const char *dir),
+                 const char **root)
+{
+    if (argc == 3 && strcmp(argv[1], "--make-data") == 0)
+        return make_data(argv[2]);
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_%s --make-data DIR | test_%s DIR (under "
+                        "tests/servers/servers.py: ctest %s_data and %s run both)\n", suite,
+                suite, suite, suite);
+        return 2;
+    }
+    *root = argv[1];
+    return -1;
+}
+
 /* Every batch of the loader over `pattern` (one pattern) into r; the test fails on any
  * error. */
 void rt_collect(const char *pattern, const opts *o, run *r)
@@ -81,19 +109,9 @@ void rt_collect(const char *pattern, const opts *o, run *r)
     memset(r, 0, sizeof *r);
     rf_batch *b;
     int rc;
-    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
-        if (rc)
-            continue;
-        r->px = realloc(r->px, r->px_len + b->data_bytes);
-        memcpy(r->px + r->px_len, b->data, b->data_bytes);
-        r->px_len += b->data_bytes;
-        for (uint32_t i = 0; i < b->count && r->n < 1024; i++, r->n++) {
-            r->ids[r->n] = b->sample_ids[i];
-            r->labels[r->n] = b->labels[i];
-            snprintf(r->keys[r->n], sizeof r->keys[0], "%s", b->keys[i]);
-        }
-        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-    }
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
+        if (rc == 0)
+            rt_take(ld, b, r);
     ck_assert_msg(rc == RF_DONE, "%s: %d %s", pattern, rc, rf_last_error(ld));
     rt_wait_fills(ld, o->wait_fills, &r->st);
     rf_loader_destroy(ld);

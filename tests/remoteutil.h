@@ -50,6 +50,12 @@ rf_loader *rt_create(const rf_config *c, const opts *o, char *err, size_t cap, i
 rf_loader *rt_create_url(const char *url, const opts *o);
 /* Every batch of the loader over `pattern` into r; the test fails on any error. */
 void rt_collect(const char *pattern, const opts *o, run *r);
+/* Append batch b's samples and pixels to r, then release it. */
+void rt_take(rf_loader *ld, rf_batch *b, run *r);
+/* A server suite's command line: `--make-data DIR` runs make_data (its status), `DIR` sets
+ * *root and returns -1 (run the suite), anything else prints the usage and returns 2. */
+int rt_main_args(int argc, char **argv, const char *suite, int (*make_data)(const char *dir),
+                 const char **root);
 /* a and b hold the same samples and byte-equal pixels. */
 void rt_same_run(const run *a, const run *b, const char *what);
 /* Wait until `fills` cache fills of ld ended (at most 30 s; 0: no wait), then its stats. */

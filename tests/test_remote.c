@@ -476,14 +476,9 @@ static int make_data(const char *dir)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--make-data") == 0)
-        return make_data(argv[2]);
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_remote --make-data DIR | test_remote DIR (under "
-                        "tests/servers/servers.py: ctest remote_data and remote run both)\n");
-        return 2;
-    }
-    data = argv[1];
+    int rc = rt_main_args(argc, argv, "remote", make_data, &data);
+    if (rc >= 0)
+        return rc;
     Suite *s = suite_create("remote");
     TCase *tc = tcase_create("remote");
     tcase_set_timeout(tc, 300);

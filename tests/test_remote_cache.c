@@ -123,15 +123,7 @@ START_TEST(later_epochs_read_the_copy)
             rt_wait_fills(ld, 2, &rr.st);
             continue;
         }
-        rr.px = realloc(rr.px, rr.px_len + b->data_bytes);
-        memcpy(rr.px + rr.px_len, b->data, b->data_bytes);
-        rr.px_len += b->data_bytes;
-        for (uint32_t i = 0; i < b->count; i++, rr.n++) {
-            rr.ids[rr.n] = b->sample_ids[i];
-            rr.labels[rr.n] = b->labels[i];
-            snprintf(rr.keys[rr.n], sizeof rr.keys[0], "%s", b->keys[i]);
-        }
-        rf_loader_release(ld, b, NULL);
+        rt_take(ld, b, &rr);
     }
     ck_assert_int_eq(rc, RF_DONE);
     rt_wait_fills(ld, 2, &rr.st);
@@ -267,15 +259,7 @@ START_TEST(two_ranks_share_a_directory)
             live += rc == 0 || rc == RF_EPOCH_END;
             if (rc != 0)
                 continue;
-            rr[k].px = realloc(rr[k].px, rr[k].px_len + b->data_bytes);
-            memcpy(rr[k].px + rr[k].px_len, b->data, b->data_bytes);
-            rr[k].px_len += b->data_bytes;
-            for (uint32_t i = 0; i < b->count; i++, rr[k].n++) {
-                rr[k].ids[rr[k].n] = b->sample_ids[i];
-                rr[k].labels[rr[k].n] = b->labels[i];
-                snprintf(rr[k].keys[rr[k].n], sizeof rr[k].keys[0], "%s", b->keys[i]);
-            }
-            rf_loader_release(ld[k], b, NULL);
+            rt_take(ld[k], b, &rr[k]);
         }
     }
     /* every shard ends up local on both ranks: filled by one, found by the other */
@@ -375,14 +359,9 @@ static int make_data(const char *dir)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--make-data") == 0)
-        return make_data(argv[2]);
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_remote_cache --make-data DIR | test_remote_cache DIR "
-                        "(under tests/servers/servers.py: ctest remote_cache)\n");
-        return 2;
-    }
-    data = argv[1];
+    int rc = rt_main_args(argc, argv, "remote_cache", make_data, &data);
+    if (rc >= 0)
+        return rc;
     Suite *s = suite_create("remote_cache");
     TCase *tc = tcase_create("remote_cache");
     tcase_set_timeout(tc, 300);
