@@ -288,11 +288,15 @@ END_TEST
 
 /* ---- faults ------------------------------------------------------------------------------- */
 
+/* min_ms: the proxy's 503 and 429 say Retry-After: 1, which the retries wait (over the
+ * backoff of 25-50 ms, doubling); the run takes at least that long. */
 static const struct {
     const char *spec;
     int retried;
-} faults[] = {{"503x2", 1}, {"429x1", 1}, {"500x2", 1}, {"resetx2", 1}, {"shortx2", 1},
-              {"noranges", 0}, {"delay=300x1", 0}, {"503x1,resetx1,shortx1", 1}};
+    uint32_t min_ms;
+} faults[] = {{"503x2", 1, 2000}, {"429x1", 1, 1000}, {"500x2", 1, 0}, {"resetx2", 1, 0},
+              {"shortx2", 1, 0}, {"noranges", 0, 0}, {"delay=300x1", 0, 300},
+              {"503x1,resetx1,shortx1", 1, 1000}};
 
 START_TEST(fault_retried_to_right_bytes)
 {
@@ -304,6 +308,8 @@ START_TEST(fault_retried_to_right_bytes)
                       faults[_i].spec);
     else
         ck_assert_uint_eq(st.remote_retries, 0);
+    ck_assert_msg(st.wall_ns >= faults[_i].min_ms * 1000000ull, "%s: done in %llu ms",
+                  faults[_i].spec, (unsigned long long)(st.wall_ns / 1000000));
 }
 END_TEST
 
