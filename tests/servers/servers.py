@@ -18,6 +18,7 @@ import argparse
 import ctypes
 import http.client
 import http.server
+import itertools
 import json
 import os
 import pwd
@@ -47,6 +48,7 @@ DELAY_MAX_MS = 600_000
 REGION = "us-east-1"
 BUCKETS = ("rf-test", "rf-public")
 SERVERS = ("http", "https", "s3", "fault")
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # passed to CMD, then cleanup
 
 
 class Missing(Exception):
@@ -370,7 +372,7 @@ class FaultState:
 
     def reset(self):
         with self.lock:
-            self.log, self.dropped, self.attempts, self.conns = [], 0, {}, 0
+            self.log, self.dropped, self.attempts = [], 0, {}
 
     def attempt(self, key):
         with self.lock:
@@ -378,11 +380,6 @@ class FaultState:
                 del self.attempts[next(iter(self.attempts))]  # the oldest count goes
             self.attempts[key] = self.attempts.get(key, 0) + 1
             return self.attempts[key]
-
-    def new_conn(self):
-        with self.lock:
-            self.conns += 1
-            return self.conns
 
     def record(self, entry):
         with self.lock:
@@ -419,7 +416,7 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
-        self.conn_id = self.server.state.new_conn()
+        self.conn_id = next(self.server.conn_ids)  # not reset by /_reset: ids stay unique
         self.upstream = None
 
     def log_message(self, fmt, *args):  # the /_log endpoint is the record; stderr stays quiet
@@ -548,6 +545,7 @@ class FaultServer(http.server.ThreadingHTTPServer):
     def __init__(self, upstream_port):
         super().__init__(("127.0.0.1", 0), FaultHandler)
         self.state, self.upstream_port = FaultState(), upstream_port
+        self.conn_ids = itertools.count(1)  # next() on it is atomic under the GIL
         self.slots = threading.BoundedSemaphore(CONN_MAX)
 
     def process_request(self, request, client_address):
@@ -624,8 +622,7 @@ def claim_state(state):
 
 class Runner:
     def __init__(self, args):
-        self.args, self.procs, self.fault, self.cmd = args, [], None, None
-        self.signal = None
+        self.args, self.procs, self.fault, self.cmd, self.signal = args, [], None, None, None
 
     def on_signal(self, signum, _frame):
         self.signal = signum
@@ -643,7 +640,11 @@ class Runner:
         if "s3" in a.want:
             proc, endpoint = start_moto(a.state)
             self.procs.append(proc)
-            env.update(s3_setup(endpoint, a.root, a.s3_upload))
+            try:
+                env.update(s3_setup(endpoint, a.root, a.s3_upload))
+            except Exception as e:  # boto3's, urllib's, or a file of the root that cannot be read
+                raise StartError(f"moto (s3): the setup failed ({type(e).__name__}: {e}); last "
+                                 f"lines of {a.state}/moto.log:\n{tail(f'{a.state}/moto.log')}")
         if "fault" in a.want:
             self.fault, more = start_fault(env["RF_TEST_HTTP"])
             env.update(more)
@@ -657,7 +658,7 @@ class Runner:
         claim_state(a.state)
         with open(f"{a.state}/servers.pid", "w") as f:
             f.write(f"{os.getpid()}\n")
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in HANDLED:
             signal.signal(sig, self.on_signal)
         try:
             env = self.start()
@@ -670,8 +671,8 @@ class Runner:
         except Interrupted:
             return 128 + self.signal
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleanup runs to its end
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for sig in HANDLED:  # cleanup runs to its end
+                signal.signal(sig, signal.SIG_IGN)
             if self.fault:
                 self.fault.shutdown()
                 self.fault.server_close()

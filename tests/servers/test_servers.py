@@ -537,6 +537,19 @@ def test_runner_server_start_failure(tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
+def test_runner_s3_setup_failure(tmp_path):
+    need_servers("moto")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "gone.tar").symlink_to(tmp_path / "nowhere.tar")
+    r = subprocess.run([sys.executable, RUNNER, "--root", str(tmp_path / "data"), "--state",
+                        str(tmp_path / "state"), "--only", "s3", "--s3-upload", "--",
+                        "touch", str(tmp_path / "ran")], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "moto (s3): the setup failed (FileNotFoundError" in r.stderr and "gone.tar" in r.stderr
+    assert not (tmp_path / "ran").exists()
+    assert wait_gone(processes_of(str(tmp_path / "state"))) == {}
+
+
 def test_runner_port_taken_retried(tmp_path):
     """The port picked for nginx can be taken before nginx binds it: a start that fails with
     "Address already in use" is tried again on other ports."""
