@@ -542,15 +542,17 @@ typedef struct rf_config {
      * is RF_EINVAL: those settings are the MANUAL mode's. */
     uint32_t decode_schedule;
     /* Remote shards (patterns that are http://, https:// or s3:// URLs; docs/remote.md): how
-     * often one request is retried after a timeout, a 5xx, a 429/503 (after its Retry-After,
-     * at most 10 s), a reset connection or a short body, with exponential backoff and jitter
-     * (25-50 ms first, doubling, at most 5 s), before it is an I/O error naming the URL and
-     * byte range (RF_SKIP_IO under on_error SKIP). Default 5, at most 100; 0 asks for 5. A 403
-     * or 404 is never retried. Ignored for local shards. */
+     * often one request is retried after a timeout or a failed connection, a 5xx or 408, a
+     * 429/503 (after its Retry-After when longer, at most 10 s), a reset connection or a short
+     * body, with exponential backoff and jitter (25-50 ms first, doubling, at most 5 s),
+     * before it is an I/O error naming the URL and byte range (RF_SKIP_IO under on_error
+     * SKIP). Default 5, at most 100 (more is RF_EINVAL for any loader); 0 asks for 5. A 403 or
+     * 404 is never retried. Not used for local shards. */
     uint32_t remote_retries;
     /* Remote shards: the connect timeout, and how long a transfer may move less than a byte a
      * second before it counts as stalled (then retried), in ms. Default 30000 (0 asks for
-     * it), at most 3600000; the stall window is counted in whole seconds (at least 1). */
+     * it), at most 3600000 (more is RF_EINVAL); the stall window is counted in whole seconds
+     * (at least 1). Not used for local shards. */
     uint32_t remote_timeout_ms;
     /* Remote shards: the local shard cache (docs/remote.md, docs/cache.md), off by default.
      * cache_dir: a directory (made when missing, one level; NULL: no cache; at most 4095

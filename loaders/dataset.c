@@ -8,7 +8,11 @@
  * GLOB_BRACE knows no numeric ranges and would drop zero padding), then glob(3) on each result
  * that still holds a wildcard. Order is the user's: patterns in the order given, brace
  * alternatives in the order written, glob matches sorted bytewise (strcmp, not the locale) so
- * the same dataset gives the same sample numbering on every machine. */
+ * the same dataset gives the same sample numbering on every machine. A URL (rf_path_is_url)
+ * goes through the same braces and is then kept as it is, or, with a wildcard in an s3://
+ * pattern, replaced by the listing's matching keys (rf_remote_ops.list, fnmatch with
+ * FNM_PATHNAME as glob, sorted the same way); an error quoting a URL is scrubbed of its
+ * credentials (rf_url_scrub) before it leaves. */
 #include "loaders/dataset.h"
 
 #include <errno.h>

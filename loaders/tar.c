@@ -16,6 +16,13 @@
  * archive, and a few headers are read to see it.
  * What is not checked at create is checked on every read: the pipeline re-walks each span with
  * rf_tar_locate. A shard without a sample is refused.
+ * A URL is a remote shard (docs/remote.md): opened, its index fetched and its headers scanned
+ * through the caller's rf_remote_ops (src/io/remote_open.c), the scanner reading through an
+ * rf_byte_reader instead of a descriptor, so a remote shard gives exactly the samples the same
+ * file gives; the file table keeps the URL's printable form and the client's handle. The local
+ * shard cache (rf_config.cache_dir) is not used here: create opens every shard remotely (its
+ * size and ETag are the cache's validator) and the pipeline reads a cached copy in place of
+ * the URL afterwards (src/io/remote_cache.h).
  *
  * Errors name the shard (or index file and line), the sample key and the byte offset. */
 #include <inttypes.h>

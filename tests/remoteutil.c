@@ -44,6 +44,7 @@ rf_config rt_config(const char **pats, uint32_t npats, const opts *o)
     c.next_timeout_ms = o->timeout_ms;
     if (o->queue_depth)
         c.io_queue_depth = o->queue_depth;
+    c.remote_timeout_ms = o->remote_timeout_ms;
     c.resume_state = o->state;
     c.resume_state_bytes = o->state_len;
     c.cache_dir = o->cache_dir;

@@ -29,6 +29,7 @@ typedef struct opts {
     int skip;
     uint32_t depth, timeout_ms; /* prefetch_depth, next_timeout_ms (0: defaults) */
     uint32_t queue_depth;       /* io_queue_depth (0: default) */
+    uint32_t remote_timeout_ms; /* rf_config.remote_timeout_ms (0: default) */
     const void *state;          /* resume_state (NULL: none) */
     uint64_t state_len;
     const char *cache_dir;      /* rf_config.cache_dir (NULL: no cache) */

@@ -28,9 +28,9 @@ int rf_paths_expand(const char *const *patterns, uint32_t count, rf_paths **out,
     rf_paths *p = calloc(1, sizeof *p);
     if (!p)
         return rf_err_give(&(rf_err){.code = RF_ENOMEM, .msg = "no memory"}, err, err_len);
-    struct rf_remote *r = NULL;
-    const rf_remote_ops *ops = NULL;
+    const rf_remote_ops *ops = NULL; /* without libcurl the expansion refuses s3 wildcards */
 #ifdef RINGFEED_HAVE_CURL
+    struct rf_remote *r = NULL;
     for (uint32_t i = 0; i < count && !r; i++)
         if (patterns[i] && rf_path_is_url(patterns[i]) &&
             rf_remote_new(5, 30000, &r, &e) == 0) /* rf_config's defaults */

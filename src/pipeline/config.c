@@ -213,6 +213,12 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->decode_schedule > RF_SCHEDULE_BALANCE)
         return rf_seterr(err, RF_EINVAL, "decode_schedule must be 0 (auto), 1 (cpu), 2 (manual) "
                          "or 3 (balance), not %u", c->decode_schedule);
+    /* The remote client's limits (io/remote.h), checked for every loader so that a config
+     * means the same whether its shards are files or URLs. */
+    if (c->remote_retries > 100 || c->remote_timeout_ms > 3600000)
+        return rf_seterr(err, RF_EINVAL, "remote_retries %u (at most 100) or remote_timeout_ms "
+                         "%u (at most 3600000) out of range", c->remote_retries,
+                         c->remote_timeout_ms);
     if ((c->gpu_decode || c->hw_decode_percent) && c->decode_schedule != RF_SCHEDULE_MANUAL)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent are the manual "
                          "schedule's settings; decode_schedule %s takes neither",
