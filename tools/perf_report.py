@@ -13,12 +13,38 @@ one process tree, on the same shards:
     raw path's GB/s,
   * resume time at the start and at 90% of a 1 M-sample epoch,
   * global vs shard order from the page cache and from an evicted (cold) cache,
-and writes performance.md, results.json and PNG plots into --out. Each run's JSON is kept too.
-Needs: torch, torchvision, matplotlib (present on the GPU machine)."""
-import argparse, glob, json, os, platform, shutil, statistics, subprocess, sys, time
+and, on a set of its own, the photos section: --photo-images crops of real photographs
+(datasets/photos.py) in plain shards and as a class-folder tree, where ringfeed (defaults,
+--schedule balance, --hw-decode 35 --gpu-decode) runs beside NVIDIA DALI (mixed with
+hw_decoder_load 0.65 over the webdataset and file readers, mixed 0, cpu) and the DataLoader
+(PIL, over the tree), in --photo-rounds interleaved rounds; a tool that cannot be imported is a
+note in the report, never a figure. It writes performance.md, results.json and PNG plots into
+--out. Each run's JSON is kept too (of the photos section's runs: img/s, first batch and where
+ringfeed decoded). Needs: torch, torchvision, matplotlib (present on the GPU machine); for the
+photos section cjpeg and djpeg on PATH, the photographs (--photo-sources) and DALI
+(--dali-path).
+
+The photos section alone, merged into the stored results, in one call of the GPU machine
+(not measured yet; estimated at 3-4 minutes with 10,240 images and one round: each DALI row
+times 12 s after its build and 10 warm-up batches, each ringfeed row delivers 307,200 images),
+with build-gpu, .anchors and scratch/photo-tools carried (made here: mkdir -p
+scratch/photo-tools && cp /usr/bin/cjpeg /usr/bin/djpeg /usr/share/backgrounds/mate/nature/*.jpg
+scratch/photo-tools/; their libjpeg is build-gpu/lib's) and DALI installed by
+../shared/anchors/dali_fetch.sh's install.sh, DALI_SITE being the folder it names (its
+PYTHONPATH):
+
+  PATH=$PWD/scratch/photo-tools:$PATH RINGFEED_NVJPEG=$PWD/build-gpu/lib/libnvjpeg.so.13 \
+  python3 tools/perf_report.py --build build-gpu --anchors .anchors --out $OUT --cpus 16 \
+    --photo-images 10240 --photo-rounds 1 --photo-sources 'scratch/photo-tools/*.jpg' \
+    --dali-path "$DALI_SITE" --merge docs/performance-results.json \
+    --skip side,restart,scaling,train,tokens,order,memory,raw,reliability"""
+import argparse, concurrent.futures, glob, json, os, platform, shutil, statistics, subprocess
+import sys, tarfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "datasets"))
+from photos import DEFAULT_SOURCES as PHOTO_SOURCES  # noqa: E402  the generator's own default
 
 
 def sh(cmd, env=None, timeout=900):
@@ -87,6 +113,337 @@ def machine():
     return info
 
 
+# -- photos: plain JPEG shards of real photographs, ringfeed beside DALI and the DataLoader ----
+PHOTO_SHARD = 128  # images per shard (photos.py's default)
+PHOTO_JOB = 512  # images per photos.py process: whole shards, so every job starts a shard
+PHOTO_MAX_FILE = 64 << 20  # a larger member or file is not a photo crop of photos.py's
+# (key, row label, tool, arguments): the section's rows in the table's order. WDS and FOLDER
+# stand for the shards' glob and the class-folder tree. ringfeed_gpu: ringfeed-bench with a
+# GPU schedule, which the host backend refuses.
+PHOTO_ROWS = [
+    ("dali_hw65_wds", "DALI mixed, hw_decoder_load 0.65 (its default), webdataset reader",
+     "dali", ["--shards", "WDS", "--device", "mixed", "--hw-load", "0.65"]),
+    ("dali_hw65_folder", "DALI mixed, hw_decoder_load 0.65, file reader", "dali",
+     ["--folder", "FOLDER", "--device", "mixed", "--hw-load", "0.65"]),
+    ("dali_hw0_wds", "DALI mixed, hw_decoder_load 0 (no hardware decoders), webdataset reader",
+     "dali", ["--shards", "WDS", "--device", "mixed", "--hw-load", "0"]),
+    ("dali_cpu_wds", "DALI cpu, webdataset reader", "dali",
+     ["--shards", "WDS", "--device", "cpu"]),
+    ("ringfeed", "ringfeed defaults", "ringfeed", []),
+    ("ringfeed_balance", "ringfeed `--schedule balance`", "ringfeed_gpu",
+     ["--schedule", "balance"]),
+    ("ringfeed_manual", "ringfeed `--hw-decode 35 --gpu-decode` (manual split)", "ringfeed_gpu",
+     ["--hw-decode", "35", "--gpu-decode"]),
+    ("torch_pil", "PyTorch DataLoader + PIL, file tree", "torch", ["--folder", "FOLDER"]),
+]
+# The rows' names in the bar plot, where the table's would leave no room for the bars.
+PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
+              "dali_hw65_folder": "DALI mixed 0.65, files", "dali_hw0_wds": "DALI mixed 0, wds",
+              "dali_cpu_wds": "DALI cpu, wds",
+              "ringfeed": "ringfeed defaults", "ringfeed_balance": "ringfeed balance",
+              "ringfeed_manual": "ringfeed hw 35 + gpu", "torch_pil": "DataLoader PIL, files"}
+# What a ringfeed-bench run says about where its samples were decoded, kept with each run.
+RF_WHERE = ("samples_decoded", "gpu_decoded", "hw_decoded", "decode_schedule",
+            "sched_gpu_permille", "sched_hw_permille", "hw_engines", "hw_open_ms",
+            "decode_threads")
+SCHEDULES = ["auto", "cpu", "manual", "balance"]  # enum rf_decode_schedule's order
+
+
+def check_photo_inputs(sources, env):
+    """Stop, saying what is missing, when datasets/photos.py could not make the set: called
+    before the first section too, so that a full run does not fail half way through."""
+    if not glob.glob(sources):
+        raise SystemExit(f"photos: no photographs match --photo-sources {sources} "
+                         "(apt-get install mate-backgrounds, or give another glob)")
+    for tool in ("cjpeg", "djpeg"):  # photos.py's encoder and decoder
+        if not shutil.which(tool, path=env.get("PATH")):
+            raise SystemExit(f"photos: no {tool} on PATH (apt-get install libjpeg-turbo-progs, "
+                             "or put a folder holding cjpeg and djpeg first on PATH)")
+
+
+def make_photos(root, images, sources, cpus, env):
+    """root/photos-NNNNNN.tar: images photo crops in plain shards written by datasets/photos.py
+    (Python's tarfile), in jobs of PHOTO_JOB images run cpus at a time. Job j starts at image
+    j * PHOTO_JOB with seed j, so the set depends on images and sources, not on how many
+    processes wrote it."""
+    check_photo_inputs(sources, env)
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    gen = os.path.join(REPO, "datasets", "photos.py")
+    jobs = [[sys.executable, gen, "--output", os.path.join(root, "photos-%06d.tar"),
+             "--images", str(min(PHOTO_JOB, images - first)), "--per-shard", str(PHOTO_SHARD),
+             "--first", str(first), "--seed", str(first // PHOTO_JOB), "--sources", sources]
+            for first in range(0, images, PHOTO_JOB)]
+    with concurrent.futures.ThreadPoolExecutor(max(1, cpus)) as ex:
+        list(ex.map(lambda cmd: sh(cmd, env=env), jobs))
+    return sorted(glob.glob(os.path.join(root, "photos-*.tar")))
+
+
+def shard_samples(shard):
+    """{key: {ext: (member, bytes)}} of a tar shard's regular members."""
+    samples = {}
+    with tarfile.open(shard) as tf:
+        for m in tf:
+            if not m.isfile():
+                continue
+            if m.size > PHOTO_MAX_FILE:
+                raise SystemExit(f"{shard}: member {m.name} at byte {m.offset} has {m.size} "
+                                 f"bytes, over the {PHOTO_MAX_FILE} a photo crop may have")
+            key, _, ext = m.name.partition(".")
+            samples.setdefault(key, {})[ext] = (m, tf.extractfile(m).read())
+    return samples
+
+
+def photo_folder(shards, root):
+    """The shards' images as root/CLASS/KEY.jpg, the class-folder tree that DALI's file reader
+    and torchvision's ImageFolder read (CLASS: the sample's KEY.cls). Returns the files."""
+    shutil.rmtree(root, ignore_errors=True)
+    made = []
+    for shard in shards:
+        for key, s in shard_samples(shard).items():
+            first = min(m.offset for m, _ in s.values())
+            if "jpg" not in s or "cls" not in s:
+                raise SystemExit(f"{shard}: sample {key} (member at byte {first}) has no .jpg "
+                                 f"or no .cls member")
+            m, cls = s["cls"]
+            cls = cls.strip().decode("ascii", "replace")
+            if not cls.isdigit() or len(cls) > 9:
+                raise SystemExit(f"{shard}: {m.name} at byte {m.offset_data}: label {cls!r} "
+                                 f"is not a class number")
+            os.makedirs(os.path.join(root, cls), exist_ok=True)
+            made.append(os.path.join(root, cls, os.path.basename(key) + ".jpg"))
+            with open(made[-1], "wb") as f:
+                f.write(s["jpg"][1])
+    return made
+
+
+def sampling(factors):
+    """A JPEG frame's chroma subsampling named from its components' (h, v) factors."""
+    if len(factors) == 1:
+        return "grayscale"
+    (h, v), chroma = factors[0], set(factors[1:])
+    if len(chroma) == 1:
+        ch, cv = chroma.pop()
+        if h % ch == 0 and v % cv == 0:
+            name = {(1, 1): "4:4:4", (2, 1): "4:2:2", (2, 2): "4:2:0", (1, 2): "4:4:0",
+                    (4, 1): "4:1:1"}.get((h // ch, v // cv))
+            if name:
+                return name
+    return ",".join(f"{a}x{b}" for a, b in factors)
+
+
+def jpeg_frame(data, where):
+    """(width, height, sampling, progressive) from a JPEG's frame header (SOFn); where names
+    the file in the errors, which give the byte offset."""
+    if data[:2] != b"\xff\xd8":
+        raise SystemExit(f"{where}: no JPEG start of image at byte 0")
+    pos = 2
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            raise SystemExit(f"{where}: byte {pos} is not a marker (0x{data[pos]:02x})")
+        m = data[pos + 1]
+        if m == 0xFF:  # a fill byte before the marker
+            pos += 1
+            continue
+        if m == 0xDA or m == 0xD9:  # scan data or the end before any frame header
+            break
+        n = int.from_bytes(data[pos + 2:pos + 4], "big")
+        if 0xC0 <= m <= 0xCF and m not in (0xC4, 0xC8, 0xCC):
+            seg = data[pos + 4:pos + 2 + n]
+            if n < 8 or len(seg) < 6 or len(seg) < 6 + 3 * seg[5]:
+                raise SystemExit(f"{where}: frame header at byte {pos} is cut short")
+            f = [(seg[7 + 3 * i] >> 4, seg[7 + 3 * i] & 15) for i in range(seg[5])]
+            return (int.from_bytes(seg[3:5], "big"), int.from_bytes(seg[1:3], "big"),
+                    sampling(f), m in (0xC2, 0xC6, 0xCA, 0xCE))
+        if n < 2:
+            raise SystemExit(f"{where}: segment at byte {pos} has length {n}")
+        pos += 2 + n
+    raise SystemExit(f"{where}: no frame header (SOFn) before byte {pos}")
+
+
+def describe_photos(files, shards, sources):
+    """The set as measured from its files: count, sizes in bytes and pixels, subsampling."""
+    w, h, sizes, kinds, prog = [], [], [], {}, 0
+    for p in files:
+        with open(p, "rb") as f:
+            data = f.read(PHOTO_MAX_FILE + 1)
+        fw, fh, s, pg = jpeg_frame(data, p)
+        w.append(fw), h.append(fh), sizes.append(len(data))
+        kinds[s] = kinds.get(s, 0) + 1
+        prog += pg
+    n = len(files)
+    return {"images": n, "shards": len(shards), "bytes": sum(sizes),
+            "mean_bytes": sum(sizes) / n, "min_bytes": min(sizes), "max_bytes": max(sizes),
+            "mean_kpx": sum(x * y for x, y in zip(w, h)) / n / 1e3,
+            "width": [min(w), max(w)], "height": [min(h), max(h)],
+            "sampling": kinds, "progressive": prog, "sources": sources,
+            "source_files": len(glob.glob(sources))}
+
+
+def importable(modules, env):
+    """None when python3 imports modules under env, else the last line of why not."""
+    p = subprocess.run([sys.executable, "-c", f"import {modules}"], env=env,
+                       capture_output=True, text=True)
+    why = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+    return None if p.returncode == 0 else why
+
+
+def dali_env(env, path):
+    """env for the DALI runs only: DALI installed with pip --target at path (the folder
+    dali_fetch.sh's install.sh fills) first on PYTHONPATH, and the CUDA 13 libraries of its wheels first on
+    LD_LIBRARY_PATH (nvImageCodec finds libnvjpeg there, not in ringfeed's build/lib)."""
+    if not path:
+        return env
+    path = os.path.abspath(path)
+    return dict(env, PYTHONPATH=path + ":" + env.get("PYTHONPATH", ""),
+                LD_LIBRARY_PATH=os.path.join(path, "nvidia", "cu13", "lib") + ":"
+                + env.get("LD_LIBRARY_PATH", ""))
+
+
+def photo_command(tool, args, a, bench_path, epochs):
+    """One row's command line: every tool with batch 256 and a.cpus threads or workers."""
+    if tool == "dali":
+        return [sys.executable, os.path.join(a.anchors, "dali_pipeline.py"), *args,
+                "--threads", str(a.cpus), "--batch", "256"]
+    if tool == "torch":
+        return [sys.executable, os.path.join(a.anchors, "torch_dataloader.py"), *args,
+                "--workers", str(a.cpus), "--batch", "256", "--epochs", "2"]
+    return [bench_path, "--shards", args[0], *args[1:], "--json", "--device", a.device,
+            "--batch", "256", "--threads", str(a.cpus), "--epochs", str(epochs),
+            "--warmup", "8"]
+
+
+def photo_run(tool, r):
+    """What the report keeps of one run: img/s, the first batch in ms where the tool reports
+    it, and for ringfeed where its samples were decoded."""
+    run = {"img_per_s": r["img_per_s"]}
+    if tool.startswith("ringfeed"):
+        run["first_batch_ms"] = r["first_batch_ms"]
+        run.update({k: r[k] for k in RF_WHERE if k in r})
+    elif r.get("first_batch_s") is not None:
+        run["first_batch_ms"] = r["first_batch_s"] * 1e3
+    return run
+
+
+def photo_rows(runs):
+    """The rows measured so far, each with the medians over its rounds."""
+    rows = []
+    for key, label, tool, _ in PHOTO_ROWS:
+        rs = runs.get(key)
+        if not rs:
+            continue
+        fb = [r["first_batch_ms"] for r in rs if "first_batch_ms" in r]
+        rows.append({"key": key, "label": label, "tool": tool,
+                     "img_per_s": statistics.median(r["img_per_s"] for r in rs),
+                     "first_batch_ms": statistics.median(fb) if fb else None, "runs": rs})
+    return rows
+
+
+def photos_section(a, R, env, bench_path, save):
+    """The photos section: the set made and described, then every row once per round, the
+    rounds interleaved so that a drift of the machine's clocks spreads over all rows; the
+    medians are saved after every round."""
+    root = a.data + "-photos"
+    shards = make_photos(os.path.join(root, "shards"), a.photo_images, a.photo_sources,
+                         a.cpus, env)
+    files = photo_folder(shards, os.path.join(root, "folder"))
+    P = R["photos"] = {"set": describe_photos(files, shards, a.photo_sources),
+                       "cpus": a.cpus, "device": a.device, "rounds": 0, "rows": [],
+                       "unavailable": {}}
+    warm(shards + files)
+    denv = dali_env(env, a.dali_path)
+    for tool, modules, e in [("dali", "nvidia.dali", denv), ("torch", "torch, torchvision", env)]:
+        why = importable(modules, e)
+        if why:
+            P["unavailable"][tool] = f"it could not be imported ({why})"
+    if a.device != "cuda":
+        P["unavailable"]["ringfeed_gpu"] = (f"`--device {a.device}` decodes on the CPU only "
+                                            "(BALANCE and the GPU paths need the CUDA backend)")
+    paths = {"WDS": os.path.join(root, "shards", "photos-*.tar"),
+             "FOLDER": os.path.join(root, "folder")}
+    epochs = max(3, -(-a.photo_samples // len(files)))
+    runs = {}
+    for _ in range(a.photo_rounds):
+        for key, _, tool, args in PHOTO_ROWS:
+            if tool in P["unavailable"]:
+                continue
+            args = [paths.get(x, x) for x in args]
+            if tool.startswith("ringfeed"):
+                args = [paths["WDS"]] + args
+            out = sh(photo_command(tool, args, a, bench_path, epochs),
+                     env=denv if tool == "dali" else env)
+            runs.setdefault(key, []).append(photo_run(tool, last_json(out)))
+        P["rounds"] += 1
+        P["rows"] = photo_rows(runs)
+        save()
+
+
+def where_decoded(row):
+    """Where a ringfeed row's samples were decoded, over all its runs, and the schedule; with
+    BALANCE the shares the scheduler had reached at the end of each run."""
+    rs = row["runs"]
+    n = sum(r.get("samples_decoded", 0) for r in rs)
+    if not n:
+        return "-"
+    hw, gpu = (sum(r.get(k, 0) for r in rs) for k in ("hw_decoded", "gpu_decoded"))
+    text = (f"hardware decoders {100 * hw / n:.0f}%, GPU kernels {100 * gpu / n:.0f}%, CPU "
+            f"{100 * (n - hw - gpu) / n:.0f}%; schedule {SCHEDULES[rs[-1]['decode_schedule']]}"
+            if "decode_schedule" in rs[-1] else "")
+    if rs[-1].get("decode_schedule") == SCHEDULES.index("balance"):
+        text += ", shares at the end GPU " + ", ".join(
+            f"{r['sched_gpu_permille'] / 10:.1f}% (engines {r['sched_hw_permille'] / 10:.1f}% "
+            f"of it)" for r in rs)
+    return text
+
+
+def photos_report(P, loader_plot):
+    """The "Plain JPEG photographs" section of the report: the set, notes for the tools that
+    were not importable, the table with each row's ratio to DALI's best row and to ringfeed's
+    defaults, and the bar plot."""
+    d, rows = P["set"], P["rows"]
+    kpx = ", ".join(f"{k} ({v:,} images)" for k, v in sorted(d["sampling"].items()))
+    where = ("GPU memory" if P["device"] == "cuda"
+             else f"`--device {P['device']}` memory (a dry run)")
+    L = ["## Plain JPEG photographs", "",
+         f"Data: {d['images']:,} crops of {d['source_files']} photographs (`{d['sources']}`) cut "
+         "by `datasets/photos.py` at sides drawn uniformly from 200 to 900 px (rarely multiples "
+         f"of 16) and encoded by cjpeg at qualities 75-95, in {d['shards']} plain tar shards "
+         "written by Python's tarfile, and the same files as a class-folder tree "
+         "(`CLASS/KEY.jpg`) for the file readers; page-cache resident. Measured from the "
+         f"files: mean {d['mean_bytes'] / 1e3:.1f} KB ({d['min_bytes'] / 1e3:.1f}-"
+         f"{d['max_bytes'] / 1e3:.1f} KB), mean {d['mean_kpx']:.0f} kpx, widths "
+         f"{d['width'][0]}-{d['width'][1]} px, heights {d['height'][0]}-{d['height'][1]} px; "
+         f"subsampling {kpx}; {d['progressive']:,} progressive.", "",
+         f"RandomResizedCrop 224 + flip into {where}, batch 256, {P['cpus']} decode threads / "
+         f"DALI threads / DataLoader workers, {P['rounds']} interleaved round(s), medians "
+         "(runs: the lowest and highest of the rounds).", ""]
+    for tool, name in [("dali", "DALI"), ("torch", "PyTorch DataLoader"),
+                       ("ringfeed_gpu", "ringfeed's GPU-schedule")]:
+        if tool in P["unavailable"]:
+            L += [f"**{name} rows not measured:** {P['unavailable'][tool]}; no figure stands in "
+                  "for them.", ""]
+    dali = [r["img_per_s"] for r in rows if r["tool"] == "dali"]
+    ref = {"dali": max(dali, default=None),
+           "defaults": next((r["img_per_s"] for r in rows if r["key"] == "ringfeed"), None)}
+    L += ["| loader, settings | img/s | of DALI's best | of ringfeed defaults | first batch | "
+          "runs | where ringfeed decoded |", "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    for r in rows:
+        v, rr = r["img_per_s"], [x["img_per_s"] for x in r["runs"]]
+        ratio = [f"{v / ref[k]:.2f}x" if ref[k] else "-" for k in ("dali", "defaults")]
+        fb = "-" if r["first_batch_ms"] is None else f"{r['first_batch_ms']:,.0f} ms"
+        L.append(f"| {r['label']} | {v:,.0f} | {ratio[0]} | {ratio[1]} | {fb} | "
+                 f"{min(rr):,.0f}-{max(rr):,.0f} | "
+                 f"{where_decoded(r) if r['tool'].startswith('ringfeed') else ''} |")
+    L += ["", "First batch: ringfeed's after create; DALI's from the pipeline's build through its "
+          "first batch; the DataLoader's from the start of iteration (its workers' start "
+          "included).", ""]
+    color = {"ringfeed": "#c33", "ringfeed_gpu": "#c33", "dali": "#76b900", "torch": "#888"}
+    return L + loader_plot([(PHOTO_PLOT[r["key"]], r["img_per_s"]) for r in rows],
+                           "photos.png", "images/s (photographs, RandomResizedCrop 224)",
+                           "throughput per loader, photographs",
+                           [color[r["tool"]] for r in rows])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build-gpu")
@@ -109,7 +466,23 @@ def main():
                     help="interleaved rounds of the scaling section (medians over them)")
     ap.add_argument("--cpus", type=int, default=os.cpu_count(),
                     help="decode threads / DataLoader workers for the one-GPU runs")
+    ap.add_argument("--photo-images", type=int, default=25600,
+                    help="photo crops of the photos section")
+    ap.add_argument("--photo-sources", default=PHOTO_SOURCES,
+                    help="glob of the photographs the photos section's crops are cut from")
+    ap.add_argument("--photo-rounds", type=int, default=2,
+                    help="interleaved rounds of the photos section (medians over them)")
+    ap.add_argument("--photo-samples", type=int, default=307200,
+                    help="images each ringfeed run of the photos section delivers, in whole "
+                         "epochs (at least 3), so that the scheduler has time to settle")
+    ap.add_argument("--dali-path", help="folder DALI was installed in with pip --target "
+                    "(the one dali_fetch.sh's install.sh names): put on PYTHONPATH, and its "
+                    "nvidia/cu13/lib on LD_LIBRARY_PATH, for the DALI runs only")
     a = ap.parse_args()
+    for name in ("photo_images", "photo_rounds", "photo_samples"):
+        # The folder tree and the description hold every photo: a bound, not only a floor.
+        if not 1 <= getattr(a, name) <= 1_000_000:
+            ap.error(f"--{name.replace('_', '-')} must be 1 to 1,000,000, not {getattr(a, name)}")
     skip = set(filter(None, a.skip.split(",")))
     os.makedirs(a.out, exist_ok=True)
     B = os.path.join(a.build, "tools", "ringfeed-bench")
@@ -119,11 +492,13 @@ def main():
         "LD_LIBRARY_PATH", "")
     env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
     env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
+    if "photos" not in skip:
+        check_photo_inputs(a.photo_sources, env)
     R = json.load(open(a.merge)) if a.merge else {}
     # A merged run keeps the first machine's description and records its own beside it, under
     # the sections it re-measured.
-    sections = ["side", "restart", "scaling", "train", "tokens", "order", "memory", "raw",
-                "reliability"]
+    sections = ["side", "restart", "photos", "scaling", "train", "tokens", "order", "memory",
+                "raw", "reliability"]
     ran = ",".join(x for x in sections if x not in skip)
     if a.merge:
         if "machine_rerun" in R:  # results written before per-section machines existed
@@ -167,8 +542,12 @@ def main():
         warm(made)
         return made, secs
 
-    shards, gen_s = generate(a.data)
-    total = sum(os.path.getsize(p) for p in shards)
+    # The photos section makes its own set: a merged run of it alone generates no
+    # ImageNet-like shards (time the GPU machine's 10-minute call needs) and keeps their line.
+    shards = []
+    if set(sections) - skip - {"photos"} or "dataset" not in R:
+        shards, gen_s = generate(a.data)
+        total = sum(os.path.getsize(p) for p in shards)
     # The dataset line opens the report beside the side-by-side run's machine: a merged run
     # that does not re-measure that section keeps the line it was measured with.
     if not (a.merge and "side" in skip and "dataset" in R):
@@ -211,6 +590,11 @@ def main():
     if "restart" not in skip:
         R["restart"] = {"bytes": sum(os.path.getsize(p) for p in rshards),
                         **side_by_side(rst_pat, gpu=a.device == "cuda")}
+
+    save()
+    # -- plain JPEG photographs: ringfeed beside DALI and the DataLoader (photos_section) ------
+    if "photos" not in skip:
+        photos_section(a, R, env, B, save)
 
     save()
     # -- scaling ---------------------------------------------------------------------------
@@ -490,9 +874,11 @@ def write_report(R, out):
         plt.savefig(os.path.join(out, png), dpi=120)
         plt.close()  # pyplot keeps every open figure alive
 
-    def loader_plot(rows, png, xlabel, alt):
-        plt.figure(figsize=(6, 3))
-        colors = ["#c33"] * (len(rows) - 2) + ["#888", "#888"]
+    def loader_plot(rows, png, xlabel, alt, colors=None):
+        """Bars of (name, img/s) rows; by default ringfeed's red but the last two (the
+        DataLoaders) grey."""
+        plt.figure(figsize=(6, max(3, 0.4 * len(rows) + 1)))
+        colors = colors or ["#c33"] * (len(rows) - 2) + ["#888", "#888"]
         plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=colors[::-1])
         save_plot(png, xlabel)
         return [f"![{alt}]({png})", ""]
@@ -550,6 +936,8 @@ def write_report(R, out):
         L += loader_plot(rows, "throughput_restart.png",
                          "images/s (RandomResizedCrop 224, to GPU; restart-marked shards)",
                          "throughput per loader, restart-marked shards")
+    if "photos" in R:
+        L += photos_report(R["photos"], loader_plot)
     if "scaling" in R:
         L += ["## Decode-thread scaling", "",
               "(Measured in its own command: see the note below the plot.)", "",

@@ -89,3 +89,91 @@ def test_hit_ratio_column_is_what_came_from_storage(tmp_path):
     ep = c2["per_epoch"]
     assert f"| cold cache, epoch 1 | {ep[0]['img_per_s']:,.0f} | 0.020 | 0.500 |" in md
     assert f"| cold cache, epoch 2 | {ep[1]['img_per_s']:,.0f} | — | 1.000 |" in md  # unmeasured
+
+
+def photo_runs():
+    """Two runs of every photos row, each tool reporting what it reports (ringfeed: where its
+    samples were decoded), figures that differ from row to row and round to round."""
+    runs = {}
+    for i, (key, _, tool, _) in enumerate(perf_report.PHOTO_ROWS):
+        for j in range(2):
+            r = {"img_per_s": 1000.0 * (i + 2) + 300 * j}
+            if tool.startswith("ringfeed"):
+                n = 30720
+                hw = {"ringfeed_manual": 10000 + j, "ringfeed_balance": 4000}.get(key, 0)
+                gpu = {"ringfeed_manual": 15000, "ringfeed_balance": 9000 + 7 * j}.get(key, 0)
+                r.update(first_batch_s=0.02 + j / 100, samples_decoded=n, hw_decoded=hw,
+                         gpu_decoded=gpu, decode_schedule={"ringfeed": 1,
+                                                           "ringfeed_manual": 2}.get(key, 3),
+                         sched_gpu_permille=600 + j, sched_hw_permille=350, hw_engines=2,
+                         hw_open_ms=900.0, decode_threads=16, first_batch_ms=20.0 + j)
+            else:
+                r["first_batch_s"] = 1.5 + j
+            runs.setdefault(key, []).append(perf_report.photo_run(tool, r))
+    return runs
+
+
+def photos_results(runs, unavailable=None):
+    sizes = {"images": 10240, "shards": 80, "bytes": 10240 * 35000, "mean_bytes": 35000.0,
+             "min_bytes": 1900, "max_bytes": 166400, "mean_kpx": 232.4, "width": [200, 900],
+             "height": [201, 899], "sampling": {"4:2:0": 10240}, "progressive": 0,
+             "sources": "/usr/share/backgrounds/mate/nature/*.jpg", "source_files": 12}
+    return {"set": sizes, "cpus": 16, "device": "cuda", "rounds": 2,
+            "rows": perf_report.photo_rows(runs), "unavailable": unavailable or {}}
+
+
+def test_photos_ratios_and_where_decoded_come_from_the_runs(tmp_path):
+    R = json.load(open(RESULTS))
+    runs = photo_runs()
+    R["photos"] = photos_results(runs)
+    md = render(R, tmp_path)
+    med = {k: statistics.median(r["img_per_s"] for r in v) for k, v in runs.items()}
+    best = max(v for k, v in med.items() if k.startswith("dali"))
+    for key, label, tool, _ in perf_report.PHOTO_ROWS:
+        rr = [r["img_per_s"] for r in runs[key]]
+        fb = statistics.median(r["first_batch_ms"] for r in runs[key])
+        assert (f"| {label} | {med[key]:,.0f} | {med[key] / best:.2f}x | "
+                f"{med[key] / med['ringfeed']:.2f}x | {fb:,.0f} ms | "
+                f"{min(rr):,.0f}-{max(rr):,.0f} |") in md
+    man = runs["ringfeed_manual"]
+    hw, gpu = sum(r["hw_decoded"] for r in man), sum(r["gpu_decoded"] for r in man)
+    n = sum(r["samples_decoded"] for r in man)
+    assert (f"hardware decoders {100 * hw / n:.0f}%, GPU kernels {100 * gpu / n:.0f}%, CPU "
+            f"{100 * (n - hw - gpu) / n:.0f}%; schedule manual |") in md
+    assert "CPU 100%; schedule cpu |" in md
+    assert ("schedule balance, shares at the end GPU 60.0% (engines 35.0% of it), 60.1% "
+            "(engines 35.0% of it) |") in md
+    assert "mean 35.0 KB (1.9-166.4 KB), mean 232 kpx, widths 200-900 px" in md
+    assert "into GPU memory, batch 256, 16 decode threads" in md
+    assert "not measured" not in md
+    assert md.index("## The same images with restart") < md.index("## Plain JPEG photographs") \
+        < md.index("## Decode-thread scaling")
+    assert (tmp_path / "photos.png").stat().st_size > 0
+
+
+def test_photos_section_adds_only_itself(tmp_path):
+    """A --merge run of the photos section re-renders every other section as it was."""
+    R = json.load(open(RESULTS))
+    before = render(copy.deepcopy(R), tmp_path).split("\n")
+    R["photos"] = photos_results(photo_runs())
+    after = render(R, tmp_path).split("\n")
+    start = after.index("## Plain JPEG photographs")
+    end = after.index("![throughput per loader, photographs](photos.png)") + 2
+    assert after[:start] + after[end:] == before
+
+
+def test_photo_tools_not_there_are_notes_not_figures(tmp_path):
+    R = json.load(open(RESULTS))
+    runs = {"ringfeed": photo_runs()["ringfeed"]}
+    why = {"dali": "it could not be imported (ModuleNotFoundError: No module named 'nvidia')",
+           "ringfeed_gpu": "`--device host` decodes on the CPU only"}
+    R["photos"] = photos_results(runs, why)
+    md = render(R, tmp_path)
+    assert (f"**DALI rows not measured:** {why['dali']}; no figure stands in for them.") in md
+    assert (f"**ringfeed's GPU-schedule rows not measured:** {why['ringfeed_gpu']}; no figure "
+            "stands in for them.") in md
+    assert "**PyTorch DataLoader rows not measured" not in md
+    med = statistics.median(r["img_per_s"] for r in runs["ringfeed"])
+    assert f"| ringfeed defaults | {med:,.0f} | - | 1.00x |" in md
+    section = md[md.index("## Plain JPEG photographs"):md.index("## Decode-thread scaling")]
+    assert "| DALI" not in section and "| PyTorch" not in section
