@@ -7,7 +7,8 @@
  * a second loader on the same directory hits and the fault proxy's log shows no sample GET for
  * it; batches byte-equal with the uncached and the local runs (generator shards, GNU tar,
  * Python tarfile, webdataset TarWriter); later epochs of one loader read the filled copy; a
- * budget smaller than a shard bypasses; a changed object (another ETag) is a stale miss, never
+ * budget smaller than a shard bypasses; a full disk turns fills off without failing the run; a
+ * changed object (another ETag) is a stale miss, never
  * old bytes; two ranks sharing a directory at once fill each shard once and both end up
  * reading the copies; a directory that cannot be made fails create naming it; no credential in
  * the cache's file names or sidecars. */
@@ -194,6 +195,46 @@ START_TEST(budget_smaller_than_a_shard_bypasses)
 }
 END_TEST
 
+/* A full disk (EFBIG from RLIMIT_FSIZE, as shard_cache's tests make it) at the fills never
+ * fails the run: fills go off with the file, offset and error in shard_cache_why, the shards
+ * stay remote, the batches are the local run's and no file of a fill is left. */
+START_TEST(full_disk_leaves_the_shards_remote)
+{
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
+    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", rt_env("RF_TEST_HTTP"));
+    const char *dir = rf_test_mkdtemp("rcache");
+    static run lr, rr;
+    opts o = {.epochs = 2};
+    rt_collect(local, &o, &lr);
+    o.cache_dir = dir;
+    o.cache_bytes = 64 << 20;
+    ck_assert_int_eq(rf_test_limit_file_size(4096), 0);
+    rf_loader *ld = rt_create_url(url, &o);
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
+        if (rc == 0)
+            rt_take(ld, b, &rr);
+    ck_assert_int_eq(rc, RF_DONE);
+    for (int i = 0; i < 3000 && rr.st.shard_cache_on != 2; i++) {
+        usleep(10000);
+        rf_stats_init(&rr.st);
+        rf_loader_stats(ld, &rr.st);
+    }
+    rf_loader_destroy(ld);
+    ck_assert_int_eq(rf_test_limit_file_size(0), 0);
+    ck_assert_uint_eq(rr.st.shard_cache_on, 2);
+    CACHE_IS(rr.st, 0, 2, 0);
+    ck_assert_msg(strstr(rr.st.shard_cache_why, ".part: reserving ") &&
+                  strstr(rr.st.shard_cache_why, "at byte 0 failed: File too large"), "%s",
+                  rr.st.shard_cache_why);
+    ck_assert_int_eq(rf_test_shell("! ls %s | grep -q -e part -e shard", dir), 0);
+    rt_same_run(&rr, &lr, "full disk");
+    free(lr.px), free(rr.px);
+}
+END_TEST
+
 /* An object replaced on the server after it was cached, by one of the same size whose first
  * label differs (only the ETag tells them apart): the next loader's lookup is a stale miss and
  * its batches are the new object's, never the cached bytes. */
@@ -369,6 +410,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, later_epochs_read_the_copy);
     tcase_add_loop_test(tc, users_shards_cached_equal_local, 0, sizeof users / sizeof users[0]);
     tcase_add_test(tc, budget_smaller_than_a_shard_bypasses);
+    tcase_add_test(tc, full_disk_leaves_the_shards_remote);
     tcase_add_test(tc, changed_object_is_a_stale_miss);
     tcase_add_test(tc, two_ranks_share_a_directory);
     tcase_add_test(tc, refusals_name_the_setting);
