@@ -101,7 +101,7 @@ START_TEST(second_loader_hits_without_sample_gets)
 END_TEST
 
 /* One loader over three epochs: once the fills are in, its reads go to the local copies. The
- * first batch is read from the server (fills start after it), the fills may end during the
+ * first batch is read from the server (fills start after it is handed out, checked), the fills may end during the
  * first epoch, and each epoch end waits for them: at most one epoch and the prefetched batches
  * (depth 1) of sample GETs, where an uncached run makes three epochs' worth. */
 START_TEST(later_epochs_read_the_copy)
@@ -117,6 +117,12 @@ START_TEST(later_epochs_read_the_copy)
     reset_log();
     rf_loader *ld = rt_create_url(url, &o);
     memset(&rr, 0, sizeof rr);
+    /* the prefetched batch's reads queued the fills of the shards they read, but no fill
+     * starts before the first batch is handed out */
+    usleep(300000);
+    rf_stats_init(&rr.st);
+    rf_loader_stats(ld, &rr.st);
+    ck_assert_uint_eq(rr.st.shard_cache_fill_requests, 0);
     rf_batch *b;
     int rc;
     while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
