@@ -847,7 +847,8 @@ typedef struct rf_stats {
                           * with hw_decode_percent, on the opener thread with BALANCE, beside
                           * the batches after the first); 0 until they are open */
     /* Remote shards (docs/remote.md): HTTP requests made (create's opening, index fetches,
-     * scans and listings, and every sample's ranged GET, retries included), of them the
+     * scans and listings, every sample's ranged GET, and the shard cache's whole-object GETs
+     * for fills, retries included), of them the
      * retries, and the body bytes received. reads, read_retries and bytes_read above count
      * the samples' requests as for local files. All 0 for local shards. */
     uint64_t remote_requests;
