@@ -53,7 +53,9 @@
  * LOCK ORDER
  * There is one lock, `mu`. Nothing in the pipeline takes another lock while holding it, and
  * no thread holds another lock while taking it: the I/O engines call take() and done() with
- * none of their own held (their mutex only guards their start handshake).
+ * none of their own held (their mutex only guards their start handshake). One exception, in
+ * that order only: pl_cache_fd (dispatch, under mu) takes the shard cache's mutex
+ * (io/remote_cache.c) to queue a shard's fill; the fill thread never takes mu.
  * Three condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
