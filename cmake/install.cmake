@@ -23,6 +23,7 @@ install(FILES include/ringfeed.h include/ringfeed_shards.h
 install(EXPORT ringfeedTargets NAMESPACE ringfeed:: DESTINATION ${RF_CMAKE_DIR}
         COMPONENT development)
 set(RF_PACKAGE_CUDA ${_want_cuda})
+set(RF_PACKAGE_CURL ${_want_curl})
 configure_package_config_file(cmake/ringfeedConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/ringfeedConfig.cmake
                               INSTALL_DESTINATION ${RF_CMAKE_DIR})
@@ -40,6 +41,13 @@ file(RELATIVE_PATH RF_PC_PREFIX_FROM_PCDIR ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfi
      ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" RF_PC_PREFIX_FROM_PCDIR "/${RF_PC_PREFIX_FROM_PCDIR}")
 set(RF_PC_LIBS_PRIVATE "-lpthread -lm")
+# Remote shards (src/io/remote*.c) link libcurl when the build found it: as -lcurl, not
+# Requires.private, because `pkg-config --static libcurl` names every library curl itself was
+# built with (nghttp2, ssh2, ldap, ...), whose development files Debian does not install with
+# libcurl4-openssl-dev; the shared libcurl is what a static libringfeed links.
+if(_want_curl)
+  string(APPEND RF_PC_LIBS_PRIVATE " -lcurl")
+endif()
 if(_want_cuda)
   # libringfeed.a's CUDA backend: the static runtime and what it needs, and the C++ runtime
   # for nvcc's host code.

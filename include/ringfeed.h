@@ -261,7 +261,11 @@ typedef struct rf_config {
 
     /* Data. `shards` holds shard_count patterns: plain paths, globs (`train-??.tar`, `*.tar`) and brace
      * ranges (`train-{000000..000099}.tar`), expanded and concatenated in the order given.
-     * The strings are copied during rf_loader_create(). */
+     * The strings are copied during rf_loader_create(). Tar shards may be URLs instead:
+     * http://, https:// or s3://BUCKET/KEY (brace ranges expand as for paths; wildcards only
+     * in s3:// patterns, listed with ListObjectsV2; all patterns URLs or none), read with
+     * ranged GETs through libcurl: docs/remote.md (S3 settings from the AWS_* environment,
+     * remote_retries, remote_timeout_ms, and rf_stats.remote_*). */
     const char *const *shards; /* default: NULL (none; create needs at least one) */
     uint32_t shard_count;      /* default: 0 */
 
@@ -537,6 +541,34 @@ typedef struct rf_config {
      * (rf_stats.hw_engines). gpu_decode or hw_decode_percent set together with CPU or BALANCE
      * is RF_EINVAL: those settings are the MANUAL mode's. */
     uint32_t decode_schedule;
+    /* Remote shards (patterns that are http://, https:// or s3:// URLs; docs/remote.md): how
+     * often one request is retried after a timeout or a failed connection, a 5xx or 408, a
+     * 429/503 (after its Retry-After when longer, at most 10 s), a reset connection or a short
+     * body, with exponential backoff and jitter (25-50 ms first, doubling, at most 5 s),
+     * before it is an I/O error naming the URL and byte range (RF_SKIP_IO under on_error
+     * SKIP). Default 5, at most 100 (more is RF_EINVAL for any loader); 0 asks for 5. A 403 or
+     * 404 is never retried. Not used for local shards. */
+    uint32_t remote_retries;
+    /* Remote shards: the connect timeout, and how long a transfer may move less than a byte a
+     * second before it counts as stalled (then retried), in ms. Default 30000 (0 asks for
+     * it), at most 3600000 (more is RF_EINVAL); the stall window is counted in whole seconds
+     * (at least 1). Not used for local shards. */
+    uint32_t remote_timeout_ms;
+    /* Remote shards: the local shard cache (docs/remote.md, docs/cache.md), off by default.
+     * cache_dir: a directory (made when missing, one level; NULL: no cache; at most 4095
+     * bytes; copied at create) where whole shards are kept under cache_bytes bytes of shards,
+     * least recently used out first. At create each shard is looked up (its URL without
+     * credentials or query, its ETag and size): a hit is read from the local copy for the whole
+     * run; a miss is filled in the background with one extra GET of the whole object once
+     * this loader reads a sample of it (after the first batch was handed out), and read from
+     * disk once complete. A fill that fails (server, disk full, budget) leaves the shard
+     * remote and never fails the run: rf_stats.shard_cache_* say what happened. A directory
+     * that cannot be made, opened or locked fails create naming it. Several processes (ranks)
+     * may share one directory; it belongs on a local file system. Ignored for local shards
+     * (rf_stats.shard_cache_why says so). cache_bytes: the budget, > 0 with cache_dir (else
+     * RF_EINVAL); ignored without it. Defaults: NULL and 0. */
+    const char *cache_dir;
+    uint64_t cache_bytes;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -814,6 +846,36 @@ typedef struct rf_stats {
     uint64_t hw_open_ns; /* how long the hardware decoders took to open (wall clock: in create
                           * with hw_decode_percent, on the opener thread with BALANCE, beside
                           * the batches after the first); 0 until they are open */
+    /* Remote shards (docs/remote.md): HTTP requests made (create's opening, index fetches,
+     * scans and listings, every sample's ranged GET, and the shard cache's whole-object GETs
+     * for fills, retries included), of them the
+     * retries, and the body bytes received. reads, read_retries and bytes_read above count
+     * the samples' requests as for local files. All 0 for local shards. */
+    uint64_t remote_requests;
+    uint64_t remote_retries;
+    uint64_t remote_bytes;
+    /* The local shard cache (rf_config.cache_dir; docs/remote.md). shard_cache_on: 0 no cache
+     * (no cache_dir, or local shards), 1 on, 2 hits still served but fills off after a full
+     * disk. hits: shards read from their cached copy (found at create, or later after another
+     * process filled them); misses: shards not found at create (stale included); stale: of
+     * the misses, cached with another ETag or size (the object changed); bypasses: fills
+     * refused because the shard is larger than cache_bytes; fills: shards this loader filled
+     * and published; fill_requests: the whole-object GETs it made for fills (also counted in
+     * remote_requests and remote_bytes); fill_failures: fills started that did not publish;
+     * bytes_written: bytes written into fills; evictions: shards this loader evicted.
+     * shard_cache_why: why fills are off (the file, byte offset and error), else the last fill
+     * refused or failed and why, else why there is no cache, or "". */
+    uint32_t shard_cache_on;
+    uint64_t shard_cache_hits;
+    uint64_t shard_cache_misses;
+    uint64_t shard_cache_stale;
+    uint64_t shard_cache_bypasses;
+    uint64_t shard_cache_fills;
+    uint64_t shard_cache_fill_requests;
+    uint64_t shard_cache_fill_failures;
+    uint64_t shard_cache_bytes_written;
+    uint64_t shard_cache_evictions;
+    char shard_cache_why[512];
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

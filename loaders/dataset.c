@@ -8,10 +8,15 @@
  * GLOB_BRACE knows no numeric ranges and would drop zero padding), then glob(3) on each result
  * that still holds a wildcard. Order is the user's: patterns in the order given, brace
  * alternatives in the order written, glob matches sorted bytewise (strcmp, not the locale) so
- * the same dataset gives the same sample numbering on every machine. */
+ * the same dataset gives the same sample numbering on every machine. A URL (rf_path_is_url)
+ * goes through the same braces and is then kept as it is, or, with a wildcard in an s3://
+ * pattern, replaced by the listing's matching keys (rf_remote_ops.list, fnmatch with
+ * FNM_PATHNAME as glob, sorted the same way); an error quoting a URL is scrubbed of its
+ * credentials (rf_url_scrub) before it leaves. */
 #include "loaders/dataset.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -74,6 +79,8 @@ void rf_dataset_free(rf_dataset *ds)
     for (uint32_t i = 0; i < ds->nfiles; i++) {
         if (ds->files[i].fd >= 0)
             close(ds->files[i].fd);
+        if (ds->files[i].remote && ds->remote)
+            ds->remote->close(ds->remote->ctx, ds->files[i].remote);
         free(ds->files[i].path);
     }
     free(ds->files);
@@ -290,6 +297,56 @@ static int expand_glob(const char *path, const char *pattern, plist *out, rf_err
     return rc;
 }
 
+/* ---- URLs ------------------------------------------------------------------------------ */
+
+typedef struct url_match {
+    const char *pattern;
+    plist found;
+} url_match;
+
+static int url_listed(void *arg, const char *url, rf_err *err)
+{
+    url_match *m = arg;
+    if (fnmatch(m->pattern, url, FNM_PATHNAME) != 0)
+        return 0;
+    char *s = strdup(url);
+    return s ? plist_push(&m->found, s, err) : rf_seterr(err, RF_ENOMEM, "no memory");
+}
+
+/* A brace-free URL: itself (it is checked when opened), or with a wildcard the listing's
+ * matches, sorted bytewise as glob's are. */
+static int expand_url(const char *url, const char *pattern, const rf_remote_ops *remote,
+                      plist *out, rf_err *err)
+{
+    /* In an http(s) URL '?' begins the query, never a wildcard. */
+    int s3 = strncmp(url, "s3://", 5) == 0;
+    size_t end = s3 ? strlen(url) : strcspn(url, "?#");
+    if (strcspn(url, s3 ? "*?[" : "*[") >= end) {
+        char *s = strdup(url);
+        return s ? plist_push(out, s, err) : rf_seterr(err, RF_ENOMEM, "no memory");
+    }
+    if (!s3 || !remote)
+        return rf_seterr(err, RF_EINVAL, "pattern %s: %s", pattern,
+                         remote ? "an http(s) server cannot be listed: name its shards with "
+                                  "brace ranges ({0000..0099}) instead of wildcards"
+                                : "this library was built without remote shard support "
+                                  "(libcurl), so URLs cannot be read");
+    url_match m = {.pattern = url};
+    int rc = remote->list(remote->ctx, url, url_listed, &m, err);
+    if (rc == 0 && m.found.n == 0)
+        rc = rf_seterr(err, RF_ENOFILES, "pattern %s matched no object", pattern);
+    if (rc == 0)
+        qsort(m.found.v, m.found.n, sizeof *m.found.v, cmp_str);
+    for (uint64_t i = 0; i < m.found.n; i++) {
+        if (rc == 0)
+            rc = plist_push(out, m.found.v[i], err);
+        else
+            free(m.found.v[i]);
+    }
+    free(m.found.v);
+    return rc;
+}
+
 static void plist_free(plist *l)
 {
     for (uint64_t i = 0; i < l->n; i++)
@@ -298,7 +355,8 @@ static void plist_free(plist *l)
     memset(l, 0, sizeof *l);
 }
 
-static int expand_one(const char *pattern, plist *out, rf_err *err)
+static int expand_one(const char *pattern, const rf_remote_ops *remote, plist *out,
+                      rf_err *err)
 {
     if (!pattern || !*pattern)
         return rf_seterr(err, RF_EINVAL, "empty shard pattern");
@@ -308,7 +366,8 @@ static int expand_one(const char *pattern, plist *out, rf_err *err)
     plist braced = {0};
     int rc = expand_braces(pattern, 0, &braced, err);
     for (uint64_t i = 0; i < braced.n && rc == 0; i++)
-        rc = expand_glob(braced.v[i], pattern, out, err);
+        rc = rf_path_is_url(braced.v[i]) ? expand_url(braced.v[i], pattern, remote, out, err)
+                                         : expand_glob(braced.v[i], pattern, out, err);
     plist_free(&braced);
     return rc;
 }
@@ -316,13 +375,22 @@ static int expand_one(const char *pattern, plist *out, rf_err *err)
 int rf_expand_patterns(const char *const *patterns, uint32_t n, char ***out, uint32_t *count,
                        rf_err *err)
 {
+    return rf_expand_patterns_remote(patterns, n, NULL, out, count, err);
+}
+
+int rf_expand_patterns_remote(const char *const *patterns, uint32_t n,
+                              const rf_remote_ops *remote, char ***out, uint32_t *count,
+                              rf_err *err)
+{
     *out = NULL;
     *count = 0;
     if (n == 0)
         return rf_seterr(err, RF_ENOFILES, "no shard patterns given");
     plist all = {0};
     for (uint32_t i = 0; i < n; i++) {
-        int rc = expand_one(patterns[i], &all, err);
+        int rc = expand_one(patterns[i], remote, &all, err);
+        if (rc && err)
+            rf_url_scrub(err->msg); /* a URL pattern quoted as given may hold credentials */
         if (rc) {
             plist_free(&all);
             return rc;

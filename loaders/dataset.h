@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/common.h"
 
@@ -45,10 +46,47 @@ typedef struct rf_sample {
 } rf_sample;
 
 typedef struct rf_file {
-    char *path;
-    int fd;              /* open for reading (O_RDONLY | O_CLOEXEC) */
+    char *path;          /* a URL's printable form for a remote shard (rf_remote_ops.open) */
+    int fd;              /* open for reading (O_RDONLY | O_CLOEXEC); -1 for a remote shard */
     uint64_t size;       /* at open; a different size later is an error */
+    void *remote;        /* a remote shard's handle (rf_remote_ops.open), NULL for a file */
 } rf_file;
+
+/* ---- remote shards ------------------------------------------------------------------------
+ * A shard pattern may be a URL (rf_path_is_url). loaders/ may include base/ only, so the
+ * client (src/io/remote*.c, libcurl) reaches the formats through this table, which the caller
+ * sets in rf_dataset.remote before rf_format_open and keeps until rf_dataset_free. Without it
+ * (a library built without libcurl) a URL is refused, saying so. Every message names the
+ * URL's printable form (no userinfo, no query string) and never a credential. */
+struct rf_byte_reader;
+typedef struct rf_remote_ops {
+    void *ctx;
+    /* Open the object at url: its size (the server's), a handle for reads (rf_file.remote)
+     * and its printable form in shown[cap]. A server that is down, a 403 or 404, ... is an
+     * error naming the URL. */
+    int (*open)(void *ctx, const char *url, void **file, uint64_t *size, char *shown,
+                size_t cap, rf_err *err);
+    /* The object at url whole (an index), at most `max` bytes: 1 with *text (malloc'ed, NUL
+     * terminated) and *len; 0 when the server says it does not exist (404); else an error. */
+    int (*fetch)(void *ctx, const char *url, uint64_t max, char **text, uint64_t *len,
+                 rf_err *err);
+    /* A reader over the bytes of an opened object (forward: one streamed GET), closed with
+     * reader_close. */
+    int (*reader)(void *ctx, void *file, struct rf_byte_reader *rd, rf_err *err);
+    void (*reader_close)(struct rf_byte_reader *rd);
+    void (*close)(void *ctx, void *file);
+    /* Globbing: call fn with every object URL under `pattern`'s prefix (the part before its
+     * first wildcard), in the server's order; RF_EINVAL for a scheme that cannot list. */
+    int (*list)(void *ctx, const char *pattern, int (*fn)(void *arg, const char *url, rf_err *err),
+                void *arg, rf_err *err);
+} rf_remote_ops;
+
+/* 1 when path is a URL ringfeed reads remotely: http://, https:// or s3://. */
+static inline int rf_path_is_url(const char *path)
+{
+    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
+           strncmp(path, "s3://", 5) == 0;
+}
 
 typedef struct rf_dataset {
     rf_file *files;
@@ -75,6 +113,8 @@ typedef struct rf_dataset {
      * window id of each file (nfiles + 1 entries), which rf_dataset_free frees. */
     uint64_t tok_seq_len, tok_bytes;
     uint64_t *tok_first;
+    const rf_remote_ops *remote; /* the client for URLs (see above), set by the caller; NULL:
+                                    URLs are refused. Not owned */
 } rf_dataset;
 
 /* The hash of a key's n bytes (FNV-1a), for the sets of keys that find duplicates: the image
@@ -98,6 +138,12 @@ void rf_dataset_free(rf_dataset *ds);
  * pattern that matched nothing, RF_EINVAL for a malformed brace range. */
 int rf_expand_patterns(const char *const *patterns, uint32_t n, char ***out, uint32_t *count,
                        rf_err *err);
+/* The same with URLs: a URL's braces expand as a path's; a URL with a wildcard is listed
+ * through remote->list (s3://), and without remote, or for http(s), is RF_EINVAL saying that
+ * such URLs need brace ranges. rf_expand_patterns is this with remote NULL. */
+int rf_expand_patterns_remote(const char *const *patterns, uint32_t n,
+                              const rf_remote_ops *remote, char ***out, uint32_t *count,
+                              rf_err *err);
 void rf_free_paths(char **paths, uint32_t count);
 
 /* Why label text is not a label (rf_parse_label). */

@@ -16,6 +16,13 @@
  * archive, and a few headers are read to see it.
  * What is not checked at create is checked on every read: the pipeline re-walks each span with
  * rf_tar_locate. A shard without a sample is refused.
+ * A URL is a remote shard (docs/remote.md): opened, its index fetched and its headers scanned
+ * through the caller's rf_remote_ops (src/io/remote_open.c), the scanner reading through an
+ * rf_byte_reader instead of a descriptor, so a remote shard gives exactly the samples the same
+ * file gives; the file table keeps the URL's printable form and the client's handle. The local
+ * shard cache (rf_config.cache_dir) is not used here: create opens every shard remotely (its
+ * size and ETag are the cache's validator) and the pipeline reads a cached copy in place of
+ * the URL afterwards (src/io/remote_cache.h).
  *
  * Errors name the shard (or index file and line), the sample key and the byte offset. */
 #include <inttypes.h>
@@ -78,7 +85,8 @@ typedef struct mref {
 /* One shard's grouping into ds. */
 typedef struct grouper {
     rf_dataset *ds;
-    const char *path;
+    const char *path;        /* the shard's name in messages (a URL's printable form) */
+    const char *url;         /* as the user gave it (a URL with any credentials in it) */
     uint32_t file;
     uint64_t max_span;
     rf_tar_group tg;
@@ -134,7 +142,8 @@ static int group_feed(grouper *g, const mref *m, rf_err *err)
 
 /* ---- scanning --------------------------------------------------------------------------- */
 
-static int scan_shard(grouper *g, int fd, uint64_t size, rf_err *err)
+/* Scan the shard at fd, or through rd when it is not NULL (a remote shard). */
+static int scan_shard(grouper *g, int fd, const rf_byte_reader *rd, uint64_t size, rf_err *err)
 {
     rf_tar_scanner sc;
     rf_tar_member *m = malloc(sizeof *m);
@@ -142,6 +151,7 @@ static int scan_shard(grouper *g, int fd, uint64_t size, rf_err *err)
         return rf_seterr(err, RF_ENOMEM, "%s: no memory", g->path);
     int rc = rf_tar_scanner_init(&sc, fd, g->path, size, err);
     sc.name_max = g->ds->max_name;
+    sc.reader = rd;
     while (rc == 0) {
         rc = rf_tar_next(&sc, m, err);
         if (rc == 0) {
@@ -180,6 +190,68 @@ static int use_index(grouper *g, int fd, uint64_t size, const char *idx_path, rf
     return rc ? rc : group_flush(g, err);
 }
 
+/* ---- remote shards ---------------------------------------------------------------------- */
+
+/* A remote shard's members: from its index (X.idx beside X.tar, fetched once; its headers
+ * spot-checked through ranged reads) or, when the server has none (404), from one streamed
+ * GET through the same scanner. A URL with a query string (a presigned URL) has no index
+ * beside it that could be named, so it is scanned. A failed read is the reader's message,
+ * which names the URL and what the server did, instead of the scanner's errno. */
+static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
+{
+    const rf_remote_ops *r = g->ds->remote;
+    const rf_file *f = &g->ds->files[g->file];
+    rf_byte_reader rd;
+    int rc = r->reader(r->ctx, f->remote, &rd, err);
+    if (rc)
+        return rc;
+    char *text = NULL, shown[RF_PATH_BYTES_MAX];
+    uint64_t len = 0;
+    int found = 0;
+    if (!strchr(g->url, '?') && rf_tar_index_name(g->url, idx, RF_PATH_BYTES_MAX) == 0 &&
+        rf_tar_index_name(g->path, shown, sizeof shown) == 0)
+        found = r->fetch(r->ctx, idx, RF_TAR_INDEX_BYTES_MAX, &text, &len, err);
+    if (found < 0) {
+        rc = found;
+    } else if (found) {
+        rf_tar_index_stats st;
+        rc = rf_tar_index_read_text(shown, text, len, g->path, &rd, size, g->ds->max_name, 0,
+                                    index_feed, g, &st, err);
+        g->ds->nonregular += st.nonregular;
+        rc = rc ? rc : group_flush(g, err);
+    } else {
+        rc = scan_shard(g, -1, &rd, size, err);
+    }
+    const char *why = rd.why(rd.ctx);
+    if (rc && why && *why)
+        rc = rf_seterr(err, RF_EIO, "%s", why);
+    r->reader_close(&rd);
+    return rc;
+}
+
+/* Open shard i (a file, or a URL through ds->remote) and add it to ds: its size in *size. */
+static int add_shard(rf_dataset *ds, const char *path, uint64_t *size, rf_err *err)
+{
+    if (!rf_path_is_url(path)) {
+        int fd;
+        int rc = rf_tar_open_shard(path, &fd, size, err);
+        if (rc == 0 && (rc = rf_dataset_add_file(ds, path, fd, *size, err)) != 0)
+            close(fd); /* not owned by ds unless added */
+        return rc;
+    }
+    if (!ds->remote)
+        return rf_seterr(err, RF_EINVAL, "%s: this library was built without remote shard "
+                         "support (libcurl), so URLs cannot be read", path);
+    void *h = NULL;
+    char shown[RF_PATH_BYTES_MAX];
+    int rc = ds->remote->open(ds->remote->ctx, path, &h, size, shown, sizeof shown, err);
+    if (rc == 0 && (rc = rf_dataset_add_file(ds, shown, -1, *size, err)) != 0)
+        ds->remote->close(ds->remote->ctx, h);
+    if (rc == 0)
+        ds->files[ds->nfiles - 1].remote = h;
+    return rc;
+}
+
 /* ---- the format ops --------------------------------------------------------------------- */
 
 int rf_tar_open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err)
@@ -209,29 +281,27 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     if (!ds->image_exts)
         ds->image_exts = RF_TAR_IMAGE_EXTS;
     for (uint32_t i = 0; i < npaths && rc == 0; i++) {
-        int fd;
         uint64_t size;
-        rc = rf_tar_open_shard(paths[i], &fd, &size, err);
+        rc = add_shard(ds, paths[i], &size, err);
         if (rc)
             break;
-        rc = rf_dataset_add_file(ds, paths[i], fd, size, err);
-        if (rc) {
-            close(fd); /* not owned by ds unless added */
-            break;
-        }
+        const rf_file *f = &ds->files[ds->nfiles - 1];
         memset(g, 0, sizeof *g);
         g->ds = ds;
         g->tg.image_exts = ds->image_exts;
         g->tg.label_ext = ds->label_ext;
-        g->path = ds->files[ds->nfiles - 1].path;
+        g->path = f->path;
+        g->url = paths[i];
         g->file = ds->nfiles - 1;
         g->max_span = RF_MIN(max_sample_bytes ? max_sample_bytes : TAR_DEFAULT_SAMPLE_BYTES,
                              (uint64_t)UINT32_MAX);
         uint64_t samples = ds->nsamples, nonregular = ds->nonregular;
-        if (rf_tar_find_index(paths[i], idx, RF_PATH_BYTES_MAX))
-            rc = use_index(g, fd, size, idx, err);
+        if (f->remote)
+            rc = remote_members(g, size, idx, err);
+        else if (rf_tar_find_index(paths[i], idx, RF_PATH_BYTES_MAX))
+            rc = use_index(g, f->fd, size, idx, err);
         else
-            rc = scan_shard(g, fd, size, err);
+            rc = scan_shard(g, f->fd, NULL, size, err);
         if (rc == 0 && ds->nsamples == samples)
             rc = no_samples(g->path, size, ds->nonregular - nonregular, err);
     }

@@ -31,7 +31,18 @@ typedef struct rf_tar_member {
     int type;                /* enum rf_tar_type */
 } rf_tar_member;
 
-/* Sequential scanner over a tar file open at fd. Reads headers with pread and skips data
+/* Where the scanner's bytes come from when they are not a local file: a remote shard
+ * (src/io/remote_open.c implements it over HTTP). read() fills buf with up to `want` bytes
+ * at `off` and sets *got (fewer only where the object ends); it returns 0, or a negative
+ * -errno with why() describing the failure (naming the URL, never a credential). The scanner
+ * asks for increasing offsets (it skips data forward), so a reader may stream one response. */
+typedef struct rf_byte_reader {
+    int (*read)(void *ctx, uint8_t *buf, size_t want, uint64_t off, size_t *got);
+    const char *(*why)(void *ctx);
+    void *ctx;
+} rf_byte_reader;
+
+/* Sequential scanner over a tar file open at fd (or read through `reader` when set). Reads headers with pread and skips data
  * without reading it. Returns 1 and fills *m for each member, 0 at the end of the archive
  * (two zero blocks, or clean EOF on a block boundary), negative on error with err->msg naming
  * `path` and the byte offset, and err->reason as rf_tar_locate gives it. At the end it also reads what follows the end-of-archive marker:
@@ -53,6 +64,7 @@ typedef struct rf_tar_scanner {
     uint32_t name_max;       /* limit on GNU long names and pax paths (bytes); 0 or more than
                                 RF_TAR_NAME_MAX means RF_TAR_NAME_MAX */
     int after_end;           /* the last error was data after the end-of-archive marker */
+    const rf_byte_reader *reader; /* NULL: pread on fd; else reads go here (set after init) */
 } rf_tar_scanner;
 
 int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t file_size,

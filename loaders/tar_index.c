@@ -33,10 +33,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "loaders/dataset.h"
 #include "loaders/tar.h"
 #include "loaders/tar_index.h"
 
-#define TAR_INDEX_BYTES_MAX (1ull << 30)     /* an index file larger than this is refused */
 #define TAR_INDEX_SAMPLES_MAX (1ull << 32)
 #define TAR_INDEX_SPOT_CHECKS 8              /* samples whose headers are read (incl. ends) */
 _Static_assert(TAR_INDEX_SPOT_CHECKS >= 2, "the spot checks include the first and last sample");
@@ -89,7 +89,7 @@ static int read_text(const char *path, char **out, rf_err *err)
 {
     char *buf;
     uint64_t len;
-    int rc = rf_read_whole(path, "a shard index", RF_EINDEX, TAR_INDEX_BYTES_MAX, &buf, &len, err);
+    int rc = rf_read_whole(path, "a shard index", RF_EINDEX, RF_TAR_INDEX_BYTES_MAX, &buf, &len, err);
     if (rc == RF_ELIMIT || rc == RF_EIO) {
         rc = RF_EINDEX;
         if (err)
@@ -400,32 +400,65 @@ static int walk_members(walk *w, rf_tar_index_fn fn, void *ctx, rf_err *err)
     return walk_end(w, err);
 }
 
+/* The walk over an index text x (owned: freed here) against the shard the scanner sc reads. */
+static int index_walk(index_t *x, rf_tar_scanner *sc, int full, rf_tar_index_fn fn, void *ctx,
+                      rf_tar_index_stats *st, rf_err *err)
+{
+    rf_tar_index_stats local;
+    walk w = {.x = x, .offsets = OFF_UNKNOWN, .st = st ? st : &local, .sc = *sc};
+    memset(w.st, 0, sizeof *w.st);
+    int rc = parse_index(x, err);
+    if (rc == 0 && !(w.tm = malloc(sizeof *w.tm)))
+        rc = rf_seterr(err, RF_ENOMEM, "%s: no memory", x->idx_path);
+    if (rc == 0) {
+        mark_reads(x, full);
+        w.st->members = x->n;
+        w.st->samples = x->nsamples;
+        rc = walk_members(&w, fn, ctx, err);
+    }
+    rf_tar_scanner_free(&w.sc);
+    free(w.tm);
+    free(x->m);
+    free(x->first);
+    free(x->text);
+    return rc;
+}
+
 int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t size,
                       uint32_t name_max, int full, rf_tar_index_fn fn, void *ctx,
                       rf_tar_index_stats *st, rf_err *err)
 {
     index_t x = {.idx_path = idx_path, .shard = shard, .file_size = size};
-    rf_tar_index_stats local;
-    walk w = {.x = &x, .offsets = OFF_UNKNOWN, .st = st ? st : &local};
-    memset(w.st, 0, sizeof *w.st);
+    rf_tar_scanner sc;
+    if (st)
+        memset(st, 0, sizeof *st);
     int rc = read_text(idx_path, &x.text, err);
-    if (rc == 0)
-        rc = parse_index(&x, err);
-    if (rc == 0 && !(w.tm = malloc(sizeof *w.tm)))
-        rc = rf_seterr(err, RF_ENOMEM, "%s: no memory", idx_path);
-    if (rc == 0 && (rc = rf_tar_scanner_init(&w.sc, fd, shard, size, err)) == 0) {
-        w.sc.name_max = name_max;
-        mark_reads(&x, full);
-        w.st->members = x.n;
-        w.st->samples = x.nsamples;
-        rc = walk_members(&w, fn, ctx, err);
-        rf_tar_scanner_free(&w.sc);
+    if (rc == 0 && (rc = rf_tar_scanner_init(&sc, fd, shard, size, err)) != 0)
+        free(x.text);
+    if (rc)
+        return rc;
+    sc.name_max = name_max;
+    return index_walk(&x, &sc, full, fn, ctx, st, err);
+}
+
+int rf_tar_index_read_text(const char *idx_name, char *text, uint64_t len, const char *shard,
+                           const rf_byte_reader *rd, uint64_t size, uint32_t name_max, int full,
+                           rf_tar_index_fn fn, void *ctx, rf_tar_index_stats *st, rf_err *err)
+{
+    index_t x = {.idx_path = idx_name, .shard = shard, .file_size = size, .text = text};
+    rf_tar_scanner sc;
+    if (st)
+        memset(st, 0, sizeof *st);
+    int rc = memchr(text, 0, (size_t)len)
+                 ? rf_seterr(err, RF_EINDEX, "%s: NUL byte in the index", idx_name)
+                 : rf_tar_scanner_init(&sc, -1, shard, size, err);
+    if (rc) {
+        free(text);
+        return rc;
     }
-    free(w.tm);
-    free(x.m);
-    free(x.first);
-    free(x.text);
-    return rc;
+    sc.name_max = name_max;
+    sc.reader = rd;
+    return index_walk(&x, &sc, full, fn, ctx, st, err);
 }
 
 int rf_tar_index_name(const char *shard, char *buf, size_t cap)
@@ -575,6 +608,13 @@ int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err)
 {
     int fd;
     uint64_t size;
+    if (rf_path_is_url(shard)) {
+        char shown[RF_PATH_BYTES_MAX];
+        rf_url_shown(shard, shown, sizeof shown);
+        return rf_seterr(err, RF_EINVAL, "%s: an index cannot be written beside a remote "
+                         "shard; write it beside the local file (ringfeed-inspect --write-index) "
+                         "and upload both", shown);
+    }
     int rc = rf_tar_open_shard(shard, &fd, &size, err);
     if (rc)
         return rc;

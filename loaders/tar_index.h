@@ -17,6 +17,8 @@
 
 #include "base/common.h"
 
+#define RF_TAR_INDEX_BYTES_MAX (1ull << 30) /* an index file larger than this is refused */
+
 /* One member of an index, where the shard has it. */
 typedef struct rf_tar_index_member {
     const char *name;
@@ -52,6 +54,15 @@ int rf_tar_index_read(const char *idx_path, const char *shard, int fd, uint64_t 
                       uint32_t name_max, int full, rf_tar_index_fn fn, void *ctx,
                       rf_tar_index_stats *st, rf_err *err);
 
+/* rf_tar_index_read for an index already in memory (a remote shard's, fetched whole):
+ * text[0..len) NUL-terminated, owned (freed here); idx_name names it in messages; the shard's
+ * headers are read through rd. The same checks, `full` and errors as rf_tar_index_read. */
+struct rf_byte_reader;
+int rf_tar_index_read_text(const char *idx_name, char *text, uint64_t len, const char *shard,
+                           const struct rf_byte_reader *rd, uint64_t size, uint32_t name_max,
+                           int full, rf_tar_index_fn fn, void *ctx, rf_tar_index_stats *st,
+                           rf_err *err);
+
 /* The text of an index, built one member at a time by both of its writers: rf_tar_write_index
  * (from a scan) and the shard writer (src/authoring/tarwrite.c, as it writes), so the format is
  * written in one place. Zero-initialise it; rf_tar_index_text_free releases it. */
@@ -76,8 +87,8 @@ void rf_tar_index_text_free(rf_tar_index_text *t);
 
 /* Scan `shard` and write its index to idx_path (through a temporary file renamed into place,
  * so a reader never sees half an index). Errors: RF_EFORMAT (shard malformed), RF_EINVAL (a
- * member name with whitespace or without an extension cannot be written in this format),
- * -errno from open/write/rename. */
+ * member name with whitespace or without an extension cannot be written in this format; a
+ * URL, beside which nothing can be written), -errno from open/write/rename. */
 int rf_tar_write_index(const char *shard, const char *idx_path, rf_err *err);
 
 /* The index the loader uses for `shard`, if any: "X.idx" for "X.tar", else "X.tar.idx".

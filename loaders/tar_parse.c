@@ -145,7 +145,8 @@ static const uint8_t *scan_get(void *ctx, uint64_t off, size_t len, int *rc)
         want = (size_t)(s->file_size - off);
     size_t got = 0;
     s->buf_len = 0;
-    int r = rf_pread_full(s->fd, s->buf, want, off, &got);
+    int r = s->reader ? s->reader->read(s->reader->ctx, s->buf, want, off, &got)
+                      : rf_pread_full(s->fd, s->buf, want, off, &got);
     if (r < 0) {
         *rc = r;
         return NULL;

@@ -26,7 +26,7 @@ ALLOWED = {
     "decode": {"base"},
     "io": {"base", "loaders"},
     "backend": {"base", "decode"},
-    "authoring": {"base", "decode", "loaders"},
+    "authoring": {"base", "decode", "loaders", "io"},
     "pipeline": {"base", "plan", "loaders", "decode", "io", "backend"},
 }
 PUBLIC = {"ringfeed.h", "ringfeed_shards.h"}

@@ -88,6 +88,8 @@ static const struct {
     {"label_json_path", P, 0},
     {"image_exts", S, 0}, /* the string "jpg,jpeg,png,webp": field_value compares it */
     {"decode_schedule", U, RF_SCHEDULE_AUTO},
+    {"remote_retries", U, 5}, {"remote_timeout_ms", U, 30000},
+    {"cache_dir", P, 0}, {"cache_bytes", U, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 
@@ -353,6 +355,7 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     cfg.max_sample_bytes = cfg.max_image_pixels = cfg.warm_bytes = 0;
     cfg.max_image_dim = cfg.io_retries = cfg.shard_window = cfg.max_consecutive_skips = 0;
     cfg.max_scans = cfg.max_name_bytes = cfg.gpu_decode_percent = cfg.max_field_bytes = 0;
+    cfg.remote_retries = cfg.remote_timeout_ms = 0;
     cfg.image_exts = NULL;
     cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
     rf_loader *ld = rf_test_create_ok(&cfg);
@@ -361,6 +364,25 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     assert_same_fields(&got, &init, auto_fields);
     ck_assert_str_eq(got.image_exts, "jpg,jpeg,png,webp");
     rf_loader_destroy(ld);
+}
+END_TEST
+
+/* remote_retries and remote_timeout_ms over their limits are refused for any loader, local
+ * shards too. */
+START_TEST(remote_limits_are_checked)
+{
+    for (int i = 0; i < 2; i++) {
+        const char *pat;
+        rf_config cfg = rf_test_host_config(&pat, shard, 0);
+        if (i)
+            cfg.remote_timeout_ms = 3600001;
+        else
+            cfg.remote_retries = 101;
+        rf_loader *ld = NULL;
+        char msg[512] = "";
+        ck_assert_int_eq(rf_loader_create(&cfg, &ld, msg, sizeof msg), RF_EINVAL);
+        ck_assert_msg(strstr(msg, "remote_retries") && strstr(msg, "out of range"), "%s", msg);
+    }
 }
 END_TEST
 
@@ -454,6 +476,7 @@ int main(void)
     tcase_add_test(tc, zero_in_a_fixed_default_field_is_that_default);
     tcase_add_test(tc, token_source_reports_its_dtype_and_arena);
     tcase_add_test(tc, bad_image_exts_are_refused_by_name);
+    tcase_add_test(tc, remote_limits_are_checked);
     tcase_add_test(tc, config_of_a_shorter_struct_and_bad_arguments);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

@@ -30,6 +30,8 @@ typedef struct opts {
     uint32_t label_source; /* enum rf_label_source */
     uint32_t show_config;  /* print the loader's effective config (rf_loader_config) */
     uint32_t schedule;     /* enum rf_decode_schedule (--schedule) */
+    const char *cache_dir; /* --cache-dir: the shard cache of URL shards (NULL: none) */
+    uint64_t cache_bytes;  /* --cache-bytes: its budget */
 } opts;
 
 typedef struct result {

@@ -61,6 +61,9 @@ static void usage(FILE *f)
             "                     counted (JSON: skipped, skipped_by_reason)\n"
             "  --timeout-ms N     end the run when a batch takes longer, saying where the\n"
             "                     pipeline stood (rf_config.next_timeout_ms; 60000, 0: never)\n"
+            "  --cache-dir DIR    keep URL shards whole in DIR, read from there once cached\n"
+            "                     (rf_config.cache_dir; docs/remote.md); needs --cache-bytes\n"
+            "  --cache-bytes N    the cache's budget of shard bytes (rf_config.cache_bytes)\n"
             "  --no-labels        unlabelled shards: labels -1, no KEY.cls needed (by default a\n"
             "                     sample without a valid label is bad input; RF_LABEL_NONE)\n"
             "  --show-config      print the configuration the loader runs with, every default\n"
@@ -81,6 +84,17 @@ static int parse_u32(const char *s, uint32_t *out)
     return 0;
 }
 
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
 /* --schedule's names, enum rf_decode_schedule's order. */
 static int parse_schedule(const char *s, uint32_t *out)
 {
@@ -98,7 +112,7 @@ int parse_args(int argc, char **argv, opts *o)
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
            O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS,
-           O_SHOWCFG, O_VERSION, O_SCHED };
+           O_SHOWCFG, O_VERSION, O_SCHED, O_CACHEDIR, O_CACHEBYTES };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -128,6 +142,8 @@ int parse_args(int argc, char **argv, opts *o)
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {"no-labels", no_argument, 0, O_NOLABELS},
         {"show-config", no_argument, 0, O_SHOWCFG},
+        {"cache-dir", required_argument, 0, O_CACHEDIR},
+        {"cache-bytes", required_argument, 0, O_CACHEBYTES},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -240,6 +256,8 @@ int parse_args(int argc, char **argv, opts *o)
         case O_TIMEOUT: bad |= parse_u32(optarg, &o->timeout_ms); break;
         case O_NOLABELS: o->label_source = RF_LABEL_NONE; break;
         case O_SHOWCFG: o->show_config = 1; break;
+        case O_CACHEDIR: o->cache_dir = optarg; break;
+        case O_CACHEBYTES: bad |= parse_u64(optarg, &o->cache_bytes) || !o->cache_bytes; break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
             else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
@@ -308,4 +326,6 @@ void make_config(const opts *o, rf_config *cfg)
     cfg->dct_scaling = o->no_dct_scaling ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO;
     cfg->next_timeout_ms = o->timeout_ms;
     cfg->decode_schedule = o->schedule;
+    cfg->cache_dir = o->cache_dir;
+    cfg->cache_bytes = o->cache_bytes;
 }

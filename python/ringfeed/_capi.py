@@ -144,6 +144,10 @@ class RfConfig(ctypes.Structure):
         ("label_json_path", ctypes.c_char_p),
         ("image_exts", ctypes.c_char_p),
         ("decode_schedule", ctypes.c_uint32),
+        ("remote_retries", ctypes.c_uint32),
+        ("remote_timeout_ms", ctypes.c_uint32),
+        ("cache_dir", ctypes.c_char_p),
+        ("cache_bytes", ctypes.c_uint64),
     ]
 
 
@@ -244,6 +248,20 @@ class RfStats(ctypes.Structure):
         ("sched_hw_permille", ctypes.c_uint32),
         ("hw_engines", ctypes.c_uint32),
         ("hw_open_ns", ctypes.c_uint64),
+        ("remote_requests", ctypes.c_uint64),
+        ("remote_retries", ctypes.c_uint64),
+        ("remote_bytes", ctypes.c_uint64),
+        ("shard_cache_on", ctypes.c_uint32),
+        ("shard_cache_hits", ctypes.c_uint64),
+        ("shard_cache_misses", ctypes.c_uint64),
+        ("shard_cache_stale", ctypes.c_uint64),
+        ("shard_cache_bypasses", ctypes.c_uint64),
+        ("shard_cache_fills", ctypes.c_uint64),
+        ("shard_cache_fill_requests", ctypes.c_uint64),
+        ("shard_cache_fill_failures", ctypes.c_uint64),
+        ("shard_cache_bytes_written", ctypes.c_uint64),
+        ("shard_cache_evictions", ctypes.c_uint64),
+        ("shard_cache_why", ctypes.c_char * 512),
     ]
 
 

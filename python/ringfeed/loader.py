@@ -853,11 +853,11 @@ class _LoaderBase:
         rf_config's fields: every automatic value resolved to what the loader uses
         (decode_threads, io_threads, io_engine, prefetch_depth, device_kind, staging_bytes,
         ...; enums as their numbers, as in ringfeed.h), `shards` the list of patterns,
-        `label_json_path` a str (or None), `resume_state` None (the blob is read at create
+        `label_json_path` and `cache_dir` a str (or None), `resume_state` None (the blob is read at create
         and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards, fields, json_path = [], [], []
+        shards, fields, json_path, cache_dir = [], [], [], []
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -867,6 +867,7 @@ class _LoaderBase:
                                                                      else 0))
             fields.append(cfg.fields.decode() if rc == 0 and cfg.fields else None)
             json_path.append(cfg.label_json_path if rc == 0 else None)
+            cache_dir.append(cfg.cache_dir if rc == 0 else None)
             return rc
 
         self._call(rf_loader_config)
@@ -881,6 +882,8 @@ class _LoaderBase:
                 v = fields[0]
             elif name == "label_json_path":  # the loader's copy, read in the call window
                 v = json_path[0].decode("utf-8", "surrogateescape") if json_path[0] else None
+            elif name == "cache_dir":  # the loader's copy, read in the call window
+                v = os.fsdecode(cache_dir[0]) if cache_dir[0] else None
             elif isinstance(v, ctypes.Array):
                 v = [float(x) for x in v]
             out[name] = v
@@ -954,6 +957,17 @@ def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last
     }
 
 
+def _cache_fields(cache_dir, cache_bytes):
+    """rf_config.cache_dir and cache_bytes; the library judges them (an empty path, a budget of
+    0 with a directory) and names the directory it cannot make."""
+    if cache_dir is None:
+        return {"cache_bytes": _uint("cache_bytes", cache_bytes or 0, 0, U64_MAX)}
+    path = os.fsencode(cache_dir)
+    if b"\0" in path:
+        raise ValueError(f"cache_dir holds a NUL byte: {cache_dir!r}")
+    return {"cache_dir": path, "cache_bytes": _uint("cache_bytes", cache_bytes, 0, U64_MAX)}
+
+
 def _find_nvjpeg():
     """Point RINGFEED_NVJPEG at the nvidia-nvjpeg wheel's library when it is installed and the
     variable is not set: the C library dlopens libnvjpeg.so.13 by name, and a wheel's lib/
@@ -980,9 +994,10 @@ class Loader(_LoaderBase):
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
-           schedule="auto")
+           schedule="auto", cache_dir=None, cache_bytes=0)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
+      tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
       is a ValueError). With a folder source, one path: an image folder or list file.
     source: "auto" (default): one path that is a directory is an image folder, anything else
@@ -1080,6 +1095,14 @@ class Loader(_LoaderBase):
       ringfeed.LoaderTimeout (a RingfeedError and a TimeoutError) says where the pipeline
       stands, down to the oldest unfinished sample's shard, member and offset; nothing is
       lost, and iterating again waits again.
+    cache_dir, cache_bytes: for URL shards, a local directory (str, bytes or os.PathLike; made
+      when missing) keeping whole shards under a budget of cache_bytes bytes (required with
+      cache_dir), least recently used out first: a shard found there is read from local disk
+      for the whole run, a missing one is fetched whole in the background (one extra GET per
+      shard) once the loader reads it and read from disk afterwards. Several ranks may share
+      the directory. stats()["shard_cache_hits"], ["shard_cache_misses"], ... and
+      ["shard_cache_why"] say what it did (docs/remote.md). None (default): no cache; ignored
+      for local shards.
     Iterating yields one epoch of Batch objects; see the module docstring for how long a
     batch's memory stays valid, and `copy=True` to make every batch own its memory.
     """
@@ -1092,7 +1115,8 @@ class Loader(_LoaderBase):
                  decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
-                 image=("jpg", "jpeg", "png", "webp"), schedule="auto"):
+                 image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
+                 cache_bytes=0):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -1114,6 +1138,7 @@ class Loader(_LoaderBase):
         })
         f.update(_size_fields(size))
         f.update(_label_fields(label))
+        f.update(_cache_fields(cache_dir, cache_bytes))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")

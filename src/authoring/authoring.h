@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "loaders/dataset.h"
 #include "decode/decode.h"
 #include "ringfeed_shards.h"
 

@@ -9,7 +9,10 @@
  * inspection reports in the same words, and inspection reads the headers the loader leaves to
  * read time. Member names are remembered to find keys that come back after other keys, which
  * the loader reads as two samples. A malformed header ends the scan; every other problem is
- * reported and the scan goes on. */
+ * reported and the scan goes on. A URL (docs/remote.md) is inspected through the loader's
+ * remote client (io/remote.h): the scanner reads headers through one streamed reader, members
+ * are read through a second one, and the index beside it is fetched and checked the same way,
+ * with the loader's retries and messages. */
 #include "ringfeed_shards.h"
 
 #include <errno.h>
@@ -21,6 +24,9 @@
 #include <unistd.h>
 
 #include "authoring/authoring.h"
+#ifdef RINGFEED_HAVE_CURL
+#include "io/remote.h"
+#endif
 #include "loaders/dataset.h"
 #include "loaders/tar.h"
 #include "loaders/tar_index.h"
@@ -51,6 +57,13 @@ typedef struct inspector {
     rf_tar_group g;
     rf_inspect_sample cur;
     int broken; /* the scan stopped at a malformed header: the open sample's rest is unknown */
+    /* a URL: the client, the object, readers for headers (scan) and members (data) */
+    const char *url;
+    struct rf_remote *remote;
+    const rf_remote_ops *remote_ops;
+    void *robj;
+    rf_byte_reader rd_scan, rd_data;
+    char shown[RF_PATH_BYTES_MAX];
 } inspector;
 
 static void problem(inspector *in, int code, uint64_t offset, const char *key, const char *fmt,
@@ -90,7 +103,16 @@ static int read_member(inspector *in, uint64_t off, uint64_t len, rf_err *e)
         in->buf_cap = len;
     }
     size_t got = 0;
-    int rc = rf_pread_full(in->fd, in->buf, (size_t)len, off, &got);
+    int rc = 0;
+    if (in->remote) /* the reader hands out at most RF_TAR_READAHEAD_MAX bytes a call */
+        for (size_t g = 1; rc == 0 && got < len && g; got += g) {
+            rc = in->rd_data.read(in->rd_data.ctx, in->buf + got,
+                                  RF_MIN((size_t)len - got, RF_TAR_READAHEAD_MAX), off + got, &g);
+            if (rc)
+                return rf_seterr(e, RF_EIO, "%s", in->rd_data.why(in->rd_data.ctx));
+        }
+    else
+        rc = rf_pread_full(in->fd, in->buf, (size_t)len, off, &got);
     if (rc || got < len)
         return rf_seterr(e, rc ? rc : RF_EFORMAT, "read of %" PRIu64 " bytes at offset %" PRIu64
                          " failed: %s", len, off, rc ? strerror(-rc) : "end of file");
@@ -273,16 +295,39 @@ static int feed_member(inspector *in, const rf_tar_member *tm)
     return 0;
 }
 
+/* A remote shard's index, X.idx beside X.tar: 1 with it checked (rc in *rc), 0 when the
+ * server has none or the URL has a query string (as the loader: docs/remote.md). */
+static int check_remote_index(inspector *in, char *idx, rf_tar_index_stats *st, rf_err *e,
+                              int *rc)
+{
+    char url[RF_PATH_BYTES_MAX], *text = NULL;
+    uint64_t len = 0;
+    if (strchr(in->url, '?') || rf_tar_index_name(in->url, url, sizeof url) ||
+        rf_tar_index_name(in->path, idx, RF_PATH_BYTES_MAX))
+        return 0;
+    const rf_remote_ops *ops = in->remote_ops;
+    int found = ops->fetch(ops->ctx, url, RF_TAR_INDEX_BYTES_MAX, &text, &len, e);
+    if (found < 0)
+        *rc = found;
+    else if (found)
+        *rc = rf_tar_index_read_text(idx, text, len, in->path, &in->rd_data, in->size, 0, 1,
+                                     NULL, NULL, st, e);
+    return found != 0;
+}
+
 /* The loader's check of the index, with every member's header read. */
 static void check_index(inspector *in)
 {
     char idx[RF_PATH_BYTES_MAX];
-    if (!in->opt.check_index || !rf_tar_find_index(in->path, idx, sizeof idx))
+    rf_tar_index_stats st = {0};
+    rf_err e = {0};
+    int rc = 0;
+    if (!in->opt.check_index || (in->remote ? !check_remote_index(in, idx, &st, &e, &rc)
+                                            : !rf_tar_find_index(in->path, idx, sizeof idx)))
         return;
     in->sum.has_index = 1;
-    rf_tar_index_stats st;
-    rf_err e = {0};
-    int rc = rf_tar_index_read(idx, in->path, in->fd, in->size, 0, 1, NULL, NULL, &st, &e);
+    if (!in->remote)
+        rc = rf_tar_index_read(idx, in->path, in->fd, in->size, 0, 1, NULL, NULL, &st, &e);
     in->idx_path = idx;
     if (rc)
         problem(in, rc, st.at, "", "%s", e.msg);
@@ -307,6 +352,53 @@ void rf_inspect_summary_init(rf_inspect_summary *s)
     s->label_max = -1;
 }
 
+/* ---- a URL ------------------------------------------------------------------------------- */
+
+#ifdef RINGFEED_HAVE_CURL
+/* The loader's client with rf_config's defaults (5 retries, 30 s), the object (its size, its
+ * printable name for every message) and the two readers. */
+static int remote_open(inspector *in, rf_err *e)
+{
+    in->url = in->path;
+    int rc = rf_remote_new(5, 30000, &in->remote, e);
+    if (rc == 0)
+        in->remote_ops = &in->remote->ops;
+    const rf_remote_ops *ops = in->remote_ops;
+    if (rc == 0)
+        rc = ops->open(ops->ctx, in->url, &in->robj, &in->size, in->shown, sizeof in->shown, e);
+    if (rc == 0)
+        in->path = in->shown;
+    if (rc == 0 && (rc = ops->reader(ops->ctx, in->robj, &in->rd_scan, e)) == 0 &&
+        (rc = ops->reader(ops->ctx, in->robj, &in->rd_data, e)) != 0) {
+        ops->reader_close(&in->rd_scan);
+        in->rd_scan.ctx = NULL;
+    }
+    return rc;
+}
+
+static void remote_close(inspector *in)
+{
+    const rf_remote_ops *ops = in->remote_ops;
+    if (!ops)
+        return;
+    if (in->rd_scan.ctx)
+        ops->reader_close(&in->rd_scan);
+    if (in->rd_data.ctx)
+        ops->reader_close(&in->rd_data);
+    if (in->robj)
+        ops->close(ops->ctx, in->robj);
+    rf_remote_free(in->remote);
+}
+#else
+static int remote_open(inspector *in, rf_err *e)
+{
+    return rf_seterr(e, RF_EINVAL, "%s: this library was built without remote shard support "
+                     "(libcurl), so URLs cannot be read", in->path);
+}
+
+static void remote_close(inspector *in) { (void)in; }
+#endif
+
 static void scan(inspector *in)
 {
     rf_tar_scanner sc;
@@ -317,13 +409,15 @@ static void scan(inspector *in)
         problem(in, RF_ENOMEM, 0, "", "no memory for the scanner");
         return;
     }
+    sc.reader = in->remote ? &in->rd_scan : NULL;
     int rc = 0, complete = 0;
     uint64_t nonregular = 0;
     while (!in->stopped && (rc = rf_tar_next(&sc, tm, &e)) != 0) {
         if (rc < 0) {
             in->broken = 1;
             sample_flush(in);
-            problem(in, rc, sc.pos, "", "%s%s", e.msg,
+            const char *why = in->remote ? in->rd_scan.why(in->rd_scan.ctx) : "";
+            problem(in, *why ? RF_EIO : rc, sc.pos, "", "%s%s", *why ? why : e.msg,
                     sc.after_end ? "" : " (the rest of the shard cannot be located)");
             break;
         }
@@ -381,7 +475,9 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     rf_inspect_summary_init(&in->sum);
     in->fd = -1;
     rf_err e = {0};
-    int orc = rf_open_regular(path, "a shard", RF_EFORMAT, &in->fd, &in->size, &e);
+    int orc = rf_path_is_url(path) ? remote_open(in, &e)
+                                   : rf_open_regular(path, "a shard", RF_EFORMAT, &in->fd,
+                                                     &in->size, &e);
     if (orc)
         problem(in, orc, 0, "", "cannot inspect: %s", e.msg);
     else if (!(in->jc = rf_jpeg_checker_create()))
@@ -399,6 +495,7 @@ int rf_shard_inspect(const char *path, const rf_inspect_options *options,
     }
     if (in->fd >= 0)
         close(in->fd);
+    remote_close(in);
     rf_jpeg_checker_destroy(in->jc);
     free(in->buf);
     free(in->names);

@@ -199,3 +199,46 @@ uint64_t rf_rng_below(rf_rng *r, uint64_t n)
 }
 
 double rf_rng_unit(rf_rng *r) { return (double)(rf_rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* ---- URLs in messages ---------------------------------------------------------------------- */
+
+void rf_url_shown(const char *url, char *shown, size_t cap)
+{
+    const char *p = strstr(url, "://");
+    const char *host = p ? p + 3 : url;
+    const char *slash = host + strcspn(host, "/?#");
+    const char *at = NULL;
+    for (const char *q = host; q < slash; q++)
+        if (*q == '@')
+            at = q; /* userinfo ends at the last '@' before the path */
+    if (at)
+        host = at + 1;
+    size_t path = *slash == '/' ? strcspn(slash, "?#") : 0;
+    snprintf(shown, cap, "%.*s%.*s%.*s", (int)(p ? p + 3 - url : 0), url, (int)(slash - host),
+             host, (int)path, slash);
+}
+
+void rf_url_scrub(char *msg)
+{
+    char *p = msg;
+    while ((p = strstr(p, "://")) != NULL) {
+        char *start = p;
+        while (start > msg && start[-1] != ' ' && start[-1] != '(' && start[-1] != '"')
+            start--;
+        size_t len = strcspn(p, " \"");
+        char *end = p + len;
+        /* a URL quoted before ": ..." keeps its colon */
+        int colon = end > p && end[-1] == ':' && (end - p) > 3;
+        char url[RF_ERRMSG_MAX], shown[RF_ERRMSG_MAX];
+        snprintf(url, sizeof url, "%.*s", (int)(end - start - colon), start);
+        rf_url_shown(url, shown, sizeof shown);
+        size_t n = strlen(shown), old = (size_t)(end - start - colon);
+        if (n <= old) { /* never longer: only userinfo and a query are taken out */
+            memmove(start + n, start + old, strlen(start + old) + 1);
+            memcpy(start, shown, n);
+        }
+        p = start + n + (size_t)colon;
+        if (p <= start + 2)
+            p = start + 3;
+    }
+}

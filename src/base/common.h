@@ -103,6 +103,14 @@ int rf_pread_full(int fd, void *dst, size_t len, uint64_t off, size_t *got);
  * and *len; otherwise err->msg starts with the path: `code` for a file that is not a regular
  * one, RF_ELIMIT over the limit, RF_ENOMEM, -errno for a failed read and RF_EIO for one that
  * ends early (the file shrank), both naming the byte offset. */
+/* URLs in messages (remote shards): rf_url_shown writes url's printable form to shown[cap]:
+ * scheme://host[:port]/path, without userinfo ("user:password@") or query string (a
+ * presigned URL's X-Amz-Signature). rf_url_scrub rewrites every URL inside msg (a token
+ * holding "://", up to the next blank) to that form in place, so a message that quoted a
+ * pattern as given names no credential. */
+void rf_url_shown(const char *url, char *shown, size_t cap);
+void rf_url_scrub(char *msg);
+
 int rf_read_whole(const char *path, const char *what, int code, uint64_t limit, char **out,
                   uint64_t *len, rf_err *err);
 

@@ -29,7 +29,9 @@
     X(rf_config, next_timeout_ms) X(rf_config, dct_scaling) X(rf_config, label_source)          \
     X(rf_config, sample_hook) X(rf_config, sample_hook_ctx) X(rf_config, fields)                 \
     X(rf_config, max_field_bytes) X(rf_config, image_height) X(rf_config, image_width)          \
-    X(rf_config, label_json_path) X(rf_config, image_exts) X(rf_config, decode_schedule)
+    X(rf_config, label_json_path) X(rf_config, image_exts) X(rf_config, decode_schedule)  \
+    X(rf_config, remote_retries) X(rf_config, remote_timeout_ms) X(rf_config, cache_dir)           \
+    X(rf_config, cache_bytes)
 
 #define RF_BATCH_FIELDS(X)                                                                      \
     X(rf_batch, struct_size) X(rf_batch, count) X(rf_batch, epoch) X(rf_batch, index)           \
@@ -61,7 +63,13 @@
     X(rf_stats, counted_epoch) X(rf_stats, epoch_delivered) X(rf_stats, epoch_skipped)           \
     X(rf_stats, epoch_skipped_by_reason) X(rf_stats, epoch_total) X(rf_stats, epoch_final)       \
     X(rf_stats, gpu_plain_decoded) X(rf_stats, decode_schedule) X(rf_stats, sched_gpu_permille)  \
-    X(rf_stats, sched_hw_permille) X(rf_stats, hw_engines) X(rf_stats, hw_open_ns)
+    X(rf_stats, sched_hw_permille) X(rf_stats, hw_engines) X(rf_stats, hw_open_ns)               \
+    X(rf_stats, remote_requests) X(rf_stats, remote_retries) X(rf_stats, remote_bytes)          \
+    X(rf_stats, shard_cache_on) X(rf_stats, shard_cache_hits) X(rf_stats, shard_cache_misses)    \
+    X(rf_stats, shard_cache_stale) X(rf_stats, shard_cache_bypasses)                             \
+    X(rf_stats, shard_cache_fills) X(rf_stats, shard_cache_fill_requests)                        \
+    X(rf_stats, shard_cache_fill_failures) X(rf_stats, shard_cache_bytes_written)                \
+    X(rf_stats, shard_cache_evictions) X(rf_stats, shard_cache_why)
 
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \

@@ -12,10 +12,16 @@
  * threads (the contract below says what is cancelled).
  *
  * What io/ may include: base/, and loaders/dataset.h in pagecache.h (warming walks the sample
- * table). Within io/ the files depend one way: io_uring.c and io_pread.c call io_common.c
- * (rf_io_complete) and io_acct.c; io_select.c, the only file that knows both engines, calls
- * them; no engine calls another file's engine code. The local shard cache (shard_cache.h over
- * shard_cache.c and shard_cache_dir.c) includes base/ only and calls nothing else of io/. */
+ * table) and in remote.h (the remote client fills loaders' rf_remote_ops; remote_open.c the tar
+ * scanner's rf_byte_reader from loaders/tar.h). Within io/ the files depend one way: io_uring.c
+ * and io_pread.c call io_common.c (rf_io_complete) and io_acct.c; io_select.c, the only file
+ * that knows both file engines, calls them; the curl engine (io_curl.c, for remote shards,
+ * chosen by the pipeline when the shards are URLs) and create's remote requests
+ * (remote_open.c, remote_list.c) call remote.c; no engine calls another file's engine code.
+ * The local shard cache (shard_cache.h over shard_cache.c and shard_cache_dir.c) includes base/
+ * only and calls nothing else of io/; remote_cache.c (a loader's use of it for remote shards)
+ * calls it and the remote client's reader (remote_open.c, through rf_remote_ops), and hands the
+ * pipeline descriptors of cached copies, which the curl engine reads with pread. */
 #ifndef RF_IO_H
 #define RF_IO_H
 
@@ -37,6 +43,11 @@ typedef struct rf_io_req {
     void *user;         /* the pipeline's per-request context */
     uint32_t need;      /* 0, or: the request succeeds once `need` bytes arrived, even if the
                            rest (O_DIRECT alignment padding past end of file) never comes */
+    const struct rf_remote_file *remote; /* a remote shard's object (io/remote.h): the curl
+                           engine reads it instead of fd; NULL for a file */
+    const char *why;    /* at done() of a failed request, NULL or the engine's description of
+                           the failure (the curl engine: the URL, byte range and what the server
+                           did); valid during done() only */
 } rf_io_req;
 
 /* The pipeline side of an engine. */
@@ -60,6 +71,7 @@ typedef struct rf_io_params {
     uint8_t *arena;         /* optional buffer to register with io_uring (fixed buffers) */
     uint64_t arena_bytes;
     uint32_t flags;         /* RF_IO_ACCOUNT, RF_IO_FORCE_ASYNC */
+    struct rf_remote *remote; /* the curl engine's client (io/remote.h); NULL otherwise */
 } rf_io_params;
 
 /* rf_io_params.flags.

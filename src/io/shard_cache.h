@@ -2,10 +2,10 @@
  * budget, least recently used out first, so that later epochs read them from local disk.
  * docs/cache.md is the user's description (policy, layout on disk, several processes, limits).
  *
- * The engine that reads a remote shard asks rf_cache_get first. A hit gives a read-only
- * descriptor of the complete shard; a miss is followed by rf_cache_fill_begin, which reserves
- * room and gives a writer: the engine writes the shard's bytes through rf_cache_fill_write as
- * they arrive (any order, overlaps allowed) while it serves its reads, then calls
+ * The caller (io/remote_cache.c, for a loader's remote shards) asks rf_cache_get first. A hit
+ * gives a read-only descriptor of the complete shard; a miss is followed by rf_cache_fill_begin,
+ * which reserves room and gives a writer: the caller writes the shard's bytes through
+ * rf_cache_fill_write as they arrive (any order, overlaps allowed), then calls
  * rf_cache_fill_commit (which publishes the shard only when every byte was written) or
  * rf_cache_fill_abort. Nothing here knows HTTP: a shard is a key, a size and a validator.
  *

@@ -54,6 +54,8 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->gpu_decode_percent = 100;
     cfg->max_field_bytes = 16u << 10;
     cfg->image_exts = RF_TAR_IMAGE_EXTS;
+    cfg->remote_retries = 5;
+    cfg->remote_timeout_ms = 30000;
 }
 
 /* The fields whose default is a fixed value, which 0 also asks for (callers that filled the
@@ -62,7 +64,7 @@ RF_API void rf_config_init(rf_config *cfg)
     X(batch_size) X(image_size) X(world_size) X(io_queue_depth) X(max_sample_bytes) \
     X(max_image_pixels) X(max_image_dim) X(io_retries) X(shard_window) \
     X(max_consecutive_skips) X(max_scans) X(max_name_bytes) X(warm_bytes) \
-    X(gpu_decode_percent) X(max_field_bytes)
+    X(gpu_decode_percent) X(max_field_bytes) X(remote_retries) X(remote_timeout_ms)
 
 /* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
  * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values
@@ -130,6 +132,22 @@ static int mem_defaults(rf_config *c, rf_err *err)
 
 /* The caller's config, resolved (config_resolve: every fixed default and the AUTO values
  * that follow from the config and the machine) and then checked. */
+/* The shard cache's settings: a budget is required rather than guessed, since any default
+ * could fill a small disk or be too small to hold one shard. */
+static int cache_check(const rf_config *c, rf_err *err)
+{
+    if (!c->cache_dir)
+        return 0;
+    size_t n = strnlen(c->cache_dir, RF_PATH_BYTES_MAX);
+    if (n == 0 || n >= RF_PATH_BYTES_MAX)
+        return rf_seterr(err, RF_EINVAL, "cache_dir must be a directory path of 1..%d bytes "
+                         "(NULL: no cache)", RF_PATH_BYTES_MAX - 1);
+    if (c->cache_bytes == 0)
+        return rf_seterr(err, RF_EINVAL, "cache_bytes must be > 0 with cache_dir %s: the "
+                         "cache's budget of shard bytes", c->cache_dir);
+    return 0;
+}
+
 int pl_apply_defaults(rf_config *c, rf_err *err)
 {
     if (c->struct_size < offsetof(rf_config, resume_state_bytes) + sizeof(uint64_t) ||
@@ -195,6 +213,12 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->decode_schedule > RF_SCHEDULE_BALANCE)
         return rf_seterr(err, RF_EINVAL, "decode_schedule must be 0 (auto), 1 (cpu), 2 (manual) "
                          "or 3 (balance), not %u", c->decode_schedule);
+    /* The remote client's limits (io/remote.h), checked for every loader so that a config
+     * means the same whether its shards are files or URLs. */
+    if (c->remote_retries > 100 || c->remote_timeout_ms > 3600000)
+        return rf_seterr(err, RF_EINVAL, "remote_retries %u (at most 100) or remote_timeout_ms "
+                         "%u (at most 3600000) out of range", c->remote_retries,
+                         c->remote_timeout_ms);
     if ((c->gpu_decode || c->hw_decode_percent) && c->decode_schedule != RF_SCHEDULE_MANUAL)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent are the manual "
                          "schedule's settings; decode_schedule %s takes neither",
@@ -236,7 +260,7 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     for (int i = 0; i < 3; i++)
         if (!(c->std[i] > 0) && !(c->std[i] < 0))
             return rf_seterr(err, RF_EINVAL, "std[%d] must be non-zero", i);
-    return 0;
+    return cache_check(c, err);
 }
 
 /* Bytes per sample before and after conversion, and the conversion the backend runs. */

@@ -222,6 +222,8 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     if (rc)
         return rc;
     pl_sched_batch(ld, s, waited); /* the scheduler's measurements */
+    if (ld->batches_out == 0)
+        pl_cache_go(ld); /* cache fills start now: they never compete with the first batch */
     fill_batch(ld, s);
     count_epoch(ld, s);
     ld->c_seq++;

@@ -15,6 +15,9 @@
 
 #include "io/io.h"
 #include "pipeline/pipeline.h"
+#ifdef RINGFEED_HAVE_CURL
+#include "io/remote.h"
+#endif
 
 static int copy_patterns(rf_loader *ld, rf_err *err)
 {
@@ -33,14 +36,50 @@ static int copy_patterns(rf_loader *ld, rf_err *err)
     if (!(ld->image_exts = strdup(ld->cfg.image_exts)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
     ld->cfg.image_exts = ld->image_exts;
+    if (ld->cfg.cache_dir && !(ld->cfg.cache_dir = ld->cache_dir = strdup(ld->cfg.cache_dir)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
     return 0;
+}
+
+/* Remote shards (URL patterns) get the loader's client, for the format and the engine. One
+ * run reads either files or URLs: the I/O engine is chosen once for all shards, so patterns
+ * mixing both are refused. Warming and O_DIRECT work on the page cache, which remote shards
+ * do not go through: they are off. */
+static int remote_setup(rf_loader *ld, rf_err *err)
+{
+    uint32_t urls = 0;
+    for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
+        urls += (uint32_t)rf_path_is_url(ld->cfg.shards[i]);
+    if (urls == 0)
+        return 0;
+    if (urls != ld->cfg.shard_count)
+        return rf_seterr(err, RF_EINVAL, "shard patterns mix URLs and local files; one loader "
+                         "reads either (%u of %u patterns are URLs)", urls,
+                         ld->cfg.shard_count);
+    if (ld->cfg.source != RF_SOURCE_TAR)
+        return rf_seterr(err, RF_EINVAL, "URLs are read as WebDataset tar shards only "
+                         "(source RF_SOURCE_TAR)");
+#ifdef RINGFEED_HAVE_CURL
+    int rc = rf_remote_new(ld->cfg.remote_retries, ld->cfg.remote_timeout_ms, &ld->remote, err);
+    if (rc)
+        return rc;
+    ld->ds.remote = &ld->remote->ops;
+    ld->cfg.warm = ld->cfg.odirect = 0;
+    return 0;
+#else
+    return rf_seterr(err, RF_EINVAL, "%s: this library was built without remote shard "
+                     "support (libcurl), so URLs cannot be read", ld->cfg.shards[0]);
+#endif
 }
 
 static int open_dataset(rf_loader *ld, rf_err *err)
 {
     char **paths = NULL;
     uint32_t npaths = 0;
-    int rc = rf_expand_patterns(ld->cfg.shards, ld->cfg.shard_count, &paths, &npaths, err);
+    int rc = remote_setup(ld, err);
+    if (rc == 0)
+        rc = rf_expand_patterns_remote(ld->cfg.shards, ld->cfg.shard_count, ld->ds.remote,
+                                       &paths, &npaths, err);
     if (rc)
         return rc;
     ld->ds.max_name = ld->cfg.max_name_bytes;
@@ -142,7 +181,16 @@ static void storage_setup(rf_loader *ld)
 
 static int choose_io(rf_loader *ld, rf_err *err)
 {
-    int rc = rf_io_select(ld->cfg.io_engine, &ld->iops, ld->io_why, sizeof ld->io_why);
+    int rc = 0;
+#ifdef RINGFEED_HAVE_CURL
+    if (ld->remote) {
+        ld->iops = &rf_io_curl_ops;
+        snprintf(ld->io_why, sizeof ld->io_why, "remote shards: libcurl%s",
+                 ld->cfg.io_engine != RF_IO_AUTO ? " (the io_engine asked for reads files)" : "");
+    }
+#endif
+    if (!ld->iops)
+        rc = rf_io_select(ld->cfg.io_engine, &ld->iops, ld->io_why, sizeof ld->io_why);
     if (rc)
         return rf_seterr(err, rc, "%s", ld->io_why);
     /* GPU decode reads up to 16 GB/s of JPEG bytes, and one io_uring thread copies ~5 GB/s
@@ -150,14 +198,24 @@ static int choose_io(rf_loader *ld, rf_err *err)
      * threads gave 42k img/s with one, 62k with two; 16 threads 106k with four, 101k with two;
      * 1 decode thread is no faster with a second; docs/gpu-decode.md). */
     if (!ld->cfg.io_threads)
-        ld->cfg.io_threads = ld->iops != &rf_io_uring_ops ? 4 : !ld->gpu.device ? 1
+        ld->cfg.io_threads = ld->remote ? 1 : ld->iops != &rf_io_uring_ops ? 4 : !ld->gpu.device ? 1
                                  : RF_MIN(4, (ld->cfg.decode_threads + 2) / 3);
     ld->iop = (rf_io_params){.threads = ld->cfg.io_threads,
                              .queue_depth = ld->cfg.io_queue_depth,
-                             .max_retries = ld->cfg.io_retries,
+                             .max_retries = !ld->remote ? ld->cfg.io_retries
+                                            : ld->hooks.remote_engine_tries
+                                                ? ld->hooks.remote_engine_tries - 1
+                                                : ld->cfg.remote_retries,
                              .arena = ld->arena,
-                             .arena_bytes = ld->arena_bytes};
-    storage_setup(ld);
+                             .arena_bytes = ld->arena_bytes,
+                             .remote = ld->remote};
+    if (ld->remote) {
+        ld->storage_on = 0;
+        snprintf(ld->storage_why, sizeof ld->storage_why, "remote shards are not read from "
+                 "local storage (rf_stats.remote_bytes counts what was fetched)");
+    } else {
+        storage_setup(ld);
+    }
     ld->iop.flags = (ld->storage_on ? RF_IO_ACCOUNT : 0) |
                     (ld->hooks.io_async ? RF_IO_FORCE_ASYNC : 0);
     ld->src = (rf_io_source){.take = pl_io_take, .done = pl_io_done, .ctx = ld,
@@ -255,13 +313,15 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     if ((rc = apply_resume(ld, &epoch, &base, &err)) || (rc = choose_backend(ld, &err)) ||
         (rc = pl_mem_setup(ld, &err)) || (rc = pl_alloc_ring_placed(ld, &err)) ||
         (rc = ld->policy->setup(ld, &err)) ||
-        (rc = choose_io(ld, &err)) || (rc = pl_pipeline_start_placed(ld, epoch, base, &err)))
+        (rc = choose_io(ld, &err)) || (rc = pl_cache_setup(ld, &err)) ||
+        (rc = pl_pipeline_start_placed(ld, epoch, base, &err)))
         goto fail;
     *out = ld;
     return 0;
 fail:
     rf_loader_destroy(ld);
 report:
+    rf_url_scrub(err.msg); /* no URL's credentials in a message, whichever stage wrote it */
     if (out_error && error_len)
         snprintf(out_error, error_len, "%s", err.msg);
     return rc;
@@ -326,8 +386,13 @@ void rf_loader_destroy(rf_loader *ld)
     free(ld->skq);
     free(ld->sk_errs);
     rf_pc_destroy(ld->pc); /* before the dataset: it unmaps by file size */
+    pl_cache_close(ld);    /* the engine stopped: no read holds a cached copy; before the
+                              dataset, whose shards the fills read */
     rf_plan_free(&ld->plan);
     rf_dataset_free(&ld->ds);
+#ifdef RINGFEED_HAVE_CURL
+    rf_remote_free(ld->remote); /* after the dataset, whose shards it closed */
+#endif
     if (ld->patterns)
         for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
             free(ld->patterns[i]);

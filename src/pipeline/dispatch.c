@@ -97,8 +97,13 @@ void pl_task_set_read(rf_loader *ld, task *t, const sample_read *r)
     t->phase = TASK_READING;
     t->file = r->file;
     t->req = (rf_io_req){.fd = ld->ds.files[r->file].fd, .len = r->len, .offset = r->off,
-                         .dst = r->dst, .user = t};
+                         .dst = r->dst, .user = t, .remote = ld->ds.files[r->file].remote};
     t->skip = r->skip;
+    int cached = t->req.remote ? pl_cache_fd(ld, r->file) : -1;
+    if (cached >= 0) { /* the shard's local copy: the curl engine preads it */
+        t->req.fd = cached;
+        t->req.remote = NULL;
+    }
     if (r->need) {
         t->req.fd = rf_pc_direct_fd(ld->pc, r->file);
         t->req.need = r->need;
@@ -210,7 +215,7 @@ static void open_per_read(rf_loader *ld, rf_io_req **reqs, int n)
         task *t = reqs[i]->user;
         t->own_fd = -1;
         t->open_errno = 0;
-        if (reqs[i]->fd >= 0)
+        if (reqs[i]->fd >= 0 || reqs[i]->remote)
             continue;
         t->own_fd = open(ld->ds.files[t->file].path, O_RDONLY | O_CLOEXEC);
         if (t->own_fd < 0)
@@ -304,12 +309,14 @@ void pl_io_done(void *ctx, rf_io_req *req)
         const rf_file *f = &ld->ds.files[t->file];
         struct stat fst;
         char now[96] = "";
-        if (fstat(f->fd, &fst) == 0 && (uint64_t)fst.st_size != f->size)
+        if (f->fd >= 0 && fstat(f->fd, &fst) == 0 && (uint64_t)fst.st_size != f->size)
             snprintf(now, sizeof now, " (the file changed during the epoch: %llu bytes now, %llu "
                      "at create)", (unsigned long long)fst.st_size, (unsigned long long)f->size);
         if (req->result == -ENODATA)
             snprintf(msg, sizeof msg, "%s: file ended after %u of %u bytes (truncated?)%s", where,
                      req->done, req->len, now);
+        else if (req->why) /* the engine's words: a remote shard's URL, range and status */
+            snprintf(msg, sizeof msg, "%s: read failed: %s", where, req->why);
         else
             snprintf(msg, sizeof msg, "%s: read failed: %s%s", where, rf_strerror(req->result),
                      now);

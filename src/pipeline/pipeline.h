@@ -53,7 +53,9 @@
  * LOCK ORDER
  * There is one lock, `mu`. Nothing in the pipeline takes another lock while holding it, and
  * no thread holds another lock while taking it: the I/O engines call take() and done() with
- * none of their own held (their mutex only guards their start handshake).
+ * none of their own held (their mutex only guards their start handshake). One exception, in
+ * that order only: pl_cache_fd (dispatch, under mu) takes the shard cache's mutex
+ * (io/remote_cache.c) to queue a shard's fill; the fill thread never takes mu.
  * Three condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
@@ -236,6 +238,9 @@ struct rf_loader {
     char **patterns;
     char *label_json_path;         /* the copy cfg.label_json_path points at (or NULL) */
     char *image_exts; /* the loader's copy of cfg.image_exts, which points at it */
+    char *cache_dir;  /* the loader's copy of cfg.cache_dir (or NULL) */
+    struct rf_rcache *rcache; /* the shard cache of remote shards (io/remote_cache.h), or NULL */
+    char cache_why[96];       /* why there is no cache though cache_dir is set, or "" */
     rf_dataset ds;
     rf_plan plan;
     rf_transform tf;
@@ -256,6 +261,7 @@ struct rf_loader {
     rf_io_params iop;
     rf_io_source src;
     char io_why[160];
+    struct rf_remote *remote; /* the client of remote shards (io/remote.h), NULL for files */
 
     uint8_t *ring;         /* all slots' images + labels, one allocation */
     size_t ring_bytes;
@@ -459,6 +465,15 @@ typedef struct pl_policy {
 } pl_policy;
 
 /* state.c */
+/* The shard cache (cache.c; remote shards with cfg.cache_dir, else these do nothing): open
+ * it at create after the dataset, the descriptor of a shard's cached copy for a read (-1:
+ * read the URL; called under mu), let fills start once the first batch is handed out, its
+ * counters, and close it after the engine stopped. */
+int pl_cache_setup(rf_loader *ld, rf_err *err);
+int pl_cache_fd(rf_loader *ld, uint32_t file);
+void pl_cache_go(rf_loader *ld);
+void pl_cache_stats(const rf_loader *ld, rf_stats *st);
+void pl_cache_close(rf_loader *ld);
 void pl_fail_locked(rf_loader *ld, int code, const char *msg);
 void pl_fail(rf_loader *ld, int code, const char *msg);
 void pl_slot_bad_locked(slot *s, uint32_t index, int code, const char *msg);

@@ -8,12 +8,31 @@
 #include <string.h>
 
 #include "pipeline/pipeline.h"
+#ifdef RINGFEED_HAVE_CURL
+#include "io/remote.h"
+#endif
 
 /* A statistics counter: relaxed, as it orders nothing (the threads' counts may be a sample
  * behind; rf_stats promises no snapshot across counters). */
 static uint64_t stat_count(_Atomic uint64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* The remote client's counters (create's requests and the engine's), 0 for local shards. */
+static void remote_stats(const rf_loader *ld, rf_stats *st)
+{
+#ifdef RINGFEED_HAVE_CURL
+    rf_remote *r = ld->remote;
+    if (!r)
+        return;
+    /* relaxed: statistics, like the counters */
+    st->remote_requests = atomic_load_explicit(&r->requests, memory_order_relaxed);
+    st->remote_retries = atomic_load_explicit(&r->retried, memory_order_relaxed);
+    st->remote_bytes = atomic_load_explicit(&r->bytes, memory_order_relaxed);
+#else
+    (void)ld, (void)st;
+#endif
 }
 
 void rf_stats_init(rf_stats *st)
@@ -102,6 +121,8 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.hw_decoded = stat_count(&((rf_loader *)ld)->gpu.hw_decoded);
     st.gpu_plain_decoded = stat_count(&((rf_loader *)ld)->gpu.plain_decoded);
     st.decode_schedule = ld->sched.mode;
+    remote_stats(ld, &st);
+    pl_cache_stats(ld, &st);
     /* relaxed: statistics, like the counters */
     st.sched_gpu_permille = atomic_load_explicit(&((rf_loader *)ld)->sched.gpu,
                                                  memory_order_relaxed);

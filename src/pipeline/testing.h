@@ -76,6 +76,11 @@ typedef struct rf_test_hooks {
     uint32_t sched_open_ms;
     void (*sched_perturb)(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw);
     void *sched_ctx;
+    /* remote_engine_tries: when non-zero, the curl engine makes at most this many attempts
+     * per request (remote_retries + 1 otherwise) while create's requests keep
+     * remote_retries, so a test can let create through faults that a sample's reads then
+     * exhaust (the fault proxy fails every range alike). */
+    uint32_t remote_engine_tries;
     /* sched_short_windows: a controller window is RF_SCHED_WINDOW batches however short they
      * took, so a test's short run of fast batches gets controller steps. */
     int sched_short_windows;

@@ -1,0 +1,173 @@
+"""Remote shards from Python (docs/remote.md): ringfeed.Loader takes http:// URLs as it takes
+paths, with no new keyword, against a real nginx and the fault proxy started by
+tests/servers/servers.py around this module (skipped when nginx is missing). Torch-free."""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import ringfeed
+from conftest import REPO, make_shards, write_webdataset, shard_jpegs
+
+KW = dict(size=24, device="cpu", decode_threads=2, array_type="numpy", seed=5)
+SECRET = "pw-Py-s3cr3t"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(root, env): shards under root, served by nginx (RF_TEST_HTTP) and the fault proxy
+    (RF_TEST_FAULT) until the module's tests are done."""
+    root = str(tmp_path_factory.mktemp("remote-root"))
+    state = str(tmp_path_factory.mktemp("remote-state"))
+    make_shards(os.path.join(root, "gen"), 30, 5, 10)
+    jpegs = shard_jpegs(os.path.join(root, "gen", "train-*.tar"), 12)
+    write_webdataset(os.path.join(root, "wds.tar"), jpegs, "cls",
+                     [str(i % 3).encode() for i in range(12)])
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(REPO, "tests", "servers", "servers.py"), "--root", root,
+         "--state", state, "--only", "http,fault", "--", sys.executable, "-c",
+         "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    envfile = os.path.join(state, "env")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(envfile):
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace")
+            if proc.returncode == 77:
+                pytest.skip(f"servers for remote shards: {err.strip()}")
+            raise RuntimeError(f"tests/servers/servers.py exited {proc.returncode}: {err}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("tests/servers/servers.py did not come up in 120 s")
+        time.sleep(0.1)
+    time.sleep(0.2)  # the file is written whole before the command starts
+    env = dict(line.split("=", 1) for line in open(envfile).read().split())
+    yield root, env
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+def epoch(loader):
+    keys, labels, images = [], [], []
+    for b in loader:
+        keys += list(b.keys)
+        labels += [int(x) for x in b.labels]
+        images.append(np.array(b.images, copy=True))
+    return keys, labels, np.concatenate(images)
+
+
+@pytest.mark.parametrize("rel", ["gen/train-{000000..000002}.tar", "wds.tar"])
+def test_url_equals_local(served, rel):
+    root, env = served
+    with ringfeed.Loader(os.path.join(root, rel), 4, **KW) as ld:
+        local = epoch(ld)
+    with ringfeed.Loader(f"{env['RF_TEST_HTTP']}/{rel}", 4, **KW) as ld:
+        remote = epoch(ld)
+        st = ld.stats()
+    assert remote[0] == local[0] and remote[1] == local[1]
+    assert np.array_equal(remote[2], local[2])
+    assert st["io_engine"] == "curl"
+    assert st["remote_requests"] >= st["reads"] > 0
+    assert st["remote_bytes"] >= st["bytes_read"] > 0
+
+
+def test_retried_fault_gives_the_same_batches(served):
+    root, env = served
+    rel = "gen/train-{000000..000001}.tar"
+    with ringfeed.Loader(os.path.join(root, rel), 4, **KW) as ld:
+        local = epoch(ld)
+    with ringfeed.Loader(f"{env['RF_TEST_FAULT']}/f/500x1,shortx1/{rel}", 4, **KW) as ld:
+        remote = epoch(ld)
+        st = ld.stats()
+    assert remote[0] == local[0] and np.array_equal(remote[2], local[2])
+    assert st["remote_retries"] > 0
+
+
+def test_errors_name_the_url_without_credentials(served):
+    _, env = served
+    host = env["RF_TEST_HTTP"][len("http://"):]
+    url = f"http://user:{SECRET}@{host}/gen/missing.tar?X-Amz-Signature={SECRET}"
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(url, 4, **KW)
+    msg = str(ei.value)
+    assert f"http://{host}/gen/missing.tar" in msg and "HTTP 404" in msg
+    assert SECRET not in msg and "X-Amz-Signature" not in msg
+    with pytest.raises(ringfeed.RingfeedError, match="brace ranges"):
+        ringfeed.Loader(f"{env['RF_TEST_HTTP']}/gen/train-*.tar", 4, **KW)
+
+
+def _proxy_sample_gets(env, root, prefix):
+    """Sample reads in the fault proxy's log since its last reset under prefix: not create's
+    (one-byte opens, reads to a shard's end) and not a fill's (the whole object)."""
+    import json
+    import urllib.request
+    log = json.load(urllib.request.urlopen(f"{env['RF_TEST_FAULT']}/_log"))["requests"]
+    n = 0
+    for q in log:
+        t, rng = q["target"].split("?")[0], q["range"] or ""
+        if t.startswith(prefix) and not t.endswith(".idx") and rng != "bytes=0-0" and \
+                not rng.endswith("-%d" % (os.path.getsize(root + t) - 1)):
+            n += 1
+    return n
+
+
+def _reset_proxy(env):
+    import urllib.request
+    urllib.request.urlopen(urllib.request.Request(f"{env['RF_TEST_FAULT']}/_reset",
+                                                  method="POST")).read()
+
+
+def _wait_fills(ld, n):
+    for _ in range(3000):
+        st = ld.stats()
+        if st["shard_cache_fills"] + st["shard_cache_fill_failures"] >= n:
+            return st
+        time.sleep(0.01)
+    raise AssertionError(f"cache fills did not end: {ld.stats()['shard_cache_why']}")
+
+
+def test_cache_fills_then_serves_without_sample_gets(served, tmp_path):
+    """The first loader misses and fills both shards, the second hits: the proxy's log has no
+    sample GET for it, and both equal the local run."""
+    root, env = served
+    rel = "gen/train-{000000..000001}.tar"
+    cache = tmp_path / "cache"
+    with ringfeed.Loader(os.path.join(root, rel), 4, **KW) as ld:
+        local = epoch(ld)
+    runs = []
+    for n in range(2):
+        _reset_proxy(env)
+        with ringfeed.Loader(f"{env['RF_TEST_FAULT']}/{rel}", 4, cache_dir=cache,
+                             cache_bytes=1 << 26, **KW) as ld:
+            runs.append(epoch(ld))
+            st = _wait_fills(ld, 2 if n == 0 else 0)
+            assert ld.config["cache_dir"] == str(cache)
+        assert (st["shard_cache_hits"], st["shard_cache_misses"]) == ((0, 2) if n == 0 else (2, 0))
+        assert st["shard_cache_fills"] == (2 if n == 0 else 0)
+        assert st["shard_cache_on"] == 1
+        # the first loader read samples from the server before its fills ended
+        assert (_proxy_sample_gets(env, root, "/gen/") > 0) == (n == 0)
+    for r in runs:
+        assert r[0] == local[0] and r[1] == local[1] and np.array_equal(r[2], local[2])
+
+
+def test_cache_refusals(served, tmp_path):
+    root, env = served
+    url = f"{env['RF_TEST_HTTP']}/wds.tar"
+    with pytest.raises(ringfeed.RingfeedError, match="cache_bytes must be > 0"):
+        ringfeed.Loader(url, 4, cache_dir=tmp_path, **KW)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ringfeed.RingfeedError, match="cache_dir: .*file/sub"):
+        ringfeed.Loader(url, 4, cache_dir=blocker / "sub", cache_bytes=1 << 20, **KW)
+    with ringfeed.Loader(url, 4, cache_dir=tmp_path / "c", cache_bytes=1000, **KW) as ld:
+        epoch(ld)
+        for _ in range(3000):
+            st = ld.stats()
+            if st["shard_cache_bypasses"]:
+                break
+            time.sleep(0.01)
+    assert st["shard_cache_bypasses"] == 1 and "budget" in st["shard_cache_why"]

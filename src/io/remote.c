@@ -1,0 +1,421 @@
+/* remote.c — what every remote request shares: settings from the config and the environment,
+ * URLs (s3:// mapping, the printable form), easy-handle options, the response callbacks that
+ * place a window's bytes, and the one verdict on a finished attempt (remote.h's DESIGN). */
+#include "io/remote.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* ---- settings ----------------------------------------------------------------------------- */
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* Copy an environment setting into dst[cap]; RF_EINVAL (naming the variable, not the value)
+ * when it does not fit. */
+static int env_copy(const char *name, const char *v, char *dst, size_t cap, rf_err *err)
+{
+    if (strlen(v) >= cap)
+        return rf_seterr(err, RF_EINVAL, "%s is longer than %zu bytes", name, cap - 1);
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+static int s3_settings(rf_remote *r, rf_err *err)
+{
+    const char *region = env("AWS_REGION") ? env("AWS_REGION") : env("AWS_DEFAULT_REGION");
+    int rc = env_copy("AWS_REGION", region ? region : "us-east-1", r->region, sizeof r->region,
+                      err);
+    /* The S3-specific endpoint wins over the global one, as in the AWS SDKs. */
+    const char *ep = env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3")
+                                                : env("AWS_ENDPOINT_URL");
+    if (rc == 0 && ep)
+        rc = env_copy("AWS_ENDPOINT_URL", ep, r->endpoint, sizeof r->endpoint, err);
+    const char *key = env("AWS_ACCESS_KEY_ID"), *secret = env("AWS_SECRET_ACCESS_KEY");
+    if (rc == 0 && key && secret) {
+        if (strlen(key) >= RF_REMOTE_SECRET_MAX || strlen(secret) >= RF_REMOTE_SECRET_MAX)
+            return rf_seterr(err, RF_EINVAL, "AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is "
+                             "longer than %d bytes", RF_REMOTE_SECRET_MAX - 1);
+        snprintf(r->userpwd, sizeof r->userpwd, "%s:%s", key, secret);
+        snprintf(r->sigv4, sizeof r->sigv4, "aws:amz:%s:s3", r->region);
+    }
+    if (rc || !r->userpwd[0])
+        return rc;
+    /* libcurl 7.88 signs the headers it is given but does not add the payload hash, which S3
+     * requires on every signed request (and checks against the body): a GET has none, so it is
+     * the SHA-256 of nothing. */
+    r->s3_headers = curl_slist_append(NULL, "x-amz-content-sha256: "
+                                      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    const char *token = env("AWS_SESSION_TOKEN");
+    if (r->s3_headers && token) {
+        char *h = malloc(strlen(token) + 32);
+        struct curl_slist *l = NULL;
+        if (h) {
+            sprintf(h, "x-amz-security-token: %s", token);
+            l = curl_slist_append(r->s3_headers, h);
+            memset(h, 0, strlen(h));
+            free(h);
+        }
+        if (!l)
+            return rf_seterr(err, RF_ENOMEM, "no memory");
+        r->s3_headers = l;
+    }
+    return r->s3_headers ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
+}
+
+int rf_remote_new(uint32_t retries, uint32_t timeout_ms, rf_remote **out, rf_err *err)
+{
+    *out = NULL;
+    if (retries > RF_REMOTE_RETRIES_MAX)
+        return rf_seterr(err, RF_EINVAL, "remote_retries %u is over %u", retries,
+                         RF_REMOTE_RETRIES_MAX);
+    if (timeout_ms < 1 || timeout_ms > RF_REMOTE_TIMEOUT_MS_MAX)
+        return rf_seterr(err, RF_EINVAL, "remote_timeout_ms %u is outside 1..%u", timeout_ms,
+                         RF_REMOTE_TIMEOUT_MS_MAX);
+    /* curl_global_init is not thread-safe before 7.84; Debian 12 has 7.88, where it is. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return rf_seterr(err, RF_EIO, "libcurl failed to initialise");
+    rf_remote *r = calloc(1, sizeof *r);
+    if (!r) {
+        curl_global_cleanup();
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    }
+    r->retries = retries;
+    r->timeout_ms = timeout_ms;
+    const char *ca = env("SSL_CERT_FILE") ? env("SSL_CERT_FILE") : env("CURL_CA_BUNDLE");
+    const char *mk = env("RF_S3_MAX_KEYS");
+    r->list_max_keys = mk ? (uint32_t)strtoul(mk, NULL, 10) : 1000;
+    if (r->list_max_keys < 1 || r->list_max_keys > 1000)
+        r->list_max_keys = 1000;
+    int rc = ca ? env_copy("SSL_CERT_FILE", ca, r->ca, sizeof r->ca, err) : 0;
+    if (rc == 0)
+        rc = s3_settings(r, err);
+    if (rc) {
+        rf_remote_free(r);
+        return rc;
+    }
+    rf_remote_ops_fill(r);
+    *out = r;
+    return 0;
+}
+
+void rf_remote_free(rf_remote *r)
+{
+    if (!r)
+        return;
+    curl_slist_free_all(r->s3_headers);
+    memset(r->userpwd, 0, sizeof r->userpwd);
+    free(r);
+    curl_global_cleanup();
+}
+
+/* ---- URLs --------------------------------------------------------------------------------- */
+
+/* Percent-encode an S3 key for the request path ('/' kept). */
+static char *key_path(const char *key)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(3 * strlen(key) + 1), *o = out;
+    for (const unsigned char *k = (const unsigned char *)key; out && *k; k++) {
+        if ((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') ||
+            strchr("-._~/", *k))
+            *o++ = (char)*k;
+        else
+            *o++ = '%', *o++ = hex[*k >> 4], *o++ = hex[*k & 15];
+    }
+    if (out)
+        *o = 0;
+    return out;
+}
+
+static int s3_url(const rf_remote *r, const char *url, char **req, rf_err *err)
+{
+    const char *bucket = url + 5, *slash = strchr(bucket, '/');
+    size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
+    if (blen == 0 || blen > 63)
+        return rf_seterr(err, RF_EINVAL, "%s: an s3:// URL is s3://BUCKET/KEY", url);
+    char *key = key_path(slash ? slash + 1 : "");
+    size_t n = strlen(r->endpoint) + blen + strlen(r->region) + (key ? strlen(key) : 0) + 64;
+    char *u = key ? malloc(n) : NULL;
+    if (!u) {
+        free(key);
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    }
+    /* An endpoint (MinIO, Ceph, moto) is addressed path-style, AWS virtual-hosted style. */
+    size_t ep = strlen(r->endpoint);
+    while (ep && r->endpoint[ep - 1] == '/')
+        ep--;
+    if (ep)
+        snprintf(u, n, "%.*s/%.*s/%s", (int)ep, r->endpoint, (int)blen, bucket, key);
+    else
+        snprintf(u, n, "https://%.*s.s3.%s.amazonaws.com/%s", (int)blen, bucket, r->region,
+                 key);
+    free(key);
+    *req = u;
+    return 0;
+}
+
+int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, size_t cap,
+                  rf_err *err)
+{
+    rf_url_shown(url, shown, cap);
+    if (strlen(url) >= RF_PATH_BYTES_MAX)
+        return rf_seterr(err, RF_EINVAL, "%s: URL longer than %d bytes", shown,
+                         RF_PATH_BYTES_MAX - 1);
+    if (strncmp(url, "s3://", 5) == 0)
+        return s3_url(r, url, req, err);
+    const char *host = strstr(url, "://") + 3;
+    if (!*host || *host == '/')
+        return rf_seterr(err, RF_EINVAL, "%s: URL without a host", shown);
+    *req = strdup(url);
+    return *req ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
+}
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+/* "Name: value" when line starts with name (any case); the value without blanks around it. */
+static int header_value(const char *line, size_t n, const char *name, char *val, size_t cap)
+{
+    size_t k = strlen(name);
+    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
+        return 0;
+    const char *v = line + k + 1, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    snprintf(val, cap, "%.*s", (int)(end - v), v);
+    return 1;
+}
+
+static size_t on_header(char *line, size_t size, size_t n, void *arg)
+{
+    rf_xfer *x = arg;
+    char v[RF_REMOTE_ETAG_MAX];
+    n *= size;
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response (after a redirect, too) */
+        const char *sp = memchr(line, ' ', n);
+        x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        x->has_total = x->has_length = x->has_range = 0;
+        x->etag[0] = 0;
+        x->retry_after_ms = 0;
+    } else if (header_value(line, n, "Content-Range", v, sizeof v)) {
+        unsigned long long a, b, t;
+        if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3)
+            x->range_start = a, x->total = t, x->has_range = x->has_total = 1;
+        else if (sscanf(v, "bytes */%llu", &t) == 1)
+            x->total = t, x->has_total = 1;
+    } else if (header_value(line, n, "Content-Length", v, sizeof v)) {
+        x->content_length = strtoull(v, NULL, 10);
+        x->has_length = 1;
+    } else if (header_value(line, n, "ETag", v, sizeof v)) {
+        snprintf(x->etag, sizeof x->etag, "%s", v);
+    } else if (header_value(line, n, "Retry-After", v, sizeof v)) {
+        unsigned long s = strtoul(v, NULL, 10); /* seconds; an HTTP date counts as 0 */
+        x->retry_after_ms = (uint32_t)RF_MIN(s * 1000ul, RF_REMOTE_RETRY_AFTER_MAX_MS);
+    }
+    return n;
+}
+
+/* The first body byte: where it lies in the object, and whether the object is still the one
+ * create saw (size and ETag). */
+static void headers_done(rf_xfer *x)
+{
+    x->headers_seen = 1;
+    x->at = x->status == 206 && x->has_range ? x->range_start : 0;
+    const rf_remote_file *f = x->file;
+    if (!f || !x->check || (x->status != 200 && x->status != 206))
+        return;
+    uint64_t size = x->has_total ? x->total : x->status == 200 && x->has_length
+                                                  ? x->content_length : f->size;
+    if (size != f->size || (f->etag[0] && x->etag[0] && strcmp(f->etag, x->etag) != 0))
+        x->changed = 1;
+}
+
+/* Grow a whole-object fetch's buffer for n more bytes (plus the NUL kept after them). */
+static int grow_to(rf_xfer *x, uint64_t need)
+{
+    if (need + 1 > x->grow_max + 1) {
+        x->too_big = 1;
+        return -1;
+    }
+    return rf_grow(x->grow, &x->grow_cap, need + 1, 1);
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    rf_xfer *x = arg;
+    n *= size;
+    if (!x->headers_seen)
+        headers_done(x);
+    if (x->changed)
+        return 0;
+    if (x->status != 200 && x->status != 206) {
+        x->body += n;
+        return n; /* an error page: judged by its status */
+    }
+    if (x->sink)
+        return x->sink(x, (const uint8_t *)data, n);
+    x->body += n;
+    if (x->grow) { /* a whole object */
+        if (grow_to(x, x->got + n) != 0)
+            return 0;
+        memcpy(*x->grow + x->got, data, n);
+        x->got += n;
+        return n;
+    }
+    uint64_t from = x->off + x->got, end = x->off + x->len;
+    uint64_t at = x->at, skip = from > at ? RF_MIN(from - at, n) : 0;
+    x->at += n;
+    if (at + skip != from && skip < n) {
+        x->overflow = 1; /* a 206 starting past what was asked: refuse it */
+        return 0;
+    }
+    uint64_t take = RF_MIN(n - skip, end - from);
+    memcpy(x->dst + (from - x->off), data + skip, take);
+    x->got += take;
+    if (skip + take < n) { /* bytes past the window */
+        if (x->status == 206)
+            x->overflow = 1;
+        else
+            x->window_done = 1; /* a 200 body: the window is complete, stop reading it */
+        return 0;
+    }
+    return n;
+}
+
+void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfer *x)
+{
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms);
+    /* A transfer that moves less than a byte a second for the timeout is stalled. */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)RF_MAX(1u, r->timeout_ms / 1000u));
+    if (r->ca[0])
+        curl_easy_setopt(h, CURLOPT_CAINFO, r->ca);
+    /* Only S3 requests are signed, and only with keys: without them a bucket is read
+     * anonymously (a public one). libcurl 7.88 signs with SigV4 and sends the payload hash
+     * S3 wants (x-amz-content-sha256, the empty body's SHA-256 for a GET). */
+    if (s3 && r->userpwd[0]) {
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->sigv4);
+        curl_easy_setopt(h, CURLOPT_USERPWD, r->userpwd);
+        if (r->s3_headers)
+            curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->s3_headers);
+    }
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "ringfeed");
+}
+
+void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
+{
+    x->status = 0;
+    x->headers_seen = x->has_range = x->has_total = x->has_length = 0;
+    x->window_done = x->overflow = x->changed = x->too_big = 0;
+    x->retry_after_ms = 0;
+    x->body = 0;
+    x->errbuf[0] = 0;
+    x->etag[0] = 0;
+    if (x->grow) {
+        x->got = 0; /* a whole object starts again */
+        curl_easy_setopt(h, CURLOPT_RANGE, NULL);
+        return;
+    }
+    snprintf(range, cap, "%" PRIu64 "-%" PRIu64, x->off + x->got, x->off + x->len - 1);
+    curl_easy_setopt(h, CURLOPT_RANGE, range);
+}
+
+/* ---- the verdict -------------------------------------------------------------------------- */
+
+static uint32_t backoff_ms(uint32_t attempt)
+{
+    uint32_t d = RF_REMOTE_BACKOFF_BASE_MS << RF_MIN(attempt, 16u);
+    d = RF_MIN(d, RF_REMOTE_BACKOFF_MAX_MS);
+    /* Jitter: half the step plus a random part of the other half, so that clients that
+     * failed together do not come back together. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t seed = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull + (uintptr_t)&ts;
+    return d / 2 + (uint32_t)((seed >> 33) % (d / 2 + 1));
+}
+
+static int transient(CURLcode c)
+{
+    switch (c) {
+    case CURLE_COULDNT_CONNECT: case CURLE_OPERATION_TIMEDOUT: case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR: case CURLE_PARTIAL_FILE: case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2: case CURLE_HTTP2_STREAM: case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void where(const rf_xfer *x, char *out, size_t cap)
+{
+    const char *u = x->file ? x->file->shown : "";
+    if (x->grow)
+        snprintf(out, cap, "GET %s", u);
+    else
+        snprintf(out, cap, "GET %s bytes %" PRIu64 "-%" PRIu64, u, x->off, x->off + x->len - 1);
+}
+
+int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *delay_ms,
+                      char *why, size_t cap)
+{
+    char w[RF_ERRMSG_MAX / 2];
+    where(x, w, sizeof w);
+    *delay_ms = backoff_ms(attempt);
+    long st = x->status;
+    if (x->changed) {
+        snprintf(why, cap, "%s: the object changed during the run (size or ETag differs from "
+                 "what create saw)", w);
+        return RF_XFER_FAIL;
+    }
+    if (x->overflow) {
+        snprintf(why, cap, "%s: the server answered another byte range (HTTP %ld)", w, st);
+        return RF_XFER_FAIL;
+    }
+    if (x->too_big) {
+        snprintf(why, cap, "%s: larger than %" PRIu64 " bytes", w, x->grow_max);
+        return RF_XFER_FAIL;
+    }
+    if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && x->window_done)) {
+        if (st == 200 || st == 206) {
+            if (x->grow || x->got == x->len)
+                return RF_XFER_OK;
+            snprintf(why, cap, "%s: short body (%" PRIu64 " of %" PRIu64 " bytes)", w, x->got,
+                     x->len);
+            return RF_XFER_RETRY;
+        }
+        snprintf(why, cap, "%s: HTTP %ld", w, st);
+        if (st == 429 || st == 503) {
+            *delay_ms = RF_MAX(*delay_ms, x->retry_after_ms);
+            return RF_XFER_RETRY;
+        }
+        return st == 408 || st >= 500 ? RF_XFER_RETRY : RF_XFER_FAIL;
+    }
+    snprintf(why, cap, "%s: %s%s%s", w, curl_easy_strerror(code), x->errbuf[0] ? ": " : "",
+             x->errbuf);
+    return transient(code) ? RF_XFER_RETRY : RF_XFER_FAIL;
+}

@@ -1,0 +1,143 @@
+/* remote.h — remote shards (http://, https://, s3://) through libcurl: the settings and the
+ * rules every transfer shares (remote.c), the blocking requests create makes and the
+ * rf_remote_ops the formats call (remote_open.c), and the read engine (io_curl.c).
+ *
+ * DESIGN
+ *  - One rf_remote per loader, made at create from rf_config (remote_retries,
+ *    remote_timeout_ms) and the environment (S3 credentials, region, endpoint, CA bundle);
+ *    read-only afterwards except its counters (atomics), so every I/O thread shares it.
+ *  - Every response goes through one judgement, rf_remote_verdict: success, retry (after a
+ *    backoff, honouring Retry-After) or failure with a message naming the printable URL and
+ *    the byte range. The engine and create's blocking requests both use it, so a fault is
+ *    treated the same whether it happens at create or during an epoch.
+ *  - A response's bytes go through rf_remote_body: each byte's offset in the object is known
+ *    (206: its Content-Range; 200 from a server that ignores Range: 0), bytes before the
+ *    window are dropped, those inside are copied to their place in dst, and a 206 reaching
+ *    past the window is refused (never a write beyond dst); a 200 body ends the transfer once
+ *    the window is complete. Size (Content-Range total or Content-Length) and ETag are
+ *    compared with what create saw: an object changed during the run is an I/O error naming
+ *    the URL, never other bytes.
+ *  - Credentials live in rf_remote and in the request URL only; messages, stats and the
+ *    dataset's file names use the printable form (scheme, host, path: no userinfo, no query).
+ *
+ * Included by io/ (and pipeline/ through it); includes base/ and loaders/dataset.h. */
+#ifndef RF_REMOTE_H
+#define RF_REMOTE_H
+
+#include <curl/curl.h>
+#include <stdatomic.h>
+
+#include "base/common.h"
+#include "loaders/dataset.h"
+
+#define RF_REMOTE_RETRIES_MAX 100u          /* rf_config.remote_retries */
+#define RF_REMOTE_TIMEOUT_MS_MAX 3600000u    /* rf_config.remote_timeout_ms */
+#define RF_REMOTE_BACKOFF_BASE_MS 50u        /* first retry waits 25..50 ms, then doubling */
+#define RF_REMOTE_BACKOFF_MAX_MS 5000u       /* ... up to this */
+#define RF_REMOTE_RETRY_AFTER_MAX_MS 10000u  /* a longer Retry-After waits this long */
+#define RF_REMOTE_ETAG_MAX 128               /* bytes of an ETag kept; longer ones are cut */
+#define RF_REMOTE_SECRET_MAX 1024            /* bytes of a key, secret or session token */
+#define RF_REMOTE_LIST_PAGES_MAX 100000u     /* ListObjectsV2 pages of one pattern */
+#define RF_REMOTE_LIST_PAGE_BYTES (16u << 20) /* one page's XML */
+#define RF_REMOTE_STREAM_BUF (1u << 20)      /* a scan's streamed bytes held at once */
+#define RF_REMOTE_STREAM_SKIP_MAX (8u << 20) /* a scan jumping further forward restarts its
+                                                stream there instead of reading the gap */
+
+typedef struct rf_remote {
+    uint32_t retries, timeout_ms;
+    char ca[RF_PATH_BYTES_MAX];      /* SSL_CERT_FILE or CURL_CA_BUNDLE; "" = curl's own */
+    char region[64];                 /* AWS_REGION, AWS_DEFAULT_REGION, us-east-1 */
+    char endpoint[RF_PATH_BYTES_MAX];/* AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; "" = AWS */
+    char userpwd[2 * RF_REMOTE_SECRET_MAX + 2]; /* "key:secret", "" = anonymous */
+    char sigv4[96];                  /* "aws:amz:REGION:s3" */
+    struct curl_slist *s3_headers;   /* x-amz-security-token (AWS_SESSION_TOKEN), if set */
+    uint32_t list_max_keys;          /* ListObjectsV2 max-keys: 1000, or RF_S3_MAX_KEYS */
+    rf_remote_ops ops;               /* the formats' table, ctx = this */
+    /* Counted by every thread (relaxed: statistics only). */
+    _Atomic uint64_t requests, retried, bytes;
+} rf_remote;
+
+/* An opened object (rf_file.remote). */
+typedef struct rf_remote_file {
+    char *url;      /* the request URL (may hold credentials: never printed) */
+    char *shown;    /* printable form */
+    uint64_t size;
+    int s3;         /* an s3:// object: requests are signed when keys are set */
+    char etag[RF_REMOTE_ETAG_MAX];   /* "" when the server sent none */
+} rf_remote_file;
+
+/* One transfer of a byte window [off, off + len) of an object into dst (or, for a whole
+ * object, into a growing buffer: see remote_open.c). Reset with rf_remote_xfer_reset before
+ * each attempt; got survives attempts, so a retry resumes where the last one stopped. */
+typedef struct rf_xfer {
+    const rf_remote *r;
+    const rf_remote_file *file;      /* NULL while opening (no size or ETag to compare yet) */
+    uint8_t *dst;
+    uint64_t off, len, got;
+    /* this response */
+    long status;
+    int headers_seen, has_range, window_done, overflow, changed;
+    uint64_t at;                     /* object offset of the next body byte */
+    uint64_t range_start, total;     /* Content-Range: bytes START-END/TOTAL */
+    int has_total;
+    uint64_t content_length;
+    int has_length;
+    char etag[RF_REMOTE_ETAG_MAX];
+    uint32_t retry_after_ms;
+    uint64_t body;                   /* body bytes of this response, all statuses */
+    /* a whole-object fetch: grows *grow up to grow_max instead of writing to dst */
+    char **grow;
+    uint64_t grow_cap, grow_max;
+    int too_big;
+    int check;                       /* compare size and ETag with file's (not at open) */
+    /* a stream (a scan): gets every body byte of a 200/206 at offset `at` instead; returns
+     * n, or CURL_WRITEFUNC_PAUSE to have them again later, and advances at and body */
+    size_t (*sink)(struct rf_xfer *x, const uint8_t *data, size_t n);
+    void *sink_ctx;
+    char errbuf[CURL_ERROR_SIZE];
+} rf_xfer;
+
+enum rf_xfer_verdict { RF_XFER_OK = 0, RF_XFER_RETRY = 1, RF_XFER_FAIL = 2 };
+
+/* Make the loader's client: retries and timeout from the config, the rest from the
+ * environment (docs/remote.md). RF_EINVAL naming a setting out of range. */
+int rf_remote_new(uint32_t retries, uint32_t timeout_ms, rf_remote **out, rf_err *err);
+void rf_remote_free(rf_remote *r);
+
+/* The request URL for a user's URL (s3:// becomes the endpoint's path-style URL, or AWS's
+ * virtual-hosted one) and its printable form in shown[cap]. Malformed: RF_EINVAL naming the
+ * printable form. */
+int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, size_t cap,
+                  rf_err *err);
+
+/* Options every request sets on an easy handle: the URL, TLS (CA bundle), timeouts,
+ * keep-alive, HTTP/2 where offered, S3 signing (s3 != 0), and x's callbacks. */
+void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfer *x);
+/* Start an attempt of x on h: the Range header for what is left of the window (none for a
+ * whole-object fetch) and a fresh response state. */
+void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap);
+
+/* Judge a finished attempt (code: the transfer's CURLcode). OK: the window (or object) is
+ * complete. RETRY: *delay_ms to wait first (backoff with jitter for `attempt`, from 0, or
+ * the server's Retry-After, capped). FAIL, and RETRY too: why[cap] says what happened,
+ * naming x's object and byte range, for the message. */
+int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *delay_ms,
+                      char *why, size_t cap);
+
+/* GET the object at the request URL req (printable form shown; signed when s3) whole, at
+ * most max bytes: 1 with *text (NUL-terminated) and *len, 0 for a 404, else an error naming
+ * shown (-EACCES for a 403, else RF_EIO; remote_open.c). */
+int rf_remote_fetch(rf_remote *r, const char *req, const char *shown, int s3, uint64_t max,
+                    char **text, uint64_t *len, rf_err *err);
+/* rf_remote_ops.list (remote_list.c). */
+int rf_remote_list(void *ctx, const char *pattern,
+                   int (*fn)(void *arg, const char *url, rf_err *err), void *arg, rf_err *err);
+
+/* The formats' table over r (remote_open.c). */
+void rf_remote_ops_fill(rf_remote *r);
+
+/* The read engine (io_curl.c): io.h's contract, requests carry rf_io_req.remote. */
+struct rf_io_ops;
+extern const struct rf_io_ops rf_io_curl_ops;
+
+#endif

@@ -1,0 +1,77 @@
+/* remote_cache.h — the local shard cache (shard_cache.h) wired to remote shards: what a loader
+ * with rf_config.cache_dir does with it (remote_cache.c). docs/remote.md says it for users.
+ *
+ * DESIGN
+ *  - At open every shard is looked up once (key: its URL without credentials or query,
+ *    rf_cache_key_from_url; validator: the ETag create's open saw, with the size). A hit pins
+ *    the cached copy for the loader's life and the shard becomes a local file: the pipeline
+ *    asks rf_rcache_fd for each read and gives the curl engine the descriptor instead of the
+ *    URL, and the engine reads it with pread (io_curl.c).
+ *  - A miss is filled whole by one background thread, one shard at a time, with one streamed
+ *    GET of the whole object (the client's reader, with its retries): the extra request per
+ *    missed shard. A shard joins the fill queue when this loader first reads a sample of it, so
+ *    a rank fills only the shards it reads, in the order it needs them; the thread starts
+ *    filling once the first batch was handed out (rf_rcache_go), so fills never compete with
+ *    the first batch's reads. After the commit the shard is looked up again and its later
+ *    reads come from disk; the sample reads before then went to the server once each, as
+ *    without a cache.
+ *  - A fill never fails the run: a server error, a failed write, a full disk or the budget
+ *    leaves the shard remote, counted, with the message in the stats. A fill refused for a
+ *    passing reason (another process filling the same shard, room held by shards in use, the
+ *    directory's lock held) is looked up and tried again RF_RCACHE_RECHECK_MS later, at most
+ *    RF_RCACHE_RECHECKS_MAX times, so that ranks sharing a directory end up reading the copy
+ *    another rank filled.
+ *  - Threads and locks: rf_rcache_fd runs on the pipeline's threads under the loader's mutex
+ *    and takes the cache's own mutex only to queue a shard (lock order: loader, then cache);
+ *    the fill thread never takes the loader's. A shard's descriptor is published with a
+ *    release store and stays valid until rf_rcache_close, after the engine stopped.
+ *
+ * Included by pipeline/ (create, dispatch, stats); includes base/ and loaders/dataset.h. */
+#ifndef RF_REMOTE_CACHE_H
+#define RF_REMOTE_CACHE_H
+
+#include <stdint.h>
+
+#include "base/common.h"
+#include "loaders/dataset.h"
+
+#define RF_RCACHE_CHUNK (256u << 10)    /* bytes one fill reads from its stream at a time */
+#define RF_RCACHE_RECHECK_MS 1000u      /* wait before a refused fill is looked up again */
+#define RF_RCACHE_RECHECKS_MAX 600u     /* times one shard is looked up again */
+
+struct rf_remote;
+typedef struct rf_rcache rf_rcache;
+
+typedef struct rf_rcache_stats {
+    uint32_t on;             /* 1: hits served, fills on; 2: hits served, fills off (full disk) */
+    uint64_t hits;           /* shards read from the cache: found at open, or later after
+                                another process's fill */
+    uint64_t misses;         /* shards not found at open (stale ones included) */
+    uint64_t stale;          /* of misses: cached with another ETag or size */
+    uint64_t bypasses;       /* fills refused: the shard is larger than the budget */
+    uint64_t fills;          /* shards this loader filled and published */
+    uint64_t fill_requests;  /* whole-object GETs this loader made for fills */
+    uint64_t fill_failures;  /* fills started that did not publish (server error, failed
+                                write, full disk, loader closed mid-fill) */
+    uint64_t bytes_written;  /* bytes written into fills */
+    uint64_t evictions;      /* shards this loader evicted to make room */
+    char why[RF_ERRMSG_MAX]; /* why fills are off, else the last fill refused or failed, else "" */
+} rf_rcache_stats;
+
+/* Open the cache directory (made when missing, one level) with a budget of `budget` bytes and
+ * look up the nfiles remote shards (files[i].remote, opened by the client r); the fill thread
+ * starts and waits for rf_rcache_go. files must outlive the cache. Returns 0, or rf_cache_open's
+ * error with a message naming the directory. */
+int rf_rcache_open(struct rf_remote *r, const char *dir, uint64_t budget, const rf_file *files,
+                   uint32_t nfiles, rf_rcache **out, rf_err *err);
+/* The cached copy's descriptor for a read of shard `file`, or -1: read it remotely (its first
+ * such call queues the shard's fill). */
+int rf_rcache_fd(rf_rcache *rc, uint32_t file);
+/* Let the fill thread start (the first batch was handed out). */
+void rf_rcache_go(rf_rcache *rc);
+void rf_rcache_stats_get(rf_rcache *rc, rf_rcache_stats *st);
+/* Stop the fill thread (a fill in progress is aborted), release every cached copy, close the
+ * directory. After the engine stopped: no read may use a descriptor any more. NULL: nothing. */
+void rf_rcache_close(rf_rcache *rc);
+
+#endif

@@ -1,0 +1,146 @@
+/* remoteutil.c — the helpers of the suites that read remote shards from the real servers
+ * (test_remote.c, test_remote_cache.c): loaders over URLs, their runs, and the comparisons. */
+#include "remoteutil.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline/testing.h"
+#include "testutil.h"
+
+const char *rt_env(const char *name)
+{
+    const char *v = getenv(name);
+    ck_assert_msg(v && *v, "%s is not set: run under tests/servers/servers.py (ctest remote)", name);
+    return v;
+}
+
+/* No credential in a message: the URL's password, the S3 key and secret, a signature. */
+void rt_no_secrets(const char *msg)
+{
+    const char *s3k = getenv("RF_TEST_S3_KEY"), *s3s = getenv("RF_TEST_S3_SECRET");
+    const char *bad[] = {SECRET_PW, "X-Amz-Signature", "Authorization", s3k, s3s, "wrong-secret"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(!bad[i] || !*bad[i] || !strstr(msg, bad[i]), "credential in \"%s\"", msg);
+}
+
+rf_config rt_config(const char **pats, uint32_t npats, const opts *o)
+{
+    rf_config c = rf_test_host_config(pats, pats[0], SIDE);
+    c.shard_count = npats;
+    c.batch_size = 5;
+    c.decode_threads = 2;
+    c.epochs = o->epochs ? o->epochs : 1;
+    c.io_threads = o->io_threads;
+    c.seed = 7;
+    c.world_size = o->world ? o->world : 1;
+    c.rank = o->rank;
+    c.remote_retries = o->retries;
+    c.on_error = o->skip ? RF_ON_ERROR_SKIP : RF_ON_ERROR_FAIL;
+    c.prefetch_depth = o->depth;
+    c.next_timeout_ms = o->timeout_ms;
+    if (o->queue_depth)
+        c.io_queue_depth = o->queue_depth;
+    c.remote_timeout_ms = o->remote_timeout_ms;
+    c.resume_state = o->state;
+    c.resume_state_bytes = o->state_len;
+    c.cache_dir = o->cache_dir;
+    c.cache_bytes = o->cache_bytes;
+    return c;
+}
+
+rf_loader *rt_create(const rf_config *c, const opts *o, char *err, size_t cap, int *rc)
+{
+    rf_test_hooks h = {.remote_engine_tries = o->engine_tries};
+    rf_loader *ld = NULL;
+    err[0] = 0;
+    *rc = rf_loader_create_hooked(c, &h, &ld, err, cap);
+    rt_no_secrets(err);
+    return ld;
+}
+
+/* A loader over the one pattern url that must be created. */
+rf_loader *rt_create_url(const char *url, const opts *o)
+{
+    const char *pats[1] = {url};
+    rf_config c = rt_config(pats, 1, o);
+    char err[RF_ERRMSG_MAX];
+    int rc;
+    rf_loader *ld = rt_create(&c, o, err, sizeof err, &rc);
+    ck_assert_msg(rc == 0, "create %s: %d %s", url, rc, err);
+    return ld;
+}
+
+void rt_take(rf_loader *ld, rf_batch *b, run *r)
+{
+    r->px = realloc(r->px, r->px_len + b->data_bytes);
+    memcpy(r->px + r->px_len, b->data, b->data_bytes);
+    r->px_len += b->data_bytes;
+    for (uint32_t i = 0; i < b->count && r->n < 1024; i++, r->n++) {
+        r->ids[r->n] = b->sample_ids[i];
+        r->labels[r->n] = b->labels[i];
+        snprintf(r->keys[r->n], sizeof r->keys[0], "%s", b->keys[i]);
+    }
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+}
+
+int rt_main_args(int argc, char **argv, const char *suite, int (*make_data)(const char *dir),
+                 const char **root)
+{
+    if (argc == 3 && strcmp(argv[1], "--make-data") == 0)
+        return make_data(argv[2]);
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_%s --make-data DIR | test_%s DIR (under "
+                        "tests/servers/servers.py: ctest %s_data and %s run both)\n", suite,
+                suite, suite, suite);
+        return 2;
+    }
+    *root = argv[1];
+    return -1;
+}
+
+/* Every batch of the loader over `pattern` (one pattern) into r; the test fails on any
+ * error. */
+void rt_collect(const char *pattern, const opts *o, run *r)
+{
+    rf_loader *ld = rt_create_url(pattern, o);
+    memset(r, 0, sizeof *r);
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
+        if (rc == 0)
+            rt_take(ld, b, r);
+    ck_assert_msg(rc == RF_DONE, "%s: %d %s", pattern, rc, rf_last_error(ld));
+    rt_wait_fills(ld, o->wait_fills, &r->st);
+    rf_loader_destroy(ld);
+}
+
+void rt_same_run(const run *a, const run *b, const char *what)
+{
+    ck_assert_msg(a->n == b->n && a->n > 0, "%s: %u samples, local %u", what, a->n, b->n);
+    for (uint32_t i = 0; i < a->n; i++) {
+        ck_assert_msg(a->ids[i] == b->ids[i] && a->labels[i] == b->labels[i] &&
+                      strcmp(a->keys[i], b->keys[i]) == 0, "%s: sample %u: %s/%d, local %s/%d",
+                      what, i, a->keys[i], a->labels[i], b->keys[i], b->labels[i]);
+    }
+    ck_assert_msg(a->px_len == b->px_len && memcmp(a->px, b->px, a->px_len) == 0,
+                  "%s: decoded batches differ from the local run", what);
+}
+
+/* Wait until `fills` cache fills of ld ended (at most 30 s; 0: no wait), then its stats. */
+void rt_wait_fills(rf_loader *ld, uint64_t fills, rf_stats *st)
+{
+    for (int i = 0;; i++) {
+        rf_stats_init(st);
+        rf_loader_stats(ld, st);
+        if (st->shard_cache_fills + st->shard_cache_fill_failures >= fills)
+            return;
+        ck_assert_msg(i < 3000, "%llu of %llu cache fills ended after 30 s: %s",
+                      (unsigned long long)(st->shard_cache_fills + st->shard_cache_fill_failures),
+                      (unsigned long long)fills, st->shard_cache_why);
+        usleep(10000);
+    }
+}

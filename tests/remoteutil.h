@@ -1,0 +1,65 @@
+/* remoteutil.h — helpers of the suites that read remote shards from the real servers
+ * (test_remote.c and test_remote_cache.c, run under tests/servers/servers.py). */
+#ifndef RF_REMOTEUTIL_H
+#define RF_REMOTEUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+#define N_GEN 12        /* samples per generator shard (2 shards) */
+#define SIDE 32         /* output side */
+#define SECRET_PW "pw-R4nd0m-s3cr3t"
+
+typedef struct run {
+    uint8_t *px;
+    size_t px_len;
+    uint64_t ids[1024];
+    int32_t labels[1024];
+    char keys[1024][48];
+    uint32_t n;
+    rf_stats st;
+} run;
+
+typedef struct opts {
+    uint32_t io_threads, epochs, rank, world;
+    uint32_t retries;          /* 0: the default */
+    uint32_t engine_tries;     /* rf_test_hooks.remote_engine_tries */
+    int skip;
+    uint32_t depth, timeout_ms; /* prefetch_depth, next_timeout_ms (0: defaults) */
+    uint32_t queue_depth;       /* io_queue_depth (0: default) */
+    uint32_t remote_timeout_ms; /* rf_config.remote_timeout_ms (0: default) */
+    const void *state;          /* resume_state (NULL: none) */
+    uint64_t state_len;
+    const char *cache_dir;      /* rf_config.cache_dir (NULL: no cache) */
+    uint64_t cache_bytes;
+    uint64_t wait_fills;        /* rt_collect: before the loader is destroyed, wait (at most
+                                   30 s) until this many cache fills ended (published or
+                                   failed), since a fill runs beside the batches */
+} opts;
+
+/* The environment variable name (set by servers.py); fails the test when unset. */
+const char *rt_env(const char *name);
+/* No credential in a message: the URL's password, the S3 key and secret, a signature. */
+void rt_no_secrets(const char *msg);
+/* The config of a loader over npats patterns with o's settings. */
+rf_config rt_config(const char **pats, uint32_t npats, const opts *o);
+/* Create (with o's test hooks); the message checked for credentials. */
+rf_loader *rt_create(const rf_config *c, const opts *o, char *err, size_t cap, int *rc);
+/* A loader over the one pattern url that must be created. */
+rf_loader *rt_create_url(const char *url, const opts *o);
+/* Every batch of the loader over `pattern` into r; the test fails on any error. */
+void rt_collect(const char *pattern, const opts *o, run *r);
+/* Append batch b's samples and pixels to r, then release it. */
+void rt_take(rf_loader *ld, rf_batch *b, run *r);
+/* A server suite's command line: `--make-data DIR` runs make_data (its status), `DIR` sets
+ * *root and returns -1 (run the suite), anything else prints the usage and returns 2. */
+int rt_main_args(int argc, char **argv, const char *suite, int (*make_data)(const char *dir),
+                 const char **root);
+/* a and b hold the same samples and byte-equal pixels. */
+void rt_same_run(const run *a, const run *b, const char *what);
+/* Wait until `fills` cache fills of ld ended (at most 30 s; 0: no wait), then its stats. */
+void rt_wait_fills(rf_loader *ld, uint64_t fills, rf_stats *st);
+
+#endif
