@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli_num.h"
 
 static void usage(FILE *f)
 {
@@ -71,28 +72,6 @@ static void usage(FILE *f)
             "  --json             print one JSON object as the last line\n"
             "  --version          print the library's version and exit\n"
             "  -h, --help         print this text and exit\n");
-}
-
-static int parse_u32(const char *s, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno || end == s || *end || v > UINT32_MAX)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
-        return -1;
-    *out = v;
-    return 0;
 }
 
 /* --schedule's names, enum rf_decode_schedule's order. */
@@ -165,13 +144,13 @@ int parse_args(int argc, char **argv, opts *o)
                 return fprintf(stderr, "too many --shards\n"), -1;
             o->shards[o->nshards++] = optarg;
             break;
-        case O_BATCH: bad |= parse_u32(optarg, &o->batch) || !o->batch; break;
-        case O_EPOCHS: bad |= parse_u32(optarg, &o->epochs) || !o->epochs; break;
-        case O_SIZE: bad |= parse_u32(optarg, &o->size) || !o->size; break;
-        case O_THREADS: bad |= parse_u32(optarg, &o->threads); break;
-        case O_IOTHREADS: bad |= parse_u32(optarg, &o->io_threads); break;
-        case O_DEPTH: bad |= parse_u32(optarg, &o->depth); break;
-        case O_WARMUP: bad |= parse_u32(optarg, &o->warmup); break;
+        case O_BATCH: bad |= cli_parse_u32(optarg, &o->batch) || !o->batch; break;
+        case O_EPOCHS: bad |= cli_parse_u32(optarg, &o->epochs) || !o->epochs; break;
+        case O_SIZE: bad |= cli_parse_u32(optarg, &o->size) || !o->size; break;
+        case O_THREADS: bad |= cli_parse_u32(optarg, &o->threads); break;
+        case O_IOTHREADS: bad |= cli_parse_u32(optarg, &o->io_threads); break;
+        case O_DEPTH: bad |= cli_parse_u32(optarg, &o->depth); break;
+        case O_WARMUP: bad |= cli_parse_u32(optarg, &o->warmup); break;
         case O_CROP:
             if (!strcmp(optarg, "random")) o->crop = RF_CROP_RANDOM;
             else if (!strcmp(optarg, "center")) o->crop = RF_CROP_CENTER;
@@ -188,7 +167,7 @@ int parse_args(int argc, char **argv, opts *o)
             else if (!strcmp(optarg, "cuda")) o->device_kind = RF_DEVICE_CUDA;
             else if (!strncmp(optarg, "cuda:", 5)) {
                 uint32_t d = 0; /* parse_u32 sets it on success; bad is set otherwise */
-                bad |= parse_u32(optarg + 5, &d);
+                bad |= cli_parse_u32(optarg + 5, &d);
                 o->device_kind = RF_DEVICE_CUDA;
                 o->device_index = (int)d;
             } else bad = 1;
@@ -201,7 +180,7 @@ int parse_args(int argc, char **argv, opts *o)
             else if (!strcmp(optarg, "none")) o->order = RF_ORDER_NONE;
             else bad = 1;
             break;
-        case O_SWIN: bad |= parse_u32(optarg, &o->shard_window); break;
+        case O_SWIN: bad |= cli_parse_u32(optarg, &o->shard_window); break;
         case O_DTYPE:
             if (!strcmp(optarg, "uint8")) o->dtype = RF_DTYPE_UINT8;
             else if (!strcmp(optarg, "float16")) o->dtype = RF_DTYPE_FLOAT16;
@@ -221,8 +200,8 @@ int parse_args(int argc, char **argv, opts *o)
             o->shards[o->nshards++] = optarg;
             o->source = c == O_FOLDER ? RF_SOURCE_FOLDER : RF_SOURCE_TOKENS;
             break;
-        case O_TBYTES: bad |= parse_u32(optarg, &o->token_bytes); break;
-        case O_SEQ: bad |= parse_u32(optarg, &o->seq_len) || !o->seq_len; break;
+        case O_TBYTES: bad |= cli_parse_u32(optarg, &o->token_bytes); break;
+        case O_SEQ: bad |= cli_parse_u32(optarg, &o->seq_len) || !o->seq_len; break;
         case O_TDTYPE:
             if (!strcmp(optarg, "uint16")) o->token_dtype = RF_DTYPE_UINT16;
             else if (!strcmp(optarg, "int32")) o->token_dtype = RF_DTYPE_INT32;
@@ -246,18 +225,18 @@ int parse_args(int argc, char **argv, opts *o)
         case O_HUGE: o->hugepages = 1; break;
         case O_NONUMA: o->no_numa = 1; break;
         case O_NAIVE: o->naive = 1; break;
-        case O_NICE: bad |= parse_u32(optarg, &o->decode_nice); break;
+        case O_NICE: bad |= cli_parse_u32(optarg, &o->decode_nice); break;
         case O_GPUDEC: o->gpu_decode = 1; break;
-        case O_GPUPCT: bad |= parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
-        case O_HWPCT: bad |= parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
+        case O_GPUPCT: bad |= cli_parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
+        case O_HWPCT: bad |= cli_parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
         case O_EVICT: o->evict = 1; break;
         case O_NODCT: o->no_dct_scaling = 1; break;
         case O_SCHED: bad |= parse_schedule(optarg, &o->schedule); break;
-        case O_TIMEOUT: bad |= parse_u32(optarg, &o->timeout_ms); break;
+        case O_TIMEOUT: bad |= cli_parse_u32(optarg, &o->timeout_ms); break;
         case O_NOLABELS: o->label_source = RF_LABEL_NONE; break;
         case O_SHOWCFG: o->show_config = 1; break;
         case O_CACHEDIR: o->cache_dir = optarg; break;
-        case O_CACHEBYTES: bad |= parse_u64(optarg, &o->cache_bytes) || !o->cache_bytes; break;
+        case O_CACHEBYTES: bad |= cli_parse_u64(optarg, &o->cache_bytes) || !o->cache_bytes; break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
             else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;

@@ -30,6 +30,8 @@
 #include "ringfeed.h"
 #include "ringfeed_shards.h"
 
+#include "cli_num.h"
+
 #define PACK_THREADS_MAX 256
 #define WINDOW_PER_THREAD 8
 #define PACK_PATH_MAX 4096
@@ -139,17 +141,6 @@ static int parse_size(const char *s, uint64_t *out)
     if (*end || v * mul > 1e18)
         return -1;
     *out = (uint64_t)(v * mul);
-    return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
-        return -1;
-    *out = v;
     return 0;
 }
 
@@ -610,11 +601,11 @@ static int parse_args(int argc, char **argv, opts *o)
             break;
         case 'S': o->shuffle = 1; break;
         case 'e':
-            if (parse_u64(optarg, &o->seed))
+            if (cli_parse_u64(optarg, &o->seed))
                 return fprintf(stderr, "ringfeed-pack: bad --seed %s\n", optarg), -1;
             break;
         case 't':
-            if (parse_u64(optarg, &v) || v == 0 || v > PACK_THREADS_MAX)
+            if (cli_parse_u64(optarg, &v) || v == 0 || v > PACK_THREADS_MAX)
                 return fprintf(stderr, "ringfeed-pack: --threads 1..%d\n", PACK_THREADS_MAX), -1;
             o->threads = (uint32_t)v;
             break;
@@ -624,7 +615,7 @@ static int parse_args(int argc, char **argv, opts *o)
             o->format = strcmp(optarg, "gnu") == 0 ? RF_SHARD_GNU : RF_SHARD_PAX;
             break;
         case 'F':
-            if (parse_u64(optarg, &v) || v > 1000000000u)
+            if (cli_parse_u64(optarg, &v) || v > 1000000000u)
                 return fprintf(stderr, "ringfeed-pack: bad --first-shard %s\n", optarg), -1;
             o->first_shard = (uint32_t)v;
             break;
@@ -637,7 +628,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'x': o->strict = 1; break;
         case 'R':
             o->restart = 1;
-            if (optarg && (parse_u64(optarg, &v) || v == 0 || v > 65535))
+            if (optarg && (cli_parse_u64(optarg, &v) || v == 0 || v > 65535))
                 return fprintf(stderr, "ringfeed-pack: bad --restart=%s (1..65535 MCUs)\n",
                                optarg), -1;
             o->restart_interval = optarg ? (uint32_t)v : 0;
