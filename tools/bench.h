@@ -32,6 +32,8 @@ typedef struct opts {
     uint32_t schedule;     /* enum rf_decode_schedule (--schedule) */
     const char *cache_dir; /* --cache-dir: the shard cache of URL shards (NULL: none) */
     uint64_t cache_bytes;  /* --cache-bytes: its budget */
+    uint32_t remote_retries;    /* --remote-retries (0: the library's default) */
+    uint32_t remote_timeout_ms; /* --remote-timeout-ms (0: the library's default) */
 } opts;
 
 typedef struct result {

@@ -65,6 +65,10 @@ static void usage(FILE *f)
             "  --cache-dir DIR    keep URL shards whole in DIR, read from there once cached\n"
             "                     (rf_config.cache_dir; docs/remote.md); needs --cache-bytes\n"
             "  --cache-bytes N    the cache's budget of shard bytes (rf_config.cache_bytes)\n"
+            "  --remote-retries N retries of one request to a URL shard (rf_config.remote_retries;\n"
+            "                     default 5, at most 100)\n"
+            "  --remote-timeout-ms N  connect timeout and stall window of URL shards' requests\n"
+            "                     (rf_config.remote_timeout_ms; default 30000)\n"
             "  --no-labels        unlabelled shards: labels -1, no KEY.cls needed (by default a\n"
             "                     sample without a valid label is bad input; RF_LABEL_NONE)\n"
             "  --show-config      print the configuration the loader runs with, every default\n"
@@ -91,7 +95,7 @@ int parse_args(int argc, char **argv, opts *o)
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
            O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS,
-           O_SHOWCFG, O_VERSION, O_SCHED, O_CACHEDIR, O_CACHEBYTES };
+           O_SHOWCFG, O_VERSION, O_SCHED, O_CACHEDIR, O_CACHEBYTES, O_RRETRIES, O_RTIMEOUT };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
         {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
@@ -123,6 +127,8 @@ int parse_args(int argc, char **argv, opts *o)
         {"show-config", no_argument, 0, O_SHOWCFG},
         {"cache-dir", required_argument, 0, O_CACHEDIR},
         {"cache-bytes", required_argument, 0, O_CACHEBYTES},
+        {"remote-retries", required_argument, 0, O_RRETRIES},
+        {"remote-timeout-ms", required_argument, 0, O_RTIMEOUT},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -237,6 +243,8 @@ int parse_args(int argc, char **argv, opts *o)
         case O_SHOWCFG: o->show_config = 1; break;
         case O_CACHEDIR: o->cache_dir = optarg; break;
         case O_CACHEBYTES: bad |= cli_parse_u64(optarg, &o->cache_bytes) || !o->cache_bytes; break;
+        case O_RRETRIES: bad |= cli_parse_u32(optarg, &o->remote_retries); break;
+        case O_RTIMEOUT: bad |= cli_parse_u32(optarg, &o->remote_timeout_ms); break;
         case O_ONERROR:
             if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
             else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
@@ -307,4 +315,6 @@ void make_config(const opts *o, rf_config *cfg)
     cfg->decode_schedule = o->schedule;
     cfg->cache_dir = o->cache_dir;
     cfg->cache_bytes = o->cache_bytes;
+    cfg->remote_retries = o->remote_retries;     /* 0: the library's default */
+    cfg->remote_timeout_ms = o->remote_timeout_ms;
 }

@@ -957,6 +957,20 @@ def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last
     }
 
 
+def _remote_fields(retries, timeout):
+    """rf_config.remote_retries and remote_timeout_ms; None leaves the library's default (0
+    asks for it there, so 0 retries cannot be asked for: at least 1)."""
+    f = {}
+    if retries is not None:
+        f["remote_retries"] = _uint("remote_retries", retries, 1, 100)
+    if timeout is not None:
+        timeout = float(timeout)
+        if not 0 < timeout <= 3600:
+            raise ValueError(f"remote_timeout is in seconds, > 0 and at most 3600, not {timeout}")
+        f["remote_timeout_ms"] = max(1, round(timeout * 1000))
+    return f
+
+
 def _cache_fields(cache_dir, cache_bytes):
     """rf_config.cache_dir and cache_bytes; the library judges them (an empty path, a budget of
     0 with a directory) and names the directory it cannot make."""
@@ -994,7 +1008,8 @@ class Loader(_LoaderBase):
            ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
-           schedule="auto", cache_dir=None, cache_bytes=0)
+           schedule="auto", cache_dir=None, cache_bytes=0, remote_retries=None,
+           remote_timeout=None)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
@@ -1103,6 +1118,12 @@ class Loader(_LoaderBase):
       the directory. stats()["shard_cache_hits"], ["shard_cache_misses"], ... and
       ["shard_cache_why"] say what it did (docs/remote.md). None (default): no cache; ignored
       for local shards.
+    remote_retries: for URL shards, how often one request is retried (timeouts, 5xx, 429/503,
+      resets, short bodies) before it is an I/O error naming the URL and byte range: 1..100,
+      None (default) the library's 5 (rf_config.remote_retries).
+    remote_timeout: for URL shards, seconds to connect, and how long a transfer may stall
+      (counted in whole seconds, at least 1) before it is retried: > 0 and at most 3600, None
+      (default) the library's 30 (rf_config.remote_timeout_ms).
     Iterating yields one epoch of Batch objects; see the module docstring for how long a
     batch's memory stays valid, and `copy=True` to make every batch own its memory.
     """
@@ -1116,7 +1137,7 @@ class Loader(_LoaderBase):
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
-                 cache_bytes=0):
+                 cache_bytes=0, remote_retries=None, remote_timeout=None):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         batch_size = _uint("batch_size", batch_size, 1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -1139,6 +1160,7 @@ class Loader(_LoaderBase):
         f.update(_size_fields(size))
         f.update(_label_fields(label))
         f.update(_cache_fields(cache_dir, cache_bytes))
+        f.update(_remote_fields(remote_retries, remote_timeout))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")

@@ -86,6 +86,33 @@ def test_retried_fault_gives_the_same_batches(served):
     assert st["remote_retries"] > 0
 
 
+def test_remote_retries_and_timeout(served):
+    """remote_retries and remote_timeout reach rf_config: one retry is not enough for three
+    500s (the error names the URL and the byte range), and a 0.5 s timeout retries an answer
+    held back 2.5 s, giving the same batches as the local files."""
+    root, env = served
+    rel = "gen/train-000000.tar"
+    with ringfeed.Loader(os.path.join(root, rel), 4, **KW) as ld:
+        local = epoch(ld)
+        assert ld.config["remote_retries"] == 5  # the library's default, untouched
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        with ringfeed.Loader(f"{env['RF_TEST_FAULT']}/f/500x3/{rel}", 4, remote_retries=1,
+                             **KW) as ld:
+            epoch(ld)
+    assert f"/f/500x3/{rel}" in str(ei.value) and "bytes" in str(ei.value)
+    with ringfeed.Loader(f"{env['RF_TEST_FAULT']}/f/delay=2500x1/{rel}", 4, remote_timeout=0.5,
+                         **KW) as ld:
+        assert ld.config["remote_timeout_ms"] == 500
+        remote = epoch(ld)
+        st = ld.stats()
+    assert remote[0] == local[0] and np.array_equal(remote[2], local[2])
+    assert st["remote_retries"] > 0
+    for bad in (dict(remote_retries=0), dict(remote_retries=101), dict(remote_timeout=0),
+                dict(remote_timeout=3601)):
+        with pytest.raises(ValueError, match="remote_"):
+            ringfeed.Loader(os.path.join(root, rel), 4, **bad, **KW)
+
+
 def test_errors_name_the_url_without_credentials(served):
     _, env = served
     host = env["RF_TEST_HTTP"][len("http://"):]
