@@ -1574,6 +1574,37 @@ START_TEST(plain_packet_photos)
 }
 END_TEST
 
+/* The walker caches its AC tables per decoder (8, least recently used replaced): with files of
+ * standard tables between files whose optimized tables are each their own (20 distinct AC
+ * tables in all, more than the cache holds), in two rounds, every plain packet still gives
+ * the CPU path's bytes, so no file is walked with another's table. */
+START_TEST(plain_packet_table_cache)
+{
+    enum { OPT = 10 };
+    rf_decoder *a = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    size_t slen, olen[OPT];
+    uint8_t *std = make_jpeg_ex(353, 271, (enc_opts){3, 90, 0, 1}, ENC_STANDARD, 7, &slen);
+    uint8_t *opt[OPT];
+    for (int i = 0; i < OPT; i++)
+        opt[i] = make_jpeg_ex(200 + 37 * (uint32_t)i, 161 + 23 * (uint32_t)i,
+                              (enc_opts){3, 75 + 2 * i, 0, i % 3}, ENC_OPTIMIZE, 100 + (uint64_t)i,
+                              &olen[i]);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < OPT; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "round %d optimized file %d", round, i);
+            check_plain(a, opt[i], olen[i], 3, what);
+            if (i % 2)
+                check_plain(a, std, slen, 2, "the standard-table file");
+        }
+    for (int i = 0; i < OPT; i++)
+        free(opt[i]);
+    free(std);
+    rf_decoder_destroy(a);
+}
+END_TEST
+
 /* What the kernels do not take stays on the CPU, decoded as rf_decode_transform does:
  * progressive, arithmetic-coded, CMYK (and a restart interval that does not divide the row,
  * whose files the walker does not read: it knows no markers). */
@@ -1711,6 +1742,7 @@ int main(void)
     tcase_add_test(tc, marker_damage_found_whatever_the_crop);
     tcase_add_test(tc, plain_packet_matches_cpu_full_scale);
     tcase_add_test(tc, plain_packet_photos);
+    tcase_add_test(tc, plain_packet_table_cache);
     tcase_add_test(tc, plain_packet_not_eligible);
     tcase_add_test(tc, plain_packet_damage);
     suite_add_tcase(s, tc);

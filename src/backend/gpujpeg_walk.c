@@ -15,14 +15,19 @@
  *    checked against the data's end after every block.
  *  - AC codes go through one table indexed by the next WALK_BITS bits that gives the code's
  *    length plus its extra bits' length and how far the coefficient index moves (EOB: to the
- *    end), so a coefficient costs one load, one lookup and two adds; longer codes take the
- *    canonical-code slow path rf_gj_symbol uses. Building a table costs ~2k lookups, so the
- *    last few are cached by their rf_gj_huff (most files of a data set share their tables).
+ *    end), for the next two codes when both fit, so a pair costs one lookup and two adds;
+ *    longer codes take the canonical-code slow path rf_gj_symbol uses. A table is built by
+ *    enumerating the canonical codes (each fills its range of entries), and 8 per thread are
+ *    cached by a hash of their codes, least recently used replaced: files of one encoder
+ *    share their tables, and files with optimized tables, each with its own, do not push
+ *    those out (callgrind: 218 tables built for 230 photos, about half of them with
+ *    optimized tables, so two each, and the standard ones built once).
  *  - A pattern that is no code, or data that ends before the region's last MCU, makes the
  *    file not eligible: the CPU path then decodes it and gives libjpeg's own error (the class
  *    and message the file gets without gpu_decode), never a packet of wrong bits. */
 #include "backend/gpujpeg.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,11 +36,13 @@
 #include "base/common.h"
 
 #define WALK_BITS 11
-#define WALK_CACHE 4
+#define WALK_CACHE 8
 #define WALK_PAD 512u
 
 typedef struct walk_cache {
     rf_gj_huff key;
+    uint64_t hash; /* key_hash(&key) */
+    uint64_t used; /* the walk_state clock at its last use; 0: empty */
     /* (code + extra bits) | (index advance << 5) of the first code, the same of the second
      * << 12 when it too lies within the WALK_BITS bits (0: none); 0: the slow path */
     uint32_t fast[1u << WALK_BITS];
@@ -43,7 +50,7 @@ typedef struct walk_cache {
 
 typedef struct walk_state {
     walk_cache cache[WALK_CACHE];
-    uint32_t ncache, next; /* entries filled; the one replaced next */
+    uint64_t clock; /* lookups so far (the cache's recency) */
     uint8_t *dat;          /* destuffed entropy-coded data + WALK_PAD zero bytes */
     size_t dat_cap;
     rf_gj_seg *seg;
@@ -81,20 +88,6 @@ static int32_t walk_slow(const rf_gj_huff *t, uint64_t w, uint32_t from, uint32_
     return -1;
 }
 
-/* The symbol of the code at the top of the WALK_BITS-bit value v in *sym and its length, if
- * it is at most max bits long; else 0. */
-static uint32_t prefix(const rf_gj_huff *t, uint32_t v, uint32_t max, uint32_t *sym)
-{
-    uint32_t e = t->look[v >> (WALK_BITS - RF_GJ_LOOKUP_BITS)], len = e >> 8;
-    int32_t s = (int32_t)(e & 0xFF);
-    if (!e)
-        s = walk_slow(t, (uint64_t)v << (64 - WALK_BITS), RF_GJ_LOOKUP_BITS + 1, &len);
-    if (s < 0 || len > max)
-        return 0;
-    *sym = (uint32_t)s;
-    return len;
-}
-
 /* How far an AC symbol moves the coefficient index: past its run and its coefficient, 16
  * zeros for ZRL, to the block's end for EOB. */
 static uint32_t ac_advance(uint32_t sym)
@@ -109,36 +102,88 @@ static uint32_t ac_entry(uint32_t len, uint32_t sym)
     return (len + (sym & 15)) | ac_advance(sym) << 5;
 }
 
-/* The fast AC table of t: every WALK_BITS-bit prefix that starts with a code of at most
- * WALK_BITS bits, and with a second code when the first one's code and extra bits leave room
- * for it: at q75-95 most AC codes and their extra bits are short, so pairs halve the lookups
- * that make up the walker's dependency chain. */
-static void fast_build(const rf_gj_huff *t, uint32_t *f)
+/* Every WALK_BITS-bit prefix that starts with a code of at most WALK_BITS bits: its entry in
+ * one[] and its code's length in len[] (0 for both: a longer code or none). The codes are
+ * enumerated in canonical order (the next length starts at the last code + 1, shifted), so
+ * each fills its range of prefixes at once instead of each prefix being decoded. */
+static void fast_singles(const rf_gj_huff *t, uint32_t *one, uint8_t *len)
 {
-    const uint32_t mask = (1u << WALK_BITS) - 1;
-    for (uint32_t v = 0; v <= mask; v++) {
-        uint32_t s1, s2, l1 = prefix(t, v, WALK_BITS, &s1), l2 = 0;
-        f[v] = l1 ? ac_entry(l1, s1) : 0;
-        uint32_t used = f[v] & 31;
-        if (l1 && used < WALK_BITS)
-            l2 = prefix(t, (v << used) & mask, WALK_BITS - used, &s2);
-        if (l2)
-            f[v] |= ac_entry(l2, s2) << 12;
+    memset(one, 0, sizeof(uint32_t) << WALK_BITS);
+    memset(len, 0, 1u << WALK_BITS);
+    int32_t code = 0;
+    for (uint32_t l = 1; l <= WALK_BITS; l++, code <<= 1) {
+        for (; code <= t->maxcode[l]; code++) {
+            uint32_t sym = t->vals[(code + t->valoff[l]) & 0xFF], span = 1u << (WALK_BITS - l);
+            uint32_t first = (uint32_t)code << (WALK_BITS - l), e = ac_entry(l, sym);
+            for (uint32_t k = 0; k < span; k++)
+                one[first + k] = e, len[first + k] = (uint8_t)l;
+        }
     }
 }
 
+/* The fast AC table of t: every WALK_BITS-bit prefix that starts with a code of at most
+ * WALK_BITS bits, with a second code when the first one's code and extra bits leave room for
+ * it and the first is no EOB: at q75-95 most AC codes and their extra bits are short, so
+ * pairs halve the lookups that make up the walker's dependency chain. An entry holds both
+ * codes' bits and advance together (bits 0-11, what the walk takes while the block has room
+ * for any pair) and the first code's alone (bits 12-23, near the block's end). */
+static void fast_build(const rf_gj_huff *t, uint32_t *f)
+{
+    const uint32_t mask = (1u << WALK_BITS) - 1;
+    uint32_t one[1u << WALK_BITS];
+    uint8_t len[1u << WALK_BITS];
+    fast_singles(t, one, len);
+    for (uint32_t v = 0; v <= mask; v++) {
+        uint32_t e = one[v], used = e & 31, pair = e;
+        if (e && used < WALK_BITS && (e >> 5) != 64) {
+            uint32_t v2 = (v << used) & mask;
+            if (len[v2] && len[v2] <= WALK_BITS - used)
+                pair = (used + (one[v2] & 31)) | ((e >> 5) + (one[v2] >> 5)) << 5;
+        }
+        f[v] = e ? pair | e << 12 : 0;
+    }
+}
+
+/* What identifies a table's codes: the canonical code lengths and the symbols (the lookup
+ * table is made from them). */
+#define KEY_AT offsetof(rf_gj_huff, maxcode)
+#define KEY_LEN (sizeof(rf_gj_huff) - KEY_AT)
+
+static uint64_t key_hash(const rf_gj_huff *t)
+{
+    const uint8_t *p = (const uint8_t *)t + KEY_AT;
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i + 8 <= KEY_LEN; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+    }
+    return h ^ h >> 29;
+}
+
+/* The fast table of t from the cache, built into the least recently used entry when it is
+ * not there: files of one encoder share their tables, while files with optimized tables each
+ * bring their own, which must not push the shared ones out (a build costs as much as walking
+ * a few dozen blocks). */
 static const uint32_t *fast_for(walk_state *s, const rf_gj_huff *t)
 {
-    for (uint32_t i = 0; i < s->ncache; i++)
-        if (!memcmp(&s->cache[i].key, t, sizeof *t))
-            return s->cache[i].fast;
-    walk_cache *c = &s->cache[s->next];
-    s->next = (s->next + 1) % WALK_CACHE;
-    if (s->ncache < WALK_CACHE)
-        s->ncache++;
-    memcpy(&c->key, t, sizeof *t);
-    fast_build(t, c->fast);
-    return c->fast;
+    uint64_t h = key_hash(t);
+    walk_cache *old = &s->cache[0];
+    s->clock++;
+    for (uint32_t i = 0; i < WALK_CACHE; i++) {
+        walk_cache *c = &s->cache[i];
+        if (c->used && c->hash == h && !memcmp((const uint8_t *)&c->key + KEY_AT,
+                                               (const uint8_t *)t + KEY_AT, KEY_LEN)) {
+            c->used = s->clock;
+            return c->fast;
+        }
+        if (c->used < old->used)
+            old = c;
+    }
+    old->hash = h, old->used = s->clock;
+    memcpy(&old->key, t, sizeof *t);
+    fast_build(t, old->fast);
+    return old->fast;
 }
 
 /* The walker's bit reader over destuffed bytes: the unread bits at the top of buf (n of them,
@@ -174,37 +219,59 @@ static inline uint64_t wpos(const wbits *w, const uint8_t *d)
     return (uint64_t)(w->p - d) * 8 - w->n;
 }
 
+/* An AC code longer than WALK_BITS bits, by the canonical-code path: skipped with its extra
+ * bits and the index moved. 1: a pattern that is no code. */
+static inline int walk_ac_slow(wbits *w, const rf_gj_huff *ac, uint32_t *k)
+{
+    uint32_t l;
+    int32_t rs = walk_slow(ac, w->buf, WALK_BITS + 1, &l);
+    if (rs < 0)
+        return 1;
+    wskip(w, l + ((uint32_t)rs & 15));
+    *k += ac_advance((uint32_t)rs);
+    return 0;
+}
+
 /* One block: its DC difference added to *pred, its AC codes skipped. 1: a pattern that is no
  * code. A symbol takes at most 31 bits (a 16-bit code and 15 extra bits), so one refill to 32
- * or more covers it. */
-static int walk_block(wbits *w, const walk_blk *b, int32_t *pred)
+ * or more covers it. The reader is copied in and out so that it stays in registers: through
+ * the caller's pointer the compiler kept it in memory, a store and a load in every code's
+ * dependency chain. */
+static inline int walk_block(wbits *wp, const walk_blk *b, int32_t *pred)
 {
-    wfill(w);
-    uint32_t e = b->dc->look[w->buf >> (64 - RF_GJ_LOOKUP_BITS)], l = e >> 8;
+    wbits w = *wp;
+    wfill(&w);
+    uint32_t e = b->dc->look[w.buf >> (64 - RF_GJ_LOOKUP_BITS)], l = e >> 8;
     int32_t s = (int32_t)(e & 0xFF);
-    if (!e && (s = walk_slow(b->dc, w->buf, RF_GJ_LOOKUP_BITS + 1, &l)) < 0)
+    if (!e && (s = walk_slow(b->dc, w.buf, RF_GJ_LOOKUP_BITS + 1, &l)) < 0)
         return 1;
     if (s) {
-        uint32_t r = (uint32_t)(w->buf << l >> (64 - s));
+        uint32_t r = (uint32_t)(w.buf << l >> (64 - s));
         /* unsigned: corrupt data may add up past INT32_MAX, which must not be undefined */
         *pred = (int32_t)((uint32_t)*pred + (r < (1u << (s - 1)) ? r - (1u << s) + 1 : r));
     }
-    wskip(w, l + (uint32_t)s);
-    for (uint32_t k = 1; k < 64;) {
-        wfill(w);
-        e = b->fast[w->buf >> (64 - WALK_BITS)];
-        if (e) { /* the second code counts only if the first left the block open */
-            uint32_t n = e & 31, two = 0u - (uint32_t)(k + (e >> 5 & 127) < 64);
-            k += (e >> 5 & 127) + (e >> 17 & two);
-            wskip(w, n + (e >> 12 & 31 & two));
-            continue;
-        }
-        int32_t rs = walk_slow(b->ac, w->buf, WALK_BITS + 1, &l);
-        if (rs < 0)
+    wskip(&w, l + (uint32_t)s);
+    uint32_t k = 1;
+    /* A pair's first code moves the index by 16 at most unless it is an EOB, which has no
+     * pair: below index 48 both codes always count, so an entry is two masks and two adds. */
+    while (k < 48) {
+        wfill(&w);
+        e = b->fast[w.buf >> (64 - WALK_BITS)];
+        if (!e && walk_ac_slow(&w, b->ac, &k))
             return 1;
-        wskip(w, l + ((uint32_t)rs & 15));
-        k += ac_advance((uint32_t)rs);
+        k += e >> 5 & 127;
+        wskip(&w, e & 31);
     }
+    while (k < 64) { /* near the end: the second code counts only if the first left room */
+        wfill(&w);
+        e = b->fast[w.buf >> (64 - WALK_BITS)];
+        if (!e && walk_ac_slow(&w, b->ac, &k))
+            return 1;
+        e >>= k + (e >> 17 & 127) < 64 ? 0 : 12;
+        k += e >> 5 & 127;
+        wskip(&w, e & 31);
+    }
+    *wp = w;
     return 0;
 }
 

@@ -23,6 +23,9 @@
  * (rf_decode_packet on the files as they are), (c) the restart packet (the same on a
  * restart-marked copy, --restart's choice); medians of --reps passes, the ratio a/b (how many
  * CPU decode threads one walker thread replaces) and the mean packet bytes (the copy's cost).
+ * By default the packets' decoder may DCT-scale, as the balancing scheduler runs it, so the
+ * crops it would scale are CPU decodes inside (b) and (c); --full-scale turns scaling off for
+ * them, as gpu_decode does, and every crop the kernels take is then a packet.
  * Wall times are best of --reps passes (the machine is shared and noisy). For repeatable
  * numbers run one mode under callgrind and count only the timed pass:
  *   valgrind --tool=callgrind --toggle-collect=run_pass ringfeed-decode-bench --mode rrc \
@@ -76,6 +79,13 @@ static int push(images *im, uint8_t *data, size_t len)
     }
     im->v[im->n++] = (image){data, len};
     return 0;
+}
+
+static void images_free(images *im)
+{
+    for (size_t i = 0; i < im->n; i++)
+        free(im->v[i].data);
+    free(im->v);
 }
 
 static uint8_t *read_at(int fd, uint64_t off, size_t len)
@@ -330,13 +340,15 @@ static double pk_mode(const char *name, rf_decoder *d, const images *im, int pac
 }
 
 static int run_packets(images *im, uint32_t size, uint32_t reps, uint32_t max_denom,
-                       uint32_t restart)
+                       uint32_t restart, int full_scale)
 {
     rf_decoder *cpu = rf_decoder_create(NULL), *gpu = rf_decoder_create(NULL);
     pk_place pl = {malloc(16u << 20), malloc((size_t)size * size * 3), 16u << 20};
     if (!cpu || !gpu || !pl.pkt || !pl.px)
         return 1;
     rf_decoder_set_max_scale_denom(cpu, max_denom);
+    if (full_scale)
+        rf_decoder_set_max_scale_denom(gpu, 1);
     double a = pk_mode("(a) CPU decode", cpu, im, 0, size, reps, &pl);
     double b = pk_mode("(b) walker + plain", gpu, im, 1, size, reps, &pl);
     int rc = a < 0 || b < 0 || transcode_all(im, restart);
@@ -463,6 +475,10 @@ static void usage(FILE *f)
 
             "  --packets   time per image (a) the CPU decode, (b) the walker + plain packet,\n"
             "              (c) the restart packet (after --restart's rewrite), medians of --reps\n"
+            "  --full-scale  with --packets: (b) and (c) as gpu_decode makes them, DCT scaling\n"
+            "              off, so every crop the kernels take is a packet (default: scaling\n"
+            "              allowed, as the balancing scheduler runs; scalable crops are CPU\n"
+            "              decodes inside (b) and (c))\n"
             "  --restart N|auto|row  first rewrite every image losslessly with a restart marker\n"
             "              every N MCUs (auto: the packer's choice; row: one per MCU row)\n"
             "  --version   print the library's version and exit\n"
@@ -474,7 +490,7 @@ int main(int argc, char **argv)
     images im = {.limit = SIZE_MAX};
     int mode = -1;
     uint32_t reps = 5, size = 224, max_denom = 8, flags = 0, restart = 0, threads = 0;
-    int transcode = 0, spin = 0, packets = 0;
+    int transcode = 0, spin = 0, packets = 0, full_scale = 0;
     for (int a = 1; a < argc; a++) {
         const char *s = argv[a];
         if (!strcmp(s, "--mode") && a + 1 < argc) {
@@ -507,6 +523,8 @@ int main(int argc, char **argv)
             spin = 1;
         } else if (!strcmp(s, "--packets")) {
             packets = 1;
+        } else if (!strcmp(s, "--full-scale")) {
+            full_scale = 1;
         } else if (!strcmp(s, "--no-region")) {
             flags |= RF_DECODE_NO_REGION;
         } else if (!strcmp(s, "--restart") && a + 1 < argc) {
@@ -539,8 +557,11 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (packets)
-        return run_packets(&im, size, reps, max_denom, restart);
+    if (packets) {
+        int rc = run_packets(&im, size, reps, max_denom, restart, full_scale);
+        images_free(&im); /* a sanitizer build's ctest decode_bench checks for leaks */
+        return rc;
+    }
     if (transcode && transcode_all(&im, restart))
         return 1;
     size_t bytes = 0;
@@ -593,8 +614,6 @@ int main(int argc, char **argv)
     rf_decoder_destroy(b.dec);
     free(b.out);
     free(b.ref_buf);
-    for (size_t i = 0; i < im.n; i++)
-        free(im.v[i].data);
-    free(im.v);
+    images_free(&im);
     return 0;
 }
