@@ -10,9 +10,8 @@
  * test hook, sleeps) and publishes the result with a release store of sched.engines; a decode
  * thread acquires it before it places an engine packet, and the backend's submit of that
  * packet's batch is ordered after the placement by slot.pending's acq_rel. pl_sched_batch runs
- * on the consumer's thread (the window and the controller's state are its own), takes mu
- * only to count the ready slots, and calls the test hook
- * without it. pl_sched_route runs on the decode threads without mu. The shares are relaxed:
+ * on the consumer's thread (the window and the controller's state are its own) without mu,
+ * and so does the test hook it calls. pl_sched_route runs on the decode threads without mu. The shares are relaxed:
  * any value routes a sample to a path that gives the same pixels. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,8 +291,8 @@ int pl_sched_route(rf_loader *ld, uint64_t aug_seed)
                                                                             : PL_ROUTE_CPU;
 }
 
-/* One batch into the window: its period (from the batch before it), whether the consumer
- * waited for it, whether the ring was full behind it. */
+/* One batch into the window: its period (from the batch before it) and whether the consumer
+ * waited for it. */
 static void measure(rf_loader *ld, uint64_t wait_ns)
 {
     uint64_t now = rf_now_ns(), last = ld->sched.last_ns;
@@ -307,16 +306,10 @@ static void measure(rf_loader *ld, uint64_t wait_ns)
         ld->sched.skip--;
         return;
     }
-    uint32_t ready = 0;
-    pl_lock(ld);
-    for (uint32_t i = 0; i < ld->depth; i++)
-        ready += ld->slots[i].state == SLOT_READY;
-    pl_unlock(ld);
     rf_sched_in *w = &ld->sched.win;
     w->period_ns += now - last;
     w->batches++;
     w->waited += wait_ns > PL_SCHED_WAITED_NS;
-    w->full += ld->depth > 1 && ready + 1 >= ld->depth;
 }
 
 /* The consumer was handed batch s after waiting wait_ns for it: the batch joins the window;
@@ -343,9 +336,9 @@ void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
         w->engines = atomic_load_explicit(&ld->sched.engines, memory_order_relaxed);
         rf_sched_step(c, w);
         if (ld->sched.trace) /* RINGFEED_SCHED_TRACE: one line per step (docs/gpu-decode.md) */
-            fprintf(stderr, "ringfeed sched: period %.3f ms, waited %u/%u, full %u, engines %u"
-                    " -> gpu %u hw %u permille\n", w->period_ns / 1e6, w->waited, w->batches,
-                    w->full, w->engines, c->gpu, c->hw);
+            fprintf(stderr, "ringfeed sched: period %.3f ms, waited %u/%u, engines %u -> gpu %u "
+                    "hw %u permille\n", w->period_ns / 1e6, w->waited, w->batches, w->engines,
+                    c->gpu, c->hw);
         *w = (rf_sched_in){0};
         if (c->gpu != gpu || c->hw != hw)
             ld->sched.skip = ld->depth + 1;

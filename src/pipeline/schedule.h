@@ -33,7 +33,6 @@ typedef struct rf_sched_in {
     uint64_t period_ns; /* the mean time between two batches handed out: training step + waits */
     uint32_t batches;   /* batches in the window */
     uint32_t waited;    /* of them, the ones the consumer waited for */
-    uint32_t full;      /* of them, the ones handed out with every other slot decoded */
     uint32_t engines;   /* enum rf_hw_engines at the window's end */
 } rf_sched_in;
 
