@@ -160,16 +160,20 @@ enum rf_skip_reason {
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
  * output size in both directions (libjpeg's reduced IDCTs; 2-4x less decode work for such
  * images, other pixels: up to tens of levels at edges and in chroma, docs/gpu-decode.md).
- * AUTO: on for CPU-only runs, off for every image of a run with gpu_decode or
- * hw_decode_percent, so that a run's pixels never depend on which engine decoded a sample;
- * with decode_schedule BALANCE on, the crops it applies to being always decoded on the CPU.
- * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels). */
-enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
+ * AUTO: on for CPU-only runs (decode_schedule CPU), off for every image of a run with
+ * gpu_decode, hw_decode_percent or decode_schedule BALANCE, so that a run's pixels never
+ * depend on which engine decoded a sample (the GPU paths decode at full scale).
+ * OFF: never (a CPU-only run then gives exactly a GPU-decode run's pixels).
+ * ON: on for every schedule; with the GPU paths the crops it applies to are always decoded on
+ * the CPU, scaled, so that a run's pixels are the CPU schedule's whatever the route, at the
+ * cost of keeping those crops (about 1 in 9 of RandomResizedCrop's on photographs) on the
+ * CPU. */
+enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SCALING_ON = 2 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else CPU (on
- * the CUDA backend too, for now: BALANCE stays within the CPU's spread for a training step,
- * but loading alone it does not yet reach the manual split's rate on the H200,
- * docs/gpu-decode.md "The scheduler"). CPU: libjpeg-turbo on the decode threads only.
+ * the CUDA backend too, for now: on the H200 BALANCE loads at 0.91-0.94x the manual split's
+ * rate and trains ResNet-18 below the CPU schedule's rate, docs/gpu-decode.md "The
+ * scheduler"). CPU: libjpeg-turbo on the decode threads only.
  * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
  * BALANCE (opt-in): the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
  * naive, a sample_hook or tokens; on_error SKIP works with it): the hardware
@@ -177,9 +181,10 @@ enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1 };
  * and the CPU, with shares a controller moves by hill-climbing on the consumer's measured
  * rate (batches handed out per second, training step included), starting from the CPU only,
  * and only while the loader is the bound (the GPU share goes down while it keeps up), no
- * percentage to tune; a crop the CPU would DCT-scale (dct_scaling) is always decoded on the
- * CPU and every other image at full scale, so a sample's pixels do not depend on where it
- * went and equal the CPU schedule's (up to the engines' IDCT rounding). */
+ * percentage to tune; every image is decoded at full scale (dct_scaling AUTO resolves to OFF;
+ * with ON a crop the CPU would DCT-scale is always decoded on the CPU), so a sample's pixels
+ * do not depend on where it went and equal the CPU schedule's at the same dct_scaling (up to
+ * the engines' IDCT rounding). */
 enum rf_decode_schedule {
     RF_SCHEDULE_AUTO = 0,
     RF_SCHEDULE_CPU = 1,

@@ -25,7 +25,7 @@ static const char *g_use = g_pat, *g_mixed[2];
 static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
 static uint32_t g_height, g_width; /* non-square output; 0: g_size */
 /* 1: decode_schedule BALANCE on the device against the host backend's CPU run, at full scale
- * on both; 2: the same with dct_scaling AUTO on both (the crops the CPU scales stay on the
+ * on both; 2: the same with dct_scaling ON on both (the crops the CPU scales stay on the
  * CPU); 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
  * manual split. */
 static int g_balance;
@@ -54,8 +54,9 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     c.gpu_decode_percent = g_percent;
     c.hw_decode_percent = g_hw;
     if (g_balance) {
-        if (g_balance == 1) /* both at full scale */
-            c.dct_scaling = RF_DCT_SCALING_OFF;
+        /* 1: both at full scale; 2: both DCT-scaling the crops it applies to, which BALANCE
+         * then leaves on the CPU */
+        c.dct_scaling = g_balance == 1 ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_ON;
         c.decode_schedule = device_kind == RF_DEVICE_CUDA ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU;
     } else if (!g_gpu && !g_hw)
         c.decode_schedule = RF_SCHEDULE_CPU;
@@ -867,6 +868,12 @@ START_TEST(balance_schedule_plain_equals_host)
         rf_loader_config(ld, &got);
         rf_loader_destroy(ld);
         ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_CPU);
+        ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_AUTO);
+        c.decode_schedule = RF_SCHEDULE_BALANCE; /* BALANCE: every image at full scale */
+        ld = rf_test_create_ok(&c);
+        rf_loader_config(ld, &got);
+        rf_loader_destroy(ld);
+        ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_OFF);
     }
     g_balance = 1;
     compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);

@@ -23,7 +23,7 @@ typedef struct opts {
     /* memory hierarchy (docs/tuning.md) */
     uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode, gpu_pct;
     uint32_t hw_pct;
-    uint32_t no_dct_scaling;
+    uint32_t dct_scaling; /* enum rf_dct_scaling */
     uint64_t warm_bytes;
     uint32_t on_error; /* enum rf_on_error */
     uint32_t timeout_ms;

@@ -55,6 +55,8 @@ static void usage(FILE *f)
             "                     --hw-decode, else cpu; balance is opt-in)\n"
             "  --no-dct-scaling   decode every image at full scale, as the GPU paths do\n"
             "                     (rf_config.dct_scaling OFF; they turn it off themselves)\n"
+            "  --dct-scaling-always  keep DCT scaling with the GPU paths too: the crops it\n"
+            "                     applies to stay on the CPU (rf_config.dct_scaling ON)\n"
             "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
             "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
@@ -94,7 +96,7 @@ int parse_args(int argc, char **argv, opts *o)
            O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
            O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
            O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_NOLABELS,
+           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_DCTON, O_NOLABELS,
            O_SHOWCFG, O_VERSION, O_SCHED, O_CACHEDIR, O_CACHEBYTES, O_RRETRIES, O_RTIMEOUT };
     static const struct option lo[] = {
         {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
@@ -120,6 +122,7 @@ int parse_args(int argc, char **argv, opts *o)
         {"gpu-decode-percent", required_argument, 0, O_GPUPCT},
         {"hw-decode", required_argument, 0, O_HWPCT},
         {"no-dct-scaling", no_argument, 0, O_NODCT},
+        {"dct-scaling-always", no_argument, 0, O_DCTON},
         {"schedule", required_argument, 0, O_SCHED},
         {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
@@ -236,7 +239,8 @@ int parse_args(int argc, char **argv, opts *o)
         case O_GPUPCT: bad |= cli_parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
         case O_HWPCT: bad |= cli_parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
         case O_EVICT: o->evict = 1; break;
-        case O_NODCT: o->no_dct_scaling = 1; break;
+        case O_NODCT: o->dct_scaling = RF_DCT_SCALING_OFF; break;
+        case O_DCTON: o->dct_scaling = RF_DCT_SCALING_ON; break;
         case O_SCHED: bad |= parse_schedule(optarg, &o->schedule); break;
         case O_TIMEOUT: bad |= cli_parse_u32(optarg, &o->timeout_ms); break;
         case O_NOLABELS: o->label_source = RF_LABEL_NONE; break;
@@ -310,7 +314,7 @@ void make_config(const opts *o, rf_config *cfg)
     cfg->gpu_decode = o->gpu_decode;
     cfg->gpu_decode_percent = o->gpu_pct;
     cfg->hw_decode_percent = o->hw_pct;
-    cfg->dct_scaling = o->no_dct_scaling ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO;
+    cfg->dct_scaling = o->dct_scaling;
     cfg->next_timeout_ms = o->timeout_ms;
     cfg->decode_schedule = o->schedule;
     cfg->cache_dir = o->cache_dir;

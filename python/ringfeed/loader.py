@@ -102,6 +102,15 @@ def _parse_device(device):
     raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
+def _dct_scaling(value):
+    """dct_scaling= True (auto), False (off) or "always" (on) as rf_config.dct_scaling."""
+    if isinstance(value, str):
+        if value != "always":
+            raise ValueError(f'dct_scaling must be True, False or "always", not {value!r}')
+        return C.RF_DCT_SCALING_ON
+    return C.RF_DCT_SCALING_AUTO if value else C.RF_DCT_SCALING_OFF
+
+
 def _choice(name, value, table):
     """The table entry of an enum argument, named in any case ("nhwc" is "NHWC")."""
     key = value.lower() if isinstance(value, str) else None
@@ -1089,16 +1098,17 @@ class Loader(_LoaderBase):
     dct_scaling: True (default): a CPU-only loader decodes images whose crop is at least twice
       the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to
       tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.
-      gpu_decode and hw_decode_percent turn it off for their whole run; schedule="balance"
-      keeps it, decoding those crops on the CPU (docs/gpu-decode.md).
+      gpu_decode, hw_decode_percent and schedule="balance" turn it off for their whole run.
+      "always": on with every schedule, the GPU paths leaving those crops to the CPU, so the
+      pixels are a CPU-only loader's whichever path took each (docs/gpu-decode.md).
     schedule: where JPEGs are decoded (rf_config.decode_schedule, docs/gpu-decode.md).
       "auto" (default): "manual" when gpu_decode or hw_decode_percent is given, otherwise
       "cpu" (on a CUDA device too, for now). "balance" (opt-in, CUDA only): a
       scheduler spreads JPEGs over the hardware decoders (when present), the GPU kernels and
       the CPU in shares moved by hill-climbing on the training loop's measured rate
       (starting from the CPU only, and only while the loader is the bound), no percentage to
-      tune; a crop the CPU DCT-scales stays on the CPU and every other image is decoded at
-      full scale, so the pixels are the CPU schedule's whichever path took each;
+      tune; every image is decoded at full scale (dct_scaling="always": the crops the CPU
+      DCT-scales stay on it), so the pixels do not depend on which path took each;
       stats()["sched_gpu_permille"] and ["sched_hw_permille"] show its shares. "cpu": the CPU
       only. "manual": gpu_decode, gpu_decode_percent and hw_decode_percent as given.
     prefetch_depth: batch slots in the ring; 0 is the library's default (4, 8 with
@@ -1151,7 +1161,7 @@ class Loader(_LoaderBase):
             "gpu_decode": 1 if gpu_decode else 0,
             "gpu_decode_percent": _uint("gpu_decode_percent", gpu_decode_percent),
             "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
-            "dct_scaling": C.RF_DCT_SCALING_AUTO if dct_scaling else C.RF_DCT_SCALING_OFF,
+            "dct_scaling": _dct_scaling(dct_scaling),
             "dtype": C.DTYPES[dtype][0],
             "source": _source_kind(source, shards, label),
             "image_exts": _image_exts(image),

@@ -208,15 +208,24 @@ def test_cuda_paths_give_the_full_scale_pixels_on_photos(photos):
 
 
 def test_balance_schedule_matches_host(shards):
-    """schedule="balance" on a CUDA device (no setting stays the CPU): the crops the CPU
-    DCT-scales stay on the CPU and every other image is decoded at full scale wherever it goes,
-    so the batches are the host backend's CPU run (within the hardware decoders' IDCT rounding
-    when they took samples)."""
+    """schedule="balance" on a CUDA device (no setting stays the CPU): every image is decoded
+    at full scale wherever it goes, so the batches are the host backend's CPU run with
+    dct_scaling=False (within the hardware decoders' IDCT rounding when they took samples);
+    with dct_scaling="always" the crops the CPU DCT-scales stay on the CPU, and the batches
+    are the CPU run's with its default."""
     kw = dict(size=96, decode_threads=4, seed=21)
-    with ringfeed.Loader(shards, 8, device="cpu", copy=True, array_type="numpy", **kw) as ld:
+    with ringfeed.Loader(shards, 8, device="cpu", copy=True, array_type="numpy",
+                         dct_scaling=False, **kw) as ld:
         ref = [(np.array(b.images), b.keys) for b in ld]
     with ringfeed.Loader(shards, 8, device="cuda", **kw) as ld:
         assert ld.stats()["decode_schedule"] == C.RF_SCHEDULE_CPU
+    check_balance(shards, ref, kw)
+    with ringfeed.Loader(shards, 8, device="cpu", copy=True, array_type="numpy", **kw) as ld:
+        ref = [(np.array(b.images), b.keys) for b in ld]
+    check_balance(shards, ref, dict(kw, dct_scaling="always"))
+
+
+def check_balance(shards, ref, kw):
     with ringfeed.Loader(shards, 8, device="cuda", schedule="balance", **kw) as ld:
         got = [(b.images.cpu().numpy(), b.keys) for b in ld]
         st = ld.stats()

@@ -766,6 +766,33 @@ def test_gpu_decode_plain_shards_on_host_backend(shards):
         np.testing.assert_array_equal(gpu[k], cpu[k])
 
 
+def test_dct_scaling_always(shards):
+    """dct_scaling="always" is rf_config.dct_scaling ON: with gpu_decode the crops the CPU
+    DCT-scales stay on the CPU, scaled, so every image is byte for byte what a CPU-only loader
+    with the default (True) gives, and only the others become packets; True with gpu_decode
+    decodes every image at full scale instead. Another string is a ValueError."""
+    def epoch(**kw):
+        out = {}
+        with ringfeed.Loader(shards, 8, seed=4, array_type="numpy", size=24, device="cpu",
+                             decode_threads=2, copy=True, **kw) as ld:
+            for b in ld:
+                for k, img, pad in zip(b.keys, b.images, b.is_padding):
+                    if not pad:
+                        out[k] = np.asarray(img).copy()
+            return out, ld.stats()
+    cpu, cst = epoch()
+    kept, kst = epoch(gpu_decode=True, dct_scaling="always")
+    full, fst = epoch(gpu_decode=True)
+    assert cst["dct_scaled"] > 0 and kst["dct_scaled"] > 0 and fst["dct_scaled"] == 0
+    assert 0 < kst["gpu_decoded"] < fst["gpu_decoded"]
+    assert sorted(kept) == sorted(cpu)
+    for k in cpu:
+        np.testing.assert_array_equal(kept[k], cpu[k])
+    assert any(not np.array_equal(full[k], cpu[k]) for k in cpu)
+    with pytest.raises(ValueError, match='dct_scaling must be True, False or "always"'):
+        ringfeed.Loader(shards, 8, device="cpu", dct_scaling="on")
+
+
 def test_schedule_keyword(shards):
     """schedule= is rf_config.decode_schedule: on the host backend "auto" decodes on the CPU
     (stats say which mode ran), gpu_decode makes it "manual", "balance" is refused by name

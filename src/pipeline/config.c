@@ -101,8 +101,9 @@ static void config_resolve(rf_config *c)
         c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
     /* The GPU paths decode at full scale: so must every other image of their run, or a
      * sample's pixels would depend on where it went (docs/gpu-decode.md). Only AUTO is
-     * resolved: a value out of range stays for the caller's check to refuse. The balancing
-     * scheduler keeps DCT scaling: the crops the CPU scales never leave it (rf_decode_placed). */
+     * resolved (BALANCE's at create, pl_sched_choose): a value out of range stays for the
+     * caller's check to refuse, and ON keeps the crops the CPU scales on the CPU
+     * (rf_decode_placed). */
     if (gpu && c->dct_scaling == RF_DCT_SCALING_AUTO)
         c->dct_scaling = RF_DCT_SCALING_OFF;
     /* The percentages are the manual mode's; create resolves the rest of AUTO once it knows
@@ -223,8 +224,8 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent are the manual "
                          "schedule's settings; decode_schedule %s takes neither",
                          c->decode_schedule == RF_SCHEDULE_CPU ? "CPU" : "BALANCE");
-    if (c->dct_scaling > RF_DCT_SCALING_OFF)
-        return rf_seterr(err, RF_EINVAL, "dct_scaling must be 0 (auto) or 1 (off), not %u",
+    if (c->dct_scaling > RF_DCT_SCALING_ON)
+        return rf_seterr(err, RF_EINVAL, "dct_scaling must be 0 (auto), 1 (off) or 2 (on), not %u",
                          c->dct_scaling);
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "

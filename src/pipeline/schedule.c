@@ -24,12 +24,31 @@
 #define PL_SCHED_WAITED_NS 100000u
 
 /* The CPU-only start: training stays first until a window shows that the GPU paths make the
- * consumer faster. The engines' part starts where the manual measurements found the best
- * split (35% of the JPEGs on the engines with the rest of the GPU share on the kernels). */
+ * consumer faster. The engines' part starts inside the plateau the manual measurements found
+ * on the H200 (docs/gpu-decode.md: 25% to 35% of the JPEGs on the engines, the rest of the
+ * GPU share on the kernels, within 2% of each other; 45% was 14% slower), with probes of
+ * RF_SCHED_STEP_PROBE: a first probe of the GPU share's size would leave that plateau. */
 void rf_sched_init(rf_sched *s)
 {
     *s = (rf_sched){.at = {0, RF_SCHED_HW_START},
-                    .step = {RF_SCHED_STEP_START, RF_SCHED_STEP_START}, .dir = {1, 1}};
+                    .step = {RF_SCHED_STEP_START, RF_SCHED_STEP_PROBE}, .dir = {1, 1}};
+}
+
+/* Coordinate c's margin and largest step. The GPU share moves images between a full CPU
+ * decode and the kernels' entropy walk, which costs the CPU a third as much: a step of it
+ * changes the period by far more than a window's noise. The engines' part moves images
+ * between the walk and the engines, a gain of a few percent inside a wide plateau, against
+ * the noise of 250 ms windows on the H200 (a standard deviation of 3% at a fixed split): a
+ * 2% margin accepted noise there and walked the split out of the plateau (to 600 and 850
+ * permille, 20% slower). */
+static uint32_t margin(uint32_t c)
+{
+    return c ? RF_SCHED_MARGIN_HW : RF_SCHED_MARGIN;
+}
+
+static uint32_t step_max(uint32_t c)
+{
+    return c ? RF_SCHED_STEP_MAX_HW : RF_SCHED_STEP_MAX;
 }
 
 /* The shares the decode threads route by: the accepted point, or the probe. */
@@ -94,7 +113,10 @@ static void end_round(rf_sched *s)
 
 /* The probe measured `p` against the accepted point's ref_ns. Faster: accepted, and the next
  * probe goes the same way with twice the step. Slower: the other way with half the step,
- * until the step is below its minimum. Within the margin: the other way at the same step,
+ * until the step is below its minimum. Either way, a probe that cannot go on in its new
+ * direction (a bound) ends the round: the other way was just measured slower (on the H200,
+ * the GPU share at 1000 probed 750, 875, 938 and 969 after it, each a slow window). Within
+ * the margin: the other way at the same step,
  * and if that is within the margin too, the point stays and the next round of this
  * coordinate starts with twice the step (a gradient too small for the margin at one step
  * shows at a larger one). */
@@ -102,18 +124,18 @@ static void judge(rf_sched *s, uint64_t p)
 {
     uint32_t c = s->coord;
     s->probing = 0;
-    if (p * RF_SCHED_ONE < s->ref_ns * (RF_SCHED_ONE - RF_SCHED_MARGIN)) {
+    if (p * RF_SCHED_ONE < s->ref_ns * (RF_SCHED_ONE - margin(c))) {
         s->at[c] = s->probe, s->ref_ns = p, s->quiet = 0, s->tried = 0;
-        s->step[c] = RF_MIN(s->step[c] * 2, RF_SCHED_STEP_MAX);
-        if (!probe(s, c) && !probe_other_way(s))
+        s->step[c] = RF_MIN(s->step[c] * 2, step_max(c));
+        if (!probe(s, c))
             end_round(s);
-    } else if (p * RF_SCHED_ONE > s->ref_ns * (RF_SCHED_ONE + RF_SCHED_MARGIN)) {
+    } else if (p * RF_SCHED_ONE > s->ref_ns * (RF_SCHED_ONE + margin(c))) {
         s->dir[c] = -s->dir[c], s->step[c] /= 2, s->tried = 0;
-        if (s->step[c] < RF_SCHED_STEP_MIN || (!probe(s, c) && !probe_other_way(s)))
+        if (s->step[c] < RF_SCHED_STEP_MIN || !probe(s, c))
             s->step[c] = RF_MAX(s->step[c], RF_SCHED_STEP_MIN), end_round(s);
     } else if (!probe_other_way(s)) {
         /* flat both ways at this step: the next round looks further */
-        s->step[c] = RF_MIN(s->step[c] * 2, RF_SCHED_STEP_MAX);
+        s->step[c] = RF_MIN(s->step[c] * 2, step_max(c));
         end_round(s);
     }
 }
@@ -122,8 +144,18 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
 {
     if (!in->batches || !in->period_ns)
         return;
-    if (in->engines != s->engines) /* the plant changed under the measurement: re-measure */
+    if (in->engines != s->engines) {
+        /* The plant changed under the measurement: re-measure the accepted point. A window
+         * measured under a probe says nothing of it, and taken as its period it made the
+         * next probe (the same shares) look flat: on the H200 the climb then held the CPU
+         * alone for 16 windows while the consumer waited for every batch. */
+        int probed = s->probing;
         s->engines = in->engines, s->ref_ns = 0, s->probing = 0, s->hold = 0;
+        if (probed) {
+            publish(s);
+            return;
+        }
+    }
     if (in->waited * RF_SCHED_KEEPS_UP <= in->batches) {
         /* Training stays first: the loader keeps up (the consumer waited for at most one
          * batch in RF_SCHED_KEEPS_UP), so no GPU share can make the loop faster, and any share
@@ -174,8 +206,9 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
                      : c->source == RF_SOURCE_TOKENS ? "a token source"
                      : NULL;
     /* AUTO stays the CPU on the CUDA backend too until BALANCE meets its targets there
-     * (docs/gpu-decode.md, "The scheduler": on the H200 ResNet-18 fell to 81% of its
-     * GPU-bound rate under it, against 96-97% with the CPU); the test hook resolves it to
+     * (docs/gpu-decode.md, "The scheduler": on the H200 it loads 0.91-0.94x the manual
+     * split's rate, ResNet-18 trained at 87-89% of its GPU-bound rate against 93% with the
+     * CPU, and two torchrun ranks on one GPU failed with it); the test hook resolves it to
      * BALANCE so the scheduler's pipeline runs in CI. */
     if (c->decode_schedule == RF_SCHEDULE_AUTO)
         c->decode_schedule = ld->hooks.sched && !no ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU;
@@ -187,10 +220,12 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
     ld->sched.mode = c->decode_schedule;
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return 0;
-    /* dct_scaling stays as asked: a crop the CPU would DCT-scale is always decoded on the CPU
-     * (rf_decode_placed), every other image at full scale on any path, so a sample's pixels
-     * do not depend on the timing-dependent route and equal the CPU schedule's
-     * (docs/gpu-decode.md, "The scheduler"). */
+    /* Every image at full scale, as with the manual split, so a sample's pixels do not depend
+     * on the timing-dependent route. Keeping DCT scaling (ON: the crops the CPU scales stay on
+     * the CPU, rf_decode_placed) kept 11% of the H200's photo crops off the GPU paths and cost
+     * BALANCE 14% of its rate there (docs/gpu-decode.md, "The scheduler"). */
+    if (c->dct_scaling == RF_DCT_SCALING_AUTO)
+        c->dct_scaling = RF_DCT_SCALING_OFF;
     ld->sched.trace = getenv("RINGFEED_SCHED_TRACE") && *getenv("RINGFEED_SCHED_TRACE") &&
                       strcmp(getenv("RINGFEED_SCHED_TRACE"), "0") != 0;
     rf_sched_init(&ld->sched.ctl);

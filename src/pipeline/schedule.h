@@ -20,10 +20,12 @@
 #define RF_SCHED_WINDOW 16u      /* batches whose mean period one controller step compares */
 #define RF_SCHED_WINDOW_NS 250000000u /* and the least time they span (pl_sched_batch) */
 #define RF_SCHED_MARGIN 20u      /* permille: a rate within 2% of the last is noise */
-#define RF_SCHED_HW_START 350u   /* the engines' part of the GPU share at first (permille) */
-#define RF_SCHED_STEP_START 250u /* the first probe's size: four accepted moves cross the range */
+#define RF_SCHED_MARGIN_HW 30u   /* and for the engines' part, probed in smaller steps */
+#define RF_SCHED_HW_START 300u   /* the engines' part of the GPU share at first (permille) */
+#define RF_SCHED_STEP_START 500u /* the first probe's size: two accepted moves cross the range */
 #define RF_SCHED_STEP_MIN 16u    /* a coordinate's round ends when its step halves below this */
-#define RF_SCHED_STEP_MAX 250u   /* accepted moves double the step up to this */
+#define RF_SCHED_STEP_MAX 500u   /* accepted moves double the step up to this */
+#define RF_SCHED_STEP_MAX_HW 128u /* and the engines' part's up to this */
 #define RF_SCHED_STEP_PROBE 64u  /* the step of a probe after a hold */
 #define RF_SCHED_HOLD 16u        /* windows held at a settled point before the next probe */
 #define RF_SCHED_KEEPS_UP 4u     /* the loader keeps up: the consumer waited for <= 1 in 4 */
