@@ -743,22 +743,26 @@ def test_gpu_decode_on_host_backend(restart_shards, labels_by_key):
         assert [labels_by_key[k] for k in k0] == list(l0)
 
 
+def images_by_key(shards, size, **kw):
+    """One epoch of a host loader (seed 4, batches of 8, 2 threads): each real sample's image by
+    key, and the loader's stats."""
+    out = {}
+    with ringfeed.Loader(shards, 8, seed=4, array_type="numpy", size=size, device="cpu",
+                         decode_threads=2, copy=True, **kw) as ld:
+        for b in ld:
+            for k, img, pad in zip(b.keys, b.images, b.is_padding):
+                if not pad:
+                    out[k] = np.asarray(img).copy()
+        return out, ld.stats()
+
+
 def test_gpu_decode_plain_shards_on_host_backend(shards):
     """gpu_decode=True on plain shards (no restart markers) on the CPU: every image becomes a
     plain packet (the walker's segments, decoded by the kernels' code), counted in both
     gpu_decoded and gpu_plain_decoded, and each is byte for byte what a CPU-only run with
     dct_scaling=False gives."""
-    def epoch(**kw):
-        out = {}
-        with ringfeed.Loader(shards, 8, seed=4, array_type="numpy", size=96, device="cpu",
-                             decode_threads=2, copy=True, **kw) as ld:
-            for b in ld:
-                for k, img, pad in zip(b.keys, b.images, b.is_padding):
-                    if not pad:
-                        out[k] = np.asarray(img).copy()
-            return out, ld.stats()
-    gpu, st = epoch(gpu_decode=True)
-    cpu, _ = epoch(dct_scaling=False)
+    gpu, st = images_by_key(shards, 96, gpu_decode=True)
+    cpu, _ = images_by_key(shards, 96, dct_scaling=False)
     # every image a plain packet (the counts include what was prefetched of the next epoch)
     assert st["gpu_plain_decoded"] == st["gpu_decoded"] >= len(gpu) == N_IMAGES
     assert sorted(gpu) == sorted(cpu)
@@ -771,18 +775,9 @@ def test_dct_scaling_always(shards):
     DCT-scales stay on the CPU, scaled, so every image is byte for byte what a CPU-only loader
     with the default (True) gives, and only the others become packets; True with gpu_decode
     decodes every image at full scale instead. Another string is a ValueError."""
-    def epoch(**kw):
-        out = {}
-        with ringfeed.Loader(shards, 8, seed=4, array_type="numpy", size=24, device="cpu",
-                             decode_threads=2, copy=True, **kw) as ld:
-            for b in ld:
-                for k, img, pad in zip(b.keys, b.images, b.is_padding):
-                    if not pad:
-                        out[k] = np.asarray(img).copy()
-            return out, ld.stats()
-    cpu, cst = epoch()
-    kept, kst = epoch(gpu_decode=True, dct_scaling="always")
-    full, fst = epoch(gpu_decode=True)
+    cpu, cst = images_by_key(shards, 24)
+    kept, kst = images_by_key(shards, 24, gpu_decode=True, dct_scaling="always")
+    full, fst = images_by_key(shards, 24, gpu_decode=True)
     assert cst["dct_scaled"] > 0 and kst["dct_scaled"] > 0 and fst["dct_scaled"] == 0
     assert 0 < kst["gpu_decoded"] < fst["gpu_decoded"]
     assert sorted(kept) == sorted(cpu)
