@@ -10,11 +10,13 @@ import ringfeed
 ap = argparse.ArgumentParser()
 ap.add_argument("--shards", required=True)
 ap.add_argument("--out", required=True)
+ap.add_argument("--schedule", default="auto")
 a = ap.parse_args()
 local = int(os.environ.get("LOCAL_RANK", 0))
 torch.cuda.set_device(local % torch.cuda.device_count())
 rank = int(os.environ["RANK"])
-with ringfeed.Loader(a.shards, 4, size=32, device="cuda", seed=3, decode_threads=2) as ld:
+with ringfeed.Loader(a.shards, 4, size=32, device="cuda", seed=3, decode_threads=2,
+                     schedule=a.schedule) as ld:
     assert ld.device == f"cuda:{torch.cuda.current_device()}"
     rows = []
     for images, labels in (ld):

@@ -178,12 +178,16 @@ def test_normalization_matches_torch(shards, dtype, layout):
         torch.testing.assert_close(img.float(), want.to(tdt).float(), atol=tol, rtol=tol)
 
 
-def test_two_ranks_torchrun_disjoint(shards, labels_by_key, tmp_path):
+@pytest.mark.parametrize("schedule", ["auto", "balance"])
+def test_two_ranks_torchrun_disjoint(shards, labels_by_key, tmp_path, schedule):
+    """Two torchrun ranks on one GPU, each its own loader: disjoint samples covering the
+    dataset, the same count each, with the default schedule and with the balancing one (two
+    processes opening the hardware decoders and launching kernels at once)."""
     script = os.path.join(HERE, "gpu_two_rank.py")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           script, "--shards", shards, "--out", str(tmp_path)]
+           script, "--shards", shards, "--out", str(tmp_path), "--schedule", schedule]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     ranks = []

@@ -65,7 +65,9 @@ typedef struct rf_backend_ops {
      * host slot may be overwritten (its copy completed). */
     int (*release)(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err);
     int (*wait)(void *event, void *stream);
-    int (*sync)(void *event);
+    /* Block until the event's work is done; a failure says why in why (the CUDA error's name
+     * and text: a kernel's fault is reported here, on the next call that waits). */
+    int (*sync)(void *event, char *why, size_t cap);
     void (*stats)(rf_backend *b, rf_backend_stats *st);
     /* ---- memory hierarchy (src/backend/hostmem.c, src/base/numa.c, docs/tuning.md) ---- */
     /* Page-lock memory the caller mapped (cudaHostRegister) / undo it. NULL: cannot pin. */

@@ -296,13 +296,19 @@ static int cuda_wait(void *event, void *stream)
                : RF_ECUDA;
 }
 
-static int cuda_sync(void *event)
+static int cuda_sync(void *event, char *why, size_t cap)
 {
     if (!event)
         return 0;
-    if (cuda_forked())
+    if (cuda_forked()) {
+        snprintf(why, cap, "CUDA was initialized in the parent of this forked process");
         return RF_EFORK;
-    return cudaEventSynchronize((cudaEvent_t)event) == cudaSuccess ? 0 : RF_ECUDA;
+    }
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(why, cap, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    return RF_ECUDA;
 }
 
 static void cuda_stats(rf_backend *b, rf_backend_stats *st)

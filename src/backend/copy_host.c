@@ -47,7 +47,7 @@ static int host_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
 
 static int host_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err) { return 0; }
 static int host_wait(void *event, void *stream) { return 0; }
-static int host_sync(void *event) { return 0; }
+static int host_sync(void *event, char *why, size_t cap) { return 0; }
 static void host_stats(rf_backend *b, rf_backend_stats *st)
 {
     st->pool_reserved_bytes = st->pool_used_bytes = st->device_allocs_after_create = 0;

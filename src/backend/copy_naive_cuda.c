@@ -119,7 +119,7 @@ static int naive_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *e
 }
 
 static int naive_wait(void *event, void *stream) { return 0; }
-static int naive_sync(void *event) { return 0; }
+static int naive_sync(void *event, char *why, size_t cap) { return 0; }
 
 static void naive_stats(rf_backend *b, rf_backend_stats *st)
 {

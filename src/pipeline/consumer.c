@@ -290,7 +290,8 @@ int rf_batch_synchronize(const rf_batch *batch)
     if (batch->device_kind != RF_DEVICE_CUDA)
         return 0;
 #ifdef RINGFEED_HAVE_CUDA
-    return rf_backend_cuda.sync(batch->event);
+    char why[RF_ERRMSG_MAX / 2]; /* the public call returns the code only */
+    return rf_backend_cuda.sync(batch->event, why, sizeof why);
 #else
     return RF_ENODEV;
 #endif

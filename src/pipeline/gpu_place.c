@@ -429,8 +429,10 @@ static void emulate_kernels(const rf_loader *ld, slot *s)
  * GPU (one did, for a whole batch's kernels, when the thread that finished the batch waited). */
 int pl_gpu_check(rf_loader *ld, slot *s, rf_err *e)
 {
-    if (ld->bops->sync(s->dev.event))
-        return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of the batch failed");
+    char why[RF_ERRMSG_MAX / 2] = "";
+    if (ld->bops->sync(s->dev.event, why, sizeof why))
+        return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of batch %llu failed: %s",
+                         (unsigned long long)s->seq, why);
     if (ld->gpu.emulate)
         emulate_kernels(ld, s);
     if (ld->skip) {
