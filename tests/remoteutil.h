@@ -1,8 +1,9 @@
 /* remoteutil.h — helpers of the suites that read remote shards from the real servers
- * (test_remote.c and test_remote_cache.c, run under tests/servers/servers.py). */
+ * (test_remote.c, test_remote_cache.c and test_remote_tokens.c, run under tests/servers/servers.py). */
 #ifndef RF_REMOTEUTIL_H
 #define RF_REMOTEUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,10 +48,18 @@ void rt_no_secrets(const char *msg);
 rf_config rt_config(const char **pats, uint32_t npats, const opts *o);
 /* Create (with o's test hooks); the message checked for credentials. */
 rf_loader *rt_create(const rf_config *c, const opts *o, char *err, size_t cap, int *rc);
+/* A loader over c that must be created (o's test hooks). */
+rf_loader *rt_create_ok(const rf_config *c, const opts *o);
 /* A loader over the one pattern url that must be created. */
 rf_loader *rt_create_url(const char *url, const opts *o);
 /* Every batch of the loader over `pattern` into r; the test fails on any error. */
 void rt_collect(const char *pattern, const opts *o, run *r);
+/* The same over any config (a token source, several patterns), with o's hooks and fills. */
+void rt_collect_config(const rf_config *c, const opts *o, run *r);
+/* create over `url` (rt_config_fails: over c) fails with code `code` (0: any) and a message
+ * holding each of the NULL-terminated words (and no credential: rt_create checks). */
+void rt_create_fails(const char *url, const opts *o, int code, const char *const *words);
+void rt_config_fails(const rf_config *c, const opts *o, int code, const char *const *words);
 /* Append batch b's samples and pixels to r, then release it. */
 void rt_take(rf_loader *ld, rf_batch *b, run *r);
 /* A server suite's command line: `--make-data DIR` runs make_data (its status), `DIR` sets
@@ -61,5 +70,17 @@ int rt_main_args(int argc, char **argv, const char *suite, int (*make_data)(cons
 void rt_same_run(const run *a, const run *b, const char *what);
 /* Wait until `fills` cache fills of ld ended (at most 30 s; 0: no wait), then its stats. */
 void rt_wait_fills(rf_loader *ld, uint64_t fills, rf_stats *st);
+/* Requests in the fault proxy's log (since its last reset) for targets under `prefix` that
+ * are sample reads: not create's (one-byte opens, index fetches, the index checks' reads to a
+ * shard's end) and not a fill's (the whole object, which ends at the shard's end too). data:
+ * the served root, where the targets' sizes are read. */
+long rt_sample_gets(const char *data, const char *prefix);
+/* The AWS_* settings of moto's S3 server (servers.py's RF_TEST_S3_*), with another secret
+ * key when secret is not NULL. */
+void rt_s3_env(const char *secret);
+/* A server suite `name` in *s with its one test case (300 s a test), for the tests to add. */
+TCase *rt_suite(const char *name, Suite **s);
+/* Empty the fault proxy's log and its fault counters (POST /_reset). */
+void rt_reset_log(void);
 
 #endif

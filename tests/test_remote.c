@@ -53,21 +53,6 @@ static rf_stats equals_local(const char *base, const char *rel, uint32_t epochs)
     return st;
 }
 
-/* create over `url` fails with code `code` (0: any) and a message holding each of the NULL-
- * terminated words; the message is kept for the credential check. */
-static void create_fails(const char *url, const opts *o, int code, const char *const *words)
-{
-    const char *pats[1] = {url};
-    rf_config c = rt_config(pats, 1, o);
-    char err[RF_ERRMSG_MAX];
-    int rc;
-    rf_loader *ld = rt_create(&c, o, err, sizeof err, &rc);
-    rf_loader_destroy(ld);
-    ck_assert_msg(rc != 0 && (!code || rc == code), "%s: create gave %d (%s)", url, rc, err);
-    for (; *words; words++)
-        ck_assert_msg(strstr(err, *words), "%s: '%s' not in \"%s\"", url, *words, err);
-}
-
 /* ---- HTTP ---------------------------------------------------------------------------------- */
 
 START_TEST(http_index_equals_local)
@@ -120,7 +105,7 @@ START_TEST(https_with_ca)
     char url[1024];
     snprintf(url, sizeof url, "%s/gen/shard-0000.tar", rt_env("RF_TEST_HTTPS"));
     opts o = {.retries = 1};
-    create_fails(url, &o, 0, (const char *[]){url, "certificate", NULL});
+    rt_create_fails(url, &o, 0, (const char *[]){url, "certificate", NULL});
 }
 END_TEST
 
@@ -129,13 +114,13 @@ START_TEST(errors_name_url)
     char url[1024], shown[1024];
     opts o = {.retries = 1};
     snprintf(url, sizeof url, "%s/f/403/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
-    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
     snprintf(url, sizeof url, "%s/f/404/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
-    create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
+    rt_create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
     snprintf(url, sizeof url, "%s/gen/no-such.tar", rt_env("RF_TEST_HTTP"));
-    create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
+    rt_create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
     /* nothing listens on port 9 of loopback (discard, never run here) */
-    create_fails("http://127.0.0.1:9/gen/shard-0000.tar", &o, RF_EIO,
+    rt_create_fails("http://127.0.0.1:9/gen/shard-0000.tar", &o, RF_EIO,
                  (const char *[]){"http://127.0.0.1:9/gen/shard-0000.tar", "connect",
                                   "after 1 retries", NULL});
     /* userinfo and a query string are never printed */
@@ -143,19 +128,15 @@ START_TEST(errors_name_url)
     snprintf(url, sizeof url, "http://user:" SECRET_PW "@%s/gen/no-such.tar?X-Amz-Signature=%s",
              h, SECRET_PW);
     snprintf(shown, sizeof shown, "http://%s/gen/no-such.tar", h);
-    create_fails(url, &o, 0, (const char *[]){shown, "HTTP 404", NULL});
+    rt_create_fails(url, &o, 0, (const char *[]){shown, "HTTP 404", NULL});
     snprintf(url, sizeof url, "%s/gen/shard-*.tar", rt_env("RF_TEST_HTTP"));
-    create_fails(url, &o, RF_EINVAL, (const char *[]){"brace ranges", NULL});
+    rt_create_fails(url, &o, RF_EINVAL, (const char *[]){"brace ranges", NULL});
     char local[1024];
     snprintf(local, sizeof local, "%s/gen/shard-0000.tar", data);
     const char *mixed[2] = {url, local};
     snprintf(url, sizeof url, "%s/gen/shard-0000.tar", rt_env("RF_TEST_HTTP"));
     rf_config c = rt_config(mixed, 2, &o);
-    char err[RF_ERRMSG_MAX];
-    int rc;
-    rf_loader_destroy(rt_create(&c, &o, err, sizeof err, &rc));
-    ck_assert_int_eq(rc, RF_EINVAL);
-    ck_assert_msg(strstr(err, "mix URLs and local files"), "%s", err);
+    rt_config_fails(&c, &o, RF_EINVAL, (const char *[]){"mix URLs and local files", NULL});
 }
 END_TEST
 
@@ -294,7 +275,7 @@ END_TEST
 START_TEST(each_range_once_per_epoch)
 {
     const char *fault = rt_env("RF_TEST_FAULT");
-    ck_assert_int_eq(rf_test_shell("curl -sf -X POST %s/_reset >/dev/null", fault), 0);
+    rt_reset_log();
     char url[1024];
     snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", fault);
     static run r;
@@ -437,17 +418,9 @@ END_TEST
 
 /* ---- S3 ------------------------------------------------------------------------------------ */
 
-static void s3_env(const char *secret)
-{
-    setenv("AWS_ACCESS_KEY_ID", rt_env("RF_TEST_S3_KEY"), 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret ? secret : rt_env("RF_TEST_S3_SECRET"), 1);
-    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
-    setenv("AWS_REGION", rt_env("RF_TEST_S3_REGION"), 1);
-}
-
 START_TEST(s3_signed_equals_local)
 {
-    s3_env(NULL);
+    rt_s3_env(NULL);
     char base[256];
     snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_BUCKET"));
     equals_local(base, "gen/shard-{0000..0001}.tar", 1);
@@ -458,7 +431,7 @@ END_TEST
 /* Globbing lists the bucket with ListObjectsV2, two keys a page: five pages here. */
 START_TEST(s3_glob_pages)
 {
-    s3_env(NULL);
+    rt_s3_env(NULL);
     setenv("RF_S3_MAX_KEYS", "2", 1);
     char base[256], url[1024];
     snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_BUCKET"));
@@ -466,7 +439,7 @@ START_TEST(s3_glob_pages)
     ck_assert_uint_ge(st.remote_requests, st.reads + 5 + 5 * 3);
     snprintf(url, sizeof url, "%s/many/none-*.tar", base);
     opts o = {.retries = 1};
-    create_fails(url, &o, RF_ENOFILES, (const char *[]){"matched no object", NULL});
+    rt_create_fails(url, &o, RF_ENOFILES, (const char *[]){"matched no object", NULL});
 }
 END_TEST
 
@@ -475,12 +448,12 @@ START_TEST(s3_refusals)
     char url[1024];
     snprintf(url, sizeof url, "s3://%s/gen/shard-0000.tar", rt_env("RF_TEST_S3_BUCKET"));
     opts o = {.retries = 1};
-    s3_env("wrong-secret");
-    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    rt_s3_env("wrong-secret");
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
     /* anonymous (no key): the private bucket refuses, the public-read one serves */
     unsetenv("AWS_ACCESS_KEY_ID");
     unsetenv("AWS_SECRET_ACCESS_KEY");
-    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
     char base[256];
     snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_PUBLIC_BUCKET"));
     equals_local(base, "gen/shard-{0000..0001}.tar", 1);
@@ -528,9 +501,8 @@ int main(int argc, char **argv)
     int rc = rt_main_args(argc, argv, "remote", make_data, &data);
     if (rc >= 0)
         return rc;
-    Suite *s = suite_create("remote");
-    TCase *tc = tcase_create("remote");
-    tcase_set_timeout(tc, 300);
+    Suite *s;
+    TCase *tc = rt_suite("remote", &s);
     tcase_add_test(tc, http_index_equals_local);
     tcase_add_test(tc, http_scan_equals_local);
     tcase_add_loop_test(tc, users_shards_equal_local, 0, sizeof users / sizeof users[0]);
@@ -549,6 +521,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, s3_signed_equals_local);
     tcase_add_test(tc, s3_glob_pages);
     tcase_add_test(tc, s3_refusals);
-    suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }
