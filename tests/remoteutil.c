@@ -49,6 +49,8 @@ rf_config rt_config(const char **pats, uint32_t npats, const opts *o)
     c.resume_state_bytes = o->state_len;
     c.cache_dir = o->cache_dir;
     c.cache_bytes = o->cache_bytes;
+    if (o->config)
+        o->config(&c, o->config_ctx);
     return c;
 }
 
@@ -114,7 +116,7 @@ void rt_take(rf_loader *ld, rf_batch *b, run *r)
 }
 
 int rt_main_args(int argc, char **argv, const char *suite, int (*make_data)(const char *dir),
-                 const char **root)
+                 const char **root, TCase **tc)
 {
     if (argc == 3 && strcmp(argv[1], "--make-data") == 0)
         return make_data(argv[2]);
@@ -125,7 +127,16 @@ int rt_main_args(int argc, char **argv, const char *suite, int (*make_data)(cons
         return 2;
     }
     *root = argv[1];
+    *tc = tcase_create(suite);
+    tcase_set_timeout(*tc, 300);
     return -1;
+}
+
+int rt_run(const char *suite, TCase *tc)
+{
+    Suite *s = suite_create(suite);
+    suite_add_tcase(s, tc);
+    return rf_test_run_suite(s);
 }
 
 /* Every batch of the loader over `pattern` (one pattern) into r; the test fails on any
@@ -149,6 +160,45 @@ void rt_collect_config(const rf_config *c, const opts *o, run *r)
     ck_assert_msg(rc == RF_DONE, "%s: %d %s", c->shards[0], rc, rf_last_error(ld));
     rt_wait_fills(ld, o->wait_fills, &r->st);
     rf_loader_destroy(ld);
+    if (o->key_base)
+        rt_key_base(r);
+}
+
+void rt_key_base(run *r)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        const char *slash = strrchr(r->keys[i], '/');
+        if (slash)
+            memmove(r->keys[i], slash + 1, strlen(slash + 1) + 1);
+    }
+}
+
+void rt_equals_local(const char *data, const char *base, const char *rel, const opts *o,
+                     uint32_t threads, run *first)
+{
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/%s", data, rel);
+    snprintf(url, sizeof url, "%s/%s", base, rel);
+    static run lr, rr;
+    for (uint32_t t = 1;; t = threads) {
+        opts ot = *o;
+        ot.io_threads = t;
+        rt_collect(local, &ot, &lr);
+        rt_collect(url, &ot, &rr);
+        rt_same_run(&rr, &lr, url);
+        ck_assert_str_eq(rr.st.io_engine, "curl");
+        ck_assert_uint_eq(rr.st.io_threads, t);
+        ck_assert_uint_eq(rr.st.reads, lr.st.reads);
+        ck_assert_uint_eq(rr.st.bytes_read, lr.st.bytes_read);
+        ck_assert(rr.st.remote_requests >= rr.st.reads);
+        free(lr.px);
+        if (t == 1) {
+            *first = rr;
+        } else {
+            free(rr.px);
+            return;
+        }
+    }
 }
 
 void rt_same_run(const run *a, const run *b, const char *what)
@@ -215,11 +265,47 @@ void rt_s3_env(const char *secret)
     setenv("AWS_REGION", rt_env("RF_TEST_S3_REGION"), 1);
 }
 
-TCase *rt_suite(const char *name, Suite **s)
+void rt_ranks_equal_local(const char *data, const char *base, const char *rel, const opts *o)
 {
-    *s = suite_create(name);
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 300);
-    suite_add_tcase(*s, tc);
-    return tc;
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/%s", data, rel);
+    snprintf(url, sizeof url, "%s/%s", base, rel);
+    static run lr, rr;
+    for (uint32_t rank = 0; rank < 3; rank++) {
+        opts ro = *o;
+        ro.io_threads = 2, ro.epochs = 2, ro.rank = rank, ro.world = 3;
+        rt_collect(local, &ro, &lr);
+        rt_collect(url, &ro, &rr);
+        rt_same_run(&rr, &lr, url);
+        free(lr.px);
+        free(rr.px);
+    }
+}
+
+uint32_t rt_resume_equals_local(const char *data, const char *base, const char *rel,
+                                const opts *o, uint32_t taken)
+{
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/%s", data, rel);
+    snprintf(url, sizeof url, "%s/%s", base, rel);
+    rf_loader *ld = rt_create_url(local, o);
+    rf_batch *b;
+    for (uint32_t i = 0; i < taken; i++) {
+        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+        rf_loader_release(ld, b, NULL);
+    }
+    static uint8_t state[4096];
+    uint64_t len = 0;
+    ck_assert_int_eq(rf_loader_state(ld, state, sizeof state, &len), 0);
+    rf_loader_destroy(ld);
+    static run lr, rr;
+    opts ro = *o;
+    ro.state = state;
+    ro.state_len = len;
+    rt_collect(local, &ro, &lr);
+    rt_collect(url, &ro, &rr);
+    rt_same_run(&rr, &lr, url);
+    free(lr.px);
+    free(rr.px);
+    return rr.n;
 }

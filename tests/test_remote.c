@@ -26,31 +26,15 @@
 static const char *data;  /* the served root */
 
 /* The shards at `rel` (a pattern under the data root) read through `base` equal the local
- * files, at 1 and 4 I/O threads; returns the remote stats of the first run (the fault proxy
- * faults the first attempts at each range: the second run meets none). */
+ * files, at 1 and 4 I/O threads (rt_equals_local); returns the remote stats of the first run
+ * (the fault proxy faults the first attempts at each range: the second run meets none). */
 static rf_stats equals_local(const char *base, const char *rel, uint32_t epochs)
 {
-    char local[1024], url[1024];
-    snprintf(local, sizeof local, "%s/%s", data, rel);
-    snprintf(url, sizeof url, "%s/%s", base, rel);
-    static run lr, rr;
-    rf_stats st = {0};
-    for (uint32_t t = 1; t <= 4; t += 3) {
-        opts o = {.io_threads = t, .epochs = epochs};
-        rt_collect(local, &o, &lr);
-        rt_collect(url, &o, &rr);
-        rt_same_run(&rr, &lr, url);
-        ck_assert_str_eq(rr.st.io_engine, "curl");
-        ck_assert_uint_eq(rr.st.io_threads, t);
-        ck_assert_uint_eq(rr.st.reads, lr.st.reads);
-        ck_assert_uint_eq(rr.st.bytes_read, lr.st.bytes_read);
-        ck_assert(rr.st.remote_requests >= rr.st.reads);
-        if (t == 1)
-            st = rr.st;
-        free(lr.px);
-        free(rr.px);
-    }
-    return st;
+    static run r;
+    opts o = {.epochs = epochs};
+    rt_equals_local(data, base, rel, &o, 4, &r);
+    free(r.px);
+    return r.st;
 }
 
 /* ---- HTTP ---------------------------------------------------------------------------------- */
@@ -306,47 +290,18 @@ END_TEST
 
 START_TEST(rank_split_equals_local)
 {
-    char local[1024], url[1024];
-    snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
-    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", rt_env("RF_TEST_HTTP"));
-    static run lr, rr;
-    for (uint32_t rank = 0; rank < 3; rank++) {
-        opts o = {.io_threads = 2, .epochs = 2, .rank = rank, .world = 3};
-        rt_collect(local, &o, &lr);
-        rt_collect(url, &o, &rr);
-        rt_same_run(&rr, &lr, url);
-        free(lr.px);
-        free(rr.px);
-    }
+    opts o = {0};
+    rt_ranks_equal_local(data, rt_env("RF_TEST_HTTP"), "gen/shard-{0000..0001}.tar", &o);
 }
 END_TEST
 
 /* A loader resumed from a state goes on from the same place over HTTP as from files. */
 START_TEST(resume_equals_local)
 {
-    char local[1024], url[1024];
-    snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
-    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", rt_env("RF_TEST_HTTP"));
     opts o = {.epochs = 2};
-    rf_loader *ld = rt_create_url(local, &o);
-    rf_batch *b;
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
-        rf_loader_release(ld, b, NULL);
-    }
-    static uint8_t state[4096];
-    uint64_t len = 0;
-    ck_assert_int_eq(rf_loader_state(ld, state, sizeof state, &len), 0);
-    rf_loader_destroy(ld);
-    static run lr, rr;
-    o.state = state;
-    o.state_len = len;
-    rt_collect(local, &o, &lr);
-    rt_collect(url, &o, &rr);
-    rt_same_run(&rr, &lr, url);
-    ck_assert_uint_lt(rr.n, 2 * 2 * N_GEN);
-    free(lr.px);
-    free(rr.px);
+    ck_assert_uint_lt(rt_resume_equals_local(data, rt_env("RF_TEST_HTTP"),
+                                             "gen/shard-{0000..0001}.tar", &o, 3),
+                      2 * 2 * N_GEN);
 }
 END_TEST
 
@@ -498,11 +453,10 @@ static int make_data(const char *dir)
 
 int main(int argc, char **argv)
 {
-    int rc = rt_main_args(argc, argv, "remote", make_data, &data);
+    TCase *tc;
+    int rc = rt_main_args(argc, argv, "remote", make_data, &data, &tc);
     if (rc >= 0)
         return rc;
-    Suite *s;
-    TCase *tc = rt_suite("remote", &s);
     tcase_add_test(tc, http_index_equals_local);
     tcase_add_test(tc, http_scan_equals_local);
     tcase_add_loop_test(tc, users_shards_equal_local, 0, sizeof users / sizeof users[0]);
@@ -521,5 +475,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, s3_signed_equals_local);
     tcase_add_test(tc, s3_glob_pages);
     tcase_add_test(tc, s3_refusals);
-    return rf_test_run_suite(s);
+    return rt_run("remote", tc);
 }

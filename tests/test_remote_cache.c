@@ -374,11 +374,10 @@ static int make_data(const char *dir)
 
 int main(int argc, char **argv)
 {
-    int rc = rt_main_args(argc, argv, "remote_cache", make_data, &data);
+    TCase *tc;
+    int rc = rt_main_args(argc, argv, "remote_cache", make_data, &data, &tc);
     if (rc >= 0)
         return rc;
-    Suite *s;
-    TCase *tc = rt_suite("remote_cache", &s);
     tcase_add_test(tc, second_loader_hits_without_sample_gets);
     tcase_add_test(tc, later_epochs_read_the_copy);
     tcase_add_loop_test(tc, users_shards_cached_equal_local, 0, sizeof users / sizeof users[0]);
@@ -388,5 +387,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, two_ranks_share_a_directory);
     tcase_add_test(tc, refusals_name_the_setting);
     tcase_add_test(tc, no_credentials_in_the_directory);
-    return rf_test_run_suite(s);
+    return rt_run("remote_cache", tc);
 }

@@ -46,28 +46,33 @@ static const tcase cases[] = {
     {TOK4, 4, RF_WINDOWS_SEQUENTIAL, 0, TOK4_WINDOWS},
 };
 
-/* The token loader's config over `pattern` with o's settings (rt_config's, then the source). */
-static rf_config tok_config(const char **pat, const tcase *k, const opts *o)
+/* rt_config's last step for case k (opts.config): the token source. */
+static void tok_setup(rf_config *c, const void *ctx)
 {
-    rf_config c = rt_config(pat, 1, o);
-    c.source = RF_SOURCE_TOKENS;
-    c.token_bytes = k->token_bytes;
-    c.seq_len = SEQ;
-    c.token_windows = k->windows;
-    c.token_dtype = k->dtype;
-    c.image_size = 0;
-    return c;
+    const tcase *k = ctx;
+    c->source = RF_SOURCE_TOKENS;
+    c->token_bytes = k->token_bytes;
+    c->seq_len = SEQ;
+    c->token_windows = k->windows;
+    c->token_dtype = k->dtype;
+    c->image_size = 0;
 }
 
-/* A token batch's key is its file's name (a path, or a URL's printable form): the runs are
- * compared by the file's base name. */
-static void base_keys(run *r)
+/* o with case k's token source, comparing keys by the file's base name. */
+static opts tok_opts(const tcase *k, const opts *o)
 {
-    for (uint32_t i = 0; i < r->n; i++) {
-        const char *s = strrchr(r->keys[i], '/');
-        if (s)
-            memmove(r->keys[i], s + 1, strlen(s + 1) + 1);
-    }
+    opts t = *o;
+    t.config = tok_setup;
+    t.config_ctx = k;
+    t.key_base = 1;
+    return t;
+}
+
+/* The token loader's config over `pattern` with o's settings. */
+static rf_config tok_config(const char **pat, const tcase *k, const opts *o)
+{
+    opts t = tok_opts(k, o);
+    return rt_config(pat, 1, &t);
 }
 
 /* Every batch of the token loader over base/k->rel into r. */
@@ -75,10 +80,8 @@ static void tok_collect(const char *base, const tcase *k, const opts *o, run *r)
 {
     char pattern[1024];
     snprintf(pattern, sizeof pattern, "%s/%s", base, k->rel);
-    const char *pat = pattern;
-    rf_config c = tok_config(&pat, k, o);
-    rt_collect_config(&c, o, r);
-    base_keys(r);
+    opts t = tok_opts(k, o);
+    rt_collect(pattern, &t, r);
 }
 
 /* Each window id comes once per epoch, `epochs` epochs. */
@@ -96,27 +99,17 @@ static void each_window_once(const run *r, const tcase *k, uint32_t epochs)
 }
 
 /* k's files read through `base` equal the local files at 1 and 3 I/O threads over `epochs`
- * epochs; returns the remote stats of the first run. */
+ * epochs (rt_equals_local), each window once an epoch; returns the remote stats of the
+ * first run. */
 static rf_stats equals_local(const char *base, const tcase *k, uint32_t epochs)
 {
-    static run lr, rr;
-    rf_stats st = {0};
-    for (uint32_t t = 1; t <= 3; t += 2) {
-        opts o = {.io_threads = t, .epochs = epochs};
-        tok_collect(data, k, &o, &lr);
-        tok_collect(base, k, &o, &rr);
-        rt_same_run(&rr, &lr, base);
-        each_window_once(&rr, k, epochs);
-        ck_assert_str_eq(rr.st.io_engine, "curl");
-        ck_assert_uint_eq(rr.st.io_threads, t);
-        ck_assert_uint_eq(rr.st.reads, lr.st.reads);
-        ck_assert_uint_eq(rr.st.bytes_read, lr.st.bytes_read);
-        if (t == 1)
-            st = rr.st;
-        free(lr.px);
-        free(rr.px);
-    }
-    return st;
+    static run r;
+    opts o = {.epochs = epochs};
+    o = tok_opts(k, &o);
+    rt_equals_local(data, base, k->rel, &o, 3, &r);
+    each_window_once(&r, k, epochs);
+    free(r.px);
+    return r.st;
 }
 
 START_TEST(http_equals_local)
@@ -239,7 +232,7 @@ START_TEST(cache_serves_later_epochs)
     ck_assert_int_eq(rc, RF_DONE);
     rt_wait_fills(ld, 2, &fr.st);
     rf_loader_destroy(ld);
-    base_keys(&fr);
+    rt_key_base(&fr); /* rt_collect's key_base, for this loop of its own */
     rt_same_run(&fr, &lr, "filling");
     ck_assert_msg(fr.st.shard_cache_misses == 3 && fr.st.shard_cache_fills == 2 &&
                   fr.st.shard_cache_fill_requests == 2, "misses %llu fills %llu (%s)",
@@ -264,43 +257,15 @@ START_TEST(cache_serves_later_epochs)
 }
 END_TEST
 
-/* Each rank's share, and a loader resumed mid-epoch, read the same windows over HTTP as from
- * the files. */
+/* Each rank's share, and a loader resumed mid-epoch (after 3 batches of 5), read the same
+ * windows over HTTP as from the files. */
 START_TEST(ranks_and_resume_equal_local)
 {
-    static run lr, rr;
-    const char *http = rt_env("RF_TEST_HTTP");
-    for (uint32_t rank = 0; rank < 3; rank++) {
-        opts o = {.io_threads = 2, .epochs = 2, .rank = rank, .world = 3};
-        tok_collect(data, &cases[0], &o, &lr);
-        tok_collect(http, &cases[0], &o, &rr);
-        rt_same_run(&rr, &lr, "rank");
-        free(lr.px);
-        free(rr.px);
-    }
-    char local[1024];
-    snprintf(local, sizeof local, "%s/%s", data, TOK2);
-    const char *pat = local;
     opts o = {.epochs = 2};
-    rf_config c = tok_config(&pat, &cases[0], &o);
-    rf_loader *ld = rt_create_ok(&c, &o);
-    rf_batch *b;
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
-        rf_loader_release(ld, b, NULL);
-    }
-    static uint8_t state[4096];
-    uint64_t len = 0;
-    ck_assert_int_eq(rf_loader_state(ld, state, sizeof state, &len), 0);
-    rf_loader_destroy(ld);
-    o.state = state;
-    o.state_len = len;
-    tok_collect(data, &cases[0], &o, &lr);
-    tok_collect(http, &cases[0], &o, &rr);
-    rt_same_run(&rr, &lr, "resumed");
-    ck_assert_uint_eq(rr.n, 2 * TOK2_WINDOWS - 3 * 5);
-    free(lr.px);
-    free(rr.px);
+    o = tok_opts(&cases[0], &o);
+    rt_ranks_equal_local(data, rt_env("RF_TEST_HTTP"), TOK2, &o);
+    ck_assert_uint_eq(rt_resume_equals_local(data, rt_env("RF_TEST_HTTP"), TOK2, &o, 3),
+                      2 * TOK2_WINDOWS - 3 * 5);
 }
 END_TEST
 
@@ -332,11 +297,10 @@ static int make_data(const char *dir)
 
 int main(int argc, char **argv)
 {
-    int rc = rt_main_args(argc, argv, "remote_tokens", make_data, &data);
+    TCase *tc;
+    int rc = rt_main_args(argc, argv, "remote_tokens", make_data, &data, &tc);
     if (rc >= 0)
         return rc;
-    Suite *s;
-    TCase *tc = rt_suite("remote_tokens", &s);
     tcase_add_loop_test(tc, http_equals_local, 0, sizeof cases / sizeof cases[0]);
     tcase_add_loop_test(tc, s3_equals_local, 0, sizeof cases / sizeof cases[0]);
     tcase_add_test(tc, one_get_per_window_per_epoch);
@@ -344,5 +308,5 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, faults_retried_to_right_bytes, 0, sizeof faults / sizeof faults[0]);
     tcase_add_test(tc, cache_serves_later_epochs);
     tcase_add_test(tc, ranks_and_resume_equal_local);
-    return rf_test_run_suite(s);
+    return rt_run("remote_tokens", tc);
 }
