@@ -266,11 +266,12 @@ typedef struct rf_config {
 
     /* Data. `shards` holds shard_count patterns: plain paths, globs (`train-??.tar`, `*.tar`) and brace
      * ranges (`train-{000000..000099}.tar`), expanded and concatenated in the order given.
-     * The strings are copied during rf_loader_create(). Tar shards may be URLs instead:
-     * http://, https:// or s3://BUCKET/KEY (brace ranges expand as for paths; wildcards only
-     * in s3:// patterns, listed with ListObjectsV2; all patterns URLs or none), read with
-     * ranged GETs through libcurl: docs/remote.md (S3 settings from the AWS_* environment,
-     * remote_retries, remote_timeout_ms, and rf_stats.remote_*). */
+     * The strings are copied during rf_loader_create(). Tar shards and token files may be
+     * URLs instead: http://, https:// or s3://BUCKET/KEY (brace ranges expand as for paths;
+     * wildcards only in s3:// patterns, listed with ListObjectsV2; all patterns URLs or none),
+     * read with ranged GETs through libcurl (a token window is one GET): docs/remote.md (S3
+     * settings from the AWS_* environment, remote_retries, remote_timeout_ms, cache_dir, and
+     * rf_stats.remote_*). A FOLDER source reads local files only (a URL is RF_EINVAL). */
     const char *const *shards; /* default: NULL (none; create needs at least one) */
     uint32_t shard_count;      /* default: 0 */
 

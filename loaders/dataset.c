@@ -49,6 +49,38 @@ int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size,
     return 0;
 }
 
+int rf_open_input(const char *path, const char *what, int *fd, uint64_t *size, rf_err *err)
+{
+    rf_err e = {0};
+    int rc = rf_open_regular(path, what, RF_EFORMAT, fd, size, &e);
+    return rc ? rf_seterr(err, rc, "%s: %s", path, e.msg) : 0;
+}
+
+/* One opener for every format whose inputs may be URLs (tar shards, token files), so that a
+ * remote input is opened, named and owned the same way whatever reads it afterwards. */
+int rf_dataset_open_file(rf_dataset *ds, const char *path, const char *what, uint64_t *size,
+                         rf_err *err)
+{
+    if (!rf_path_is_url(path)) {
+        int fd;
+        int rc = rf_open_input(path, what, &fd, size, err);
+        if (rc == 0 && (rc = rf_dataset_add_file(ds, path, fd, *size, err)) != 0)
+            close(fd); /* not owned by ds unless added */
+        return rc;
+    }
+    if (!ds->remote)
+        return rf_seterr(err, RF_EINVAL, "%s: this library was built without remote shard "
+                         "support (libcurl), so URLs cannot be read", path);
+    void *h = NULL;
+    char shown[RF_PATH_BYTES_MAX];
+    int rc = ds->remote->open(ds->remote->ctx, path, &h, size, shown, sizeof shown, err);
+    if (rc == 0 && (rc = rf_dataset_add_file(ds, shown, -1, *size, err)) != 0)
+        ds->remote->close(ds->remote->ctx, h);
+    if (rc == 0)
+        ds->files[ds->nfiles - 1].remote = h;
+    return rc;
+}
+
 int rf_dataset_add_sample(rf_dataset *ds, const rf_sample *s, const char *key, size_t key_len,
                           rf_err *err)
 {

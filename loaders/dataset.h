@@ -131,6 +131,14 @@ static inline uint64_t rf_key_hash(const char *s, size_t n)
 int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err);
 int rf_dataset_add_sample(rf_dataset *ds, const rf_sample *s, const char *key, size_t key_len,
                           rf_err *err);
+/* rf_open_regular(path, what, RF_EFORMAT) with the path first in the message. */
+int rf_open_input(const char *path, const char *what, int *fd, uint64_t *size, rf_err *err);
+/* Open the input at path and append it to ds->files, its size in *size: a local file must be
+ * a regular one (rf_open_regular; `what` names its role in the message, "a shard"), a URL is
+ * opened through ds->remote (its size from the server; the file table keeps its printable
+ * form, fd -1 and the client's handle; refused when ds->remote is NULL). Errors name path. */
+int rf_dataset_open_file(rf_dataset *ds, const char *path, const char *what, uint64_t *size,
+                         rf_err *err);
 void rf_dataset_free(rf_dataset *ds);
 
 /* Expand patterns (paths, globs, brace ranges {a..b} with zero padding kept) into sorted-per-

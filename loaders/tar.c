@@ -229,36 +229,11 @@ static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
     return rc;
 }
 
-/* Open shard i (a file, or a URL through ds->remote) and add it to ds: its size in *size. */
-static int add_shard(rf_dataset *ds, const char *path, uint64_t *size, rf_err *err)
-{
-    if (!rf_path_is_url(path)) {
-        int fd;
-        int rc = rf_tar_open_shard(path, &fd, size, err);
-        if (rc == 0 && (rc = rf_dataset_add_file(ds, path, fd, *size, err)) != 0)
-            close(fd); /* not owned by ds unless added */
-        return rc;
-    }
-    if (!ds->remote)
-        return rf_seterr(err, RF_EINVAL, "%s: this library was built without remote shard "
-                         "support (libcurl), so URLs cannot be read", path);
-    void *h = NULL;
-    char shown[RF_PATH_BYTES_MAX];
-    int rc = ds->remote->open(ds->remote->ctx, path, &h, size, shown, sizeof shown, err);
-    if (rc == 0 && (rc = rf_dataset_add_file(ds, shown, -1, *size, err)) != 0)
-        ds->remote->close(ds->remote->ctx, h);
-    if (rc == 0)
-        ds->files[ds->nfiles - 1].remote = h;
-    return rc;
-}
-
 /* ---- the format ops --------------------------------------------------------------------- */
 
 int rf_tar_open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err)
 {
-    rf_err e = {0};
-    int rc = rf_open_regular(path, "a shard", RF_EFORMAT, fd_out, size, &e);
-    return rc ? rf_seterr(err, rc, "%s: %s", path, e.msg) : 0;
+    return rf_open_input(path, "a shard", fd_out, size, err);
 }
 
 /* A shard without a sample is refused even among others: an empty file or an empty archive
@@ -282,7 +257,7 @@ static int tar_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         ds->image_exts = RF_TAR_IMAGE_EXTS;
     for (uint32_t i = 0; i < npaths && rc == 0; i++) {
         uint64_t size;
-        rc = add_shard(ds, paths[i], &size, err);
+        rc = rf_dataset_open_file(ds, paths[i], "a shard", &size, err);
         if (rc)
             break;
         const rf_file *f = &ds->files[ds->nfiles - 1];

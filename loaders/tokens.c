@@ -5,10 +5,12 @@
  * open runs once, at create, on the creating thread: it opens every file, refuses a file that
  * is not a whole number of tokens, and counts the windows each holds (a file of N tokens
  * holds (N - 1) / seq_len windows of seq_len + 1 tokens, none when N <= seq_len).
+ * A file may be a URL (docs/remote.md): rf_dataset_open_file opens it through the caller's
+ * rf_remote_ops, whose open gives the object's size (one small GET), and a window of it is
+ * then one ranged GET of the I/O engine, as a tar sample is.
  * rf_tokens_window runs on the I/O threads under the pipeline's lock and only reads the
  * dataset: a binary search over tok_first and, for random windows, one draw. */
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "loaders/tokens.h"
 
@@ -24,20 +26,13 @@ static int tokens_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
     if (!ds->tok_first)
         return rf_seterr(err, RF_ENOMEM, "no memory");
     for (uint32_t i = 0; i < npaths; i++) {
-        int fd;
         uint64_t size;
-        rf_err oe = {0};
-        int rc = rf_open_regular(paths[i], "a token file", RF_EFORMAT, &fd, &size, &oe);
+        int rc = rf_dataset_open_file(ds, paths[i], "a token file", &size, err);
         if (rc)
-            return rf_seterr(err, rc, "%s: %s", paths[i], oe.msg);
-        rc = rf_dataset_add_file(ds, paths[i], fd, size, err);
-        if (rc) {
-            close(fd); /* not owned by ds unless added */
             return rc;
-        }
-        if (size % tb)
+        if (size % tb) /* the file table's name: a URL without its credentials */
             return rf_seterr(err, RF_EFORMAT, "%s: %llu bytes is not a whole number of %llu-byte "
-                             "tokens", paths[i], (unsigned long long)size,
+                             "tokens", ds->files[ds->nfiles - 1].path, (unsigned long long)size,
                              (unsigned long long)tb);
         uint64_t ntok = size / tb;
         ds->tok_first[i + 1] = ds->tok_first[i] + (ntok > L ? (ntok - 1) / L : 0);

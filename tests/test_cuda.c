@@ -1,7 +1,8 @@
 /* test_cuda.c — the CUDA backend on a real GPU (exit 77 = skipped without one): device batches
  * equal the host backend's, the caller's stream waits for the copy, conversions on the GPU
- * match the CPU ones, token widening, and destroy with copies in flight. Each test runs in its
- * own forked child, which creates its own CUDA context. */
+ * match the CPU ones, token widening, token files over HTTP onto the device (under
+ * tests/servers/servers.py, which the suite starts), and destroy with copies in flight. Each
+ * test runs in its own forked child, which creates its own CUDA context. */
 #include <check.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -725,6 +726,103 @@ static int device_equals_host(rf_loader *dev, rf_loader *host)
     return n;
 }
 
+/* ---- token files over HTTP (docs/remote.md) ---------------------------------------------- */
+
+static const char *g_served; /* remote_tokens_child: the directory servers.py serves */
+
+typedef struct token_file {
+    const char *name;
+    uint32_t token_bytes, ntokens, windows, dtype, batches; /* batches of 8, one epoch */
+} token_file;
+
+/* 100,000 uint16 tokens: 390 windows of 256; 30,001 uint32: 117 sequential windows. */
+static const token_file g_token_files[] = {
+    {"tok2.bin", 2, 100000, RF_WINDOWS_RANDOM, RF_DTYPE_INT64, 49},
+    {"tok4.bin", 4, 30001, RF_WINDOWS_SEQUENTIAL, 0, 15},
+};
+
+static rf_config token_file_cfg(const char **pat, const char *path, const token_file *k,
+                                uint32_t device_kind)
+{
+    rf_config c = rf_test_host_config(pat, path, 0);
+    c.source = RF_SOURCE_TOKENS;
+    c.token_bytes = k->token_bytes;
+    c.seq_len = 256;
+    c.token_windows = k->windows;
+    c.token_dtype = k->dtype;
+    c.batch_size = 8;
+    c.epochs = 1;
+    c.seed = 5;
+    c.io_threads = 2;
+    c.device_kind = device_kind;
+    return c;
+}
+
+/* The child of remote_tokens_on_gpu (test_cuda --remote-tokens DIR under servers.py): each
+ * token file read over HTTP onto the device (widened there) equals the host backend's batches
+ * of the local file, window for window. */
+START_TEST(remote_tokens_child)
+{
+    for (size_t i = 0; i < sizeof g_token_files / sizeof g_token_files[0]; i++) {
+        const token_file *k = &g_token_files[i];
+        char local[1024], url[1024], err[RF_ERRMSG_MAX];
+        snprintf(local, sizeof local, "%s/%s", g_served, k->name);
+        snprintf(url, sizeof url, "%s/%s", getenv("RF_TEST_HTTP"), k->name);
+        const char *lp, *up;
+        rf_config h = token_file_cfg(&lp, local, k, RF_DEVICE_HOST);
+        rf_config d = token_file_cfg(&up, url, k, RF_DEVICE_CUDA);
+        rf_loader *dev = NULL, *host = rf_test_create_ok(&h);
+        int rc = rf_loader_create(&d, &dev, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: %d %s", url, rc, err);
+        ck_assert_int_eq(device_equals_host(dev, host), k->batches);
+        rf_stats st;
+        rf_stats_init(&st);
+        rf_loader_stats(dev, &st);
+        ck_assert_str_eq(st.io_engine, "curl");
+        ck_assert_uint_ge(st.remote_requests, st.reads);
+        printf("%s over HTTP onto the GPU: %llu windows equal the host's, %llu requests\n",
+               k->name, (unsigned long long)st.samples_delivered,
+               (unsigned long long)st.remote_requests);
+        rf_loader_destroy(dev);
+        rf_loader_destroy(host);
+    }
+}
+END_TEST
+
+/* Token files over loopback HTTP on the CUDA backend (the raw path remote_bench.sh --tokens
+ * measures): this binary runs remote_tokens_child under tests/servers/servers.py --only http,
+ * which finds nginx as $NGINX where the machine has no package; no nginx is a skip. */
+START_TEST(remote_tokens_on_gpu)
+{
+    char *dir = rf_test_mkdtemp("cuda-remote-tokens"), self[1024], path[1200];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert(n > 0);
+    self[n] = 0;
+    uint32_t x = 23;
+    for (size_t i = 0; i < sizeof g_token_files / sizeof g_token_files[0]; i++) {
+        const token_file *k = &g_token_files[i];
+        snprintf(path, sizeof path, "%s/%s", dir, k->name);
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        for (uint32_t t = 0; t < k->ntokens; t++) {
+            x = x * 1664525u + 1013904223u; /* any ids: the test compares bytes */
+            uint32_t v = k->token_bytes == 2 ? x >> 16 : x;
+            fwrite(&v, k->token_bytes, 1, f); /* little-endian: the low bytes first */
+        }
+        ck_assert_int_eq(fclose(f), 0);
+    }
+    int rc = rf_test_shell("python3 %s/tests/servers/servers.py --root %s --state %s-state "
+                           "--only http -- %s --remote-tokens %s", RF_SOURCE_DIR, dir, dir,
+                           self, dir);
+    if (rc == 77) {
+        printf("remote_tokens_on_gpu: skipped (servers.py found no nginx: NGINX=path names "
+               "a binary)\n");
+        return;
+    }
+    ck_assert_msg(rc == 0, "the HTTP token run failed (%d): its output is above", rc);
+}
+END_TEST
+
 /* After create the pool holds what steady state needs: no growth over epochs, no pinned
  * allocations, and the accounting agrees with itself. */
 START_TEST(pool_reserved_stable_no_allocs_after_create)
@@ -927,7 +1025,7 @@ START_TEST(balance_schedule_plain_equals_host)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (!gpu_present()) {
         printf("no usable CUDA device: skipping the GPU suite\n");
@@ -936,6 +1034,12 @@ int main(void)
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("cuda");
     tcase_set_timeout(tc, 300);
+    if (argc == 3 && strcmp(argv[1], "--remote-tokens") == 0) { /* remote_tokens_on_gpu's */
+        g_served = argv[2];
+        tcase_add_test(tc, remote_tokens_child);
+        suite_add_tcase(s, tc);
+        return rf_test_run_suite(s);
+    }
     tcase_add_unchecked_fixture(tc, make_data, NULL);
     tcase_add_test(tc, uint8_nhwc_equals_host);
     tcase_add_test(tc, uint8_nchw_equals_host);
@@ -945,6 +1049,7 @@ int main(void)
     tcase_add_test(tc, slow_consumer_stream_never_sees_recycled_memory);
     tcase_add_test(tc, destroy_with_copies_in_flight);
     tcase_add_test(tc, token_widening_on_gpu);
+    tcase_add_test(tc, remote_tokens_on_gpu);
     tcase_add_test(tc, pool_reserved_stable_no_allocs_after_create);
     tcase_add_test(tc, hugepage_ring_registered_equals_host);
     tcase_add_test(tc, trim_returns_memory_and_loader_continues);

@@ -26,46 +26,15 @@
 static const char *data;  /* the served root */
 
 /* The shards at `rel` (a pattern under the data root) read through `base` equal the local
- * files, at 1 and 4 I/O threads; returns the remote stats of the first run (the fault proxy
- * faults the first attempts at each range: the second run meets none). */
+ * files, at 1 and 4 I/O threads (rt_equals_local); returns the remote stats of the first run
+ * (the fault proxy faults the first attempts at each range: the second run meets none). */
 static rf_stats equals_local(const char *base, const char *rel, uint32_t epochs)
 {
-    char local[1024], url[1024];
-    snprintf(local, sizeof local, "%s/%s", data, rel);
-    snprintf(url, sizeof url, "%s/%s", base, rel);
-    static run lr, rr;
-    rf_stats st = {0};
-    for (uint32_t t = 1; t <= 4; t += 3) {
-        opts o = {.io_threads = t, .epochs = epochs};
-        rt_collect(local, &o, &lr);
-        rt_collect(url, &o, &rr);
-        rt_same_run(&rr, &lr, url);
-        ck_assert_str_eq(rr.st.io_engine, "curl");
-        ck_assert_uint_eq(rr.st.io_threads, t);
-        ck_assert_uint_eq(rr.st.reads, lr.st.reads);
-        ck_assert_uint_eq(rr.st.bytes_read, lr.st.bytes_read);
-        ck_assert(rr.st.remote_requests >= rr.st.reads);
-        if (t == 1)
-            st = rr.st;
-        free(lr.px);
-        free(rr.px);
-    }
-    return st;
-}
-
-/* create over `url` fails with code `code` (0: any) and a message holding each of the NULL-
- * terminated words; the message is kept for the credential check. */
-static void create_fails(const char *url, const opts *o, int code, const char *const *words)
-{
-    const char *pats[1] = {url};
-    rf_config c = rt_config(pats, 1, o);
-    char err[RF_ERRMSG_MAX];
-    int rc;
-    rf_loader *ld = rt_create(&c, o, err, sizeof err, &rc);
-    rf_loader_destroy(ld);
-    ck_assert_msg(rc != 0 && (!code || rc == code), "%s: create gave %d (%s)", url, rc, err);
-    for (; *words; words++)
-        ck_assert_msg(strstr(err, *words), "%s: '%s' not in \"%s\"", url, *words, err);
+    static run r;
+    opts o = {.epochs = epochs};
+    rt_equals_local(data, base, rel, &o, 4, &r);
+    free(r.px);
+    return r.st;
 }
 
 /* ---- HTTP ---------------------------------------------------------------------------------- */
@@ -120,7 +89,7 @@ START_TEST(https_with_ca)
     char url[1024];
     snprintf(url, sizeof url, "%s/gen/shard-0000.tar", rt_env("RF_TEST_HTTPS"));
     opts o = {.retries = 1};
-    create_fails(url, &o, 0, (const char *[]){url, "certificate", NULL});
+    rt_create_fails(url, &o, 0, (const char *[]){url, "certificate", NULL});
 }
 END_TEST
 
@@ -129,13 +98,13 @@ START_TEST(errors_name_url)
     char url[1024], shown[1024];
     opts o = {.retries = 1};
     snprintf(url, sizeof url, "%s/f/403/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
-    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
     snprintf(url, sizeof url, "%s/f/404/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
-    create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
+    rt_create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
     snprintf(url, sizeof url, "%s/gen/no-such.tar", rt_env("RF_TEST_HTTP"));
-    create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
+    rt_create_fails(url, &o, RF_ENOFILES, (const char *[]){url, "HTTP 404", NULL});
     /* nothing listens on port 9 of loopback (discard, never run here) */
-    create_fails("http://127.0.0.1:9/gen/shard-0000.tar", &o, RF_EIO,
+    rt_create_fails("http://127.0.0.1:9/gen/shard-0000.tar", &o, RF_EIO,
                  (const char *[]){"http://127.0.0.1:9/gen/shard-0000.tar", "connect",
                                   "after 1 retries", NULL});
     /* userinfo and a query string are never printed */
@@ -143,19 +112,15 @@ START_TEST(errors_name_url)
     snprintf(url, sizeof url, "http://user:" SECRET_PW "@%s/gen/no-such.tar?X-Amz-Signature=%s",
              h, SECRET_PW);
     snprintf(shown, sizeof shown, "http://%s/gen/no-such.tar", h);
-    create_fails(url, &o, 0, (const char *[]){shown, "HTTP 404", NULL});
+    rt_create_fails(url, &o, 0, (const char *[]){shown, "HTTP 404", NULL});
     snprintf(url, sizeof url, "%s/gen/shard-*.tar", rt_env("RF_TEST_HTTP"));
-    create_fails(url, &o, RF_EINVAL, (const char *[]){"brace ranges", NULL});
+    rt_create_fails(url, &o, RF_EINVAL, (const char *[]){"brace ranges", NULL});
     char local[1024];
     snprintf(local, sizeof local, "%s/gen/shard-0000.tar", data);
     const char *mixed[2] = {url, local};
     snprintf(url, sizeof url, "%s/gen/shard-0000.tar", rt_env("RF_TEST_HTTP"));
     rf_config c = rt_config(mixed, 2, &o);
-    char err[RF_ERRMSG_MAX];
-    int rc;
-    rf_loader_destroy(rt_create(&c, &o, err, sizeof err, &rc));
-    ck_assert_int_eq(rc, RF_EINVAL);
-    ck_assert_msg(strstr(err, "mix URLs and local files"), "%s", err);
+    rt_config_fails(&c, &o, RF_EINVAL, (const char *[]){"mix URLs and local files", NULL});
 }
 END_TEST
 
@@ -294,7 +259,7 @@ END_TEST
 START_TEST(each_range_once_per_epoch)
 {
     const char *fault = rt_env("RF_TEST_FAULT");
-    ck_assert_int_eq(rf_test_shell("curl -sf -X POST %s/_reset >/dev/null", fault), 0);
+    rt_reset_log();
     char url[1024];
     snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", fault);
     static run r;
@@ -325,47 +290,18 @@ END_TEST
 
 START_TEST(rank_split_equals_local)
 {
-    char local[1024], url[1024];
-    snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
-    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", rt_env("RF_TEST_HTTP"));
-    static run lr, rr;
-    for (uint32_t rank = 0; rank < 3; rank++) {
-        opts o = {.io_threads = 2, .epochs = 2, .rank = rank, .world = 3};
-        rt_collect(local, &o, &lr);
-        rt_collect(url, &o, &rr);
-        rt_same_run(&rr, &lr, url);
-        free(lr.px);
-        free(rr.px);
-    }
+    opts o = {0};
+    rt_ranks_equal_local(data, rt_env("RF_TEST_HTTP"), "gen/shard-{0000..0001}.tar", &o);
 }
 END_TEST
 
 /* A loader resumed from a state goes on from the same place over HTTP as from files. */
 START_TEST(resume_equals_local)
 {
-    char local[1024], url[1024];
-    snprintf(local, sizeof local, "%s/gen/shard-{0000..0001}.tar", data);
-    snprintf(url, sizeof url, "%s/gen/shard-{0000..0001}.tar", rt_env("RF_TEST_HTTP"));
     opts o = {.epochs = 2};
-    rf_loader *ld = rt_create_url(local, &o);
-    rf_batch *b;
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
-        rf_loader_release(ld, b, NULL);
-    }
-    static uint8_t state[4096];
-    uint64_t len = 0;
-    ck_assert_int_eq(rf_loader_state(ld, state, sizeof state, &len), 0);
-    rf_loader_destroy(ld);
-    static run lr, rr;
-    o.state = state;
-    o.state_len = len;
-    rt_collect(local, &o, &lr);
-    rt_collect(url, &o, &rr);
-    rt_same_run(&rr, &lr, url);
-    ck_assert_uint_lt(rr.n, 2 * 2 * N_GEN);
-    free(lr.px);
-    free(rr.px);
+    ck_assert_uint_lt(rt_resume_equals_local(data, rt_env("RF_TEST_HTTP"),
+                                             "gen/shard-{0000..0001}.tar", &o, 3),
+                      2 * 2 * N_GEN);
 }
 END_TEST
 
@@ -437,17 +373,9 @@ END_TEST
 
 /* ---- S3 ------------------------------------------------------------------------------------ */
 
-static void s3_env(const char *secret)
-{
-    setenv("AWS_ACCESS_KEY_ID", rt_env("RF_TEST_S3_KEY"), 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret ? secret : rt_env("RF_TEST_S3_SECRET"), 1);
-    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
-    setenv("AWS_REGION", rt_env("RF_TEST_S3_REGION"), 1);
-}
-
 START_TEST(s3_signed_equals_local)
 {
-    s3_env(NULL);
+    rt_s3_env(NULL);
     char base[256];
     snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_BUCKET"));
     equals_local(base, "gen/shard-{0000..0001}.tar", 1);
@@ -458,7 +386,7 @@ END_TEST
 /* Globbing lists the bucket with ListObjectsV2, two keys a page: five pages here. */
 START_TEST(s3_glob_pages)
 {
-    s3_env(NULL);
+    rt_s3_env(NULL);
     setenv("RF_S3_MAX_KEYS", "2", 1);
     char base[256], url[1024];
     snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_BUCKET"));
@@ -466,7 +394,7 @@ START_TEST(s3_glob_pages)
     ck_assert_uint_ge(st.remote_requests, st.reads + 5 + 5 * 3);
     snprintf(url, sizeof url, "%s/many/none-*.tar", base);
     opts o = {.retries = 1};
-    create_fails(url, &o, RF_ENOFILES, (const char *[]){"matched no object", NULL});
+    rt_create_fails(url, &o, RF_ENOFILES, (const char *[]){"matched no object", NULL});
 }
 END_TEST
 
@@ -475,12 +403,12 @@ START_TEST(s3_refusals)
     char url[1024];
     snprintf(url, sizeof url, "s3://%s/gen/shard-0000.tar", rt_env("RF_TEST_S3_BUCKET"));
     opts o = {.retries = 1};
-    s3_env("wrong-secret");
-    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    rt_s3_env("wrong-secret");
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
     /* anonymous (no key): the private bucket refuses, the public-read one serves */
     unsetenv("AWS_ACCESS_KEY_ID");
     unsetenv("AWS_SECRET_ACCESS_KEY");
-    create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
     char base[256];
     snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_PUBLIC_BUCKET"));
     equals_local(base, "gen/shard-{0000..0001}.tar", 1);
@@ -525,12 +453,10 @@ static int make_data(const char *dir)
 
 int main(int argc, char **argv)
 {
-    int rc = rt_main_args(argc, argv, "remote", make_data, &data);
+    TCase *tc;
+    int rc = rt_main_args(argc, argv, "remote", make_data, &data, &tc);
     if (rc >= 0)
         return rc;
-    Suite *s = suite_create("remote");
-    TCase *tc = tcase_create("remote");
-    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, http_index_equals_local);
     tcase_add_test(tc, http_scan_equals_local);
     tcase_add_loop_test(tc, users_shards_equal_local, 0, sizeof users / sizeof users[0]);
@@ -549,6 +475,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, s3_signed_equals_local);
     tcase_add_test(tc, s3_glob_pages);
     tcase_add_test(tc, s3_refusals);
-    suite_add_tcase(s, tc);
-    return rf_test_run_suite(s);
+    return rt_run("remote", tc);
 }

@@ -24,38 +24,6 @@
 
 static const char *data; /* the served root */
 
-/* Requests in the fault proxy's log (since its last reset) for targets under `prefix` that
- * are sample reads: not create's (one-byte opens, index fetches, the index checks' reads to a
- * shard's end) and not a fill's (the whole object, which ends at the shard's end too). */
-static long sample_gets(const char *prefix)
-{
-    char out[1200];
-    snprintf(out, sizeof out, "%s/sample-gets", rf_test_mkdtemp("rcache-log"));
-    int rc = rf_test_shell(
-        "curl -sf %s/_log | python3 -c '\n"
-        "import json, os, sys\n"
-        "n = 0\n"
-        "for q in json.load(sys.stdin)[\"requests\"]:\n"
-        "    t, rng = q[\"target\"].split(\"?\")[0], q[\"range\"] or \"\"\n"
-        "    if not t.startswith(\"%s\") or t.endswith(\".idx\") or rng == \"bytes=0-0\":\n"
-        "        continue\n"
-        "    if not rng.endswith(\"-%%d\" %% (os.path.getsize(\"%s\" + t) - 1)):\n"
-        "        n += 1\n"
-        "print(n)' > %s", rt_env("RF_TEST_FAULT"), prefix, data, out);
-    ck_assert_int_eq(rc, 0);
-    FILE *f = fopen(out, "r");
-    long n = -1;
-    ck_assert(f && fscanf(f, "%ld", &n) == 1);
-    fclose(f);
-    return n;
-}
-
-static void reset_log(void)
-{
-    ck_assert_int_eq(rf_test_shell("curl -sf -X POST %s/_reset >/dev/null",
-                                   rt_env("RF_TEST_FAULT")), 0);
-}
-
 /* The cache's counters of a run, checked in one line each. */
 #define CACHE_IS(st, hits_, misses_, fills_)                                                    \
     ck_assert_msg((st).shard_cache_hits == (hits_) && (st).shard_cache_misses == (misses_) &&  \
@@ -78,20 +46,20 @@ START_TEST(second_loader_hits_without_sample_gets)
     opts cached = {.io_threads = 2, .epochs = 1, .cache_dir = dir, .cache_bytes = 64 << 20,
                    .wait_fills = 2};
     rt_collect(local, &plain, &lr);
-    reset_log();
+    rt_reset_log();
     rt_collect(url, &plain, &ur);
-    ck_assert_int_eq(sample_gets("/gen/"), 2 * N_GEN); /* the check sees sample reads */
+    ck_assert_int_eq(rt_sample_gets(data, "/gen/"), 2 * N_GEN); /* the check sees sample reads */
     ck_assert_uint_eq(ur.st.shard_cache_on, 0);
     rt_collect(url, &cached, &fr);
     CACHE_IS(fr.st, 0, 2, 2);
     ck_assert_uint_eq(fr.st.shard_cache_on, 1);
     ck_assert_uint_eq(fr.st.shard_cache_fill_requests, 2);
     ck_assert_uint_gt(fr.st.shard_cache_bytes_written, 0);
-    reset_log();
+    rt_reset_log();
     cached.wait_fills = 0;
     rt_collect(url, &cached, &hr);
     CACHE_IS(hr.st, 2, 0, 0);
-    ck_assert_int_eq(sample_gets("/gen/"), 0);
+    ck_assert_int_eq(rt_sample_gets(data, "/gen/"), 0);
     ck_assert_uint_eq(hr.st.shard_cache_fill_requests, 0);
     rt_same_run(&ur, &lr, "uncached");
     rt_same_run(&fr, &lr, "filling");
@@ -114,7 +82,7 @@ START_TEST(later_epochs_read_the_copy)
     rt_collect(local, &o, &lr);
     o.cache_dir = rf_test_mkdtemp("rcache");
     o.cache_bytes = 64 << 20;
-    reset_log();
+    rt_reset_log();
     rf_loader *ld = rt_create_url(url, &o);
     memset(&rr, 0, sizeof rr);
     /* the prefetched batch's reads queued the fills of the shards they read, but no fill
@@ -136,7 +104,7 @@ START_TEST(later_epochs_read_the_copy)
     rt_wait_fills(ld, 2, &rr.st);
     rf_loader_destroy(ld);
     CACHE_IS(rr.st, 0, 2, 2);
-    long gets = sample_gets("/gen/");
+    long gets = rt_sample_gets(data, "/gen/");
     ck_assert_msg(gets >= 5 && gets <= 2 * N_GEN + 2 * 5, "%ld sample GETs", gets);
     rt_same_run(&rr, &lr, url);
     free(lr.px), free(rr.px);
@@ -406,12 +374,10 @@ static int make_data(const char *dir)
 
 int main(int argc, char **argv)
 {
-    int rc = rt_main_args(argc, argv, "remote_cache", make_data, &data);
+    TCase *tc;
+    int rc = rt_main_args(argc, argv, "remote_cache", make_data, &data, &tc);
     if (rc >= 0)
         return rc;
-    Suite *s = suite_create("remote_cache");
-    TCase *tc = tcase_create("remote_cache");
-    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, second_loader_hits_without_sample_gets);
     tcase_add_test(tc, later_epochs_read_the_copy);
     tcase_add_loop_test(tc, users_shards_cached_equal_local, 0, sizeof users / sizeof users[0]);
@@ -421,6 +387,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, two_ranks_share_a_directory);
     tcase_add_test(tc, refusals_name_the_setting);
     tcase_add_test(tc, no_credentials_in_the_directory);
-    suite_add_tcase(s, tc);
-    return rf_test_run_suite(s);
+    return rt_run("remote_cache", tc);
 }

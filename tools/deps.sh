@@ -45,8 +45,10 @@ if ! python3 -c 'import moto.server, boto3, pytest' 2>/dev/null; then
   "${py[@]}" 2>/dev/null || "${py[@]}" --user --break-system-packages
 fi
 # webdataset (PyPI): its TarWriter writes some of the shards ctest remote and the Python tests
-# read, as users write theirs (tests/remote_users.py, python/tests/conftest.py).
-if ! python3 -c 'import webdataset' 2>/dev/null; then
-  py=(python3 -m pip install -q webdataset)
+# read, as users write theirs (tests/remote_users.py, python/tests/conftest.py); numpy (which
+# the Python binding needs, and webdataset pulls in) writes ctest remote_tokens' token files
+# as nanoGPT writes train.bin.
+if ! python3 -c 'import webdataset, numpy' 2>/dev/null; then
+  py=(python3 -m pip install -q webdataset numpy)
   "${py[@]}" 2>/dev/null || "${py[@]}" --user --break-system-packages
 fi

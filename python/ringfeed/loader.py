@@ -1238,8 +1238,13 @@ class TokenLoader(_LoaderBase):
     TokenLoader(path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
                 shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
                 prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
-                array_type="auto", io_engine="auto", start_epoch=0, timeout=0)
+                array_type="auto", io_engine="auto", start_epoch=0, timeout=0,
+                cache_dir=None, cache_bytes=0, remote_retries=None, remote_timeout=None)
 
+    path: a token file's path, glob or brace range, or a list of them; the files may be
+      http://, https:// or s3:// URLs instead (all or none; docs/remote.md): each window is
+      then one ranged GET, and cache_dir, cache_bytes, remote_retries and remote_timeout
+      mean what they mean for Loader's URL shards (the cache keeps whole token files).
     Every sample is a window of seq_len + 1 tokens; iterating yields TokenBatch objects that
     unpack as (x, y) with x = window[:, :-1] and y = window[:, 1:] (views of one buffer).
     shuffle=True draws window starts at random each epoch (seeded) in a global permutation;
@@ -1253,7 +1258,8 @@ class TokenLoader(_LoaderBase):
                  shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
-                 timeout=0):
+                 timeout=0, cache_dir=None, cache_bytes=0, remote_retries=None,
+                 remote_timeout=None):
         token_bytes = _uint("token_bytes", token_bytes)
         if token_bytes not in (2, 4):
             raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")
@@ -1272,6 +1278,8 @@ class TokenLoader(_LoaderBase):
             "token_dtype": C.DTYPES[dtype][0] if dtype else 0,
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
         })
+        f.update(_cache_fields(cache_dir, cache_bytes))
+        f.update(_remote_fields(remote_retries, remote_timeout))
         self.batch_size = batch_size
         self.seq_len = seq_len
         # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as

@@ -1,5 +1,5 @@
-"""Remote shards from Python (docs/remote.md): ringfeed.Loader takes http:// URLs as it takes
-paths, with no new keyword, against a real nginx and the fault proxy started by
+"""Remote shards from Python (docs/remote.md): ringfeed.Loader and TokenLoader take http:// URLs
+as they take paths, against a real nginx and the fault proxy started by
 tests/servers/servers.py around this module (skipped when nginx is missing). Torch-free."""
 import os
 import subprocess
@@ -198,3 +198,46 @@ def test_cache_refusals(served, tmp_path):
                 break
             time.sleep(0.01)
     assert st["shard_cache_bypasses"] == 1 and "budget" in st["shard_cache_why"]
+
+
+
+def _token_windows(path, token_bytes=2, **kw):
+    """Every window of one epoch (int64), the loader's stats and its config."""
+    with ringfeed.TokenLoader(path, token_bytes, 64, 8, device="cpu", array_type="numpy",
+                              seed=4, **kw) as ld:
+        windows = np.concatenate([np.array(b.tokens, copy=True) for b in ld])
+        st = _wait_fills(ld, 1) if "cache_dir" in kw else ld.stats()
+        return windows, st, ld.config
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_token_loader_url_equals_local(served, shuffle):
+    """TokenLoader over an http URL gives the local file's windows (nanoGPT's uint16
+    train.bin, written by numpy), random and sequential windows."""
+    root, env = served
+    path = os.path.join(root, "train.bin")
+    if not os.path.exists(path):
+        np.random.default_rng(3).integers(0, 50257, 5000).astype(np.uint16).tofile(path)
+    local = _token_windows(path, shuffle=shuffle)[0]
+    remote, st, _ = _token_windows(f"{env['RF_TEST_HTTP']}/train.bin", shuffle=shuffle)
+    assert local.dtype == np.int64 and local.shape == (78, 65)
+    assert np.array_equal(remote, local)
+    assert st["io_engine"] == "curl"
+    # the open and a GET per window (the next epoch's prefetched reads may be in flight)
+    assert st["remote_requests"] >= 78 + 1 and st["remote_retries"] == 0
+
+
+def test_token_loader_url_cache_and_retries(served, tmp_path):
+    """TokenLoader's cache_dir, remote_retries and remote_timeout reach the library: a reset
+    on every window is retried to the same windows, and the file is filled into the cache."""
+    root, env = served
+    path = os.path.join(root, "train4.bin")
+    np.arange(3000, dtype=np.uint32).tofile(path)
+    local = _token_windows(path, 4, shuffle=False)[0]
+    remote, st, cfg = _token_windows(f"{env['RF_TEST_FAULT']}/f/resetx1/train4.bin", 4,
+                                     shuffle=False, cache_dir=tmp_path / "c",
+                                     cache_bytes=1 << 20, remote_retries=3, remote_timeout=10)
+    assert np.array_equal(remote, local) and local[0, 64] == 64
+    assert cfg["remote_retries"] == 3 and cfg["remote_timeout_ms"] == 10000
+    assert st["remote_retries"] > 0
+    assert (st["shard_cache_misses"], st["shard_cache_fills"]) == (1, 1)

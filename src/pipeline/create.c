@@ -41,10 +41,10 @@ static int copy_patterns(rf_loader *ld, rf_err *err)
     return 0;
 }
 
-/* Remote shards (URL patterns) get the loader's client, for the format and the engine. One
- * run reads either files or URLs: the I/O engine is chosen once for all shards, so patterns
- * mixing both are refused. Warming and O_DIRECT work on the page cache, which remote shards
- * do not go through: they are off. */
+/* Remote shards and token files (URL patterns) get the loader's client, for the format and
+ * the engine. One run reads either files or URLs: the I/O engine is chosen once for all
+ * shards, so patterns mixing both are refused. Warming and O_DIRECT work on the page cache,
+ * which remote shards do not go through: they are off. */
 static int remote_setup(rf_loader *ld, rf_err *err)
 {
     uint32_t urls = 0;
@@ -56,9 +56,13 @@ static int remote_setup(rf_loader *ld, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "shard patterns mix URLs and local files; one loader "
                          "reads either (%u of %u patterns are URLs)", urls,
                          ld->cfg.shard_count);
-    if (ld->cfg.source != RF_SOURCE_TAR)
-        return rf_seterr(err, RF_EINVAL, "URLs are read as WebDataset tar shards only "
-                         "(source RF_SOURCE_TAR)");
+    /* A folder source walks a directory tree or reads a list of local paths: neither has a
+     * remote form (an http server cannot be listed). Tar shards and token files are objects
+     * read by ranges, which the remote client serves. */
+    if (ld->cfg.source == RF_SOURCE_FOLDER)
+        return rf_seterr(err, RF_EINVAL, "%s: a folder source (RF_SOURCE_FOLDER) reads local "
+                         "files only; URLs are read as tar shards or token files",
+                         ld->cfg.shards[0]);
 #ifdef RINGFEED_HAVE_CURL
     int rc = rf_remote_new(ld->cfg.remote_retries, ld->cfg.remote_timeout_ms, &ld->remote, err);
     if (rc)

@@ -523,6 +523,40 @@ def test_runner_missing_program_skips(tmp_path):
     assert r.returncode == 77 and "skipped: missing Python module moto" in r.stderr
 
 
+def test_runner_nginx_from_env_without_moto(tmp_path):
+    """NGINX names the binary when no nginx is on PATH (a machine without the package, given
+    Debian's binary carried elsewhere), which starts with the generated config alone; and
+    --only http imports neither moto nor boto3 (stubs that fail on import)."""
+    need_servers("nginx")
+    carried = tmp_path / "carried" / "nginx-bin"
+    carried.parent.mkdir()
+    shutil.copy(shutil.which("nginx") or "/usr/sbin/nginx", carried)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    for mod in ("moto", "boto3"):
+        (tmp_path / "stub" / mod).mkdir(parents=True)
+        (tmp_path / "stub" / mod / "__init__.py").write_text(
+            f"raise ImportError('hidden by the test', name='{mod}')\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.bin").write_bytes(bytes(range(100)))
+    fetch = ("import os, urllib.request as u; print(u.urlopen(u.Request(os.environ["
+             "'RF_TEST_HTTP'] + '/a.bin', headers={'Range': 'bytes=10-19'})).read().hex()); "
+             "pid = open(os.environ['RF_TEST_STATE'] + '/nginx.pid').read().strip(); "
+             "print(os.readlink(f'/proc/{pid}/exe'))")
+    r = subprocess.run([sys.executable, RUNNER, "--root", str(tmp_path / "data"), "--state",
+                        str(tmp_path / "state"), "--only", "http", "--", sys.executable, "-c",
+                        fetch], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PATH=str(empty), NGINX=str(carried),
+                                PYTHONPATH=str(tmp_path / "stub")))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [bytes(range(10, 20)).hex(), str(carried)]
+    r = subprocess.run([sys.executable, RUNNER, "--root", str(tmp_path / "data"), "--state",
+                        str(tmp_path / "state"), "--only", "http", "--", "true"],
+                       capture_output=True, text=True,
+                       env=dict(os.environ, PATH=str(empty), NGINX=str(tmp_path / "none")))
+    assert r.returncode == 77 and "is not an executable file" in r.stderr
+
+
 def test_runner_server_start_failure(tmp_path):
     fake = tmp_path / "nginx"
     fake.write_text("#!/bin/sh\necho 'nginx: [emerg] cannot start (the test)' >&2\nexit 1\n")
