@@ -180,13 +180,18 @@ static int gj_enqueue(rf_backend *b, cudaStream_t s, uint32_t k, const uint8_t *
                       const void *tmp, uint8_t *dec, size_t staged_bytes, uint32_t count,
                       const rf_gj_batch *gj, void **scratch, rf_err *err)
 {
+    /* The scratch (a multiple of RF_GJ_ALIGN), then meta (the samples' 8-byte offsets, then
+     * their flags), then the 4-byte statuses. The kernels read the offsets as uint64_t, so
+     * they must be 8-aligned: after the statuses they were not when count was odd (a last
+     * partial batch of 1 or 3 samples: on the H200, "misaligned address" in gj_hpass). */
     size_t sc = (size_t)gj->scratch, fl = (size_t)count * sizeof(int32_t);
     size_t offs = (size_t)count * sizeof(uint64_t);
-    cudaError_t e = cudaMallocFromPoolAsync(scratch, sc + fl + offs + count, b->pool, s);
+    size_t st_at = (sc + offs + count + sizeof(int32_t) - 1) / sizeof(int32_t) * sizeof(int32_t);
+    cudaError_t e = cudaMallocFromPoolAsync(scratch, st_at + fl, b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
-    int32_t *status = (int32_t *)((uint8_t *)*scratch + sc);
-    uint8_t *meta = (uint8_t *)*scratch + sc + fl; /* offsets, then flags */
+    uint8_t *meta = (uint8_t *)*scratch + sc; /* offsets, then flags */
+    int32_t *status = (int32_t *)((uint8_t *)*scratch + st_at);
     e = cudaMemcpyAsync(meta, gj->offs, offs, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(meta + offs, gj->flags, count, cudaMemcpyHostToDevice, s);

@@ -145,7 +145,7 @@ NGINX_CONF = """\
 # relative path here is under the state directory; every file nginx writes is named here, so
 # none of the paths compiled into the binary (nginx -V: /var/lib/nginx, /run, /var/lock) is
 # used and a binary carried to another machine starts the same way.
-{user}worker_processes 1;
+{user}worker_processes {workers};
 worker_rlimit_nofile 4096;
 daemon off;
 pid nginx.pid;
@@ -197,11 +197,11 @@ def nginx_user():
     return f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};\n"
 
 
-def write_nginx_conf(state, root, ports):
+def write_nginx_conf(state, root, ports, workers):
     servers = "".join(NGINX_SERVER[name].format(port=port, root=nginx_quote(root))
                       for name, port in ports.items())
     with open(f"{state}/nginx.conf", "w") as f:
-        f.write(NGINX_CONF.format(user=nginx_user(), servers=servers))
+        f.write(NGINX_CONF.format(user=nginx_user(), servers=servers, workers=workers))
 
 
 def find_nginx(nginx):
@@ -218,7 +218,7 @@ def find_nginx(nginx):
     return nginx
 
 
-def start_nginx(state, root, want, nginx):
+def start_nginx(state, root, want, nginx, workers="1"):
     nginx = find_nginx(nginx)
     if "https" in want:
         make_cert(state)
@@ -226,7 +226,7 @@ def start_nginx(state, root, want, nginx):
     log = f"{state}/nginx-error.log"
     for attempt in range(3):
         ports = {name: free_port() for name in ("http", "https") if name in want}
-        write_nginx_conf(state, root, ports)
+        write_nginx_conf(state, root, ports, workers)
         proc = spawn([nginx, "-p", state, "-c", f"{state}/nginx.conf", "-e", log], log)
         env = {f"RF_TEST_{name.upper()}": f"{name}://127.0.0.1:{port}"
                for name, port in ports.items()}
@@ -595,6 +595,9 @@ def parse_args(argv):
                    help="comma-separated subset of http,https,s3,fault (fault needs http)")
     p.add_argument("--nginx", help="the nginx program (default: $NGINX, nginx on PATH, "
                                    "/usr/sbin/nginx)")
+    p.add_argument("--nginx-workers", default="1",
+                   help="nginx's worker_processes: 1 (the tests'), a number or auto (a server "
+                        "that serves from every CPU, as tools/remote_bench.sh asks for)")
     p.add_argument("--moto-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -606,6 +609,8 @@ def parse_args(argv):
         p.error(f"--only takes a comma-separated subset of {','.join(SERVERS)}")
     if "fault" in args.want:
         args.want.add("http")
+    if not re.fullmatch(r"auto|[1-9][0-9]{0,2}", args.nginx_workers):
+        p.error(f"--nginx-workers takes auto or 1..999, not {args.nginx_workers!r}")
     if args.cmd[:1] == ["--"]:
         args.cmd = args.cmd[1:]
     if not args.cmd:
@@ -649,7 +654,7 @@ class Runner:
     def start(self):
         a, env = self.args, {"RF_TEST_STATE": self.args.state, "RF_TEST_ROOT": self.args.root}
         if a.want & {"http", "https"}:
-            proc, more = start_nginx(a.state, a.root, a.want, a.nginx)
+            proc, more = start_nginx(a.state, a.root, a.want, a.nginx, a.nginx_workers)
             self.procs.append(proc)
             env.update(more)
         if "s3" in a.want:
