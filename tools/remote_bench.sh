@@ -15,7 +15,8 @@
 # docs/remote.md has the figures of this machine. BUILD=dir picks the build tree (build-test);
 # extra ringfeed-bench options go in BENCH_OPTS, after the script's own, so they override them
 # (the GPU machine: BENCH_OPTS='--device cuda --seq-len 32768 --batch 64 --io-threads 8').
-# NGINX=path names the nginx binary when none is on PATH (tests/servers/servers.py).
+# NGINX=path names the nginx binary when none is on PATH (tests/servers/servers.py). nginx
+# serves from every CPU (--nginx-workers auto), as a server would; the tests run one worker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${MODE:-images}
@@ -42,7 +43,8 @@ else
   dd if=/dev/urandom of="$work/data/tokens.bin" bs=1M count="$size" status=none
   rel=tokens.bin
 fi
-python3 tests/servers/servers.py --root "$work/data" --state "$work/state" --only http -- \
+python3 tests/servers/servers.py --root "$work/data" --state "$work/state" --only http \
+  --nginx-workers auto -- \
   bash -euo pipefail -c '
   bench=$1 data=$2 rel=$3 rounds=$4 mode=$5
   # one ringfeed-bench run over $1: its JSON figures named by the mode, space separated
