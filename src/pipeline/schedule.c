@@ -207,9 +207,8 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
                      : NULL;
     /* AUTO stays the CPU on the CUDA backend too until BALANCE meets its targets there
      * (docs/gpu-decode.md, "The scheduler": on the H200 it loads 0.91-0.94x the manual
-     * split's rate, ResNet-18 trained at 87-89% of its GPU-bound rate against 93% with the
-     * CPU, and two torchrun ranks on one GPU failed with it); the test hook resolves it to
-     * BALANCE so the scheduler's pipeline runs in CI. */
+     * split's rate, and ResNet-18 trained at 87-89% of its GPU-bound rate against 93% with
+     * the CPU); the test hook resolves it to BALANCE so the scheduler's pipeline runs in CI. */
     if (c->decode_schedule == RF_SCHEDULE_AUTO)
         c->decode_schedule = ld->hooks.sched && !no ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU;
     else if (c->decode_schedule == RF_SCHEDULE_BALANCE && !device && !ld->hooks.sched)
