@@ -381,12 +381,21 @@ def parse_spec(spec):
 
 class FaultState:
     def __init__(self):
-        self.lock = threading.Lock()
-        self.reset()
+        self.lock = threading.Condition()
+        self.busy = 0  # requests being answered: recorded when their answer has been sent
+        self.log, self.dropped, self.attempts = [], 0, {}
 
     def reset(self):
+        """A new log, once the requests being answered are recorded (up to 10 s): a request
+        is recorded after its answer's last byte, so a client that got its answers and
+        stopped can still have entries on the way, which would land in the new log."""
         with self.lock:
+            self.lock.wait_for(lambda: self.busy == 0, timeout=10)
             self.log, self.dropped, self.attempts = [], 0, {}
+
+    def begin(self):
+        with self.lock:
+            self.busy += 1
 
     def attempt(self, key):
         with self.lock:
@@ -401,9 +410,13 @@ class FaultState:
                 self.log.append(entry)
             else:
                 self.dropped += 1
+            self.busy -= 1
+            self.lock.notify_all()
 
     def snapshot(self):
+        """The log, once the requests being answered are recorded (up to 2 s, as reset)."""
         with self.lock:
+            self.lock.wait_for(lambda: self.busy == 0, timeout=2)
             return json.dumps({"requests": self.log, "dropped": self.dropped}).encode()
 
 
@@ -472,6 +485,7 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                  "authorization": "Authorization" in self.headers,
                  "signed_headers": signed_headers(self.headers.get("Authorization")),
                  "attempt": None, "fault": None, "status": None, "bytes": 0}
+        self.server.state.begin()
         try:
             entry["status"], entry["bytes"] = self.serve(entry, spec_text, path, rng)
         except (BrokenPipeError, ConnectionResetError):
