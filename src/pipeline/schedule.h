@@ -60,18 +60,21 @@ typedef struct rf_sched {
 void rf_sched_init(rf_sched *s);
 /* One window's measurements in, the shares moved. It maximizes the consumer's rate: a probe
  * moves one coordinate by its step and the next window's period is compared with the
- * accepted point's. Faster by more than the margin: the probe is accepted, and the next goes
- * the same way with twice the step. Slower by more: back, the direction reversed, the step
- * halved. Within the margin, or the step below its minimum: the coordinate's round ends and
+ * accepted point's (each coordinate has its margin and largest step: margin() and
+ * step_max() in schedule.c). Faster by more than the margin: the probe is accepted, and the
+ * next goes the same way with twice the step. Slower by more: back, the direction reversed,
+ * the step halved. A probe that cannot go on in its direction (a bound), a gain within the
+ * margin both ways, or the step below its minimum: the coordinate's round ends and
  * the other is probed; when both ended with no gain, the point is held for RF_SCHED_HOLD
  * windows, then re-measured and probed again, so a changed workload is noticed. The climb
  * runs only while the loader is the bound: a window in which the consumer waited for at most
  * one batch in RF_SCHED_KEEPS_UP (the loader keeps up, so no share can make the loop faster)
  * lowers the GPU share instead (by half the step after loader-bound windows, by twice the
  * step in a row after that), and at 0 probes nothing until the consumer waits again: a
- * training step keeps the GPU to itself. The engines' part is probed only while they are READY and
- * the GPU share is not 0; the engines get nothing until then. Shares stay within
- * 0..RF_SCHED_ONE and hw <= gpu. */
+ * training step keeps the GPU to itself. The engines' part is probed only while they are
+ * READY and the GPU share is not 0; the engines get nothing until then. A change of the
+ * engines' state re-measures the accepted point (a window measured under a probe then is
+ * dropped). Shares stay within 0..RF_SCHED_ONE and hw <= gpu. */
 void rf_sched_step(rf_sched *s, const rf_sched_in *in);
 
 /* Where one sample goes (pl_sched_route). */
