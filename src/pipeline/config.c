@@ -71,8 +71,8 @@ RF_API void rf_config_init(rf_config *cfg)
  * that depend only on the config and the machine take their value: image_height and
  * image_width (image_size), resize_shorter, flip_prob,
  * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
- * dct_scaling (OFF with gpu_decode or hw_decode_percent), decode_schedule (MANUAL with
- * gpu_decode or hw_decode_percent). Values out of range are left for apply_defaults to refuse. */
+ * decode_schedule (MANUAL with gpu_decode or hw_decode_percent; dct_scaling is resolved with
+ * the schedule, at create: schedule.c pl_sched_choose). Values out of range are left for apply_defaults to refuse. */
 static void config_resolve(rf_config *c)
 {
     rf_config d;
@@ -99,13 +99,6 @@ static void config_resolve(rf_config *c)
         c->prefetch_depth = gpu || c->decode_schedule == RF_SCHEDULE_BALANCE ? 8 : 4;
     if (c->source == RF_SOURCE_TOKENS && !c->token_dtype)
         c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
-    /* The GPU paths decode at full scale: so must every other image of their run, or a
-     * sample's pixels would depend on where it went (docs/gpu-decode.md). Only AUTO is
-     * resolved (BALANCE's at create, pl_sched_choose): a value out of range stays for the
-     * caller's check to refuse, and ON keeps the crops the CPU scales on the CPU
-     * (rf_decode_placed). */
-    if (gpu && c->dct_scaling == RF_DCT_SCALING_AUTO)
-        c->dct_scaling = RF_DCT_SCALING_OFF;
     /* The percentages are the manual mode's; create resolves the rest of AUTO once it knows
      * the backend (schedule.c pl_sched_choose). */
     if (gpu && c->decode_schedule == RF_SCHEDULE_AUTO)

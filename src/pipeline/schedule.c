@@ -38,9 +38,9 @@ void rf_sched_init(rf_sched *s)
  * decode and the kernels' entropy walk, which costs the CPU a third as much: a step of it
  * changes the period by far more than a window's noise. The engines' part moves images
  * between the walk and the engines, a gain of a few percent inside a wide plateau, against
- * the noise of 250 ms windows on the H200 (a standard deviation of 3% at a fixed split): a
- * 2% margin accepted noise there and walked the split out of the plateau (to 600 and 850
- * permille, 20% slower). */
+ * the noise of 250 ms windows on the H200 (a standard deviation of 3% at a fixed split):
+ * steps of 250 permille on a 2% margin took noise for gains there and walked the split out
+ * of the plateau (to 600 and 850 permille, 20% slower). */
 static uint32_t margin(uint32_t c)
 {
     return c ? RF_SCHED_MARGIN_HW : RF_SCHED_MARGIN;
@@ -217,14 +217,16 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
     else if (c->decode_schedule == RF_SCHEDULE_BALANCE && no)
         return rf_seterr(err, RF_EINVAL, "decode_schedule BALANCE does not run with %s", no);
     ld->sched.mode = c->decode_schedule;
+    /* The GPU paths decode at full scale: so must every other image of their run, or a
+     * sample's pixels would depend on where it went (docs/gpu-decode.md). Only AUTO is
+     * resolved (a value out of range was refused); ON keeps the crops the CPU scales on the
+     * CPU (rf_decode_placed), which under BALANCE kept 11% of the H200's photo crops off the
+     * GPU paths and cost it 14% of its rate ("The scheduler"). */
+    if ((c->gpu_decode || c->hw_decode_percent || ld->sched.mode == RF_SCHEDULE_BALANCE) &&
+        c->dct_scaling == RF_DCT_SCALING_AUTO)
+        c->dct_scaling = RF_DCT_SCALING_OFF;
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return 0;
-    /* Every image at full scale, as with the manual split, so a sample's pixels do not depend
-     * on the timing-dependent route. Keeping DCT scaling (ON: the crops the CPU scales stay on
-     * the CPU, rf_decode_placed) kept 11% of the H200's photo crops off the GPU paths and cost
-     * BALANCE 14% of its rate there (docs/gpu-decode.md, "The scheduler"). */
-    if (c->dct_scaling == RF_DCT_SCALING_AUTO)
-        c->dct_scaling = RF_DCT_SCALING_OFF;
     ld->sched.trace = getenv("RINGFEED_SCHED_TRACE") && *getenv("RINGFEED_SCHED_TRACE") &&
                       strcmp(getenv("RINGFEED_SCHED_TRACE"), "0") != 0;
     rf_sched_init(&ld->sched.ctl);
