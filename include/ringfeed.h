@@ -179,7 +179,9 @@ enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SC
  * naive, a sample_hook or tokens; on_error SKIP works with it): the hardware
  * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
  * and the CPU, with shares a controller moves by hill-climbing on the consumer's measured
- * rate (batches handed out per second, training step included), starting from the CPU only,
+ * rate (batches handed out per second, training step included), starting from the CPU only
+ * once the consumer has its first batch (the ring's first fill, before it, goes to the CUDA
+ * kernels: the quickest way to that batch, with no training step on the GPU yet),
  * and only while the loader is the bound (the GPU share goes down while it keeps up), no
  * percentage to tune; every image is decoded at full scale (dct_scaling AUTO resolves to OFF;
  * with ON a crop the CPU would DCT-scale is always decoded on the CPU), so a sample's pixels

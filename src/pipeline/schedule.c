@@ -99,8 +99,23 @@ static int start_round(rf_sched *s, uint32_t c)
     return probe(s, c) || probe_other_way(s);
 }
 
+/* The next hold: RF_SCHED_HOLD windows for the first two in a row whose probes found no
+ * gain (the first follows the climb, whose steps are still large), then twice as long each
+ * time, to RF_SCHED_HOLD << RF_SCHED_HOLD_DOUBLINGS. */
+static uint32_t hold_length(rf_sched *s)
+{
+    uint32_t k = s->holds ? s->holds - 1 : 0;
+    s->holds = RF_MIN(s->holds + 1, RF_SCHED_HOLD_DOUBLINGS + 1);
+    return RF_SCHED_HOLD << RF_MIN(k, RF_SCHED_HOLD_DOUBLINGS);
+}
+
 /* Coordinate `coord` gained nothing this round: the other one's turn, or, when both gained
- * nothing in a row, a hold at the accepted point. */
+ * nothing in a row, a hold at the accepted point. Each probe costs a window off the best
+ * point, so a point whose probes found nothing several holds in a row is held longer (16,
+ * 32, then 64 windows): on the H200's photo crops the probes of a settled split cost a few
+ * percent of a loading run. A loader that starts keeping up is noticed at the next window
+ * whatever the hold (rf_sched_step), and an accepted probe or a change of the engines' state
+ * starts the doubling over. */
 static void end_round(rf_sched *s)
 {
     s->probing = 0;
@@ -108,7 +123,7 @@ static void end_round(rf_sched *s)
         return;
     s->quiet = 0; /* (the other coordinate could not move either) */
     s->coord ^= 1;
-    s->hold = RF_SCHED_HOLD;
+    s->hold = hold_length(s);
 }
 
 /* The probe measured `p` against the accepted point's ref_ns. Faster: accepted, and the next
@@ -125,10 +140,15 @@ static void judge(rf_sched *s, uint64_t p)
     uint32_t c = s->coord;
     s->probing = 0;
     if (p * RF_SCHED_ONE < s->ref_ns * (RF_SCHED_ONE - margin(c))) {
-        s->at[c] = s->probe, s->ref_ns = p, s->quiet = 0, s->tried = 0;
+        s->at[c] = s->probe, s->ref_ns = p, s->quiet = 0, s->tried = 0, s->holds = 0;
         s->step[c] = RF_MIN(s->step[c] * 2, step_max(c));
-        if (!probe(s, c))
+        if (!probe(s, c)) {
+            /* at a bound: a later probe back from it asks whether a little less is better,
+             * not whether half as much is (the GPU share's 500 from 1000 took a batch twice
+             * as long on the H200) */
+            s->step[c] = RF_SCHED_STEP_PROBE;
             end_round(s);
+        }
     } else if (p * RF_SCHED_ONE > s->ref_ns * (RF_SCHED_ONE + margin(c))) {
         s->dir[c] = -s->dir[c], s->step[c] /= 2, s->tried = 0;
         if (s->step[c] < RF_SCHED_STEP_MIN || !probe(s, c))
@@ -150,7 +170,10 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
          * next probe (the same shares) look flat: on the H200 the climb then held the CPU
          * alone for 16 windows while the consumer waited for every batch. */
         int probed = s->probing;
-        s->engines = in->engines, s->ref_ns = 0, s->probing = 0, s->hold = 0;
+        s->engines = in->engines, s->ref_ns = 0, s->probing = 0, s->hold = 0, s->holds = 0;
+        /* what changed is the engines' part's worth: the next round probes it first (on the
+         * H200 a probe of the GPU share back from 1000 was the slowest window of a run) */
+        s->coord = 1;
         if (probed) {
             publish(s);
             return;
@@ -177,9 +200,14 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
         if (base > 0)
             s->step[0] = s->kept_up ? RF_MIN(s->step[0] * 2, RF_SCHED_STEP_MAX)
                                     : RF_MAX(s->step[0] / 2, RF_SCHED_STEP_MIN);
+        else if (worse) /* up from the CPU alone: the next probe smaller, and later */
+            s->step[0] = RF_MAX(s->step[0] / 2, RF_SCHED_STEP_PROBE);
         s->at[0] = base > s->step[0] ? base - s->step[0] : 0;
-        s->kept_up = 1, s->dir[0] = 1, s->probing = 0, s->ref_ns = 0;
-        s->hold = worse ? RF_SCHED_HOLD : s->hold, s->coord = 0;
+        s->kept_up = 1, s->dir[0] = 1, s->probing = 0, s->ref_ns = 0, s->coord = 0;
+        if (worse)
+            s->hold = hold_length(s);
+        else
+            s->holds = 0;
     } else if (s->hold && --s->hold) {
         /* held: the accepted point stays */
     } else if (!s->ref_ns || !s->probing) {
@@ -230,7 +258,11 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
     ld->sched.trace = getenv("RINGFEED_SCHED_TRACE") && *getenv("RINGFEED_SCHED_TRACE") &&
                       strcmp(getenv("RINGFEED_SCHED_TRACE"), "0") != 0;
     rf_sched_init(&ld->sched.ctl);
-    atomic_store_explicit(&ld->sched.gpu, ld->sched.ctl.gpu, memory_order_relaxed);
+    /* The ring's first fill goes to the kernels: no training step runs before the first batch
+     * is handed out, so the GPU is idle, and its decode is the fastest path to that batch.
+     * The consumer's first batch publishes the controller's shares (pl_sched_batch), and the
+     * fill's batches are not measured (measure). */
+    atomic_store_explicit(&ld->sched.gpu, RF_SCHED_ONE, memory_order_relaxed);
     atomic_store_explicit(&ld->sched.hw, 0, memory_order_relaxed);
     return 0;
 }

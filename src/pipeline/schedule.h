@@ -22,12 +22,13 @@
 #define RF_SCHED_MARGIN 20u      /* permille: a rate within 2% of the last is noise */
 #define RF_SCHED_MARGIN_HW 30u   /* and for the engines' part, probed in smaller steps */
 #define RF_SCHED_HW_START 300u   /* the engines' part of the GPU share at first (permille) */
-#define RF_SCHED_STEP_START 500u /* the first probe's size: two accepted moves cross the range */
+#define RF_SCHED_STEP_START 1000u /* the first probe's size: from the CPU alone to all GPU */
 #define RF_SCHED_STEP_MIN 16u    /* a coordinate's round ends when its step halves below this */
 #define RF_SCHED_STEP_MAX 500u   /* accepted moves double the step up to this */
 #define RF_SCHED_STEP_MAX_HW 128u /* and the engines' part's up to this */
 #define RF_SCHED_STEP_PROBE 64u  /* the step of a probe after a hold */
-#define RF_SCHED_HOLD 16u        /* windows held at a settled point before the next probe */
+#define RF_SCHED_HOLD 16u        /* windows held at a settled point before the next probe, */
+#define RF_SCHED_HOLD_DOUBLINGS 2u /* doubled after each hold that ended with no gain, to 64 */
 #define RF_SCHED_KEEPS_UP 4u     /* the loader keeps up: the consumer waited for <= 1 in 4 */
 
 /* What the consumer saw over one window of batches, measured at one set of shares. */
@@ -52,6 +53,7 @@ typedef struct rf_sched {
     uint32_t tried;    /* 1: a probe from the accepted point at this step gained nothing */
     uint32_t quiet;    /* coordinates that ended their round with no gain, in a row */
     uint32_t hold;     /* windows left at the accepted point before the next probe */
+    uint32_t holds;    /* holds in a row whose probes found no gain (the next hold's doubling) */
     uint32_t engines;  /* the engines' state the last window saw */
     uint64_t ref_ns;   /* the accepted point's period; 0: measure it with the next window */
     uint32_t kept_up;  /* 1: the last window found the loader keeping up (no climb) */
@@ -66,7 +68,9 @@ void rf_sched_init(rf_sched *s);
  * the step halved. A probe that cannot go on in its direction (a bound), a gain within the
  * margin both ways, or the step below its minimum: the coordinate's round ends and
  * the other is probed; when both ended with no gain, the point is held for RF_SCHED_HOLD
- * windows, then re-measured and probed again, so a changed workload is noticed. The climb
+ * windows (twice and four times that after such holds in a row), then re-measured and probed
+ * again, so a changed workload is noticed; a move accepted at a bound makes the next probe
+ * back from it RF_SCHED_STEP_PROBE. The climb
  * runs only while the loader is the bound: a window in which the consumer waited for at most
  * one batch in RF_SCHED_KEEPS_UP (the loader keeps up, so no share can make the loop faster)
  * lowers the GPU share instead (by half the step after loader-bound windows, by twice the
@@ -74,7 +78,8 @@ void rf_sched_init(rf_sched *s);
  * training step keeps the GPU to itself. The engines' part is probed only while they are
  * READY and the GPU share is not 0; the engines get nothing until then. A change of the
  * engines' state re-measures the accepted point (a window measured under a probe then is
- * dropped). Shares stay within 0..RF_SCHED_ONE and hw <= gpu. */
+ * dropped) and probes the engines' part first. Shares stay within 0..RF_SCHED_ONE and
+ * hw <= gpu. */
 void rf_sched_step(rf_sched *s, const rf_sched_in *in);
 
 /* Where one sample goes (pl_sched_route). */
