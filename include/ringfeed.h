@@ -437,8 +437,14 @@ typedef struct rf_config {
      * the kernels (with gpu_decode), the rest to the CPU. Progressive, CMYK and too-large
      * files stay on the CPU (rf_stats.hw_decoded counts the engine ones). Pixels: the CPU
      * path's with DCT scaling off, up to the engine's IDCT rounding (tests/test_cuda.c bounds
-     * it). Create fails with RF_ENODEV when the library or the engines are missing; the host
-     * backend decodes the same packets with libjpeg. on_error = SKIP works as with gpu_decode,
+     * it). Create fails with RF_ENODEV when the library does not load; the engines themselves
+     * open on a background thread started when the first batch is handed out (about 1 s on an
+     * H200: rf_stats.hw_open_ns), not in create, and until they are ready (rf_stats.hw_engines
+     * READY) their share is decoded where the split sends the next percentiles: by the kernels
+     * with gpu_decode, else by the CPU, to the same pixels up to that rounding. A GPU without
+     * engines is not an error: hw_engines becomes NONE and their share stays on those paths
+     * for the whole run. The host backend decodes the same packets with libjpeg (nothing to
+     * open: READY from create). on_error = SKIP works as with gpu_decode,
      * but a file the engines decode without an error (entropy damage) is never skipped
      * (docs/gpu-decode.md). */
     uint32_t hw_decode_percent;
@@ -543,10 +549,12 @@ typedef struct rf_config {
     const char *image_exts;
     /* enum rf_decode_schedule; default RF_SCHEDULE_AUTO (resolved at create, and
      * rf_loader_config reports the choice; AUTO is not BALANCE yet, see the enum). With
-     * BALANCE the hardware decoders are opened on a background thread started when the first
-     * batch is handed out (about 1 s on an H200: rf_stats.hw_open_ns), beside the next
-     * CPU-decoded batches, and get no sample until they are ready; a missing libnvjpeg or GPU without engines leaves them out
-     * (rf_stats.hw_engines). gpu_decode or hw_decode_percent set together with CPU or BALANCE
+     * BALANCE, as with MANUAL's hw_decode_percent, the hardware decoders are opened on a
+     * background thread started when the first batch is handed out (about 1 s on an H200:
+     * rf_stats.hw_open_ns), beside the next CPU- and kernel-decoded batches, and get no sample
+     * until they are ready; a missing libnvjpeg or GPU without engines leaves them out
+     * (rf_stats.hw_engines; MANUAL refuses a missing libnvjpeg at create, hw_decode_percent
+     * says so). gpu_decode or hw_decode_percent set together with CPU or BALANCE
      * is RF_EINVAL: those settings are the MANUAL mode's. */
     uint32_t decode_schedule;
     /* Remote shards (patterns that are http://, https:// or s3:// URLs; docs/remote.md): how
@@ -844,16 +852,19 @@ typedef struct rf_stats {
     /* The decode scheduler (rf_config.decode_schedule): the resolved mode, and with BALANCE
      * the shares it sends to the GPU now, in permille of the JPEGs: sched_gpu_permille to the
      * engines and kernels together, sched_hw_permille of those to the engines (both 0 in the
-     * other modes); and the engines' state (enum rf_hw_engines: with BALANCE as the opener
-     * thread left them, READY with hw_decode_percent, which create opens, NONE otherwise).
+     * other modes); and the engines' state (enum rf_hw_engines: with BALANCE and with
+     * hw_decode_percent as the opener thread left them: OPENING from create until the open
+     * started with the first batch ends, then READY, or NONE when it failed or the backend has
+     * none, the reason not reported here; READY from create on the host backend with
+     * hw_decode_percent; NONE otherwise).
      * Where samples went: hw_decoded, gpu_decoded, and the CPU the rest of samples_decoded. */
     uint32_t decode_schedule;
     uint32_t sched_gpu_permille;
     uint32_t sched_hw_permille;
     uint32_t hw_engines;
-    uint64_t hw_open_ns; /* how long the hardware decoders took to open (wall clock: in create
-                          * with hw_decode_percent, on the opener thread with BALANCE, beside
-                          * the batches after the first); 0 until they are open */
+    uint64_t hw_open_ns; /* how long the hardware decoders took to open (wall clock, on the
+                          * opener thread, beside the batches after the first); 0 until they
+                          * are open, and on the host backend */
     /* Remote shards (docs/remote.md): HTTP requests made (create's opening, index fetches,
      * scans and listings, every sample's ranged GET, and the shard cache's whole-object GETs
      * for fills, retries included), of them the

@@ -213,20 +213,6 @@ void rt_same_run(const run *a, const run *b, const char *what)
                   "%s: decoded batches differ from the local run", what);
 }
 
-int rt_poll_stats(rf_loader *ld, rf_stats *st, int (*done)(const rf_stats *, const void *),
-                  const void *ctx)
-{
-    for (int i = 0;; i++) {
-        rf_stats_init(st);
-        rf_loader_stats(ld, st);
-        if (done(st, ctx))
-            return 1;
-        if (i == 3000)
-            return 0;
-        usleep(10000);
-    }
-}
-
 static int fills_ended(const rf_stats *st, const void *fills)
 {
     return st->shard_cache_fills + st->shard_cache_fill_failures >= *(const uint64_t *)fills;
@@ -234,7 +220,7 @@ static int fills_ended(const rf_stats *st, const void *fills)
 
 void rt_wait_fills(rf_loader *ld, uint64_t fills, rf_stats *st)
 {
-    ck_assert_msg(rt_poll_stats(ld, st, fills_ended, &fills),
+    ck_assert_msg(rf_test_poll_stats(ld, st, fills_ended, &fills),
                   "%llu of %llu cache fills ended after 30 s: %s",
                   (unsigned long long)(st->shard_cache_fills + st->shard_cache_fill_failures),
                   (unsigned long long)fills, st->shard_cache_why);

@@ -93,10 +93,6 @@ uint32_t rt_resume_equals_local(const char *data, const char *base, const char *
                                 const opts *o, uint32_t taken);
 /* a and b hold the same samples and byte-equal pixels. */
 void rt_same_run(const run *a, const run *b, const char *what);
-/* ld's stats into *st every 10 ms until done(st, ctx) holds or 30 s passed: whether it held.
- * The shard cache works on its own thread, so its counters settle after the last batch. */
-int rt_poll_stats(rf_loader *ld, rf_stats *st, int (*done)(const rf_stats *, const void *),
-                  const void *ctx);
 /* Wait until `fills` cache fills of ld ended (at most 30 s; 0: no wait), then its stats. */
 void rt_wait_fills(rf_loader *ld, uint64_t fills, rf_stats *st);
 /* Requests in the fault proxy's log (since its last reset) for targets under `prefix` that

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/convert.h"
+#include "base/common.h"
 #include "pipeline/testing.h"
 #include "ringfeed.h"
 #include "testutil.h"
@@ -86,6 +87,33 @@ static rf_loader *create_perturbed(const rf_config *c)
     return ld;
 }
 
+/* hw_decode_percent on the device: the engines open on the opener thread started with the
+ * first batch, and until they are ready the engines' share goes to the kernels or the CPU. The
+ * tests of the engines' decoding itself need every sample of that share on them, so create
+ * opens them first there (the test hook sched_open_at_create); g_hw_deferred leaves the
+ * library's own start-up (hw_decode_deferred_first_batch). */
+static int g_hw_deferred;
+
+static rf_loader *create_engines_open(const rf_config *c)
+{
+    rf_test_hooks h = {.sched_open_at_create = 1};
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    int rc = rf_loader_create_hooked(c, &h, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "create: %d %s", rc, err);
+    return ld;
+}
+
+/* The suite's loader for c: BALANCE perturbed, the engines opened first (above), or plain. */
+static rf_loader *create_for(const rf_config *c)
+{
+    if (g_balance && c->device_kind == RF_DEVICE_CUDA)
+        return create_perturbed(c);
+    if (g_hw && !g_hw_deferred && c->device_kind == RF_DEVICE_CUDA)
+        return create_engines_open(c);
+    return rf_test_create_ok(c);
+}
+
 static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint32_t depth)
 {
     const char *pat;
@@ -98,8 +126,7 @@ static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint
         memcpy(c.mean, mean, sizeof mean);
         memcpy(c.std, sd, sizeof sd);
     }
-    return g_balance && device_kind == RF_DEVICE_CUDA ? create_perturbed(&c)
-                                                      : rf_test_create_ok(&c);
+    return create_for(&c);
 }
 
 #define CK_CUDA(x) ck_assert_msg((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(cudaGetLastError()))
@@ -364,7 +391,7 @@ static uint32_t skip_collect(rf_config c, uint64_t *ids, uint8_t *px, rf_stats *
 {
     c.on_error = RF_ON_ERROR_SKIP;
     c.batch_size = 8;
-    rf_loader *ld = rf_test_create_ok(&c);
+    rf_loader *ld = create_for(&c);
     rf_batch *b;
     uint32_t n = 0;
     int rc;
@@ -482,24 +509,35 @@ START_TEST(gpu_decode_skip_plain_damage) { gpu_decode_skip(0); }
 END_TEST
 
 /* The hardware JPEG decoders, when this GPU has them and libnvjpeg loads: 1 when they do. When
- * RINGFEED_NVJPEG names the library they must work; otherwise their absence skips the test,
- * after checking that create says why. */
+ * RINGFEED_NVJPEG names the library they must work; otherwise their absence skips the test.
+ * A library that does not load is create's error, which must say why; a GPU without engines
+ * is not an error: they end up NONE (rf_stats.hw_engines) once the opener tried, here at
+ * create (the hook sched_open_at_create), and the run decodes their share elsewhere. */
 static int hw_available(void)
 {
     const char *pat;
     rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
     c.hw_decode_percent = 100;
     c.decode_schedule = RF_SCHEDULE_AUTO; /* the manual mode, which hw_decode_percent asks for */
+    rf_test_hooks h = {.sched_open_at_create = 1};
     rf_loader *ld;
     char err[512];
-    int rc = rf_loader_create(&c, &ld, err, sizeof err);
+    int rc = rf_loader_create_hooked(&c, &h, &ld, err, sizeof err);
     if (rc == 0) {
+        rf_stats st;
+        rf_stats_init(&st);
+        rf_loader_stats(ld, &st);
         rf_loader_destroy(ld);
-        return 1;
+        ck_assert_uint_ne(st.hw_engines, RF_HW_ENGINES_OPENING); /* the open ended in create */
+        if (st.hw_engines == RF_HW_ENGINES_READY)
+            return 1;
+        snprintf(err, sizeof err, "rf_stats.hw_engines NONE: this GPU has no hardware JPEG "
+                 "decoder");
+    } else {
+        ck_assert_int_eq(rc, RF_ENODEV);
+        ck_assert_msg(strstr(err, "nvJPEG"), "%s", err);
     }
     ck_assert_msg(!getenv("RINGFEED_NVJPEG"), "hw_decode_percent: %s", err);
-    ck_assert_int_eq(rc, RF_ENODEV);
-    ck_assert_msg(strstr(err, "nvJPEG") || strstr(err, "hardware JPEG decoder"), "%s", err);
     printf("hw_decode: skipped (%s)\n", err);
     return 0;
 }
@@ -619,6 +657,53 @@ START_TEST(hw_decode_skip)
                   "%llu", (unsigned long long)p->ds.hw_decoded);
     skip_same_as_host(p->di, p->dp, p->dn, p->hi, p->hp, p->hn, 45, HW_MAX_DIFF);
     free(p->dp), free(p->hp), free(p);
+}
+END_TEST
+
+/* The engines' start-up beside the first batches (issue 22: the first batch at most 50 ms after
+ * create on every path; create used to open the engines, 0.85-1.26 s on the H200):
+ * hw_decode_percent 30 + gpu_decode on plain shards at 224 px, as a user would run it. The
+ * first batch's time after create is printed against that target; asserted is what does not
+ * depend on the machine's speed: no sample of the first batch went to the engines (they open
+ * only once it is handed out), and it came before their open ended. Holding it, the consumer
+ * waits for READY; the later batches give the engines their share, and every sample of the
+ * three epochs is decoded once. Then the same configuration's batches, engines opening beside
+ * them as in that run, equal the host backend's within the engines' rounding. */
+START_TEST(hw_decode_deferred_first_batch)
+{
+    g_use = g_pat, g_hw = 30, g_gpu = 1, g_size = 224;
+    if (!hw_available())
+        return;
+    g_hw_deferred = 1;
+    const char *pat;
+    rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
+    c.epochs = 3; /* 15 batches of 16, 3 in flight: 12 are dispatched after READY */
+    uint64_t t0 = rf_now_ns();
+    rf_loader *ld = create_for(&c);
+    rf_batch *b;
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    double first_ms = (double)(rf_now_ns() - t0) / 1e6;
+    rf_stats first;
+    rf_stats_init(&first);
+    rf_loader_stats(ld, &first);
+    ck_assert_uint_eq(rf_test_wait_engines(ld), RF_HW_ENGINES_READY);
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    rf_stats st = rf_test_drain(ld);
+    rf_loader_destroy(ld);
+    printf("hw_decode 30%% + gpu_decode: first batch %.1f ms after create (target 50 ms), engines "
+           "%u then (hw_decoded %llu), opened in %.1f ms; %llu decoded: %llu engines, %llu "
+           "kernels\n", first_ms, first.hw_engines, (unsigned long long)first.hw_decoded,
+           st.hw_open_ns / 1e6, (unsigned long long)st.samples_decoded,
+           (unsigned long long)st.hw_decoded, (unsigned long long)st.gpu_decoded);
+    ck_assert_uint_eq(first.hw_decoded, 0);
+    ck_assert_uint_eq(first.hw_open_ns, 0);
+    ck_assert_msg(first_ms * 1e6 < (double)st.hw_open_ns, "first batch %.1f ms, open %.1f ms",
+                  first_ms, st.hw_open_ns / 1e6);
+    ck_assert_uint_eq(st.samples_decoded, 240);
+    ck_assert_uint_eq(st.samples_delivered, 240);
+    ck_assert_uint_gt(st.hw_decoded, 0);
+    ck_assert_uint_eq(st.decode_schedule, RF_SCHEDULE_MANUAL);
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
 }
 END_TEST
 
@@ -1092,6 +1177,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, hw_decode_uint8_nchw);
     tcase_add_test(tc, hw_decode_non_square);
     tcase_add_test(tc, hw_decode_split_with_gpu_decode);
+    tcase_add_test(tc, hw_decode_deferred_first_batch);
     tcase_add_test(tc, gpu_decode_odd_batches);
     tcase_add_test(tc, gpu_decode_plain_uint8_nhwc);
     tcase_add_test(tc, gpu_decode_plain_uint8_nchw_non_square);

@@ -138,7 +138,7 @@ START_TEST(users_shards_cached_equal_local)
 }
 END_TEST
 
-/* rt_poll_stats' conditions: both shards' fills bypassed; the cache turned off. */
+/* rf_test_poll_stats' conditions: both shards' fills bypassed; the cache turned off. */
 static int two_bypasses(const rf_stats *st, const void *ctx)
 {
     (void)ctx;
@@ -164,7 +164,7 @@ START_TEST(budget_smaller_than_a_shard_bypasses)
     opts o = {.epochs = 2, .cache_dir = dir, .cache_bytes = 4096};
     rf_loader *ld = rt_create_url(url, &o);
     rf_test_drain(ld);
-    rt_poll_stats(ld, &rr.st, two_bypasses, NULL);
+    rf_test_poll_stats(ld, &rr.st, two_bypasses, NULL);
     rf_loader_destroy(ld);
     ck_assert_uint_eq(rr.st.shard_cache_bypasses, 2);
     CACHE_IS(rr.st, 0, 2, 0);
@@ -200,7 +200,7 @@ START_TEST(full_disk_leaves_the_shards_remote)
         if (rc == 0)
             rt_take(ld, b, &rr);
     ck_assert_int_eq(rc, RF_DONE);
-    rt_poll_stats(ld, &rr.st, cache_went_off, NULL);
+    rf_test_poll_stats(ld, &rr.st, cache_went_off, NULL);
     rf_loader_destroy(ld);
     ck_assert_int_eq(rf_test_limit_file_size(0), 0);
     ck_assert_uint_eq(rr.st.shard_cache_on, 2);

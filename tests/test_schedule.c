@@ -334,11 +334,13 @@ static void make_corpus(void)
 
 typedef struct run {
     uint64_t ids[NS * EPOCHS];
+    int32_t labels[NS * EPOCHS];
     uint8_t *px;
     uint32_t n;
     rf_stats st;
-    rf_stats first; /* after the first batch was handed out */
     rf_config got;
+    rf_stats first;  /* the stats when the first batch was handed out */
+    double first_ms; /* and how long after create began */
 } run;
 
 typedef struct opts {
@@ -346,7 +348,21 @@ typedef struct opts {
     int sched, no_engines, perturb;
     uint32_t dct; /* enum rf_dct_scaling (AUTO: 0) */
     uint32_t open_ms;
+    uint32_t hw;    /* hw_decode_percent (the manual split, with gpu_decode when gpu) */
+    int gpu;
+    int wait_ready; /* after the first batch, wait (holding it) until the engines are READY */
 } opts;
+
+/* The first batch was handed out: when, and the stats then; with o->wait_ready the consumer
+ * then waits for the opener, holding the batch, so the ring's other slots fill meanwhile. */
+static void first_batch(rf_loader *ld, const opts *o, run *r, uint64_t t0)
+{
+    r->first_ms = (double)(rf_now_ns() - t0) / 1e6;
+    rf_stats_init(&r->first);
+    ck_assert_int_eq(rf_loader_stats(ld, &r->first), 0);
+    if (o->wait_ready)
+        ck_assert_uint_eq(rf_test_wait_engines(ld), RF_HW_ENGINES_READY);
+}
 
 static void collect(const opts *o, run *r)
 {
@@ -360,6 +376,8 @@ static void collect(const opts *o, run *r)
     if (!o->sched) /* the reference: the CPU alone */
         c.decode_schedule = RF_SCHEDULE_CPU;
     c.dct_scaling = o->dct;
+    c.hw_decode_percent = o->hw; /* with it AUTO is MANUAL, whatever the hook `sched` says */
+    c.gpu_decode = (uint32_t)o->gpu;
     uint32_t calls = 0;
     rf_test_hooks h = {.sched = o->sched, .sched_no_engines = o->no_engines,
                        .sched_open_ms = o->open_ms, .sched_perturb = o->perturb ? rf_test_sched_perturb : NULL,
@@ -367,6 +385,7 @@ static void collect(const opts *o, run *r)
                        .sched_open_join = !o->open_ms};
     rf_loader *ld = NULL;
     char err[512] = "";
+    uint64_t t0 = rf_now_ns();
     int rc = rf_loader_create_hooked(&c, &h, &ld, err, sizeof err);
     ck_assert_msg(rc == 0, "create: %d %s", rc, err);
     rf_config_init(&r->got);
@@ -378,13 +397,12 @@ static void collect(const opts *o, run *r)
         if (rc == RF_EPOCH_END)
             continue;
         ck_assert_msg(rc == 0, "next: %d %s", rc, rf_last_error(ld));
-        if (r->n == 0) {
-            rf_stats_init(&r->first);
-            ck_assert_int_eq(rf_loader_stats(ld, &r->first), 0);
-        }
+        if (r->n == 0)
+            first_batch(ld, o, r, t0);
         for (uint32_t i = 0; i < b->count; i++, r->n++) {
             ck_assert_uint_lt(r->n, NS * EPOCHS);
             r->ids[r->n] = b->sample_ids[i];
+            r->labels[r->n] = b->labels[i];
             memcpy(r->px + (size_t)r->n * PX, (uint8_t *)b->data + (size_t)i * PX, PX);
         }
         ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
@@ -415,6 +433,7 @@ static void assert_same_batches(const run *a, const run *ref, const char *what)
     ck_assert_uint_eq(a->n, ref->n);
     for (uint32_t i = 0; i < a->n; i++) {
         ck_assert_uint_eq(a->ids[i], ref->ids[i]);
+        ck_assert_int_eq(a->labels[i], ref->labels[i]);
         ck_assert_msg(memcmp(a->px + (size_t)i * PX, ref->px + (size_t)i * PX, PX) == 0,
                       "%s: delivery %u (sample %llu) differs from the CPU run", what, i,
                       (unsigned long long)a->ids[i]);
@@ -509,6 +528,90 @@ START_TEST(engines_opening_get_nothing_and_destroy_joins)
 }
 END_TEST
 
+/* MANUAL (hw_decode_percent 100, alone and with gpu_decode) with the host's engines playing
+ * the device's (the hook `sched`): they open on the opener thread started with the first
+ * batch, as BALANCE's do, not in create. The engines' share takes the path the split gives
+ * the next percentiles (the kernels with gpu_decode, else the CPU) until they are READY, and
+ * every later sample goes to them: of the run's samples, those decoded before READY are the
+ * first batch's at least and the ring's depth in batches at most. Every sample once per
+ * epoch, with the CPU run's labels and pixels (the host's stand-in for the engines is exact). */
+static void check_manual(const opts *o, const run *ref, run *r)
+{
+    collect(o, r);
+    char what[64];
+    snprintf(what, sizeof what, "manual, %u threads, gpu_decode %d", o->threads, o->gpu);
+    assert_exactly_once(r);
+    assert_same_batches(r, ref, what);
+    ck_assert_uint_eq(r->got.decode_schedule, RF_SCHEDULE_MANUAL);
+    ck_assert_uint_eq(r->st.hw_engines, RF_HW_ENGINES_READY);
+    ck_assert_uint_ge(r->st.hw_open_ns, (uint64_t)o->open_ms * 1000000u);
+    ck_assert_uint_ge(r->st.hw_decoded, NS * EPOCHS - 4 * BATCH); /* prefetch_depth 4 */
+    ck_assert_uint_le(r->st.hw_decoded, NS * EPOCHS - BATCH);
+    ck_assert_uint_eq(r->st.gpu_decoded, o->gpu ? NS * EPOCHS - r->st.hw_decoded : 0);
+    ck_assert_uint_eq(r->st.sched_gpu_permille + r->st.sched_hw_permille, 0);
+    free(r->px);
+}
+
+/* The first batch comes long before a 2 s open of the engines ends (create no longer waits
+ * for it), with the engines OPENING and none of its samples on them; the consumer then waits
+ * for READY. */
+START_TEST(manual_engines_open_beside_the_first_batches)
+{
+    make_corpus();
+    static run ref, r;
+    collect(&(opts){.threads = 2, .dct = RF_DCT_SCALING_OFF}, &ref);
+    for (int gpu = 0; gpu < 2; gpu++) {
+        check_manual(&(opts){.threads = 2, .sched = 1, .hw = 100, .gpu = gpu, .open_ms = 2000,
+                             .wait_ready = 1}, &ref, &r);
+        ck_assert_uint_eq(r.first.hw_engines, RF_HW_ENGINES_OPENING);
+        ck_assert_uint_eq(r.first.hw_decoded, 0);
+        ck_assert_uint_eq(r.first.hw_open_ns, 0);
+        ck_assert_msg(r.first_ms < 2000, "first batch %.1f ms after create", r.first_ms);
+    }
+    free(ref.px);
+}
+END_TEST
+
+/* The same at 1, 2 and 4 decode threads with the opener joined at the first batch (the hook
+ * sched_open_join): the batches do not depend on the thread count or on when the engines
+ * became ready. */
+START_TEST(manual_engines_ready_at_any_thread_count)
+{
+    make_corpus();
+    static run ref, r;
+    collect(&(opts){.threads = 1, .dct = RF_DCT_SCALING_OFF}, &ref);
+    static const uint32_t threads[] = {1, 2, 4};
+    for (int t = 0; t < 3; t++)
+        check_manual(&(opts){.threads = threads[t], .sched = 1, .hw = 100, .gpu = t == 1},
+                     &ref, &r);
+    free(ref.px);
+}
+END_TEST
+
+/* MANUAL without engines (the hook sched_no_engines: a GPU without them): NONE from create on,
+ * not an error; the engines' share decoded by the kernels with gpu_decode, else the CPU, and
+ * nothing lost. */
+START_TEST(manual_without_engines_falls_back)
+{
+    make_corpus();
+    static run ref, r;
+    collect(&(opts){.threads = 2, .dct = RF_DCT_SCALING_OFF}, &ref);
+    for (int gpu = 0; gpu < 2; gpu++) {
+        collect(&(opts){.threads = 2, .sched = 1, .no_engines = 1, .hw = 100, .gpu = gpu}, &r);
+        assert_exactly_once(&r);
+        assert_same_batches(&r, &ref, gpu ? "no engines, gpu_decode" : "no engines");
+        ck_assert_uint_eq(r.got.decode_schedule, RF_SCHEDULE_MANUAL);
+        ck_assert_uint_eq(r.first.hw_engines, RF_HW_ENGINES_NONE);
+        ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_NONE);
+        ck_assert_uint_eq(r.st.hw_decoded, 0);
+        ck_assert_uint_eq(r.st.hw_open_ns, 0);
+        ck_assert_uint_eq(r.st.gpu_decoded, gpu ? NS * EPOCHS : 0);
+        free(r.px);
+    }
+    free(ref.px);
+}
+END_TEST
+
 /* ---- the mode at create ------------------------------------------------------------------ */
 
 static int try_create(rf_config *c, char *err, size_t n, uint32_t *mode)
@@ -553,7 +656,8 @@ START_TEST(modes_resolve_and_refuse_by_name)
     ck_assert_msg(strstr(err, "dct_scaling must be 0 (auto), 1 (off) or 2 (on), not 3"), "%s",
                   err);
     c.dct_scaling = RF_DCT_SCALING_AUTO;
-    /* the manual engines are opened by create: stats say they are ready, with no shares */
+    /* the manual engines on the host without the hook `sched`: the stand-in has nothing to
+     * open, so stats say they are ready from create on, with no shares */
     c.decode_schedule = RF_SCHEDULE_AUTO;
     c.hw_decode_percent = 30;
     c.epochs = 1;
@@ -583,6 +687,9 @@ int main(void)
     tcase_add_test(tc, balance_equals_cpu_at_any_thread_count);
     tcase_add_test(tc, balance_without_engines);
     tcase_add_test(tc, engines_opening_get_nothing_and_destroy_joins);
+    tcase_add_test(tc, manual_engines_open_beside_the_first_batches);
+    tcase_add_test(tc, manual_engines_ready_at_any_thread_count);
+    tcase_add_test(tc, manual_without_engines_falls_back);
     tcase_add_test(tc, modes_resolve_and_refuse_by_name);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

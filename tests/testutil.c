@@ -463,6 +463,34 @@ rf_stats rf_test_drain(rf_loader *ld)
     return st;
 }
 
+int rf_test_poll_stats(rf_loader *ld, rf_stats *st, int (*done)(const rf_stats *, const void *),
+                       const void *ctx)
+{
+    for (int i = 0;; i++) {
+        rf_stats_init(st);
+        rf_loader_stats(ld, st);
+        if (done(st, ctx))
+            return 1;
+        if (i == 3000)
+            return 0;
+        usleep(10000);
+    }
+}
+
+static int engines_settled(const rf_stats *st, const void *ctx)
+{
+    (void)ctx;
+    return st->hw_engines != RF_HW_ENGINES_OPENING;
+}
+
+uint32_t rf_test_wait_engines(rf_loader *ld)
+{
+    rf_stats st;
+    ck_assert_msg(rf_test_poll_stats(ld, &st, engines_settled, NULL),
+                  "the hardware decoders still opening after 30 s");
+    return st.hw_engines;
+}
+
 void rf_test_sched_perturb(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw)
 {
     if (ctx)

@@ -124,6 +124,15 @@ rf_loader *rf_test_create_ok(const rf_config *c);
  * the loader's error); returns its stats then. */
 rf_stats rf_test_drain(rf_loader *ld);
 
+/* ld's stats into *st every 10 ms until done(st, ctx) holds or 30 s passed: whether it held.
+ * For counters that settle on a thread of the loader's own (the shard cache's fills, the
+ * hardware decoders' opener). */
+int rf_test_poll_stats(rf_loader *ld, rf_stats *st, int (*done)(const rf_stats *, const void *),
+                       const void *ctx);
+/* Wait (rf_test_poll_stats) until ld's hardware decoders are no longer OPENING; the test fails
+ * if they still are after 30 s. Returns their state (enum rf_hw_engines). */
+uint32_t rf_test_wait_engines(rf_loader *ld);
+
 /* The balancing scheduler's test hook (rf_test_hooks.sched_perturb, src/pipeline/testing.h):
  * shares drawn from the batch's sequence number, so every route takes samples at different
  * times in every run, whatever the controller would have done; counts its calls in

@@ -1093,8 +1093,11 @@ class Loader(_LoaderBase):
     hw_decode_percent: the share (0..100) of images decoded by the GPU's hardware JPEG
       decoders (A100, A30, H100, H200), which use neither the CPUs nor the SMs; any baseline
       JPEG, restart markers or not. Needs libnvjpeg (the nvidia-nvjpeg wheel is found
-      automatically); stats()["hw_decoded"] counts them. on_error="skip" works, but a file
-      the engines decode without an error (damaged entropy data) is never skipped.
+      automatically); stats()["hw_decoded"] counts them. They open beside the first batches
+      (about 1 s on an H200), whose share of them the GPU kernels (with gpu_decode) or the
+      CPU decode meanwhile; a GPU without them leaves that share there, stats()["hw_engines"]
+      0. on_error="skip" works, but a file the engines decode without an error (damaged
+      entropy data) is never skipped.
     dct_scaling: True (default): a CPU-only loader decodes images whose crop is at least twice
       the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to
       tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.

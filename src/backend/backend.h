@@ -88,6 +88,12 @@ typedef struct rf_backend_ops {
      * (rf_config.hw_decode_percent); engine packets in later submits go to them. NULL: this
      * backend has none (the host backend decodes engine packets on the CPU instead). */
     int (*engine_open)(rf_backend *b, uint32_t max_batch, rf_err *err);
+    /* engine_open's cheap part, which it also runs first: load what the engines need (the
+     * library) without opening them, RF_ENODEV saying why it cannot. Create calls it for
+     * hw_decode_percent, so a missing libnvjpeg is still create's error while the open itself
+     * (about 1 s on an H200) runs on the opener thread beside the first batches
+     * (src/pipeline/schedule.c). NULL exactly when engine_open is. */
+    int (*engine_load)(rf_err *err);
 } rf_backend_ops;
 
 extern const rf_backend_ops rf_backend_host;

@@ -438,4 +438,5 @@ const rf_backend_ops rf_backend_cuda = {
     .reserve = cuda_reserve,
     .trim = cuda_trim,
     .engine_open = cuda_engine_open,
+    .engine_load = rf_nvjpg_load,
 };

@@ -23,7 +23,12 @@
 
 typedef struct rf_nvjpg rf_nvjpg;
 
-/* Load libnvjpeg and open its hardware backend on the current CUDA device, with `states`
+/* Load libnvjpeg once per process and find its symbols, without touching the GPU: 0, or
+ * RF_ENODEV saying why it did not load (the same message rf_nvjpg_open gives). Cheap after
+ * the first call, so create checks it while the open itself runs later (rf_backend_ops
+ * engine_load). */
+int rf_nvjpg_load(rf_err *err);
+/* Load libnvjpeg (rf_nvjpg_load) and open its hardware backend on the current CUDA device, with `states`
  * decode states (one per copy stream) for batches of up to max_batch images. RF_ENODEV with
  * the reason when the library is missing or the GPU has no JPEG engines; RF_ECUDA, RF_ENOMEM
  * for other failures. */

@@ -138,14 +138,22 @@ void rf_nvjpg_close(rf_nvjpg *nj)
     free(nj);
 }
 
-int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *err)
+int rf_nvjpg_load(rf_err *err)
 {
-    *out = NULL;
     pthread_once(&load_once, load);
     if (!api.create_ex)
         return rf_seterr(err, RF_ENODEV, "hw_decode needs nvJPEG: %s; install the CUDA "
                          "toolkit's libnvjpeg or `pip install nvidia-nvjpeg`, or set "
                          "RINGFEED_NVJPEG to the library's path", load_error);
+    return 0;
+}
+
+int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *err)
+{
+    *out = NULL;
+    int rc = rf_nvjpg_load(err);
+    if (rc)
+        return rc;
     rf_nvjpg *nj = calloc(1, sizeof *nj);
     if (!nj || !(nj->s = calloc(states, sizeof *nj->s))) {
         free(nj);

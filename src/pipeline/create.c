@@ -145,18 +145,15 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     if (rc || (rc = pl_gpu_choose(ld, err)))
         return rc;
     rc = ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
-    /* The hardware decoders are opened now, so a GPU without them or a missing libnvjpeg is
-     * an error from create, not from the first batch. */
-    if (rc == 0 && ld->gpu.device && ld->cfg.hw_decode_percent) {
-        uint64_t t0 = rf_now_ns();
-        rc = ld->bops->engine_open
-                 ? ld->bops->engine_open(ld->backend, ld->batch, err)
-                 : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s backend has no "
-                             "hardware JPEG decoder", ld->bops->name);
-        /* relaxed: a statistic, and no thread reads it yet */
-        atomic_store_explicit(&ld->sched.open_ns, rf_now_ns() - t0, memory_order_relaxed);
-    }
-    /* The balancing scheduler opens them on a thread of their own, off the first batch. */
+    /* hw_decode_percent: what can be known cheaply is create's error, as before: a backend
+     * without hardware decoders, or a libnvjpeg that does not load. The open itself (about
+     * 1 s on an H200) is left to the opener thread, as with BALANCE (pl_sched_start). */
+    if (rc == 0 && ld->gpu.device && ld->cfg.hw_decode_percent)
+        rc = ld->bops->engine_load ? ld->bops->engine_load(err)
+                                   : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s "
+                                               "backend has no hardware JPEG decoder",
+                                               ld->bops->name);
+    /* The engines open on a thread of their own, off the first batch. */
     if (rc == 0)
         pl_sched_start(ld);
     return rc;

@@ -5,8 +5,9 @@
  * DESIGN
  * The pipeline: plan -> I/O engine -> decode pool -> copy -> consumer.
  * Threads: the I/O engine's threads (io_uring or pread), `decode_threads` decode threads, and
- * the consumer (the caller of rf_loader_next); with decode_schedule BALANCE also the engines'
- * opener (schedule.c), which takes no lock and only calls the backend's engine_open. One mutex `mu` guards the dispatch cursor, the
+ * the consumer (the caller of rf_loader_next); with decode_schedule BALANCE, or MANUAL with
+ * hw_decode_percent, also the engines' opener (schedule.c), which takes no lock and only
+ * calls the backend's engine_open. One mutex `mu` guards the dispatch cursor, the
  * staging arena, the task ring, the decode queue and the slot states; per-sample work (reading,
  * decoding, resizing) happens outside it.
  *

@@ -6,8 +6,9 @@
  *
  * DESIGN
  * choose and start run on the creating thread, stop on destroy's (after the pipeline's threads
- * stopped). The opener thread calls only the backend's engine_open (or, on the host with the
- * test hook, sleeps) and publishes the result with a release store of sched.engines; a decode
+ * stopped). The engines open on the opener thread in both modes that use them (BALANCE, and
+ * MANUAL with hw_decode_percent). It calls only the backend's engine_open (or, on the host with
+ * the test hook, sleeps) and publishes the result with a release store of sched.engines; a decode
  * thread acquires it before it places an engine packet, and the backend's submit of that
  * packet's batch is ordered after the placement by slot.pending's acq_rel. pl_sched_batch runs
  * on the consumer's thread (the window and the controller's state are its own) without mu,
@@ -290,32 +291,11 @@ static void *opener_main(void *arg)
     return NULL;
 }
 
-/* create, after the backend's (and after its engine_open with hw_decode_percent): with
- * BALANCE, the engines will open on their own thread, started when the first batch is handed
- * out (open_engines). A backend without engines, or the test hook's sched_no_engines, leaves
- * them out; so does a failed open. */
-void pl_sched_start(rf_loader *ld)
-{
-    /* MANUAL with hw_decode_percent: create opened them itself (or failed), so they are ready
-     * (on the host, the stand-in); relaxed: only rf_stats reads it in this mode. */
-    if (ld->sched.mode == RF_SCHEDULE_MANUAL && ld->cfg.hw_decode_percent)
-        atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_READY, memory_order_relaxed);
-    if (ld->sched.mode != RF_SCHEDULE_BALANCE)
-        return;
-    int device = ld->bops->device_kind == RF_DEVICE_CUDA;
-    if ((device && !ld->bops->engine_open) || (!device && ld->hooks.sched_no_engines)) {
-        snprintf(ld->sched.engine_why, sizeof ld->sched.engine_why, "the %s backend has no "
-                 "hardware JPEG decoder", ld->bops->name);
-        return; /* engines stay NONE (0, calloc) */
-    }
-    atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_OPENING, memory_order_relaxed);
-    ld->sched.open_pending = 1; /* the opener starts once the first batch is handed out */
-}
-
-/* The consumer's thread, when it is handed the first batch: the opener starts now, not at
- * create. nvJPEG's hardware backend takes ~1 s to open on the H200, and opened beside the
- * first batch it delayed that batch from ~25 ms to 64-122 ms (driver work the first copies
- * and kernels waited behind); after it, it overlaps the next CPU- and kernel-decoded ones. */
+/* The consumer's thread, when it is handed the first batch (or create's, with the test hook
+ * sched_open_at_create): the opener starts now, not at create. nvJPEG's hardware backend
+ * takes ~1 s to open on the H200, and opened beside the first batch it delayed that batch
+ * from ~25 ms to 64-122 ms (driver work the first copies and kernels waited behind); after
+ * it, it overlaps the next CPU- and kernel-decoded ones. */
 static void open_engines(rf_loader *ld)
 {
     ld->sched.open_pending = 0;
@@ -338,22 +318,65 @@ void pl_sched_stop(rf_loader *ld)
     ld->sched.opener_on = 0;
 }
 
+/* create, after the backend's: in the modes that use the engines (BALANCE, and MANUAL with
+ * hw_decode_percent) they will open on their own thread, started when the first batch is
+ * handed out (open_engines); until then they are OPENING and take no sample (pl_sched_route).
+ * A CUDA backend without engines, or the test hook's sched_no_engines, leaves them out (NONE);
+ * so does a failed open. The host backend's stand-in for them (libjpeg, gpu_place.c) has
+ * nothing to open and is ready at once, unless the test hook `sched` makes it play the
+ * device's engines, which open after sched_open_ms. */
+void pl_sched_start(rf_loader *ld)
+{
+    if (ld->sched.mode != RF_SCHEDULE_BALANCE &&
+        !(ld->sched.mode == RF_SCHEDULE_MANUAL && ld->cfg.hw_decode_percent))
+        return;
+    int device = ld->bops->device_kind == RF_DEVICE_CUDA;
+    if (!device && !ld->hooks.sched) { /* MANUAL (BALANCE needs the hook on the host) */
+        /* relaxed: no decode thread exists yet; their creation orders it */
+        atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_READY, memory_order_relaxed);
+        return;
+    }
+    if ((device && !ld->bops->engine_open) || (!device && ld->hooks.sched_no_engines)) {
+        snprintf(ld->sched.engine_why, sizeof ld->sched.engine_why, "the %s backend has no "
+                 "hardware JPEG decoder", ld->bops->name);
+        return; /* engines stay NONE (0, calloc) */
+    }
+    atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_OPENING, memory_order_relaxed);
+    ld->sched.open_pending = 1; /* the opener starts once the first batch is handed out */
+    if (ld->hooks.sched_open_at_create) { /* tests of the engines' decoding itself */
+        open_engines(ld);
+        pl_sched_stop(ld);
+    }
+}
+
+/* acquire: the backend's engine state the opener published with READY */
+static int engines_ready(rf_loader *ld)
+{
+    return atomic_load_explicit(&ld->sched.engines, memory_order_acquire) ==
+           RF_HW_ENGINES_READY;
+}
+
 /* Where one JPEG goes. MANUAL: the seeded split of gpu_decode_percent and hw_decode_percent
- * (the lowest percentiles to the engines, the next to the kernels). BALANCE: the same
- * percentile against the controller's shares, engines first, and only once they are ready. */
+ * (the lowest percentiles to the engines, the next to the kernels); the engines' percentiles
+ * take the path the split gives the next ones (the kernels with gpu_decode, else the CPU)
+ * while the engines are not ready: opening, or for good when they are missing. BALANCE: the
+ * same percentile against the controller's shares, engines first, and only once they are
+ * ready. Every path gives a sample the same pixels, up to the engines' IDCT rounding
+ * (pl_sched_choose's dct_scaling rule). */
 int pl_sched_route(rf_loader *ld, uint64_t aug_seed)
 {
     uint32_t pc = rf_plan_gpu_percentile(aug_seed);
     if (ld->sched.mode != RF_SCHEDULE_BALANCE) {
         uint32_t hw = ld->cfg.hw_decode_percent;
         if (pc < hw)
-            return PL_ROUTE_ENGINE;
+            return engines_ready(ld) ? PL_ROUTE_ENGINE
+                   : ld->cfg.gpu_decode ? PL_ROUTE_KERNELS
+                                        : PL_ROUTE_CPU;
         return ld->cfg.gpu_decode && pc - hw < ld->cfg.gpu_decode_percent ? PL_ROUTE_KERNELS
                                                                            : PL_ROUTE_CPU;
     }
     uint32_t at = pc * 10 + 5; /* the percentile's middle, in permille */
-    if (at < atomic_load_explicit(&ld->sched.hw, memory_order_relaxed) &&
-        atomic_load_explicit(&ld->sched.engines, memory_order_acquire) == RF_HW_ENGINES_READY)
+    if (at < atomic_load_explicit(&ld->sched.hw, memory_order_relaxed) && engines_ready(ld))
         return PL_ROUTE_ENGINE;
     return at < atomic_load_explicit(&ld->sched.gpu, memory_order_relaxed) ? PL_ROUTE_KERNELS
                                                                             : PL_ROUTE_CPU;
@@ -380,16 +403,17 @@ static void measure(rf_loader *ld, uint64_t wait_ns)
     w->waited += wait_ns > PL_SCHED_WAITED_NS;
 }
 
-/* The consumer was handed batch s after waiting wait_ns for it: the batch joins the window;
+/* The consumer was handed batch s after waiting wait_ns for it. The first one starts the
+ * engines' opener (open_engines; either mode). With BALANCE the batch joins the window;
  * a full window is one controller step. After a change of the shares the next depth + 1
  * batches are not measured: they were decoded (or began) under the old shares. Then the test
  * hook's perturbation, and the new shares. */
 void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
 {
+    if (ld->sched.open_pending) /* either mode that uses the engines */
+        open_engines(ld);
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return;
-    if (ld->sched.open_pending)
-        open_engines(ld);
     measure(ld, wait_ns);
     rf_sched *c = &ld->sched.ctl;
     rf_sched_in *w = &ld->sched.win;

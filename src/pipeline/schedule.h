@@ -99,7 +99,7 @@ typedef struct pl_sched {
     uint32_t skip;    /* batches to hand out unmeasured after a change of the shares */
     pthread_t opener;
     int opener_on;
-    int open_pending; /* BALANCE: the opener starts with the first batch (pl_sched_batch) */
+    int open_pending; /* the opener starts with the first batch (pl_sched_batch) */
     char engine_why[RF_ERRMSG_MAX]; /* why the engines are out (the opener's error), or "" */
     int trace;        /* RINGFEED_SCHED_TRACE set: each controller step printed to stderr */
 } pl_sched;

@@ -67,7 +67,9 @@ typedef struct rf_test_hooks {
      * becomes BALANCE, as asking for it does on the CUDA backend): kernel packets decoded by
      * the kernels' host code, engine packets by the host stand-in rf_decode_planes, as gpu_decode and
      * hw_decode_percent on the host do. Its engines open on the opener thread after
-     * sched_open_ms, or never with sched_no_engines. sched_perturb, when set, is called on
+     * sched_open_ms, or never with sched_no_engines; so do hw_decode_percent's (MANUAL),
+     * which without this hook are ready from create on the host (the stand-in has nothing to
+     * open). sched_perturb, when set, is called on
      * the consumer's thread after each controller step with the batch's sequence number and
      * may overwrite the shares (permille; clamped to 1000 and hw <= gpu), so a test moves
      * the route of samples over time as a real run's timing would. */
@@ -87,6 +89,10 @@ typedef struct rf_test_hooks {
     /* sched_open_join: the consumer waits for the opener it starts with the first batch, so
      * a test's short run has its engines ready from the next batch on, whatever the timing. */
     int sched_open_join;
+    /* sched_open_at_create: create starts the opener and waits for it, so the engines are
+     * READY (or NONE) before the first sample is decoded: for tests of the engines' decoding
+     * itself, which need every sample of the engines' share on them (tests/test_cuda.c). */
+    int sched_open_at_create;
 } rf_test_hooks;
 
 /* rf_loader_create with any of the hooks above (hooks NULL or all members NULL: none). */
