@@ -170,12 +170,12 @@ enum rf_skip_reason {
  * CPU. */
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SCALING_ON = 2 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
- * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else CPU (on
- * the CUDA backend too, for now: on the H200 BALANCE loads at 0.91-0.94x the manual split's
- * rate and trains ResNet-18 below the CPU schedule's rate, docs/gpu-decode.md "The
- * scheduler"). CPU: libjpeg-turbo on the decode threads only.
+ * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else BALANCE on
+ * the CUDA backend (with prefetch_depth 8 when that is AUTO too) where it can run, and the
+ * CPU elsewhere (the host backend, naive, a sample_hook, tokens). CPU: libjpeg-turbo on the
+ * decode threads only.
  * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
- * BALANCE (opt-in): the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
+ * BALANCE: the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
  * naive, a sample_hook or tokens; on_error SKIP works with it): the hardware
  * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
  * and the CPU, with shares a controller moves by hill-climbing on the consumer's measured
@@ -548,7 +548,7 @@ typedef struct rf_config {
      * take .jpg, .jpeg, .png and .webp files whatever this says. */
     const char *image_exts;
     /* enum rf_decode_schedule; default RF_SCHEDULE_AUTO (resolved at create, and
-     * rf_loader_config reports the choice; AUTO is not BALANCE yet, see the enum). With
+     * rf_loader_config reports the choice; on a CUDA device BALANCE, see the enum). With
      * BALANCE, as with MANUAL's hw_decode_percent, the hardware decoders are opened on a
      * background thread started when the first batch is handed out (about 1 s on an H200:
      * rf_stats.hw_open_ns), beside the next CPU- and kernel-decoded batches, and get no sample

@@ -159,12 +159,13 @@ static rf_config reported(const rf_loader *ld)
     return out;
 }
 
-/* The fields rf_config_init leaves AUTO, which a created loader reports resolved, and the
+/* The fields rf_config_init leaves AUTO, which a created loader reports resolved (dct_scaling
+ * only where the schedule turns it off: on a CUDA device by default), and the
  * strings it reports as its own copies (shards, image_exts). */
 static const char *const auto_fields[] = {
     "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads",
     "io_engine", "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width",
-    "decode_schedule", NULL};
+    "decode_schedule", "dct_scaling", NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
 {
@@ -180,14 +181,19 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     ck_assert_uint_eq(got.decode_threads, cpus);
     ck_assert_uint_eq(got.decode_threads, st.decode_threads);
     ck_assert_uint_eq(got.io_threads, st.io_threads);
-    /* io_threads' documented default: 1 for io_uring, 4 for pread (the one this kernel or
+    /* A CUDA device's default is the balancing scheduler, with the GPU paths' prefetch_depth
+     * and io_uring threads; the host backend decodes on the CPU. */
+    int cuda = got.device_kind == RF_DEVICE_CUDA;
+    /* io_threads' documented default: 1 for io_uring (with the GPU paths on the device, one
+     * per three decode threads, rounded up, at most 4), 4 for pread (the one this kernel or
      * its limits leave: the engine reported is the one reading) */
+    uint32_t uring = !cuda ? 1 : (cpus + 2) / 3 < 4 ? (cpus + 2) / 3 : 4;
     if (strcmp(st.io_engine, "io_uring") == 0)
-        ck_assert(got.io_engine == RF_IO_URING && got.io_threads == 1);
+        ck_assert(got.io_engine == RF_IO_URING && got.io_threads == uring);
     else
         ck_assert(strcmp(st.io_engine, "pread") == 0 && got.io_engine == RF_IO_PREAD &&
                   got.io_threads == 4);
-    ck_assert_uint_eq(got.prefetch_depth, 4);
+    ck_assert_uint_eq(got.prefetch_depth, cuda ? 8 : 4);
     ck_assert_uint_eq(got.prefetch_depth, st.prefetch_depth);
     ck_assert_uint_eq(got.device_kind, rf_cuda_device_count() > 0 ? RF_DEVICE_CUDA
                                                                    : RF_DEVICE_HOST);
@@ -196,11 +202,10 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     ck_assert_uint_eq(got.resize_shorter, 256);
     ck_assert(got.image_height == 224 && got.image_width == 224); /* image_size for both */
     ck_assert(got.flip_prob == 0.5f);
-    /* Both backends decode on the CPU by default, DCT scaling on (AUTO is not BALANCE on the
-     * CUDA backend yet: docs/gpu-decode.md, "The scheduler"). */
-    ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_CPU);
+    ck_assert_uint_eq(got.decode_schedule, cuda ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU);
     ck_assert_uint_eq(st.decode_schedule, got.decode_schedule);
-    ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_AUTO);
+    /* every image at full scale under BALANCE; DCT scaling on the CPU's choice */
+    ck_assert_uint_eq(got.dct_scaling, cuda ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO);
     ck_assert_uint_eq(got.token_dtype, RF_AUTO);             /* not a token source */
     /* the loader's own copy of the pattern, not the caller's string */
     ck_assert_uint_eq(got.shard_count, 1);

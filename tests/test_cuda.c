@@ -1052,7 +1052,7 @@ START_TEST(naive_cuda_equals_host)
 }
 END_TEST
 
-/* decode_schedule BALANCE on the device (opt-in; AUTO stays the CPU there): plain shards, with
+/* decode_schedule BALANCE on the device (AUTO's choice there): plain shards, with
  * the shares moved per batch by the test hook, batches equal the host backend's CPU run at
  * full scale byte for byte (within the engines' IDCT rounding, HW_MAX_DIFF, when they took
  * samples) and the GPU takes samples; the time from create to the first batch is printed
@@ -1063,22 +1063,26 @@ END_TEST
 START_TEST(balance_schedule_plain_equals_host)
 {
     g_use = g_pat, g_size = 224;
-    {   /* no setting: AUTO resolves to the CPU on the device too, for now */
+    {   /* no setting: AUTO resolves to BALANCE on the device, every image at full scale,
+         * with the GPU paths' prefetch_depth; one that was set stays */
         const char *pat;
         rf_config c = mem_cfg(RF_DEVICE_CUDA, &pat);
         c.decode_schedule = RF_SCHEDULE_AUTO;
+        c.prefetch_depth = 0;
         rf_loader *ld = rf_test_create_ok(&c);
         rf_config got;
         rf_config_init(&got);
         rf_loader_config(ld, &got);
         rf_loader_destroy(ld);
-        ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_CPU);
-        ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_AUTO);
-        c.decode_schedule = RF_SCHEDULE_BALANCE; /* BALANCE: every image at full scale */
+        ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_BALANCE);
+        ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_OFF);
+        ck_assert_uint_eq(got.prefetch_depth, 8);
+        c.prefetch_depth = 3;
         ld = rf_test_create_ok(&c);
         rf_loader_config(ld, &got);
         rf_loader_destroy(ld);
-        ck_assert_uint_eq(got.dct_scaling, RF_DCT_SCALING_OFF);
+        ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_BALANCE);
+        ck_assert_uint_eq(got.prefetch_depth, 3);
     }
     g_balance = 1;
     compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);

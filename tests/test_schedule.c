@@ -30,10 +30,15 @@
  * every batch) or keeps up (it waits for none). */
 typedef double (*plant_fn)(double gpu, double hw, int *bound);
 
-/* The period of a loop whose step takes `step` ms and whose loader needs `loader` ms a batch. */
+/* The share of its period the consumer waited in the last loop() evaluated. */
+static double g_wait_share;
+
+/* The period of a loop whose step takes `step` ms and whose loader needs `loader` ms a batch
+ * (the consumer waits for the difference when the loader is the bound). */
 static double loop(double step, double loader, int *bound)
 {
     *bound = loader > step;
+    g_wait_share = *bound ? (loader - step) / loader : 0.0;
     return *bound ? loader : step;
 }
 
@@ -120,7 +125,8 @@ static rf_sched_in window(plant_fn f, const rf_sched *s, uint32_t engines)
     int bound;
     double ms = f(s->gpu / 1000.0, s->hw / 1000.0, &bound) * (1.0 + g_noise_sd * u);
     return (rf_sched_in){.period_ns = (uint64_t)(ms * 1e6), .batches = RF_SCHED_WINDOW,
-                         .waited = bound ? RF_SCHED_WINDOW : 0, .engines = engines};
+                         .waited = bound ? RF_SCHED_WINDOW : 0, .engines = engines,
+                         .wait_ns = (uint64_t)(ms * 1e6 * g_wait_share * RF_SCHED_WINDOW)};
 }
 
 /* n windows of plant f; every step within the bounds, the engines' share 0 unless READY.
@@ -266,6 +272,43 @@ START_TEST(engines_get_nothing_until_ready)
     ck_assert_uint_ge(s.at[0], 900); /* the kernels took the GPU share */
     drive(&s, plant_engines, RF_HW_ENGINES_READY, 40);
     assert_stays_near(&s, plant_engines, RF_HW_ENGINES_READY, 1000, 350, 60, "opened");
+}
+END_TEST
+
+/* A training loop that waits for a small share of its time probes a small GPU share first,
+ * sized from its waits (on the H200 a first probe of 1000 cost ResNet-18 2-3% of a 300-step
+ * run), while a loading run, which mostly waits, goes to 1000 at once; a probe that makes the
+ * loader keep up without a gain holds the next one off, each hold in a row longer, so the
+ * probes become rarer. The engines take no part below a GPU share of 500 (a training loop's
+ * top-up goes to the kernels), even when ready. */
+START_TEST(training_probes_small_and_leaves_the_engines_out)
+{
+    rf_sched s;
+    rf_sched_init(&s);
+    rf_sched_in in = window(plant_training_marginal, &s, RF_HW_ENGINES_READY);
+    ck_assert_uint_lt(in.wait_ns, in.period_ns * in.batches / 50); /* it waits for < 2% */
+    rf_sched_step(&s, &in);
+    ck_assert_uint_eq(s.probing, 1);
+    ck_assert_uint_eq(s.gpu, RF_SCHED_STEP_PROBE);
+    ck_assert_uint_eq(s.hw, 0);
+    uint32_t probes = 0, last = 0, gap = 0;
+    for (int i = 0; i < 400; i++) {
+        drive(&s, plant_training_marginal, RF_HW_ENGINES_READY, 1);
+        ck_assert_uint_eq(s.hw, 0);
+        ck_assert_uint_le(s.gpu, RF_SCHED_STEP_PROBE);
+        if (s.gpu > 0)
+            probes++, gap = (uint32_t)i - last, last = (uint32_t)i;
+    }
+    ck_assert_uint_le(probes, 12);
+    ck_assert_uint_ge(gap, 4 * RF_SCHED_HOLD); /* the holds grew */
+    rf_sched_init(&s);
+    in = window(plant_loading, &s, RF_HW_ENGINES_NONE);
+    rf_sched_step(&s, &in);
+    ck_assert_uint_eq(s.gpu, RF_SCHED_ONE);
+    rf_sched_init(&s);
+    drive(&s, plant_training_cpu_short, RF_HW_ENGINES_READY, 200); /* best 417 */
+    ck_assert_uint_lt(s.at[0], RF_SCHED_HW_MIN_GPU);
+    ck_assert_uint_eq(s.hw, 0);
 }
 END_TEST
 
@@ -681,6 +724,7 @@ int main(void)
     tcase_add_test(tc, engines_ready_during_a_probe_remeasure);
     tcase_add_test(tc, engines_get_nothing_until_ready);
     tcase_add_test(tc, keeps_up_gives_the_gpu_back_and_empty_window);
+    tcase_add_test(tc, training_probes_small_and_leaves_the_engines_out);
     suite_add_tcase(s, tc);
     tc = tcase_create("pipeline");
     tcase_set_timeout(tc, 300);

@@ -53,7 +53,7 @@ static void usage(FILE *f)
             "                     (rf_config.hw_decode_percent; 0)\n"
             "  --schedule auto|cpu|manual|balance  where JPEGs are decoded\n"
             "                     (rf_config.decode_schedule; auto: manual with --gpu-decode or\n"
-            "                     --hw-decode, else cpu; balance is opt-in)\n"
+            "                     --hw-decode, else balance on cuda and cpu elsewhere)\n"
             "  --no-dct-scaling   decode every image at full scale, as the GPU paths do\n"
             "                     (rf_config.dct_scaling OFF; they turn it off themselves)\n"
             "  --dct-scaling-always  keep DCT scaling with the GPU paths too: the crops it\n"

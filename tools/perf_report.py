@@ -15,7 +15,7 @@ one process tree, on the same shards:
   * global vs shard order from the page cache and from an evicted (cold) cache,
 and, on a set of its own, the photos section: --photo-images crops of real photographs
 (datasets/photos.py) in plain shards and as a class-folder tree, where ringfeed (defaults,
---schedule balance, --hw-decode 35 --gpu-decode) runs beside NVIDIA DALI (mixed with
+--schedule cpu, --hw-decode 30 --gpu-decode) runs beside NVIDIA DALI (mixed with
 hw_decoder_load 0.65 over the webdataset and file readers, mixed 0, cpu) and the DataLoader
 (PIL, over the tree), in --photo-rounds interleaved rounds; a tool that cannot be imported is a
 note in the report, never a figure. It writes performance.md, results.json and PNG plots into
@@ -26,7 +26,7 @@ photos section cjpeg and djpeg on PATH, the photographs (--photo-sources) and DA
 
 The photos section alone, merged into the stored results, in one call of the GPU machine
 (not measured yet; estimated at 3-4 minutes with 10,240 images and one round: each DALI row
-times 12 s after its build and 10 warm-up batches, each ringfeed row delivers 307,200 images),
+times 12 s after its build and 10 warm-up batches, each ringfeed row delivers 409,600 images),
 with build-gpu, .anchors and scratch/photo-tools carried (made here: mkdir -p
 scratch/photo-tools && cp /usr/bin/cjpeg /usr/bin/djpeg /usr/share/backgrounds/mate/nature/*.jpg
 scratch/photo-tools/; their libjpeg is build-gpu/lib's) and DALI installed by
@@ -130,18 +130,17 @@ PHOTO_ROWS = [
     ("dali_cpu_wds", "DALI cpu, webdataset reader", "dali",
      ["--shards", "WDS", "--device", "cpu"]),
     ("ringfeed", "ringfeed defaults", "ringfeed", []),
-    ("ringfeed_balance", "ringfeed `--schedule balance`", "ringfeed_gpu",
-     ["--schedule", "balance"]),
-    ("ringfeed_manual", "ringfeed `--hw-decode 35 --gpu-decode` (manual split)", "ringfeed_gpu",
-     ["--hw-decode", "35", "--gpu-decode"]),
+    ("ringfeed_cpu", "ringfeed `--schedule cpu`", "ringfeed", ["--schedule", "cpu"]),
+    ("ringfeed_manual30", "ringfeed `--hw-decode 30 --gpu-decode` (manual split)", "ringfeed_gpu",
+     ["--hw-decode", "30", "--gpu-decode"]),
     ("torch_pil", "PyTorch DataLoader + PIL, file tree", "torch", ["--folder", "FOLDER"]),
 ]
 # The rows' names in the bar plot, where the table's would leave no room for the bars.
 PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
               "dali_hw65_folder": "DALI mixed 0.65, files", "dali_hw0_wds": "DALI mixed 0, wds",
               "dali_cpu_wds": "DALI cpu, wds",
-              "ringfeed": "ringfeed defaults", "ringfeed_balance": "ringfeed balance",
-              "ringfeed_manual": "ringfeed hw 35 + gpu", "torch_pil": "DataLoader PIL, files"}
+              "ringfeed": "ringfeed defaults", "ringfeed_cpu": "ringfeed cpu",
+              "ringfeed_manual30": "ringfeed hw 30 + gpu", "torch_pil": "DataLoader PIL, files"}
 # What a ringfeed-bench run says about where its samples were decoded, kept with each run.
 RF_WHERE = ("samples_decoded", "gpu_decoded", "hw_decoded", "decode_schedule",
             "sched_gpu_permille", "sched_hw_permille", "hw_engines", "hw_open_ms",
@@ -438,7 +437,8 @@ def photos_report(P, loader_plot):
           "first batch; the DataLoader's from the start of iteration (its workers' start "
           "included).", ""]
     color = {"ringfeed": "#c33", "ringfeed_gpu": "#c33", "dali": "#76b900", "torch": "#888"}
-    return L + loader_plot([(PHOTO_PLOT[r["key"]], r["img_per_s"]) for r in rows],
+    # (a stored result's row that is no longer in PHOTO_ROWS keeps its table label)
+    return L + loader_plot([(PHOTO_PLOT.get(r["key"], r["label"]), r["img_per_s"]) for r in rows],
                            "photos.png", "images/s (photographs, RandomResizedCrop 224)",
                            "throughput per loader, photographs",
                            [color[r["tool"]] for r in rows])
@@ -472,9 +472,13 @@ def main():
                     help="glob of the photographs the photos section's crops are cut from")
     ap.add_argument("--photo-rounds", type=int, default=2,
                     help="interleaved rounds of the photos section (medians over them)")
-    ap.add_argument("--photo-samples", type=int, default=307200,
+    ap.add_argument("--photo-samples", type=int, default=409600,
                     help="images each ringfeed run of the photos section delivers, in whole "
-                         "epochs (at least 3), so that the scheduler has time to settle")
+                         "epochs (at least 3): about as many as DALI's 12 s timed window gives "
+                         "at its best rate on the H200 (33k img/s), which follows its build "
+                         "(the engines' open) and 10 batches, where ringfeed's timed run starts "
+                         "8 batches after create (the scheduler's engines open and its shares "
+                         "settle inside it)")
     ap.add_argument("--dali-path", help="folder DALI was installed in with pip --target "
                     "(the one dali_fetch.sh's install.sh names): put on PYTHONPATH, and its "
                     "nvidia/cu13/lib on LD_LIBRARY_PATH, for the DALI runs only")
@@ -557,7 +561,12 @@ def main():
     pat = os.path.join(a.data, "train-*.tar")
 
     def bench(*args, pattern=pat):
-        return last_json(sh([B, "--shards", pattern, "--json", *args], env=env))
+        """One ringfeed-bench run. The sections other than the photos measure the CPU decode
+        path their rows name unless a run asks for a GPU path: on the CUDA device the defaults
+        are the balancing scheduler, so the CPU schedule is asked for."""
+        gpu = {"--gpu-decode", "--hw-decode", "--schedule"} & set(args)
+        cpu = [] if gpu else ["--schedule", "cpu"]
+        return last_json(sh([B, "--shards", pattern, "--json", *cpu, *args], env=env))
 
     def save():  # after every section, so a run cut short still leaves its figures
         json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
@@ -696,6 +705,8 @@ def main():
                        "--warmup", "20", "--classes", "1000", "--anchor", anchor_py,
                        "--workers", str(ncpu), "--decode-threads", str(ncpu),
                        "--decode-nice", "0"]  # the example's defaults differ; a row says its own
+                if loader in ("ringfeed", "ringfeed_nice", "ringfeed_spare"):
+                    cmd += ["--schedule", "cpu"]  # the CPU decode rows (AUTO is BALANCE)
                 if loader == "ringfeed_nice":
                     cmd += ["--decode-nice", "10"]
                 if loader == "ringfeed_spare":  # tuning.md's training setting: one CPU spare
@@ -728,6 +739,8 @@ def main():
                        str(a.train_steps), "--warmup", "20", "--anchor", anchor_py,
                        "--workers", str(os.cpu_count() // 2 - 1),
                        "--decode-threads", str(os.cpu_count() // 2 - 1), "--decode-nice", "0"]
+                if loader == "ringfeed":
+                    cmd += ["--schedule", "cpu"]  # the CPU decode row, as stored
                 R["ddp"][loader] = last_json(sh(cmd, env=env2))
 
     # -- tokens ----------------------------------------------------------------------------

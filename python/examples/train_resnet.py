@@ -178,8 +178,9 @@ def main():
                     help="ringfeed: decode threads this much nicer than the training loop")
     ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
     ap.add_argument("--schedule", choices=["auto", "cpu", "manual", "balance"], default="auto",
-                    help="ringfeed: where JPEGs are decoded (schedule=; auto: the CPU, or the "
-                         "manual split with the options below; balance: the scheduler)")
+                    help="ringfeed: where JPEGs are decoded (schedule=; auto: the balancing "
+                         "scheduler on a CUDA device, or the manual split with the options "
+                         "below; cpu: the CPU only)")
     ap.add_argument("--gpu-decode", action="store_true",
                     help="ringfeed: decode baseline JPEGs on the GPU (gpu_decode=True)")
     ap.add_argument("--gpu-decode-percent", type=int, default=100,

@@ -1101,21 +1101,23 @@ class Loader(_LoaderBase):
     dct_scaling: True (default): a CPU-only loader decodes images whose crop is at least twice
       the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to
       tens of levels at edges). False: always full scale, the pixels a GPU-decode loader gives.
-      gpu_decode, hw_decode_percent and schedule="balance" turn it off for their whole run.
+      gpu_decode, hw_decode_percent and schedule="balance" (a CUDA device's "auto") turn it
+      off for their whole run.
       "always": on with every schedule, the GPU paths leaving those crops to the CPU, so the
       pixels are a CPU-only loader's whichever path took each (docs/gpu-decode.md).
     schedule: where JPEGs are decoded (rf_config.decode_schedule, docs/gpu-decode.md).
       "auto" (default): "manual" when gpu_decode or hw_decode_percent is given, otherwise
-      "cpu" (on a CUDA device too, for now). "balance" (opt-in, CUDA only): a
+      "balance" on a CUDA device and "cpu" elsewhere. "balance" (CUDA only): a
       scheduler spreads JPEGs over the hardware decoders (when present), the GPU kernels and
       the CPU in shares moved by hill-climbing on the training loop's measured rate
-      (starting from the CPU only, and only while the loader is the bound), no percentage to
+      (from the CPU only once the first batch is out, and only while the loader is the
+      bound), no percentage to
       tune; every image is decoded at full scale (dct_scaling="always": the crops the CPU
       DCT-scales stay on it), so the pixels do not depend on which path took each;
       stats()["sched_gpu_permille"] and ["sched_hw_permille"] show its shares. "cpu": the CPU
       only. "manual": gpu_decode, gpu_decode_percent and hw_decode_percent as given.
     prefetch_depth: batch slots in the ring; 0 is the library's default (4, 8 with
-      gpu_decode, hw_decode_percent or schedule="balance").
+      gpu_decode, hw_decode_percent or schedule="balance", which a CUDA device's "auto" is).
     rank, world_size: default from the RANK and WORLD_SIZE environment variables (torchrun).
       Every rank gets the same number of batches; the last ones are padded with repeated
       samples (batch.is_padding) unless drop_last.

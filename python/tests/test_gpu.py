@@ -225,7 +225,7 @@ def test_cuda_paths_give_the_full_scale_pixels_on_photos(photos):
 
 
 def test_balance_schedule_matches_host(shards):
-    """schedule="balance" on a CUDA device (no setting stays the CPU): every image is decoded
+    """schedule="balance" on a CUDA device (also what no setting gives): every image is decoded
     at full scale wherever it goes, so the batches are the host backend's CPU run with
     dct_scaling=False (within the hardware decoders' IDCT rounding when they took samples);
     with dct_scaling="always" the crops the CPU DCT-scales stay on the CPU, and the batches
@@ -235,7 +235,8 @@ def test_balance_schedule_matches_host(shards):
                          dct_scaling=False, **kw) as ld:
         ref = [(np.array(b.images), b.keys) for b in ld]
     with ringfeed.Loader(shards, 8, device="cuda", **kw) as ld:
-        assert ld.stats()["decode_schedule"] == C.RF_SCHEDULE_CPU
+        assert ld.stats()["decode_schedule"] == C.RF_SCHEDULE_BALANCE
+        assert ld.config["prefetch_depth"] == 8
     check_balance(shards, ref, kw)
     with ringfeed.Loader(shards, 8, device="cpu", copy=True, array_type="numpy", **kw) as ld:
         ref = [(np.array(b.images), b.keys) for b in ld]

@@ -100,11 +100,12 @@ def photo_runs():
             r = {"img_per_s": 1000.0 * (i + 2) + 300 * j}
             if tool.startswith("ringfeed"):
                 n = 30720
-                hw = {"ringfeed_manual": 10000 + j, "ringfeed_balance": 4000}.get(key, 0)
-                gpu = {"ringfeed_manual": 15000, "ringfeed_balance": 9000 + 7 * j}.get(key, 0)
+                # the defaults are BALANCE on the CUDA device
+                hw = {"ringfeed_manual30": 10000 + j, "ringfeed": 4000}.get(key, 0)
+                gpu = {"ringfeed_manual30": 15000, "ringfeed": 9000 + 7 * j}.get(key, 0)
                 r.update(first_batch_s=0.02 + j / 100, samples_decoded=n, hw_decoded=hw,
-                         gpu_decoded=gpu, decode_schedule={"ringfeed": 1,
-                                                           "ringfeed_manual": 2}.get(key, 3),
+                         gpu_decoded=gpu, decode_schedule={"ringfeed_cpu": 1,
+                                                           "ringfeed_manual30": 2}.get(key, 3),
                          sched_gpu_permille=600 + j, sched_hw_permille=350, hw_engines=2,
                          hw_open_ms=900.0, decode_threads=16, first_batch_ms=20.0 + j)
             else:
@@ -135,7 +136,7 @@ def test_photos_ratios_and_where_decoded_come_from_the_runs(tmp_path):
         assert (f"| {label} | {med[key]:,.0f} | {med[key] / best:.2f}x | "
                 f"{med[key] / med['ringfeed']:.2f}x | {fb:,.0f} ms | "
                 f"{min(rr):,.0f}-{max(rr):,.0f} |") in md
-    man = runs["ringfeed_manual"]
+    man = runs["ringfeed_manual30"]
     hw, gpu = sum(r["hw_decoded"] for r in man), sum(r["gpu_decoded"] for r in man)
     n = sum(r["samples_decoded"] for r in man)
     assert (f"hardware decoders {100 * hw / n:.0f}%, GPU kernels {100 * gpu / n:.0f}%, CPU "

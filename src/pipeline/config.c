@@ -95,8 +95,9 @@ static void config_resolve(rf_config *c)
         c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
         c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
-    if (!c->prefetch_depth) /* GPU decode: batches in flight on the copy streams, and more */
-        c->prefetch_depth = gpu || c->decode_schedule == RF_SCHEDULE_BALANCE ? 8 : 4;
+    /* (BALANCE resolved from AUTO at create sets it too: pl_sched_choose) */
+    if (!c->prefetch_depth)
+        c->prefetch_depth = gpu || c->decode_schedule == RF_SCHEDULE_BALANCE ? PL_DEPTH_GPU : 4;
     if (c->source == RF_SOURCE_TOKENS && !c->token_dtype)
         c->token_dtype = c->token_bytes == 2 ? RF_DTYPE_UINT16 : RF_DTYPE_INT32;
     /* The percentages are the manual mode's; create resolves the rest of AUTO once it knows

@@ -268,6 +268,7 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     if (hooks)
         ld->hooks = *hooks;
     memcpy(&ld->cfg, cfg, RF_MIN(sizeof ld->cfg, (size_t)cfg->struct_size));
+    ld->depth_auto = !ld->cfg.prefetch_depth;
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv_io, NULL);
     pthread_cond_init(&ld->cv_dec, NULL);

@@ -150,6 +150,9 @@
 /* Extra fields (rf_config.fields, fields.c): the loader's copy of the list, split into names,
  * and the row offsets every slot shares (row i at i x max_field_bytes). Written at create. */
 #define RF_FIELD_BYTES_MAX (64u << 20) /* largest max_field_bytes */
+/* prefetch_depth's AUTO with the GPU paths (gpu_decode, hw_decode_percent, BALANCE): batches
+ * in flight on the copy streams, and more */
+#define PL_DEPTH_GPU 8u
 typedef struct pl_fields {
     uint32_t n;
     const char *names[RF_FIELDS_MAX]; /* into list */
@@ -255,6 +258,7 @@ struct rf_loader {
     int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly
                               (loaders/tokens.c; the window table is ds.tok_first) */
     uint32_t batch, depth, ntasks;
+    int depth_auto;         /* prefetch_depth was AUTO: the schedule resolved at create sets it */
     const rf_backend_ops *bops;
     rf_backend *backend;
     const rf_io_ops *iops;

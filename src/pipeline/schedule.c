@@ -59,13 +59,38 @@ static void publish(rf_sched *s)
     if (s->probing)
         *(s->coord ? &part : &gpu) = s->probe;
     s->gpu = gpu;
-    s->hw = s->engines == RF_HW_ENGINES_READY ? gpu * part / RF_SCHED_ONE : 0;
+    s->hw = s->engines == RF_HW_ENGINES_READY && gpu >= RF_SCHED_HW_MIN_GPU
+                ? gpu * part / RF_SCHED_ONE : 0;
 }
 
-/* The engines' part means something only while they are ready and the GPU has a share. */
+/* The engines' part means something only while they are ready and the GPU share is at least
+ * RF_SCHED_HW_MIN_GPU. Below it the GPU share is a training loop's top-up, which the kernels
+ * take: a batch with engine images pays a blocking nvJPEG call and slows a training step on
+ * the same GPU far more per image than the kernels (on the H200 ResNet-18 ran at 72-80% of
+ * its GPU-bound rate with every image on the engines, 92-93% with every image on the
+ * kernels; docs/gpu-decode.md). */
 static int coord_usable(const rf_sched *s, uint32_t c)
 {
-    return c == 0 || (s->engines == RF_HW_ENGINES_READY && s->at[0] > 0);
+    return c == 0 || (s->engines == RF_HW_ENGINES_READY && s->at[0] >= RF_SCHED_HW_MIN_GPU);
+}
+
+/* The step of a probe up from the CPU alone (the start, or after the loader kept up), when
+ * the consumer spent less than half its time waiting (a training loop): as large as its
+ * waits say the loader is short. A consumer that waited a share f of the window needs the loader 1/(1-f) times
+ * faster; an image moved from the CPU to the kernels saves two thirds of its CPU time, so
+ * about 1.5 f of the images must move: the step is 2 f, at least RF_SCHED_STEP_PROBE. A loop
+ * that waits for 3% of its time probes 64 permille, not a share that slows its step for a
+ * whole window (on the H200 the first probe of 1000 cost ResNet-18 2-3% of a 300-step run).
+ * A loop that mostly waits (loading) keeps the climb's own step, all GPU at once; a climb
+ * from a share above 0 keeps its steps too (sized from the waits there, its probes overshot
+ * and the descents after them undershot a training plant's best by 150 permille). */
+static void size_step_up(rf_sched *s, const rf_sched_in *in)
+{
+    uint64_t span = in->period_ns * in->batches;
+    uint64_t f = span ? RF_MIN(in->wait_ns, span) * RF_SCHED_ONE / span : RF_SCHED_ONE;
+    if (s->dir[0] < 0 || s->at[0] != 0 || 2 * f >= RF_SCHED_ONE)
+        return;
+    s->step[0] = (uint32_t)RF_MAX(2 * f, (uint64_t)RF_SCHED_STEP_PROBE);
 }
 
 /* Coordinate c moved by its step in its direction, within the range; 0 when it cannot move
@@ -190,22 +215,23 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
          * few windows. At 0 nothing is probed until the consumer waits again, and the next
          * climb starts upwards. */
         uint32_t base = s->probing && s->coord == 0 ? s->probe : s->at[0];
-        /* A probe that made the loop slower: the GPU share costs the step more than the
-         * waits it saved. The descent starts from the accepted point, and no probe comes
-         * for RF_SCHED_HOLD windows, so a loader that only now and then falls behind does
-         * not pay a slow window every few. */
-        int worse = s->probing && s->coord == 0 && s->probe > s->at[0] && s->ref_ns &&
-                    in->period_ns * RF_SCHED_ONE > s->ref_ns * (RF_SCHED_ONE + RF_SCHED_MARGIN);
-        if (worse)
+        /* A probe up that made the loader keep up without making the loop faster by more
+         * than the margin: the GPU share costs the step about what the waits it saved did,
+         * or more. The descent starts from the accepted point, and no probe comes for a
+         * hold (hold_length), so a loader that only now and then falls behind does not pay
+         * a slow window every few. */
+        int no_gain = s->probing && s->coord == 0 && s->probe > s->at[0] && s->ref_ns &&
+                      in->period_ns * RF_SCHED_ONE >= s->ref_ns * (RF_SCHED_ONE - RF_SCHED_MARGIN);
+        if (no_gain)
             base = s->at[0];
         if (base > 0)
             s->step[0] = s->kept_up ? RF_MIN(s->step[0] * 2, RF_SCHED_STEP_MAX)
                                     : RF_MAX(s->step[0] / 2, RF_SCHED_STEP_MIN);
-        else if (worse) /* up from the CPU alone: the next probe smaller, and later */
+        else if (no_gain) /* up from the CPU alone: the next probe smaller, and later */
             s->step[0] = RF_MAX(s->step[0] / 2, RF_SCHED_STEP_PROBE);
         s->at[0] = base > s->step[0] ? base - s->step[0] : 0;
         s->kept_up = 1, s->dir[0] = 1, s->probing = 0, s->ref_ns = 0, s->coord = 0;
-        if (worse)
+        if (no_gain)
             s->hold = hold_length(s);
         else
             s->holds = 0;
@@ -215,6 +241,7 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
         s->kept_up = 0;
         s->ref_ns = in->period_ns; /* the accepted point measured (again): probe from it */
         s->quiet = 0;
+        size_step_up(s, in);
         if (!start_round(s, s->coord))
             end_round(s);
     } else {
@@ -234,13 +261,16 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
                      : c->sample_hook ? "a sample_hook"
                      : c->source == RF_SOURCE_TOKENS ? "a token source"
                      : NULL;
-    /* AUTO stays the CPU on the CUDA backend too until BALANCE meets its targets there
-     * (docs/gpu-decode.md, "The scheduler": on the H200 it loads 0.91-0.94x the manual
-     * split's rate, and ResNet-18 trained at 87-89% of its GPU-bound rate against 93% with
-     * the CPU); the test hook resolves it to BALANCE so the scheduler's pipeline runs in CI. */
-    if (c->decode_schedule == RF_SCHEDULE_AUTO)
-        c->decode_schedule = ld->hooks.sched && !no ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU;
-    else if (c->decode_schedule == RF_SCHEDULE_BALANCE && !device && !ld->hooks.sched)
+    /* AUTO is BALANCE on the CUDA backend (the test hook makes it so on the host, so the
+     * scheduler's pipeline runs in CI), with the GPU paths' prefetch_depth when that was
+     * AUTO too (config_resolve gave it the CPU's before the backend was known); the CPU
+     * elsewhere and where BALANCE cannot run. */
+    if (c->decode_schedule == RF_SCHEDULE_AUTO) {
+        c->decode_schedule = (device || ld->hooks.sched) && !no ? RF_SCHEDULE_BALANCE
+                                                                : RF_SCHEDULE_CPU;
+        if (c->decode_schedule == RF_SCHEDULE_BALANCE && ld->depth_auto)
+            c->prefetch_depth = ld->depth = PL_DEPTH_GPU;
+    } else if (c->decode_schedule == RF_SCHEDULE_BALANCE && !device && !ld->hooks.sched)
         return rf_seterr(err, RF_EINVAL, "decode_schedule BALANCE needs the CUDA backend; the "
                          "%s backend decodes on the CPU", ld->bops->name);
     else if (c->decode_schedule == RF_SCHEDULE_BALANCE && no)
@@ -399,6 +429,7 @@ static void measure(rf_loader *ld, uint64_t wait_ns)
     }
     rf_sched_in *w = &ld->sched.win;
     w->period_ns += now - last;
+    w->wait_ns += wait_ns;
     w->batches++;
     w->waited += wait_ns > PL_SCHED_WAITED_NS;
 }

@@ -22,6 +22,7 @@
 #define RF_SCHED_MARGIN 20u      /* permille: a rate within 2% of the last is noise */
 #define RF_SCHED_MARGIN_HW 30u   /* and for the engines' part, probed in smaller steps */
 #define RF_SCHED_HW_START 300u   /* the engines' part of the GPU share at first (permille) */
+#define RF_SCHED_HW_MIN_GPU 500u /* the least GPU share the engines take part in */
 #define RF_SCHED_STEP_START 1000u /* the first probe's size: from the CPU alone to all GPU */
 #define RF_SCHED_STEP_MIN 16u    /* a coordinate's round ends when its step halves below this */
 #define RF_SCHED_STEP_MAX 500u   /* accepted moves double the step up to this */
@@ -37,6 +38,7 @@ typedef struct rf_sched_in {
     uint32_t batches;   /* batches in the window */
     uint32_t waited;    /* of them, the ones the consumer waited for */
     uint32_t engines;   /* enum rf_hw_engines at the window's end */
+    uint64_t wait_ns;   /* the consumer's waits for its batches, summed over the window */
 } rf_sched_in;
 
 /* The controller's state: a hill climb on two coordinates, 0 the GPU share and 1 the engines'
@@ -75,8 +77,10 @@ void rf_sched_init(rf_sched *s);
  * one batch in RF_SCHED_KEEPS_UP (the loader keeps up, so no share can make the loop faster)
  * lowers the GPU share instead (by half the step after loader-bound windows, by twice the
  * step in a row after that), and at 0 probes nothing until the consumer waits again: a
- * training step keeps the GPU to itself. The engines' part is probed only while they are
- * READY and the GPU share is not 0; the engines get nothing until then. A change of the
+ * training step keeps the GPU to itself; a probe up from 0 by a loop that waited for less
+ * than half the window is sized from its waits (size_step_up in schedule.c). The engines'
+ * part is probed only while they are READY and the GPU share is at least
+ * RF_SCHED_HW_MIN_GPU; the engines get nothing otherwise. A change of the
  * engines' state re-measures the accepted point (a window measured under a probe then is
  * dropped) and probes the engines' part first. Shares stay within 0..RF_SCHED_ONE and
  * hw <= gpu. */
