@@ -58,6 +58,7 @@ def ringfeed_batches(a, rank, world, device):
               decode_nice=a.decode_nice, gpu_decode=a.gpu_decode,
               gpu_decode_percent=a.gpu_decode_percent,
               hw_decode_percent=a.hw_decode_percent, schedule=a.schedule,
+              dct_scaling={"auto": True, "off": False, "always": "always"}[a.dct_scaling],
               drop_last=True)
     norm = None
     try:  # normalization to bf16 on the GPU by ringfeed itself
@@ -181,6 +182,9 @@ def main():
                     help="ringfeed: where JPEGs are decoded (schedule=; auto: the balancing "
                          "scheduler on a CUDA device, or the manual split with the options "
                          "below; cpu: the CPU only)")
+    ap.add_argument("--dct-scaling", choices=["auto", "off", "always"], default="auto",
+                    help="ringfeed dct_scaling= (auto: True, the library's default; off: "
+                         "False; always: \"always\", crops the CPU scales stay on the CPU)")
     ap.add_argument("--gpu-decode", action="store_true",
                     help="ringfeed: decode baseline JPEGs on the GPU (gpu_decode=True)")
     ap.add_argument("--gpu-decode-percent", type=int, default=100,
