@@ -895,6 +895,11 @@ typedef struct rf_stats {
     uint64_t shard_cache_bytes_written;
     uint64_t shard_cache_evictions;
     char shard_cache_why[512];
+    /* Why the hardware decoders are out (hw_engines NONE) when BALANCE or hw_decode_percent
+     * asked for them: their open's error on the opener thread (a GPU without engines:
+     * "hw_decode: this GPU has no hardware JPEG decoder ..."), or that the backend has none;
+     * "" while they are opening or ready, or when nothing asked for them. Truncated to fit. */
+    char hw_engines_why[256];
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

@@ -531,8 +531,9 @@ static int hw_available(void)
         ck_assert_uint_ne(st.hw_engines, RF_HW_ENGINES_OPENING); /* the open ended in create */
         if (st.hw_engines == RF_HW_ENGINES_READY)
             return 1;
-        snprintf(err, sizeof err, "rf_stats.hw_engines NONE: this GPU has no hardware JPEG "
-                 "decoder");
+        ck_assert_msg(strstr(st.hw_engines_why, "hardware JPEG decoder"), "%s",
+                      st.hw_engines_why);
+        snprintf(err, sizeof err, "rf_stats.hw_engines NONE: %s", st.hw_engines_why);
     } else {
         ck_assert_int_eq(rc, RF_ENODEV);
         ck_assert_msg(strstr(err, "nvJPEG"), "%s", err);

@@ -515,6 +515,7 @@ START_TEST(balance_equals_cpu_at_any_thread_count)
         ck_assert_uint_le(r.st.sched_hw_permille, r.st.sched_gpu_permille);
         ck_assert_uint_le(r.st.sched_gpu_permille, RF_SCHED_ONE);
         ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_READY);
+        ck_assert_str_eq(r.st.hw_engines_why, "");
         ck_assert_uint_gt(r.st.hw_open_ns, 0); /* the opener timed its open */
         free(r.px);
     }
@@ -547,6 +548,7 @@ START_TEST(balance_without_engines)
     ck_assert_uint_eq(r.st.hw_decoded, 0);
     ck_assert_uint_eq(r.st.sched_hw_permille, 0);
     ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_NONE);
+    ck_assert_str_eq(r.st.hw_engines_why, "the host backend has no hardware JPEG decoder");
     ck_assert_uint_ge(r.first.gpu_decoded, BATCH);
     ck_assert_uint_ge(r.st.gpu_decoded, r.first.gpu_decoded);
     free(r.px);
@@ -646,6 +648,7 @@ START_TEST(manual_without_engines_falls_back)
         ck_assert_uint_eq(r.got.decode_schedule, RF_SCHEDULE_MANUAL);
         ck_assert_uint_eq(r.first.hw_engines, RF_HW_ENGINES_NONE);
         ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_NONE);
+        ck_assert_str_eq(r.st.hw_engines_why, "the host backend has no hardware JPEG decoder");
         ck_assert_uint_eq(r.st.hw_decoded, 0);
         ck_assert_uint_eq(r.st.hw_open_ns, 0);
         ck_assert_uint_eq(r.st.gpu_decoded, gpu ? NS * EPOCHS : 0);

@@ -264,6 +264,7 @@ class RfStats(ctypes.Structure):
         ("shard_cache_bytes_written", ctypes.c_uint64),
         ("shard_cache_evictions", ctypes.c_uint64),
         ("shard_cache_why", ctypes.c_char * 512),
+        ("hw_engines_why", ctypes.c_char * 256),
     ]
 
 

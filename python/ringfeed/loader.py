@@ -1096,7 +1096,7 @@ class Loader(_LoaderBase):
       automatically); stats()["hw_decoded"] counts them. They open beside the first batches
       (about 1 s on an H200), whose share of them the GPU kernels (with gpu_decode) or the
       CPU decode meanwhile; a GPU without them leaves that share there, stats()["hw_engines"]
-      0. on_error="skip" works, but a file the engines decode without an error (damaged
+      0 and stats()["hw_engines_why"] the open's error. on_error="skip" works, but a file the engines decode without an error (damaged
       entropy data) is never skipped.
     dct_scaling: True (default): a CPU-only loader decodes images whose crop is at least twice
       the output size at 1/2..1/8 scale (faster; pixels differ from a full-scale decode, by up to

@@ -69,7 +69,8 @@
     X(rf_stats, shard_cache_stale) X(rf_stats, shard_cache_bypasses)                             \
     X(rf_stats, shard_cache_fills) X(rf_stats, shard_cache_fill_requests)                        \
     X(rf_stats, shard_cache_fill_failures) X(rf_stats, shard_cache_bytes_written)                \
-    X(rf_stats, shard_cache_evictions) X(rf_stats, shard_cache_why)
+    X(rf_stats, shard_cache_evictions) X(rf_stats, shard_cache_why)                             \
+    X(rf_stats, hw_engines_why)
 
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \

@@ -128,8 +128,11 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
                                                  memory_order_relaxed);
     st.sched_hw_permille = atomic_load_explicit(&((rf_loader *)ld)->sched.hw,
                                                 memory_order_relaxed);
+    /* acquire: engine_why, which the opener (or start) wrote before publishing NONE */
     st.hw_engines = atomic_load_explicit(&((rf_loader *)ld)->sched.engines,
-                                         memory_order_relaxed);
+                                         memory_order_acquire);
+    if (st.hw_engines == RF_HW_ENGINES_NONE)
+        snprintf(st.hw_engines_why, sizeof st.hw_engines_why, "%s", ld->sched.engine_why);
     st.hw_open_ns = atomic_load_explicit(&((rf_loader *)ld)->sched.open_ns,
                                          memory_order_relaxed);
     pl_lock((rf_loader *)ld);
