@@ -4,15 +4,17 @@
  * best split (training: the CPU; loading: the GPU share the CPU needs; with engines: hw 350
  * of gpu 1000) within 40 windows and stays there, follows a plant that changes mid-run,
  * stays within 0..1000 permille with hw <= gpu, gives the engines nothing while they are
- * missing or still opening, and gives the GPU share back while the loader keeps up (training
+ * missing or still opening (and below a GPU share of 500), probes a training loop's share in
+ * steps sized from its waits, and gives the GPU share back while the loader keeps up (training
  * stays first). The mode's resolution and refusals at create. And the whole
  * pipeline on the host backend with the balancing scheduler forced on (test hook `sched`,
  * src/pipeline/testing.h: kernel packets decoded by the kernels' host code, engine packets by
  * the host stand-in) while a hook moves the shares from batch to batch: every sample of each
  * epoch exactly once, and every batch byte for byte the CPU run's (with dct_scaling ON, DCT
  * scaling included: a crop the CPU scales stays on the CPU; with AUTO, which BALANCE resolves
- * to OFF, the CPU's full-scale pixels), at 1, 2 and 4 decode threads, on plain shards of the generator, one rewritten by Python's tarfile
- * and a restart-marked one. */
+ * to OFF, the CPU's full-scale pixels), at 1, 2 and 4 decode threads, on plain shards of the
+ * generator, one rewritten by Python's tarfile and a restart-marked one; the ring's first
+ * fill on the kernels; and the manual split's engines opening beside the first batches. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
