@@ -73,18 +73,23 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     return c;
 }
 
+/* A loader for c with the test hooks h, which must be created. */
+static rf_loader *create_hooked(const rf_config *c, rf_test_hooks h)
+{
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    int rc = rf_loader_create_hooked(c, &h, &ld, err, sizeof err);
+    ck_assert_msg(rc == 0, "create: %d %s", rc, err);
+    return ld;
+}
+
 /* BALANCE on the device with the shares moved per batch by the test hook (every route takes
  * samples, at times that differ from batch to batch), as test_schedule does on the host: the
  * controller starts on the CPU only and needs windows of batches to move, more than these
  * short runs have. */
 static rf_loader *create_perturbed(const rf_config *c)
 {
-    rf_test_hooks h = {.sched_perturb = rf_test_sched_perturb};
-    rf_loader *ld = NULL;
-    char err[512] = "";
-    int rc = rf_loader_create_hooked(c, &h, &ld, err, sizeof err);
-    ck_assert_msg(rc == 0, "create: %d %s", rc, err);
-    return ld;
+    return create_hooked(c, (rf_test_hooks){.sched_perturb = rf_test_sched_perturb});
 }
 
 /* hw_decode_percent on the device: the engines open on the opener thread started with the
@@ -96,12 +101,7 @@ static int g_hw_deferred;
 
 static rf_loader *create_engines_open(const rf_config *c)
 {
-    rf_test_hooks h = {.sched_open_at_create = 1};
-    rf_loader *ld = NULL;
-    char err[512] = "";
-    int rc = rf_loader_create_hooked(c, &h, &ld, err, sizeof err);
-    ck_assert_msg(rc == 0, "create: %d %s", rc, err);
-    return ld;
+    return create_hooked(c, (rf_test_hooks){.sched_open_at_create = 1});
 }
 
 /* The suite's loader for c: BALANCE perturbed, the engines opened first (above), or plain. */
