@@ -28,10 +28,10 @@ typedef struct rf_nvjpg rf_nvjpg;
  * the first call, so create checks it while the open itself runs later (rf_backend_ops
  * engine_load). */
 int rf_nvjpg_load(rf_err *err);
-/* Load libnvjpeg (rf_nvjpg_load) and open its hardware backend on the current CUDA device, with `states`
- * decode states (one per copy stream) for batches of up to max_batch images. RF_ENODEV with
- * the reason when the library is missing or the GPU has no JPEG engines; RF_ECUDA, RF_ENOMEM
- * for other failures. */
+/* Load libnvjpeg (rf_nvjpg_load) and open its hardware backend on the current CUDA device,
+ * with `states` decode states (one per copy stream) for batches of up to max_batch images.
+ * RF_ENODEV with the reason when the library is missing or the GPU has no JPEG engines;
+ * RF_ECUDA, RF_ENOMEM for other failures. */
 int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *err);
 void rf_nvjpg_close(rf_nvjpg *nj);
 

@@ -147,12 +147,13 @@
 #include "pipeline/testing.h"
 #include "plan/plan.h"
 
-/* Extra fields (rf_config.fields, fields.c): the loader's copy of the list, split into names,
- * and the row offsets every slot shares (row i at i x max_field_bytes). Written at create. */
-#define RF_FIELD_BYTES_MAX (64u << 20) /* largest max_field_bytes */
 /* prefetch_depth's AUTO with the GPU paths (gpu_decode, hw_decode_percent, BALANCE): batches
  * in flight on the copy streams, and more */
 #define PL_DEPTH_GPU 8u
+
+/* Extra fields (rf_config.fields, fields.c): the loader's copy of the list, split into names,
+ * and the row offsets every slot shares (row i at i x max_field_bytes). Written at create. */
+#define RF_FIELD_BYTES_MAX (64u << 20) /* largest max_field_bytes */
 typedef struct pl_fields {
     uint32_t n;
     const char *names[RF_FIELDS_MAX]; /* into list */
