@@ -266,6 +266,31 @@ def _copy_fields(b, n):
     return out
 
 
+def _host_meta(attr, ctype, np_dtype):
+    """b.attr (n integers of ctype in the slot) -> an owned numpy array of np_dtype."""
+    def make(b, n):
+        ptr = getattr(b, attr)
+        if not ptr:
+            return _arrays.np.zeros(0, np_dtype)
+        return _arrays.host_copy_int(ptr, n, ctype, "numpy", np_dtype)
+    return make
+
+
+def _copy_keys(b, n):
+    keys = b.keys
+    return [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []
+
+
+# How each lazily copied metadata slot of a batch is made from its rf_batch (see _BatchBase).
+_META = {
+    "_sample_ids": _host_meta("sample_ids", ctypes.c_uint64, "uint64"),
+    "_positions": _host_meta("positions", ctypes.c_uint64, "uint64"),
+    "_is_padding": _host_meta("is_padding", ctypes.c_uint8, "bool"),
+    "_keys": _copy_keys,
+    "_fields": _copy_fields,
+}
+
+
 def _label_fields(label):
     """Loader's label= -> rf_config's label_source and label_json_path. None must be said, not
     defaulted to: a dataset whose .cls members are missing by mistake then fails instead of
@@ -319,7 +344,7 @@ class _Lease:
     explicitly, or (for kept batches) when the last reference to it disappears. While it
     lives, its C loader's memory does (see _Handle)."""
 
-    __slots__ = ("loader", "handle", "ptr", "seq", "released", "kept", "__weakref__")
+    __slots__ = ("loader", "handle", "ptr", "seq", "released", "kept", "batch", "__weakref__")
 
     def __init__(self, loader, handle, ptr, seq):
         self.loader = loader
@@ -328,6 +353,7 @@ class _Lease:
         self.seq = seq  # delivery number on this C loader (ring slot = seq % depth)
         self.released = False
         self.kept = False
+        self.batch = None  # weakref to the batch made from it, whose metadata is lazy
         handle.lease_made()
 
     @property
@@ -356,10 +382,49 @@ class _Lease:
 
 
 class _BatchBase:
-    """Common part of image and token batches."""
+    """Common part of image and token batches.
 
-    __slots__ = ("_lease", "count", "epoch", "index", "sample_ids", "positions", "is_padding",
-                 "__weakref__")
+    The per-sample metadata (sample_ids, positions, is_padding; keys and fields of an image
+    batch) is copied out of the ring slot on first use, not when the batch is made: the
+    training loop's thread pays for each batch it asks for while the GPU waits, and the usual
+    `for images, labels in loader` never reads it. Whatever was not read yet is copied when the
+    batch goes back to the ring (_LoaderBase._release_lease), if the batch is still referenced,
+    so it stays valid forever like an eager copy; a batch nobody references costs nothing."""
+
+    __slots__ = ("_lease", "_raw", "count", "epoch", "index", "_sample_ids", "_positions",
+                 "_is_padding", "__weakref__")
+    _LAZY = ("_sample_ids", "_positions", "_is_padding")
+
+    def _lazy(self, name, make):
+        v = getattr(self, name)
+        if v is None:
+            v = make(self._raw, self.count)
+            done = getattr(self, name)
+            if done is not None:
+                # Returned to the ring while we copied (a release on the consumer thread): the
+                # slot may be reused already, but the release copied it first.
+                return done
+            setattr(self, name, v)
+        return v
+
+    def _materialize(self):
+        """Copy every metadata field not read yet out of the slot (before it goes back)."""
+        for name in self._LAZY:
+            if getattr(self, name) is None:
+                setattr(self, name, _META[name](self._raw, self.count))
+        self._raw = None
+
+    @property
+    def sample_ids(self):
+        return self._lazy("_sample_ids", _META["_sample_ids"])
+
+    @property
+    def positions(self):
+        return self._lazy("_positions", _META["_positions"])
+
+    @property
+    def is_padding(self):
+        return self._lazy("_is_padding", _META["_is_padding"])
 
     def keep(self):
         """Detach this batch from the iterator's release policy (see the module docstring).
@@ -392,7 +457,16 @@ class Batch(_BatchBase):
     none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "keys", "fields")
+    __slots__ = ("images", "labels", "_keys", "_fields")
+    _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
+
+    @property
+    def keys(self):
+        return self._lazy("_keys", _META["_keys"])
+
+    @property
+    def fields(self):
+        return self._lazy("_fields", _META["_fields"])
 
     def __iter__(self):
         return iter((self.images, self.labels))
@@ -602,6 +676,9 @@ class _LoaderBase:
         if lease.done:
             return
         s = stream if handle else self._stream_handle(stream)
+        batch = lease.batch() if lease.batch is not None else None
+        if batch is not None:  # still referenced: copy what it has not read before the slot goes
+            batch._materialize()
         lease.released = True
         self._leases.discard(lease)
         if self._current is lease:
@@ -738,19 +815,17 @@ class _LoaderBase:
                 "prefetch_depth")
 
     def _fill_meta(self, batch, b, lease):
+        """The batch's scalars; its per-sample metadata is read from b on first use (see
+        _BatchBase), so the lease learns which batch to complete before it is released."""
         n = int(b.count)
         batch._lease = lease
+        batch._raw = b
         batch.count = n
         batch.epoch = int(b.epoch)
         batch.index = int(b.index)
-        np = _arrays.np
-        kind = "numpy"  # metadata: always numpy (small, owned)
-        batch.sample_ids = _arrays.host_copy_int(b.sample_ids, n, ctypes.c_uint64, kind, "uint64") \
-            if b.sample_ids else np.zeros(0, np.uint64)
-        batch.positions = _arrays.host_copy_int(b.positions, n, ctypes.c_uint64, kind, "uint64") \
-            if b.positions else np.zeros(0, np.uint64)
-        batch.is_padding = _arrays.host_copy_int(b.is_padding, n, ctypes.c_uint8, kind, "bool") \
-            if b.is_padding else np.zeros(0, bool)
+        for name in batch._LAZY:
+            setattr(batch, name, None)
+        lease.batch = weakref.ref(batch)
         return n
 
     def _data_array(self, b, lease, shape, dtype, stream):
@@ -1231,9 +1306,6 @@ class Loader(_LoaderBase):
             batch.labels = lab.long()  # a new tensor, ordered on the current stream
         else:
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
-        keys = b.keys
-        batch.keys = [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []
-        batch.fields = _copy_fields(b, n)
         return batch
 
 

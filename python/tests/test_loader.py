@@ -72,6 +72,48 @@ def test_metadata_is_owned_and_exact(shards):
         assert a.flags.writeable and (a == copy).all()
 
 
+def _meta(b):
+    return (list(b.keys), b.sample_ids.tolist(), b.positions.tolist(), b.is_padding.tolist(),
+            b.fields)
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_metadata_read_late_is_the_metadata_read_at_once(shards, copy):
+    """Keys, ids, positions, padding and fields are copied out of the ring slot on first use:
+    read after the batch went back to the ring (and the slot was refilled many times, and the
+    loader closed) they are what reading them at once gave, also when only some were read
+    before the release."""
+    kw = dict(KW, seed=3, array_type="numpy", copy=copy)
+    with ringfeed.Loader(shards, 8, **kw) as ld:
+        at_once = [_meta(b) for b in ld]
+    with ringfeed.Loader(shards, 8, **kw) as ld:
+        late = []
+        for i, b in enumerate(ld):
+            if i % 3 == 1:
+                b.keys  # one read before the release, the rest after
+            elif i % 3 == 2:
+                b.sample_ids
+            late.append(b)
+    assert len(late) == len(at_once) > ld.prefetch_depth
+    assert [_meta(b) for b in late] == at_once
+
+
+def test_metadata_nobody_reads_is_never_copied(shards, monkeypatch):
+    """The usual `for images, labels in loader` drops each Batch at once: none of its metadata
+    is copied out of the slot (the training loop's thread pays for each copy, while the GPU
+    waits for the next step)."""
+    from ringfeed import loader as L
+    made = []
+    for name, make in list(L._META.items()):
+        monkeypatch.setitem(L._META, name, lambda b, n, make=make, name=name:
+                            made.append(name) or make(b, n))
+    with ringfeed.Loader(shards, 8, array_type="numpy", **KW) as ld:
+        n = sum(len(labels) for images, labels in ld)
+        assert n == N_IMAGES and made == []
+        b = next(iter(ld))
+        assert len(b.keys) == 8 and made == ["_keys"]
+
+
 def test_unpack_and_labels_match_shards(shards, labels_by_key):
     seen = 0
     with ringfeed.Loader(shards, 8, array_type="numpy", **KW) as ld:
