@@ -129,9 +129,13 @@ size_t pl_gpu_batch_desc(rf_loader *ld, slot *s, rf_gj_batch *gj)
 {
     /* Skip mode: a sample that failed before placing anything is a hole the batch's check
      * refills; the kernels still read pixels at its offset, so it gets its held bytes, zero. */
-    for (uint32_t i = 0; i < s->batch.count; i++)
+    uint32_t packets = 0;
+    for (uint32_t i = 0; i < s->batch.count; i++) {
         if (s->gpu.offs[i] == PL_GJ_UNPLACED)
             memset(pl_gpu_pixels(ld, s, i), 0, ld->stage_bytes);
+        packets += s->gpu.flags[i] != RF_GJ_PIXELS;
+    }
+    s->gpu.packets = packets;
     /* The totals are read relaxed: the acquire of pending's last decrement, which called
      * pl_slot_finish, comes after every sample's claims, so these loads see the final values. */
     gj->offs = s->gpu.offs, gj->flags = s->gpu.flags, gj->status = s->gpu.status;
@@ -429,6 +433,12 @@ static void emulate_kernels(const rf_loader *ld, slot *s)
  * GPU (one did, for a whole batch's kernels, when the thread that finished the batch waited). */
 int pl_gpu_check(rf_loader *ld, slot *s, rf_err *e)
 {
+    /* A batch the CPU decoded whole (most of them while a training step keeps the scheduler's
+     * GPU share low) has no verdict: the training loop's thread is not held up until its copy
+     * and conversion are done (the consumer's stream waits for them on the device,
+     * rf_batch_wait). In skip mode the check also refills samples that failed on the CPU. */
+    if (ld->gpu.device && !ld->gpu.emulate && !ld->skip && !s->gpu.packets)
+        return 0;
     char why[RF_ERRMSG_MAX / 2] = "";
     if (ld->bops->sync(s->dev.event, why, sizeof why))
         return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of batch %llu failed: %s",
