@@ -291,6 +291,11 @@ _META = {
 }
 
 
+def _meta_property(name):
+    """A batch's lazily copied metadata field `name` (see _BatchBase), made by _META[name]."""
+    return property(lambda self: self._lazy(name, _META[name]))
+
+
 def _label_fields(label):
     """Loader's label= -> rf_config's label_source and label_json_path. None must be said, not
     defaulted to: a dataset whose .cls members are missing by mistake then fails instead of
@@ -414,17 +419,9 @@ class _BatchBase:
                 setattr(self, name, _META[name](self._raw, self.count))
         self._raw = None
 
-    @property
-    def sample_ids(self):
-        return self._lazy("_sample_ids", _META["_sample_ids"])
-
-    @property
-    def positions(self):
-        return self._lazy("_positions", _META["_positions"])
-
-    @property
-    def is_padding(self):
-        return self._lazy("_is_padding", _META["_is_padding"])
+    sample_ids = _meta_property("_sample_ids")
+    positions = _meta_property("_positions")
+    is_padding = _meta_property("_is_padding")
 
     def keep(self):
         """Detach this batch from the iterator's release policy (see the module docstring).
@@ -460,13 +457,8 @@ class Batch(_BatchBase):
     __slots__ = ("images", "labels", "_keys", "_fields")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
-    @property
-    def keys(self):
-        return self._lazy("_keys", _META["_keys"])
-
-    @property
-    def fields(self):
-        return self._lazy("_fields", _META["_fields"])
+    keys = _meta_property("_keys")
+    fields = _meta_property("_fields")
 
     def __iter__(self):
         return iter((self.images, self.labels))
