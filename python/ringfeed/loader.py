@@ -403,7 +403,10 @@ class _BatchBase:
     def _lazy(self, name, make):
         v = getattr(self, name)
         if v is None:
-            v = make(self._raw, self.count)
+            raw = self._raw
+            if raw is None:  # the release copied everything (on the consumer thread) meanwhile
+                return getattr(self, name)
+            v = make(raw, self.count)
             done = getattr(self, name)
             if done is not None:
                 # Returned to the ring while we copied (a release on the consumer thread): the

@@ -98,6 +98,44 @@ def test_metadata_read_late_is_the_metadata_read_at_once(shards, copy):
     assert [_meta(b) for b in late] == at_once
 
 
+def test_metadata_read_from_another_thread_during_the_release(shards):
+    """A thread reading a batch's metadata while the consumer thread moves on (and so copies
+    what was not read and returns the slot) gets the batch's own values, never an error or
+    another batch's: thread switches forced every microsecond, over three passes."""
+    import sys
+    import threading
+    kw = dict(KW, seed=4, array_type="numpy")
+    with ringfeed.Loader(shards, 4, **kw) as ld:
+        want = [_meta(b) for b in ld]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(3):
+            with ringfeed.Loader(shards, 4, **kw) as ld:
+                batches, got, errors, done = [], {}, [], threading.Event()
+
+                def read():
+                    while not done.is_set() or len(got) < len(batches):
+                        for i in range(len(batches)):
+                            if i not in got:
+                                try:
+                                    got[i] = _meta(batches[i])
+                                except Exception as e:  # noqa: BLE001 - the test's verdict
+                                    errors.append(repr(e))
+                                    return
+
+                t = threading.Thread(target=read)
+                t.start()
+                for b in ld:
+                    batches.append(b)
+                done.set()
+                t.join(30)
+            assert not errors, errors[:3]
+            assert [got[i] for i in range(len(want))] == want
+    finally:
+        sys.setswitchinterval(old)
+
+
 def test_metadata_nobody_reads_is_never_copied(shards, monkeypatch):
     """The usual `for images, labels in loader` drops each Batch at once: none of its metadata
     is copied out of the slot (the training loop's thread pays for each copy, while the GPU
