@@ -293,7 +293,7 @@ _META = {
 
 def _meta_property(name):
     """A batch's lazily copied metadata field `name` (see _BatchBase), made by _META[name]."""
-    return property(lambda self: self._lazy(name, _META[name]))
+    return property(lambda self: self._lazy(name))
 
 
 def _label_fields(label):
@@ -400,13 +400,13 @@ class _BatchBase:
                  "_is_padding", "__weakref__")
     _LAZY = ("_sample_ids", "_positions", "_is_padding")
 
-    def _lazy(self, name, make):
+    def _lazy(self, name):
         v = getattr(self, name)
         if v is None:
             raw = self._raw
             if raw is None:  # the release copied everything (on the consumer thread) meanwhile
                 return getattr(self, name)
-            v = make(raw, self.count)
+            v = _META[name](raw, self.count)
             done = getattr(self, name)
             if done is not None:
                 # Returned to the ring while we copied (a release on the consumer thread): the
