@@ -698,6 +698,53 @@ START_TEST(decode_nice_applies_to_decode_threads)
 }
 END_TEST
 
+/* A consumer slower than the loader (a training loop) leaves the ring full: the I/O threads
+ * then wait for a slot, and only a released slot wakes them, not every sample a decode thread
+ * finishes. Each finished sample woke all four of them to find the ring still full: on the
+ * H200 a training run switched context four times as often as with one I/O thread, and the
+ * woken threads preempted the training loop's. Counted as the process's voluntary context
+ * switches per batch (the test thread's own sleep is one). */
+/* rf_loader_next across epoch ends (epochs 0: for ever). */
+static int next_of_any_epoch(rf_loader *ld, rf_batch **b)
+{
+    int rc;
+    while ((rc = rf_loader_next(ld, b)) == RF_EPOCH_END)
+        ;
+    return rc;
+}
+
+START_TEST(full_ring_does_not_wake_io_per_sample)
+{
+    make_data();
+    const char *pat;
+    rf_config c = base_config(&pat);
+    c.decode_threads = 2;
+    c.io_threads = 4;
+    c.prefetch_depth = 2;
+    c.batch_size = 16;
+    c.epochs = 0;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_batch *b;
+    for (int i = 0; i < 4; i++) { /* the ring fills behind the first batches */
+        ck_assert_int_eq(next_of_any_epoch(ld, &b), 0);
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    }
+    enum { BATCHES = 24 };
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    for (int i = 0; i < BATCHES; i++) {
+        ck_assert_int_eq(next_of_any_epoch(ld, &b), 0);
+        usleep(5000); /* the training step: the loader is ahead, the ring full */
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    }
+    getrusage(RUSAGE_SELF, &r1);
+    long per_batch = (r1.ru_nvcsw - r0.ru_nvcsw) / BATCHES;
+    ck_assert_msg(per_batch <= (long)c.batch_size, "%ld voluntary context switches per batch of "
+                  "%u samples with a full ring", per_batch, c.batch_size);
+    rf_loader_destroy(ld);
+}
+END_TEST
+
 /* float output: (pixel - mean) / std in the requested layout, equal to converting the uint8
  * batch of the same seed by hand. */
 START_TEST(float_output_matches_uint8)
@@ -896,6 +943,7 @@ int main(void)
     tcase_add_test(tc, non_square_batches_match_direct_decode);
     tcase_add_test(tc, create_errors_are_clear);
     tcase_add_test(tc, decode_nice_applies_to_decode_threads);
+    tcase_add_test(tc, full_ring_does_not_wake_io_per_sample);
     tcase_add_test(tc, float_output_matches_uint8);
     tcase_add_test(tc, shard_order_is_local_and_complete);
     tcase_add_test(tc, ranks_disjoint_complete_with_padding);

@@ -167,14 +167,20 @@ void pl_dispatch_advance_locked(rf_loader *ld)
 /* Prepare the next task of the plan; returns NULL when blocked on a resource or done. */
 static task *dispatch_one_locked(rf_loader *ld)
 {
+    ld->d_wait_slot = 0;
     if (ld->d_done || ld->err.code)
         return NULL;
     task *skt;
     if (ld->policy->dispatch_locked(ld, &skt))
         return skt;
     slot *s = pl_dispatch_slot_locked(ld);
-    if (!s)
+    if (!s) {
+        /* Skip mode's replacements need tasks and arena while the forward cursor waits for
+         * a slot: its waits are not the slot's alone. */
+        ld->d_wait_slot = !ld->skip && ld->d_j == 0 &&
+                          ld->slots[ld->d_seq % ld->depth].state != SLOT_FREE;
         return NULL;
+    }
     uint64_t id, pos;
     uint8_t pad;
     rf_plan_sample(&ld->plan, ld->d_k * ld->batch + ld->d_j, &id, &pos, &pad);
@@ -272,7 +278,9 @@ static void task_finish_locked(rf_loader *ld, task *t)
         ld->task_tail++;
         moved = 1;
     }
-    if (moved)
+    /* the task ring and the arena have room again: a dispatcher that waits for them goes on
+     * (one that waits for a slot does not, d_wait_slot) */
+    if (moved && !ld->d_wait_slot)
         pthread_cond_broadcast(&ld->cv_io);
 }
 

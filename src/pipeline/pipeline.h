@@ -295,6 +295,12 @@ struct rf_loader {
     uint32_t d_j, d_count;        /* next sample in the batch, batch size */
     uint64_t d_epochs_left;       /* 0 = forever */
     int d_done;
+    /* 1: the dispatcher's last try found the next batch's slot still in use (fail mode), so
+     * only a freed slot can unblock the I/O threads: a finished task does not wake them
+     * (task_finish_locked). Every finished task woke them, to find the ring still full: on
+     * the H200 a training run had 4x the context switches of the CPU schedule's (its four
+     * I/O threads, against one), preempting the training loop's threads. */
+    int d_wait_slot;
 
     /* consumer cursor */
     uint64_t c_seq, c_epoch, c_k, c_base, c_batches;
