@@ -60,7 +60,8 @@
  * Three condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
- *    advances (task_finish_locked), when a slot is released, in skip mode when a sample fails
+ *    advances (task_finish_locked) unless the dispatcher waits for a slot alone (d_wait_slot),
+ *    when a slot is released, in skip mode when a sample fails
  *    or succeeds while the cursor waits (sk_waiting) and when the consumer gives a late
  *    verdict, on an error (pl_fail_locked) and on
  *    stop.
