@@ -42,8 +42,10 @@ static uint64_t arena_alloc_locked(rf_loader *ld, uint32_t len, uint64_t *end)
         head += ld->arena_bytes - phys;
         phys = 0;
     }
-    if (head + len - ld->arena_tail > ld->arena_bytes)
+    if (head + len - ld->arena_tail > ld->arena_bytes) {
+        ld->d_room = 1; /* a finished task gives room back */
         return UINT64_MAX;
+    }
     ld->arena_head = head + len;
     assert(ld->arena_head - ld->arena_tail <= ld->arena_bytes); /* live spans fit the arena */
     *end = head + len;
@@ -124,8 +126,10 @@ slot *pl_dispatch_slot_locked(rf_loader *ld)
     }
     assert(ld->d_j < ld->d_count && ld->d_count <= ld->batch);
     assert(ld->task_head - ld->task_tail <= ld->ntasks);
-    if (ld->task_head - ld->task_tail >= ld->ntasks)
+    if (ld->task_head - ld->task_tail >= ld->ntasks) {
+        ld->d_room = 1; /* a finished task gives room back */
         return NULL;
+    }
     return s;
 }
 
@@ -167,20 +171,15 @@ void pl_dispatch_advance_locked(rf_loader *ld)
 /* Prepare the next task of the plan; returns NULL when blocked on a resource or done. */
 static task *dispatch_one_locked(rf_loader *ld)
 {
-    ld->d_wait_slot = 0;
+    ld->d_room = 0; /* the places that find room missing set it */
     if (ld->d_done || ld->err.code)
         return NULL;
     task *skt;
     if (ld->policy->dispatch_locked(ld, &skt))
         return skt;
     slot *s = pl_dispatch_slot_locked(ld);
-    if (!s) {
-        /* Skip mode's replacements need tasks and arena while the forward cursor waits for
-         * a slot: its waits are not the slot's alone. */
-        ld->d_wait_slot = !ld->skip && ld->d_j == 0 &&
-                          ld->slots[ld->d_seq % ld->depth].state != SLOT_FREE;
+    if (!s)
         return NULL;
-    }
     uint64_t id, pos;
     uint8_t pad;
     rf_plan_sample(&ld->plan, ld->d_k * ld->batch + ld->d_j, &id, &pos, &pad);
@@ -278,9 +277,9 @@ static void task_finish_locked(rf_loader *ld, task *t)
         ld->task_tail++;
         moved = 1;
     }
-    /* the task ring and the arena have room again: a dispatcher that waits for them goes on
-     * (one that waits for a slot does not, d_wait_slot) */
-    if (moved && !ld->d_wait_slot)
+    /* the task ring and the arena have room again: a dispatcher that waits for it goes on
+     * (one that waits for a slot or for outcomes does not, d_room) */
+    if (moved && ld->d_room)
         pthread_cond_broadcast(&ld->cv_io);
 }
 

@@ -60,11 +60,11 @@
  * Three condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
- *    advances (task_finish_locked) unless the dispatcher waits for a slot alone (d_wait_slot),
- *    when a slot is released, in skip mode when a sample fails
- *    or succeeds while the cursor waits (sk_waiting) and when the consumer gives a late
- *    verdict, on an error (pl_fail_locked) and on
- *    stop.
+ *    advances (task_finish_locked) and the dispatcher waits for that room (d_room), when a
+ *    slot is released, in skip mode when a sample fails, when the output the walk waits at
+ *    gets its outcome or late verdict while a drain or a hole waits behind it
+ *    (walk_may_move_locked), and when a sample that failed on its decode thread gets its late
+ *    verdict, on an error (pl_fail_locked) and on stop.
  *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
  *    done(); broadcast on an error and on stop.
  *  - cv_out (CLOCK_MONOTONIC, for next_timeout_ms): the consumer in rf_loader_next waits for
@@ -296,12 +296,14 @@ struct rf_loader {
     uint32_t d_j, d_count;        /* next sample in the batch, batch size */
     uint64_t d_epochs_left;       /* 0 = forever */
     int d_done;
-    /* 1: the dispatcher's last try found the next batch's slot still in use (fail mode), so
-     * only a freed slot can unblock the I/O threads: a finished task does not wake them
-     * (task_finish_locked). Every finished task woke them, to find the ring still full: on
-     * the H200 a training run had 4x the context switches of the CPU schedule's (its four
-     * I/O threads, against one), preempting the training loop's threads. */
-    int d_wait_slot;
+    /* 1: the dispatcher's last try stopped for room in the task ring or the arena, which a
+     * finished task gives back: only then does one wake the I/O threads (task_finish_locked).
+     * Set where the room is found missing (pl_dispatch_slot_locked, pl_sample_read_locked, and
+     * skip.c's replacements). Every finished task woke them, also while they waited for the
+     * next batch's slot, which only a release frees, or for the skip walk (skip.c wakes them
+     * itself when it can move): on the H200 a training run had 4x the context switches of the
+     * CPU schedule's (its four I/O threads, against one), preempting the loop's threads. */
+    int d_room;
 
     /* consumer cursor */
     uint64_t c_seq, c_epoch, c_k, c_base, c_batches;

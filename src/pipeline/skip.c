@@ -139,8 +139,10 @@ static void skip_walk_locked(rf_loader *ld)
 static task *skip_task_locked(rf_loader *ld, const skip_item *it)
 {
     PL_ASSERT_LOCKED(ld);
-    if (ld->task_head - ld->task_tail >= ld->ntasks)
+    if (ld->task_head - ld->task_tail >= ld->ntasks) {
+        ld->d_room = 1; /* a finished task gives room back */
         return NULL;
+    }
     slot *s = &ld->slots[it->slot];
     uint64_t id = UINT64_MAX, pos = UINT64_MAX;
     uint8_t pad = 1;
@@ -257,6 +259,25 @@ static int skip_dispatch_locked(rf_loader *ld, task **out)
     return 1;
 }
 
+/* Position st just got its outcome (or a good late verdict). The walk stops at sk_a, the
+ * first output without one, and only that output's outcome lets it move; it runs on the I/O
+ * threads, which are woken for it only when its moving matters: a drain or the epoch's end
+ * waits for it (sk_waiting), or a hole behind it waits for its replacement (which its batch,
+ * and so the slot the cursor may wait for, needs). Other outcomes change nothing the cursor
+ * waits for. Every outcome woke them during a drain, and every late verdict always: with a
+ * batch's verdicts given on the consumer's thread, a broadcast per sample of every step. */
+static void walk_may_move_locked(rf_loader *ld, const uint8_t *st)
+{
+    if (st != sk_status(ld, ld->sk_a))
+        return;
+    int wake = ld->sk_waiting;
+    uint64_t front = ld->sk_epoch_wait ? ld->sk_P : ld->d_k * ld->batch + ld->d_j;
+    for (uint64_t o = ld->sk_a + 1; o < front && !wake; o++) /* the open slots' outputs */
+        wake = (*sk_status(ld, o) & SK_MASK) == SK_HOLE;
+    if (wake)
+        pthread_cond_broadcast(&ld->cv_io);
+}
+
 /* Outcomes of a sample in skip mode (under mu). */
 static void skip_ok_locked(rf_loader *ld, const task *t)
 {
@@ -264,9 +285,9 @@ static void skip_ok_locked(rf_loader *ld, const task *t)
     uint8_t flags = (uint8_t)((t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
     uint8_t state = t->blank ? SK_FINAL : skip_late_task(ld, t) ? SK_PENDING | SK_LATE
                                                                  : SK_GOOD;
-    ld->skst[(uint64_t)t->slot * ld->batch + t->index] = (uint8_t)(state | flags);
-    if (ld->sk_waiting)
-        pthread_cond_broadcast(&ld->cv_io);
+    uint8_t *st = &ld->skst[(uint64_t)t->slot * ld->batch + t->index];
+    *st = (uint8_t)(state | flags);
+    walk_may_move_locked(ld, st);
 }
 
 /* Position (si, index) failed: a hole, counted (unless a padding output: SK_PAD in flags). */
@@ -325,7 +346,7 @@ static int skip_late_locked(rf_loader *ld, uint32_t si, uint32_t index, int reas
         return 1;
     }
     *st = (uint8_t)(SK_GOOD | flags);
-    pthread_cond_broadcast(&ld->cv_io); /* the walk or a drain may wait for this verdict */
+    walk_may_move_locked(ld, st);
     return 0;
 }
 
