@@ -698,14 +698,6 @@ START_TEST(decode_nice_applies_to_decode_threads)
 }
 END_TEST
 
-/* A consumer slower than the loader (a training loop) leaves the ring full: the I/O threads
- * then wait for a slot, and only a released slot wakes them, not every sample a decode thread
- * finishes; in skip mode not every outcome either, only those that let the skip walk move
- * where it matters. Each finished sample woke all four of them to find the ring still full:
- * on the H200 a training run switched context four times as often as with one I/O thread, and
- * the woken threads preempted the training loop's. Counted as the process's voluntary context
- * switches per batch (the test thread's own sleep is one): 9-12 in both modes, against 61-75
- * before (skip mode: 68-75 with the fail mode's fix alone). */
 /* rf_loader_next across epoch ends (epochs 0: for ever). */
 static int next_of_any_epoch(rf_loader *ld, rf_batch **b)
 {
@@ -715,6 +707,14 @@ static int next_of_any_epoch(rf_loader *ld, rf_batch **b)
     return rc;
 }
 
+/* A consumer slower than the loader (a training loop) leaves the ring full: the I/O threads
+ * then wait for a slot, and only a released slot wakes them, not every sample a decode thread
+ * finishes; in skip mode not every outcome either, only those that let the skip walk move
+ * where it matters. Each finished sample woke all four of them to find the ring still full:
+ * on the H200 a training run switched context four times as often as with one I/O thread, and
+ * the woken threads preempted the training loop's. Counted as the process's voluntary context
+ * switches per batch (the test thread's own sleep is one): 9-12 in both modes, against 61-75
+ * before (skip mode: 68-75 with the fail mode's fix alone). */
 START_TEST(full_ring_does_not_wake_io_per_sample)
 {
     /* an epoch of 1,024 samples: skip mode's drains (a phase's start, the epoch's end) then

@@ -112,6 +112,18 @@ void pl_task_set_read(rf_loader *ld, task *t, const sample_read *r)
     }
 }
 
+/* 1 when the task ring is full (a finished task makes room: d_room says the dispatcher waits
+ * for it). */
+int pl_tasks_full_locked(rf_loader *ld)
+{
+    PL_ASSERT_LOCKED(ld);
+    assert(ld->task_head - ld->task_tail <= ld->ntasks);
+    if (ld->task_head - ld->task_tail < ld->ntasks)
+        return 0;
+    ld->d_room = 1;
+    return 1;
+}
+
 /* The slot of forward output (d_k, d_j), counting the batch's outputs when it opens; NULL
  * while that slot is still in use or the task ring is full. */
 slot *pl_dispatch_slot_locked(rf_loader *ld)
@@ -125,12 +137,7 @@ slot *pl_dispatch_slot_locked(rf_loader *ld)
         ld->d_count = rf_plan_batch_count(&ld->plan, ld->d_k);
     }
     assert(ld->d_j < ld->d_count && ld->d_count <= ld->batch);
-    assert(ld->task_head - ld->task_tail <= ld->ntasks);
-    if (ld->task_head - ld->task_tail >= ld->ntasks) {
-        ld->d_room = 1; /* a finished task gives room back */
-        return NULL;
-    }
-    return s;
+    return pl_tasks_full_locked(ld) ? NULL : s;
 }
 
 /* Claim slot s for the batch when its first output (d_j == 0) is dispatched. */

@@ -298,8 +298,7 @@ struct rf_loader {
     int d_done;
     /* 1: the dispatcher's last try stopped for room in the task ring or the arena, which a
      * finished task gives back: only then does one wake the I/O threads (task_finish_locked).
-     * Set where the room is found missing (pl_dispatch_slot_locked, pl_sample_read_locked, and
-     * skip.c's replacements). Every finished task woke them, also while they waited for the
+     * Set where the room is found missing (pl_tasks_full_locked, pl_sample_read_locked). Every finished task woke them, also while they waited for the
      * next batch's slot, which only a release frees, or for the skip walk (skip.c wakes them
      * itself when it can move): on the H200 a training run had 4x the context switches of the
      * CPU schedule's (its four I/O threads, against one), preempting the loop's threads. */
@@ -536,6 +535,7 @@ void pl_plan_next_epoch_locked(rf_loader *ld);
 int pl_sample_read_locked(rf_loader *ld, const slot *s, uint32_t row, uint64_t id,
                           sample_read *r);
 void pl_task_set_read(rf_loader *ld, task *t, const sample_read *r);
+int pl_tasks_full_locked(rf_loader *ld);
 slot *pl_dispatch_slot_locked(rf_loader *ld);
 void pl_slot_open_locked(rf_loader *ld, slot *s);
 void pl_dispatch_advance_locked(rf_loader *ld);

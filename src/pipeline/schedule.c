@@ -220,11 +220,11 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
     }
     if (keeps_up(in)) {
         /* Training stays first: the loader keeps up (keeps_up), so no GPU share can make the
-         * loop faster by more than the margin, and any share takes GPU time from the step. The GPU share routed in this window steps down: the
-         * first window after loader-bound ones by half the step, so the climb and the descent
-         * close in on the share at which the loader just keeps up, and each next one in a
-         * row by twice the step, so a loop that stopped needing the GPU gets it back within a
-         * few windows. At 0 nothing is probed until the consumer waits again, and the next
+         * loop faster by more than the margin, and any share takes GPU time from the step.
+         * The GPU share routed in this window steps down: the first window after
+         * loader-bound ones by half the step, so the climb and the descent close in on the
+         * share at which the loader just keeps up, and each next one in a row by twice the
+         * step, so a loop that stopped needing the GPU gets it back within a few windows. At 0 nothing is probed until the consumer waits again, and the next
          * climb starts upwards. */
         uint32_t base = s->probing && s->coord == 0 ? s->probe : s->at[0];
         /* A probe up that made the loader keep up without making the loop faster by more

@@ -30,8 +30,7 @@
 #define RF_SCHED_STEP_PROBE 64u  /* the step of a probe after a hold */
 #define RF_SCHED_HOLD 16u        /* windows held at a settled point before the next probe, */
 #define RF_SCHED_HOLD_DOUBLINGS 2u /* doubled after each hold that ended with no gain, to 64 */
-#define RF_SCHED_KEEPS_UP 4u     /* the loader keeps up: the consumer waited for <= 1 in 4, */
-/* or its waits summed to at most RF_SCHED_MARGIN of the window's span */
+#define RF_SCHED_KEEPS_UP 4u     /* the loader keeps up: the consumer waited for <= 1 in 4 */
 
 /* What the consumer saw over one window of batches, measured at one set of shares. */
 typedef struct rf_sched_in {
@@ -77,8 +76,8 @@ void rf_sched_init(rf_sched *s);
  * runs only while the loader is the bound: a window in which the consumer waited for at most
  * one batch in RF_SCHED_KEEPS_UP, or waited for at most RF_SCHED_MARGIN of its span in all
  * (the loader keeps up, so no share can make the loop faster by more than a climb can tell
- * from noise) lowers the GPU share instead (by half the step after loader-bound windows, by twice the
- * step in a row after that), and at 0 probes nothing until the consumer waits again: a
+ * from noise) lowers the GPU share instead (by half the step after loader-bound windows, by
+ * twice the step in a row after that), and at 0 probes nothing until the consumer waits again: a
  * training step keeps the GPU to itself; a probe up from 0 by a loop that waited for less
  * than half the window is sized from its waits (size_step_up in schedule.c). The engines'
  * part is probed only while they are READY and the GPU share is at least

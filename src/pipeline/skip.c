@@ -92,11 +92,17 @@ static void skip_queue_locked(rf_loader *ld, uint64_t o, uint64_t cand)
     q->cand = cand;
 }
 
+/* Where the walk stops: the forward cursor's next output, or at the epoch's end its last. */
+static uint64_t walk_front(const rf_loader *ld)
+{
+    return ld->sk_epoch_wait ? ld->sk_P : ld->d_k * ld->batch + ld->d_j;
+}
+
 /* Advance sk_a over final outputs; give the first hole the next replacement (or a blank when
  * none is left); check the consecutive-failure limit. */
 static void skip_walk_locked(rf_loader *ld)
 {
-    uint64_t front = ld->sk_epoch_wait ? ld->sk_P : ld->d_k * ld->batch + ld->d_j;
+    uint64_t front = walk_front(ld);
     while (ld->sk_a < front && !ld->err.code) {
         uint8_t *st = sk_status(ld, ld->sk_a);
         int state = *st & SK_MASK;
@@ -139,10 +145,8 @@ static void skip_walk_locked(rf_loader *ld)
 static task *skip_task_locked(rf_loader *ld, const skip_item *it)
 {
     PL_ASSERT_LOCKED(ld);
-    if (ld->task_head - ld->task_tail >= ld->ntasks) {
-        ld->d_room = 1; /* a finished task gives room back */
+    if (pl_tasks_full_locked(ld))
         return NULL;
-    }
     slot *s = &ld->slots[it->slot];
     uint64_t id = UINT64_MAX, pos = UINT64_MAX;
     uint8_t pad = 1;
@@ -271,7 +275,7 @@ static void walk_may_move_locked(rf_loader *ld, const uint8_t *st)
     if (st != sk_status(ld, ld->sk_a))
         return;
     int wake = ld->sk_waiting;
-    uint64_t front = ld->sk_epoch_wait ? ld->sk_P : ld->d_k * ld->batch + ld->d_j;
+    uint64_t front = walk_front(ld);
     for (uint64_t o = ld->sk_a + 1; o < front && !wake; o++) /* the open slots' outputs */
         wake = (*sk_status(ld, o) & SK_MASK) == SK_HOLE;
     if (wake)
