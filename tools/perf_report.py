@@ -17,27 +17,33 @@ and, on a set of its own, the photos section: --photo-images crops of real photo
 (datasets/photos.py) in plain shards and as a class-folder tree, where ringfeed (defaults,
 --schedule cpu, --hw-decode 30 --gpu-decode) runs beside NVIDIA DALI (mixed with
 hw_decoder_load 0.65 over the webdataset and file readers, mixed 0, cpu) and the DataLoader
-(PIL, over the tree), in --photo-rounds interleaved rounds; a tool that cannot be imported is a
+(PIL, over the tree), in --photo-rounds interleaved rounds; then the models of --archs train
+from the same shards (GPU-bound, the example's defaults, --schedule cpu, the library's
+defaults) in --photo-train-rounds interleaved rounds. A tool that cannot be imported is a
 note in the report, never a figure. It writes performance.md, results.json and PNG plots into
 --out. Each run's JSON is kept too (of the photos section's runs: img/s, first batch and where
 ringfeed decoded). Needs: torch, torchvision, matplotlib (present on the GPU machine); for the
 photos section cjpeg and djpeg on PATH, the photographs (--photo-sources) and DALI
 (--dali-path).
 
-The photos section alone, merged into the stored results, in one call of the GPU machine
-(not measured yet; estimated at 3-4 minutes with 10,240 images and one round: each DALI row
-times 12 s after its build and 10 warm-up batches, each ringfeed row delivers 409,600 images),
-with build-gpu, .anchors and scratch/photo-tools carried (made here: mkdir -p
-scratch/photo-tools && cp /usr/bin/cjpeg /usr/bin/djpeg /usr/share/backgrounds/mate/nature/*.jpg
-scratch/photo-tools/; their libjpeg is build-gpu/lib's) and DALI installed by
-../shared/anchors/dali_fetch.sh's install.sh, DALI_SITE being the folder it names (its
-PYTHONPATH):
+The photos section alone, merged into the stored results, in three calls of the GPU machine
+(the loading rows took 147 s with 10,240 images and one round, ResNet-18's three rounds 254 s,
+ResNet-50's two 308 s), with build-gpu, .anchors and scratch/photo-tools carried (made here:
+mkdir -p scratch/photo-tools && cp /usr/bin/cjpeg /usr/bin/djpeg
+/usr/share/backgrounds/mate/nature/*.jpg scratch/photo-tools/; their libjpeg is build-gpu/lib's)
+and DALI installed by ../shared/anchors/dali_fetch.sh's install.sh, DALI_SITE being the folder
+it names (its PYTHONPATH). --data outside the checkout keeps the set between calls (set.json
+names what made it), and each call merges the results.json of the one before:
 
-  PATH=$PWD/scratch/photo-tools:$PATH RINGFEED_NVJPEG=$PWD/build-gpu/lib/libnvjpeg.so.13 \
-  python3 tools/perf_report.py --build build-gpu --anchors .anchors --out $OUT --cpus 16 \
-    --photo-images 10240 --photo-rounds 1 --photo-sources 'scratch/photo-tools/*.jpg' \
-    --dali-path "$DALI_SITE" --merge docs/performance-results.json \
-    --skip side,restart,scaling,train,tokens,order,memory,raw,reliability"""
+  export PATH=$PWD/scratch/photo-tools:$PATH RINGFEED_NVJPEG=$PWD/build-gpu/lib/libnvjpeg.so.13
+  S=side,restart,scaling,train,tokens,order,memory,raw,reliability
+  pr() { python3 tools/perf_report.py --build build-gpu --anchors .anchors --out $OUT \
+           --cpus 16 --data /tmp/pd --photo-images 10240 \
+           --photo-sources 'scratch/photo-tools/*.jpg' --dali-path "$DALI_SITE" "$@"; }
+  pr --photo-rounds 1 --merge docs/performance-results.json --skip $S,photos_train
+  cp $OUT/results.json /tmp/res.json                               # (each call's end)
+  pr --archs resnet18 --merge /tmp/res.json --skip $S,photos_load  # cp as above
+  pr --archs resnet50 --photo-train-rounds 2 --merge /tmp/res.json --skip $S,photos_load"""
 import argparse, concurrent.futures, glob, json, os, platform, shutil, statistics, subprocess
 import sys, tarfile, time
 
@@ -141,6 +147,19 @@ PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
               "dali_cpu_wds": "DALI cpu, wds",
               "ringfeed": "ringfeed defaults", "ringfeed_cpu": "ringfeed cpu",
               "ringfeed_manual30": "ringfeed hw 30 + gpu", "torch_pil": "DataLoader PIL, files"}
+# The photos section's training rows, on the same plain shards: (key, row label, arguments of
+# python/examples/train_resnet.py). The example's defaults are docs/tuning.md's training
+# setting (every CPU the process may use but one decodes, at nice 10; schedule auto, the
+# balancing scheduler on a CUDA device); the library's own are every CPU at nice 0.
+PHOTO_TRAIN_ROWS = [
+    ("synthetic", "batch already on the GPU (GPU-bound)", ["--loader", "synthetic"]),
+    ("ringfeed", "ringfeed, the example's defaults (schedule auto = balance; every CPU but one "
+     "decodes, at nice 10)", []),
+    ("ringfeed_cpu", "ringfeed `--schedule cpu`, otherwise the example's defaults",
+     ["--schedule", "cpu"]),
+    ("ringfeed_lib", "ringfeed, the library's defaults (schedule auto = balance; every CPU "
+     "decodes, at nice 0)", ["--decode-threads", "0", "--decode-nice", "0"]),
+]
 # What a ringfeed-bench run says about where its samples were decoded, kept with each run.
 RF_WHERE = ("samples_decoded", "gpu_decoded", "hw_decoded", "decode_schedule",
             "sched_gpu_permille", "sched_hw_permille", "hw_engines", "hw_open_ms",
@@ -166,6 +185,19 @@ def make_photos(root, images, sources, cpus, env):
     j * PHOTO_JOB with seed j, so the set depends on images and sources, not on how many
     processes wrote it."""
     check_photo_inputs(sources, env)
+    # A set made by an earlier command of this machine with the same arguments and sources is
+    # kept (the photos' training rows may run in a command of their own): set.json, written
+    # last, names them.
+    stamp = {"images": images, "shard": PHOTO_SHARD, "job": PHOTO_JOB,
+             "sources": sorted((os.path.basename(p), os.path.getsize(p))
+                               for p in glob.glob(sources))}
+    made = sorted(glob.glob(os.path.join(root, "photos-*.tar")))
+    try:
+        if json.load(open(os.path.join(root, "set.json"))) == json.loads(json.dumps(stamp)):
+            print(f"photos: the set in {root} was made with these arguments; kept", flush=True)
+            return made
+    except (OSError, ValueError):
+        pass
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     gen = os.path.join(REPO, "datasets", "photos.py")
@@ -175,6 +207,7 @@ def make_photos(root, images, sources, cpus, env):
             for first in range(0, images, PHOTO_JOB)]
     with concurrent.futures.ThreadPoolExecutor(max(1, cpus)) as ex:
         list(ex.map(lambda cmd: sh(cmd, env=env), jobs))
+    json.dump(stamp, open(os.path.join(root, "set.json"), "w"))
     return sorted(glob.glob(os.path.join(root, "photos-*.tar")))
 
 
@@ -338,18 +371,41 @@ def photo_rows(runs):
     return rows
 
 
-def photos_section(a, R, env, bench_path, save):
-    """The photos section: the set made and described, then every row once per round, the
-    rounds interleaved so that a drift of the machine's clocks spreads over all rows; the
-    medians are saved after every round."""
+def photos_section(a, R, env, bench_path, save, skip):
+    """The photos section: the set made and described, then its loading rows (unless
+    photos_load is in skip) and its training rows (unless photos_train is), each part in
+    rounds that run every row once, interleaved so that a drift of the machine's clocks
+    spreads over all rows; the medians are saved after every round. A part not run keeps the
+    stored figures, which must have been measured on the same set."""
     root = a.data + "-photos"
     shards = make_photos(os.path.join(root, "shards"), a.photo_images, a.photo_sources,
                          a.cpus, env)
     files = photo_folder(shards, os.path.join(root, "folder"))
-    P = R["photos"] = {"set": describe_photos(files, shards, a.photo_sources),
-                       "cpus": a.cpus, "device": a.device, "rounds": 0, "rows": [],
+    desc = describe_photos(files, shards, a.photo_sources)
+    old = R.get("photos", {})
+    kept = ("photos_load" in skip and old.get("rows")) or ("photos_train" in skip
+                                                           and old.get("train"))
+    if kept and old.get("set", desc) != desc:
+        raise SystemExit(f"photos: the stored figures were measured on another set ({old['set']}"
+                         f"), not on this one ({desc}); run both parts")
+    P = R["photos"] = {"set": desc, "cpus": a.cpus, "device": a.device, "rounds": 0, "rows": [],
                        "unavailable": {}}
+    if "photos_load" in skip:  # the stored loading rows stand
+        P.update({k: old[k] for k in ("cpus", "device", "rounds", "rows", "unavailable")
+                  if k in old})
+    if "train" in old and old.get("set") == desc:  # models not measured now stay
+        P["train"] = old["train"]
     warm(shards + files)
+    paths = {"WDS": os.path.join(root, "shards", "photos-*.tar"),
+             "FOLDER": os.path.join(root, "folder")}
+    if "photos_load" not in skip:
+        photos_load(a, P, env, bench_path, save, paths, len(files))
+    if "photos_train" not in skip:
+        photos_train(a, P, env, save, paths["WDS"])
+
+
+def photos_load(a, P, env, bench_path, save, paths, images):
+    """The loading rows (PHOTO_ROWS) in a.photo_rounds rounds."""
     denv = dali_env(env, a.dali_path)
     for tool, modules, e in [("dali", "nvidia.dali", denv), ("torch", "torch, torchvision", env)]:
         why = importable(modules, e)
@@ -358,9 +414,7 @@ def photos_section(a, R, env, bench_path, save):
     if a.device != "cuda":
         P["unavailable"]["ringfeed_gpu"] = (f"`--device {a.device}` decodes on the CPU only "
                                             "(BALANCE and the GPU paths need the CUDA backend)")
-    paths = {"WDS": os.path.join(root, "shards", "photos-*.tar"),
-             "FOLDER": os.path.join(root, "folder")}
-    epochs = max(3, -(-a.photo_samples // len(files)))
+    epochs = max(3, -(-a.photo_samples // images))
     runs = {}
     for _ in range(a.photo_rounds):
         for key, _, tool, args in PHOTO_ROWS:
@@ -377,6 +431,35 @@ def photos_section(a, R, env, bench_path, save):
         save()
 
 
+def photos_train(a, P, env, save, pattern):
+    """The training rows (PHOTO_TRAIN_ROWS): for each model of --archs, a.photo_train_rounds
+    rounds of python/examples/train_resnet.py from the plain shards, each round's GPU-bound run
+    beside its loaders' runs. A model measured now replaces its stored rows; the others
+    stay."""
+    T = P.setdefault("train", {})
+    why = ("it needs the CUDA backend" if a.device != "cuda"
+           else importable("torch, torchvision", env))
+    if why:
+        T["unavailable"] = f"not measured: {why}"
+        save()
+        return
+    T.pop("unavailable", None)
+    ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
+    for arch in a.archs.split(","):
+        A = T[arch] = {"steps": a.photo_train_steps, "rounds": 0, "runs": {}}
+        for _ in range(a.photo_train_rounds):
+            for key, _, args in PHOTO_TRAIN_ROWS:
+                out = sh([sys.executable, ex, "--arch", arch, "--shards", pattern, "--batch",
+                          "256", "--steps", str(a.photo_train_steps), "--warmup", "20",
+                          "--classes", "1000", *args], env=env)
+                r = last_json(out)
+                run = {"img_per_s": r["img_per_s"], "gpu_wait_fraction": r["gpu_wait_fraction"]}
+                run.update(r.get("decode") or {})
+                A["runs"].setdefault(key, []).append(run)
+            A["rounds"] += 1
+            save()
+
+
 def where_decoded(row):
     """Where a ringfeed row's samples were decoded, over all its runs, and the schedule; with
     BALANCE the shares the scheduler had reached at the end of each run."""
@@ -389,9 +472,11 @@ def where_decoded(row):
             f"{100 * (n - hw - gpu) / n:.0f}%; schedule {SCHEDULES[rs[-1]['decode_schedule']]}"
             if "decode_schedule" in rs[-1] else "")
     if rs[-1].get("decode_schedule") == SCHEDULES.index("balance"):
-        text += ", shares at the end GPU " + ", ".join(
-            f"{r['sched_gpu_permille'] / 10:.1f}% (engines {r['sched_hw_permille'] / 10:.1f}% "
-            f"of it)" for r in rs)
+        shares = [f"{r['sched_gpu_permille'] / 10:.1f}% (engines "
+                  f"{r['sched_hw_permille'] / 10:.1f}% of it)" for r in rs]
+        text += ", shares at the end GPU " + (
+            f"{shares[0]} in each of the {len(rs)} runs" if len(rs) > 1 and len(set(shares)) == 1
+            else ", ".join(shares))
     return text
 
 
@@ -438,10 +523,46 @@ def photos_report(P, loader_plot):
           "included).", ""]
     color = {"ringfeed": "#c33", "ringfeed_gpu": "#c33", "dali": "#76b900", "torch": "#888"}
     # (a stored result's row that is no longer in PHOTO_ROWS keeps its table label)
-    return L + loader_plot([(PHOTO_PLOT.get(r["key"], r["label"]), r["img_per_s"]) for r in rows],
-                           "photos.png", "images/s (photographs, RandomResizedCrop 224)",
-                           "throughput per loader, photographs",
-                           [color[r["tool"]] for r in rows])
+    L += loader_plot([(PHOTO_PLOT.get(r["key"], r["label"]), r["img_per_s"]) for r in rows],
+                     "photos.png", "images/s (photographs, RandomResizedCrop 224)",
+                     "throughput per loader, photographs", [color[r["tool"]] for r in rows])
+    return L + photos_train_report(P.get("train", {}))
+
+
+def photos_train_report(T):
+    """The photos section's training tables: each row's median img/s over the rounds and its
+    ratio to the GPU-bound median, each round's own ratio (the loader's run over the GPU-bound
+    run of the same round), the GPU's wait for data, and where ringfeed decoded."""
+    if "unavailable" in T:
+        return [f"**Training on these shards {T['unavailable']}**; no figure stands in for it.",
+                ""]
+    L = []
+    med = statistics.median
+    for arch, A in T.items():
+        runs = A["runs"]
+        if "synthetic" not in runs:
+            continue
+        gb = [r["img_per_s"] for r in runs["synthetic"]]
+        L += [f"### {arch} training from these shards (bf16, channels_last, batch 256, "
+              f"{A['steps']} steps after 20 of warm-up, python/examples/train_resnet.py; "
+              f"{A['rounds']} interleaved round(s), medians)", "",
+              "| input | img/s | of GPU-bound | each round | GPU waited for data | decode "
+              "threads | where ringfeed decoded |",
+              "| --- | ---: | ---: | --- | ---: | ---: | --- |"]
+        for key, label, _ in PHOTO_TRAIN_ROWS:
+            rs = runs.get(key)
+            if not rs:
+                continue
+            v = med(r["img_per_s"] for r in rs)
+            each = "" if key == "synthetic" else ", ".join(
+                f"{100 * r['img_per_s'] / g:.1f}%" for r, g in zip(rs, gb))
+            threads = {r["decode_threads"] for r in rs if "decode_threads" in r}
+            L.append(f"| {label} | {v:,.0f} | {100 * v / med(gb):.1f}% | {each} | "
+                     f"{100 * med(r['gpu_wait_fraction'] for r in rs):.1f}% | "
+                     f"{', '.join(map(str, sorted(threads))) or '-'} | "
+                     f"{where_decoded({'runs': rs}) if key != 'synthetic' else ''} |")
+        L.append("")
+    return L
 
 
 def main():
@@ -454,13 +575,16 @@ def main():
                     help="where the generated shards go (and DATA-restart, DATA-corrupt beside "
                          "it); default scratch/perf-data in the checkout, git-ignored")
     ap.add_argument("--skip", default="", help="comma list of sections to skip (scaling_cpu: "
-                    "the scaling section without its two CPU-decode curves)")
+                    "the scaling section without its two CPU-decode curves; photos_load, "
+                    "photos_train: the photos section without its loading or its training "
+                    "rows)")
     ap.add_argument("--device", default="cuda", help="host: a dry run of the script here")
     ap.add_argument("--merge", help="results.json of an earlier run: sections not run now are "
                     "taken from it, so one section can be re-measured")
     ap.add_argument("--train-steps", type=int, default=200)
-    ap.add_argument("--archs", default="resnet18,resnet50", help="models the train section runs "
-                    "(a merged run keeps the others' stored figures)")
+    ap.add_argument("--archs", default="resnet18,resnet50", help="models the train section and "
+                    "the photos section's training rows run (a merged run keeps the others' "
+                    "stored figures)")
     ap.add_argument("--soak-epochs", type=int, default=40)
     ap.add_argument("--scaling-rounds", type=int, default=5,
                     help="interleaved rounds of the scaling section (medians over them)")
@@ -470,6 +594,12 @@ def main():
                     help="photo crops of the photos section")
     ap.add_argument("--photo-sources", default=PHOTO_SOURCES,
                     help="glob of the photographs the photos section's crops are cut from")
+    ap.add_argument("--photo-train-rounds", type=int, default=3,
+                    help="interleaved rounds of the photos section's training rows, each with "
+                         "its own GPU-bound run")
+    ap.add_argument("--photo-train-steps", type=int, default=400,
+                    help="measured steps of each training run of the photos section (after 20 "
+                         "of warm-up): ResNet-18 takes 8 s of them on the H200")
     ap.add_argument("--photo-rounds", type=int, default=2,
                     help="interleaved rounds of the photos section (medians over them)")
     ap.add_argument("--photo-samples", type=int, default=409600,
@@ -483,11 +613,20 @@ def main():
                     "(the one dali_fetch.sh's install.sh names): put on PYTHONPATH, and its "
                     "nvidia/cu13/lib on LD_LIBRARY_PATH, for the DALI runs only")
     a = ap.parse_args()
-    for name in ("photo_images", "photo_rounds", "photo_samples"):
+    for name in ("photo_images", "photo_rounds", "photo_samples", "photo_train_rounds",
+                 "photo_train_steps"):
         # The folder tree and the description hold every photo: a bound, not only a floor.
         if not 1 <= getattr(a, name) <= 1_000_000:
             ap.error(f"--{name.replace('_', '-')} must be 1 to 1,000,000, not {getattr(a, name)}")
     skip = set(filter(None, a.skip.split(",")))
+    sections = ["side", "restart", "photos", "scaling", "train", "tokens", "order", "memory",
+                "raw", "reliability"]
+    unknown = skip - set(sections) - {"scaling_cpu", "photos_load", "photos_train"}
+    if unknown:  # a misspelt name would run a section that takes minutes
+        ap.error(f"--skip: no section {', '.join(sorted(unknown))} (sections: "
+                 f"{', '.join(sections)}; parts: scaling_cpu, photos_load, photos_train)")
+    if {"photos_load", "photos_train"} <= skip:
+        skip.add("photos")
     os.makedirs(a.out, exist_ok=True)
     B = os.path.join(a.build, "tools", "ringfeed-bench")
     gen = os.path.join(a.build, "datasets", "ringfeed-gen")
@@ -501,8 +640,6 @@ def main():
     R = json.load(open(a.merge)) if a.merge else {}
     # A merged run keeps the first machine's description and records its own beside it, under
     # the sections it re-measured.
-    sections = ["side", "restart", "photos", "scaling", "train", "tokens", "order", "memory",
-                "raw", "reliability"]
     ran = ",".join(x for x in sections if x not in skip)
     if a.merge:
         if "machine_rerun" in R:  # results written before per-section machines existed
@@ -603,7 +740,7 @@ def main():
     save()
     # -- plain JPEG photographs: ringfeed beside DALI and the DataLoader (photos_section) ------
     if "photos" not in skip:
-        photos_section(a, R, env, B, save)
+        photos_section(a, R, env, B, save, skip)
 
     save()
     # -- scaling ---------------------------------------------------------------------------

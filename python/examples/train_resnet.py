@@ -46,9 +46,9 @@ def decode_summary(a):
     if ld is None:
         return None
     st = ld.stats()
-    return {k: st[k] for k in ("decode_schedule", "samples_decoded", "dct_scaled", "gpu_decoded",
-                               "hw_decoded", "sched_gpu_permille", "sched_hw_permille",
-                               "hw_engines", "hw_open_ns")}
+    return {k: st[k] for k in ("decode_schedule", "decode_threads", "samples_decoded",
+                               "dct_scaled", "gpu_decoded", "hw_decoded", "sched_gpu_permille",
+                               "sched_hw_permille", "hw_engines", "hw_open_ns")}
 
 
 def ringfeed_batches(a, rank, world, device):

@@ -2,6 +2,7 @@
 datasets/photos.py in parallel jobs, the class-folder tree made from shards (GNU tar, Python's
 tarfile, webdataset's TarWriter), the set's description read from the JPEGs' frame headers, and
 the environment the DALI runs get. The rendering is in test_report.py."""
+import copy
 import glob
 import io
 import os
@@ -181,3 +182,80 @@ def test_importable_says_why_not():
     assert perf_report.importable("json, tarfile", dict(os.environ)) is None
     why = perf_report.importable("no_such_module_rf", dict(os.environ))
     assert why == "ModuleNotFoundError: No module named 'no_such_module_rf'"
+
+
+@needs_cjpeg
+def test_a_set_made_with_the_same_arguments_is_kept(tmp_path, monkeypatch):
+    """The photos' training rows run in a command of their own: the set the loading rows read
+    is kept when set.json names the same images and sources, and made again when not."""
+    monkeypatch.setattr(perf_report, "PHOTO_JOB", 128)
+    env = dict(os.environ)
+    root = str(tmp_path / "set")
+    first = perf_report.make_photos(root, 130, PHOTO_SOURCES, 2, env)
+    stamp = {p: os.stat(p).st_mtime_ns for p in first}
+
+    def no_job(cmd, env=None, timeout=900):
+        raise AssertionError(f"the kept set was made again: {cmd}")
+    with monkeypatch.context() as m:
+        m.setattr(perf_report, "sh", no_job)
+        assert perf_report.make_photos(root, 130, PHOTO_SOURCES, 2, env) == first
+    assert {p: os.stat(p).st_mtime_ns for p in first} == stamp
+    again = perf_report.make_photos(root, 140, PHOTO_SOURCES, 2, env)  # another image count
+    assert len(again) == 2 and all(os.stat(p).st_mtime_ns != stamp[p] for p in first)
+    d = perf_report.describe_photos(perf_report.photo_folder(again, str(tmp_path / "t")),
+                                    again, PHOTO_SOURCES)
+    assert d["images"] == 140
+    os.remove(os.path.join(root, "set.json"))  # a set cut short by a failed job
+    calls = []
+    with monkeypatch.context() as m:
+        m.setattr(perf_report, "sh", lambda cmd, env=None, timeout=900: calls.append(cmd))
+        perf_report.make_photos(root, 140, PHOTO_SOURCES, 2, env)
+    assert len(calls) == 2  # both jobs run again
+
+
+def test_a_part_run_alone_keeps_the_other_parts_figures_of_the_same_set(tmp_path, monkeypatch):
+    """--skip photos_load or photos_train: the part not run keeps its stored figures, and a
+    set that differs from theirs stops the run before any figure is measured."""
+    desc = {"images": 10240, "sources": "x/*.jpg"}
+    monkeypatch.setattr(perf_report, "make_photos", lambda *a: ["s.tar"])
+    monkeypatch.setattr(perf_report, "photo_folder", lambda *a: ["f.jpg"])
+    monkeypatch.setattr(perf_report, "describe_photos", lambda *a: dict(desc))
+    monkeypatch.setattr(perf_report, "warm", lambda paths: None)
+    ran = []
+    monkeypatch.setattr(perf_report, "photos_load",
+                        lambda a, P, *rest: (ran.append("load"), P.update(rows=["new"])))
+    monkeypatch.setattr(perf_report, "photos_train",
+                        lambda a, P, *rest: (ran.append("train"),
+                                             P.setdefault("train", {}).update(resnet50="new")))
+    a = type("A", (), {"data": str(tmp_path / "d"), "photo_images": 10240, "cpus": 16,
+                       "photo_sources": "x/*.jpg", "device": "cuda"})()
+    stored = {"set": dict(desc), "rows": ["old"], "rounds": 1, "unavailable": {},
+              "train": {"resnet18": "old"}}
+    R = {"photos": copy.deepcopy(stored)}
+    perf_report.photos_section(a, R, {}, "bench", lambda: None, {"photos_load"})
+    assert ran == ["train"] and R["photos"]["rows"] == ["old"]
+    assert R["photos"]["train"] == {"resnet18": "old", "resnet50": "new"}
+    R = {"photos": copy.deepcopy(stored)}
+    perf_report.photos_section(a, R, {}, "bench", lambda: None, {"photos_train"})
+    assert ran == ["train", "load"] and R["photos"]["rows"] == ["new"]
+    assert R["photos"]["train"] == {"resnet18": "old"}
+    for skip in ({"photos_load"}, {"photos_train"}):
+        R = {"photos": dict(copy.deepcopy(stored), set={"images": 640, "sources": "x/*.jpg"})}
+        with pytest.raises(SystemExit) as e:
+            perf_report.photos_section(a, R, {}, "bench", lambda: None, skip)
+        assert str(e.value).startswith("photos: the stored figures were measured on another "
+                                       "set ({'images': 640")
+    assert ran == ["train", "load"]
+    R = {"photos": dict(copy.deepcopy(stored), set={"images": 640})}  # both parts: made anew
+    perf_report.photos_section(a, R, {}, "bench", lambda: None, set())
+    assert R["photos"]["rows"] == ["new"] and R["photos"]["train"] == {"resnet50": "new"}
+
+
+def test_an_unknown_skip_name_stops_before_anything_runs(tmp_path):
+    p = subprocess.run([sys.executable, os.path.join(REPO, "tools", "perf_report.py"),
+                        "--out", str(tmp_path / "out"), "--skip", "side,photo_train"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and not (tmp_path / "out").exists()
+    assert ("--skip: no section photo_train (sections: side, restart, photos, scaling, train, "
+            "tokens, order, memory, raw, reliability; parts: scaling_cpu, photos_load, "
+            "photos_train)") in p.stderr

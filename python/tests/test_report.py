@@ -179,3 +179,55 @@ def test_photo_tools_not_there_are_notes_not_figures(tmp_path):
     assert f"| ringfeed defaults | {med:,.0f} | - | 1.00x |" in md
     section = md[md.index("## Plain JPEG photographs"):md.index("## Decode-thread scaling")]
     assert "| DALI" not in section and "| PyTorch" not in section
+
+
+def train_runs(rounds, gb, rows):
+    """rows: key -> (fraction of each round's GPU-bound run, GPU waited, decode summary)."""
+    runs = {"synthetic": [{"img_per_s": g, "gpu_wait_fraction": 0.0} for g in gb]}
+    for key, (frac, wait, dec) in rows.items():
+        runs[key] = [dict(dec, img_per_s=g * f, gpu_wait_fraction=w)
+                     for g, f, w in zip(gb, frac, wait)]
+    return {"steps": 400, "rounds": rounds, "runs": runs}
+
+
+def test_photo_training_rows_come_from_their_rounds(tmp_path):
+    """Each training row's median over its rounds, its ratio to the GPU-bound median, each
+    round's ratio to its own GPU-bound run, the median wait, the decode threads and where the
+    samples went, for every model measured; a model not measured has no table."""
+    R = json.load(open(RESULTS))
+    R["photos"] = photos_results(photo_runs())
+    bal = {"decode_schedule": 3, "decode_threads": 15, "samples_decoded": 100000,
+           "gpu_decoded": 1000, "hw_decoded": 0, "sched_gpu_permille": 0,
+           "sched_hw_permille": 0}
+    cpu = dict(bal, decode_schedule=1, gpu_decoded=0)
+    gb = [13000.0, 12900.0, 13100.0]
+    R["photos"]["train"] = {"resnet18": train_runs(3, gb, {
+        "ringfeed": ([0.99, 0.97, 0.985], [0.01, 0.03, 0.02], bal),
+        "ringfeed_cpu": ([0.995, 0.99, 0.98], [0.004, 0.006, 0.005], cpu),
+        "ringfeed_lib": ([0.96, 0.98, 0.97], [0.02, 0.01, 0.03],
+                         dict(bal, decode_threads=16, sched_gpu_permille=64))})}
+    md = render(R, tmp_path)
+    T = R["photos"]["train"]["resnet18"]["runs"]
+    med = {k: statistics.median(r["img_per_s"] for r in v) for k, v in T.items()}
+    assert ("### resnet18 training from these shards (bf16, channels_last, batch 256, 400 steps "
+            "after 20 of warm-up, python/examples/train_resnet.py; 3 interleaved round(s), "
+            "medians)") in md
+    assert "### resnet50 training from these shards" not in md
+    labels = {k: label for k, label, _ in perf_report.PHOTO_TRAIN_ROWS}
+    assert f"| {labels['synthetic']} | 13,000 | 100.0% |  | 0.0% | - |  |" in md
+    for key, each, wait, threads in [("ringfeed", "99.0%, 97.0%, 98.5%", "2.0%", 15),
+                                     ("ringfeed_cpu", "99.5%, 99.0%, 98.0%", "0.5%", 15),
+                                     ("ringfeed_lib", "96.0%, 98.0%, 97.0%", "2.0%", 16)]:
+        assert (f"| {labels[key]} | {med[key]:,.0f} | {100 * med[key] / 13000:.1f}% | {each} | "
+                f"{wait} | {threads} | ") in md
+    assert ("hardware decoders 0%, GPU kernels 1%, CPU 99%; schedule balance, shares at the end "
+            "GPU 0.0% (engines 0.0% of it) in each of the 3 runs |") in md
+    assert ("GPU 6.4% (engines 0.0% of it) in each of the 3 runs |") in md
+    assert "CPU 100%; schedule cpu |" in md
+    assert md.index("![throughput per loader, photographs](photos.png)") < md.index(
+        "### resnet18 training from these shards") < md.index("## Decode-thread scaling")
+    R["photos"]["train"] = {"unavailable": "not measured: it needs the CUDA backend"}
+    md = render(R, tmp_path)
+    assert ("**Training on these shards not measured: it needs the CUDA backend**; no figure "
+            "stands in for it.") in md
+    assert "training from these shards" not in md
