@@ -79,7 +79,8 @@ static const struct {
     {"shard_window", U, 4}, {"on_error", U, RF_ON_ERROR_FAIL},
     {"max_consecutive_skips", U, 100}, {"max_scans", U, 1000}, {"max_name_bytes", U, 4096},
     {"warm", U, 0}, {"warm_bytes", U, 1 << 30}, {"odirect", U, 0}, {"hugepages", U, 0},
-    {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, 0}, {"gpu_decode", U, 0},
+    {"numa", U, RF_NUMA_AUTO}, {"naive", U, 0}, {"decode_nice", U, RF_DECODE_NICE_AUTO},
+    {"gpu_decode", U, 0},
     {"gpu_decode_percent", U, 100}, {"hw_decode_percent", U, 0}, {"next_timeout_ms", U, 0},
     {"dct_scaling", U, RF_DCT_SCALING_AUTO}, {"label_source", U, RF_LABEL_CLS},
     {"sample_hook", P, 0}, {"sample_hook_ctx", P, 0},
@@ -165,7 +166,7 @@ static rf_config reported(const rf_loader *ld)
 static const char *const auto_fields[] = {
     "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads",
     "io_engine", "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width",
-    "decode_schedule", "dct_scaling", NULL};
+    "decode_schedule", "dct_scaling", "decode_nice", NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
 {
@@ -202,6 +203,7 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     ck_assert_uint_eq(got.resize_shorter, 256);
     ck_assert(got.image_height == 224 && got.image_width == 224); /* image_size for both */
     ck_assert(got.flip_prob == 0.5f);
+    ck_assert_uint_eq(got.decode_nice, RF_DEFAULT_DECODE_NICE); /* 10 */
     ck_assert_uint_eq(got.decode_schedule, cuda ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU);
     ck_assert_uint_eq(st.decode_schedule, got.decode_schedule);
     /* every image at full scale under BALANCE; DCT scaling on the CPU's choice */
@@ -349,7 +351,8 @@ START_TEST(explicit_values_are_reported_unchanged)
 END_TEST
 
 /* 0 in a field with a fixed default asks for that default (callers that filled the struct
- * before rf_config_init wrote them), and the loader reports the default it used. */
+ * before rf_config_init wrote them), and the loader reports the default it used; decode_nice
+ * 0 is no added niceness, what such callers had before it defaulted to 10. */
 START_TEST(zero_in_a_fixed_default_field_is_that_default)
 {
     const char *pat;
@@ -362,9 +365,11 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     cfg.remote_retries = cfg.remote_timeout_ms = 0;
     cfg.image_exts = NULL;
     cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
+    cfg.decode_nice = 0;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     ck_assert(got.flip_prob == 0.5f);
+    ck_assert_uint_eq(got.decode_nice, 0);
     assert_same_fields(&got, &init, auto_fields);
     ck_assert_str_eq(got.image_exts, "jpg,jpeg,png,webp");
     rf_loader_destroy(ld);

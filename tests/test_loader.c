@@ -666,32 +666,52 @@ static int threads_at_nice(int nice)
     return n;
 }
 
-/* decode_nice: exactly the decode threads run nicer; out of range is refused. */
+/* decode_nice: exactly the decode threads run nicer, by 10 unless set (rf_config_init's
+ * AUTO, and what rf_loader_config reports), by what is set, or not at all with 0 (a zeroed
+ * struct's value too); out of range is refused. */
 START_TEST(decode_nice_applies_to_decode_threads)
 {
     make_data();
     const char *pat;
     rf_config c = base_config(&pat);
     c.decode_threads = 3;
-    c.decode_nice = 4;
-    rf_loader *ld;
-    char err[512];
-    ck_assert_msg(rf_loader_create(&c, &ld, err, sizeof err) == 0, "%s", err);
-    rf_batch *b;
-    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    ck_assert_uint_eq(c.decode_nice, RF_DECODE_NICE_AUTO);
     /* Decode threads add decode_nice to the niceness they start with, the test's own (not 0
      * when ctest itself runs under nice). A decoder that has not been scheduled yet has not
-     * set itself: give it 5 s. */
+     * set itself: give it 5 s. At 19 every thread of the process would count. */
     errno = 0;
-    int base = getpriority(PRIO_PROCESS, 0), n = 0;
+    int base = getpriority(PRIO_PROCESS, 0);
     ck_assert_int_eq(errno, 0);
-    if (base + 4 < 19) { /* at 19 every thread of the process would count */
-        for (int i = 0; i < 500 && (n = threads_at_nice(base + 4)) != 3; i++)
-            usleep(10000);
-        ck_assert_int_eq(n, 3);
+    const struct {
+        uint32_t set;
+        int add;
+    } cases[] = {{RF_DECODE_NICE_AUTO, 10}, {4, 4}, {0, 0}};
+    rf_loader *ld;
+    char err[512];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        c.decode_nice = cases[k].set;
+        ck_assert_msg(rf_loader_create(&c, &ld, err, sizeof err) == 0, "%s", err);
+        rf_config got;
+        rf_config_init(&got);
+        ck_assert_int_eq(rf_loader_config(ld, &got), 0);
+        ck_assert_uint_eq(got.decode_nice, (uint32_t)cases[k].add);
+        rf_batch *b;
+        ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+        int want = RF_MIN(base + cases[k].add, 19), n = 0;
+        if (want < 19) {
+            /* with 0 the decode threads are among the threads at base, with the rest */
+            for (int i = 0; i < 500 && (n = threads_at_nice(want)) < 3; i++)
+                usleep(10000);
+            if (cases[k].add)
+                ck_assert_int_eq(n, 3);
+            else
+                ck_assert_int_ge(n, 3 + 1); /* and the test's own thread */
+            if (cases[k].add != 10 && base + 10 < 19) /* nor the default as well */
+                ck_assert_int_eq(threads_at_nice(base + 10), 0);
+        }
+        rf_loader_release(ld, b, NULL);
+        rf_loader_destroy(ld);
     }
-    rf_loader_release(ld, b, NULL);
-    rf_loader_destroy(ld);
     c.decode_nice = 20;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "decode_nice"));

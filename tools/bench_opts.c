@@ -44,7 +44,8 @@ static void usage(FILE *f)
             "  --odirect          read with O_DIRECT (bypass the page cache)\n"
             "  --hugepages        back the pinned ring with 2 MiB pages\n"
             "  --no-numa          never move threads or memory to the GPU's NUMA node\n"
-            "  --decode-nice N    decode threads run N nice levels below the rest (0)\n"
+            "  --decode-nice N    decode threads run N nice levels below the rest (10;\n"
+            "                     0: at the niceness the process starts with)\n"
             "  --gpu-decode       decode baseline JPEGs on the GPU, restart-marked or plain\n"
             "                     (rf_config.gpu_decode)\n"
             "  --gpu-decode-percent N  of those, send N%% to the GPU and decode the rest on\n"
@@ -138,6 +139,7 @@ int parse_args(int argc, char **argv, opts *o)
     memset(o, 0, sizeof *o);
     o->batch = 256;
     o->epochs = 1;
+    o->decode_nice = RF_DECODE_NICE_AUTO;
     o->size = 224;
     o->order = RF_ORDER_GLOBAL;
     o->token_bytes = 2;

@@ -150,7 +150,8 @@ PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
 # The photos section's training rows, on the same plain shards: (key, row label, arguments of
 # python/examples/train_resnet.py). The example's defaults are docs/tuning.md's training
 # setting (every CPU the process may use but one decodes, at nice 10; schedule auto, the
-# balancing scheduler on a CUDA device); the library's own are every CPU at nice 0.
+# balancing scheduler on a CUDA device); the library's own are every CPU at nice 10
+# (decode_nice's default since 2026-12-02; at nice 0 before, the last row).
 PHOTO_TRAIN_ROWS = [
     ("synthetic", "batch already on the GPU (GPU-bound)", ["--loader", "synthetic"]),
     ("ringfeed", "ringfeed, the example's defaults (schedule auto = balance; every CPU but one "
@@ -158,7 +159,9 @@ PHOTO_TRAIN_ROWS = [
     ("ringfeed_cpu", "ringfeed `--schedule cpu`, otherwise the example's defaults",
      ["--schedule", "cpu"]),
     ("ringfeed_lib", "ringfeed, the library's defaults (schedule auto = balance; every CPU "
-     "decodes, at nice 0)", ["--decode-threads", "0", "--decode-nice", "0"]),
+     "decodes, at nice 10)", ["--decode-threads", "0", "--decode-nice", "10"]),
+    ("ringfeed_all0", "ringfeed, every CPU decodes at nice 0 (the library's defaults until "
+     "`decode_nice` defaulted to 10)", ["--decode-threads", "0", "--decode-nice", "0"]),
 ]
 # What a ringfeed-bench run says about where its samples were decoded, kept with each run.
 RF_WHERE = ("samples_decoded", "gpu_decoded", "hw_decoded", "decode_schedule",

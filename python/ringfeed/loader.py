@@ -1084,7 +1084,7 @@ class Loader(_LoaderBase):
            mean=None, std=None, device=None, shuffle=True, seed=0, rank=None, world_size=None,
            decode_threads=0, io_threads=0, prefetch_depth=0, drop_last=False, on_error="fail",
            copy=False, array_type="auto", io_engine="auto", flip_prob=None, scale=None,
-           ratio=None, start_epoch=0, decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
+           ratio=None, start_epoch=0, decode_nice=None, gpu_decode=False, gpu_decode_percent=100,
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
            schedule="auto", cache_dir=None, cache_bytes=0, remote_retries=None,
@@ -1145,8 +1145,9 @@ class Loader(_LoaderBase):
     device: "cuda" (torch's current device), "cuda:N", "cpu", or None (CUDA if usable).
     decode_threads: 0 for ringfeed.default_decode_threads(): the CPUs this process may use
       (affinity mask, cgroup quota) divided by LOCAL_WORLD_SIZE when torchrun sets it.
-    decode_nice: niceness the decode threads add to their own (0..19), so that the training
-      loop's threads run first when decoding keeps every CPU busy (docs/tuning.md).
+    decode_nice: niceness the decode threads add to their own (0..19; None: 10, the library's
+      default; 0: none), so that the training loop's threads run first when decoding keeps
+      every CPU busy (docs/tuning.md).
     gpu_decode: decode baseline JPEGs on the GPU: for restart-marked files (ringfeed-pack
       --restart, ringfeed.add_restarts) the decode threads only cut out the restart intervals a
       crop needs; for plain files they walk the Huffman codes up to the crop's last row (about
@@ -1218,7 +1219,7 @@ class Loader(_LoaderBase):
                  rank=None, world_size=None, decode_threads=0, io_threads=0, prefetch_depth=0,
                  drop_last=False, on_error="fail", copy=False, array_type="auto",
                  io_engine="auto", flip_prob=None, scale=None, ratio=None, start_epoch=0,
-                 decode_nice=0, gpu_decode=False, gpu_decode_percent=100,
+                 decode_nice=None, gpu_decode=False, gpu_decode_percent=100,
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
@@ -1232,7 +1233,6 @@ class Loader(_LoaderBase):
             "crop": _choice("crop", crop, _CROPS),
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
-            "decode_nice": _uint("decode_nice", decode_nice or 0),
             "gpu_decode": 1 if gpu_decode else 0,
             "gpu_decode_percent": _uint("gpu_decode_percent", gpu_decode_percent),
             "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
@@ -1264,6 +1264,8 @@ class Loader(_LoaderBase):
                     f"std={std} looks like 0..1 units; ringfeed normalizes pixels in 0..255 units "
                     "(use ringfeed.IMAGENET_MEAN / IMAGENET_STD, or multiply by 255)")
             f["mean"], f["std"] = mean, std
+        if decode_nice is not None:  # None: the library's default (10)
+            f["decode_nice"] = _uint("decode_nice", decode_nice)
         if flip_prob is not None:
             f["flip_prob"] = float(flip_prob)
         if scale is not None:

@@ -29,6 +29,7 @@ def test_config_resolves_every_automatic_value(tarfile_shards):
         assert cfg["staging_bytes"] == 64 << 20  # small samples: the formula's floor
         assert cfg["resize_shorter"] == (16 * 256 + 112) // 224
         assert cfg["flip_prob"] == 0.5
+        assert cfg["decode_nice"] == 10  # the training loop's threads first
         assert cfg["batch_size"] == 4 and cfg["image_size"] == 16
         assert cfg["shards"] == [tarfile_shards] and cfg["shard_count"] == 1
         assert cfg["resume_state"] is None and cfg["resume_state_bytes"] == 0
@@ -61,3 +62,11 @@ def test_config_of_a_closed_loader_raises(tarfile_shards):
     ld.close()
     with pytest.raises(RuntimeError, match="closed"):
         ld.config
+
+
+def test_decode_nice_zero_is_no_added_niceness(tarfile_shards):
+    """0 is a value of its own, not the default (10): the decode threads stay at the
+    niceness they start with."""
+    with ringfeed.Loader(tarfile_shards, 4, size=16, device="cpu", array_type="numpy",
+                         decode_nice=0) as ld:
+        assert ld.config["decode_nice"] == 0

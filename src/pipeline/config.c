@@ -52,6 +52,7 @@ RF_API void rf_config_init(rf_config *cfg)
     cfg->max_name_bytes = RF_TAR_NAME_MAX;
     cfg->warm_bytes = 1ull << 30;
     cfg->gpu_decode_percent = 100;
+    cfg->decode_nice = RF_DECODE_NICE_AUTO; /* 0 is a legal value: no added niceness */
     cfg->max_field_bytes = 16u << 10;
     cfg->image_exts = RF_TAR_IMAGE_EXTS;
     cfg->remote_retries = 5;
@@ -69,7 +70,7 @@ RF_API void rf_config_init(rf_config *cfg)
 /* Resolve *c in place, before it is validated: 0 in a field with a fixed default becomes that
  * default (rf_config_init's value; old callers and short structs leave 0), and the AUTO values
  * that depend only on the config and the machine take their value: image_height and
- * image_width (image_size), resize_shorter, flip_prob,
+ * image_width (image_size), resize_shorter, flip_prob, decode_nice,
  * decode_threads (rf_cpu_count, at most 1024), prefetch_depth, token_dtype (token sources),
  * decode_schedule (MANUAL with gpu_decode or hw_decode_percent; dct_scaling is resolved with
  * the schedule, at create: schedule.c pl_sched_choose). Values out of range are left for apply_defaults to refuse. */
@@ -93,6 +94,8 @@ static void config_resolve(rf_config *c)
         c->resize_shorter = (RF_MAX(c->image_height, c->image_width) * 256 + 112) / 224;
     if (c->flip_prob < 0)
         c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
+    if (c->decode_nice == RF_DECODE_NICE_AUTO)
+        c->decode_nice = RF_DEFAULT_DECODE_NICE;
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
         c->decode_threads = RF_MIN(rf_cpu_count(), 1024u);
     /* (BALANCE resolved from AUTO at create sets it too: pl_sched_choose) */
