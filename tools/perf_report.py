@@ -32,18 +32,19 @@ ResNet-50's two 308 s), with build-gpu, .anchors and scratch/photo-tools carried
 mkdir -p scratch/photo-tools && cp /usr/bin/cjpeg /usr/bin/djpeg
 /usr/share/backgrounds/mate/nature/*.jpg scratch/photo-tools/; their libjpeg is build-gpu/lib's)
 and DALI installed by ../shared/anchors/dali_fetch.sh's install.sh, DALI_SITE being the folder
-it names (its PYTHONPATH). --data outside the checkout keeps the set between calls (set.json
-names what made it), and each call merges the results.json of the one before:
+it names (its PYTHONPATH). --data outside the checkout keeps the set between calls while the
+machine stays warm (set.json names what made it), and each call merges the results.json of the
+one before:
 
   export PATH=$PWD/scratch/photo-tools:$PATH RINGFEED_NVJPEG=$PWD/build-gpu/lib/libnvjpeg.so.13
-  S=side,restart,scaling,train,tokens,order,memory,raw,reliability
+  S=side,restart,scaling,train,tokens,order,memory,raw,reliability T=${TMPDIR:-/tmp}
   pr() { python3 tools/perf_report.py --build build-gpu --anchors .anchors --out $OUT \
-           --cpus 16 --data /tmp/pd --photo-images 10240 \
+           --cpus 16 --data $T/pd --photo-images 10240 \
            --photo-sources 'scratch/photo-tools/*.jpg' --dali-path "$DALI_SITE" "$@"; }
   pr --photo-rounds 1 --merge docs/performance-results.json --skip $S,photos_train
-  cp $OUT/results.json /tmp/res.json                               # (each call's end)
-  pr --archs resnet18 --merge /tmp/res.json --skip $S,photos_load  # cp as above
-  pr --archs resnet50 --photo-train-rounds 2 --merge /tmp/res.json --skip $S,photos_load"""
+  cp $OUT/results.json $T/res.json                               # (each call's end)
+  pr --archs resnet18 --merge $T/res.json --skip $S,photos_load  # cp as above
+  pr --archs resnet50 --photo-train-rounds 2 --merge $T/res.json --skip $S,photos_load"""
 import argparse, concurrent.futures, glob, json, os, platform, shutil, statistics, subprocess
 import sys, tarfile, time
 
