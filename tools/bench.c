@@ -121,10 +121,15 @@ static int run(const opts *o, rf_loader *ld, result *r)
             fprintf(stderr, "ringfeed-bench: %s: %s\n", rf_strerror(rc), rf_last_error(ld));
             return rc;
         }
+        if (r->batches == 0)
+            r->first_next_us = (uint64_t)((now_s() - t0) * 1e6);
         /* What a training step needs first: the batch on the device. */
         rf_batch_synchronize(b);
-        if (r->batches == 0)
+        if (r->batches == 0) {
             r->first_batch_us = (uint64_t)((now_s() - t0) * 1e6);
+            rf_stats_init(&r->at_first);
+            rf_loader_stats(ld, &r->at_first);
+        }
         r->images += b->count;
         r->bytes += b->data_bytes;
         r->batches++;

@@ -38,6 +38,11 @@ typedef struct opts {
 
 typedef struct result {
     uint64_t images, batches, timed_images, first_batch_us;
+    /* The first batch split in two: handed out by rf_loader_next after first_next_us, on the
+     * device after first_batch_us; at_first, the stats just after (what was decoded, read and
+     * busy by then, and where), to tell a slow decode from a slow copy or device. */
+    uint64_t first_next_us;
+    rf_stats at_first;
     /* The stats when the timed window opened: busy times and decoded samples inside the
      * window leave out create and the start-up (pinning the ring alone can be a tenth of a
      * short run, and would read as decode threads waiting). */

@@ -66,6 +66,7 @@ void print_table(const opts *o, const result *r)
     printf("  %-26s %12.3f\n", "seconds", r->timed_seconds);
     printf("  %-26s %12.1f\n", "create ms", r->create_ms);
     printf("  %-26s %12.1f\n", "first batch ms after create", r->first_batch_us / 1e3);
+    printf("  %-26s %12.1f\n", "  of which handed out at", r->first_next_us / 1e3);
     const rf_stats *w = &r->at_warmup; /* the busy times are the timed window's */
     printf("  %-26s %11.0f%%\n", "I/O busy (of secs x thr)",
            100.0 * (s->io_busy_ns - w->io_busy_ns) /
@@ -172,6 +173,17 @@ void print_json(const opts *o, const result *r)
     const rf_stats *s = &r->st;
     double secs = r->timed_seconds > 0 ? r->timed_seconds : 1e-9;
     printf("{\"create_ms\": %.2f, ", r->create_ms);
+    /* The first batch's breakdown: handed out (next_ms) and on the device (first_batch_ms
+     * below), and the loader's counters just after it. */
+    const rf_stats *f = &r->at_first;
+    printf("\"first_batch\": {\"next_ms\": %.2f, \"loader_ms\": %.2f, \"decoded\": %llu, "
+           "\"gpu_decoded\": %llu, \"hw_decoded\": %llu, \"bytes_read\": %llu, "
+           "\"io_busy_ms\": %.2f, \"decode_busy_ms\": %.2f, \"copy_busy_ms\": %.2f, "
+           "\"consumer_wait_ms\": %.2f}, ",
+           r->first_next_us / 1e3, f->wall_ns / 1e6, (unsigned long long)f->samples_decoded,
+           (unsigned long long)f->gpu_decoded, (unsigned long long)f->hw_decoded,
+           (unsigned long long)f->bytes_read, f->io_busy_ns / 1e6, f->decode_busy_ns / 1e6,
+           f->copy_busy_ns / 1e6, f->consumer_wait_ns / 1e6);
     /* Images decoded inside the timed window: unlike img_per_s, not inflated by the batches
      * already prefetched when it opened (up to depth x batch), which matters in short runs. */
     printf("\"decode_img_per_s\": %.1f, ",

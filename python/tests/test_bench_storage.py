@@ -119,3 +119,15 @@ def test_cold_epoch_then_repeated_epoch(user_shards, engine):
     warm = bench(user_shards, engine)
     assert warm["cache_hit_ratio"] > 0.9, warm
     assert warm["per_epoch"][0]["cache_hit_ratio"] > 0.9
+
+
+def test_first_batch_breakdown(user_shards):
+    """The JSON splits the first batch at its hand-out: rf_loader_next returned it before it
+    was on the device (first_batch_ms), and the counters just after it say what the loader had
+    decoded and read by then: at least that batch, from the shards."""
+    r = bench(user_shards, "pread")
+    f = r["first_batch"]
+    assert 0 < f["next_ms"] <= r["first_batch_ms"] <= f["loader_ms"]
+    assert f["decoded"] >= 16 and f["gpu_decoded"] == f["hw_decoded"] == 0  # the host backend
+    assert 0 < f["bytes_read"] <= r["bytes_read"]
+    assert f["decode_busy_ms"] > 0 and f["consumer_wait_ms"] <= f["next_ms"] + 1
