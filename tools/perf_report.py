@@ -191,15 +191,14 @@ def make_photos(root, images, sources, cpus, env):
     check_photo_inputs(sources, env)
     # A set made by an earlier command of this machine with the same arguments and sources is
     # kept (the photos' training rows may run in a command of their own): set.json, written
-    # last, names them.
+    # last, names them (lists, as json.load gives them back).
     stamp = {"images": images, "shard": PHOTO_SHARD, "job": PHOTO_JOB,
-             "sources": sorted((os.path.basename(p), os.path.getsize(p))
+             "sources": sorted([os.path.basename(p), os.path.getsize(p)]
                                for p in glob.glob(sources))}
-    made = sorted(glob.glob(os.path.join(root, "photos-*.tar")))
     try:
-        if json.load(open(os.path.join(root, "set.json"))) == json.loads(json.dumps(stamp)):
+        if json.load(open(os.path.join(root, "set.json"))) == stamp:
             print(f"photos: the set in {root} was made with these arguments; kept", flush=True)
-            return made
+            return sorted(glob.glob(os.path.join(root, "photos-*.tar")))
     except (OSError, ValueError):
         pass
     shutil.rmtree(root, ignore_errors=True)

@@ -298,10 +298,11 @@ struct rf_loader {
     int d_done;
     /* 1: the dispatcher's last try stopped for room in the task ring or the arena, which a
      * finished task gives back: only then does one wake the I/O threads (task_finish_locked).
-     * Set where the room is found missing (pl_tasks_full_locked, pl_sample_read_locked). Every finished task woke them, also while they waited for the
-     * next batch's slot, which only a release frees, or for the skip walk (skip.c wakes them
-     * itself when it can move): on the H200 a training run had 4x the context switches of the
-     * CPU schedule's (its four I/O threads, against one), preempting the loop's threads. */
+     * Set where the room is found missing (pl_tasks_full_locked, arena_alloc_locked). Every
+     * finished task woke them, also while they waited for the next batch's slot, which only a
+     * release frees, or for the skip walk (skip.c wakes them itself when it can move): on the
+     * H200 a training run had 4x the context switches of the CPU schedule's (its four I/O
+     * threads, against one), preempting the loop's threads. */
     int d_room;
 
     /* consumer cursor */

@@ -224,8 +224,9 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
          * The GPU share routed in this window steps down: the first window after
          * loader-bound ones by half the step, so the climb and the descent close in on the
          * share at which the loader just keeps up, and each next one in a row by twice the
-         * step, so a loop that stopped needing the GPU gets it back within a few windows. At 0 nothing is probed until the consumer waits again, and the next
-         * climb starts upwards. */
+         * step, so a loop that stopped needing the GPU gets it back within a few windows. At 0
+         * nothing is probed until the consumer waits again, and the next climb starts
+         * upwards. */
         uint32_t base = s->probing && s->coord == 0 ? s->probe : s->at[0];
         /* A probe up that made the loader keep up without making the loop faster by more
          * than the margin: the GPU share costs the step about what the waits it saved did,
