@@ -193,8 +193,14 @@ enum rf_decode_schedule {
     RF_SCHEDULE_MANUAL = 2,
     RF_SCHEDULE_BALANCE = 3
 };
-/* rf_stats.hw_engines: the hardware decoders as the scheduler sees them. */
-enum rf_hw_engines { RF_HW_ENGINES_NONE = 0, RF_HW_ENGINES_OPENING = 1, RF_HW_ENGINES_READY = 2 };
+/* rf_stats.hw_engines: the hardware decoders as the scheduler sees them. UNOPENED: BALANCE
+ * has not needed them yet (they open the first time its GPU share reaches half the images). */
+enum rf_hw_engines {
+    RF_HW_ENGINES_NONE = 0,
+    RF_HW_ENGINES_OPENING = 1,
+    RF_HW_ENGINES_READY = 2,
+    RF_HW_ENGINES_UNOPENED = 3
+};
 /* Thread and memory placement. AUTO: on the GPU's NUMA node (from sysfs) when the machine has
  * several nodes, nothing on a single-node machine. OFF: never move threads or memory. */
 enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
@@ -557,10 +563,13 @@ typedef struct rf_config {
     const char *image_exts;
     /* enum rf_decode_schedule; default RF_SCHEDULE_AUTO (resolved at create, and
      * rf_loader_config reports the choice; on a CUDA device BALANCE, see the enum). With
-     * BALANCE, as with MANUAL's hw_decode_percent, the hardware decoders are opened on a
-     * background thread started when the first batch is handed out (about 1 s on an H200:
-     * rf_stats.hw_open_ns), beside the next CPU- and kernel-decoded batches, and get no sample
-     * until they are ready; a missing libnvjpeg or GPU without engines leaves them out
+     * MANUAL's hw_decode_percent the hardware decoders are opened on a background thread
+     * started when the first batch is handed out (about 1 s on an H200: rf_stats.hw_open_ns),
+     * beside the next CPU- and kernel-decoded batches; BALANCE starts that thread only when its
+     * GPU share first reaches half the images, the least share the engines take part in (the
+     * open's driver work would otherwise hold up a training loop's first steps for nothing).
+     * Either way they get no sample until they are ready; a missing libnvjpeg or GPU without
+     * engines leaves them out
      * (rf_stats.hw_engines; MANUAL refuses a missing libnvjpeg at create, hw_decode_percent
      * says so). gpu_decode or hw_decode_percent set together with CPU or BALANCE
      * is RF_EINVAL: those settings are the MANUAL mode's. */
@@ -860,11 +869,12 @@ typedef struct rf_stats {
     /* The decode scheduler (rf_config.decode_schedule): the resolved mode, and with BALANCE
      * the shares it sends to the GPU now, in permille of the JPEGs: sched_gpu_permille to the
      * engines and kernels together, sched_hw_permille of those to the engines (both 0 in the
-     * other modes); and the engines' state (enum rf_hw_engines: with BALANCE and with
-     * hw_decode_percent as the opener thread left them: OPENING from create until the open
-     * started with the first batch ends, then READY, or NONE when it failed or the backend has
-     * none, the reason not reported here; READY from create on the host backend with
-     * hw_decode_percent; NONE otherwise).
+     * other modes); and the engines' state (enum rf_hw_engines: with hw_decode_percent
+     * OPENING from create until the open started with the first batch ends, then READY, or
+     * NONE when it failed or the backend has none, the reason not reported here; with BALANCE
+     * UNOPENED until the first batch whose GPU share is at least half the images, which starts
+     * the open (a training loop the CPU keeps fed never opens them), then the same; READY from
+     * create on the host backend with hw_decode_percent; NONE otherwise).
      * Where samples went: hw_decoded, gpu_decoded, and the CPU the rest of samples_decoded. */
     uint32_t decode_schedule;
     uint32_t sched_gpu_permille;
@@ -906,7 +916,8 @@ typedef struct rf_stats {
     /* Why the hardware decoders are out (hw_engines NONE) when BALANCE or hw_decode_percent
      * asked for them: their open's error on the opener thread (a GPU without engines:
      * "hw_decode: this GPU has no hardware JPEG decoder ..."), or that the backend has none;
-     * "" while they are opening or ready, or when nothing asked for them. Truncated to fit. */
+     * "" while they are not opened yet (BALANCE), opening or ready, or when nothing asked for
+     * them. Truncated to fit. */
     char hw_engines_why[256];
 } rf_stats;
 

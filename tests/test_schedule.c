@@ -411,13 +411,38 @@ typedef struct run {
 
 typedef struct opts {
     uint32_t threads;
-    int sched, no_engines, perturb;
+    int sched, no_engines;
+    int perturb; /* enum perturbation: how the test hook moves the shares */
     uint32_t dct; /* enum rf_dct_scaling (AUTO: 0) */
     uint32_t open_ms;
     uint32_t hw;    /* hw_decode_percent (the manual split, with gpu_decode when gpu) */
     int gpu;
     int wait_ready; /* after the first batch, wait (holding it) until the engines are READY */
 } opts;
+
+/* A training loop's shares, as the controller's keeps_up leaves them: the hook's, with the GPU
+ * share below the least the engines take part in (RF_SCHED_HW_MIN_GPU). */
+static void perturb_training(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw)
+{
+    rf_test_sched_perturb(ctx, seq, gpu, hw);
+    *gpu %= RF_SCHED_HW_MIN_GPU;
+    *hw = *hw < *gpu ? *hw : *gpu;
+}
+
+/* The same until half the run's batches were handed out, then a loader-bound loop's: every
+ * image on the GPU, half of them on the engines. */
+#define NEED_AT (NS * EPOCHS / BATCH / 2)
+static void perturb_training_then_loading(void *ctx, uint64_t seq, uint32_t *gpu,
+                                          uint32_t *hw)
+{
+    perturb_training(ctx, seq, gpu, hw);
+    if (seq >= NEED_AT)
+        *gpu = RF_SCHED_ONE, *hw = RF_SCHED_ONE / 2;
+}
+
+enum perturbation { SHARES_CONTROLLER = 0, SHARES_ANY, SHARES_TRAINING, SHARES_LATER_LOADING };
+static void (*const perturbations[])(void *, uint64_t, uint32_t *, uint32_t *) = {
+    NULL, rf_test_sched_perturb, perturb_training, perturb_training_then_loading};
 
 /* The first batch was handed out: when, and the stats then; with o->wait_ready the consumer
  * then waits for the opener, holding the batch, so the ring's other slots fill meanwhile. */
@@ -446,7 +471,7 @@ static void collect(const opts *o, run *r)
     c.gpu_decode = (uint32_t)o->gpu;
     uint32_t calls = 0;
     rf_test_hooks h = {.sched = o->sched, .sched_no_engines = o->no_engines,
-                       .sched_open_ms = o->open_ms, .sched_perturb = o->perturb ? rf_test_sched_perturb : NULL,
+                       .sched_open_ms = o->open_ms, .sched_perturb = perturbations[o->perturb],
                        .sched_ctx = &calls, .sched_short_windows = 1,
                        .sched_open_join = !o->open_ms};
     rf_loader *ld = NULL;
@@ -516,7 +541,7 @@ START_TEST(balance_equals_cpu_at_any_thread_count)
     ck_assert_uint_eq(ref.st.gpu_decoded + ref.st.hw_decoded, 0);
     static const uint32_t threads[] = {1, 2, 4};
     for (int t = 0; t < 3; t++) {
-        collect(&(opts){.threads = threads[t], .sched = 1, .perturb = 1,
+        collect(&(opts){.threads = threads[t], .sched = 1, .perturb = SHARES_ANY,
                         .dct = RF_DCT_SCALING_ON}, &r);
         char what[64];
         snprintf(what, sizeof what, "balance, %u threads", threads[t]);
@@ -545,7 +570,7 @@ START_TEST(balance_equals_cpu_at_any_thread_count)
     free(ref.px);
     /* dct_scaling AUTO resolves to OFF under BALANCE: the CPU's full-scale pixels */
     collect(&(opts){.threads = 1, .dct = RF_DCT_SCALING_OFF}, &ref);
-    collect(&(opts){.threads = 2, .sched = 1, .perturb = 1}, &r);
+    collect(&(opts){.threads = 2, .sched = 1, .perturb = SHARES_ANY}, &r);
     ck_assert_uint_eq(r.got.dct_scaling, RF_DCT_SCALING_OFF);
     assert_same_batches(&r, &ref, "balance, dct_scaling off");
     ck_assert_uint_eq(r.st.dct_scaled, 0);
@@ -586,13 +611,49 @@ START_TEST(engines_opening_get_nothing_and_destroy_joins)
     make_corpus();
     static run ref, r;
     collect(&(opts){.threads = 2, .dct = RF_DCT_SCALING_OFF}, &ref);
-    collect(&(opts){.threads = 2, .sched = 1, .perturb = 1, .open_ms = 5000}, &r);
+    collect(&(opts){.threads = 2, .sched = 1, .perturb = SHARES_ANY, .open_ms = 5000}, &r);
     assert_same_batches(&r, &ref, "engines opening");
     ck_assert_uint_eq(r.st.hw_decoded, 0);
     ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_OPENING);
     ck_assert_uint_eq(r.st.hw_open_ns, 0); /* not open: no time yet */
     free(ref.px);
     free(r.px);
+}
+END_TEST
+
+/* BALANCE opens the engines only when its GPU share first reaches the least they take part
+ * in (RF_SCHED_HW_MIN_GPU): with a training loop's shares they stay UNOPENED for the whole run
+ * (no opener thread, nothing on them, open time 0) while the kernels take their share; when
+ * the shares later turn to a loader-bound loop's, the batch that first needs them starts the
+ * opener (joined here: READY from the next batch), and the engines take samples from then on.
+ * Either way the CPU run's batches, exactly once per epoch. */
+START_TEST(balance_opens_the_engines_when_its_share_needs_them)
+{
+    make_corpus();
+    static run ref, r;
+    collect(&(opts){.threads = 2, .dct = RF_DCT_SCALING_OFF}, &ref);
+    collect(&(opts){.threads = 2, .sched = 1, .perturb = SHARES_TRAINING}, &r);
+    assert_exactly_once(&r);
+    assert_same_batches(&r, &ref, "balance, training shares");
+    ck_assert_uint_eq(r.got.decode_schedule, RF_SCHEDULE_BALANCE);
+    ck_assert_uint_eq(r.first.hw_engines, RF_HW_ENGINES_UNOPENED);
+    ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_UNOPENED);
+    ck_assert_str_eq(r.st.hw_engines_why, "");
+    ck_assert_uint_eq(r.st.hw_open_ns, 0);
+    ck_assert_uint_eq(r.st.hw_decoded, 0);
+    ck_assert_uint_gt(r.st.gpu_decoded, r.first.gpu_decoded); /* the kernels after the fill */
+    ck_assert_uint_lt(r.st.sched_gpu_permille, RF_SCHED_HW_MIN_GPU);
+    free(r.px);
+    collect(&(opts){.threads = 2, .sched = 1, .perturb = SHARES_LATER_LOADING}, &r);
+    assert_exactly_once(&r);
+    assert_same_batches(&r, &ref, "balance, training then loading shares");
+    ck_assert_uint_eq(r.first.hw_engines, RF_HW_ENGINES_UNOPENED);
+    ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_READY);
+    ck_assert_uint_gt(r.st.hw_open_ns, 0);
+    ck_assert_uint_gt(r.st.hw_decoded, 0);
+    ck_assert_uint_le(r.st.hw_decoded, NS * EPOCHS - NEED_AT * BATCH); /* none before */
+    free(r.px);
+    free(ref.px);
 }
 END_TEST
 
@@ -757,6 +818,7 @@ int main(void)
     tcase_add_test(tc, balance_equals_cpu_at_any_thread_count);
     tcase_add_test(tc, balance_without_engines);
     tcase_add_test(tc, engines_opening_get_nothing_and_destroy_joins);
+    tcase_add_test(tc, balance_opens_the_engines_when_its_share_needs_them);
     tcase_add_test(tc, manual_engines_open_beside_the_first_batches);
     tcase_add_test(tc, manual_engines_ready_at_any_thread_count);
     tcase_add_test(tc, manual_without_engines_falls_back);

@@ -93,9 +93,10 @@ void print_table(const opts *o, const result *r)
     if (s->decode_schedule == RF_SCHEDULE_BALANCE)
         printf("  %-26s %7.1f%% / %.1f%% (engines %s)\n", "scheduler GPU / engines now",
                s->sched_gpu_permille / 10.0, s->sched_hw_permille / 10.0,
-               s->hw_engines == RF_HW_ENGINES_READY     ? "ready"
-               : s->hw_engines == RF_HW_ENGINES_OPENING ? "opening"
-                                                        : "none");
+               s->hw_engines == RF_HW_ENGINES_READY      ? "ready"
+               : s->hw_engines == RF_HW_ENGINES_OPENING  ? "opening"
+               : s->hw_engines == RF_HW_ENGINES_UNOPENED ? "not needed yet"
+                                                         : "none");
     if (s->hw_open_ns)
         printf("  %-26s %9.1f ms\n", "hardware decoders opened in", s->hw_open_ns / 1e6);
     rf_stats zero;

@@ -334,14 +334,17 @@ static void *opener_main(void *arg)
     return NULL;
 }
 
-/* The consumer's thread, when it is handed the first batch (or create's, with the test hook
- * sched_open_at_create): the opener starts now, not at create. nvJPEG's hardware backend
- * takes ~1 s to open on the H200, and opened beside the first batch it delayed that batch
- * from ~25 ms to 64-122 ms (driver work the first copies and kernels waited behind); after
- * it, it overlaps the next CPU- and kernel-decoded ones. */
+/* The consumer's thread, when it is handed the first batch with hw_decode_percent, or with
+ * BALANCE the first batch after which the GPU share needs the engines (pl_sched_batch); or
+ * create's, with the test hook sched_open_at_create: the opener starts now, not at create.
+ * nvJPEG's hardware backend takes ~1 s to open on the H200, and opened beside the first batch
+ * it delayed that batch from ~25 ms to 64-122 ms (driver work the first copies and kernels
+ * waited behind); after it, it overlaps the next CPU- and kernel-decoded ones. */
 static void open_engines(rf_loader *ld)
 {
     ld->sched.open_pending = 0;
+    /* relaxed: OPENING is not READY, the only state a decode thread acts on */
+    atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_OPENING, memory_order_relaxed);
     if (pthread_create(&ld->sched.opener, NULL, opener_main, ld) == 0) {
         ld->sched.opener_on = 1;
         if (ld->hooks.sched_open_join)
@@ -362,12 +365,13 @@ void pl_sched_stop(rf_loader *ld)
 }
 
 /* create, after the backend's: in the modes that use the engines (BALANCE, and MANUAL with
- * hw_decode_percent) they will open on their own thread, started when the first batch is
- * handed out (open_engines); until then they are OPENING and take no sample (pl_sched_route).
- * A CUDA backend without engines, or the test hook's sched_no_engines, leaves them out (NONE);
- * so does a failed open. The host backend's stand-in for them (libjpeg, gpu_place.c) has
- * nothing to open and is ready at once, unless the test hook `sched` makes it play the
- * device's engines, which open after sched_open_ms. */
+ * hw_decode_percent) they will open on their own thread (open_engines), started with MANUAL
+ * when the first batch is handed out, and with BALANCE once its GPU share needs them
+ * (pl_sched_batch); until then they are OPENING (MANUAL) or UNOPENED (BALANCE) and take no
+ * sample (pl_sched_route). A CUDA backend without engines, or the test hook's
+ * sched_no_engines, leaves them out (NONE); so does a failed open. The host backend's
+ * stand-in for them (libjpeg, gpu_place.c) has nothing to open and is ready at once, unless
+ * the test hook `sched` makes it play the device's engines, which open after sched_open_ms. */
 void pl_sched_start(rf_loader *ld)
 {
     if (ld->sched.mode != RF_SCHEDULE_BALANCE &&
@@ -384,8 +388,11 @@ void pl_sched_start(rf_loader *ld)
                  "hardware JPEG decoder", ld->bops->name);
         return; /* engines stay NONE (0, calloc) */
     }
-    atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_OPENING, memory_order_relaxed);
-    ld->sched.open_pending = 1; /* the opener starts once the first batch is handed out */
+    int manual = ld->sched.mode == RF_SCHEDULE_MANUAL;
+    atomic_store_explicit(&ld->sched.engines,
+                          manual ? RF_HW_ENGINES_OPENING : RF_HW_ENGINES_UNOPENED,
+                          memory_order_relaxed);
+    ld->sched.open_pending = manual; /* MANUAL: once the first batch is handed out */
     if (ld->hooks.sched_open_at_create) { /* tests of the engines' decoding itself */
         open_engines(ld);
         pl_sched_stop(ld);
@@ -447,14 +454,15 @@ static void measure(rf_loader *ld, uint64_t wait_ns)
     w->waited += wait_ns > PL_SCHED_WAITED_NS;
 }
 
-/* The consumer was handed batch s after waiting wait_ns for it. The first one starts the
- * engines' opener (open_engines; either mode). With BALANCE the batch joins the window;
- * a full window is one controller step. After a change of the shares the next depth + 1
- * batches are not measured: they were decoded (or began) under the old shares. Then the test
- * hook's perturbation, and the new shares. */
+/* The consumer was handed batch s after waiting wait_ns for it. With hw_decode_percent the
+ * first one starts the engines' opener (open_engines). With BALANCE the batch joins the
+ * window; a full window is one controller step. After a change of the shares the next
+ * depth + 1 batches are not measured: they were decoded (or began) under the old shares. Then
+ * the test hook's perturbation, the new shares, and the opener when they are the first to
+ * need the engines. */
 void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
 {
-    if (ld->sched.open_pending) /* either mode that uses the engines */
+    if (ld->sched.open_pending) /* MANUAL with hw_decode_percent */
         open_engines(ld);
     if (ld->sched.mode != RF_SCHEDULE_BALANCE)
         return;
@@ -468,8 +476,12 @@ void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
          ld->hooks.sched_short_windows)) {
         uint32_t gpu = c->gpu, hw = c->hw;
         w->period_ns /= w->batches;
-        /* relaxed: the state is a signal for the shares; route() acquires it before any use */
+        /* relaxed: the state is a signal for the shares; route() acquires it before any use.
+         * Unopened engines are, to the controller, engines not ready yet: their open starting
+         * is no change of the plant (rf_sched_step re-measures on one). */
         w->engines = atomic_load_explicit(&ld->sched.engines, memory_order_relaxed);
+        if (w->engines == RF_HW_ENGINES_UNOPENED)
+            w->engines = RF_HW_ENGINES_OPENING;
         rf_sched_step(c, w);
         if (ld->sched.trace) /* RINGFEED_SCHED_TRACE: one line per step (docs/gpu-decode.md) */
             fprintf(stderr, "ringfeed sched: period %.3f ms, waited %u/%u, engines %u -> gpu %u "
@@ -486,4 +498,11 @@ void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
     }
     atomic_store_explicit(&ld->sched.gpu, c->gpu, memory_order_relaxed);
     atomic_store_explicit(&ld->sched.hw, c->hw, memory_order_relaxed);
+    /* The engines take part only from a GPU share of RF_SCHED_HW_MIN_GPU (publish): they open
+     * the first time it is reached, and a loop the CPU keeps fed (a training step on the same
+     * GPU) never pays for their open. Relaxed: only this thread moves the state from
+     * UNOPENED. */
+    if (c->gpu >= RF_SCHED_HW_MIN_GPU &&
+        atomic_load_explicit(&ld->sched.engines, memory_order_relaxed) == RF_HW_ENGINES_UNOPENED)
+        open_engines(ld);
 }

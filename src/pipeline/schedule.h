@@ -92,8 +92,9 @@ enum pl_route { PL_ROUTE_CPU = 0, PL_ROUTE_KERNELS = 1, PL_ROUTE_ENGINE = 2 };
 
 /* The loader's scheduler: mode set at create; the shares written by the consumer's thread and
  * read by the decode threads (relaxed: a share is a hint, any value routes a sample to a path
- * that gives the same pixels); engines written by the opener (release: the backend's engine
- * state it opened) and read with acquire before an engine packet is placed. */
+ * that gives the same pixels); engines written by the consumer's thread before it starts the
+ * opener (UNOPENED to OPENING), then by the opener (release: the backend's engine state it
+ * opened), and read with acquire before an engine packet is placed. */
 typedef struct pl_sched {
     uint32_t mode;    /* enum rf_decode_schedule, resolved */
     _Atomic uint32_t gpu, hw, engines;
@@ -104,7 +105,8 @@ typedef struct pl_sched {
     uint32_t skip;    /* batches to hand out unmeasured after a change of the shares */
     pthread_t opener;
     int opener_on;
-    int open_pending; /* the opener starts with the first batch (pl_sched_batch) */
+    int open_pending; /* MANUAL: the opener starts with the first batch (pl_sched_batch);
+                       * BALANCE: engines UNOPENED until its GPU share needs them */
     char engine_why[RF_ERRMSG_MAX]; /* why the engines are out (the opener's error), or "" */
     int trace;        /* RINGFEED_SCHED_TRACE set: each controller step printed to stderr */
 } pl_sched;

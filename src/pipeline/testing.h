@@ -86,8 +86,9 @@ typedef struct rf_test_hooks {
     /* sched_short_windows: a controller window is RF_SCHED_WINDOW batches however short they
      * took, so a test's short run of fast batches gets controller steps. */
     int sched_short_windows;
-    /* sched_open_join: the consumer waits for the opener it starts with the first batch, so
-     * a test's short run has its engines ready from the next batch on, whatever the timing. */
+    /* sched_open_join: the consumer waits for the opener it starts (with the first batch, or
+     * with BALANCE the first batch whose GPU share needs the engines), so a test's short run
+     * has its engines ready from the next batch on, whatever the timing. */
     int sched_open_join;
     /* sched_open_at_create: create starts the opener and waits for it, so the engines are
      * READY (or NONE) before the first sample is decoded: for tests of the engines' decoding
