@@ -531,6 +531,17 @@ static void assert_same_batches(const run *a, const run *ref, const char *what)
     }
 }
 
+/* Engines that took no sample: their state when the first batch was handed out and at the
+ * end, why they are out, and no open timed. */
+static void assert_engines_unused(const run *r, uint32_t first, uint32_t last, const char *why)
+{
+    ck_assert_uint_eq(r->first.hw_engines, first);
+    ck_assert_uint_eq(r->st.hw_engines, last);
+    ck_assert_str_eq(r->st.hw_engines_why, why);
+    ck_assert_uint_eq(r->st.hw_open_ns, 0);
+    ck_assert_uint_eq(r->st.hw_decoded, 0);
+}
+
 START_TEST(balance_equals_cpu_at_any_thread_count)
 {
     make_corpus();
@@ -593,10 +604,9 @@ START_TEST(balance_without_engines)
     collect(&(opts){.threads = 2, .dct = RF_DCT_SCALING_OFF}, &ref);
     collect(&(opts){.threads = 2, .sched = 1, .no_engines = 1}, &r);
     assert_same_batches(&r, &ref, "no engines");
-    ck_assert_uint_eq(r.st.hw_decoded, 0);
     ck_assert_uint_eq(r.st.sched_hw_permille, 0);
-    ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_NONE);
-    ck_assert_str_eq(r.st.hw_engines_why, "the host backend has no hardware JPEG decoder");
+    assert_engines_unused(&r, RF_HW_ENGINES_NONE, RF_HW_ENGINES_NONE,
+                          "the host backend has no hardware JPEG decoder");
     ck_assert_uint_ge(r.first.gpu_decoded, BATCH);
     ck_assert_uint_ge(r.st.gpu_decoded, r.first.gpu_decoded);
     free(r.px);
@@ -636,11 +646,7 @@ START_TEST(balance_opens_the_engines_when_its_share_needs_them)
     assert_exactly_once(&r);
     assert_same_batches(&r, &ref, "balance, training shares");
     ck_assert_uint_eq(r.got.decode_schedule, RF_SCHEDULE_BALANCE);
-    ck_assert_uint_eq(r.first.hw_engines, RF_HW_ENGINES_UNOPENED);
-    ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_UNOPENED);
-    ck_assert_str_eq(r.st.hw_engines_why, "");
-    ck_assert_uint_eq(r.st.hw_open_ns, 0);
-    ck_assert_uint_eq(r.st.hw_decoded, 0);
+    assert_engines_unused(&r, RF_HW_ENGINES_UNOPENED, RF_HW_ENGINES_UNOPENED, "");
     ck_assert_uint_gt(r.st.gpu_decoded, r.first.gpu_decoded); /* the kernels after the fill */
     ck_assert_uint_lt(r.st.sched_gpu_permille, RF_SCHED_HW_MIN_GPU);
     free(r.px);
@@ -730,11 +736,8 @@ START_TEST(manual_without_engines_falls_back)
         assert_exactly_once(&r);
         assert_same_batches(&r, &ref, gpu ? "no engines, gpu_decode" : "no engines");
         ck_assert_uint_eq(r.got.decode_schedule, RF_SCHEDULE_MANUAL);
-        ck_assert_uint_eq(r.first.hw_engines, RF_HW_ENGINES_NONE);
-        ck_assert_uint_eq(r.st.hw_engines, RF_HW_ENGINES_NONE);
-        ck_assert_str_eq(r.st.hw_engines_why, "the host backend has no hardware JPEG decoder");
-        ck_assert_uint_eq(r.st.hw_decoded, 0);
-        ck_assert_uint_eq(r.st.hw_open_ns, 0);
+        assert_engines_unused(&r, RF_HW_ENGINES_NONE, RF_HW_ENGINES_NONE,
+                              "the host backend has no hardware JPEG decoder");
         ck_assert_uint_eq(r.st.gpu_decoded, gpu ? NS * EPOCHS : 0);
         free(r.px);
     }
