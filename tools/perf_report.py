@@ -17,7 +17,9 @@ and, on a set of its own, the photos section: --photo-images crops of real photo
 (datasets/photos.py) in plain shards and as a class-folder tree, where ringfeed (defaults,
 --schedule cpu, --hw-decode 30 --gpu-decode) runs beside NVIDIA DALI (mixed with
 hw_decoder_load 0.65 over the webdataset and file readers, mixed 0, cpu) and the DataLoader
-(PIL, over the tree), in --photo-rounds interleaved rounds; then the models of --archs train
+(PIL, over the tree), in --photo-rounds interleaved rounds, and the first batch after create on
+every path ringfeed may take (PHOTO_FIRST: one epoch each, --photo-first-rounds interleaved
+rounds, against the 50 ms target); then the models of --archs train
 from the same shards (GPU-bound, the example's defaults, --schedule cpu, the library's
 defaults) in --photo-train-rounds interleaved rounds. A tool that cannot be imported is a
 note in the report, never a figure. It writes performance.md, results.json and PNG plots into
@@ -27,7 +29,8 @@ photos section cjpeg and djpeg on PATH, the photographs (--photo-sources) and DA
 (--dali-path).
 
 The photos section alone, merged into the stored results, in three calls of the GPU machine
-(the loading rows took 147 s with 10,240 images and one round, ResNet-18's three rounds 254 s,
+(the loading rows took 147 s with 10,240 images and one round, before the first-batch runs
+were added: 30 more runs of one epoch by default; ResNet-18's three rounds 254 s,
 ResNet-50's two 308 s), with build-gpu, .anchors and scratch/photo-tools carried (made here:
 mkdir -p scratch/photo-tools && cp /usr/bin/cjpeg /usr/bin/djpeg
 /usr/share/backgrounds/mate/nature/*.jpg scratch/photo-tools/; their libjpeg is build-gpu/lib's)
@@ -148,6 +151,20 @@ PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
               "dali_cpu_wds": "DALI cpu, wds",
               "ringfeed": "ringfeed defaults", "ringfeed_cpu": "ringfeed cpu",
               "ringfeed_manual30": "ringfeed hw 30 + gpu", "torch_pil": "DataLoader PIL, files"}
+# The first batch after create on every path ringfeed may decode these shards by (the target
+# is PHOTO_FIRST_MS): (key, label, tool, ringfeed-bench arguments), one epoch per run, every
+# path once per round of --photo-first-rounds, after the loading rows.
+PHOTO_FIRST = [
+    ("ringfeed", "defaults (the balancing scheduler on a CUDA device)", "ringfeed", []),
+    ("ringfeed_skip", "defaults, `--on-error skip`", "ringfeed", ["--on-error", "skip"]),
+    ("ringfeed_cpu", "`--schedule cpu`", "ringfeed", ["--schedule", "cpu"]),
+    ("ringfeed_gpu", "`--gpu-decode` (the kernels)", "ringfeed_gpu", ["--gpu-decode"]),
+    ("ringfeed_hw100", "`--hw-decode 100` (the hardware decoders)", "ringfeed_gpu",
+     ["--hw-decode", "100"]),
+    ("ringfeed_manual30", "`--hw-decode 30 --gpu-decode` (manual split)", "ringfeed_gpu",
+     ["--hw-decode", "30", "--gpu-decode"]),
+]
+PHOTO_FIRST_MS = 50
 # The photos section's training rows, on the same plain shards: (key, row label, arguments of
 # python/examples/train_resnet.py). The example's defaults are docs/tuning.md's training
 # setting (every CPU the process may use but one decodes, at nice 10; schedule auto, the
@@ -394,8 +411,8 @@ def photos_section(a, R, env, bench_path, save, skip):
     P = R["photos"] = {"set": desc, "cpus": a.cpus, "device": a.device, "rounds": 0, "rows": [],
                        "unavailable": {}}
     if "photos_load" in skip:  # the stored loading rows stand
-        P.update({k: old[k] for k in ("cpus", "device", "rounds", "rows", "unavailable")
-                  if k in old})
+        P.update({k: old[k] for k in ("cpus", "device", "rounds", "rows", "unavailable",
+                                      "first") if k in old})
     if "train" in old and old.get("set") == desc:  # models not measured now stay
         P["train"] = old["train"]
     warm(shards + files)
@@ -408,7 +425,7 @@ def photos_section(a, R, env, bench_path, save, skip):
 
 
 def photos_load(a, P, env, bench_path, save, paths, images):
-    """The loading rows (PHOTO_ROWS) in a.photo_rounds rounds."""
+    """The loading rows (PHOTO_ROWS) in a.photo_rounds rounds, then the first-batch runs."""
     denv = dali_env(env, a.dali_path)
     for tool, modules, e in [("dali", "nvidia.dali", denv), ("torch", "torch, torchvision", env)]:
         why = importable(modules, e)
@@ -431,6 +448,24 @@ def photos_load(a, P, env, bench_path, save, paths, images):
             runs.setdefault(key, []).append(photo_run(tool, last_json(out)))
         P["rounds"] += 1
         P["rows"] = photo_rows(runs)
+        save()
+    photos_first(a, P, env, bench_path, save, paths["WDS"])
+
+
+def photos_first(a, P, env, bench_path, save, pattern):
+    """The first-batch runs (PHOTO_FIRST) in a.photo_first_rounds rounds: each run's first
+    batch on the device after create, when rf_loader_next handed it out, the samples decoded
+    by then and create's own time (ringfeed-bench --json)."""
+    F = P["first"] = {"rounds": 0, "runs": {}}
+    for _ in range(a.photo_first_rounds):
+        for key, _, tool, args in PHOTO_FIRST:
+            if tool in P["unavailable"]:
+                continue
+            r = last_json(sh(photo_command(tool, [pattern] + args, a, bench_path, 1), env=env))
+            F["runs"].setdefault(key, []).append(
+                {"first_batch_ms": r["first_batch_ms"], "next_ms": r["first_batch"]["next_ms"],
+                 "decoded": r["first_batch"]["decoded"], "create_ms": r["create_ms"]})
+        F["rounds"] += 1
         save()
 
 
@@ -529,7 +564,33 @@ def photos_report(P, loader_plot):
     L += loader_plot([(PHOTO_PLOT.get(r["key"], r["label"]), r["img_per_s"]) for r in rows],
                      "photos.png", "images/s (photographs, RandomResizedCrop 224)",
                      "throughput per loader, photographs", [color[r["tool"]] for r in rows])
+    if "first" in P:
+        L += photos_first_report(P["first"], P["unavailable"])
     return L + photos_train_report(P.get("train", {}))
+
+
+def photos_first_report(F, unavailable):
+    """The first-batch table: every path's runs in the order they ran, their median and
+    slowest, how many came within PHOTO_FIRST_MS, and the samples decoded by the hand-out."""
+    L = [f"### First batch after create, every path ({F['rounds']} interleaved round(s) of one "
+         f"epoch per path; the target is {PHOTO_FIRST_MS} ms)", "",
+         f"| path | median | slowest | within {PHOTO_FIRST_MS} ms | runs (ms, in order) | "
+         "samples decoded by then (median) |", "| --- | ---: | ---: | ---: | --- | ---: |"]
+    for key, label, tool, _ in PHOTO_FIRST:
+        rs = F["runs"].get(key)
+        if not rs:
+            continue
+        ms = [r["first_batch_ms"] for r in rs]
+        L.append(f"| {label} | {statistics.median(ms):.1f} ms | {max(ms):.1f} ms | "
+                 f"{sum(m <= PHOTO_FIRST_MS for m in ms)} of {len(ms)} | "
+                 f"{', '.join(f'{m:.1f}' for m in ms)} | "
+                 f"{statistics.median(r['decoded'] for r in rs):,.0f} |")
+    L += ["", "The batch on the device (`rf_batch_synchronize` returned), after "
+          "`rf_loader_create` returned: `ringfeed-bench --json`'s `first_batch_ms`; the "
+          "samples decoded by then are `first_batch.decoded` (a batch is 256)."
+          + (f" The GPU paths were not measured: {unavailable['ringfeed_gpu']}."
+             if "ringfeed_gpu" in unavailable else ""), ""]
+    return L
 
 
 def photos_train_report(T):
@@ -603,6 +664,9 @@ def main():
     ap.add_argument("--photo-train-steps", type=int, default=400,
                     help="measured steps of each training run of the photos section (after 20 "
                          "of warm-up): ResNet-18 takes 8 s of them on the H200")
+    ap.add_argument("--photo-first-rounds", type=int, default=5,
+                    help="interleaved rounds of the photos section's first-batch runs (one "
+                         "epoch of every path in PHOTO_FIRST each)")
     ap.add_argument("--photo-rounds", type=int, default=2,
                     help="interleaved rounds of the photos section (medians over them)")
     ap.add_argument("--photo-samples", type=int, default=409600,
@@ -617,7 +681,7 @@ def main():
                     "nvidia/cu13/lib on LD_LIBRARY_PATH, for the DALI runs only")
     a = ap.parse_args()
     for name in ("photo_images", "photo_rounds", "photo_samples", "photo_train_rounds",
-                 "photo_train_steps"):
+                 "photo_train_steps", "photo_first_rounds"):
         # The folder tree and the description hold every photo: a bound, not only a floor.
         if not 1 <= getattr(a, name) <= 1_000_000:
             ap.error(f"--{name.replace('_', '-')} must be 1 to 1,000,000, not {getattr(a, name)}")

@@ -5,6 +5,7 @@ the environment the DALI runs get. The rendering is in test_report.py."""
 import copy
 import glob
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -230,10 +231,11 @@ def test_a_part_run_alone_keeps_the_other_parts_figures_of_the_same_set(tmp_path
     a = type("A", (), {"data": str(tmp_path / "d"), "photo_images": 10240, "cpus": 16,
                        "photo_sources": "x/*.jpg", "device": "cuda"})()
     stored = {"set": dict(desc), "rows": ["old"], "rounds": 1, "unavailable": {},
-              "train": {"resnet18": "old"}}
+              "first": {"rounds": 1, "runs": {"ringfeed": "old"}}, "train": {"resnet18": "old"}}
     R = {"photos": copy.deepcopy(stored)}
     perf_report.photos_section(a, R, {}, "bench", lambda: None, {"photos_load"})
     assert ran == ["train"] and R["photos"]["rows"] == ["old"]
+    assert R["photos"]["first"] == stored["first"]  # the loading part's first batches too
     assert R["photos"]["train"] == {"resnet18": "old", "resnet50": "new"}
     R = {"photos": copy.deepcopy(stored)}
     perf_report.photos_section(a, R, {}, "bench", lambda: None, {"photos_train"})
@@ -259,3 +261,34 @@ def test_an_unknown_skip_name_stops_before_anything_runs(tmp_path):
     assert ("--skip: no section photo_train (sections: side, restart, photos, scaling, train, "
             "tokens, order, memory, raw, reliability; parts: scaling_cpu, photos_load, "
             "photos_train)") in p.stderr
+
+
+def test_first_batch_runs_take_every_path_in_rounds(monkeypatch):
+    """photos_first: one epoch of every path once per round, in PHOTO_FIRST's order, with the
+    path's own arguments; a tool that is unavailable is left out; the figures are saved after
+    every round."""
+    calls, saved = [], []
+
+    def bench(cmd, env=None, timeout=900):
+        calls.append(cmd)
+        n = len(calls)
+        return "progress\n" + json.dumps({"first_batch_ms": 10.0 + n, "create_ms": 500.0 + n,
+                                          "first_batch": {"next_ms": 9.0 + n,
+                                                          "decoded": 256 + n}})
+    monkeypatch.setattr(perf_report, "sh", bench)
+    a = type("A", (), {"photo_first_rounds": 2, "device": "cuda", "cpus": 16})()
+    P = {"unavailable": {"ringfeed_gpu": "why"}}
+    perf_report.photos_first(a, P, {}, "bench", lambda: saved.append(P["first"]["rounds"]),
+                             "wds/*.tar")
+    cpu_paths = [p for p in perf_report.PHOTO_FIRST if p[2] != "ringfeed_gpu"]
+    assert len(calls) == 2 * len(cpu_paths) and saved == [1, 2]
+    for i, cmd in enumerate(calls):
+        key, _, _, args = cpu_paths[i % len(cpu_paths)]
+        assert cmd[:3] == ["bench", "--shards", "wds/*.tar"] and cmd[3:3 + len(args)] == args
+        assert cmd[cmd.index("--epochs") + 1] == "1" and "--json" in cmd
+    runs = P["first"]["runs"]
+    assert set(runs) == {p[0] for p in cpu_paths}
+    assert runs["ringfeed"] == [
+        {"first_batch_ms": 11.0, "next_ms": 10.0, "decoded": 257, "create_ms": 501.0},
+        {"first_batch_ms": 11.0 + len(cpu_paths), "next_ms": 10.0 + len(cpu_paths),
+         "decoded": 257 + len(cpu_paths), "create_ms": 501.0 + len(cpu_paths)}]

@@ -231,3 +231,27 @@ def test_photo_training_rows_come_from_their_rounds(tmp_path):
     assert ("**Training on these shards not measured: it needs the CUDA backend**; no figure "
             "stands in for it.") in md
     assert "training from these shards" not in md
+
+
+def test_photo_first_batch_table_comes_from_its_runs(tmp_path):
+    """Every path's first batches in the order they ran, their median and slowest, how many
+    came within the target, and the samples decoded by then; a path not measured has no row
+    and the note says why."""
+    R = json.load(open(RESULTS))
+    R["photos"] = photos_results(photo_runs())
+    ms = {"ringfeed": [15.2, 12.5, 31.0], "ringfeed_hw100": [23.8, 80.5, 36.2]}
+    R["photos"]["first"] = {"rounds": 3, "runs": {
+        k: [{"first_batch_ms": m, "next_ms": m - 0.5, "decoded": 300 + 10 * i,
+             "create_ms": 540.0} for i, m in enumerate(v)] for k, v in ms.items()}}
+    R["photos"]["unavailable"] = {"ringfeed_gpu": "`--device host` decodes on the CPU only"}
+    md = render(R, tmp_path)
+    assert ("### First batch after create, every path (3 interleaved round(s) of one epoch per "
+            "path; the target is 50 ms)") in md
+    assert ("| defaults (the balancing scheduler on a CUDA device) | 15.2 ms | 31.0 ms | 3 of 3 "
+            "| 15.2, 12.5, 31.0 | 310 |") in md
+    assert ("| `--hw-decode 100` (the hardware decoders) | 36.2 ms | 80.5 ms | 2 of 3 | 23.8, "
+            "80.5, 36.2 | 310 |") in md
+    assert "| `--schedule cpu` |" not in md
+    assert "The GPU paths were not measured: `--device host` decodes on the CPU only." in md
+    table = md.index("### First batch after create")
+    assert md.index("](photos.png)") < table < md.index("## Decode-thread scaling")
