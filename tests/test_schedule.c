@@ -338,6 +338,40 @@ END_TEST
 /* Training stays first: windows in which the consumer did not wait give the GPU share back
  * whatever the period says, the share reaches 0 within a few windows and then nothing is
  * probed while the loader keeps up; a window with nothing measured changes nothing. */
+/* A window is a controller step after RF_SCHED_WINDOW batches spanning RF_SCHED_WINDOW_NS,
+ * or 8x as many batches, or (test hook) RF_SCHED_WINDOW batches however short; the first
+ * window of a run also after RF_SCHED_WINDOW_START batches, when the consumer waited for every
+ * one of them and for half their span or more (a loading run: its first probe need not wait
+ * for a quarter second of CPU decoding), but not a later one, nor a first one with shorter
+ * waits or a batch not waited for (a training loop's). */
+START_TEST(window_is_full_when_measured_or_plainly_loader_bound)
+{
+    uint64_t ms = 1000000u;
+    rf_sched_in w = {.period_ns = 4 * 13 * ms, .batches = RF_SCHED_WINDOW_START,
+                     .waited = RF_SCHED_WINDOW_START, .wait_ns = 4 * 12 * ms};
+    ck_assert(rf_sched_window_full(&w, 1, 0));
+    ck_assert(!rf_sched_window_full(&w, 0, 0));      /* not the first window */
+    ck_assert(!rf_sched_window_full(&w, 0, 1));      /* short windows: RF_SCHED_WINDOW still */
+    w.waited--;
+    ck_assert(!rf_sched_window_full(&w, 1, 0));      /* one batch came without a wait */
+    w.waited++, w.wait_ns = w.period_ns / 2 - 1;
+    ck_assert(!rf_sched_window_full(&w, 1, 0));      /* waits under half the span */
+    w.wait_ns = w.period_ns / 2;
+    ck_assert(rf_sched_window_full(&w, 1, 0));
+    w.batches = w.waited = RF_SCHED_WINDOW_START - 1;
+    ck_assert(!rf_sched_window_full(&w, 1, 0));      /* too few batches */
+    rf_sched_in t = {.period_ns = RF_SCHED_WINDOW_NS - 1, .batches = RF_SCHED_WINDOW};
+    ck_assert(!rf_sched_window_full(&t, 1, 0));      /* a training loop's: not long enough */
+    ck_assert(rf_sched_window_full(&t, 1, 1));       /* short windows */
+    t.period_ns = RF_SCHED_WINDOW_NS;
+    ck_assert(rf_sched_window_full(&t, 0, 0));       /* long enough */
+    t.period_ns = 1, t.batches = 8 * RF_SCHED_WINDOW;
+    ck_assert(rf_sched_window_full(&t, 0, 0));       /* or 8x the batches */
+    t.batches--;
+    ck_assert(!rf_sched_window_full(&t, 0, 0));
+}
+END_TEST
+
 START_TEST(keeps_up_gives_the_gpu_back_and_empty_window)
 {
     rf_sched s;
@@ -815,6 +849,7 @@ int main(void)
     tcase_add_test(tc, engines_get_nothing_until_ready);
     tcase_add_test(tc, keeps_up_gives_the_gpu_back_and_empty_window);
     tcase_add_test(tc, training_probes_small_and_leaves_the_engines_out);
+    tcase_add_test(tc, window_is_full_when_measured_or_plainly_loader_bound);
     suite_add_tcase(s, tc);
     tc = tcase_create("pipeline");
     tcase_set_timeout(tc, 300);

@@ -263,6 +263,16 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
     publish(s);
 }
 
+int rf_sched_window_full(const rf_sched_in *w, int first, int short_windows)
+{
+    if (first && w->batches >= RF_SCHED_WINDOW_START && w->waited == w->batches &&
+        2 * w->wait_ns >= w->period_ns)
+        return 1;
+    return w->batches >= RF_SCHED_WINDOW &&
+           (w->period_ns >= RF_SCHED_WINDOW_NS || w->batches >= 8 * RF_SCHED_WINDOW ||
+            short_windows);
+}
+
 /* create, the backend chosen: AUTO becomes a mode, and BALANCE is refused where it cannot
  * run. The test hook `sched` lets the host backend run it (packets decoded on the decode
  * threads, engine packets by the host stand-in). */
@@ -469,12 +479,9 @@ void pl_sched_batch(rf_loader *ld, slot *s, uint64_t wait_ns)
     measure(ld, wait_ns);
     rf_sched *c = &ld->sched.ctl;
     rf_sched_in *w = &ld->sched.win;
-    /* A window is RF_SCHED_WINDOW batches and RF_SCHED_WINDOW_NS long (fast loops measure
-     * more batches per step, against the noise of their short periods), or 8x as many. */
-    if (w->batches >= RF_SCHED_WINDOW &&
-        (w->period_ns >= RF_SCHED_WINDOW_NS || w->batches >= 8 * RF_SCHED_WINDOW ||
-         ld->hooks.sched_short_windows)) {
+    if (rf_sched_window_full(w, ld->sched.steps == 0, ld->hooks.sched_short_windows)) {
         uint32_t gpu = c->gpu, hw = c->hw;
+        ld->sched.steps++;
         w->period_ns /= w->batches;
         /* relaxed: the state is a signal for the shares; route() acquires it before any use.
          * Unopened engines are, to the controller, engines not ready yet: their open starting

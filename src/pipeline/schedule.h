@@ -31,6 +31,8 @@
 #define RF_SCHED_HOLD 16u        /* windows held at a settled point before the next probe, */
 #define RF_SCHED_HOLD_DOUBLINGS 2u /* doubled after each hold that ended with no gain, to 64 */
 #define RF_SCHED_KEEPS_UP 4u     /* the loader keeps up: the consumer waited for <= 1 in 4 */
+#define RF_SCHED_WINDOW_START 4u /* batches that end the first window of a plain loader-bound
+                                  * start (rf_sched_window_full) */
 
 /* What the consumer saw over one window of batches, measured at one set of shares. */
 typedef struct rf_sched_in {
@@ -87,6 +89,17 @@ void rf_sched_init(rf_sched *s);
  * hw <= gpu. */
 void rf_sched_step(rf_sched *s, const rf_sched_in *in);
 
+/* Whether window w (period_ns still the sum of its periods) is one controller step:
+ * RF_SCHED_WINDOW batches spanning RF_SCHED_WINDOW_NS (fast loops measure more batches per
+ * step, against the noise of their short periods), or 8x as many batches; with short_windows
+ * (a test hook) RF_SCHED_WINDOW batches however short. And the first window of a run (first:
+ * no step taken yet) as soon as RF_SCHED_WINDOW_START batches were all waited for, the waits
+ * half their span or more: a plainly loader-bound start, whose first probe (all GPU at once)
+ * is a gain no window's noise can hide, need not decode RF_SCHED_WINDOW_NS on the CPU alone
+ * (on the H200's photo crops repacked with restart markers, a window of 21 CPU-decoded
+ * batches took 0.26 s of a 0.85 s run). */
+int rf_sched_window_full(const rf_sched_in *w, int first, int short_windows);
+
 /* Where one sample goes (pl_sched_route). */
 enum pl_route { PL_ROUTE_CPU = 0, PL_ROUTE_KERNELS = 1, PL_ROUTE_ENGINE = 2 };
 
@@ -103,6 +116,7 @@ typedef struct pl_sched {
     uint64_t last_ns; /* when the consumer was handed its last batch */
     rf_sched_in win;  /* the window measured so far (period_ns: the sum until it is full) */
     uint32_t skip;    /* batches to hand out unmeasured after a change of the shares */
+    uint64_t steps;   /* controller steps taken */
     pthread_t opener;
     int opener_on;
     int open_pending; /* MANUAL: the opener starts with the first batch (pl_sched_batch);
