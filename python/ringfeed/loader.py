@@ -1179,7 +1179,8 @@ class Loader(_LoaderBase):
     schedule: where JPEGs are decoded (rf_config.decode_schedule, docs/gpu-decode.md).
       "auto" (default): "manual" when gpu_decode or hw_decode_percent is given, otherwise
       "balance" on a CUDA device and "cpu" elsewhere. "balance" (CUDA only): a
-      scheduler spreads JPEGs over the hardware decoders (when present), the GPU kernels and
+      scheduler spreads JPEGs over the hardware decoders (when present; opened only once its
+      GPU share first reaches half the images), the GPU kernels and
       the CPU in shares moved by hill-climbing on the training loop's measured rate
       (from the CPU only once the first batch is out, and only while the loader is the
       bound), no percentage to
