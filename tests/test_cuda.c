@@ -32,6 +32,9 @@ static uint32_t g_batch = 16;
  * CPU); 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
  * manual split. */
 static int g_balance;
+/* With g_balance: the shares held at 0 after every controller step (a training step that
+ * keeps the GPU busy) instead of moved per batch (create_perturbed). */
+static int g_zero_shares;
 /* hw_decode_percent: nvJPEG does not promise libjpeg's islow IDCT to the bit, so uint8 batches
  * are compared within these bounds. On the H200 machine every byte was identical (the test
  * prints the figures); a wrong plane geometry gives differences in the tens. */
@@ -87,9 +90,17 @@ static rf_loader *create_hooked(const rf_config *c, rf_test_hooks h)
  * samples, at times that differ from batch to batch), as test_schedule does on the host: the
  * controller starts on the CPU only and needs windows of batches to move, more than these
  * short runs have. */
+static void zero_shares(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw)
+{
+    (void)ctx, (void)seq;
+    *gpu = *hw = 0;
+}
+
 static rf_loader *create_perturbed(const rf_config *c)
 {
-    return create_hooked(c, (rf_test_hooks){.sched_perturb = rf_test_sched_perturb});
+    return create_hooked(c, (rf_test_hooks){.sched_perturb = g_zero_shares
+                                                                 ? zero_shares
+                                                                 : rf_test_sched_perturb});
 }
 
 /* hw_decode_percent on the device: the engines open on the opener thread started with the
@@ -154,7 +165,7 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
         CK_CUDA(cudaMemcpyAsync(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost, st));
         CK_CUDA(cudaStreamSynchronize(st));
         ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
-        if (dtype == RF_DTYPE_UINT8 && (g_hw || g_balance)) {
+        if (dtype == RF_DTYPE_UINT8 && (g_hw || (g_balance && !g_zero_shares))) {
             for (uint64_t i = 0; i < a->data_bytes; i++) {
                 int d = abs((int)back[i] - (int)((const uint8_t *)b->data)[i]);
                 diff_sum += (uint64_t)d, diff_bytes += d != 0;
@@ -1137,6 +1148,35 @@ START_TEST(balance_schedule_plain_equals_host)
 }
 END_TEST
 
+/* BALANCE while a training step keeps its GPU share at 0: after the ring's first fill, which
+ * the kernels decode, the CPU decodes every batch whole into the device layout (pixels packed
+ * at offsets in the stage) and the backend puts them in order without the decode kernels, by
+ * the conversion's own reads or one copy kernel for uint8 (copy_cuda.c). Those batches equal
+ * the host backend's byte for byte (no engine took part) in every output type and layout,
+ * with odd batch sizes (offsets of partial batches) and sizes whose sample bytes are not a
+ * multiple of 16 (the copy kernel's byte path). */
+START_TEST(balance_cpu_batches_equal_host)
+{
+    g_use = g_pat, g_balance = 1, g_zero_shares = 1;
+    const struct { uint32_t batch, size, dtype, layout; } runs[] = {
+        {16, 224, RF_DTYPE_UINT8, RF_LAYOUT_NHWC},   {16, 224, RF_DTYPE_BFLOAT16, RF_LAYOUT_NCHW},
+        {7, 64, RF_DTYPE_UINT8, RF_LAYOUT_NCHW},     {7, 64, RF_DTYPE_FLOAT16, RF_LAYOUT_NHWC},
+        {5, 33, RF_DTYPE_UINT8, RF_LAYOUT_NHWC},     {5, 33, RF_DTYPE_FLOAT32, RF_LAYOUT_NCHW},
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        g_batch = runs[r].batch, g_size = runs[r].size;
+        compare_with_host(runs[r].dtype, runs[r].layout);
+        rf_stats st = epoch_stats(RF_DEVICE_CUDA, runs[r].dtype, runs[r].layout);
+        /* the kernels took the ring's first fill (3 batches) at most: every later batch was
+         * decoded after the shares went to 0 and went through the gather */
+        ck_assert_uint_eq(st.samples_decoded, 80);
+        ck_assert_uint_le(st.gpu_decoded, 3 * g_batch);
+        ck_assert_uint_eq(st.hw_decoded, 0);
+        ck_assert_uint_eq(st.hw_engines, RF_HW_ENGINES_UNOPENED);
+    }
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (!gpu_present()) {
@@ -1190,6 +1230,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, hw_decode_damaged_files);
     tcase_add_test(tc, hw_decode_skip);
     tcase_add_test(tc, balance_schedule_plain_equals_host);
+    tcase_add_test(tc, balance_cpu_batches_equal_host);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -221,6 +221,13 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
 {
     cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
     int gj = conv->gj.flags && count;
+    /* A batch the CPU decoded whole (no packet: BALANCE while a training step keeps its GPU
+     * share at 0, the ring's every batch then) runs none of the decode kernels: their two
+     * grids of a block per output row and sample, a status copy and a second pass over the
+     * batch's bytes would all share the GPU with that training step for nothing. The
+     * conversion reads each sample's pixels at its offset in the stage, or (uint8) one copy
+     * kernel puts them in order: the CPU schedule's GPU work and an upload of the offsets. */
+    int gather = gj && !conv->gj.packets;
     /* With GPU decode the staged bytes are packets and decoded samples at the offsets the
      * loader placed them; the output is the decoded images (conv->out_bytes) either way. */
     size_t out_bytes = conv->kind == RF_CONV_NONE && !gj ? staged_bytes : conv->out_bytes;
@@ -235,14 +242,26 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
      * batch. A GPU decode followed by a conversion decodes into a second one. */
     if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
-    if (e == cudaSuccess && gj && conv->kind != RF_CONV_NONE)
+    if (e == cudaSuccess && gj && !gather && conv->kind != RF_CONV_NONE)
         e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj.height * conv->gj.width * 3,
                                     b->pool, s);
+    if (e == cudaSuccess && gather) /* the samples' offsets */
+        e = cudaMallocFromPoolAsync(&gjs, (size_t)count * sizeof(uint64_t), b->pool, s);
     if (e != cudaSuccess)
         return cuda_err(err, e, "cudaMallocFromPoolAsync");
     e = cudaMemcpyAsync(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice, s);
     const void *src = tmp; /* what the conversion reads */
-    if (e == cudaSuccess && gj) {
+    const uint64_t *offs = NULL; /* where it reads each image: contiguous when NULL */
+    if (e == cudaSuccess && gather) {
+        e = cudaMemcpyAsync(gjs, conv->gj.offs, (size_t)count * sizeof(uint64_t),
+                            cudaMemcpyHostToDevice, s);
+        /* no verdicts to come: the consumer reads them only after this batch is READY */
+        memset(conv->gj.status, 0, (size_t)count * sizeof(int32_t));
+        offs = gjs;
+        if (e == cudaSuccess && conv->kind == RF_CONV_NONE)
+            e = (cudaError_t)rf_cuda_gather_samples(
+                tmp, offs, d, count, (uint64_t)conv->gj.height * conv->gj.width * 3, s);
+    } else if (e == cudaSuccess && gj) {
         int rc = gj_enqueue(b, s, slot % RF_COPY_STREAMS, staged, tmp, dec ? dec : d,
                             staged_bytes, count, &conv->gj, &gjs, err);
         if (rc)
@@ -251,8 +270,9 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     }
     note_pool_growth(b);
     if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
-        e = (cudaError_t)rf_cuda_convert_images(src, d, count, conv->h, conv->w, conv->dtype,
-                                                conv->layout, conv->mean, conv->std, s);
+        e = (cudaError_t)rf_cuda_convert_images(src, offs, d, count, conv->h, conv->w,
+                                                conv->dtype, conv->layout, conv->mean,
+                                                conv->std, s);
     else if (e == cudaSuccess && conv->kind == RF_CONV_TOKENS)
         e = (cudaError_t)rf_cuda_widen_tokens(src, d, conv->elements, conv->token_bytes,
                                               conv->dtype, s);

@@ -233,6 +233,10 @@ typedef struct rf_gj_batch {
     uint32_t height, width; /* of a decoded sample */
     uint32_t engine;  /* samples with an engine packet (flag 2), for the hardware decoder
                        * (nvjpg.h); the staged pointer must stay the pinned slot */
+    /* samples with a packet of either kind; 0: the CPU decoded the whole batch (BALANCE while
+     * a training step keeps its GPU share at 0), and the backend only puts the samples' pixels
+     * in order, without the decode kernels, the statuses all 0 */
+    uint32_t packets;
 } rf_gj_batch;
 
 #ifdef RINGFEED_HAVE_CUDA

@@ -142,6 +142,7 @@ size_t pl_gpu_batch_desc(rf_loader *ld, slot *s, rf_gj_batch *gj)
     gj->height = ld->tf.height, gj->width = ld->tf.width;
     gj->scratch = atomic_load_explicit(&s->gpu.scratch, memory_order_relaxed) * RF_GJ_ALIGN;
     gj->engine = atomic_load_explicit(&s->gpu.engine, memory_order_relaxed);
+    gj->packets = packets;
     return (size_t)atomic_load_explicit(&s->gpu.top, memory_order_relaxed);
 }
 
