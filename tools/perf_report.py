@@ -493,6 +493,8 @@ def photos_train(a, P, env, save, pattern):
                 r = last_json(out)
                 run = {"img_per_s": r["img_per_s"], "gpu_wait_fraction": r["gpu_wait_fraction"]}
                 run.update(r.get("decode") or {})
+                if r.get("step"):  # where each step's time went (the example's docstring)
+                    run["step"] = r["step"]
                 A["runs"].setdefault(key, []).append(run)
             A["rounds"] += 1
             save()
@@ -596,7 +598,9 @@ def photos_first_report(F, unavailable):
 def photos_train_report(T):
     """The photos section's training tables: each row's median img/s over the rounds and its
     ratio to the GPU-bound median, each round's own ratio (the loader's run over the GPU-bound
-    run of the same round), the GPU's wait for data, and where ringfeed decoded."""
+    run of the same round), the GPU's wait for data, the step's parts (medians of the runs'
+    per-step means; runs stored before the example measured them show "-"), and where
+    ringfeed decoded."""
     if "unavailable" in T:
         return [f"**Training on these shards {T['unavailable']}**; no figure stands in for it.",
                 ""]
@@ -610,9 +614,10 @@ def photos_train_report(T):
         L += [f"### {arch} training from these shards (bf16, channels_last, batch 256, "
               f"{A['steps']} steps after 20 of warm-up, python/examples/train_resnet.py; "
               f"{A['rounds']} interleaved round(s), medians)", "",
-              "| input | img/s | of GPU-bound | each round | GPU waited for data | decode "
-              "threads | where ringfeed decoded |",
-              "| --- | ---: | ---: | --- | ---: | ---: | --- |"]
+              "| input | img/s | of GPU-bound | each round | GPU waited for data | step on the "
+              "GPU, mean / p90 | launching a step | process CPU per step | decode threads | "
+              "where ringfeed decoded |",
+              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
         for key, label, _ in PHOTO_TRAIN_ROWS:
             rs = runs.get(key)
             if not rs:
@@ -621,11 +626,23 @@ def photos_train_report(T):
             each = "" if key == "synthetic" else ", ".join(
                 f"{100 * r['img_per_s'] / g:.1f}%" for r, g in zip(rs, gb))
             threads = {r["decode_threads"] for r in rs if "decode_threads" in r}
+            st = [r["step"] for r in rs if "step" in r]
+            part = (lambda k: med(x[k] for x in st)) if len(st) == len(rs) else None
+            parts = (f"{part('gpu_span_ms'):.2f} / {part('gpu_span_p90_ms'):.2f} ms | "
+                     f"{part('launch_ms'):.2f} ms | {part('process_cpu_ms'):.0f} ms"
+                     if part else "- | - | -")
             L.append(f"| {label} | {v:,.0f} | {100 * v / med(gb):.1f}% | {each} | "
-                     f"{100 * med(r['gpu_wait_fraction'] for r in rs):.1f}% | "
+                     f"{100 * med(r['gpu_wait_fraction'] for r in rs):.1f}% | {parts} | "
                      f"{', '.join(map(str, sorted(threads))) or '-'} | "
                      f"{where_decoded({'runs': rs}) if key != 'synthetic' else ''} |")
         L.append("")
+    if any("step" in r for A in T.values() for rs in A["runs"].values() for r in rs):
+        L += ["Step on the GPU: from before the step's first kernel to after its last on the "
+              "GPU's own clock (CUDA events), including the gaps in which the GPU waited for "
+              "the training thread to launch the next kernel; launching a step: that thread "
+              "enqueuing the forward and backward passes and the optimizer step; process CPU: "
+              "the user and system time of the whole process, the loader's threads included "
+              "(medians of each run's per-step means).", ""]
     return L
 
 

@@ -17,6 +17,15 @@ does), so a blocked loader means an idle GPU. Not the whole device: that would a
 loader's own streams, where later batches are being copied and decoded (GPU decode, the
 hardware JPEG decoders), work a training step never waits for. One JSON line per run is
 printed by rank 0.
+
+Its "step" part says, per measured step of rank 0, where the rest went: "next_ms", the time in
+next() (the wait above, and what taking a batch costs this thread); "launch_ms", this thread
+enqueuing the forward pass, the backward pass and the optimizer step; "gpu_span_ms" and
+"gpu_span_p90_ms", the mean and 90th percentile of the step's span on the GPU's own clock (CUDA
+events before its first and after its last kernel: the kernels, and the gaps in which the GPU
+waited for this thread to launch the next one, which a loader that takes CPU time from it
+lengthens); "process_cpu_ms", the user and system time of the whole process (the loader's
+threads included).
 """
 import argparse
 import glob
@@ -236,21 +245,38 @@ def main():
             steps = max(1, int(a.epochs * len(probe)) - a.warmup)
 
     waited, t0, images = 0.0, None, 0
+    launched, spans, cpu0 = 0.0, [], None
+    first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for step in range(a.warmup + steps):
+        measured = step >= a.warmup
         if step == a.warmup:
             torch.cuda.synchronize()
-            waited, images, t0 = 0.0, 0, time.perf_counter()
+            waited, images, t0, cpu0 = 0.0, 0, time.perf_counter(), os.times()
         tw = time.perf_counter()
         x, y = next(batches)
-        waited += time.perf_counter() - tw
+        tl = time.perf_counter()
+        waited += tl - tw
+        if measured:
+            first.record()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = F.cross_entropy(model(x), y % a.classes)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if measured:
+            last.record()
+            launched += time.perf_counter() - tl
         torch.cuda.current_stream().synchronize()
+        if measured:  # both events are done: the stream they are on was synchronized
+            spans.append(first.elapsed_time(last))
         images += x.shape[0]
     wall = time.perf_counter() - t0
+    cpu1 = os.times()
+    spans.sort()
+    step_parts = {
+        "next_ms": 1e3 * waited / steps, "launch_ms": 1e3 * launched / steps,
+        "gpu_span_ms": sum(spans) / steps, "gpu_span_p90_ms": spans[int(0.9 * (steps - 1))],
+        "process_cpu_ms": 1e3 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / steps}
 
     stats = torch.tensor([images, wall, waited], dtype=torch.float64, device=device)
     if world > 1:
@@ -265,6 +291,7 @@ def main():
             "steps": steps, "img_per_s": tot_images / (sum_wall / world),
             "gpu_wait_fraction": sum_wait / sum_wall, "loss": loss.item(),
             "batches_per_epoch_per_rank": per_rank, "decode": decode_summary(a),
+            "step": step_parts,
         }), flush=True)
     if world > 1:
         dist.destroy_process_group()

@@ -181,13 +181,23 @@ def test_photo_tools_not_there_are_notes_not_figures(tmp_path):
     assert "| DALI" not in section and "| PyTorch" not in section
 
 
-def train_runs(rounds, gb, rows):
-    """rows: key -> (fraction of each round's GPU-bound run, GPU waited, decode summary)."""
+def train_runs(rounds, gb, rows, steps=None):
+    """rows: key -> (fraction of each round's GPU-bound run, GPU waited, decode summary);
+    steps: key -> each round's per-step parts (the example's "step"), for the rows that have
+    them."""
     runs = {"synthetic": [{"img_per_s": g, "gpu_wait_fraction": 0.0} for g in gb]}
     for key, (frac, wait, dec) in rows.items():
         runs[key] = [dict(dec, img_per_s=g * f, gpu_wait_fraction=w)
                      for g, f, w in zip(gb, frac, wait)]
+    for key, parts in (steps or {}).items():
+        for r, p in zip(runs[key], parts):
+            r["step"] = p
     return {"steps": 400, "rounds": rounds, "runs": runs}
+
+
+def step_parts(span, p90, launch, cpu):
+    return {"next_ms": 0.3, "launch_ms": launch, "gpu_span_ms": span, "gpu_span_p90_ms": p90,
+            "process_cpu_ms": cpu}
 
 
 def test_photo_training_rows_come_from_their_rounds(tmp_path):
@@ -205,7 +215,13 @@ def test_photo_training_rows_come_from_their_rounds(tmp_path):
         "ringfeed": ([0.99, 0.97, 0.985], [0.01, 0.03, 0.02], bal),
         "ringfeed_cpu": ([0.995, 0.99, 0.98], [0.004, 0.006, 0.005], cpu),
         "ringfeed_lib": ([0.96, 0.98, 0.97], [0.02, 0.01, 0.03],
-                         dict(bal, decode_threads=16, sched_gpu_permille=64))})}
+                         dict(bal, decode_threads=16, sched_gpu_permille=64))}, steps={
+        # the step's parts: medians over the rounds; ringfeed_lib's runs have none (stored
+        # before the example measured them)
+        "synthetic": [step_parts(19.6, 19.7, 11.0, 15.0)] * 3,
+        "ringfeed": [step_parts(20.3, 22.3, 14.3, 283.0), step_parts(19.5, 19.5, 10.3, 270.0),
+                     step_parts(20.5, 22.9, 15.1, 288.0)],
+        "ringfeed_cpu": [step_parts(19.5, 19.5, 11.6, 255.0)] * 3})}
     md = render(R, tmp_path)
     T = R["photos"]["train"]["resnet18"]["runs"]
     med = {k: statistics.median(r["img_per_s"] for r in v) for k, v in T.items()}
@@ -214,12 +230,18 @@ def test_photo_training_rows_come_from_their_rounds(tmp_path):
             "medians)") in md
     assert "### resnet50 training from these shards" not in md
     labels = {k: label for k, label, _ in perf_report.PHOTO_TRAIN_ROWS}
-    assert f"| {labels['synthetic']} | 13,000 | 100.0% |  | 0.0% | - |  |" in md
-    for key, each, wait, threads in [("ringfeed", "99.0%, 97.0%, 98.5%", "2.0%", 15),
-                                     ("ringfeed_cpu", "99.5%, 99.0%, 98.0%", "0.5%", 15),
-                                     ("ringfeed_lib", "96.0%, 98.0%, 97.0%", "2.0%", 16)]:
+    assert (f"| {labels['synthetic']} | 13,000 | 100.0% |  | 0.0% | 19.60 / 19.70 ms | 11.00 ms "
+            "| 15 ms | - |  |") in md
+    for key, each, wait, parts, threads in [
+            ("ringfeed", "99.0%, 97.0%, 98.5%", "2.0%", "20.30 / 22.30 ms | 14.30 ms | 283 ms", 15),
+            ("ringfeed_cpu", "99.5%, 99.0%, 98.0%", "0.5%", "19.50 / 19.50 ms | 11.60 ms | 255 ms",
+             15),
+            ("ringfeed_lib", "96.0%, 98.0%, 97.0%", "2.0%", "- | - | -", 16)]:
         assert (f"| {labels[key]} | {med[key]:,.0f} | {100 * med[key] / 13000:.1f}% | {each} | "
-                f"{wait} | {threads} | ") in md
+                f"{wait} | {parts} | {threads} | ") in md
+    assert ("Step on the GPU: from before the step's first kernel to after its last on the GPU's "
+            "own clock (CUDA events), including the gaps in which the GPU waited for the "
+            "training thread to launch the next kernel;") in md
     assert ("hardware decoders 0%, GPU kernels 1%, CPU 99%; schedule balance, shares at the end "
             "GPU 0.0% (engines 0.0% of it) in each of the 3 runs |") in md
     assert ("GPU 6.4% (engines 0.0% of it) in each of the 3 runs |") in md
