@@ -143,6 +143,10 @@ PHOTO_ROWS = [
     ("ringfeed_cpu", "ringfeed `--schedule cpu`", "ringfeed", ["--schedule", "cpu"]),
     ("ringfeed_manual30", "ringfeed `--hw-decode 30 --gpu-decode` (manual split)", "ringfeed_gpu",
      ["--hw-decode", "30", "--gpu-decode"]),
+    # the defaults with the DCT-scalable crops kept on the CPU (dct_scaling ON): the candidate
+    # default if it loads fast enough (docs/gpu-decode.md, "Limits and next steps")
+    ("ringfeed_dct", "ringfeed `--dct-scaling-always` (the defaults, DCT-scalable crops on the "
+     "CPU)", "ringfeed_gpu", ["--dct-scaling-always"]),
     ("torch_pil", "PyTorch DataLoader + PIL, file tree", "torch", ["--folder", "FOLDER"]),
 ]
 # The rows' names in the bar plot, where the table's would leave no room for the bars.
@@ -150,7 +154,8 @@ PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
               "dali_hw65_folder": "DALI mixed 0.65, files", "dali_hw0_wds": "DALI mixed 0, wds",
               "dali_cpu_wds": "DALI cpu, wds",
               "ringfeed": "ringfeed defaults", "ringfeed_cpu": "ringfeed cpu",
-              "ringfeed_manual30": "ringfeed hw 30 + gpu", "torch_pil": "DataLoader PIL, files"}
+              "ringfeed_manual30": "ringfeed hw 30 + gpu", "ringfeed_dct": "ringfeed dct always",
+              "torch_pil": "DataLoader PIL, files"}
 # The first batch after create on every path ringfeed may decode these shards by (the target
 # is PHOTO_FIRST_MS): (key, label, tool, ringfeed-bench arguments), one epoch per run, every
 # path once per round of --photo-first-rounds, after the loading rows.
@@ -180,6 +185,13 @@ PHOTO_TRAIN_ROWS = [
      "decodes, at nice 10)", ["--decode-threads", "0", "--decode-nice", "10"]),
     ("ringfeed_all0", "ringfeed, every CPU decodes at nice 0 (the library's defaults until "
      "`decode_nice` defaulted to 10)", ["--decode-threads", "0", "--decode-nice", "0"]),
+    # where the defaults' gap to the CPU schedule comes from (docs/gpu-decode.md, "The
+    # scheduler"): the CPU schedule doing balance's full-scale decoding, and balance doing the
+    # CPU schedule's DCT scaling
+    ("ringfeed_cpu_full", "ringfeed `--schedule cpu --dct-scaling off` (the CPU at full scale, "
+     "as balance decodes)", ["--schedule", "cpu", "--dct-scaling", "off"]),
+    ("ringfeed_dct", "ringfeed `--dct-scaling always`, otherwise the example's defaults "
+     "(balance; DCT-scalable crops stay on the CPU)", ["--dct-scaling", "always"]),
 ]
 # What a ringfeed-bench run says about where its samples were decoded, kept with each run.
 RF_WHERE = ("samples_decoded", "gpu_decoded", "hw_decoded", "decode_schedule",
