@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/gpujpeg.h"
 #include "pipeline/schedule.h"
 #include "pipeline/testing.h"
 #include "ringfeed.h"
@@ -838,6 +839,43 @@ START_TEST(modes_resolve_and_refuse_by_name)
 }
 END_TEST
 
+/* The GPU paths' kernels run a CUDA grid row per sample (at most 65,535): AUTO takes the CPU
+ * for a larger batch where it would take BALANCE (the hook `sched` stands for the CUDA
+ * backend), and asking for BALANCE or GPU decode with one is refused at create by name. */
+START_TEST(batches_past_the_kernels_grid_take_the_cpu)
+{
+    make_corpus();
+    const char *pats[1];
+    rf_config c = rf_test_host_config(pats, g_pat, 2); /* 12-byte samples: a small ring */
+    c.batch_size = RF_GJ_MAX_BATCH + 1;
+    char err[512] = "";
+    rf_loader *ld = NULL;
+    const rf_test_hooks sched = {.sched = 1};
+    ck_assert_int_eq(rf_loader_create_hooked(&c, &sched, &ld, err, sizeof err), 0);
+    rf_config got;
+    rf_config_init(&got);
+    ck_assert_int_eq(rf_loader_config(ld, &got), 0);
+    rf_loader_destroy(ld);
+    ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_CPU);
+    c.batch_size = RF_GJ_MAX_BATCH; /* the largest the kernels take: BALANCE */
+    ck_assert_int_eq(rf_loader_create_hooked(&c, &sched, &ld, err, sizeof err), 0);
+    ck_assert_int_eq(rf_loader_config(ld, &got), 0);
+    rf_loader_destroy(ld);
+    ck_assert_uint_eq(got.decode_schedule, RF_SCHEDULE_BALANCE);
+    c.batch_size = RF_GJ_MAX_BATCH + 1;
+    c.decode_schedule = RF_SCHEDULE_BALANCE;
+    ck_assert_int_eq(rf_loader_create_hooked(&c, &sched, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "decode_schedule BALANCE does not run with batches of more than "
+                          "65,535 samples"), "%s", err);
+    c.decode_schedule = RF_SCHEDULE_AUTO;
+    c.gpu_decode = 1; /* the device layout on the host: the kernels' limit applies */
+    const rf_test_hooks layout = {.gpu_device_layout = 1};
+    ck_assert_int_eq(rf_loader_create_hooked(&c, &layout, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "gpu_decode takes batches of at most 65535 samples (the kernels "
+                          "run a CUDA grid row per sample), not 65536"), "%s", err);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("schedule");
@@ -861,6 +899,7 @@ int main(void)
     tcase_add_test(tc, manual_engines_ready_at_any_thread_count);
     tcase_add_test(tc, manual_without_engines_falls_back);
     tcase_add_test(tc, modes_resolve_and_refuse_by_name);
+    tcase_add_test(tc, batches_past_the_kernels_grid_take_the_cpu);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

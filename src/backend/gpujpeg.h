@@ -54,6 +54,9 @@
 #define RF_GJ_AREA (192u << 10)
 /* Packets start on this boundary in the slot (the decoder reads aligned 8-byte words). */
 #define RF_GJ_ALIGN 64u
+/* The most samples a batch of the GPU paths may have: the kernels run one CUDA grid row per
+ * sample (gridDim.y, whose limit this is). */
+#define RF_GJ_MAX_BATCH 65535u
 
 /* A Huffman table as the decoder walks it: codes of up to RF_GJ_LOOKUP_BITS bits by one
  * lookup, longer ones by the canonical-code comparison libjpeg's slow path uses. */

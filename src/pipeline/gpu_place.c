@@ -37,6 +37,10 @@ int pl_gpu_choose(rf_loader *ld, rf_err *err)
     const char *what = ld->cfg.gpu_decode          ? "gpu_decode"
                        : ld->cfg.hw_decode_percent ? "hw_decode_percent"
                                                    : "decode_schedule BALANCE";
+    if (ld->gpu.device && ld->cfg.batch_size > RF_GJ_MAX_BATCH)
+        return rf_seterr(err, RF_EINVAL, "%s takes batches of at most %u samples (the kernels "
+                         "run a CUDA grid row per sample), not %u", what, RF_GJ_MAX_BATCH,
+                         ld->cfg.batch_size);
     if (ld->gpu.device && ld->cfg.naive)
         return rf_seterr(err, RF_EINVAL, "%s needs the pipelined CUDA backend, not the naive "
                          "baseline", what);

@@ -283,6 +283,7 @@ int pl_sched_choose(rf_loader *ld, rf_err *err)
     const char *no = c->naive ? "the naive baseline"
                      : c->sample_hook ? "a sample_hook"
                      : c->source == RF_SOURCE_TOKENS ? "a token source"
+                     : c->batch_size > RF_GJ_MAX_BATCH ? "batches of more than 65,535 samples"
                      : NULL;
     /* AUTO is BALANCE on the CUDA backend (the test hook makes it so on the host, so the
      * scheduler's pipeline runs in CI), with the GPU paths' prefetch_depth when that was
