@@ -1178,7 +1178,8 @@ class Loader(_LoaderBase):
       pixels are a CPU-only loader's whichever path took each (docs/gpu-decode.md).
     schedule: where JPEGs are decoded (rf_config.decode_schedule, docs/gpu-decode.md).
       "auto" (default): "manual" when gpu_decode or hw_decode_percent is given, otherwise
-      "balance" on a CUDA device and "cpu" elsewhere. "balance" (CUDA only): a
+      "balance" on a CUDA device and "cpu" elsewhere (and for batches of more than 65,535
+      samples, which the GPU paths refuse). "balance" (CUDA only): a
       scheduler spreads JPEGs over the hardware decoders (when present; opened only once its
       GPU share first reaches half the images), the GPU kernels and
       the CPU in shares moved by hill-climbing on the training loop's measured rate
