@@ -86,16 +86,18 @@ static rf_loader *create_hooked(const rf_config *c, rf_test_hooks h)
     return ld;
 }
 
-/* BALANCE on the device with the shares moved per batch by the test hook (every route takes
- * samples, at times that differ from batch to batch), as test_schedule does on the host: the
- * controller starts on the CPU only and needs windows of batches to move, more than these
- * short runs have. */
+/* g_zero_shares' hook: a training step that keeps the GPU busy, as the controller would see
+ * it after every step. */
 static void zero_shares(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw)
 {
     (void)ctx, (void)seq;
     *gpu = *hw = 0;
 }
 
+/* BALANCE on the device with the shares moved per batch by the test hook (every route takes
+ * samples, at times that differ from batch to batch), as test_schedule does on the host: the
+ * controller starts on the CPU only and needs windows of batches to move, more than these
+ * short runs have. With g_zero_shares, held at 0 instead. */
 static rf_loader *create_perturbed(const rf_config *c)
 {
     return create_hooked(c, (rf_test_hooks){.sched_perturb = g_zero_shares
