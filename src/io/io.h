@@ -175,6 +175,7 @@ typedef struct rf_io_acct_worker {
 
 typedef struct rf_io_acct {
     int on, follow, tid;
+    int read_since_scan;    /* completions sampled since the last scan: look before waiting */
     uint64_t own, gone;     /* this thread's read_bytes; last counts of workers that exited */
     uint64_t last_scan_ns;
     uint32_t nworkers, nseen;

@@ -24,10 +24,11 @@
  *    its kind after 5 s idle; a retired worker's counter no longer shows per thread. Its final
  *    count is its count when it last went idle, so it is kept when the I/O thread looks at
  *    least once in those 5 s: it looks every RF_IO_ACCT_SCAN_MS while it reads, and before
- *    each wait for work while it has workers. A worker whose file fails (ESRCH: it exited)
- *    leaves its last count in `gone`. What can be missed: a second worker started within one
- *    scan interval of the first look that found none, and retired while the thread waited for
- *    work for 5 s or more (the first, the last of its kind, stays).
+ *    each wait for work that follows reads, so every worker that read anything is found and
+ *    read before the thread waits. (Looking before a wait only once it knew of a worker
+ *    missed them all when an epoch's reads took less than one interval after a first look
+ *    that found none: test_storage's forced-worker cold epoch then counted none of its
+ *    bytes.) A worker whose file fails (ESRCH: it exited) leaves its last count in `gone`.
  *  - Limits: RF_IO_ACCT_WORKERS_MAX workers followed per thread (io-wq runs at most 4 per CPU
  *    for file reads; more are not counted); RF_IO_ACCT_TIDS_MAX threads remembered between
  *    scans so that only new ones have their name read (others are read again each scan:
@@ -113,6 +114,7 @@ void rf_io_acct_start(rf_io_acct *a, int on, int follow_workers)
     a->follow = on && follow_workers;
     a->tid = (int)syscall(SYS_gettid);
     a->own = a->gone = a->last_scan_ns = 0;
+    a->read_since_scan = 0;
     a->nworkers = a->nseen = 0;
     atomic_store_explicit(&a->total, 0, memory_order_relaxed); /* as in publish() */
 }
@@ -207,9 +209,12 @@ void rf_io_acct_sample(rf_io_acct *a, int idle)
     a->own = rf_io_acct_thread_bytes();
     if (a->follow) {
         uint64_t now = rf_now_ns();
-        if (now - a->last_scan_ns >= RF_IO_ACCT_SCAN_MS * 1000000ull || (idle && a->nworkers)) {
+        a->read_since_scan |= !idle;
+        if (now - a->last_scan_ns >= RF_IO_ACCT_SCAN_MS * 1000000ull ||
+            (idle && a->read_since_scan)) {
             scan(a);
             a->last_scan_ns = now;
+            a->read_since_scan = 0;
         }
     }
     publish(a);
