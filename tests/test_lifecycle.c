@@ -5,6 +5,7 @@
  * fork() after create, and rf_loader_stop (threads gone, batches still readable). Everything runs on the host backend; CUDA is queried only inside a
  * forked child (Check forks too, but the suite must also hold with CK_FORK=no). */
 #include <check.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -480,6 +481,53 @@ START_TEST(stop_keeps_batches_readable)
 }
 END_TEST
 
+/* ---- thread names ------------------------------------------------------------------------ */
+
+/* How many of this process's threads are named `name` (/proc/self/task/<tid>/comm). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+        if (f && fgets(comm, sizeof comm, f))
+            comm[strcspn(comm, "\n")] = 0, n += strcmp(comm, name) == 0;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Every thread the loader starts carries a name saying what it is (top -H, perf, /proc: the
+ * CPU time of decoding and of I/O told apart from the caller's), one per decode and I/O
+ * thread, and none is left after destroy. _i: io_uring (AUTO) or pread. */
+START_TEST(threads_are_named_by_role)
+{
+    make_data();
+    rf_config c = config(4);
+    c.decode_threads = 3;
+    c.io_threads = 2;
+    c.io_engine = _i ? RF_IO_PREAD : RF_IO_AUTO;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_batch *b;
+    ck_assert_int_eq(rf_loader_next(ld, &b), 0);
+    static const char *const names[] = {"rf-decode-0", "rf-decode-1", "rf-decode-2",
+                                        "rf-io-0", "rf-io-1"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_msg(threads_named(names[i]) == 1, "%s: %d threads", names[i],
+                      threads_named(names[i]));
+    ck_assert_int_eq(threads_named("rf-decode-3") + threads_named("rf-io-2"), 0);
+    ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+    rf_loader_destroy(ld);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_int_eq(threads_named(names[i]), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -493,6 +541,7 @@ int main(void)
     tcase_add_test(tc, consumer_stops_mid_epoch);
     tcase_add_loop_test(tc, fork_after_create, 0, 2);
     tcase_add_loop_test(tc, stop_keeps_batches_readable, 0, 2);
+    tcase_add_loop_test(tc, threads_are_named_by_role, 0, 2);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

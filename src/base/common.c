@@ -24,6 +24,16 @@ int rf_seterr(rf_err *e, int code, const char *fmt, ...)
     return code;
 }
 
+void rf_thread_name(pthread_t t, const char *role, int i)
+{
+    char name[16]; /* the kernel's TASK_COMM_LEN */
+    if (i < 0)
+        snprintf(name, sizeof name, "%s", role);
+    else
+        snprintf(name, sizeof name, "%s-%d", role, i);
+    (void)pthread_setname_np(t, name);
+}
+
 int rf_read_line(const char *path, char *buf, size_t n)
 {
     FILE *f = fopen(path, "re");

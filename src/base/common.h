@@ -8,6 +8,7 @@
 #ifndef RF_COMMON_H
 #define RF_COMMON_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,11 @@ typedef struct rf_err {
 /* Set e->code, format e->msg and clear e->reason; returns code so callers can
  * `return rf_seterr(...)`. A NULL e is allowed (the code is still returned). */
 int rf_seterr(rf_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Name thread t "<role>-<i>" (or "<role>" when i < 0) for top -H, perf and /proc/<pid>/task:
+ * every thread the loader starts is told apart from the caller's (the kernel keeps 15 bytes
+ * of the name, longer ones are cut). Best effort: a name that cannot be set changes nothing else. */
+void rf_thread_name(pthread_t t, const char *role, int i);
 
 /* Set e->reason (when e is not NULL) and return code: `return rf_with_reason(e, why,
  * rf_seterr(e, ...))` raises an error with its reason, as arguments are evaluated first. */

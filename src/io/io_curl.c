@@ -331,7 +331,7 @@ static int curl_start(const rf_io_params *p, const rf_io_source *src, rf_io_engi
         if (prc)
             rc = -prc;
         else
-            e->t[i].started = 1;
+            e->t[i].started = 1, rf_thread_name(e->t[i].tid, "rf-http", (int)i);
     }
     if (rc) {
         curl_stop(e, NULL);

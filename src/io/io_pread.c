@@ -174,6 +174,7 @@ static int pread_start(const rf_io_params *p, const rf_io_source *src, rf_io_eng
             return rf_seterr(err, -rc, "pread: pthread_create: %s", strerror(rc));
         }
         e->t[i].started = 1;
+        rf_thread_name(e->t[i].tid, "rf-io", (int)i);
     }
     set_go(e, 1);
     *out = e;

@@ -463,6 +463,7 @@ static int uring_start(const rf_io_params *p, const rf_io_source *src, rf_io_eng
         if (rc < 0)
             break;
         e->t[started].started = 1;
+        rf_thread_name(e->t[started].tid, "rf-io", (int)started);
     }
     pthread_mutex_lock(&e->mu);
     while (e->reported < started)

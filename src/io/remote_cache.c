@@ -264,6 +264,8 @@ int rf_rcache_open(rf_remote *r, const char *dir, uint64_t budget, const rf_file
     if (rc_ == 0) {
         int p = pthread_create(&rc->tid, NULL, fill_main, rc);
         rc->started = p == 0;
+        if (rc->started)
+            rf_thread_name(rc->tid, "rf-cache-fill", -1);
         if (p)
             rc_ = rf_seterr(err, -p, "cache_dir: starting the fill thread failed: %s",
                             strerror(p));

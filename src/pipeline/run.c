@@ -107,6 +107,7 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
             return rf_seterr(err, RF_ENOMEM, "cannot start decode thread %u of %u: out of memory",
                              i + 1, ld->cfg.decode_threads);
         }
+        rf_thread_name(ld->decoders[i], "rf-decode", (int)i);
         ld->ndecoders++;
     }
     ld->running = 1;

@@ -358,6 +358,7 @@ static void open_engines(rf_loader *ld)
     atomic_store_explicit(&ld->sched.engines, RF_HW_ENGINES_OPENING, memory_order_relaxed);
     if (pthread_create(&ld->sched.opener, NULL, opener_main, ld) == 0) {
         ld->sched.opener_on = 1;
+        rf_thread_name(ld->sched.opener, "rf-hw-open", -1);
         if (ld->hooks.sched_open_join)
             pl_sched_stop(ld);
         return;
