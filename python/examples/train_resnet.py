@@ -25,7 +25,9 @@ enqueuing the forward pass, the backward pass and the optimizer step; "gpu_span_
 events before its first and after its last kernel: the kernels, and the gaps in which the GPU
 waited for this thread to launch the next one, which a loader that takes CPU time from it
 lengthens); "process_cpu_ms", the user and system time of the whole process (the loader's
-threads included).
+threads included), and "cpu_ms_by_thread" the same split by thread role (ringfeed names its
+threads: "rf-decode", "rf-io"; io_uring's workers are "iou-wrk"; "main" is this loop's), and
+"runq_ms_by_thread" the time those threads were ready to run but waited for a CPU.
 """
 import argparse
 import glob
@@ -63,7 +65,8 @@ def decode_summary(a):
 def ringfeed_batches(a, rank, world, device):
     import ringfeed
     kw = dict(size=a.size, layout="NHWC", device=device, rank=rank, world_size=world,
-              seed=a.seed, decode_threads=a.decode_threads, prefetch_depth=a.prefetch,
+              seed=a.seed, decode_threads=a.decode_threads, io_threads=a.io_threads,
+              prefetch_depth=a.prefetch,
               decode_nice=a.decode_nice, gpu_decode=a.gpu_decode,
               gpu_decode_percent=a.gpu_decode_percent,
               hw_decode_percent=a.hw_decode_percent, schedule=a.schedule,
@@ -162,6 +165,33 @@ def torch_batches(a, rank, world, device):
             yield ((x.float() - mean) / std).to(torch.bfloat16), y
 
 
+def cpu_by_role():
+    """{role: [CPU seconds (user + system), seconds runnable but waiting for a CPU]} of this
+    process's live threads, by role: the thread's name without its number (ringfeed's
+    "rf-decode-3" and "rf-io-0", io_uring's "iou-wrk-1234"), "main" for this loop's thread;
+    threads that ended before the reading are not in it. The wait is the scheduler's
+    (/proc/<pid>/task/<tid>/schedstat; 0 where the kernel keeps no schedstats)."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                st = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        f = st[st.rindex(")") + 2:].split()
+        role = "main" if int(tid) == os.getpid() else name.rstrip("0123456789").rstrip("-_")
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f2:
+                runq = int(f2.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            runq = 0.0
+        o = out.setdefault(role, [0.0, 0.0])
+        o[0] += (int(f[11]) + int(f[12])) / tick
+        o[1] += runq
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--loader", choices=["ringfeed", "torch", "synthetic"], default="ringfeed",
@@ -187,6 +217,8 @@ def main():
     ap.add_argument("--decode-nice", type=int, default=10,
                     help="ringfeed: decode threads this much nicer than the training loop")
     ap.add_argument("--prefetch", type=int, default=4, help="ringfeed prefetch_depth")
+    ap.add_argument("--io-threads", type=int, default=0,
+                    help="ringfeed io_threads (0: the library's choice)")
     ap.add_argument("--schedule", choices=["auto", "cpu", "manual", "balance"], default="auto",
                     help="ringfeed: where JPEGs are decoded (schedule=; auto: the balancing "
                          "scheduler on a CUDA device, or the manual split with the options "
@@ -252,6 +284,7 @@ def main():
         if step == a.warmup:
             torch.cuda.synchronize()
             waited, images, t0, cpu0 = 0.0, 0, time.perf_counter(), os.times()
+            roles0 = cpu_by_role()
         tw = time.perf_counter()
         x, y = next(batches)
         tl = time.perf_counter()
@@ -272,11 +305,16 @@ def main():
         images += x.shape[0]
     wall = time.perf_counter() - t0
     cpu1 = os.times()
+    roles1 = cpu_by_role()
     spans.sort()
     step_parts = {
         "next_ms": 1e3 * waited / steps, "launch_ms": 1e3 * launched / steps,
         "gpu_span_ms": sum(spans) / steps, "gpu_span_p90_ms": spans[int(0.9 * (steps - 1))],
-        "process_cpu_ms": 1e3 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / steps}
+        "process_cpu_ms": 1e3 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / steps,
+        "cpu_ms_by_thread": {k: round(1e3 * (v[0] - roles0.get(k, [0, 0])[0]) / steps, 2)
+                             for k, v in sorted(roles1.items()) if v[0] > roles0.get(k, [0, 0])[0]},
+        "runq_ms_by_thread": {k: round(1e3 * (v[1] - roles0.get(k, [0, 0])[1]) / steps, 2)
+                              for k, v in sorted(roles1.items()) if v[1] > roles0.get(k, [0, 0])[1]}}
 
     stats = torch.tensor([images, wall, waited], dtype=torch.float64, device=device)
     if world > 1:
