@@ -5,7 +5,6 @@
  * fork() after create, and rf_loader_stop (threads gone, batches still readable). Everything runs on the host backend; CUDA is queried only inside a
  * forked child (Check forks too, but the suite must also hold with CK_FORK=no). */
 #include <check.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -483,24 +482,7 @@ END_TEST
 
 /* ---- thread names ------------------------------------------------------------------------ */
 
-/* How many of this process's threads are named `name` (/proc/self/task/<tid>/comm). */
-static int threads_named(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
-        if (f && fgets(comm, sizeof comm, f))
-            comm[strcspn(comm, "\n")] = 0, n += strcmp(comm, name) == 0;
-        if (f)
-            fclose(f);
-    }
-    closedir(d);
-    return n;
-}
+static int threads_named(const char *name) { return rf_test_threads_named(name, 0, NULL); }
 
 /* Every thread the loader starts carries a name saying what it is (top -H, perf, /proc: the
  * CPU time of decoding and of I/O told apart from the caller's), one per decode and I/O

@@ -256,6 +256,40 @@ int rf_test_threads(void)
     return n;
 }
 
+int rf_test_threads_named(const char *name, int prefix, long *vcsw)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    long sw = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "", line[256];
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* ended meanwhile */
+        int ok = fgets(comm, sizeof comm, f) != NULL;
+        fclose(f);
+        comm[strcspn(comm, "\n")] = 0;
+        if (!ok || (prefix ? strncmp(comm, name, strlen(name)) : strcmp(comm, name)) != 0)
+            continue;
+        n++;
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        long v;
+        for (f = fopen(path, "r"); f && fgets(line, sizeof line, f);)
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+                sw += v;
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    if (vcsw)
+        *vcsw = sw;
+    return n;
+}
+
 void rf_test_tar_checksum(uint8_t *h)
 {
     memset(h + 148, ' ', 8);

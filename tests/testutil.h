@@ -107,6 +107,10 @@ int rf_test_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Threads of this process now (the Threads: line of /proc/self/status); -1 when unknown. */
 int rf_test_threads(void);
 
+/* This process's threads whose name (/proc/self/task/<tid>/comm) is `name`, or begins with it
+ * when prefix is set; *vcsw (when not NULL) gets the sum of their voluntary context switches. */
+int rf_test_threads_named(const char *name, int prefix, long *vcsw);
+
 /* Recompute the ustar header checksum of the 512-byte header h (field at 148, 6 octal digits,
  * NUL, space) after a test edited the header. */
 void rf_test_tar_checksum(uint8_t *h);
