@@ -257,6 +257,10 @@ int pl_io_take(void *ctx, rf_io_req **reqs, int max, int block)
             break;
         pl_wait(ld, &ld->cv_io);
     }
+    /* Taken as much as asked: there may be more, for another I/O thread that waits (a release
+     * wakes only one: rf_loader_release). Woken for nothing, it waits again. */
+    if (n > 0 && n == max)
+        pthread_cond_signal(&ld->cv_io);
     if (n > 0)
         nh = pl_warm_plan_locked(ld, hints);
     pl_unlock(ld);

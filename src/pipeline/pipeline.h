@@ -59,9 +59,10 @@
  * (io/remote_cache.c) to queue a shard's fill; the fill thread never takes mu.
  * Three condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
- *    mode also for the outcomes a phase or epoch boundary needs). Broadcast when the task tail
- *    advances (task_finish_locked) and the dispatcher waits for that room (d_room), when a
- *    slot is released, in skip mode when a sample fails, when the output the walk waits at
+ *    mode also for the outcomes a phase or epoch boundary needs). Signalled when a slot is
+ *    released (one I/O thread; one that took as much as it asked for signals the next:
+ *    pl_io_take). Broadcast when the task tail advances (task_finish_locked) and the
+ *    dispatcher waits for that room (d_room), in skip mode when a sample fails, when the output the walk waits at
  *    gets its outcome or late verdict while a drain or a hole waits behind it
  *    (walk_may_move_locked), and when a sample that failed on its decode thread gets its late
  *    verdict, on an error (pl_fail_locked) and on stop.
