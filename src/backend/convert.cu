@@ -100,7 +100,8 @@ extern "C" int rf_cuda_gather_samples(const uint8_t *src, const uint64_t *offs, 
     // 16-byte words when every sample starts 16-aligned on both sides: the offsets are
     // multiples of RF_GJ_ALIGN, and dst's sample i starts at i * sample_bytes.
     uint64_t words = sample_bytes % 16 == 0 ? sample_bytes / 16 : sample_bytes;
-    dim3 grid((unsigned)(blocks(words, T) < 64 ? blocks(words, T) : 64), n);
+    unsigned chunks = blocks(words, T);
+    dim3 grid(chunks < 64 ? chunks : 64, n);
     if (sample_bytes % 16 == 0)
         gather<uint4><<<grid, T, 0, s>>>(src, offs, (uint8_t *)dst, words);
     else

@@ -81,8 +81,9 @@ static int naive_submit(rf_backend *b, uint32_t slot, const void *staged, size_t
     if (e == cudaSuccess)
         e = cudaMemcpy(tmp ? tmp : d, staged, staged_bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
-        e = (cudaError_t)rf_cuda_convert_images(tmp, NULL, d, count, conv->h, conv->w, conv->dtype,
-                                                conv->layout, conv->mean, conv->std, 0);
+        e = (cudaError_t)rf_cuda_convert_images(tmp, NULL, d, count, conv->h, conv->w,
+                                                conv->dtype, conv->layout, conv->mean,
+                                                conv->std, 0);
     else if (e == cudaSuccess && conv->kind == RF_CONV_TOKENS)
         e = (cudaError_t)rf_cuda_widen_tokens(tmp, d, conv->elements, conv->token_bytes,
                                               conv->dtype, 0);

@@ -43,7 +43,8 @@ int rf_seterr(rf_err *e, int code, const char *fmt, ...) __attribute__((format(p
 
 /* Name thread t "<role>-<i>" (or "<role>" when i < 0) for top -H, perf and /proc/<pid>/task:
  * every thread the loader starts is told apart from the caller's (the kernel keeps 15 bytes
- * of the name, longer ones are cut). Best effort: a name that cannot be set changes nothing else. */
+ * of the name, longer ones are cut). Best effort: a name that cannot be set changes nothing
+ * else. */
 void rf_thread_name(pthread_t t, const char *role, int i);
 
 /* Set e->reason (when e is not NULL) and return code: `return rf_with_reason(e, why,

@@ -328,10 +328,12 @@ static int curl_start(const rf_io_params *p, const rf_io_source *src, rf_io_engi
         rc = thread_init(e, &e->t[i]) ? -ENOMEM : 0;
     for (uint32_t i = 0; rc == 0 && i < e->nthreads; i++) {
         int prc = pthread_create(&e->t[i].tid, NULL, curl_main, &e->t[i]);
-        if (prc)
+        if (prc) {
             rc = -prc;
-        else
-            e->t[i].started = 1, rf_thread_name(e->t[i].tid, "rf-http", (int)i);
+        } else {
+            e->t[i].started = 1;
+            rf_thread_name(e->t[i].tid, "rf-http", (int)i);
+        }
     }
     if (rc) {
         curl_stop(e, NULL);
