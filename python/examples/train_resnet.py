@@ -305,16 +305,17 @@ def main():
         images += x.shape[0]
     wall = time.perf_counter() - t0
     cpu1 = os.times()
-    roles1 = cpu_by_role()
+    roles = {k: [v - v0 for v, v0 in zip(vs, roles0.get(k, (0.0, 0.0)))]
+             for k, vs in sorted(cpu_by_role().items())}  # per role: [CPU s, runnable s]
     spans.sort()
     step_parts = {
         "next_ms": 1e3 * waited / steps, "launch_ms": 1e3 * launched / steps,
         "gpu_span_ms": sum(spans) / steps, "gpu_span_p90_ms": spans[int(0.9 * (steps - 1))],
         "process_cpu_ms": 1e3 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / steps,
-        "cpu_ms_by_thread": {k: round(1e3 * (v[0] - roles0.get(k, [0, 0])[0]) / steps, 2)
-                             for k, v in sorted(roles1.items()) if v[0] > roles0.get(k, [0, 0])[0]},
-        "runq_ms_by_thread": {k: round(1e3 * (v[1] - roles0.get(k, [0, 0])[1]) / steps, 2)
-                              for k, v in sorted(roles1.items()) if v[1] > roles0.get(k, [0, 0])[1]}}
+        "cpu_ms_by_thread": {k: round(1e3 * d[0] / steps, 2)
+                             for k, d in roles.items() if d[0] > 0},
+        "runq_ms_by_thread": {k: round(1e3 * d[1] / steps, 2)
+                              for k, d in roles.items() if d[1] > 0}}
 
     stats = torch.tensor([images, wall, waited], dtype=torch.float64, device=device)
     if world > 1:
