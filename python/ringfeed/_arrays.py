@@ -1,10 +1,12 @@
 """Zero-copy array views over loader memory, for numpy and torch.
 
 A view object exposes one region of a leased batch through __array_interface__ (host memory)
-or __cuda_array_interface__ (device memory) and holds a reference to the lease it belongs to:
-numpy arrays and torch tensors made from it keep the view alive (numpy through .base, torch
-through the deleter of its from_blob storage), so the lease lives as long as any array over its
-memory does. Whether the memory is still *valid* is the lease's business (see loader.py).
+or __cuda_array_interface__ (device memory) and holds a reference to its owner, a Holder of
+the lease it belongs to: numpy arrays and torch tensors made from it keep the view alive (numpy
+through .base, torch through the deleter of its from_blob storage), so the lease lives as long
+as any array over its memory does. Whether the memory is still *valid* is the lease's business
+(see loader.py). The loader reuses an array for a later batch at the same memory (ViewCache):
+the Holder then points at that batch's lease.
 """
 import ctypes
 
@@ -92,15 +94,15 @@ def host_array(owner, ptr, shape, dtype, kind):
     return t
 
 
-def current_stream(device_index):
-    """The raw cudaStream_t (an int) of torch's current stream on that device. torch's own
-    lookup without building a torch.cuda.Stream object (which costs ten times as much on the
-    training loop's thread every step), falling back to the public API."""
+def raw_stream_getter():
+    """A function device_index -> the raw cudaStream_t (an int) of torch's current stream on
+    that device: torch's own lookup, without building a torch.cuda.Stream object (which costs
+    ten times as much on the training loop's thread every step), else the public API."""
     torch = torch_module()
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return raw(device_index)
-    return torch.cuda.current_stream(device_index).cuda_stream
+        return raw
+    return lambda device_index: torch.cuda.current_stream(device_index).cuda_stream
 
 
 def cuda_tensor(owner, ptr, shape, dtype, device):
@@ -110,6 +112,72 @@ def cuda_tensor(owner, ptr, shape, dtype, device):
     if dtype == "bfloat16":
         t = t.view(torch.bfloat16)
     return t
+
+
+class Holder:
+    """The owner of a cached view: the lease of the batch now at its memory (see ViewCache)."""
+
+    __slots__ = ("lease",)
+
+    def __init__(self, lease):
+        self.lease = lease
+
+
+class ViewCache:
+    """Arrays over loader memory, made once per (address, shape, dtype) and handed out again
+    for each later batch at the same memory.
+
+    Making a torch tensor over a device pointer (torch.as_tensor of a CUDA array interface)
+    costs the training loop's thread 4 us in a tight loop but 30-80 us as the first thing after
+    the step's synchronization (measured on the H200, the caches then cold), every step: time
+    in which the GPU waits. The host ring's slots are at fixed addresses and the device pool
+    hands the same few blocks back in turn, so nearly every batch finds its arrays here.
+
+    An array is handed out again only while it still describes that memory (a caller may have
+    changed its shape or strides in place, or made it require grad); its Holder then points at
+    the new batch's lease, so the array keeps that lease, and with it the loader's memory,
+    alive. forget() drops the entries of a batch that is kept, so its arrays are never handed
+    out for another batch and keep their own lease for as long as they live."""
+
+    __slots__ = ("_d", "_max")
+
+    def __init__(self, max_entries):
+        self._d = {}
+        self._max = max_entries
+
+    def get(self, lease, ptr, shape, dtype, make):
+        """The array for (ptr, shape, dtype), now owned by lease; make(owner, ptr, shape,
+        dtype) makes a missing one."""
+        key = (ptr, shape, dtype)
+        hit = self._d.get(key)
+        if hit is not None:
+            a, holder, strides, torch_array = hit
+            if torch_array:
+                intact = (a.shape == shape and a.stride() == strides and a.data_ptr() == ptr
+                          and not a.requires_grad)
+            else:  # numpy: an array's data pointer cannot be changed in place
+                intact = a.shape == shape and a.strides == strides
+            if intact:
+                holder.lease = lease
+                lease.views.append(key)
+                return a
+        holder = Holder(lease)
+        a = make(holder, ptr, shape, dtype)
+        torch_array = not isinstance(a, np.ndarray) if np is not None else True
+        d = self._d
+        d.pop(key, None)
+        if d and len(d) >= self._max:  # the oldest out: an address the pool no longer uses
+            del d[next(iter(d))]
+        d[key] = (a, holder, a.stride() if torch_array else a.strides, torch_array)
+        lease.views.append(key)
+        return a
+
+    def forget(self, lease):
+        """Drop the entries a kept lease's batch was handed (see the class doc)."""
+        for key in lease.views:
+            hit = self._d.get(key)
+            if hit is not None and hit[1].lease is lease:
+                del self._d[key]
 
 
 _CTYPE_DTYPES = {ctypes.c_int32: "<i4", ctypes.c_uint64: "<u8", ctypes.c_uint8: "u1"}

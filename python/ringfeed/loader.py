@@ -14,7 +14,9 @@ Batch lifetime (the one rule to know; docs/python.md says it at length):
           loss = model(images).loss(labels); loss.backward(); opt.step()
 
   never reads a recycled buffer, without any synchronization. `.labels`, `.keys` and the other
-  metadata are owned copies and stay valid forever.
+  metadata are owned copies and stay valid forever. A later batch at the same memory gets the
+  same array object back (no new tensor each step on the training loop's thread), so an array
+  held past its release may show another batch.
 
   To hold a batch longer, call `batch.keep()`: it is then returned when you call
   `batch.release()`, or automatically once the batch and every array made from it are garbage.
@@ -201,13 +203,27 @@ class _Handle:
             self._calls += 1
             return self.ptr
 
+    # The three below run on the training loop's thread every step: while the handle is not
+    # retired, a count under the lock is all there is to do.
     def leave(self):
+        with self._mu:
+            if not self.retired:
+                self._calls -= 1
+                return
         self._count(calls=-1)
 
     def lease_made(self):
+        with self._mu:
+            if not self.retired:
+                self._leases += 1
+                return
         self._count(leases=1)
 
     def lease_gone(self):
+        with self._mu:
+            if not self.retired:
+                self._leases -= 1
+                return
         self._count(leases=-1)
 
     def retire(self):
@@ -349,7 +365,8 @@ class _Lease:
     explicitly, or (for kept batches) when the last reference to it disappears. While it
     lives, its C loader's memory does (see _Handle)."""
 
-    __slots__ = ("loader", "handle", "ptr", "seq", "released", "kept", "batch", "__weakref__")
+    __slots__ = ("loader", "handle", "ptr", "seq", "released", "kept", "batch", "views",
+                 "__weakref__")
 
     def __init__(self, loader, handle, ptr, seq):
         self.loader = loader
@@ -359,6 +376,7 @@ class _Lease:
         self.released = False
         self.kept = False
         self.batch = None  # weakref to the batch made from it, whose metadata is lazy
+        self.views = []  # its arrays' keys in the loader's ViewCache
         handle.lease_made()
 
     @property
@@ -517,8 +535,9 @@ class _LoaderBase:
         self._h = None  # the _Handle of the C loader
         self._closed = True
         self._pending = []
-        self._leases = weakref.WeakSet()  # unreleased leases (kept ones die unreleased)
+        self._leases = weakref.WeakSet()  # kept leases not released yet (they die unreleased)
         self._current = None  # the iterator-managed (not kept) lease, if any
+        self._views = None  # arrays over the C loader's memory, reused (_arrays.ViewCache)
         self._seq = 0
 
         kind, index = _parse_device(device)
@@ -530,6 +549,7 @@ class _LoaderBase:
                 index = (torch.cuda.current_device() if torch.cuda.is_available()
                          else _env_int("LOCAL_RANK", 0))
             self._torch_device = torch.device("cuda", index)
+            self._raw_stream = _arrays.raw_stream_getter()
         else:
             self._torch_device = None
         self._device_kind, self._device_index = kind, index
@@ -588,6 +608,9 @@ class _LoaderBase:
         self._closed = False
         self._seq = 0
         self._depth = int(self._cfg_fields.get("prefetch_depth") or 0) or self.stats()["prefetch_depth"]
+        # Two arrays a batch (images or tokens, and on CUDA the labels' view), at as many
+        # addresses as the device pool cycles through: a few per ring slot.
+        self._views = _arrays.ViewCache(8 * self._depth + 16)
         self._per_epoch = int(self._call(C.lib().rf_loader_batches_per_epoch))
         self._num_samples = int(self._call(C.lib().rf_loader_num_samples))
         # Epoch bookkeeping, Python side: the epoch of the batches being delivered (the C
@@ -635,6 +658,7 @@ class _LoaderBase:
         h, self._h = self._h, None
         self._current = None
         self._pending = []
+        self._views = _arrays.ViewCache(0)  # a new one: another thread may be using the old
         if h is not None:
             h.retire()
 
@@ -656,7 +680,7 @@ class _LoaderBase:
     def _current_stream_handle(self):
         if self._device_kind != "cuda":
             return None
-        return _arrays.current_stream(self._device_index) or None
+        return self._raw_stream(self._device_index) or None
 
     def _stream_handle(self, stream):
         if stream is None:
@@ -675,7 +699,8 @@ class _LoaderBase:
         if batch is not None:  # still referenced: copy what it has not read before the slot goes
             batch._materialize()
         lease.released = True
-        self._leases.discard(lease)
+        if lease.kept:
+            self._leases.discard(lease)
         if self._current is lease:
             self._current = None
         if lease.handle is self._h:  # else its C loader was replaced: its destroy returns it
@@ -692,6 +717,8 @@ class _LoaderBase:
         if lease is self._current:
             self._current = None
         lease.kept = True
+        self._leases.add(lease)
+        self._views.forget(lease)
 
     def _release_all(self, what):
         """Release the iterator's batch and pending kept ones; refuse while kept batches live."""
@@ -774,7 +801,6 @@ class _LoaderBase:
                 err = self._error(ptr, rc, "rf_loader_next")
             elif rc == 0 and not h.retired:
                 lease = _Lease(self, h, out, self._seq)
-                self._leases.add(lease)
         finally:
             h.leave()
         if err is not None:
@@ -812,35 +838,43 @@ class _LoaderBase:
     def _fill_meta(self, batch, b, lease):
         """The batch's scalars; its per-sample metadata is read from b on first use (see
         _BatchBase), so the lease learns which batch to complete before it is released."""
-        n = int(b.count)
+        n = b.count  # (ctypes gives its integer fields as int)
         batch._lease = lease
         batch._raw = b
         batch.count = n
-        batch.epoch = int(b.epoch)
-        batch.index = int(b.index)
-        for name in batch._LAZY:
-            setattr(batch, name, None)
+        batch.epoch = b.epoch
+        batch.index = b.index
+        batch._sample_ids = batch._positions = batch._is_padding = None
         lease.batch = weakref.ref(batch)
         return n
 
     def _data_array(self, b, lease, shape, dtype, stream):
         """Zero-copy view of b.data (CUDA: ordered after the copy on `stream`, the handle of
         torch's current stream)."""
-        if int(b.device_kind) == C.RF_DEVICE_CUDA:
+        if b.device_kind == C.RF_DEVICE_CUDA:
             if self._device_kind != "cuda":
                 raise RuntimeError("libringfeed returned a CUDA batch for a CPU loader")
             rc = C.lib().rf_batch_wait(lease.ptr, stream)  # the lease keeps the event alive
             if rc:
                 raise RingfeedError(rc, "", "rf_batch_wait")
-            t = _arrays.cuda_tensor(lease, b.data, shape, dtype, self._torch_device)
+            t = self._views.get(lease, b.data, shape, dtype, self._cuda_view)
             return t.clone() if self._copy else t
-        a = _arrays.host_array(lease, b.data, shape, dtype, self._array_type)
+        a = self._views.get(lease, b.data, shape, dtype, self._host_view)
         if self._copy:
             a = a.clone() if self._array_type == "torch" else a.copy()
         return a
 
+    def _cuda_view(self, owner, ptr, shape, dtype):
+        return _arrays.cuda_tensor(owner, ptr, shape, dtype, self._torch_device)
+
+    def _host_view(self, owner, ptr, shape, dtype):
+        return _arrays.host_array(owner, ptr, shape, dtype, self._array_type)
+
     def _check_dtype(self, b):
-        got = C.DTYPE_NAMES.get(int(b.dtype), f"<{int(b.dtype)}>")
+        got = C.DTYPE_NAMES.get(b.dtype)
+        if got is not None and got == self._expect_dtype:
+            return got
+        got = got or f"<{b.dtype}>"
         want = self._expect_dtype
         if want is not None and got != want:
             raise RuntimeError(
@@ -1297,11 +1331,11 @@ class Loader(_LoaderBase):
     def _wrap(self, b, lease, stream):
         batch = Batch.__new__(Batch)
         n = self._fill_meta(batch, b, lease)
+        batch._keys = batch._fields = None
         dtype = self._check_dtype(b)
-        shape = tuple(int(s) for s in b.shape)
-        batch.images = self._data_array(b, lease, shape, dtype, stream)
-        if int(b.device_kind) == C.RF_DEVICE_CUDA and b.labels_device:
-            lab = _arrays.cuda_tensor(lease, b.labels_device, (n,), "int32", self._torch_device)
+        batch.images = self._data_array(b, lease, tuple(b.shape), dtype, stream)
+        if b.device_kind == C.RF_DEVICE_CUDA and b.labels_device:
+            lab = self._views.get(lease, b.labels_device, (n,), "int32", self._cuda_view)
             batch.labels = lab.long()  # a new tensor, ordered on the current stream
         else:
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)

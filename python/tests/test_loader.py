@@ -662,6 +662,72 @@ def test_kept_batch_released_by_gc(shards):
         assert len(list(it)) == len(ld) - 1
 
 
+@pytest.mark.parametrize("array_type", ARRAY_TYPES)
+def test_arrays_are_handed_out_again_for_later_batches_at_their_memory(shards, array_type):
+    """The ring's slots are at fixed addresses: a later batch in the same slot gets the same
+    array object (no new tensor on the training loop's thread), holding that batch's pixels."""
+    ref = reference_images(shards)
+    with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=2, array_type=array_type,
+                         **KW) as ld:
+        seen = []  # the objects themselves (alive, so no id is reused)
+        for i, (images, labels) in enumerate(ld):
+            seen.append(images)
+            np.testing.assert_array_equal(npy(images), ref[i])
+        assert i + 1 == len(ref) >= 4
+        # Two slots: two objects, and a third for the shorter last batch.
+        assert len({id(a) for a in seen}) == 3
+
+
+@pytest.mark.parametrize("array_type", ARRAY_TYPES)
+def test_a_kept_batchs_arrays_are_never_handed_out_again(shards, array_type):
+    """keep() takes the batch's arrays out of reuse: later batches get other objects, the kept
+    pixels stay, and the arrays alone hold the batch (released once they are garbage)."""
+    ref = reference_images(shards)
+    with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=3, array_type=array_type,
+                         **KW) as ld:
+        it = iter(ld)
+        kept = next(it).keep()
+        images = kept.images
+        del kept
+        gc.collect()  # the batch object is gone; its images still hold its slot
+        for i in (1, 2):
+            b = next(it)
+            assert b.images is not images
+            np.testing.assert_array_equal(npy(b.images), ref[i])
+            np.testing.assert_array_equal(npy(images), ref[0])
+        # The kept slot is still held: one more batch would need it.
+        with pytest.raises(RuntimeError, match="kept batch"):
+            next(it)
+        del images, b
+        gc.collect()  # now the kept batch goes back to the ring
+        n = 3
+        for b in it:
+            np.testing.assert_array_equal(npy(b.images), ref[n])
+            n += 1
+        assert n == len(ref)
+
+
+@pytest.mark.parametrize("array_type", ARRAY_TYPES)
+def test_an_array_changed_in_place_is_not_handed_out_again(shards, array_type):
+    """A caller may reshape an array in place (numpy's .shape =, torch's unsqueeze_) or make a
+    float tensor require grad: the next batch at that memory gets a fresh array, right shape."""
+    ref = reference_images(shards)
+    dtype = "float32" if array_type == "torch" else "uint8"
+    with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=2, array_type=array_type,
+                         dtype=dtype, **KW) as ld:
+        for i, (images, labels) in enumerate(ld):
+            assert tuple(images.shape) == ref[i].shape, i
+            got = npy(images.detach()) if array_type == "torch" else images
+            np.testing.assert_array_equal(got, ref[i].astype(dtype))
+            if array_type == "torch":
+                if i % 2:
+                    images.unsqueeze_(0)
+                else:
+                    images.requires_grad_()
+            else:
+                images.shape = (-1,)
+
+
 def test_holding_kept_batches_raises_instead_of_deadlock(shards):
     with ringfeed.Loader(shards, 8, seed=21, prefetch_depth=2, **KW) as ld:
         it = iter(ld)
