@@ -13,7 +13,8 @@ cuda:LOCAL_RANK and the model is wrapped in DistributedDataParallel.
 "Waited" is the time the training loop spent blocked on the loader (getting the next batch and,
 for the DataLoader, enqueuing its host-to-device copy) divided by the wall time of the measured
 steps; each step ends by synchronizing the training stream (as reading loss.item() every step
-does), so a blocked loader means an idle GPU. Not the whole device: that would also wait for the
+does), so a blocked loader means an idle GPU. With --fetch-early the next batch is taken
+before that synchronization instead of after it, so the loader's time overlaps the step. Not the whole device: that would also wait for the
 loader's own streams, where later batches are being copied and decoded (GPU decode, the
 hardware JPEG decoders), work a training step never waits for. One JSON line per run is
 printed by rank 0.
@@ -232,6 +233,10 @@ def main():
                     help="ringfeed with --gpu-decode: percent of images sent to the GPU")
     ap.add_argument("--hw-decode-percent", type=int, default=0,
                     help="ringfeed: percent of images the GPU's hardware JPEG decoders take")
+    ap.add_argument("--fetch-early", action="store_true",
+                    help="take the next batch after launching a step and before synchronizing, "
+                         "not at the top of the next step: the loader's time on this thread then "
+                         "overlaps the GPU's work")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="DataLoader workers (--loader torch)")
     ap.add_argument("--anchor", default=None,
@@ -279,16 +284,20 @@ def main():
     waited, t0, images = 0.0, None, 0
     launched, spans, cpu0 = 0.0, [], None
     first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ahead = None  # with --fetch-early: the next step's batch, taken during this one
     for step in range(a.warmup + steps):
         measured = step >= a.warmup
         if step == a.warmup:
             torch.cuda.synchronize()
             waited, images, t0, cpu0 = 0.0, 0, time.perf_counter(), os.times()
             roles0 = cpu_by_role()
-        tw = time.perf_counter()
-        x, y = next(batches)
-        tl = time.perf_counter()
-        waited += tl - tw
+        if ahead is None:
+            tw = time.perf_counter()
+            x, y = next(batches)
+            tl = time.perf_counter()
+            waited += tl - tw
+        else:
+            (x, y), ahead, tl = ahead, None, time.perf_counter()
         if measured:
             first.record()
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -299,6 +308,12 @@ def main():
         if measured:
             last.record()
             launched += time.perf_counter() - tl
+        if a.fetch_early and step + 1 < a.warmup + steps:
+            # Released now, the batch x is recycled only after the kernels queued above: the
+            # release is ordered on this stream (docs/python.md), so no copy is needed.
+            tw = time.perf_counter()
+            ahead = next(batches)
+            waited += time.perf_counter() - tw
         torch.cuda.current_stream().synchronize()
         if measured:  # both events are done: the stream they are on was synchronized
             spans.append(first.elapsed_time(last))
@@ -327,7 +342,8 @@ def main():
         tot_images, sum_wall, sum_wait = stats.tolist()
         print(json.dumps({
             "loader": a.loader, "arch": a.arch, "world_size": world, "batch_per_rank": a.batch,
-            "steps": steps, "img_per_s": tot_images / (sum_wall / world),
+            "steps": steps, "fetch_early": a.fetch_early,
+            "img_per_s": tot_images / (sum_wall / world),
             "gpu_wait_fraction": sum_wait / sum_wall, "loss": loss.item(),
             "batches_per_epoch_per_rank": per_rank, "decode": decode_summary(a),
             "step": step_parts,
