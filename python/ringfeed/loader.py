@@ -203,27 +203,13 @@ class _Handle:
             self._calls += 1
             return self.ptr
 
-    # The three below run on the training loop's thread every step: while the handle is not
-    # retired, a count under the lock is all there is to do.
     def leave(self):
-        with self._mu:
-            if not self.retired:
-                self._calls -= 1
-                return
         self._count(calls=-1)
 
     def lease_made(self):
-        with self._mu:
-            if not self.retired:
-                self._leases += 1
-                return
         self._count(leases=1)
 
     def lease_gone(self):
-        with self._mu:
-            if not self.retired:
-                self._leases -= 1
-                return
         self._count(leases=-1)
 
     def retire(self):

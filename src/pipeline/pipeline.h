@@ -63,9 +63,9 @@
  *    released (one I/O thread; one that took as much as it asked for signals the next:
  *    pl_io_take). Broadcast when the task tail advances (task_finish_locked) and the
  *    dispatcher waits for that room (d_room), in skip mode when a sample fails, when the
- *    output the walk waits at gets its outcome or late verdict while a drain or a hole waits behind it
- *    (walk_may_move_locked), and when a sample that failed on its decode thread gets its late
- *    verdict, on an error (pl_fail_locked) and on stop.
+ *    output the walk waits at gets its outcome or late verdict while a drain or a hole waits
+ *    behind it (walk_may_move_locked), and when a sample that failed on its decode thread
+ *    gets its late verdict, on an error (pl_fail_locked) and on stop.
  *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
  *    done(); broadcast on an error and on stop.
  *  - cv_out (CLOCK_MONOTONIC, for next_timeout_ms): the consumer in rf_loader_next waits for
