@@ -179,6 +179,10 @@ PHOTO_TRAIN_ROWS = [
     ("synthetic", "batch already on the GPU (GPU-bound)", ["--loader", "synthetic"]),
     ("ringfeed", "ringfeed, the example's defaults (schedule auto = balance; every CPU but one "
      "decodes, at nice 10)", []),
+    # the loop of docs/tuning.md: next() overlaps the step instead of following its
+    # synchronization, where the GPU is idle for as long as next() takes
+    ("ringfeed_early", "ringfeed, the example's defaults, the next batch taken before the step's "
+     "synchronization (`--fetch-early`)", ["--fetch-early"]),
     ("ringfeed_cpu", "ringfeed `--schedule cpu`, otherwise the example's defaults",
      ["--schedule", "cpu"]),
     ("ringfeed_lib", "ringfeed, the library's defaults (schedule auto = balance; every CPU "
@@ -403,6 +407,13 @@ def photo_rows(runs):
     return rows
 
 
+def set_identity(desc):
+    """What makes two photo sets the same: describe_photos' figures measured from the files,
+    not the glob the photographs were found with (a checkout's scratch/photo-tools or another
+    folder holding the same files)."""
+    return {k: v for k, v in desc.items() if k != "sources"}
+
+
 def photos_section(a, R, env, bench_path, save, skip):
     """The photos section: the set made and described, then its loading rows (unless
     photos_load is in skip) and its training rows (unless photos_train is), each part in
@@ -417,7 +428,7 @@ def photos_section(a, R, env, bench_path, save, skip):
     old = R.get("photos", {})
     kept = ("photos_load" in skip and old.get("rows")) or ("photos_train" in skip
                                                            and old.get("train"))
-    if kept and old.get("set", desc) != desc:
+    if kept and set_identity(old.get("set", desc)) != set_identity(desc):
         raise SystemExit(f"photos: the stored figures were measured on another set ({old['set']}"
                          f"), not on this one ({desc}); run both parts")
     P = R["photos"] = {"set": desc, "cpus": a.cpus, "device": a.device, "rounds": 0, "rows": [],
@@ -626,10 +637,10 @@ def photos_train_report(T):
         L += [f"### {arch} training from these shards (bf16, channels_last, batch 256, "
               f"{A['steps']} steps after 20 of warm-up, python/examples/train_resnet.py; "
               f"{A['rounds']} interleaved round(s), medians)", "",
-              "| input | img/s | of GPU-bound | each round | GPU waited for data | step on the "
-              "GPU, mean / p90 | launching a step | process CPU per step | decode threads | "
-              "where ringfeed decoded |",
-              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+              "| input | img/s | of GPU-bound | each round | GPU waited for data | `next()` per "
+              "step | step on the GPU, mean / p90 | launching a step | process CPU per step | "
+              "decode threads | where ringfeed decoded |",
+              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
         for key, label, _ in PHOTO_TRAIN_ROWS:
             rs = runs.get(key)
             if not rs:
@@ -640,17 +651,21 @@ def photos_train_report(T):
             threads = {r["decode_threads"] for r in rs if "decode_threads" in r}
             st = [r["step"] for r in rs if "step" in r]
             part = (lambda k: med(x[k] for x in st)) if len(st) == len(rs) else None
-            parts = (f"{part('gpu_span_ms'):.2f} / {part('gpu_span_p90_ms'):.2f} ms | "
+            parts = (f"{1e3 * part('next_ms'):.0f} us | "
+                     f"{part('gpu_span_ms'):.2f} / {part('gpu_span_p90_ms'):.2f} ms | "
                      f"{part('launch_ms'):.2f} ms | {part('process_cpu_ms'):.0f} ms"
-                     if part else "- | - | -")
+                     if part else "- | - | - | -")
             L.append(f"| {label} | {v:,.0f} | {100 * v / med(gb):.1f}% | {each} | "
                      f"{100 * med(r['gpu_wait_fraction'] for r in rs):.1f}% | {parts} | "
                      f"{', '.join(map(str, sorted(threads))) or '-'} | "
                      f"{where_decoded({'runs': rs}) if key != 'synthetic' else ''} |")
         L.append("")
     if any("step" in r for A in T.values() for rs in A["runs"].values() for r in rs):
-        L += ["Step on the GPU: from before the step's first kernel to after its last on the "
-              "GPU's own clock (CUDA events), including the gaps in which the GPU waited for "
+        L += ["`next()` per step: the training thread's time taking the next batch (with "
+              "`--fetch-early` while the step runs on the GPU, otherwise after its "
+              "synchronization, with the GPU idle, so with `--fetch-early` the GPU's wait for "
+              "data is at most what it says); step on the GPU: from before the step's first "
+              "kernel to after its last on the GPU's own clock (CUDA events), including the gaps in which the GPU waited for "
               "the training thread to launch the next kernel; launching a step: that thread "
               "enqueuing the forward and backward passes and the optimizer step; process CPU: "
               "the user and system time of the whole process, the loader's threads included "

@@ -14,7 +14,8 @@ cuda:LOCAL_RANK and the model is wrapped in DistributedDataParallel.
 for the DataLoader, enqueuing its host-to-device copy) divided by the wall time of the measured
 steps; each step ends by synchronizing the training stream (as reading loss.item() every step
 does), so a blocked loader means an idle GPU. With --fetch-early the next batch is taken
-before that synchronization instead of after it, so the loader's time overlaps the step. Not
+before that synchronization instead of after it, so the loader's time overlaps the step (and
+"waited" then only bounds the GPU's idle time from above: the GPU ran the step meanwhile). Not
 the whole device: that would also wait for the loader's own streams, where later batches are
 being copied and decoded (GPU decode, the hardware JPEG decoders), work a training step never
 waits for. One JSON line per run is printed by rank 0.

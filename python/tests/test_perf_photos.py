@@ -248,6 +248,10 @@ def test_a_part_run_alone_keeps_the_other_parts_figures_of_the_same_set(tmp_path
         assert str(e.value).startswith("photos: the stored figures were measured on another "
                                        "set ({'images': 640")
     assert ran == ["train", "load"]
+    # the same set from photographs found in another folder: the stored part stands
+    R = {"photos": dict(copy.deepcopy(stored), set=dict(desc, sources="y/*.jpg"))}
+    perf_report.photos_section(a, R, {}, "bench", lambda: None, {"photos_load"})
+    assert R["photos"]["rows"] == ["old"] and R["photos"]["set"]["sources"] == "x/*.jpg"
     R = {"photos": dict(copy.deepcopy(stored), set={"images": 640})}  # both parts: made anew
     perf_report.photos_section(a, R, {}, "bench", lambda: None, set())
     assert R["photos"]["rows"] == ["new"] and R["photos"]["train"] == {"resnet50": "new"}

@@ -195,8 +195,8 @@ def train_runs(rounds, gb, rows, steps=None):
     return {"steps": 400, "rounds": rounds, "runs": runs}
 
 
-def step_parts(span, p90, launch, cpu):
-    return {"next_ms": 0.3, "launch_ms": launch, "gpu_span_ms": span, "gpu_span_p90_ms": p90,
+def step_parts(span, p90, launch, cpu, next_ms=0.3):
+    return {"next_ms": next_ms, "launch_ms": launch, "gpu_span_ms": span, "gpu_span_p90_ms": p90,
             "process_cpu_ms": cpu}
 
 
@@ -213,14 +213,16 @@ def test_photo_training_rows_come_from_their_rounds(tmp_path):
     gb = [13000.0, 12900.0, 13100.0]
     R["photos"]["train"] = {"resnet18": train_runs(3, gb, {
         "ringfeed": ([0.99, 0.97, 0.985], [0.01, 0.03, 0.02], bal),
+        "ringfeed_early": ([1.0, 0.995, 0.99], [0.01, 0.01, 0.01], bal),
         "ringfeed_cpu": ([0.995, 0.99, 0.98], [0.004, 0.006, 0.005], cpu),
         "ringfeed_lib": ([0.96, 0.98, 0.97], [0.02, 0.01, 0.03],
                          dict(bal, decode_threads=16, sched_gpu_permille=64))}, steps={
         # the step's parts: medians over the rounds; ringfeed_lib's runs have none (stored
         # before the example measured them)
-        "synthetic": [step_parts(19.6, 19.7, 11.0, 15.0)] * 3,
+        "synthetic": [step_parts(19.6, 19.7, 11.0, 15.0, 0.002)] * 3,
         "ringfeed": [step_parts(20.3, 22.3, 14.3, 283.0), step_parts(19.5, 19.5, 10.3, 270.0),
                      step_parts(20.5, 22.9, 15.1, 288.0)],
+        "ringfeed_early": [step_parts(19.5, 19.6, 10.0, 260.0, n) for n in (0.2, 0.25, 0.15)],
         "ringfeed_cpu": [step_parts(19.5, 19.5, 11.6, 255.0)] * 3})}
     md = render(R, tmp_path)
     T = R["photos"]["train"]["resnet18"]["runs"]
@@ -230,16 +232,23 @@ def test_photo_training_rows_come_from_their_rounds(tmp_path):
             "medians)") in md
     assert "### resnet50 training from these shards" not in md
     labels = {k: label for k, label, _ in perf_report.PHOTO_TRAIN_ROWS}
-    assert (f"| {labels['synthetic']} | 13,000 | 100.0% |  | 0.0% | 19.60 / 19.70 ms | 11.00 ms "
-            "| 15 ms | - |  |") in md
+    assert (f"| {labels['synthetic']} | 13,000 | 100.0% |  | 0.0% | 2 us | 19.60 / 19.70 ms | "
+            "11.00 ms | 15 ms | - |  |") in md
     for key, each, wait, parts, threads in [
-            ("ringfeed", "99.0%, 97.0%, 98.5%", "2.0%", "20.30 / 22.30 ms | 14.30 ms | 283 ms", 15),
-            ("ringfeed_cpu", "99.5%, 99.0%, 98.0%", "0.5%", "19.50 / 19.50 ms | 11.60 ms | 255 ms",
-             15),
-            ("ringfeed_lib", "96.0%, 98.0%, 97.0%", "2.0%", "- | - | -", 16)]:
+            ("ringfeed", "99.0%, 97.0%, 98.5%", "2.0%",
+             "300 us | 20.30 / 22.30 ms | 14.30 ms | 283 ms", 15),
+            ("ringfeed_early", "100.0%, 99.5%, 99.0%", "1.0%",
+             "200 us | 19.50 / 19.60 ms | 10.00 ms | 260 ms", 15),
+            ("ringfeed_cpu", "99.5%, 99.0%, 98.0%", "0.5%",
+             "300 us | 19.50 / 19.50 ms | 11.60 ms | 255 ms", 15),
+            ("ringfeed_lib", "96.0%, 98.0%, 97.0%", "2.0%", "- | - | - | -", 16)]:
         assert (f"| {labels[key]} | {med[key]:,.0f} | {100 * med[key] / 13000:.1f}% | {each} | "
                 f"{wait} | {parts} | {threads} | ") in md
-    assert ("Step on the GPU: from before the step's first kernel to after its last on the GPU's "
+    assert "`--fetch-early`" in labels["ringfeed_early"]
+    assert ("`next()` per step: the training thread's time taking the next batch (with "
+            "`--fetch-early` while the step runs on the GPU, otherwise after its "
+            "synchronization, with the GPU idle") in md
+    assert ("step on the GPU: from before the step's first kernel to after its last on the GPU's "
             "own clock (CUDA events), including the gaps in which the GPU waited for the "
             "training thread to launch the next kernel;") in md
     assert ("hardware decoders 0%, GPU kernels 1%, CPU 99%; schedule balance, shares at the end "
