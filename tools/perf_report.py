@@ -665,11 +665,11 @@ def photos_train_report(T):
               "`--fetch-early` while the step runs on the GPU, otherwise after its "
               "synchronization, with the GPU idle, so with `--fetch-early` the GPU's wait for "
               "data is at most what it says); step on the GPU: from before the step's first "
-              "kernel to after its last on the GPU's own clock (CUDA events), including the gaps in which the GPU waited for "
-              "the training thread to launch the next kernel; launching a step: that thread "
-              "enqueuing the forward and backward passes and the optimizer step; process CPU: "
-              "the user and system time of the whole process, the loader's threads included "
-              "(medians of each run's per-step means).", ""]
+              "kernel to after its last on the GPU's own clock (CUDA events), including the "
+              "gaps in which the GPU waited for the training thread to launch the next kernel; "
+              "launching a step: that thread enqueuing the forward and backward passes and the "
+              "optimizer step; process CPU: the user and system time of the whole process, the "
+              "loader's threads included (medians of each run's per-step means).", ""]
     return L
 
 
