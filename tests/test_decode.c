@@ -1031,7 +1031,8 @@ END_TEST
  * (libjpeg's raw planes, then the kernels' own resize code): every baseline file, with or
  * without restart markers, decodes byte-for-byte to the CPU path's full-scale pixels, for each
  * sampling, crop mode, layout, flip and image edge. A progressive file is not the engine's:
- * the CPU path decodes it, as it always would (with_restarts rewrites it as baseline). */
+ * the CPU path decodes it, as it always would (with_restarts rewrites it as baseline). A
+ * trailer after the EOI stays out of the packet; a file without its EOI makes none. */
 START_TEST(engine_packet_matches_cpu_full_scale)
 {
     static const shape ES[] = {
@@ -1101,6 +1102,31 @@ START_TEST(engine_packet_matches_cpu_full_scale)
         ck_assert_str_eq(e1.msg, e2.msg);
         (void)bytes;
         free(j);
+    }
+    /* a trailer after the EOI (a motion photo's appended video, a second JPEG): the engine
+     * packet holds the file up to its EOI, not the trailer, and decodes to the CPU's pixels */
+    {
+        size_t len, big = 100000;
+        uint8_t *j = make_jpeg(407, 351, RGB420, 5, &len);
+        uint8_t *t = realloc(j, len + big);
+        ck_assert_ptr_nonnull(t);
+        for (size_t i = 0; i < big; i++)
+            t[len + i] = (uint8_t)(i * 131 + 7);
+        memcpy(t + len, "\xff\xd8\xff\xe1", 4);
+        rf_transform tr = random_t(64);
+        rf_err e = {0};
+        uint32_t bytes = 0, bad = 0;
+        ck_assert_msg(rf_decode_packet(b, t, len + big, &tr, 2, 1, place_fixed, &pl, &bytes,
+                                       NULL, &e) == 0, "%s", e.msg);
+        const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+        ck_assert_msg(bytes > len && p->engine, "no engine packet for a file with a trailer");
+        ck_assert_uint_eq(p->data_bytes, len);
+        ck_assert_int_eq(memcmp(pkt + p->off_data, t, len), 0);
+        ck_assert_int_eq(rf_decode_planes(b, pkt, scratch, &e), 0);
+        ck_assert_int_eq(rf_gj_decode_host(pkt, scratch, og, &bad), 0);
+        ck_assert_int_eq(rf_decode_transform(a, t, len + big, &tr, 2, oa, NULL, &e), 0);
+        ck_assert_int_eq(memcmp(oa, og, (size_t)tr.height * tr.width * 3), 0);
+        free(t);
     }
     /* a packet the stand-in refuses to take for an engine packet */
     ((rf_gj_packet *)pkt)->engine = 0;

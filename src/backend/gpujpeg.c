@@ -127,19 +127,6 @@ static int sof0(const uint8_t *j, size_t len)
     return 0;
 }
 
-/* 1 when the file ends with EOI (trailing bytes after it allowed, up to 1 KiB of them). The
- * hardware decoder reports no error for a file cut short; the marker check every decode runs
- * first (rf_jpeg_scan_check) already refuses a file without its EOI, so what this still keeps
- * on the CPU path is a file with a longer trailer after its EOI, which the engine was never
- * shown to take. */
-static int ends_with_eoi(const uint8_t *j, size_t len)
-{
-    for (size_t i = len - 1; i > 2 && len - i <= 1024; i--)
-        if (j[i - 1] == 0xFF && j[i] == 0xD9)
-            return 1;
-    return 0;
-}
-
 /* A file the walker takes (plain packets): one interleaved Huffman scan without restart
  * markers; baseline or extended (SOF0/SOF1), as 8-bit precision and Huffman coding imply. */
 static int plain_ok(const struct jpeg_decompress_struct *ci, const rf_jpeg_geom *g)
@@ -189,9 +176,14 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     int plain = !engine && !restarts && plain_ok(ci, &g);
     if (engine ? ci->progressive_mode || ci->arith_code ||
                      ci->comps_in_scan != ci->num_components || !sof0(jpeg, len) ||
-                     !ends_with_eoi(jpeg, len)
+                     rb->eoi_of != jpeg
                : !restarts && !plain)
         return RF_GJ_NOT_ELIGIBLE;
+    /* The hardware decoder gets the file up to its EOI, which the marker check every decode
+     * runs first (rf_jpeg_scan_check) found: it reports no error for a file cut short, and a
+     * trailer (camera data, a motion photo's video) is not its to read. */
+    if (engine)
+        len = rb->eoi_end;
     int nc = ci->num_components;
     for (int i = 0; i < nc; i++)
         if (ci->cur_comp_info[i] != &ci->comp_info[i])

@@ -167,7 +167,7 @@ int rf_dec_guarded(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_dec_job_fn
         return rf_seterr(err, RF_EDECODE, "empty input: not a JPEG");
     if (fresh_jpeg(d))
         return rf_seterr(err, RF_ENOMEM, "out of memory for a JPEG decompressor");
-    d->region.of = NULL;
+    d->region.of = d->region.eoi_of = NULL;
     if (setjmp(d->jerr.jb)) {
         jpeg_abort_decompress(&d->cinfo);
         return rf_seterr(err, d->jerr.code, "%s", d->jerr.msg);

@@ -128,13 +128,17 @@ static int tail_marker_ok(uint32_t m)
     return m == 0xC4 || m == 0xDB || m == 0xDD || m == 0xFE || (m >= 0xE0 && m <= 0xEF);
 }
 
-/* From the first marker after the entropy-coded data (at `at`, code m) to EOI. */
-static int check_tail(const uint8_t *j, size_t len, size_t at, uint32_t m, rf_err *err)
+/* From the first marker after the entropy-coded data (at `at`, code m) to EOI; *end: the
+ * offset just past the EOI. */
+static int check_tail(const uint8_t *j, size_t len, size_t at, uint32_t m, size_t *end,
+                      rf_err *err)
 {
     size_t first = at;
     for (;;) {
-        if (m == 0xD9)
+        if (m == 0xD9) {
+            *end = at + 2;
             return 0;
+        }
         if (!tail_marker_ok(m))
             return rf_seterr(err, RF_EDECODE,
                              "corrupt JPEG data: marker 0xFF%02X at byte %zu does not belong in "
@@ -184,8 +188,9 @@ int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interva
         if (m == 0x00)
             continue; /* a stuffed 0xFF data byte */
         if (m < 0xD0 || m > 0xD7) {
+            size_t end;
             if (m != 0xD9 && !tail_marker_ok(m))
-                return check_tail(jpeg, len, p - 2, m, err); /* names the stray marker */
+                return check_tail(jpeg, len, p - 2, m, &end, err); /* names the stray marker */
             if (k + 1 != intervals)
                 return rf_seterr(err, RF_EDECODE,
                                  "corrupt JPEG data: the entropy-coded data ends at byte %zu "
@@ -196,7 +201,10 @@ int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interva
                 b->span[2 * k + 1] = (uint32_t)at;
                 b->of = jpeg, b->nspans = intervals, b->sof = sof, b->data = data;
             }
-            return check_tail(jpeg, len, p - 2, m, err);
+            int rc = check_tail(jpeg, len, p - 2, m, &end, err);
+            if (rc == 0 && b)
+                b->eoi_of = jpeg, b->eoi_end = end;
+            return rc;
         }
         if (!R)
             return rf_seterr(err, RF_EDECODE, "corrupt JPEG data: restart marker RST%u at byte "

@@ -65,6 +65,11 @@ typedef struct rf_region_buf {
     const uint8_t *of;
     uint64_t nspans;
     size_t sof, data;
+    /* Also set by rf_jpeg_scan_check for the image it checked (`eoi_of`), with or without
+     * restart markers: the offset just past its EOI. The bytes after it are a trailer (camera
+     * data, an appended video), which the hardware decoder is not given. Cleared with `of`. */
+    const uint8_t *eoi_of;
+    size_t eoi_end;
     /* The GPU decode's walker state for files without restart markers (its destuffed bytes,
      * segments and table cache: backend/gpujpeg_walk.c), one malloc'ed block and what it
      * points to, owned there; rf_region_buf_free calls `walk_free` on it. */
@@ -96,7 +101,8 @@ int rf_jpeg_spans(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint64
  * out or an EOI inside the data of a restart-marked file), and a missing EOI (a file cut
  * short). What it cannot see is damage to the Huffman bits themselves, which shows only where
  * they are decoded. With b != NULL and restart_interval > 0 it records the intervals in b for
- * rf_jpeg_spans. Returns 0, or RF_EDECODE with the byte offset in err; RF_ENOMEM. */
+ * rf_jpeg_spans; with b != NULL it records where the EOI ends (b->eoi_of, b->eoi_end).
+ * Returns 0, or RF_EDECODE with the byte offset in err; RF_ENOMEM. */
 int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interval,
                        uint64_t mcus, rf_region_buf *b, rf_err *err);
 
