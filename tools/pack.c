@@ -90,7 +90,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ringfeed-pack --input DIR|LIST --output 'out/train-%%04d.tar' [options]\n"
             "  --input DIR        class-folder tree (one subfolder per class; labels are the\n"
-            "                     sorted subfolder index; jpg/jpeg files, any case)\n"
+            "                     sorted subfolder index; jpg, jpeg, png and webp files,\n"
+            "                     any case)\n"
             "  --list FILE        instead of --input: lines `path label` (relative paths are\n"
             "                     relative to the list's folder)\n"
             "  --output PATTERN   shard path with one integer conversion (%%d, %%04d, %%06u)\n"
@@ -102,9 +103,10 @@ static void usage(FILE *f)
             "  --first-shard N    number of the first shard (0)\n"
             "  --max-file-bytes SIZE  larger files are bad (64M)\n"
             "  --strict           fail on a bad or unreadable file instead of skipping it\n"
-            "  --restart[=N]      rewrite each JPEG (PNG and WebP files stay as they are) losslessly (same pixels) with a restart\n"
+            "  --restart[=N]      rewrite each JPEG losslessly (same pixels) with a restart\n"
             "                     marker every N MCUs (default: the loader's choice) and\n"
             "                     optimal Huffman tables, so crops decode only what they need\n"
+            "                     (PNG and WebP files stay as they are)\n"
             "  --quiet            no progress line\n"
             "  --json             print a JSON summary as the last line of stdout\n"
             "  --version          print the library's version and exit\n"
@@ -113,7 +115,8 @@ static void usage(FILE *f)
             "dots in the file name replaced by '_' (a WebDataset key ends at the first dot of\n"
             "the basename); a key made equal to another by this gets a _2, _3 ... suffix.\n"
             "Members: KEY.EXT (the file's bytes, unchanged unless --restart; EXT the file's\n"
-            "own jpg, jpeg, png or webp in its case, else jpg) then KEY.cls (the label). An index X.idx (DALI v1.2) is written beside each X.tar. A shard and its\n"
+            "own jpg, jpeg, png or webp in its case, else jpg) then KEY.cls (the label).\n"
+            "An index X.idx (DALI v1.2) is written beside each X.tar. A shard and its\n"
             "index appear only complete (written under a hidden temporary name, fsynced, then\n"
             "renamed); on failure the unfinished shard is removed and pack exits 1.\n");
 }
