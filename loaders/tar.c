@@ -90,7 +90,18 @@ typedef struct grouper {
     uint32_t file;
     uint64_t max_span;
     rf_tar_group tg;
+    rf_tar_link link; /* the last link member skipped, for a sample's missing image */
 } grouper;
+
+/* Why a sample may lack its image, appended to that error: a link member of its key, or
+ * else members that are not consecutive (GNU tar stores a folder in directory order). */
+static void no_image_hint(const grouper *g, char *out, size_t cap)
+{
+    if (!rf_tar_link_hint(&g->link, g->tg.key, g->tg.key_len, out, cap))
+        snprintf(out, cap, "; a sample's members must be consecutive (GNU tar stores a folder "
+                 "in directory order without --sort=name; ringfeed-inspect names keys that "
+                 "come back after other keys)");
+}
 
 /* The complete sample in g->tg becomes an rf_sample (or an error naming it). */
 static int group_flush(grouper *g, rf_err *err)
@@ -99,10 +110,13 @@ static int group_flush(grouper *g, rf_err *err)
     if (!t->open)
         return 0;
     t->open = 0;
-    if (!t->has_img)
+    if (!t->has_img) {
+        char hint[RF_TAR_NAME_MAX + 160];
+        no_image_hint(g, hint, sizeof hint);
         return rf_seterr(err, RF_EFORMAT, "%s: sample %s at offset %" PRIu64
-                         " has no image member (%s)", g->path, t->key, t->start,
-                         g->ds->image_exts);
+                         " has no image member (%s)%s", g->path, t->key, t->start,
+                         g->ds->image_exts, hint);
+    }
     uint64_t span = t->end - t->start;
     if (span > g->max_span)
         return rf_seterr(err, RF_ELIMIT, "%s: sample %s at offset %" PRIu64 " spans %" PRIu64
@@ -163,6 +177,7 @@ static int scan_shard(grouper *g, int fd, const rf_byte_reader *rd, uint64_t siz
         rc = 0;
         if (m->type != RF_TAR_FILE) {
             g->ds->nonregular++; /* directories, links, devices: counted, never followed */
+            rf_tar_link_note(&g->link, m);
             continue;
         }
         mref r = {m->name, m->header_offset, m->data_offset, m->size};

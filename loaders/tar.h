@@ -20,7 +20,15 @@ static inline uint64_t rf_tar_round_block(uint64_t n)
     return (n + RF_TAR_BLOCK - 1) & ~(uint64_t)(RF_TAR_BLOCK - 1);
 }
 
-enum rf_tar_type { RF_TAR_FILE = 0, RF_TAR_DIR = 1, RF_TAR_OTHER = 2 };
+/* Links are told apart only so that an error can say why a sample lacks its image: none is
+ * followed, like every member that is not RF_TAR_FILE. */
+enum rf_tar_type {
+    RF_TAR_FILE = 0,
+    RF_TAR_DIR = 1,
+    RF_TAR_OTHER = 2,
+    RF_TAR_HARDLINK = 3,
+    RF_TAR_SYMLINK = 4
+};
 
 /* One member as the scanner sees it (after any long-name/pax records that precede it). */
 typedef struct rf_tar_member {
@@ -208,5 +216,29 @@ int rf_tar_exts_check(const char *exts, rf_err *err);
  * without the path (the caller prefixes it). The loader and inspection both call it, so they
  * refuse the same shards with the same words. */
 int rf_tar_no_samples(uint64_t file_size, uint64_t nonregular, rf_err *err);
+
+/* The last RF_TAR_LINKS_KEPT link members a scan skipped (links are never followed), kept for
+ * the error of a sample that lacks its image: GNU tar stores the second name of a hard-linked
+ * file as a link to the first, and a symlink as a link unless given --dereference. A sample is
+ * complete only when the next one's first regular member comes, so the next sample's links
+ * may come after its own: more than one is kept. */
+#define RF_TAR_LINKS_KEPT 4
+typedef struct rf_tar_link {
+    struct {
+        char name[RF_TAR_NAME_MAX + 1];
+        uint64_t hdr;
+        int type; /* RF_TAR_HARDLINK, RF_TAR_SYMLINK */
+    } e[RF_TAR_LINKS_KEPT];
+    uint32_t n; /* links noted so far; e[n % RF_TAR_LINKS_KEPT] is the next to replace */
+} rf_tar_link;
+
+/* Remember m in l when it is a link. */
+void rf_tar_link_note(rf_tar_link *l, const rf_tar_member *m);
+
+/* Why the sample `key` (key_len bytes) has no image member when l holds a link member of that
+ * key ("its member K.jpg at offset N is a hard link, which is not followed (...)"), written
+ * to out: returns 1; otherwise 0 and out is "". The loader and inspection both append it. */
+int rf_tar_link_hint(const rf_tar_link *l, const char *key, size_t key_len, char *out,
+                     size_t cap);
 
 #endif

@@ -280,6 +280,81 @@ START_TEST(gnu_tar_formats_load_identically)
 }
 END_TEST
 
+/* Inspection's problems' messages, one a line. */
+typedef struct link_problems {
+    char msg[4096];
+    size_t len;
+} link_problems;
+
+static int on_link_problem(void *ctx, const rf_inspect_problem *p)
+{
+    link_problems *c = ctx;
+    c->len += (size_t)snprintf(c->msg + c->len, sizeof c->msg - c->len, "%s\n", p->message);
+    c->len = c->len < sizeof c->msg ? c->len : sizeof c->msg - 1;
+    return 0;
+}
+
+/* Links written by GNU tar: a file stored under two names (a hard link: the second is a link
+ * member) and a symlink to an image. Neither is followed, so their samples have no image, and
+ * the error says which member is a link and how to write the shard instead; so does
+ * inspection (which also finds the first file's fake JPEG bad). Written with --hard-dereference --dereference the shard loads, every sample
+ * with the bytes of the file its name reached. */
+START_TEST(gnu_tar_links_named)
+{
+    char *dir = rf_test_mkdtemp("tar-links"), cmd[4096];
+    uint8_t *j = fake_jpeg(3, 700);
+    static const char *const files[] = {"a.jpg", "a.cls", "b.cls", "c.cls"};
+    for (int i = 0; i < 4; i++) {
+        char *p = pathf(dir, files[i]);
+        write_file(p, i ? "1" : (const char *)j, i ? 1 : 700);
+        free(p);
+    }
+    snprintf(cmd, sizeof cmd, "cd '%s' && ln a.jpg b.jpg && ln -s a.jpg c.jpg", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    static const struct { const char *opts, *name, *says; } cases[] = {
+        {"", "hard.tar", "sample b at offset 3072 has no image member (jpg,jpeg,png,webp): its "
+         "member b.jpg at offset 2560 is a hard link, which is not followed (write the shard "
+         "with tar --hard-dereference)"},
+        {"--hard-dereference", "sym.tar", "sample c at offset 5632 has no image member "
+         "(jpg,jpeg,png,webp): its member c.jpg at offset 5120 is a symbolic link, which is not "
+         "followed (write the shard with tar --dereference)"},
+        {"--hard-dereference --dereference", "deref.tar", NULL},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        char *shard = pathf(dir, cases[i].name);
+        snprintf(cmd, sizeof cmd, "tar --format=gnu %s -cf '%s' -C '%s' a.jpg a.cls b.jpg b.cls "
+                 "c.jpg c.cls", cases[i].opts, shard, dir);
+        ck_assert_int_eq(system(cmd), 0);
+        if (cases[i].says) {
+            load_fails(shard, RF_EFORMAT, cases[i].says);
+            link_problems c = {0};
+            rf_inspect_options o;
+            rf_inspect_options_init(&o);
+            rf_inspect_summary sum;
+            rf_inspect_summary_init(&sum);
+            rf_shard_inspect(shard, &o, on_link_problem, NULL, &c, &sum);
+            ck_assert_msg(strstr(c.msg, strchr(cases[i].says, ':') + 2), "%s", c.msg);
+        } else {
+            rf_dataset ds;
+            rf_err e = {0};
+            ck_assert_msg(load(&ds, shard, 0, &e) == 0, "%s", e.msg);
+            ck_assert_uint_eq(ds.nsamples, 3);
+            for (uint64_t k = 0; k < 3; k++) {
+                const rf_sample *sm = &ds.samples[k];
+                uint8_t *span = read_span(&ds, sm);
+                ck_assert_uint_eq(sm->data_len, 700);
+                ck_assert_int_eq(memcmp(span + sm->data_off, j, 700), 0);
+                free(span);
+            }
+            rf_dataset_free(&ds);
+        }
+        free(shard);
+    }
+    free(j);
+    free(dir);
+}
+END_TEST
+
 START_TEST(long_names_gnu_and_pax)
 {
     fixture fx;
@@ -1151,8 +1226,26 @@ START_TEST(webdataset_grouping)
     tb_member(&t, "b.cls", "1", 1, '0');
     tb_end(&t);
     p = save(dir, "noimg.tar", &t);
-    load_fails(p, RF_EFORMAT, "sample b at offset 1024 has no image member");
+    load_fails(p, RF_EFORMAT, "sample b at offset 1024 has no image member (jpg,jpeg,png,webp); "
+               "a sample's members must be consecutive (GNU tar stores a folder in directory "
+               "order without --sort=name");
     free(p), free(t.p);
+    /* ... because its image is a link, which is not followed: the error says so */
+    for (int hard = 0; hard < 2; hard++) {
+        memset(&t, 0, sizeof t);
+        tb_member(&t, "a.jpg", "\xff\xd8", 2, '0');
+        tb_member(&t, "a.cls", "1", 1, '0');
+        tb_member(&t, "b.jpg", NULL, 0, hard ? '1' : '2');
+        tb_member(&t, "b.cls", "1", 1, '0');
+        tb_end(&t);
+        p = save(dir, "linkimg.tar", &t);
+        load_fails(p, RF_EFORMAT, hard ? "sample b at offset 2560 has no image member "
+                   "(jpg,jpeg,png,webp): its member b.jpg at offset 2048 is a hard link, which "
+                   "is not followed (write the shard with tar --hard-dereference)"
+                                       : "its member b.jpg at offset 2048 is a symbolic link, "
+                   "which is not followed (write the shard with tar --dereference)");
+        free(p), free(t.p);
+    }
     /* a span over max_sample_bytes */
     memset(&t, 0, sizeof t);
     uint8_t *j = fake_jpeg(1, 5000);
@@ -1643,6 +1736,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("tar");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, gnu_tar_formats_load_identically);
+    tcase_add_test(tc, gnu_tar_links_named);
     tcase_add_test(tc, long_names_gnu_and_pax);
     tcase_add_test(tc, index_read_equals_scan);
     tcase_add_test(tc, index_disagreeing_is_detected);

@@ -56,6 +56,7 @@ typedef struct inspector {
     /* the open sample: the loader's grouping (g) and what inspection found in it (cur) */
     rf_tar_group g;
     rf_inspect_sample cur;
+    rf_tar_link link; /* the last link member skipped, for a sample's missing image */
     int broken; /* the scan stopped at a malformed header: the open sample's rest is unknown */
     /* a URL: the client, the object, readers for headers (scan) and members (data) */
     const char *url;
@@ -164,9 +165,12 @@ static void sample_flush(inspector *in)
     in->g.open = 0;
     rf_inspect_sample *s = &in->cur;
     rf_inspect_summary *sum = &in->sum;
-    if (!in->g.has_img)
-        problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member (%s)",
-                in->g.key, in->g.image_exts);
+    if (!in->g.has_img) {
+        char hint[RF_TAR_NAME_MAX + 160];
+        rf_tar_link_hint(&in->link, in->g.key, in->g.key_len, hint, sizeof hint);
+        problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member (%s)%s",
+                in->g.key, in->g.image_exts, hint);
+    }
     if (!in->g.has_lbl && !in->broken && in->opt.label_source != RF_LABEL_NONE) {
         rf_err e = {0};
         rf_label_missing(in->g.key, rf_label_ext(in->opt.label_source), RF_LABEL_NO_OFFSET, &e);
@@ -423,6 +427,7 @@ static void scan(inspector *in)
         }
         if (tm->type != RF_TAR_FILE) {
             nonregular++;
+            rf_tar_link_note(&in->link, tm);
             continue;
         }
         if ((rc = feed_member(in, tm)) != 0) {
