@@ -257,6 +257,8 @@ typedef struct rf_inspect_sample {
     int32_t label;              /* -1 when there is no valid label member (or RF_LABEL_NONE) */
     uint32_t region_ready;      /* 1: restart markers let the loader decode only the crop's
                                    MCUs (ringfeed-pack --restart writes such files) */
+    uint32_t orientation;       /* a JPEG's EXIF orientation tag (1..8), 0 when none; the
+                                   loader decodes the pixels as stored, never rotated */
 } rf_inspect_sample;
 
 typedef struct rf_inspect_summary {
@@ -277,6 +279,8 @@ typedef struct rf_inspect_summary {
     int32_t label_min, label_max;   /* over samples with a label; 0/-1 when none */
     uint64_t labeled;           /* samples with a valid label */
     uint64_t region_ready;      /* images with region_ready (see rf_inspect_sample) */
+    uint64_t oriented;          /* images whose EXIF orientation is 2..8 (rotated or mirrored
+                                   as stored), which the loader does not turn upright */
 } rf_inspect_summary;
 
 RF_API void rf_inspect_options_init(rf_inspect_options *o);

@@ -1154,6 +1154,113 @@ START_TEST(test_inspect_image_preference)
 }
 END_TEST
 
+/* A JPEG's bytes with an APP1 segment after the SOI: "Exif\0\0", then a TIFF structure in the
+ * byte order `big` whose IFD0 (at `ifd`) holds a Make entry and (tag, type, count, value). */
+static uint8_t *with_exif(const uint8_t *j, size_t n, int big, uint16_t tag, uint16_t type,
+                          uint32_t count, uint16_t value, uint32_t ifd, size_t *out_n)
+{
+    uint8_t t[38] = {0};
+    memcpy(t, big ? "MM" : "II", 2);
+#define PUT16(at, v) (big ? (t[at] = (uint8_t)((v) >> 8), t[(at) + 1] = (uint8_t)(v)) \
+                          : (t[at] = (uint8_t)(v), t[(at) + 1] = (uint8_t)((v) >> 8)))
+#define PUT32(at, v) (big ? (PUT16(at, (v) >> 16), PUT16((at) + 2, (v) & 0xFFFF)) \
+                          : (PUT16(at, (v) & 0xFFFF), PUT16((at) + 2, (v) >> 16)))
+    PUT16(2, 42);
+    PUT32(4, ifd);
+    PUT16(8, 2);                                       /* two entries */
+    PUT16(10, 0x010F), PUT16(12, 2), PUT32(14, 4u);    /* Make, ASCII, 4 bytes in the field */
+    memcpy(t + 18, "cam", 4);
+    PUT16(22, tag), PUT16(24, type), PUT32(26, count); /* the entry under test */
+    PUT16(30, value);
+#undef PUT16
+#undef PUT32
+    size_t seg = 2 + 6 + sizeof t;
+    uint8_t *o = malloc(n + 2 + seg);
+    memcpy(o, j, 2);
+    o[2] = 0xFF, o[3] = 0xE1, o[4] = (uint8_t)(seg >> 8), o[5] = (uint8_t)seg;
+    memcpy(o + 6, "Exif\0\0", 6);
+    memcpy(o + 12, t, sizeof t);
+    memcpy(o + 2 + 2 + seg, j + 2, n - 2);
+    *out_n = n + 2 + seg;
+    return o;
+}
+
+static int on_orientation(void *ctx, const rf_inspect_sample *s)
+{
+    uint32_t *got = ctx;
+    got[atoi(s->key)] = s->orientation;
+    return 0;
+}
+
+/* Inspection reads each JPEG's EXIF orientation tag (either byte order, behind other APP
+ * segments; a malformed one is none) and counts the images it rotates or mirrors, which the
+ * loader decodes as stored. */
+START_TEST(test_inspect_exif_orientation)
+{
+    char d[600], tar[700], err[256];
+    snprintf(d, sizeof d, "%s/exif", g_root);
+    mkdir(d, 0755);
+    snprintf(tar, sizeof tar, "%s/e.tar", d);
+    uint8_t rgb[40 * 30 * 3], *jpg;
+    size_t jn;
+    rf_synth_image(5, 40, 30, rgb);
+    ck_assert_int_eq(rf_synth_jpeg(rgb, 40, 30, 90, 0, &jpg, &jn), 0);
+    static const struct { int big; uint16_t tag, type; uint32_t count; uint16_t v; uint32_t ifd;
+                          uint32_t want; } cases[] = {
+        {1, 0x0112, 3, 1, 6, 8, 6},       /* big-endian, rotate 90 */
+        {0, 0x0112, 3, 1, 8, 8, 8},       /* little-endian, rotate 270 */
+        {0, 0x0112, 3, 1, 1, 8, 1},       /* upright */
+        {1, 0x0112, 3, 1, 9, 8, 0},       /* out of range */
+        {0, 0x0112, 4, 1, 6, 8, 0},       /* LONG, not SHORT */
+        {1, 0x0112, 3, 1, 3, 4000, 0},    /* IFD0 past the segment's end */
+        {0, 0x0110, 3, 1, 6, 8, 0},       /* no orientation tag (Model) */
+    };
+    enum { N = sizeof cases / sizeof cases[0] };
+    rf_shard_writer *w;
+    ck_assert_int_eq(rf_shard_writer_open(tar, NULL, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    for (int i = 0; i < N + 2; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", i);
+        size_t n = jn;
+        uint8_t *b = jpg;
+        if (i < N)
+            b = with_exif(jpg, jn, cases[i].big, cases[i].tag, cases[i].type, cases[i].count,
+                          cases[i].v, cases[i].ifd, &n);
+        else if (i == N) { /* an XMP APP1 first, then the Exif one (orientation 5) */
+            size_t m;
+            uint8_t *e = with_exif(jpg, jn, 0, 0x0112, 3, 1, 5, 8, &m);
+            static const char xmp[] = "http://ns.adobe.com/xap/1.0/\0<x:xmpmeta/>";
+            size_t seg = 2 + sizeof xmp;
+            b = malloc(m + 2 + seg);
+            memcpy(b, e, 2);
+            b[2] = 0xFF, b[3] = 0xE1, b[4] = (uint8_t)(seg >> 8), b[5] = (uint8_t)seg;
+            memcpy(b + 6, xmp, sizeof xmp);
+            memcpy(b + 4 + seg, e + 2, m - 2);
+            n = m + 2 + seg;
+            free(e);
+        }
+        ck_assert_int_eq(rf_shard_writer_add(w, key, "jpg", b, n, i), 0);
+        if (b != jpg)
+            free(b);
+    }
+    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+    free(jpg);
+    uint32_t got[N + 2];
+    memset(got, 0xFF, sizeof got);
+    rf_inspect_options o;
+    rf_inspect_options_init(&o);
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, on_orientation, got, &s), 0);
+    ck_assert_uint_eq(s.problems, 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(got[i] == cases[i].want, "case %d: %u, want %u", i, got[i], cases[i].want);
+    ck_assert_uint_eq(got[N], 5);
+    ck_assert_uint_eq(got[N + 1], 0); /* no EXIF at all */
+    ck_assert_uint_eq(s.oriented, 3); /* 6, 8 and 5 */
+}
+END_TEST
+
 START_TEST(test_inspect_labels_as_loader)
 {
     static char huge[2001];
@@ -1329,6 +1436,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_pack_restart);
     tcase_add_test(tc, test_pack_all_formats);
     tcase_add_test(tc, test_inspect_image_preference);
+    tcase_add_test(tc, test_inspect_exif_orientation);
     tcase_add_test(tc, test_gnu_tar_formats);
     tcase_add_test(tc, test_index_disagrees);
     tcase_add_test(tc, test_bad_jpeg_reported);

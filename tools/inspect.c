@@ -23,7 +23,7 @@
 
 typedef struct totals {
     uint64_t shards, samples, members, bytes, problems, images, progressive, image_bytes;
-    uint64_t region_ready;
+    uint64_t region_ready, oriented;
     uint64_t image_bytes_min, image_bytes_max, width_sum, height_sum, labeled;
     uint64_t with_index, index_bad, indexes_written;
     uint32_t width_min, width_max, height_min, height_max;
@@ -115,6 +115,7 @@ static void add(totals *t, const rf_inspect_summary *s)
     t->images += s->images;
     t->progressive += s->progressive;
     t->region_ready += s->region_ready;
+    t->oriented += s->oriented;
     t->width_sum += s->width_sum;
     t->height_sum += s->height_sum;
     if (s->labeled) {
@@ -177,6 +178,11 @@ static void print_totals(const totals *t)
         printf("region decode: %" PRIu64 " of %" PRIu64 " images have restart markers that let "
                "crops skip the rest of the file%s\n", t->region_ready, t->images,
                t->region_ready < t->images ? " (ringfeed-pack --restart adds them)" : "");
+    if (t->oriented)
+        printf("orientation: %" PRIu64 " of %" PRIu64 " images carry an EXIF orientation that "
+               "rotates or mirrors them; the loader decodes the pixels as stored, not turned "
+               "upright (exiftran -ai turns them upright, losslessly)\n",
+               t->oriented, t->images);
     if (t->labeled)
         printf("labels: %" PRIu64 " samples labelled, %d..%d\n", t->labeled, t->label_min,
                t->label_max);
@@ -189,7 +195,7 @@ static void print_json(const totals *t)
     printf("{\"shards\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"members\": %" PRIu64
            ", \"bytes\": %" PRIu64 ", \"problems\": %" PRIu64 ", \"images\": %" PRIu64
            ", \"progressive\": %" PRIu64 ", \"region_ready\": %" PRIu64
-           ", \"image_bytes\": %" PRIu64
+           ", \"exif_oriented\": %" PRIu64 ", \"image_bytes\": %" PRIu64
            ", \"image_bytes_min\": %" PRIu64 ", \"image_bytes_max\": %" PRIu64
            ", \"width_min\": %u, \"width_max\": %u, \"height_min\": %u, \"height_max\": %u"
            ", \"width_mean\": %.1f, \"height_mean\": %.1f, \"labeled\": %" PRIu64
@@ -197,7 +203,7 @@ static void print_json(const totals *t)
            ", \"indexes_disagree\": %" PRIu64 ", \"indexes_written\": %" PRIu64
            ", \"problem_messages\": [",
            t->shards, t->samples, t->members, t->bytes, t->problems, t->images, t->progressive,
-           t->region_ready, t->image_bytes, t->image_bytes_min, t->image_bytes_max, t->width_min,
+           t->region_ready, t->oriented, t->image_bytes, t->image_bytes_min, t->image_bytes_max, t->width_min,
            t->width_max, t->height_min, t->height_max,
            t->images ? (double)t->width_sum / (double)t->images : 0.0,
            t->images ? (double)t->height_sum / (double)t->images : 0.0, t->labeled,

@@ -14,6 +14,7 @@ A file missing only its EOI is refused by every path, naming the member and its 
 import glob
 import os
 import shutil
+import struct
 import subprocess
 import tarfile
 
@@ -43,6 +44,14 @@ def before_sos(seg):
     return lambda j: j[:j.index(b"\xff\xda")] + seg + j[j.index(b"\xff\xda"):]
 
 
+def exif_orientation(v):
+    """An APP1 Exif segment after the SOI whose IFD0 holds Orientation = v (big-endian TIFF)."""
+    tiff = b"MM\x00\x2a" + struct.pack(">I", 8) + struct.pack(">H", 1)
+    tiff += struct.pack(">HHIH2x", 0x0112, 3, 1, v) + b"\x00" * 4
+    seg = b"Exif\x00\x00" + tiff
+    return lambda j: j[:2] + b"\xff\xe1" + struct.pack(">H", len(seg) + 2) + seg + j[2:]
+
+
 def jpegtran(*args):
     return lambda j: subprocess.run(["jpegtran", *args], input=j, stdout=subprocess.PIPE,
                                     check=True).stdout
@@ -63,6 +72,8 @@ LOSSLESS = {
     "64 KB COM segment": before_sos(com(65000)),
     "fill bytes before SOS": before_sos(b"\xff\xff\xff"),
     "trailer after EOI": lambda j: j + b"camera trailer " * 100,
+    # the loader decodes pixels as stored: an orientation tag is not applied (docs/reliability.md)
+    "EXIF orientation 6": exif_orientation(6),
     "a second SOI after EOI": lambda j: j + b"\xff\xd8\xff\xe0 junk",
 }
 

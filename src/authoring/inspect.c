@@ -194,6 +194,7 @@ static void sample_flush(inspector *in)
         sum->height_sum += s->height;
         sum->progressive += s->progressive;
         sum->region_ready += s->region_ready;
+        sum->oriented += s->orientation > 1;
         sum->images++;
     }
     if (s->label >= 0) {
@@ -226,6 +227,8 @@ static void check_image(inspector *in, const rf_tar_member *tm)
         rc = rf_jpeg_check_info(in->jc, in->buf, tm->size, &ji, &e);
     s->width = ji.width, s->height = ji.height, s->progressive = ji.progressive;
     s->region_ready = ji.region_ready;
+    if (rc == 0)
+        s->orientation = rf_jpeg_exif_orientation(in->buf, (size_t)tm->size);
     if (rc)
         problem(in, rc, tm->header_offset, in->g.key, "member %s: %s", tm->name, e.msg);
 }

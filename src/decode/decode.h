@@ -170,6 +170,11 @@ void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint
 int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out, uint32_t *width,
                    uint32_t *height, rf_err *err);
 
+/* The EXIF orientation tag of a JPEG (1..8; 2..8 say the stored pixels are rotated or
+ * mirrored), 0 when it carries none or a malformed one. The decoders do not apply it
+ * (decode/exif.c says why). */
+uint32_t rf_jpeg_exif_orientation(const uint8_t *jpeg, size_t len);
+
 /* What the header says (nothing else is decoded). */
 typedef struct rf_jpeg_info {
     uint32_t width, height;

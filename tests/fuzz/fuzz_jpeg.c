@@ -5,7 +5,7 @@
  * then goes through the GPU decode's packer (rf_decode_packet: the walker and plain packets
  * for files without restart markers, restart packets for the others) and every packet it
  * writes through the host driver (rf_gj_decode_host, the kernels' code): neither may read or
- * write outside its buffers. */
+ * write outside its buffers. The EXIF orientation reader sees every input first. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -42,6 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rf_err e = {0};
     rf_jpeg_info info;
     rf_jpeg_probe(g_dec, data, size, &info, &e);
+    if (rf_jpeg_exif_orientation(data, size) > 8) /* ringfeed-inspect's EXIF reader */
+        abort();
     rf_transform t = {.crop = sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
                       /* 8..23 rows, 8..15 columns (bit 2 picks the DCT cap below) */
                       .height = 8u + (sel >> 4), .width = 8u + ((sel >> 3) & 0x7u),

@@ -1,0 +1,77 @@
+/* exif.c — the EXIF orientation tag of a JPEG, read from its bytes.
+ *
+ * The loader decodes pixels as stored and does not apply the tag (as PIL's Image.open and
+ * torchvision's ImageFolder do not; DALI's decoders do by default): a phone's portrait photo
+ * stored sideways with orientation 6 comes out sideways. ringfeed-inspect counts such images
+ * with this reader so that a user can see them before training (docs/reliability.md).
+ *
+ * Only what finding one tag needs: the marker segments before the first SOS, an APP1 segment
+ * that starts "Exif\0\0", its TIFF header (either byte order) and the entries of IFD0. Every
+ * offset is checked against the segment before it is read; anything malformed is "no tag". */
+#include "decode/decode.h"
+
+#include <string.h>
+
+static uint32_t rd16(const uint8_t *p, int big)
+{
+    return big ? (uint32_t)p[0] << 8 | p[1] : (uint32_t)p[1] << 8 | p[0];
+}
+
+static uint32_t rd32(const uint8_t *p, int big)
+{
+    return big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+               : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+/* The orientation in a TIFF structure of n bytes (what follows "Exif\0\0"), or 0. */
+static uint32_t tiff_orientation(const uint8_t *t, size_t n)
+{
+    if (n < 8 || !((t[0] == 'I' && t[1] == 'I') || (t[0] == 'M' && t[1] == 'M')))
+        return 0;
+    int big = t[0] == 'M';
+    if (rd16(t + 2, big) != 42)
+        return 0;
+    uint32_t ifd = rd32(t + 4, big);
+    if (ifd < 8 || ifd > n - 2)
+        return 0;
+    uint32_t count = rd16(t + ifd, big);
+    for (uint32_t i = 0; i < count; i++) {
+        size_t e = (size_t)ifd + 2 + (size_t)i * 12;
+        if (e + 12 > n)
+            return 0;
+        if (rd16(t + e, big) != 0x0112)
+            continue;
+        /* SHORT, one value, held in the first two bytes of the value field */
+        if (rd16(t + e + 2, big) != 3 || rd32(t + e + 4, big) != 1)
+            return 0;
+        uint32_t v = rd16(t + e + 8, big);
+        return v >= 1 && v <= 8 ? v : 0;
+    }
+    return 0;
+}
+
+uint32_t rf_jpeg_exif_orientation(const uint8_t *j, size_t len)
+{
+    if (!rf_jpeg_has_soi(j, len))
+        return 0;
+    for (size_t o = 2; o + 4 <= len;) {
+        if (j[o] != 0xFF)
+            return 0;
+        uint32_t m = j[o + 1];
+        if (m == 0xFF) { /* fill byte */
+            o++;
+            continue;
+        }
+        if (m == 0xDA || m == 0xD9 || m == 0x01 || (m >= 0xD0 && m <= 0xD8))
+            return 0; /* the scan, or a marker without a length: no tag before it */
+        size_t seg = (size_t)j[o + 2] << 8 | j[o + 3];
+        if (seg < 2 || o + 2 + seg > len)
+            return 0;
+        const uint8_t *d = j + o + 4;
+        size_t n = seg - 2;
+        if (m == 0xE1 && n >= 6 && memcmp(d, "Exif\0\0", 6) == 0)
+            return tiff_orientation(d + 6, n - 6); /* the first Exif APP1 is the one readers use */
+        o += 2 + seg;
+    }
+    return 0;
+}
