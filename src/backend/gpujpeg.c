@@ -108,22 +108,15 @@ static int sampling_ok(const struct jpeg_decompress_struct *ci)
 }
 
 /* 1 when the frame is baseline (SOF0), what the hardware decoder takes; libjpeg's 6b API
- * keeps no such flag. Walks the marker segments before the frame header; libjpeg has parsed
- * them already, so only a length running past the end stops early. */
+ * keeps no such flag. Walks the marker segments before the frame header, which libjpeg has
+ * parsed already. */
 static int sof0(const uint8_t *j, size_t len)
 {
-    for (size_t o = 2; o + 4 <= len;) {
-        if (j[o] != 0xFF)
-            return 0;
-        uint8_t m = j[o + 1];
-        if (m == 0xFF) { /* fill byte */
-            o++;
-            continue;
-        }
-        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC)
+    size_t p = 2, at;
+    uint32_t m;
+    while (rf_jpeg_segment(j, len, &p, &m, &at) == 0)
+        if (rf_jpeg_is_sof(m))
             return m == 0xC0;
-        o += 2 + ((size_t)j[o + 2] << 8 | j[o + 3]);
-    }
     return 0;
 }
 

@@ -9,6 +9,7 @@
  * that starts "Exif\0\0", its TIFF header (either byte order) and the entries of IFD0. Every
  * offset is checked against the segment before it is read; anything malformed is "no tag". */
 #include "decode/decode.h"
+#include "decode/jpeg_restart.h"
 
 #include <string.h>
 
@@ -54,24 +55,13 @@ uint32_t rf_jpeg_exif_orientation(const uint8_t *j, size_t len)
 {
     if (!rf_jpeg_has_soi(j, len))
         return 0;
-    for (size_t o = 2; o + 4 <= len;) {
-        if (j[o] != 0xFF)
-            return 0;
-        uint32_t m = j[o + 1];
-        if (m == 0xFF) { /* fill byte */
-            o++;
-            continue;
-        }
-        if (m == 0xDA || m == 0xD9 || m == 0x01 || (m >= 0xD0 && m <= 0xD8))
-            return 0; /* the scan, or a marker without a length: no tag before it */
-        size_t seg = (size_t)j[o + 2] << 8 | j[o + 3];
-        if (seg < 2 || o + 2 + seg > len)
-            return 0;
-        const uint8_t *d = j + o + 4;
-        size_t n = seg - 2;
+    size_t p = 2, at;
+    uint32_t m;
+    while (rf_jpeg_segment(j, len, &p, &m, &at) == 0 && m != 0xDA) {
+        const uint8_t *d = j + at + 4;
+        size_t n = p - at - 4;
         if (m == 0xE1 && n >= 6 && memcmp(d, "Exif\0\0", 6) == 0)
             return tiff_orientation(d + 6, n - 6); /* the first Exif APP1 is the one readers use */
-        o += 2 + seg;
     }
     return 0;
 }

@@ -75,6 +75,20 @@ void rf_region_buf_free(rf_region_buf *b)
 
 static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
+int rf_jpeg_segment(const uint8_t *j, size_t len, size_t *pos, uint32_t *m, size_t *at)
+{
+    size_t p = *pos;
+    while (p + 1 < len && j[p] == 0xFF && j[p + 1] == 0xFF)
+        p++; /* fill bytes */
+    if (p + 4 > len || j[p] != 0xFF)
+        return 1;
+    uint32_t mk = j[p + 1], seg = be16(j + p + 2);
+    if (seg < 2 || p + 2 + seg > len || mk == 0x01 || (mk >= 0xD0 && mk <= 0xD9))
+        return 1;
+    *m = mk, *at = p, *pos = p + 2 + seg;
+    return 0;
+}
+
 /* Offsets of the frame header (one SOFn segment of at least 8 bytes; its marker in *sof_m) and
  * of the first entropy byte (end of the first SOS segment). 1 when the segments up to the scan
  * do not parse, or hold a second frame header or a marker that has no business there. */
@@ -82,29 +96,21 @@ static int walk_to_scan(const uint8_t *j, size_t len, size_t *sof, uint32_t *sof
 {
     if (len < 4 || j[0] != 0xFF || j[1] != 0xD8)
         return 1;
-    size_t p = 2;
+    size_t p = 2, at;
+    uint32_t m;
     *sof = 0;
-    for (;;) {
-        while (p + 1 < len && j[p] == 0xFF && j[p + 1] == 0xFF)
-            p++; /* fill bytes */
-        if (p + 4 > len || j[p] != 0xFF)
-            return 1;
-        uint32_t m = j[p + 1], seg = be16(j + p + 2);
-        if (seg < 2 || p + 2 + seg > len)
-            return 1;
-        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
-            if (*sof || seg < 8)
+    while (rf_jpeg_segment(j, len, &p, &m, &at) == 0) {
+        if (rf_jpeg_is_sof(m)) {
+            if (*sof || be16(j + at + 2) < 8)
                 return 1;
-            *sof = p, *sof_m = m;
-        } else if (m == 0xD8 || m == 0xD9 || (m >= 0xD0 && m <= 0xD7)) {
-            return 1;
+            *sof = at, *sof_m = m;
         }
-        p += 2 + seg;
         if (m == 0xDA) {
             *data = p;
             return *sof ? 0 : 1;
         }
     }
+    return 1;
 }
 
 int rf_jpeg_scan_data(const uint8_t *jpeg, size_t len, size_t *data)
