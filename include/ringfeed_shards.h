@@ -281,6 +281,7 @@ typedef struct rf_inspect_summary {
     uint64_t region_ready;      /* images with region_ready (see rf_inspect_sample) */
     uint64_t oriented;          /* images whose EXIF orientation is 2..8 (rotated or mirrored
                                    as stored), which the loader does not turn upright */
+    uint64_t with_image;        /* samples with an image member: image_bytes is over these */
 } rf_inspect_summary;
 
 RF_API void rf_inspect_options_init(rf_inspect_options *o);

@@ -334,6 +334,9 @@ START_TEST(gnu_tar_links_named)
             rf_inspect_summary_init(&sum);
             rf_shard_inspect(shard, &o, on_link_problem, NULL, &c, &sum);
             ck_assert_msg(strstr(c.msg, strchr(cases[i].says, ':') + 2), "%s", c.msg);
+            /* image bytes are summed over the samples that have an image, and counted */
+            ck_assert_uint_eq(sum.with_image, i + 1);
+            ck_assert_uint_eq(sum.image_bytes, 700 * (i + 1));
         } else {
             rf_dataset ds;
             rf_err e = {0};

@@ -23,7 +23,7 @@
 
 typedef struct totals {
     uint64_t shards, samples, members, bytes, problems, images, progressive, image_bytes;
-    uint64_t region_ready, oriented;
+    uint64_t region_ready, oriented, with_image;
     uint64_t image_bytes_min, image_bytes_max, width_sum, height_sum, labeled;
     uint64_t with_index, index_bad, indexes_written;
     uint32_t width_min, width_max, height_min, height_max;
@@ -116,6 +116,7 @@ static void add(totals *t, const rf_inspect_summary *s)
     t->progressive += s->progressive;
     t->region_ready += s->region_ready;
     t->oriented += s->oriented;
+    t->with_image += s->with_image;
     t->width_sum += s->width_sum;
     t->height_sum += s->height_sum;
     if (s->labeled) {
@@ -166,9 +167,9 @@ static void print_totals(const totals *t)
     printf("shards %" PRIu64 ", samples %" PRIu64 ", members %" PRIu64 ", bytes %" PRIu64
            " (%.1f MB), problems %" PRIu64 "\n", t->shards, t->samples, t->members, t->bytes,
            (double)t->bytes / 1e6, t->problems);
-    if (t->samples)
+    if (t->with_image) /* the mean over samples that have an image, as min and max are */
         printf("image bytes: min %" PRIu64 ", mean %.0f, max %" PRIu64 "\n", t->image_bytes_min,
-               (double)t->image_bytes / (double)t->samples, t->image_bytes_max);
+               (double)t->image_bytes / (double)t->with_image, t->image_bytes_max);
     if (t->images)
         printf("dimensions: width %u..%u (mean %.0f), height %u..%u (mean %.0f); %" PRIu64
                " baseline, %" PRIu64 " progressive\n", t->width_min, t->width_max,

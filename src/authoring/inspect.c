@@ -178,6 +178,7 @@ static void sample_flush(inspector *in)
     }
     sum->samples++;
     if (in->g.has_img) {
+        sum->with_image++;
         sum->image_bytes += s->image_bytes;
         if (sum->image_bytes_min == 0 || s->image_bytes < sum->image_bytes_min)
             sum->image_bytes_min = s->image_bytes;
