@@ -181,8 +181,8 @@ static void print_totals(const totals *t)
                t->region_ready < t->images ? " (ringfeed-pack --restart adds them)" : "");
     if (t->oriented)
         printf("orientation: %" PRIu64 " of %" PRIu64 " images carry an EXIF orientation that "
-               "rotates or mirrors them; the loader decodes the pixels as stored, not turned "
-               "upright (exiftran -ai turns them upright, losslessly)\n",
+               "rotates or mirrors them; the loader decodes the pixels as stored (exiftran -ai or "
+               "ImageMagick's -auto-orient turns them upright)\n",
                t->oriented, t->images);
     if (t->labeled)
         printf("labels: %" PRIu64 " samples labelled, %d..%d\n", t->labeled, t->label_min,
