@@ -149,6 +149,18 @@ static void render(const rf_gen_config *cfg, uint64_t i, uint8_t **rgb, size_t *
         free(s->jpg);
         s->jpg = t, s->len = (size_t)tlen;
     }
+    if (cfg->trailer_bytes && s->fmt == RF_GEN_JPG) {
+        uint8_t *p = realloc(s->jpg, s->len + cfg->trailer_bytes);
+        if (!p) {
+            s->rc = -ENOMEM;
+            return;
+        }
+        /* what follows a camera's EOI often starts like another JPEG (a preview, a gain map) */
+        uint64_t x = rf_gen_image_seed(cfg->seed, i) | 1;
+        for (uint32_t k = 0; k < cfg->trailer_bytes; k++, x = x * 6364136223846793005ull + 1)
+            p[s->len + k] = k == 0 ? 0xFF : k == 1 ? 0xD8 : (uint8_t)(x >> 56);
+        s->jpg = p, s->len += cfg->trailer_bytes;
+    }
 }
 
 static void *worker(void *arg)
@@ -353,11 +365,12 @@ static int check_config(const rf_gen_config *c, char *msg, size_t msg_len)
         !(c->progressive_fraction >= 0.0 && c->progressive_fraction <= 1.0) ||
         (c->max_side && c->max_side < 8) || c->texture < 0.0f ||
         (c->tar_format != RF_SHARD_PAX && c->tar_format != RF_SHARD_GNU) ||
-        c->format < RF_GEN_JPG || c->format > RF_GEN_MIX) {
+        c->format < RF_GEN_JPG || c->format > RF_GEN_MIX || c->trailer_bytes > GEN_TRAILER_MAX) {
         setmsg(msg, msg_len, "invalid config: images, classes and per-shard must be > 0, classes "
                              "<= %u, quality 1..100, threads <= %d, progressive fraction 0..1, "
-                             "max side >= 8, tar format pax or gnu, format jpg, png, webp or mix",
-               GEN_CLASSES_MAX, GEN_THREADS_MAX);
+                             "max side >= 8, tar format pax or gnu, format jpg, png, webp or mix, "
+                             "trailer <= %u bytes",
+               GEN_CLASSES_MAX, GEN_THREADS_MAX, GEN_TRAILER_MAX);
         return -EINVAL;
     }
     return 0;

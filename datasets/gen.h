@@ -34,6 +34,8 @@ typedef struct rf_gen_stats {
     double seconds;       /* wall time so far */
 } rf_gen_stats;
 
+#define GEN_TRAILER_MAX (16u << 20)
+
 typedef struct rf_gen_config {
     /* Shard path pattern with exactly one integer conversion for the shard number, e.g.
      * "out/train-%06d.tar". The index of X.tar is X.idx (X + ".idx" when no .tar suffix). */
@@ -49,6 +51,9 @@ typedef struct rf_gen_config {
     double progressive_fraction;  /* 0..1; default 0 */
     int restart;                  /* 1: restart markers (rf_jpeg_add_restarts, interval 0, the
                                      encoder's Huffman tables): same pixels; baseline only */
+    uint32_t trailer_bytes;       /* bytes after each JPEG's EOI, as cameras and motion photos
+                                     write them (0xFF 0xD8, then a seeded pattern): the same
+                                     pixels; at most GEN_TRAILER_MAX; default 0 */
     uint32_t min_side, max_side;  /* fit every image so short >= min_side, long <= max_side
                                      (max wins when both cannot hold); 0 = unbounded */
     int write_index;              /* 1: write X.idx beside each shard */

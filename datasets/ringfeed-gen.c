@@ -40,6 +40,8 @@ static void usage(FILE *f)
             "  --restart                 restart markers (ringfeed-pack --restart's interval,\n"
             "                            same Huffman tables): the same pixels, decoded faster\n"
             "                            by crops (overrides --progressive-fraction)\n"
+            "  --trailer N               N bytes after each JPEG's EOI, as cameras write them\n"
+            "                            (the same pixels; default 0)\n"
             "  --format F                image members: jpg (default), png (8-bit RGB), webp\n"
             "                            (lossy at --quality) or mix (jpg, png, webp by index)\n"
             "  --min-side N / --max-side N  fit image sizes (short side >= min, long side <= max)\n"
@@ -138,7 +140,7 @@ static int on_progress(void *ctx, const rf_gen_stats *st)
 enum {
     OPT_OUTPUT = 256, OPT_IMAGES, OPT_CLASSES, OPT_SHARD_SIZE, OPT_PER_SHARD, OPT_FIRST_SHARD,
     OPT_SEED, OPT_QUALITY, OPT_TEXTURE, OPT_THREADS, OPT_PROGRESSIVE, OPT_MIN_SIDE, OPT_MAX_SIDE,
-    OPT_CLASS_DIRS, OPT_GNU, OPT_NO_INDEX, OPT_QUIET, OPT_RESTART, OPT_FORMAT, OPT_HELP,
+    OPT_CLASS_DIRS, OPT_GNU, OPT_NO_INDEX, OPT_QUIET, OPT_RESTART, OPT_FORMAT, OPT_TRAILER, OPT_HELP,
     OPT_VERSION
 };
 
@@ -162,6 +164,7 @@ static const struct option options[] = {
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"restart", no_argument, NULL, OPT_RESTART},
     {"format", required_argument, NULL, OPT_FORMAT},
+    {"trailer", required_argument, NULL, OPT_TRAILER},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -210,6 +213,7 @@ static int apply(rf_gen_config *cfg, int opt, const char *arg, int *quiet)
     case OPT_QUIET: *quiet = 1; return 0;
     case OPT_RESTART: cfg->restart = 1; return 0;
     case OPT_FORMAT: return parse_format(arg, &cfg->format);
+    case OPT_TRAILER: return parse_u32(arg, &cfg->trailer_bytes);
     default: return -1;
     }
 }

@@ -570,6 +570,25 @@ static void hw_decode_equals_host(uint32_t layout, uint32_t size)
     ck_assert_uint_eq(st.samples_decoded, 80);
 }
 
+/* Files with 100 KB after their EOI (a motion photo's video, a camera's preview): the engines
+ * get each file up to its EOI, every sample on them, and the batches equal the host
+ * backend's. */
+START_TEST(hw_decode_trailers)
+{
+    char *dir = rf_test_mkdtemp("cuda-trailer"), pat[600];
+    ck_assert_int_eq(rf_test_make_trailer_shards(dir, 2, 40, 10, 7, 200, 100000), 0);
+    snprintf(pat, sizeof pat, "%s/shard-*.tar", dir);
+    g_use = pat;
+    g_hw = 100, g_size = 96;
+    if (!hw_available())
+        return;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    rf_stats st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    ck_assert_uint_eq(st.hw_decoded, 80);
+    ck_assert_uint_eq(st.samples_decoded, 80);
+}
+END_TEST
+
 START_TEST(hw_decode_uint8_nhwc) { hw_decode_equals_host(RF_LAYOUT_NHWC, 224); }
 END_TEST
 START_TEST(hw_decode_uint8_nchw) { hw_decode_equals_host(RF_LAYOUT_NCHW, 96); }
@@ -1221,6 +1240,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, gpu_decode_skip_restart_damage);
     tcase_add_test(tc, gpu_decode_skip_plain_damage);
     tcase_add_test(tc, hw_decode_uint8_nhwc);
+    tcase_add_test(tc, hw_decode_trailers);
     tcase_add_test(tc, hw_decode_uint8_nchw);
     tcase_add_test(tc, hw_decode_non_square);
     tcase_add_test(tc, hw_decode_split_with_gpu_decode);

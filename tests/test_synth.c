@@ -105,6 +105,7 @@ static int files_equal(const char *a, const char *b)
 
 static int g_restart; /* gen_small: rf_gen_config.restart */
 static int g_format;  /* gen_small: rf_gen_config.format */
+static uint32_t g_trailer; /* gen_small: rf_gen_config.trailer_bytes */
 
 static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double progressive)
 {
@@ -122,6 +123,7 @@ static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double pr
     c.progressive_fraction = progressive;
     c.restart = g_restart;
     c.format = g_format;
+    c.trailer_bytes = g_trailer;
     char msg[256];
     int rc = rf_gen_run(&c, NULL, msg, sizeof msg);
     if (rc)
@@ -431,6 +433,37 @@ START_TEST(gen_restart_same_pixels)
 }
 END_TEST
 
+/* --trailer N: each JPEG is the plain run's file byte for byte, then N bytes starting 0xFF 0xD8
+ * (as a camera's preview or gain map does), so its pixels are the same. */
+START_TEST(gen_trailer_appended)
+{
+    const char *d1 = rf_test_mkdtemp("synth-plain"), *d2 = rf_test_mkdtemp("synth-trailer");
+    ck_assert_int_eq(gen_small(d1, 2, 5, 0.5), 0);
+    g_trailer = 3000;
+    ck_assert_int_eq(gen_small(d2, 2, 5, 0.5), 0);
+    g_trailer = 0;
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/train-000.tar", d1);
+    snprintf(b, sizeof b, "%s/train-000.tar", d2);
+    size_t la, lb;
+    uint8_t *ta = rf_test_read_file(a, &la), *tb = rf_test_read_file(b, &lb);
+    ck_assert(ta && tb);
+    size_t oa = 0, ob = 0;
+    for (int m = 0; m < 16; m++) { /* 16 samples: KEY.jpg then KEY.cls */
+        uint64_t ja = strtoull((const char *)ta + oa + 124, NULL, 8);
+        uint64_t jb = strtoull((const char *)tb + ob + 124, NULL, 8);
+        ck_assert_uint_eq(jb, ja + 3000);
+        ck_assert_int_eq(memcmp(ta + oa + 512, tb + ob + 512, ja), 0);
+        ck_assert(tb[ob + 512 + ja] == 0xFF && tb[ob + 512 + ja + 1] == 0xD8);
+        for (int k = 0; k < 2; k++) { /* past the .jpg and the .cls member */
+            oa += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)ta + oa + 124, NULL, 8));
+            ob += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)tb + ob + 124, NULL, 8));
+        }
+    }
+    free(ta), free(tb);
+}
+END_TEST
+
 /* Defaults, then `images` images of at most max_side px into d/s-%02d.tar (pattern holds the
  * pattern, which must outlive the config). */
 static void gen_config(rf_gen_config *c, char *pattern, size_t cap, const char *d,
@@ -488,6 +521,11 @@ START_TEST(gen_config_limits)
     c.tar_format = 2;
     ck_assert_int_eq(rf_gen_run(&c, NULL, msg, sizeof msg), -EINVAL);
     ck_assert_msg(strstr(msg, "tar format pax or gnu"), "%s", msg);
+    c.tar_format = RF_SHARD_PAX;
+    c.trailer_bytes = GEN_TRAILER_MAX + 1;
+    ck_assert_int_eq(rf_gen_run(&c, NULL, msg, sizeof msg), -EINVAL);
+    ck_assert_msg(strstr(msg, "trailer <= 16777216 bytes"), "%s", msg);
+    c.trailer_bytes = 0;
     char *ls = rf_test_list_dir(d);
     ck_assert_str_eq(ls, "");
     free(ls);
@@ -573,6 +611,7 @@ static Suite *suite(void)
     tcase_add_test(t, gen_shard_bytes);
     tcase_add_test(t, gen_config_limits);
     tcase_add_test(t, gen_restart_same_pixels);
+    tcase_add_test(t, gen_trailer_appended);
     tcase_add_test(t, fixture_shards);
     tcase_add_test(t, gen_stopped_leaves_no_partial_shard);
     suite_add_tcase(s, t);

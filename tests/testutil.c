@@ -101,7 +101,7 @@ long long rf_test_evict(const char *path)
 
 static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
                        uint64_t seed, int write_index, uint32_t min_side, uint32_t max_side,
-                       int restart)
+                       int restart, uint32_t trailer)
 {
     char pattern[4096];
     snprintf(pattern, sizeof pattern, "%s/shard-%%04u.tar", dir);
@@ -118,6 +118,7 @@ static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uin
     cfg.write_index = write_index;
     cfg.label_mode = RF_GEN_LABEL_MODULO;
     cfg.restart = restart;
+    cfg.trailer_bytes = trailer;
     char msg[256];
     int rc = rf_gen_run(&cfg, NULL, msg, sizeof msg);
     if (rc)
@@ -128,19 +129,26 @@ static int make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uin
 int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, uint32_t classes,
                         uint64_t seed, int write_index, uint32_t max_side)
 {
-    return make_shards(dir, nshards, nsamples, classes, seed, write_index, 0, max_side, 0);
+    return make_shards(dir, nshards, nsamples, classes, seed, write_index, 0, max_side, 0, 0);
 }
 
 int rf_test_make_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
                                 uint32_t classes, uint64_t seed, uint32_t max_side)
 {
-    return make_shards(dir, nshards, nsamples, classes, seed, 1, 0, max_side, 1);
+    return make_shards(dir, nshards, nsamples, classes, seed, 1, 0, max_side, 1, 0);
 }
 
 int rf_test_make_big_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
                                     uint64_t seed)
 {
-    return make_shards(dir, nshards, nsamples, 10, seed, 1, 700, 1000, 1);
+    return make_shards(dir, nshards, nsamples, 10, seed, 1, 700, 1000, 1, 0);
+}
+
+int rf_test_make_trailer_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
+                                uint32_t classes, uint64_t seed, uint32_t max_side,
+                                uint32_t trailer)
+{
+    return make_shards(dir, nshards, nsamples, classes, seed, 1, 0, max_side, 0, trailer);
 }
 
 /* truncate: zero the second half of the entropy-coded data and the EOI; else 0xA5 fill */

@@ -46,6 +46,11 @@ int rf_test_make_restart_shards(const char *dir, uint32_t nshards, uint32_t nsam
  * larger than the average slot area (RF_GJ_AREA). */
 int rf_test_make_big_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
                                     uint64_t seed);
+/* rf_test_make_shards' images (with indexes) with `trailer` bytes after each JPEG's EOI
+ * (ringfeed-gen --trailer), as cameras and motion photos write them: the same pixels. */
+int rf_test_make_trailer_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
+                                uint32_t classes, uint64_t seed, uint32_t max_side,
+                                uint32_t trailer);
 
 /* Damage the entropy-coded data of the nth JPEG (0-based, in file order) of the tar shard at
  * path in place: every byte from its SOS header to EOI becomes 0xA5, except each 0xFF and the
