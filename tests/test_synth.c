@@ -105,7 +105,7 @@ static int files_equal(const char *a, const char *b)
 
 static int g_restart; /* gen_small: rf_gen_config.restart */
 static int g_format;  /* gen_small: rf_gen_config.format */
-static uint32_t g_trailer; /* gen_small: rf_gen_config.trailer_bytes */
+static int g_trailer;  /* gen_small: rf_gen_config.trailer_bytes */
 
 static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double progressive)
 {
@@ -123,7 +123,7 @@ static int gen_small(const char *dir, uint32_t threads, uint64_t seed, double pr
     c.progressive_fraction = progressive;
     c.restart = g_restart;
     c.format = g_format;
-    c.trailer_bytes = g_trailer;
+    c.trailer_bytes = (uint32_t)g_trailer;
     char msg[256];
     int rc = rf_gen_run(&c, NULL, msg, sizeof msg);
     if (rc)
@@ -396,14 +396,18 @@ START_TEST(gen_format_mix)
 }
 END_TEST
 
-/* --restart: the same images (pixel for pixel), now with a DRI marker and baseline. */
-START_TEST(gen_restart_same_pixels)
+/* gen_small's plain run and the run `vary` changes (seed 5, progressive 0.5): each of the first
+ * 16 samples' image members (KEY.jpg then KEY.cls) of both, side by side, to check. */
+typedef void (*image_pair_fn)(int m, const uint8_t *a, uint64_t la, const uint8_t *b,
+                              uint64_t lb);
+
+static void each_image_pair(int *vary, int value, image_pair_fn check)
 {
-    const char *d1 = rf_test_mkdtemp("synth-plain"), *d2 = rf_test_mkdtemp("synth-rst");
+    const char *d1 = rf_test_mkdtemp("synth-plain"), *d2 = rf_test_mkdtemp("synth-varied");
     ck_assert_int_eq(gen_small(d1, 2, 5, 0.5), 0);
-    g_restart = 1;
+    *vary = value;
     ck_assert_int_eq(gen_small(d2, 2, 5, 0.5), 0);
-    g_restart = 0;
+    *vary = 0;
     char a[1024], b[1024];
     snprintf(a, sizeof a, "%s/train-000.tar", d1);
     snprintf(b, sizeof b, "%s/train-000.tar", d2);
@@ -411,19 +415,9 @@ START_TEST(gen_restart_same_pixels)
     uint8_t *ta = rf_test_read_file(a, &la), *tb = rf_test_read_file(b, &lb);
     ck_assert(ta && tb);
     size_t oa = 0, ob = 0;
-    for (int m = 0; m < 16; m++) { /* 16 samples: KEY.jpg then KEY.cls */
-        uint64_t ja = strtoull((const char *)ta + oa + 124, NULL, 8);
-        uint64_t jb = strtoull((const char *)tb + ob + 124, NULL, 8);
-        const uint8_t *pa = ta + oa + 512, *pb = tb + ob + 512;
-        int dri = 0;
-        for (uint64_t i = 2; i + 1 < jb && !(pb[i] == 0xFF && pb[i + 1] == 0xDA); i++)
-            dri |= pb[i] == 0xFF && pb[i + 1] == 0xDD;
-        ck_assert_msg(dri, "sample %d has no DRI marker", m);
-        uint32_t wa, ha, wb, hb;
-        uint8_t *xa = decode(pa, ja, &wa, &ha), *xb = decode(pb, jb, &wb, &hb);
-        ck_assert(xa && xb && wa == wb && ha == hb);
-        ck_assert_int_eq(memcmp(xa, xb, (size_t)wa * ha * 3), 0);
-        free(xa), free(xb);
+    for (int m = 0; m < 16; m++) {
+        check(m, ta + oa + 512, strtoull((const char *)ta + oa + 124, NULL, 8), tb + ob + 512,
+              strtoull((const char *)tb + ob + 124, NULL, 8));
         for (int k = 0; k < 2; k++) { /* past the .jpg and the .cls member */
             oa += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)ta + oa + 124, NULL, 8));
             ob += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)tb + ob + 124, NULL, 8));
@@ -431,37 +425,37 @@ START_TEST(gen_restart_same_pixels)
     }
     free(ta), free(tb);
 }
+
+static void same_pixels_with_dri(int m, const uint8_t *pa, uint64_t ja, const uint8_t *pb,
+                                 uint64_t jb)
+{
+    int dri = 0;
+    for (uint64_t i = 2; i + 1 < jb && !(pb[i] == 0xFF && pb[i + 1] == 0xDA); i++)
+        dri |= pb[i] == 0xFF && pb[i + 1] == 0xDD;
+    ck_assert_msg(dri, "sample %d has no DRI marker", m);
+    uint32_t wa, ha, wb, hb;
+    uint8_t *xa = decode(pa, ja, &wa, &ha), *xb = decode(pb, jb, &wb, &hb);
+    ck_assert(xa && xb && wa == wb && ha == hb);
+    ck_assert_int_eq(memcmp(xa, xb, (size_t)wa * ha * 3), 0);
+    free(xa), free(xb);
+}
+
+/* --restart: the same images (pixel for pixel), now with a DRI marker and baseline. */
+START_TEST(gen_restart_same_pixels) { each_image_pair(&g_restart, 1, same_pixels_with_dri); }
 END_TEST
+
+static void same_bytes_then_trailer(int m, const uint8_t *pa, uint64_t ja, const uint8_t *pb,
+                                    uint64_t jb)
+{
+    ck_assert_msg(jb == ja + 3000, "sample %d: %llu bytes, want %llu", m,
+                  (unsigned long long)jb, (unsigned long long)ja + 3000);
+    ck_assert_int_eq(memcmp(pa, pb, ja), 0);
+    ck_assert(pb[ja] == 0xFF && pb[ja + 1] == 0xD8);
+}
 
 /* --trailer N: each JPEG is the plain run's file byte for byte, then N bytes starting 0xFF 0xD8
  * (as a camera's preview or gain map does), so its pixels are the same. */
-START_TEST(gen_trailer_appended)
-{
-    const char *d1 = rf_test_mkdtemp("synth-plain"), *d2 = rf_test_mkdtemp("synth-trailer");
-    ck_assert_int_eq(gen_small(d1, 2, 5, 0.5), 0);
-    g_trailer = 3000;
-    ck_assert_int_eq(gen_small(d2, 2, 5, 0.5), 0);
-    g_trailer = 0;
-    char a[1024], b[1024];
-    snprintf(a, sizeof a, "%s/train-000.tar", d1);
-    snprintf(b, sizeof b, "%s/train-000.tar", d2);
-    size_t la, lb;
-    uint8_t *ta = rf_test_read_file(a, &la), *tb = rf_test_read_file(b, &lb);
-    ck_assert(ta && tb);
-    size_t oa = 0, ob = 0;
-    for (int m = 0; m < 16; m++) { /* 16 samples: KEY.jpg then KEY.cls */
-        uint64_t ja = strtoull((const char *)ta + oa + 124, NULL, 8);
-        uint64_t jb = strtoull((const char *)tb + ob + 124, NULL, 8);
-        ck_assert_uint_eq(jb, ja + 3000);
-        ck_assert_int_eq(memcmp(ta + oa + 512, tb + ob + 512, ja), 0);
-        ck_assert(tb[ob + 512 + ja] == 0xFF && tb[ob + 512 + ja + 1] == 0xD8);
-        for (int k = 0; k < 2; k++) { /* past the .jpg and the .cls member */
-            oa += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)ta + oa + 124, NULL, 8));
-            ob += RF_TAR_BLOCK + rf_tar_round_block(strtoull((const char *)tb + ob + 124, NULL, 8));
-        }
-    }
-    free(ta), free(tb);
-}
+START_TEST(gen_trailer_appended) { each_image_pair(&g_trailer, 3000, same_bytes_then_trailer); }
 END_TEST
 
 /* Defaults, then `images` images of at most max_side px into d/s-%02d.tar (pattern holds the
