@@ -90,7 +90,7 @@ typedef struct grouper {
     uint32_t file;
     uint64_t max_span;
     rf_tar_group tg;
-    rf_tar_link link; /* the last link member skipped, for a sample's missing image */
+    rf_tar_link link; /* the last link members skipped, for a sample's missing image */
 } grouper;
 
 /* Why a sample may lack its image, appended to that error: a link member of its key, or

@@ -56,7 +56,7 @@ typedef struct inspector {
     /* the open sample: the loader's grouping (g) and what inspection found in it (cur) */
     rf_tar_group g;
     rf_inspect_sample cur;
-    rf_tar_link link; /* the last link member skipped, for a sample's missing image */
+    rf_tar_link link; /* the last link members skipped, for a sample's missing image */
     int broken; /* the scan stopped at a malformed header: the open sample's rest is unknown */
     /* a URL: the client, the object, readers for headers (scan) and members (data) */
     const char *url;
