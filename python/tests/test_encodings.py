@@ -23,7 +23,8 @@ import pytest
 
 import ringfeed
 from ringfeed.loader import SKIP_REASONS
-from conftest import PHOTO_SOURCES, rewrite_shards
+from conftest import rewrite_shards
+from test_photos import HW_MAX_LEVELS, HW_MEAN_LEVELS
 
 IMAGES = 24
 SIZE = 64
@@ -81,23 +82,29 @@ LOSSLESS = {
 CPU_ONLY = {"progressive", "progressive + restarts", "arithmetic"}
 
 
-def collect(pattern, **kw):
-    """{key: image} of one epoch on the host backend (seed 7, NHWC uint8) and the stats, with
-    the epoch's own counts under "epoch"."""
+def collect(pattern, device="cpu", **kw):
+    """{key: image} of one epoch (seed 7, NHWC uint8, host copies) and the stats, with the
+    epoch's own counts under "epoch"."""
     out = {}
-    with ringfeed.Loader(pattern, 8, seed=7, size=SIZE, device="cpu", decode_threads=2,
-                         layout="NHWC", array_type="numpy", copy=True, **kw) as ld:
+    with ringfeed.Loader(pattern, 8, seed=7, size=SIZE, device=device, decode_threads=2,
+                         layout="NHWC", copy=True, **kw) as ld:
         for b in ld:
-            for k, img, pad in zip(b.keys, b.images, b.is_padding):
+            images = b.images.cpu().numpy() if hasattr(b.images, "cpu") else b.images
+            for k, img, pad in zip(b.keys, images, b.is_padding):
                 if not pad:
                     out[k] = np.asarray(img).copy()
         return out, dict(ld.stats(), epoch=ld.epoch_stats())
 
 
-def assert_same(got, want, what):
+def assert_same(got, want, what, engines=False):
+    """got == want image by image; with engines (the GPU's hardware decoders took some), the
+    images that differ only within their IDCT rounding (test_photos' bounds)."""
     assert sorted(got) == sorted(want), what
     bad = [k for k in want if not np.array_equal(got[k], want[k])]
-    assert not bad, f"{what}: {len(bad)} of {len(want)} images differ ({bad[:4]})"
+    for k in bad if engines else []:
+        d = np.abs(got[k].astype(np.int16) - want[k].astype(np.int16))
+        assert d.max() <= HW_MAX_LEVELS and d.mean() <= HW_MEAN_LEVELS, (what, k, d.max())
+    assert engines or not bad, f"{what}: {len(bad)} of {len(want)} images differ ({bad[:4]})"
 
 
 @pytest.fixture(scope="module")
@@ -135,23 +142,35 @@ def reference(base):
     return full, scaled
 
 
-@pytest.mark.parametrize("name", list(LOSSLESS))
-def test_lossless_rewrite_gives_the_same_batches_on_every_path(base, reference, name):
+def check_rewrite(base, reference, name, device="cpu", hw=True):
+    """The rewrite `name` of the base shard on `device`: every path's batches are the plain
+    file's full-scale CPU batches (the hardware decoders' within their rounding on a GPU, and
+    only with hw), and on the host backend each path took what it is expected to take."""
     full, scaled = reference
     pattern = rewrite(base, name, LOSSLESS[name])
-    got, _ = collect(pattern)
-    assert_same(got, scaled, f"{name}, CPU with DCT scaling")
+    if device == "cpu":
+        got, _ = collect(pattern)
+        assert_same(got, scaled, f"{name}, CPU with DCT scaling")
     for path, kw in PATHS.items():
-        got, st = collect(pattern, **kw)
+        on_hw = "hw_decode_percent" in kw
+        if on_hw and not hw:
+            continue
+        got, st = collect(pattern, device, **kw)
         assert st["dct_scaled"] == 0
-        assert_same(got, full, f"{name}, {path}")
-        # which engine took them (the counts include what was decoded of the next epoch)
+        assert_same(got, full, f"{name}, {path} on {device}", engines=on_hw and device != "cpu")
+        # which engine took them (the counts include what was decoded of the next epoch; on a
+        # GPU the engines open beside the first batches, whose share goes elsewhere until then)
         if name in CPU_ONLY:
             assert st["gpu_decoded"] == st["hw_decoded"] == 0, (name, path)
         elif path == "gpu_decode" and name != "restart every 7 MCUs":
             assert st["gpu_decoded"] >= IMAGES, (name, path)  # (7 MCUs: where they divide a row)
-        elif path == "hw_decode_percent 100":
+        elif path == "hw_decode_percent 100" and device == "cpu":
             assert st["hw_decoded"] >= IMAGES, (name, path)
+
+
+@pytest.mark.parametrize("name", list(LOSSLESS))
+def test_lossless_rewrite_gives_the_same_batches_on_every_path(base, reference, name):
+    check_rewrite(base, reference, name)
 
 
 @pytest.mark.parametrize("name", sorted(SCANS))

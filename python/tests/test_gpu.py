@@ -13,6 +13,8 @@ torch = pytest.importorskip("torch")
 import ringfeed  # noqa: E402
 from ringfeed import _capi as C  # noqa: E402
 from conftest import N_IMAGES, HERE, PACKAGE_ROOT  # noqa: E402
+from test_encodings import LOSSLESS  # noqa: E402
+from test_encodings import base, reference  # noqa: E402,F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device visible to torch")
@@ -222,6 +224,17 @@ def test_cuda_paths_give_the_full_scale_pixels_on_photos(photos):
     from test_photos import check_every_path
     ringfeed.loader._find_nvjpeg()
     check_every_path(photos, "cuda", hw=bool(os.environ.get("RINGFEED_NVJPEG")))
+
+
+@pytest.mark.parametrize("name", list(LOSSLESS))
+def test_cuda_paths_on_every_encoding(base, reference, name):
+    """test_encodings' lossless rewrites of real photo crops (progressive, arithmetic, restart
+    intervals, non-interleaved scans, trailers, EXIF orientation ...) on the GPU: the kernels
+    and the hardware decoders (when libnvjpeg is there) give the plain file's full-scale CPU
+    batches whatever the encoding (needs jpegtran: carry it beside cjpeg, docs/gpu.md)."""
+    from test_encodings import check_rewrite
+    ringfeed.loader._find_nvjpeg()
+    check_rewrite(base, reference, name, "cuda", hw=bool(os.environ.get("RINGFEED_NVJPEG")))
 
 
 def test_balance_schedule_matches_host(shards):
