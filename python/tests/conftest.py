@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tarfile
 
+import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -133,6 +134,18 @@ def rewrite_shards(pattern, outdir, edit=lambda name, data: data, fmt=tarfile.PA
                 info.size = len(data)
                 dst.addfile(info, io.BytesIO(data))
     return os.path.join(outdir, os.path.basename(pattern))
+
+
+def epoch_images(ld):
+    """{key: image} of one epoch of the open loader ld: each real sample's image as a host
+    array of its own (a device batch copied to the host)."""
+    out = {}
+    for b in ld:
+        images = b.images.cpu().numpy() if hasattr(b.images, "cpu") else b.images
+        for k, img, pad in zip(b.keys, images, b.is_padding):
+            if not pad:
+                out[k] = np.asarray(img).copy()
+    return out
 
 
 PHOTOS = 160

@@ -23,7 +23,7 @@ import pytest
 
 import ringfeed
 from ringfeed.loader import SKIP_REASONS
-from conftest import rewrite_shards
+from conftest import epoch_images, rewrite_shards
 from test_photos import HW_MAX_LEVELS, HW_MEAN_LEVELS
 
 IMAGES = 24
@@ -85,15 +85,9 @@ CPU_ONLY = {"progressive", "progressive + restarts", "arithmetic"}
 def collect(pattern, device="cpu", **kw):
     """{key: image} of one epoch (seed 7, NHWC uint8, host copies) and the stats, with the
     epoch's own counts under "epoch"."""
-    out = {}
     with ringfeed.Loader(pattern, 8, seed=7, size=SIZE, device=device, decode_threads=2,
                          layout="NHWC", copy=True, **kw) as ld:
-        for b in ld:
-            images = b.images.cpu().numpy() if hasattr(b.images, "cpu") else b.images
-            for k, img, pad in zip(b.keys, images, b.is_padding):
-                if not pad:
-                    out[k] = np.asarray(img).copy()
-        return out, dict(ld.stats(), epoch=ld.epoch_stats())
+        return epoch_images(ld), dict(ld.stats(), epoch=ld.epoch_stats())
 
 
 def assert_same(got, want, what, engines=False):

@@ -9,7 +9,7 @@ states. The GPU machine runs the same comparison on CUDA (python/tests/test_gpu.
 import numpy as np
 
 import ringfeed
-from conftest import PHOTOS as IMAGES
+from conftest import PHOTOS as IMAGES, epoch_images
 
 # The hardware decoders on a GPU: nvJPEG does not promise libjpeg's islow IDCT to the bit
 # (tests/test_cuda.c allows the same; the host stand-in is exact).
@@ -25,15 +25,9 @@ DCT_MEAN_LEVELS = 2.0
 
 def collect(pattern, device="cpu", **kw):
     """{key: image} of one epoch (NHWC uint8, host copies) and the loader's stats."""
-    out = {}
     with ringfeed.Loader(pattern, batch_size=32, device=device, seed=3, decode_threads=2,
                          layout="NHWC", copy=True, **kw) as ld:
-        for b in ld:
-            images = b.images.cpu().numpy() if hasattr(b.images, "cpu") else b.images
-            for k, img, pad in zip(b.keys, images, b.is_padding):
-                if not pad:
-                    out[k] = np.asarray(img).copy()
-        return out, ld.stats()
+        return epoch_images(ld), ld.stats()
 
 
 def check_every_path(photos, device, hw=True, size=224):
