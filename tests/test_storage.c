@@ -4,12 +4,15 @@
  * pread and io_uring, with reads io_uring hands to its worker threads, with warm hints (which
  * read ahead from storage: the residency check at submit counted those pages as hits), and
  * with O_DIRECT (never a hit). The shards have no .idx, so create scans their tar headers
- * from storage too.
+ * from storage too. The count is current at every completion: a stats call made as a read
+ * is delivered already holds what storage gave for it, workers just born included.
  *
  * The whole suite is skipped (exit 77, with the reason) where it cannot measure: a kernel
  * without per-thread I/O accounting, or a file system under RF_TEST_TMP on which
  * posix_fadvise(DONTNEED) leaves pages resident (checked with mincore). */
 #include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +158,117 @@ END_TEST
 START_TEST(uring_odirect_never_hits) { cold_then_warm((variant){.engine = RF_IO_URING, .odirect = 1}); }
 END_TEST
 
+/* ---- each done() already sees its read in the storage count ---------------------------- */
+
+#define ORDER_READS 96u
+#define ORDER_LEN (64u << 10)
+
+typedef struct order_src {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rf_io_req reqs[ORDER_READS];
+    uint32_t next, ndone;
+    int go, stop;
+    const rf_io_ops *ops;
+    rf_io_engine *e;         /* set before go */
+    uint64_t done_bytes;     /* bytes of the requests done so far (I/O thread only) */
+    uint32_t short_of;       /* done() calls whose storage count was below done_bytes */
+    uint64_t first_storage, first_done; /* the first such call's figures */
+    int failed;              /* a read failed */
+} order_src;
+
+static int order_take(void *ctx, rf_io_req **out, int max, int block)
+{
+    order_src *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    while (block && !s->stop && (!s->go || s->next == ORDER_READS))
+        pthread_cond_wait(&s->cv, &s->mu);
+    int k = -1;
+    if (!s->stop) {
+        for (k = 0; s->go && k < max && s->next < ORDER_READS; k++)
+            out[k] = &s->reqs[s->next++];
+    }
+    pthread_mutex_unlock(&s->mu);
+    return k;
+}
+
+/* On the I/O thread: the engine's storage count, published before this completion's done(),
+ * must already hold what storage gave for every read done so far (each was a cold miss). */
+static void order_done(void *ctx, rf_io_req *r)
+{
+    order_src *s = ctx;
+    s->failed |= r->result != 0;
+    s->done_bytes += r->len;
+    rf_io_stats st;
+    s->ops->stats(s->e, &st);
+    if (st.storage_bytes < s->done_bytes && s->short_of++ == 0) {
+        s->first_storage = st.storage_bytes;
+        s->first_done = s->done_bytes;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->ndone++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* rf_stats taken the moment a batch arrives must not show fewer storage bytes than bytes read
+ * on a cold pass: reads forced through io_uring's workers, in an order readahead cannot
+ * guess, over a file just evicted. (The storage count once refreshed the workers' counters
+ * only every 50 ms: a stats call right after an epoch's last batch missed their last reads.) */
+START_TEST(uring_workers_counted_before_done)
+{
+    char *dir = rf_test_mkdtemp("storage-order"), path[600];
+    snprintf(path, sizeof path, "%s/data.bin", dir);
+    size_t bytes = (size_t)ORDER_READS * ORDER_LEN;
+    uint8_t *data = malloc(bytes), *dst = malloc(bytes);
+    ck_assert_ptr_nonnull(data);
+    ck_assert_ptr_nonnull(dst);
+    for (size_t i = 0; i < bytes; i++)
+        data[i] = (uint8_t)(i * 131u + (i >> 12));
+    rf_test_write_file(path, data, bytes);
+    ck_assert_int_eq(rf_test_evict(path), 0);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+
+    static order_src s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    s.ops = &rf_io_uring_ops;
+    for (uint32_t i = 0; i < ORDER_READS; i++) {
+        uint32_t block = (i * 37u) % ORDER_READS; /* 37 is prime to 96: every block once */
+        s.reqs[i] = (rf_io_req){.fd = fd, .len = ORDER_LEN, .offset = (uint64_t)block * ORDER_LEN,
+                                .dst = dst + (size_t)block * ORDER_LEN};
+    }
+    rf_io_source src = {.take = order_take, .done = order_done, .ctx = &s};
+    rf_io_params p = {.threads = 1, .queue_depth = 8, .max_retries = 4,
+                      .flags = RF_IO_ACCOUNT | RF_IO_FORCE_ASYNC};
+    rf_err err = {0};
+    ck_assert_msg(s.ops->start(&p, &src, &s.e, &err) == 0, "start: %s", err.msg);
+    pthread_mutex_lock(&s.mu);
+    s.go = 1;
+    pthread_cond_broadcast(&s.cv);
+    while (s.ndone < ORDER_READS)
+        pthread_cond_wait(&s.cv, &s.mu);
+    s.stop = 1;
+    pthread_cond_broadcast(&s.cv);
+    pthread_mutex_unlock(&s.mu);
+    rf_io_stats fin;
+    s.ops->stop(s.e, &fin);
+    close(fd);
+    ck_assert(!s.failed);
+    ck_assert(memcmp(dst, data, bytes) == 0);
+    ck_assert_msg(s.short_of == 0, "%u of %u done() calls saw fewer storage bytes than bytes read "
+                  "(first: %llu < %llu)", s.short_of, ORDER_READS,
+                  (unsigned long long)s.first_storage, (unsigned long long)s.first_done);
+    ck_assert_uint_ge(fin.storage_bytes, bytes);
+    unlink(path);
+    rmdir(dir);
+    free(data);
+    free(dst);
+}
+END_TEST
+
 /* Why this machine cannot run the suite ("" when it can): no accounting, or an eviction that
  * leaves pages resident on RF_TEST_TMP's file system. */
 static void cannot_measure(char *why, size_t n)
@@ -193,6 +307,7 @@ int main(void)
     if (rf_io_uring_probe(uwhy, sizeof uwhy) == 0) {
         tcase_add_test(tc, uring_cold_then_warm);
         tcase_add_test(tc, uring_workers_cold_then_warm);
+        tcase_add_test(tc, uring_workers_counted_before_done);
         tcase_add_test(tc, uring_warm_hints_cold_then_warm);
         tcase_add_test(tc, uring_odirect_never_hits);
     } else {

@@ -20,18 +20,30 @@
  *    stayed at 0 and the workers held all the bytes. So the io_uring engine follows its
  *    workers too: it finds them in /proc/self/task and keeps each one's io file open (reading
  *    it again costs ~1 us).
+ *  - Exact at every done(): the total published after a batch of completions, before their
+ *    done() counts their bytes read, already holds what storage gave for them, so any
+ *    rf_stats (one taken the moment the epoch's last batch arrives included) has storage
+ *    bytes >= bytes read for a cold pass. So each sample re-reads every followed worker (~1 us
+ *    each), and looks for new workers (a /proc/self/task walk, tens of us) when the process's
+ *    thread count changed since the last walk: an fstat of /proc/self/task, whose link count
+ *    is the threads + 2 (0.3 us). A worker that read a completion's bytes existed before the
+ *    completion arrived, so it is found by then, unless the walk met it being born: io-wq
+ *    names a worker from the worker itself, after it is listed under its creator's name, so
+ *    an io_uring thread (PF_IO_WORKER in its stat flags) not yet named "iou-..." is not
+ *    remembered as seen and makes the next sample walk again. (Refreshing workers only every
+ *    RF_IO_ACCT_SCAN_MS left up to that long of worker reads out of a stats call made right
+ *    after the last batch: test_storage's forced-worker cold epoch once had 1% fewer storage
+ *    bytes than bytes read on a busy CI host.)
  *  - Workers come and go: io-wq starts one when all are busy and retires any but the last of
  *    its kind after 5 s idle; a retired worker's counter no longer shows per thread. Its final
  *    count is its count when it last went idle, so it is kept when the I/O thread looks at
- *    least once in those 5 s: it looks every RF_IO_ACCT_SCAN_MS while it reads, and before
- *    each wait for work that follows reads, so every worker that read anything is found and
- *    read before the thread waits. (Looking before a wait only once it knew of a worker
- *    missed them all when an epoch's reads took less than one interval after a first look
- *    that found none: test_storage's forced-worker cold epoch then counted none of its
- *    bytes.) A worker whose file fails (ESRCH: it exited) leaves its last count in `gone`.
+ *    least once in those 5 s: besides the looks above, it walks the threads every
+ *    RF_IO_ACCT_SCAN_MS while it reads and before each wait for work that follows reads (in
+ *    case one worker retired and another started between two samples, leaving the count as
+ *    it was). A worker whose file fails (ESRCH: it exited) leaves its last count in `gone`.
  *  - Limits: RF_IO_ACCT_WORKERS_MAX workers followed per thread (io-wq runs at most 4 per CPU
  *    for file reads; more are not counted); RF_IO_ACCT_TIDS_MAX threads remembered between
- *    scans so that only new ones have their name read (others are read again each scan:
+ *    scans so that only new ones have their stat read (others are read again each scan:
  *    slower, still right).
  */
 #include "io/io.h"
@@ -43,12 +55,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #define RF_IO_ACCT_SCAN_MS 50u
 #define FUSE_MAGIC 0x65735546
+#define RF_PF_IO_WORKER 0x10u /* the kernel's PF_IO_WORKER in /proc/<tid>/stat's flags */
 
 static void publish(rf_io_acct *a)
 {
@@ -116,7 +130,20 @@ void rf_io_acct_start(rf_io_acct *a, int on, int follow_workers)
     a->own = a->gone = a->last_scan_ns = 0;
     a->read_since_scan = 0;
     a->nworkers = a->nseen = 0;
+    a->task_links = 0;
+    a->unsettled = 0;
+    /* Without it every sample walks the threads (right, only slower). */
+    a->task_fd = a->follow ? open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     atomic_store_explicit(&a->total, 0, memory_order_relaxed); /* as in publish() */
+}
+
+/* A walk may find a new worker: the process's thread count changed since the last one (or
+ * cannot be told), or that one met an io_uring thread not yet named. */
+static int threads_changed(const rf_io_acct *a)
+{
+    struct stat st;
+    return a->unsettled || a->task_fd < 0 || fstat(a->task_fd, &st) != 0 ||
+           (uint64_t)st.st_nlink != a->task_links;
 }
 
 static int cmp_int(const void *x, const void *y)
@@ -139,24 +166,42 @@ static int followed(const rf_io_acct *a, int tid)
     return 0;
 }
 
-/* A thread not seen before: follow it when it is one of this thread's io-wq workers. */
-static void classify(rf_io_acct *a, int tid, const char *want)
+/* A thread not seen before: follow it when it is one of this thread's io-wq workers. Returns
+ * 0 while it cannot be told yet (an io_uring thread still being born: io-wq names a worker
+ * "iou-wrk-<submitter>" from the worker itself, after the thread is already listed with the
+ * name of the thread that created it; remembered as seen then, a worker of ours would never
+ * be followed), else 1. */
+static int classify(rf_io_acct *a, int tid, const char *want)
 {
-    char path[64], comm[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return;
-    ssize_t n = read(fd, comm, sizeof comm - 1);
+        return 1; /* it exited */
+    ssize_t n = read(fd, stat, sizeof stat - 1);
     close(fd);
-    comm[n > 0 ? n : 0] = 0;
-    comm[strcspn(comm, "\n")] = 0;
-    if (strcmp(comm, want) != 0 || a->nworkers == RF_IO_ACCT_WORKERS_MAX || followed(a, tid))
-        return;
-    snprintf(path, sizeof path, "/proc/self/task/%d/io", tid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0)
-        a->workers[a->nworkers++] = (rf_io_acct_worker){.tid = tid, .fd = fd, .bytes = 0};
+    stat[n > 0 ? n : 0] = 0;
+    /* "tid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold anything. */
+    char *open_paren = strchr(stat, '('), *close_paren = strrchr(stat, ')');
+    if (!open_paren || !close_paren || close_paren < open_paren)
+        return 1;
+    *close_paren = 0;
+    const char *comm = open_paren + 1;
+    if (strcmp(comm, want) == 0) {
+        snprintf(path, sizeof path, "/proc/self/task/%d/io", tid);
+        fd = followed(a, tid) || a->nworkers == RF_IO_ACCT_WORKERS_MAX
+                 ? -1
+                 : open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            a->workers[a->nworkers++] = (rf_io_acct_worker){.tid = tid, .fd = fd, .bytes = 0};
+        return 1;
+    }
+    if (strncmp(comm, "iou-", 4) == 0)
+        return 1; /* another ring's worker or SQ thread */
+    unsigned long flags = 0;
+    if (sscanf(close_paren + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+        return 1;
+    return (flags & RF_PF_IO_WORKER) == 0;
 }
 
 /* Re-read every followed worker; one that exited leaves its last count in `gone`. */
@@ -179,9 +224,13 @@ static void read_workers(rf_io_acct *a)
 /* Find new workers among the process's threads, then read them all. */
 static void scan(rf_io_acct *a)
 {
+    struct stat st;
+    /* Taken before the walk: a thread started during it changes the count again. */
+    a->task_links = a->task_fd >= 0 && fstat(a->task_fd, &st) == 0 ? (uint64_t)st.st_nlink : 0;
     char want[32];
     snprintf(want, sizeof want, "iou-wrk-%d", a->tid);
     DIR *d = opendir("/proc/self/task");
+    a->unsettled = 0;
     if (d) {
         uint32_t n = 0;
         struct dirent *de;
@@ -189,10 +238,12 @@ static void scan(rf_io_acct *a)
             if (de->d_name[0] < '0' || de->d_name[0] > '9')
                 continue;
             int tid = atoi(de->d_name);
-            if (!seen_before(a, tid))
-                classify(a, tid, want);
-            if (n < RF_IO_ACCT_TIDS_MAX)
-                a->seen_next[n++] = tid;
+            if (seen_before(a, tid) || classify(a, tid, want)) {
+                if (n < RF_IO_ACCT_TIDS_MAX)
+                    a->seen_next[n++] = tid;
+            } else {
+                a->unsettled = 1;
+            }
         }
         closedir(d);
         qsort(a->seen_next, n, sizeof *a->seen_next, cmp_int);
@@ -215,6 +266,11 @@ void rf_io_acct_sample(rf_io_acct *a, int idle)
             scan(a);
             a->last_scan_ns = now;
             a->read_since_scan = 0;
+        } else if (!idle) { /* completions follow: their workers' counts first */
+            if (threads_changed(a))
+                scan(a);
+            else
+                read_workers(a);
         }
     }
     publish(a);
@@ -232,6 +288,9 @@ void rf_io_acct_finish(rf_io_acct *a)
         close(a->workers[i].fd);
     }
     a->nworkers = 0;
+    if (a->task_fd >= 0)
+        close(a->task_fd);
+    a->task_fd = -1;
     publish(a);
 }
 
