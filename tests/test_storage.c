@@ -211,11 +211,12 @@ static void order_done(void *ctx, rf_io_req *r)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* rf_stats taken the moment a batch arrives must not show fewer storage bytes than bytes read
- * on a cold pass: reads forced through io_uring's workers, in an order readahead cannot
- * guess, over a file just evicted. (The storage count once refreshed the workers' counters
- * only every 50 ms: a stats call right after an epoch's last batch missed their last reads.) */
-START_TEST(uring_workers_counted_before_done)
+/* rf_stats taken the moment a batch arrives must not show fewer storage bytes than bytes
+ * read on a cold pass: reads (io_uring's forced through its workers) in an order readahead
+ * cannot guess, over a file just evicted. (The storage count once refreshed the workers'
+ * counters only every 50 ms: a stats call right after an epoch's last batch missed their
+ * last reads.) */
+static void counted_before_done(const rf_io_ops *ops)
 {
     char *dir = rf_test_mkdtemp("storage-order"), path[600];
     snprintf(path, sizeof path, "%s/data.bin", dir);
@@ -234,7 +235,7 @@ START_TEST(uring_workers_counted_before_done)
     memset(&s, 0, sizeof s);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
-    s.ops = &rf_io_uring_ops;
+    s.ops = ops;
     for (uint32_t i = 0; i < ORDER_READS; i++) {
         uint32_t block = (i * 37u) % ORDER_READS; /* 37 is prime to 96: every block once */
         s.reqs[i] = (rf_io_req){.fd = fd, .len = ORDER_LEN, .offset = (uint64_t)block * ORDER_LEN,
@@ -267,6 +268,11 @@ START_TEST(uring_workers_counted_before_done)
     free(data);
     free(dst);
 }
+
+START_TEST(uring_workers_counted_before_done) { counted_before_done(&rf_io_uring_ops); }
+END_TEST
+/* pread charges the reading thread, sampled after each read: the same holds. */
+START_TEST(pread_counted_before_done) { counted_before_done(&rf_io_pread_ops); }
 END_TEST
 
 /* Why this machine cannot run the suite ("" when it can): no accounting, or an eviction that
@@ -303,6 +309,7 @@ int main(void)
     tcase_add_test(tc, pread_cold_then_warm);
     tcase_add_test(tc, pread_warm_hints_cold_then_warm);
     tcase_add_test(tc, pread_odirect_never_hits);
+    tcase_add_test(tc, pread_counted_before_done);
     char uwhy[160];
     if (rf_io_uring_probe(uwhy, sizeof uwhy) == 0) {
         tcase_add_test(tc, uring_cold_then_warm);
