@@ -25,6 +25,7 @@
 #ifndef RF_IO_H
 #define RF_IO_H
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -176,7 +177,7 @@ typedef struct rf_io_acct_worker {
 typedef struct rf_io_acct {
     int on, follow, tid;
     int read_since_scan;    /* completions sampled since the last scan: look before waiting */
-    int task_fd;            /* /proc/self/task (its link count is the process's threads + 2) */
+    DIR *task_dir;          /* /proc/self/task (its link count is the process's threads + 2) */
     int unsettled;          /* the last walk met an io_uring thread not yet named: walk again */
     uint64_t task_links;    /* that count at the last scan: a change means a thread came or went */
     uint64_t own, gone;     /* this thread's read_bytes; last counts of workers that exited */

@@ -132,18 +132,24 @@ void rf_io_acct_start(rf_io_acct *a, int on, int follow_workers)
     a->nworkers = a->nseen = 0;
     a->task_links = 0;
     a->unsettled = 0;
-    /* Without it every sample walks the threads (right, only slower). */
-    a->task_fd = a->follow ? open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    /* Kept open for both the walks and the thread count; scan() opens it again if this fails. */
+    a->task_dir = a->follow ? opendir("/proc/self/task") : NULL;
     atomic_store_explicit(&a->total, 0, memory_order_relaxed); /* as in publish() */
+}
+
+/* /proc/self/task's link count: the process's threads + 2; 0 when it cannot be told. */
+static uint64_t task_links(const rf_io_acct *a)
+{
+    struct stat st;
+    return a->task_dir && fstat(dirfd(a->task_dir), &st) == 0 ? (uint64_t)st.st_nlink : 0;
 }
 
 /* A walk may find a new worker: the process's thread count changed since the last one (or
  * cannot be told), or that one met an io_uring thread not yet named. */
 static int threads_changed(const rf_io_acct *a)
 {
-    struct stat st;
-    return a->unsettled || a->task_fd < 0 || fstat(a->task_fd, &st) != 0 ||
-           (uint64_t)st.st_nlink != a->task_links;
+    uint64_t links = task_links(a);
+    return a->unsettled || links == 0 || links != a->task_links;
 }
 
 static int cmp_int(const void *x, const void *y)
@@ -224,12 +230,15 @@ static void read_workers(rf_io_acct *a)
 /* Find new workers among the process's threads, then read them all. */
 static void scan(rf_io_acct *a)
 {
-    struct stat st;
+    if (!a->task_dir)
+        a->task_dir = opendir("/proc/self/task");
+    else
+        rewinddir(a->task_dir); /* procfs lists the threads afresh */
     /* Taken before the walk: a thread started during it changes the count again. */
-    a->task_links = a->task_fd >= 0 && fstat(a->task_fd, &st) == 0 ? (uint64_t)st.st_nlink : 0;
+    a->task_links = task_links(a);
     char want[32];
     snprintf(want, sizeof want, "iou-wrk-%d", a->tid);
-    DIR *d = opendir("/proc/self/task");
+    DIR *d = a->task_dir;
     a->unsettled = 0;
     if (d) {
         uint32_t n = 0;
@@ -245,7 +254,6 @@ static void scan(rf_io_acct *a)
                 a->unsettled = 1;
             }
         }
-        closedir(d);
         qsort(a->seen_next, n, sizeof *a->seen_next, cmp_int);
         memcpy(a->seen, a->seen_next, n * sizeof *a->seen);
         a->nseen = n;
@@ -288,9 +296,9 @@ void rf_io_acct_finish(rf_io_acct *a)
         close(a->workers[i].fd);
     }
     a->nworkers = 0;
-    if (a->task_fd >= 0)
-        close(a->task_fd);
-    a->task_fd = -1;
+    if (a->task_dir)
+        closedir(a->task_dir);
+    a->task_dir = NULL;
     publish(a);
 }
 
