@@ -1069,7 +1069,8 @@ START_TEST(engine_packet_matches_cpu_full_scale)
                 }
                 ck_assert_msg(bytes > tlen, "%ux%u: no engine packet", ES[s].w, ES[s].h);
                 ck_assert_uint_eq(((rf_gj_packet *)pkt)->engine, 1);
-                ck_assert_uint_eq(((rf_gj_packet *)pkt)->nintervals, 0);
+                /* its check: one walk of a plain scan, or the region's intervals */
+                ck_assert_uint_ge(((rf_gj_packet *)pkt)->nintervals, 1);
                 ck_assert_msg(rf_decode_planes(b, pkt, scratch, &e) == 0, "%s", e.msg);
                 int st = rf_gj_decode_host(pkt, scratch, og, &bad);
                 ck_assert_msg(st == 0, "%s", rf_gj_status_text(st));
@@ -1267,6 +1268,197 @@ START_TEST(gpu_packet_damage)
     ck_assert_uint_gt(clean, 5);
     ck_assert_msg(same * 10 >= clean * 8, "%u of %u damaged decodes match", same, clean);
     free(pkt), free(scratch), free(bad), free(oa), free(og), free(t), free(j);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* One GPU path's verdict on a file and crop, as rf_loader_next would give it: 1 when the
+ * sample fails (on its decode thread, or by its packet's status), 0 when it is delivered. */
+static int gpu_verdict(rf_decoder *d, const uint8_t *j, size_t len, const rf_transform *tr,
+                       uint64_t seed, int engine, test_place *pl, uint8_t *scratch)
+{
+    uint32_t bytes = 0, bi = 0;
+    rf_err e = {0};
+    if (rf_decode_packet(d, j, len, tr, seed, engine, place_fixed, pl, &bytes, NULL, &e))
+        return 1;
+    if (!bytes) /* decoded on the CPU right there */
+        return 0;
+    /* the stand-in decodes damaged data without an error, as the engines do */
+    ck_assert_msg(!engine || rf_decode_planes(d, pl->pkt, scratch, &e) == 0, "%s", e.msg);
+    return rf_gj_decode_host(pl->pkt, scratch, pl->px, &bi) != 0;
+}
+
+/* The engines decode damaged entropy-coded data without an error, so an engine packet carries
+ * the kernels' check of the same file and crop (rf_gj_engine_check): a plain file is walked
+ * as far as the CPU path's libjpeg decodes it (rf_jpeg_rows_read), as the walker walks it; a
+ * restart-marked one is checked interval by interval as the kernels decode it. Whatever the
+ * damage - the file cut short and closed with an EOI (a download cut off and patched by a
+ * tool), or a byte of its scan overwritten - the engines' verdict is the kernels', the
+ * engines never refuse a file the CPU path decodes with that crop, and on plain files every
+ * path gives the CPU's verdict. A file cut to its first 600 bytes is refused on every path. */
+START_TEST(engine_verdicts_equal_the_kernels)
+{
+    static const struct {
+        uint32_t w, h;
+        enc_opts o;
+        uint32_t restart;
+    } S[] = {{407, 351, {3, 90, 0, 1}, 0}, {407, 351, {3, 90, 0, 1}, 1},
+             {333, 501, {3, 85, 0, 0}, 0}, {500, 375, {1, 90, 0, 0}, 0},
+             {640, 480, {3, 95, 0, 2}, 2}, {407, 351, {3, 90, 0, 1}, 7}};
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    rf_decoder_set_max_scale_denom(b, 1);
+    size_t cap = 1u << 21;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH), *og = malloc(224 * 224 * 3);
+    uint8_t *oa = malloc(224 * 224 * 3);
+    test_place pl = {pkt, og, cap};
+    uint32_t refused = 0, delivered = 0, cpu_only = 0;
+    uint64_t rng = 41;
+    for (size_t s = 0; s < sizeof S / sizeof S[0]; s++) {
+        size_t len, tlen;
+        uint8_t *j = make_jpeg(S[s].w, S[s].h, S[s].o, s + 3, &len);
+        uint8_t *t = S[s].restart ? with_restarts(j, len, S[s].restart, &tlen) : j;
+        tlen = S[s].restart ? tlen : len;
+        size_t sos = last_sos(t, tlen);
+        uint8_t *bad = malloc(tlen + 2);
+        for (int trial = 0; trial < 60; trial++) {
+            size_t blen = tlen;
+            if (trial % 2 == 0) { /* cut, then closed with an EOI */
+                memcpy(bad, t, tlen);
+                blen = sos + 20 + (size_t)(lcg(&rng) % (tlen - sos - 22));
+                if (bad[blen - 1] == 0xFF)
+                    blen--;
+                bad[blen++] = 0xFF, bad[blen++] = 0xD9;
+            } else {
+                size_t at = damage_at(&rng, t, tlen, sos, bad, 4);
+                if (!at)
+                    continue;
+                uint8_t v = (uint8_t)(lcg(&rng) & 0xFF);
+                bad[at] = v == 0xFF ? 0x7F : v;
+            }
+            for (uint64_t seed = 0; seed < 4; seed++) {
+                rf_transform tr = mixed_t(seed + (uint64_t)trial * 4);
+                rf_err e = {0};
+                int kern = gpu_verdict(b, bad, blen, &tr, seed, 0, &pl, scratch);
+                int eng = gpu_verdict(b, bad, blen, &tr, seed, 1, &pl, scratch);
+                int cpu = rf_decode_transform(a, bad, blen, &tr, seed, oa, NULL, &e) != 0;
+                ck_assert_msg(eng == kern, "%ux%u restart %u trial %d seed %llu: engines %s, "
+                              "kernels %s", S[s].w, S[s].h, S[s].restart, trial,
+                              (unsigned long long)seed, eng ? "refuse" : "deliver",
+                              kern ? "refuse" : "deliver");
+                ck_assert_msg(!eng || cpu, "%ux%u restart %u trial %d: the engines refuse a "
+                              "file the CPU path decodes", S[s].w, S[s].h, S[s].restart, trial);
+                /* the data are read as far as libjpeg reads them: the same verdict */
+                ck_assert_msg(eng == cpu, "%ux%u restart %u trial %d seed %llu: the CPU path "
+                              "%s", S[s].w, S[s].h, S[s].restart, trial, (unsigned long long)seed,
+                              cpu ? "refuses a file the GPU paths deliver"
+                                  : "delivers a file the GPU paths refuse");
+                refused += eng, delivered += !eng, cpu_only += cpu && !eng;
+            }
+        }
+        /* the first 600 bytes and an EOI: refused on every path, whatever the crop */
+        memcpy(bad, t, 600);
+        bad[600] = 0xFF, bad[601] = 0xD9;
+        for (uint64_t seed = 0; seed < 8; seed++) {
+            rf_transform tr = mixed_t(seed);
+            rf_err e = {0};
+            ck_assert(gpu_verdict(b, bad, 602, &tr, seed, 1, &pl, scratch));
+            ck_assert(gpu_verdict(b, bad, 602, &tr, seed, 0, &pl, scratch));
+            ck_assert(rf_decode_transform(a, bad, 602, &tr, seed, oa, NULL, &e) != 0);
+        }
+        free(bad);
+        if (S[s].restart)
+            free(t);
+        free(j);
+    }
+    /* A center crop of all but 3 MCUs each side of a restart-marked file, whose interval just
+     * right of the crop (row 5, MCUs 48-49) is overwritten with 0xFF00 pairs (no Huffman code):
+     * the CPU path decodes such a file through the crop's region too (transform.c try_region),
+     * so no path reads that interval and every path delivers the sample; a crop of the whole
+     * width reads it on every path, and every path refuses it. */
+    {
+        size_t len, tlen, k = 0, s0 = 0, s1 = 0;
+        uint8_t *j = make_jpeg(800, 480, RGB420, 77, &len);
+        uint8_t *t = with_restarts(j, len, 2, &tlen);
+        for (size_t i = last_sos(t, tlen); i + 1 < tlen && !s1; i++)
+            if (t[i] == 0xFF && t[i + 1] >= 0xD0 && t[i + 1] <= 0xD7 && ++k >= 149)
+                *(k == 149 ? &s0 : &s1) = k == 149 ? i + 2 : i;
+        ck_assert_uint_gt(s1, s0 + 4);
+        for (size_t i = s0; i + 1 < s1; i += 2)
+            t[i] = 0xFF, t[i + 1] = 0x00;
+        rf_transform tr = {.crop = RF_CROP_CENTER, .height = 240, .width = 352,
+                           .resize_shorter = 240, .layout = RF_LAYOUT_NHWC, .flip_prob = -1};
+        uint8_t *px = malloc(240 * 400 * 3);
+        test_place wpl = {pkt, px, cap};
+        for (int wide = 0; wide < 2; wide++, tr.width = 400) {
+            rf_err e = {0};
+            int cpu = rf_decode_transform(a, t, tlen, &tr, 0, px, NULL, &e) != 0;
+            ck_assert_int_eq(cpu, wide);
+            ck_assert_int_eq(gpu_verdict(b, t, tlen, &tr, 0, 0, &wpl, scratch), wide);
+            ck_assert_int_eq(gpu_verdict(b, t, tlen, &tr, 0, 1, &wpl, scratch), wide);
+        }
+        free(px), free(t), free(j);
+    }
+    /* both verdicts occur */
+    ck_assert_uint_gt(refused, 100);
+    ck_assert_uint_gt(delivered, 100);
+    fprintf(stderr, "engine verdicts: %u refused, %u delivered, %u refused by the CPU alone\n",
+            refused, delivered, cpu_only);
+    free(pkt), free(scratch), free(og), free(oa);
+    rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* How far the GPU paths judge a plain file's Huffman data (rf_jpeg_rows_read, an engine
+ * packet's check_mcus) is how far the CPU path's libjpeg decodes it for the same crop (its
+ * input_iMCU_row afterwards): one row above the crop's region for a crop ending on a row
+ * boundary of a file without vertical chroma upsampling, one past it where 4:2:0's fancy
+ * upsampling reads ahead. Every sampling the engines take, crops at every position. */
+START_TEST(rows_read_are_libjpegs)
+{
+    static const struct {
+        uint32_t w, h;
+        enc_opts o;
+    } S[] = {{407, 351, {3, 90, 0, 1}}, {333, 501, {3, 85, 0, 0}}, {500, 375, {1, 90, 0, 0}},
+             {640, 480, {3, 95, 0, 2}}, {97, 1000, {3, 85, 0, 1}}, {1000, 61, {3, 90, 0, 1}},
+             {64, 48, {3, 90, 0, 1}}};
+    rf_decoder *a = rf_decoder_create(NULL), *b = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(a, 1);
+    rf_decoder_set_max_scale_denom(b, 1);
+    size_t cap = 1u << 21;
+    uint8_t *pkt = malloc(cap), *og = malloc(224 * 224 * 3), *oa = malloc(224 * 224 * 3);
+    test_place pl = {pkt, og, cap};
+    uint32_t below = 0, past = 0;
+    for (size_t s = 0; s < sizeof S / sizeof S[0]; s++) {
+        size_t len;
+        uint8_t *j = make_jpeg(S[s].w, S[s].h, S[s].o, s + 3, &len);
+        for (uint64_t seed = 0; seed < 200; seed++) {
+            rf_transform tr = mixed_t(seed);
+            rf_err e = {0};
+            rf_decode_info ia = {0};
+            uint32_t bytes = 0;
+            ck_assert_int_eq(rf_decode_transform(a, j, len, &tr, seed, oa, &ia, &e), 0);
+            ck_assert_int_eq(rf_decode_packet(b, j, len, &tr, seed, 1, place_fixed, &pl, &bytes,
+                                              NULL, &e), 0);
+            ck_assert_uint_gt(bytes, 0);
+            const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+            const rf_gj_unit *u = (const rf_gj_unit *)(pkt + p->off_span);
+            ck_assert_uint_eq(p->nintervals, 1); /* a plain scan: one unit */
+            ck_assert_uint_eq(u->mcus % p->mcu_cols, 0);
+            ck_assert_msg(u->mcus / p->mcu_cols == ia.imcu_rows, "%ux%u seed %llu: the "
+                          "check reads %u MCU rows, libjpeg %u", S[s].w, S[s].h,
+                          (unsigned long long)seed, u->mcus / p->mcu_cols, ia.imcu_rows);
+            /* the crop region's rows, as the kernels' packet would have them */
+            ck_assert_int_eq(rf_decode_packet(b, j, len, &tr, seed, 0, place_fixed, &pl, &bytes,
+                                              NULL, &e), 0);
+            uint32_t region_end = p->ry / p->mcu_h + p->mcu_rows;
+            below += ia.imcu_rows < region_end, past += ia.imcu_rows > region_end;
+        }
+        free(j);
+    }
+    ck_assert_uint_gt(below, 0); /* both differences from the region occur */
+    ck_assert_uint_gt(past, 0);
+    free(pkt), free(og), free(oa);
     rf_decoder_destroy(a), rf_decoder_destroy(b);
 }
 END_TEST
@@ -1762,6 +1954,8 @@ int main(void)
     tcase_add_test(tc, gpu_packet_matches_cpu_full_scale);
     tcase_add_test(tc, placement_without_gpu);
     tcase_add_test(tc, gpu_packet_damage);
+    tcase_add_test(tc, engine_verdicts_equal_the_kernels);
+    tcase_add_test(tc, rows_read_are_libjpegs);
     tcase_add_test(tc, engine_packet_matches_cpu_full_scale);
     tcase_add_test(tc, packets_leave_dct_scalable_crops_to_the_cpu);
     tcase_add_test(tc, tables_are_per_image);

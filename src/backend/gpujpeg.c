@@ -155,6 +155,26 @@ static void plain_copy(const rf_gj_walked *w, uint32_t rows, uint8_t *d, rf_gj_s
     }
 }
 
+/* What the CPU path's libjpeg entropy-decodes of a single-scan file for a crop whose rows end
+ * at `vlast` (exclusive) at full scale (transform.c): a file whose restart intervals divide the
+ * MCU row is decoded through the crop's region (rows [r0, r1)), `rows` of them from r0; any
+ * other, `rows` MCU rows from the first, all `mcus` of their MCUs. */
+typedef struct reach {
+    uint32_t rows;
+    uint64_t mcus;
+} reach;
+
+static void check_reach(const rf_jpeg_geom *g, int restarts, int context, int32_t vlast,
+                        uint32_t r0, uint32_t r1, reach *out)
+{
+    rf_jpeg_geom region = *g;
+    uint32_t top = restarts ? r0 * g->mcu_h : 0;
+    if (restarts) /* the region JPEG rf_jpeg_region builds: its rows only */
+        region.height = RF_MIN((r1 - r0) * g->mcu_h, g->height - top);
+    out->rows = rf_jpeg_rows_read(&region, context, (uint32_t)vlast - top);
+    out->mcus = (uint64_t)out->rows * rf_jpeg_mcu_cols(g);
+}
+
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
                const rf_axis *h, const rf_axis *v, uint32_t layout, int engine,
                rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
@@ -186,17 +206,25 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
         RF_MAX(v->first - 1, 0) >= RF_MIN(v->last + 1, (int32_t)g.height))
         return RF_GJ_NOT_ELIGIBLE;
-    /* A plain packet's region needs no whole intervals: its columns are the crop's MCUs. */
-    uint32_t cols = rf_jpeg_mcu_cols(&g), R = engine || plain ? 1 : g.restart, c0 = 0, r0 = 0;
-    uint32_t c1 = cols, r1 = rf_jpeg_mcu_rows(&g); /* engine: the whole image */
+    /* The crop's region: what the kernels decode, and what an engine packet's check reads. A
+     * plain file's region needs no whole intervals: its columns are the crop's MCUs. */
+    uint32_t cols = rf_jpeg_mcu_cols(&g), R = g.restart ? g.restart : 1, c0, c1, r0, r1;
     rf_jpeg_geom cover = g;
     cover.restart = R;
-    if (!engine)
-        rf_jpeg_region_cover(&cover, 8, g.width, g.height, h->first, h->last, v->first, v->last,
-                             &c0, &c1, &r0, &r1);
+    rf_jpeg_region_cover(&cover, 8, g.width, g.height, h->first, h->last, v->first, v->last,
+                         &c0, &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
-    uint32_t nint = engine ? 0 : (a1 - a0) * (r1 - r0);
+    /* How far the CPU path's libjpeg decodes this file for this crop (check_reach): the GPU
+     * paths judge the Huffman data that far, so that their verdicts are the CPU's. */
+    reach rc_ = {0};
+    check_reach(&g, restarts, nc == 3 && ci->max_v_samp_factor == 2, v->last, r0, r1, &rc_);
+    uint32_t nint = (a1 - a0) * (r1 - r0);
+    if (engine && !restarts)
+        nint = g.restart ? (uint32_t)((rc_.mcus - 1) / g.restart + 1) : 1;
+    uint32_t ck_r0 = r0;
+    if (engine) /* the engine decodes the whole image: its planes are the whole image's */
+        c0 = 0, c1 = cols, r0 = 0, r1 = rf_jpeg_mcu_rows(&g);
 
     /* Tables: each distinct DC/AC table and quant table once. */
     int huff_of[8], q_of[4], nh = 0, nq = 0;
@@ -211,11 +239,11 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
             c->quant_tbl_no < 0 || c->quant_tbl_no > 3 || !ci->dc_huff_tbl_ptrs[c->dc_tbl_no] ||
             !ci->ac_huff_tbl_ptrs[c->ac_tbl_no] || !ci->quant_tbl_ptrs[c->quant_tbl_no])
             return RF_GJ_NOT_ELIGIBLE;
-        if (huff_of[c->dc_tbl_no] < 0 && !engine) /* the engine reads the file's own tables */
+        if (huff_of[c->dc_tbl_no] < 0)
             huff_of[c->dc_tbl_no] = nh++;
-        if (huff_of[4 + c->ac_tbl_no] < 0 && !engine)
+        if (huff_of[4 + c->ac_tbl_no] < 0)
             huff_of[4 + c->ac_tbl_no] = nh++;
-        if (q_of[c->quant_tbl_no] < 0 && !engine)
+        if (q_of[c->quant_tbl_no] < 0 && !engine) /* the engine reads the file's own */
             q_of[c->quant_tbl_no] = nq++;
         rf_gj_comp *pc = &p.comp[i];
         pc->h = nc == 1 ? 1 : (uint32_t)c->h_samp_factor;
@@ -251,14 +279,24 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     }
     p.ncomp = (uint32_t)nc;
     rf_gj_walked w = {0};
-    const rf_gj_walk_in wi = {jpeg, len, &p, ht, cols, c0, c1, r0, r1};
-    int rc = engine  ? 0
-             : plain ? rf_gj_walk(&wi, rb, &w)
-                     : rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0}, &(size_t){0});
+    /* the walker goes at least as far as libjpeg would, so that it declines what the CPU
+     * path finds bad and the CPU path reports it */
+    const rf_gj_walk_in wi = {jpeg, len, &p, ht, cols, c0, c1, r0, r1,
+                              RF_MAX(rc_.mcus, (uint64_t)(r1 - 1) * cols + c1)};
+    size_t scan = 0;
+    int rc = plain                     ? rf_gj_walk(&wi, rb, &w)
+             : engine && !g.restart    ? rf_jpeg_scan_data(jpeg, len, &scan) != 0
+                                         ? RF_GJ_NOT_ELIGIBLE : 0
+             : engine && !restarts     ? rb->of != jpeg || rb->nspans < nint
+                                         ? RF_GJ_NOT_ELIGIBLE : 0
+                                       : rf_jpeg_spans(jpeg, len, &g, last, rb, &(size_t){0},
+                                                       &(size_t){0});
     if (rc)
         return rc;
     if (plain)
         nint = w.nseg;
+    if (engine && (rc_.mcus > UINT32_MAX || rb->data_end > len || scan > rb->data_end))
+        return RF_GJ_NOT_ELIGIBLE;
     uint64_t data = engine ? len : plain ? plain_bytes(&w, r1 - r0) : 0;
     for (uint32_t r = r0; r < r1 && !engine && !plain; r++)
         for (uint32_t a = a0; a < a1; a++) {
@@ -271,7 +309,9 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.off_quant = (uint32_t)(o = align8(o)), p.nquant = (uint32_t)nq;
     o += (size_t)nq * 64 * sizeof(uint16_t);
     p.off_span = (uint32_t)(o = align8(o));
-    o += plain ? (size_t)nint * sizeof(rf_gj_seg) : ((size_t)nint + 1) * sizeof(uint32_t);
+    o += plain    ? (size_t)nint * sizeof(rf_gj_seg)
+         : engine ? (size_t)nint * sizeof(rf_gj_unit)
+                  : ((size_t)nint + 1) * sizeof(uint32_t);
     p.off_hstart = (uint32_t)(o = align8(o));
     o += (size_t)out_w * sizeof(int32_t);
     p.off_hcoef = (uint32_t)(o = align8(o));
@@ -303,7 +343,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.ncomp = (uint32_t)nc;
     p.max_h = nc == 1 ? 1 : (uint32_t)ci->max_h_samp_factor;
     p.max_v = nc == 1 ? 1 : (uint32_t)ci->max_v_samp_factor;
-    p.interval = R;
+    p.interval = plain ? 1 : R;
+    p.check_units = rc_.rows * (a1 - a0);
     p.mcu_w = g.mcu_w, p.mcu_h = g.mcu_h;
     p.mcu_cols = c1 - c0, p.mcu_rows = r1 - r0;
     p.nintervals = nint;
@@ -323,8 +364,24 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     uint32_t *span = (uint32_t *)(out + p.off_span);
     uint8_t *d = out + p.off_data;
     uint32_t at = 0, n = 0;
-    if (engine)
+    if (engine) { /* its file, and the units of its check (set after the header's copy) */
         memcpy(d, jpeg, len);
+        rf_gj_unit *u = (rf_gj_unit *)span;
+        if (!g.restart) /* the scan from its first MCU */
+            u[0] = (rf_gj_unit){(uint32_t)scan, (uint32_t)rb->data_end, (uint32_t)rc_.mcus, 0};
+        for (uint32_t r = ck_r0; restarts && r < ck_r0 + rc_.rows; r++) /* the region's */
+            for (uint32_t a = a0; a < a1; a++, n++) {
+                uint64_t i = (uint64_t)r * per_row + a;
+                u[n] = (rf_gj_unit){rb->span[2 * i], rb->span[2 * i + 1], R, RF_GJ_CHECK_END};
+            }
+        for (uint32_t i = 0; g.restart && !restarts && i < nint; i++, n++) /* from the first */
+            u[n] = (rf_gj_unit){rb->span[2 * i], rb->span[2 * i + 1],
+                                (uint32_t)RF_MIN(g.restart, rc_.mcus - (uint64_t)i * g.restart),
+                                RF_GJ_CHECK_END};
+        if (n) /* libjpeg reads no marker after the last interval it decodes */
+            u[n - 1].flags = 0;
+        p.nintervals = n ? n : 1;
+    }
     if (plain)
         plain_copy(&w, r1 - r0, d, (rf_gj_seg *)(out + p.off_span));
     for (uint32_t r = r0; r < r1 && !engine && !plain; r++)
@@ -335,8 +392,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
             memcpy(d + at, jpeg + s, e - s);
             at += e - s;
         }
-    if (!plain)
-        span[n] = at; /* engine: span[0] = 0, no intervals */
+    if (!plain && !engine)
+        span[n] = at;
     int32_t *hs = (int32_t *)(out + p.off_hstart), *vs = (int32_t *)(out + p.off_vstart);
     for (uint32_t i = 0; i < out_w; i++)
         hs[i] = h->start[i] - (int32_t)p.rx;
@@ -359,9 +416,11 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
         return RF_GJ_BAD_PACKET;
     const rf_gj_huff *huff = (const rf_gj_huff *)(packet + p->off_huff);
     const uint16_t *quant = (const uint16_t *)(packet + p->off_quant);
-    for (uint32_t k = 0; k < p->nintervals && !p->engine; k++) {
-        int st = p->plain ? rf_gj_segment(packet, k, scratch, huff, quant)
-                          : rf_gj_interval(packet, k, scratch, huff, quant);
+    for (uint32_t k = 0; k < p->nintervals; k++) {
+        int st = p->engine  ? rf_gj_engine_check(packet, k, huff)
+                 : p->plain ? rf_gj_segment(packet, k, scratch, huff, quant)
+                            : rf_gj_counted(p, k, rf_gj_interval(packet, k, scratch, huff,
+                                                                 quant));
         if (st) {
             if (bad_interval)
                 *bad_interval = k;

@@ -8,7 +8,9 @@
 //     chain, latency-bound: measured on the H200 (torch.profiler, 256 images per batch) it
 //     took 3.6 ms with tables and bytes read from global memory, 2.3 ms with the tables in
 //     shared memory and the bytes fetched 8 at a time. Engine packets, whose planes the
-//     hardware decoder wrote (nvjpg.h), are only checked here;
+//     hardware decoder wrote (nvjpg.h), are only checked here: the bits the kernels would
+//     read of the same file and crop, read the same way (rf_gj_engine_check), since the
+//     engines decode damaged entropy-coded data without an error;
 //  2. vpass: one block per (output row, sample), threads across the row's source columns;
 //  3. hpass: one block per (output row, sample), threads across output pixels; samples the CPU
 //     decoded (flag 0) are copied through by the same blocks, so every sample of the batch
@@ -63,8 +65,6 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
             status[i] = RF_GJ_BAD_PACKET;
         return;
     }
-    if (p->engine) // its planes came from the hardware decoder (or it refused the file)
-        return;
     const uint32_t *hs = (const uint32_t *)(pkt + p->off_huff);
     uint32_t *hd = (uint32_t *)huff;
     for (uint32_t w = threadIdx.x; w < p->nhuff * sizeof(rf_gj_huff) / 4; w += blockDim.x)
@@ -75,8 +75,10 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
     __syncthreads();
     uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
     for (uint32_t k = threadIdx.x; k < p->nintervals; k += blockDim.x) {
-        int st = p->plain ? rf_gj_segment(pkt, k, scr, huff, quant)
-                          : rf_gj_interval(pkt, k, scr, huff, quant);
+        // an engine packet's planes came from the hardware decoder: only its check runs here
+        int st = p->engine  ? rf_gj_engine_check(pkt, k, huff)
+                 : p->plain ? rf_gj_segment(pkt, k, scr, huff, quant)
+                            : rf_gj_counted(p, k, rf_gj_interval(pkt, k, scr, huff, quant));
         // A relaxed device atomic is enough: the first failing interval's status wins, and
         // the host reads status only after the batch's event, which orders the kernel first.
         if (st)

@@ -99,9 +99,12 @@ typedef struct rf_gj_packet {
     uint32_t off_data;
     uint32_t off_hstart, off_hcoef; /* int32[out_w] (region columns), int16[out_w * htaps] */
     uint32_t off_vstart, off_vcoef; /* int32[out_h] (region rows), int16[out_h * vtaps] */
-    /* 1: an engine packet (rf_gj_pack with engine = 1): no intervals; the region is the whole
-     * image and data_bytes at off_data are the whole JPEG file, which the GPU's hardware JPEG
-     * decoder (nvjpg.h) decodes into the component planes before the vertical pass. */
+    /* 1: an engine packet (rf_gj_pack with engine = 1): the region is the whole image and
+     * data_bytes at off_data are the whole JPEG file, which the GPU's hardware JPEG decoder
+     * (nvjpg.h) decodes into the component planes before the vertical pass. The engines
+     * report no damage inside entropy-coded data, so the packet also carries, with its
+     * Huffman tables, what the CPU path's libjpeg reads of the file for this crop:
+     * nintervals rf_gj_unit at off_span, each checked by rf_gj_engine_check. */
     uint32_t engine;
     uint32_t data_bytes;
     /* 1: a plain packet (a file without restart markers, gpujpeg_walk.c): off_span holds
@@ -109,8 +112,22 @@ typedef struct rf_gj_packet {
      * entropy-coded bytes of the region's MCU rows, each row from its first segment's start
      * byte to the byte holding its last region MCU's last bit. */
     uint32_t plain;
+    /* Restart packets: the intervals whose damage counts, the first check_units of them: the
+     * rows the CPU path's libjpeg reads of the same region (rf_jpeg_rows_read), the last one
+     * without its extraneous-bytes check (libjpeg reads no marker after it). */
+    uint32_t check_units;
     rf_gj_comp comp[3];
 } rf_gj_packet;
+
+/* A stretch of an engine packet's file that the CPU path's libjpeg decodes for the packet's
+ * crop at full scale, and how: `mcus` MCUs from byte `start`, the data ending at `end` (the
+ * next marker), and with RF_GJ_CHECK_END the interval's end checked too (no whole bytes left:
+ * libjpeg reads the marker after it). A plain file's scan is one unit; a restart-marked
+ * file's units are restart intervals. */
+typedef struct rf_gj_unit {
+    uint32_t start, end, mcus, flags;
+} rf_gj_unit;
+#define RF_GJ_CHECK_END 1u
 
 /* MCUs per segment of a plain packet at most: like a restart interval, the unit one GPU thread
  * decodes (a 224 crop of an ImageNet-sized 4:2:0 photo: ~40-80 segments). */
@@ -142,13 +159,16 @@ struct rf_axis;
 struct rf_region_buf;
 
 /* What the walker (gpujpeg_walk.c) needs of a plain file: the packet's components and tables
- * as rf_gj_pack made them, the image's MCUs per row, and the region's MCUs [c0,c1) x [r0,r1). */
+ * as rf_gj_pack made them, the image's MCUs per row, the region's MCUs [c0,c1) x [r0,r1), and
+ * how many MCUs from the first to walk (at least to the region's last: the CPU path's extent,
+ * so that data the CPU path would find bad are not made a packet). */
 typedef struct rf_gj_walk_in {
     const uint8_t *jpeg;
     size_t len;
     const rf_gj_packet *p;
     const rf_gj_huff *huff;
     uint32_t cols, c0, c1, r0, r1;
+    uint64_t mcus;
 } rf_gj_walk_in;
 
 /* The walk: data is the file's destuffed entropy-coded data; segment k starts at bit
@@ -161,10 +181,10 @@ typedef struct rf_gj_walked {
     const uint64_t *row;
 } rf_gj_walked;
 
-/* Walk a plain (no restart markers) single-scan Huffman file from its first MCU to the
- * region's last one, recording each segment's start (RF_GJ_SEG_MCUS MCUs of a region row).
- * Returns 0; RF_GJ_NOT_ELIGIBLE when the data has a pattern that is no code or ends before the
- * region does (the CPU path then decodes it and reports libjpeg's error); RF_ENOMEM. */
+/* Walk a plain (no restart markers) single-scan Huffman file from its first MCU for in->mcus
+ * MCUs, recording each segment's start (RF_GJ_SEG_MCUS MCUs of a region row). Returns 0;
+ * RF_GJ_NOT_ELIGIBLE when the data has a pattern that is no code or ends before those MCUs do
+ * (the CPU path then decodes it and reports libjpeg's error); RF_ENOMEM. */
 int rf_gj_walk(const rf_gj_walk_in *in, struct rf_region_buf *rb, rf_gj_walked *out);
 
 /* Where a decode thread's output goes (rf_gj_pack, rf_decode_packet): with packet = 1 a buffer

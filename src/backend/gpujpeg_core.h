@@ -274,12 +274,68 @@ RF_GJ_FN int rf_gj_mcus(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], u
     return RF_GJ_OK;
 }
 
+/* What libjpeg's decode_mcu reads of `count` MCUs, without the coefficients: every DC and AC
+ * code and its extra bits, so that a bad code or data ending early shows as it would in a
+ * decode. Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_skip_mcus(const rf_gj_packet *p, rf_gj_bits *b, uint32_t count,
+                             const rf_gj_huff *huff)
+{
+    for (uint32_t m = 0; m < count; m++)
+        for (uint32_t ci = 0; ci < p->ncomp; ci++) {
+            const rf_gj_comp *c = &p->comp[ci];
+            const rf_gj_huff *dc = huff + c->dc, *ac = huff + c->ac;
+            for (uint32_t k = 0; k < c->h * c->v; k++) {
+                int32_t s = rf_gj_symbol(b, dc);
+                if (s < 0)
+                    return RF_GJ_BAD_CODE;
+                rf_gj_get(b, s);
+                for (int32_t kk = 1; kk < 64; kk++) {
+                    int32_t rs = rf_gj_symbol(b, ac);
+                    if (rs < 0)
+                        return RF_GJ_BAD_CODE;
+                    int32_t r = rs >> 4;
+                    s = rs & 15;
+                    if (s) {
+                        kk += r;
+                        rf_gj_get(b, s);
+                    } else {
+                        if (r != 15)
+                            break;
+                        kk += 15;
+                    }
+                }
+            }
+        }
+    return RF_GJ_OK;
+}
+
 RF_GJ_FN void rf_gj_bits_at(rf_gj_bits *b, const uint8_t *p, const uint8_t *end, uint32_t plain)
 {
     b->p = p, b->end = end;
     b->acc = 0, b->n = 0, b->fake = 0;
     b->wbase = 0, b->word = 0;
     b->plain = plain;
+}
+
+/* The end of an interval as libjpeg checks it: no bits needed past its data (the fake zero
+ * bytes are the last ones loaded, so none was used while n >= 8 * fake), and no whole bytes
+ * left before the next marker. Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_interval_end(rf_gj_bits *b)
+{
+    if ((uint32_t)b->n < 8 * b->fake)
+        return RF_GJ_PREMATURE;
+    uint32_t left = (uint32_t)(b->n - 8 * (int32_t)b->fake) / 8; /* whole real bytes unread */
+    while (b->p < b->end) { /* plus the unstuffed bytes never loaded */
+        uint32_t c = rf_gj_byte(b, b->p++);
+        if (c == 0xFF) {
+            while (b->p < b->end && rf_gj_byte(b, b->p) == 0xFF)
+                b->p++;
+            if (b->p < b->end)
+                b->p++;
+        }
+        left++;
+    }
+    return left ? RF_GJ_EXTRANEOUS : RF_GJ_OK;
 }
 
 /* Segment k of a plain packet: its MCUs from its bit offset into the destuffed data, with the
@@ -316,27 +372,38 @@ RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
     int32_t pred[3] = {0, 0, 0};
     int st = rf_gj_mcus(p, &b, pred, k / per_row, (k % per_row) * p->interval, p->interval,
                         scratch, huff, quant);
-    if (st)
-        return st;
     /* libjpeg warns (and ringfeed fails the sample) when a decode needs bits past the
-     * interval's data, or when whole bytes are left before the next marker. The fake zero
-     * bytes are the last ones loaded, so none was used while n >= 8 * fake. */
-    if ((uint32_t)b.n < 8 * b.fake)
-        return RF_GJ_PREMATURE;
-    uint32_t left = (uint32_t)(b.n - 8 * (int32_t)b.fake) / 8; /* whole real bytes unread */
-    while (b.p < b.end) { /* plus the unstuffed bytes never loaded */
-        uint32_t c = rf_gj_byte(&b, b.p++);
-        if (c == 0xFF) {
-            while (b.p < b.end && rf_gj_byte(&b, b.p) == 0xFF)
-                b.p++;
-            if (b.p < b.end)
-                b.p++;
-        }
-        left++;
-    }
-    if (left)
-        return RF_GJ_EXTRANEOUS;
-    return RF_GJ_OK;
+     * interval's data, or when whole bytes are left before the next marker */
+    return st ? st : rf_gj_interval_end(&b);
+}
+
+/* Check unit k of an engine packet (rf_gj_unit): its codes read as the CPU path's libjpeg
+ * reads them, without decoding pixels. Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_engine_check(const uint8_t *pkt, uint32_t k, const rf_gj_huff *huff)
+{
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    const rf_gj_unit *u = (const rf_gj_unit *)rf_gj_at(pkt, p->off_span) + k;
+    const uint8_t *data = rf_gj_at(pkt, p->off_data);
+    if (u->start > u->end || u->end > p->data_bytes)
+        return RF_GJ_BAD_PACKET;
+    rf_gj_bits b;
+    rf_gj_bits_at(&b, data + u->start, data + u->end, 0);
+    int st = rf_gj_skip_mcus(p, &b, u->mcus, huff);
+    if (st || (u->flags & RF_GJ_CHECK_END))
+        return st ? st : rf_gj_interval_end(&b);
+    return (uint32_t)b.n < 8 * b.fake ? RF_GJ_PREMATURE : RF_GJ_OK;
+}
+
+/* The verdict of restart interval k of a kernel packet: damage the CPU path's libjpeg would
+ * not read for the same crop (past the check_units, or bytes after the last one) is not
+ * damage of this sample (gpujpeg.h, rf_gj_packet.check_units). */
+RF_GJ_FN int rf_gj_counted(const rf_gj_packet *p, uint32_t k, int st)
+{
+    if (p->engine || p->plain || st == RF_GJ_BAD_PACKET)
+        return st;
+    if (k >= p->check_units || (k + 1 == p->check_units && st == RF_GJ_EXTRANEOUS))
+        return RF_GJ_OK;
+    return st;
 }
 
 /* ---- stage 2: chroma upsampling, colour, vertical resize ---------------------------------- */

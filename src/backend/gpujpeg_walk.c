@@ -362,18 +362,16 @@ int rf_gj_walk(const rf_gj_walk_in *in, rf_region_buf *rb, rf_gj_walked *out)
     uint64_t limit = (uint64_t)n * 8;
     int32_t pred[3] = {0, 0, 0};
     wbits w = {0, 0, s->dat};
-    for (uint32_t r = 0; r < in->r1; r++) {
-        int region = r >= in->r0;
-        uint32_t cols = region && r + 1 == in->r1 ? in->c1 : in->cols; /* stop at the last MCU */
-        for (uint32_t c = 0; c < cols; c++) {
-            if (region && c >= in->c0 && c < in->c1 && (c - in->c0) % RF_GJ_SEG_MCUS == 0)
-                seg_add(s, in, &nseg, r, c, wpos(&w, s->dat), pred);
-            for (uint32_t b = 0; b < nb; b++)
-                if (walk_block(&w, &bl[b], &pred[bl[b].comp]) || wpos(&w, s->dat) > limit)
-                    return RF_GJ_NOT_ELIGIBLE;
-            if (region && c + 1 == in->c1)
-                s->row[2 * (r - in->r0) + 1] = wpos(&w, s->dat);
-        }
+    for (uint64_t m = 0; m < in->mcus; m++) {
+        uint32_t r = (uint32_t)(m / in->cols), c = (uint32_t)(m % in->cols);
+        int region = r >= in->r0 && r < in->r1 && c >= in->c0 && c < in->c1;
+        if (region && (c - in->c0) % RF_GJ_SEG_MCUS == 0)
+            seg_add(s, in, &nseg, r, c, wpos(&w, s->dat), pred);
+        for (uint32_t b = 0; b < nb; b++)
+            if (walk_block(&w, &bl[b], &pred[bl[b].comp]) || wpos(&w, s->dat) > limit)
+                return RF_GJ_NOT_ELIGIBLE;
+        if (region && c + 1 == in->c1)
+            s->row[2 * (r - in->r0) + 1] = wpos(&w, s->dat);
     }
     out->data = s->dat;
     out->seg = s->seg;

@@ -67,6 +67,7 @@ typedef struct rf_decode_info {
     uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
     uint32_t flipped;
     uint32_t region;              /* entropy-decoded only a restart-interval region */
+    uint32_t imcu_rows;           /* iMCU rows libjpeg entropy-decoded (of the region, if one) */
 } rf_decode_info;
 
 /* Decode jpeg[0..len) and write height*width*3 uint8 to out (layout per t->layout; NHWC rows
@@ -156,8 +157,10 @@ typedef struct rf_decode_plane {
 /* Decode jpeg[0..len) with libjpeg (islow IDCT, raw output) into planes[0..ncomp): the
  * hardware decoder's planar output, computed on the host (backend's rf_decode_planes). The
  * file must have ncomp (at most 3) components and be width x height, else RF_EDECODE "the
- * engine packet does not describe its JPEG". Returns 0 or RF_EDECODE / RF_ENOMEM with text in
- * err->msg. */
+ * engine packet does not describe its JPEG". Damaged entropy-coded data decode without an
+ * error (libjpeg's warnings go unreported), as the hardware decoder decodes them: what judges
+ * the data is the packet's own check (gpujpeg.h, rf_gj_engine_check). Returns 0 or
+ * RF_EDECODE / RF_ENOMEM with text in err->msg. */
 int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp, uint32_t width,
                   uint32_t height, const rf_decode_plane *planes, rf_err *err);
 

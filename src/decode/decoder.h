@@ -21,6 +21,7 @@ typedef struct rf_jerr {
     struct jpeg_error_mgr pub;
     jmp_buf jb;
     int code;
+    int lenient; /* warnings (corrupt data) go unreported, as by the hardware decoder */
     char msg[JMSG_LENGTH_MAX + 64];
 } rf_jerr;
 

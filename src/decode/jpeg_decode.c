@@ -56,7 +56,7 @@ static void on_error_exit(j_common_ptr c) { fail_jump(c, "libjpeg error"); }
 /* level < 0 is a warning (corrupt data, premature end); >= 0 are trace messages. */
 static void on_emit_message(j_common_ptr c, int level)
 {
-    if (level < 0)
+    if (level < 0 && !((rf_jerr *)c->err)->lenient)
         fail_jump(c, "libjpeg warning");
 }
 
@@ -309,7 +309,10 @@ int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp
                   uint32_t height, const rf_decode_plane *planes, rf_err *err)
 {
     raw_job j = {ncomp, width, height, planes};
-    return rf_dec_guarded(d, jpeg, len, raw_run, &j, err);
+    d->jerr.lenient = 1;
+    int rc = rf_dec_guarded(d, jpeg, len, raw_run, &j, err);
+    d->jerr.lenient = 0;
+    return rc;
 }
 
 /* ---- rf_decode_full and rf_jpeg_probe ---------------------------------------------------- */

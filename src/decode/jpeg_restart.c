@@ -41,6 +41,15 @@ int rf_jpeg_geom_read(const struct jpeg_decompress_struct *ci, rf_jpeg_geom *g)
            ci->comps_in_scan == ci->num_components && rf_jpeg_mcu_cols(g) % g->restart == 0;
 }
 
+uint32_t rf_jpeg_rows_read(const rf_jpeg_geom *g, int context, uint32_t last)
+{
+    uint32_t rows = rf_jpeg_mcu_rows(g), y = last ? last - 1 : 0, k = y / g->mcu_h + 1;
+    /* eight row groups per MCU row at full scale; the last waits for the next MCU row */
+    if (context && (y % g->mcu_h) / (g->mcu_h / 8) == 7)
+        k++;
+    return k < rows ? k : rows;
+}
+
 uint32_t rf_jpeg_restart_for_row(uint32_t mcu_cols)
 {
     for (uint32_t r = RF_RESTART_MIN_MCUS; r <= RF_RESTART_MAX_MCUS && r <= mcu_cols; r++)
@@ -209,7 +218,7 @@ int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interva
             }
             int rc = check_tail(jpeg, len, p - 2, m, &end, err);
             if (rc == 0 && b)
-                b->eoi_of = jpeg, b->eoi_end = end;
+                b->eoi_of = jpeg, b->eoi_end = end, b->data_end = at;
             return rc;
         }
         if (!R)

@@ -53,6 +53,14 @@ void rf_jpeg_region_cover(const rf_jpeg_geom *g, uint32_t num, uint32_t out_w, u
                           int32_t x0, int32_t x1, int32_t y0, int32_t y1, uint32_t *c0,
                           uint32_t *c1, uint32_t *r0, uint32_t *r1);
 
+/* The MCU rows of a single-scan file that libjpeg entropy-decodes when rows up to `last`
+ * (exclusive) are read at full scale: the row holding row last - 1, and the next one too when
+ * `context` (fancy h2v2 upsampling: 4:2:0) and that row is in its MCU row's last row group,
+ * which libjpeg-turbo's main controller emits only after reading the rows below it. What the
+ * CPU path checks of a plain file's Huffman data (tests/test_decode.c compares it with
+ * libjpeg's own count); the GPU paths walk as far, so that their verdicts are its verdicts. */
+uint32_t rf_jpeg_rows_read(const rf_jpeg_geom *g, int context, uint32_t last);
+
 /* Scratch owned by one decoder: the region JPEG and the interval table, grown once. */
 typedef struct rf_region_buf {
     uint8_t *jpeg;
@@ -67,9 +75,11 @@ typedef struct rf_region_buf {
     size_t sof, data;
     /* Also set by rf_jpeg_scan_check for the image it checked (`eoi_of`), with or without
      * restart markers: the offset just past its EOI. The bytes after it are a trailer (camera
-     * data, an appended video), which the hardware decoder is not given. Cleared with `of`. */
+     * data, an appended video), which the hardware decoder is not given. And where the scan's
+     * entropy-coded data end (the marker after them, not RSTn): the engines' check reads the
+     * data up to there (gpujpeg.h). Cleared with `of`. */
     const uint8_t *eoi_of;
-    size_t eoi_end;
+    size_t eoi_end, data_end;
     /* The GPU decode's walker state for files without restart markers (its destuffed bytes,
      * segments and table cache: backend/gpujpeg_walk.c), one malloc'ed block and what it
      * points to, owned there; rf_region_buf_free calls `walk_free` on it. */

@@ -46,6 +46,7 @@ typedef struct xform_job {
     size_t len;
     uint32_t width, height; /* of the file (the decompressor may move on to a region) */
     uint32_t region;        /* decoded through a restart-interval region */
+    uint32_t imcu_rows;     /* iMCU rows entropy-decoded (rf_decode_info.imcu_rows) */
     uint64_t seed;
     uint8_t *out;
     crop_box box;
@@ -127,21 +128,21 @@ static void set_scale(rf_decoder *d, const xform_job *j)
  * plus one scaled pixel each side (fancy upsampling reads one chroma sample past a pixel, and
  * the region's own edge samples are replicated), then rebase the plans on it. That skips the
  * Huffman decoding of everything above and beside the crop, which a plain decode must do to
- * find the crop. Leaves the decompressor on the whole file when that saves too little or the
- * file is not shaped for it. */
+ * find the crop. Leaves the decompressor on the whole file when the file is not shaped for
+ * it. */
 static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     rf_jpeg_geom g;
     if ((d->flags & RF_DECODE_NO_REGION) || !rf_jpeg_geom_read(ci, &g))
         return 0;
-    uint32_t cols = rf_jpeg_mcu_cols(&g), c0, c1, r0, r1;
+    uint32_t c0, c1, r0, r1;
     uint32_t mw = g.mcu_w * j->num / 8, mh = g.mcu_h * j->num / 8; /* MCUs in scaled pixels */
     rf_jpeg_region_cover(&g, j->num, ci->output_width, ci->output_height, d->h.first, d->h.last,
                          d->v.first, d->v.last, &c0, &c1, &r0, &r1);
-    /* A plain decode entropy-decodes every MCU down to row r1; skip regions that save < 1/8. */
-    if ((uint64_t)(c1 - c0) * (r1 - r0) * 8 > (uint64_t)cols * r1 * 7)
-        return 0;
+    /* Taken even when it saves little (a crop of nearly the whole image): the GPU paths judge
+     * such a file by the region's intervals, so the CPU reads just those too and every path
+     * refuses the same damaged files (backend/gpujpeg.c check_reach). */
     int rc = rf_jpeg_region(j->jpeg, j->len, &g, c0, c1, r0, r1, &d->region);
     if (rc == RF_ENOMEM)
         return rf_seterr(err, RF_ENOMEM, "out of memory for a %zu-byte region JPEG", j->len);
@@ -286,7 +287,9 @@ static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
     jpeg_start_decompress(&d->cinfo);
     if ((rc = narrow(d, j, &y0, err)) != 0)
         return rc;
-    return run_rows(d, j, y0, err);
+    rc = run_rows(d, j, y0, err);
+    j->imcu_rows = (uint32_t)d->cinfo.input_iMCU_row;
+    return rc;
 }
 
 /* After xform_header: the scale, the plans, the region, the rows, into j->out. */
@@ -323,6 +326,7 @@ static void fill_info(const xform_job *j, rf_decode_info *info)
     rf_dec_fill_info(j->width, j->height, &j->box, info);
     if (info) {
         info->region = j->region;
+        info->imcu_rows = j->imcu_rows;
         info->scale_denom = 8 / j->num;
     }
 }
