@@ -15,6 +15,8 @@ from ringfeed import _capi as C  # noqa: E402
 from conftest import N_IMAGES, HERE, PACKAGE_ROOT  # noqa: E402
 from test_encodings import LOSSLESS  # noqa: E402
 from test_encodings import base, reference  # noqa: E402,F401 (fixtures)
+from test_badfiles import PATHS as BAD_PATHS, check_paths  # noqa: E402
+from test_badfiles import bad_shard  # noqa: E402,F401 (fixture)
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device visible to torch")
@@ -266,3 +268,11 @@ def check_balance(shards, ref, kw):
         assert gk == rk
         d = np.abs(gi.astype(np.int16) - ri.astype(np.int16))
         assert d.max() <= (2 if st["hw_decoded"] else 0)
+
+
+def test_bad_files_get_the_cpus_verdicts_on_cuda(bad_shard):
+    """test_badfiles.py on the GPU: the kernels' and the engines' verdicts come with their
+    batches (late), the engines' bad Huffman codes are decided by the CPU on the consumer's
+    thread, and the balancing scheduler (the defaults) routes samples by timing: every path
+    delivers and skips the CPU schedule's samples in every epoch."""
+    check_paths(bad_shard, "cuda", dict(BAD_PATHS, defaults={}))

@@ -295,6 +295,28 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     return 0;
 }
 
+static int cuda_patch(rf_backend *b, rf_devbatch *db, uint32_t index, const uint8_t *pixels,
+                      size_t n, const rf_convert_desc *conv, uint64_t out_bytes, rf_err *err)
+{
+    cudaStream_t s = b->streams[0];
+    uint8_t *dst = (uint8_t *)db->data + (size_t)index * out_bytes;
+    void *tmp = NULL;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess && conv->kind == RF_CONV_IMAGES)
+        e = cudaMallocFromPoolAsync(&tmp, n, b->pool, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(tmp ? tmp : dst, pixels, n, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess && tmp)
+        e = (cudaError_t)rf_cuda_convert_images(tmp, NULL, dst, 1, conv->h, conv->w,
+                                                conv->dtype, conv->layout, conv->mean,
+                                                conv->std, s);
+    if (tmp && e == cudaSuccess)
+        e = cudaFreeAsync(tmp, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    return e == cudaSuccess ? 0 : cuda_err(err, e, "replacing a sample of a device batch");
+}
+
 static int cuda_release(rf_backend *b, rf_devbatch *db, void *stream, rf_err *err)
 {
     cudaError_t e = cudaSetDevice(b->dev);
@@ -459,4 +481,5 @@ const rf_backend_ops rf_backend_cuda = {
     .trim = cuda_trim,
     .engine_open = cuda_engine_open,
     .engine_load = rf_nvjpg_load,
+    .patch = cuda_patch,
 };

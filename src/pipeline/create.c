@@ -369,6 +369,7 @@ void rf_loader_destroy(rf_loader *ld)
     free(ld->decs);
     free(ld->decoders);
     pl_fields_free(ld);
+    pl_gpu_free(ld);
     if (ld->slots)
         for (uint32_t i = 0; i < ld->depth; i++) {
             free(ld->slots[i].ids);

@@ -284,6 +284,8 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
     if (engine && (rc = rf_decode_planes(dec, gh->packet, gh->scratch, e)) != 0)
         return rc;
     int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad);
+    if (engine && st == RF_GJ_BAD_CODE) /* the CPU decides (engine_redo): at once here */
+        return rf_decode_image(dec, jpeg, len, &ld->tf, t->aug_seed, img, info, e);
     if (!st) /* on the host only a good packet counts: its sample is delivered */
         count_gpu(ld, engine, gh->packet, 1);
     if (st && ld->gpu.late) /* the verdict waits for the batch's check, as on the device */
@@ -294,6 +296,10 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
     return 0;
 }
 
+/* A status no kernel writes: the consumer's CPU decode of the sample's file failed, with the
+ * error in gpu.redo_err[i] (engine_redo). */
+#define PL_GJ_CPU_VERDICT 0x7F
+
 /* The error sample i's verdict st (non-zero) stands for, named by file, member and offset as
  * the CPU path names its errors; data_hdr is the located header: the sample decoded, so its
  * span re-validated. */
@@ -303,6 +309,9 @@ static int verdict_error(const rf_loader *ld, const slot *s, uint32_t i, int st,
     const char *path = ld->ds.files[sm->file].path;
     char m[RF_ERRMSG_MAX];
     pl_describe_member(ld, sm, sm->data_hdr, m, sizeof m);
+    if (st == PL_GJ_CPU_VERDICT)
+        return rf_seterr(e, ld->gpu.redo_err[i].code, "%s: %s: %s", path, m,
+                         ld->gpu.redo_err[i].msg);
     if ((st & 0xFF) == RF_GJ_ENGINE) /* nvJPEG's own status is above the low byte */
         return rf_seterr(e, RF_EDECODE, "%s: %s: %s (nvJPEG status %d)", path, m,
                          rf_gj_status_text(RF_GJ_ENGINE), st >> 8);
@@ -429,6 +438,48 @@ static void emulate_kernels(const rf_loader *ld, slot *s)
     }
 }
 
+/* A bad Huffman code decides nothing by itself: libjpeg-turbo's fast path reads some such
+ * codes as zeros without a warning, and the CPU path's verdict is libjpeg's. So a file in which
+ * the check of an engine packet (rf_gj_engine_check) found one is decoded on the CPU, here
+ * on the consumer's thread, from the copy of the file the packet carries: its error is the
+ * sample's verdict (status PL_GJ_CPU_VERDICT, the error in gpu.redo_err[i]), or its pixels
+ * replace the engine's in the device batch. Rare: damaged files only. Returns 0, or a fatal
+ * error (memory, the device). */
+static int engine_redo(rf_loader *ld, slot *s, uint32_t i, rf_err *e)
+{
+    pl_gpu *g = &ld->gpu;
+    if (!g->redo && (g->redo = rf_decoder_create(&ld->limits)) != NULL &&
+        ld->cfg.dct_scaling == RF_DCT_SCALING_OFF)
+        rf_decoder_set_max_scale_denom(g->redo, 1);
+    if (!g->redo_px)
+        g->redo_px = malloc(ld->stage_bytes);
+    if (!g->redo_err)
+        g->redo_err = calloc(ld->batch, sizeof *g->redo_err);
+    if (!g->redo || !g->redo_px || !g->redo_err)
+        return rf_seterr(e, RF_ENOMEM, "no memory to decode a sample on the CPU again");
+    const uint8_t *pkt = s->stage + s->gpu.offs[i];
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    rf_err *v = &g->redo_err[i];
+    *v = (rf_err){0};
+    uint64_t seed = rf_plan_sample_seed(&ld->plan, s->batch.epoch, s->ids[i]);
+    /* (it stays counted in hw_decoded: a batch refilled later decodes it again, here too) */
+    if (rf_decode_image(g->redo, pkt + p->off_data, p->data_bytes, &ld->tf, seed, g->redo_px,
+                        NULL, v) != 0) {
+        s->gpu.status[i] = PL_GJ_CPU_VERDICT;
+        return 0;
+    }
+    s->gpu.status[i] = 0;
+    return ld->bops->patch(ld->backend, &s->dev, i, g->redo_px, ld->stage_bytes, &ld->conv,
+                           ld->out_bytes, e);
+}
+
+void pl_gpu_free(rf_loader *ld)
+{
+    rf_decoder_destroy(ld->gpu.redo);
+    free(ld->gpu.redo_px);
+    free(ld->gpu.redo_err);
+}
+
 /* GPU decode with late verdicts (on the device, or the host with the test hook): wait for the
  * batch's kernels and turn a sample they could not decode into the error the CPU path would
  * have raised (fail mode), or into a hole the skip policy fills (skip mode: PL_GPU_REFILL,
@@ -450,6 +501,13 @@ int pl_gpu_check(rf_loader *ld, slot *s, rf_err *e)
                          (unsigned long long)s->seq, why);
     if (ld->gpu.emulate)
         emulate_kernels(ld, s);
+    for (uint32_t i = 0; i < s->batch.count && ld->bops->patch; i++) {
+        int rc = s->gpu.flags[i] == RF_GJ_ENGINE_PACKET && s->gpu.status[i] == RF_GJ_BAD_CODE
+                     ? engine_redo(ld, s, i, e)
+                     : 0;
+        if (rc)
+            return rc;
+    }
     if (ld->skip) {
         int rc = verdicts_skip(ld, s, e);
         return rc > 0 ? PL_GPU_REFILL : rc;

@@ -67,6 +67,12 @@ typedef struct pl_gpu {
     /* rf_stats.gpu_decoded, hw_decoded and gpu_plain_decoded: relaxed, counted by the decode
      * threads and read only for rf_stats, like the loader's other statistics. */
     _Atomic uint64_t decoded, hw_decoded, plain_decoded;
+    /* The consumer's CPU decode of an engine packet's file whose check found a bad Huffman
+     * code (pl_gpu_check): its decoder, pixels and per-sample verdicts, made at the first
+     * such file and used only on the consumer's thread. */
+    struct rf_decoder *redo;
+    uint8_t *redo_px;
+    rf_err *redo_err;
 } pl_gpu;
 
 /* A decode thread's buffers for GPU decode on the host backend: the packet is built here
@@ -113,5 +119,7 @@ int pl_gpu_check(rf_loader *ld, struct slot *s, rf_err *e);
 /* decode pool: a thread's host buffers (none unless GPU decode on the host backend). */
 int pl_gpu_host_alloc(rf_loader *ld, pl_gpu_host *gh);
 void pl_gpu_host_free(pl_gpu_host *gh);
+/* destroy: the consumer's buffers. */
+void pl_gpu_free(rf_loader *ld);
 
 #endif
