@@ -619,10 +619,12 @@ END_TEST
 
 /* Damaged files and the engine. A file cut short (no EOI) never reaches it: the marker check
  * every decode runs refuses it on both backends, with the same error naming the member, after
- * the same batches. A file whose entropy-coded bytes are overwritten but whose structure is
- * intact is NOT detected by the engine (nvJPEG reports no error even with its strict flag):
- * the run completes and that sample's pixels are wrong, which docs/reliability.md states; in
- * skip mode it is delivered, not skipped (hw_decode_skip below). */
+ * the same batches. A file whose entropy-coded bytes are overwritten with 0xA5 but whose
+ * structure is intact decodes without an error on every path: libjpeg reads those bytes as
+ * valid codes, and so does the engine packet's check (nvJPEG itself reports no error for
+ * damaged data even with its strict flag: the check is what judges, docs/reliability.md); in
+ * skip mode it is delivered, not skipped (hw_decode_skip below). What the check refuses is
+ * tested on photographs in python/tests/test_gpu.py (test_bad_files_..._on_cuda). */
 START_TEST(hw_decode_damaged_files)
 {
     char *dir = rf_test_mkdtemp("cuda-hwbad"), shard[600], pattern[600], key[128];
@@ -654,8 +656,8 @@ START_TEST(hw_decode_damaged_files)
     snprintf(shard, sizeof shard, "%s/shard-0001.tar", dir);
     ck_assert_int_eq(rf_test_damage_entropy(shard, 5, key, sizeof key), 0);
     rf_stats st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
-    printf("hw_decode: entropy-damaged member %s decoded without an error (%llu of %llu "
-           "samples on the engine)\n", key, (unsigned long long)st.hw_decoded,
+    printf("hw_decode: entropy-damaged member %s decoded without an error, as libjpeg does "
+           "(%llu of %llu samples on the engine)\n", key, (unsigned long long)st.hw_decoded,
            (unsigned long long)st.samples_decoded);
     ck_assert_uint_eq(st.samples_decoded, 80);
 }
@@ -663,10 +665,11 @@ END_TEST
 
 /* hw_decode_percent 100 + SKIP on plain shards with a member cut short (shard 0's 30th: the
  * marker check finds it on the decode thread, on every path) and one with overwritten Huffman
- * data (shard 1's 5th, sample 45: the engines' blind spot, and libjpeg's too for these 0xA5
- * bytes). Both backends skip the first once and deliver every other sample once, the
- * overwritten one included (not skipped: the documented gap), with the host backend's pixels
- * within the engine's rounding (but sample 45's). */
+ * data (shard 1's 5th, sample 45: valid codes for libjpeg and for the engines' check alike,
+ * these 0xA5 bytes). Both backends skip the first once and deliver every other sample once, the
+ * overwritten one included (as the CPU path does), with the host backend's pixels within the
+ * engine's rounding (but sample 45's, whose garbage coefficients the engine's IDCT may round
+ * otherwise). */
 START_TEST(hw_decode_skip)
 {
     char *dir = rf_test_mkdtemp("cuda-hwskip"), shard[600], pattern[600], key[128];
