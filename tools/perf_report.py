@@ -13,11 +13,15 @@ one process tree, on the same shards:
     raw path's GB/s,
   * resume time at the start and at 90% of a 1 M-sample epoch,
   * global vs shard order from the page cache and from an evicted (cold) cache,
-and, on a set of its own, the photos section: --photo-images crops of real photographs
-(datasets/photos.py) in plain shards and as a class-folder tree, where ringfeed (defaults,
---schedule cpu, --hw-decode 30 --gpu-decode) runs beside NVIDIA DALI (mixed with
-hw_decoder_load 0.65 over the webdataset and file readers, mixed 0, cpu) and the DataLoader
-(PIL, over the tree), in --photo-rounds interleaved rounds, and the first batch after create on
+and, on sets of its own, the photos section: --photo-images crops of real photographs
+(datasets/photos.py, each profile of --photo-profiles: dense, as users' files look to a
+decoder, and smooth) in plain shards and as a class-folder tree, where ringfeed (defaults,
+--schedule cpu, --gpu-decode, --hw-decode 100, --hw-decode 30 --gpu-decode) runs beside NVIDIA
+DALI (mixed with hw_decoder_load 0.65 over the webdataset and file readers, 1.0, 0, cpu) and
+the DataLoader (PIL, over the tree), the JPEG engines' utilization recorded beside each GPU
+row, in --photo-rounds interleaved rounds; on the dense set also every decode path on each
+JPEG class and nvJPEG called directly on its baseline files (tools/perf_dense.py,
+tools/nvjpeg_anchor.py); and the first batch after create on
 every path ringfeed may take (PHOTO_FIRST: one epoch each, --photo-first-rounds interleaved
 rounds, against the 50 ms target); then the models of --archs train
 from the same shards (GPU-bound, the example's defaults, --schedule cpu, the library's
@@ -55,6 +59,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "datasets"))
 from photos import DEFAULT_SOURCES as PHOTO_SOURCES  # noqa: E402  the generator's own default
+import perf_dense  # noqa: E402  tools/, this file's folder
 
 
 def sh(cmd, env=None, timeout=900):
@@ -135,6 +140,9 @@ PHOTO_ROWS = [
      "dali", ["--shards", "WDS", "--device", "mixed", "--hw-load", "0.65"]),
     ("dali_hw65_folder", "DALI mixed, hw_decoder_load 0.65, file reader", "dali",
      ["--folder", "FOLDER", "--device", "mixed", "--hw-load", "0.65"]),
+    ("dali_hw100_wds", "DALI mixed, hw_decoder_load 1.0 (every image it can to the hardware "
+     "decoders), webdataset reader", "dali",
+     ["--shards", "WDS", "--device", "mixed", "--hw-load", "1.0"]),
     ("dali_hw0_wds", "DALI mixed, hw_decoder_load 0 (no hardware decoders), webdataset reader",
      "dali", ["--shards", "WDS", "--device", "mixed", "--hw-load", "0"]),
     ("dali_cpu_wds", "DALI cpu, webdataset reader", "dali",
@@ -143,6 +151,9 @@ PHOTO_ROWS = [
     ("ringfeed_cpu", "ringfeed `--schedule cpu`", "ringfeed", ["--schedule", "cpu"]),
     ("ringfeed_manual30", "ringfeed `--hw-decode 30 --gpu-decode` (manual split)", "ringfeed_gpu",
      ["--hw-decode", "30", "--gpu-decode"]),
+    ("ringfeed_gpu", "ringfeed `--gpu-decode` (the kernels)", "ringfeed_gpu", ["--gpu-decode"]),
+    ("ringfeed_hw100", "ringfeed `--hw-decode 100` (the hardware decoders)", "ringfeed_gpu",
+     ["--hw-decode", "100"]),
     # the defaults with the DCT-scalable crops kept on the CPU (dct_scaling ON): the candidate
     # default if it loads fast enough (docs/gpu-decode.md, "Limits and next steps")
     ("ringfeed_dct", "ringfeed `--dct-scaling-always` (the defaults, DCT-scalable crops on the "
@@ -150,7 +161,8 @@ PHOTO_ROWS = [
     ("torch_pil", "PyTorch DataLoader + PIL, file tree", "torch", ["--folder", "FOLDER"]),
 ]
 # The rows' names in the bar plot, where the table's would leave no room for the bars.
-PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds",
+PHOTO_PLOT = {"dali_hw65_wds": "DALI mixed 0.65, wds", "dali_hw100_wds": "DALI mixed 1.0, wds",
+              "ringfeed_gpu": "ringfeed gpu", "ringfeed_hw100": "ringfeed hw 100",
               "dali_hw65_folder": "DALI mixed 0.65, files", "dali_hw0_wds": "DALI mixed 0, wds",
               "dali_cpu_wds": "DALI cpu, wds",
               "ringfeed": "ringfeed defaults", "ringfeed_cpu": "ringfeed cpu",
@@ -216,11 +228,11 @@ def check_photo_inputs(sources, env):
                              "or put a folder holding cjpeg and djpeg first on PATH)")
 
 
-def make_photos(root, images, sources, cpus, env):
+def make_photos(root, images, sources, cpus, env, profile="smooth"):
     """root/photos-NNNNNN.tar: images photo crops in plain shards written by datasets/photos.py
-    (Python's tarfile), in jobs of PHOTO_JOB images run cpus at a time. Job j starts at image
-    j * PHOTO_JOB with seed j, so the set depends on images and sources, not on how many
-    processes wrote it."""
+    with --profile profile (Python's tarfile), in jobs of PHOTO_JOB images run cpus at a time.
+    Job j starts at image j * PHOTO_JOB with seed j, so the set depends on images, sources and
+    profile, not on how many processes wrote it."""
     check_photo_inputs(sources, env)
     # A set made by an earlier command of this machine with the same arguments and sources is
     # kept (the photos' training rows may run in a command of their own): set.json, written
@@ -228,6 +240,8 @@ def make_photos(root, images, sources, cpus, env):
     stamp = {"images": images, "shard": PHOTO_SHARD, "job": PHOTO_JOB,
              "sources": sorted([os.path.basename(p), os.path.getsize(p)]
                                for p in glob.glob(sources))}
+    if profile != "smooth":
+        stamp["profile"] = profile
     try:
         if json.load(open(os.path.join(root, "set.json"))) == stamp:
             print(f"photos: the set in {root} was made with these arguments; kept", flush=True)
@@ -240,6 +254,7 @@ def make_photos(root, images, sources, cpus, env):
     jobs = [[sys.executable, gen, "--output", os.path.join(root, "photos-%06d.tar"),
              "--images", str(min(PHOTO_JOB, images - first)), "--per-shard", str(PHOTO_SHARD),
              "--first", str(first), "--seed", str(first // PHOTO_JOB), "--sources", sources]
+            + (["--profile", profile] if profile != "smooth" else [])
             for first in range(0, images, PHOTO_JOB)]
     with concurrent.futures.ThreadPoolExecutor(max(1, cpus)) as ex:
         list(ex.map(lambda cmd: sh(cmd, env=env), jobs))
@@ -414,28 +429,37 @@ def set_identity(desc):
     return {k: v for k, v in desc.items() if k != "sources"}
 
 
-def photos_section(a, R, env, bench_path, save, skip):
-    """The photos section: the set made and described, then its loading rows (unless
-    photos_load is in skip) and its training rows (unless photos_train is), each part in
-    rounds that run every row once, interleaved so that a drift of the machine's clocks
-    spreads over all rows; the medians are saved after every round. A part not run keeps the
-    stored figures, which must have been measured on the same set."""
-    root = a.data + "-photos"
+# The photo sets of the photos section: datasets/photos.py's profile -> the results' key.
+PHOTO_PROFILES = {"dense": "photos_dense", "smooth": "photos"}
+
+
+def photos_section(a, R, env, bench_path, save, skip, profile="smooth"):
+    """The photos section on one set (profile): the set made and described, then its loading
+    rows (unless photos_load is in skip) and its training rows (unless photos_train is), each
+    part in rounds that run every row once, interleaved so that a drift of the machine's
+    clocks spreads over all rows; the medians are saved after every round. A part not run
+    keeps the stored figures, which must have been measured on the same set. The dense set
+    also gets its class table and the hardware decoders' direct rate (tools/perf_dense.py)."""
+    key = PHOTO_PROFILES[profile]
+    root = a.data + ("-photos" if profile == "smooth" else f"-photos-{profile}")
     shards = make_photos(os.path.join(root, "shards"), a.photo_images, a.photo_sources,
-                         a.cpus, env)
+                         a.cpus, env, profile)
     files = photo_folder(shards, os.path.join(root, "folder"))
     desc = describe_photos(files, shards, a.photo_sources)
-    old = R.get("photos", {})
+    if profile != "smooth":  # (the smooth set's description stays what its figures name)
+        desc["profile"] = profile
+        desc["pixels"] = describe_pixels(files)
+    old = R.get(key, {})
     kept = ("photos_load" in skip and old.get("rows")) or ("photos_train" in skip
                                                            and old.get("train"))
     if kept and set_identity(old.get("set", desc)) != set_identity(desc):
         raise SystemExit(f"photos: the stored figures were measured on another set ({old['set']}"
                          f"), not on this one ({desc}); run both parts")
-    P = R["photos"] = {"set": desc, "cpus": a.cpus, "device": a.device, "rounds": 0, "rows": [],
-                       "unavailable": {}}
+    P = R[key] = {"set": desc, "cpus": a.cpus, "device": a.device, "rounds": 0, "rows": [],
+                  "unavailable": {}}
     if "photos_load" in skip:  # the stored loading rows stand
         P.update({k: old[k] for k in ("cpus", "device", "rounds", "rows", "unavailable",
-                                      "first") if k in old})
+                                      "first", "classes", "anchor") if k in old})
     if "train" in old and old.get("set") == desc:  # models not measured now stay
         P["train"] = old["train"]
     warm(shards + files)
@@ -443,8 +467,33 @@ def photos_section(a, R, env, bench_path, save, skip):
              "FOLDER": os.path.join(root, "folder")}
     if "photos_load" not in skip:
         photos_load(a, P, env, bench_path, save, paths, len(files))
+        if profile == "dense":
+            photos_dense(a, P, env, bench_path, save, shards, root)
     if "photos_train" not in skip:
         photos_train(a, P, env, save, paths["WDS"])
+
+
+def describe_pixels(files):
+    """The set's pixels and bytes per pixel, from the frame headers."""
+    px = 0
+    for p in files:
+        with open(p, "rb") as f:
+            w, h, _, _ = jpeg_frame(f.read(PHOTO_MAX_FILE + 1), p)
+        px += w * h
+    return {"total": px, "bytes_per_px": sum(os.path.getsize(p) for p in files) / px}
+
+
+def photos_dense(a, P, env, bench_path, save, shards, root):
+    """The dense set's class table (every path on each class) and nvJPEG's direct rate on its
+    baseline files (tools/perf_dense.py)."""
+    classes = perf_dense.split_classes(shards, os.path.join(root, "classes"), jpeg_frame)
+    P["classes"] = perf_dense.class_runs(
+        a, bench_path, env, classes,
+        lambda args, epochs: photo_command("ringfeed", args, a, bench_path, epochs))
+    save()
+    if a.device == "cuda":
+        P["anchor"] = perf_dense.anchor_run(env, os.path.join(root, "shards", "photos-*.tar"))
+        save()
 
 
 def photos_load(a, P, env, bench_path, save, paths, images):
@@ -466,9 +515,13 @@ def photos_load(a, P, env, bench_path, save, paths, images):
             args = [paths.get(x, x) for x in args]
             if tool.startswith("ringfeed"):
                 args = [paths["WDS"]] + args
-            out = sh(photo_command(tool, args, a, bench_path, epochs),
-                     env=denv if tool == "dali" else env)
-            runs.setdefault(key, []).append(photo_run(tool, last_json(out)))
+            with perf_dense.EngineMeter() as meter:
+                out = sh(photo_command(tool, args, a, bench_path, epochs),
+                         env=denv if tool == "dali" else env)
+            run = photo_run(tool, last_json(out))
+            if a.device == "cuda" and tool != "torch" and meter.jpg() is not None:
+                run["jpg_util"] = meter.jpg()  # the JPEG engines' busy share while it ran
+            runs.setdefault(key, []).append(run)
         P["rounds"] += 1
         P["rows"] = photo_rows(runs)
         save()
@@ -548,19 +601,31 @@ def photos_report(P, loader_plot):
     were not importable, the table with each row's ratio to DALI's best row and to ringfeed's
     defaults, and the bar plot."""
     d, rows = P["set"], P["rows"]
+    dense = d.get("profile") == "dense"
     kpx = ", ".join(f"{k} ({v:,} images)" for k, v in sorted(d["sampling"].items()))
     where = ("GPU memory" if P["device"] == "cuda"
              else f"`--device {P['device']}` memory (a dry run)")
-    L = ["## Plain JPEG photographs", "",
-         f"Data: {d['images']:,} crops of {d['source_files']} photographs (`{d['sources']}`) cut "
-         "by `datasets/photos.py` at sides drawn uniformly from 200 to 900 px (rarely multiples "
-         f"of 16) and encoded by cjpeg at qualities 75-95, in {d['shards']} plain tar shards "
+    made = (f"## Plain JPEG photographs, dense (users' density: {d['pixels']['bytes_per_px']:.2f} "
+            "bytes per pixel)" if dense else "## Plain JPEG photographs", "",
+            f"Data: {d['images']:,} crops of {d['source_files']} photographs (`{d['sources']}`) "
+            "made by `datasets/photos.py --profile dense`: long sides log-uniform from 120 to "
+            "1400 px at camera aspect ratios, camera-like sensor noise to each image's own "
+            "density, 4:2:0 with about 12% 4:4:4, 8% 4:2:2 and 2% grayscale, 8% progressive, "
+            "half with optimized Huffman tables, qualities 70-96, encoded by cjpeg, Pillow and "
+            "Pillow with Photoshop's tables"
+            if dense else
+            f"Data: {d['images']:,} crops of {d['source_files']} photographs (`{d['sources']}`) cut "
+            "by `datasets/photos.py` at sides drawn uniformly from 200 to 900 px (rarely multiples "
+            "of 16) and encoded by cjpeg at qualities 75-95")
+    L = [made[0], made[1],
+         made[2] + f", in {d['shards']} plain tar shards "
          "written by Python's tarfile, and the same files as a class-folder tree "
          "(`CLASS/KEY.jpg`) for the file readers; page-cache resident. Measured from the "
          f"files: mean {d['mean_bytes'] / 1e3:.1f} KB ({d['min_bytes'] / 1e3:.1f}-"
          f"{d['max_bytes'] / 1e3:.1f} KB), mean {d['mean_kpx']:.0f} kpx, widths "
          f"{d['width'][0]}-{d['width'][1]} px, heights {d['height'][0]}-{d['height'][1]} px; "
-         f"subsampling {kpx}; {d['progressive']:,} progressive.", "",
+         f"subsampling {kpx}; {d['progressive']:,} progressive"
+         + (f"; {d['pixels']['bytes_per_px']:.3f} bytes per pixel." if dense else "."), "",
          f"RandomResizedCrop 224 + flip into {where}, batch 256, {P['cpus']} decode threads / "
          f"DALI threads / DataLoader workers, {P['rounds']} interleaved round(s), medians "
          "(runs: the lowest and highest of the rounds).", ""]
@@ -572,23 +637,37 @@ def photos_report(P, loader_plot):
     dali = [r["img_per_s"] for r in rows if r["tool"] == "dali"]
     ref = {"dali": max(dali, default=None),
            "defaults": next((r["img_per_s"] for r in rows if r["key"] == "ringfeed"), None)}
+    # the JPEG engines' busy share while each row ran, where it was measured
+    util = any("jpg_util" in x for r in rows for x in r["runs"])
     L += ["| loader, settings | img/s | of DALI's best | of ringfeed defaults | first batch | "
-          "runs | where ringfeed decoded |", "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
+          "runs | " + ("engines busy | " if util else "") + "where ringfeed decoded |",
+          "| --- | ---: | ---: | ---: | ---: | --- | " + ("---: | " if util else "") + "--- |"]
     for r in rows:
         v, rr = r["img_per_s"], [x["img_per_s"] for x in r["runs"]]
         ratio = [f"{v / ref[k]:.2f}x" if ref[k] else "-" for k in ("dali", "defaults")]
         fb = "-" if r["first_batch_ms"] is None else f"{r['first_batch_ms']:,.0f} ms"
+        busy = [x["jpg_util"] for x in r["runs"] if "jpg_util" in x]
         L.append(f"| {r['label']} | {v:,.0f} | {ratio[0]} | {ratio[1]} | {fb} | "
                  f"{min(rr):,.0f}-{max(rr):,.0f} | "
-                 f"{where_decoded(r) if r['tool'].startswith('ringfeed') else ''} |")
+                 + (f"{statistics.median(busy):.0f}% | " if busy else "- | " if util else "")
+                 + f"{where_decoded(r) if r['tool'].startswith('ringfeed') else ''} |")
     L += ["", "First batch: ringfeed's after create; DALI's from the pipeline's build through its "
           "first batch; the DataLoader's from the start of iteration (its workers' start "
           "included).", ""]
     color = {"ringfeed": "#c33", "ringfeed_gpu": "#c33", "dali": "#76b900", "torch": "#888"}
     # (a stored result's row that is no longer in PHOTO_ROWS keeps its table label)
     L += loader_plot([(PHOTO_PLOT.get(r["key"], r["label"]), r["img_per_s"]) for r in rows],
-                     "photos.png", "images/s (photographs, RandomResizedCrop 224)",
-                     "throughput per loader, photographs", [color[r["tool"]] for r in rows])
+                     "photos_dense.png" if dense else "photos.png",
+                     "images/s (photographs, RandomResizedCrop 224)",
+                     "throughput per loader, " + ("dense " if dense else "") + "photographs",
+                     [color[r["tool"]] for r in rows])
+    if util:
+        L += ["Engines busy: the mean of `nvidia-smi dmon -s u`'s jpg column (the GPU's JPEG "
+              "decoders' busy share) over the run, the median of the rounds.", ""]
+    if "classes" in P:
+        L += perf_dense.classes_report(P["classes"])
+    if "anchor" in P:
+        L += perf_dense.anchor_report(P["anchor"])
     if "first" in P:
         L += photos_first_report(P["first"], P["unavailable"])
     return L + photos_train_report(P.get("train", {}))
@@ -702,6 +781,10 @@ def main():
                     help="photo crops of the photos section")
     ap.add_argument("--photo-sources", default=PHOTO_SOURCES,
                     help="glob of the photographs the photos section's crops are cut from")
+    ap.add_argument("--photo-profiles", default="dense,smooth",
+                    help="the photos section's sets, datasets/photos.py's profiles: dense (camera "
+                         "noise to ImageNet's density, mixed classes and encoders) and smooth "
+                         "(the wallpapers' crops as they are)")
     ap.add_argument("--photo-train-rounds", type=int, default=3,
                     help="interleaved rounds of the photos section's training rows, each with "
                          "its own GPU-bound run")
@@ -746,8 +829,13 @@ def main():
         "LD_LIBRARY_PATH", "")
     env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
     env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
+    if not set(a.photo_profiles.split(",")) <= set(PHOTO_PROFILES):
+        ap.error(f"--photo-profiles: {a.photo_profiles} (profiles: dense, smooth)")
     if "photos" not in skip:
         check_photo_inputs(a.photo_sources, env)
+        why = "dense" in a.photo_profiles and importable("numpy, PIL", env)
+        if why:
+            raise SystemExit(f"photos: the dense set needs numpy and Pillow ({why})")
     R = json.load(open(a.merge)) if a.merge else {}
     # A merged run keeps the first machine's description and records its own beside it, under
     # the sections it re-measured.
@@ -851,7 +939,8 @@ def main():
     save()
     # -- plain JPEG photographs: ringfeed beside DALI and the DataLoader (photos_section) ------
     if "photos" not in skip:
-        photos_section(a, R, env, B, save, skip)
+        for profile in a.photo_profiles.split(","):
+            photos_section(a, R, env, B, save, skip, profile)
 
     save()
     # -- scaling ---------------------------------------------------------------------------
@@ -1197,6 +1286,8 @@ def write_report(R, out):
         L += loader_plot(rows, "throughput_restart.png",
                          "images/s (RandomResizedCrop 224, to GPU; restart-marked shards)",
                          "throughput per loader, restart-marked shards")
+    if "photos_dense" in R:
+        L += photos_report(R["photos_dense"], loader_plot)
     if "photos" in R:
         L += photos_report(R["photos"], loader_plot)
     if "scaling" in R:
