@@ -42,11 +42,15 @@
 
 #define RF_GJ_MAGIC 0x504a4652u /* "RFJP" */
 #define RF_GJ_LOOKUP_BITS 9
-/* Device scratch of one sample at most: the decoded component planes of the region and the
- * vertically resized rows. 2 MiB holds a ~370k-pixel 4:2:0 region (the largest crop of an
- * 800x460 image); larger regions decode on the CPU. A batch's samples share one scratch, each
- * taking what its packet says (~0.2-0.6 MiB for 224 crops of ImageNet-sized photos). */
-#define RF_GJ_SCRATCH (2u << 20)
+/* Device scratch of one sample at most: the decoded component planes of the region (an engine
+ * packet's: the whole image) and the vertically resized rows. 8 MiB holds a 5-megapixel 4:2:0
+ * or a 2.6-megapixel 4:4:4 image; larger ones decode on the CPU (2 MiB sent a tenth of a
+ * dense photo set, its largest images, to the CPU at full scale: docs/gpu-decode.md). A
+ * batch's samples share one scratch, each taking what its packet says (~0.2-0.6 MiB for 224
+ * crops of ImageNet-sized photos); the device pool reserves RF_GJ_SCRATCH_RESERVE a sample
+ * and grows once for a batch of larger ones. */
+#define RF_GJ_SCRATCH (8u << 20)
+#define RF_GJ_SCRATCH_RESERVE (1u << 20)
 /* Slot bytes per sample when packets go to the device, on average: a slot holds batch x the
  * larger of this and the decoded sample, shared by its packets in the order they are written,
  * so that small outputs (160x160 is 75 KB) still carry the intervals of ~100 KB photos and one

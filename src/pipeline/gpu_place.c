@@ -80,13 +80,13 @@ size_t pl_gpu_ring_bytes(const rf_loader *ld)
 /* The device pool's temporaries per copy stream with GPU decode on the device: the staged
  * copy the kernels read, the decoded batch when a conversion follows, and the scratch, status
  * and flags. GPU decode's scratch is what the batch's packets take (~0.2-0.6 MiB each for 224
- * crops of ImageNet-sized photos): half the per-sample maximum is reserved, and a batch of
+ * crops of ImageNet-sized photos): RF_GJ_SCRATCH_RESERVE a sample is reserved, and a batch of
  * larger crops grows the pool once (counted in device_allocs_after_create). */
 size_t pl_gpu_temp_bytes(const rf_loader *ld, size_t staged, int convert)
 {
     size_t B = ld->batch;
     return staged + (convert ? B * ld->stage_bytes : 0) +
-           B * (RF_GJ_SCRATCH / 2 + sizeof(int32_t) + sizeof(uint64_t) + 1);
+           B * (RF_GJ_SCRATCH_RESERVE + sizeof(int32_t) + sizeof(uint64_t) + 1);
 }
 
 /* Slot s's arrays in the pinned ring, right after its labels (pl_gpu_ring_bytes). */
