@@ -2,7 +2,8 @@
 
 GET or HEAD /f/<spec>/<path> is forwarded to nginx as /<path> with the client's Range header,
 unless the spec faults it (503xN, 429xN, 500xN, resetxN, shortxN, delay=MSxN, 403, 404,
-noranges); GET /_log returns what was answered, POST /_reset starts a new log. It runs in the
+silent, noranges, rangestar, bighdr, listloop; `armed`: only after POST /_arm); GET /_log
+returns what was answered, POST /_reset starts a new log. It runs in the
 runner's process (servers.py start_fault); docs/testing.md is the manual.
 """
 import http.client
@@ -10,6 +11,7 @@ import http.server
 import itertools
 import json
 import re
+import select
 import socket
 import struct
 import threading
@@ -22,21 +24,25 @@ COUNT_MAX = 1000      # the largest N of an xN fault item
 DELAY_MAX_MS = 600_000
 
 
-FAULT_ITEM = re.compile(r"^(?:(503|429|500|reset|short)x(\d+)|delay=(\d+)x(\d+)|(403|404)"
-                        r"|(noranges))$")
+FAULT_ITEM = re.compile(r"^(?:(503|429|500|reset|short)x(\d+)|delay=(\d+)x(\d+)"
+                        r"|(403|404|silent)|(noranges|rangestar|bighdr|listloop|armed))$")
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
+BIG_HEADER = 200 << 10  # bighdr: one header line this long, over libcurl's 100 KiB limit
+LIST_TOKEN = "rf-same-token"  # listloop: the continuation token every page names
+FLAGS = ("noranges", "rangestar", "bighdr", "listloop", "armed")
 
 
 def parse_spec(spec):
     """'503x2,delay=100x1,noranges' -> {"seq": [("503", 2)], "delay": (100, 1), "always": None,
-    "noranges": True}; ValueError names the item it cannot read."""
-    out = {"seq": [], "delay": None, "always": None, "noranges": False}
+    "noranges": True, ...the other flags False}; ValueError names the item it cannot read."""
+    out = {"seq": [], "delay": None, "always": None, **{f: False for f in FLAGS}}
     for item in filter(None, spec.split(",")):
         m = FAULT_ITEM.match(item)
         if not m:
             raise ValueError(f"fault spec item {item!r} is not one of 503xN 429xN 500xN resetxN "
-                             "shortxN delay=MSxN 403 404 noranges")
-        kind, n, ms, dn, always, noranges = m.groups()
+                             "shortxN delay=MSxN 403 404 silent noranges rangestar bighdr "
+                             "listloop armed")
+        kind, n, ms, dn, always, flag = m.groups()
         count = int(n or dn or 0)
         if count > COUNT_MAX or int(ms or 0) > DELAY_MAX_MS:
             raise ValueError(f"fault spec item {item!r} is over the limits (N <= {COUNT_MAX}, "
@@ -48,8 +54,22 @@ def parse_spec(spec):
         elif always:
             out["always"] = always
         else:
-            out["noranges"] = True
+            out[flag] = True
     return out
+
+
+def list_page(query):
+    """listloop's answer to a ListObjectsV2 request: the first page names one key, every page
+    says IsTruncated with the same continuation token, so a client that only follows tokens
+    never ends."""
+    first = "continuation-token=" not in query
+    key = "<Contents><Key>loop/a.tar</Key><Size>10240</Size></Contents>" if first else ""
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult '
+            'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>rf-loop</Name>'
+            f'<KeyCount>{1 if first else 0}</KeyCount><MaxKeys>1000</MaxKeys>'
+            f'<IsTruncated>true</IsTruncated>{key}'
+            f'<NextContinuationToken>{LIST_TOKEN}</NextContinuationToken>'
+            '</ListBucketResult>').encode()
 
 
 class FaultState:
@@ -57,6 +77,8 @@ class FaultState:
         self.lock = threading.Condition()
         self.busy = 0  # requests being answered: recorded when their answer has been sent
         self.log, self.dropped, self.attempts = [], 0, {}
+        self.armed = False    # POST /_arm: the items of `armed` specs apply
+        self.generation = 0   # bumped by /_reset: silent requests held before it are let go
 
     def reset(self):
         """A new log, once the requests being answered are recorded (up to 10 s): a request
@@ -65,6 +87,12 @@ class FaultState:
         with self.lock:
             self.lock.wait_for(lambda: self.busy == 0, timeout=10)
             self.log, self.dropped, self.attempts = [], 0, {}
+            self.armed = False
+            self.generation += 1
+
+    def arm(self):
+        with self.lock:
+            self.armed = True
 
     def begin(self):
         with self.lock:
@@ -131,8 +159,11 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
         self.forward()
 
     def do_POST(self):
+        if self.path == "/_arm":
+            self.server.state.arm()
+            return self.answer(200, b"armed\n")
         if self.path != "/_reset":
-            return self.answer(405, b"only POST /_reset\n")
+            return self.answer(405, b"only POST /_reset or /_arm\n")
         self.server.state.reset()
         self.answer(200, b"reset\n")
 
@@ -159,8 +190,15 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                  "signed_headers": signed_headers(self.headers.get("Authorization")),
                  "attempt": None, "fault": None, "status": None, "bytes": 0}
         self.server.state.begin()
+        recorded = False
         try:
-            entry["status"], entry["bytes"] = self.serve(entry, spec_text, path, rng)
+            got = self.serve(entry, spec_text, path, rng)
+            if got is None:  # silent: logged now (a held request never blocks /_log), then held
+                self.server.state.record(entry)
+                recorded = True
+                self.hold(entry)
+            else:
+                entry["status"], entry["bytes"] = got
         except (BrokenPipeError, ConnectionResetError):
             # The client gave up mid-answer (its timeout, say): logged, not a traceback.
             entry["fault"] = entry["fault"] or "client closed"
@@ -169,26 +207,54 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                 self.upstream.close()
                 self.upstream = None
         finally:
-            self.server.state.record(entry)
+            if not recorded:
+                self.server.state.record(entry)
+
+    def hold(self, entry):
+        """Answer nothing, not even a status line, until the client hangs up, /_reset comes or
+        the proxy stops; then close the connection. entry (already logged) says which."""
+        state, gen = self.server.state, self.server.state.generation
+        self.close_connection = True
+        while state.generation == gen:
+            ready, _, _ = select.select([self.connection], [], [], 0.1)
+            try:
+                if ready and not self.connection.recv(1, socket.MSG_PEEK):
+                    entry["fault"] = "silent, client closed"
+                    return
+            except OSError:
+                return
+            if ready:
+                time.sleep(0.1)  # the client sent more on this connection: still nothing back
 
     def serve(self, entry, spec_text, path, rng):
         try:
             spec = parse_spec(spec_text)
         except ValueError as e:
             return 400, self.answer(400, f"{e}\n".encode())
+        if spec["armed"] and not self.server.state.armed:
+            spec = parse_spec("")  # not armed yet: the request is forwarded untouched
         attempt = entry["attempt"] = self.server.state.attempt((spec_text, path, rng))
         if spec["delay"] and attempt <= spec["delay"][1]:
             time.sleep(spec["delay"][0] / 1000)
         fault = entry["fault"] = pick_fault(spec, attempt)
+        if fault == "silent":
+            return None
+        if spec["listloop"]:
+            entry["fault"] = "listloop"
+            return 200, self.answer(200, list_page(path.partition("?")[2]), "application/xml")
         if fault in ("503", "429", "500", "403", "404"):
             extra = [("Retry-After", "1")] if fault in ("503", "429") else []
             body = f"fault proxy: {fault} for {path} attempt {attempt}\n".encode()
             return int(fault), self.answer(int(fault), body, extra=extra)
         headers = {"Range": rng} if rng and not spec["noranges"] else {}
-        return self.relay(path, headers, fault)
+        for flag in ("rangestar", "bighdr"):
+            if spec[flag]:
+                entry["fault"] = entry["fault"] or flag
+        return self.relay(path, headers, fault, spec)
 
-    def relay(self, path, headers, fault):
-        """nginx's answer passed on; 'reset' and 'short' stop after half its body."""
+    def relay(self, path, headers, fault, spec):
+        """nginx's answer passed on; 'reset' and 'short' stop after half its body; 'rangestar'
+        writes a 206's total length as '*', 'bighdr' adds a header line of BIG_HEADER bytes."""
         try:
             resp = self.fetch(path, headers)
         except (OSError, http.client.HTTPException) as e:
@@ -197,8 +263,12 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
         length = int(resp.getheader("Content-Length", "0"))
         self.send_response(resp.status)
         for k, v in resp.getheaders():
+            if k.lower() == "content-range" and spec["rangestar"]:
+                v = v.rpartition("/")[0] + "/*"
             if k.lower() not in HOP:
                 self.send_header(k, v)
+        if spec["bighdr"]:
+            self.send_header("X-Fault-Big", "b" * BIG_HEADER)
         self.end_headers()
         if self.command == "HEAD":
             length = 0
