@@ -195,6 +195,26 @@ static int header_value(const char *line, size_t n, const char *name, char *val,
     return 1;
 }
 
+/* "bytes START-END/TOTAL", the same with an asterisk for TOTAL (the server does not know the
+ * length: the bytes are placed all the same) or an asterisk for START-END (a 416's). Anything
+ * else is kept in x->bad_range: a 206 without a readable one is refused (x->unplaced), since nothing says
+ * where its bytes belong. */
+static void content_range(rf_xfer *x, const char *v)
+{
+    unsigned long long a, b, t;
+    int end = 0;
+    if (sscanf(v, "bytes %llu-%llu/%llu%n", &a, &b, &t, &end) == 3 && !v[end] && a <= b) {
+        x->range_start = a, x->total = t, x->has_range = x->has_total = 1;
+    } else if (sscanf(v, "bytes %llu-%llu/*%n", &a, &b, &end) == 2 && end && !v[end] &&
+               a <= b) {
+        x->range_start = a, x->has_range = 1;
+    } else if (sscanf(v, "bytes */%llu%n", &t, &end) == 1 && !v[end]) {
+        x->total = t, x->has_total = 1;
+    } else {
+        snprintf(x->bad_range, sizeof x->bad_range, "%s", v);
+    }
+}
+
 static size_t on_header(char *line, size_t size, size_t n, void *arg)
 {
     rf_xfer *x = arg;
@@ -204,14 +224,10 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
         const char *sp = memchr(line, ' ', n);
         x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         x->has_total = x->has_length = x->has_range = 0;
-        x->etag[0] = 0;
+        x->etag[0] = x->bad_range[0] = 0;
         x->retry_after_ms = 0;
     } else if (header_value(line, n, "Content-Range", v, sizeof v)) {
-        unsigned long long a, b, t;
-        if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3)
-            x->range_start = a, x->total = t, x->has_range = x->has_total = 1;
-        else if (sscanf(v, "bytes */%llu", &t) == 1)
-            x->total = t, x->has_total = 1;
+        content_range(x, v);
     } else if (header_value(line, n, "Content-Length", v, sizeof v)) {
         x->content_length = strtoull(v, NULL, 10);
         x->has_length = 1;
@@ -230,6 +246,7 @@ static void headers_done(rf_xfer *x)
 {
     x->headers_seen = 1;
     x->at = x->status == 206 && x->has_range ? x->range_start : 0;
+    x->unplaced = x->status == 206 && !x->has_range;
     const rf_remote_file *f = x->file;
     if (!f || !x->check || (x->status != 200 && x->status != 206))
         return;
@@ -255,7 +272,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     n *= size;
     if (!x->headers_seen)
         headers_done(x);
-    if (x->changed)
+    if (x->changed || x->unplaced)
         return 0;
     if (x->status != 200 && x->status != 206) {
         x->body += n;
@@ -330,11 +347,11 @@ void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
 {
     x->status = 0;
     x->headers_seen = x->has_range = x->has_total = x->has_length = 0;
-    x->window_done = x->overflow = x->changed = x->too_big = 0;
+    x->window_done = x->overflow = x->changed = x->too_big = x->unplaced = 0;
     x->retry_after_ms = 0;
     x->body = 0;
     x->errbuf[0] = 0;
-    x->etag[0] = 0;
+    x->etag[0] = x->bad_range[0] = 0;
     if (x->grow) {
         x->got = 0; /* a whole object starts again */
         curl_easy_setopt(h, CURLOPT_RANGE, NULL);
@@ -390,6 +407,12 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
     if (x->changed) {
         snprintf(why, cap, "%s: the object changed during the run (size or ETag differs from "
                  "what create saw)", w);
+        return RF_XFER_FAIL;
+    }
+    if (x->unplaced) {
+        snprintf(why, cap, "%s: the server answered HTTP 206 with %s%s%s, which does not say "
+                 "where its bytes lie", w, x->bad_range[0] ? "Content-Range \"" : "no "
+                 "Content-Range", x->bad_range, x->bad_range[0] ? "\"" : "");
         return RF_XFER_FAIL;
     }
     if (x->overflow) {

@@ -77,9 +77,11 @@ typedef struct rf_xfer {
     /* this response */
     long status;
     int headers_seen, has_range, window_done, overflow, changed;
+    int unplaced;                    /* a 206 without a Content-Range that can be read */
     uint64_t at;                     /* object offset of the next body byte */
-    uint64_t range_start, total;     /* Content-Range: bytes START-END/TOTAL */
+    uint64_t range_start, total;     /* Content-Range: bytes START-END/TOTAL (or / *) */
     int has_total;
+    char bad_range[64];              /* a Content-Range that could not be read, cut short */
     uint64_t content_length;
     int has_length;
     char etag[RF_REMOTE_ETAG_MAX];
