@@ -73,6 +73,44 @@ START_TEST(content_range_without_total)
 }
 END_TEST
 
+/* ---- listings ------------------------------------------------------------------------------ */
+
+/* The fault proxy's log: how many requests it answered since its last reset for targets
+ * holding `part`. */
+static long logged(const char *part)
+{
+    char out[1200];
+    snprintf(out, sizeof out, "%s/logged", rf_test_mkdtemp("edges-log"));
+    ck_assert_int_eq(rf_test_shell("curl -sf %s/_log | python3 -c 'import json, sys; print(sum("
+                                   "1 for q in json.load(sys.stdin)[\"requests\"] if \"%s\" in "
+                                   "q[\"target\"]))' > %s", rt_env("RF_TEST_FAULT"), part, out),
+                     0);
+    FILE *f = fopen(out, "r");
+    long n = -1;
+    ck_assert(f && fscanf(f, "%ld", &n) == 1);
+    fclose(f);
+    return n;
+}
+
+/* An S3 server whose every page says IsTruncated with the token it was asked with: create
+ * stops at the second page, naming the bucket and why. */
+START_TEST(listing_repeating_its_token)
+{
+    char endpoint[512];
+    snprintf(endpoint, sizeof endpoint, "%s/f/listloop", rt_env("RF_TEST_FAULT"));
+    setenv("AWS_ENDPOINT_URL", endpoint, 1);
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    rt_reset_log();
+    opts o = {.retries = 1};
+    rt_create_fails("s3://rf-loop/loop/*.tar", &o, RF_EIO,
+                    (const char *[]){"listing s3://rf-loop", "page 2",
+                                     "continuation token it was asked with", NULL});
+    ck_assert_int_eq(logged("/rf-loop/"), 2);
+    unsetenv("AWS_ENDPOINT_URL");
+}
+END_TEST
+
 /* ---- the data, and the suite ------------------------------------------------------------- */
 
 static int make_data(const char *dir)
@@ -93,5 +131,6 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     tcase_add_test(tc, content_range_without_total);
+    tcase_add_test(tc, listing_repeating_its_token);
     return rt_run("remote_edges", tc);
 }
