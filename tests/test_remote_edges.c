@@ -22,6 +22,8 @@
 
 static const char *data; /* the served root */
 
+#define BIG 40 /* samples of big/shard-0000.tar */
+
 static void arm(void)
 {
     ck_assert_int_eq(rf_test_shell("curl -sf -X POST %s/_arm >/dev/null",
@@ -38,7 +40,8 @@ static void drain(rf_loader *ld, run *r)
         if (rc == 0)
             rt_take(ld, b, r);
     ck_assert_msg(rc == RF_DONE, "%d %s", rc, rf_last_error(ld));
-    rf_loader_stats(ld, &r->st);
+    rf_stats_init(&r->st);
+    ck_assert_int_eq(rf_loader_stats(ld, &r->st), 0);
 }
 
 /* rel read through the proxy with `spec` armed once the loader was created equals the local
@@ -111,6 +114,70 @@ START_TEST(listing_repeating_its_token)
 }
 END_TEST
 
+/* ---- stalls ------------------------------------------------------------------------------- */
+
+static void dataset_order(rf_config *c, const void *ctx)
+{
+    (void)ctx;
+    c->order = RF_ORDER_NONE;
+}
+
+/* A shard's server goes silent (accepts, reads the request, sends nothing) after create. In
+ * dataset order another shard's 40 samples come first, more than the ring holds, so every
+ * read of the silent shard starts after the proxy was armed; its URL names the host as
+ * "localhost", so the I/O thread has no connection to it yet. Every one of its N_GEN reads
+ * must reach the server before the first of them times out (the proxy's arrival numbers):
+ * a transfer waiting to see whether the silent connection could be shared (PIPEWAIT) sent
+ * nothing until that one timed out, so stalls timed out one after another. The run then
+ * fails at the first silent sample, naming it. */
+START_TEST(silent_connection_holds_nothing_back)
+{
+    char silent[1024], sound[1024];
+    const char *port = strrchr(rt_env("RF_TEST_FAULT"), ':');
+    snprintf(sound, sizeof sound, "%s/big/shard-0000.tar", rt_env("RF_TEST_FAULT"));
+    snprintf(silent, sizeof silent, "http://localhost%s/f/armed,silent/gen/shard-0000.tar",
+             port);
+    const char *pats[2] = {sound, silent};
+    opts o = {.io_threads = 1, .retries = 1, .engine_tries = 1, .depth = 8,
+              .remote_timeout_ms = 1000, .config = dataset_order};
+    rf_config c = rt_config(pats, 2, &o);
+    c.batch_size = 4;
+    rt_reset_log();
+    rf_loader *ld = rt_create_ok(&c, &o);
+    arm();
+    rf_batch *b;
+    int rc;
+    uint32_t got = 0;
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        got += b->count;
+        rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_int_eq(rc, RF_EIO);
+    ck_assert_uint_eq(got, BIG);
+    const char *m = rf_last_error(ld);
+    ck_assert_msg(strstr(m, silent) && strstr(m, "sample 00000000") && strstr(m, "Timeout"),
+                  "%s", m);
+    rf_loader_destroy(ld);
+    char out[1200];
+    snprintf(out, sizeof out, "%s/silent", rf_test_mkdtemp("edges-log"));
+    ck_assert_int_eq(rf_test_shell(
+        "curl -sf %s/_log | python3 -c 'import json, sys\n"
+        "held = [q for q in json.load(sys.stdin)[\"requests\"] if q[\"fault\"] and "
+        "q[\"fault\"].startswith(\"silent\")]\n"
+        "closed = [q[\"arrivals_at_close\"] for q in held if \"arrivals_at_close\" in q]\n"
+        "print(len(held), sum(1 for q in held if closed and q[\"arrival\"] <= min(closed)))' "
+        "> %s", rt_env("RF_TEST_FAULT"), out), 0);
+    FILE *f = fopen(out, "r");
+    int held = -1, before_first_close = -1;
+    ck_assert(f && fscanf(f, "%d %d", &held, &before_first_close) == 2);
+    fclose(f);
+    ck_assert_int_eq(held, N_GEN);
+    ck_assert_msg(before_first_close == N_GEN, "%d of the %d silent reads reached the server "
+                  "before the first timed out", before_first_close, N_GEN);
+    rt_reset_log();
+}
+END_TEST
+
 /* ---- the data, and the suite ------------------------------------------------------------- */
 
 static int make_data(const char *dir)
@@ -120,6 +187,7 @@ static int make_data(const char *dir)
 #define SUB(x) (snprintf(p, sizeof p, "%s/%s", dir, x), p)
     rc |= rf_test_make_shards(SUB("gen"), 2, N_GEN, 10, 1, 1, 96);
     rc |= rf_test_make_shards(SUB("noidx"), 2, N_GEN, 10, 1, 0, 96);
+    rc |= rf_test_make_shards(SUB("big"), 1, BIG, 10, 3, 1, 48);
 #undef SUB
     return rc ? 1 : 0;
 }
@@ -132,5 +200,6 @@ int main(int argc, char **argv)
         return rc;
     tcase_add_test(tc, content_range_without_total);
     tcase_add_test(tc, listing_repeating_its_token);
+    tcase_add_test(tc, silent_connection_holds_nothing_back);
     return rt_run("remote_edges", tc);
 }

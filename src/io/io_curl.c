@@ -4,8 +4,9 @@
  * DESIGN
  *  - Each thread owns a multi handle and queue_depth slots, each with its own easy handle kept
  *    for the thread's life, so connections are reused (HTTP/1.1 keep-alive from the multi
- *    handle's pool; HTTP/2 streams multiplexed on one connection where the server offers it,
- *    CURLPIPE_MULTIPLEX).
+ *    handle's pool; HTTP/2 streams multiplexed on a connection where the server offers it,
+ *    CURLPIPE_MULTIPLEX). Each transfer has its own timeouts (remote.c), so stalled ones time
+ *    out side by side and one silent connection holds no other transfer back.
  *  - A request's bytes go straight to its destination (rf_remote_body's window rules, remote.h):
  *    nothing is copied twice and nothing lands outside dst.
  *  - A finished attempt is judged by rf_remote_verdict. A retry waits in its slot (not in the

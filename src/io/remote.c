@@ -318,7 +318,10 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L);
+    /* No CURLOPT_PIPEWAIT: a transfer told to wait for a connection that might multiplex
+     * waits behind one whose server never answers, outside every timeout, so one silent
+     * connection held all the others. A new transfer opens its own connection instead; HTTP/2
+     * streams still share the connections it negotiated. */
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms);
     /* A transfer that moves less than a byte a second for the timeout is stalled. */

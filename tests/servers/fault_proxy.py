@@ -77,6 +77,7 @@ class FaultState:
         self.lock = threading.Condition()
         self.busy = 0  # requests being answered: recorded when their answer has been sent
         self.log, self.dropped, self.attempts = [], 0, {}
+        self.arrived = 0      # requests received since the start: each entry's "arrival"
         self.armed = False    # POST /_arm: the items of `armed` specs apply
         self.generation = 0   # bumped by /_reset: silent requests held before it are let go
 
@@ -95,8 +96,11 @@ class FaultState:
             self.armed = True
 
     def begin(self):
+        """A request arrived: its arrival number (1, 2, ...; never reset)."""
         with self.lock:
             self.busy += 1
+            self.arrived += 1
+            return self.arrived
 
     def attempt(self, key):
         with self.lock:
@@ -189,7 +193,7 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                  "authorization": "Authorization" in self.headers,
                  "signed_headers": signed_headers(self.headers.get("Authorization")),
                  "attempt": None, "fault": None, "status": None, "bytes": 0}
-        self.server.state.begin()
+        entry["arrival"] = self.server.state.begin()
         recorded = False
         try:
             got = self.serve(entry, spec_text, path, rng)
@@ -219,6 +223,7 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
             ready, _, _ = select.select([self.connection], [], [], 0.1)
             try:
                 if ready and not self.connection.recv(1, socket.MSG_PEEK):
+                    entry["arrivals_at_close"] = state.arrived
                     entry["fault"] = "silent, client closed"
                     return
             except OSError:
@@ -312,6 +317,10 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
 class FaultServer(http.server.ThreadingHTTPServer):
     """A thread per client connection (keep-alive holds it), at most CONN_MAX at once."""
     daemon_threads = True
+    # socketserver's listen backlog is 5: a burst of new connections beyond it had their SYNs
+    # dropped and connected a second later, which a client with a 1 s connect timeout took
+    # for a server that is down.
+    request_queue_size = CONN_MAX
 
     def __init__(self, upstream_port):
         super().__init__(("127.0.0.1", 0), FaultHandler)
