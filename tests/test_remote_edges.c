@@ -178,6 +178,44 @@ START_TEST(silent_connection_holds_nothing_back)
 }
 END_TEST
 
+/* ---- servers without byte ranges ------------------------------------------------------------ */
+
+/* A server that answers a ranged GET with 200 and the whole object (python -m http.server,
+ * some proxies): create's one-byte open sees it and refuses the shard with the reason, after
+ * that one request; a server that starts doing so during the run (armed once the ring, two
+ * batches, holds the first samples) fails the sample's read with the same reason, not
+ * retried, instead of reading the shard from its start once a sample. */
+START_TEST(server_without_ranges_refused)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s/f/noranges/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
+    rt_reset_log();
+    opts o = {0};
+    rt_create_fails(url, &o, RF_EIO, (const char *[]){url, "bytes 0-0",
+                    "the server ignores byte ranges", "HTTP 200", NULL});
+    ck_assert_int_eq(logged("/gen/shard-0000"), 1);
+    /* more samples than the ring holds: reads still to come when the proxy is armed */
+    snprintf(url, sizeof url, "%s/f/armed,noranges/big/shard-0000.tar", rt_env("RF_TEST_FAULT"));
+    o.depth = 2;
+    rf_loader *ld = rt_create_url(url, &o);
+    arm();
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0)
+        rf_loader_release(ld, b, NULL);
+    ck_assert_int_eq(rc, RF_EIO);
+    const char *m = rf_last_error(ld);
+    ck_assert_msg(strstr(m, url) && strstr(m, "the server ignores byte ranges") &&
+                  !strstr(m, "retries"), "%s", m);
+    rf_stats st;
+    rf_stats_init(&st);
+    rf_loader_stats(ld, &st);
+    ck_assert_uint_eq(st.remote_retries, 0);
+    rf_loader_destroy(ld);
+    rt_reset_log();
+}
+END_TEST
+
 /* ---- the data, and the suite ------------------------------------------------------------- */
 
 static int make_data(const char *dir)
@@ -201,5 +239,6 @@ int main(int argc, char **argv)
     tcase_add_test(tc, content_range_without_total);
     tcase_add_test(tc, listing_repeating_its_token);
     tcase_add_test(tc, silent_connection_holds_nothing_back);
+    tcase_add_test(tc, server_without_ranges_refused);
     return rt_run("remote_edges", tc);
 }

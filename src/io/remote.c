@@ -247,6 +247,12 @@ static void headers_done(rf_xfer *x)
     x->headers_seen = 1;
     x->at = x->status == 206 && x->has_range ? x->range_start : 0;
     x->unplaced = x->status == 206 && !x->has_range;
+    /* A 200 to a ranged GET for less than the whole object: the server ignores Range, and
+     * every such read would move the object from its start. Refused, never read that way. */
+    uint64_t from = x->off + x->got, to = x->off + x->len; /* what this attempt asked for */
+    uint64_t whole = x->status == 200 && x->has_length ? x->content_length
+                     : x->file ? x->file->size : 0;
+    x->ignored_range = x->status == 200 && !x->grow && (from > 0 || to < whole);
     const rf_remote_file *f = x->file;
     if (!f || !x->check || (x->status != 200 && x->status != 206))
         return;
@@ -272,7 +278,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     n *= size;
     if (!x->headers_seen)
         headers_done(x);
-    if (x->changed || x->unplaced)
+    if (x->changed || x->unplaced || x->ignored_range)
         return 0;
     if (x->status != 200 && x->status != 206) {
         x->body += n;
@@ -351,6 +357,7 @@ void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
     x->status = 0;
     x->headers_seen = x->has_range = x->has_total = x->has_length = 0;
     x->window_done = x->overflow = x->changed = x->too_big = x->unplaced = 0;
+    x->ignored_range = 0;
     x->retry_after_ms = 0;
     x->body = 0;
     x->errbuf[0] = 0;
@@ -410,6 +417,13 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
     if (x->changed) {
         snprintf(why, cap, "%s: the object changed during the run (size or ETag differs from "
                  "what create saw)", w);
+        return RF_XFER_FAIL;
+    }
+    if (x->ignored_range) {
+        snprintf(why, cap, "%s: the server ignores byte ranges (it answered HTTP 200, the whole "
+                 "object, to a ranged GET): every sample read would move the object from its "
+                 "start, so it is refused; serve the shards from a server that answers ranges "
+                 "with 206 (nginx, Apache, S3 and its kind; Python's http.server does not)", w);
         return RF_XFER_FAIL;
     }
     if (x->unplaced) {
