@@ -293,7 +293,10 @@ class _Lease:
                  "__weakref__")
 
     def __init__(self, loader, handle, ptr, seq):
-        self.loader = loader
+        # Weak: the batch's arrays hold the lease (through their base), and the loader holds
+        # those arrays (its ViewCache); a strong reference back made a cycle through arrays,
+        # which the garbage collector cannot see through, so a dropped loader lived for ever.
+        self.loader = weakref.ref(loader)
         self.handle = handle  # the C loader it came from (load_state_dict makes a new one)
         self.ptr = ptr  # POINTER(RfBatch)
         self.seq = seq  # delivery number on this C loader (ring slot = seq % depth)
@@ -309,16 +312,18 @@ class _Lease:
         return self.released or self.handle.retired
 
     def release(self, stream=None):
-        if not self.done:
-            self.loader._release_lease(self, stream)
+        ld = self.loader()
+        if not self.done and ld is not None:
+            ld._release_lease(self, stream)
 
     def __del__(self):
         # Only kept batches get here unreleased (the iterator holds the others). This may run
         # on any thread: the release is queued and done by the consumer thread at its next call
-        # into the loader (a C loader is used by one thread at a time).
+        # into the loader (a C loader is used by one thread at a time). A loader that is gone
+        # was closed, which returned every batch.
         try:
-            if not self.done:
-                ld = self.loader
+            ld = self.loader()
+            if self.kept and not self.done and ld is not None:
                 ld._pending.append((self.ptr, self.handle, ld._current_stream_handle()))
         except Exception:
             pass
@@ -378,7 +383,9 @@ class _BatchBase:
         if lease.done:
             raise RuntimeError("this batch was already returned to the loader; keep() must be "
                                "called before the next batch is requested")
-        lease.loader._keep(lease)
+        ld = lease.loader()
+        if ld is not None:
+            ld._keep(lease)
         return self
 
     def release(self, stream=None):
