@@ -216,6 +216,46 @@ START_TEST(server_without_ranges_refused)
 }
 END_TEST
 
+/* ---- closing from another thread ------------------------------------------------------------ */
+
+static void *cancel_later(void *ld)
+{
+    usleep(300 * 1000);
+    ck_assert_int_eq(rf_loader_cancel(ld), 0);
+    return NULL;
+}
+
+/* rf_loader_next waits for a batch whose reads the server never answers (remote_timeout_ms a
+ * minute, so only the cancel can end the wait): rf_loader_cancel from another thread makes it
+ * return RF_ECLOSED saying so, and every later call too; destroy then completes. */
+START_TEST(cancel_wakes_a_waiting_next)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s/f/armed,silent/big/shard-0000.tar", rt_env("RF_TEST_FAULT"));
+    opts o = {.depth = 2, .remote_timeout_ms = 60000};
+    rf_loader *ld = rt_create_url(url, &o);
+    arm();
+    rf_batch *b;
+    int rc;
+    uint32_t got = 0;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, ld), 0);
+    while ((rc = rf_loader_next(ld, &b)) == 0) {
+        got += b->count;
+        rf_loader_release(ld, b, NULL);
+    }
+    pthread_join(t, NULL);
+    ck_assert_int_eq(rc, RF_ECLOSED);
+    ck_assert_uint_lt(got, BIG);
+    ck_assert_msg(strstr(rf_last_error(ld), "closed from another thread"), "%s",
+                  rf_last_error(ld));
+    ck_assert_int_eq(rf_loader_next(ld, &b), RF_ECLOSED);
+    ck_assert_int_eq(rf_loader_set_epoch(ld, 1), RF_ECLOSED);
+    rf_loader_destroy(ld);
+    rt_reset_log();
+}
+END_TEST
+
 /* ---- the data, and the suite ------------------------------------------------------------- */
 
 static int make_data(const char *dir)
@@ -240,5 +280,6 @@ int main(int argc, char **argv)
     tcase_add_test(tc, listing_repeating_its_token);
     tcase_add_test(tc, silent_connection_holds_nothing_back);
     tcase_add_test(tc, server_without_ranges_refused);
+    tcase_add_test(tc, cancel_wakes_a_waiting_next);
     return rt_run("remote_edges", tc);
 }

@@ -445,6 +445,7 @@ def _declare(L):
         "rf_batch_synchronize": (i32, [P(RfBatch)]),
         "rf_loader_destroy": (None, [vp]),
         "rf_loader_stop": (i32, [vp]),
+        "rf_loader_cancel": (i32, [vp]),
         "rf_last_error": (cp, [vp]),
         "rf_strerror": (cp, [i32]),
         "rf_err_name": (cp, [i32]),

@@ -358,6 +358,8 @@ struct rf_loader {
     rf_test_hooks hooks;    /* src/pipeline/testing.h: injected faults (tests only; zero otherwise) */
 
     int stopped;            /* rf_loader_stop was called: no more batches */
+    int cancelled;          /* rf_loader_cancel was called (any thread; under mu): a waiting
+                               rf_loader_next returns RF_ECLOSED, and so does every later one */
 
     /* fork(): the process that created the loader. Its threads, io_uring rings and CUDA
      * context exist only there, so every call from another process (a fork() child holding a
@@ -497,6 +499,8 @@ int pl_set_last(rf_loader *ld, const rf_err *e);
 int pl_forked(const rf_loader *ld);
 int pl_fork_error(const rf_loader *ld);
 int pl_stopped_error(rf_loader *ld);
+/* RF_ECLOSED after rf_loader_cancel, with its detail text. */
+int pl_cancelled_error(rf_loader *ld);
 int pl_alloc_refused(rf_loader *ld, const char *what, size_t bytes);
 __attribute__((format(printf, 2, 3))) void pl_mem_why(rf_loader *ld, const char *fmt, ...);
 void pl_describe_task(const rf_loader *ld, const task *t, char *buf, size_t n);
