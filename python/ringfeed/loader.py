@@ -35,11 +35,12 @@ import gc
 import math
 import operator
 import os
+import threading
 import weakref
 
 from . import _arrays
 from . import _capi as C
-from ._lifetime import _Handle
+from ._lifetime import Deferred, _Handle
 from ._capi import LoaderTimeout, RingfeedError
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
@@ -448,12 +449,7 @@ class _EpochIterator:
     def __next__(self):
         if self._done:
             raise StopIteration
-        b = self._loader._next_batch(first=self._first)
-        self._first = False
-        if b is None:
-            self._done = True
-            raise StopIteration
-        return b
+        return self._loader._next_batch(self)
 
     def __len__(self):
         return len(self._loader)
@@ -470,6 +466,12 @@ class _LoaderBase:
         self._current = None  # the iterator-managed (not kept) lease, if any
         self._views = None  # arrays over the C loader's memory, reused (_arrays.ViewCache)
         self._seq = 0
+        # One consumer at a time (the C loader's rule): next() and the calls that change the
+        # consumer's position are serialized, whichever threads make them. A batch that a
+        # next() leased and wrapped but could not hand out (a KeyboardInterrupt came) waits in
+        # _handoff for the next call, on any thread.
+        self._use = threading.RLock()
+        self._handoff = None
 
         kind, index = _parse_device(device)
         torch = _arrays.torch_module()
@@ -530,13 +532,29 @@ class _LoaderBase:
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         # shard_arr, the bytes it points to and blob_buf stay referenced until create returns
-        # (the C side copies them during create).
-        rc = C.lib().rf_loader_create(ctypes.byref(cfg), ctypes.byref(handle), err, len(err))
+        # (the C side copies them during create). A Ctrl-C meanwhile is raised once the new
+        # loader is this object's, which closes it (never a loader running with no handle).
+        try:
+            with Deferred():
+                rc = C.lib().rf_loader_create(ctypes.byref(cfg), ctypes.byref(handle), err,
+                                              len(err))
+                if rc == 0:
+                    self._h = _Handle(handle.value)
+                    self._closed = False
+        except BaseException:
+            self.close()
+            raise
         del shard_arr, blob_buf
         if rc != 0:
             raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_loader_create")
-        self._h = _Handle(handle.value)
-        self._closed = False
+        try:
+            self._adopted(blob)
+        except BaseException:
+            self.close()
+            raise
+
+    def _adopted(self, blob):
+        """The Python side of a C loader just created (blob: the resume state, or None)."""
         self._seq = 0
         self._depth = int(self._cfg_fields.get("prefetch_depth") or 0) or self.stats()["prefetch_depth"]
         # Two arrays a batch (images or tokens, and on CUDA the labels' view), at as many
@@ -583,15 +601,17 @@ class _LoaderBase:
         """Stop the loader's threads and free it. Its memory goes at once when no array made
         from its batches is left, else when the last one is garbage: arrays read after close()
         see their batch (nothing writes the ring any more), never freed memory. Safe while
-        another thread iterates: a call it has in progress returns first (the threads stop
-        then), and its next one raises RuntimeError. Idempotent."""
-        self._closed = True
-        h, self._h = self._h, None
-        self._current = None
-        self._pending = []
-        self._views = _arrays.ViewCache(0)  # a new one: another thread may be using the old
-        if h is not None:
-            h.retire()
+        another thread iterates: a next() waiting for a batch there returns at once, raising
+        RuntimeError ("closed"), and so does every later call. Idempotent."""
+        with Deferred():
+            self._closed = True
+            h, self._h = self._h, None
+            self._current = None
+            self._handoff = None
+            self._pending = []
+            self._views = _arrays.ViewCache(0)  # a new one: another thread may be using it
+            if h is not None:
+                h.retire()
 
     def __enter__(self):
         return self
@@ -623,6 +643,10 @@ class _LoaderBase:
     # ---- leases --------------------------------------------------------------------------------
 
     def _release_lease(self, lease, stream=None, handle=False):
+        with Deferred(), self._use:
+            self._release_locked(lease, stream, handle)
+
+    def _release_locked(self, lease, stream=None, handle=False):
         if lease.done:
             return
         s = stream if handle else self._stream_handle(stream)
@@ -674,15 +698,34 @@ class _LoaderBase:
         """Batches per (full) epoch on this rank."""
         return self._per_epoch
 
-    def _next_batch(self, first):
+    def _next_batch(self, it):
+        """The next batch for iterator `it`, or StopIteration at its epoch's end. Serialized
+        with every other consumer call (self._use), and run whole or not at all against
+        Ctrl-C (Deferred): the interrupt is raised after the batch was leased, wrapped and
+        stored in _handoff, where the next call (on any thread) takes it. The handoff is taken
+        with one swap after the lock's release, where nothing can interrupt."""
+        while True:
+            with Deferred(), self._use:
+                self._check_open()
+                if self._handoff is None and not it._done:
+                    self._advance(it)
+            out, self._handoff = self._handoff, None
+            if out is not None:
+                return out
+            if it._done:
+                raise StopIteration
+            # another thread took the batch this call made: make the next one
+
+    def _advance(self, it):
+        """Release the batch handed out last and lease the next one into _handoff, or mark
+        `it` done at its epoch's end (under _use, SIGINT held back)."""
         # The training loop's own thread runs this once per step, competing for the CPU with
         # the decode threads: each lookup here is paid on every step (the consumer's stream is
         # looked up once, not once for the release and once for the wait).
-        self._check_open()
         self._drain_pending()
         stream = self._current_stream_handle()
         if self._current is not None:
-            self._release_lease(self._current, stream, handle=True)
+            self._release_locked(self._current, stream, handle=True)
         out = ctypes.POINTER(C.RfBatch)()
         while True:
             self._check_ring()
@@ -690,32 +733,35 @@ class _LoaderBase:
             if rc == C.RF_EPOCH_END:
                 # A new iterator that meets the end before any batch: the previous iterator
                 # stopped right after its epoch's last batch; that end is its, not ours.
-                swallow = first and self._in_epoch > 0
+                swallow = it._first and self._in_epoch > 0
                 self._epoch += 1
                 self._in_epoch = 0
                 self._full_epoch = True
                 if swallow:
-                    first = False
+                    it._first = False
                     continue
-                return None
+                it._done = True
+                return
             if rc == C.RF_DONE:  # not configured (epochs = 0); kept for safety
-                return None
+                it._done = True
+                return
             break
         b = out.contents
         self._seq += 1
         self._epoch = int(b.epoch)
         self._in_epoch += 1
+        it._first = False
         try:
             batch = self._wrap(b, lease, stream)
         except BaseException:
-            self._release_lease(lease)
+            self._release_locked(lease)
             raise
         if self._copy:
-            self._release_lease(lease)
+            self._release_locked(lease)
             batch._lease = None
         elif not lease.done:  # (a close() from another thread drops the loader's hold)
             self._current = lease
-        return batch
+        self._handoff = batch
 
     def _lease_next(self, out):
         """rf_loader_next into out -> (rc, the batch's lease when rc is 0). The lease is made
@@ -734,10 +780,11 @@ class _LoaderBase:
                 lease = _Lease(self, h, out, self._seq)
         finally:
             h.leave()
+        if h.retired and (lease is None or rc == C.RF_ECLOSED):
+            raise RuntimeError("the loader was closed (close(), maybe from another thread) "
+                               "while next() waited for a batch")
         if err is not None:
             raise err
-        if rc == 0 and lease is None:
-            raise RuntimeError("the loader was closed while waiting for a batch")
         return rc, lease
 
     def _check_ring(self):
@@ -825,6 +872,11 @@ class _LoaderBase:
         ones must have been released: RuntimeError otherwise)."""
         self._check_open()
         epoch = _uint("epoch", epoch, 0, U64_MAX)
+        with Deferred(), self._use:
+            self._set_epoch(epoch)
+
+    def _set_epoch(self, epoch):
+        self._handoff = None  # a batch an interrupted next() left: set_epoch moves on
         self._release_all("set_epoch")
         if self._epoch == epoch and self._in_epoch == 0:
             return
@@ -841,6 +893,10 @@ class _LoaderBase:
         given the state reports as `loader.epoch`; "batches_in_epoch" the batches of that
         epoch handed out since this loader started it (or was restored into it)."""
         self._check_open()
+        with Deferred(), self._use:
+            return self._state_dict()
+
+    def _state_dict(self):
         n = ctypes.c_uint64()
         self._call(C.lib().rf_loader_state, None, 0, ctypes.byref(n))
         buf = ctypes.create_string_buffer(int(n.value))
@@ -867,6 +923,11 @@ class _LoaderBase:
             raise ValueError("not a ringfeed state_dict (no 'blob')")
         if state.get("version", STATE_VERSION) != STATE_VERSION:
             raise ValueError(f"unsupported ringfeed state_dict version {state.get('version')}")
+        with Deferred(), self._use:
+            self._load_state(state)
+
+    def _load_state(self, state):
+        self._handoff = None
         self._release_all("load_state_dict")
         h, self._h = self._h, None
         self._closed = True

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ringfeed
-from conftest import REPO, make_shards, write_webdataset, shard_jpegs
+from conftest import REPO, make_shards, run_python, write_webdataset, shard_jpegs
 
 KW = dict(size=24, device="cpu", decode_threads=2, array_type="numpy", seed=5)
 SECRET = "pw-Py-s3cr3t"
@@ -241,3 +241,43 @@ def test_token_loader_url_cache_and_retries(served, tmp_path):
     assert cfg["remote_retries"] == 3 and cfg["remote_timeout_ms"] == 10000
     assert st["remote_retries"] > 0
     assert (st["shard_cache_misses"], st["shard_cache_fills"]) == (1, 1)
+
+
+# ---- closing, interrupting and exiting while a server stalls (docs/python.md "Threads,
+# interrupts and exit") -------------------------------------------------------------------------
+
+def _post(env, what):
+    import urllib.request
+    urllib.request.urlopen(urllib.request.Request(f"{env['RF_TEST_FAULT']}/{what}",
+                                                  method="POST")).read()
+
+
+# The child: SIGINT while Loader(...) waits for a server that holds create's first answer back
+# 1.5 s; the KeyboardInterrupt is caught, and then no thread or descriptor of the loader is
+# left, without close() or gc.collect().
+CREATE_CTRL_C = r"""
+import os, signal, sys, threading
+import ringfeed
+def counts():
+    return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
+before = counts()
+threading.Timer(0.3, lambda: signal.pthread_kill(threading.main_thread().ident,
+                                                 signal.SIGINT)).start()
+try:
+    ringfeed.Loader(sys.argv[1], 4, size=32, device="cpu", decode_threads=2, array_type="numpy")
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+after = counts()
+assert after == before, (before, after)
+print("ok")
+"""
+
+
+def test_ctrl_c_during_create_leaves_nothing_running(served):
+    _, env = served
+    _reset_proxy(env)
+    url = f"{env['RF_TEST_FAULT']}/f/delay=1500x1/gen/train-000000.tar"
+    r = run_python(CREATE_CTRL_C, url, timeout=120)
+    _reset_proxy(env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.stdout, r.stderr[-3000:])
