@@ -3,13 +3,16 @@ _Handle, one rf_loader* and what may still reach it (C calls in flight on any th
 leases whose arrays view its memory); the exit handler that stops every loader still open;
 and Deferred, which holds Ctrl-C back while a call changes the loader's state. loader.py
 builds ringfeed.Loader on them."""
+import atexit
 import os
 import signal
 import threading
+import time
 import weakref
 
 from . import _capi as C
 
+EXIT_WAIT_S = 10  # at exit, the longest wait for a loader's calls in flight to return
 _live = weakref.WeakSet()  # every _Handle whose C loader exists
 _MAIN = threading.main_thread()
 
@@ -54,10 +57,26 @@ class _Handle:
         self._count(leases=-1)
 
     def retire(self):
-        """No new calls; the C loader goes once the calls in flight and the leases are gone."""
+        """No new calls; the C loader goes once the calls in flight and the leases are gone.
+        A call in flight on another thread (next() waiting for a stalled server) is woken:
+        it returns RF_ECLOSED at once instead of when its reads time out."""
         with self._mu:
             self.retired = True
-        self._count()
+            wake = self.ptr if self._calls and not self._stopped else None
+            if wake:
+                self._calls += 1  # the loader outlives the cancel
+        if wake:
+            try:
+                C.lib().rf_loader_cancel(wake)
+            finally:
+                self._count(calls=-1)
+        else:
+            self._count()
+
+    def quiet(self):
+        """Its threads are stopped (or it is destroyed) and no call is in flight."""
+        with self._mu:
+            return self.ptr is None or (self._stopped and not self._calls)
 
     def _count(self, calls=0, leases=0):
         with self._mu:
@@ -78,6 +97,21 @@ class _Handle:
                 C.lib().rf_loader_stop(stop)
             finally:
                 self._count(calls=-1)
+
+
+@atexit.register
+def _stop_all():
+    """At interpreter exit, before the C library's exit handlers run: every loader still open
+    stops its threads, so none is reading, decoding or signing a request (libcrypto, for S3)
+    while those handlers tear the libraries down (a script that ended without close() died
+    of SIGSEGV). Memory stays for arrays that are still referenced."""
+    handles = list(_live)
+    for h in handles:
+        h.retire()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for h in handles:
+        while not h.quiet() and time.monotonic() < deadline:
+            time.sleep(0.005)  # a call in flight on a daemon thread returns, then stops it
 
 
 class Deferred:

@@ -4,6 +4,7 @@ tests/servers/servers.py around this module (skipped when nginx is missing). Tor
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -250,6 +251,72 @@ def _post(env, what):
     import urllib.request
     urllib.request.urlopen(urllib.request.Request(f"{env['RF_TEST_FAULT']}/{what}",
                                                   method="POST")).read()
+
+
+def test_close_from_another_thread_wakes_next(served):
+    """next() waits for a batch the server never sends (remote_timeout a minute): close() from
+    another thread makes it raise RuntimeError ("closed") at once, not after the timeouts."""
+    _, env = served
+    _reset_proxy(env)
+    url = f"{env['RF_TEST_FAULT']}/f/armed,silent/gen/train-{{000000..000002}}.tar"
+    ld = ringfeed.Loader(url, 4, prefetch_depth=1, remote_timeout=60, **KW)
+    _post(env, "_arm")
+    outcome = []
+
+    def iterate():
+        try:
+            for _ in ld:
+                pass
+            outcome.append("epoch ended")
+        except Exception as e:  # noqa: BLE001  (what the thread met is the test's result)
+            outcome.append(e)
+
+    t = threading.Thread(target=iterate, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    ld.close()
+    t.join(10)
+    _reset_proxy(env)
+    assert not t.is_alive(), "next() still waits 10 s after close()"
+    assert isinstance(outcome[0], RuntimeError) and "closed" in str(outcome[0]), outcome
+
+
+# The child registers an exit handler before importing ringfeed (exit handlers run last
+# registered first, so it runs after ringfeed's): it prints the threads left then. argv[1]:
+# the shards' URL pattern; argv[2]: "stall" to arm the proxy (argv[3]) and leave a daemon
+# thread waiting in next() for a server that never answers.
+EXIT = r"""
+import atexit, os, sys, threading, time, urllib.request
+atexit.register(lambda: print("threads at exit", len(os.listdir("/proc/self/task")), flush=True))
+import ringfeed
+alone = len(os.listdir("/proc/self/task"))
+ld = ringfeed.Loader(sys.argv[1], 4, size=32, device="cpu", decode_threads=2,
+                     array_type="numpy", prefetch_depth=1, remote_timeout=60)
+b = next(iter(ld))
+if sys.argv[2] == "stall":
+    urllib.request.urlopen(urllib.request.Request(sys.argv[3] + "/_arm", method="POST")).read()
+    threading.Thread(target=lambda: [None for _ in ld], daemon=True).start()
+    time.sleep(1.0)
+    alone += 1  # that thread, ending
+print("threads alone", alone, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["idle", "stall"])
+def test_exit_without_close_stops_every_thread(served, how):
+    """A script that ends without close(), its loader prefetching (or a thread of it waiting
+    in next() for a silent server): the exit status is 0, and the loader's threads are gone
+    before the process's own exit handlers run (those tear down the libraries the threads
+    use: libcrypto's for signed S3 requests)."""
+    _, env = served
+    _reset_proxy(env)
+    spec = "f/armed,silent/" if how == "stall" else ""
+    url = f"{env['RF_TEST_FAULT']}/{spec}gen/train-{{000000..000002}}.tar"
+    r = run_python(EXIT, url, how, env["RF_TEST_FAULT"], timeout=120)
+    _reset_proxy(env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = dict(line.rsplit(" ", 1) for line in r.stdout.splitlines())
+    assert int(counts["threads at exit"]) <= int(counts["threads alone"]), r.stdout
 
 
 # The child: SIGINT while Loader(...) waits for a server that holds create's first answer back
