@@ -75,6 +75,36 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
     return RF_TAR_ROLE_OTHER;
 }
 
+/* ---- link members, for a sample left without its image ---------------------------------- */
+
+void rf_tar_link_note(rf_tar_link *l, const rf_tar_member *m)
+{
+    if (m->type != RF_TAR_HARDLINK && m->type != RF_TAR_SYMLINK)
+        return;
+    uint32_t i = l->n++ % RF_TAR_LINKS_KEPT;
+    memcpy(l->e[i].name, m->name, strlen(m->name) + 1);
+    l->e[i].hdr = m->header_offset, l->e[i].type = m->type;
+}
+
+int rf_tar_link_hint(const rf_tar_link *l, const char *key, size_t key_len, char *out,
+                     size_t cap)
+{
+    const char *ext;
+    *out = 0;
+    uint32_t kept = l->n < RF_TAR_LINKS_KEPT ? l->n : RF_TAR_LINKS_KEPT;
+    for (uint32_t k = 0; k < kept; k++) {
+        const char *name = l->e[k].name;
+        if (rf_tar_split_key(name, &ext) != key_len || memcmp(name, key, key_len) != 0)
+            continue;
+        int hard = l->e[k].type == RF_TAR_HARDLINK;
+        snprintf(out, cap, ": its member %s at offset %" PRIu64 " is a %s link, which is not "
+                 "followed (write the shard with tar %s)", name, l->e[k].hdr,
+                 hard ? "hard" : "symbolic", hard ? "--hard-dereference" : "--dereference");
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- samples for the dataset ------------------------------------------------------------ */
 
 typedef struct mref {

@@ -509,34 +509,6 @@ int rf_tar_no_samples(uint64_t file_size, uint64_t nonregular, rf_err *err)
                      "all directories, links or other non-regular files", nonregular);
 }
 
-void rf_tar_link_note(rf_tar_link *l, const rf_tar_member *m)
-{
-    if (m->type != RF_TAR_HARDLINK && m->type != RF_TAR_SYMLINK)
-        return;
-    uint32_t i = l->n++ % RF_TAR_LINKS_KEPT;
-    memcpy(l->e[i].name, m->name, strlen(m->name) + 1);
-    l->e[i].hdr = m->header_offset, l->e[i].type = m->type;
-}
-
-int rf_tar_link_hint(const rf_tar_link *l, const char *key, size_t key_len, char *out,
-                     size_t cap)
-{
-    const char *ext;
-    *out = 0;
-    uint32_t kept = l->n < RF_TAR_LINKS_KEPT ? l->n : RF_TAR_LINKS_KEPT;
-    for (uint32_t k = 0; k < kept; k++) {
-        const char *name = l->e[k].name;
-        if (rf_tar_split_key(name, &ext) != key_len || memcmp(name, key, key_len) != 0)
-            continue;
-        int hard = l->e[k].type == RF_TAR_HARDLINK;
-        snprintf(out, cap, ": its member %s at offset %" PRIu64 " is a %s link, which is not "
-                 "followed (write the shard with tar %s)", name, l->e[k].hdr,
-                 hard ? "hard" : "symbolic", hard ? "--hard-dereference" : "--dereference");
-        return 1;
-    }
-    return 0;
-}
-
 void rf_tar_scanner_free(rf_tar_scanner *s)
 {
     free(s->buf);
