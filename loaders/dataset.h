@@ -106,6 +106,10 @@ typedef struct rf_dataset {
     uint64_t files_cap;      /* allocated entries of files (append helpers) */
     uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
     uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
+    int keep_imageless;      /* tar: a sample without an image member is kept (rf_config
+                                on_error SKIP: its read is then skipped as not an image,
+                                rf_tar_locate_fields' RF_REASON_NO_IMAGE) instead of failing
+                                open; set by the caller before open like max_name */
     const char *label_ext;   /* tar: the label member's extension (rf_label_ext), set by the
                                 caller before open like max_name; NULL = RF_TAR_LABEL_EXT */
     /* Token files (loaders/tokens.c): tokens per window (seq_len) and bytes per token, set by

@@ -625,6 +625,7 @@ int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
     uint32_t img_rank = 0;
     rf_tar_member m; /* ~4 KiB on the decode thread's stack; no allocation per sample */
     uint64_t pos = 0;
+    char seen[128] = ""; /* the members, named when none is an image */
     for (uint32_t k = 0; pos < span_len; k++) {
         perr pe = {{0}, 0};
         uint64_t next = 0;
@@ -647,10 +648,15 @@ int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
                              m.name, m.header_offset, key);
         locate_roles(&m, ext, image_exts, label_ext, field_exts, nfields, &img_rank, img, label,
                      fields);
+        size_t n = strlen(seen);
+        if (n + 8 < sizeof seen)
+            snprintf(seen + n, sizeof seen - n, "%s%.*s", n ? ", " : "",
+                     (int)(sizeof seen - n - 8), m.name);
     }
     if (!img_rank)
-        return rf_seterr(err, RF_EFORMAT, "sample %s has no image member (%s) in its span", key,
-                         image_exts);
+        return rf_with_reason(err, RF_REASON_NO_IMAGE,
+                              rf_seterr(err, RF_EFORMAT, "sample %s has no image member (%s); "
+                                        "its members: %s", key, image_exts, seen));
     return 0;
 }
 

@@ -87,6 +87,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     if (rc)
         return rc;
     ld->ds.max_name = ld->cfg.max_name_bytes;
+    ld->ds.keep_imageless = ld->cfg.on_error == RF_ON_ERROR_SKIP;
     ld->ds.label_ext = rf_label_ext(ld->cfg.label_source);
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
