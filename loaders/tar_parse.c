@@ -481,6 +481,26 @@ static int check_after_end(rf_tar_scanner *s, uint64_t end, rf_err *err)
                      what);
 }
 
+/* A compressed file's name and, after its NUL, the command that undoes it, when the input
+ * starts with that format's magic: a .tar.gz read as a tar fails its first header's checksum,
+ * which said nothing of the cause. */
+static const char *compressed(const reader *r)
+{
+    static const struct { const char *magic, *what; size_t n; } kinds[] = {
+        {"\x1f\x8b", "gzip-compressed (.tar.gz)\0gunzip", 2},
+        {"\x28\xb5\x2f\xfd", "zstd-compressed (.tar.zst)\0unzstd", 4},
+        {"BZh", "bzip2-compressed (.tar.bz2)\0bunzip2", 3},
+        {"\xfd" "7zXZ\x00", "xz-compressed (.tar.xz)\0unxz", 6},
+    };
+    int rc;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        const uint8_t *p = r->end >= kinds[k].n ? r->get(r->ctx, 0, kinds[k].n, &rc) : NULL;
+        if (p && memcmp(p, kinds[k].magic, kinds[k].n) == 0)
+            return kinds[k].what;
+    }
+    return NULL;
+}
+
 int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err)
 {
     uint32_t nm = s->name_max && s->name_max < RF_TAR_NAME_MAX ? s->name_max : RF_TAR_NAME_MAX;
@@ -489,6 +509,11 @@ int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err)
     uint64_t next = 0;
     s->after_end = 0;
     int rc = parse_member(&r, s->pos, 1, m, &next, &pe);
+    const char *packed = rc < 0 && s->pos == 0 ? compressed(&r) : NULL;
+    if (packed)
+        return rf_seterr(err, RF_EFORMAT, "%s: a %s file, not a tar archive: shards are read "
+                         "uncompressed (decompress it, e.g. %s)", s->path, packed,
+                         packed + strlen(packed) + 1);
     if (rc < 0)
         return rf_with_reason(err, pe.e.reason, rf_seterr(err, rc, "%s: %s at offset %" PRIu64,
                                                            s->path, pe.e.msg, pe.at));

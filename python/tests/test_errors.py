@@ -252,3 +252,23 @@ def test_sample_without_a_decoded_image(tmp_path):
     assert sorted(got) == [f"{i:08d}" for i in range(20) if f"{i:08d}" not in keys]
     assert st["skipped"] == 2 and st["skipped_by_reason"][SKIP_REASONS.index("not_jpeg")] == 2
     assert st["delivered"] + st["skipped"] == st["total"] == 20
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz"])
+def test_compressed_shard_named_for_what_it_is(tmp_path, kind):
+    """A .tar.gz (.tar.bz2, .tar.xz) given as a shard is refused saying it is compressed and
+    how to undo it, not as a bad header checksum at offset 0."""
+    import bz2
+    import gzip
+    import lzma
+    pattern = make_shards(str(tmp_path / "src"), 4, 2, 4)
+    raw = open(sorted(glob.glob(pattern))[0], "rb").read()
+    pack, word, tool = {"gz": (gzip.compress, "gzip", "gunzip"),
+                        "bz2": (bz2.compress, "bzip2", "bunzip2"),
+                        "xz": (lzma.compress, "xz", "unxz")}[kind]
+    path = tmp_path / f"train.tar.{kind}"
+    path.write_bytes(pack(raw))
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(str(path), **KW)
+    msg = str(ei.value)
+    assert f"{word}-compressed" in msg and tool in msg and "checksum" not in msg, msg
