@@ -256,6 +256,28 @@ START_TEST(cancel_wakes_a_waiting_next)
 }
 END_TEST
 
+/* ---- unclear URLs and answers ------------------------------------------------------------ */
+
+/* A URL's #fragment never reaches the server (its index URL would have been the tar itself:
+ * "NUL byte in the index"): refused naming it. A bracketed IPv6 host is a host, not a glob:
+ * nothing listens on [::1] here, so create fails connecting to it. A header line over
+ * libcurl's limit is named as such, not "Out of memory". */
+START_TEST(unclear_urls_and_answers_named)
+{
+    char url[1024];
+    opts o = {.retries = 1};
+    snprintf(url, sizeof url, "%s/gen/shard-0000.tar#part", rt_env("RF_TEST_HTTP"));
+    rt_create_fails(url, &o, RF_EINVAL, (const char *[]){"#part", "fragment", NULL});
+    const char *port = strrchr(rt_env("RF_TEST_HTTP"), ':');
+    snprintf(url, sizeof url, "http://[::1]%s/gen/shard-{0000..0001}.tar", port);
+    char first[1024];
+    snprintf(first, sizeof first, "http://[::1]%s/gen/shard-0000.tar", port);
+    rt_create_fails(url, &o, RF_EIO, (const char *[]){first, "connect", NULL});
+    snprintf(url, sizeof url, "%s/f/bighdr/gen/shard-0000.tar", rt_env("RF_TEST_FAULT"));
+    rt_create_fails(url, &o, RF_EIO, (const char *[]){url, "header", "100 KiB", NULL});
+}
+END_TEST
+
 /* ---- the data, and the suite ------------------------------------------------------------- */
 
 static int make_data(const char *dir)
@@ -281,5 +303,6 @@ int main(int argc, char **argv)
     tcase_add_test(tc, silent_connection_holds_nothing_back);
     tcase_add_test(tc, server_without_ranges_refused);
     tcase_add_test(tc, cancel_wakes_a_waiting_next);
+    tcase_add_test(tc, unclear_urls_and_answers_named);
     return rt_run("remote_edges", tc);
 }

@@ -455,6 +455,13 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
         }
         return st == 408 || st >= 500 ? RF_XFER_RETRY : RF_XFER_FAIL;
     }
+    if (code == CURLE_OUT_OF_MEMORY && x->status && !x->headers_seen && !x->errbuf[0]) {
+        /* libcurl 7.88 reports a response header line over CURL_MAX_HTTP_HEADER this way */
+        snprintf(why, cap, "%s: the answer's headers could not be read (HTTP %ld): a header "
+                 "line over libcurl's 100 KiB limit, which libcurl reports as \"Out of memory\"",
+                 w, x->status);
+        return RF_XFER_FAIL;
+    }
     snprintf(why, cap, "%s: %s%s%s", w, curl_easy_strerror(code), x->errbuf[0] ? ": " : "",
              x->errbuf);
     return transient(code) ? RF_XFER_RETRY : RF_XFER_FAIL;
