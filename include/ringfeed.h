@@ -931,6 +931,14 @@ typedef struct rf_stats {
      * "" while they are not opened yet (BALANCE), opening or ready, or when nothing asked for
      * them. Truncated to fit. */
     char hw_engines_why[256];
+    /* Remote shards: of remote_requests and remote_bytes, create's (its opens, listings,
+     * indexes and header reads; a shard found in the shard cache is read from its copy, so it
+     * adds only its open's request and one byte). docs/remote.md says what create reads. */
+    uint64_t remote_create_requests;
+    uint64_t remote_create_bytes;
+    /* The shard cache: reads of a cached copy whose checksum did not match its bytes, each
+     * a miss: the copy is dropped and the read fetched from the server (docs/cache.md). */
+    uint64_t shard_cache_corrupt;
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

@@ -70,9 +70,11 @@ typedef struct rf_remote_ops {
      * terminated) and *len; 0 when the server says it does not exist (404); else an error. */
     int (*fetch)(void *ctx, const char *url, uint64_t max, char **text, uint64_t *len,
                  rf_err *err);
-    /* A reader over the bytes of an opened object (forward: one streamed GET), closed with
-     * reader_close. */
-    int (*reader)(void *ctx, void *file, struct rf_byte_reader *rd, rf_err *err);
+    /* A reader over the bytes of an opened object, closed with reader_close. stream != 0: for
+     * reading forward (a scan, a fill): one streamed GET. stream == 0: for a few reads here
+     * and there (an index's spot checks): each read is one ranged GET of what it asks for,
+     * so nothing between them is transferred. */
+    int (*reader)(void *ctx, void *file, int stream, struct rf_byte_reader *rd, rf_err *err);
     void (*reader_close)(struct rf_byte_reader *rd);
     void (*close)(void *ctx, void *file);
     /* Globbing: call fn with every object URL under `pattern`'s prefix (the part before its

@@ -287,19 +287,23 @@ static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
 {
     const rf_remote_ops *r = g->ds->remote;
     const rf_file *f = &g->ds->files[g->file];
-    rf_byte_reader rd;
-    int rc = r->reader(r->ctx, f->remote, &rd, err);
-    if (rc)
-        return rc;
     char *text = NULL, shown[RF_PATH_BYTES_MAX];
     uint64_t len = 0;
     int found = 0;
     if (!strchr(g->url, '?') && rf_tar_index_name(g->url, idx, RF_PATH_BYTES_MAX) == 0 &&
         rf_tar_index_name(g->path, shown, sizeof shown) == 0)
         found = r->fetch(r->ctx, idx, RF_TAR_INDEX_BYTES_MAX, &text, &len, err);
-    if (found < 0) {
-        rc = found;
-    } else if (found) {
+    if (found < 0)
+        return found;
+    /* An index is checked by a few header reads, each its own small request; a scan reads the
+     * shard forward through one stream. */
+    rf_byte_reader rd;
+    int rc = r->reader(r->ctx, f->remote, !found, &rd, err);
+    if (rc) {
+        free(text);
+        return rc;
+    }
+    if (found) {
         rf_tar_index_stats st;
         rc = rf_tar_index_read_text(shown, text, len, g->path, &rd, size, g->ds->max_name, 0,
                                     index_feed, g, &st, err);

@@ -265,6 +265,9 @@ class RfStats(ctypes.Structure):
         ("shard_cache_evictions", ctypes.c_uint64),
         ("shard_cache_why", ctypes.c_char * 512),
         ("hw_engines_why", ctypes.c_char * 256),
+        ("remote_create_requests", ctypes.c_uint64),
+        ("remote_create_bytes", ctypes.c_uint64),
+        ("shard_cache_corrupt", ctypes.c_uint64),
     ]
 
 

@@ -379,8 +379,8 @@ static int remote_open(inspector *in, rf_err *e)
         rc = ops->open(ops->ctx, in->url, &in->robj, &in->size, in->shown, sizeof in->shown, e);
     if (rc == 0)
         in->path = in->shown;
-    if (rc == 0 && (rc = ops->reader(ops->ctx, in->robj, &in->rd_scan, e)) == 0 &&
-        (rc = ops->reader(ops->ctx, in->robj, &in->rd_data, e)) != 0) {
+    if (rc == 0 && (rc = ops->reader(ops->ctx, in->robj, 1, &in->rd_scan, e)) == 0 &&
+        (rc = ops->reader(ops->ctx, in->robj, 1, &in->rd_data, e)) != 0) {
         ops->reader_close(&in->rd_scan);
         in->rd_scan.ctx = NULL;
     }
