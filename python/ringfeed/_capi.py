@@ -555,12 +555,17 @@ def _errors(table):
     return dict(codes, ERROR_NAMES={v: k for k, v in codes.items()})
 
 
+RF_JPEG_RESTART_KEPT = 1  # ringfeed_shards.h
+
+
 def add_restarts(jpeg, interval=0, optimize=True):
     data = bytes(jpeg)
     out, n = ctypes.c_void_p(), ctypes.c_uint64()
     err = ctypes.create_string_buffer(512)
     rc = lib().rf_jpeg_add_restarts(data, len(data), int(interval), 1 if optimize else 0,
                                     ctypes.byref(out), ctypes.byref(n), err, ctypes.sizeof(err))
+    if rc == RF_JPEG_RESTART_KEPT:  # a progressive file cut short: rewritten, its pixels change
+        return data
     if rc:
         raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "add_restarts")
     try:
