@@ -178,6 +178,29 @@ START_TEST(silent_connection_holds_nothing_back)
 }
 END_TEST
 
+/* A server that trickles its bytes (4 a second: no stall by the 1-byte-a-second rule) once
+ * armed: each read's attempt is cut after remote_timeout_ms plus its bytes at 16 KiB/s, so
+ * the run ends with an error naming the URL and the rule instead of in half an hour. */
+START_TEST(trickling_server_bounded_in_total_time)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s/f/armed,trickle/big/shard-0000.tar", rt_env("RF_TEST_FAULT"));
+    opts o = {.depth = 2, .retries = 1, .engine_tries = 2, .remote_timeout_ms = 1000};
+    rf_loader *ld = rt_create_url(url, &o);
+    arm();
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0)
+        rf_loader_release(ld, b, NULL);
+    ck_assert_int_eq(rc, RF_EIO);
+    const char *m = rf_last_error(ld);
+    ck_assert_msg(strstr(m, url) && strstr(m, "timed out") && strstr(m, "plus 1 s per 16 KiB") &&
+                  strstr(m, "after 1 retries"), "%s", m);
+    rf_loader_destroy(ld);
+    rt_reset_log();
+}
+END_TEST
+
 /* ---- servers without byte ranges ------------------------------------------------------------ */
 
 /* A server that answers a ranged GET with 200 and the whole object (python -m http.server,
@@ -304,5 +327,6 @@ int main(int argc, char **argv)
     tcase_add_test(tc, server_without_ranges_refused);
     tcase_add_test(tc, cancel_wakes_a_waiting_next);
     tcase_add_test(tc, unclear_urls_and_answers_named);
+    tcase_add_test(tc, trickling_server_bounded_in_total_time);
     return rt_run("remote_edges", tc);
 }

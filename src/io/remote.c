@@ -354,6 +354,12 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
 
 void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
 {
+    /* A total time for the attempt, so that a server trickling bytes just fast enough to pass
+     * the stall rule cannot hold a request for ever: remote_timeout_ms, plus the bytes wanted
+     * at RF_REMOTE_RATE_MIN (a whole-object fetch: its limit's). */
+    uint64_t want = x->grow ? x->grow_max : x->len - x->got;
+    uint64_t total_ms = x->r->timeout_ms + want / (RF_REMOTE_RATE_MIN / 1000u);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)RF_MIN(total_ms, (uint64_t)INT32_MAX));
     x->status = 0;
     x->headers_seen = x->has_range = x->has_total = x->has_length = 0;
     x->window_done = x->overflow = x->changed = x->too_big = x->unplaced = 0;
@@ -462,7 +468,8 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
                  w, x->status);
         return RF_XFER_FAIL;
     }
-    snprintf(why, cap, "%s: %s%s%s", w, curl_easy_strerror(code), x->errbuf[0] ? ": " : "",
-             x->errbuf);
+    snprintf(why, cap, "%s: %s%s%s%s", w, curl_easy_strerror(code), x->errbuf[0] ? ": " : "",
+             x->errbuf, code == CURLE_OPERATION_TIMEDOUT ? " (an attempt may take "
+             "remote_timeout_ms, plus 1 s per 16 KiB it asks for)" : "");
     return transient(code) ? RF_XFER_RETRY : RF_XFER_FAIL;
 }

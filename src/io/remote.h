@@ -36,6 +36,8 @@
 #define RF_REMOTE_BACKOFF_BASE_MS 50u        /* first retry waits 25..50 ms, then doubling */
 #define RF_REMOTE_BACKOFF_MAX_MS 5000u       /* ... up to this */
 #define RF_REMOTE_RETRY_AFTER_MAX_MS 10000u  /* a longer Retry-After waits this long */
+#define RF_REMOTE_RATE_MIN 16384u            /* bytes/s: an attempt may take remote_timeout_ms
+                                                plus its bytes at this rate, then it is cut */
 #define RF_REMOTE_ETAG_MAX 128               /* bytes of an ETag kept; longer ones are cut */
 #define RF_REMOTE_SECRET_MAX 1024            /* bytes of a key, secret or session token */
 #define RF_REMOTE_LIST_PAGES_MAX 100000u     /* ListObjectsV2 pages of one pattern */

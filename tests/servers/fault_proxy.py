@@ -2,7 +2,7 @@
 
 GET or HEAD /f/<spec>/<path> is forwarded to nginx as /<path> with the client's Range header,
 unless the spec faults it (503xN, 429xN, 500xN, resetxN, shortxN, delay=MSxN, 403, 404,
-silent, noranges, rangestar, bighdr, listloop; `armed`: only after POST /_arm); GET /_log
+silent, noranges, rangestar, bighdr, listloop, trickle; `armed`: only after POST /_arm); GET /_log
 returns what was answered, POST /_reset starts a new log. It runs in the
 runner's process (servers.py start_fault); docs/testing.md is the manual.
 """
@@ -25,11 +25,12 @@ DELAY_MAX_MS = 600_000
 
 
 FAULT_ITEM = re.compile(r"^(?:(503|429|500|reset|short)x(\d+)|delay=(\d+)x(\d+)"
-                        r"|(403|404|silent)|(noranges|rangestar|bighdr|listloop|armed))$")
+                        r"|(403|404|silent)|(noranges|rangestar|bighdr|listloop|trickle|armed))$")
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
 BIG_HEADER = 200 << 10  # bighdr: one header line this long, over libcurl's 100 KiB limit
 LIST_TOKEN = "rf-same-token"  # listloop: the continuation token every page names
-FLAGS = ("noranges", "rangestar", "bighdr", "listloop", "armed")
+FLAGS = ("noranges", "rangestar", "bighdr", "listloop", "trickle", "armed")
+TRICKLE_S = 0.25  # trickle: one body byte each this long (4 bytes/s)
 
 
 def parse_spec(spec):
@@ -41,7 +42,7 @@ def parse_spec(spec):
         if not m:
             raise ValueError(f"fault spec item {item!r} is not one of 503xN 429xN 500xN resetxN "
                              "shortxN delay=MSxN 403 404 silent noranges rangestar bighdr "
-                             "listloop armed")
+                             "listloop trickle armed")
         kind, n, ms, dn, always, flag = m.groups()
         count = int(n or dn or 0)
         if count > COUNT_MAX or int(ms or 0) > DELAY_MAX_MS:
@@ -252,7 +253,7 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
             body = f"fault proxy: {fault} for {path} attempt {attempt}\n".encode()
             return int(fault), self.answer(int(fault), body, extra=extra)
         headers = {"Range": rng} if rng and not spec["noranges"] else {}
-        for flag in ("rangestar", "bighdr"):
+        for flag in ("rangestar", "bighdr", "trickle"):
             if spec[flag]:
                 entry["fault"] = entry["fault"] or flag
         return self.relay(path, headers, fault, spec)
@@ -280,7 +281,9 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
         limit = length // 2 if fault in ("reset", "short") else length
         sent = 0
         while sent < limit:
-            chunk = resp.read(min(CHUNK, limit - sent))
+            if spec["trickle"]:  # fast enough for a client's stall rule, too slow to finish
+                time.sleep(TRICKLE_S)
+            chunk = resp.read(1 if spec["trickle"] else min(CHUNK, limit - sent))
             if not chunk:
                 break
             self.wfile.write(chunk)

@@ -313,13 +313,16 @@ def test_fault_silent_until_client_closes(proxy):
     assert fetch(proxy, path, "bytes=0-9")[0] == 206  # disarmed again
 
 
-def test_fault_rangestar_bighdr_listloop(proxy):
+def test_fault_rangestar_bighdr_trickle_listloop(proxy):
     data = local("blob.bin")
     status, r, body = fetch(proxy, "/f/rangestar/blob.bin", "bytes=5-14")
     assert status == 206 and body == data[5:15]
     assert r.getheader("Content-Range") == "bytes 5-14/*"
     status, _, body, _ = raw_get("/f/bighdr/blob.bin", "bytes=0-3")
     assert status.endswith("206 Partial Content") and body == data[:4]
+    t0 = time.monotonic()
+    status, _, body = fetch(proxy, "/f/trickle/blob.bin", "bytes=10-13")
+    assert status == 206 and body == data[10:14] and time.monotonic() - t0 >= 0.9
     status, _, page = fetch(proxy, "/f/listloop/rf-test/?list-type=2&prefix=loop%2F")
     assert status == 200 and b"<Key>loop/a.tar</Key>" in page
     token = "<NextContinuationToken>rf-same-token</NextContinuationToken>"
