@@ -17,7 +17,8 @@
  *  - Structs that may grow start with struct_size and only grow at the end. Fill them with the
  *    matching *_init() function, never with a literal.
  *  - A loader is used by one consumer thread at a time (create/next/release/destroy/stats are not
- *    to be called concurrently on one loader). Different loaders are fully independent: ringfeed
+ *    to be called concurrently on one loader; rf_loader_cancel is the one call another thread
+ *    may make meanwhile). Different loaders are fully independent: ringfeed
  *    keeps no global state.
  *  - A loader belongs to the process that created it. After fork(), every call on it from the
  *    child (next, release, set_epoch, state, stats, trim, destroy; rf_batch_wait/synchronize on
@@ -731,6 +732,15 @@ RF_API int rf_batch_synchronize(const rf_batch *batch);
  * Errors: RF_EINVAL, RF_EFORK. */
 RF_API int rf_loader_stop(rf_loader *ld);
 
+/* The one call any thread may make at any time, also while another thread is inside a call on
+ * ld (rf_loader_next waiting for a batch from a stalled server, say): from now on
+ * rf_loader_next and rf_loader_set_epoch return RF_ECLOSED ("the loader was closed from
+ * another thread"), and a call of rf_loader_next that is waiting returns it at once. It stops
+ * nothing and frees nothing: once the consumer's calls returned, rf_loader_stop or
+ * rf_loader_destroy follow as usual. For bindings whose close() may come from another thread
+ * than the one iterating. Idempotent. Errors: RF_EINVAL, RF_EFORK. */
+RF_API int rf_loader_cancel(rf_loader *ld);
+
 /* Stop every thread, reap in-flight reads and copies, free everything. Safe mid-epoch and with
  * leased batches outstanding (their memory is freed: do not touch them afterwards).
  * rf_loader_destroy(NULL) is a no-op. */
@@ -921,6 +931,14 @@ typedef struct rf_stats {
      * "" while they are not opened yet (BALANCE), opening or ready, or when nothing asked for
      * them. Truncated to fit. */
     char hw_engines_why[256];
+    /* Remote shards: of remote_requests and remote_bytes, create's (its opens, listings,
+     * indexes and header reads; a shard found in the shard cache is read from its copy, so it
+     * adds only its open's request and one byte). docs/remote.md says what create reads. */
+    uint64_t remote_create_requests;
+    uint64_t remote_create_bytes;
+    /* The shard cache: reads of a cached copy whose checksum did not match its bytes, each
+     * a miss: the copy is dropped and the read fetched from the server (docs/cache.md). */
+    uint64_t shard_cache_corrupt;
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

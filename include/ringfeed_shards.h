@@ -143,8 +143,12 @@ RF_API int rf_jpeg_check(rf_jpeg_checker *c, const void *data, uint64_t len, uin
  * of it: RandomResizedCrop decodes ~1.3x faster per core (docs/performance.md). optimize != 0:
  * optimal Huffman tables (usually smaller than the input) instead of the input's own. APPn and
  * COM markers are kept. *out is malloc'ed: release it with rf_free() (or free()). Progressive
- * inputs come out baseline. Errors: RF_EDECODE (not a decodable JPEG; libjpeg's words in err),
- * RF_ENOMEM, RF_EINVAL. */
+ * inputs come out baseline. Returns RF_JPEG_RESTART_KEPT (1), with *out NULL and the reason in
+ * err, for a progressive JPEG whose scans stop before every coefficient is complete (cjpeg
+ * -scans writes such files): libjpeg smooths those as it decodes them, a baseline file is
+ * never smoothed, so a rewrite would change its pixels; keep the file as it is. Errors:
+ * RF_EDECODE (not a decodable JPEG; libjpeg's words in err), RF_ENOMEM, RF_EINVAL. */
+#define RF_JPEG_RESTART_KEPT 1
 RF_API int rf_jpeg_add_restarts(const void *data, uint64_t len, uint32_t interval,
                                 uint32_t optimize, void **out, uint64_t *out_len, char *err,
                                 size_t err_len);

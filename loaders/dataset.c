@@ -350,10 +350,18 @@ static int url_listed(void *arg, const char *url, rf_err *err)
 static int expand_url(const char *url, const char *pattern, const rf_remote_ops *remote,
                       plist *out, rf_err *err)
 {
-    /* In an http(s) URL '?' begins the query, never a wildcard. */
+    /* In an http(s) URL '?' begins the query, never a wildcard, and the host (a bracketed
+     * IPv6 literal: http://[::1]:8000/) is no part of a pattern; only the path is looked at. */
     int s3 = strncmp(url, "s3://", 5) == 0;
     size_t end = s3 ? strlen(url) : strcspn(url, "?#");
-    if (strcspn(url, s3 ? "*?[" : "*[") >= end) {
+    size_t path = s3 ? 5 : strstr(url, "://") + 3 - url;
+    path += strcspn(url + path, "/");
+    const char *frag = s3 ? NULL : strchr(url, '#');
+    if (frag)
+        return rf_seterr(err, RF_EINVAL, "%s: a URL's fragment (%.64s) never reaches the server, "
+                         "so it names no object: remove it (a '#' in a path is written %%23)",
+                         pattern, frag);
+    if (path >= end || path + strcspn(url + path, s3 ? "*?[" : "*[") >= end) {
         char *s = strdup(url);
         return s ? plist_push(out, s, err) : rf_seterr(err, RF_ENOMEM, "no memory");
     }

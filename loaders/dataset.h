@@ -70,9 +70,11 @@ typedef struct rf_remote_ops {
      * terminated) and *len; 0 when the server says it does not exist (404); else an error. */
     int (*fetch)(void *ctx, const char *url, uint64_t max, char **text, uint64_t *len,
                  rf_err *err);
-    /* A reader over the bytes of an opened object (forward: one streamed GET), closed with
-     * reader_close. */
-    int (*reader)(void *ctx, void *file, struct rf_byte_reader *rd, rf_err *err);
+    /* A reader over the bytes of an opened object, closed with reader_close. stream != 0: for
+     * reading forward (a scan, a fill): one streamed GET. stream == 0: for a few reads here
+     * and there (an index's spot checks): each read is one ranged GET of what it asks for,
+     * so nothing between them is transferred. */
+    int (*reader)(void *ctx, void *file, int stream, struct rf_byte_reader *rd, rf_err *err);
     void (*reader_close)(struct rf_byte_reader *rd);
     void (*close)(void *ctx, void *file);
     /* Globbing: call fn with every object URL under `pattern`'s prefix (the part before its
@@ -106,6 +108,10 @@ typedef struct rf_dataset {
     uint64_t files_cap;      /* allocated entries of files (append helpers) */
     uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
     uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
+    int keep_imageless;      /* tar: a sample without an image member is kept (rf_config
+                                on_error SKIP: its read is then skipped as not an image,
+                                rf_tar_locate_fields' RF_REASON_NO_IMAGE) instead of failing
+                                open; set by the caller before open like max_name */
     const char *label_ext;   /* tar: the label member's extension (rf_label_ext), set by the
                                 caller before open like max_name; NULL = RF_TAR_LABEL_EXT */
     /* Token files (loaders/tokens.c): tokens per window (seq_len) and bytes per token, set by

@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "loaders/dataset.h"
@@ -58,8 +59,13 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
         g->start = hdr;
         g->members = 0;
         g->has_img = g->has_lbl = 0;
+        g->seen[0] = 0;
     }
     g->members++;
+    size_t n = strlen(g->seen);
+    if (n + 8 < sizeof g->seen)
+        snprintf(g->seen + n, sizeof g->seen - n, "%s%.*s", n ? ", " : "",
+                 (int)(sizeof g->seen - n - 8), ext);
     g->end = data + size;
     uint32_t rank = rf_tar_ext_rank(ext, g->image_exts ? g->image_exts : RF_TAR_IMAGE_EXTS);
     if (rank && (!g->has_img || rank < g->img_rank)) {
@@ -73,6 +79,66 @@ int rf_tar_group_add(rf_tar_group *g, const char *name, uint64_t hdr, uint64_t d
         return RF_TAR_ROLE_LABEL;
     }
     return RF_TAR_ROLE_OTHER;
+}
+
+/* Image types a sample may hold that ringfeed does not decode. */
+static const char *const undecoded[] = {"gif", "bmp", "tif", "tiff", "heic", "heif", "avif",
+                                        "jp2", "jxl", "ico", "ppm", "pgm", "pnm"};
+
+int rf_tar_no_image(const char *image_exts, const char *seen, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, " (%s); its members have the extensions %s", image_exts,
+                     *seen ? seen : "(none)");
+    char ext[16];
+    for (const char *p = seen; *p; p += strspn(p, ", ")) {
+        size_t len = strcspn(p, ", ");
+        snprintf(ext, sizeof ext, "%.*s", (int)RF_MIN(len, sizeof ext - 1), p);
+        p += len;
+        for (size_t i = 0; i < sizeof undecoded / sizeof undecoded[0]; i++)
+            if (strcasecmp(ext, undecoded[i]) == 0) {
+                snprintf(out + n, cap - (size_t)RF_MIN((size_t)n, cap), "; %s images are not "
+                         "decoded (JPEG, PNG and WebP are): convert them, or on_error skip "
+                         "leaves such samples out", ext);
+                return 1;
+            }
+        if (rf_tar_ext_rank(ext, RF_TAR_IMAGE_EXTS) && !rf_tar_ext_rank(ext, image_exts)) {
+            snprintf(out + n, cap - (size_t)RF_MIN((size_t)n, cap), "; %s is not among the "
+                     "image extensions asked for: add it (rf_config.image_exts, Python "
+                     "image=)", ext);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- link members, for a sample left without its image ---------------------------------- */
+
+void rf_tar_link_note(rf_tar_link *l, const rf_tar_member *m)
+{
+    if (m->type != RF_TAR_HARDLINK && m->type != RF_TAR_SYMLINK)
+        return;
+    uint32_t i = l->n++ % RF_TAR_LINKS_KEPT;
+    memcpy(l->e[i].name, m->name, strlen(m->name) + 1);
+    l->e[i].hdr = m->header_offset, l->e[i].type = m->type;
+}
+
+int rf_tar_link_hint(const rf_tar_link *l, const char *key, size_t key_len, char *out,
+                     size_t cap)
+{
+    const char *ext;
+    *out = 0;
+    uint32_t kept = l->n < RF_TAR_LINKS_KEPT ? l->n : RF_TAR_LINKS_KEPT;
+    for (uint32_t k = 0; k < kept; k++) {
+        const char *name = l->e[k].name;
+        if (rf_tar_split_key(name, &ext) != key_len || memcmp(name, key, key_len) != 0)
+            continue;
+        int hard = l->e[k].type == RF_TAR_HARDLINK;
+        snprintf(out, cap, "; its member %s at offset %" PRIu64 " is a %s link, which is not "
+                 "followed (write the shard with tar %s)", name, l->e[k].hdr,
+                 hard ? "hard" : "symbolic", hard ? "--hard-dereference" : "--dereference");
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- samples for the dataset ------------------------------------------------------------ */
@@ -93,14 +159,19 @@ typedef struct grouper {
     rf_tar_link link; /* the last link members skipped, for a sample's missing image */
 } grouper;
 
-/* Why a sample may lack its image, appended to that error: a link member of its key, or
- * else members that are not consecutive (GNU tar stores a folder in directory order). */
+/* Why a sample lacks its image, after "has no image member": its members (and an image type
+ * not decoded, or not asked for, among them), else a link member of its key, else members
+ * that are not consecutive (GNU tar stores a folder in directory order). */
 static void no_image_hint(const grouper *g, char *out, size_t cap)
 {
-    if (!rf_tar_link_hint(&g->link, g->tg.key, g->tg.key_len, out, cap))
-        snprintf(out, cap, "; a sample's members must be consecutive (GNU tar stores a folder "
-                 "in directory order without --sort=name; ringfeed-inspect names keys that "
-                 "come back after other keys)");
+    int n = 0;
+    if (rf_tar_no_image(g->ds->image_exts, g->tg.seen, out, cap))
+        return;
+    n = (int)strlen(out);
+    if (!rf_tar_link_hint(&g->link, g->tg.key, g->tg.key_len, out + n, cap - (size_t)n))
+        snprintf(out + n, cap - (size_t)n, "; a sample's members must be consecutive (GNU tar "
+                 "stores a folder in directory order without --sort=name; ringfeed-inspect "
+                 "names keys that come back after other keys)");
 }
 
 /* The complete sample in g->tg becomes an rf_sample (or an error naming it). */
@@ -110,13 +181,13 @@ static int group_flush(grouper *g, rf_err *err)
     if (!t->open)
         return 0;
     t->open = 0;
-    if (!t->has_img) {
-        char hint[RF_TAR_NAME_MAX + 160];
+    if (!t->has_img && !g->ds->keep_imageless) {
+        char hint[RF_TAR_NAME_MAX + 400];
         no_image_hint(g, hint, sizeof hint);
         return rf_seterr(err, RF_EFORMAT, "%s: sample %s at offset %" PRIu64
-                         " has no image member (%s)%s", g->path, t->key, t->start,
-                         g->ds->image_exts, hint);
+                         " has no image member%s", g->path, t->key, t->start, hint);
     }
+    /* keep_imageless: the sample's read finds no image and is skipped, with the reason */
     uint64_t span = t->end - t->start;
     if (span > g->max_span)
         return rf_seterr(err, RF_ELIMIT, "%s: sample %s at offset %" PRIu64 " spans %" PRIu64
@@ -126,14 +197,14 @@ static int group_flush(grouper *g, rf_err *err)
         .offset = t->start,
         .length = (uint32_t)span,
         .file = g->file,
-        .data_off = (uint32_t)(t->img_data - t->start),
-        .data_len = (uint32_t)t->img_size,
-        .data_hdr = (uint32_t)(t->img_hdr - t->start),
+        .data_off = t->has_img ? (uint32_t)(t->img_data - t->start) : 0,
+        .data_len = t->has_img ? (uint32_t)t->img_size : 0,
+        .data_hdr = t->has_img ? (uint32_t)(t->img_hdr - t->start) : 0,
         .label_off = t->has_lbl ? (uint32_t)(t->lbl_data - t->start) : 0,
         /* A label member over its limit (rf_label_bytes_max) is a bad label of this sample,
          * found when it is read (rf_check_label_as), not a reason to refuse the dataset here. */
         .label_len = t->has_lbl ? (uint16_t)RF_MIN(t->lbl_size, UINT16_MAX) : 0,
-        .flags = (uint16_t)(RF_SAMPLE_TAR | RF_SAMPLE_EXT(t->img_rank)),
+        .flags = (uint16_t)(RF_SAMPLE_TAR | RF_SAMPLE_EXT(t->has_img ? t->img_rank : 0)),
         .label = -1,
     };
     return rf_dataset_add_sample(g->ds, &s, t->key, t->key_len, err);
@@ -216,19 +287,23 @@ static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
 {
     const rf_remote_ops *r = g->ds->remote;
     const rf_file *f = &g->ds->files[g->file];
-    rf_byte_reader rd;
-    int rc = r->reader(r->ctx, f->remote, &rd, err);
-    if (rc)
-        return rc;
     char *text = NULL, shown[RF_PATH_BYTES_MAX];
     uint64_t len = 0;
     int found = 0;
     if (!strchr(g->url, '?') && rf_tar_index_name(g->url, idx, RF_PATH_BYTES_MAX) == 0 &&
         rf_tar_index_name(g->path, shown, sizeof shown) == 0)
         found = r->fetch(r->ctx, idx, RF_TAR_INDEX_BYTES_MAX, &text, &len, err);
-    if (found < 0) {
-        rc = found;
-    } else if (found) {
+    if (found < 0)
+        return found;
+    /* An index is checked by a few header reads, each its own small request; a scan reads the
+     * shard forward through one stream. */
+    rf_byte_reader rd;
+    int rc = r->reader(r->ctx, f->remote, !found, &rd, err);
+    if (rc) {
+        free(text);
+        return rc;
+    }
+    if (found) {
         rf_tar_index_stats st;
         rc = rf_tar_index_read_text(shown, text, len, g->path, &rd, size, g->ds->max_name, 0,
                                     index_feed, g, &st, err);

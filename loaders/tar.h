@@ -131,7 +131,15 @@ typedef struct rf_tar_group {
     uint64_t lbl_hdr, lbl_data, lbl_size;  /* the label member (RF_TAR_ROLE_LABEL) */
     const char *label_ext;    /* the label member's extension (rf_label_ext: "cls", "json"),
                                  set by the caller after zeroing; NULL = RF_TAR_LABEL_EXT */
+    char seen[128];           /* its members' extensions so far, ", " between (cut short) */
 } rf_tar_group;
+
+/* Why a sample whose members' extensions are `seen` (", " between) has no image member of
+ * image_exts, after "has no image member": the list asked for, the members it has, and what
+ * to do when one of them is an image type ringfeed does not decode (GIF, BMP, TIFF, ...) or a
+ * JPEG, PNG or WebP extension missing from image_exts. Returns 1 when it named such a cause,
+ * 0 when the members hold no image at all (then a link or member order may be to blame). */
+int rf_tar_no_image(const char *image_exts, const char *seen, char *out, size_t cap);
 
 /* 1 when the member called `name` begins a new sample (no sample open, or another key). */
 int rf_tar_group_starts(const rf_tar_group *g, const char *name);

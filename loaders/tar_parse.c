@@ -481,6 +481,26 @@ static int check_after_end(rf_tar_scanner *s, uint64_t end, rf_err *err)
                      what);
 }
 
+/* A compressed file's name and, after its NUL, the command that undoes it, when the input
+ * starts with that format's magic: a .tar.gz read as a tar fails its first header's checksum,
+ * which said nothing of the cause. */
+static const char *compressed(const reader *r)
+{
+    static const struct { const char *magic, *what; size_t n; } kinds[] = {
+        {"\x1f\x8b", "gzip-compressed (.tar.gz)\0gunzip", 2},
+        {"\x28\xb5\x2f\xfd", "zstd-compressed (.tar.zst)\0unzstd", 4},
+        {"BZh", "bzip2-compressed (.tar.bz2)\0bunzip2", 3},
+        {"\xfd" "7zXZ\x00", "xz-compressed (.tar.xz)\0unxz", 6},
+    };
+    int rc;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        const uint8_t *p = r->end >= kinds[k].n ? r->get(r->ctx, 0, kinds[k].n, &rc) : NULL;
+        if (p && memcmp(p, kinds[k].magic, kinds[k].n) == 0)
+            return kinds[k].what;
+    }
+    return NULL;
+}
+
 int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err)
 {
     uint32_t nm = s->name_max && s->name_max < RF_TAR_NAME_MAX ? s->name_max : RF_TAR_NAME_MAX;
@@ -489,6 +509,11 @@ int rf_tar_next(rf_tar_scanner *s, rf_tar_member *m, rf_err *err)
     uint64_t next = 0;
     s->after_end = 0;
     int rc = parse_member(&r, s->pos, 1, m, &next, &pe);
+    const char *packed = rc < 0 && s->pos == 0 ? compressed(&r) : NULL;
+    if (packed)
+        return rf_seterr(err, RF_EFORMAT, "%s: a %s file, not a tar archive: shards are read "
+                         "uncompressed (decompress it, e.g. %s)", s->path, packed,
+                         packed + strlen(packed) + 1);
     if (rc < 0)
         return rf_with_reason(err, pe.e.reason, rf_seterr(err, rc, "%s: %s at offset %" PRIu64,
                                                            s->path, pe.e.msg, pe.at));
@@ -507,34 +532,6 @@ int rf_tar_no_samples(uint64_t file_size, uint64_t nonregular, rf_err *err)
                          "all zero)", file_size);
     return rf_seterr(err, RF_EFORMAT, "no samples: the archive's %" PRIu64 " members are "
                      "all directories, links or other non-regular files", nonregular);
-}
-
-void rf_tar_link_note(rf_tar_link *l, const rf_tar_member *m)
-{
-    if (m->type != RF_TAR_HARDLINK && m->type != RF_TAR_SYMLINK)
-        return;
-    uint32_t i = l->n++ % RF_TAR_LINKS_KEPT;
-    memcpy(l->e[i].name, m->name, strlen(m->name) + 1);
-    l->e[i].hdr = m->header_offset, l->e[i].type = m->type;
-}
-
-int rf_tar_link_hint(const rf_tar_link *l, const char *key, size_t key_len, char *out,
-                     size_t cap)
-{
-    const char *ext;
-    *out = 0;
-    uint32_t kept = l->n < RF_TAR_LINKS_KEPT ? l->n : RF_TAR_LINKS_KEPT;
-    for (uint32_t k = 0; k < kept; k++) {
-        const char *name = l->e[k].name;
-        if (rf_tar_split_key(name, &ext) != key_len || memcmp(name, key, key_len) != 0)
-            continue;
-        int hard = l->e[k].type == RF_TAR_HARDLINK;
-        snprintf(out, cap, ": its member %s at offset %" PRIu64 " is a %s link, which is not "
-                 "followed (write the shard with tar %s)", name, l->e[k].hdr,
-                 hard ? "hard" : "symbolic", hard ? "--hard-dereference" : "--dereference");
-        return 1;
-    }
-    return 0;
 }
 
 void rf_tar_scanner_free(rf_tar_scanner *s)
@@ -653,6 +650,7 @@ int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
     uint32_t img_rank = 0;
     rf_tar_member m; /* ~4 KiB on the decode thread's stack; no allocation per sample */
     uint64_t pos = 0;
+    char seen[128] = ""; /* the members, named when none is an image */
     for (uint32_t k = 0; pos < span_len; k++) {
         perr pe = {{0}, 0};
         uint64_t next = 0;
@@ -675,10 +673,15 @@ int rf_tar_locate_fields(const uint8_t *span, size_t span_len, const char *key,
                              m.name, m.header_offset, key);
         locate_roles(&m, ext, image_exts, label_ext, field_exts, nfields, &img_rank, img, label,
                      fields);
+        size_t n = strlen(seen);
+        if (n + 8 < sizeof seen)
+            snprintf(seen + n, sizeof seen - n, "%s%.*s", n ? ", " : "",
+                     (int)(sizeof seen - n - 8), m.name);
     }
     if (!img_rank)
-        return rf_seterr(err, RF_EFORMAT, "sample %s has no image member (%s) in its span", key,
-                         image_exts);
+        return rf_with_reason(err, RF_REASON_NO_IMAGE,
+                              rf_seterr(err, RF_EFORMAT, "sample %s has no image member (%s); "
+                                        "its members: %s", key, image_exts, seen));
     return 0;
 }
 

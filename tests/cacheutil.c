@@ -83,12 +83,20 @@ void rf_tc_expect_hit(rf_cache *c, const char *key, const uint8_t *data, size_t 
     int fd = -1;
     rf_err e = {0};
     ck_assert_int_eq(rf_cache_get(c, key, size, validator, &fd, &e), 1);
-    uint8_t *got = malloc(size + 1);
-    size_t n = 0;
-    ck_assert_int_eq(rf_pread_full(fd, got, size + 1, 0, &n), 0);
-    ck_assert_uint_eq(n, size);
+    /* the shard's bytes, read and checked against their checksums, then the table: nothing
+     * more */
+    uint8_t *got = malloc(size + 1), *bounce = malloc(2 * RF_CACHE_SUM_BLOCK);
+    rf_cache_sums sums;
+    uint64_t bad = 0;
+    ck_assert_int_eq(rf_cache_sums_load(fd, size, &sums), 0);
+    ck_assert_int_eq(rf_cache_sums_read(&sums, fd, got, size, 0, bounce, &bad), 0);
     ck_assert_msg(memcmp(got, data, size) == 0, "%s: other bytes", key);
+    size_t n = 0;
+    ck_assert_int_eq(rf_pread_full(fd, got, 1, rf_cache_file_bytes(size), &n), 0);
+    ck_assert_uint_eq(n, 0);
+    rf_cache_sums_free(&sums);
     free(got);
+    free(bounce);
     if (keep)
         *keep = fd;
     else

@@ -226,7 +226,7 @@ void rt_wait_fills(rf_loader *ld, uint64_t fills, rf_stats *st)
                   (unsigned long long)fills, st->shard_cache_why);
 }
 
-long rt_sample_gets(const char *data, const char *prefix)
+long rt_sample_gets(const char *data, const char *prefix, uint64_t create)
 {
     char out[1200];
     snprintf(out, sizeof out, "%s/sample-gets", rf_test_mkdtemp("rcache-log"));
@@ -234,13 +234,15 @@ long rt_sample_gets(const char *data, const char *prefix)
         "curl -sf %s/_log | python3 -c '\n"
         "import json, os, sys\n"
         "n = 0\n"
-        "for q in json.load(sys.stdin)[\"requests\"]:\n"
+        "log = sorted(json.load(sys.stdin)[\"requests\"], key=lambda q: q[\"arrival\"])\n"
+        "for q in log[%llu:]:\n"
         "    t, rng = q[\"target\"].split(\"?\")[0], q[\"range\"] or \"\"\n"
         "    if not t.startswith(\"%s\") or t.endswith(\".idx\") or rng == \"bytes=0-0\":\n"
         "        continue\n"
         "    if not rng.endswith(\"-%%d\" %% (os.path.getsize(\"%s\" + t) - 1)):\n"
         "        n += 1\n"
-        "print(n)' > %s", rt_env("RF_TEST_FAULT"), prefix, data, out);
+        "print(n)' > %s", rt_env("RF_TEST_FAULT"), (unsigned long long)create, prefix, data,
+        out);
     ck_assert_int_eq(rc, 0);
     FILE *f = fopen(out, "r");
     long n = -1;

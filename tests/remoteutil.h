@@ -96,10 +96,12 @@ void rt_same_run(const run *a, const run *b, const char *what);
 /* Wait until `fills` cache fills of ld ended (at most 30 s; 0: no wait), then its stats. */
 void rt_wait_fills(rf_loader *ld, uint64_t fills, rf_stats *st);
 /* Requests in the fault proxy's log (since its last reset) for targets under `prefix` that
- * are sample reads: not create's (one-byte opens, index fetches, the index checks' reads to a
- * shard's end) and not a fill's (the whole object, which ends at the shard's end too). data:
- * the served root, where the targets' sizes are read. */
-long rt_sample_gets(const char *data, const char *prefix);
+ * are sample reads: not create's (the first `create` to arrive, a loader's
+ * rf_stats.remote_create_requests, made before any sample read; and one-byte opens, index
+ * fetches and reads to a shard's end, whoever made them) and not a fill's (the whole object,
+ * which ends at the shard's end too). data: the served root, where the targets' sizes are
+ * read. */
+long rt_sample_gets(const char *data, const char *prefix, uint64_t create);
 /* The AWS_* settings of moto's S3 server (servers.py's RF_TEST_S3_*), with another secret
  * key when secret is not NULL. */
 void rt_s3_env(const char *secret);

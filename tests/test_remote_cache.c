@@ -48,7 +48,8 @@ START_TEST(second_loader_hits_without_sample_gets)
     rt_collect(local, &plain, &lr);
     rt_reset_log();
     rt_collect(url, &plain, &ur);
-    ck_assert_int_eq(rt_sample_gets(data, "/gen/"), 2 * N_GEN); /* the check sees sample reads */
+    /* the check sees sample reads */
+    ck_assert_int_eq(rt_sample_gets(data, "/gen/", ur.st.remote_create_requests), 2 * N_GEN);
     ck_assert_uint_eq(ur.st.shard_cache_on, 0);
     rt_collect(url, &cached, &fr);
     CACHE_IS(fr.st, 0, 2, 2);
@@ -59,7 +60,7 @@ START_TEST(second_loader_hits_without_sample_gets)
     cached.wait_fills = 0;
     rt_collect(url, &cached, &hr);
     CACHE_IS(hr.st, 2, 0, 0);
-    ck_assert_int_eq(rt_sample_gets(data, "/gen/"), 0);
+    ck_assert_int_eq(rt_sample_gets(data, "/gen/", hr.st.remote_create_requests), 0);
     ck_assert_uint_eq(hr.st.shard_cache_fill_requests, 0);
     rt_same_run(&ur, &lr, "uncached");
     rt_same_run(&fr, &lr, "filling");
@@ -104,7 +105,7 @@ START_TEST(later_epochs_read_the_copy)
     rt_wait_fills(ld, 2, &rr.st);
     rf_loader_destroy(ld);
     CACHE_IS(rr.st, 0, 2, 2);
-    long gets = rt_sample_gets(data, "/gen/");
+    long gets = rt_sample_gets(data, "/gen/", rr.st.remote_create_requests);
     ck_assert_msg(gets >= 5 && gets <= 2 * N_GEN + 2 * 5, "%ld sample GETs", gets);
     rt_same_run(&rr, &lr, url);
     free(lr.px), free(rr.px);
@@ -362,12 +363,106 @@ START_TEST(no_credentials_in_the_directory)
 }
 END_TEST
 
+/* What create reads of a remote shard (docs/remote.md): with an index, its size, the index and
+ * a few small header reads, not the shard; from the shard cache, nothing of the shard but its
+ * open's byte, with or without an index (the index checks and the scan read the copy). */
+static uint64_t file_size(const char *rel)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", data, rel);
+    FILE *f = fopen(p, "rb");
+    ck_assert_msg(f != NULL, "%s", p);
+    fseek(f, 0, SEEK_END);
+    uint64_t n = (uint64_t)ftell(f);
+    fclose(f);
+    return n;
+}
+
+START_TEST(create_reads_headers_then_nothing_from_the_cache)
+{
+    static const char *const rels[] = {"big/shard-0000.tar", "bigscan/shard-0000.tar"};
+    const char *dir = rf_test_mkdtemp("rcache-create");
+    for (int k = 0; k < 2; k++) {
+        char url[1024];
+        snprintf(url, sizeof url, "%s/%s", rt_env("RF_TEST_FAULT"), rels[k]);
+        uint64_t size = file_size(rels[k]), idx = k == 0 ? file_size("big/shard-0000.idx") : 0;
+        static run r, f, h;
+        opts plain = {.epochs = 1};
+        rt_collect(url, &plain, &r);
+        if (k == 0) /* the open's byte, the index, a few header reads */
+            ck_assert_msg(r.st.remote_create_bytes > idx &&
+                              r.st.remote_create_bytes < idx + 1 + size / 4,
+                          "create read %llu bytes of a %llu-byte shard (index %llu)",
+                          (unsigned long long)r.st.remote_create_bytes,
+                          (unsigned long long)size, (unsigned long long)idx);
+        opts cached = {.epochs = 1, .cache_dir = dir, .cache_bytes = 64 << 20, .wait_fills = 1};
+        rt_collect(url, &cached, &f);
+        CACHE_IS(f.st, 0, 1, 1);
+        cached.wait_fills = 0;
+        rt_collect(url, &cached, &h);
+        CACHE_IS(h.st, 1, 0, 0);
+        /* the open and the index fetch (a 404's page without one): no byte of the shard */
+        ck_assert_uint_eq(h.st.remote_create_requests, 2);
+        if (k == 0)
+            ck_assert_uint_eq(h.st.remote_create_bytes, 1 + idx);
+        else
+            ck_assert_uint_lt(h.st.remote_create_bytes, 1024);
+        rt_same_run(&h, &r, url);
+        free(r.px), free(f.px), free(h.px);
+    }
+}
+END_TEST
+
+/* A byte of a cached copy changed on the disk after its fill (a failing sector, another
+ * program): the read of its block fails its checksum, so the copy is dropped (counted in
+ * shard_cache_corrupt, with the reason), the read and the shard's later ones go to the server,
+ * and the batches are the local files' (the changed byte was served as a wrong image). The
+ * shard is filled again and the next loader hits it. */
+START_TEST(changed_byte_in_a_copy_is_refetched)
+{
+    char local[1024], url[1024];
+    snprintf(local, sizeof local, "%s/big/shard-0000.tar", data);
+    snprintf(url, sizeof url, "%s/big/shard-0000.tar", rt_env("RF_TEST_FAULT"));
+    const char *dir = rf_test_mkdtemp("rcache-flip");
+    static run lr, fr, br, hr;
+    opts plain = {.epochs = 1};
+    opts cached = {.epochs = 1, .cache_dir = dir, .cache_bytes = 64 << 20, .wait_fills = 1};
+    rt_collect(local, &plain, &lr);
+    rt_collect(url, &cached, &fr);
+    CACHE_IS(fr.st, 0, 1, 1);
+    /* the one copy in the directory: a byte in the middle of the shard, XOR 0x40 */
+    ck_assert_int_eq(rf_test_shell("python3 -c 'import glob, sys\n"
+                                   "[p] = glob.glob(sys.argv[1] + \"/*.shard\")\n"
+                                   "f = open(p, \"r+b\"); f.seek(%llu); b = f.read(1)\n"
+                                   "f.seek(%llu); f.write(bytes([b[0] ^ 0x40]))' %s",
+                                   (unsigned long long)file_size("big/shard-0000.tar") / 2,
+                                   (unsigned long long)file_size("big/shard-0000.tar") / 2,
+                                   dir), 0);
+    cached.wait_fills = 1; /* the dropped shard is filled again */
+    rt_collect(url, &cached, &br);
+    ck_assert_uint_eq(br.st.shard_cache_corrupt, 1);
+    ck_assert_msg(strstr(br.st.shard_cache_why, "does not match its checksum"), "%s",
+                  br.st.shard_cache_why);
+    ck_assert_uint_eq(br.st.shard_cache_fills, 1);
+    rt_same_run(&br, &lr, "a copy with a changed byte");
+    cached.wait_fills = 0;
+    rt_collect(url, &cached, &hr);
+    CACHE_IS(hr.st, 1, 0, 0);
+    ck_assert_uint_eq(hr.st.shard_cache_corrupt, 0);
+    rt_same_run(&hr, &lr, "the copy filled again");
+    free(lr.px), free(fr.px), free(br.px), free(hr.px);
+}
+END_TEST
+
 static int make_data(const char *dir)
 {
     char p[1024];
     const char *labels[10] = {"0", "1", "2\n", "3", " 4", "5", "6", "7", "8", "9"};
     int rc = rf_test_make_shards((snprintf(p, sizeof p, "%s/gen", dir), p), 2, N_GEN, 10, 1,
                                  1, 96);
+    rc |= rf_test_make_shards((snprintf(p, sizeof p, "%s/big", dir), p), 1, 64, 10, 5, 1, 256);
+    rc |= rf_test_make_shards((snprintf(p, sizeof p, "%s/bigscan", dir), p), 1, 64, 10, 5, 0,
+                              256);
     rc |= rf_test_shell("mkdir -p %s/users/gnu", dir);
     snprintf(p, sizeof p, "%s/users/gnu", dir);
     free(rf_test_make_label_shard(p, labels, 10));
@@ -392,5 +487,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, two_ranks_share_a_directory);
     tcase_add_test(tc, refusals_name_the_setting);
     tcase_add_test(tc, no_credentials_in_the_directory);
+    tcase_add_test(tc, create_reads_headers_then_nothing_from_the_cache);
+    tcase_add_test(tc, changed_byte_in_a_copy_is_refetched);
     return rt_run("remote_cache", tc);
 }

@@ -2,10 +2,11 @@
  * misses and bypasses, LRU eviction within the budget, fills written out of order and
  * published only whole, aborts, changed objects, a directory reopened with leftovers and
  * foreign files in it, full disks (EFBIG from RLIMIT_FSIZE everywhere, ENOSPC from a private
- * tmpfs where the machine allows one), and threads sharing one handle and one writer (run
- * under TSan too). The cached bytes are shards written by GNU tar and Python's tarfile;
+ * tmpfs where the machine allows one), a byte changed in a copy caught by its checksums, and
+ * threads sharing one handle and one writer (run under TSan too). The cached bytes are shards written by GNU tar and Python's tarfile;
  * test_shard_cache_ranks.c has the processes sharing a directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "cacheutil.h"
+#include "io/shard_cache_dir.h"
 #include "testutil.h"
 
 /* ---- hits, misses, bypasses -------------------------------------------------------------- */
@@ -296,6 +298,66 @@ END_TEST
 
 /* A writer killed mid-fill leaves its `.part`; the next fill of that key (or the next open)
  * removes it, since no live writer holds it. */
+/* ---- checksums ----------------------------------------------------------------------------- */
+
+/* Every block of a copy is checked on read: a byte changed on disk after the commit makes a
+ * read of its block RF_CACHE_MISMATCH naming that block, wherever the read starts and ends in
+ * it and whether the block is read in place or through the bounce buffer; the other blocks
+ * still read right. A copy whose checksum trailer is gone is no entry (a miss). rf_cache_drop
+ * then removes the entry. */
+START_TEST(checksums_catch_a_changed_byte)
+{
+    char *dir = rf_test_mkdtemp("cache-sums");
+    const size_t size = 5 * RF_CACHE_SUM_BLOCK + 1234, flip = 3 * RF_CACHE_SUM_BLOCK + 77;
+    uint8_t *a = rf_tc_pattern(1, size), *got = malloc(size), *bounce = malloc(2 * RF_CACHE_SUM_BLOCK);
+    rf_cache *c = rf_tc_open_ok(dir, 1 << 20);
+    ck_assert_int_eq(rf_tc_fill(c, KEY_A, a, size, "v"), 0);
+    ck_assert_int_eq(rf_tc_fill(c, KEY_B, a, size, "v"), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%016llx.shard", dir, (unsigned long long)rf_cache_hash(KEY_A));
+    int w = open(path, O_WRONLY);
+    uint8_t x = a[flip] ^ 0x10;
+    ck_assert_int_eq(pwrite(w, &x, 1, (off_t)flip), 1);
+    close(w);
+    int fd = -1;
+    rf_err e = {0};
+    ck_assert_int_eq(rf_cache_get(c, KEY_A, size, "v", &fd, &e), 1);
+    rf_cache_sums s;
+    ck_assert_int_eq(rf_cache_sums_load(fd, size, &s), 0);
+    static const struct { size_t off, len; int bad; } reads[] = {
+        {0, 3 * RF_CACHE_SUM_BLOCK, 0},                        /* blocks 0-2 in place */
+        {flip - 10, 20, 1},                                     /* inside block 3 */
+        {RF_CACHE_SUM_BLOCK + 5, 3 * RF_CACHE_SUM_BLOCK, 1},    /* block 3 in place */
+        {4 * RF_CACHE_SUM_BLOCK, RF_CACHE_SUM_BLOCK + 1234, 0}, /* the short last block */
+        {flip + 1, RF_CACHE_SUM_BLOCK, 1},                      /* 3 and 4 partly */
+    };
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        uint64_t bad = 0;
+        int rc = rf_cache_sums_read(&s, fd, got, reads[i].len, reads[i].off, bounce, &bad);
+        if (reads[i].bad) {
+            ck_assert_int_eq(rc, RF_CACHE_MISMATCH);
+            ck_assert_uint_eq(bad, 3 * RF_CACHE_SUM_BLOCK);
+        } else {
+            ck_assert_int_eq(rc, 0);
+            ck_assert(memcmp(got, a + reads[i].off, reads[i].len) == 0);
+        }
+    }
+    ck_assert_int_eq(rf_cache_sums_read(&s, fd, got, 2, size - 1, bounce, &(uint64_t){0}),
+                     -ENODATA);
+    rf_cache_sums_free(&s);
+    rf_cache_drop(c, KEY_A, fd);
+    rf_cache_release(c, fd);
+    ck_assert(rf_tc_is_miss(c, KEY_A, size, "v"));
+    rf_tc_expect_hit(c, KEY_B, a, size, "v", NULL);
+    /* B's trailer cut off: the file is no copy of B any more */
+    snprintf(path, sizeof path, "%s/%016llx.shard", dir, (unsigned long long)rf_cache_hash(KEY_B));
+    ck_assert_int_eq(truncate(path, (off_t)rf_cache_file_bytes(size) - 16), 0);
+    ck_assert(rf_tc_is_miss(c, KEY_B, size, "v"));
+    rf_cache_close(c);
+    free(got), free(bounce);
+}
+END_TEST
+
 /* ---- full disks --------------------------------------------------------------------------- */
 
 static void expect_off(rf_cache *c, const char *what)
@@ -335,9 +397,11 @@ START_TEST(full_disk_file_size_limit)
     /* the same limit at a fill's start: fallocate */
     c = rf_tc_open_ok(dir, 1 << 20);
     ck_assert_int_eq(rf_cache_fill_begin(c, KEY_C, 60000, "v", &w, &e), RF_CACHE_SKIP);
-    ck_assert_msg(strstr(e.msg, ".part: reserving 60000 bytes at byte 0 failed: File too "
+    /* the room reserved is the shard's and its checksums': 60000 + 4 x 8 + 16 bytes */
+    ck_assert_uint_eq(rf_cache_file_bytes(60000), 60048);
+    ck_assert_msg(strstr(e.msg, ".part: reserving 60048 bytes at byte 0 failed: File too "
                          "large"), "%s", e.msg);
-    expect_off(c, "reserving 60000 bytes at byte 0 failed: File too large");
+    expect_off(c, "reserving 60048 bytes at byte 0 failed: File too large");
     ck_assert_int_eq(rf_test_limit_file_size(0), 0);
     ck_assert_msg(!strstr(rf_tc_listing(dir), ".part"), "%s", rf_tc_listing(dir));
     rf_cache_close(c);
@@ -360,7 +424,7 @@ START_TEST(full_disk_enospc)
     rf_cache_writer *w;
     rf_err e = {0};
     ck_assert_int_eq(rf_cache_fill_begin(c, KEY_B, 200000, "v", &w, &e), RF_CACHE_SKIP);
-    expect_off(c, "reserving 200000 bytes at byte 0 failed: No space left on device");
+    expect_off(c, "reserving 200120 bytes at byte 0 failed: No space left on device");
     rf_tc_expect_hit(c, KEY_A, a, 100000, "v", NULL);
     ck_assert_uint_eq(rf_tc_stats(c).bytes_in_use, 100000);
     rf_cache_close(c);
@@ -371,6 +435,8 @@ START_TEST(full_disk_enospc)
     ck_assert_int_eq(statvfs(dir, &vfs), 0);
     size_t left = (size_t)(vfs.f_bavail * vfs.f_bsize);
     ck_assert_uint_lt(left, 300000);
+    left -= 16 + 8 * (left / RF_CACHE_SUM_BLOCK + 1); /* its checksums take the rest */
+    ck_assert_uint_le(rf_cache_file_bytes(left), left + 16 + 8 * (left / RF_CACHE_SUM_BLOCK + 1));
     ck_assert_int_eq(rf_cache_fill_begin(c, KEY_C, left, "v", &w, &e), 0);
     rf_tc_write_chunks(w, a, left, 65536, 0);
     ck_assert_int_eq(rf_cache_fill_commit(w, &e), RF_CACHE_SKIP);
@@ -517,6 +583,7 @@ static Suite *shard_cache_suite(void)
     tcase_add_test(tc, reopen_cleans_and_keeps);
     tcase_add_test(tc, full_disk_file_size_limit);
     tcase_add_test(tc, full_disk_enospc);
+    tcase_add_test(tc, checksums_catch_a_changed_byte);
     tcase_add_test(tc, threads_share_one_cache);
     tcase_add_test(tc, one_writer_many_threads);
     suite_add_tcase(s, tc);

@@ -66,16 +66,24 @@ static void epoch_mark(rf_loader *ld, result *r, double t)
     rf_stats st;
     rf_stats_init(&st);
     rf_loader_stats(ld, &st);
-    if (r->nep < 64) {
-        r->ep_s[r->nep] = t - r->mark_t;
-        r->ep_img[r->nep] = r->images - r->mark_img;
-        r->ep_sto[r->nep] = st.storage_measured
-                                ? (double)(st.storage_read_bytes - r->mark.storage_read_bytes)
-                                : -1.0;
-        r->ep_res[r->nep] = resident_ratio(&r->mark, &st);
-        r->ep_rss_mb[r->nep] = rss_mib();
-        r->ep_fds[r->nep] = open_fds();
-        r->nep++;
+    if (r->nep == r->nep_cap && r->nep < BENCH_EPOCH_ROWS_MAX) {
+        uint32_t cap = r->nep_cap ? (2 * r->nep_cap < BENCH_EPOCH_ROWS_MAX ? 2 * r->nep_cap : BENCH_EPOCH_ROWS_MAX) : 64;
+        epoch_row *ep = realloc(r->ep, cap * sizeof *ep);
+        if (ep)
+            r->ep = ep, r->nep_cap = cap;
+    }
+    if (r->nep < r->nep_cap) {
+        epoch_row *e = &r->ep[r->nep++];
+        e->s = t - r->mark_t;
+        e->img = r->images - r->mark_img;
+        e->sto = st.storage_measured
+                     ? (double)(st.storage_read_bytes - r->mark.storage_read_bytes)
+                     : -1.0;
+        e->res = resident_ratio(&r->mark, &st);
+        e->rss_mb = rss_mib();
+        e->fds = open_fds();
+    } else {
+        r->nep_omitted++; /* past the rows kept (or no memory for more): said in the report */
     }
     r->mark_t = t;
     r->mark_img = r->images;
@@ -90,10 +98,10 @@ static void epoch_mark(rf_loader *ld, result *r, double t)
 static void epoch_hit_ratios(const opts *o, result *r)
 {
     double per = o->epochs ? (double)r->st.bytes_read / o->epochs : 0.0;
-    for (uint32_t i = 0; i < r->nep; i++)
-        r->ep_hit[i] = r->ep_sto[i] < 0 || per <= 0 ? -1.0
-                       : r->ep_sto[i] >= per        ? 0.0
-                                                    : 1.0 - r->ep_sto[i] / per;
+    for (uint32_t i = 0; i < r->nep; i++) {
+        epoch_row *e = &r->ep[i];
+        e->hit = e->sto < 0 || per <= 0 ? -1.0 : e->sto >= per ? 0.0 : 1.0 - e->sto / per;
+    }
 }
 
 static int run(const opts *o, rf_loader *ld, result *r)
@@ -237,10 +245,11 @@ int main(int argc, char **argv)
     if (!rc)
         rc = run(&o, ld, &r);
     rf_loader_destroy(ld);
-    if (rc)
-        return 1;
-    print_table(&o, &r);
-    if (o.json)
-        print_json(&o, &r);
-    return 0;
+    if (!rc) {
+        print_table(&o, &r);
+        if (o.json)
+            print_json(&o, &r);
+    }
+    free(r.ep);
+    return rc ? 1 : 0;
 }

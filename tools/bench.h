@@ -36,6 +36,17 @@ typedef struct opts {
     uint32_t remote_timeout_ms; /* --remote-timeout-ms (0: the library's default) */
 } opts;
 
+/* One epoch of a run: seconds, images, bytes read from storage (-1: not measured), the
+ * page-cache hit ratio (-1: not measured; set when the run ends), the share of the bytes read
+ * resident at submit, the process' resident set and open descriptors at its end. */
+typedef struct epoch_row {
+    double s, sto, hit, res, rss_mb;
+    uint32_t fds;
+    uint64_t img;
+} epoch_row;
+
+#define BENCH_EPOCH_ROWS_MAX 100000u /* per-epoch rows kept (a soak runs thousands) */
+
 typedef struct result {
     uint64_t images, batches, timed_images, first_batch_us;
     /* The first batch split in two: handed out by rf_loader_next after first_next_us, on the
@@ -53,13 +64,10 @@ typedef struct result {
     double create_ms;            /* rf_loader_create of the measured run */
     uint64_t resume_batch;
     rf_stats st;
-    /* per epoch: seconds, images, bytes read from storage (-1: not measured), the page-cache
-     * hit ratio (-1: not measured; set when the run ends) and the share of the bytes read
-     * resident at submit */
-    uint32_t nep;
-    double ep_s[64], ep_sto[64], ep_hit[64], ep_res[64], ep_rss_mb[64];
-    uint32_t ep_fds[64];
-    uint64_t ep_img[64];
+    /* per epoch (up to BENCH_EPOCH_ROWS_MAX rows; later epochs are counted in nep_omitted) */
+    uint32_t nep, nep_cap;
+    uint64_t nep_omitted;
+    epoch_row *ep;
     double mark_t;
     uint64_t mark_img;
     rf_stats mark; /* the stats when the epoch began (zero at create) */

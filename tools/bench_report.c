@@ -116,8 +116,11 @@ void print_table(const opts *o, const result *r)
            table_ratio(resident_ratio(&zero, s), b1, sizeof b1));
     for (uint32_t i = 0; i < r->nep && r->nep > 1; i++)
         printf("  epoch %-20u %8.0f img/s, hit ratio %s, resident at submit %s\n", i,
-               r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0,
-               table_ratio(r->ep_hit[i], b1, sizeof b1), table_ratio(r->ep_res[i], b2, sizeof b2));
+               r->ep[i].s > 0 ? r->ep[i].img / r->ep[i].s : 0.0,
+               table_ratio(r->ep[i].hit, b1, sizeof b1), table_ratio(r->ep[i].res, b2, sizeof b2));
+    if (r->nep_omitted)
+        printf("  epochs after %-13u %llu more, not listed (%u rows are kept)\n", r->nep,
+               (unsigned long long)r->nep_omitted, BENCH_EPOCH_ROWS_MAX);
     printf("  %-26s %12s\n", "memory", s->memory_why[0] ? s->memory_why : "defaults");
     printf("  %-26s %12.1f\n", "ring pin ms", s->ring_register_ns / 1e6);
     printf("  %-26s %12llu\n", "device allocs after create",
@@ -159,14 +162,15 @@ static void print_json_memory(const opts *o, const result *r)
            (unsigned long long)s->host_allocs_after_create, s->ring_register_ns / 1e6,
            s->memory_why);
     for (uint32_t i = 0; i < r->nep; i++) {
+        const epoch_row *e = &r->ep[i];
         printf("%s{\"epoch\": %u, \"seconds\": %.4f, \"img_per_s\": %.1f, ", i ? ", " : "", i,
-               r->ep_s[i], r->ep_s[i] > 0 ? r->ep_img[i] / r->ep_s[i] : 0.0);
-        json_ratio("cache_hit_ratio", r->ep_hit[i]);
+               e->s, e->s > 0 ? e->img / e->s : 0.0);
+        json_ratio("cache_hit_ratio", e->hit);
         printf(", ");
-        json_ratio("resident_at_submit_ratio", r->ep_res[i]);
-        printf(", \"rss_mb\": %.1f, \"open_fds\": %u}", r->ep_rss_mb[i], r->ep_fds[i]);
+        json_ratio("resident_at_submit_ratio", e->res);
+        printf(", \"rss_mb\": %.1f, \"open_fds\": %u}", e->rss_mb, e->fds);
     }
-    printf("]}\n");
+    printf("], \"per_epoch_omitted\": %llu}\n", (unsigned long long)r->nep_omitted);
 }
 
 void print_json(const opts *o, const result *r)

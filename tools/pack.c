@@ -54,6 +54,7 @@ typedef struct slot {
     uint8_t *data;
     uint64_t len;
     uint64_t in_len;      /* the file's size (len differs after --restart's rewrite) */
+    int kept;             /* --restart left it as it is (RF_JPEG_RESTART_KEPT) */
     char msg[600];
 } slot;
 
@@ -75,6 +76,7 @@ typedef struct packer {
 typedef struct totals {
     uint64_t files, bad, shards, in_bytes, out_bytes;
     uint64_t unreadable;  /* of bad: entries the walk could not read (rf_image_list_unreadable) */
+    uint64_t restart_kept; /* --restart: incomplete progressive JPEGs kept as they were */
     double seconds;
 } totals;
 
@@ -106,7 +108,8 @@ static void usage(FILE *f)
             "  --restart[=N]      rewrite each JPEG losslessly (same pixels) with a restart\n"
             "                     marker every N MCUs (default: the loader's choice) and\n"
             "                     optimal Huffman tables, so crops decode only what they need\n"
-            "                     (PNG and WebP files stay as they are)\n"
+            "                     (PNG and WebP files stay as they are, and so do progressive\n"
+            "                     JPEGs cut short, whose pixels a rewrite would change)\n"
             "  --quiet            no progress line\n"
             "  --json             print a JSON summary as the last line of stdout\n"
             "  --version          print the library's version and exit\n"
@@ -322,7 +325,10 @@ static void *reader_main(void *arg)
             uint64_t tlen;
             r.rc = rf_jpeg_add_restarts(r.data, r.len, p->o->restart_interval, 1, &t, &tlen, why,
                                         sizeof why);
-            if (r.rc) {
+            if (r.rc == RF_JPEG_RESTART_KEPT) { /* its pixels depend on being progressive */
+                r.rc = 0;
+                r.kept = 1;
+            } else if (r.rc) {
                 snprintf(r.msg, sizeof r.msg, "%s: offset 0: cannot add restart markers: %s",
                          path, why);
             } else {
@@ -466,6 +472,7 @@ static int write_all(packer *p, totals *t)
                 rc = got.rc;
         } else {
             rc = write_sample(&wr, p->order[i], &got);
+            t->restart_kept += (uint64_t)got.kept;
         }
         free(got.data);
         pthread_mutex_lock(&p->mu);
@@ -650,6 +657,18 @@ static int parse_args(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* --restart's files kept as they are, said after the summary (none: ""). */
+static const char *kept_note(const totals *t)
+{
+    static char note[200];
+    if (!t->restart_kept)
+        return "";
+    snprintf(note, sizeof note, "; %" PRIu64 " progressive JPEGs kept as they were (their scans "
+             "stop before every coefficient is complete: a rewrite would change their pixels)",
+             t->restart_kept);
+    return note;
+}
+
 int main(int argc, char **argv)
 {
     opts o;
@@ -665,14 +684,16 @@ int main(int argc, char **argv)
     if (!o.quiet)
         fprintf(stderr, "ringfeed-pack: %s: %" PRIu64 " files (%" PRIu64 " bad, %" PRIu64
                 " of them unreadable, %s) -> %" PRIu64 " shards, %.1f MB in, %.1f MB out, "
-                "%.2f s, %.1f MB/s (%u threads)\n", rc ? "FAILED" : "done", t.files, t.bad,
+                "%.2f s, %.1f MB/s (%u threads)%s\n", rc ? "FAILED" : "done", t.files, t.bad,
                 t.unreadable, o.strict ? "refused" : "skipped", t.shards,
-                (double)t.in_bytes / 1e6, (double)t.out_bytes / 1e6, t.seconds, mbs, o.threads);
+                (double)t.in_bytes / 1e6, (double)t.out_bytes / 1e6, t.seconds, mbs, o.threads,
+                kept_note(&t));
     if (o.json)
         printf("{\"ok\": %s, \"files\": %" PRIu64 ", \"bad\": %" PRIu64
                ", \"unreadable\": %" PRIu64 ", \"shards\": %" PRIu64 ", \"input_bytes\": %"
                PRIu64 ", \"output_bytes\": %" PRIu64 ", \"seconds\": %.4f, \"mb_per_s\": %.2f, "
-               "\"threads\": %u}\n", rc ? "false" : "true", t.files, t.bad, t.unreadable,
-               t.shards, t.in_bytes, t.out_bytes, t.seconds, mbs, o.threads);
+               "\"threads\": %u, \"restart_kept\": %" PRIu64 "}\n", rc ? "false" : "true",
+               t.files, t.bad, t.unreadable, t.shards, t.in_bytes, t.out_bytes, t.seconds, mbs,
+               o.threads, t.restart_kept);
     return rc ? 1 : 0;
 }

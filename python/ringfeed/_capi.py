@@ -265,6 +265,9 @@ class RfStats(ctypes.Structure):
         ("shard_cache_evictions", ctypes.c_uint64),
         ("shard_cache_why", ctypes.c_char * 512),
         ("hw_engines_why", ctypes.c_char * 256),
+        ("remote_create_requests", ctypes.c_uint64),
+        ("remote_create_bytes", ctypes.c_uint64),
+        ("shard_cache_corrupt", ctypes.c_uint64),
     ]
 
 
@@ -445,6 +448,7 @@ def _declare(L):
         "rf_batch_synchronize": (i32, [P(RfBatch)]),
         "rf_loader_destroy": (None, [vp]),
         "rf_loader_stop": (i32, [vp]),
+        "rf_loader_cancel": (i32, [vp]),
         "rf_last_error": (cp, [vp]),
         "rf_strerror": (cp, [i32]),
         "rf_err_name": (cp, [i32]),
@@ -551,12 +555,17 @@ def _errors(table):
     return dict(codes, ERROR_NAMES={v: k for k, v in codes.items()})
 
 
+RF_JPEG_RESTART_KEPT = 1  # ringfeed_shards.h
+
+
 def add_restarts(jpeg, interval=0, optimize=True):
     data = bytes(jpeg)
     out, n = ctypes.c_void_p(), ctypes.c_uint64()
     err = ctypes.create_string_buffer(512)
     rc = lib().rf_jpeg_add_restarts(data, len(data), int(interval), 1 if optimize else 0,
                                     ctypes.byref(out), ctypes.byref(n), err, ctypes.sizeof(err))
+    if rc == RF_JPEG_RESTART_KEPT:  # a progressive file cut short: rewritten, its pixels change
+        return data
     if rc:
         raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "add_restarts")
     try:

@@ -40,6 +40,7 @@ import weakref
 
 from . import _arrays
 from . import _capi as C
+from ._lifetime import Deferred, _Handle
 from ._capi import LoaderTimeout, RingfeedError
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
@@ -176,68 +177,6 @@ def _path_bytes(path, what):
     return b
 
 
-class _Handle:
-    """One C loader (rf_loader*) and what may still reach it: C calls in flight, on any thread,
-    and leases, whose arrays may still view its memory (numpy arrays and torch tensors hold
-    their lease through their base / deleter). Once the handle is retired (close(),
-    load_state_dict()) and no call is in flight, rf_loader_stop ends its threads at once and
-    rf_loader_destroy runs when no lease is left either: a close() from another thread while
-    one iterates, or arrays read after close(), then never touch freed memory (they
-    segfaulted the interpreter). Counts change under a lock; the C calls run outside it."""
-
-    __slots__ = ("ptr", "retired", "_mu", "_calls", "_leases", "_stopped")
-
-    def __init__(self, ptr):
-        self.ptr = ptr
-        self.retired = False
-        self._mu = threading.RLock()  # re-entered when a lease dies in a GC run inside one
-        self._calls = 0
-        self._leases = 0
-        self._stopped = False
-
-    def enter(self):
-        """Start a C call on the loader: its rf_loader*, or RuntimeError once retired."""
-        with self._mu:
-            if self.retired:
-                raise RuntimeError("the loader is closed")
-            self._calls += 1
-            return self.ptr
-
-    def leave(self):
-        self._count(calls=-1)
-
-    def lease_made(self):
-        self._count(leases=1)
-
-    def lease_gone(self):
-        self._count(leases=-1)
-
-    def retire(self):
-        """No new calls; the C loader goes once the calls in flight and the leases are gone."""
-        with self._mu:
-            self.retired = True
-        self._count()
-
-    def _count(self, calls=0, leases=0):
-        with self._mu:
-            self._calls += calls
-            self._leases += leases
-            destroy = stop = None
-            if self.retired and not self._calls and self.ptr:
-                if not self._leases:
-                    destroy, self.ptr = self.ptr, None
-                elif not self._stopped:  # counted as a call: no destroy while it runs
-                    stop, self._stopped = self.ptr, True
-                    self._calls += 1
-        if destroy:
-            C.lib().rf_loader_destroy(destroy)
-        elif stop:
-            try:
-                C.lib().rf_loader_stop(stop)
-            finally:
-                self._count(calls=-1)
-
-
 def _field_names(fields):
     """Loader's fields= -> a tuple of extensions ("txt", "json"). One string is one extension;
     the library checks the names themselves (RF_EINVAL naming the entry)."""
@@ -355,7 +294,10 @@ class _Lease:
                  "__weakref__")
 
     def __init__(self, loader, handle, ptr, seq):
-        self.loader = loader
+        # Weak: the batch's arrays hold the lease (through their base), and the loader holds
+        # those arrays (its ViewCache); a strong reference back made a cycle through arrays,
+        # which the garbage collector cannot see through, so a dropped loader lived for ever.
+        self.loader = weakref.ref(loader)
         self.handle = handle  # the C loader it came from (load_state_dict makes a new one)
         self.ptr = ptr  # POINTER(RfBatch)
         self.seq = seq  # delivery number on this C loader (ring slot = seq % depth)
@@ -371,16 +313,18 @@ class _Lease:
         return self.released or self.handle.retired
 
     def release(self, stream=None):
-        if not self.done:
-            self.loader._release_lease(self, stream)
+        ld = self.loader()
+        if not self.done and ld is not None:
+            ld._release_lease(self, stream)
 
     def __del__(self):
         # Only kept batches get here unreleased (the iterator holds the others). This may run
         # on any thread: the release is queued and done by the consumer thread at its next call
-        # into the loader (a C loader is used by one thread at a time).
+        # into the loader (a C loader is used by one thread at a time). A loader that is gone
+        # was closed, which returned every batch.
         try:
-            if not self.done:
-                ld = self.loader
+            ld = self.loader()
+            if self.kept and not self.done and ld is not None:
                 ld._pending.append((self.ptr, self.handle, ld._current_stream_handle()))
         except Exception:
             pass
@@ -440,7 +384,9 @@ class _BatchBase:
         if lease.done:
             raise RuntimeError("this batch was already returned to the loader; keep() must be "
                                "called before the next batch is requested")
-        lease.loader._keep(lease)
+        ld = lease.loader()
+        if ld is not None:
+            ld._keep(lease)
         return self
 
     def release(self, stream=None):
@@ -503,12 +449,7 @@ class _EpochIterator:
     def __next__(self):
         if self._done:
             raise StopIteration
-        b = self._loader._next_batch(first=self._first)
-        self._first = False
-        if b is None:
-            self._done = True
-            raise StopIteration
-        return b
+        return self._loader._next_batch(self)
 
     def __len__(self):
         return len(self._loader)
@@ -525,6 +466,12 @@ class _LoaderBase:
         self._current = None  # the iterator-managed (not kept) lease, if any
         self._views = None  # arrays over the C loader's memory, reused (_arrays.ViewCache)
         self._seq = 0
+        # One consumer at a time (the C loader's rule): next() and the calls that change the
+        # consumer's position are serialized, whichever threads make them. A batch that a
+        # next() leased and wrapped but could not hand out (a KeyboardInterrupt came) waits in
+        # _handoff for the next call, on any thread.
+        self._use = threading.RLock()
+        self._handoff = None
 
         kind, index = _parse_device(device)
         torch = _arrays.torch_module()
@@ -585,13 +532,29 @@ class _LoaderBase:
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         # shard_arr, the bytes it points to and blob_buf stay referenced until create returns
-        # (the C side copies them during create).
-        rc = C.lib().rf_loader_create(ctypes.byref(cfg), ctypes.byref(handle), err, len(err))
+        # (the C side copies them during create). A Ctrl-C meanwhile is raised once the new
+        # loader is this object's, which closes it (never a loader running with no handle).
+        try:
+            with Deferred():
+                rc = C.lib().rf_loader_create(ctypes.byref(cfg), ctypes.byref(handle), err,
+                                              len(err))
+                if rc == 0:
+                    self._h = _Handle(handle.value)
+                    self._closed = False
+        except BaseException:
+            self.close()
+            raise
         del shard_arr, blob_buf
         if rc != 0:
             raise RingfeedError(rc, err.value.decode("utf-8", "replace"), "rf_loader_create")
-        self._h = _Handle(handle.value)
-        self._closed = False
+        try:
+            self._adopted(blob)
+        except BaseException:
+            self.close()
+            raise
+
+    def _adopted(self, blob):
+        """The Python side of a C loader just created (blob: the resume state, or None)."""
         self._seq = 0
         self._depth = int(self._cfg_fields.get("prefetch_depth") or 0) or self.stats()["prefetch_depth"]
         # Two arrays a batch (images or tokens, and on CUDA the labels' view), at as many
@@ -638,15 +601,17 @@ class _LoaderBase:
         """Stop the loader's threads and free it. Its memory goes at once when no array made
         from its batches is left, else when the last one is garbage: arrays read after close()
         see their batch (nothing writes the ring any more), never freed memory. Safe while
-        another thread iterates: a call it has in progress returns first (the threads stop
-        then), and its next one raises RuntimeError. Idempotent."""
-        self._closed = True
-        h, self._h = self._h, None
-        self._current = None
-        self._pending = []
-        self._views = _arrays.ViewCache(0)  # a new one: another thread may be using the old
-        if h is not None:
-            h.retire()
+        another thread iterates: a next() waiting for a batch there returns at once, raising
+        RuntimeError ("closed"), and so does every later call. Idempotent."""
+        with Deferred():
+            self._closed = True
+            h, self._h = self._h, None
+            self._current = None
+            self._handoff = None
+            self._pending = []
+            self._views = _arrays.ViewCache(0)  # a new one: another thread may be using it
+            if h is not None:
+                h.retire()
 
     def __enter__(self):
         return self
@@ -678,6 +643,10 @@ class _LoaderBase:
     # ---- leases --------------------------------------------------------------------------------
 
     def _release_lease(self, lease, stream=None, handle=False):
+        with Deferred(), self._use:
+            self._release_locked(lease, stream, handle)
+
+    def _release_locked(self, lease, stream=None, handle=False):
         if lease.done:
             return
         s = stream if handle else self._stream_handle(stream)
@@ -729,15 +698,34 @@ class _LoaderBase:
         """Batches per (full) epoch on this rank."""
         return self._per_epoch
 
-    def _next_batch(self, first):
+    def _next_batch(self, it):
+        """The next batch for iterator `it`, or StopIteration at its epoch's end. Serialized
+        with every other consumer call (self._use), and run whole or not at all against
+        Ctrl-C (Deferred): the interrupt is raised after the batch was leased, wrapped and
+        stored in _handoff, where the next call (on any thread) takes it. The handoff is taken
+        with one swap after the lock's release, where nothing can interrupt."""
+        while True:
+            with Deferred(), self._use:
+                self._check_open()
+                if self._handoff is None and not it._done:
+                    self._advance(it)
+            out, self._handoff = self._handoff, None
+            if out is not None:
+                return out
+            if it._done:
+                raise StopIteration
+            # another thread took the batch this call made: make the next one
+
+    def _advance(self, it):
+        """Release the batch handed out last and lease the next one into _handoff, or mark
+        `it` done at its epoch's end (under _use, SIGINT held back)."""
         # The training loop's own thread runs this once per step, competing for the CPU with
         # the decode threads: each lookup here is paid on every step (the consumer's stream is
         # looked up once, not once for the release and once for the wait).
-        self._check_open()
         self._drain_pending()
         stream = self._current_stream_handle()
         if self._current is not None:
-            self._release_lease(self._current, stream, handle=True)
+            self._release_locked(self._current, stream, handle=True)
         out = ctypes.POINTER(C.RfBatch)()
         while True:
             self._check_ring()
@@ -745,32 +733,35 @@ class _LoaderBase:
             if rc == C.RF_EPOCH_END:
                 # A new iterator that meets the end before any batch: the previous iterator
                 # stopped right after its epoch's last batch; that end is its, not ours.
-                swallow = first and self._in_epoch > 0
+                swallow = it._first and self._in_epoch > 0
                 self._epoch += 1
                 self._in_epoch = 0
                 self._full_epoch = True
                 if swallow:
-                    first = False
+                    it._first = False
                     continue
-                return None
+                it._done = True
+                return
             if rc == C.RF_DONE:  # not configured (epochs = 0); kept for safety
-                return None
+                it._done = True
+                return
             break
         b = out.contents
         self._seq += 1
         self._epoch = int(b.epoch)
         self._in_epoch += 1
+        it._first = False
         try:
             batch = self._wrap(b, lease, stream)
         except BaseException:
-            self._release_lease(lease)
+            self._release_locked(lease)
             raise
         if self._copy:
-            self._release_lease(lease)
+            self._release_locked(lease)
             batch._lease = None
         elif not lease.done:  # (a close() from another thread drops the loader's hold)
             self._current = lease
-        return batch
+        self._handoff = batch
 
     def _lease_next(self, out):
         """rf_loader_next into out -> (rc, the batch's lease when rc is 0). The lease is made
@@ -789,10 +780,11 @@ class _LoaderBase:
                 lease = _Lease(self, h, out, self._seq)
         finally:
             h.leave()
+        if h.retired and (lease is None or rc == C.RF_ECLOSED):
+            raise RuntimeError("the loader was closed (close(), maybe from another thread) "
+                               "while next() waited for a batch")
         if err is not None:
             raise err
-        if rc == 0 and lease is None:
-            raise RuntimeError("the loader was closed while waiting for a batch")
         return rc, lease
 
     def _check_ring(self):
@@ -880,6 +872,11 @@ class _LoaderBase:
         ones must have been released: RuntimeError otherwise)."""
         self._check_open()
         epoch = _uint("epoch", epoch, 0, U64_MAX)
+        with Deferred(), self._use:
+            self._set_epoch(epoch)
+
+    def _set_epoch(self, epoch):
+        self._handoff = None  # a batch an interrupted next() left: set_epoch moves on
         self._release_all("set_epoch")
         if self._epoch == epoch and self._in_epoch == 0:
             return
@@ -896,6 +893,10 @@ class _LoaderBase:
         given the state reports as `loader.epoch`; "batches_in_epoch" the batches of that
         epoch handed out since this loader started it (or was restored into it)."""
         self._check_open()
+        with Deferred(), self._use:
+            return self._state_dict()
+
+    def _state_dict(self):
         n = ctypes.c_uint64()
         self._call(C.lib().rf_loader_state, None, 0, ctypes.byref(n))
         buf = ctypes.create_string_buffer(int(n.value))
@@ -922,6 +923,11 @@ class _LoaderBase:
             raise ValueError("not a ringfeed state_dict (no 'blob')")
         if state.get("version", STATE_VERSION) != STATE_VERSION:
             raise ValueError(f"unsupported ringfeed state_dict version {state.get('version')}")
+        with Deferred(), self._use:
+            self._load_state(state)
+
+    def _load_state(self, state):
+        self._handoff = None
         self._release_all("load_state_dict")
         h, self._h = self._h, None
         self._closed = True

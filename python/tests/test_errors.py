@@ -212,3 +212,63 @@ def test_skip_reason_is_the_parsers_not_a_word_in_the_message(tmp_path, fmt):
 def test_bad_on_error_value(bad_shards):
     with pytest.raises(ValueError):
         ringfeed.Loader(bad_shards[0], on_error="ignore", **KW)
+
+
+def _gif_shard(pattern, outdir, keys):
+    """The shards written again with keys[0]'s image a GIF (its .jpg member renamed .gif, with
+    GIF bytes) and keys[1]'s image member left out."""
+    import io
+    os.makedirs(outdir, exist_ok=True)
+    for path in sorted(glob.glob(pattern)):
+        with tarfile.open(path) as src, \
+                tarfile.open(os.path.join(outdir, os.path.basename(path)), "w") as dst:
+            for m in src:
+                data, name = src.extractfile(m).read(), m.name
+                if name == keys[1] + ".jpg":
+                    continue
+                if name == keys[0] + ".jpg":
+                    name, data = keys[0] + ".gif", b"GIF89a" + data[6:]
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                dst.addfile(info, io.BytesIO(data))
+    return os.path.join(outdir, os.path.basename(pattern))
+
+
+def test_sample_without_a_decoded_image(tmp_path):
+    """A sample whose image is a GIF (no member of `image`'s types) and one whose image member
+    is missing: fail mode refuses at create naming the sample, its members and the GIF; skip
+    mode leaves both out under not_jpeg and delivers every other sample once."""
+    pattern = make_shards(str(tmp_path / "src"), 20, 5, 10)
+    keys = ["00000003", "00000012"]
+    bad = _gif_shard(pattern, str(tmp_path / "gif"), keys)
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(bad, on_error="fail", **KW)
+    msg = str(ei.value)
+    assert "sample 00000003" in msg and "gif, cls" in msg and "gif images are not decoded" in msg
+    assert "consecutive" not in msg
+    with ringfeed.Loader(bad, on_error="skip", shuffle=False, **KW) as ld:
+        got = [k for b in ld for k, pad in zip(b.keys, b.is_padding) if not pad]
+        st = ld.epoch_stats()
+    assert sorted(got) == [f"{i:08d}" for i in range(20) if f"{i:08d}" not in keys]
+    assert st["skipped"] == 2 and st["skipped_by_reason"][SKIP_REASONS.index("not_jpeg")] == 2
+    assert st["delivered"] + st["skipped"] == st["total"] == 20
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz"])
+def test_compressed_shard_named_for_what_it_is(tmp_path, kind):
+    """A .tar.gz (.tar.bz2, .tar.xz) given as a shard is refused saying it is compressed and
+    how to undo it, not as a bad header checksum at offset 0."""
+    import bz2
+    import gzip
+    import lzma
+    pattern = make_shards(str(tmp_path / "src"), 4, 2, 4)
+    raw = open(sorted(glob.glob(pattern))[0], "rb").read()
+    pack, word, tool = {"gz": (gzip.compress, "gzip", "gunzip"),
+                        "bz2": (bz2.compress, "bzip2", "bunzip2"),
+                        "xz": (lzma.compress, "xz", "unxz")}[kind]
+    path = tmp_path / f"train.tar.{kind}"
+    path.write_bytes(pack(raw))
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        ringfeed.Loader(str(path), **KW)
+    msg = str(ei.value)
+    assert f"{word}-compressed" in msg and tool in msg and "checksum" not in msg, msg

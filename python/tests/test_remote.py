@@ -4,13 +4,14 @@ tests/servers/servers.py around this module (skipped when nginx is missing). Tor
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import REPO, make_shards, write_webdataset, shard_jpegs
+from conftest import REPO, make_shards, run_python, write_webdataset, shard_jpegs
 
 KW = dict(size=24, device="cpu", decode_threads=2, array_type="numpy", seed=5)
 SECRET = "pw-Py-s3cr3t"
@@ -241,3 +242,109 @@ def test_token_loader_url_cache_and_retries(served, tmp_path):
     assert cfg["remote_retries"] == 3 and cfg["remote_timeout_ms"] == 10000
     assert st["remote_retries"] > 0
     assert (st["shard_cache_misses"], st["shard_cache_fills"]) == (1, 1)
+
+
+# ---- closing, interrupting and exiting while a server stalls (docs/python.md "Threads,
+# interrupts and exit") -------------------------------------------------------------------------
+
+def _post(env, what):
+    import urllib.request
+    urllib.request.urlopen(urllib.request.Request(f"{env['RF_TEST_FAULT']}/{what}",
+                                                  method="POST")).read()
+
+
+def test_close_from_another_thread_wakes_next(served):
+    """next() waits for a batch the server never sends (remote_timeout a minute): close() from
+    another thread makes it raise RuntimeError ("closed") at once, not after the timeouts."""
+    _, env = served
+    _reset_proxy(env)
+    url = f"{env['RF_TEST_FAULT']}/f/armed,silent/gen/train-{{000000..000002}}.tar"
+    ld = ringfeed.Loader(url, 4, prefetch_depth=1, remote_timeout=60, **KW)
+    _post(env, "_arm")
+    outcome = []
+
+    def iterate():
+        try:
+            for _ in ld:
+                pass
+            outcome.append("epoch ended")
+        except Exception as e:  # noqa: BLE001  (what the thread met is the test's result)
+            outcome.append(e)
+
+    t = threading.Thread(target=iterate, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    ld.close()
+    t.join(10)
+    _reset_proxy(env)
+    assert not t.is_alive(), "next() still waits 10 s after close()"
+    assert isinstance(outcome[0], RuntimeError) and "closed" in str(outcome[0]), outcome
+
+
+# The child registers an exit handler before importing ringfeed (exit handlers run last
+# registered first, so it runs after ringfeed's): it prints the threads left then. argv[1]:
+# the shards' URL pattern; argv[2]: "stall" to arm the proxy (argv[3]) and leave a daemon
+# thread waiting in next() for a server that never answers.
+EXIT = r"""
+import atexit, os, sys, threading, time, urllib.request
+atexit.register(lambda: print("threads at exit", len(os.listdir("/proc/self/task")), flush=True))
+import ringfeed
+alone = len(os.listdir("/proc/self/task"))
+ld = ringfeed.Loader(sys.argv[1], 4, size=32, device="cpu", decode_threads=2,
+                     array_type="numpy", prefetch_depth=1, remote_timeout=60)
+b = next(iter(ld))
+if sys.argv[2] == "stall":
+    urllib.request.urlopen(urllib.request.Request(sys.argv[3] + "/_arm", method="POST")).read()
+    threading.Thread(target=lambda: [None for _ in ld], daemon=True).start()
+    time.sleep(1.0)
+    alone += 1  # that thread, ending
+print("threads alone", alone, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["idle", "stall"])
+def test_exit_without_close_stops_every_thread(served, how):
+    """A script that ends without close(), its loader prefetching (or a thread of it waiting
+    in next() for a silent server): the exit status is 0, and the loader's threads are gone
+    before the process's own exit handlers run (those tear down the libraries the threads
+    use: libcrypto's for signed S3 requests)."""
+    _, env = served
+    _reset_proxy(env)
+    spec = "f/armed,silent/" if how == "stall" else ""
+    url = f"{env['RF_TEST_FAULT']}/{spec}gen/train-{{000000..000002}}.tar"
+    r = run_python(EXIT, url, how, env["RF_TEST_FAULT"], timeout=120)
+    _reset_proxy(env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = dict(line.rsplit(" ", 1) for line in r.stdout.splitlines())
+    assert int(counts["threads at exit"]) <= int(counts["threads alone"]), r.stdout
+
+
+# The child: SIGINT while Loader(...) waits for a server that holds create's first answer back
+# 1.5 s; the KeyboardInterrupt is caught, and then no thread or descriptor of the loader is
+# left, without close() or gc.collect().
+CREATE_CTRL_C = r"""
+import os, signal, sys, threading
+import ringfeed
+def counts():
+    return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
+before = counts()
+threading.Timer(0.3, lambda: signal.pthread_kill(threading.main_thread().ident,
+                                                 signal.SIGINT)).start()
+try:
+    ringfeed.Loader(sys.argv[1], 4, size=32, device="cpu", decode_threads=2, array_type="numpy")
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+after = counts()
+assert after == before, (before, after)
+print("ok")
+"""
+
+
+def test_ctrl_c_during_create_leaves_nothing_running(served):
+    _, env = served
+    _reset_proxy(env)
+    url = f"{env['RF_TEST_FAULT']}/f/delay=1500x1/gen/train-000000.tar"
+    r = run_python(CREATE_CTRL_C, url, timeout=120)
+    _reset_proxy(env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.stdout, r.stderr[-3000:])

@@ -166,10 +166,13 @@ static void sample_flush(inspector *in)
     rf_inspect_sample *s = &in->cur;
     rf_inspect_summary *sum = &in->sum;
     if (!in->g.has_img) {
-        char hint[RF_TAR_NAME_MAX + 160];
-        rf_tar_link_hint(&in->link, in->g.key, in->g.key_len, hint, sizeof hint);
-        problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member (%s)%s",
-                in->g.key, in->g.image_exts, hint);
+        char hint[RF_TAR_NAME_MAX + 400];
+        if (!rf_tar_no_image(in->g.image_exts, in->g.seen, hint, sizeof hint)) {
+            size_t n = strlen(hint);
+            rf_tar_link_hint(&in->link, in->g.key, in->g.key_len, hint + n, sizeof hint - n);
+        }
+        problem(in, RF_EFORMAT, s->offset, in->g.key, "sample %s has no image member%s",
+                in->g.key, hint);
     }
     if (!in->g.has_lbl && !in->broken && in->opt.label_source != RF_LABEL_NONE) {
         rf_err e = {0};
@@ -376,8 +379,8 @@ static int remote_open(inspector *in, rf_err *e)
         rc = ops->open(ops->ctx, in->url, &in->robj, &in->size, in->shown, sizeof in->shown, e);
     if (rc == 0)
         in->path = in->shown;
-    if (rc == 0 && (rc = ops->reader(ops->ctx, in->robj, &in->rd_scan, e)) == 0 &&
-        (rc = ops->reader(ops->ctx, in->robj, &in->rd_data, e)) != 0) {
+    if (rc == 0 && (rc = ops->reader(ops->ctx, in->robj, 1, &in->rd_scan, e)) == 0 &&
+        (rc = ops->reader(ops->ctx, in->robj, 1, &in->rd_data, e)) != 0) {
         ops->reader_close(&in->rd_scan);
         in->rd_scan.ctx = NULL;
     }

@@ -85,6 +85,10 @@ int rf_jpeg_add_restarts(const void *data, uint64_t len, uint32_t interval, uint
     size_t n = 0;
     int rc = rf_jpeg_restart_transcode(data, (size_t)len, interval, optimize != 0, &o, &n, &e);
     *out = o, *out_len = n;
+    if (rc == RF_JPEG_KEEP) {
+        rf_err_give(&e, err, err_len);
+        return RF_JPEG_RESTART_KEPT;
+    }
     return rc ? rf_err_give(&e, err, err_len) : 0;
 }
 

@@ -28,6 +28,7 @@
 enum rf_err_reason {
     RF_REASON_NONE = 0,      /* nothing more to say than the code */
     RF_REASON_TRUNCATED = 1, /* the input ends before what its own structure announces */
+    RF_REASON_NO_IMAGE = 2,  /* a sample without a member of the image types asked for */
 };
 
 /* An error code with its detail text and reason, filled by the stage that failed. */

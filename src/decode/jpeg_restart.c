@@ -349,6 +349,20 @@ typedef struct tc_state {
     rf_jpeg_dest dest;
 } tc_state;
 
+/* A progressive file some of whose coefficients were never sent, or not to full precision:
+ * libjpeg's block smoothing (on by default, as in every decode here) estimates the missing
+ * ones, which it never does for a baseline file, so no rewrite of the coefficients decodes to
+ * the same pixels. coef_bits holds, per component and coefficient, the bit position reached
+ * (0: complete; -1: never sent). */
+static int progressive_incomplete(const struct jpeg_decompress_struct *d)
+{
+    for (int c = 0; d->progressive_mode && d->coef_bits && c < d->num_components; c++)
+        for (int k = 0; k < DCTSIZE2; k++)
+            if (d->coef_bits[c][k] != 0)
+                return 1;
+    return 0;
+}
+
 int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval, int optimize,
                               uint8_t **out, size_t *out_len, rf_err *err)
 {
@@ -381,6 +395,16 @@ int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval
             jpeg_save_markers(&s->src, JPEG_APP0 + m, 0xFFFF);
     jpeg_read_header(&s->src, TRUE);
     jvirt_barray_ptr *coef = jpeg_read_coefficients(&s->src);
+    if (progressive_incomplete(&s->src)) {
+        jpeg_destroy_compress(&s->dst);
+        jpeg_destroy_decompress(&s->src);
+        free(s->dest.buf);
+        free(s);
+        return rf_seterr(err, RF_JPEG_KEEP, "a progressive JPEG whose scans stop before every "
+                         "coefficient is complete: libjpeg smooths such an image as it decodes "
+                         "it, a baseline rewrite would not, so its pixels would change; kept "
+                         "as it is");
+    }
     jpeg_copy_critical_parameters(&s->src, &s->dst);
     s->dst.optimize_coding = optimize ? TRUE : FALSE;
     rf_jpeg_geom g; /* the output keeps the input's size and sampling, so its MCU row too */

@@ -143,7 +143,11 @@ int rf_jpeg_region(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint3
  * a single-scan baseline file with a restart marker every `interval` MCUs (0: the packer's
  * choice, rf_jpeg_restart_for_row). optimize: optimal Huffman tables (smaller file) instead of
  * the input's. APPn (other than JFIF/Adobe, which libjpeg writes itself) and COM markers are
- * kept. *out is malloc'ed. Errors: RF_EDECODE (input not a decodable JPEG), RF_ENOMEM. */
+ * kept. *out is malloc'ed. RF_JPEG_KEEP, with nothing written and err saying why, for a
+ * progressive file whose scans leave coefficients incomplete: libjpeg smooths those as it
+ * decodes and a rewrite would lose that, changing pixels. Errors: RF_EDECODE (input not a
+ * decodable JPEG), RF_ENOMEM. */
+#define RF_JPEG_KEEP 1
 int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval, int optimize,
                               uint8_t **out, size_t *out_len, rf_err *err);
 

@@ -20,8 +20,8 @@
  * (remote_open.c, remote_list.c) call remote.c; no engine calls another file's engine code.
  * The local shard cache (shard_cache.h over shard_cache.c and shard_cache_dir.c) includes base/
  * only and calls nothing else of io/; remote_cache.c (a loader's use of it for remote shards)
- * calls it and the remote client's reader (remote_open.c, through rf_remote_ops), and hands the
- * pipeline descriptors of cached copies, which the curl engine reads with pread. */
+ * calls it and the remote client's reader (remote_open.c, through rf_remote_ops); the curl
+ * engine reads cached copies through it (rf_rcache_read: checked against their checksums). */
 #ifndef RF_IO_H
 #define RF_IO_H
 
@@ -46,6 +46,9 @@ typedef struct rf_io_req {
                            rest (O_DIRECT alignment padding past end of file) never comes */
     const struct rf_remote_file *remote; /* a remote shard's object (io/remote.h): the curl
                            engine reads it instead of fd; NULL for a file */
+    int cached;         /* remote: the shard cache holds a copy of it (io/remote_cache.h): the
+                           curl engine reads that, checked, else `remote` */
+    uint32_t file;      /* the dataset's file index (for `cached`) */
     const char *why;    /* at done() of a failed request, NULL or the engine's description of
                            the failure (the curl engine: the URL, byte range and what the server
                            did); valid during done() only */
@@ -73,6 +76,7 @@ typedef struct rf_io_params {
     uint64_t arena_bytes;
     uint32_t flags;         /* RF_IO_ACCOUNT, RF_IO_FORCE_ASYNC */
     struct rf_remote *remote; /* the curl engine's client (io/remote.h); NULL otherwise */
+    struct rf_rcache *rcache; /* the shard cache of remote shards (io/remote_cache.h), or NULL */
 } rf_io_params;
 
 /* rf_io_params.flags.

@@ -4,8 +4,9 @@
  * DESIGN
  *  - Each thread owns a multi handle and queue_depth slots, each with its own easy handle kept
  *    for the thread's life, so connections are reused (HTTP/1.1 keep-alive from the multi
- *    handle's pool; HTTP/2 streams multiplexed on one connection where the server offers it,
- *    CURLPIPE_MULTIPLEX).
+ *    handle's pool; HTTP/2 streams multiplexed on a connection where the server offers it,
+ *    CURLPIPE_MULTIPLEX). Each transfer has its own timeouts (remote.c), so stalled ones time
+ *    out side by side and one silent connection holds no other transfer back.
  *  - A request's bytes go straight to its destination (rf_remote_body's window rules, remote.h):
  *    nothing is copied twice and nothing lands outside dst.
  *  - A finished attempt is judged by rf_remote_verdict. A retry waits in its slot (not in the
@@ -17,10 +18,11 @@
  *    takes, so new requests start promptly while transfers run.
  *  - Stopping: once take() returns -1 or stop() set the flag, every request in flight or
  *    waiting ends with -ECANCELED (a stalled server never holds up stop()).
- *  - A request without rf_io_req.remote reads a local file (a remote shard's copy in the shard
- *    cache, io/remote_cache.h) with pread on the I/O thread as soon as it is taken: local
- *    disk answers in microseconds to milliseconds, so no slot or poll is needed for it, and
- *    one engine serves a run whose shards are partly cached.
+ *  - A `cached` request reads the shard's copy in the shard cache (io/remote_cache.h),
+ *    checked against its checksums, on the I/O thread as soon as it is taken: local disk
+ *    answers in microseconds to milliseconds, so no slot or poll is needed for it, and one
+ *    engine serves a run whose shards are partly cached. A copy that is gone or does not
+ *    match sends the request to the server like any other.
  *  - Fault injection (rf_io_source.fault) is not applied here: the tests inject faults with a
  *    real proxy in front of a real server (tests/servers).
  */
@@ -32,6 +34,8 @@
 
 #include "io/io.h"
 #include "io/remote.h"
+#include "io/remote_cache.h"
+#include "io/shard_cache.h"
 
 #define CURL_POLL_MS 2    /* socket wait while there may be new requests to take */
 #define CURL_IDLE_POLL_MS 50
@@ -58,7 +62,8 @@ typedef struct cthread {
     cslot *s;
     uint32_t busy;         /* slots not FREE */
     rf_io_req **taken;
-    char local_why[128];   /* a failed local read's description, valid during its done() */
+    uint8_t *bounce;       /* 2 x RF_CACHE_SUM_BLOCK: cached reads' partly wanted blocks */
+    char local_why[RF_ERRMSG_MAX]; /* a failed cached read's description, during its done() */
     _Atomic uint64_t busy_ns, reads, retries, bytes;
 } cthread;
 
@@ -183,32 +188,25 @@ static void reap(cthread *t)
     }
 }
 
-/* A read of a cached shard's local copy, finished on this thread (short reads continue,
- * EINTR is asked again; end of file is -ENODATA, as the file engines say it). */
-static void local_read(cthread *t, rf_io_req *req)
+/* A read of a cached shard's copy, checked, finished on this thread (end of the copy is
+ * -ENODATA, as the file engines say it). 1: the copy is gone or did not match its
+ * checksums; the request is to be read from the server. */
+static int cached_read(cthread *t, rf_io_req *req)
 {
-    int res = 0;
     uint32_t before = req->done;
-    while (res == 0 && req->done < req->len) {
-        ssize_t n = pread(req->fd, req->dst + req->done, req->len - req->done,
-                          (off_t)(req->offset + req->done));
-        if (n < 0 && errno != EINTR)
-            res = -errno;
-        else if (n == 0)
-            res = -ENODATA;
-        else if (n > 0)
-            req->done += (uint32_t)n;
-    }
+    int res = rf_rcache_read(t->e->p.rcache, req->file, req->dst + req->done,
+                             req->len - req->done, req->offset + req->done, t->bounce,
+                             t->local_why, sizeof t->local_why);
+    if (res == RF_RCACHE_REMOTE)
+        return 1;
+    if (res == 0)
+        req->done = req->len;
     req->result = res;
-    req->why = NULL;
-    if (res && res != -ENODATA) {
-        snprintf(t->local_why, sizeof t->local_why, "the shard cache's copy at byte %llu: %s",
-                 (unsigned long long)(req->offset + req->done), strerror(-res));
-        req->why = t->local_why;
-    }
+    req->why = res && res != -ENODATA ? t->local_why : NULL;
     add(&t->reads, 1);
     add(&t->bytes, req->done - before);
     t->e->src.done(t->e->src.ctx, req);
+    return 0;
 }
 
 /* Take new requests into free slots: blocking only when nothing is in flight or waiting. */
@@ -219,10 +217,8 @@ static int take_more(cthread *t)
         return 0;
     int n = t->e->src.take(t->e->src.ctx, t->taken, (int)free_slots, t->busy == 0);
     for (int k = 0, i = 0; k < n; k++) {
-        if (!t->taken[k]->remote) {
-            local_read(t, t->taken[k]);
+        if (t->taken[k]->cached && cached_read(t, t->taken[k]) == 0)
             continue;
-        }
         while (t->s[i].state != SLOT_FREE)
             i++;
         slot_begin(t, &t->s[i], t->taken[k]);
@@ -284,6 +280,7 @@ static void thread_free(cthread *t, uint32_t qd)
         curl_multi_cleanup(t->m);
     free(t->s);
     free(t->taken);
+    free(t->bounce);
 }
 
 static int thread_init(struct rf_io_engine *e, cthread *t)
@@ -292,7 +289,8 @@ static int thread_init(struct rf_io_engine *e, cthread *t)
     t->m = curl_multi_init();
     t->s = calloc(e->p.queue_depth, sizeof *t->s);
     t->taken = calloc(e->p.queue_depth, sizeof *t->taken);
-    if (!t->m || !t->s || !t->taken)
+    t->bounce = e->p.rcache ? malloc(2 * RF_CACHE_SUM_BLOCK) : NULL;
+    if (!t->m || !t->s || !t->taken || (e->p.rcache && !t->bounce))
         return -1;
     curl_multi_setopt(t->m, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
     /* Connections this thread keeps open (one per server on HTTP/2, up to queue_depth on

@@ -195,6 +195,26 @@ static int header_value(const char *line, size_t n, const char *name, char *val,
     return 1;
 }
 
+/* "bytes START-END/TOTAL", the same with an asterisk for TOTAL (the server does not know the
+ * length: the bytes are placed all the same) or an asterisk for START-END (a 416's). Anything
+ * else is kept in x->bad_range: a 206 without a readable one is refused (x->unplaced), since nothing says
+ * where its bytes belong. */
+static void content_range(rf_xfer *x, const char *v)
+{
+    unsigned long long a, b, t;
+    int end = 0;
+    if (sscanf(v, "bytes %llu-%llu/%llu%n", &a, &b, &t, &end) == 3 && !v[end] && a <= b) {
+        x->range_start = a, x->total = t, x->has_range = x->has_total = 1;
+    } else if (sscanf(v, "bytes %llu-%llu/*%n", &a, &b, &end) == 2 && end && !v[end] &&
+               a <= b) {
+        x->range_start = a, x->has_range = 1;
+    } else if (sscanf(v, "bytes */%llu%n", &t, &end) == 1 && !v[end]) {
+        x->total = t, x->has_total = 1;
+    } else {
+        snprintf(x->bad_range, sizeof x->bad_range, "%s", v);
+    }
+}
+
 static size_t on_header(char *line, size_t size, size_t n, void *arg)
 {
     rf_xfer *x = arg;
@@ -204,14 +224,10 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
         const char *sp = memchr(line, ' ', n);
         x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         x->has_total = x->has_length = x->has_range = 0;
-        x->etag[0] = 0;
+        x->etag[0] = x->bad_range[0] = 0;
         x->retry_after_ms = 0;
     } else if (header_value(line, n, "Content-Range", v, sizeof v)) {
-        unsigned long long a, b, t;
-        if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3)
-            x->range_start = a, x->total = t, x->has_range = x->has_total = 1;
-        else if (sscanf(v, "bytes */%llu", &t) == 1)
-            x->total = t, x->has_total = 1;
+        content_range(x, v);
     } else if (header_value(line, n, "Content-Length", v, sizeof v)) {
         x->content_length = strtoull(v, NULL, 10);
         x->has_length = 1;
@@ -230,6 +246,13 @@ static void headers_done(rf_xfer *x)
 {
     x->headers_seen = 1;
     x->at = x->status == 206 && x->has_range ? x->range_start : 0;
+    x->unplaced = x->status == 206 && !x->has_range;
+    /* A 200 to a ranged GET for less than the whole object: the server ignores Range, and
+     * every such read would move the object from its start. Refused, never read that way. */
+    uint64_t from = x->off + x->got, to = x->off + x->len; /* what this attempt asked for */
+    uint64_t whole = x->status == 200 && x->has_length ? x->content_length
+                     : x->file ? x->file->size : 0;
+    x->ignored_range = x->status == 200 && !x->grow && (from > 0 || to < whole);
     const rf_remote_file *f = x->file;
     if (!f || !x->check || (x->status != 200 && x->status != 206))
         return;
@@ -255,7 +278,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     n *= size;
     if (!x->headers_seen)
         headers_done(x);
-    if (x->changed)
+    if (x->changed || x->unplaced || x->ignored_range)
         return 0;
     if (x->status != 200 && x->status != 206) {
         x->body += n;
@@ -301,7 +324,10 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L);
+    /* No CURLOPT_PIPEWAIT: a transfer told to wait for a connection that might multiplex
+     * waits behind one whose server never answers, outside every timeout, so one silent
+     * connection held all the others. A new transfer opens its own connection instead; HTTP/2
+     * streams still share the connections it negotiated. */
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms);
     /* A transfer that moves less than a byte a second for the timeout is stalled. */
@@ -328,13 +354,20 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
 
 void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
 {
+    /* A total time for the attempt, so that a server trickling bytes just fast enough to pass
+     * the stall rule cannot hold a request for ever: remote_timeout_ms, plus the bytes wanted
+     * at RF_REMOTE_RATE_MIN (a whole-object fetch: its limit's). */
+    uint64_t want = x->grow ? x->grow_max : x->len - x->got;
+    uint64_t total_ms = x->r->timeout_ms + want / (RF_REMOTE_RATE_MIN / 1000u);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)RF_MIN(total_ms, (uint64_t)INT32_MAX));
     x->status = 0;
     x->headers_seen = x->has_range = x->has_total = x->has_length = 0;
-    x->window_done = x->overflow = x->changed = x->too_big = 0;
+    x->window_done = x->overflow = x->changed = x->too_big = x->unplaced = 0;
+    x->ignored_range = 0;
     x->retry_after_ms = 0;
     x->body = 0;
     x->errbuf[0] = 0;
-    x->etag[0] = 0;
+    x->etag[0] = x->bad_range[0] = 0;
     if (x->grow) {
         x->got = 0; /* a whole object starts again */
         curl_easy_setopt(h, CURLOPT_RANGE, NULL);
@@ -392,6 +425,19 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
                  "what create saw)", w);
         return RF_XFER_FAIL;
     }
+    if (x->ignored_range) {
+        snprintf(why, cap, "%s: the server ignores byte ranges (it answered HTTP 200, the whole "
+                 "object, to a ranged GET): every sample read would move the object from its "
+                 "start, so it is refused; serve the shards from a server that answers ranges "
+                 "with 206 (nginx, Apache, S3 and its kind; Python's http.server does not)", w);
+        return RF_XFER_FAIL;
+    }
+    if (x->unplaced) {
+        snprintf(why, cap, "%s: the server answered HTTP 206 with %s%s%s, which does not say "
+                 "where its bytes lie", w, x->bad_range[0] ? "Content-Range \"" : "no "
+                 "Content-Range", x->bad_range, x->bad_range[0] ? "\"" : "");
+        return RF_XFER_FAIL;
+    }
     if (x->overflow) {
         snprintf(why, cap, "%s: the server answered another byte range (HTTP %ld)", w, st);
         return RF_XFER_FAIL;
@@ -415,7 +461,15 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
         }
         return st == 408 || st >= 500 ? RF_XFER_RETRY : RF_XFER_FAIL;
     }
-    snprintf(why, cap, "%s: %s%s%s", w, curl_easy_strerror(code), x->errbuf[0] ? ": " : "",
-             x->errbuf);
+    if (code == CURLE_OUT_OF_MEMORY && x->status && !x->headers_seen && !x->errbuf[0]) {
+        /* libcurl 7.88 reports a response header line over CURL_MAX_HTTP_HEADER this way */
+        snprintf(why, cap, "%s: the answer's headers could not be read (HTTP %ld): a header "
+                 "line over libcurl's 100 KiB limit, which libcurl reports as \"Out of memory\"",
+                 w, x->status);
+        return RF_XFER_FAIL;
+    }
+    snprintf(why, cap, "%s: %s%s%s%s", w, curl_easy_strerror(code), x->errbuf[0] ? ": " : "",
+             x->errbuf, code == CURLE_OPERATION_TIMEDOUT ? " (an attempt may take "
+             "remote_timeout_ms, plus 1 s per 16 KiB it asks for)" : "");
     return transient(code) ? RF_XFER_RETRY : RF_XFER_FAIL;
 }

@@ -11,10 +11,11 @@
  *    the byte range. The engine and create's blocking requests both use it, so a fault is
  *    treated the same whether it happens at create or during an epoch.
  *  - A response's bytes go through rf_remote_body: each byte's offset in the object is known
- *    (206: its Content-Range; 200 from a server that ignores Range: 0), bytes before the
- *    window are dropped, those inside are copied to their place in dst, and a 206 reaching
- *    past the window is refused (never a write beyond dst); a 200 body ends the transfer once
- *    the window is complete. Size (Content-Range total or Content-Length) and ETag are
+ *    (206: its Content-Range; a 200: 0), bytes before the window are dropped, those inside
+ *    are copied to their place in dst, and a 206 reaching past the window is refused (never a
+ *    write beyond dst). A 200 to a ranged GET for part of the object (a server that ignores
+ *    Range) is refused at its headers: create's one-byte open meets it first, so such a
+ *    server fails create with the reason instead of being read from the start once a sample. Size (Content-Range total or Content-Length) and ETag are
  *    compared with what create saw: an object changed during the run is an I/O error naming
  *    the URL, never other bytes.
  *  - Credentials live in rf_remote and in the request URL only; messages, stats and the
@@ -35,6 +36,8 @@
 #define RF_REMOTE_BACKOFF_BASE_MS 50u        /* first retry waits 25..50 ms, then doubling */
 #define RF_REMOTE_BACKOFF_MAX_MS 5000u       /* ... up to this */
 #define RF_REMOTE_RETRY_AFTER_MAX_MS 10000u  /* a longer Retry-After waits this long */
+#define RF_REMOTE_RATE_MIN 16384u            /* bytes/s: an attempt may take remote_timeout_ms
+                                                plus its bytes at this rate, then it is cut */
 #define RF_REMOTE_ETAG_MAX 128               /* bytes of an ETag kept; longer ones are cut */
 #define RF_REMOTE_SECRET_MAX 1024            /* bytes of a key, secret or session token */
 #define RF_REMOTE_LIST_PAGES_MAX 100000u     /* ListObjectsV2 pages of one pattern */
@@ -77,9 +80,12 @@ typedef struct rf_xfer {
     /* this response */
     long status;
     int headers_seen, has_range, window_done, overflow, changed;
+    int unplaced;                    /* a 206 without a Content-Range that can be read */
+    int ignored_range;               /* a 200 to a ranged GET for part of the object */
     uint64_t at;                     /* object offset of the next body byte */
-    uint64_t range_start, total;     /* Content-Range: bytes START-END/TOTAL */
+    uint64_t range_start, total;     /* Content-Range: bytes START-END/TOTAL (or / *) */
     int has_total;
+    char bad_range[64];              /* a Content-Range that could not be read, cut short */
     uint64_t content_length;
     int has_length;
     char etag[RF_REMOTE_ETAG_MAX];

@@ -16,10 +16,25 @@
 
 enum { SH_IDLE = 0, SH_QUEUED, SH_DONE };
 
+/* An opened copy of a shard: its pinned descriptor and its checksums. Published to the readers
+ * through rshard.copy; a dropped one stays allocated (on rf_rcache.retired) until the cache
+ * closes, since a read may still be using it. */
+typedef struct rcopy {
+    int fd;
+    rf_cache_sums sums;
+    struct rcopy *next;     /* on retired */
+} rcopy;
+
+/* Create's lookup of one opened shard (its reader's), reused by rf_rcache_attach. */
+typedef struct early {
+    const void *file;       /* the rf_remote_file */
+    rcopy *cp;              /* NULL: a miss */
+} early;
+
 typedef struct rshard {
     char *key;
     char validator[RF_REMOTE_ETAG_MAX];
-    _Atomic int fd;         /* the cached copy (release-published), -1: remote */
+    _Atomic(rcopy *) copy;  /* the cached copy (release-published), NULL: remote */
     _Atomic int state;      /* SH_*: whether the shard was queued for a fill */
     uint32_t rechecks;      /* fill thread only */
     uint64_t due_ns;        /* under mu: when a deferred fill may be tried */
@@ -28,19 +43,23 @@ typedef struct rshard {
 struct rf_rcache {
     rf_remote *r;
     rf_cache *c;
+    rf_remote_ops ops;      /* the client's, with a reader of cached copies */
     const rf_file *files;
     uint32_t n, ninit;      /* shards, and of them those shard_init set up */
     uint64_t budget;
     rshard *s;
-    pthread_mutex_t mu;     /* guards q, qlen, qhead, go, stop, why */
+    early *early;           /* create's lookups, in the order the dataset opened its shards */
+    uint64_t nearly, early_cap, early_at;
+    pthread_mutex_t mu;     /* guards q, qlen, qhead, go, stop, why, retired */
     pthread_cond_t cv;
     uint32_t *q, qhead, qlen; /* shards waiting for a fill, first read first */
     int go, stop, started;
     pthread_t tid;
     uint8_t *buf;           /* RF_RCACHE_CHUNK bytes: the fill thread's */
+    rcopy *retired;
     char why[RF_ERRMSG_MAX];
-    /* Counted by the fill thread and open, read by stats (relaxed: statistics only). */
-    _Atomic uint64_t hits, misses, fills, fill_requests, fill_failures;
+    /* Counted by the fill thread, open and the readers, read by stats (relaxed: statistics). */
+    _Atomic uint64_t hits, misses, fills, fill_requests, fill_failures, corrupt;
 };
 
 static void bump(_Atomic uint64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
@@ -52,20 +71,65 @@ static void set_why(rf_rcache *rc, const char *msg)
     pthread_mutex_unlock(&rc->mu);
 }
 
-/* Look shard i up; a hit publishes its descriptor for the pipeline's reads (and counts, unless
- * it is this loader's own fill coming back). 1: hit. */
+/* The copy of key if the cache holds it (pinned, its checksums read), else NULL. A copy
+ * without valid checksums is not served. */
+static rcopy *copy_get(rf_rcache *rc, const char *key, uint64_t size, const char *validator)
+{
+    int fd = -1;
+    rf_err e = {0};
+    if (rf_cache_get(rc->c, key, size, validator, &fd, &e) != 1)
+        return NULL;
+    rcopy *cp = calloc(1, sizeof *cp);
+    if (!cp || rf_cache_sums_load(fd, size, &cp->sums) != 0) {
+        free(cp);
+        rf_cache_release(rc->c, fd);
+        return NULL;
+    }
+    cp->fd = fd;
+    return cp;
+}
+
+static void copy_free(rf_rcache *rc, rcopy *cp)
+{
+    rf_cache_release(rc->c, cp->fd);
+    rf_cache_sums_free(&cp->sums);
+    free(cp);
+}
+
+/* A copy that failed its checksums, under mu: its entry goes (so a fill writes it afresh), it
+ * is kept for reads still using it, and it is counted, with the message. */
+static void retire_bad_locked(rf_rcache *rc, const char *key, rcopy *cp, const char *shown,
+                              uint64_t bad_off)
+{
+    rf_cache_drop(rc->c, key, cp->fd);
+    cp->next = rc->retired;
+    rc->retired = cp;
+    atomic_fetch_add_explicit(&rc->corrupt, 1, memory_order_relaxed);
+    snprintf(rc->why, sizeof rc->why, "%s: the cached copy's block at byte %llu does not match "
+             "its checksum: dropped, read from the server and filled again", shown,
+             (unsigned long long)bad_off);
+}
+
+/* Publish cp as shard i's copy (and count it, unless it is this loader's own fill coming
+ * back). */
+static void publish(rf_rcache *rc, uint32_t i, rcopy *cp, int count)
+{
+    rshard *s = &rc->s[i];
+    if (count)
+        bump(&rc->hits);
+    /* Release: the reader of the copy (acquire) sees its descriptor and checksums. */
+    atomic_store_explicit(&s->copy, cp, memory_order_release);
+    atomic_store_explicit(&s->state, SH_DONE, memory_order_relaxed);
+}
+
+/* Look shard i up; a hit publishes its copy for the pipeline's reads. 1: hit. */
 static int lookup(rf_rcache *rc, uint32_t i, int count)
 {
     rshard *s = &rc->s[i];
-    int fd = -1;
-    rf_err e = {0};
-    if (rf_cache_get(rc->c, s->key, rc->files[i].size, s->validator, &fd, &e) != 1)
+    rcopy *cp = copy_get(rc, s->key, rc->files[i].size, s->validator);
+    if (!cp)
         return 0;
-    if (count)
-        bump(&rc->hits);
-    /* Release: the reader of fd (rf_rcache_fd, acquire) sees an open descriptor. */
-    atomic_store_explicit(&s->fd, fd, memory_order_release);
-    atomic_store_explicit(&s->state, SH_DONE, memory_order_relaxed);
+    publish(rc, i, cp, count);
     return 1;
 }
 
@@ -75,7 +139,7 @@ static int stream_into(rf_rcache *rc, uint32_t i, rf_cache_writer *w, char *msg,
     const rf_file *f = &rc->files[i];
     rf_byte_reader rd;
     rf_err e = {0};
-    int rc_ = rc->r->ops.reader(rc->r->ops.ctx, f->remote, &rd, &e);
+    int rc_ = rc->r->ops.reader(rc->r->ops.ctx, f->remote, 1, &rd, &e);
     if (rc_) {
         snprintf(msg, cap, "%s", e.msg);
         return rc_;
@@ -191,20 +255,47 @@ static void *fill_main(void *arg)
     return NULL;
 }
 
-int rf_rcache_fd(rf_rcache *rc, uint32_t file)
+int rf_rcache_has(rf_rcache *rc, uint32_t file)
 {
     rshard *s = &rc->s[file];
-    int fd = atomic_load_explicit(&s->fd, memory_order_acquire); /* see lookup() */
+    rcopy *cp = atomic_load_explicit(&s->copy, memory_order_acquire); /* see publish() */
     int idle = SH_IDLE;
-    if (fd >= 0 || !atomic_compare_exchange_strong_explicit(&s->state, &idle, SH_QUEUED,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed))
-        return fd;
+    if (cp || !atomic_compare_exchange_strong_explicit(&s->state, &idle, SH_QUEUED,
+                                                        memory_order_relaxed,
+                                                        memory_order_relaxed))
+        return cp != NULL;
     pthread_mutex_lock(&rc->mu);
-    rc->q[(rc->qhead + rc->qlen++) % rc->n] = file; /* each shard is queued at most once */
+    rc->q[(rc->qhead + rc->qlen++) % rc->n] = file; /* queued at most once at a time */
     pthread_cond_signal(&rc->cv);
     pthread_mutex_unlock(&rc->mu);
-    return -1;
+    return 0;
+}
+
+int rf_rcache_read(rf_rcache *rc, uint32_t file, uint8_t *dst, uint32_t len, uint64_t off,
+                   uint8_t *bounce, char *why, size_t cap)
+{
+    rshard *s = &rc->s[file];
+    rcopy *cp = atomic_load_explicit(&s->copy, memory_order_acquire); /* see publish() */
+    if (!cp)
+        return RF_RCACHE_REMOTE;
+    uint64_t bad = 0;
+    int r = rf_cache_sums_read(&cp->sums, cp->fd, dst, len, off, bounce, &bad);
+    if (r == RF_CACHE_MISMATCH) {
+        rcopy *was = cp;
+        /* One reader drops it; the shard is idle again, so its next read queues a fill. */
+        if (atomic_compare_exchange_strong_explicit(&s->copy, &was, NULL, memory_order_acq_rel,
+                                                    memory_order_relaxed)) {
+            pthread_mutex_lock(&rc->mu);
+            retire_bad_locked(rc, s->key, cp, rc->files[file].path, bad);
+            pthread_mutex_unlock(&rc->mu);
+            atomic_store_explicit(&s->state, SH_IDLE, memory_order_relaxed);
+        }
+        return RF_RCACHE_REMOTE;
+    }
+    if (r && r != -ENODATA)
+        snprintf(why, cap, "the shard cache's copy of %s at byte %llu: %s", rc->files[file].path,
+                 (unsigned long long)(off + bad), strerror(-r));
+    return r;
 }
 
 void rf_rcache_go(rf_rcache *rc)
@@ -215,34 +306,180 @@ void rf_rcache_go(rf_rcache *rc)
     pthread_mutex_unlock(&rc->mu);
 }
 
-/* The shard's key and validator, then its lookup. */
+/* Create's lookup of the shard whose handle is `file`, taken (the dataset opened its shards in
+ * file order, so the cursor only moves forward); NULL with *looked 0 when create made none. */
+static rcopy *early_take(rf_rcache *rc, const void *file, int *looked)
+{
+    *looked = 0;
+    for (uint64_t k = rc->early_at; k < rc->nearly; k++)
+        if (rc->early[k].file == file) {
+            rcopy *cp = rc->early[k].cp;
+            rc->early[k].cp = NULL;
+            rc->early_at = k + 1;
+            *looked = 1;
+            return cp;
+        }
+    return NULL;
+}
+
+/* The shard's key and validator, then its lookup (create's, when its reader made one). */
 static int shard_init(rf_rcache *rc, uint32_t i, rf_err *err)
 {
     rshard *s = &rc->s[i];
     const rf_remote_file *f = rc->files[i].remote;
     size_t cap = strlen(rc->files[i].path) + 1;
-    atomic_init(&s->fd, -1);
+    atomic_init(&s->copy, NULL);
     atomic_init(&s->state, SH_IDLE);
-    rc->ninit = i + 1; /* close walks only shards whose fd says -1 or a cached copy */
+    rc->ninit = i + 1; /* close walks only shards set up */
     if (!(s->key = malloc(cap)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
     if (rf_cache_key_from_url(rc->files[i].path, s->key, cap) != 0)
         return rf_seterr(err, RF_EINVAL, "%s: no cache key for it", rc->files[i].path);
     /* The ETag names the object's version; without one the size alone decides (documented). */
     snprintf(s->validator, sizeof s->validator, "%s", f->etag);
-    if (!lookup(rc, i, 1))
+    /* Create's lookup (a copy its reads found corrupt was dropped then: a miss) or now. */
+    int looked;
+    rcopy *cp = early_take(rc, f, &looked);
+    if (cp)
+        publish(rc, i, cp, 1);
+    else if (looked || !lookup(rc, i, 1))
         bump(&rc->misses);
     return 0;
 }
 
-int rf_rcache_open(rf_remote *r, const char *dir, uint64_t budget, const rf_file *files,
-                   uint32_t nfiles, rf_rcache **out, rf_err *err)
+/* ---- the dataset's table: create reads a cached shard from its copy ---------------------- */
+
+static int cached_open(void *ctx, const char *url, void **file, uint64_t *size, char *shown,
+                       size_t cap, rf_err *err)
+{
+    const rf_remote_ops *r = &((rf_rcache *)ctx)->r->ops;
+    return r->open(r->ctx, url, file, size, shown, cap, err);
+}
+
+static int cached_fetch(void *ctx, const char *url, uint64_t max, char **text, uint64_t *len,
+                        rf_err *err)
+{
+    const rf_remote_ops *r = &((rf_rcache *)ctx)->r->ops;
+    return r->fetch(r->ctx, url, max, text, len, err);
+}
+
+static void cached_close(void *ctx, void *file)
+{
+    const rf_remote_ops *r = &((rf_rcache *)ctx)->r->ops;
+    r->close(r->ctx, file);
+}
+
+static int cached_list(void *ctx, const char *pattern,
+                       int (*fn)(void *arg, const char *url, rf_err *err), void *arg, rf_err *err)
+{
+    const rf_remote_ops *r = &((rf_rcache *)ctx)->r->ops;
+    return r->list(r->ctx, pattern, fn, arg, err);
+}
+
+/* A reader of one shard at create: its copy (create's lookup, rf_rcache.early[k]) while it
+ * holds, else the client's reader. */
+typedef struct creader {
+    rf_rcache *rc;
+    uint64_t k;
+    const rf_remote_file *file;
+    int stream;
+    char *key;
+    uint8_t *bounce;
+    rf_byte_reader inner;
+    int inner_open;
+    char why[RF_ERRMSG_MAX];
+} creader;
+
+static int creader_remote(creader *cr)
+{
+    const rf_remote_ops *r = &cr->rc->r->ops;
+    rf_err e = {0};
+    int rc = r->reader(r->ctx, (void *)cr->file, cr->stream, &cr->inner, &e);
+    if (rc)
+        snprintf(cr->why, sizeof cr->why, "%s", e.msg);
+    cr->inner_open = rc == 0;
+    return rc;
+}
+
+static int creader_read(void *ctx, uint8_t *buf, size_t want, uint64_t off, size_t *got)
+{
+    creader *cr = ctx;
+    rf_rcache *rc = cr->rc;
+    rcopy *cp = rc->early[cr->k].cp;
+    *got = 0;
+    if (cp) {
+        if (off >= cp->sums.size)
+            return 0;
+        uint64_t len = RF_MIN((uint64_t)want, cp->sums.size - off), bad = 0;
+        int r = rf_cache_sums_read(&cp->sums, cp->fd, buf, len, off, cr->bounce, &bad);
+        if (r != RF_CACHE_MISMATCH) {
+            *got = r ? 0 : (size_t)len;
+            return r;
+        }
+        pthread_mutex_lock(&rc->mu);
+        retire_bad_locked(rc, cr->key, cp, cr->file->shown, bad);
+        pthread_mutex_unlock(&rc->mu);
+        rc->early[cr->k].cp = NULL;
+        int rc_ = creader_remote(cr);
+        if (rc_)
+            return rc_;
+    }
+    return cr->inner.read(cr->inner.ctx, buf, want, off, got);
+}
+
+static const char *creader_why(void *ctx)
+{
+    creader *cr = ctx;
+    return cr->inner_open ? cr->inner.why(cr->inner.ctx) : cr->why;
+}
+
+static void cached_reader_close(rf_byte_reader *rd)
+{
+    creader *cr = rd->ctx;
+    if (!cr)
+        return;
+    if (cr->inner_open)
+        cr->rc->r->ops.reader_close(&cr->inner);
+    free(cr->bounce);
+    free(cr->key);
+    free(cr);
+    rd->ctx = NULL;
+}
+
+static int cached_reader(void *ctx, void *file, int stream, rf_byte_reader *rd, rf_err *err)
+{
+    rf_rcache *rc = ctx;
+    const rf_remote_file *f = file;
+    creader *cr = calloc(1, sizeof *cr);
+    size_t cap = strlen(f->shown) + 1;
+    if (!cr || !(cr->key = malloc(cap)) || !(cr->bounce = malloc(2 * RF_CACHE_SUM_BLOCK)) ||
+        rf_grow(&rc->early, &rc->early_cap, rc->nearly + 1, sizeof *rc->early)) {
+        if (cr)
+            free(cr->key), free(cr->bounce);
+        free(cr);
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    }
+    *cr = (creader){.rc = rc, .k = rc->nearly, .file = f, .stream = stream, .key = cr->key,
+                    .bounce = cr->bounce};
+    rcopy *cp = rf_cache_key_from_url(f->shown, cr->key, cap) == 0
+                    ? copy_get(rc, cr->key, f->size, f->etag) : NULL;
+    rc->early[rc->nearly++] = (early){.file = f, .cp = cp};
+    *rd = (rf_byte_reader){.read = creader_read, .why = creader_why, .ctx = cr};
+    if (!cp && creader_remote(cr)) {
+        rf_seterr(err, RF_EIO, "%s", cr->why);
+        cached_reader_close(rd);
+        return err->code;
+    }
+    return 0;
+}
+
+int rf_rcache_open(rf_remote *r, const char *dir, uint64_t budget, rf_rcache **out, rf_err *err)
 {
     *out = NULL;
     rf_rcache *rc = calloc(1, sizeof *rc);
     if (!rc)
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    *rc = (rf_rcache){.r = r, .files = files, .n = nfiles, .budget = budget};
+    *rc = (rf_rcache){.r = r, .budget = budget};
     pthread_mutex_init(&rc->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -254,10 +491,30 @@ int rf_rcache_open(rf_remote *r, const char *dir, uint64_t budget, const rf_file
         char m[RF_ERRMSG_MAX];
         snprintf(m, sizeof m, "%s", err->msg);
         rf_seterr(err, rc_, "cache_dir: %.480s", m);
+        rf_rcache_close(rc);
+        return rc_;
     }
-    if (rc_ == 0 && (!(rc->s = calloc(nfiles, sizeof *rc->s)) ||
-                     !(rc->q = calloc(nfiles, sizeof *rc->q)) ||
-                     !(rc->buf = malloc(RF_RCACHE_CHUNK))))
+    rc->ops = r->ops;
+    rc->ops.ctx = rc;
+    rc->ops.open = cached_open;
+    rc->ops.fetch = cached_fetch;
+    rc->ops.list = cached_list;
+    rc->ops.close = cached_close;
+    rc->ops.reader = cached_reader;
+    rc->ops.reader_close = cached_reader_close;
+    *out = rc;
+    return 0;
+}
+
+const rf_remote_ops *rf_rcache_ops(rf_rcache *rc) { return &rc->ops; }
+
+int rf_rcache_attach(rf_rcache *rc, const rf_file *files, uint32_t nfiles, rf_err *err)
+{
+    rc->files = files;
+    rc->n = nfiles;
+    int rc_ = 0;
+    if (!(rc->s = calloc(nfiles, sizeof *rc->s)) || !(rc->q = calloc(nfiles, sizeof *rc->q)) ||
+        !(rc->buf = malloc(RF_RCACHE_CHUNK)))
         rc_ = rf_seterr(err, RF_ENOMEM, "no memory");
     for (uint32_t i = 0; rc_ == 0 && i < nfiles; i++)
         rc_ = shard_init(rc, i, err);
@@ -270,12 +527,7 @@ int rf_rcache_open(rf_remote *r, const char *dir, uint64_t budget, const rf_file
             rc_ = rf_seterr(err, -p, "cache_dir: starting the fill thread failed: %s",
                             strerror(p));
     }
-    if (rc_) {
-        rf_rcache_close(rc);
-        return rc_;
-    }
-    *out = rc;
-    return 0;
+    return rc_;
 }
 
 void rf_rcache_stats_get(rf_rcache *rc, rf_rcache_stats *st)
@@ -293,6 +545,7 @@ void rf_rcache_stats_get(rf_rcache *rc, rf_rcache_stats *st)
     st->fill_failures = atomic_load_explicit(&rc->fill_failures, memory_order_relaxed);
     st->bytes_written = c.bytes_written;
     st->evictions = c.evictions;
+    st->corrupt = atomic_load_explicit(&rc->corrupt, memory_order_relaxed);
     const char *off = rf_cache_off_why(rc->c);
     pthread_mutex_lock(&rc->mu);
     snprintf(st->why, sizeof st->why, "%s", off ? off : rc->why);
@@ -311,12 +564,21 @@ void rf_rcache_close(rf_rcache *rc)
         pthread_join(rc->tid, NULL);
     }
     for (uint32_t i = 0; i < rc->ninit; i++) {
-        int fd = atomic_load_explicit(&rc->s[i].fd, memory_order_relaxed); /* thread joined */
-        if (fd >= 0)
-            rf_cache_release(rc->c, fd);
+        rcopy *cp = atomic_load_explicit(&rc->s[i].copy, memory_order_relaxed); /* joined */
+        if (cp)
+            copy_free(rc, cp);
         free(rc->s[i].key);
     }
+    for (uint64_t k = 0; k < rc->nearly; k++)
+        if (rc->early[k].cp)
+            copy_free(rc, rc->early[k].cp);
+    while (rc->retired) {
+        rcopy *cp = rc->retired;
+        rc->retired = cp->next;
+        copy_free(rc, cp);
+    }
     rf_cache_close(rc->c);
+    free(rc->early);
     free(rc->s);
     free(rc->q);
     free(rc->buf);

@@ -2,11 +2,18 @@
  * with rf_config.cache_dir does with it (remote_cache.c). docs/remote.md says it for users.
  *
  * DESIGN
- *  - At open every shard is looked up once (key: its URL without credentials or query,
- *    rf_cache_key_from_url; validator: the ETag create's open saw, with the size). A hit pins
- *    the cached copy for the loader's life and the shard becomes a local file: the pipeline
- *    asks rf_rcache_fd for each read and gives the curl engine the descriptor instead of the
- *    URL, and the engine reads it with pread (io_curl.c).
+ *  - The cache is opened before the dataset (rf_rcache_open), and the dataset opens its
+ *    shards through rf_rcache_ops: the client's table, whose reader reads a shard found in the
+ *    cache (key: its URL without credentials or query, rf_cache_key_from_url; validator: the
+ *    ETag create's open saw, with the size) from its copy, so create's index checks and scans
+ *    of a cached shard move no byte over the network. rf_rcache_attach then looks every shard
+ *    up once (reusing create's lookups); a hit pins the copy for the loader's life and the
+ *    pipeline marks its reads `cached`: the curl engine reads them with rf_rcache_read.
+ *  - Every read of a copy is checked against the copy's checksums (shard_cache_sum.c). A
+ *    block that does not match is a miss: the copy is dropped (unpinned, its entry removed,
+ *    counted in `corrupt`), that read and the shard's later ones go to the server, and the
+ *    shard is filled again when next read. A dropped copy's memory and descriptor stay until
+ *    rf_rcache_close, as reads may still be using them.
  *  - A miss is filled whole by one background thread, one shard at a time, with one streamed
  *    GET of the whole object (the client's reader, with its retries): the extra request per
  *    missed shard. A shard joins the fill queue when this loader first reads a sample of it, so
@@ -21,12 +28,13 @@
  *    directory's lock held) is looked up and tried again RF_RCACHE_RECHECK_MS later, at most
  *    RF_RCACHE_RECHECKS_MAX times, so that ranks sharing a directory end up reading the copy
  *    another rank filled.
- *  - Threads and locks: rf_rcache_fd runs on the pipeline's threads under the loader's mutex
+ *  - Threads and locks: rf_rcache_has runs on the pipeline's threads under the loader's mutex
  *    and takes the cache's own mutex only to queue a shard (lock order: loader, then cache);
- *    the fill thread never takes the loader's. A shard's descriptor is published with a
- *    release store and stays valid until rf_rcache_close, after the engine stopped.
+ *    the fill thread never takes the loader's. A shard's copy is published with a release
+ *    store and read with an acquire load.
  *
- * Included by pipeline/ (create, dispatch, stats); includes base/ and loaders/dataset.h. */
+ * Included by pipeline/ (create, dispatch, stats) and the curl engine; includes base/ and
+ * loaders/dataset.h. */
 #ifndef RF_REMOTE_CACHE_H
 #define RF_REMOTE_CACHE_H
 
@@ -55,23 +63,36 @@ typedef struct rf_rcache_stats {
                                 write, full disk, loader closed mid-fill) */
     uint64_t bytes_written;  /* bytes written into fills */
     uint64_t evictions;      /* shards this loader evicted to make room */
+    uint64_t corrupt;        /* reads of a copy that failed its checksums (copy dropped) */
     char why[RF_ERRMSG_MAX]; /* why fills are off, else the last fill refused or failed, else "" */
 } rf_rcache_stats;
 
-/* Open the cache directory (made when missing, one level) with a budget of `budget` bytes and
- * look up the nfiles remote shards (files[i].remote, opened by the client r); the fill thread
- * starts and waits for rf_rcache_go. files must outlive the cache. Returns 0, or rf_cache_open's
- * error with a message naming the directory. */
-int rf_rcache_open(struct rf_remote *r, const char *dir, uint64_t budget, const rf_file *files,
-                   uint32_t nfiles, rf_rcache **out, rf_err *err);
-/* The cached copy's descriptor for a read of shard `file`, or -1: read it remotely (its first
- * such call queues the shard's fill). */
-int rf_rcache_fd(rf_rcache *rc, uint32_t file);
+/* Open the cache directory (made when missing, one level) with a budget of `budget` bytes, for
+ * the remote shards of client r. Returns 0, or rf_cache_open's error with a message naming the
+ * directory. */
+int rf_rcache_open(struct rf_remote *r, const char *dir, uint64_t budget, rf_rcache **out,
+                   rf_err *err);
+/* The client's rf_remote_ops, but whose reader reads a shard found in the cache from its copy,
+ * checked (the dataset opens its shards through it). Valid until rf_rcache_close. */
+const rf_remote_ops *rf_rcache_ops(rf_rcache *rc);
+/* Look up the nfiles remote shards (files[i].remote, opened through rf_rcache_ops) and start
+ * the fill thread, which waits for rf_rcache_go. files must outlive the cache. 0 or an error. */
+int rf_rcache_attach(rf_rcache *rc, const rf_file *files, uint32_t nfiles, rf_err *err);
+/* 1 when a read of shard `file` is to come from its copy (rf_rcache_read); 0: read it
+ * remotely (its first such answer queues the shard's fill). */
+int rf_rcache_has(rf_rcache *rc, uint32_t file);
+/* Read len bytes at off of shard `file`'s copy into dst, checked; bounce: 2 x
+ * RF_CACHE_SUM_BLOCK bytes of the caller's. 0; RF_RCACHE_REMOTE when the copy is gone or did
+ * not match its checksums (then dropped and counted): read it from the server; -ENODATA past
+ * its end; -errno with why[cap] naming the copy and byte. Any thread. */
+int rf_rcache_read(rf_rcache *rc, uint32_t file, uint8_t *dst, uint32_t len, uint64_t off,
+                   uint8_t *bounce, char *why, size_t cap);
+#define RF_RCACHE_REMOTE 1
 /* Let the fill thread start (the first batch was handed out). */
 void rf_rcache_go(rf_rcache *rc);
 void rf_rcache_stats_get(rf_rcache *rc, rf_rcache_stats *st);
 /* Stop the fill thread (a fill in progress is aborted), release every cached copy, close the
- * directory. After the engine stopped: no read may use a descriptor any more. NULL: nothing. */
+ * directory. After the engine stopped: no read may use a copy any more. NULL: nothing. */
 void rf_rcache_close(rf_rcache *rc);
 
 #endif

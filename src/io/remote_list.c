@@ -7,7 +7,8 @@
  * is read for <Key>, <IsTruncated> and <NextContinuationToken> only, with XML's five
  * entities decoded. Query parameters are written in the order SigV4 signs them (sorted by
  * name) and percent-encoded as it wants, so the request is signed as S3 checks it. At most
- * RF_REMOTE_LIST_PAGES_MAX pages. */
+ * RF_REMOTE_LIST_PAGES_MAX pages, and a page whose continuation token is the one it was asked
+ * with ends the listing with an error (a server stuck on one page). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,8 @@ typedef struct lister {
     char prefix[RF_PATH_BYTES_MAX];  /* the keys' prefix, as in the pattern */
     int keep_slash;                  /* send '/' in the query as it is (see rf_remote_list) */
     char token[RF_PATH_BYTES_MAX * 3];
+    char sent[RF_PATH_BYTES_MAX * 3]; /* the token this page was asked with */
+    uint32_t page;                    /* this page's number, from 0 */
     char url[RF_PATH_BYTES_MAX * 8];
     char key[RF_PATH_BYTES_MAX];
     char full[RF_PATH_BYTES_MAX + 128];
@@ -119,11 +122,17 @@ static int list_page(lister *l, int (*fn)(void *, const char *, rf_err *), void 
     p = xml;
     xml_next(&p, "IsTruncated", trunc, sizeof trunc);
     p = xml;
+    snprintf(l->sent, sizeof l->sent, "%s", l->token);
     l->token[0] = 0;
     if (rc == 0 && strcmp(trunc, "true") == 0)
         rc = xml_next(&p, "NextContinuationToken", l->token, sizeof l->token) ? 1
              : rf_seterr(err, RF_EIO, "listing s3://%.*s: a truncated page without a "
                          "continuation token", (int)l->blen, l->bucket);
+    /* A server that answers a token with itself would be asked the same page for ever. */
+    if (rc == 1 && l->sent[0] && strcmp(l->token, l->sent) == 0)
+        rc = rf_seterr(err, RF_EIO, "listing s3://%.*s: page %u came back with the "
+                       "continuation token it was asked with, so the server would send the same "
+                       "page for ever; refused", (int)l->blen, l->bucket, l->page + 1);
     free(xml);
     return rc;
 }
@@ -147,7 +156,7 @@ int rf_remote_list(void *ctx, const char *pattern,
         rc = page >= RF_REMOTE_LIST_PAGES_MAX
                  ? rf_seterr(err, RF_ELIMIT, "listing %s: more than %u pages", pattern,
                              RF_REMOTE_LIST_PAGES_MAX)
-                 : list_page(l, fn, arg, err);
+                 : (l->page = page, list_page(l, fn, arg, err));
         /* libcurl 7.88 signs the query as sent, and servers disagree on a '/' in it: S3's
          * rule wants %2F (sent first), moto 5.2 checks the literal '/'. A first page refused
          * (403) with a '/' in the prefix is asked once more the other way. */

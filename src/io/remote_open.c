@@ -6,7 +6,9 @@
  * DESIGN
  *  - Blocking, on create's thread, each with the engine's retries and verdict
  *    (rf_remote_verdict), so a fault at create is treated as one during an epoch.
- *  - The reader streams: one GET from the first byte the scanner wants, its body pulled
+ *  - A reader for a few reads here and there (an index's spot checks) makes each read one
+ *    blocking ranged GET of exactly its bytes.
+ *  - A forward reader streams: one GET from the first byte the scanner wants, its body pulled
  *    through a bounded buffer (RF_REMOTE_STREAM_BUF) by pausing the transfer when the buffer
  *    is full (CURL_WRITEFUNC_PAUSE) and resuming it as the scanner consumes. The scanner skips
  *    member data forward, which the stream drops; a jump beyond RF_REMOTE_STREAM_SKIP_MAX (or
@@ -43,7 +45,11 @@ static void sleep_ms(uint32_t ms)
 static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
 {
     char range[64];
+    uint64_t got0 = x->got;
     for (uint32_t attempt = 0;; attempt++) {
+        /* A retry asks for the same range again, as the engine's do (a server or cache keyed
+         * by range has seen it), rewriting the same bytes. */
+        x->got = got0;
         rf_remote_xfer_start(h, x, range, sizeof range);
         count(&r->requests, 1);
         CURLcode c = curl_easy_perform(h);
@@ -167,6 +173,7 @@ typedef struct stream {
     size_t len;
     uint64_t pos;
     int active, finished, paused;
+    int random;            /* each read is one blocking ranged GET (remote_reader's stream 0) */
     CURLcode code;
     uint32_t attempt;
     char range[64];
@@ -268,6 +275,14 @@ static int stream_pump(stream *s)
     return 0;
 }
 
+/* A read of its own: one ranged GET of [off, end) into buf, with the usual retries. */
+static int random_read(stream *s, uint8_t *buf, uint64_t off, uint64_t end)
+{
+    rf_xfer x = {.r = s->r, .file = s->f, .dst = buf, .off = off, .len = end - off, .check = 1};
+    rf_remote_easy(s->r, s->h, s->f->url, s->f->s3, &x);
+    return perform(s->r, s->h, &x, s->why, sizeof s->why) ? -EIO : 0;
+}
+
 static int stream_read(void *ctx, uint8_t *buf, size_t want, uint64_t off, size_t *got)
 {
     stream *s = ctx;
@@ -275,6 +290,11 @@ static int stream_read(void *ctx, uint8_t *buf, size_t want, uint64_t off, size_
     if (off >= s->f->size)
         return 0;
     uint64_t end = RF_MIN(off + want, s->f->size);
+    if (s->random) {
+        int rc = random_read(s, buf, off, end);
+        *got = rc ? 0 : (size_t)(end - off);
+        return rc;
+    }
     if (end - off > RF_REMOTE_STREAM_BUF / 2)
         return -EINVAL; /* the scanner reads at most RF_TAR_READAHEAD_MAX */
     if (off < s->pos || off > s->pos + s->len + RF_REMOTE_STREAM_SKIP_MAX) {
@@ -315,7 +335,7 @@ static void stream_free(stream *s)
     free(s);
 }
 
-static int remote_reader(void *ctx, void *file, rf_byte_reader *rd, rf_err *err)
+static int remote_reader(void *ctx, void *file, int streamed, rf_byte_reader *rd, rf_err *err)
 {
     stream *s = calloc(1, sizeof *s);
     if (!s || !(s->buf = malloc(RF_REMOTE_STREAM_BUF)) || !(s->m = curl_multi_init()) ||
@@ -325,6 +345,7 @@ static int remote_reader(void *ctx, void *file, rf_byte_reader *rd, rf_err *err)
     }
     s->r = ctx;
     s->f = file;
+    s->random = !streamed;
     s->x = (rf_xfer){.r = s->r, .file = s->f, .check = 1, .sink = stream_sink, .sink_ctx = s};
     rf_remote_easy(s->r, s->h, s->f->url, s->f->s3, &s->x);
     /* Not started yet: the first read starts it at its offset. */

@@ -137,7 +137,8 @@ static int open_hit(rf_cache *c, uint64_t hash, uint64_t size, int *fd)
     struct stat sb;
     if (f < 0)
         return -1;
-    if (fstat(f, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size ||
+    if (fstat(f, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        (uint64_t)sb.st_size != rf_cache_file_bytes(size) ||
         flock(f, LOCK_SH | LOCK_NB) != 0 || fcntl(f, F_SETFL, 0) != 0) {
         close(f);
         return -1;
@@ -202,6 +203,22 @@ void rf_cache_release(rf_cache *c, int fd)
     (void)c;
     if (fd >= 0)
         close(fd); /* drops the shared flock that pinned it */
+}
+
+void rf_cache_drop(rf_cache *c, const char *key, int fd)
+{
+    flock(fd, LOCK_UN); /* no longer pinned by us; reads in progress go on */
+    uint64_t hash = rf_cache_hash(key);
+    rf_cache_meta m;
+    rf_err e = {0};
+    pthread_mutex_lock(&c->mu);
+    if (rf_cache_dir_lock(c, &e) == 0) {
+        if (rf_cache_meta_read(c, hash, &m) == 0 && strcmp(m.key, key) == 0 &&
+            rf_cache_remove(c, hash) == 0)
+            c->st.cleaned++;
+        rf_cache_dir_unlock(c);
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- starting a fill ----------------------------------------------------------------------- */
@@ -285,12 +302,13 @@ static int begin_locked(rf_cache *c, rf_cache_writer *w, rf_err *err)
     if (rc == 0)
         rc = rf_cache_make_room(c, w->meta.size, err) ? RF_CACHE_SKIP : 0;
     if (rc == 0) {
-        int e = reserve(w->fd, w->meta.size);
+        /* the shard and its checksums: a full disk shows now, not at the commit */
+        uint64_t room = rf_cache_file_bytes(w->meta.size);
+        int e = reserve(w->fd, room);
         if (e)
             rc = fill_trouble(c, rf_seterr(err, e, "%s/%s: reserving %llu bytes at byte 0 "
                                            "failed: %s", c->dir, name,
-                                           (unsigned long long)w->meta.size, strerror(-e)),
-                              err);
+                                           (unsigned long long)room, strerror(-e)), err);
     }
     if (rc) {
         unlinkat(c->dirfd, name, 0);
@@ -520,6 +538,12 @@ int rf_cache_fill_commit(rf_cache_writer *w, rf_err *err)
 {
     rf_cache *c = w->c;
     int rc = check_complete(w, err);
+    int sums = rc == 0 ? rf_cache_sums_append(w->fd, w->meta.size) : 0;
+    if (sums)
+        rc = fill_trouble(c, rf_seterr(err, sums, "%s/%016llx.part (cache fill of %s): writing "
+                                       "its checksums failed: %s", c->dir,
+                                       (unsigned long long)w->hash, w->meta.key,
+                                       strerror(-sums)), err);
     if (rc == 0 && fsync(w->fd) != 0)
         rc = fill_trouble(c, rf_seterr(err, -errno, "%s/%016llx.part (cache fill of %s): fsync "
                                        "failed: %s", c->dir, (unsigned long long)w->hash,

@@ -41,6 +41,9 @@
 
 /* rf_cache_fill_begin's answer when it gives no writer: read without caching. */
 #define RF_CACHE_SKIP 1
+/* rf_cache_sums_read's answer for bytes that do not match their checksum. */
+#define RF_CACHE_MISMATCH 2
+#define RF_CACHE_SUM_BLOCK (16u << 10) /* bytes one checksum covers (shard_cache_sum.c) */
 
 typedef struct rf_cache rf_cache;
 typedef struct rf_cache_writer rf_cache_writer;
@@ -60,7 +63,8 @@ void rf_cache_close(rf_cache *c);
 
 /* Look the shard up. A hit (return 1) needs an entry for exactly this key (the sidecar's key,
  * not only its hash) with this size and validator; *fd is then an O_RDONLY descriptor of the
- * complete shard, exactly `size` bytes, pinned against eviction by every process until
+ * complete shard, its `size` bytes followed by their checksums (rf_cache_file_bytes(size) in
+ * all: read it with rf_cache_sums_read), pinned against eviction by every process until
  * rf_cache_release(c, *fd); the entry's use time becomes now. Anything else is a miss (return
  * 0, *fd = -1), counted as stale when the entry holds another size or validator (the object
  * changed). A negative code only for a bad key or validator. `validator`: the server's
@@ -70,6 +74,10 @@ int rf_cache_get(rf_cache *c, const char *key, uint64_t size, const char *valida
                  rf_err *err);
 /* Unpin and close a descriptor rf_cache_get gave. */
 void rf_cache_release(rf_cache *c, int fd);
+/* The copy of key that fd reads failed its checksums: unpin fd (which stays open, for reads
+ * in progress, until rf_cache_release) and remove the entry unless another process holds it,
+ * so that a fill writes it afresh. */
+void rf_cache_drop(rf_cache *c, const char *key, int fd);
 
 /* Start filling the entry of (key, size, validator) after a miss. Returns 0 with *w, or
  * RF_CACHE_SKIP with *w = NULL when this shard is not cached now: larger than the budget
@@ -118,6 +126,35 @@ void rf_cache_stats_get(rf_cache *c, rf_cache_stats *st);
 /* NULL while fills are on; after a full disk the one message saying why they are off (the
  * file, the byte offset and the error). */
 const char *rf_cache_off_why(rf_cache *c);
+
+/* ---- checksums (shard_cache_sum.c) --------------------------------------------------------
+ * Every RF_CACHE_SUM_BLOCK bytes of a cached shard have a 64-bit checksum, written after the
+ * shard's bytes by the fill's commit, so that a byte changed on the disk since (a failing
+ * sector, another program) is never served: a read that does not match says so. */
+typedef struct rf_cache_sums {
+    uint64_t *sum;  /* one per block */
+    uint64_t n;     /* blocks */
+    uint64_t size;  /* the shard's bytes */
+} rf_cache_sums;
+
+/* Bytes of a cached shard's file: its `size` bytes, their checksums and a trailer. */
+uint64_t rf_cache_file_bytes(uint64_t size);
+/* The shard bytes of a file of `file_bytes` (rf_cache_file_bytes' inverse), or UINT64_MAX
+ * when no shard size gives that length. */
+uint64_t rf_cache_shard_bytes(uint64_t file_bytes);
+/* Checksum fd's first `size` bytes and write the table and trailer after them: 0 or -errno. */
+int rf_cache_sums_append(int fd, uint64_t size);
+/* Read the checksums of a copy of `size` bytes (from rf_cache_get): 0, or -1 when its table
+ * or trailer is missing or not this format's. Free with rf_cache_sums_free. */
+int rf_cache_sums_load(int fd, uint64_t size, rf_cache_sums *out);
+void rf_cache_sums_free(rf_cache_sums *s);
+/* Read len bytes at off of the copy fd into dst, checking every block they touch against s;
+ * bounce: 2 x RF_CACHE_SUM_BLOCK bytes of the caller's, for blocks only partly wanted.
+ * Returns 0; RF_CACHE_MISMATCH with *bad_off the first block that does not match (dst then
+ * holds garbage); -ENODATA past the shard's end; -errno from pread. Any thread, any number at
+ * once. */
+int rf_cache_sums_read(const rf_cache_sums *s, int fd, uint8_t *dst, uint64_t len, uint64_t off,
+                       uint8_t *bounce, uint64_t *bad_off);
 
 /* The cache key of a URL: the URL without its user information (`user:password@`), query
  * string and fragment, so that credentials and request signatures never reach the directory.

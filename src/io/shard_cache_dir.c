@@ -298,7 +298,9 @@ static int scan_file(rf_cache *c, scan_list *l, const char *name)
         if (rf_grow(&l->shards, &l->cap_shards, l->nshards + 1, sizeof *l->shards))
             return -1;
         int64_t t = (int64_t)sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec;
-        l->shards[l->nshards++] = (rf_cache_ent){hash, (uint64_t)sb.st_size, t};
+        /* the shard's bytes (UINT64_MAX: a file of no shard's length, which no sidecar names) */
+        l->shards[l->nshards++] =
+            (rf_cache_ent){hash, rf_cache_shard_bytes((uint64_t)sb.st_size), t};
     }
     return 0;
 }

@@ -1,10 +1,12 @@
 /* consumer.c — the consumer's calls: rf_loader_next (wait for the next batch, lease it, raise
  * a failed batch's error in batch order), rf_loader_release, rf_batch_wait/synchronize,
- * set_epoch, stop, and the resume state.
+ * set_epoch, stop, cancel, and the resume state.
  *
  * DESIGN
  * Runs on the consumer's thread (one at a time, as the API says). It waits on cv_out under mu
- * for its batch, and owns the consumer cursor (c_*, ep, stopped) without mu. Backend calls
+ * for its batch, and owns the consumer cursor (c_*, ep, stopped) without mu. rf_loader_cancel
+ * is the exception: any thread may call it, during any call, and it only sets `cancelled`
+ * under mu and wakes cv_out, so a consumer waiting there returns RF_ECLOSED. Backend calls
  * (release, the GPU decode check) run without mu; set_epoch restarts the threads through
  * run.c. */
 #include <errno.h>
@@ -127,11 +129,15 @@ static int lease_due(rf_loader *ld, slot *s, const struct timespec *deadline)
      * d_seq - depth was released, i.e. consumed (c_* is ours; d_seq is read under mu). */
     assert(ld->c_seq <= ld->d_seq && ld->d_seq - ld->c_seq <= ld->depth);
     int expired = 0;
-    while (!ld->err.code && !batch_due(ld, s) && !expired) {
+    while (!ld->err.code && !ld->cancelled && !batch_due(ld, s) && !expired) {
         if (ld->cfg.next_timeout_ms)
             expired = pl_timedwait(ld, &ld->cv_out, deadline) == ETIMEDOUT;
         else
             pl_wait(ld, &ld->cv_out);
+    }
+    if (ld->cancelled) {
+        pl_unlock(ld);
+        return pl_cancelled_error(ld);
     }
     if (expired && !ld->err.code && !batch_due(ld, s)) {
         /* not sticky: the pipeline goes on, and the next call waits again */
@@ -327,6 +333,11 @@ int rf_loader_set_epoch(rf_loader *ld, uint64_t epoch)
         return pl_fork_error(ld);
     if (ld->stopped)
         return pl_stopped_error(ld);
+    pl_lock(ld);
+    int cancelled = ld->cancelled;
+    pl_unlock(ld);
+    if (cancelled)
+        return pl_cancelled_error(ld);
     if (ld->leased)
         return pl_set_last(ld, &(rf_err){.code = RF_ESTATE,
                                       .msg = "release every batch before set_epoch"});
@@ -358,6 +369,19 @@ void pl_resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consumed)
         *epoch = ld->c_epoch;
         *consumed = RF_MIN(ld->ds.nsamples, ld->c_base + taken * ld->cfg.world_size);
     }
+}
+
+int rf_loader_cancel(rf_loader *ld)
+{
+    if (!ld)
+        return RF_EINVAL;
+    if (pl_forked(ld))
+        return RF_EFORK; /* (its detail text belongs to the consumer's thread) */
+    pl_lock(ld);
+    ld->cancelled = 1;
+    pthread_cond_broadcast(&ld->cv_out);
+    pl_unlock(ld);
+    return 0;
 }
 
 int rf_loader_stop(rf_loader *ld)

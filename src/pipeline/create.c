@@ -69,7 +69,7 @@ static int remote_setup(rf_loader *ld, rf_err *err)
         return rc;
     ld->ds.remote = &ld->remote->ops;
     ld->cfg.warm = ld->cfg.odirect = 0;
-    return 0;
+    return pl_cache_open(ld, err);
 #else
     return rf_seterr(err, RF_EINVAL, "%s: this library was built without remote shard "
                      "support (libcurl), so URLs cannot be read", ld->cfg.shards[0]);
@@ -87,6 +87,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     if (rc)
         return rc;
     ld->ds.max_name = ld->cfg.max_name_bytes;
+    ld->ds.keep_imageless = ld->cfg.on_error == RF_ON_ERROR_SKIP;
     ld->ds.label_ext = rf_label_ext(ld->cfg.label_source);
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
@@ -306,6 +307,13 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     if ((rc = open_dataset(ld, &err)))
         goto fail;
     ld->storage_create = rf_io_acct_thread_bytes() - b0;
+#ifdef RINGFEED_HAVE_CURL
+    if (ld->remote) { /* relaxed: no other thread counts before the pipeline starts */
+        ld->remote_create_requests = atomic_load_explicit(&ld->remote->requests,
+                                                          memory_order_relaxed);
+        ld->remote_create_bytes = atomic_load_explicit(&ld->remote->bytes, memory_order_relaxed);
+    }
+#endif
     if ((rc = rf_plan_init(&ld->plan, ld->ds.nsamples, ld->cfg.seed, ld->cfg.order, ld->batch,
                            ld->cfg.drop_last, ld->cfg.remainder, ld->cfg.rank,
                            ld->cfg.world_size, &err)) ||

@@ -85,7 +85,8 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
             /* span offsets in the message are relative to the sample's offset named here */
             t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
                      : rc != RF_EFORMAT ? SKIP_FATAL
-                     : e->reason == RF_REASON_TRUNCATED ? RF_SKIP_TRUNCATED : RF_SKIP_TAR_HEADER;
+                     : e->reason == RF_REASON_TRUNCATED ? RF_SKIP_TRUNCATED
+                     : e->reason == RF_REASON_NO_IMAGE ? RF_SKIP_NOT_JPEG : RF_SKIP_TAR_HEADER;
             char m[RF_ERRMSG_MAX];
             snprintf(m, sizeof m, "sample %s at offset %llu: %s", ld->ds.keys + sm->key,
                      (unsigned long long)sm->offset, e->msg);

@@ -99,13 +99,12 @@ void pl_task_set_read(rf_loader *ld, task *t, const sample_read *r)
     t->phase = TASK_READING;
     t->file = r->file;
     t->req = (rf_io_req){.fd = ld->ds.files[r->file].fd, .len = r->len, .offset = r->off,
-                         .dst = r->dst, .user = t, .remote = ld->ds.files[r->file].remote};
+                         .dst = r->dst, .user = t, .remote = ld->ds.files[r->file].remote,
+                         .file = r->file};
     t->skip = r->skip;
-    int cached = t->req.remote ? pl_cache_fd(ld, r->file) : -1;
-    if (cached >= 0) { /* the shard's local copy: the curl engine preads it */
-        t->req.fd = cached;
-        t->req.remote = NULL;
-    }
+    /* the shard's local copy: the curl engine reads it, checked (the URL stays, for when the
+     * copy is gone or does not match) */
+    t->req.cached = t->req.remote && pl_cache_has(ld, r->file);
     if (r->need) {
         t->req.fd = rf_pc_direct_fd(ld->pc, r->file);
         t->req.need = r->need;

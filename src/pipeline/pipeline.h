@@ -55,7 +55,7 @@
  * There is one lock, `mu`. Nothing in the pipeline takes another lock while holding it, and
  * no thread holds another lock while taking it: the I/O engines call take() and done() with
  * none of their own held (their mutex only guards their start handshake). One exception, in
- * that order only: pl_cache_fd (dispatch, under mu) takes the shard cache's mutex
+ * that order only: pl_cache_has (dispatch, under mu) takes the shard cache's mutex
  * (io/remote_cache.c) to queue a shard's fill; the fill thread never takes mu.
  * Three condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
@@ -324,6 +324,8 @@ struct rf_loader {
     /* Bytes read from storage (rf_stats.storage_read_bytes): by create's thread while it opened
      * the shards, and by the I/O threads of engines already stopped. */
     uint64_t storage_create, io_storage_prev;
+    uint64_t remote_create_requests, remote_create_bytes; /* rf_stats': the remote client's
+                                     counts when create's dataset was open, before any read */
     int storage_on;         /* rf_stats.storage_measured */
     char storage_why[128];
 
@@ -358,6 +360,8 @@ struct rf_loader {
     rf_test_hooks hooks;    /* src/pipeline/testing.h: injected faults (tests only; zero otherwise) */
 
     int stopped;            /* rf_loader_stop was called: no more batches */
+    int cancelled;          /* rf_loader_cancel was called (any thread; under mu): a waiting
+                               rf_loader_next returns RF_ECLOSED, and so does every later one */
 
     /* fork(): the process that created the loader. Its threads, io_uring rings and CUDA
      * context exist only there, so every call from another process (a fork() child holding a
@@ -486,7 +490,9 @@ typedef struct pl_policy {
  * read the URL; called under mu), let fills start once the first batch is handed out, its
  * counters, and close it after the engine stopped. */
 int pl_cache_setup(rf_loader *ld, rf_err *err);
-int pl_cache_fd(rf_loader *ld, uint32_t file);
+int pl_cache_has(rf_loader *ld, uint32_t file);
+/* The cache of remote shards, opened with their client before the dataset (cache.c). */
+int pl_cache_open(rf_loader *ld, rf_err *err);
 void pl_cache_go(rf_loader *ld);
 void pl_cache_stats(const rf_loader *ld, rf_stats *st);
 void pl_cache_close(rf_loader *ld);
@@ -497,6 +503,8 @@ int pl_set_last(rf_loader *ld, const rf_err *e);
 int pl_forked(const rf_loader *ld);
 int pl_fork_error(const rf_loader *ld);
 int pl_stopped_error(rf_loader *ld);
+/* RF_ECLOSED after rf_loader_cancel, with its detail text. */
+int pl_cancelled_error(rf_loader *ld);
 int pl_alloc_refused(rf_loader *ld, const char *what, size_t bytes);
 __attribute__((format(printf, 2, 3))) void pl_mem_why(rf_loader *ld, const char *fmt, ...);
 void pl_describe_task(const rf_loader *ld, const task *t, char *buf, size_t n);

@@ -74,6 +74,13 @@ int pl_stopped_error(rf_loader *ld)
                                          "out no more batches; destroy it"});
 }
 
+int pl_cancelled_error(rf_loader *ld)
+{
+    return pl_set_last(ld, &(rf_err){.code = RF_ECLOSED,
+                                  .msg = "the loader was closed from another thread "
+                                         "(rf_loader_cancel): it hands out no more batches"});
+}
+
 /* Whether the test hook (src/pipeline/testing.h) refuses the allocation of `bytes` for `what`. */
 int pl_alloc_refused(rf_loader *ld, const char *what, size_t bytes)
 {

@@ -30,6 +30,8 @@ static void remote_stats(const rf_loader *ld, rf_stats *st)
     st->remote_requests = atomic_load_explicit(&r->requests, memory_order_relaxed);
     st->remote_retries = atomic_load_explicit(&r->retried, memory_order_relaxed);
     st->remote_bytes = atomic_load_explicit(&r->bytes, memory_order_relaxed);
+    st->remote_create_requests = ld->remote_create_requests;
+    st->remote_create_bytes = ld->remote_create_bytes;
 #else
     (void)ld, (void)st;
 #endif

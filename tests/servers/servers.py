@@ -17,8 +17,6 @@ come up. docs/testing.md is the manual: each variable, the fault specs, the log,
 import argparse
 import ctypes
 import http.client
-import http.server
-import itertools
 import json
 import os
 import pwd
@@ -28,7 +26,6 @@ import shutil
 import signal
 import socket
 import ssl
-import struct
 import subprocess
 import sys
 import threading
@@ -36,15 +33,12 @@ import time
 import urllib.error
 import urllib.request
 
+import fault_proxy  # beside this file: the script's folder is on sys.path
+
 SKIP = 77             # ctest's SKIP_RETURN_CODE: a missing program is not a failure of the code
 START_FAIL = 2        # a server did not come up
 START_TIMEOUT_S = 60  # moto imports for several seconds on a loaded 2-core machine
 STOP_TIMEOUT_S = 10   # then SIGKILL to the server's whole process group
-LOG_MAX = 100_000     # fault-proxy log entries (and attempt counters) kept
-CONN_MAX = 256        # client connections the proxy serves at once; more wait to be served
-CHUNK = 1 << 16       # proxy body copy unit
-COUNT_MAX = 1000      # the largest N of an xN fault item
-DELAY_MAX_MS = 600_000
 REGION = "us-east-1"
 BUCKETS = ("rf-test", "rf-public")
 SERVERS = ("http", "https", "s3", "fault")
@@ -349,246 +343,8 @@ def s3_setup(endpoint, root, upload):
 
 # ---------------------------------------------------------------------------- fault proxy
 
-FAULT_ITEM = re.compile(r"^(?:(503|429|500|reset|short)x(\d+)|delay=(\d+)x(\d+)|(403|404)"
-                        r"|(noranges))$")
-HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
-
-
-def parse_spec(spec):
-    """'503x2,delay=100x1,noranges' -> {"seq": [("503", 2)], "delay": (100, 1), "always": None,
-    "noranges": True}; ValueError names the item it cannot read."""
-    out = {"seq": [], "delay": None, "always": None, "noranges": False}
-    for item in filter(None, spec.split(",")):
-        m = FAULT_ITEM.match(item)
-        if not m:
-            raise ValueError(f"fault spec item {item!r} is not one of 503xN 429xN 500xN resetxN "
-                             "shortxN delay=MSxN 403 404 noranges")
-        kind, n, ms, dn, always, noranges = m.groups()
-        count = int(n or dn or 0)
-        if count > COUNT_MAX or int(ms or 0) > DELAY_MAX_MS:
-            raise ValueError(f"fault spec item {item!r} is over the limits (N <= {COUNT_MAX}, "
-                             f"MS <= {DELAY_MAX_MS})")
-        if kind:
-            out["seq"].append((kind, count))
-        elif ms:
-            out["delay"] = (int(ms), count)
-        elif always:
-            out["always"] = always
-        else:
-            out["noranges"] = True
-    return out
-
-
-class FaultState:
-    def __init__(self):
-        self.lock = threading.Condition()
-        self.busy = 0  # requests being answered: recorded when their answer has been sent
-        self.log, self.dropped, self.attempts = [], 0, {}
-
-    def reset(self):
-        """A new log, once the requests being answered are recorded (up to 10 s): a request
-        is recorded after its answer's last byte, so a client that got its answers and
-        stopped can still have entries on the way, which would land in the new log."""
-        with self.lock:
-            self.lock.wait_for(lambda: self.busy == 0, timeout=10)
-            self.log, self.dropped, self.attempts = [], 0, {}
-
-    def begin(self):
-        with self.lock:
-            self.busy += 1
-
-    def attempt(self, key):
-        with self.lock:
-            if key not in self.attempts and len(self.attempts) >= LOG_MAX:
-                del self.attempts[next(iter(self.attempts))]  # the oldest count goes
-            self.attempts[key] = self.attempts.get(key, 0) + 1
-            return self.attempts[key]
-
-    def record(self, entry):
-        with self.lock:
-            if len(self.log) < LOG_MAX:
-                self.log.append(entry)
-            else:
-                self.dropped += 1
-            self.busy -= 1
-            self.lock.notify_all()
-
-    def snapshot(self):
-        """The log, once the requests being answered are recorded (up to 2 s, as reset)."""
-        with self.lock:
-            self.lock.wait_for(lambda: self.busy == 0, timeout=2)
-            return json.dumps({"requests": self.log, "dropped": self.dropped}).encode()
-
-
-def signed_headers(auth):
-    m = re.search(r"SignedHeaders=([^,\s]+)", auth or "")
-    return m.group(1).split(";") if m else None
-
-
-def pick_fault(spec, attempt):
-    """Which fault, if any, the attempt-th request for this (spec, path, range) gets."""
-    if spec["always"]:
-        return spec["always"]
-    first = 1
-    for kind, count in spec["seq"]:
-        if first <= attempt < first + count:
-            return kind
-        first += count
-    return None
-
-
-class FaultHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: a client's connection serves many requests
-    server_version = "ringfeed-fault-proxy"
-
-    def setup(self):
-        super().setup()
-        self.conn_id = next(self.server.conn_ids)  # not reset by /_reset: ids stay unique
-        self.upstream = None
-
-    def log_message(self, fmt, *args):  # the /_log endpoint is the record; stderr stays quiet
-        pass
-
-    def do_GET(self):
-        if self.path == "/_log":
-            return self.answer(200, self.server.state.snapshot(), "application/json")
-        self.forward()
-
-    def do_HEAD(self):
-        self.forward()
-
-    def do_POST(self):
-        if self.path != "/_reset":
-            return self.answer(405, b"only POST /_reset\n")
-        self.server.state.reset()
-        self.answer(200, b"reset\n")
-
-    def answer(self, status, body, ctype="text/plain", extra=()):
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in extra:
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        return len(body) if self.command != "HEAD" else 0
-
-    def forward(self):
-        path, spec_text = self.path, ""
-        if path.startswith("/f/"):
-            spec_text, _, rest = path[3:].partition("/")
-            path = "/" + rest
-        rng = self.headers.get("Range")
-        entry = {"conn": self.conn_id, "method": self.command, "path": self.path,
-                 "target": path, "range": rng, "headers": sorted(k.lower() for k in self.headers),
-                 "authorization": "Authorization" in self.headers,
-                 "signed_headers": signed_headers(self.headers.get("Authorization")),
-                 "attempt": None, "fault": None, "status": None, "bytes": 0}
-        self.server.state.begin()
-        try:
-            entry["status"], entry["bytes"] = self.serve(entry, spec_text, path, rng)
-        except (BrokenPipeError, ConnectionResetError):
-            # The client gave up mid-answer (its timeout, say): logged, not a traceback.
-            entry["fault"] = entry["fault"] or "client closed"
-            self.close_connection = True
-            if self.upstream is not None:
-                self.upstream.close()
-                self.upstream = None
-        finally:
-            self.server.state.record(entry)
-
-    def serve(self, entry, spec_text, path, rng):
-        try:
-            spec = parse_spec(spec_text)
-        except ValueError as e:
-            return 400, self.answer(400, f"{e}\n".encode())
-        attempt = entry["attempt"] = self.server.state.attempt((spec_text, path, rng))
-        if spec["delay"] and attempt <= spec["delay"][1]:
-            time.sleep(spec["delay"][0] / 1000)
-        fault = entry["fault"] = pick_fault(spec, attempt)
-        if fault in ("503", "429", "500", "403", "404"):
-            extra = [("Retry-After", "1")] if fault in ("503", "429") else []
-            body = f"fault proxy: {fault} for {path} attempt {attempt}\n".encode()
-            return int(fault), self.answer(int(fault), body, extra=extra)
-        headers = {"Range": rng} if rng and not spec["noranges"] else {}
-        return self.relay(path, headers, fault)
-
-    def relay(self, path, headers, fault):
-        """nginx's answer passed on; 'reset' and 'short' stop after half its body."""
-        try:
-            resp = self.fetch(path, headers)
-        except (OSError, http.client.HTTPException) as e:
-            self.upstream = None
-            return 502, self.answer(502, f"fault proxy: upstream nginx: {e}\n".encode())
-        length = int(resp.getheader("Content-Length", "0"))
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in HOP:
-                self.send_header(k, v)
-        self.end_headers()
-        if self.command == "HEAD":
-            length = 0
-        limit = length // 2 if fault in ("reset", "short") else length
-        sent = 0
-        while sent < limit:
-            chunk = resp.read(min(CHUNK, limit - sent))
-            if not chunk:
-                break
-            self.wfile.write(chunk)
-            sent += len(chunk)
-        if sent == length:
-            resp.read()  # marks the answer complete (a HEAD's too): the connection is reusable
-        else:
-            # The rest of nginx's answer is not read: that connection cannot be reused.
-            self.upstream.close()
-            self.upstream = None
-            self.close_connection = True
-            if fault == "reset":
-                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                           struct.pack("ii", 1, 0))
-                self.connection.close()  # with linger 0 the kernel sends RST, not FIN
-        return resp.status, sent
-
-    def fetch(self, path, headers):
-        # One upstream keep-alive connection per client connection; a kept one that nginx
-        # closed between requests is replaced once by a fresh one, whose failure is final.
-        for fresh in (self.upstream is None, True):
-            if fresh:
-                self.upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port,
-                                                           timeout=60)
-            try:
-                self.upstream.request(self.command, path, headers=headers)
-                return self.upstream.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                self.upstream.close()
-                if fresh:
-                    raise
-
-
-class FaultServer(http.server.ThreadingHTTPServer):
-    """A thread per client connection (keep-alive holds it), at most CONN_MAX at once."""
-    daemon_threads = True
-
-    def __init__(self, upstream_port):
-        super().__init__(("127.0.0.1", 0), FaultHandler)
-        self.state, self.upstream_port = FaultState(), upstream_port
-        self.conn_ids = itertools.count(1)  # next() on it is atomic under the GIL
-        self.slots = threading.BoundedSemaphore(CONN_MAX)
-
-    def process_request(self, request, client_address):
-        self.slots.acquire()  # the accepted connection waits here for a free thread
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request, client_address):
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-
 def start_fault(http_url):
-    server = FaultServer(int(http_url.rsplit(":", 1)[1]))
+    server = fault_proxy.FaultServer(int(http_url.rsplit(":", 1)[1]))
     threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     wait_ready("fault proxy", None, "(in this process)", lambda: http_answers(f"{url}/_log"))

@@ -213,7 +213,8 @@ def raw_get(path, rng):
     reset and a clean close can be told apart."""
     url = urllib.parse.urlsplit(env("RF_TEST_FAULT"))
     with socket.create_connection((url.hostname, url.port), timeout=30) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nRange: {rng}\r\n\r\n".encode())
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nRange: {rng}\r\nConnection: close\r\n"
+                  "\r\n".encode())
         buf, end = b"", "eof"
         try:
             while True:
@@ -281,6 +282,54 @@ def test_fault_noranges_and_plain(proxy):
     log = proxy_log()["requests"]
     assert [(e["range"], e["status"], e["bytes"]) for e in log[:2]] == [
         ("bytes=10-19", 200, len(data)), ("bytes=10-19", 206, 10)]
+
+
+def post(what):
+    urllib.request.urlopen(urllib.request.Request(env("RF_TEST_FAULT") + what,
+                                                  method="POST")).read()
+
+
+def test_fault_silent_until_client_closes(proxy):
+    """silent: the request is read and nothing is sent, not a status line, until the client
+    hangs up; the log has it from the start. 'armed' holds the other items back until
+    POST /_arm, and /_reset disarms."""
+    url = urllib.parse.urlsplit(env("RF_TEST_FAULT"))
+    path = "/f/armed,silent/blob.bin"
+    status, _, body = fetch(proxy, path, "bytes=0-9")
+    assert status == 206 and body == local("blob.bin")[:10]  # not armed: forwarded
+    post("/_arm")
+    with socket.create_connection((url.hostname, url.port), timeout=30) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes=0-9\r\n\r\n".encode())
+        s.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            s.recv(1)
+        held = [e for e in proxy_log()["requests"] if e["fault"] == "silent"]
+        assert len(held) == 1 and held[0]["status"] is None
+    deadline = time.monotonic() + 10
+    while proxy_log()["requests"][-1]["fault"] != "silent, client closed":
+        assert time.monotonic() < deadline, proxy_log()
+        time.sleep(0.05)
+    post("/_reset")
+    assert fetch(proxy, path, "bytes=0-9")[0] == 206  # disarmed again
+
+
+def test_fault_rangestar_bighdr_trickle_listloop(proxy):
+    data = local("blob.bin")
+    status, r, body = fetch(proxy, "/f/rangestar/blob.bin", "bytes=5-14")
+    assert status == 206 and body == data[5:15]
+    assert r.getheader("Content-Range") == "bytes 5-14/*"
+    status, _, body, _ = raw_get("/f/bighdr/blob.bin", "bytes=0-3")
+    assert status.endswith("206 Partial Content") and body == data[:4]
+    t0 = time.monotonic()
+    status, _, body = fetch(proxy, "/f/trickle/blob.bin", "bytes=10-13")
+    assert status == 206 and body == data[10:14] and time.monotonic() - t0 >= 0.9
+    status, _, page = fetch(proxy, "/f/listloop/rf-test/?list-type=2&prefix=loop%2F")
+    assert status == 200 and b"<Key>loop/a.tar</Key>" in page
+    token = "<NextContinuationToken>rf-same-token</NextContinuationToken>"
+    assert token.encode() in page and b"<IsTruncated>true</IsTruncated>" in page
+    status, _, page = fetch(proxy, "/f/listloop/rf-test/?continuation-token=rf-same-token"
+                                   "&list-type=2&prefix=loop%2F")
+    assert status == 200 and b"<Key>" not in page and token.encode() in page
 
 
 def test_fault_bad_spec(proxy):
