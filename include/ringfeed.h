@@ -158,6 +158,19 @@ enum rf_skip_reason {
      * does not move rf_stats' later fields again (it grew from 8 when the ninth arrived). */
     RF_SKIP_REASONS = 16
 };
+/* What libjpeg recovered from in a file it decodes without losing pixels: indexes of
+ * rf_stats.recovered_by_kind. Each delivered sample counts once per kind it needed, on every
+ * decode path (docs/reliability.md). */
+enum rf_recovered {
+    RF_RECOVERED_HEADER_BYTES = 0, /* bytes that are no marker between header segments, or a
+                                      comment or APPn segment with a length under 2 (skipped
+                                      as libjpeg skips them: "extraneous bytes"). Inside the
+                                      scan the same warning is corrupt data: damaged data
+                                      leave bytes over too */
+    RF_RECOVERED_JFIF_VERSION = 1, /* an unknown JFIF revision (metadata only) */
+    RF_RECOVERED_ICC = 2,          /* a malformed ICC profile marker (not applied anyway) */
+    RF_RECOVERED_KINDS = 8         /* room for kinds to come */
+};
 /* DCT scaling: decoding an image at 1/2, 1/4 or 1/8 scale when its crop is at least twice the
  * output size in both directions (libjpeg's reduced IDCTs; 2-4x less decode work for such
  * images, other pixels: up to tens of levels at edges and in chroma, docs/gpu-decode.md).
@@ -752,6 +765,9 @@ RF_API const char *rf_last_error(const rf_loader *ld);
 
 /* A static description of any code returned by ringfeed (own codes and -errno). Never NULL. */
 RF_API const char *rf_strerror(int code);
+/* The name of an rf_recovered kind ("header_bytes", "jfif_version", "icc"), or NULL for an
+ * index that names none. */
+RF_API const char *rf_recovered_name(uint32_t kind);
 
 /* The symbolic name of one of ringfeed's own error codes (RF_ERRORS): "RF_EINVAL" for
  * RF_EINVAL, and so on. NULL for any other code (0, RF_EPOCH_END, RF_DONE, -errno, unknown). */
@@ -939,6 +955,11 @@ typedef struct rf_stats {
     /* The shard cache: reads of a cached copy whose checksum did not match its bytes, each
      * a miss: the copy is dropped and the read fetched from the server (docs/cache.md). */
     uint64_t shard_cache_corrupt;
+    /* Samples delivered although libjpeg recovered from something in their file that costs no
+     * pixel (enum rf_recovered: junk bytes skipped, metadata it does not understand), and
+     * by kind (a sample counts once in each kind it needed). */
+    uint64_t recovered;
+    uint64_t recovered_by_kind[RF_RECOVERED_KINDS];
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

@@ -263,6 +263,8 @@ typedef struct rf_inspect_sample {
                                    MCUs (ringfeed-pack --restart writes such files) */
     uint32_t orientation;       /* a JPEG's EXIF orientation tag (1..8), 0 when none; the
                                    loader decodes the pixels as stored, never rotated */
+    uint32_t recovered;         /* what libjpeg recovered from without losing a pixel, which
+                                   the loader decodes too: 1 << enum rf_recovered each */
 } rf_inspect_sample;
 
 typedef struct rf_inspect_summary {
@@ -286,6 +288,7 @@ typedef struct rf_inspect_summary {
     uint64_t oriented;          /* images whose EXIF orientation is 2..8 (rotated or mirrored
                                    as stored), which the loader does not turn upright */
     uint64_t with_image;        /* samples with an image member: image_bytes is over these */
+    uint64_t recovered_by_kind[RF_RECOVERED_KINDS]; /* images with each enum rf_recovered */
 } rf_inspect_summary;
 
 RF_API void rf_inspect_options_init(rf_inspect_options *o);

@@ -705,30 +705,6 @@ START_TEST(errors_limits)
 }
 END_TEST
 
-START_TEST(errors_warning_is_an_error)
-{
-    /* Two stray bytes after SOI: libjpeg only warns ("Corrupt JPEG data: 2 extraneous bytes
-     * before marker") and would decode; we refuse. */
-    rf_decoder *d = rf_decoder_create(NULL);
-    size_t len;
-    uint8_t *j = make_jpeg(120, 80, RGB420, 4, &len);
-    uint8_t *bad = malloc(len + 2);
-    memcpy(bad, j, 2);
-    bad[2] = 0x12, bad[3] = 0x34;
-    memcpy(bad + 4, j + 2, len - 2);
-    rf_err err;
-    ck_assert_int_eq(decode_rc(d, bad, len + 2, &err), RF_EDECODE);
-    ck_assert_msg(strstr(err.msg, "extraneous") != NULL, "msg: %s", err.msg);
-    uint8_t *full = NULL;
-    uint32_t w, h;
-    ck_assert_int_eq(rf_decode_full(d, bad, len + 2, &full, &w, &h, &err), RF_EDECODE);
-    ck_assert_ptr_null(full);
-    assert_good_decode(d);
-    free(bad);
-    free(j);
-    rf_decoder_destroy(d);
-}
-END_TEST
 
 START_TEST(cmyk_and_gray_decode)
 {
@@ -1250,7 +1226,7 @@ START_TEST(gpu_packet_damage)
         int rc = rf_decode_packet(b, bad, tlen, &tr, seed, 0, place_fixed, &pl, &bytes, NULL, &e);
         ck_assert_msg(rc == 0, "trial %d: %s", trial, e.msg);
         ck_assert_uint_gt(bytes, 0);
-        int st = rf_gj_decode_host(pkt, scratch, og, &bi);
+        int st = RF_GJ_FAILURE(rf_gj_decode_host(pkt, scratch, og, &bi));
         int ra = rf_decode_transform(a, bad, tlen, &tr, seed, oa, NULL, &e);
         if (st) {
             ck_assert_uint_lt(bi, ((rf_gj_packet *)pkt)->nintervals);
@@ -1285,7 +1261,7 @@ static int gpu_verdict(rf_decoder *d, const uint8_t *j, size_t len, const rf_tra
         return 0;
     /* the stand-in decodes damaged data without an error, as the engines do */
     ck_assert_msg(!engine || rf_decode_planes(d, pl->pkt, scratch, &e) == 0, "%s", e.msg);
-    return rf_gj_decode_host(pl->pkt, scratch, pl->px, &bi) != 0;
+    return RF_GJ_FAILURE(rf_gj_decode_host(pl->pkt, scratch, pl->px, &bi)) != 0;
 }
 
 /* The engines decode damaged entropy-coded data without an error, so an engine packet carries
@@ -1460,6 +1436,109 @@ START_TEST(rows_read_are_libjpegs)
     ck_assert_uint_gt(past, 0);
     free(pkt), free(og), free(oa);
     rf_decoder_destroy(a), rf_decoder_destroy(b);
+}
+END_TEST
+
+/* j[0..len) with `n` bytes of `ins` inserted at `at`. */
+static uint8_t *with_inserted(const uint8_t *j, size_t len, size_t at, const void *ins, size_t n)
+{
+    uint8_t *o = malloc(len + n);
+    memcpy(o, j, at);
+    memcpy(o + at, ins, n);
+    memcpy(o + at + n, j + at, len - at);
+    return o;
+}
+
+/* What libjpeg recovers from without losing a pixel is decoded, on every path, and recorded
+ * by kind (rf_decoder_recovered): junk bytes between header segments, a comment whose length
+ * field says 0 (libjpeg skips its text as junk). The pixels are the clean file's, in full and
+ * through a RandomResizedCrop, on the CPU, the kernels and the engines' stand-in. Junk bytes
+ * left before a restart marker in the scan, which damaged data leave too, and the data cut
+ * short still fail, on every path. */
+START_TEST(recovered_warnings_decode_the_clean_pixels)
+{
+    rf_decoder *d = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(d, 1);
+    size_t len, rlen;
+    uint8_t *j = make_jpeg(120, 80, RGB420, 4, &len);
+    uint8_t *r = with_restarts(j, len, 1, &rlen);
+    uint32_t w, h, w2, h2;
+    uint8_t *clean = NULL, *full = NULL;
+    rf_err err = {0};
+    ck_assert_int_eq(rf_decode_full(d, j, len, &clean, &w, &h, &err), 0);
+    ck_assert_uint_eq(rf_decoder_recovered(d), 0);
+    /* the first RST marker after the scan begins: junk goes before it */
+    size_t sos = last_sos(r, rlen), rst = sos + 20;
+    while (!(r[rst] == 0xFF && r[rst + 1] >= 0xD0 && r[rst + 1] <= 0xD7))
+        rst++;
+    struct {
+        const char *name;
+        uint8_t *data;
+        size_t len;
+    } cases[] = {
+        {"junk after SOI", with_inserted(j, len, 2, "\x12\x34", 2), len + 2},
+        {"comment of length 0", with_inserted(j, len, 2, "\xff\xfe\x00\x00a note", 10),
+         len + 10},
+    };
+    size_t cap = 1u << 21;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
+    uint8_t *oa = malloc(64 * 64 * 3), *ob = malloc(64 * 64 * 3), *og = malloc(64 * 64 * 3);
+    test_place pl = {pkt, og, cap};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ck_assert_msg(rf_decode_full(d, cases[c].data, cases[c].len, &full, &w2, &h2, &err) == 0,
+                      "%s: %s", cases[c].name, err.msg);
+        ck_assert_msg(rf_decoder_recovered(d) == 1u << RF_RECOVERED_HEADER_BYTES,
+                      "%s: recovered %#x", cases[c].name, rf_decoder_recovered(d));
+        ck_assert_int_eq(memcmp(full, clean, (size_t)w * h * 3), 0);
+        free(full);
+        full = NULL;
+        for (uint64_t seed = 0; seed < 6; seed++) {
+            rf_transform tr = random_t(64);
+            ck_assert_int_eq(rf_decode_transform(d, j, len, &tr, seed, ob, NULL, &err), 0);
+            ck_assert_int_eq(rf_decode_transform(d, cases[c].data, cases[c].len, &tr, seed, oa,
+                                                 NULL, &err), 0);
+            ck_assert_msg(memcmp(oa, ob, 64 * 64 * 3) == 0, "%s seed %llu: CPU pixels differ",
+                          cases[c].name, (unsigned long long)seed);
+            for (int engine = 0; engine < 2; engine++) {
+                uint32_t bytes = 0, bi = 0;
+                ck_assert_int_eq(rf_decode_packet(d, cases[c].data, cases[c].len, &tr, seed,
+                                                  engine, place_fixed, &pl, &bytes, NULL, &err),
+                                 0);
+                if (bytes) {
+                    ck_assert(!engine || rf_decode_planes(d, pkt, scratch, &err) == 0);
+                    ck_assert_int_eq(RF_GJ_FAILURE(rf_gj_decode_host(pkt, scratch, og, &bi)), 0);
+                }
+                ck_assert_msg(memcmp(og, ob, 64 * 64 * 3) == 0, "%s seed %llu engine %d: GPU "
+                              "path's pixels differ", cases[c].name, (unsigned long long)seed,
+                              engine);
+            }
+        }
+        free(cases[c].data);
+    }
+    /* junk before RST0: corrupt on every path, for a crop that reads that interval */
+    uint8_t *junk = with_inserted(r, rlen, rst, "\x55\x66\x77", 3);
+    ck_assert_int_eq(rf_decode_full(d, junk, rlen + 3, &full, &w2, &h2, &err), RF_EDECODE);
+    ck_assert_msg(strstr(err.msg, "extraneous") != NULL, "msg: %s", err.msg);
+    rf_transform whole = {.crop = RF_CROP_CENTER, .height = 64, .width = 96,
+                          .resize_shorter = 64, .layout = RF_LAYOUT_NHWC, .flip_prob = -1};
+    uint8_t *ow = malloc(64 * 96 * 3);
+    test_place wpl = {pkt, ow, cap};
+    ck_assert_int_eq(rf_decode_transform(d, junk, rlen + 3, &whole, 0, ow, NULL, &err),
+                     RF_EDECODE);
+    ck_assert(gpu_verdict(d, junk, rlen + 3, &whole, 0, 0, &wpl, scratch));
+    ck_assert(gpu_verdict(d, junk, rlen + 3, &whole, 0, 1, &wpl, scratch));
+    free(junk), free(ow);
+    /* premature end costs pixels: still an error */
+    uint8_t *cut = malloc(len);
+    memcpy(cut, j, len / 2);
+    cut[len / 2] = 0xFF, cut[len / 2 + 1] = 0xD9;
+    ck_assert_int_eq(rf_decode_full(d, cut, len / 2 + 2, &full, &w2, &h2, &err), RF_EDECODE);
+    ck_assert_ptr_null(full);
+    ck_assert_msg(strstr(err.msg, "Corrupt JPEG data") != NULL, "msg: %s", err.msg);
+    assert_good_decode(d);
+    free(cut), free(pkt), free(scratch), free(oa), free(ob), free(og);
+    free(clean), free(r), free(j);
+    rf_decoder_destroy(d);
 }
 END_TEST
 
@@ -1946,7 +2025,7 @@ int main(void)
     tcase_add_test(tc, non_square_resize_matches_reference);
     tcase_add_test(tc, errors_truncated_and_not_jpeg);
     tcase_add_test(tc, errors_limits);
-    tcase_add_test(tc, errors_warning_is_an_error);
+    tcase_add_test(tc, recovered_warnings_decode_the_clean_pixels);
     tcase_add_test(tc, cmyk_and_gray_decode);
     tcase_add_test(tc, restart_transcode_is_lossless);
     tcase_add_test(tc, region_decode_matches_whole_decode);

@@ -1261,6 +1261,67 @@ START_TEST(test_inspect_exif_orientation)
 }
 END_TEST
 
+static int on_recovered(void *ctx, const rf_inspect_sample *s)
+{
+    ((uint32_t *)ctx)[atoi(s->key)] = s->recovered;
+    return 0;
+}
+
+/* Files libjpeg decodes without losing a pixel after recovering from something are reported
+ * with what (rf_inspect_sample.recovered, the summary's recovered_by_kind), not as problems:
+ * bytes that are no marker between the header's segments, a comment whose length field says 0.
+ * Junk between the last MCU and the EOI is neither: libjpeg-turbo reads it as the scan's last
+ * bits and says nothing. */
+START_TEST(test_inspect_recovered)
+{
+    char d[600], tar[700], err[256];
+    snprintf(d, sizeof d, "%s/recovered", g_root);
+    mkdir(d, 0755);
+    snprintf(tar, sizeof tar, "%s/r.tar", d);
+    uint8_t rgb[40 * 30 * 3], *jpg;
+    size_t jn;
+    rf_synth_image(7, 40, 30, rgb);
+    ck_assert_int_eq(rf_synth_jpeg(rgb, 40, 30, 90, 0, &jpg, &jn), 0);
+    static const struct {
+        size_t at; /* 0: before the EOI */
+        const char *ins;
+        size_t n;
+    } cases[] = {{0, "", 0}, {2, "\x12\x34\x56", 3}, {2, "\xff\xfe\x00\x00a comment", 13},
+                 {0, "\x77\x77", 2}};
+    enum { N = sizeof cases / sizeof cases[0] };
+    rf_shard_writer *w;
+    ck_assert_int_eq(rf_shard_writer_open(tar, NULL, RF_SHARD_PAX, &w, err, sizeof err), 0);
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        size_t at = cases[i].at ? cases[i].at : jn - 2, n = jn + cases[i].n;
+        uint8_t *b = malloc(n);
+        memcpy(b, jpg, at);
+        memcpy(b + at, cases[i].ins, cases[i].n);
+        memcpy(b + at + cases[i].n, jpg + at, jn - at);
+        snprintf(key, sizeof key, "%d", i);
+        ck_assert_int_eq(rf_shard_writer_add(w, key, "jpg", b, n, i), 0);
+        free(b);
+    }
+    ck_assert_int_eq(rf_shard_writer_close(w, err, sizeof err), 0);
+    free(jpg);
+    uint32_t got[N];
+    memset(got, 0xFF, sizeof got);
+    rf_inspect_options o;
+    rf_inspect_options_init(&o);
+    rf_inspect_summary s;
+    rf_inspect_summary_init(&s);
+    ck_assert_int_eq(rf_shard_inspect(tar, &o, NULL, on_recovered, got, &s), 0);
+    ck_assert_uint_eq(got[0], 0);
+    ck_assert_uint_eq(got[1], 1u << RF_RECOVERED_HEADER_BYTES);
+    ck_assert_uint_eq(got[2], 1u << RF_RECOVERED_HEADER_BYTES);
+    ck_assert_uint_eq(s.recovered_by_kind[RF_RECOVERED_HEADER_BYTES], 2);
+    ck_assert_uint_eq(got[3], 0);
+    ck_assert_uint_eq(s.problems, 0);
+    ck_assert_str_eq(rf_recovered_name(RF_RECOVERED_HEADER_BYTES), "header_bytes");
+    ck_assert_ptr_null(rf_recovered_name(RF_RECOVERED_KINDS));
+}
+END_TEST
+
 START_TEST(test_inspect_labels_as_loader)
 {
     static char huge[2001];
@@ -1437,6 +1498,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_pack_all_formats);
     tcase_add_test(tc, test_inspect_image_preference);
     tcase_add_test(tc, test_inspect_exif_orientation);
+    tcase_add_test(tc, test_inspect_recovered);
     tcase_add_test(tc, test_gnu_tar_formats);
     tcase_add_test(tc, test_index_disagrees);
     tcase_add_test(tc, test_bad_jpeg_reported);

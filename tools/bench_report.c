@@ -242,6 +242,11 @@ void print_json(const opts *o, const result *r)
     for (int i = 0; i < RF_SKIP_FIELD + 1; i++)
         printf("%s\"%s\": %llu", i ? ", " : "", reasons[i],
                (unsigned long long)s->skipped_by_reason[i]);
+    printf("}, \"recovered\": %llu, \"recovered_by_kind\": {",
+           (unsigned long long)s->recovered);
+    for (uint32_t i = 0; rf_recovered_name(i); i++)
+        printf("%s\"%s\": %llu", i ? ", " : "", rf_recovered_name(i),
+               (unsigned long long)s->recovered_by_kind[i]);
     printf("}, ");
     print_json_memory(o, r);
 }

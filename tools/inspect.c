@@ -23,7 +23,7 @@
 
 typedef struct totals {
     uint64_t shards, samples, members, bytes, problems, images, progressive, image_bytes;
-    uint64_t region_ready, oriented, with_image;
+    uint64_t region_ready, oriented, with_image, recovered[RF_RECOVERED_KINDS];
     uint64_t image_bytes_min, image_bytes_max, width_sum, height_sum, labeled;
     uint64_t with_index, index_bad, indexes_written;
     uint32_t width_min, width_max, height_min, height_max;
@@ -116,6 +116,8 @@ static void add(totals *t, const rf_inspect_summary *s)
     t->progressive += s->progressive;
     t->region_ready += s->region_ready;
     t->oriented += s->oriented;
+    for (uint32_t k = 0; k < RF_RECOVERED_KINDS; k++)
+        t->recovered[k] += s->recovered_by_kind[k];
     t->with_image += s->with_image;
     t->width_sum += s->width_sum;
     t->height_sum += s->height_sum;
@@ -184,6 +186,15 @@ static void print_totals(const totals *t)
                "rotates or mirrors them; the loader decodes the pixels as stored (exiftran -ai or "
                "ImageMagick's -auto-orient turns them upright)\n",
                t->oriented, t->images);
+    for (uint32_t k = 0; rf_recovered_name(k); k++)
+        if (t->recovered[k])
+            printf("recovered: %" PRIu64 " of %" PRIu64 " images need libjpeg's recovery from "
+                   "%s, which costs no pixel: the loader decodes them (counted in "
+                   "rf_stats.recovered_by_kind)\n", t->recovered[k], t->images,
+                   k == RF_RECOVERED_HEADER_BYTES ? "bytes that are no marker between header "
+                                                    "segments (or a segment length under 2)"
+                   : k == RF_RECOVERED_JFIF_VERSION ? "an unknown JFIF revision"
+                                                    : "a malformed ICC profile marker");
     if (t->labeled)
         printf("labels: %" PRIu64 " samples labelled, %d..%d\n", t->labeled, t->label_min,
                t->label_max);
@@ -202,14 +213,16 @@ static void print_json(const totals *t)
            ", \"width_mean\": %.1f, \"height_mean\": %.1f, \"labeled\": %" PRIu64
            ", \"label_min\": %d, \"label_max\": %d, \"indexes\": %" PRIu64
            ", \"indexes_disagree\": %" PRIu64 ", \"indexes_written\": %" PRIu64
-           ", \"problem_messages\": [",
+           ", \"recovered_header_bytes\": %" PRIu64 ", \"recovered_jfif_version\": %" PRIu64
+           ", \"recovered_icc\": %" PRIu64 ", \"problem_messages\": [",
            t->shards, t->samples, t->members, t->bytes, t->problems, t->images, t->progressive,
            t->region_ready, t->oriented, t->image_bytes, t->image_bytes_min, t->image_bytes_max, t->width_min,
            t->width_max, t->height_min, t->height_max,
            t->images ? (double)t->width_sum / (double)t->images : 0.0,
            t->images ? (double)t->height_sum / (double)t->images : 0.0, t->labeled,
            t->labeled ? t->label_min : 0, t->labeled ? t->label_max : -1, t->with_index,
-           t->index_bad, t->indexes_written);
+           t->index_bad, t->indexes_written, t->recovered[RF_RECOVERED_HEADER_BYTES],
+           t->recovered[RF_RECOVERED_JFIF_VERSION], t->recovered[RF_RECOVERED_ICC]);
     for (uint32_t i = 0; i < t->njson; i++)
         printf("%s\"%s\"", i ? ", " : "", t->problems_json[i] ? t->problems_json[i] : "");
     printf("]}\n");

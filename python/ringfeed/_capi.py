@@ -268,6 +268,8 @@ class RfStats(ctypes.Structure):
         ("remote_create_requests", ctypes.c_uint64),
         ("remote_create_bytes", ctypes.c_uint64),
         ("shard_cache_corrupt", ctypes.c_uint64),
+        ("recovered", ctypes.c_uint64),
+        ("recovered_by_kind", ctypes.c_uint64 * 8),  # RF_RECOVERED_KINDS
     ]
 
 
@@ -452,6 +454,7 @@ def _declare(L):
         "rf_last_error": (cp, [vp]),
         "rf_strerror": (cp, [i32]),
         "rf_err_name": (cp, [i32]),
+        "rf_recovered_name": (cp, [ctypes.c_uint32]),
         "rf_abi_layout": (P(RfFieldLayout), [P(ctypes.c_uint32)]),
         "rf_version": (cp, []),
         "rf_loader_batches_per_epoch": (u64, [vp]),

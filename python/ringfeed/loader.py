@@ -58,6 +58,9 @@ _SCHEDULES = {"auto": C.RF_SCHEDULE_AUTO, "cpu": C.RF_SCHEDULE_CPU,
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
 SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
                 "hook", "field")
+# Names of rf_stats.recovered_by_kind entries (enum rf_recovered, rf_recovered_name): what
+# libjpeg recovered from in files delivered with every pixel.
+RECOVERED_KINDS = ("header_bytes", "jfif_version", "icc")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1

@@ -8,6 +8,7 @@ the same ones skipped, counted under the same reasons. Here the GPU paths run th
 runs the same on a GPU, where the kernels and the hardware decoders' verdicts come late."""
 import glob
 import io
+import json
 import os
 import random
 import shutil
@@ -195,3 +196,76 @@ def check_paths(bad_shard, device, paths):
 
 def test_bad_files_get_the_cpus_verdicts_on_every_path(bad_shard):
     check_paths(bad_shard, "cpu", PATHS)
+
+
+@pytest.fixture(scope="module")
+def recovered_shard(bad_shard, tmp_path_factory):
+    """One shard of 8 clean dense photos (KEY "NNNNclean") and beside each a copy that libjpeg
+    decodes to the same pixels after recovering from its header: junk bytes after the SOI, or a
+    comment segment whose length field says 0 ("NNNNjunk")."""
+    src = os.path.join(os.path.dirname(bad_shard[0]), "src-0000.tar")
+    with tarfile.open(src) as tf:
+        jpgs = [tf.extractfile(m).read() for m in tf if m.name.endswith(".jpg")]
+    clean = [j for j in jpgs if frame(j)[0] is False][:8]
+    d = tmp_path_factory.mktemp("recovered")
+    with tarfile.open(str(d / "r-0000.tar"), "w", format=tarfile.GNU_FORMAT) as tf:
+        for i, j in enumerate(clean):
+            odd = (j[:2] + b"\x12\x34\x56" + j[2:] if i % 2 else
+                   j[:2] + b"\xff\xfe\x00\x00a comment" + j[2:])
+            for key, data in ((f"{i:04d}clean", j), (f"{i:04d}junk", odd)):
+                for name, blob in ((key + ".jpg", data), (key + ".cls", b"1")):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(blob)
+                    tf.addfile(info, io.BytesIO(blob))
+    return str(d / "r-*.tar")
+
+
+def center_images(pattern, device="cpu", **kw):
+    """{key: image} of one epoch, center crops without flips (the same for every sample)."""
+    from conftest import epoch_images
+    with ringfeed.Loader(pattern, batch_size=4, device=device, crop="center", size=96,
+                         decode_threads=2, layout="NHWC", copy=True, **kw) as ld:
+        return epoch_images(ld)
+
+
+def check_recovered(pattern, device, paths):
+    """Each recovered file's image is its clean twin's on every path; on a GPU within the
+    hardware decoders' rounding where they may have taken one twin and not the other (nvJPEG
+    does not promise libjpeg's IDCT to the bit: test_photos.py's bound)."""
+    for name, kw in [("cpu", {"schedule": "cpu", "dct_scaling": False})] + list(paths.items()):
+        got = center_images(pattern, device, **kw)
+        assert len(got) == 16, name
+        engines = device != "cpu" and ("hw_decode_percent" in kw or not kw)
+        for key in got:
+            if key.endswith("junk"):
+                d = abs(got[key].astype(int) - got[key[:4] + "clean"].astype(int))
+                assert d.max() <= (2 if engines else 0), (name, key, d.max())
+
+
+def bench_recovered(pattern, device, paths):
+    """The bench's one epoch on each path counts the 8 files under recovered_by_kind
+    header_bytes, once each, whichever path decoded them."""
+    from conftest import find_tool
+    bench = find_tool("tools", "ringfeed-bench", "RINGFEED_BENCH")
+    if bench is None:
+        pytest.skip("ringfeed-bench not found")
+    for args in paths:
+        out = subprocess.run([bench, "--shards", pattern, "--device", device, "--batch", "4",
+                              "--threads", "2", "--epochs", "1", "--json", *args],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        assert r["recovered"] == 8 and r["recovered_by_kind"]["header_bytes"] == 8, (args, r)
+
+
+def test_files_libjpeg_recovers_from_are_decoded_on_every_path(recovered_shard):
+    """Every path delivers them with their clean twin's pixels, and counts them."""
+    check_recovered(recovered_shard, "cpu", PATHS)
+    bench_recovered(recovered_shard, "host", ([], ["--gpu-decode"], ["--hw-decode", "100"]))
+
+
+def test_recovered_kinds_are_the_librarys():
+    from ringfeed import _capi as C
+    from ringfeed.loader import RECOVERED_KINDS
+    names = tuple(C.lib().rf_recovered_name(i).decode() for i in range(len(RECOVERED_KINDS)))
+    assert names == RECOVERED_KINDS
+    assert C.lib().rf_recovered_name(len(RECOVERED_KINDS)) is None

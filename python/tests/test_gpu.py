@@ -15,8 +15,9 @@ from ringfeed import _capi as C  # noqa: E402
 from conftest import N_IMAGES, HERE, PACKAGE_ROOT  # noqa: E402
 from test_encodings import LOSSLESS  # noqa: E402
 from test_encodings import base, reference  # noqa: E402,F401 (fixtures)
-from test_badfiles import PATHS as BAD_PATHS, check_paths  # noqa: E402
-from test_badfiles import bad_shard  # noqa: E402,F401 (fixture)
+from test_badfiles import PATHS as BAD_PATHS, bench_recovered, check_paths  # noqa: E402
+from test_badfiles import check_recovered  # noqa: E402
+from test_badfiles import bad_shard, recovered_shard  # noqa: E402,F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device visible to torch")
@@ -276,3 +277,12 @@ def test_bad_files_get_the_cpus_verdicts_on_cuda(bad_shard):
     thread, and the balancing scheduler (the defaults) routes samples by timing: every path
     delivers and skips the CPU schedule's samples in every epoch."""
     check_paths(bad_shard, "cuda", dict(BAD_PATHS, defaults={}))
+
+
+def test_files_libjpeg_recovers_from_on_cuda(recovered_shard):
+    """test_badfiles.py's recovered files on the GPU: every path delivers them with their clean
+    twin's pixels (within the engines' rounding where they took one twin), and counts them
+    once, the packets' when their batch is handed out."""
+    check_recovered(recovered_shard, "cuda", dict(BAD_PATHS, defaults={}))
+    bench_recovered(recovered_shard, "cuda", ([], ["--gpu-decode"], ["--hw-decode", "100"],
+                                              ["--schedule", "cpu"]))

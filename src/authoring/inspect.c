@@ -199,6 +199,8 @@ static void sample_flush(inspector *in)
         sum->progressive += s->progressive;
         sum->region_ready += s->region_ready;
         sum->oriented += s->orientation > 1;
+        for (uint32_t k = 0; k < RF_RECOVERED_KINDS; k++)
+            sum->recovered_by_kind[k] += (s->recovered >> k) & 1;
         sum->images++;
     }
     if (s->label >= 0) {
@@ -231,6 +233,7 @@ static void check_image(inspector *in, const rf_tar_member *tm)
         rc = rf_jpeg_check_info(in->jc, in->buf, tm->size, &ji, &e);
     s->width = ji.width, s->height = ji.height, s->progressive = ji.progressive;
     s->region_ready = ji.region_ready;
+    s->recovered = ji.recovered;
     if (rc == 0)
         s->orientation = rf_jpeg_exif_orientation(in->buf, (size_t)tm->size);
     if (rc)

@@ -26,7 +26,7 @@
 
 const char *rf_gj_status_text(int status)
 {
-    switch (status) {
+    switch (RF_GJ_FAILURE(status)) {
     case RF_GJ_OK: return "ok";
     case RF_GJ_BAD_CODE: return "corrupt JPEG data: bad Huffman code";
     case RF_GJ_PREMATURE: return "corrupt JPEG data: premature end of data segment";

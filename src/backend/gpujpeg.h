@@ -120,6 +120,10 @@ typedef struct rf_gj_packet {
      * rows the CPU path's libjpeg reads of the same region (rf_jpeg_rows_read), the last one
      * without its extraneous-bytes check (libjpeg reads no marker after it). */
     uint32_t check_units;
+    /* What libjpeg recovered from in the file's header as the decode thread read it (1 << enum
+     * rf_recovered), written by the pipeline after the packet is placed, counted when its
+     * batch is handed out (the kernels never read it). */
+    uint32_t recovered;
     rf_gj_comp comp[3];
 } rf_gj_packet;
 
@@ -156,6 +160,8 @@ enum rf_gj_status {
     RF_GJ_ENGINE = 5,       /* the hardware JPEG decoder refused the file (corrupt data);
                              * nvJPEG's status is in the bits above the low byte */
 };
+/* A status's rf_gj_status (an engine's carries nvJPEG's own above the low byte). */
+#define RF_GJ_FAILURE(st) ((st) & 0xFF)
 const char *rf_gj_status_text(int status);
 
 struct jpeg_decompress_struct;

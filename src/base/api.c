@@ -44,6 +44,12 @@ RF_API const char *rf_strerror(int code)
     return "unknown error";
 }
 
+RF_API const char *rf_recovered_name(uint32_t kind)
+{
+    static const char *const names[RF_RECOVERED_KINDS] = {"header_bytes", "jfif_version", "icc"};
+    return kind < RF_RECOVERED_KINDS ? names[kind] : NULL;
+}
+
 RF_API const char *rf_err_name(int code)
 {
     const own_error_row *own = own_error(code);

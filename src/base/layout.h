@@ -71,7 +71,8 @@
     X(rf_stats, shard_cache_fill_failures) X(rf_stats, shard_cache_bytes_written)                \
     X(rf_stats, shard_cache_evictions) X(rf_stats, shard_cache_why)                             \
     X(rf_stats, hw_engines_why) X(rf_stats, remote_create_requests)                            \
-    X(rf_stats, remote_create_bytes) X(rf_stats, shard_cache_corrupt)
+    X(rf_stats, remote_create_bytes) X(rf_stats, shard_cache_corrupt) X(rf_stats, recovered)     \
+    X(rf_stats, recovered_by_kind)
 
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \

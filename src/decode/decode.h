@@ -60,6 +60,14 @@ void rf_decoder_destroy(rf_decoder *d);
  * Values round down to 1, 2, 4 or 8. */
 void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom);
 
+/* What libjpeg recovered from in the decoder's last JPEG decode, one bit per enum
+ * rf_recovered kind (ringfeed.h): warnings that cost no pixel, which every decode records
+ * instead of failing; 0 for a clean file. */
+uint32_t rf_decoder_recovered(const rf_decoder *d);
+/* Replace that record: 0 for a sample whose verdict is a failure after all (the GPU decode's
+ * host code found its data damaged). */
+void rf_decoder_set_recovered(rf_decoder *d, uint32_t mask);
+
 /* Per-sample info reported back (for stats and tests). */
 typedef struct rf_decode_info {
     uint32_t width, height;       /* of the JPEG */
@@ -184,6 +192,7 @@ typedef struct rf_jpeg_info {
     uint32_t progressive;      /* 1: progressive */
     uint32_t restart_interval; /* MCUs between restart markers; 0: none */
     uint32_t region_ready;     /* 1: rf_decode_transform can decode crops as regions */
+    uint32_t recovered;        /* what libjpeg recovered from: 1 << enum rf_recovered each */
 } rf_jpeg_info;
 
 /* 0 when data[0..len) starts with a JPEG SOI marker; else RF_EDECODE "not a JPEG (N bytes, no

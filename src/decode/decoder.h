@@ -22,6 +22,7 @@ typedef struct rf_jerr {
     jmp_buf jb;
     int code;
     int lenient; /* warnings (corrupt data) go unreported, as by the hardware decoder */
+    uint32_t recovered; /* the decode's warnings that cost no pixel: 1 << enum rf_recovered */
     char msg[JMSG_LENGTH_MAX + 64];
 } rf_jerr;
 

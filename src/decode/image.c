@@ -30,6 +30,7 @@ int rf_image_magic_check(const uint8_t *p, uint64_t len, uint32_t *format, rf_er
 int rf_decode_image(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
                     uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err)
 {
+    d->jerr.recovered = 0; /* a JPEG decode records its own; PNG and WebP have none */
     switch (rf_image_sniff(data, len)) {
     case RF_IMAGE_JPEG: return rf_decode_transform(d, data, len, t, seed, out, info, err);
     case RF_IMAGE_PNG: return rf_png_transform(d, data, len, t, seed, out, info, err);

@@ -25,6 +25,10 @@
 
 #include <jerror.h>
 
+/* jpegint.h's DSTATE_INHEADER (libjpeg 6b's ABI, kept by libjpeg-turbo): reading the header's
+ * markers, before the first scan. */
+#define RF_DSTATE_INHEADER 201
+
 /* Headroom over a full coefficient image (progressive JPEGs buffer all of it) at max_pixels. */
 #define MEM_SLACK_BYTES (64ull << 20)
 
@@ -53,11 +57,34 @@ static void fail_jump(j_common_ptr c, const char *what)
 
 static void on_error_exit(j_common_ptr c) { fail_jump(c, "libjpeg error"); }
 
-/* level < 0 is a warning (corrupt data, premature end); >= 0 are trace messages. */
+/* The kind of a warning that costs no pixel, or -1. Junk bytes libjpeg skips between the
+ * header's segments (and a comment or APPn segment whose length is under 2, which leaves its
+ * bytes to be skipped so) decode to the same pixels, as with every other decoder (PIL); the
+ * others name metadata libjpeg does not need. Bytes left over inside the scan are another
+ * matter: they are what damaged entropy-coded data leaves too (an interval that decoded short),
+ * so there the warning stays an error. */
+static int recovered_kind(j_common_ptr c)
+{
+    switch (c->err->msg_code) {
+    case JWRN_EXTRANEOUS_DATA:
+        return c->global_state == RF_DSTATE_INHEADER ? RF_RECOVERED_HEADER_BYTES : -1;
+    case JWRN_JFIF_MAJOR: return RF_RECOVERED_JFIF_VERSION;
+    case JWRN_BOGUS_ICC: return RF_RECOVERED_ICC;
+    default: return -1;
+    }
+}
+
+/* level < 0 is a warning: one that costs no pixel is recorded (rf_decoder_recovered), any
+ * other (corrupt data, premature end) fails the sample; >= 0 are trace messages. */
 static void on_emit_message(j_common_ptr c, int level)
 {
-    if (level < 0 && !((rf_jerr *)c->err)->lenient)
+    rf_jerr *e = (rf_jerr *)c->err;
+    if (level >= 0 || e->lenient)
+        return;
+    int kind = recovered_kind(c);
+    if (kind < 0)
         fail_jump(c, "libjpeg warning");
+    e->recovered |= 1u << kind;
 }
 
 /* Called between input chunks while a multi-scan image is absorbed: the place to stop a file of
@@ -117,6 +144,9 @@ rf_decoder *rf_decoder_create(const rf_decode_limits *lim)
     return d;
 }
 
+uint32_t rf_decoder_recovered(const rf_decoder *d) { return d->jerr.recovered; }
+void rf_decoder_set_recovered(rf_decoder *d, uint32_t mask) { d->jerr.recovered = mask; }
+
 void rf_decoder_destroy(rf_decoder *d)
 {
     if (!d)
@@ -168,6 +198,7 @@ int rf_dec_guarded(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_dec_job_fn
     if (fresh_jpeg(d))
         return rf_seterr(err, RF_ENOMEM, "out of memory for a JPEG decompressor");
     d->region.of = d->region.eoi_of = NULL;
+    d->jerr.recovered = 0;
     if (setjmp(d->jerr.jb)) {
         jpeg_abort_decompress(&d->cinfo);
         return rf_seterr(err, d->jerr.code, "%s", d->jerr.msg);
@@ -406,6 +437,7 @@ int rf_decode_check(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_jpeg_info
     rf_jpeg_info i = {0};
     check_job j = {jpeg, len, &i};
     int rc = rf_dec_guarded(d, jpeg, len, check_run, &j, err);
+    i.recovered = d->jerr.recovered;
     *info = rc ? (rf_jpeg_info){0} : i;
     return rc;
 }

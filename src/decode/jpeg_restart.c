@@ -87,15 +87,30 @@ static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 int rf_jpeg_segment(const uint8_t *j, size_t len, size_t *pos, uint32_t *m, size_t *at)
 {
     size_t p = *pos;
-    while (p + 1 < len && j[p] == 0xFF && j[p + 1] == 0xFF)
-        p++; /* fill bytes */
-    if (p + 4 > len || j[p] != 0xFF)
-        return 1;
-    uint32_t mk = j[p + 1], seg = be16(j + p + 2);
-    if (seg < 2 || p + 2 + seg > len || mk == 0x01 || (mk >= 0xD0 && mk <= 0xD9))
-        return 1;
-    *m = mk, *at = p, *pos = p + 2 + seg;
-    return 0;
+    for (;;) {
+        /* libjpeg's next_marker: bytes that are no marker are skipped (its "extraneous bytes",
+         * which cost no pixel), 0xFF 0x00 too, then the fill bytes before the marker */
+        while (p < len && j[p] != 0xFF)
+            p++;
+        while (p + 1 < len && j[p + 1] == 0xFF)
+            p++;
+        if (p + 1 >= len)
+            return 1;
+        uint32_t mk = j[p + 1];
+        if (mk == 0x00 || mk == 0x01 || (mk >= 0xD0 && mk <= 0xD7)) {
+            p += 2; /* stuffing, or a marker without parameters, which libjpeg passes over */
+            continue;
+        }
+        if (mk == 0xD8 || mk == 0xD9 || p + 4 > len)
+            return 1;
+        /* A length under 2 (a comment or APPn segment: libjpeg refuses it in the segments it
+         * parses) is its length field alone: libjpeg reads on from there. */
+        uint32_t seg = RF_MAX(be16(j + p + 2), 2u);
+        if (p + 2 + seg > len)
+            return 1;
+        *m = mk, *at = p, *pos = p + 2 + seg;
+        return 0;
+    }
 }
 
 /* Offsets of the frame header (one SOFn segment of at least 8 bytes; its marker in *sof_m) and

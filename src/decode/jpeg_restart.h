@@ -89,12 +89,14 @@ typedef struct rf_region_buf {
 
 void rf_region_buf_free(rf_region_buf *b);
 
-/* The marker segments before a JPEG's scan, one at a time: from *pos (2, just after the SOI),
- * fill bytes skipped, the next segment's marker in *m and the offset of its 0xFF in *at (its
- * length field at *at + 2, its payload at *at + 4); *pos moves past it. Returns 0; 1 when the
- * bytes there are not one whole length-prefixed segment (a marker without a length, such as
- * SOI, EOI or RSTn, belongs nowhere before the scan). The walks of the header (the scan check,
- * the engines' baseline test, the EXIF reader) all step with it. */
+/* The marker segments before a JPEG's scan, one at a time, stepped as libjpeg steps them: from
+ * *pos (2, just after the SOI), bytes that are no marker, fill bytes and markers without
+ * parameters (RSTn, TEM) skipped, the next segment's marker in *m and the offset of its 0xFF
+ * in *at (its length field at *at + 2, its payload at *at + 4); *pos moves past it (past the
+ * length field alone when the length is under 2, which libjpeg accepts of a comment or APPn
+ * segment). Returns 0; 1 when no whole segment follows (the bytes end, or SOI or EOI comes
+ * first). The walks of the header (the scan check, the engines' baseline test, the EXIF
+ * reader) all step with it. */
 int rf_jpeg_segment(const uint8_t *j, size_t len, size_t *pos, uint32_t *m, size_t *at);
 
 /* 1 for a frame header marker (SOF0..SOF15 but DHT, JPG and DAC, which share the range). */

@@ -137,6 +137,9 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
                              ld->conv.w, ld->out_dtype, ld->cfg.layout, ld->cfg.mean,
                              ld->cfg.std);
     s->labels[t->index] = label;
+    /* a packet on the device is counted with its batch (pl_gpu_check) */
+    if (!ld->gpu.device || s->gpu.flags[t->index] == RF_GJ_PIXELS)
+        pl_count_recovered(ld, rf_decoder_recovered(dec));
     return 0;
 }
 

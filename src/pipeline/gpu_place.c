@@ -273,6 +273,7 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
     if (ld->gpu.device) { /* the packet's share of the batch's device scratch */
         rf_gj_packet *p = (rf_gj_packet *)(s->stage + s->gpu.offs[t->index]);
         count_gpu(ld, engine, (const uint8_t *)p, 1); /* a hole takes it back */
+        p->recovered = rf_decoder_recovered(dec); /* counted with the batch: pl_gpu_check */
         /* Relaxed claims, like gpu.top's: the totals are read after pending's acquire. */
         p->scratch_at = (uint32_t)atomic_fetch_add_explicit(
             &s->gpu.scratch, (p->scratch + RF_GJ_ALIGN - 1) / RF_GJ_ALIGN, memory_order_relaxed);
@@ -281,19 +282,22 @@ int pl_gpu_decode(rf_loader *ld, rf_decoder *dec, const task *t, slot *s, const 
             atomic_fetch_add_explicit(&s->gpu.engine, 1, memory_order_relaxed);
         return 0;
     }
+    uint32_t recovered = rf_decoder_recovered(dec); /* the header's, before the stand-in's */
     if (engine && (rc = rf_decode_planes(dec, gh->packet, gh->scratch, e)) != 0)
         return rc;
-    int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad);
-    if (engine && st == RF_GJ_BAD_CODE) /* the CPU decides (engine_redo): at once here */
+    rf_decoder_set_recovered(dec, recovered);
+    int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad), fail = RF_GJ_FAILURE(st);
+    if (engine && fail == RF_GJ_BAD_CODE) /* the CPU decides (engine_redo): at once here */
         return rf_decode_image(dec, jpeg, len, &ld->tf, t->aug_seed, img, info, e);
-    if (!st) /* on the host only a good packet counts: its sample is delivered */
+    if (!fail) { /* on the host only a good packet counts: its sample is delivered */
         count_gpu(ld, engine, gh->packet, 1);
-    if (st && ld->gpu.late) /* the verdict waits for the batch's check, as on the device */
+        return 0;
+    }
+    rf_decoder_set_recovered(dec, 0); /* not delivered */
+    if (ld->gpu.late) /* the verdict waits for the batch's check, as on the device */
         return s->gpu.status[t->index] = st, 0;
-    if (st)
-        return rf_seterr(e, RF_EDECODE, "%s (GPU decode, restart interval %u of the crop's "
-                         "region)", rf_gj_status_text(st), bad);
-    return 0;
+    return rf_seterr(e, RF_EDECODE, "%s (GPU decode, restart interval %u of the crop's "
+                     "region)", rf_gj_status_text(st), bad);
 }
 
 /* A status no kernel writes: the consumer's CPU decode of the sample's file failed, with the
@@ -314,7 +318,7 @@ static int verdict_error(const rf_loader *ld, const slot *s, uint32_t i, int st,
                          ld->gpu.redo_err[i].msg);
     if ((st & 0xFF) == RF_GJ_ENGINE) /* nvJPEG's own status is above the low byte */
         return rf_seterr(e, RF_EDECODE, "%s: %s: %s (nvJPEG status %d)", path, m,
-                         rf_gj_status_text(RF_GJ_ENGINE), st >> 8);
+                         rf_gj_status_text(RF_GJ_ENGINE), (st >> 8) & 0xFFFF);
     return rf_seterr(e, RF_EDECODE, "%s: %s: %s (GPU decode)", path, m, rf_gj_status_text(st));
 }
 
@@ -382,6 +386,18 @@ static void compact_refill(rf_loader *ld, slot *s, uint32_t holes)
             s->gpu.flags[i] = RF_GJ_PIXELS;
 }
 
+/* The batch is handed out: what libjpeg recovered from in its packets' files (in their
+ * headers, which the decode thread read and recorded in the packet), counted once a sample.
+ * Samples decoded on the CPU were counted by their decode threads. */
+static void count_batch_recovered(rf_loader *ld, const slot *s)
+{
+    for (uint32_t i = 0; i < s->batch.count && ld->gpu.device; i++) {
+        if (s->gpu.flags[i] == RF_GJ_PIXELS || s->gpu.offs[i] == PL_GJ_UNPLACED)
+            continue;
+        pl_count_recovered(ld, ((const rf_gj_packet *)(s->stage + s->gpu.offs[i]))->recovered);
+    }
+}
+
 /* Skip mode: every verdict of the batch goes to the skip policy (mu held), a bad one as a
  * corrupt sample, counted and logged as the CPU path's libjpeg error would be. Holes leave the
  * slot FILLING again with one pending sample each: the policy's replacement cursor fills them
@@ -396,7 +412,7 @@ static int verdicts_skip(rf_loader *ld, slot *s, rf_err *e)
     pl_lock(ld);
     for (uint32_t i = 0; i < s->batch.count && !ld->err.code; i++) {
         rf_err v = {0};
-        if (s->gpu.status[i])
+        if (RF_GJ_FAILURE(s->gpu.status[i]))
             verdict_error(ld, s, i, s->gpu.status[i], &v);
         int h = ld->policy->late_locked(ld, si, i, RF_SKIP_CORRUPT, v.code, v.msg);
         holes += (uint32_t)h;
@@ -404,8 +420,11 @@ static int verdicts_skip(rf_loader *ld, slot *s, rf_err *e)
             uncount_hole(ld, s, i);
             s->gpu.flags[i] = PL_GJ_HOLE;
         }
-        s->gpu.status[i] = 0; /* given: a refill's check reads only its replacements' */
     }
+    if (!holes) /* handed out as it is */
+        count_batch_recovered(ld, s);
+    for (uint32_t i = 0; i < s->batch.count; i++)
+        s->gpu.status[i] = 0; /* given: a refill's check reads only its replacements' */
     int rc = ld->err.code ? rf_seterr(e, ld->err.code, "%s", ld->err.msg) : (int)holes;
     if (holes && !ld->err.code) {
         assert(s->state == SLOT_LEASED && ld->leased > 0); /* LEASED -> FILLING */
@@ -469,6 +488,7 @@ static int engine_redo(rf_loader *ld, slot *s, uint32_t i, rf_err *e)
         return 0;
     }
     s->gpu.status[i] = 0;
+    ((rf_gj_packet *)pkt)->recovered = rf_decoder_recovered(g->redo); /* the CPU's account */
     return ld->bops->patch(ld->backend, &s->dev, i, g->redo_px, ld->stage_bytes, &ld->conv,
                            ld->out_bytes, e);
 }
@@ -502,7 +522,8 @@ int pl_gpu_check(rf_loader *ld, slot *s, rf_err *e)
     if (ld->gpu.emulate)
         emulate_kernels(ld, s);
     for (uint32_t i = 0; i < s->batch.count && ld->bops->patch; i++) {
-        int rc = s->gpu.flags[i] == RF_GJ_ENGINE_PACKET && s->gpu.status[i] == RF_GJ_BAD_CODE
+        int rc = s->gpu.flags[i] == RF_GJ_ENGINE_PACKET &&
+                         RF_GJ_FAILURE(s->gpu.status[i]) == RF_GJ_BAD_CODE
                      ? engine_redo(ld, s, i, e)
                      : 0;
         if (rc)
@@ -513,8 +534,9 @@ int pl_gpu_check(rf_loader *ld, slot *s, rf_err *e)
         return rc > 0 ? PL_GPU_REFILL : rc;
     }
     for (uint32_t i = 0; i < s->batch.count; i++)
-        if (s->gpu.status[i])
+        if (RF_GJ_FAILURE(s->gpu.status[i]))
             return verdict_error(ld, s, i, s->gpu.status[i], e);
+    count_batch_recovered(ld, s);
     return 0;
 }
 

@@ -318,6 +318,8 @@ struct rf_loader {
     /* Statistics: relaxed, counted by the threads and read only for rf_stats, which orders
      * them with nothing else (a snapshot may be a sample behind). */
     _Atomic uint64_t decode_ns, copy_ns, decoded, dct_scaled, region_decoded;
+    /* Delivered samples libjpeg recovered from something in (pl_count_recovered) */
+    _Atomic uint64_t recovered, recovered_kind[RF_RECOVERED_KINDS];
     pl_gpu gpu;            /* the GPU decode's state: gpu_place.h */
     uint64_t wait_ns, delivered, batches_out, created_ns;
     uint64_t io_ns_prev, io_reads_prev, io_retries_prev, io_bytes_prev;
@@ -506,6 +508,9 @@ int pl_stopped_error(rf_loader *ld);
 /* RF_ECLOSED after rf_loader_cancel, with its detail text. */
 int pl_cancelled_error(rf_loader *ld);
 int pl_alloc_refused(rf_loader *ld, const char *what, size_t bytes);
+/* A delivered sample libjpeg recovered from `mask` in (1 << enum rf_recovered each; 0:
+ * nothing): rf_stats.recovered and recovered_by_kind. */
+void pl_count_recovered(rf_loader *ld, uint32_t mask);
 __attribute__((format(printf, 2, 3))) void pl_mem_why(rf_loader *ld, const char *fmt, ...);
 void pl_describe_task(const rf_loader *ld, const task *t, char *buf, size_t n);
 void pl_describe_member(const rf_loader *ld, const rf_sample *sm, uint32_t hdr, char *buf,

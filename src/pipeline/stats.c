@@ -37,6 +37,17 @@ static void remote_stats(const rf_loader *ld, rf_stats *st)
 #endif
 }
 
+void pl_count_recovered(rf_loader *ld, uint32_t mask)
+{
+    if (!mask)
+        return;
+    /* statistics: relaxed */
+    atomic_fetch_add_explicit(&ld->recovered, 1, memory_order_relaxed);
+    for (uint32_t k = 0; k < RF_RECOVERED_KINDS; k++)
+        if (mask & (1u << k))
+            atomic_fetch_add_explicit(&ld->recovered_kind[k], 1, memory_order_relaxed);
+}
+
 void rf_stats_init(rf_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -119,6 +130,9 @@ int rf_loader_stats(const rf_loader *ld, rf_stats *out)
     st.pinned_bytes = ld->pinned ? ld->ring_bytes : 0;
     st.dct_scaled = stat_count(&((rf_loader *)ld)->dct_scaled);
     st.region_decoded = stat_count(&((rf_loader *)ld)->region_decoded);
+    st.recovered = stat_count(&((rf_loader *)ld)->recovered);
+    for (uint32_t k = 0; k < RF_RECOVERED_KINDS; k++)
+        st.recovered_by_kind[k] = stat_count(&((rf_loader *)ld)->recovered_kind[k]);
     st.gpu_decoded = stat_count(&((rf_loader *)ld)->gpu.decoded);
     st.hw_decoded = stat_count(&((rf_loader *)ld)->gpu.hw_decoded);
     st.gpu_plain_decoded = stat_count(&((rf_loader *)ld)->gpu.plain_decoded);
