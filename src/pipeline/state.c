@@ -1,11 +1,12 @@
 /* state.c — what every pipeline file shares: the sticky error and the per-batch bad sample,
  * the fork and stop checks of the public calls, test-hook allocation refusals, the memory
- * sentences of rf_stats, the messages that name a sample (shard, key, offset), and the token
- * window of a sample id.
+ * sentences of rf_stats, the count of what libjpeg recovered from, the messages that name a
+ * sample (shard, key, offset), and the token window of a sample id.
  *
  * DESIGN
  * Runs on any thread: the *_locked functions with mu held, the rest without it. These touch
- * only the loader's error fields (err, last, slot.bad), mem_why, and read the dataset; they
+ * only the loader's error fields (err, last, slot.bad), mem_why and the recovered counters,
+ * and read the dataset; they
  * call no other pipeline file (state.c is first in pipeline.h's dependency order). */
 #include <stdarg.h>
 #include <stdio.h>
@@ -82,6 +83,17 @@ int pl_cancelled_error(rf_loader *ld)
 }
 
 /* Whether the test hook (src/pipeline/testing.h) refuses the allocation of `bytes` for `what`. */
+void pl_count_recovered(rf_loader *ld, uint32_t mask)
+{
+    if (!mask)
+        return;
+    /* statistics: relaxed, read only for rf_stats */
+    atomic_fetch_add_explicit(&ld->recovered, 1, memory_order_relaxed);
+    for (uint32_t k = 0; k < RF_RECOVERED_KINDS; k++)
+        if (mask & (1u << k))
+            atomic_fetch_add_explicit(&ld->recovered_kind[k], 1, memory_order_relaxed);
+}
+
 int pl_alloc_refused(rf_loader *ld, const char *what, size_t bytes)
 {
     return ld->hooks.alloc && ld->hooks.alloc(ld->hooks.alloc_ctx, what, bytes);

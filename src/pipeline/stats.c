@@ -37,17 +37,6 @@ static void remote_stats(const rf_loader *ld, rf_stats *st)
 #endif
 }
 
-void pl_count_recovered(rf_loader *ld, uint32_t mask)
-{
-    if (!mask)
-        return;
-    /* statistics: relaxed */
-    atomic_fetch_add_explicit(&ld->recovered, 1, memory_order_relaxed);
-    for (uint32_t k = 0; k < RF_RECOVERED_KINDS; k++)
-        if (mask & (1u << k))
-            atomic_fetch_add_explicit(&ld->recovered_kind[k], 1, memory_order_relaxed);
-}
-
 void rf_stats_init(rf_stats *st)
 {
     memset(st, 0, sizeof *st);
