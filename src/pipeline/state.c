@@ -6,8 +6,8 @@
  * DESIGN
  * Runs on any thread: the *_locked functions with mu held, the rest without it. These touch
  * only the loader's error fields (err, last, slot.bad), mem_why and the recovered counters,
- * and read the dataset; they
- * call no other pipeline file (state.c is first in pipeline.h's dependency order). */
+ * and read the dataset; they call no other pipeline file (state.c is first in pipeline.h's
+ * dependency order). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
