@@ -321,11 +321,6 @@ static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
 
 /* ---- the format ops --------------------------------------------------------------------- */
 
-int rf_tar_open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err)
-{
-    return rf_open_input(path, "a shard", fd_out, size, err);
-}
-
 /* A shard without a sample is refused even among others: an empty file or an empty archive
  * is what a failed or interrupted write leaves, and its samples would be missing in silence. */
 static int no_samples(const char *path, uint64_t size, uint64_t nonregular, rf_err *err)

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "loaders/dataset.h"
-#include "loaders/tar.h"
+#include "loaders/tar_parse.h"
 #include "loaders/tar_index.h"
 
 #define TAR_INDEX_SAMPLES_MAX (1ull << 32)
@@ -578,6 +578,11 @@ static int write_all(const char *path, const rf_tar_index_text *t, rf_err *err)
         e = errno;
     }
     return ok ? 0 : rf_seterr(err, -e, "%s: write failed: %s", path, strerror(e));
+}
+
+int rf_tar_open_shard(const char *path, int *fd_out, uint64_t *size, rf_err *err)
+{
+    return rf_open_input(path, "a shard", fd_out, size, err);
 }
 
 /* The members of the shard at fd, scanned, as index text (finished). */

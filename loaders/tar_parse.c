@@ -1,4 +1,4 @@
-/* tar.c — strict tar header parsing: the sequential scanner and the in-memory span walker.
+/* tar_parse.c — strict tar header parsing: the sequential scanner and the in-memory span walker.
  *
  * DESIGN. One parser, parse_member(), turns the header blocks at an offset (GNU 'L'/'K'
  * long-name records, pax 'x'/'g' headers, then the ustar header) into one rf_tar_member. It
@@ -15,7 +15,7 @@
  * read by the scanner, only skipped. Nothing here allocates after rf_tar_scanner_init().
  *
  * Threads: a scanner belongs to one thread; rf_tar_locate and the helpers are reentrant. */
-#include "loaders/tar.h"
+#include "loaders/tar_parse.h"
 
 #include <ctype.h>
 #include <errno.h>
