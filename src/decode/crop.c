@@ -1,9 +1,11 @@
 /* crop.c — which part of an image a sample shows: torchvision's RandomResizedCrop and
  * Resize+CenterCrop, drawn from the sample's seed, as a fractional box on the original image.
- * Pure arithmetic (no libjpeg): transform.c decodes the box, rf_choose_crop reports it. */
+ * Pure arithmetic (no libjpeg): transform.c decodes the box, rf_choose_crop and
+ * rf_dec_fill_info report it. */
 #include "decode/decoder.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---- crop choice (torchvision's RandomResizedCrop / Resize+CenterCrop) ------------------- */
 
@@ -76,4 +78,17 @@ void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint
     *x = (uint32_t)rf_py_round(b.x), *y = (uint32_t)rf_py_round(b.y);
     *w = (uint32_t)rf_py_round(b.w), *h = (uint32_t)rf_py_round(b.h);
     *flip = b.flip;
+}
+
+/* The decode info of a sample whose crop is b on a W x H image (every format fills it so). */
+void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info *info)
+{
+    if (!info)
+        return;
+    memset(info, 0, sizeof *info);
+    info->width = W, info->height = H;
+    info->crop_x = (uint32_t)rf_py_round(b->x), info->crop_y = (uint32_t)rf_py_round(b->y);
+    info->crop_w = (uint32_t)rf_py_round(b->w), info->crop_h = (uint32_t)rf_py_round(b->h);
+    info->scale_denom = 1;
+    info->flipped = b->flip;
 }

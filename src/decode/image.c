@@ -1,7 +1,6 @@
 /* image.c — which decoder a payload gets: the format is read from its first bytes (the magic
  * numbers), never from the member's extension, so a .png member holding a JPEG is decoded as
- * the JPEG it is. JPEG is tested first: it is the fast path and nearly every sample. Also the
- * limits check and the decode info every format shares. */
+ * the JPEG it is. JPEG is tested first: it is the fast path and nearly every sample. */
 #include "decode/decoder.h"
 
 #include <string.h>
@@ -58,26 +57,4 @@ int rf_image_check(rf_decoder *d, const uint8_t *data, size_t len, uint32_t *w, 
     if ((rc = rf_decode_check(d, data, len, &ji, err)) == 0)
         *w = ji.width, *h = ji.height;
     return rc;
-}
-
-int rf_dec_check_size(const rf_decoder *d, const char *what, uint64_t w, uint64_t h,
-                      rf_err *err)
-{
-    if (w <= d->lim.max_dim && h <= d->lim.max_dim && w * h <= d->lim.max_pixels)
-        return 0;
-    return rf_seterr(err, RF_ELIMIT, "%s is %llux%llu: over the limit (max_dim %u, max_pixels "
-                     "%llu)", what, (unsigned long long)w, (unsigned long long)h,
-                     d->lim.max_dim, (unsigned long long)d->lim.max_pixels);
-}
-
-void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info *info)
-{
-    if (!info)
-        return;
-    memset(info, 0, sizeof *info);
-    info->width = W, info->height = H;
-    info->crop_x = (uint32_t)rf_py_round(b->x), info->crop_y = (uint32_t)rf_py_round(b->y);
-    info->crop_w = (uint32_t)rf_py_round(b->w), info->crop_h = (uint32_t)rf_py_round(b->h);
-    info->scale_denom = 1;
-    info->flipped = b->flip;
 }

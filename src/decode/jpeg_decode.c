@@ -1,6 +1,6 @@
-/* jpeg_decode.c — the libjpeg-turbo decoder: its callbacks and lifetime, the guarded region
- * every decode runs in, scanline reads, and the whole-image decodes (rf_decode_full,
- * rf_decode_check, rf_jpeg_probe, rf_decode_raw).
+/* jpeg_decode.c — the libjpeg-turbo decoder: its callbacks and lifetime (with the size limits
+ * every format's decode checks), the guarded region every decode runs in, scanline reads, and
+ * the whole-image decodes (rf_decode_full, rf_decode_check, rf_jpeg_probe, rf_decode_raw).
  *
  * DESIGN
  *  - Threads: an rf_decoder belongs to one thread at a time (libjpeg decompressors are not
@@ -99,6 +99,17 @@ static void on_progress(j_common_ptr c)
     snprintf(e->msg, sizeof e->msg, "progressive JPEG has more than %u scans", p->max_scans);
     e->code = RF_ELIMIT;
     longjmp(e->jb, 1);
+}
+
+/* The limits every format checks a header against (the decoder's, set at create). */
+int rf_dec_check_size(const rf_decoder *d, const char *what, uint64_t w, uint64_t h,
+                      rf_err *err)
+{
+    if (w <= d->lim.max_dim && h <= d->lim.max_dim && w * h <= d->lim.max_pixels)
+        return 0;
+    return rf_seterr(err, RF_ELIMIT, "%s is %llux%llu: over the limit (max_dim %u, max_pixels "
+                     "%llu)", what, (unsigned long long)w, (unsigned long long)h,
+                     d->lim.max_dim, (unsigned long long)d->lim.max_pixels);
 }
 
 /* ---- decoder lifetime -------------------------------------------------------------------- */
