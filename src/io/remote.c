@@ -1,6 +1,7 @@
-/* remote.c — what every remote request shares: settings from the config and the environment,
- * URLs (s3:// mapping, the printable form), easy-handle options, the response callbacks that
- * place a window's bytes, and the one verdict on a finished attempt (remote.h's DESIGN). */
+/* remote.c — what every remote request shares: URLs (s3:// mapping, the printable form),
+ * easy-handle options, the response callbacks that place a window's bytes, and the one verdict
+ * on a finished attempt (remote.h's DESIGN). The client itself, its settings and the requests
+ * create makes are remote_open.c's, over this file. */
 #include "io/remote.h"
 
 #include <errno.h>
@@ -9,112 +10,6 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-/* ---- settings ----------------------------------------------------------------------------- */
-
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
-
-/* Copy an environment setting into dst[cap]; RF_EINVAL (naming the variable, not the value)
- * when it does not fit. */
-static int env_copy(const char *name, const char *v, char *dst, size_t cap, rf_err *err)
-{
-    if (strlen(v) >= cap)
-        return rf_seterr(err, RF_EINVAL, "%s is longer than %zu bytes", name, cap - 1);
-    memcpy(dst, v, strlen(v) + 1);
-    return 0;
-}
-
-static int s3_settings(rf_remote *r, rf_err *err)
-{
-    const char *region = env("AWS_REGION") ? env("AWS_REGION") : env("AWS_DEFAULT_REGION");
-    int rc = env_copy("AWS_REGION", region ? region : "us-east-1", r->region, sizeof r->region,
-                      err);
-    /* The S3-specific endpoint wins over the global one, as in the AWS SDKs. */
-    const char *ep = env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3")
-                                                : env("AWS_ENDPOINT_URL");
-    if (rc == 0 && ep)
-        rc = env_copy("AWS_ENDPOINT_URL", ep, r->endpoint, sizeof r->endpoint, err);
-    const char *key = env("AWS_ACCESS_KEY_ID"), *secret = env("AWS_SECRET_ACCESS_KEY");
-    if (rc == 0 && key && secret) {
-        if (strlen(key) >= RF_REMOTE_SECRET_MAX || strlen(secret) >= RF_REMOTE_SECRET_MAX)
-            return rf_seterr(err, RF_EINVAL, "AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is "
-                             "longer than %d bytes", RF_REMOTE_SECRET_MAX - 1);
-        snprintf(r->userpwd, sizeof r->userpwd, "%s:%s", key, secret);
-        snprintf(r->sigv4, sizeof r->sigv4, "aws:amz:%s:s3", r->region);
-    }
-    if (rc || !r->userpwd[0])
-        return rc;
-    /* libcurl 7.88 signs the headers it is given but does not add the payload hash, which S3
-     * requires on every signed request (and checks against the body): a GET has none, so it is
-     * the SHA-256 of nothing. */
-    r->s3_headers = curl_slist_append(NULL, "x-amz-content-sha256: "
-                                      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    const char *token = env("AWS_SESSION_TOKEN");
-    if (r->s3_headers && token) {
-        char *h = malloc(strlen(token) + 32);
-        struct curl_slist *l = NULL;
-        if (h) {
-            sprintf(h, "x-amz-security-token: %s", token);
-            l = curl_slist_append(r->s3_headers, h);
-            memset(h, 0, strlen(h));
-            free(h);
-        }
-        if (!l)
-            return rf_seterr(err, RF_ENOMEM, "no memory");
-        r->s3_headers = l;
-    }
-    return r->s3_headers ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
-}
-
-int rf_remote_new(uint32_t retries, uint32_t timeout_ms, rf_remote **out, rf_err *err)
-{
-    *out = NULL;
-    if (retries > RF_REMOTE_RETRIES_MAX)
-        return rf_seterr(err, RF_EINVAL, "remote_retries %u is over %u", retries,
-                         RF_REMOTE_RETRIES_MAX);
-    if (timeout_ms < 1 || timeout_ms > RF_REMOTE_TIMEOUT_MS_MAX)
-        return rf_seterr(err, RF_EINVAL, "remote_timeout_ms %u is outside 1..%u", timeout_ms,
-                         RF_REMOTE_TIMEOUT_MS_MAX);
-    /* curl_global_init is not thread-safe before 7.84; Debian 12 has 7.88, where it is. */
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return rf_seterr(err, RF_EIO, "libcurl failed to initialise");
-    rf_remote *r = calloc(1, sizeof *r);
-    if (!r) {
-        curl_global_cleanup();
-        return rf_seterr(err, RF_ENOMEM, "no memory");
-    }
-    r->retries = retries;
-    r->timeout_ms = timeout_ms;
-    const char *ca = env("SSL_CERT_FILE") ? env("SSL_CERT_FILE") : env("CURL_CA_BUNDLE");
-    const char *mk = env("RF_S3_MAX_KEYS");
-    r->list_max_keys = mk ? (uint32_t)strtoul(mk, NULL, 10) : 1000;
-    if (r->list_max_keys < 1 || r->list_max_keys > 1000)
-        r->list_max_keys = 1000;
-    int rc = ca ? env_copy("SSL_CERT_FILE", ca, r->ca, sizeof r->ca, err) : 0;
-    if (rc == 0)
-        rc = s3_settings(r, err);
-    if (rc) {
-        rf_remote_free(r);
-        return rc;
-    }
-    rf_remote_ops_fill(r);
-    *out = r;
-    return 0;
-}
-
-void rf_remote_free(rf_remote *r)
-{
-    if (!r)
-        return;
-    curl_slist_free_all(r->s3_headers);
-    memset(r->userpwd, 0, sizeof r->userpwd);
-    free(r);
-    curl_global_cleanup();
-}
 
 /* ---- URLs --------------------------------------------------------------------------------- */
 
