@@ -92,13 +92,13 @@ typedef struct rf_backend_ops {
      * library) without opening them, RF_ENODEV saying why it cannot. Create calls it for
      * hw_decode_percent, so a missing libnvjpeg is still create's error while the open itself
      * (about 1 s on an H200) runs on the opener thread beside the first batches
-     * (src/pipeline/schedule.c). NULL exactly when engine_open is. */
+     * (src/pipeline/gpu_schedule.c). NULL exactly when engine_open is. */
     int (*engine_load)(rf_err *err);
     /* Replace sample `index` of a device batch whose work is done with `pixels` (a staged
      * sample, pixel_bytes long: the output itself without a conversion, else NHWC uint8),
      * converted as conv says, each sample being out_bytes of the batch's output; returns when
      * it is written. For the rare sample whose GPU decode the CPU decoded again
-     * (src/pipeline/gpu_place.c). NULL on the host backend, where the pinned slot is the
+     * (src/pipeline/gpu_verdict.c). NULL on the host backend, where the pinned slot is the
      * batch. */
     int (*patch)(rf_backend *b, rf_devbatch *db, uint32_t index, const uint8_t *pixels,
                  size_t pixel_bytes, const rf_convert_desc *conv, uint64_t out_bytes,
