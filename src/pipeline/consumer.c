@@ -6,9 +6,11 @@
  * Runs on the consumer's thread (one at a time, as the API says). It waits on cv_out under mu
  * for its batch, and owns the consumer cursor (pl_consumer) without mu. rf_loader_cancel
  * is the exception: any thread may call it, during any call, and it only sets `cancelled`
- * under mu and wakes cv_out, so a consumer waiting there returns RF_ECLOSED. Backend calls
- * (release, the GPU decode check) run without mu; set_epoch restarts the threads through
- * run.c. */
+ * under mu and wakes cv_out, so a consumer waiting there returns RF_ECLOSED. rf_loader_next
+ * leases a batch and waits for it: the decode work behind it (the GPU decode's checks, the
+ * scheduler, the engines' opener, the cache's fills) runs on the stages' own threads, which it
+ * only tells of each batch it was handed. Backend calls (release) run without mu; set_epoch
+ * restarts the threads through run.c. */
 #include "pipeline/consumer.h"
 
 #include <errno.h>
@@ -101,6 +103,9 @@ static void describe_stall(const rf_loader *ld, const slot *s, char *buf, size_t
     else if (pending)
         snprintf(batch, sizeof batch, "%u of its %u samples still to come", pending,
                  s->batch.count);
+    else if (s->state == SLOT_CHECKING)
+        snprintf(batch, sizeof batch, "all %u samples in, its GPU decode being checked",
+                 s->batch.count);
     else
         snprintf(batch, sizeof batch, "all %u samples in, being submitted to the %s backend",
                  s->batch.count, ld->backend.ops->name);
@@ -151,39 +156,19 @@ static int lease_due(rf_loader *ld, slot *s, const struct timespec *deadline)
         pl_unlock(&ld->core);
         return RF_ETIMEDOUT;
     }
-    if (!ld->core.err.code && s->state == SLOT_BAD)
-        pl_fail_locked(&ld->core, s->bad.code, s->bad.msg); /* the first bad sample's batch */
+    /* BAD: fail mode's first bad sample is in this batch; READY with slot.bad: the GPU decode
+     * stage's check failed it. Either stays unleased (stop returns it). */
+    if (!ld->core.err.code && (s->state == SLOT_BAD || s->bad.code))
+        pl_fail_locked(&ld->core, s->bad.code, s->bad.msg);
     int rc = ld->core.err.code;
     if (rc) {
         ld->core.last = ld->core.err;
     } else {
-        /* READY -> LEASED (BAD became the error above); the dispatcher is past this batch */
+        /* READY -> LEASED (a bad batch became the error above); the dispatcher is past it */
         assert(s->state == SLOT_READY && s->seq == ld->c.seq && ld->c.seq < ld->d.seq);
         s->state = SLOT_LEASED;
         ld->c.leased++;
     }
-    pl_unlock(&ld->core);
-    return rc;
-}
-
-/* The leased batch's late GPU-decode verdicts (pl_gpu_check): 0, PL_GPU_REFILL (the slot is
- * FILLING again), or an error that becomes the sticky one, the slot returned to READY (not
- * handed out: stop releases it; later calls fail). */
-static int check_late(rf_loader *ld, slot *s)
-{
-    rf_err e = {0};
-    int rc = pl_gpu_check(&ld->gpu, s, &e);
-    if (rc == PL_GPU_REFILL)
-        ld->c.leased--; /* LEASED -> FILLING: no longer the consumer's */
-    if (rc >= 0)
-        return rc;
-    pl_lock(&ld->core);
-    pl_fail_locked(&ld->core, rc, e.msg);
-    ld->core.last = ld->core.err;
-    assert(s->state == SLOT_LEASED && ld->c.leased > 0); /* LEASED -> READY */
-    s->state = SLOT_READY;
-    ld->c.leased--;
-    rc = ld->core.err.code;
     pl_unlock(&ld->core);
     return rc;
 }
@@ -224,19 +209,16 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         uint64_t end = t0 + (uint64_t)ld->c.timeout_ms * 1000000u;
         deadline = (struct timespec){(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
     }
-    int rc;
-    /* With late verdicts in skip mode a batch with bad samples goes back to FILLING for its
-     * replacements (pl_gpu_check: PL_GPU_REFILL), and is waited for again. */
-    while ((rc = lease_due(ld, s, &deadline)) == 0 && ld->gpu.late &&
-           (rc = check_late(ld, s)) == PL_GPU_REFILL)
-        ;
+    int rc = lease_due(ld, s, &deadline);
     uint64_t waited = rf_now_ns() - t0;
     ld->c.wait_ns += waited;
     if (rc)
         return rc;
-    pl_sched_batch(&ld->gpu, s->seq, waited); /* the scheduler's measurements */
-    if (ld->c.batches_out == 0)
-        pl_cache_go(&ld->remote); /* fills start now: they never compete with the first batch */
+    /* The stages that follow the consumer's pace hear of the batch; each acts on its own
+     * thread: the GPU decode stage's scheduler measures it, the shard cache's fills start
+     * after the first batch, so that they never compete with it. */
+    pl_gpu_handed(&ld->gpu, s->seq, waited);
+    pl_cache_go(&ld->remote);
     fill_batch(ld, s);
     count_epoch(ld, s);
     ld->c.seq++;

@@ -4,12 +4,12 @@
  * hands the task back.
  *
  * DESIGN
- * Runs on the `decode_threads` decode threads, started and joined by run.c. Each waits on
- * cv_dec under mu for the dispatcher's queue (pl_task_next_decode), then decodes without mu,
- * touching only its own sample's row of the slot, its own decoder, and the atomic counters. The outcome goes to pl_task_end
- * (dispatch.c), which applies the error policy, frees the task and counts the slot down; GPU
- * decode's placement is gpu_place.c's. The user's rf_config.sample_hook runs here too, on the
- * decoded row and without mu, between the decode and the host conversion (create refused it
+ * Runs on the `decode_threads` decode threads, started and joined by run.c. Each waits on cv_dec
+ * under mu for the dispatcher's queue (pl_task_next_decode), then decodes without mu, touching only
+ * its own sample's row of the slot, its own decoder, and the atomic counters. The outcome goes to
+ * pl_task_end (dispatch.c), which applies the error policy, frees the task and counts the slot
+ * down; GPU decode's placement is gpu_place.c's. The user's rf_config.sample_hook runs here too, on
+ * the decoded row and without mu, between the decode and the host conversion (create refused it
  * with the GPU paths, whose pixels never reach this thread). */
 #include "pipeline/decode_pool.h"
 

@@ -10,7 +10,10 @@
  *    the stage's compaction (skip mode);
  *  - the decode scheduler (gpu_schedule.c over the pure controller of schedule.h): the mode
  *    resolved at create, the route of each sample, the consumer's measurements and the
- *    controller's steps, and the engines' opener thread.
+ *    controller's steps, and the engines' opener thread;
+ *  - the stage's thread (gpu_stage.c), which drives the last two: it checks each submitted
+ *    batch that needs it (SLOT_CHECKING) and publishes it, and takes in the consumer's
+ *    handouts for the scheduler, so the consumer only leases its batches and waits for them.
  * Its state is one member of the loader (pl_gpu) and one of each slot (gpu_slot.h). Other
  * stages call the functions below, never its members but the flags on, device and late, and
  * stats.c its counters. */
@@ -38,16 +41,17 @@ struct pl_dispatch;
 /* Where one sample goes (pl_sched_route). */
 enum pl_route { PL_ROUTE_CPU = 0, PL_ROUTE_KERNELS = 1, PL_ROUTE_ENGINE = 2 };
 
-/* The loader's scheduler: mode set at create; the shares written by the consumer's thread and
+/* The loader's scheduler: mode set at create; the shares written by the stage's thread and
  * read by the decode threads (relaxed: a share is a hint, any value routes a sample to a path
- * that gives the same pixels); engines written by the consumer's thread before it starts the
+ * that gives the same pixels); engines written by the stage's thread before it starts the
  * opener (UNOPENED to OPENING), then by the opener (release: the backend's engine state it
- * opened), and read with acquire before an engine packet is placed. */
+ * opened), and read with acquire before an engine packet is placed. The rest is the stage
+ * thread's (and create's and destroy's, while it does not run). */
 typedef struct pl_sched {
     uint32_t mode;    /* enum rf_decode_schedule, resolved */
     _Atomic uint32_t gpu, hw, engines;
     _Atomic uint64_t open_ns; /* how long the engines took to open (rf_stats.hw_open_ns) */
-    rf_sched ctl;     /* the consumer's thread only, like the window below */
+    rf_sched ctl;     /* the controller */
     uint64_t last_ns; /* when the consumer was handed its last batch */
     rf_sched_in win;  /* the window measured so far (period_ns: the sum until it is full) */
     uint32_t skip;    /* batches to hand out unmeasured after a change of the shares */
@@ -59,6 +63,22 @@ typedef struct pl_sched {
     char engine_why[RF_ERRMSG_MAX]; /* why the engines are out (the opener's error), or "" */
     int trace;        /* RINGFEED_SCHED_TRACE set: each controller step printed to stderr */
 } pl_sched;
+
+/* One batch handed out, as the consumer reported it to the scheduler (pl_gpu_handed). */
+typedef struct pl_handout {
+    uint64_t seq, at_ns, wait_ns;
+} pl_handout;
+
+#define PL_HANDOUTS_MAX 64u /* handouts the stage may be behind by: the consumer then waits */
+
+/* The stage's thread and what it is handed (gpu_stage.c), under mu. */
+typedef struct pl_gpu_thread {
+    pthread_t tid;
+    int on;            /* running */
+    int handouts;      /* the scheduler takes the consumer's handouts in (set at start) */
+    pl_handout q[PL_HANDOUTS_MAX];
+    uint64_t handed, taken, done; /* handouts reported, taken in, and acted upon */
+} pl_gpu_thread;
 
 typedef struct pl_gpu {
     /* Its neighbours (pl_gpu_init). */
@@ -78,8 +98,8 @@ typedef struct pl_gpu {
     int on;       /* gpu_decode or hw_decode_percent: samples may become packets */
     int device;   /* ... on the CUDA backend: packets go to the device */
     /* Packets' verdicts come with the batch, after every sample of it was counted in: on the
-     * device, or on the host with the test hook gpu_late_verdicts. They are checked
-     * (pl_gpu_check) before the batch is handed out. */
+     * device, or on the host with the test hook gpu_late_verdicts. The stage's thread checks
+     * them (pl_gpu_check) before the batch is handed out. */
     int late;
     uint64_t cap; /* max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
     uint64_t px;  /* on the device: stage_bytes rounded to RF_GJ_ALIGN */
@@ -91,11 +111,12 @@ typedef struct pl_gpu {
     _Atomic uint64_t decoded, hw_decoded, plain_decoded;
     /* The CPU decode of an engine packet's file whose check found a bad Huffman code
      * (engine_redo): its decoder, pixels and per-sample verdicts, made at the first such file
-     * and used only by the thread that checks batches. */
+     * and used only by the stage's thread. */
     struct rf_decoder *redo;
     uint8_t *redo_px;
     rf_err *redo_err;
     pl_sched sched; /* the decode scheduler (gpu_schedule.c) */
+    pl_gpu_thread thread;
 } pl_gpu;
 
 /* A decode thread's buffers for GPU decode on the host backend: the packet is built here
@@ -145,9 +166,12 @@ void pl_gpu_host_free(pl_gpu_host *gh);
 
 /* ---- gpu_verdict.c --------------------------------------------------------------------- */
 
-/* Wait for the batch's kernels and turn a verdict into the sample's error (fail mode), or
- * (skip mode) into a hole the skip policy fills: PL_GPU_REFILL, the slot is FILLING again and
- * the consumer waits for it as for any batch. */
+/* submit: whether batch s must be checked before it is handed out (late verdicts, unless the
+ * device batch has no packet and no skip policy waits for its outcomes). */
+int pl_gpu_needs_check(const pl_gpu *g, const slot *s);
+/* The stage's thread: wait for the batch's kernels and turn a verdict into the sample's error
+ * (fail mode: returned), or (skip mode) into a hole the skip policy fills: PL_GPU_REFILL, the
+ * slot is FILLING again and comes back to be checked once its replacements are in. */
 #define PL_GPU_REFILL 1
 int pl_gpu_check(pl_gpu *g, slot *s, rf_err *e);
 /* destroy: the checks' buffers. */
@@ -165,8 +189,22 @@ void pl_sched_start(pl_gpu *g);
 void pl_sched_stop(pl_gpu *g);
 /* decode thread: where the sample with this augmentation seed is decoded (enum pl_route). */
 int pl_sched_route(pl_gpu *g, uint64_t aug_seed);
-/* The consumer was handed batch seq after waiting wait_ns for it: the scheduler's
- * measurements, the controller's step, the opener when due. */
-void pl_sched_batch(pl_gpu *g, uint64_t seq, uint64_t wait_ns);
+/* The stage's thread: the consumer was handed a batch (h): the scheduler's measurements, the
+ * controller's step, the opener when due. */
+void pl_sched_batch(pl_gpu *g, const pl_handout *h);
+
+/* ---- gpu_stage.c ----------------------------------------------------------------------- */
+
+/* run: start the stage's thread when it has work (late verdicts, or a scheduler that takes
+ * handouts); its neighbours and settings are create's. */
+int pl_gpu_stage_start(pl_gpu *g, rf_err *err);
+/* run: join it, once stop was set and cv_gpu broadcast (handouts reported are taken in
+ * first). */
+void pl_gpu_stage_join(pl_gpu *g);
+/* submit, mu held: batch s is submitted and waits for its check (FILLING -> CHECKING). */
+void pl_gpu_submitted_locked(pl_gpu *g, slot *s);
+/* The consumer was handed batch seq after waiting wait_ns for it: reported to the stage's
+ * scheduler, which acts on it on its thread. */
+void pl_gpu_handed(pl_gpu *g, uint64_t seq, uint64_t wait_ns);
 
 #endif

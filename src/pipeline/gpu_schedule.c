@@ -5,14 +5,14 @@
  *
  * DESIGN
  * choose and start run on the creating thread, stop on destroy's (after the pipeline's threads
- * stopped). The engines open on the opener thread in both modes that use them (BALANCE, and
- * MANUAL with hw_decode_percent). It calls only the backend's engine_open (or, on the host with
- * the test hook, sleeps) and publishes the result with a release store of sched.engines; a
- * decode thread acquires it before it places an engine packet, and the backend's submit of
- * that packet's batch is ordered after the placement by slot.pending's acq_rel.
- * pl_sched_batch runs on the consumer's thread (the window and the controller's state are its
- * own) without mu, and so does the test hook it calls. pl_sched_route runs on the decode
- * threads without mu. The shares are relaxed: any value routes a sample to a path that gives
+ * stopped). The engines open on the opener thread in both modes that use them (BALANCE, and MANUAL
+ * with hw_decode_percent). It calls only the backend's engine_open (or, on the host with the test
+ * hook, sleeps) and publishes the result with a release store of sched.engines; a decode thread
+ * acquires it before it places an engine packet, and the backend's submit of that packet's batch is
+ * ordered after the placement by slot.pending's acq_rel. pl_sched_batch runs on the stage's thread
+ * (gpu_stage.c: the window and the controller's state are its own) without mu, and so does the test
+ * hook it calls, once for each batch the consumer reported handed out. pl_sched_route runs on the
+ * decode threads without mu. The shares are relaxed: any value routes a sample to a path that gives
  * the same pixels. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,9 +97,9 @@ static void *opener_main(void *arg)
     return NULL;
 }
 
-/* The consumer's thread, when it is handed the first batch with hw_decode_percent, or with
- * BALANCE the first batch after which the GPU share needs the engines (pl_sched_batch); or
- * create's, with the test hook sched_open_at_create: the opener starts now, not at create.
+/* The stage's thread, when the consumer was handed the first batch with hw_decode_percent, or
+ * with BALANCE the first batch after which the GPU share needs the engines (pl_sched_batch);
+ * or create's, with the test hook sched_open_at_create: the opener starts now, not at create.
  * Opening the hardware backend takes about a second, and opened beside the first batch it
  * delayed that batch (driver work the first copies and kernels waited behind); after it, it
  * overlaps the next CPU- and kernel-decoded ones. */
@@ -135,7 +135,8 @@ void pl_sched_stop(pl_gpu *g)
  * without engines, or the test hook's sched_no_engines, leaves them out (NONE); so does a
  * failed open. The host backend's stand-in for them (libjpeg, gpu_place.c) has nothing to
  * open and is ready at once, unless the test hook `sched` makes it play the device's engines,
- * which open after sched_open_ms. */
+ * which open after sched_open_ms. Either way the consumer's handouts drive the rest
+ * (pl_sched_batch on the stage's thread). */
 void pl_sched_start(pl_gpu *g)
 {
     const rf_test_hooks *h = &g->core->hooks;
@@ -198,10 +199,10 @@ int pl_sched_route(pl_gpu *g, uint64_t aug_seed)
 
 /* One batch into the window: its period (from the batch before it) and whether the consumer
  * waited for it. */
-static void measure(pl_gpu *g, uint64_t wait_ns)
+static void measure(pl_gpu *g, uint64_t now, uint64_t wait_ns)
 {
     pl_sched *sc = &g->sched;
-    uint64_t now = rf_now_ns(), last = sc->last_ns;
+    uint64_t last = sc->last_ns;
     sc->last_ns = now;
     if (!last) { /* the first batch: the ring was filled before the consumer came, and the
                   * next depth batches come out of it faster than the loader makes them */
@@ -224,7 +225,7 @@ static void measure(pl_gpu *g, uint64_t wait_ns)
  * of the shares the next depth + 1 batches are not measured: they were decoded (or began)
  * under the old shares. Then the test hook's perturbation, the new shares, and the opener
  * when they are the first to need the engines. */
-void pl_sched_batch(pl_gpu *g, uint64_t seq, uint64_t wait_ns)
+void pl_sched_batch(pl_gpu *g, const pl_handout *ho)
 {
     pl_sched *sc = &g->sched;
     const rf_test_hooks *h = &g->core->hooks;
@@ -232,7 +233,7 @@ void pl_sched_batch(pl_gpu *g, uint64_t seq, uint64_t wait_ns)
         open_engines(g);
     if (sc->mode != RF_SCHEDULE_BALANCE)
         return;
-    measure(g, wait_ns);
+    measure(g, ho->at_ns, ho->wait_ns);
     rf_sched *c = &sc->ctl;
     rf_sched_in *w = &sc->win;
     if (rf_sched_window_full(w, sc->steps == 0, h->sched_short_windows)) {
@@ -255,7 +256,7 @@ void pl_sched_batch(pl_gpu *g, uint64_t seq, uint64_t wait_ns)
             sc->skip = g->ring->depth + 1;
     }
     if (h->sched_perturb) { /* tests: decisions that move with time, within bounds */
-        h->sched_perturb(h->sched_ctx, seq, &c->gpu, &c->hw);
+        h->sched_perturb(h->sched_ctx, ho->seq, &c->gpu, &c->hw);
         c->gpu = RF_MIN(c->gpu, RF_SCHED_ONE);
         c->hw = RF_MIN(c->hw, c->gpu);
     }

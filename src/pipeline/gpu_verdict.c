@@ -6,11 +6,12 @@
  * that is compacted out of the packed stage and refilled (skip mode).
  *
  * DESIGN
- * pl_gpu_check runs on the thread that checks batches, without mu, and calls the backend's
- * sync and patch; in skip mode it takes mu for the verdicts, and on the device layout for
- * compact_refill, which moves the kept samples' bytes while no other thread may place in the
- * slot (it is not FILLING until the state turns so under the same lock). Calls gpu_place.c's
- * counts, state.c's messages and the skip policy through its table. */
+ * pl_gpu_check runs on the stage's thread (gpu_stage.c), without mu, on a CHECKING slot that no
+ * other thread touches, and calls the backend's sync and patch; in skip mode it takes mu for the
+ * verdicts, and on the device layout for compact_refill, which moves the kept samples' bytes while
+ * no other thread may place in the slot (it is not FILLING until the state turns so under the same
+ * lock). pl_gpu_needs_check runs on the thread that submits. Calls gpu_place.c's counts, state.c's
+ * messages and the skip policy through its table. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,7 +122,7 @@ static void count_batch_recovered(pl_gpu *g, const slot *s)
 /* Skip mode: every verdict of the batch goes to the skip policy (mu held), a bad one as a
  * corrupt sample, counted and logged as the CPU path's libjpeg error would be. Holes leave the
  * slot FILLING again with one pending sample each: the policy's replacement cursor fills them
- * in output order (decode threads, the CPU path: pl_gpu_pixels), the last one publishes the
+ * in output order (decode threads, the CPU path: pl_gpu_pixels), the last one submits the
  * slot, and it is checked again. On the device layout the holes' bytes leave the stage first
  * (compact_refill) and the whole batch is submitted again: the kept packets decode to the
  * same pixels. Returns the number of holes, or the loader's sticky error (in e) when another
@@ -148,7 +149,7 @@ static int verdicts_skip(pl_gpu *g, slot *s, rf_err *e)
         s->gpu.status[i] = 0; /* given: a refill's check reads only its replacements' */
     int rc = k->err.code ? rf_seterr(e, k->err.code, "%s", k->err.msg) : (int)holes;
     if (holes && !k->err.code) {
-        assert(s->state == SLOT_LEASED); /* LEASED -> FILLING */
+        assert(s->state == SLOT_CHECKING); /* CHECKING -> FILLING */
         if (g->device)
             compact_refill(g, s, holes);
         s->state = SLOT_FILLING;
@@ -220,17 +221,20 @@ void pl_gpu_free(pl_gpu *g)
     free(g->redo_err);
 }
 
-/* The wait is normally over at once: the kernels ran while the batches before this one were
- * consumed, and no decode thread ever sits idle on the GPU for them. */
+/* A batch the CPU decoded whole (most of them while a training step keeps the scheduler's GPU
+ * share low) has no verdict: it is handed out as soon as its copy and conversion are enqueued
+ * (the consumer's stream waits for them on the device, rf_batch_wait). In skip mode the check
+ * also refills samples that failed on the CPU. */
+int pl_gpu_needs_check(const pl_gpu *g, const slot *s)
+{
+    return g->late && !(g->device && !g->emulate && !g->skip && !s->gpu.packets);
+}
+
+/* The stage's thread waits, not a decode thread: none ever sits idle on the GPU, and the
+ * kernels normally ran while the consumer took the batches before this one. */
 int pl_gpu_check(pl_gpu *g, slot *s, rf_err *e)
 {
     const pl_backend *be = g->backend;
-    /* A batch the CPU decoded whole (most of them while a training step keeps the scheduler's
-     * GPU share low) has no verdict: the training loop's thread is not held up until its copy
-     * and conversion are done (the consumer's stream waits for them on the device,
-     * rf_batch_wait). In skip mode the check also refills samples that failed on the CPU. */
-    if (g->device && !g->emulate && !g->skip && !s->gpu.packets)
-        return 0;
     char why[RF_ERRMSG_MAX / 2] = "";
     if (be->ops->sync(s->dev.event, why, sizeof why))
         return rf_seterr(e, RF_ECUDA, "waiting for the GPU decode of batch %llu failed: %s",

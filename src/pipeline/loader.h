@@ -8,9 +8,11 @@
  * DESIGN
  * The pipeline: plan -> I/O engine -> decode pool -> copy -> consumer.
  * Threads: the I/O engine's threads (io_uring or pread), `decode_threads` decode threads, and
- * the consumer (the caller of rf_loader_next); with decode_schedule BALANCE, or MANUAL with
- * hw_decode_percent, also the engines' opener (gpu_schedule.c), which takes no lock and only
- * calls the backend's engine_open. One mutex `mu` (state.h, with the lock order and the
+ * the consumer (the caller of rf_loader_next); with GPU decode whose verdicts come late or
+ * whose scheduler acts on the consumer's handouts, the GPU decode stage's thread
+ * (gpu_stage.c); with decode_schedule BALANCE, or MANUAL with hw_decode_percent, also the
+ * engines' opener (gpu_schedule.c), which takes no lock and only calls the backend's
+ * engine_open. One mutex `mu` (state.h, with the lock order and the
  * memory orders) guards the dispatch cursor, the staging arena, the task ring, the decode
  * queue and the slot states; per-sample work (reading, decoding, resizing) happens outside it.
  *
@@ -27,8 +29,9 @@
  *     dispatch order over finished tasks), and when it was the batch's last sample submits the
  *     copy and marks the slot READY (submit.c).
  *  4. rf_loader_next() (consumer.c) waits for slot (seq % depth) to be READY with the expected
- *     seq, leases it; rf_loader_release() returns it (after the backend says the host memory
- *     may be overwritten) and wakes the dispatcher.
+ *     seq, leases it, and tells the stages that follow its pace; rf_loader_release() returns
+ *     it (after the backend says the host memory may be overwritten) and wakes the
+ *     dispatcher.
  * Order is decided by the plan alone, so thread counts and timing never change the batches.
  * Errors on any thread are sticky: the first is kept and every later rf_loader_next returns it.
  *
@@ -42,11 +45,12 @@
  *  - after take() and outside the lock, page-cache residency is checked and upcoming spans are
  *    hinted into the cache (warm.c); O_DIRECT reads use aligned spans of the arena;
  *  - GPU decode (gpu_decode.h): a decode thread places a packet or pixels in the slot's stage;
- *    a batch with late verdicts is checked before it is handed out (pl_gpu_check). In skip
- *    mode those verdicts go to the skip policy (late_locked, mu held, after the backend's
- *    sync without it); a batch with holes goes back to FILLING with one pending sample per
- *    hole, its replacements are decoded on the CPU (slot.gpu.refill), the last one publishes
- *    it again, and it is checked again. On the device layout (the CUDA backend, or the host
+ *    a batch with late verdicts is submitted CHECKING, and the GPU decode stage's thread checks
+ *    it (pl_gpu_check) and publishes it READY, in batch order. In skip mode those verdicts go
+ *    to the skip policy (late_locked, mu held, after the backend's sync without it); a batch
+ *    with holes goes back to FILLING with one pending sample per hole, its replacements are
+ *    decoded on the CPU (slot.gpu.refill), the last one submits it again, and it is checked
+ *    again. On the device layout (the CUDA backend, or the host
  *    with the test hook gpu_device_layout) the holes' bytes are first compacted out of the
  *    packed stage (compact_refill, mu held: the one memmove under mu, on a batch with bad
  *    samples only, so the replacements' placements come after it), and the refilled batch is
@@ -57,15 +61,15 @@
  * the table create installed:
  *   state.c (the core: lock, errors, fork and stop checks, messages naming a sample, the token
  *   window) -> ring.c (the ring, its slots, the memory hierarchy) -> fields.c (extra fields) ->
- *   warm.c (page cache) -> cache.c (remote shards and their cache) -> schedule.c (the
- *   scheduler's controller) -> gpu_schedule.c (the scheduler: mode, route, opener,
- *   measurements) -> gpu_place.c (GPU decode: sizing, slot arrays and reset, placement) ->
- *   gpu_verdict.c (checks, emulation, refills) -> submit.c (a full slot to the backend,
- *   published; release) -> dispatch.c (the forward cursor, take/done, the decode queue, the
- *   end of a task, the fail policy) -> skip.c (the skip policy) -> decode_pool.c (decode
- *   threads) -> config.c (defaults) -> run.c (start and stop of the threads) -> consumer.c
- *   (next, release, set_epoch, stop, state) -> stats.c -> create.c (open, plan, backend and
- *   I/O choice, resume, the stages wired, create, destroy).
+ *   warm.c (page cache) -> cache.c (remote shards and their cache) -> schedule.c (the scheduler's
+ *   controller) -> gpu_schedule.c (the scheduler: mode, route, opener, measurements) -> gpu_place.c
+ *   (GPU decode: sizing, slot arrays and reset, placement) -> gpu_verdict.c (checks, emulation,
+ *   refills) -> gpu_stage.c (the stage's thread: checks and handouts) -> submit.c (a full slot to
+ *   the backend, published; release) -> dispatch.c (the forward cursor, take/done, the decode
+ *   queue, the end of a task, the fail policy) -> skip.c (the skip policy) -> decode_pool.c (decode
+ *   threads) -> config.c (defaults) -> run.c (start and stop of the threads) -> consumer.c (next,
+ *   release, set_epoch, stop, state) -> stats.c -> create.c (open, plan, backend and I/O choice,
+ *   resume, the stages wired, create, destroy).
  * The I/O stage (io/io_stage.h) and the decode settings (decode/decode_setup.h) live in their
  * own folders. The dispatch cursor never names skip.c: it calls its policy, and skip.c uses
  * only what dispatch.h exports. A decode thread hands each sample it is through with to

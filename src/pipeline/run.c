@@ -1,12 +1,14 @@
 /* run.c — start and stop of the pipeline's threads (run.h): (re)plan the epoch and reset the
- * cursors, start the decode threads and the I/O engine (which falls back to pread when an
- * io_uring worker cannot be set up); stop them and return the published slots to the backend.
+ * cursors, start the decode threads, the GPU decode stage's thread and the I/O engine (which
+ * falls back to pread when an io_uring worker cannot be set up); stop them and return the
+ * published slots to the backend.
  *
  * DESIGN
- * Runs on the caller's thread (create, set_epoch, stop, destroy). Stopping sets `stop` under
- * mu and wakes every condition variable, then joins the engine and the decode threads without
- * mu; starting writes the cursors with no other thread running. NUMA placement: threads
- * inherit the node of the scope they are started in (pl_pipeline_start_placed). */
+ * Runs on the caller's thread (create, set_epoch, stop, destroy). Stopping sets `stop` under mu and
+ * wakes every condition variable, then joins the engine, the decode threads and the GPU decode
+ * stage's thread without mu; starting writes the cursors with no other thread running. NUMA
+ * placement: threads inherit the node of the scope they are started in (pl_pipeline_start_placed).
+ * */
 #include "pipeline/run.h"
 
 #include "base/numa.h"
@@ -22,9 +24,11 @@ void pl_threads_stop(rf_loader *ld)
     pthread_cond_broadcast(&k->cv_io);
     pthread_cond_broadcast(&k->cv_dec);
     pthread_cond_broadcast(&k->cv_out);
+    pthread_cond_broadcast(&k->cv_gpu);
     pl_unlock(k);
     rf_io_stage_stop(&ld->io);
     pl_pool_join(&ld->pool);
+    pl_gpu_stage_join(&ld->gpu);
     ld->running = 0;
 }
 
@@ -38,7 +42,7 @@ void pl_slots_return(rf_loader *ld, int keep_leased)
         if (keep_leased && s->state == SLOT_LEASED)
             continue;
         /* a slot stopped in its refill still holds its first device batch (submit.c) */
-        if (s->state == SLOT_READY || s->state == SLOT_LEASED ||
+        if (s->state == SLOT_READY || s->state == SLOT_LEASED || s->state == SLOT_CHECKING ||
             (s->state == SLOT_FILLING && s->gpu.refill)) {
             rf_err e = {0};
             pl_backend_release(&ld->submit, s, NULL, &e); /* an error changes nothing: we stop */
@@ -66,6 +70,8 @@ static int pipeline_start(rf_loader *ld, uint64_t epoch, uint64_t base, rf_err *
     c->ep = (epoch_counts){.epoch = c->epoch, .total = pl_plan_real(&ld->plan)};
     int rc = pl_pool_start(&ld->pool, err);
     ld->running = 1; /* (a failed start leaves threads for the teardown to join) */
+    if (rc == 0)
+        rc = pl_gpu_stage_start(&ld->gpu, err);
     return rc ? rc : rf_io_stage_start(&ld->io, err);
 }
 

@@ -39,8 +39,8 @@
  *  - The dispatcher enters the next epoch only when all outputs of this one are final
  *    (replacements need this epoch's plan).
  *  - Late verdicts (GPU decode: pl_gpu_check gives them with the batch): such a sample is
- *    pending (SK_LATE) until the consumer checks its batch, which then goes back to FILLING
- *    for its holes; phases end at batch boundaries (skip_phase_late_locked).
+ *    pending (SK_LATE) until the GPU decode stage checks its batch, which then goes back to
+ *    FILLING for its holes; phases end at batch boundaries (skip_phase_late_locked).
  * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
  * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
 typedef struct skip_item {
@@ -277,7 +277,8 @@ static int skip_dispatch_locked(pl_dispatch *d, task **out)
  * waits for it (sk->waiting), or a hole behind it waits for its replacement (which its batch,
  * and so the slot the cursor may wait for, needs). Other outcomes change nothing the cursor
  * waits for. Every outcome woke them during a drain, and every late verdict always: with a
- * batch's verdicts given on the consumer's thread, a broadcast per sample of every step. */
+ * batch's verdicts given on the GPU decode stage's thread, a broadcast per sample of every step.
+ */
 static void walk_may_move_locked(pl_dispatch *d, const uint8_t *st)
 {
     pl_skip *sk = d->skip;

@@ -25,6 +25,7 @@ void pl_core_init(pl_core *k, const rf_test_hooks *hooks)
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv_io, NULL);
     pthread_cond_init(&k->cv_dec, NULL);
+    pthread_cond_init(&k->cv_gpu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -38,6 +39,7 @@ void pl_core_destroy(pl_core *k)
     pthread_cond_destroy(&k->cv_io);
     pthread_cond_destroy(&k->cv_dec);
     pthread_cond_destroy(&k->cv_out);
+    pthread_cond_destroy(&k->cv_gpu);
 }
 
 /* ---- errors --------------------------------------------------------------------------------*/

@@ -10,7 +10,7 @@
  * none of their own held (their mutex only guards their start handshake). One exception, in
  * that order only: pl_cache_has (dispatch, under mu) takes the shard cache's mutex
  * (io/remote_cache.c) to queue a shard's fill; the fill thread never takes mu.
- * Three condition variables, each waited on with mu:
+ * Four condition variables, each waited on with mu:
  *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
  *    mode also for the outcomes a phase or epoch boundary needs). Signalled when a slot is
  *    released (one I/O thread; one that took as much as it asked for signals the next:
@@ -22,8 +22,13 @@
  *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
  *    done(); broadcast on an error and on stop.
  *  - cv_out (CLOCK_MONOTONIC, for next_timeout_ms): the consumer in rf_loader_next waits for
- *    its batch to be READY or BAD, or for an error. Broadcast when a slot is published or
- *    marked BAD, on an error and on stop.
+ *    its batch to be READY or BAD, or for an error, and for the GPU decode stage to take a
+ *    handout in (its queue full, or the test hook sched_open_join). Broadcast when a slot is
+ *    published or marked BAD, when the GPU decode stage took handouts in, on an error and on
+ *    stop.
+ *  - cv_gpu: the GPU decode stage's thread (gpu_stage.c) waits for a batch to check or a
+ *    handout to take in. Signalled by the submit that leaves a slot CHECKING and by each
+ *    handout; broadcast on stop.
  * With mu held, code reads and writes the cursors, the arena, the task ring and decode queue,
  * the slot states and the skip bookkeeping, formats messages (and fstat()s a file whose read
  * failed), and calls the plan (rf_plan_*), the token window and rf_pc_direct_span/fd, which
@@ -51,11 +56,12 @@
  * label, field rows and GPU-placement entries it wrote (and of slot.bad, which a failed sample
  * writes under mu but pl_slot_finish reads without it), and the one that reaches 0 acquires them
  * all before pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu
- * hands the batch to the consumer. Every other atomic is relaxed:
- * the GPU placement's slot.gpu claims (their atomicity alone keeps claims apart; the bytes are
- * published by pending), task.finished (only touched with mu held) and the statistics counters
- * (read for rf_stats only), except the scheduler's engine state (gpu_decode.h). No atomic
- * keeps seq_cst: no code relies on a single order across two atomic variables.
+ * hands the batch to the consumer, or to the GPU decode stage's check. Every other atomic is
+ * relaxed: the GPU placement's slot.gpu claims (their atomicity alone keeps claims apart; the
+ * bytes are published by pending), task.finished (only touched with mu held) and the
+ * statistics counters (read for rf_stats only), except the scheduler's engine state
+ * (gpu_decode.h). No atomic keeps seq_cst: no code relies on a single order across two atomic
+ * variables.
  * Debug builds (without NDEBUG: the default RelWithDebInfo build; Release adds -DNDEBUG) assert
  * these invariants: slot state before each transition, the cursors and ring bounds, and that
  * a *_locked function's caller holds mu (pl_lock records the holder, PL_ASSERT_LOCKED checks
@@ -80,7 +86,7 @@ struct task;
 
 typedef struct pl_core {
     pthread_mutex_t mu;
-    pthread_cond_t cv_io, cv_dec, cv_out;
+    pthread_cond_t cv_io, cv_dec, cv_out, cv_gpu;
     int stop;
     rf_err err;  /* sticky worker error */
     rf_err last; /* detail for rf_last_error */

@@ -1,7 +1,7 @@
 /* submit.c — the backend side of a slot: when a batch's last sample is in, its copy (and
  * conversion, and GPU decode kernels) is enqueued on the backend and the slot published READY
- * (or BAD, fail mode, when one of its samples failed); a returned slot is released to the
- * backend, behind the test hook.
+ * (or BAD, fail mode, when one of its samples failed; or CHECKING, for the GPU decode stage to
+ * check its verdicts first); a returned slot is released to the backend, behind the test hook.
  *
  * DESIGN
  * pl_slot_finish runs on whichever thread counted the slot's last sample down (a decode
@@ -56,6 +56,8 @@ void pl_slot_finish(pl_submit *u, slot *s)
                  (unsigned long long)s->batch.epoch, (unsigned long long)s->batch.index,
                  s->batch.count, bytes, e.msg);
         pl_fail_locked(k, rc, m);
+    } else if (pl_gpu_needs_check(u->gpu, s)) {
+        pl_gpu_submitted_locked(u->gpu, s); /* its verdicts first */
     } else {
         assert(s->state == SLOT_FILLING); /* FILLING -> READY */
         s->state = SLOT_READY;
