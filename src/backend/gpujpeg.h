@@ -147,8 +147,13 @@ typedef struct rf_gj_seg {
     uint32_t bit;        /* into the packet's data (destuffed) */
     int32_t pred[3];     /* DC predictor of each component before the segment's first MCU */
     uint32_t mrow, mcol; /* first MCU, region coordinates */
-    uint32_t count;      /* MCUs, 1..RF_GJ_SEG_MCUS, all in row mrow */
+    uint32_t count;      /* MCUs, all in row mrow: up to RF_GJ_SEG_MCUS from the walker, a
+                          * sync point's span from an index */
+    uint32_t skip;       /* MCUs before mcol decoded and dropped: a segment from a sync point
+                          * left of the region (the walker's start on the region: 0) */
 } rf_gj_seg;
+/* A segment's skip is at most a sync span, which is at most an MCU row (sync_index.h). */
+#define RF_GJ_SKIP_MAX 65535u
 
 /* Per-sample result codes the kernels report (0 = decoded). */
 enum rf_gj_status {
@@ -179,6 +184,7 @@ typedef struct rf_gj_walk_in {
     const rf_gj_huff *huff;
     uint32_t cols, c0, c1, r0, r1;
     uint64_t mcus;
+    uint32_t rows; /* the image's MCU rows */
 } rf_gj_walk_in;
 
 /* The walk: data is the file's destuffed entropy-coded data; segment k starts at bit
@@ -196,6 +202,29 @@ typedef struct rf_gj_walked {
  * RF_GJ_NOT_ELIGIBLE when the data has a pattern that is no code or ends before those MCUs do
  * (the CPU path then decodes it and reports libjpeg's error); RF_ENOMEM. */
 int rf_gj_walk(const rf_gj_walk_in *in, struct rf_region_buf *rb, rf_gj_walked *out);
+/* With rb->sync set (a sync-point index entry for this file, decode.h's rf_decoder_set_sync)
+ * rf_gj_walk walks nothing: each region row's segments start at the entry's points, the first
+ * of a row skipping to the region's first column, and only those rows' bytes are destuffed.
+ * rb->sync_result says whether it did (RF_SYNC_USED) or found the entry does not fit the file
+ * and walked (RF_SYNC_STALE). */
+
+/* The sync-point build of one file (sync_index.h): walk every MCU of in (the whole image:
+ * region = image, mcus = all), recording a point every e->span MCUs of each row, the span
+ * chosen from the data's density. Sets e's span, grid, ncomp and points (valid until the
+ * region buffer's next walk). Returns 0, RF_GJ_NOT_ELIGIBLE (a pattern that is no code, data
+ * that end early, positions past 32 bits) or RF_ENOMEM. */
+struct rf_sync_entry;
+int rf_gj_sync_walk(const rf_gj_walk_in *in, struct rf_region_buf *rb, struct rf_sync_entry *e);
+/* rf_gj_sync_walk for a file whose header ci has read, deciding first whether it gets points:
+ * e->status says (sync_index.h's enum rf_sync_status). Returns 0 or RF_ENOMEM. */
+int rf_gj_sync_build(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
+                     struct rf_region_buf *rb, struct rf_sync_entry *e);
+/* The entry of one member (a decoder's read of its header, then rf_gj_sync_build): e->off is
+ * the caller's; len, hash, status and the rest are set here, the points valid until the
+ * decoder's next image. A member that is no JPEG gets RF_SYNC_NEEDS_NONE, one whose header or
+ * data do not decode RF_SYNC_UNREADABLE. Returns 0 or RF_ENOMEM. */
+int rf_decode_sync_entry(rf_decoder *d, const uint8_t *jpeg, size_t len, struct rf_sync_entry *e,
+                         rf_err *err);
 
 /* Where a decode thread's output goes (rf_gj_pack, rf_decode_packet): with packet = 1 a buffer
  * for a packet of `bytes` bytes, or NULL when there is no room for it; with packet = 0 the

@@ -338,10 +338,47 @@ RF_GJ_FN int rf_gj_interval_end(rf_gj_bits *b)
     return left ? RF_GJ_EXTRANEOUS : RF_GJ_OK;
 }
 
+/* Entropy-decode `count` MCUs and drop them: only the DC predictors and the position move.
+ * Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_skip(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], uint32_t count,
+                        const rf_gj_huff *huff)
+{
+    for (uint32_t m = 0; m < count; m++)
+        for (uint32_t ci = 0; ci < p->ncomp; ci++) {
+            const rf_gj_comp *c = &p->comp[ci];
+            const rf_gj_huff *dc = huff + c->dc, *ac = huff + c->ac;
+            for (uint32_t k = 0; k < c->h * c->v; k++) {
+                int32_t s = rf_gj_symbol(b, dc);
+                if (s < 0)
+                    return RF_GJ_BAD_CODE;
+                if (s)
+                    s = rf_gj_extend(rf_gj_get(b, s), s);
+                pred[ci] += s;
+                for (int32_t kk = 1; kk < 64; kk++) {
+                    int32_t rs = rf_gj_symbol(b, ac);
+                    if (rs < 0)
+                        return RF_GJ_BAD_CODE;
+                    int32_t r = rs >> 4;
+                    s = rs & 15;
+                    if (s) {
+                        kk += r;
+                        rf_gj_get(b, s);
+                    } else {
+                        if (r != 15)
+                            break;
+                        kk += 15;
+                    }
+                }
+            }
+        }
+    return RF_GJ_OK;
+}
+
 /* Segment k of a plain packet: its MCUs from its bit offset into the destuffed data, with the
- * DC predictors the walker found there. The walker decoded these very codes already, so the
- * end checks of a restart interval have nothing to find; a bad code can only come from a
- * packet damaged after it was written. Returns an rf_gj_status. */
+ * DC predictors the walker (or the sync-point index) found there, after `skip` MCUs left of
+ * the region. The walker, or the index's build, decoded these very codes already, so the end
+ * checks of a restart interval have nothing to find; a bad code can only come from a packet
+ * damaged after it was written. Returns an rf_gj_status. */
 RF_GJ_FN int rf_gj_segment(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
                            const rf_gj_huff *huff, const uint16_t *quant)
 {
@@ -349,13 +386,14 @@ RF_GJ_FN int rf_gj_segment(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
     const rf_gj_seg *sg = (const rf_gj_seg *)rf_gj_at(pkt, p->off_span) + k;
     const uint8_t *data = rf_gj_at(pkt, p->off_data);
     if ((uint64_t)sg->bit > 8 * (uint64_t)p->data_bytes || sg->mrow >= p->mcu_rows ||
-        sg->mcol + sg->count > p->mcu_cols)
+        sg->mcol + sg->count > p->mcu_cols || sg->skip > RF_GJ_SKIP_MAX)
         return RF_GJ_BAD_PACKET;
     rf_gj_bits b;
     rf_gj_bits_at(&b, data + sg->bit / 8, data + p->data_bytes, 1);
     rf_gj_get(&b, (int32_t)(sg->bit & 7));
     int32_t pred[3] = {sg->pred[0], sg->pred[1], sg->pred[2]};
-    return rf_gj_mcus(p, &b, pred, sg->mrow, sg->mcol, sg->count, scratch, huff, quant);
+    int st = sg->skip ? rf_gj_skip(p, &b, pred, sg->skip, huff) : RF_GJ_OK;
+    return st ? st : rf_gj_mcus(p, &b, pred, sg->mrow, sg->mcol, sg->count, scratch, huff, quant);
 }
 
 /* Decode restart interval k of the packet into the component planes in scratch, then check

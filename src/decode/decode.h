@@ -68,6 +68,24 @@ uint32_t rf_decoder_recovered(const rf_decoder *d);
  * host code found its data damaged). */
 void rf_decoder_set_recovered(rf_decoder *d, uint32_t mask);
 
+/* The next image's sync-point index entry (NULL: none), for the GPU decode's packer; its
+ * member's bytes must be the ones the entry's hash names. rf_decoder_sync_result then says
+ * what became of it (RF_SYNC_UNUSED, _USED, _STALE: jpeg_restart.h) and forgets the entry. */
+struct rf_sync_entry;
+void rf_decoder_set_sync(rf_decoder *d, const struct rf_sync_entry *e);
+uint32_t rf_decoder_sync_result(rf_decoder *d);
+
+/* Read a JPEG's header and check its markers as every decode does (limits, the scan check),
+ * then hand them to fn inside the decoder's guarded region: fn's return is returned, a libjpeg
+ * error in either as rf_decode_transform reports it. For work on the whole file that needs its
+ * header and no pixels (the sync-point build). */
+struct jpeg_decompress_struct;
+struct rf_region_buf;
+typedef int (*rf_decode_header_fn)(void *ctx, const struct jpeg_decompress_struct *ci,
+                                   const uint8_t *jpeg, size_t len, struct rf_region_buf *rb);
+int rf_decode_header_then(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_decode_header_fn fn,
+                          void *ctx, rf_err *err);
+
 /* Per-sample info reported back (for stats and tests). */
 typedef struct rf_decode_info {
     uint32_t width, height;       /* of the JPEG */

@@ -158,6 +158,45 @@ rf_decoder *rf_decoder_create(const rf_decode_limits *lim)
 uint32_t rf_decoder_recovered(const rf_decoder *d) { return d->jerr.recovered; }
 void rf_decoder_set_recovered(rf_decoder *d, uint32_t mask) { d->jerr.recovered = mask; }
 
+void rf_decoder_set_sync(rf_decoder *d, const struct rf_sync_entry *e)
+{
+    d->region.sync = e;
+    d->region.sync_result = RF_SYNC_UNUSED;
+}
+
+uint32_t rf_decoder_sync_result(rf_decoder *d)
+{
+    uint32_t r = d->region.sync_result;
+    d->region.sync = NULL;
+    d->region.sync_result = RF_SYNC_UNUSED;
+    return r;
+}
+
+typedef struct header_job {
+    const uint8_t *jpeg;
+    size_t len;
+    rf_decode_header_fn fn;
+    void *ctx;
+} header_job;
+
+static int header_run(rf_decoder *d, void *job, rf_err *err)
+{
+    header_job *j = job;
+    int rc = rf_dec_read_header(d, err);
+    if (rc || (rc = rf_dec_check_scan(d, j->jpeg, j->len, err)) != 0)
+        return rc;
+    rc = j->fn(j->ctx, &d->cinfo, j->jpeg, j->len, &d->region);
+    return rc ? rf_seterr(err, rc, "%s", rc == RF_ENOMEM ? "out of memory" : "header work failed")
+              : 0;
+}
+
+int rf_decode_header_then(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_decode_header_fn fn,
+                          void *ctx, rf_err *err)
+{
+    header_job j = {jpeg, len, fn, ctx};
+    return rf_dec_guarded(d, jpeg, len, header_run, &j, err);
+}
+
 void rf_decoder_destroy(rf_decoder *d)
 {
     if (!d)

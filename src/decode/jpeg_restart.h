@@ -85,7 +85,15 @@ typedef struct rf_region_buf {
      * points to, owned there; rf_region_buf_free calls `walk_free` on it. */
     void *walk;
     void (*walk_free)(void *walk);
+    /* The image's sync-point index entry (loaders/sync_index.h), its member's bytes already
+     * checked against its hash; the packer starts the crop's rows from its points instead of
+     * walking (RF_SYNC_USED), or finds it does not fit the file (RF_SYNC_STALE). Set and read
+     * for one image through rf_decoder_set_sync and rf_decoder_sync_result. */
+    const struct rf_sync_entry *sync;
+    uint32_t sync_result;
 } rf_region_buf;
+
+enum { RF_SYNC_UNUSED = 0, RF_SYNC_USED = 1, RF_SYNC_STALE = 2 };
 
 void rf_region_buf_free(rf_region_buf *b);
 
