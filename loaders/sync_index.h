@@ -1,4 +1,4 @@
-/* sync_index.h — a shard's sync-point index (docs/formats.md, "Sync-point index"): for each
+/* sync_index.h — a shard's sync-point index (docs/gpu-decode.md, "Sync-point indexes"): for each
  * baseline JPEG member without restart markers, where in its entropy-coded data every
  * `span`-th MCU of each MCU row starts and the DC predictors there, so that the GPU decode can
  * start a crop's rows mid-scan, as it does at restart markers, without walking the Huffman
@@ -13,9 +13,9 @@
  *    member's bytes; whoever uses it hashes the bytes it read and compares first, so a member
  *    rewritten, a shard rewritten, cut or replaced by another file of the same name can never
  *    lend its points to other bytes (a stale entry: the member is decoded as without one).
- *  - Every image member gets an entry, its status saying why one has no points (it needs none
- *    or cannot have any), so a second build skips what the first judged and inspect reports
- *    coverage.
+ *  - Every JPEG member (by its bytes) gets an entry, its status saying why one has no points
+ *    (it needs none or cannot have any), so a second build skips what the first judged and
+ *    inspect reports coverage.
  *  - Points are fixed records (RF_SYNC_POINT bytes): the bit position from the member's first
  *    byte in its stuffed bytes (what a reader can seek to without destuffing what precedes
  *    it) and the three DC predictors. A member's span is chosen so that a point comes every

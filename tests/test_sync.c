@@ -425,6 +425,120 @@ START_TEST(format_damage_refused)
 }
 END_TEST
 
+/* ---- the sidecar beside a shard ------------------------------------------------------------ */
+
+/* Sample i's JPEG: every fourth progressive, the rest baseline, sizes varying. */
+static const void *member_jpeg(uint32_t i, const char *ext, size_t *len, void *ctx)
+{
+    uint8_t **keep = ctx;
+    if (strcmp(ext, "jpg") != 0)
+        return NULL;
+    free(keep[i]);
+    keep[i] = make_jpeg(96 + 24 * (i % 5), 80 + 16 * (i % 3), (enc_opts){3, 85, i % 4 == 3, 1},
+                        300 + i, len);
+    return keep[i];
+}
+
+static char *member_shard(const char *dir, uint32_t n)
+{
+    static const char *const exts[] = {"jpg"};
+    uint8_t *keep[32] = {0};
+    char *shard = rf_test_make_member_shard(dir, n, exts, 1, member_jpeg, keep);
+    for (uint32_t i = 0; i < 32; i++)
+        free(keep[i]);
+    return shard;
+}
+
+static rf_sync_summary write_index(const char *shard)
+{
+    rf_sync_summary m;
+    char err[600];
+    rf_sync_summary_init(&m);
+    ck_assert_msg(rf_shard_write_sync_index(shard, NULL, &m, err, sizeof err) == 0, "%s", err);
+    return m;
+}
+
+static rf_sync_summary check_index(const char *shard, int want_rc)
+{
+    rf_sync_summary m;
+    char err[600] = "";
+    rf_sync_summary_init(&m);
+    int rc = rf_shard_check_sync_index(shard, NULL, &m, err, sizeof err);
+    ck_assert_msg(rc == want_rc, "check: %d (%s), not %d", rc, err, want_rc);
+    if (want_rc == RF_EINDEX)
+        ck_assert_msg(strstr(err, ".sync") && strstr(err, "byte"), "%s", err);
+    return m;
+}
+
+/* The sidecar as users meet it: written beside a shard without touching it; a second write
+ * keeps every entry; a member rewritten in place is one stale entry, found by the check and
+ * rebuilt by the next write; a shard grown by more samples has its new members missing, and
+ * only they are built; a damaged sidecar is refused with its offset and rebuilt whole. */
+START_TEST(sidecar_write_and_check)
+{
+    char *dir = rf_test_mkdtemp("syncw"), cmd[1200];
+    char *shard = member_shard(dir, 12);
+    char sync[600];
+    ck_assert_int_eq(rf_shard_sync_path(shard, sync, sizeof sync), 0);
+    check_index(shard, 1); /* none yet */
+    size_t before_len;
+    uint8_t *before = rf_test_read_file(shard, &before_len);
+    rf_sync_summary m = write_index(shard);
+    ck_assert_uint_eq(m.jpegs, 12);
+    ck_assert_uint_eq(m.indexed, 9);
+    ck_assert_uint_eq(m.needs_none, 3);
+    ck_assert_uint_eq(m.reused, 0);
+    ck_assert_uint_eq(m.index_bytes * 50 < m.shard_bytes, 1);
+    size_t after_len;
+    uint8_t *after = rf_test_read_file(shard, &after_len);
+    ck_assert(after_len == before_len && memcmp(before, after, before_len) == 0);
+    free(after);
+    m = write_index(shard);
+    ck_assert_uint_eq(m.reused, 12);
+    m = check_index(shard, 0);
+    ck_assert_uint_eq(m.indexed, 9);
+    ck_assert_uint_eq(m.stale + m.missing, 0);
+
+    /* member 5 rewritten in place: a byte of its data changed */
+    uint64_t off = rf_test_member_offset(shard, "00000005.jpg") + 512 + 300;
+    snprintf(cmd, sizeof cmd, "printf '\\x55' | dd of='%s' bs=1 seek=%llu conv=notrunc "
+             "status=none", shard, (unsigned long long)off);
+    ck_assert_int_eq(rf_test_shell("%s", cmd), 0);
+    m = check_index(shard, 0);
+    ck_assert_uint_eq(m.stale, 1);
+    m = write_index(shard);
+    ck_assert_uint_eq(m.stale, 1);
+    ck_assert_uint_eq(m.reused, 11);
+    m = check_index(shard, 0);
+    ck_assert_uint_eq(m.stale, 0);
+
+    /* the same samples and two more: the old sidecar beside the grown shard */
+    char *dir2 = rf_test_mkdtemp("syncw2");
+    char *grown = member_shard(dir2, 14), sync2[600];
+    ck_assert_int_eq(rf_shard_sync_path(grown, sync2, sizeof sync2), 0);
+    rf_shard_write_sync_index(shard, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(rf_test_shell("cp '%s' '%s'", sync, sync2), 0);
+    m = check_index(grown, 0);
+    ck_assert_uint_eq(m.missing, 2);
+    ck_assert_uint_eq(m.stale, 1); /* member 5 differs from the rewritten one */
+    m = write_index(grown);
+    ck_assert_uint_eq(m.reused, 11);
+    ck_assert_uint_eq(m.jpegs, 14);
+
+    /* damage: refused by the check with where; the next write builds it again */
+    ck_assert_int_eq(rf_test_shell("printf '\\x01' | dd of='%s' bs=1 seek=100 conv=notrunc "
+                                   "status=none", sync2), 0);
+    check_index(grown, RF_EINDEX);
+    m = write_index(grown);
+    ck_assert_uint_eq(m.reused, 0);
+    ck_assert_uint_eq(m.jpegs, 14);
+    check_index(grown, 0);
+    free(before), free(shard), free(grown);
+    rf_test_shell("rm -rf '%s' '%s'", dir, dir2);
+    free(dir), free(dir2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sync");
@@ -436,6 +550,7 @@ int main(void)
     tcase_add_test(tc, entry_that_does_not_fit_is_walked);
     tcase_add_test(tc, format_round_trip);
     tcase_add_test(tc, format_damage_refused);
+    tcase_add_test(tc, sidecar_write_and_check);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }
