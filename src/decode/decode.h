@@ -70,7 +70,8 @@ void rf_decoder_set_recovered(rf_decoder *d, uint32_t mask);
 
 /* The next image's sync-point index entry (NULL: none), for the GPU decode's packer; its
  * member's bytes must be the ones the entry's hash names. rf_decoder_sync_result then says
- * what became of it (RF_SYNC_UNUSED, _USED, _STALE: jpeg_restart.h) and forgets the entry. */
+ * what became of it and forgets the entry. */
+enum { RF_SYNC_UNUSED = 0, RF_SYNC_USED = 1, RF_SYNC_STALE = 2 };
 struct rf_sync_entry;
 void rf_decoder_set_sync(rf_decoder *d, const struct rf_sync_entry *e);
 uint32_t rf_decoder_sync_result(rf_decoder *d);

@@ -93,7 +93,6 @@ typedef struct rf_region_buf {
     uint32_t sync_result;
 } rf_region_buf;
 
-enum { RF_SYNC_UNUSED = 0, RF_SYNC_USED = 1, RF_SYNC_STALE = 2 };
 
 void rf_region_buf_free(rf_region_buf *b);
 
