@@ -79,13 +79,12 @@ typedef struct rf_backend_ops {
     /* Return pool memory above keep_bytes to the driver (cudaMemPoolTrimTo). Not for the hot
      * loop: the next batches grow the pool again. */
     int (*trim)(rf_backend *b, uint64_t keep_bytes, rf_err *err);
-    /* Open the GPU's hardware JPEG decoders for batches of up to max_batch samples; engine
-     * packets in later submits go to them. NULL: none (the host backend decodes engine packets
-     * on the CPU). */
+    /* Open the GPU's hardware JPEG decoders for batches of up to max_batch samples. NULL: none
+     * (the host backend decodes engine packets on the CPU). */
     int (*engine_open)(rf_backend *b, uint32_t max_batch, rf_err *err);
-    /* engine_open's cheap part: load the library without opening the engines, RF_ENODEV saying
-     * why not. Create calls it so a missing libnvjpeg is create's error, while the open itself
-     * runs beside the first batches (src/pipeline/schedule.c). NULL exactly when engine_open is. */
+    /* engine_open's cheap part, run by create so a missing libnvjpeg is create's error while the
+     * open itself runs beside the first batches: RF_ENODEV saying why not. NULL exactly when
+     * engine_open is. */
     int (*engine_load)(rf_err *err);
     /* Replace sample `index` of a finished device batch with `pixels` (pixel_bytes long: the
      * output itself without a conversion, else NHWC uint8), converted as conv says; returns

@@ -51,9 +51,9 @@ static int cuda_err(rf_err *err, cudaError_t e, const char *what)
     return rf_cuda_seterr(err, (int)e, what);
 }
 
-/* The process whose CUDA context the backend's streams, events and pool belong to. The runtime
- * is unusable in a fork() child, and rf_batch_wait/synchronize get only an event, so the owner
- * is recorded here: process-wide state mirroring the runtime's own. 0: no backend yet. */
+/* The process whose CUDA context the backend's streams, events and pool belong to: the runtime
+ * is unusable in a fork() child, and rf_batch_wait/synchronize get only an event. Process-wide,
+ * mirroring the runtime's own state. 0: no backend yet. */
 static _Atomic pid_t cuda_owner;
 
 static int cuda_forked(void)
@@ -213,9 +213,9 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
 {
     cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
     int gj = conv->gj.flags && count;
-    /* A batch the CPU decoded whole runs none of the decode kernels, which would share the GPU
-     * with the training step for nothing: the conversion reads each sample at its offset in the
-     * stage, or (uint8) one copy kernel puts them in order. */
+    /* A batch the CPU decoded whole runs no decode kernel (it would take GPU time from the
+     * training step for nothing): the conversion reads each sample at its offset in the stage,
+     * or (uint8) one copy kernel puts them in order. */
     int gather = gj && !conv->gj.packets;
     size_t out_bytes = conv->kind == RF_CONV_NONE && !gj ? staged_bytes : conv->out_bytes;
     size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;

@@ -106,9 +106,8 @@ static int sampling_ok(const struct jpeg_decompress_struct *ci)
     return (ci->image_width + mh - 1) / mh > 2;
 }
 
-/* 1 when the frame is baseline (SOF0), what the hardware decoder takes; libjpeg's 6b API
- * keeps no such flag. Walks the marker segments before the frame header, which libjpeg has
- * parsed already. */
+/* 1 when the frame is baseline (SOF0), what the hardware decoder takes: libjpeg's 6b API keeps
+ * no such flag. */
 static int sof0(const uint8_t *j, size_t len)
 {
     size_t p = 2, at;
@@ -137,8 +136,7 @@ static uint64_t plain_bytes(const rf_gj_walked *w, uint32_t rows)
     return n;
 }
 
-/* Copy those rows to d, one after another, and the segments to seg with their bit offsets
- * made relative to d. */
+/* Copy those rows to d, one after another, and the segments to seg, bit offsets relative to d. */
 static void plain_copy(const rf_gj_walked *w, uint32_t rows, uint8_t *d, rf_gj_seg *seg)
 {
     uint64_t at = 0;
@@ -212,8 +210,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
                          &c0, &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
-    /* How far the CPU path's libjpeg decodes this file for this crop (check_reach): the GPU
-     * paths judge the Huffman data that far, so that their verdicts are the CPU's. */
+    /* How far the CPU path's libjpeg decodes this file for this crop: the GPU paths judge the
+     * Huffman data that far. */
     reach rc_ = {0};
     check_reach(&g, restarts, nc == 3 && ci->max_v_samp_factor == 2, v->last, r0, r1, &rc_);
     uint32_t nint = (a1 - a0) * (r1 - r0);

@@ -386,9 +386,9 @@ RF_GJ_FN int rf_gj_counted(const rf_gj_packet *p, uint32_t k, int st)
 
 /* ---- stage 2: chroma upsampling, colour, vertical resize ---- */
 
-/* Sample of component c at image pixel (x, y), upsampled as libjpeg-turbo's fancy upsamplers do
- * (h2v1, h1v2, h2v2 triangle filters; neighbours clamped at the image edge, which is what its
- * edge cases and context-row duplication amount to). */
+/* Sample of component c at image pixel (x, y), upsampled as libjpeg-turbo's fancy upsamplers
+ * do (h2v1, h1v2, h2v2 triangles; neighbours clamped at the edge, what its edge cases and
+ * context rows amount to). */
 RF_GJ_FN int32_t rf_gj_chroma(const rf_gj_comp *c, const uint8_t *scratch, uint32_t max_h,
                               uint32_t max_v, int32_t x, int32_t y)
 {

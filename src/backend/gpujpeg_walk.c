@@ -1,15 +1,13 @@
-/* gpujpeg_walk.c — the CPU walker behind plain packets (gpujpeg.h): for a baseline JPEG
- * without restart markers, find where in the entropy-coded data each segment of the crop's
- * region starts, and the DC predictors there, without decoding pixels (docs/gpu-decode.md,
- * "Files without restart markers").
+/* gpujpeg_walk.c — the CPU walker behind plain packets (gpujpeg.h): for a baseline JPEG without
+ * restart markers, where each segment of the crop's region starts in the entropy-coded data,
+ * with the DC predictors there (docs/gpu-decode.md, "Files without restart markers").
  *
  * DESIGN
- *  - One bit stream: the walk goes through every MCU up to the region's last one, then stops.
- *    DC values are decoded (segments need the predictors), AC codes only skipped.
- *  - The data is destuffed once, then read through a 64-bit buffer refilled by one unaligned
- *    load: no per-byte marker checks. WALK_PAD zero bytes after the data keep every load inside
- *    the buffer (a block takes at most 64 codes of 31 bits; the position is checked against the
- *    data's end after every block).
+ *  - The walk decodes DC values (segments need the predictors) and only skips AC codes, from
+ *    the first MCU to the region's last, then stops.
+ *  - The data is destuffed once and read through a 64-bit buffer refilled by unaligned loads.
+ *    WALK_PAD zero bytes after it keep every load inside (a block takes at most 64 codes of 31
+ *    bits; the position is checked against the end after every block).
  *  - A pattern that is no code, or data that end before the region's last MCU, makes the file
  *    not eligible: the CPU path then gives libjpeg's own error, never a packet of wrong bits. */
 #include "backend/gpujpeg.h"
@@ -128,8 +126,7 @@ static void fast_build(const rf_gj_huff *t, uint32_t *f)
     }
 }
 
-/* What identifies a table's codes: the canonical code lengths and the symbols (the lookup
- * table is made from them). */
+/* What identifies a table's codes: the canonical code lengths and the symbols. */
 #define KEY_AT offsetof(rf_gj_huff, maxcode)
 #define KEY_LEN (sizeof(rf_gj_huff) - KEY_AT)
 
@@ -201,8 +198,7 @@ static inline uint64_t wpos(const wbits *w, const uint8_t *d)
     return (uint64_t)(w->p - d) * 8 - w->n;
 }
 
-/* An AC code longer than WALK_BITS bits, by the canonical-code path: skipped with its extra
- * bits and the index moved. 1: a pattern that is no code. */
+/* An AC code longer than WALK_BITS bits, skipped by the canonical-code path. 1: no code. */
 static inline int walk_ac_slow(wbits *w, const rf_gj_huff *ac, uint32_t *k)
 {
     uint32_t l;
@@ -255,9 +251,8 @@ static inline int walk_block(wbits *wp, const walk_blk *b, int32_t *pred)
     return 0;
 }
 
-/* Copy the entropy-coded data from `from` to its first marker into s->dat without its stuffed
- * zero bytes (0xFF, possibly fill 0xFFs, then 0x00 is one 0xFF data byte), then WALK_PAD
- * zeros; *n is the data's length. Returns 0 or RF_ENOMEM. */
+/* Copy the entropy-coded data from `from` to its first marker into s->dat without its stuffing
+ * (0xFF, fill 0xFFs, then 0x00 is one 0xFF data byte), then WALK_PAD zeros; *n its length. */
 static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, size_t *n)
 {
     if (rf_reserve(&s->dat, &s->dat_cap, len - from + WALK_PAD, 1))

@@ -1,18 +1,15 @@
 /* nvjpg_cuda.c — the hardware JPEG decoders through nvJPEG (nvjpg.h).
  *
  * DESIGN
- *  - No nvjpeg.h at build time: the few entry points used are declared here with nvJPEG
- *    12/13's ABI and looked up with dlsym, so the CUDA backend builds without the library and a
- *    loader that never asks for the engines never loads it.
+ *  - No nvjpeg.h at build time: the few entry points used are declared here (nvJPEG 12/13's
+ *    ABI) and looked up with dlsym, so the CUDA backend builds without the library.
  *  - One nvJPEG handle per loader; one decode state per copy stream, each with a mutex and
- *    arrays sized at open for a whole batch: the hot path allocates nothing.
- *  - The engine does not keep stream order: nvjpegDecodeBatched writes its output when called,
- *    and its planes go to scratch the stream-ordered pool may have just handed over from an
- *    earlier batch. So each call first waits, on the host, for the work queued on its stream;
- *    calls on different streams still run at once (docs/gpu-decode.md, "Each call waits").
- *  - Errors are per file: when nvjpegDecodeBatched fails, the batch's engine images are decoded
- *    again one by one to find the files it refuses, which get RF_GJ_ENGINE; the others are not
- *    lost. */
+ *    arrays sized at open: the hot path allocates nothing.
+ *  - nvjpegDecodeBatched writes its output when called, not in stream order, into scratch the
+ *    pool may have just handed over from an earlier batch: each call first waits, on the host,
+ *    for its stream (docs/gpu-decode.md, "Each call waits"). Streams still run at once.
+ *  - Errors are per file: a failed batch's engine images are decoded again one by one to find
+ *    the files refused (RF_GJ_ENGINE); the others are not lost. */
 #include "backend/nvjpg.h"
 
 #include <cuda_runtime.h>
