@@ -2,22 +2,17 @@
  * per I/O thread, up to queue_depth ranged GETs in flight on each.
  *
  * DESIGN
- *  - Each thread owns a multi handle and queue_depth slots, each with an easy handle kept for
- *    the thread's life, so connections are reused (keep-alive; HTTP/2 multiplexing where
- *    offered). Each transfer has its own timeouts, so one silent connection holds no other back.
- *  - A request's bytes go straight to dst through rf_remote_body's window rules.
- *  - A retry waits in its slot (not in the multi handle) until its time, then asks for the same
- *    range again, up to max_retries; then the request fails with -EIO and the verdict's message
- *    (rf_io_req.why: the URL and byte range).
- *  - Who wakes whom: a thread with nothing in flight or waiting blocks in take(); otherwise it
- *    polls its sockets a few milliseconds at a time between non-blocking takes.
- *  - Stopping: every request in flight or waiting ends with -ECANCELED, so a stalled server
- *    never holds up stop().
- *  - A `cached` request reads the shard's checked copy on the I/O thread as soon as it is taken
- *    (local disk needs no slot or poll); a copy that is gone or does not match goes to the
- *    server like any other.
- *  - rf_io_source.fault is not applied here: tests inject faults with a real proxy in front of
- *    a real server (tests/servers).
+ *  - Each slot keeps its easy handle for the thread's life, so connections are reused
+ *    (keep-alive; HTTP/2 multiplexing where offered). Each transfer has its own timeouts, so one
+ *    silent connection holds no other back. Bytes go straight to dst (rf_remote_body).
+ *  - A retry waits in its slot, not in the multi handle, then asks for the same range again, up
+ *    to max_retries; then the request fails with -EIO and the verdict's message.
+ *  - A thread with nothing in flight or waiting blocks in take(); otherwise it polls its sockets
+ *    a few milliseconds at a time between non-blocking takes. At stop every request in flight
+ *    or waiting ends with -ECANCELED, so a stalled server never holds up stop().
+ *  - A `cached` request reads the shard's checked copy on the I/O thread when taken; a copy that
+ *    is gone or does not match goes to the server like any other.
+ *  - rf_io_source.fault is not applied here: tests put a real proxy before a real server.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,17 +1,15 @@
 /* io_uring.c — the io_uring read engine: one ring per I/O thread.
  *
  * DESIGN
- *  - Each I/O thread creates its own ring (so IORING_SETUP_SINGLE_ISSUER binds it to the only
- *    submitter) and registers the arena on it. start() waits for every thread's setup result;
- *    if any failed, all exit without taking work and start() returns that error.
- *  - No queues of our own: a thread takes up to queue_depth - inflight requests at once,
- *    prepares one SQE each and submits them with the wait for the next completion; CQEs are
- *    reaped in batches; a short read or transient error is re-prepared right away.
- *  - Who wakes whom: a thread sleeps in take(block=1) only with nothing in flight (the source
- *    wakes it), else in io_uring_enter (a CQE wakes it, or stop() through an eventfd every ring
- *    polls). No lock is held across either wait.
- *  - Stopping: the thread cancels what is in flight (a read on an empty pipe must not hang
- *    shutdown), finishes every remaining request and exits.
+ *  - Each I/O thread creates its own ring (so IORING_SETUP_SINGLE_ISSUER binds it to its only
+ *    submitter) and registers the arena on it; start() fails, with no work taken, if any did.
+ *  - No queues of our own: a thread takes up to queue_depth - inflight requests, prepares one
+ *    SQE each and submits them with the wait for the next completion; short reads and
+ *    transient errors are re-prepared right away.
+ *  - A thread sleeps in take(block=1) only with nothing in flight (the source wakes it), else in
+ *    io_uring_enter (a CQE wakes it, or stop() through an eventfd every ring polls). No lock is
+ *    held across either wait. At stop it cancels what is in flight, so a read on an empty pipe
+ *    cannot hang shutdown.
  *  - done() runs in completion order; the pipeline places bytes by req->dst. */
 #include "io/io.h"
 

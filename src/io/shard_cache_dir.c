@@ -1,21 +1,17 @@
-/* shard_cache_dir.c — the shard cache's directory: entry names, the directory's lock, sidecars,
- * the scan that finds entries and cleans up after crashed writers, and LRU eviction.
+/* shard_cache_dir.c — the shard cache's directory: entry names, the lock, sidecars, the scan
+ * that cleans up after crashed writers, and LRU eviction (layout: shard_cache_dir.h).
  *
  * DESIGN
- *  - Names derive from a 64-bit hash of the key, so any key gives a short safe file name. Two
- *    keys sharing a hash share one slot (the sidecar holds the key, a lookup compares it):
- *    that costs hits, never correctness.
+ *  - Names derive from a 64-bit hash of the key; two keys sharing a hash share one slot (the
+ *    sidecar holds the key, a lookup compares it): that costs hits, never correctness.
  *  - The sidecar is the commit point: a fill renames H.part to H.shard, then H.mtmp to H.meta;
  *    removal unlinks H.meta first. A crash in between leaves a shard without a sidecar (the next
- *    scan removes it), never a sidecar beside the wrong bytes. Every step runs under the
- *    directory's lock.
- *  - In use: a reader holds a shared flock of its shard, a writer an exclusive one of its
- *    `.part`. flock locks belong to open file descriptions, so one process's other descriptors
- *    conflict with them as another process's would; a probe takes LOCK_EX|LOCK_NB on a new
- *    descriptor. A dead writer's lock goes with it, and the next scan removes its `.part`.
- *  - The scan at open reads every sidecar; the scan before each fill only lists and stats the
- *    files (docs/cache.md gives its cost), because other processes change the directory and the
- *    budget is the directory's. A malformed sidecar is a miss, replaced by the next fill.
+ *    scan removes it), never a sidecar beside the wrong bytes.
+ *  - flock locks belong to open file descriptions, so one process's other descriptors conflict
+ *    with a reader's or writer's lock as another process's would; a probe takes LOCK_EX|LOCK_NB
+ *    on a new descriptor. A dead writer's lock goes with it.
+ *  - The scan at open reads every sidecar; the one before each fill only lists and stats (its
+ *    cost: docs/cache.md), as other processes change the directory and the budget is shared.
  */
 #include "io/shard_cache_dir.h"
 
