@@ -1,7 +1,6 @@
 /* remote.c — what every remote request shares: URLs (s3:// mapping, the printable form),
- * easy-handle options, the response callbacks that place a window's bytes, and the one verdict
- * on a finished attempt (remote.h's DESIGN). The client itself, its settings and the requests
- * create makes are remote_open.c's, over this file. */
+ * easy-handle options, the response callbacks that place a window's bytes, and the verdict
+ * (remote.h's DESIGN). The client and create's requests are remote_open.c's, over this file. */
 #include "io/remote.h"
 
 #include <errno.h>
@@ -11,7 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
-/* ---- URLs --------------------------------------------------------------------------------- */
+/* ---- URLs ---- */
 
 /* Percent-encode an S3 key for the request path ('/' kept). */
 static char *key_path(const char *key)
@@ -73,7 +72,7 @@ int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, 
     return *req ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
 }
 
-/* ---- responses ---------------------------------------------------------------------------- */
+/* ---- responses ---- */
 
 /* "Name: value" when line starts with name (any case); the value without blanks around it. */
 static int header_value(const char *line, size_t n, const char *name, char *val, size_t cap)
@@ -90,10 +89,9 @@ static int header_value(const char *line, size_t n, const char *name, char *val,
     return 1;
 }
 
-/* "bytes START-END/TOTAL", the same with an asterisk for TOTAL (the server does not know the
- * length: the bytes are placed all the same) or an asterisk for START-END (a 416's). Anything
- * else is kept in x->bad_range: a 206 without a readable one is refused (x->unplaced), since nothing says
- * where its bytes belong. */
+/* "bytes START-END/TOTAL", with an asterisk for TOTAL (length unknown: the bytes are placed
+ * all the same) or for START-END (a 416's). Anything else goes to x->bad_range: a 206 without a
+ * readable one is refused (x->unplaced), as nothing says where its bytes belong. */
 static void content_range(rf_xfer *x, const char *v)
 {
     unsigned long long a, b, t;
@@ -219,10 +217,9 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    /* No CURLOPT_PIPEWAIT: a transfer told to wait for a connection that might multiplex
-     * waits behind one whose server never answers, outside every timeout, so one silent
-     * connection held all the others. A new transfer opens its own connection instead; HTTP/2
-     * streams still share the connections it negotiated. */
+    /* No CURLOPT_PIPEWAIT: a transfer waiting for a connection that might multiplex waits
+     * behind one whose server never answers, outside every timeout. HTTP/2 streams still share
+     * the connections negotiated. */
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms);
     /* A transfer that moves less than a byte a second for the timeout is stalled. */
@@ -230,9 +227,8 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)RF_MAX(1u, r->timeout_ms / 1000u));
     if (r->ca[0])
         curl_easy_setopt(h, CURLOPT_CAINFO, r->ca);
-    /* Only S3 requests are signed, and only with keys: without them a bucket is read
-     * anonymously (a public one). libcurl 7.88 signs with SigV4 and sends the payload hash
-     * S3 wants (x-amz-content-sha256, the empty body's SHA-256 for a GET). */
+    /* Only S3 requests with keys are signed (without, a bucket is read anonymously), with SigV4
+     * and the payload-hash header remote_open.c makes. */
     if (s3 && r->userpwd[0]) {
         curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->sigv4);
         curl_easy_setopt(h, CURLOPT_USERPWD, r->userpwd);
@@ -249,9 +245,8 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
 
 void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
 {
-    /* A total time for the attempt, so that a server trickling bytes just fast enough to pass
-     * the stall rule cannot hold a request for ever: remote_timeout_ms, plus the bytes wanted
-     * at RF_REMOTE_RATE_MIN (a whole-object fetch: its limit's). */
+    /* A total time, so a server trickling bytes just fast enough for the stall rule cannot hold
+     * a request for ever: remote_timeout_ms plus the bytes wanted at RF_REMOTE_RATE_MIN. */
     uint64_t want = x->grow ? x->grow_max : x->len - x->got;
     uint64_t total_ms = x->r->timeout_ms + want / (RF_REMOTE_RATE_MIN / 1000u);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)RF_MIN(total_ms, (uint64_t)INT32_MAX));
@@ -272,7 +267,7 @@ void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
     curl_easy_setopt(h, CURLOPT_RANGE, range);
 }
 
-/* ---- the verdict -------------------------------------------------------------------------- */
+/* ---- the verdict ---- */
 
 static uint32_t backoff_ms(uint32_t attempt)
 {

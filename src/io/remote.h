@@ -1,27 +1,17 @@
 /* remote.h — remote shards (http://, https://, s3://) through libcurl: the settings and the
- * rules every transfer shares (remote.c), the blocking requests create makes and the
- * rf_remote_ops the formats call (remote_open.c), and the read engine (io_curl.c).
+ * rules every transfer shares (remote.c), create's blocking requests and the formats'
+ * rf_remote_ops (remote_open.c), and the read engine (io_curl.c).
  *
  * DESIGN
- *  - One rf_remote per loader, made at create from rf_config (remote_retries,
- *    remote_timeout_ms) and the environment (S3 credentials, region, endpoint, CA bundle);
- *    read-only afterwards except its counters (atomics), so every I/O thread shares it.
- *  - Every response goes through one judgement, rf_remote_verdict: success, retry (after a
- *    backoff, honouring Retry-After) or failure with a message naming the printable URL and
- *    the byte range. The engine and create's blocking requests both use it, so a fault is
- *    treated the same whether it happens at create or during an epoch.
- *  - A response's bytes go through rf_remote_body: each byte's offset in the object is known
- *    (206: its Content-Range; a 200: 0), bytes before the window are dropped, those inside
- *    are copied to their place in dst, and a 206 reaching past the window is refused (never a
- *    write beyond dst). A 200 to a ranged GET for part of the object (a server that ignores
- *    Range) is refused at its headers: create's one-byte open meets it first, so such a
- *    server fails create with the reason instead of being read from the start once a sample. Size (Content-Range total or Content-Length) and ETag are
- *    compared with what create saw: an object changed during the run is an I/O error naming
- *    the URL, never other bytes.
- *  - Credentials live in rf_remote and in the request URL only; messages, stats and the
- *    dataset's file names use the printable form (scheme, host, path: no userinfo, no query).
- *
- * Included by io/ (and pipeline/ through it); includes base/ and loaders/dataset.h. */
+ *  - One rf_remote per loader, read-only after create but its atomic counters.
+ *  - Every response goes through one judgement, rf_remote_verdict, so a fault is treated the
+ *    same at create and during an epoch.
+ *  - rf_remote_body knows each byte's offset in the object: bytes outside the window are
+ *    dropped, never written beyond dst. A 200 to a ranged GET for part of the object (a server
+ *    ignoring Range) is refused at its headers, so create's one-byte open fails with the reason.
+ *    An object whose size or ETag changed since create is an I/O error naming the URL.
+ *  - Credentials live in rf_remote and the request URL only; messages, stats and file names use
+ *    the printable form (scheme, host, path). */
 #ifndef RF_REMOTE_H
 #define RF_REMOTE_H
 
@@ -69,9 +59,8 @@ typedef struct rf_remote_file {
     char etag[RF_REMOTE_ETAG_MAX];   /* "" when the server sent none */
 } rf_remote_file;
 
-/* One transfer of a byte window [off, off + len) of an object into dst (or, for a whole
- * object, into a growing buffer: see remote_open.c). Reset with rf_remote_xfer_reset before
- * each attempt; got survives attempts, so a retry resumes where the last one stopped. */
+/* One transfer of a byte window [off, off + len) of an object into dst (or a whole object into
+ * a growing buffer). Reset before each attempt; got survives, so a retry resumes. */
 typedef struct rf_xfer {
     const rf_remote *r;
     const rf_remote_file *file;      /* NULL while opening (no size or ETag to compare yet) */
@@ -96,8 +85,8 @@ typedef struct rf_xfer {
     uint64_t grow_cap, grow_max;
     int too_big;
     int check;                       /* compare size and ETag with file's (not at open) */
-    /* a stream (a scan): gets every body byte of a 200/206 at offset `at` instead; returns
-     * n, or CURL_WRITEFUNC_PAUSE to have them again later, and advances at and body */
+    /* a stream (a scan): takes every body byte at offset `at` instead; returns n, or
+     * CURL_WRITEFUNC_PAUSE to have them again later, and advances at and body */
     size_t (*sink)(struct rf_xfer *x, const uint8_t *data, size_t n);
     void *sink_ctx;
     char errbuf[CURL_ERROR_SIZE];
@@ -116,23 +105,20 @@ void rf_remote_free(rf_remote *r);
 int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, size_t cap,
                   rf_err *err);
 
-/* Options every request sets on an easy handle: the URL, TLS (CA bundle), timeouts,
- * keep-alive, HTTP/2 where offered, S3 signing (s3 != 0), and x's callbacks. */
+/* Options every request sets on an easy handle (URL, TLS, timeouts, keep-alive, HTTP/2, S3
+ * signing when s3, x's callbacks). */
 void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfer *x);
-/* Start an attempt of x on h: the Range header for what is left of the window (none for a
- * whole-object fetch) and a fresh response state. */
+/* Start an attempt of x on h: the Range header for what is left of the window, fresh state. */
 void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap);
 
-/* Judge a finished attempt (code: the transfer's CURLcode). OK: the window (or object) is
- * complete. RETRY: *delay_ms to wait first (backoff with jitter for `attempt`, from 0, or
- * the server's Retry-After, capped). FAIL, and RETRY too: why[cap] says what happened,
- * naming x's object and byte range, for the message. */
+/* Judge a finished attempt. OK: the window (or object) is complete. RETRY: wait *delay_ms
+ * first (backoff with jitter for `attempt`, or Retry-After, capped). FAIL and RETRY: why says
+ * what happened, naming x's object and byte range. */
 int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *delay_ms,
                       char *why, size_t cap);
 
-/* GET the object at the request URL req (printable form shown; signed when s3) whole, at
- * most max bytes: 1 with *text (NUL-terminated) and *len, 0 for a 404, else an error naming
- * shown (-EACCES for a 403, else RF_EIO; remote_open.c). */
+/* GET the object at req whole, at most max bytes: 1 with *text (NUL-terminated) and *len, 0 for
+ * a 404, else an error naming shown (-EACCES for a 403, else RF_EIO). */
 int rf_remote_fetch(rf_remote *r, const char *req, const char *shown, int s3, uint64_t max,
                     char **text, uint64_t *len, rf_err *err);
 /* rf_remote_ops.list (remote_list.c). */

@@ -1,23 +1,16 @@
 /* remote_open.c — the remote client (rf_remote_new: its settings from the config and the
- * environment) and the requests create makes for remote shards, as the rf_remote_ops the
- * formats call (loaders/dataset.h): open (a one-byte ranged GET: size, ETag, and whether the
- * server is there), fetch (an index, whole), a reader (one streamed GET feeding the tar
- * scanner), and list (S3 ListObjectsV2 for wildcards).
+ * environment) and create's requests for remote shards, as the rf_remote_ops the formats call:
+ * open (a one-byte ranged GET: size, ETag, and whether the server is there), fetch (an index,
+ * whole), a reader (for the tar scanner) and list (S3 ListObjectsV2 for wildcards).
  *
  * DESIGN
- *  - Blocking, on create's thread, each with the engine's retries and verdict
- *    (rf_remote_verdict), so a fault at create is treated as one during an epoch.
- *  - A reader for a few reads here and there (an index's spot checks) makes each read one
- *    blocking ranged GET of exactly its bytes.
- *  - A forward reader streams: one GET from the first byte the scanner wants, its body pulled
- *    through a bounded buffer (RF_REMOTE_STREAM_BUF) by pausing the transfer when the buffer
- *    is full (CURL_WRITEFUNC_PAUSE) and resuming it as the scanner consumes. The scanner skips
- *    member data forward, which the stream drops; a jump beyond RF_REMOTE_STREAM_SKIP_MAX (or
- *    backwards: an index's spot checks) restarts the stream at the target instead, and a
- *    failed stream asks for its range again (bytes already buffered are dropped as they
- *    come), counted as a retry.
- *  - A local cache would plug in at rf_remote_ops.open/reader: a shard already on disk could
- *    be opened as a file instead (docs/remote.md, "The cache").
+ *  - Blocking, on create's thread, each with the engine's retries and verdict.
+ *  - A reader for scattered reads (an index's spot checks) makes each one a ranged GET.
+ *  - A forward reader streams: one GET from the first byte the scanner wants, pulled through a
+ *    bounded buffer (RF_REMOTE_STREAM_BUF) by pausing the transfer when it is full. Member data
+ *    the scanner skips is dropped; a jump beyond RF_REMOTE_STREAM_SKIP_MAX, or backwards,
+ *    restarts the stream at the target, and a failed stream asks for its range again (counted
+ *    as a retry).
  */
 #include "io/remote.h"
 
@@ -40,16 +33,14 @@ static void sleep_ms(uint32_t ms)
     nanosleep(&ts, NULL);
 }
 
-/* One blocking transfer, retried as the verdict says. 0, or -ENOENT (a 404: the caller
- * decides what absence means), -EACCES (a 403) or -EIO, with why[cap] saying what
- * happened. */
+/* One blocking transfer, retried as the verdict says. 0, or -ENOENT (a 404: the caller decides
+ * what absence means), -EACCES (a 403) or -EIO, with why saying what happened. */
 static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
 {
     char range[64];
     uint64_t got0 = x->got;
     for (uint32_t attempt = 0;; attempt++) {
-        /* A retry asks for the same range again, as the engine's do (a server or cache keyed
-         * by range has seen it), rewriting the same bytes. */
+        /* A retry asks for the same range again, as the engine's do. */
         x->got = got0;
         rf_remote_xfer_start(h, x, range, sizeof range);
         count(&r->requests, 1);
@@ -72,7 +63,7 @@ static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
     }
 }
 
-/* ---- the client: its settings from the config and the environment ----------------------------------------------------------------------------- */
+/* ---- the client: its settings from the config and the environment ---- */
 
 static const char *env(const char *name)
 {
@@ -110,9 +101,8 @@ static int s3_settings(rf_remote *r, rf_err *err)
     }
     if (rc || !r->userpwd[0])
         return rc;
-    /* libcurl 7.88 signs the headers it is given but does not add the payload hash, which S3
-     * requires on every signed request (and checks against the body): a GET has none, so it is
-     * the SHA-256 of nothing. */
+    /* libcurl 7.88 does not add the payload hash S3 requires on every signed request: for a GET
+     * it is the SHA-256 of nothing. */
     r->s3_headers = curl_slist_append(NULL, "x-amz-content-sha256: "
                                       "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     const char *token = env("AWS_SESSION_TOKEN");
@@ -178,7 +168,7 @@ void rf_remote_free(rf_remote *r)
     curl_global_cleanup();
 }
 
-/* ---- open, fetch ------------------------------------------------------------------------- */
+/* ---- open, fetch ---- */
 
 static void file_free(rf_remote_file *f)
 {
@@ -268,7 +258,7 @@ static int remote_fetch(void *ctx, const char *url, uint64_t max, char **text, u
 
 static void remote_close(void *ctx, void *file) { file_free(file); }
 
-/* ---- the streamed reader ------------------------------------------------------------------ */
+/* ---- the streamed reader ---- */
 
 typedef struct stream {
     rf_remote *r;
@@ -470,7 +460,7 @@ static void remote_reader_close(rf_byte_reader *rd)
     rd->ctx = NULL;
 }
 
-/* ---- ListObjectsV2 ------------------------------------------------------------------------ */
+/* ---- ListObjectsV2 ---- */
 
 void rf_remote_ops_fill(rf_remote *r)
 {
