@@ -70,10 +70,11 @@ static long creds_log(const char *expr)
     return n;
 }
 
-/* Fresh temporary credentials (moto's, through the stand-in) valid for lifetime_s. */
-static void issue(int lifetime_s, char *id, char *secret, char *token)
+/* Fresh temporary credentials (moto's, through the stand-in) valid for lifetime_s, in the
+ * environment with moto's endpoint. */
+static void env_temporary_keys(int lifetime_s)
 {
-    char cfg[64], out[1024];
+    char cfg[64], out[1024], id[128], secret[256], token[4096];
     snprintf(cfg, sizeof cfg, "{\"lifetime_s\": %d}", lifetime_s);
     stand_in(cfg);
     snprintf(out, sizeof out, "%s/k", rf_test_mkdtemp("creds-issue"));
@@ -84,6 +85,10 @@ static void issue(int lifetime_s, char *id, char *secret, char *token)
     FILE *f = fopen(out, "r");
     ck_assert(f && fscanf(f, "%127s %255s %4095s", id, secret, token) == 3);
     fclose(f);
+    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
+    setenv("AWS_ACCESS_KEY_ID", id, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+    setenv("AWS_SESSION_TOKEN", token, 1);
 }
 
 static void write_file(const char *path, const char *text)
@@ -142,12 +147,7 @@ static void moto_keys_in(const char *dir, const char *name, const char *section,
 START_TEST(environment_keys_and_session_token)
 {
     clean_env();
-    char id[128], secret[256], token[4096];
-    issue(3600, id, secret, token);
-    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
-    setenv("AWS_ACCESS_KEY_ID", id, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
-    setenv("AWS_SESSION_TOKEN", token, 1);
+    env_temporary_keys(3600);
     reads_ok();
     unsetenv("AWS_SESSION_TOKEN");
     FAILS(-13, "HTTP 403", "InvalidAccessKeyId", "from the environment", "ASIA...");
@@ -348,16 +348,41 @@ END_TEST
 START_TEST(expired_credentials_refused)
 {
     clean_env();
-    char id[128], secret[256], token[4096];
-    issue(1, id, secret, token);
-    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
-    setenv("AWS_ACCESS_KEY_ID", id, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
-    setenv("AWS_SESSION_TOKEN", token, 1);
+    env_temporary_keys(1);
     sleep(2);
     FAILS(RF_EIO, "HTTP 400", "ExpiredToken", "from the environment");
 }
 END_TEST
+
+/* Instance metadata (the stand-in) handing out credentials that live lifetime_s, and a loader
+ * over the private bucket's shards with o's settings, created. */
+static rf_loader *imds_loader(int lifetime_s, const opts *o)
+{
+    char cfg[64];
+    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
+    setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", rt_env("RF_TEST_CREDS"), 1);
+    unsetenv("AWS_EC2_METADATA_DISABLED");
+    snprintf(cfg, sizeof cfg, "{\"lifetime_s\": %d}", lifetime_s);
+    stand_in(cfg);
+    return rt_create_url(url_of("RF_TEST_S3_BUCKET"), o);
+}
+
+/* Take every batch, pause_ms after each, until the loader ends or fails: its last code, the
+ * samples taken in *n. */
+static int consume(rf_loader *ld, long pause_ms, int *n)
+{
+    rf_batch *b;
+    int rc;
+    *n = 0;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
+        if (rc)
+            continue;
+        *n += (int)b->count;
+        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+        nanosleep(&(struct timespec){pause_ms / 1000, pause_ms % 1000 * 1000000L}, NULL);
+    }
+    return rc;
+}
 
 /* A run that outlives its credentials several times over (4 s each, a consumer taking 250 ms
  * a batch over 5 epochs, 2 I/O threads signing): instance metadata is asked again before each
@@ -365,21 +390,8 @@ END_TEST
 START_TEST(refresh_before_expiry)
 {
     clean_env();
-    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
-    setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", rt_env("RF_TEST_CREDS"), 1);
-    unsetenv("AWS_EC2_METADATA_DISABLED");
-    stand_in("{\"lifetime_s\": 4}");
-    opts o = {.io_threads = 2, .epochs = 5, .retries = 1};
-    rf_loader *ld = rt_create_url(url_of("RF_TEST_S3_BUCKET"), &o);
-    rf_batch *b;
-    int rc, n = 0;
-    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
-        if (rc)
-            continue;
-        n += (int)b->count;
-        ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-        nanosleep(&(struct timespec){0, 250000000}, NULL);
-    }
+    rf_loader *ld = imds_loader(4, &(opts){.io_threads = 2, .epochs = 5, .retries = 1});
+    int n, rc = consume(ld, 250, &n);
     ck_assert_msg(rc == RF_DONE, "%d %s", rc, rf_last_error(ld));
     rf_loader_destroy(ld);
     ck_assert_int_eq(n, 5 * 2 * N_GEN);
@@ -396,20 +408,9 @@ END_TEST
 START_TEST(refresh_failure_is_an_error)
 {
     clean_env();
-    setenv("AWS_ENDPOINT_URL", rt_env("RF_TEST_S3_ENDPOINT"), 1);
-    setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", rt_env("RF_TEST_CREDS"), 1);
-    unsetenv("AWS_EC2_METADATA_DISABLED");
-    stand_in("{\"lifetime_s\": 2}");
-    opts o = {.io_threads = 1, .epochs = 50, .retries = 1};
-    rf_loader *ld = rt_create_url(url_of("RF_TEST_S3_BUCKET"), &o);
+    rf_loader *ld = imds_loader(2, &(opts){.io_threads = 1, .epochs = 50, .retries = 1});
     stand_in("{\"imds\": \"no-role\"}");
-    rf_batch *b;
-    int rc;
-    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
-        if (rc == 0) {
-            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-            nanosleep(&(struct timespec){0, 100000000}, NULL);
-        }
+    int n, rc = consume(ld, 100, &n);
     const char *msg = rf_last_error(ld);
     ck_assert_msg(rc < 0 && strstr(msg, "the credentials from instance metadata role "
                                         "ringfeed-reader expired") &&

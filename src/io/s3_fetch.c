@@ -347,13 +347,10 @@ int rf_s3_fetch_web_identity(const rf_s3_settings *s, rf_s3_key *k, char *why, s
     snprintf(what, sizeof what, "web identity role %s: AssumeRoleWithWebIdentity at %s",
              s->role_arn, url);
     char *token = NULL;
-    if (rf_s3_read_small(s->wi_token_file, &token, why, cap) != 0)
+    if (rf_s3_read_token(s->wi_token_file, &token, why, cap) != 0)
         return -1; /* read at each fetch: the token file is rotated */
-    size_t n = strlen(token);
-    while (n && strchr(" \t\r\n", token[n - 1]))
-        token[--n] = 0;
     char *body = sts_body(s, token);
-    memset(token, 0, n);
+    memset(token, 0, strlen(token));
     free(token);
     if (!body) {
         snprintf(why, cap, "no memory");
@@ -395,11 +392,8 @@ int rf_s3_fetch_container(const rf_s3_settings *s, rf_s3_key *k, char *why, size
     const char *auth = s->container_auth;
     char *text = NULL;
     if (s->container_auth_file[0]) { /* read at each fetch: EKS Pod Identity rotates it */
-        if (rf_s3_read_small(s->container_auth_file, &text, why, cap) != 0)
+        if (rf_s3_read_token(s->container_auth_file, &text, why, cap) != 0)
             return -1;
-        size_t n = strlen(text);
-        while (n && strchr(" \t\r\n", text[n - 1]))
-            text[--n] = 0;
         auth = text;
     }
     if (auth[0] && strlen(auth) + 16 >= sizeof line) {

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include "io/s3_sources.h"
 
@@ -59,27 +58,6 @@ static void put(rf_s3_settings *s, char *dst, size_t cap, const char *v, const c
 }
 
 /* ---- the files ---- */
-
-/* A whole small file: 0 with *text (NUL-terminated), -ENOENT when it is not there, another
- * -errno (or -EFBIG over max) when it cannot be read. */
-static int read_file(const char *path, uint32_t max, char **text)
-{
-    *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    char *buf = malloc((size_t)max + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)max + 1, f) : 0;
-    int rc = !buf ? -ENOMEM : ferror(f) ? -EIO : n > max ? -EFBIG : 0;
-    fclose(f);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    buf[n] = 0;
-    *text = buf;
-    return 0;
-}
 
 typedef void (*ini_fn)(void *ctx, const char *section, const char *parent, const char *key,
                        const char *value);
@@ -236,12 +214,14 @@ static void services_key(void *ctx, const char *section, const char *parent, con
 static int read_ini(found *f, const char *path, int config)
 {
     char *text;
-    int rc = read_file(path, RF_S3_FILE_BYTES_MAX, &text), line;
+    uint64_t len;
+    rf_err e = {0};
+    int rc = rf_read_whole(path, "an AWS shared file", RF_EINVAL, RF_S3_FILE_BYTES_MAX, &text,
+                           &len, &e), line;
     if (rc == -ENOENT || rc == -ENOTDIR)
         return 0;
     if (rc) {
-        fail(f->s, "cannot read %s: %s", path, rc == -EFBIG ? "larger than 1 MiB"
-                                                             : strerror(-rc));
+        fail(f->s, "cannot read %s", e.msg);
         return 0;
     }
     f->config = config;
@@ -465,11 +445,15 @@ void rf_s3_settings_read(rf_s3_settings *s, const char *ca, uint32_t timeout_ms)
     free(f);
 }
 
-int rf_s3_read_small(const char *path, char **text, char *why, size_t cap)
+int rf_s3_read_token(const char *path, char **text, char *why, size_t cap)
 {
-    int rc = read_file(path, RF_S3_FILE_BYTES_MAX, text);
-    if (rc)
-        snprintf(why, cap, "cannot read %s: %s", path, rc == -EFBIG ? "larger than 1 MiB"
-                                                                     : strerror(-rc));
-    return rc ? -1 : 0;
+    uint64_t n;
+    rf_err e = {0};
+    if (rf_read_whole(path, "a token file", RF_EINVAL, RF_S3_FILE_BYTES_MAX, text, &n, &e)) {
+        snprintf(why, cap, "cannot read %s", e.msg);
+        return -1;
+    }
+    while (n && strchr(" \t\r\n", (*text)[n - 1]))
+        (*text)[--n] = 0; /* the line end an editor or `echo` leaves is not the token's */
+    return 0;
 }

@@ -62,9 +62,10 @@ typedef struct rf_s3_settings {
 /* Read the settings (s3_profile.c); ca and timeout_ms are the client's. Never fails: a problem
  * goes to s->err, so a loader of http(s) URLs is not refused for its S3 settings. */
 void rf_s3_settings_read(rf_s3_settings *s, const char *ca, uint32_t timeout_ms);
-/* A whole file of at most RF_S3_FILE_BYTES_MAX into *text (NUL-terminated; the caller frees):
- * 0, or -1 with why naming it. */
-int rf_s3_read_small(const char *path, char **text, char *why, size_t cap);
+/* A token file (a web identity's, a container's authorization) of at most RF_S3_FILE_BYTES_MAX
+ * into *text, NUL-terminated and without trailing blanks (the caller frees): 0, or -1 with why
+ * naming it. */
+int rf_s3_read_token(const char *path, char **text, char *why, size_t cap);
 
 /* The sources over HTTP (s3_fetch.c), each configured by s: 0 with *k, or -1 with why
  * naming the source and what happened (never a secret). Blocking, with short timeouts. */
