@@ -70,11 +70,17 @@ static void add(_Atomic uint64_t *c, uint64_t v) { atomic_fetch_add_explicit(c, 
 /* Acquire pairs with curl_stop's release store: the stopper's writes are visible here. */
 static int stopping(struct rf_io_engine *e) { return atomic_load_explicit(&e->stop, memory_order_acquire); }
 
+static void slot_judge(cthread *t, cslot *c, CURLcode code);
+
 static void slot_attempt(cthread *t, cslot *c)
 {
-    rf_remote_xfer_start(c->h, &c->x, c->range, sizeof c->range);
+    int ready = rf_remote_xfer_start(c->h, &c->x, c->range, sizeof c->range) == 0;
     c->got_before = c->x.got;
     c->state = SLOT_RUNNING;
+    if (!ready) { /* not to be sent (no S3 credentials): judged now, the verdict says why */
+        slot_judge(t, c, CURLE_OK);
+        return;
+    }
     add(&t->e->r->requests, 1);
     if (curl_multi_add_handle(t->m, c->h) != CURLM_OK) {
         c->x.errbuf[0] = 0; /* judged as a failed transfer right away */

@@ -10,8 +10,11 @@
  *    dropped, never written beyond dst. A 200 to a ranged GET for part of the object (a server
  *    ignoring Range) is refused at its headers, so create's one-byte open fails with the reason.
  *    An object whose size or ETag changed since create is an I/O error naming the URL.
- *  - Credentials live in rf_remote and the request URL only; messages, stats and file names use
- *    the printable form (scheme, host, path). */
+ *  - Credentials live in the client's credential chain (s3_creds.h) and the request URL only;
+ *    messages, stats and file names use the printable form (scheme, host, path).
+ *  - An s3:// request is signed at each attempt with the chain's current credentials, or not
+ *    sent at all: unsigned only when the user asked (AWS_NO_SIGN_REQUEST). Redirects are not
+ *    followed for S3, since libcurl would send the redirected request unsigned. */
 #ifndef RF_REMOTE_H
 #define RF_REMOTE_H
 
@@ -19,6 +22,7 @@
 #include <stdatomic.h>
 
 #include "base/common.h"
+#include "io/s3_creds.h"
 #include "loaders/dataset.h"
 
 #define RF_REMOTE_RETRIES_MAX 100u          /* rf_config.remote_retries */
@@ -29,7 +33,6 @@
 #define RF_REMOTE_RATE_MIN 16384u            /* bytes/s: an attempt may take remote_timeout_ms
                                                 plus its bytes at this rate, then it is cut */
 #define RF_REMOTE_ETAG_MAX 128               /* bytes of an ETag kept; longer ones are cut */
-#define RF_REMOTE_SECRET_MAX 1024            /* bytes of a key, secret or session token */
 #define RF_REMOTE_LIST_PAGES_MAX 100000u     /* ListObjectsV2 pages of one pattern */
 #define RF_REMOTE_LIST_PAGE_BYTES (16u << 20) /* one page's XML */
 #define RF_REMOTE_STREAM_BUF (1u << 20)      /* a scan's streamed bytes held at once */
@@ -39,11 +42,12 @@
 typedef struct rf_remote {
     uint32_t retries, timeout_ms;
     char ca[RF_PATH_BYTES_MAX];      /* SSL_CERT_FILE or CURL_CA_BUNDLE; "" = curl's own */
-    char region[64];                 /* AWS_REGION, AWS_DEFAULT_REGION, us-east-1 */
-    char endpoint[RF_PATH_BYTES_MAX];/* AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; "" = AWS */
-    char userpwd[2 * RF_REMOTE_SECRET_MAX + 2]; /* "key:secret", "" = anonymous */
+    char region[64];                 /* AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1 */
+    char endpoint[RF_PATH_BYTES_MAX];/* AWS_ENDPOINT_URL_S3, ... (s3_profile.c); "" = AWS */
     char sigv4[96];                  /* "aws:amz:REGION:s3" */
-    struct curl_slist *s3_headers;   /* x-amz-security-token (AWS_SESSION_TOKEN), if set */
+    rf_s3_creds *creds;              /* what S3 requests are signed with */
+    int s3_unsigned;                 /* AWS_NO_SIGN_REQUEST: S3 requests go unsigned */
+    char s3_err[RF_ERRMSG_MAX];      /* S3 settings that cannot be used: s3:// URLs fail */
     uint32_t list_max_keys;          /* ListObjectsV2 max-keys: 1000, or RF_S3_MAX_KEYS */
     rf_remote_ops ops;               /* the formats' table, ctx = this */
     /* Counted by every thread (relaxed: statistics only). */
@@ -55,7 +59,7 @@ typedef struct rf_remote_file {
     char *url;      /* the request URL (may hold credentials: never printed) */
     char *shown;    /* printable form */
     uint64_t size;
-    int s3;         /* an s3:// object: requests are signed when keys are set */
+    int s3;         /* an s3:// object: requests are signed */
     char etag[RF_REMOTE_ETAG_MAX];   /* "" when the server sent none */
 } rf_remote_file;
 
@@ -90,6 +94,16 @@ typedef struct rf_xfer {
     size_t (*sink)(struct rf_xfer *x, const uint8_t *data, size_t n);
     void *sink_ctx;
     char errbuf[CURL_ERROR_SIZE];
+    /* S3: the signature's headers, kept here for the attempt (libcurl does not copy a header
+     * list), who signed (or why nothing was sent), and an error answer's first bytes */
+    int s3;
+    int no_creds;                    /* 0, or RF_S3_CREDS_NONE / _STALE: nothing was sent */
+    struct curl_slist s3_hdr[2];
+    char token_line[RF_S3_TOKEN_MAX + 32];
+    char signer[RF_ERRMSG_MAX];      /* "profile dev in FILE (access key AKIA...)", or why */
+    char bucket_region[32];          /* x-amz-bucket-region of a redirect */
+    char err_page[512];
+    size_t err_page_len;
 } rf_xfer;
 
 enum rf_xfer_verdict { RF_XFER_OK = 0, RF_XFER_RETRY = 1, RF_XFER_FAIL = 2 };
@@ -105,11 +119,13 @@ void rf_remote_free(rf_remote *r);
 int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, size_t cap,
                   rf_err *err);
 
-/* Options every request sets on an easy handle (URL, TLS, timeouts, keep-alive, HTTP/2, S3
- * signing when s3, x's callbacks). */
+/* Options every request sets on an easy handle (URL, TLS, timeouts, keep-alive, HTTP/2,
+ * x's callbacks); s3: an S3 request, signed at each attempt. */
 void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfer *x);
-/* Start an attempt of x on h: the Range header for what is left of the window, fresh state. */
-void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap);
+/* Start an attempt of x on h: the Range header for what is left of the window, fresh state,
+ * an S3 request's signature. 0, or -1 when the attempt must not be sent (no credentials:
+ * x->no_creds): judge it at once with rf_remote_verdict, which says why. */
+int rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap);
 
 /* Judge a finished attempt. OK: the window (or object) is complete. RETRY: wait *delay_ms
  * first (backoff with jitter for `attempt`, or Retry-After, capped). FAIL and RETRY: why says
