@@ -949,7 +949,8 @@ START_TEST(config_limits_validated)
     c.on_error = RF_ON_ERROR_FAIL;
     c.label_source = RF_LABEL_JSON + 1;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-    ck_assert_msg(strstr(err, "invalid label_source 3"), "%s", err);
+    ck_assert_msg(strstr(err, "label_source must be 0 (cls), 1 (none) or 2 (json), not 3"), "%s",
+                  err);
     /* RF_LABEL_JSON needs a path of 1..16 non-empty keys */
     static const struct {
         const char *path, *want;
