@@ -46,15 +46,15 @@ from ._capi import LoaderTimeout, RingfeedError
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
 IMAGENET_STD = (58.395, 57.12, 57.375)
 
-# Enum arguments by their lower-case names (any case is accepted).
-_CROPS = {"random": C.RF_CROP_RANDOM, "center": C.RF_CROP_CENTER}
-_LAYOUTS = {"nhwc": C.RF_LAYOUT_NHWC, "nchw": C.RF_LAYOUT_NCHW}
-_IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
-_ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
+# Enum arguments by their lower-case names (any case is accepted): the settings' own names in
+# the library's table, and the binding's choices that are not one setting's.
+_CROPS = C.choices("crop")
+_LAYOUTS = C.choices("layout")
+_IO_ENGINES = C.choices("io_engine")
+_ON_ERROR = C.choices("on_error")
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 _SOURCES = {"auto": "auto", "tar": "tar", "folder": "folder"}
-_SCHEDULES = {"auto": C.RF_SCHEDULE_AUTO, "cpu": C.RF_SCHEDULE_CPU,
-              "manual": C.RF_SCHEDULE_MANUAL, "balance": C.RF_SCHEDULE_BALANCE}
+_SCHEDULES = C.choices("decode_schedule")
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
 SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
                 "hook", "field")
@@ -64,8 +64,8 @@ RECOVERED_KINDS = ("header_bytes", "jfif_version", "icc")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1
-U32_MAX = 2**32 - 1  # rf_config's uint32_t fields
-U64_MAX = 2**64 - 1  # ... and its uint64_t ones
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
 
 
 def _env_int(name, default):
@@ -84,7 +84,7 @@ def _default_decode_threads():
     ranks = _env_int("LOCAL_WORLD_SIZE", 1)
     if ranks < 1:
         raise ValueError(f"LOCAL_WORLD_SIZE={os.environ['LOCAL_WORLD_SIZE']!r}: need >= 1")
-    return max(1, min(C.cpu_count() // ranks, C.DECODE_THREADS_MAX))
+    return max(1, min(C.cpu_count() // ranks, C.SETTINGS["decode_threads"].max))
 
 
 def _parse_device(device):
@@ -95,7 +95,7 @@ def _parse_device(device):
     if torch is not None and isinstance(device, torch.device):
         device = str(device)
     if isinstance(device, int) and not isinstance(device, bool):
-        return ("cuda", _uint("device", device, 0, 2**31 - 1))  # rf_config.device_index: int32
+        return ("cuda", _field_int("device", device, "device_index", strict=True))
     if not isinstance(device, str):
         raise TypeError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, not {device!r}")
     device = device.lower()
@@ -104,7 +104,7 @@ def _parse_device(device):
     if device == "cuda":
         return ("cuda", None)
     if device.startswith("cuda:") and device[5:].isdigit():
-        return ("cuda", _uint("device", int(device[5:]), 0, 2**31 - 1))
+        return ("cuda", _field_int("device", int(device[5:]), "device_index", strict=True))
     raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
@@ -137,15 +137,26 @@ def _uint(name, value, lo=0, hi=U32_MAX):
     return v
 
 
+def _field_int(name, value, field=None, lo=None, hi=None, strict=False):
+    """An integer argument for the rf_config field `field` (default: the argument's name),
+    checked as _uint does against the values of the field's C type in the library's table, or
+    (strict) against the field's own range, for arguments whose 0 would silently ask for the
+    default there; lo and hi narrow it further."""
+    s = C.SETTINGS[field or name]
+    tlo, thi = (s.min, s.max) if strict else C.TYPE_RANGES[s.type]
+    return _uint(name, value, max(tlo, 0) if lo is None else lo, thi if hi is None else hi)
+
+
 def _size_fields(size):
     """The rf_config fields of size=224 (image_size: square) or size=(h, w) (image_height and
     image_width, each 1..8192 as the library allows, so that a 0 never silently means AUTO)."""
     if isinstance(size, (tuple, list)):
         if len(size) != 2:
             raise ValueError(f"size must be an integer or (height, width), not {size!r}")
-        h, w = (_uint(f"size[{i}]", v, 1, 8192) for i, v in enumerate(size))
+        h, w = (_field_int(f"size[{i}]", v, "image_height", strict=True)
+                for i, v in enumerate(size))
         return {"image_height": h, "image_width": w}
-    return {"image_size": _uint("size", size)}
+    return {"image_size": _field_int("size", size, "image_size")}
 
 
 def _dtype_name(value, allowed, what="dtype"):
@@ -520,10 +531,7 @@ class _LoaderBase:
     def _create(self, blob):
         cfg = C.config_init()
         for k, v in self._cfg_fields.items():
-            if k in ("mean", "std"):
-                setattr(cfg, k, C.c_float3(*v))
-            else:
-                setattr(cfg, k, v)
+            setattr(cfg, k, C.c_float3(*v) if isinstance(v, tuple) else v)
         shard_arr = (ctypes.c_char_p * len(self._shard_bytes))(*self._shard_bytes)
         cfg.shards = ctypes.cast(shard_arr, ctypes.POINTER(ctypes.c_char_p))
         cfg.shard_count = len(self._shard_bytes)
@@ -1037,23 +1045,23 @@ class _LoaderBase:
 
 def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last, on_error,
                    io_engine, timeout, decode_threads, start_epoch):
-    rank = _uint("rank", _env_int("RANK", 0) if rank is None else rank)
+    rank = _field_int("rank", _env_int("RANK", 0) if rank is None else rank)
     timeout = float(timeout or 0)
     if not 0 <= timeout < 4294967.295:
         raise ValueError(f"timeout is in seconds, 0 (wait for ever) up to 4294967, not {timeout}")
-    world_size = _uint("world_size", _env_int("WORLD_SIZE", 1) if world_size is None
-                       else world_size, 1)
+    world_size = _field_int("world_size", _env_int("WORLD_SIZE", 1) if world_size is None
+                            else world_size, lo=1)
     if not rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     return {
-        "seed": _uint("seed", seed, 0, U64_MAX),
+        "seed": _field_int("seed", seed),
         "rank": rank,
         "world_size": world_size,
-        "io_threads": _uint("io_threads", io_threads or 0),
-        "prefetch_depth": _uint("prefetch_depth", prefetch_depth or 0),
-        "decode_threads": _uint("decode_threads", decode_threads or 0) or
+        "io_threads": _field_int("io_threads", io_threads or 0),
+        "prefetch_depth": _field_int("prefetch_depth", prefetch_depth or 0),
+        "decode_threads": _field_int("decode_threads", decode_threads or 0) or
         _default_decode_threads(),
-        "start_epoch": _uint("start_epoch", start_epoch, 0, U64_MAX),
+        "start_epoch": _field_int("start_epoch", start_epoch),
         "drop_last": 1 if drop_last else 0,
         "io_engine": _choice("io_engine", io_engine, _IO_ENGINES),
         # "fail": the first bad sample raises, naming shard, member and offset; "skip": bad
@@ -1066,15 +1074,17 @@ def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last
 
 
 def _remote_fields(retries, timeout):
-    """rf_config.remote_retries and remote_timeout_ms; None leaves the library's default (0
-    asks for it there, so 0 retries cannot be asked for: at least 1)."""
+    """rf_config.remote_retries and remote_timeout_ms within their ranges; None leaves the
+    library's default (0 asks for it there, so 0 retries cannot be asked for: at least 1)."""
     f = {}
     if retries is not None:
-        f["remote_retries"] = _uint("remote_retries", retries, 1, 100)
+        f["remote_retries"] = _field_int("remote_retries", retries, strict=True)
     if timeout is not None:
         timeout = float(timeout)
-        if not 0 < timeout <= 3600:
-            raise ValueError(f"remote_timeout is in seconds, > 0 and at most 3600, not {timeout}")
+        most = C.SETTINGS["remote_timeout_ms"].max // 1000
+        if not 0 < timeout <= most:
+            raise ValueError(f"remote_timeout is in seconds, > 0 and at most {most}, not "
+                             f"{timeout}")
         f["remote_timeout_ms"] = max(1, round(timeout * 1000))
     return f
 
@@ -1083,11 +1093,114 @@ def _cache_fields(cache_dir, cache_bytes):
     """rf_config.cache_dir and cache_bytes; the library judges them (an empty path, a budget of
     0 with a directory) and names the directory it cannot make."""
     if cache_dir is None:
-        return {"cache_bytes": _uint("cache_bytes", cache_bytes or 0, 0, U64_MAX)}
+        return {"cache_bytes": _field_int("cache_bytes", cache_bytes or 0)}
     path = os.fsencode(cache_dir)
     if b"\0" in path:
         raise ValueError(f"cache_dir holds a NUL byte: {cache_dir!r}")
-    return {"cache_dir": path, "cache_bytes": _uint("cache_bytes", cache_bytes, 0, U64_MAX)}
+    return {"cache_dir": path, "cache_bytes": _field_int("cache_bytes", cache_bytes)}
+
+
+# The rf_config settings that Loader and TokenLoader set through an argument of their own (or
+# a method) with its own form, by that argument's name. Every other setting is a keyword
+# argument of its own name, checked against its row (_other_settings), so that a setting the
+# library's table gains is a keyword here without a line of this file.
+_FACES = {
+    "shards": "shards", "shard_count": "shards", "batch_size": "batch_size",
+    "image_size": "size", "image_height": "size", "image_width": "size", "crop": "crop",
+    "layout": "layout", "scale_min": "scale", "scale_max": "scale", "ratio_min": "ratio",
+    "ratio_max": "ratio", "flip_prob": "flip_prob", "seed": "seed", "order": "shuffle",
+    "drop_last": "drop_last", "rank": "rank", "world_size": "world_size",
+    "epochs": "__iter__",  # one epoch per iteration, for as many as the loop asks
+    "start_epoch": "start_epoch", "decode_threads": "decode_threads",
+    "io_threads": "io_threads", "io_engine": "io_engine", "prefetch_depth": "prefetch_depth",
+    "device_kind": "device", "device_index": "device", "resume_state": "load_state_dict",
+    "resume_state_bytes": "load_state_dict", "dtype": "dtype", "mean": "mean", "std": "std",
+    "source": "source", "token_bytes": "token_bytes", "seq_len": "seq_len",
+    "token_windows": "shuffle", "token_dtype": "dtype", "on_error": "on_error",
+    "decode_nice": "decode_nice", "gpu_decode": "gpu_decode",
+    "gpu_decode_percent": "gpu_decode_percent", "hw_decode_percent": "hw_decode_percent",
+    "next_timeout_ms": "timeout", "dct_scaling": "dct_scaling", "label_source": "label",
+    "label_json_path": "label", "fields": "fields", "max_field_bytes": "max_field_bytes",
+    "image_exts": "image", "decode_schedule": "schedule", "remote_retries": "remote_retries",
+    "remote_timeout_ms": "remote_timeout", "cache_dir": "cache_dir",
+    "cache_bytes": "cache_bytes",
+}
+_NO_KEYWORD = C.RF_SETTING_HEADER | C.RF_SETTING_C_ONLY
+
+
+def keyword_settings():
+    """The settings that are keyword arguments of their own name (see _FACES), in the table's
+    order."""
+    return [s for s in C.SETTINGS.values() if s.name not in _FACES and not s.flags & _NO_KEYWORD]
+
+
+def _other_settings(owner, kwargs):
+    """The rf_config fields of Loader's and TokenLoader's keyword arguments named as settings:
+    each checked against its row of the library's table (a value in its range, an enum's name,
+    a flag's truth); None leaves the library's default. A name that is no such setting is the
+    TypeError Python raises for an unknown keyword."""
+    mine = {s.name: s for s in keyword_settings()}
+    f = {}
+    for name, value in kwargs.items():
+        if name not in mine:
+            raise TypeError(f"{owner}() got an unexpected keyword argument '{name}'")
+        if value is not None:
+            f[name] = _setting_value(mine[name], value)
+    return f
+
+
+def _setting_value(s, value):
+    """value as the rf_config field of setting s, or a TypeError / ValueError naming it."""
+    if s.type == "bool":
+        return 1 if value else 0
+    if s.type == "enum":
+        return _choice(s.name, value, C.choices(s.name))
+    if s.type in ("u32", "i32", "u64"):
+        return _uint(s.name, value, s.min, s.max)
+    if s.type in ("f32", "f32x3"):
+        many = s.type == "f32x3"
+        values = tuple(float(v) for v in value) if many else (float(value),)
+        if len(values) != (3 if many else 1) or not all(s.min <= v <= s.max for v in values):
+            raise ValueError(f"{s.name}={value!r} is out of range {s.min:g}..{s.max:g}"
+                             f"{' (3 values)' if many else ''}")
+        return values if many else values[0]
+    if s.type == "str":
+        return _path_bytes(value, s.name)
+    raise TypeError(f"{s.name}: a setting of type {s.type} has no Python form")
+
+
+def _describe_setting(s):
+    """One entry of the docstrings' list of keyword settings: what, the values, the default."""
+    if s.type == "bool":
+        form = "True or False"
+    elif s.type == "enum":
+        form = " or ".join(repr(v) for v in s.values)
+    else:
+        unit = f" {s.unit}" if s.unit else ""
+        top = C.TYPE_RANGES.get(s.type, (0, None))[1]
+        form = (f"{s.min:g}..{s.max:g}{unit}" if s.type.startswith("f") else
+                f"at least {s.min}{unit}" if s.max == top else f"{s.min}..{s.max}{unit}")
+    if s.rule is not None:
+        default = s.rule
+    elif s.type == "enum":
+        default = repr(s.values[s.default])
+    elif s.type == "bool":
+        default = str(bool(s.default))
+    else:
+        default = f"{s.default:g}" if isinstance(s.default, float) else repr(s.default)
+    return f"{s.name}: {s.doc}; {form}, default {default}."
+
+
+def _settings_doc():
+    import textwrap
+    head = ("Every other setting of rf_config is a keyword argument of its own name, checked "
+            "against the library's table (ringfeed.settings()); None, the default, leaves the "
+            "library's:")
+    lines = textwrap.wrap(head, 92, initial_indent="    ", subsequent_indent="    ")
+    for s in keyword_settings():
+        lines += textwrap.wrap(_describe_setting(s), 92, initial_indent="    ",
+                               subsequent_indent="      ")
+    return "\n" + "\n".join(lines) + "\n    "
 
 
 def _find_nvjpeg():
@@ -1117,7 +1230,7 @@ class Loader(_LoaderBase):
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
            schedule="auto", cache_dir=None, cache_bytes=0, remote_retries=None,
-           remote_timeout=None)
+           remote_timeout=None, **settings)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
@@ -1254,9 +1367,9 @@ class Loader(_LoaderBase):
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
-                 cache_bytes=0, remote_retries=None, remote_timeout=None):
+                 cache_bytes=0, remote_retries=None, remote_timeout=None, **settings):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
-        batch_size = _uint("batch_size", batch_size, 1)
+        batch_size = _field_int("batch_size", batch_size, lo=1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
                            on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
@@ -1265,8 +1378,8 @@ class Loader(_LoaderBase):
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
             "gpu_decode": 1 if gpu_decode else 0,
-            "gpu_decode_percent": _uint("gpu_decode_percent", gpu_decode_percent),
-            "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
+            "gpu_decode_percent": _field_int("gpu_decode_percent", gpu_decode_percent),
+            "hw_decode_percent": _field_int("hw_decode_percent", hw_decode_percent),
             "dct_scaling": _dct_scaling(dct_scaling),
             "dtype": C.DTYPES[dtype][0],
             "source": _source_kind(source, shards, label),
@@ -1277,11 +1390,12 @@ class Loader(_LoaderBase):
         f.update(_label_fields(label))
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
+        f.update(_other_settings("Loader", settings))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")
         if max_field_bytes is not None:
-            f["max_field_bytes"] = _uint("max_field_bytes", max_field_bytes, 1)
+            f["max_field_bytes"] = _field_int("max_field_bytes", max_field_bytes, lo=1)
         if mean is not None or std is not None:
             if dtype == "uint8":
                 raise ValueError("mean/std apply to float outputs: pass dtype='float32', "
@@ -1296,7 +1410,7 @@ class Loader(_LoaderBase):
                     "(use ringfeed.IMAGENET_MEAN / IMAGENET_STD, or multiply by 255)")
             f["mean"], f["std"] = mean, std
         if decode_nice is not None:  # None: the library's default (10)
-            f["decode_nice"] = _uint("decode_nice", decode_nice)
+            f["decode_nice"] = _field_int("decode_nice", decode_nice)
         if flip_prob is not None:
             f["flip_prob"] = float(flip_prob)
         if scale is not None:
@@ -1344,7 +1458,8 @@ class TokenLoader(_LoaderBase):
                 shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
                 prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                 array_type="auto", io_engine="auto", start_epoch=0, timeout=0,
-                cache_dir=None, cache_bytes=0, remote_retries=None, remote_timeout=None)
+                cache_dir=None, cache_bytes=0, remote_retries=None, remote_timeout=None,
+                **settings)
 
     path: a token file's path, glob or brace range, or a list of them; the files may be
       http://, https:// or s3:// URLs instead (all or none; docs/remote.md): each window is
@@ -1364,12 +1479,12 @@ class TokenLoader(_LoaderBase):
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
                  timeout=0, cache_dir=None, cache_bytes=0, remote_retries=None,
-                 remote_timeout=None):
-        token_bytes = _uint("token_bytes", token_bytes)
+                 remote_timeout=None, **settings):
+        token_bytes = _field_int("token_bytes", token_bytes)
         if token_bytes not in (2, 4):
             raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")
-        seq_len = _uint("seq_len", seq_len, 1, U32_MAX - 1)  # windows hold seq_len + 1
-        batch_size = _uint("batch_size", batch_size, 1)
+        seq_len = _field_int("seq_len", seq_len, lo=1, hi=U32_MAX - 1)  # windows: seq_len + 1
+        batch_size = _field_int("batch_size", batch_size, lo=1)
         if dtype is not None:
             dtype = _dtype_name(dtype, _TOKEN_DTYPES)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -1385,6 +1500,7 @@ class TokenLoader(_LoaderBase):
         })
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
+        f.update(_other_settings("TokenLoader", settings))
         self.batch_size = batch_size
         self.seq_len = seq_len
         # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as
@@ -1405,3 +1521,7 @@ class TokenLoader(_LoaderBase):
         batch.x = t[:, :-1]
         batch.y = t[:, 1:]
         return batch
+
+
+Loader.__doc__ += _settings_doc()
+TokenLoader.__doc__ += _settings_doc()
