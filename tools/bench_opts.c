@@ -273,6 +273,8 @@ static void usage(FILE *f, const rf_config *defaults)
         format_setting(s, defaults, value, sizeof value);
         if (s->type == RF_SETTING_BOOL)
             snprintf(value, sizeof value, "%s", get_int(defaults, s) ? "on" : "off");
+        else if (is_int(s) && !s->rule && get_int(defaults, s) < s->min)
+            snprintf(value, sizeof value, "none"); /* unset: 0, below the range */
         uint64_t top = s->type == RF_SETTING_U64 ? UINT64_MAX
                        : s->type == RF_SETTING_I32 ? INT32_MAX : UINT32_MAX;
         const char *sp = *s->unit ? " " : "";

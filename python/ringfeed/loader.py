@@ -1182,6 +1182,8 @@ def _describe_setting(s):
                 f"at least {s.min}{unit}" if s.max == top else f"{s.min}..{s.max}{unit}")
     if s.rule is not None:
         default = s.rule
+    elif s.type in ("u32", "i32", "u64") and not s.min <= s.default <= s.max:
+        default = "none"  # unset: 0, outside the range
     elif s.type == "enum":
         default = repr(s.values[s.default])
     elif s.type == "bool":
