@@ -622,6 +622,16 @@ typedef struct rf_config {
      * RF_EINVAL); ignored without it. Defaults: NULL and 0. */
     const char *cache_dir;
     uint64_t cache_bytes;
+    /* The number of classes the labels count: every label a sample delivers must be below it
+     * (1..2147483647; default 0: none, any label 0..INT32_MAX). A sample whose label is not
+     * (from its KEY.cls or KEY.json member, its line of a `path label` list or its class
+     * folder) is bad input as a malformed label is: under on_error FAIL an RF_ELABEL naming
+     * the shard, the sample, its offset, the label and num_classes, raised in batch order;
+     * under SKIP it is left out and counted under RF_SKIP_LABEL. The training step never sees
+     * it: a loss that indexes its logits by label (cross entropy on the GPU) would otherwise
+     * stop on a device assert that names no sample. Unlabelled samples (RF_LABEL_NONE: -1)
+     * and token sources have nothing to check, and a label a sample_hook writes is its own. */
+    uint32_t num_classes;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */

@@ -90,7 +90,7 @@ static const struct {
     {"image_exts", S, 0}, /* the string "jpg,jpeg,png,webp": field_value compares it */
     {"decode_schedule", U, RF_SCHEDULE_AUTO},
     {"remote_retries", U, 5}, {"remote_timeout_ms", U, 30000},
-    {"cache_dir", P, 0}, {"cache_bytes", U, 0},
+    {"cache_dir", P, 0}, {"cache_bytes", U, 0}, {"num_classes", U, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

@@ -195,7 +195,9 @@
     X(A, cache_dir, STR, DEF_S(NULL), NO_RANGE, "", "io", 0,                                       \
       "URL shards: the local shard cache's directory")                                             \
     X(A, cache_bytes, U64, DEF(0), RANGE(1, UINT64_MAX), "bytes", "io", 0,                         \
-      "the shard cache's budget (required with cache_dir)")
+      "the shard cache's budget (required with cache_dir)")                                        \
+    X(A, num_classes, U32, DEF(0), RANGE(1, INT32_MAX), "classes", "pipeline", 0,                  \
+      "classes the labels count: each must be below it")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a
