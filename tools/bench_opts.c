@@ -348,96 +348,108 @@ static int finish(opts *o, const int *given)
     return 0;
 }
 
-int parse_args(int argc, char **argv, opts *o)
+#define SETTINGS_MAX 256 /* rows the flags have room for */
+
+static const struct option own[] = {
+    {"shards", required_argument, 0, O_SHARDS}, {"folder", required_argument, 0, O_FOLDER},
+    {"tokens", required_argument, 0, O_TOKENS}, {"device", required_argument, 0, O_DEVICE},
+    {"resume-at", required_argument, 0, O_RESUME}, {"warmup", required_argument, 0, O_WARMUP},
+    {"evict", no_argument, 0, O_EVICT}, {"json", no_argument, 0, O_JSON},
+    {"show-config", no_argument, 0, O_SHOWCFG}, {"version", no_argument, 0, O_VERSION},
+    {"help", no_argument, 0, O_HELP}};
+#define NOWN (sizeof own / sizeof own[0])
+
+/* getopt_long's table: the bench's own options, the short names, a flag per setting. */
+static const struct option *long_options(void)
 {
-    table = rf_config_settings(&nrows);
-    memset(o, 0, sizeof *o);
-    bench_defaults(&o->cfg);
-    static const struct option own[] = {
-        {"shards", required_argument, 0, O_SHARDS}, {"folder", required_argument, 0, O_FOLDER},
-        {"tokens", required_argument, 0, O_TOKENS}, {"device", required_argument, 0, O_DEVICE},
-        {"resume-at", required_argument, 0, O_RESUME},
-        {"warmup", required_argument, 0, O_WARMUP}, {"evict", no_argument, 0, O_EVICT},
-        {"json", no_argument, 0, O_JSON}, {"show-config", no_argument, 0, O_SHOWCFG},
-        {"version", no_argument, 0, O_VERSION}, {"help", no_argument, 0, O_HELP}};
-    size_t nown = sizeof own / sizeof own[0], n = 0;
-    struct option *lo = calloc(nown + NALIASES + nrows + 1, sizeof *lo);
-    char (*names)[64] = calloc(nrows, sizeof *names);
-    int *given = calloc(nrows, sizeof *given);
-    if (!lo || !names || !given)
-        return fprintf(stderr, "ringfeed-bench: out of memory\n"), -1;
-    for (size_t i = 0; i < nown; i++)
+    static struct option lo[NOWN + NALIASES + SETTINGS_MAX + 1];
+    static char names[SETTINGS_MAX][64];
+    size_t n = 0;
+    for (size_t i = 0; i < NOWN; i++)
         lo[n++] = own[i];
     for (size_t i = 0; i < NALIASES; i++)
-        lo[n++] = (struct option){aliases[i].flag, aliases[i].value ? no_argument
-                                                                    : required_argument,
-                                  0, O_ALIAS + (int)i};
+        lo[n++] = (struct option){aliases[i].flag,
+                                  aliases[i].value ? no_argument : required_argument, 0,
+                                  O_ALIAS + (int)i};
     for (uint32_t i = 0; i < nrows; i++) {
         if (!has_flag(&table[i]))
             continue;
         dashed(table[i].name, names[i], sizeof names[i]);
-        lo[n++] = (struct option){names[i], table[i].type == RF_SETTING_BOOL ? no_argument
-                                                                               : required_argument,
-                                  0, O_SETTING + (int)i};
+        int arg = table[i].type == RF_SETTING_BOOL ? no_argument : required_argument;
+        lo[n++] = (struct option){names[i], arg, 0, O_SETTING + (int)i};
     }
-    int c, bad = 0, rc = 0, at = -1;
-    while (!rc && (c = getopt_long(argc, argv, "h", lo, &at)) != -1) {
-        if (c >= O_SETTING) {
-            const rf_setting *s = &table[c - O_SETTING];
-            given[c - O_SETTING] = 1;
-            bad = s->type == RF_SETTING_BOOL ? (put_int(&o->cfg, s, 1), 0)
-                                             : parse_setting(s, optarg, &o->cfg);
-        } else if (c >= O_ALIAS) {
-            bad = parse_alias(&aliases[c - O_ALIAS], optarg, &o->cfg);
-        } else if (c == O_SHARDS || c == O_FOLDER || c == O_TOKENS) {
-            if (o->nshards == MAX_PATTERNS) {
-                fprintf(stderr, "too many inputs\n");
-                rc = -1;
-                break;
-            }
-            o->shards[o->nshards++] = optarg;
-            if (c != O_SHARDS)
-                o->cfg.source = c == O_FOLDER ? RF_SOURCE_FOLDER : RF_SOURCE_TOKENS;
-        } else if (c == O_DEVICE) {
-            bad = parse_device(optarg, &o->cfg);
-        } else if (c == O_RESUME) {
-            o->resume_at = strtod(optarg, NULL);
-            bad = !(o->resume_at > 0 && o->resume_at < 1);
-        } else if (c == O_WARMUP) {
-            bad = cli_parse_u32(optarg, &o->warmup);
-        } else if (c == O_EVICT || c == O_JSON || c == O_SHOWCFG) {
-            *(c == O_EVICT ? &o->evict : c == O_JSON ? &o->json : &o->show_config) = 1;
-        } else if (c == 'h' || c == O_HELP) {
+    return lo;
+}
+
+/* One option c with its argument into o: 0, or 1 for a bad value. */
+static int parse_option(opts *o, int c, const char *arg, int *given)
+{
+    if (c >= O_SETTING) {
+        const rf_setting *s = &table[c - O_SETTING];
+        given[c - O_SETTING] = 1;
+        return s->type == RF_SETTING_BOOL ? (put_int(&o->cfg, s, 1), 0)
+                                          : parse_setting(s, arg, &o->cfg) != 0;
+    }
+    if (c >= O_ALIAS)
+        return parse_alias(&aliases[c - O_ALIAS], arg, &o->cfg) != 0;
+    switch (c) {
+    case O_SHARDS:
+    case O_FOLDER:
+    case O_TOKENS:
+        if (o->nshards == MAX_PATTERNS)
+            return 1;
+        o->shards[o->nshards++] = arg;
+        if (c != O_SHARDS)
+            o->cfg.source = c == O_FOLDER ? RF_SOURCE_FOLDER : RF_SOURCE_TOKENS;
+        return 0;
+    case O_DEVICE: return parse_device(arg, &o->cfg) != 0;
+    case O_RESUME:
+        o->resume_at = strtod(arg, NULL);
+        return !(o->resume_at > 0 && o->resume_at < 1);
+    case O_WARMUP: return cli_parse_u32(arg, &o->warmup) != 0;
+    case O_EVICT: return o->evict = 1, 0;
+    case O_JSON: return o->json = 1, 0;
+    case O_SHOWCFG: return o->show_config = 1, 0;
+    default: return 1;
+    }
+}
+
+int parse_args(int argc, char **argv, opts *o)
+{
+    static int given[SETTINGS_MAX]; /* the settings a flag set */
+    table = rf_config_settings(&nrows);
+    if (nrows > SETTINGS_MAX)
+        return fprintf(stderr, "ringfeed-bench: the library has %u settings, more than the "
+                               "%d it was built for\n", nrows, SETTINGS_MAX), -1;
+    memset(o, 0, sizeof *o);
+    bench_defaults(&o->cfg);
+    const struct option *lo = long_options();
+    int c, at = -1;
+    while ((c = getopt_long(argc, argv, "h", lo, &at)) != -1) {
+        if (c == 'h' || c == O_HELP || c == O_VERSION) {
             rf_config d;
             bench_defaults(&d);
-            usage(stdout, &d);
+            if (c == O_VERSION)
+                printf("ringfeed-bench %s\n", rf_version());
+            else
+                usage(stdout, &d);
             exit(0);
-        } else if (c == O_VERSION) {
-            printf("ringfeed-bench %s\n", rf_version());
-            exit(0);
-        } else {
-            bad = 1;
         }
-        if (bad) {
+        if (parse_option(o, c, optarg, given)) {
             if (at >= 0)
                 fprintf(stderr, "ringfeed-bench: bad value for option --%s: %s\n", lo[at].name,
                         optarg ? optarg : "");
             else
                 fprintf(stderr, "ringfeed-bench: bad option %s\n", argv[optind - 1]);
-            rc = -1;
+            return -1;
         }
         at = -1;
     }
-    if (!rc && (optind < argc || o->nshards == 0)) {
+    if (optind < argc || o->nshards == 0) {
         rf_config d;
         bench_defaults(&d);
         usage(stderr, &d);
-        rc = -1;
+        return -1;
     }
-    if (!rc)
-        rc = finish(o, given);
-    free(lo);
-    free(names);
-    free(given);
-    return rc;
+    return finish(o, given);
 }
