@@ -93,7 +93,8 @@ extern "C" {
     X(RF_ERESUME, -1011, "resume state is corrupt or does not match") \
     /* the loader is shutting down, or was stopped (rf_loader_stop) */ \
     X(RF_ECLOSED, -1012, "loader is shutting down") \
-    /* a label member is missing or not an integer 0..INT32_MAX */ \
+    /* a label member is missing or not an integer 0..INT32_MAX, or a label is not below \
+     * num_classes */ \
     X(RF_ELABEL, -1013, "label missing or not an integer 0..2147483647") \
     /* the loader belongs to the process that created it, not a fork() child */ \
     X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
@@ -151,7 +152,8 @@ enum rf_skip_reason {
     RF_SKIP_CORRUPT = 3,    /* corrupt JPEG data, or a libjpeg warning */
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */
-    RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX */
+    RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX, or a
+                               label not below num_classes */
     RF_SKIP_HOOK = 7,       /* rf_config.sample_hook returned non-zero */
     RF_SKIP_FIELD = 8,      /* a member rf_config.fields asks for is missing */
     /* Entries of the skipped_by_reason arrays: room for reasons still to come, so adding one
