@@ -39,7 +39,7 @@ def add_restarts(jpeg, interval=0, optimize=True):
     `sample["jpg"] = ringfeed.add_restarts(jpeg_bytes)`. interval: MCUs between markers, 0 for
     ringfeed's choice; optimize: optimal Huffman tables. Raises RingfeedError (RF_EDECODE, with
     libjpeg's words) on bytes that are not a decodable JPEG."""
-    from .loader import _uint
+    from ._args import _uint
     return _capi.add_restarts(jpeg, _uint("interval", interval), optimize)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import ringfeed
 from ringfeed import _capi as C
-from ringfeed import loader as L
+from ringfeed import _args as L
 from conftest import find_tool
 
 KW = dict(device="cpu", decode_threads=1, rank=0, world_size=1, array_type="numpy")
