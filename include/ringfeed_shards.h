@@ -214,6 +214,49 @@ RF_API int rf_shard_index_path(const char *shard, char *buf, size_t cap);
 RF_API int rf_shard_write_index(const char *shard, const char *idx_path, char *err,
                                 size_t err_len);
 
+/* ---- sync-point indexes ------------------------------------------------------------------ */
+
+/* A shard's sync-point index (docs/gpu-decode.md, "Sync-point indexes"): a sidecar SHARD.sync that
+ * lets the GPU decode start a plain JPEG's crop rows mid-scan, as restart markers do, without
+ * rewriting the shard. Counts of one shard's write or check. */
+typedef struct rf_sync_summary {
+    uint32_t struct_size;
+    uint32_t pad0;
+    uint64_t jpegs;        /* JPEG members (by their bytes: FF D8 FF) */
+    uint64_t indexed;      /* ... with points */
+    uint64_t needs_none;   /* ... that need none: progressive, arithmetic, restart markers */
+    uint64_t unsupported;  /* ... that the GPU kernels do not take (CMYK, 12-bit, ...) */
+    uint64_t unreadable;   /* ... whose header or data do not decode */
+    uint64_t missing;      /* check: JPEG members without an entry (a shard appended to) */
+    uint64_t stale;        /* check: entries whose member's bytes changed or are gone;
+                              write: such entries of the index there before, rebuilt */
+    uint64_t reused;       /* write: entries of the index there before, kept as they were */
+    uint64_t index_bytes;  /* the sidecar's size */
+    uint64_t shard_bytes;
+    uint64_t build_ns;     /* write: time spent building entries (reading excluded) */
+} rf_sync_summary;
+
+RF_API void rf_sync_summary_init(rf_sync_summary *s);
+/* Add b's counts to a's (totals over shards). */
+RF_API void rf_sync_summary_add(rf_sync_summary *a, const rf_sync_summary *b);
+/* The sidecar path the loader looks for beside `shard`: "X.tar.sync". 0, or RF_EINVAL when cap
+ * is too small. */
+RF_API int rf_shard_sync_path(const char *shard, char *buf, size_t cap);
+/* Build the sync-point index of a local `shard` and write it to out_path (NULL: beside the
+ * shard) atomically; the shard is only read. Entries of an index already at out_path whose
+ * member is unchanged are kept without a walk, so a shard appended to is walked only for its
+ * new members. summary (may be NULL; struct_size set with rf_sync_summary_init) receives the
+ * counts. Errors: RF_EFORMAT (a malformed shard, with the offset), RF_EINVAL, RF_ENOMEM,
+ * -errno, with the message in err. */
+RF_API int rf_shard_write_sync_index(const char *shard, const char *out_path,
+                                     rf_sync_summary *summary, char *err, size_t err_len);
+/* Check the sync-point index at path (NULL: beside the shard) against `shard`: coverage and
+ * staleness in summary. Returns 0 when it was read (stale entries are counted, not errors),
+ * 1 when there is none, RF_EINDEX for a sidecar that is damaged or not one (the message names
+ * what and the byte offset), RF_EFORMAT, -errno. */
+RF_API int rf_shard_check_sync_index(const char *shard, const char *path,
+                                     rf_sync_summary *summary, char *err, size_t err_len);
+
 /* ---- shard inspection -------------------------------------------------------------------- */
 
 typedef struct rf_inspect_options {

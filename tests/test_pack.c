@@ -520,6 +520,45 @@ START_TEST(test_pack_restart)
 }
 END_TEST
 
+/* --sync-index while packing: a sidecar beside every shard, the shards byte for byte those of
+ * a pack without it, every baseline JPEG given points, and the check finds none stale;
+ * --sync-index on those shards again keeps every entry. */
+START_TEST(test_pack_sync_index)
+{
+    char plain[600], sync[600], pat[700], cmd[2000];
+    snprintf(plain, sizeof plain, "%s/sy_plain", g_root);
+    snprintf(sync, sizeof sync, "%s/sy_sync", g_root);
+    pack(plain, 2, "");
+    pack(sync, 3, "--sync-index");
+    rf_paths *paths;
+    char err[600];
+    snprintf(pat, sizeof pat, "%s/train-*.tar", sync);
+    const char *pp = pat;
+    ck_assert_int_eq(rf_paths_expand(&pp, 1, &paths, err, sizeof err), 0);
+    rf_sync_summary all;
+    rf_sync_summary_init(&all);
+    for (uint32_t i = 0; i < rf_paths_count(paths); i++) {
+        const char *shard = rf_paths_get(paths, i);
+        snprintf(cmd, sizeof cmd, "cmp -s %s %s/%s", shard, plain, strrchr(shard, '/') + 1);
+        ck_assert_int_eq(run_cmd(cmd), 0);
+        rf_sync_summary m;
+        rf_sync_summary_init(&m);
+        ck_assert_int_eq(rf_shard_check_sync_index(shard, NULL, &m, err, sizeof err), 0);
+        ck_assert_uint_eq(m.stale + m.missing, 0);
+        rf_sync_summary_add(&all, &m);
+    }
+    ck_assert_uint_eq(all.jpegs, N_GOOD);
+    ck_assert_uint_eq(all.indexed + all.needs_none, N_GOOD); /* the tree's progressive ones */
+    ck_assert_uint_gt(all.indexed, N_GOOD / 2);
+    snprintf(cmd, sizeof cmd, "%s --sync-index '%s' --json --quiet > %s/again.json", g_tool, pat,
+             sync);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -q '\"reused\": %d,' %s/again.json", N_GOOD, sync);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    rf_paths_free(paths);
+}
+END_TEST
+
 START_TEST(test_gnu_tar_formats)
 {
     char d[600], cmd[3000];
@@ -1495,6 +1534,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_image_list_tree);
     tcase_add_test(tc, test_pack_roundtrip);
     tcase_add_test(tc, test_pack_restart);
+    tcase_add_test(tc, test_pack_sync_index);
     tcase_add_test(tc, test_pack_all_formats);
     tcase_add_test(tc, test_inspect_image_preference);
     tcase_add_test(tc, test_inspect_exif_orientation);

@@ -26,6 +26,9 @@ typedef struct totals {
     uint64_t region_ready, oriented, with_image, recovered[RF_RECOVERED_KINDS];
     uint64_t image_bytes_min, image_bytes_max, width_sum, height_sum, labeled;
     uint64_t with_index, index_bad, indexes_written;
+    /* sync-point sidecars: found, damaged, and their coverage summed */
+    uint64_t sync_found, sync_bad;
+    rf_sync_summary sync;
     uint32_t width_min, width_max, height_min, height_max;
     int32_t label_min, label_max;
     int quiet, json;
@@ -132,6 +135,32 @@ static void add(totals *t, const rf_inspect_summary *s)
     t->index_bad += s->has_index && !s->index_ok;
 }
 
+/* The shard's sync-point sidecar: its coverage and staleness into t, said in words in buf. */
+static void sync_one(const char *path, totals *t, char *buf, size_t cap)
+{
+    rf_sync_summary m;
+    char err[600];
+    rf_sync_summary_init(&m);
+    int rc = rf_shard_check_sync_index(path, NULL, &m, err, sizeof err);
+    if (rc == 1) {
+        snprintf(buf, cap, "none");
+        return;
+    }
+    if (rc) {
+        printf("problem: %s [%s]\n", err, rf_strerror(rc));
+        t->problems++, t->sync_bad++;
+        snprintf(buf, cap, "DAMAGED");
+        return;
+    }
+    t->sync_found++;
+    rf_sync_summary_add(&t->sync, &m);
+    snprintf(buf, cap, "%" PRIu64 " of %" PRIu64 " JPEGs indexed%s (%.2f%% of the shard), %"
+             PRIu64 " stale, %" PRIu64 " missing", m.indexed, m.jpegs,
+             m.needs_none ? ", some need none" : "",
+             m.shard_bytes ? 100.0 * (double)m.index_bytes / (double)m.shard_bytes : 0.0, m.stale,
+             m.missing);
+}
+
 static void inspect_one(const char *path, const rf_inspect_options *o, int write_index,
                         totals *t)
 {
@@ -143,10 +172,12 @@ static void inspect_one(const char *path, const rf_inspect_options *o, int write
         s.problems++;
     }
     add(t, &s);
+    char sync[200];
+    sync_one(path, t, sync, sizeof sync);
     if (!t->quiet)
-        printf("%s: %" PRIu64 " samples, %" PRIu64 " bytes, %" PRIu64 " problems, index %s\n",
-               path, s.samples, s.bytes, s.problems,
-               !s.has_index ? "none" : s.index_ok ? "ok" : "DISAGREES");
+        printf("%s: %" PRIu64 " samples, %" PRIu64 " bytes, %" PRIu64 " problems, index %s, "
+               "sync index %s\n", path, s.samples, s.bytes, s.problems,
+               !s.has_index ? "none" : s.index_ok ? "ok" : "DISAGREES", sync);
     if (write_index && !s.has_index && s.problems == 0) {
         char err[1024];
         if (rf_shard_write_index(path, NULL, err, sizeof err) != 0) {
@@ -200,6 +231,15 @@ static void print_totals(const totals *t)
                t->label_max);
     printf("indexes: %" PRIu64 " present (%" PRIu64 " disagree), %" PRIu64 " written\n",
            t->with_index, t->index_bad, t->indexes_written);
+    if (t->sync_found || t->sync_bad)
+        printf("sync-point indexes: %" PRIu64 " present (%" PRIu64 " damaged); %" PRIu64 " of %"
+               PRIu64 " JPEGs indexed, %" PRIu64 " need none, %" PRIu64 " unsupported, %" PRIu64
+               " unreadable, %" PRIu64 " stale, %" PRIu64 " missing (ringfeed-pack --sync-index "
+               "rebuilds them); %.2f%% of the shards' bytes\n", t->sync_found, t->sync_bad,
+               t->sync.indexed, t->sync.jpegs, t->sync.needs_none, t->sync.unsupported,
+               t->sync.unreadable, t->sync.stale, t->sync.missing,
+               t->sync.shard_bytes ? 100.0 * (double)t->sync.index_bytes /
+                                         (double)t->sync.shard_bytes : 0.0);
 }
 
 static void print_json(const totals *t)
@@ -214,7 +254,10 @@ static void print_json(const totals *t)
            ", \"label_min\": %d, \"label_max\": %d, \"indexes\": %" PRIu64
            ", \"indexes_disagree\": %" PRIu64 ", \"indexes_written\": %" PRIu64
            ", \"recovered_header_bytes\": %" PRIu64 ", \"recovered_jfif_version\": %" PRIu64
-           ", \"recovered_icc\": %" PRIu64 ", \"problem_messages\": [",
+           ", \"recovered_icc\": %" PRIu64 ", \"sync_indexes\": %" PRIu64
+           ", \"sync_damaged\": %" PRIu64 ", \"sync_jpegs\": %" PRIu64 ", \"sync_indexed\": %"
+           PRIu64 ", \"sync_stale\": %" PRIu64 ", \"sync_missing\": %" PRIu64
+           ", \"sync_index_bytes\": %" PRIu64 ", \"problem_messages\": [",
            t->shards, t->samples, t->members, t->bytes, t->problems, t->images, t->progressive,
            t->region_ready, t->oriented, t->image_bytes, t->image_bytes_min, t->image_bytes_max, t->width_min,
            t->width_max, t->height_min, t->height_max,
@@ -222,7 +265,9 @@ static void print_json(const totals *t)
            t->images ? (double)t->height_sum / (double)t->images : 0.0, t->labeled,
            t->labeled ? t->label_min : 0, t->labeled ? t->label_max : -1, t->with_index,
            t->index_bad, t->indexes_written, t->recovered[RF_RECOVERED_HEADER_BYTES],
-           t->recovered[RF_RECOVERED_JFIF_VERSION], t->recovered[RF_RECOVERED_ICC]);
+           t->recovered[RF_RECOVERED_JFIF_VERSION], t->recovered[RF_RECOVERED_ICC],
+           t->sync_found, t->sync_bad, t->sync.jpegs, t->sync.indexed, t->sync.stale,
+           t->sync.missing, t->sync.index_bytes);
     for (uint32_t i = 0; i < t->njson; i++)
         printf("%s\"%s\"", i ? ", " : "", t->problems_json[i] ? t->problems_json[i] : "");
     printf("]}\n");

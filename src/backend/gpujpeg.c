@@ -2,15 +2,14 @@
  * libjpeg has read, and the host driver that runs the kernels' code on the CPU.
  *
  * DESIGN
- *  - rf_gj_pack trusts nothing it did not check itself: libjpeg's jpeg_read_header parses the
- *    tables but validates Huffman tables only when decoding starts, so the checks of
- *    jpeg_make_d_derived_tbl (code space overflow, DC symbols > 15) are repeated here; missing
- *    tables, 16-bit quantizers above 32767 and anything unusual answer "not eligible" and the
- *    sample is decoded on the CPU, where libjpeg gives its own diagnosis.
- *  - The packet is position independent (offsets from its start), 8-byte aligned sections, so
- *    the device reads it in place from the staged copy of the slot.
- *  - The host driver runs the three stages in the order the device does; it is the host
- *    backend's GPU decode and the reference the CUDA results are compared with. */
+ *  - rf_gj_pack trusts nothing it did not check: libjpeg validates Huffman tables only when
+ *    decoding starts, so jpeg_make_d_derived_tbl's checks are repeated here; missing tables,
+ *    16-bit quantizers above 32767 and anything unusual answer "not eligible" and the CPU path
+ *    gives libjpeg's own diagnosis.
+ *  - The packet is position independent with 8-byte aligned sections: the device reads it in
+ *    place from the staged copy of the slot.
+ *  - The host driver runs the three stages in the device's order: the host backend's GPU decode
+ *    and the reference for the CUDA results. */
 #include "backend/gpujpeg.h"
 
 #include <stdio.h> /* jpeglib.h needs FILE */
@@ -21,6 +20,7 @@
 #include "backend/gpujpeg_core.h"
 #include "decode/jpeg_restart.h"
 #include "decode/resize.h"
+#include "loaders/sync_index.h"
 
 #include "base/common.h"
 
@@ -37,7 +37,7 @@ const char *rf_gj_status_text(int status)
     }
 }
 
-/* ---- packing ----------------------------------------------------------------------------- */
+/* ---- packing ---- */
 
 static size_t align8(size_t v) { return (v + 7) & ~(size_t)7; }
 
@@ -107,9 +107,8 @@ static int sampling_ok(const struct jpeg_decompress_struct *ci)
     return (ci->image_width + mh - 1) / mh > 2;
 }
 
-/* 1 when the frame is baseline (SOF0), what the hardware decoder takes; libjpeg's 6b API
- * keeps no such flag. Walks the marker segments before the frame header, which libjpeg has
- * parsed already. */
+/* 1 when the frame is baseline (SOF0), what the hardware decoder takes: libjpeg's 6b API keeps
+ * no such flag. */
 static int sof0(const uint8_t *j, size_t len)
 {
     size_t p = 2, at;
@@ -128,6 +127,86 @@ static int plain_ok(const struct jpeg_decompress_struct *ci, const rf_jpeg_geom 
            ci->comps_in_scan == ci->num_components;
 }
 
+/* The scan's tables, each distinct one once, and each component's sampling and table indexes
+ * in p->comp: the Huffman tables built into ht (*nh of them), the quant tables' packet order in
+ * q_of (*nq; none for an engine packet, which reads the file's own); p->ncomp. 1: a table
+ * missing or not valid. */
+static int scan_tables(const struct jpeg_decompress_struct *ci, int engine, rf_gj_packet *p,
+                       rf_gj_huff ht[8], int *nh, int q_of[4], int *nq)
+{
+    int huff_of[8], nc = ci->num_components;
+    memset(huff_of, -1, sizeof huff_of);
+    memset(q_of, -1, 4 * sizeof *q_of);
+    *nh = *nq = 0;
+    for (int i = 0; i < nc; i++) {
+        const jpeg_component_info *c = &ci->comp_info[i];
+        if (c->dc_tbl_no < 0 || c->dc_tbl_no > 3 || c->ac_tbl_no < 0 || c->ac_tbl_no > 3 ||
+            c->quant_tbl_no < 0 || c->quant_tbl_no > 3 || !ci->dc_huff_tbl_ptrs[c->dc_tbl_no] ||
+            !ci->ac_huff_tbl_ptrs[c->ac_tbl_no] || !ci->quant_tbl_ptrs[c->quant_tbl_no])
+            return 1;
+        if (huff_of[c->dc_tbl_no] < 0)
+            huff_of[c->dc_tbl_no] = (*nh)++;
+        if (huff_of[4 + c->ac_tbl_no] < 0)
+            huff_of[4 + c->ac_tbl_no] = (*nh)++;
+        if (q_of[c->quant_tbl_no] < 0 && !engine)
+            q_of[c->quant_tbl_no] = (*nq)++;
+        rf_gj_comp *pc = &p->comp[i];
+        pc->h = nc == 1 ? 1 : (uint32_t)c->h_samp_factor;
+        pc->v = nc == 1 ? 1 : (uint32_t)c->v_samp_factor;
+        pc->dc = (uint32_t)huff_of[c->dc_tbl_no];
+        pc->ac = (uint32_t)huff_of[4 + c->ac_tbl_no];
+        pc->q = (uint32_t)q_of[c->quant_tbl_no];
+    }
+    for (int t = 0; t < 8; t++) {
+        if (huff_of[t] < 0)
+            continue;
+        const JHUFF_TBL *src = t < 4 ? ci->dc_huff_tbl_ptrs[t] : ci->ac_huff_tbl_ptrs[t - 4];
+        if (build_huff(src, t < 4, &ht[huff_of[t]]))
+            return 1;
+    }
+    p->ncomp = (uint32_t)nc;
+    return 0;
+}
+
+/* Scan order is frame order (what the kernels and the walker assume). */
+static int frame_order(const struct jpeg_decompress_struct *ci)
+{
+    for (int i = 0; i < ci->num_components; i++)
+        if (ci->cur_comp_info[i] != &ci->comp_info[i])
+            return 0;
+    return 1;
+}
+
+int rf_gj_sync_build(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
+                     rf_region_buf *rb, rf_sync_entry *e)
+{
+    rf_jpeg_geom g;
+    rf_jpeg_geom_read(ci, &g);
+    e->npoints = 0, e->points = NULL;
+    e->status = RF_SYNC_NEEDS_NONE;
+    if (g.restart || ci->progressive_mode || ci->arith_code)
+        return 0;
+    e->status = RF_SYNC_UNSUPPORTED;
+    rf_gj_packet p;
+    rf_gj_huff ht[8];
+    int q_of[4], nh, nq;
+    memset(&p, 0, sizeof p);
+    uint32_t cols = rf_jpeg_mcu_cols(&g), rows = rf_jpeg_mcu_rows(&g);
+    if (ci->data_precision != 8 || !sampling_ok(ci) || !plain_ok(ci, &g) || !frame_order(ci) ||
+        cols > UINT16_MAX || rows > UINT16_MAX || len > RF_SYNC_MAX_MEMBER ||
+        scan_tables(ci, 1, &p, ht, &nh, q_of, &nq))
+        return 0;
+    const rf_gj_walk_in wi = {jpeg, len, &p, ht, cols, 0, cols, 0, rows,
+                              (uint64_t)rows * cols, rows};
+    int rc = rf_gj_sync_walk(&wi, rb, e);
+    if (rc == RF_ENOMEM)
+        return rc;
+    e->status = rc ? RF_SYNC_UNREADABLE : RF_SYNC_POINTS;
+    if (rc)
+        e->npoints = 0, e->points = NULL;
+    return 0;
+}
+
 /* Bytes of a plain packet's data: each region row's destuffed bytes from its first segment's
  * start byte to the byte holding its last bit. */
 static uint64_t plain_bytes(const rf_gj_walked *w, uint32_t rows)
@@ -138,8 +217,7 @@ static uint64_t plain_bytes(const rf_gj_walked *w, uint32_t rows)
     return n;
 }
 
-/* Copy those rows to d, one after another, and the segments to seg with their bit offsets
- * made relative to d. */
+/* Copy those rows to d, one after another, and the segments to seg, bit offsets relative to d. */
 static void plain_copy(const rf_gj_walked *w, uint32_t rows, uint8_t *d, rf_gj_seg *seg)
 {
     uint64_t at = 0;
@@ -155,10 +233,9 @@ static void plain_copy(const rf_gj_walked *w, uint32_t rows, uint8_t *d, rf_gj_s
     }
 }
 
-/* What the CPU path's libjpeg entropy-decodes of a single-scan file for a crop whose rows end
- * at `vlast` (exclusive) at full scale (transform.c): a file whose restart intervals divide the
- * MCU row is decoded through the crop's region (rows [r0, r1)), `rows` of them from r0; any
- * other, `rows` MCU rows from the first, all `mcus` of their MCUs. */
+/* What the CPU path's libjpeg entropy-decodes of a single-scan file for a crop whose rows end at
+ * `vlast` at full scale: through the crop's region (rows [r0, r1)) when the restart intervals
+ * divide the MCU row, else `rows` MCU rows from the first. */
 typedef struct reach {
     uint32_t rows;
     uint64_t mcus;
@@ -192,15 +269,13 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
                      rb->eoi_of != jpeg
                : !restarts && !plain)
         return RF_GJ_NOT_ELIGIBLE;
-    /* The hardware decoder gets the file up to its EOI, which the marker check every decode
-     * runs first (rf_jpeg_scan_check) found: it reports no error for a file cut short, and a
-     * trailer (camera data, a motion photo's video) is not its to read. */
+    /* The hardware decoder gets the file up to its EOI (found by rf_jpeg_scan_check): it reports
+     * no error for a file cut short, and a trailer is not its to read. */
     if (engine)
         len = rb->eoi_end;
     int nc = ci->num_components;
-    for (int i = 0; i < nc; i++)
-        if (ci->cur_comp_info[i] != &ci->comp_info[i])
-            return RF_GJ_NOT_ELIGIBLE; /* scan order is not frame order: leave it to libjpeg */
+    if (!frame_order(ci))
+        return RF_GJ_NOT_ELIGIBLE; /* leave it to libjpeg */
     /* The MCUs whose pixels the taps read, with their upsampling context. */
     if (h->last > (int32_t)g.width || v->last > (int32_t)g.height ||
         RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
@@ -215,8 +290,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
                          &c0, &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
-    /* How far the CPU path's libjpeg decodes this file for this crop (check_reach): the GPU
-     * paths judge the Huffman data that far, so that their verdicts are the CPU's. */
+    /* How far the CPU path's libjpeg decodes this file for this crop: the GPU paths judge the
+     * Huffman data that far. */
     reach rc_ = {0};
     check_reach(&g, restarts, nc == 3 && ci->max_v_samp_factor == 2, v->last, r0, r1, &rc_);
     uint32_t nint = (a1 - a0) * (r1 - r0);
@@ -226,31 +301,16 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     if (engine) /* the engine decodes the whole image: its planes are the whole image's */
         c0 = 0, c1 = cols, r0 = 0, r1 = rf_jpeg_mcu_rows(&g);
 
-    /* Tables: each distinct DC/AC table and quant table once. */
-    int huff_of[8], q_of[4], nh = 0, nq = 0;
-    memset(huff_of, -1, sizeof huff_of);
-    memset(q_of, -1, sizeof q_of);
+    /* Tables are checked before the packet is placed, so a refusal wastes no slot room. */
     rf_gj_packet p;
+    rf_gj_huff ht[8];
+    int q_of[4], nh, nq;
     memset(&p, 0, sizeof p);
+    if (scan_tables(ci, engine, &p, ht, &nh, q_of, &nq))
+        return RF_GJ_NOT_ELIGIBLE;
     uint32_t planes = 0;
     for (int i = 0; i < nc; i++) {
-        const jpeg_component_info *c = &ci->comp_info[i];
-        if (c->dc_tbl_no < 0 || c->dc_tbl_no > 3 || c->ac_tbl_no < 0 || c->ac_tbl_no > 3 ||
-            c->quant_tbl_no < 0 || c->quant_tbl_no > 3 || !ci->dc_huff_tbl_ptrs[c->dc_tbl_no] ||
-            !ci->ac_huff_tbl_ptrs[c->ac_tbl_no] || !ci->quant_tbl_ptrs[c->quant_tbl_no])
-            return RF_GJ_NOT_ELIGIBLE;
-        if (huff_of[c->dc_tbl_no] < 0)
-            huff_of[c->dc_tbl_no] = nh++;
-        if (huff_of[4 + c->ac_tbl_no] < 0)
-            huff_of[4 + c->ac_tbl_no] = nh++;
-        if (q_of[c->quant_tbl_no] < 0 && !engine) /* the engine reads the file's own */
-            q_of[c->quant_tbl_no] = nq++;
         rf_gj_comp *pc = &p.comp[i];
-        pc->h = nc == 1 ? 1 : (uint32_t)c->h_samp_factor;
-        pc->v = nc == 1 ? 1 : (uint32_t)c->v_samp_factor;
-        pc->dc = (uint32_t)huff_of[c->dc_tbl_no];
-        pc->ac = (uint32_t)huff_of[4 + c->ac_tbl_no];
-        pc->q = (uint32_t)q_of[c->quant_tbl_no];
         pc->bw = (c1 - c0) * pc->h;
         pc->bh = (r1 - r0) * pc->v;
         pc->plane = planes;
@@ -267,22 +327,12 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     uint64_t scratch = inter + (uint64_t)out_h * (uint32_t)(h->last - h->first) * 3;
     if (scratch > RF_GJ_SCRATCH)
         return RF_GJ_NOT_ELIGIBLE;
-
-    /* Tables are checked before the packet is placed, so a refusal wastes no slot room. */
-    rf_gj_huff ht[8];
-    for (int t = 0; t < 8; t++) {
-        if (huff_of[t] < 0)
-            continue;
-        const JHUFF_TBL *src = t < 4 ? ci->dc_huff_tbl_ptrs[t] : ci->ac_huff_tbl_ptrs[t - 4];
-        if (build_huff(src, t < 4, &ht[huff_of[t]]))
-            return RF_GJ_NOT_ELIGIBLE;
-    }
-    p.ncomp = (uint32_t)nc;
     rf_gj_walked w = {0};
     /* the walker goes at least as far as libjpeg would, so that it declines what the CPU
      * path finds bad and the CPU path reports it */
     const rf_gj_walk_in wi = {jpeg, len, &p, ht, cols, c0, c1, r0, r1,
-                              RF_MAX(rc_.mcus, (uint64_t)(r1 - 1) * cols + c1)};
+                              RF_MAX(rc_.mcus, (uint64_t)(r1 - 1) * cols + c1),
+                              rf_jpeg_mcu_rows(&g)};
     size_t scan = 0;
     int rc = plain                     ? rf_gj_walk(&wi, rb, &w)
              : engine && !g.restart    ? rf_jpeg_scan_data(jpeg, len, &scan) != 0
@@ -406,7 +456,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     return 0;
 }
 
-/* ---- host driver ------------------------------------------------------------------------- */
+/* ---- host driver ---- */
 
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval)

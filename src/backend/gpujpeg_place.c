@@ -1,11 +1,13 @@
 /* gpujpeg_place.c — the GPU decode's side of decode.h's placement interface: rf_decode_packet
- * offers each sample to the packer (rf_gj_pack) through rf_decode_placed, and rf_decode_planes
- * turns an engine packet into the plane list rf_decode_raw fills. See gpujpeg.h.
- *
- * DESIGN: the CPU decoder (decode/) knows no GPU type; everything that reads or writes a packet
- * is here or in gpujpeg.c, so the dependency runs one way, backend/ -> decode/. The adapter
- * costs one indirect call per sample. */
+ * offers each sample to rf_gj_pack through rf_decode_placed, and rf_decode_planes turns an
+ * engine packet into the plane list rf_decode_raw fills. Everything that reads or writes a
+ * packet is here or in gpujpeg.c, so the dependency runs one way, backend/ -> decode/. */
 #include "backend/gpujpeg.h"
+
+#include <string.h>
+
+#include "base/hash.h"
+#include "loaders/sync_index.h"
 
 /* What rf_decode_packet's caller gave, behind rf_decode_place's ctx. */
 typedef struct gj_place_ctx {
@@ -50,4 +52,27 @@ int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_
                                       p->comp[c].bh * 8};
     return rf_decode_raw(d, packet + p->off_data, p->data_bytes, p->ncomp, p->width, p->height,
                          planes, err);
+}
+
+static int sync_header(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
+                       size_t len, struct rf_region_buf *rb)
+{
+    return rf_gj_sync_build(ci, jpeg, len, rb, ctx);
+}
+
+int rf_decode_sync_entry(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_sync_entry *e,
+                         rf_err *err)
+{
+    uint64_t off = e->off;
+    memset(e, 0, sizeof *e);
+    e->off = off, e->len = len, e->hash = rf_xxh64(jpeg, len);
+    e->status = RF_SYNC_NEEDS_NONE;
+    if (len < 4 || jpeg[0] != 0xFF || jpeg[1] != 0xD8)
+        return 0;
+    int rc = rf_decode_header_then(d, jpeg, len, sync_header, e, err);
+    if (rc == RF_ENOMEM)
+        return rc;
+    if (rc)
+        e->status = RF_SYNC_UNREADABLE, e->npoints = 0, e->points = NULL;
+    return 0;
 }

@@ -1,30 +1,15 @@
-/* gpujpeg_walk.c — the CPU walker behind plain packets (gpujpeg.h): for a baseline JPEG
- * without restart markers, find where in the entropy-coded data each segment of the crop's
- * region starts, and the DC predictors there, without decoding pixels.
+/* gpujpeg_walk.c — the CPU walker behind plain packets (gpujpeg.h): for a baseline JPEG without
+ * restart markers, where each segment of the crop's region starts in the entropy-coded data,
+ * with the DC predictors there (docs/gpu-decode.md, "Files without restart markers").
  *
  * DESIGN
- *  - A file without restart markers is one Huffman bit stream, so the walker must go through
- *    every MCU from the first up to the region's last one; it stops there. Nothing below the
- *    region is read. It does the least per symbol that still finds the next code: DC values
- *    are decoded (the predictors are what a segment needs), AC coefficients only skipped; no
- *    dequantization, no coefficient stores.
- *  - The entropy-coded data is destuffed once (memchr for 0xFF; stuffing is rare), then read
- *    through a 64-bit bit buffer refilled by one unaligned big-endian load whenever fewer than
- *    32 bits are left: no per-byte marker checks. 512 zero bytes after the data keep every
- *    load inside the buffer: a block consumes at most 64 codes of 31 bits, and the position is
- *    checked against the data's end after every block.
- *  - AC codes go through one table indexed by the next WALK_BITS bits that gives the code's
- *    length plus its extra bits' length and how far the coefficient index moves (EOB: to the
- *    end), for the next two codes when both fit, so a pair costs one lookup and two adds;
- *    longer codes take the canonical-code slow path rf_gj_symbol uses. A table is built by
- *    enumerating the canonical codes (each fills its range of entries), and 8 per thread are
- *    cached by a hash of their codes, least recently used replaced: files of one encoder
- *    share their tables, and files with optimized tables, each with its own, do not push
- *    those out (callgrind: 218 tables built for 230 photos, about half of them with
- *    optimized tables, so two each, and the standard ones built once).
- *  - A pattern that is no code, or data that ends before the region's last MCU, makes the
- *    file not eligible: the CPU path then decodes it and gives libjpeg's own error (the class
- *    and message the file gets without gpu_decode), never a packet of wrong bits. */
+ *  - The walk decodes DC values (segments need the predictors) and only skips AC codes, from
+ *    the first MCU to the region's last, then stops.
+ *  - The data is destuffed once and read through a 64-bit buffer refilled by unaligned loads.
+ *    WALK_PAD zero bytes after it keep every load inside (a block takes at most 64 codes of 31
+ *    bits; the position is checked against the end after every block).
+ *  - A pattern that is no code, or data that end before the region's last MCU, makes the file
+ *    not eligible: the CPU path then gives libjpeg's own error, never a packet of wrong bits. */
 #include "backend/gpujpeg.h"
 
 #include <stddef.h>
@@ -32,6 +17,7 @@
 #include <string.h>
 
 #include "decode/jpeg_restart.h"
+#include "loaders/sync_index.h"
 
 #include "base/common.h"
 
@@ -57,6 +43,12 @@ typedef struct walk_state {
     uint64_t seg_cap;
     uint64_t *row; /* per region row: first bit, end bit */
     uint64_t row_cap;
+    /* a sync-point build's: where destuffing removed bytes (destuffed offset of the 0xFF data
+     * byte, bytes removed up to and including its group), and the points */
+    uint64_t *stuff;
+    uint64_t stuff_cap, nstuff;
+    uint8_t *points;
+    size_t points_cap;
 } walk_state;
 
 /* One block's tables as the walker uses them. */
@@ -72,6 +64,8 @@ static void walk_free(void *w)
     free(s->dat);
     free(s->seg);
     free(s->row);
+    free(s->stuff);
+    free(s->points);
     free(s);
 }
 
@@ -103,9 +97,8 @@ static uint32_t ac_entry(uint32_t len, uint32_t sym)
 }
 
 /* Every WALK_BITS-bit prefix that starts with a code of at most WALK_BITS bits: its entry in
- * one[] and its code's length in len[] (0 for both: a longer code or none). The codes are
- * enumerated in canonical order (the next length starts at the last code + 1, shifted), so
- * each fills its range of prefixes at once instead of each prefix being decoded. */
+ * one[] and its code's length in len[] (0: a longer code or none). Codes are enumerated in
+ * canonical order, so each fills its range of prefixes at once. */
 static void fast_singles(const rf_gj_huff *t, uint32_t *one, uint8_t *len)
 {
     memset(one, 0, sizeof(uint32_t) << WALK_BITS);
@@ -121,12 +114,10 @@ static void fast_singles(const rf_gj_huff *t, uint32_t *one, uint8_t *len)
     }
 }
 
-/* The fast AC table of t: every WALK_BITS-bit prefix that starts with a code of at most
- * WALK_BITS bits, with a second code when the first one's code and extra bits leave room for
- * it and the first is no EOB: at q75-95 most AC codes and their extra bits are short, so
- * pairs halve the lookups that make up the walker's dependency chain. An entry holds both
- * codes' bits and advance together (bits 0-11, what the walk takes while the block has room
- * for any pair) and the first code's alone (bits 12-23, near the block's end). */
+/* The fast AC table of t: per WALK_BITS-bit prefix, a code and, when the first leaves room and
+ * is no EOB, a second one: pairs halve the lookups in the walker's dependency chain. An entry
+ * holds both codes' bits and advance (bits 0-11, while the block has room for any pair) and the
+ * first code's alone (bits 12-23, near the block's end). */
 static void fast_build(const rf_gj_huff *t, uint32_t *f)
 {
     const uint32_t mask = (1u << WALK_BITS) - 1;
@@ -144,8 +135,7 @@ static void fast_build(const rf_gj_huff *t, uint32_t *f)
     }
 }
 
-/* What identifies a table's codes: the canonical code lengths and the symbols (the lookup
- * table is made from them). */
+/* What identifies a table's codes: the canonical code lengths and the symbols. */
 #define KEY_AT offsetof(rf_gj_huff, maxcode)
 #define KEY_LEN (sizeof(rf_gj_huff) - KEY_AT)
 
@@ -161,10 +151,9 @@ static uint64_t key_hash(const rf_gj_huff *t)
     return h ^ h >> 29;
 }
 
-/* The fast table of t from the cache, built into the least recently used entry when it is
- * not there: files of one encoder share their tables, while files with optimized tables each
- * bring their own, which must not push the shared ones out (a build costs as much as walking
- * a few dozen blocks). */
+/* The fast table of t from the cache, built into the least recently used entry when missing:
+ * files of one encoder share their tables, and files with optimized tables, each with its own,
+ * must not push those out. */
 static const uint32_t *fast_for(walk_state *s, const rf_gj_huff *t)
 {
     uint64_t h = key_hash(t);
@@ -186,10 +175,9 @@ static const uint32_t *fast_for(walk_state *s, const rf_gj_huff *t)
     return old->fast;
 }
 
-/* The walker's bit reader over destuffed bytes: the unread bits at the top of buf (n of them,
- * at least 32 after a refill), the next unloaded byte at p. Refilling only below 32 bits keeps
- * the memory load out of most symbols' dependency chain: a symbol is then a table lookup and
- * two shifts. */
+/* The walker's bit reader over destuffed bytes: n unread bits at the top of buf (at least 32
+ * after a refill), the next byte at p. Refilling only below 32 bits keeps the load out of most
+ * symbols' dependency chain. */
 typedef struct wbits {
     uint64_t buf;
     uint32_t n;
@@ -219,8 +207,7 @@ static inline uint64_t wpos(const wbits *w, const uint8_t *d)
     return (uint64_t)(w->p - d) * 8 - w->n;
 }
 
-/* An AC code longer than WALK_BITS bits, by the canonical-code path: skipped with its extra
- * bits and the index moved. 1: a pattern that is no code. */
+/* An AC code longer than WALK_BITS bits, skipped by the canonical-code path. 1: no code. */
 static inline int walk_ac_slow(wbits *w, const rf_gj_huff *ac, uint32_t *k)
 {
     uint32_t l;
@@ -233,10 +220,8 @@ static inline int walk_ac_slow(wbits *w, const rf_gj_huff *ac, uint32_t *k)
 }
 
 /* One block: its DC difference added to *pred, its AC codes skipped. 1: a pattern that is no
- * code. A symbol takes at most 31 bits (a 16-bit code and 15 extra bits), so one refill to 32
- * or more covers it. The reader is copied in and out so that it stays in registers: through
- * the caller's pointer the compiler kept it in memory, a store and a load in every code's
- * dependency chain. */
+ * code. A symbol takes at most 31 bits, so one refill covers it. The reader is copied in and out
+ * so it stays in registers (through a pointer it lived in memory, in every code's chain). */
 static inline int walk_block(wbits *wp, const walk_blk *b, int32_t *pred)
 {
     wbits w = *wp;
@@ -275,14 +260,16 @@ static inline int walk_block(wbits *wp, const walk_blk *b, int32_t *pred)
     return 0;
 }
 
-/* Copy the entropy-coded data from `from` to its first marker into s->dat without its stuffed
- * zero bytes (0xFF, possibly fill 0xFFs, then 0x00 is one 0xFF data byte), then WALK_PAD
- * zeros; *n is the data's length. Returns 0 or RF_ENOMEM. */
-static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, size_t *n)
+/* Copy the entropy-coded data from `from` to its first marker into s->dat without its stuffing
+ * (0xFF, fill 0xFFs, then 0x00 is one 0xFF data byte), then WALK_PAD zeros; *n its length.
+ * record: note where bytes were removed (s->stuff), for a sync-point build's positions. */
+static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, size_t *n,
+                   int record)
 {
     if (rf_reserve(&s->dat, &s->dat_cap, len - from + WALK_PAD, 1))
         return RF_ENOMEM;
     size_t p = from, o = 0;
+    s->nstuff = 0;
     while (p < len) {
         const uint8_t *ff = memchr(j + p, 0xFF, len - p);
         size_t k = ff ? (size_t)(ff - j) - p : len - p;
@@ -295,6 +282,14 @@ static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, siz
             q++;
         if (q >= len || j[q] != 0x00)
             break; /* a marker: the end of the scan's data */
+        if (record) {
+            if (rf_grow(&s->stuff, &s->stuff_cap, 2 * (s->nstuff + 1), sizeof *s->stuff))
+                return RF_ENOMEM;
+            uint64_t before = s->nstuff ? s->stuff[2 * s->nstuff - 1] : 0;
+            s->stuff[2 * s->nstuff] = o;
+            s->stuff[2 * s->nstuff + 1] = before + (q - p);
+            s->nstuff++;
+        }
         s->dat[o++] = 0xFF;
         p = q + 1;
     }
@@ -341,9 +336,167 @@ static void seg_add(walk_state *s, const rf_gj_walk_in *in, uint32_t *nseg, uint
     memcpy(sg->pred, pred, sizeof sg->pred);
     sg->mrow = r - in->r0, sg->mcol = c - in->c0;
     sg->count = RF_MIN(RF_GJ_SEG_MCUS, in->c1 - c);
+    sg->skip = 0;
     if (c == in->c0)
         s->row[2 * (r - in->r0)] = pos;
 }
+
+/* ---- with a sync-point index ---------------------------------------------------------------- */
+
+/* Stuffed offset, from the data's start, of destuffed byte d (the first byte of its group
+ * when it is a 0xFF data byte): d plus the bytes removed before it. */
+static uint64_t stuffed_at(const walk_state *s, uint64_t d)
+{
+    uint64_t lo = 0, hi = s->nstuff;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (s->stuff[2 * mid] < d)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return d + (lo ? s->stuff[2 * lo - 1] : 0);
+}
+
+/* A span near RF_SYNC_SPAN_BYTES of entropy-coded data, from the whole scan's density. */
+static uint32_t span_for(uint64_t data_bytes, uint64_t mcus, uint32_t cols)
+{
+    uint64_t span = data_bytes ? (RF_SYNC_SPAN_BYTES * mcus + data_bytes / 2) / data_bytes : cols;
+    return (uint32_t)RF_MAX(1, RF_MIN(span, (uint64_t)cols));
+}
+
+int rf_gj_sync_walk(const rf_gj_walk_in *in, rf_region_buf *rb, rf_sync_entry *e)
+{
+    walk_state *s = state_of(rb);
+    size_t data, n;
+    if (!s)
+        return RF_ENOMEM;
+    if (rf_jpeg_scan_data(in->jpeg, in->len, &data))
+        return RF_GJ_NOT_ELIGIBLE;
+    if (destuff(s, in->jpeg, in->len, data, &n, 1))
+        return RF_ENOMEM;
+    uint32_t span = span_for(n, (uint64_t)in->rows * in->cols, in->cols);
+    uint32_t per = (in->cols + span - 1) / span;
+    uint64_t np = (uint64_t)in->rows * per;
+    if (rf_reserve(&s->points, &s->points_cap, (size_t)np * RF_SYNC_POINT, 1))
+        return RF_ENOMEM;
+    walk_blk bl[10];
+    uint32_t nb = mcu_blocks(s, in, bl);
+    uint64_t limit = (uint64_t)n * 8, k = 0;
+    int32_t pred[3] = {0, 0, 0};
+    wbits w = {0, 0, s->dat};
+    for (uint32_t r = 0; r < in->rows; r++)
+        for (uint32_t c = 0; c < in->cols; c++) {
+            if (c % span == 0) {
+                uint64_t pos = wpos(&w, s->dat);
+                uint64_t bit = (data + stuffed_at(s, pos >> 3)) * 8 + (pos & 7);
+                if (bit > UINT32_MAX)
+                    return RF_GJ_NOT_ELIGIBLE;
+                rf_sync_put_point(s->points + k++ * RF_SYNC_POINT, (uint32_t)bit, pred);
+            }
+            for (uint32_t b = 0; b < nb; b++)
+                if (walk_block(&w, &bl[b], &pred[bl[b].comp]) || wpos(&w, s->dat) > limit)
+                    return RF_GJ_NOT_ELIGIBLE;
+        }
+    e->span = span, e->cols = in->cols, e->rows = in->rows, e->ncomp = in->p->ncomp;
+    e->npoints = (uint32_t)np;
+    e->points = s->points;
+    return 0;
+}
+
+/* Copy the stuffed bytes [from, to) of a scan's entropy-coded data (from: a data byte) to d
+ * without their stuffing; a 0xFF data byte at the end takes its stuffing along, a marker ends
+ * the copy. Returns the bytes written. */
+static size_t destuff_range(const uint8_t *j, size_t len, size_t from, size_t to, uint8_t *d)
+{
+    size_t p = from, o = 0;
+    while (p < to) {
+        const uint8_t *ff = memchr(j + p, 0xFF, to - p);
+        size_t k = ff ? (size_t)(ff - j) - p : to - p;
+        memcpy(d + o, j + p, k);
+        o += k, p += k;
+        if (!ff)
+            break;
+        size_t q = p + 1;
+        while (q < len && j[q] == 0xFF)
+            q++;
+        if (q >= len || j[q] != 0x00)
+            break;
+        d[o++] = 0xFF;
+        p = q + 1;
+    }
+    return o;
+}
+
+/* A point's byte, bounded by the file. */
+static uint64_t point_bit(const rf_sync_entry *e, uint32_t k, int32_t pred[3])
+{
+    uint32_t bit;
+    int32_t dummy[3];
+    rf_sync_point(e, k, &bit, pred ? pred : dummy);
+    return bit;
+}
+
+/* The region rows' segments from the entry's points: 0, or 1 when the entry does not fit the
+ * file (its grid, its points' bytes), -1 out of memory. */
+static int walk_indexed(walk_state *s, const rf_gj_walk_in *in, const rf_sync_entry *e,
+                        rf_gj_walked *out)
+{
+    size_t data;
+    if (e->status != RF_SYNC_POINTS || e->len != in->len || e->cols != in->cols ||
+        e->rows != in->rows || e->ncomp != in->p->ncomp ||
+        rf_jpeg_scan_data(in->jpeg, in->len, &data))
+        return 1;
+    uint32_t N = e->span, per = rf_sync_per_row(e), k0 = in->c0 / N, k1 = (in->c1 - 1) / N;
+    uint32_t rows = in->r1 - in->r0;
+    /* the stuffed bytes each row needs: from its first point to the point after its last */
+    uint64_t total = 0;
+    for (uint32_t r = in->r0; r < in->r1; r++) {
+        uint32_t first = r * per + k0, after = r * per + k1 + 1;
+        uint64_t b0 = point_bit(e, first, NULL) >> 3;
+        uint64_t b1 = after < e->npoints ? (point_bit(e, after, NULL) + 7) >> 3 : in->len;
+        if (b0 < data || b0 > b1 || b1 > in->len)
+            return 1;
+        total += b1 - b0;
+    }
+    if (rf_reserve(&s->dat, &s->dat_cap, (size_t)total + WALK_PAD, 1) ||
+        rf_grow(&s->seg, &s->seg_cap, (uint64_t)rows * (k1 - k0 + 1), sizeof *s->seg) ||
+        rf_grow(&s->row, &s->row_cap, 2 * (uint64_t)rows, sizeof *s->row))
+        return -1;
+    uint64_t o = 0;
+    uint32_t nseg = 0;
+    for (uint32_t r = in->r0; r < in->r1; r++) {
+        uint32_t i = r - in->r0;
+        for (uint32_t k = k0; k <= k1; k++) {
+            uint32_t idx = r * per + k;
+            int32_t pred[3];
+            uint64_t bit = point_bit(e, idx, pred);
+            uint64_t next = k < k1                  ? point_bit(e, idx + 1, NULL) >> 3
+                            : idx + 1 < e->npoints ? (point_bit(e, idx + 1, NULL) + 7) >> 3
+                                                    : in->len;
+            if ((bit >> 3) > next || next > in->len)
+                return 1;
+            uint32_t first = RF_MAX(k * N, in->c0), end = RF_MIN((k + 1) * N, in->c1);
+            rf_gj_seg *sg = &s->seg[nseg++];
+            sg->bit = (uint32_t)(o * 8 + (bit & 7));
+            memcpy(sg->pred, pred, sizeof sg->pred);
+            sg->mrow = i, sg->mcol = first - in->c0, sg->count = end - first;
+            sg->skip = first - k * N;
+            if (k == k0)
+                s->row[2 * i] = sg->bit;
+            o += destuff_range(in->jpeg, in->len, (size_t)(bit >> 3), (size_t)next, s->dat + o);
+        }
+        s->row[2 * i + 1] = o * 8;
+    }
+    memset(s->dat + o, 0, WALK_PAD);
+    out->data = s->dat;
+    out->seg = s->seg;
+    out->nseg = nseg;
+    out->row = s->row;
+    return 0;
+}
+
+/* ---- the walk -------------------------------------------------------------------------------- */
 
 int rf_gj_walk(const rf_gj_walk_in *in, rf_region_buf *rb, rf_gj_walked *out)
 {
@@ -351,9 +504,17 @@ int rf_gj_walk(const rf_gj_walk_in *in, rf_region_buf *rb, rf_gj_walked *out)
     size_t data, n;
     if (!s || grow_out(s, in))
         return RF_ENOMEM;
+    if (rb->sync) {
+        int ix = walk_indexed(s, in, rb->sync, out);
+        if (ix < 0)
+            return RF_ENOMEM;
+        rb->sync_result = ix ? RF_SYNC_STALE : RF_SYNC_USED;
+        if (!ix)
+            return 0;
+    }
     if (rf_jpeg_scan_data(in->jpeg, in->len, &data))
         return RF_GJ_NOT_ELIGIBLE;
-    if (destuff(s, in->jpeg, in->len, data, &n))
+    if (destuff(s, in->jpeg, in->len, data, &n, 0))
         return RF_ENOMEM;
     if (n > (UINT32_MAX >> 3) - WALK_PAD)
         return RF_GJ_NOT_ELIGIBLE; /* segment offsets are 32-bit bit positions */

@@ -1,16 +1,14 @@
-/* shard_cache_sum.c — the checksums that make a cached shard's bytes trustworthy: a 64-bit
- * hash of every RF_CACHE_SUM_BLOCK bytes, written after the shard's bytes in its own file
- * when a fill is committed, and checked on every read of the copy (shard_cache.h).
+/* shard_cache_sum.c — the checksums that make a cached shard's bytes trustworthy: XXH64 of every
+ * RF_CACHE_SUM_BLOCK bytes, written after the shard's bytes at commit and checked on every
+ * read of the copy.
  *
  * DESIGN
- *  - Layout of H.shard: the shard's `size` bytes, then one little-endian uint64 per block
- *    (the last block may be short), then a 16-byte trailer (RF_CACHE_SUM_MAGIC and the block
- *    size). A file of another length, or with another trailer, is no entry (a miss), so a
- *    directory written before the checksums is refilled rather than trusted.
- *  - The hash is XXH64 (seed 0), which runs at memory speed on one core (about 10 GB/s): a
- *    read checks the blocks it covers, its first and last through a bounce buffer of two
- *    blocks when they are only partly wanted, the ones between in place in the destination.
- *  - The table is read once per opened copy into memory (8 bytes per 16 KiB: 0.05%).
+ *  - Layout of H.shard: `size` bytes, one little-endian uint64 per block (the last may be short),
+ *    a 16-byte trailer (RF_CACHE_SUM_MAGIC, block size). Any other length or trailer is a miss,
+ *    so an older directory is refilled rather than trusted.
+ *  - A read checks the blocks it covers: partly wanted first and last blocks through a two-block
+ *    bounce buffer, the others in place. The hash is base/hash.h's.
+ *  - The table is read into memory once per opened copy (8 bytes per 16 KiB).
  * Includes base/ and shard_cache.h only. */
 #include "io/shard_cache.h"
 
@@ -19,69 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/hash.h"
+
 #define RF_CACHE_SUM_MAGIC "RFSUMv1"  /* 8 bytes with its NUL */
 #define SUM_TRAILER 16u
 
-/* ---- XXH64 --------------------------------------------------------------------------------- */
-
-static const uint64_t P1 = 11400714785074694791ull, P2 = 14029467366897019727ull,
-                      P3 = 1609587929392839161ull, P4 = 9650029242287828579ull,
-                      P5 = 2870177450012600261ull;
-
-static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v; /* little-endian hosts only (x86-64, aarch64): the table is written as read */
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static uint64_t round1(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
-
-static uint64_t merge(uint64_t acc, uint64_t v) { return (acc ^ round1(0, v)) * P1 + P4; }
-
-static uint64_t xxh64(const uint8_t *p, size_t len)
-{
-    const uint8_t *end = p + len;
-    uint64_t h;
-    if (len >= 32) {
-        uint64_t v1 = P1 + P2, v2 = P2, v3 = 0, v4 = 0 - P1;
-        for (; p + 32 <= end; p += 32) {
-            v1 = round1(v1, rd64(p));
-            v2 = round1(v2, rd64(p + 8));
-            v3 = round1(v3, rd64(p + 16));
-            v4 = round1(v4, rd64(p + 24));
-        }
-        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-        h = merge(merge(merge(merge(h, v1), v2), v3), v4);
-    } else {
-        h = P5;
-    }
-    h += (uint64_t)len;
-    for (; p + 8 <= end; p += 8)
-        h = rotl(h ^ round1(0, rd64(p)), 27) * P1 + P4;
-    if (p + 4 <= end) {
-        h = rotl(h ^ (uint64_t)rd32(p) * P1, 23) * P2 + P3;
-        p += 4;
-    }
-    for (; p < end; p++)
-        h = rotl(h ^ *p * P5, 11) * P1;
-    h ^= h >> 33;
-    h *= P2;
-    h ^= h >> 29;
-    h *= P3;
-    return h ^ (h >> 32);
-}
-
-/* ---- the table ----------------------------------------------------------------------------- */
+/* ---- the table ---- */
 
 static uint64_t nblocks(uint64_t size) { return (size + RF_CACHE_SUM_BLOCK - 1) / RF_CACHE_SUM_BLOCK; }
 
@@ -135,7 +76,7 @@ int rf_cache_sums_append(int fd, uint64_t size)
     for (uint64_t b = 0; rc == 0 && b < n; b++) {
         uint64_t off = b * RF_CACHE_SUM_BLOCK, len = RF_MIN((uint64_t)RF_CACHE_SUM_BLOCK, size - off);
         rc = pread_all(fd, buf, len, off);
-        sums[b] = rc ? 0 : xxh64(buf, (size_t)len);
+        sums[b] = rc ? 0 : rf_xxh64(buf, (size_t)len);
     }
     uint8_t trailer[SUM_TRAILER] = RF_CACHE_SUM_MAGIC;
     uint32_t block = RF_CACHE_SUM_BLOCK;
@@ -176,12 +117,12 @@ void rf_cache_sums_free(rf_cache_sums *s)
     *s = (rf_cache_sums){0};
 }
 
-/* ---- checked reads ------------------------------------------------------------------------- */
+/* ---- checked reads ---- */
 
 /* Block b (whole, len bytes) at p: 0 when it matches its sum. */
 static int block_ok(const rf_cache_sums *s, uint64_t b, const uint8_t *p, uint64_t len)
 {
-    return xxh64(p, (size_t)len) == s->sum[b] ? 0 : RF_CACHE_MISMATCH;
+    return rf_xxh64(p, (size_t)len) == s->sum[b] ? 0 : RF_CACHE_MISMATCH;
 }
 
 int rf_cache_sums_read(const rf_cache_sums *s, int fd, uint8_t *dst, uint64_t len, uint64_t off,

@@ -42,6 +42,18 @@ static int tar_label(const pl_pool *p, const rf_sample *sm, const uint8_t *span,
                              llen, sm->offset + lhdr, label, e);
 }
 
+/* A label the data gave (the sample's member, or its line of a list) against num_classes:
+ * outside 0..num_classes-1 it is a bad label, refused before the sample is decoded. */
+static int class_check(const pl_pool *p, const rf_sample *sm, int32_t label, rf_err *e)
+{
+    uint32_t n = p->num_classes;
+    if (!n || label < 0 || (uint32_t)label < n)
+        return 0;
+    return rf_seterr(e, RF_ELABEL, "sample %s at offset %llu: label %d is not below "
+                     "num_classes %u", p->ds->keys + sm->key, (unsigned long long)sm->offset,
+                     label, n);
+}
+
 /* Hand the decoded row img of task t (slot s) to rf_config.sample_hook, with *label for it
  * to keep or overwrite. The view describes the row as staged (p->decode->tf.layout: the configured
  * layout for uint8 output, NHWC before a conversion). A non-zero return is a bad sample,
@@ -108,6 +120,10 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         else if ((rc = pl_fields_copy(p->fields, s, t->index, p->ds->keys + sm->key, sm, span,
                                       found, &why, e)) != 0)
             return t->why = (uint8_t)why, rc;
+    }
+    if ((rc = class_check(p, sm, label, e)) != 0) {
+        t->why = RF_SKIP_LABEL;
+        return rc;
     }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * p->ring->stride;
@@ -223,6 +239,7 @@ void pl_pool_init(pl_pool *p, const rf_config *c, pl_core *core, struct pl_dispa
     p->gpu = gpu, p->counters = counters, p->decode = decode;
     p->nthreads = c->decode_threads, p->nice = c->decode_nice;
     p->label_source = c->label_source, p->label_json_path = c->label_json_path;
+    p->num_classes = c->num_classes;
     p->hook = c->sample_hook, p->hook_ctx = c->sample_hook_ctx;
     memcpy(p->mean, c->mean, sizeof p->mean);
     memcpy(p->std, c->std, sizeof p->std);

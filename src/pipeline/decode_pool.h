@@ -29,7 +29,7 @@ typedef struct pl_pool {
     pl_counters *counters;
     const rf_decode_setup *decode;
     /* The settings it reads (rf_config). */
-    uint32_t nthreads, nice, label_source;
+    uint32_t nthreads, nice, label_source, num_classes;
     const char *label_json_path;
     rf_sample_hook hook;
     void *hook_ctx;

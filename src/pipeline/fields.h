@@ -13,8 +13,6 @@
 
 struct pl_ring;
 
-#define RF_FIELD_BYTES_MAX (64u << 20) /* largest max_field_bytes */
-
 typedef struct pl_fields {
     uint32_t n;
     const char *names[RF_FIELDS_MAX]; /* into list */
