@@ -1,8 +1,8 @@
 /* gpu_stage.c — the GPU decode stage's thread (gpu_decode.h): it checks each submitted batch
  * whose verdicts come late (pl_gpu_check: the kernels waited for or emulated, engine packets
  * decoded again, verdicts turned into the batch's error or into holes to refill) and publishes
- * it, in batch order; and it takes in the batches the consumer reports handed out, for the
- * scheduler's measurements and steps and the engines' opener (pl_sched_batch). So the
+ * it, the lowest batch first; and it takes in the batches the consumer reports handed out, for
+ * the scheduler's measurements and steps and the engines' opener (pl_sched_batch). So the
  * consumer's rf_loader_next leases a batch and waits for it, and does no decode work.
  *
  * DESIGN

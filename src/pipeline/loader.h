@@ -46,15 +46,15 @@
  *    hinted into the cache (warm.c); O_DIRECT reads use aligned spans of the arena;
  *  - GPU decode (gpu_decode.h): a decode thread places a packet or pixels in the slot's stage;
  *    a batch with late verdicts is submitted CHECKING, and the GPU decode stage's thread checks
- *    it (pl_gpu_check) and publishes it READY, in batch order. In skip mode those verdicts go
- *    to the skip policy (late_locked, mu held, after the backend's sync without it); a batch
- *    with holes goes back to FILLING with one pending sample per hole, its replacements are
- *    decoded on the CPU (slot.gpu.refill), the last one submits it again, and it is checked
- *    again. On the device layout (the CUDA backend, or the host
- *    with the test hook gpu_device_layout) the holes' bytes are first compacted out of the
- *    packed stage (compact_refill, mu held: the one memmove under mu, on a batch with bad
- *    samples only, so the replacements' placements come after it), and the refilled batch is
- *    submitted whole again (pl_slot_finish returns the first device batch to the pool first);
+ *    it (pl_gpu_check, the lowest batch first) and publishes it READY. In skip mode those
+ *    verdicts go to the skip policy (late_locked, mu held, after the backend's sync without
+ *    it); a batch with holes goes back to FILLING with one pending sample per hole, its
+ *    replacements are decoded on the CPU (slot.gpu.refill), the last one submits it again, and
+ *    it is checked again. On the device layout (the CUDA backend, or the host with the test
+ *    hook gpu_device_layout) the holes' bytes are first compacted out of the packed stage
+ *    (compact_refill, mu held: the one memmove under mu, on a batch with bad samples only, so
+ *    the replacements' placements come after it), and the refilled batch is submitted whole
+ *    again (pl_slot_finish returns the first device batch to the pool first);
  *  - a loader used after fork() in a child answers RF_EFORK and touches nothing.
  *
  * FILES, in dependency order: each calls only files before it, and the error policy through

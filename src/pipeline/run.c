@@ -4,11 +4,11 @@
  * published slots to the backend.
  *
  * DESIGN
- * Runs on the caller's thread (create, set_epoch, stop, destroy). Stopping sets `stop` under mu and
- * wakes every condition variable, then joins the engine, the decode threads and the GPU decode
- * stage's thread without mu; starting writes the cursors with no other thread running. NUMA
- * placement: threads inherit the node of the scope they are started in (pl_pipeline_start_placed).
- * */
+ * Runs on the caller's thread (create, set_epoch, stop, destroy). Stopping sets `stop` under mu
+ * and wakes every condition variable, then joins the engine, the decode threads and the GPU
+ * decode stage's thread without mu; starting writes the cursors with no other thread running.
+ * NUMA placement: threads inherit the node of the scope they are started in
+ * (pl_pipeline_start_placed). */
 #include "pipeline/run.h"
 
 #include "base/numa.h"
