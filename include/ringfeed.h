@@ -93,7 +93,8 @@ extern "C" {
     X(RF_ERESUME, -1011, "resume state is corrupt or does not match") \
     /* the loader is shutting down, or was stopped (rf_loader_stop) */ \
     X(RF_ECLOSED, -1012, "loader is shutting down") \
-    /* a label member is missing or not an integer 0..INT32_MAX */ \
+    /* a label member is missing or not an integer 0..INT32_MAX, or a label is not below \
+     * num_classes */ \
     X(RF_ELABEL, -1013, "label missing or not an integer 0..2147483647") \
     /* the loader belongs to the process that created it, not a fork() child */ \
     X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
@@ -151,7 +152,8 @@ enum rf_skip_reason {
     RF_SKIP_CORRUPT = 3,    /* corrupt JPEG data, or a libjpeg warning */
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */
-    RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX */
+    RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX, or a
+                               label not below num_classes */
     RF_SKIP_HOOK = 7,       /* rf_config.sample_hook returned non-zero */
     RF_SKIP_FIELD = 8,      /* a member rf_config.fields asks for is missing */
     /* Entries of the skipped_by_reason arrays: room for reasons still to come, so adding one
@@ -272,17 +274,21 @@ typedef int (*rf_sample_hook)(const rf_sample_view *view, void *ctx);
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
-/* Defaults. rf_config_init() writes every field's default, as each field's comment says
- * ("default: ..."). A default that depends on the machine, the data set, the device or other
- * fields (thread counts, prefetch depth, staging bytes, ...) cannot be written there: such a
- * field holds AUTO, which is 0 (RF_AUTO, or the enum's *_AUTO) in every field but flip_prob
- * and decode_nice, where 0 is a legal value (no flips; no added niceness) and AUTO is
- * RF_FLIP_PROB_AUTO and RF_DECODE_NICE_AUTO. rf_loader_create() resolves the AUTO values, and
- * rf_loader_config() reports every value a created loader uses. For callers that filled the
- * struct before rf_config_init() wrote these defaults (and for a struct_size that ends before
- * a field), 0 in a field with a fixed default still means that default, and so does any
- * negative flip_prob; their decode_nice 0 keeps the decode threads at the niceness they start
- * with, as before that field had a default of its own. */
+/* Defaults: one rule for every field. Each field has a default, and an AUTO value that asks
+ * for it: 0 (RF_AUTO, or the enum's *_AUTO) in every field but flip_prob and decode_nice,
+ * where 0 is a setting of its own (no flips; no added niceness) and AUTO is RF_FLIP_PROB_AUTO
+ * (any negative value) and RF_DECODE_NICE_AUTO. A default is a fixed value, as each field's
+ * comment says ("default 256"), or a rule on the machine, the data set, the device or other
+ * fields (thread counts, prefetch depth, staging bytes, ...: "default AUTO: ..."), applied at
+ * create; a default of "none" (NULL, 0) leaves the field unset. rf_config_init() writes every
+ * fixed default and AUTO where the default is a rule; rf_loader_create() gives every field
+ * that holds AUTO its default, so the zeros of a caller that filled the struct without
+ * rf_config_init() (or of a struct_size that ends before a field) ask for the defaults too,
+ * except in flip_prob and decode_nice, where they mean no flips and no added niceness.
+ * rf_loader_config() reports every value a created loader uses. Each field is one row of
+ * rf_config_settings() (at the end of this header): its default or rule, AUTO value, valid
+ * range, unit and the stage that reads it; create refuses a value out of that range with
+ * RF_EINVAL naming the field. */
 #define RF_AUTO 0
 #define RF_FLIP_PROB_AUTO (-1.0f)
 #define RF_DECODE_NICE_AUTO 0xFFFFFFFFu /* 10 (RF_DEFAULT_DECODE_NICE) */
@@ -618,6 +624,16 @@ typedef struct rf_config {
      * RF_EINVAL); ignored without it. Defaults: NULL and 0. */
     const char *cache_dir;
     uint64_t cache_bytes;
+    /* The number of classes the labels count: every label a sample delivers must be below it
+     * (1..2147483647; default 0: none, any label 0..INT32_MAX). A sample whose label is not
+     * (from its KEY.cls or KEY.json member, its line of a `path label` list or its class
+     * folder) is bad input as a malformed label is: under on_error FAIL an RF_ELABEL naming
+     * the shard, the sample, its offset, the label and num_classes, raised in batch order;
+     * under SKIP it is left out and counted under RF_SKIP_LABEL. The training step never sees
+     * it: a loss that indexes its logits by label (cross entropy on the GPU) would otherwise
+     * stop on a device assert that names no sample. Unlabelled samples (RF_LABEL_NONE: -1)
+     * and token sources have nothing to check, and a label a sample_hook writes is its own. */
+    uint32_t num_classes;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -979,7 +995,8 @@ RF_API int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes);
  * from offsetof, sizeof and _Alignof). Rows of the error codes: struct_name "rf_error", name
  * and value of each of RF_ERRORS, offset, size and align 0. */
 typedef struct rf_field_layout {
-    const char *struct_name; /* "rf_config", "rf_batch", "rf_field", "rf_stats" or "rf_error" */
+    const char *struct_name; /* "rf_config", "rf_batch", "rf_field", "rf_stats", "rf_setting"
+                              * or "rf_error" */
     const char *name;        /* field or error code name; "" on a struct's own row */
     uint64_t offset;         /* byte offset of the field in its struct */
     uint64_t size;           /* bytes of the field (of the struct, on its own row) */
@@ -988,11 +1005,69 @@ typedef struct rf_field_layout {
 } rf_field_layout;
 
 /* The library's own view of the structs a binding mirrors (rf_config, rf_batch, rf_field,
- * rf_stats) and of its error codes, so that a binding can check every field's name, offset and
- * size against the library it loaded, and take the codes from it rather than from a copy (the
- * Python binding does both when it loads the library). Static: never freed, the same at every call.
+ * rf_stats, rf_setting) and of its error codes, so that a binding can check every field's
+ * name, offset and size against the library it loaded, and take the codes from it rather than
+ * from a copy (the Python binding does both when it loads the library). Static: never freed,
+ * the same at every call.
  * *count (when count is not NULL) receives the number of rows. */
 RF_API const rf_field_layout *rf_abi_layout(uint32_t *count);
+
+/* ---- the settings table, for bindings and tools ----------------------------------------- */
+
+/* How a setting is held in rf_config (rf_setting.type). */
+enum rf_setting_type {
+    RF_SETTING_BOOL = 0,  /* uint32_t: 0 or 1 */
+    RF_SETTING_U32 = 1,   /* uint32_t */
+    RF_SETTING_I32 = 2,   /* int32_t */
+    RF_SETTING_U64 = 3,   /* uint64_t */
+    RF_SETTING_F32 = 4,   /* float */
+    RF_SETTING_F32X3 = 5, /* float[3], one per colour channel */
+    RF_SETTING_ENUM = 6,  /* uint32_t: one of the values `values` names */
+    RF_SETTING_STR = 7,   /* const char *: a NUL-terminated string, copied at create */
+    RF_SETTING_STRS = 8,  /* const char *const *: the shard patterns */
+    RF_SETTING_PTR = 9,   /* a pointer create reads (resume_state) or passes on (a hook's ctx) */
+    RF_SETTING_FUNC = 10, /* a function pointer (sample_hook) */
+};
+/* rf_setting.flags */
+#define RF_SETTING_HEADER 1u /* struct_size and version: the struct's own header */
+#define RF_SETTING_INPUT 2u  /* what to read (the shards, a resume state), which a tool or a
+                              * binding takes in its own form rather than as a setting */
+#define RF_SETTING_C_ONLY 4u /* a C function and its context: no command-line or Python form */
+#define RF_SETTING_TOKENS 8u /* read by TOKENS sources only, and checked for them only */
+
+/* One field of rf_config. Integer types (BOOL, U32, I32, U64, ENUM) use the *_int numbers and
+ * min/max, F32 and F32X3 (each element) the *_f ones, STR default_str; the others have no
+ * default but NULL. A field is valid when it holds auto_int / auto_f (any negative value for
+ * flip_prob; all three elements for F32X3) or a value in min..max. */
+typedef struct rf_setting {
+    const char *name;        /* the field's name */
+    const char *doc;         /* what it sets, in one line (the field's comment is the spec) */
+    const char *unit;        /* "bytes", "ms", "px", "samples", ...; "" for none */
+    const char *stage;       /* the folder of src/ (or "loaders") whose code reads it */
+    const char *values;      /* ENUM: its values' names in value order, comma-separated
+                              * ("random,center"); NULL otherwise */
+    const char *rule;        /* how create decides the default of a field holding AUTO, when
+                              * it depends on the machine, the data or other fields (what
+                              * rf_config_init writes is then AUTO); NULL: a fixed default */
+    const char *default_str; /* STR: the default; NULL: none */
+    uint64_t offset;         /* offsetof(rf_config, name) */
+    uint64_t size;           /* bytes of the field */
+    uint32_t type;           /* enum rf_setting_type */
+    uint32_t flags;          /* RF_SETTING_* */
+    uint64_t min, max;       /* integers: the valid range (all non-negative) */
+    uint64_t default_int;    /* integers: the fixed default */
+    uint64_t auto_int;       /* integers: the AUTO value */
+    double min_f, max_f;     /* floats: the valid range */
+    double default_f;        /* floats: the fixed default */
+    double auto_f;           /* floats: the AUTO value */
+} rf_setting;
+
+/* Every field of rf_config, in declaration order (as rf_abi_layout lists them): the table that
+ * rf_config_init, rf_loader_create's defaults and range checks, the Python binding (its ctypes
+ * mirror and keyword arguments) and ringfeed-bench (its flags and usage) are all made from.
+ * Static: never freed, the same at every call. *count (when count is not NULL) receives the
+ * number of rows. */
+RF_API const rf_setting *rf_config_settings(uint32_t *count);
 
 /* CPUs this process may use, the default of rf_config.decode_threads: the CPUs of the calling
  * thread's affinity mask (sched_getaffinity: taskset, numactl, cpusets), capped by the cgroup

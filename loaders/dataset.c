@@ -1,18 +1,15 @@
 /* dataset.c — the flat sample table, shard pattern expansion and label checks.
  *
- * DESIGN. Formats append files and samples here once, at create; afterwards the table is
- * read-only and shared by every thread without locks. Arrays grow geometrically and are capped
- * (RF_DATASET_*_MAX) so a runaway pattern or shard cannot exhaust memory silently.
+ * DESIGN. Formats fill the table once, at create; afterwards it is read-only and shared by
+ * every thread without locks. Arrays are capped (RF_DATASET_*_MAX) so a runaway pattern cannot
+ * exhaust memory silently.
  *
- * Pattern expansion happens in two steps: braces first (our own expander, because glob(3)'s
- * GLOB_BRACE knows no numeric ranges and would drop zero padding), then glob(3) on each result
- * that still holds a wildcard. Order is the user's: patterns in the order given, brace
- * alternatives in the order written, glob matches sorted bytewise (strcmp, not the locale) so
- * the same dataset gives the same sample numbering on every machine. A URL (rf_path_is_url)
- * goes through the same braces and is then kept as it is, or, with a wildcard in an s3://
- * pattern, replaced by the listing's matching keys (rf_remote_ops.list, fnmatch with
- * FNM_PATHNAME as glob, sorted the same way); an error quoting a URL is scrubbed of its
- * credentials (rf_url_scrub) before it leaves. */
+ * Patterns expand braces first (our own expander: glob(3)'s GLOB_BRACE knows no numeric ranges
+ * and drops zero padding), then glob(3). Order is the user's: patterns as given, brace
+ * alternatives as written, glob matches sorted bytewise (not by locale), so a dataset numbers
+ * its samples the same on every machine. A URL goes through the same braces; a wildcard in an
+ * s3:// pattern is replaced by the listing's matching keys (fnmatch as glob, sorted the same
+ * way); an error quoting a URL is scrubbed of credentials (rf_url_scrub). */
 #include "loaders/dataset.h"
 
 #include <errno.h>
@@ -34,7 +31,7 @@
 #define RF_EXPAND_DEPTH_MAX 16          /* nested/sequential braces per pattern */
 #define RF_PATTERN_BYTES_MAX 4096
 
-/* ---- the table -------------------------------------------------------------------------- */
+/* ---- the table ---- */
 
 int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err)
 {
@@ -56,8 +53,8 @@ int rf_open_input(const char *path, const char *what, int *fd, uint64_t *size, r
     return rc ? rf_seterr(err, rc, "%s: %s", path, e.msg) : 0;
 }
 
-/* One opener for every format whose inputs may be URLs (tar shards, token files), so that a
- * remote input is opened, named and owned the same way whatever reads it afterwards. */
+/* One opener for every format whose inputs may be URLs, so a remote input is opened, named and
+ * owned the same way whatever reads it. */
 int rf_dataset_open_file(rf_dataset *ds, const char *path, const char *what, uint64_t *size,
                          rf_err *err)
 {
@@ -122,7 +119,7 @@ void rf_dataset_free(rf_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
-/* ---- pattern expansion ------------------------------------------------------------------ */
+/* ---- pattern expansion ---- */
 
 typedef struct plist {
     char **v;
@@ -329,7 +326,7 @@ static int expand_glob(const char *path, const char *pattern, plist *out, rf_err
     return rc;
 }
 
-/* ---- URLs ------------------------------------------------------------------------------ */
+/* ---- URLs ---- */
 
 typedef struct url_match {
     const char *pattern;
@@ -450,7 +447,7 @@ void rf_free_paths(char **paths, uint32_t count)
     free(paths);
 }
 
-/* ---- labels ----------------------------------------------------------------------------- */
+/* ---- labels ---- */
 
 #define LABEL_QUOTE_MAX 24 /* label bytes a message shows */
 

@@ -1,11 +1,9 @@
 /* dataset.h — the flat sample table every shard format produces, and the format ops table.
  *
- * A format (loaders/tar.c, loaders/folder.c, ...) opens the user's shard patterns once, at
- * create, and describes every sample as one contiguous byte span of one file: the span is read
- * with a single request, and the payload (the JPEG) and the label text are located inside it by
- * relative offsets. The plan, the I/O engines and the decode pool then need nothing
- * format-specific. Keys live in one string arena. Every format is listed once, in the registry
- * (loaders/formats.c), which the pipeline asks for the format of rf_config.source. */
+ * A format opens the user's shard patterns once, at create, and describes every sample as one
+ * contiguous byte span of one file, read with a single request; the payload and the label text
+ * are located inside it by relative offsets. The plan, the I/O engines and the decode pool then
+ * need nothing format-specific. Every format is listed once, in loaders/formats.c. */
 #ifndef RF_DATASET_H
 #define RF_DATASET_H
 
@@ -16,17 +14,15 @@
 #include "base/common.h"
 
 /* rf_sample.flags */
-/* The span is a run of tar members (WebDataset sample). data_off/data_len/data_hdr/label_off/
- * label_len were filled from the scan or the index and are hints: after reading the span the
- * pipeline must call rf_tar_locate_fields(span, length, key, rf_dataset.image_exts, label_ext,
- * ...) and use its results, which re-validate the bytes actually read (a shard changed since it
- * was scanned or indexed is then an error, not garbage decoded). The label member locate finds
- * (label_off != 0) is checked with rf_check_label_as under rf_config.label_source
- * RF_LABEL_CLS or RF_LABEL_JSON, and a sample without one is refused (rf_label_missing);
- * under RF_LABEL_NONE the label is -1. */
+/* The span is a run of tar members (WebDataset sample). Its data and label fields are hints
+ * from the scan or the index: after reading the span the pipeline must use
+ * rf_tar_locate_fields' results, which re-validate the bytes actually read (a shard changed
+ * since is then an error, not garbage decoded). The label member is checked with
+ * rf_check_label_as; a sample without one is refused (rf_label_missing), but under
+ * RF_LABEL_NONE, where the label is -1. */
 #define RF_SAMPLE_TAR 0x1
 /* Bits 4..7: the position (from 1) of the image's extension in rf_dataset.image_exts, for
- * messages that name the member (0: the format's payload_ext). */
+ * messages naming the member (0: payload_ext). */
 #define RF_SAMPLE_EXT(rank) ((uint32_t)(rank) << 4)
 #define RF_SAMPLE_EXT_RANK(flags) (((uint32_t)(flags) >> 4) & 0xFu)
 
@@ -38,8 +34,8 @@ typedef struct rf_sample {
     uint32_t data_off;   /* payload (image) start within the span */
     uint32_t data_len;   /* payload bytes */
     uint32_t label_off;  /* tar: label text within the span, 0 when there is no label member */
-    uint16_t label_len;  /* tar: its bytes (capped at UINT16_MAX: a hint, as said above);
-                            other formats: 0, the label is `label` below (known without reading) */
+    uint16_t label_len;  /* tar: its bytes (capped at UINT16_MAX: a hint); other formats: 0,
+                            the label is `label` (known without reading) */
     uint16_t flags;      /* RF_SAMPLE_* */
     int32_t label;       /* label when label_len == 0; -1 when the sample has none */
     uint32_t data_hdr;   /* payload member's header offset relative to span (for messages) */
@@ -52,33 +48,30 @@ typedef struct rf_file {
     void *remote;        /* a remote shard's handle (rf_remote_ops.open), NULL for a file */
 } rf_file;
 
-/* ---- remote shards ------------------------------------------------------------------------
- * A shard pattern may be a URL (rf_path_is_url). loaders/ may include base/ only, so the
- * client (src/io/remote*.c, libcurl) reaches the formats through this table, which the caller
- * sets in rf_dataset.remote before rf_format_open and keeps until rf_dataset_free. Without it
- * (a library built without libcurl) a URL is refused, saying so. Every message names the
- * URL's printable form (no userinfo, no query string) and never a credential. */
+/* ---- remote shards ----
+ * A shard pattern may be a URL (rf_path_is_url). loaders/ includes base/ only, so the client
+ * (src/io/remote*.c) reaches the formats through this table, set in rf_dataset.remote before
+ * rf_format_open and kept until rf_dataset_free; without it a URL is refused, saying so.
+ * Messages name the URL's printable form, never a credential. */
 struct rf_byte_reader;
 typedef struct rf_remote_ops {
     void *ctx;
-    /* Open the object at url: its size (the server's), a handle for reads (rf_file.remote)
-     * and its printable form in shown[cap]. A server that is down, a 403 or 404, ... is an
-     * error naming the URL. */
+    /* Open the object at url: its size, a handle for reads (rf_file.remote) and its printable
+     * form in shown[cap]; an error naming the URL otherwise. */
     int (*open)(void *ctx, const char *url, void **file, uint64_t *size, char *shown,
                 size_t cap, rf_err *err);
-    /* The object at url whole (an index), at most `max` bytes: 1 with *text (malloc'ed, NUL
-     * terminated) and *len; 0 when the server says it does not exist (404); else an error. */
+    /* The object at url whole, at most `max` bytes: 1 with *text (malloc'ed, NUL-terminated)
+     * and *len; 0 for a 404; else an error. */
     int (*fetch)(void *ctx, const char *url, uint64_t max, char **text, uint64_t *len,
                  rf_err *err);
-    /* A reader over the bytes of an opened object, closed with reader_close. stream != 0: for
-     * reading forward (a scan, a fill): one streamed GET. stream == 0: for a few reads here
-     * and there (an index's spot checks): each read is one ranged GET of what it asks for,
-     * so nothing between them is transferred. */
+    /* A reader over an opened object, closed with reader_close. stream != 0: one streamed GET
+     * for reading forward (a scan, a fill); stream == 0: each read one ranged GET (an index's
+     * spot checks). */
     int (*reader)(void *ctx, void *file, int stream, struct rf_byte_reader *rd, rf_err *err);
     void (*reader_close)(struct rf_byte_reader *rd);
     void (*close)(void *ctx, void *file);
-    /* Globbing: call fn with every object URL under `pattern`'s prefix (the part before its
-     * first wildcard), in the server's order; RF_EINVAL for a scheme that cannot list. */
+    /* Globbing: fn for every object URL under `pattern`'s prefix (before its first wildcard),
+     * in the server's order; RF_EINVAL for a scheme that cannot list. */
     int (*list)(void *ctx, const char *pattern, int (*fn)(void *arg, const char *url, rf_err *err),
                 void *arg, rf_err *err);
 } rf_remote_ops;
@@ -100,31 +93,26 @@ typedef struct rf_dataset {
     uint64_t max_span;   /* largest sample span */
     uint64_t total_bytes;
     const char *payload_ext; /* for messages ("member KEY.jpg") when a sample has no EXT rank */
-    /* Image extensions, most preferred first (rf_config.image_exts; the caller may set it
-     * before open, NULL: RF_TAR_IMAGE_EXTS): the tar grouping and rf_tar_locate choose each
-     * sample's image by it, and RF_SAMPLE_EXT_RANK indexes it. Not owned. */
+    /* Image extensions, most preferred first (rf_config.image_exts; NULL: RF_TAR_IMAGE_EXTS),
+     * set by the caller before open: the tar grouping and rf_tar_locate pick each sample's image
+     * by it, RF_SAMPLE_EXT_RANK indexes it. Not owned. */
     const char *image_exts;
-    uint64_t samples_cap;    /* allocated entries of samples (append helpers) */
-    uint64_t files_cap;      /* allocated entries of files (append helpers) */
+    uint64_t samples_cap;    /* allocated entries (append helpers) */
+    uint64_t files_cap;
     uint64_t nonregular;     /* tar members that are not regular files (skipped, never followed) */
+    /* Set by the caller before open: */
     uint32_t max_name;       /* limit on tar long names / pax paths; 0 = RF_TAR_NAME_MAX */
-    int keep_imageless;      /* tar: a sample without an image member is kept (rf_config
-                                on_error SKIP: its read is then skipped as not an image,
-                                rf_tar_locate_fields' RF_REASON_NO_IMAGE) instead of failing
-                                open; set by the caller before open like max_name */
-    const char *label_ext;   /* tar: the label member's extension (rf_label_ext), set by the
-                                caller before open like max_name; NULL = RF_TAR_LABEL_EXT */
-    /* Token files (loaders/tokens.c): tokens per window (seq_len) and bytes per token, set by
-     * the caller before rf_format_tokens.open as max_name is; open fills tok_first, the first
-     * window id of each file (nfiles + 1 entries), which rf_dataset_free frees. */
+    int keep_imageless;      /* tar: keep a sample without an image member (on_error SKIP skips
+                                its read as RF_REASON_NO_IMAGE) instead of failing open */
+    const char *label_ext;   /* tar: the label member's extension; NULL = RF_TAR_LABEL_EXT */
+    /* Token files: tokens per window and bytes per token; open fills tok_first, the first
+     * window id of each file (nfiles + 1 entries), freed by rf_dataset_free. */
     uint64_t tok_seq_len, tok_bytes;
     uint64_t *tok_first;
-    const rf_remote_ops *remote; /* the client for URLs (see above), set by the caller; NULL:
-                                    URLs are refused. Not owned */
+    const rf_remote_ops *remote; /* the client for URLs; NULL: URLs are refused. Not owned */
 } rf_dataset;
 
-/* The hash of a key's n bytes (FNV-1a), for the sets of keys that find duplicates: the image
- * list's de-duplication (loaders/folder_list.c) and inspection's keys that come back. */
+/* FNV-1a of a key's n bytes, for the sets that find duplicate keys (folder_list.c, inspection). */
 static inline uint64_t rf_key_hash(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
@@ -133,28 +121,26 @@ static inline uint64_t rf_key_hash(const char *s, size_t n)
     return h;
 }
 
-/* Append helpers for formats (they grow arrays geometrically; only used at open). */
+/* Append helpers for formats (arrays grow geometrically; used at open only). */
 int rf_dataset_add_file(rf_dataset *ds, const char *path, int fd, uint64_t size, rf_err *err);
 int rf_dataset_add_sample(rf_dataset *ds, const rf_sample *s, const char *key, size_t key_len,
                           rf_err *err);
 /* rf_open_regular(path, what, RF_EFORMAT) with the path first in the message. */
 int rf_open_input(const char *path, const char *what, int *fd, uint64_t *size, rf_err *err);
 /* Open the input at path and append it to ds->files, its size in *size: a local file must be
- * a regular one (rf_open_regular; `what` names its role in the message, "a shard"), a URL is
- * opened through ds->remote (its size from the server; the file table keeps its printable
- * form, fd -1 and the client's handle; refused when ds->remote is NULL). Errors name path. */
+ * a regular one (`what` names its role in the message), a URL is opened through ds->remote.
+ * Errors name path. */
 int rf_dataset_open_file(rf_dataset *ds, const char *path, const char *what, uint64_t *size,
                          rf_err *err);
 void rf_dataset_free(rf_dataset *ds);
 
-/* Expand patterns (paths, globs, brace ranges {a..b} with zero padding kept) into sorted-per-
- * pattern paths. *out is a malloc'ed array of malloc'ed strings. Errors: RF_ENOFILES naming the
- * pattern that matched nothing, RF_EINVAL for a malformed brace range. */
+/* Expand patterns (paths, globs, brace ranges {a..b} keeping zero padding) into paths sorted
+ * per pattern; *out a malloc'ed array of malloc'ed strings. RF_ENOFILES names a pattern that
+ * matched nothing; RF_EINVAL a malformed brace range. */
 int rf_expand_patterns(const char *const *patterns, uint32_t n, char ***out, uint32_t *count,
                        rf_err *err);
-/* The same with URLs: a URL's braces expand as a path's; a URL with a wildcard is listed
- * through remote->list (s3://), and without remote, or for http(s), is RF_EINVAL saying that
- * such URLs need brace ranges. rf_expand_patterns is this with remote NULL. */
+/* The same with URLs: braces expand as a path's; a wildcard is listed through remote->list
+ * (s3://), else RF_EINVAL saying such URLs need brace ranges. */
 int rf_expand_patterns_remote(const char *const *patterns, uint32_t n,
                               const rf_remote_ops *remote, char ***out, uint32_t *count,
                               rf_err *err);
@@ -173,20 +159,17 @@ enum rf_label_fault {
 int rf_parse_label(const uint8_t *text, uint64_t len, int32_t *label);
 
 /* The one check of a WebDataset sample's label under RF_LABEL_CLS, shared by the loader and
- * rf_shard_inspect (through rf_check_label_as, below) so that both refuse the same samples
- * with the same words. rf_check_label: the sample's KEY.cls member holds text[0..len) (text is
- * not read when len is over RF_TAR_LABEL_BYTES_MAX, the limit of a label member, so it may be
- * NULL then). rf_label_missing: the sample has no KEY.ext member (ext: rf_label_ext). Both
- * return RF_ELABEL with err->msg saying what is wrong (missing, empty, too long, negative, not
- * a decimal integer, over INT32_MAX) and naming the member (or the sample) and `offset` (the
- * member's first header block, or the sample's), or without an offset when it is
- * RF_LABEL_NO_OFFSET (for callers that put it first). The caller adds the shard's path. */
+ * rf_shard_inspect so both refuse the same samples with the same words. rf_check_label: the
+ * KEY.cls member holds text[0..len) (not read, may be NULL, when len is over
+ * RF_TAR_LABEL_BYTES_MAX). rf_label_missing: the sample has no KEY.ext member. Both return
+ * RF_ELABEL saying what is wrong and naming the member (or sample) and `offset` (none when
+ * RF_LABEL_NO_OFFSET); the caller adds the shard's path. */
 #define RF_LABEL_NO_OFFSET UINT64_MAX
 int rf_check_label(const char *key, const uint8_t *text, uint64_t len, uint64_t offset,
                    int32_t *label, rf_err *err);
 int rf_label_missing(const char *key, const char *ext, uint64_t offset, rf_err *err);
 
-/* ---- labels from JSON (loaders/label_json.c; rf_config.label_source RF_LABEL_JSON) -------- */
+/* ---- labels from JSON (label_json.c; rf_config.label_source RF_LABEL_JSON) ---- */
 
 #define RF_JSON_DEPTH_MAX 64     /* nesting of objects and arrays in a label member */
 #define RF_JSON_STRING_MAX 4096  /* bytes of one string or key, as written (escapes undecoded) */
@@ -220,24 +203,20 @@ int rf_json_path_check(const char *path, rf_err *err);
 int rf_json_find_label(const uint8_t *text, uint64_t len, const char *path, int32_t *label,
                        rf_json_result *res);
 
-/* The label member of a label source, as the loader and inspection both find and judge it:
- * rf_label_ext is its extension ("cls", "json"; NULL for RF_LABEL_NONE), rf_label_bytes_max
- * the size over which it is refused unread, and rf_check_label_as judges it (rf_check_label
- * for RF_LABEL_CLS; for RF_LABEL_JSON the field at json_path, with the same RF_ELABEL
- * messages naming the member and `offset`, and what is wrong: bad JSON and where, the field
- * missing, or what it holds instead of an integer 0..2147483647). */
+/* The label member of a label source, as the loader and inspection find and judge it: its
+ * extension (NULL for RF_LABEL_NONE), the size over which it is refused unread, and the
+ * judgement (rf_check_label for CLS; for JSON the field at json_path, with the same RF_ELABEL
+ * messages). */
 const char *rf_label_ext(uint32_t source);
 uint64_t rf_label_bytes_max(uint32_t source);
 int rf_check_label_as(uint32_t source, const char *json_path, const char *key,
                       const uint8_t *text, uint64_t len, uint64_t offset, int32_t *label,
                       rf_err *err);
 
-/* ---- shard formats ----------------------------------------------------------------------- */
+/* ---- shard formats ---- */
 
-/* The version of rf_format_ops. A format says in .abi which version it was written for, and the
- * registry (loaders/formats.c) refuses one whose version is not this one, with its name: a
- * format written against another table is an error at create, never a call through a member
- * that moved. Raise it whenever a member is added, removed or changes meaning. */
+/* The version of rf_format_ops: the registry refuses a format written for another, with its
+ * name, at create. Raise it whenever a member is added, removed or changes meaning. */
 #define RF_FORMAT_ABI 1
 
 /* A shard format: a way to describe the user's files as rf_samples. */
@@ -245,9 +224,8 @@ typedef struct rf_format_ops {
     uint32_t abi;        /* RF_FORMAT_ABI when the format was written */
     const char *name;    /* "tar", "folder": in messages and for rf_format_by_name */
     uint32_t source;     /* the rf_config.source (enum rf_source) that selects it */
-    /* Append the files and samples of `paths` (already expanded) to ds, at create. Samples over
-     * max_sample_bytes (0: the format's default) are refused. Errors name the file and the
-     * byte offset. */
+    /* Append the files and samples of `paths` (expanded) to ds, at create. Samples over
+     * max_sample_bytes (0: the format's default) are refused. Errors name file and offset. */
     int (*open)(rf_dataset *ds, char *const *paths, uint32_t npaths, uint64_t max_sample_bytes,
                 rf_err *err);
 } rf_format_ops;
@@ -256,15 +234,13 @@ extern const rf_format_ops rf_format_tar;    /* loaders/tar.c: WebDataset tar sh
 extern const rf_format_ops rf_format_folder; /* loaders/folder.c: class folders or `path label` list */
 extern const rf_format_ops rf_format_tokens; /* loaders/tokens.c: raw token files, windows */
 
-/* The registry (loaders/formats.c), the one list of formats. rf_format_for_source: the format
- * of rf_config.source `source`; NULL with RF_EINVAL naming the source when no format has it,
- * or naming the format and both versions when its abi is not RF_FORMAT_ABI (rf_format_check). */
+/* The registry: the format of rf_config.source `source`; NULL with RF_EINVAL naming the source,
+ * or the format and both versions when its abi is not RF_FORMAT_ABI. */
 const rf_format_ops *rf_format_for_source(uint32_t source, rf_err *err);
 /* The format called `name`, or NULL. */
 const rf_format_ops *rf_format_by_name(const char *name);
 /* 0 when f was written for RF_FORMAT_ABI and has an open(), else RF_EINVAL naming it. */
 int rf_format_check(const rf_format_ops *f, rf_err *err);
-/* Open the dataset with the format of `source` (rf_format_for_source, then its open()). */
 int rf_format_open(uint32_t source, rf_dataset *ds, char *const *paths, uint32_t npaths,
                    uint64_t max_sample_bytes, rf_err *err);
 

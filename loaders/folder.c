@@ -1,19 +1,15 @@
 /* folder.c — the folder format: an unpacked image dataset read file by file, without packing.
  *
- * DESIGN. The input is one entry: a class-folder tree (torchvision ImageFolder) or a text file
- * of `path label` lines. Both are turned into an rf_image_list (loaders/folder_list.c), the
- * same walker ringfeed-pack packs, so a folder and the shards packed from it have the same
- * samples in the same order with the same labels. Each file is one sample whose span is the whole file
- * (offset 0, length = size, payload = all of it), with its label known up front (label_len 0),
- * so the plan, the I/O engines and the decode pool treat it like any tar sample, and order and
- * epoch guarantees are those of tar shards. The key is the path relative to the input without
- * its extension ("n01440764/n01440764_10026").
+ * DESIGN. The input is a class-folder tree (torchvision ImageFolder) or a text file of `path
+ * label` lines, turned into an rf_image_list by the walker ringfeed-pack packs, so a folder and
+ * its shards hold the same samples in the same order. Each file is one sample whose span is the
+ * whole file, its label known up front (label_len 0), so the rest of the loader treats it like
+ * a tar sample. The key is the relative path without its extension.
  *
- * File descriptors: files are not kept open (rf_file.fd = -1). ImageNet's 1.28 M files would
- * exceed RLIMIT_NOFILE, so the pipeline opens each file for its read and closes it when the
- * read completes (src/pipeline/dispatch.c, open_per_read); from the page cache that costs a few
- * microseconds per sample against about a millisecond of decode. Sizes are taken with stat()
- * at create, so a file that changes later is caught as truncated or as a decode error. */
+ * Files are not kept open (rf_file.fd = -1): ImageNet's 1.28 M files would exceed
+ * RLIMIT_NOFILE, so the pipeline opens each for its read (open_per_read), a few microseconds
+ * against a millisecond of decode. Sizes are taken at create, so a file changed later is caught
+ * as truncated or as a decode error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -82,9 +78,8 @@ static int folder_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
         err->code = rc;
         return rc;
     }
-    /* A file the walk could not read (a dangling or looping symlink, a FIFO named .jpg) is an
-     * error at create, as any file that cannot be stat'ed here is: a sample silently missing
-     * from every epoch would be worse. */
+    /* A file the walk could not read (a dangling symlink, a FIFO named .jpg) fails create: a
+     * sample silently missing from every epoch would be worse. */
     uint64_t bad = rf_image_list_unreadable(l);
     if (bad) {
         rc = rf_seterr(err, rf_image_list_unreadable_code(l, 0), "%s (%" PRIu64 " unreadable "

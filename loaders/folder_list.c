@@ -1,16 +1,13 @@
 /* folder_list.c — discovery for the folder format: the image list (rf_image_list_*,
  * include/ringfeed_shards.h), the one walker of class folders and `path label` files.
  *
- * DESIGN. ringfeed-pack packs the list and the folder format (loaders/folder.c) reads it, so a
- * folder and the shards packed from it have the same files in the same order with the same
- * labels and keys. Class folders are walked files first, then subfolders, each sorted (the
- * order of torchvision's sorted os.walk); entries are looked at with stat() and never opened
- * (a FIFO would block), and what cannot be a sample is recorded as unreadable with its reason
- * while the walk goes on: the caller decides what that means. Labels of a list file are parsed
- * by the loader's rf_parse_label. Keys are made from names by the format's key rule
- * (rf_tar_key_ok) and de-duplicated. All strings live in one arena addressed by offsets (it
- * grows by realloc), so 1.28 M ImageNet entries cost a few allocations. Every count is capped
- * (RF_IMAGE_LIST_*, LIST_*). No object here is shared between threads. */
+ * DESIGN. ringfeed-pack packs the list and the folder format reads it, so a folder and the
+ * shards packed from it have the same files in the same order with the same labels and keys.
+ * What cannot be a sample is recorded as unreadable with its reason while the walk goes on: the
+ * caller decides what that means. Keys follow the format's key rule (rf_tar_key_ok) and are
+ * de-duplicated. All strings live in one arena addressed by offsets, so 1.28 M entries cost a
+ * few allocations. Every count is capped (RF_IMAGE_LIST_*, LIST_*). Nothing is shared between
+ * threads. */
 #include "ringfeed_shards.h"
 
 #include <dirent.h>
@@ -113,9 +110,7 @@ static int add_entry(rf_image_list *l, const char *path, const char *rel, uint64
     return rc;
 }
 
-/* Record an entry that cannot be a sample, with its message ("PATH: why"); the walk goes on.
- * The list's callers decide what an unreadable entry means (pack skips or fails, the folder
- * loader refuses), so the walker itself never stops on one. */
+/* Record an entry that cannot be a sample, with its message ("PATH: why"); the walk goes on. */
 static int add_unreadable(rf_image_list *l, rf_err *e, int32_t code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int add_unreadable(rf_image_list *l, rf_err *e, int32_t code, const char *fmt, ...)
@@ -210,9 +205,9 @@ static int join(char *out, const char *a, const char *b, rf_err *e)
     return 0;
 }
 
-/* Sort one entry of a class folder (pass one of walk_class): a sample, a subfolder to walk
- * (*sd), an unreadable entry, or another file to skip. Entries are looked at through
- * stat(), which follows symlinks, and a file is never opened here: a FIFO would block. */
+/* Sort one entry of a class folder: a sample, a subfolder to walk (*sd), an unreadable entry,
+ * or another file to skip. Looked at through stat() (following symlinks), never opened: a FIFO
+ * would block. */
 static int examine(rf_image_list *l, const char *path, const char *rel, const char *name,
                    int32_t label, const dir_id *chain, uint32_t depth, subdir *sd, rf_err *e)
 {
@@ -236,9 +231,8 @@ static int examine(rf_image_list *l, const char *path, const char *rel, const ch
     return add_entry(l, path, rel, (uint64_t)st.st_size, label, e);
 }
 
-/* Files of a class folder first (sorted), then its subfolders (sorted), recursively: the order
- * torchvision's sorted os.walk gives in all but exotic names. `rel` is relative to the root;
- * chain[0..depth] are the folders from the root down to `dir`. */
+/* Files of a class folder first, then its subfolders, each sorted, recursively: torchvision's
+ * sorted os.walk order in all but exotic names. chain[0..depth]: the folders from the root. */
 static int walk_class(rf_image_list *l, const char *dir, const char *rel, int32_t label,
                       dir_id *chain, uint32_t depth, rf_err *e)
 {
@@ -398,9 +392,8 @@ static int read_list(rf_image_list *l, const char *list, rf_err *e)
     return rc;
 }
 
-/* Make a WebDataset key from a name: see rf_image_list_key. What it makes passes rf_tar_key_ok
- * (the shard writer's check): bytes it refuses and dots in the basename become '_'. Writes at
- * most cap-1 bytes. */
+/* Make a WebDataset key from a name (rf_image_list_key): bytes rf_tar_key_ok refuses and dots
+ * in the basename become '_'. Writes at most cap-1 bytes. */
 static size_t sanitize_key(const char *name, char *out, size_t cap)
 {
     size_t n = 0;

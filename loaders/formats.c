@@ -1,10 +1,6 @@
-/* formats.c — the registry: the one list of shard formats, and their lookup.
- *
- * DESIGN. The pipeline never names a format: it asks here for the one of rf_config.source
- * and calls its open(). Adding a format is one file in loaders/ and one line in `formats`
- * below. Each entry is checked when it is looked up (rf_format_check): a format written for
- * another version of rf_format_ops is refused with its name instead of being called. The list
- * is const and the lookups keep no state, so any thread may use them. */
+/* formats.c — the registry: the one list of shard formats, and their lookup. The pipeline
+ * never names a format; adding one is a file in loaders/ and a line in `formats`. Entries are
+ * checked at lookup (rf_format_check). Const, stateless: any thread may use it. */
 #include "loaders/dataset.h"
 
 #include <string.h>

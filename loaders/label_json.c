@@ -2,17 +2,13 @@
  * RF_LABEL_JSON, label_json_path "annotations.class_id").
  *
  * DESIGN. A strict JSON reader (RFC 8259) that finds one dotted path without building a tree:
- * one pass over the member, recursive descent with a depth limit, that validates the whole
- * document (bad JSON anywhere is a bad label, as a .cls member with trailing garbage is) and
- * remembers only the value at the path. Keys on the path are compared after their escapes are
- * decoded ("cl\u0061ss" is "class"); other strings are only checked. A key that appears twice
- * in an object on the path is an error rather than first- or last-wins: readers disagree
- * (Python's json keeps the last, others the first), so such a label means different things to
- * different tools. The value must be a JSON integer 0..INT32_MAX: a fraction or exponent
- * ("5.0", "5e0"), a negative number, a string, true/false/null, an object or an array is a
- * bad label, with what it is said. Limits: the member size (RF_TAR_JSON_LABEL_BYTES_MAX),
- * nesting depth (RF_JSON_DEPTH_MAX), string length (RF_JSON_STRING_MAX) and the path
- * (RF_JSON_PATH_MAX bytes, RF_JSON_PATH_PARTS parts). Reentrant: used on decode threads. */
+ * one recursive-descent pass with a depth limit, validating the whole document (bad JSON
+ * anywhere is a bad label) and remembering only the value at the path. Path keys are compared
+ * after their escapes are decoded. A key appearing twice in an object on the path is an error:
+ * readers disagree on which wins, so such a label means different things to different tools.
+ * The value must be a JSON integer 0..INT32_MAX; anything else is a bad label, saying what it
+ * is. Limits: RF_TAR_JSON_LABEL_BYTES_MAX, RF_JSON_DEPTH_MAX, RF_JSON_STRING_MAX, and the path
+ * (RF_JSON_PATH_MAX, RF_JSON_PATH_PARTS). Reentrant: used on decode threads. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -117,42 +118,46 @@ static int entry_check(const uint8_t *p, uint64_t prev_end, uint64_t points, uin
     return *what ? -1 : 0;
 }
 
+/* The checks of a whole sidecar: 0, or -1 with why. */
+static int sync_check(const uint8_t *buf, size_t len, char *why, size_t cap)
+{
+    if (len < RF_SYNC_HEADER || memcmp(buf, RF_SYNC_MAGIC, 8) != 0)
+        return bad(why, cap, "not a sync-point index (no RFSYNC header)", 0);
+    if (get32(buf + 8) != RF_SYNC_VERSION) {
+        snprintf(why, cap, "sync-point index version %u at byte 8 (this build reads %u)",
+                 get32(buf + 8), RF_SYNC_VERSION);
+        return -1;
+    }
+    if (rf_xxh64(buf, 56) != get64(buf + 56))
+        return bad(why, cap, "a damaged header (its hash does not match)", 56);
+    uint64_t ne = get64(buf + 24), np = get64(buf + 32);
+    if (ne > len / RF_SYNC_ENTRY || np > len / RF_SYNC_POINT ||
+        RF_SYNC_HEADER + ne * RF_SYNC_ENTRY + np * RF_SYNC_POINT != len)
+        return bad(why, cap, "a file whose length does not match its header", 24);
+    if (rf_xxh64(buf + RF_SYNC_HEADER, len - RF_SYNC_HEADER) != get64(buf + 40))
+        return bad(why, cap, "damaged entries or points (their hash does not match)", 40);
+    uint64_t prev_end = 0, next = 0;
+    for (uint64_t i = 0; i < ne; i++) {
+        const uint8_t *p = buf + RF_SYNC_HEADER + i * RF_SYNC_ENTRY;
+        const char *what;
+        if (entry_check(p, prev_end, np, &next, &what))
+            return bad(why, cap, what, RF_SYNC_HEADER + i * RF_SYNC_ENTRY);
+        prev_end = get64(p) + RF_MAX(get64(p + 8), 1);
+    }
+    if (next != np)
+        return bad(why, cap, "points no entry owns", RF_SYNC_HEADER + ne * RF_SYNC_ENTRY);
+    return 0;
+}
+
 int rf_sync_load(uint8_t *buf, size_t len, rf_sync_index *out, char *why, size_t cap)
 {
     *out = (rf_sync_index){0};
-    int rc = -1;
-    if (len < RF_SYNC_HEADER || memcmp(buf, RF_SYNC_MAGIC, 8) != 0) {
-        rc = bad(why, cap, "not a sync-point index (no RFSYNC header)", 0);
-    } else if (get32(buf + 8) != RF_SYNC_VERSION) {
-        snprintf(why, cap, "sync-point index version %u at byte 8 (this build reads %u)",
-                 get32(buf + 8), RF_SYNC_VERSION);
-    } else if (rf_xxh64(buf, 56) != get64(buf + 56)) {
-        rc = bad(why, cap, "a damaged header (its hash does not match)", 56);
-    } else {
-        uint64_t ne = get64(buf + 24), np = get64(buf + 32);
-        if (ne > len / RF_SYNC_ENTRY || np > len / RF_SYNC_POINT ||
-            RF_SYNC_HEADER + ne * RF_SYNC_ENTRY + np * RF_SYNC_POINT != len)
-            rc = bad(why, cap, "a file whose length does not match its header", 24);
-        else if (rf_xxh64(buf + RF_SYNC_HEADER, len - RF_SYNC_HEADER) != get64(buf + 40))
-            rc = bad(why, cap, "damaged entries or points (their hash does not match)", 40);
-        else
-            rc = 0;
-        uint64_t prev_end = 0, next = 0;
-        for (uint64_t i = 0; rc == 0 && i < ne; i++) {
-            const uint8_t *p = buf + RF_SYNC_HEADER + i * RF_SYNC_ENTRY;
-            const char *what;
-            if (entry_check(p, prev_end, np, &next, &what))
-                rc = bad(why, cap, what, RF_SYNC_HEADER + i * RF_SYNC_ENTRY);
-            prev_end = get64(p) + RF_MAX(get64(p + 8), 1);
-        }
-        if (rc == 0 && next != np)
-            rc = bad(why, cap, "points no entry owns", RF_SYNC_HEADER + ne * RF_SYNC_ENTRY);
-        if (rc == 0)
-            *out = (rf_sync_index){buf, len, get64(buf + 16), ne, np};
-    }
-    if (rc)
+    if (sync_check(buf, len, why, cap)) {
         free(buf);
-    return rc;
+        return -1;
+    }
+    *out = (rf_sync_index){buf, len, get64(buf + 16), get64(buf + 24), get64(buf + 32), 0};
+    return 0;
 }
 
 int rf_sync_load_file(const char *path, rf_sync_index *out, char *why, size_t cap)
@@ -166,38 +171,35 @@ int rf_sync_load_file(const char *path, rf_sync_index *out, char *why, size_t ca
         return -1;
     }
     struct stat st;
-    uint8_t *buf = NULL;
-    size_t got = 0;
+    void *m = MAP_FAILED;
     int rc = fstat(fd, &st);
-    if (rc == 0 && (uint64_t)st.st_size > ((uint64_t)1 << 34))
-        rc = -1, errno = EFBIG;
-    if (rc == 0 && !(buf = malloc(st.st_size ? (size_t)st.st_size : 1)))
-        rc = -1, errno = ENOMEM;
-    while (rc == 0 && got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = -1;
-            if (n == 0)
-                errno = EIO;
-        } else {
-            got += (size_t)n;
-        }
-    }
+    if (rc == 0 && !S_ISREG(st.st_mode))
+        rc = -1, errno = EINVAL;
+    if (rc == 0 && st.st_size > 0)
+        m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
-    if (rc) {
-        free(buf);
-        snprintf(why, cap, "cannot read: %s", strerror(e));
+    if (rc || st.st_size == 0 || m == MAP_FAILED) {
+        if (rc || st.st_size == 0)
+            return bad(why, cap, rc ? "not a regular file" : "an empty file", 0);
+        snprintf(why, cap, "cannot map: %s", strerror(e));
         return -1;
     }
-    return rf_sync_load(buf, got, out, why, cap);
+    if (sync_check(m, (size_t)st.st_size, why, cap)) {
+        munmap(m, (size_t)st.st_size);
+        return -1;
+    }
+    const uint8_t *b = m;
+    *out = (rf_sync_index){m, (size_t)st.st_size, get64(b + 16), get64(b + 24), get64(b + 32), 1};
+    return 0;
 }
 
 void rf_sync_free(rf_sync_index *ix)
 {
-    free(ix->buf);
+    if (ix->mapped)
+        munmap(ix->buf, ix->len);
+    else
+        free(ix->buf);
     *ix = (rf_sync_index){0};
 }
 

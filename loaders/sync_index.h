@@ -75,12 +75,13 @@ typedef struct rf_sync_index {
     size_t len;
     uint64_t shard_bytes; /* the shard's size when it was written */
     uint64_t entries, points;
+    int mapped;   /* buf is a read-only mapping of the file (rf_sync_load_file) */
 } rf_sync_index;
 
 /* Take buf[len] (malloc'ed; owned by the index from here on, freed on failure too) as a
  * sidecar. Returns 0, or -1 with why[cap] naming what is wrong and the offset. */
 int rf_sync_load(uint8_t *buf, size_t len, rf_sync_index *out, char *why, size_t cap);
-/* Read and load the file at path: 0, 1 when there is none (ENOENT), -1 with why. */
+/* Map and load the file at path: 0, 1 when there is none (ENOENT), -1 with why. */
 int rf_sync_load_file(const char *path, rf_sync_index *out, char *why, size_t cap);
 void rf_sync_free(rf_sync_index *ix);
 /* Entry i (0 <= i < entries), or the one of the member at shard offset off: 1 found, 0 not. */

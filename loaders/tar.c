@@ -1,28 +1,19 @@
 /* tar.c — the WebDataset shard format: tar shards become rf_samples, one per sample.
  *
- * DESIGN. At create, every shard is opened once and described as samples: a sample is the run
- * of consecutive regular members sharing a key (rf_tar_split_key), and its span is one
- * contiguous byte range, from the first member's first header block (extension records
- * included) to the end of the last member's data, so the I/O engines read it with a single
- * request. Non-regular members (directories, links, devices) are skipped without ending a run.
- * A key that reappears later, after another key, starts a new sample: merging would need a
- * second, non-contiguous span, and webdataset itself does not merge them either.
+ * DESIGN. At create every shard is opened once and described as samples (tar.h's grouping).
+ * A sample's span runs from its first member's first header block to the end of its last
+ * member's data, so one request reads it; non-regular members are skipped without ending a
+ * run. A key that reappears after another starts a new sample: merging would need a second,
+ * non-contiguous span, and webdataset does not merge them either.
  *
- * The grouping (rf_tar_group_*) is exported through tar.h: inspection (src/authoring/inspect.c)
- * drives the same code, so it reports the samples the loader reads. Members come from one of
- * two sources feeding the same grouper, so both give identical samples: a scan (header blocks
- * only, through the scanner's read-ahead; data is skipped), or an index beside the shard (DALI
- * v1.2 text), read and checked against the shard by tar_index.c: the index must cover the whole
- * archive, and a few headers are read to see it.
- * What is not checked at create is checked on every read: the pipeline re-walks each span with
- * rf_tar_locate. A shard without a sample is refused.
- * A URL is a remote shard (docs/remote.md): opened, its index fetched and its headers scanned
- * through the caller's rf_remote_ops (src/io/remote_open.c), the scanner reading through an
- * rf_byte_reader instead of a descriptor, so a remote shard gives exactly the samples the same
- * file gives; the file table keeps the URL's printable form and the client's handle. The local
- * shard cache (rf_config.cache_dir) is not used here: create opens every shard remotely (its
- * size and ETag are the cache's validator) and the pipeline reads a cached copy in place of
- * the URL afterwards (src/io/remote_cache.h).
+ * Members come from a scan (headers only, data skipped) or from an index beside the shard,
+ * checked against it by tar_index.c; both feed the same grouper, so both give the same samples,
+ * and inspection drives it too. What create does not check is checked on every read
+ * (rf_tar_locate). A shard without a sample is refused.
+ * A URL is opened, its index fetched and its headers scanned through rf_remote_ops, the scanner
+ * reading an rf_byte_reader, so a remote shard gives exactly the samples the same file gives.
+ * The shard cache is not used here: create opens every shard remotely (size and ETag are the
+ * cache's validator) and the pipeline reads a cached copy afterwards.
  *
  * Errors name the shard (or index file and line), the sample key and the byte offset. */
 #include <inttypes.h>
@@ -37,7 +28,7 @@
 
 #define TAR_DEFAULT_SAMPLE_BYTES (64ull << 20)
 
-/* ---- grouping members into samples ------------------------------------------------------ */
+/* ---- grouping members into samples ---- */
 
 int rf_tar_group_starts(const rf_tar_group *g, const char *name)
 {
@@ -111,7 +102,7 @@ int rf_tar_no_image(const char *image_exts, const char *seen, char *out, size_t 
     return 0;
 }
 
-/* ---- link members, for a sample left without its image ---------------------------------- */
+/* ---- link members, for a sample left without its image ---- */
 
 void rf_tar_link_note(rf_tar_link *l, const rf_tar_member *m)
 {
@@ -141,7 +132,7 @@ int rf_tar_link_hint(const rf_tar_link *l, const char *key, size_t key_len, char
     return 0;
 }
 
-/* ---- samples for the dataset ------------------------------------------------------------ */
+/* ---- samples for the dataset ---- */
 
 typedef struct mref {
     const char *name;
@@ -225,7 +216,7 @@ static int group_feed(grouper *g, const mref *m, rf_err *err)
     return 0;
 }
 
-/* ---- scanning --------------------------------------------------------------------------- */
+/* ---- scanning ---- */
 
 /* Scan the shard at fd, or through rd when it is not NULL (a remote shard). */
 static int scan_shard(grouper *g, int fd, const rf_byte_reader *rd, uint64_t size, rf_err *err)
@@ -259,7 +250,7 @@ static int scan_shard(grouper *g, int fd, const rf_byte_reader *rd, uint64_t siz
     return rc;
 }
 
-/* ---- reading an index ------------------------------------------------------------------- */
+/* ---- reading an index ---- */
 
 static int index_feed(void *ctx, const rf_tar_index_member *m, rf_err *err)
 {
@@ -276,13 +267,12 @@ static int use_index(grouper *g, int fd, uint64_t size, const char *idx_path, rf
     return rc ? rc : group_flush(g, err);
 }
 
-/* ---- remote shards ---------------------------------------------------------------------- */
+/* ---- remote shards ---- */
 
-/* A remote shard's members: from its index (X.idx beside X.tar, fetched once; its headers
- * spot-checked through ranged reads) or, when the server has none (404), from one streamed
- * GET through the same scanner. A URL with a query string (a presigned URL) has no index
- * beside it that could be named, so it is scanned. A failed read is the reader's message,
- * which names the URL and what the server did, instead of the scanner's errno. */
+/* A remote shard's members: from its index (X.idx beside X.tar, fetched once, headers
+ * spot-checked with ranged reads) or, on a 404, one streamed GET through the same scanner. A
+ * presigned URL (a query string) has no nameable index beside it, so it is scanned. A failed
+ * read reports the reader's message (URL, what the server did), not the scanner's errno. */
 static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
 {
     const rf_remote_ops *r = g->ds->remote;
@@ -319,7 +309,7 @@ static int remote_members(grouper *g, uint64_t size, char *idx, rf_err *err)
     return rc;
 }
 
-/* ---- the format ops --------------------------------------------------------------------- */
+/* ---- the format ops ---- */
 
 /* A shard without a sample is refused even among others: an empty file or an empty archive
  * is what a failed or interrupted write leaves, and its samples would be missing in silence. */

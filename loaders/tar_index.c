@@ -1,29 +1,20 @@
-/* tar_index.c — the shard index (DALI text format v1.2, see tar_index.h): reading it and
- * checking it against its shard, and writing it.
+/* tar_index.c — the shard index (DALI text format v1.2, tar_index.h): reading it, checking it
+ * against its shard, and writing it.
  *
  * DESIGN. An index is trusted only as far as it is checked, and the check must stay cheap (a
- * few header reads, not a scan) yet leave no sample out in silence. So after the text is parsed
- * (version, counts, increasing in-bounds offsets, names consistent with their line), the
- * members, in index order, must tile the archive: each one starts where the previous one ended,
- * except across a gap, and a gap may only hold what an index rightly leaves out (directories,
- * links and other non-regular members: their headers are read to see it). The last member must
- * be followed by the end-of-archive marker (or the end of the file, as a scan accepts), and
- * nothing but zeros may follow that (the scanner checks both). A member is taken without reading its header only when the index itself shows
- * it tight (it starts where the previous one ended and the next one starts right after its
- * padded data, so no extension record fits); members around a gap, the last one and the members
- * of TAR_INDEX_SPOT_CHECKS samples spread over the shard are read and compared (name, size,
- * regular file). A member appended after indexing (tar -r, tarfile mode "a"), a line deleted or
- * duplicated, or an index of another shard then fails here, at create, with the line, the member
- * and the byte offset. What this check does not read is still checked on every read: the
- * pipeline re-walks each span with rf_tar_locate. Inspection runs the same check with every
- * header read (full), so the loader and ringfeed-inspect hold one opinion of an index.
+ * few header reads, not a scan) yet leave no sample out in silence. After the text is parsed,
+ * the members, in index order, must tile the archive: each starts where the previous ended,
+ * except across a gap that holds only what an index rightly leaves out (non-regular members,
+ * whose headers are read to see it); after the last come the end-of-archive marker and zeros.
+ * A member's header is skipped only when the index shows it tight (no extension record fits
+ * between its neighbours); those around gaps, the last, and TAR_INDEX_SPOT_CHECKS samples
+ * spread over the shard are read and compared. An appended member, a deleted or duplicated
+ * line, or another shard's index fails at create with line, member and offset; the rest is
+ * checked on every read (rf_tar_locate). Inspection runs the same check reading every header.
  *
- * Offsets: ringfeed writes a member's first header block (extension records included); DALI's
- * wds2idx (tar --block-number, or tarfile's offset_data) writes the offset of its data. The
- * first member, always read, tells which an index uses, and the rest must agree.
- *
- * Errors name the index file and line, the shard, the member and the byte offset, and say how
- * to fix it: delete the index (the loader then scans the shard) or rebuild it. */
+ * Offsets: ringfeed writes each member's first header block, wds2idx its data's offset; the
+ * first member, always read, tells which, and the rest must agree. Errors say how to fix it:
+ * delete the index (the loader then scans) or rebuild it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -41,7 +32,7 @@
 #define TAR_INDEX_SPOT_CHECKS 8              /* samples whose headers are read (incl. ends) */
 _Static_assert(TAR_INDEX_SPOT_CHECKS >= 2, "the spot checks include the first and last sample");
 
-/* ---- parsing ----------------------------------------------------------------------------- */
+/* ---- parsing ---- */
 
 /* What an index's offsets point at: not known until the first member is read. */
 enum { OFF_UNKNOWN, OFF_HEADER, OFF_DATA };
@@ -239,12 +230,10 @@ static int parse_index(index_t *x, rf_err *err)
     return 0;
 }
 
-/* ---- checking the index against its shard -------------------------------------------------- */
+/* ---- checking the index against its shard ---- */
 
-/* The members whose headers are read: every one when full; else those of the spot-checked
- * samples, and each member the index does not show tight (the next member starting right after
- * its padded data: an extension record or a member the index leaves out may sit in between),
- * the last one included. */
+/* The members whose headers are read: every one when full; else the spot-checked samples' and
+ * each member the index does not show tight, the last one included. */
 static void mark_reads(index_t *x, int full)
 {
     for (uint64_t j = 0; j < x->n; j++) {
@@ -287,10 +276,9 @@ static int walk_fail(walk *w, uint32_t line, uint64_t at, rf_err *err, const cha
     return idx_fail(w->x, line, err, "%s", what);
 }
 
-/* Read the member at pos and step past it. Returns 1 (the member in w->tm), 0 at the end of
- * the archive, or an error: the scanner's own for data after the end-of-archive marker (the
- * shard's fault, whatever the index says), else RF_EINDEX on `line` about member `name` (NULL:
- * what follows the last member). */
+/* Read the member at pos and step past it: 1 (in w->tm), 0 at the archive's end, or an error:
+ * the scanner's for data after the end-of-archive marker (the shard's fault), else RF_EINDEX on
+ * `line` about member `name` (NULL: what follows the last member). */
 static int read_next(walk *w, uint32_t line, const char *name, rf_err *err)
 {
     rf_err e = {0};
@@ -472,8 +460,6 @@ int rf_tar_index_name(const char *shard, char *buf, size_t cap)
     return 0;
 }
 
-/* Any file by the index's name counts, not only a regular one: a FIFO or a directory there is
- * then refused when read, with its path, instead of being passed over in silence. */
 int rf_tar_find_index(const char *shard, char *buf, size_t cap)
 {
     size_t n = strlen(shard);
@@ -488,7 +474,7 @@ int rf_tar_find_index(const char *shard, char *buf, size_t cap)
     return stat(buf, &st) == 0;
 }
 
-/* ---- writing an index ------------------------------------------------------------------- */
+/* ---- writing an index ---- */
 
 #define TAR_INDEX_HEAD_MAX 32 /* "v1.2 " and a uint64_t in decimal, and the newline */
 

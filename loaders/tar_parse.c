@@ -1,19 +1,14 @@
 /* tar_parse.c — strict tar header parsing: the sequential scanner and the in-memory span walker.
  *
  * DESIGN. One parser, parse_member(), turns the header blocks at an offset (GNU 'L'/'K'
- * long-name records, pax 'x'/'g' headers, then the ustar header) into one rf_tar_member. It
- * reads through a tiny reader interface so the same code serves two callers: the scanner
- * (rf_tar_next: pread through a read-ahead buffer, at create time) and rf_tar_locate (a span
- * already in memory, on decode threads). Parsing the same bytes two ways would let them
- * disagree; one parser cannot.
+ * records, pax 'x'/'g' headers, then the ustar header) into one rf_tar_member, through a tiny
+ * reader interface serving both the scanner (pread through a read-ahead buffer, at create) and
+ * rf_tar_locate (a span in memory, on decode threads): two parsers of the same bytes could
+ * disagree; one cannot.
  *
- * Input is untrusted. Every numeric field is parsed strictly (octal with NUL/space terminator,
- * or positive GNU base-256), sizes are capped (RF_TAR_SIZE_MAX, RF_TAR_PAX_MAX,
- * RF_TAR_NAME_MAX), the number of extension records before a member is capped, and every
- * read is bounds-checked against the end of the file or span before it happens, so a lying
- * size can only produce an error, never a read or an allocation out of bounds. Data is never
- * read by the scanner, only skipped. Nothing here allocates after rf_tar_scanner_init().
- *
+ * Input is untrusted: numbers are parsed strictly, sizes and extension records are capped, and
+ * every read is bounds-checked against the end of the file or span first, so a lying size can
+ * only produce an error. The scanner skips data unread and allocates nothing after init.
  * Threads: a scanner belongs to one thread; rf_tar_locate and the helpers are reentrant. */
 #include "loaders/tar_parse.h"
 
@@ -27,7 +22,7 @@
 
 #define RA_MIN_BYTES 4096u
 
-/* ---- numeric fields and the header check ------------------------------------------------ */
+/* ---- numeric fields and the header check ---- */
 
 static int is_term(uint8_t c) { return c == 0 || c == ' '; }
 
@@ -109,7 +104,7 @@ int rf_tar_check_header(const uint8_t *blk, rf_err *err)
     return 0;
 }
 
-/* ---- readers: a file through the scanner's buffer, or a span in memory ------------------- */
+/* ---- readers: a file through the scanner's buffer, or a span in memory ---- */
 
 typedef struct reader {
     /* Returns a pointer to [off, off + len) or NULL: *rc = 0 when that range is past the end,
@@ -130,10 +125,9 @@ static const uint8_t *scan_get(void *ctx, uint64_t off, size_t len, int *rc)
     }
     if (len > s->buf_cap || off > s->file_size || len > s->file_size - off)
         return NULL;
-    /* Adapt the read-ahead to what the last read bought: when it served a header per 4 KiB or
-     * better (tiny members), read more; when it served fewer than one per 16 KiB (large members
-     * follow), read less, because the bytes after a header are data the scan does not want. This keeps a scan at about one small read per large member and few reads
-     * per run of tiny ones, instead of streaming the whole shard through the page cache. */
+    /* Adapt the read-ahead: read more when the last read served a header per 4 KiB or better
+     * (tiny members), less when under one per 16 KiB (the bytes after a header are data the
+     * scan does not want), so large members cost about one small read each. */
     uint64_t served = (uint64_t)s->ra_hits + 1;
     if (s->buf_len && served * RA_MIN_BYTES >= s->buf_len)
         s->ra_bytes = RF_MIN(s->ra_bytes * 2, s->buf_cap); /* <= 4 KiB read per header */
@@ -170,7 +164,7 @@ static const uint8_t *span_get(void *ctx, uint64_t off, size_t len, int *rc)
     return sp->p + off;
 }
 
-/* ---- the member parser ------------------------------------------------------------------ */
+/* ---- the member parser ---- */
 
 /* Where a parse failed: the reason (no path, no offset) and the offset of the header at fault. */
 typedef struct perr {
@@ -404,7 +398,7 @@ static int parse_member(const reader *r, uint64_t off, int allow_end, rf_tar_mem
     }
 }
 
-/* ---- the scanner ------------------------------------------------------------------------ */
+/* ---- the scanner ---- */
 
 int rf_tar_scanner_init(rf_tar_scanner *s, int fd, const char *path, uint64_t file_size,
                         rf_err *err)
@@ -541,7 +535,7 @@ void rf_tar_scanner_free(rf_tar_scanner *s)
     s->buf_len = 0;
 }
 
-/* ---- WebDataset helpers ----------------------------------------------------------------- */
+/* ---- WebDataset helpers ---- */
 
 size_t rf_tar_split_key(const char *name, const char **ext)
 {
@@ -607,10 +601,9 @@ int rf_tar_exts_check(const char *exts, rf_err *err)
     }
 }
 
-/* The member of each role: the image is the member whose extension comes earliest in
- * image_exts (*img_rank: its 1-based rank so far, 0 for none; the first such member on a tie),
- * the label and each field the first member with their extension. A member may fill several
- * (a field asking for "cls" gets the label member's bytes too). */
+/* The member of each role: the image ranks earliest in image_exts (*img_rank, 0 for none; the
+ * first on a tie), the label and each field the first member with their extension. A member
+ * may fill several. */
 static void locate_roles(const rf_tar_member *m, const char *ext, const char *image_exts,
                          const char *label_ext, const char *const *field_exts, uint32_t nfields,
                          uint32_t *img_rank, rf_tar_span_member *img, rf_tar_span_member *label,

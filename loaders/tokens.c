@@ -1,22 +1,17 @@
 /* tokens.c — token files as a shard format: open (rf_format_tokens) and the window of a sample
  * id (rf_tokens_window); tokens.h says what a window is.
  *
- * DESIGN
- * open runs once, at create, on the creating thread: it opens every file, refuses a file that
- * is not a whole number of tokens, and counts the windows each holds (a file of N tokens
- * holds (N - 1) / seq_len windows of seq_len + 1 tokens, none when N <= seq_len).
- * A file may be a URL (docs/remote.md): rf_dataset_open_file opens it through the caller's
- * rf_remote_ops, whose open gives the object's size (one small GET), and a window of it is
- * then one ranged GET of the I/O engine, as a tar sample is.
- * rf_tokens_window runs on the I/O threads under the pipeline's lock and only reads the
- * dataset: a binary search over tok_first and, for random windows, one draw. */
+ * DESIGN. open runs once, at create: it refuses a file that is not a whole number of tokens and
+ * counts its windows ((N - 1) / seq_len of a file of N tokens). A URL is opened through the
+ * caller's rf_remote_ops; its windows are ranged GETs of the I/O engine. rf_tokens_window runs
+ * on the I/O threads under the pipeline's lock and only reads the dataset: a binary search
+ * over tok_first and, for random windows, one draw. */
 #include <stdlib.h>
 
 #include "loaders/tokens.h"
 
-/* Token files: no per-sample records (a corpus has millions of windows); windows are
- * computed from the file sizes (tok_first) when dispatched. max_sample_bytes does not apply:
- * a window is (seq_len + 1) x token bytes, which the config's own limits bound. */
+/* No per-sample records: windows are computed from tok_first when dispatched. max_sample_bytes
+ * does not apply: the config's own limits bound a window. */
 static int tokens_open(rf_dataset *ds, char *const *paths, uint32_t npaths,
                        uint64_t max_sample_bytes, rf_err *err)
 {

@@ -1,10 +1,7 @@
-/* tokens.h — token files as a shard format (loaders/tokens.c, rf_format_tokens in dataset.h).
- *
- * A token file is a flat array of tok_bytes-wide tokens. Its samples are windows of
- * tok_seq_len + 1 tokens that are never stored: open records, per file, the id of its first
- * window (rf_dataset.tok_first; a corpus has millions of windows), and the dispatcher asks
- * rf_tokens_window where window `id` starts when it reads it. rf_dataset.samples stays empty;
- * nsamples is the number of windows. */
+/* tokens.h — token files as a shard format (tokens.c). A token file is a flat array of tokens;
+ * its samples are windows of tok_seq_len + 1 tokens, never stored: open records each file's
+ * first window id (rf_dataset.tok_first) and the dispatcher asks rf_tokens_window where a
+ * window starts. rf_dataset.samples stays empty; nsamples counts the windows. */
 #ifndef RF_TOKENS_H
 #define RF_TOKENS_H
 
@@ -12,10 +9,8 @@
 
 #include "loaders/dataset.h"
 
-/* Window `id` of a token dataset: its file and byte offset. Window w of a file starts at
- * w * seq_len tokens when `sequential` (RF_WINDOWS_SEQUENTIAL); otherwise (RF_WINDOWS_RANDOM)
- * at a start drawn uniformly over the file's valid starts from `seed` (the sample's seed for
- * the epoch), so windows never cross a file boundary. */
+/* Window `id`: its file and byte offset. Sequential windows start at w * seq_len tokens; random
+ * ones at a start drawn from `seed` over the file's valid starts, never crossing its end. */
 void rf_tokens_window(const rf_dataset *ds, uint64_t id, int sequential, uint64_t seed,
                       uint32_t *file, uint64_t *off);
 

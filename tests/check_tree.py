@@ -25,8 +25,8 @@ ALLOWED = {
     "loaders": {"base"},
     "decode": {"base"},
     "io": {"base", "loaders"},
-    "backend": {"base", "decode"},
-    "authoring": {"base", "decode", "loaders", "io"},
+    "backend": {"base", "decode", "loaders"},
+    "authoring": {"base", "decode", "loaders", "io", "backend"},
     "pipeline": {"base", "plan", "loaders", "decode", "io", "backend"},
 }
 PUBLIC = {"ringfeed.h", "ringfeed_shards.h"}

@@ -13,7 +13,7 @@ fail=0
 count() { grep -E "^\($1\)" | sed -E 's/.*packets ([0-9]+) of ([0-9]+).*/\1 \2/'; }
 out=$("$bench" --packets --reps 1 "$tmp/t-00.tar")
 full=$("$bench" --packets --full-scale --reps 1 "$tmp/t-00.tar")
-for m in b c; do
+for m in b c d; do
   read -r n total <<<"$(count $m <<<"$full")"
   [ "$n" = 8 ] && [ "$total" = 8 ] ||
     { echo "--full-scale ($m): $n packets of $total, expected 8 of 8"; fail=1; }

@@ -150,7 +150,8 @@ static uint32_t header_fields(const char *sname, char names[MAX_FIELDS][64])
     return n;
 }
 
-static const char *const mirrored[] = {"rf_config", "rf_batch", "rf_field", "rf_stats"};
+static const char *const mirrored[] = {"rf_config", "rf_batch", "rf_field", "rf_stats",
+                                       "rf_setting"};
 
 START_TEST(layout_lists_every_field_of_the_header)
 {
@@ -234,8 +235,8 @@ int main(void)
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, err_name_for_every_code);
     tcase_add_test(tc, err_name_is_null_for_other_codes);
-    tcase_add_loop_test(tc, layout_lists_every_field_of_the_header, 0, 4);
-    tcase_add_loop_test(tc, layout_offsets_are_the_compilers, 0, 4);
+    tcase_add_loop_test(tc, layout_lists_every_field_of_the_header, 0, 5);
+    tcase_add_loop_test(tc, layout_offsets_are_the_compilers, 0, 5);
     tcase_add_test(tc, layout_lists_every_error_code);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

@@ -90,7 +90,7 @@ static const struct {
     {"image_exts", S, 0}, /* the string "jpg,jpeg,png,webp": field_value compares it */
     {"decode_schedule", U, RF_SCHEDULE_AUTO},
     {"remote_retries", U, 5}, {"remote_timeout_ms", U, 30000},
-    {"cache_dir", P, 0}, {"cache_bytes", U, 0},
+    {"cache_dir", P, 0}, {"cache_bytes", U, 0}, {"num_classes", U, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 
@@ -377,7 +377,7 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
 END_TEST
 
 /* remote_retries and remote_timeout_ms over their limits are refused for any loader, local
- * shards too. */
+ * shards too, each by its name. */
 START_TEST(remote_limits_are_checked)
 {
     for (int i = 0; i < 2; i++) {
@@ -390,7 +390,8 @@ START_TEST(remote_limits_are_checked)
         rf_loader *ld = NULL;
         char msg[512] = "";
         ck_assert_int_eq(rf_loader_create(&cfg, &ld, msg, sizeof msg), RF_EINVAL);
-        ck_assert_msg(strstr(msg, "remote_retries") && strstr(msg, "out of range"), "%s", msg);
+        ck_assert_msg(strstr(msg, i ? "remote_timeout_ms 3600001" : "remote_retries 101") &&
+                          strstr(msg, "out of range"), "%s", msg);
     }
 }
 END_TEST

@@ -167,6 +167,7 @@ typedef struct cfgx {
     uint64_t resume_len;
     uint32_t label_source; /* enum rf_label_source */
     const char *label_json_path;
+    uint32_t num_classes;
 } cfgx;
 
 /* The loader x describes, over dir's shards. */
@@ -192,6 +193,7 @@ static rf_loader *create_loader(const char *dir, const cfgx *x)
     c.next_timeout_ms = x->timeout_ms;
     c.label_source = x->label_source;
     c.label_json_path = x->label_json_path;
+    c.num_classes = x->num_classes;
     rf_loader *ld = NULL;
     char err[512] = "";
     rf_test_hooks hooks = {.io = x->fault, .io_ctx = x->fault_ctx, .backend = x->backend,
@@ -949,7 +951,8 @@ START_TEST(config_limits_validated)
     c.on_error = RF_ON_ERROR_FAIL;
     c.label_source = RF_LABEL_JSON + 1;
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-    ck_assert_msg(strstr(err, "invalid label_source 3"), "%s", err);
+    ck_assert_msg(strstr(err, "label_source must be 0 (cls), 1 (none) or 2 (json), not 3"), "%s",
+                  err);
     /* RF_LABEL_JSON needs a path of 1..16 non-empty keys */
     static const struct {
         const char *path, *want;
@@ -1214,6 +1217,42 @@ START_TEST(label_faults_skip_counted_none_unchecked)
                 ck_assert_uint_eq(r.hash, hash[none]);
             run_free(&r);
         }
+    }
+    free(dir);
+}
+END_TEST
+
+/* num_classes: a label not below it is a bad label as a malformed one is. Fail mode delivers
+ * batch 0 whole, then names the shard, the sample at its offset, the label and num_classes;
+ * skip mode leaves each such sample out, counted under `label`; a count above every label
+ * changes nothing. */
+START_TEST(labels_not_below_num_classes_are_bad)
+{
+    const int kinds[8] = {L_GOOD, L_NEWLINE, L_GOOD, L_GOOD, L_GOOD, L_MAX, L_SPACES, L_GOOD};
+    char *dir = make_label_corpus("classes", "cls", label_text, kinds, 8);
+    char tar[600], want[800];
+    snprintf(tar, sizeof tar, "%s/shard-0000.tar", dir);
+    snprintf(want, sizeof want, "%s: sample 00000005 at offset %llu: label 2147483647 is not "
+             "below num_classes 7", tar,
+             (unsigned long long)rf_test_member_offset(tar, "00000005.jpg"));
+    run r;
+    cfgx x = {.on_error = RF_ON_ERROR_FAIL, .order = RF_ORDER_NONE, .batch = 4, .threads = 2,
+              .num_classes = 7};
+    run_loader(dir, &x, &r);
+    ck_assert_msg(r.rc == RF_ELABEL, "rc %d (%s)", r.rc, r.msg);
+    ck_assert_msg(strstr(r.msg, want), "\n  got  %s\n  want %s", r.msg, want);
+    ck_assert_uint_eq(r.batches, 1);
+    run_free(&r);
+    for (uint32_t k = 0; k < 2; k++) {
+        x.on_error = RF_ON_ERROR_SKIP;
+        x.num_classes = k ? 0 : 7; /* 7: samples 5 (label INT32_MAX) and 6 (label 7) */
+        run_loader(dir, &x, &r);
+        ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.msg);
+        ck_assert_uint_eq(r.st.skipped_by_reason[RF_SKIP_LABEL], k ? 0 : 2);
+        ck_assert_uint_eq(r.real, k ? 8 : 6);
+        for (uint32_t i = 0; i < 8; i++)
+            ck_assert_uint_eq(r.seen[i], k || (i != 5 && i != 6) ? 1 : 0);
+        run_free(&r);
     }
     free(dir);
 }
@@ -1595,6 +1634,7 @@ int main(void)
     tcase_add_test(tc, edge_members_fail_and_skip);
     tcase_add_loop_test(tc, label_faults_fail_naming_member_and_cause, 0, L_N - L_FIRST_BAD);
     tcase_add_test(tc, label_faults_skip_counted_none_unchecked);
+    tcase_add_test(tc, labels_not_below_num_classes_are_bad);
     tcase_add_loop_test(tc, json_label_faults_fail_naming_member_and_cause, 0,
                         J_N - J_FIRST_BAD);
     tcase_add_test(tc, json_label_faults_skip_counted);

@@ -330,7 +330,7 @@ START_TEST(create_checks_the_list_and_the_source)
     }
     c.fields = "txt";
     c.max_field_bytes = (64u << 20) + 1;
-    refused(&c, "max_field_bytes 67108865 exceeds 67108864");
+    refused(&c, "max_field_bytes 67108865 out of range 1..67108864");
 
     /* folders and token files have no members to deliver */
     char *dir = rf_test_mkdtemp("fields-folder"), path[4096];

@@ -621,7 +621,7 @@ START_TEST(create_errors_are_clear)
     c = base_config(&pat);
     c.image_width = 8193; /* each output side is limited like image_size */
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-    ck_assert_msg(strstr(err, "image_width 8193 exceeds 8192"), "%s", err);
+    ck_assert_msg(strstr(err, "image_width 8193 out of range 1..8192"), "%s", err);
     uint8_t junk[64] = {0};
     c = base_config(&pat);
     c.resume_state = junk;

@@ -407,11 +407,20 @@ START_TEST(s3_refusals)
     snprintf(url, sizeof url, "s3://%s/gen/shard-0000.tar", rt_env("RF_TEST_S3_BUCKET"));
     opts o = {.retries = 1};
     rt_s3_env("wrong-secret");
-    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
-    /* anonymous (no key): the private bucket refuses, the public-read one serves */
+    char key4[8];
+    snprintf(key4, sizeof key4, "%.4s...", rt_env("RF_TEST_S3_KEY"));
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", "SignatureDoesNotMatch",
+                                                     "from the environment", key4, NULL});
+    /* no key anywhere: nothing is sent (docs/remote.md "S3 credentials") */
     unsetenv("AWS_ACCESS_KEY_ID");
     unsetenv("AWS_SECRET_ACCESS_KEY");
-    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", NULL});
+    setenv("HOME", rf_test_mkdtemp("s3-home"), 1);
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+    rt_create_fails(url, &o, -13, (const char *[]){url, "no S3 credentials",
+                                                     "AWS_NO_SIGN_REQUEST", NULL});
+    /* unsigned when asked: the private bucket refuses, the public-read one serves */
+    setenv("AWS_NO_SIGN_REQUEST", "YES", 1);
+    rt_create_fails(url, &o, -13, (const char *[]){url, "HTTP 403", "unsigned", NULL});
     char base[256];
     snprintf(base, sizeof base, "s3://%s", rt_env("RF_TEST_S3_PUBLIC_BUCKET"));
     equals_local(base, "gen/shard-{0000..0001}.tar", 1);

@@ -102,8 +102,7 @@ START_TEST(listing_repeating_its_token)
     char endpoint[512];
     snprintf(endpoint, sizeof endpoint, "%s/f/listloop", rt_env("RF_TEST_FAULT"));
     setenv("AWS_ENDPOINT_URL", endpoint, 1);
-    unsetenv("AWS_ACCESS_KEY_ID");
-    unsetenv("AWS_SECRET_ACCESS_KEY");
+    setenv("AWS_NO_SIGN_REQUEST", "YES", 1);
     rt_reset_log();
     opts o = {.retries = 1};
     rt_create_fails("s3://rf-loop/loop/*.tar", &o, RF_EIO,

@@ -97,7 +97,7 @@ static void epoch_mark(rf_loader *ld, result *r, double t)
  * hits that would dilute it (a 3000-image cold epoch gave 0.11 so, against 0.00). */
 static void epoch_hit_ratios(const opts *o, result *r)
 {
-    double per = o->epochs ? (double)r->st.bytes_read / o->epochs : 0.0;
+    double per = o->cfg.epochs ? (double)r->st.bytes_read / o->cfg.epochs : 0.0;
     for (uint32_t i = 0; i < r->nep; i++) {
         epoch_row *e = &r->ep[i];
         e->hit = e->sto < 0 || per <= 0 ? -1.0 : e->sto >= per ? 0.0 : 1.0 - e->sto / per;
@@ -108,7 +108,7 @@ static int run(const opts *o, rf_loader *ld, result *r)
 {
     int tty = isatty(2) && !o->json;
     uint64_t per_epoch = rf_loader_batches_per_epoch(ld);
-    uint64_t total = per_epoch * o->epochs;
+    uint64_t total = per_epoch * o->cfg.epochs;
     double t0 = now_s(), timed0 = t0;
     uint64_t timed_from = 0;
     r->mark_t = t0;
@@ -224,8 +224,7 @@ int main(int argc, char **argv)
     opts o;
     if (parse_args(argc, argv, &o))
         return 2;
-    rf_config cfg;
-    make_config(&o, &cfg);
+    rf_config cfg = o.cfg;
     if (o.evict && evict(&o))
         return 1;
     result r;

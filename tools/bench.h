@@ -1,39 +1,27 @@
 /* bench.h — what the three files of ringfeed-bench share: the parsed options, the result of a
  * run, and the functions one file calls in another. bench.c runs the loader and times it,
- * bench_opts.c parses the command line into opts and opts into an rf_config, bench_report.c
- * prints the report (table, --json, --show-config). */
+ * bench_opts.c parses the command line into opts (a flag for every row of the library's
+ * settings table, rf_config_settings), bench_report.c prints the report (table, --json,
+ * --show-config). */
 #ifndef RF_TOOLS_BENCH_H
 #define RF_TOOLS_BENCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ringfeed.h"
 
 #define MAX_PATTERNS 256
 
+/* The command line: the loader's config, which every setting's flag writes, and the bench's own
+ * options. */
 typedef struct opts {
-    const char *shards[MAX_PATTERNS];
+    rf_config cfg;                    /* cfg.shards points at `shards` */
+    const char *shards[MAX_PATTERNS]; /* --shards, --folder and --tokens, in order */
     uint32_t nshards;
-    uint32_t batch, epochs, size, threads, io_threads, depth, io_engine, device_kind;
-    int device_index;
-    uint32_t crop, order, drop_last, json, warmup, shard_window, dtype, layout;
-    uint64_t seed;
-    uint32_t source, token_bytes, seq_len, token_dtype, windows;
-    double resume_at; /* > 0: measure resuming at this fraction of the first epoch */
-    /* memory hierarchy (docs/tuning.md) */
-    uint32_t warm, odirect, hugepages, naive, no_numa, evict, decode_nice, gpu_decode, gpu_pct;
-    uint32_t hw_pct;
-    uint32_t dct_scaling; /* enum rf_dct_scaling */
-    uint64_t warm_bytes;
-    uint32_t on_error; /* enum rf_on_error */
-    uint32_t timeout_ms;
-    uint32_t label_source; /* enum rf_label_source */
+    uint32_t json, warmup, evict;
     uint32_t show_config;  /* print the loader's effective config (rf_loader_config) */
-    uint32_t schedule;     /* enum rf_decode_schedule (--schedule) */
-    const char *cache_dir; /* --cache-dir: the shard cache of URL shards (NULL: none) */
-    uint64_t cache_bytes;  /* --cache-bytes: its budget */
-    uint32_t remote_retries;    /* --remote-retries (0: the library's default) */
-    uint32_t remote_timeout_ms; /* --remote-timeout-ms (0: the library's default) */
+    double resume_at;      /* > 0: measure resuming at this fraction of the first epoch */
 } opts;
 
 /* One epoch of a run: seconds, images, bytes read from storage (-1: not measured), the
@@ -75,7 +63,9 @@ typedef struct result {
 
 /* bench_opts.c */
 int parse_args(int argc, char **argv, opts *o);
-void make_config(const opts *o, rf_config *cfg);
+/* Setting s's value in c as the flags spell it: a number, an enum's name, "a,b,c" for three
+ * floats, a string or "none"; for a field holding AUTO whose default is a rule, the rule. */
+void format_setting(const rf_setting *s, const rf_config *c, char *buf, size_t len);
 
 /* bench_report.c */
 double resident_ratio(const rf_stats *from, const rf_stats *to);

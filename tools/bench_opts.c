@@ -1,327 +1,455 @@
 /* bench_opts.c — ringfeed-bench's command line: the usage text, the options parsed into opts
- * (an error names the option), and opts turned into the loader's rf_config. */
+ * (an error names the option).
+ *
+ * Every setting of the library's table (rf_config_settings) is a flag of its own name with
+ * dashes (--io-queue-depth 32, --warm), parsed by the row's type and range into opts.cfg, and
+ * listed by the usage with its default; a setting the library gains is a flag here without a
+ * line of this file. Beside them stand the bench's own options and the short names it has
+ * always had (--batch, --threads, --no-shuffle, ...), each one setting's other spelling. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 #include "cli_num.h"
 
-static void usage(FILE *f)
+/* A short name of one setting: with value NULL it takes the setting's argument, else it sets
+ * that value (an enum's name) and takes none. `old`, when set, is a spelling the short name
+ * took before the table named that value `now` ("uring" for io_uring). */
+static const struct alias {
+    const char *flag, *setting, *value, *help, *old, *now;
+} aliases[] = {
+    {"batch", "batch_size", NULL, "N", NULL, NULL},
+    {"size", "image_size", NULL, "N", NULL, NULL},
+    {"threads", "decode_threads", NULL, "N", NULL, NULL},
+    {"depth", "prefetch_depth", NULL, "N", NULL, NULL},
+    {"io", "io_engine", NULL, "auto|uring|pread", "uring", "io_uring"},
+    {"windows", "token_windows", NULL, "random|sequential", NULL, NULL},
+    {"hw-decode", "hw_decode_percent", NULL, "N", NULL, NULL},
+    {"schedule", "decode_schedule", NULL, "auto|cpu|manual|balance", NULL, NULL},
+    {"timeout-ms", "next_timeout_ms", NULL, "N", NULL, NULL},
+    {"no-shuffle", "order", "none", "", NULL, NULL},
+    {"no-numa", "numa", "off", "", NULL, NULL},
+    {"no-labels", "label_source", "none", "", NULL, NULL},
+    {"no-dct-scaling", "dct_scaling", "off", "", NULL, NULL},
+    {"dct-scaling-always", "dct_scaling", "on", "", NULL, NULL},
+};
+#define NALIASES (sizeof aliases / sizeof aliases[0])
+
+enum { O_SHARDS = 256, O_FOLDER, O_TOKENS, O_DEVICE, O_RESUME, O_WARMUP, O_EVICT, O_JSON,
+       O_SHOWCFG, O_VERSION, O_HELP, O_ALIAS = 512, O_SETTING = 1024 };
+
+static const rf_setting *table;
+static uint32_t nrows;
+
+/* Whether row s has a flag: not the struct's header, the inputs (--shards, --resume-at) or a
+ * C function. */
+static int has_flag(const rf_setting *s)
+{
+    return !(s->flags & (RF_SETTING_HEADER | RF_SETTING_INPUT | RF_SETTING_C_ONLY));
+}
+
+static const rf_setting *row(const char *name)
+{
+    for (uint32_t i = 0; i < nrows; i++)
+        if (!strcmp(table[i].name, name))
+            return &table[i];
+    return NULL;
+}
+
+/* "io_queue_depth" -> "io-queue-depth" */
+static void dashed(const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "%s", name);
+    for (char *p = out; *p; p++)
+        if (*p == '_')
+            *p = '-';
+}
+
+/* ---- one setting's value -------------------------------------------------------------------- */
+
+static int is_int(const rf_setting *s)
+{
+    return s->type == RF_SETTING_BOOL || s->type == RF_SETTING_U32 || s->type == RF_SETTING_I32 ||
+           s->type == RF_SETTING_U64 || s->type == RF_SETTING_ENUM;
+}
+
+static uint64_t get_int(const rf_config *c, const rf_setting *s)
+{
+    uint32_t w;
+    uint64_t v;
+    if (s->size == 8)
+        return memcpy(&v, (const char *)c + s->offset, 8), v;
+    return memcpy(&w, (const char *)c + s->offset, 4), w;
+}
+
+static void put_int(rf_config *c, const rf_setting *s, uint64_t v)
+{
+    uint32_t w = (uint32_t)v;
+    if (s->size == 8)
+        memcpy((char *)c + s->offset, &v, 8);
+    else
+        memcpy((char *)c + s->offset, &w, 4);
+}
+
+/* The index of `name` among an enum's names, or -1. */
+static int64_t enum_value(const rf_setting *s, const char *name)
+{
+    const char *n = s->values;
+    for (int64_t v = 0; *n; v++) {
+        size_t w = strcspn(n, ",");
+        if (strlen(name) == w && !strncasecmp(n, name, w))
+            return v;
+        n += w + (n[w] == ',');
+    }
+    return -1;
+}
+
+static int parse_float(const char *t, const rf_setting *s, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (errno || end == t || (*end && *end != ','))
+        return -1;
+    *out = (float)v;
+    return v >= s->min_f && v <= s->max_f ? (int)(end - t) : -1;
+}
+
+/* Parse text into setting s of c: a number in the row's range (or AUTO, where create decides
+ * the default), an enum's name, three comma-separated floats, a string. 0 or -1. */
+static int parse_setting(const rf_setting *s, const char *text, rf_config *c)
+{
+    char *at = (char *)c + s->offset;
+    if (s->type == RF_SETTING_ENUM) {
+        int64_t v = enum_value(s, text);
+        return v < 0 ? -1 : (put_int(c, s, (uint64_t)v), 0);
+    }
+    if (is_int(s)) {
+        uint64_t v;
+        int in = !cli_parse_u64(text, &v) && ((v >= s->min && v <= s->max) ||
+                                               (s->rule && v == s->auto_int));
+        if (!in)
+            return -1;
+        return put_int(c, s, v), 0;
+    }
+    if (s->type == RF_SETTING_F32 || s->type == RF_SETTING_F32X3) {
+        int n = s->type == RF_SETTING_F32X3 ? 3 : 1;
+        for (int k = 0; k < n; k++) {
+            int used = parse_float(text, s, (float *)at + k);
+            if (used < 0 || (k + 1 < n) != (text[used] == ','))
+                return -1;
+            text += used + (k + 1 < n);
+        }
+        return 0;
+    }
+    if (s->type == RF_SETTING_STR)
+        return memcpy(at, &text, sizeof text), 0;
+    return -1;
+}
+
+void format_setting(const rf_setting *s, const rf_config *c, char *buf, size_t len)
+{
+    const char *at = (const char *)c + s->offset;
+    uint64_t auto_value = s->size == 8 ? s->auto_int : (uint32_t)s->auto_int;
+    if (s->rule && is_int(s) && get_int(c, s) == auto_value) {
+        snprintf(buf, len, "AUTO: %s", s->rule);
+    } else if (s->type == RF_SETTING_ENUM) {
+        uint64_t v = get_int(c, s);
+        const char *n = s->values;
+        for (uint64_t i = 0; i < v && *n; i++)
+            n += strcspn(n, ",") + (n[strcspn(n, ",")] == ',');
+        snprintf(buf, len, "%.*s", (int)strcspn(n, ","), *n ? n : "?");
+    } else if (s->type == RF_SETTING_I32) {
+        int32_t v;
+        snprintf(buf, len, "%d", (memcpy(&v, at, 4), v));
+    } else if (is_int(s)) {
+        snprintf(buf, len, "%llu", (unsigned long long)get_int(c, s));
+    } else if (s->type == RF_SETTING_F32 || s->type == RF_SETTING_F32X3) {
+        float f[3];
+        memcpy(f, at, s->size);
+        if (s->rule && f[0] < 0)
+            snprintf(buf, len, "AUTO: %s", s->rule);
+        else if (s->type == RF_SETTING_F32)
+            snprintf(buf, len, "%g", (double)f[0]);
+        else
+            snprintf(buf, len, "%g,%g,%g", (double)f[0], (double)f[1], (double)f[2]);
+    } else if (s->type == RF_SETTING_STR) {
+        const char *p;
+        memcpy(&p, at, sizeof p);
+        snprintf(buf, len, "%s", p ? p : "none");
+    } else {
+        snprintf(buf, len, "-");
+    }
+}
+
+/* ---- usage ---------------------------------------------------------------------------------- */
+
+/* "  --flag ARG   text", the text wrapped at 96 columns and indented under its column. */
+static void usage_line(FILE *f, const char *flag, const char *arg, const char *text)
+{
+    char left[96];
+    snprintf(left, sizeof left, "  --%s%s%s", flag, *arg ? " " : "", arg);
+    int col = 30, width = 96 - col;
+    fprintf(f, "%s", left);
+    if ((int)strlen(left) >= col - 1)
+        fprintf(f, "\n%*s", col, "");
+    else
+        fprintf(f, "%*s", col - (int)strlen(left), "");
+    for (const char *t = text; *t;) {
+        int n = (int)strlen(t);
+        if (n > width) {
+            n = width;
+            while (n > 0 && t[n] != ' ')
+                n--;
+            if (n == 0)
+                n = width;
+        }
+        fprintf(f, "%.*s\n", n, t);
+        t += n;
+        while (*t == ' ')
+            t++;
+        if (*t)
+            fprintf(f, "%*s", col, "");
+    }
+}
+
+/* A setting's argument as the usage shows it: nothing for a flag, an enum's names. */
+static void setting_arg(const rf_setting *s, char *buf, size_t len)
+{
+    if (s->type == RF_SETTING_BOOL)
+        snprintf(buf, len, "%s", "");
+    else if (s->type == RF_SETTING_ENUM) {
+        snprintf(buf, len, "%s", s->values);
+        for (char *p = buf; *p; p++)
+            *p = *p == ',' ? '|' : *p;
+    } else
+        snprintf(buf, len, "%s", s->type == RF_SETTING_F32X3 ? "R,G,B"
+                                 : s->type == RF_SETTING_F32 ? "X"
+                                 : s->type == RF_SETTING_STR ? "TEXT" : "N");
+}
+
+static void usage(FILE *f, const rf_config *defaults)
 {
     fprintf(f,
             "usage: ringfeed-bench --shards PATTERN [--shards PATTERN ...] [options]\n"
-            "  --batch N          batch size (256)\n"
-            "  --epochs N         epochs to run (1)\n"
-            "  --size N           output image side (224)\n"
-            "  --crop random|center  RandomResizedCrop or resize+CenterCrop (random)\n"
-            "  --threads N        decode threads (the CPUs this process may use)\n"
-            "  --io-threads N     I/O threads (engine default)\n"
-            "  --depth N          prefetch depth in batches (4)\n"
-            "  --io auto|uring|pread  I/O engine (auto)\n"
-            "  --device host|cuda|cuda:N  where batches go (cuda when a GPU is present)\n"
-            "  --seed N           order and augmentation seed (0)\n"
-            "  --no-shuffle       dataset order instead of a seeded permutation\n"
-            "  --order global|shard|none  epoch order (global)\n"
-            "  --shard-window N   shards mixed together in shard order (4)\n"
-            "  --dtype uint8|float16|bfloat16|float32  output type (float: ImageNet mean/std)\n"
-            "  --layout nhwc|nchw output layout (nhwc)\n"
             "  --folder DIR       read an image folder (or a `path label` list) instead of shards\n"
             "  --tokens PATTERN   flat token files instead of image shards (repeatable; paths\n"
             "                     or http(s)://, s3:// URLs: one ranged GET per window)\n"
-            "  --token-bytes N    2 or 4 (2)\n"
-            "  --seq-len N        tokens per window (1024)\n"
-            "  --token-dtype uint16|int32|int64  output token type (int64)\n"
-            "  --windows random|sequential  token windows (random)\n"
+            "  --device host|cuda|cuda:N  where batches go (cuda when a GPU is present)\n"
             "  --resume-at F      also time resuming at fraction F of the first epoch\n"
-            "  --drop-last        drop the last partial batch\n"
             "  --warmup N         batches excluded from the timed figures (0)\n"
-            "  --warm             hint upcoming shard bytes into the page cache\n"
-            "  --warm-bytes N     how far ahead --warm hints, in bytes (1 GiB)\n"
-            "  --odirect          read with O_DIRECT (bypass the page cache)\n"
-            "  --hugepages        back the pinned ring with 2 MiB pages\n"
-            "  --no-numa          never move threads or memory to the GPU's NUMA node\n"
-            "  --decode-nice N    decode threads run N nice levels below the rest (10;\n"
-            "                     0: at the niceness the process starts with)\n"
-            "  --gpu-decode       decode baseline JPEGs on the GPU, restart-marked or plain\n"
-            "                     (rf_config.gpu_decode)\n"
-            "  --gpu-decode-percent N  of those, send N%% to the GPU and decode the rest on\n"
-            "                     the CPU (rf_config.gpu_decode_percent; 100)\n"
-            "  --hw-decode N      send N%% of the images to the GPU's hardware JPEG decoders\n"
-            "                     (rf_config.hw_decode_percent; 0)\n"
-            "  --schedule auto|cpu|manual|balance  where JPEGs are decoded\n"
-            "                     (rf_config.decode_schedule; auto: manual with --gpu-decode or\n"
-            "                     --hw-decode, else balance on cuda and cpu elsewhere)\n"
-            "  --no-dct-scaling   decode every image at full scale, as the GPU paths do\n"
-            "                     (rf_config.dct_scaling OFF; they turn it off themselves)\n"
-            "  --dct-scaling-always  keep DCT scaling with the GPU paths too: the crops it\n"
-            "                     applies to stay on the CPU (rf_config.dct_scaling ON)\n"
-            "  --naive            the plain baseline: one pread at a time, pageable ring,\n"
-            "                     cudaMalloc + cudaMemcpy per batch, no prefetch\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
-            "  --on-error fail|skip  a bad sample stops the run (default) or is skipped and\n"
-            "                     counted (JSON: skipped, skipped_by_reason)\n"
-            "  --timeout-ms N     end the run when a batch takes longer, saying where the\n"
-            "                     pipeline stood (rf_config.next_timeout_ms; 60000, 0: never)\n"
-            "  --cache-dir DIR    keep URL shards whole in DIR, read from there once cached\n"
-            "                     (rf_config.cache_dir; docs/remote.md); needs --cache-bytes\n"
-            "  --cache-bytes N    the cache's budget of shard bytes (rf_config.cache_bytes)\n"
-            "  --remote-retries N retries of one request to a URL shard (rf_config.remote_retries;\n"
-            "                     default 5, at most 100)\n"
-            "  --remote-timeout-ms N  connect timeout and stall window of URL shards' requests\n"
-            "                     (rf_config.remote_timeout_ms; default 30000)\n"
-            "  --no-labels        unlabelled shards: labels -1, no KEY.cls needed (by default a\n"
-            "                     sample without a valid label is bad input; RF_LABEL_NONE)\n"
             "  --show-config      print the configuration the loader runs with, every default\n"
             "                     resolved (rf_loader_config), before running\n"
             "  --json             print one JSON object as the last line\n"
             "  --version          print the library's version and exit\n"
-            "  -h, --help         print this text and exit\n");
+            "  -h, --help         print this text and exit\n"
+            "short names of settings:\n");
+    char flag[64], text[160];
+    for (size_t i = 0; i < NALIASES; i++) {
+        const struct alias *a = &aliases[i];
+        dashed(a->setting, flag, sizeof flag);
+        if (a->value)
+            snprintf(text, sizeof text, "--%s %s", flag, a->value);
+        else
+            snprintf(text, sizeof text, "--%s", flag);
+        usage_line(f, a->flag, a->help, text);
+    }
+    fprintf(f, "settings (rf_config; the bench runs --epochs 1, --next-timeout-ms 60000 and for\n"
+               "tokens --token-bytes 2 --seq-len 1024 --token-dtype int64 unless told; float\n"
+               "dtypes normalize by ImageNet's mean and std unless --mean and --std say):\n");
+    for (uint32_t i = 0; i < nrows; i++) {
+        const rf_setting *s = &table[i];
+        if (!has_flag(s))
+            continue;
+        char arg[96], value[160], range[64] = "";
+        dashed(s->name, flag, sizeof flag);
+        setting_arg(s, arg, sizeof arg);
+        format_setting(s, defaults, value, sizeof value);
+        if (s->type == RF_SETTING_BOOL)
+            snprintf(value, sizeof value, "%s", get_int(defaults, s) ? "on" : "off");
+        else if (is_int(s) && !s->rule && get_int(defaults, s) < s->min)
+            snprintf(value, sizeof value, "none"); /* unset: 0, below the range */
+        uint64_t top = s->type == RF_SETTING_U64 ? UINT64_MAX
+                       : s->type == RF_SETTING_I32 ? INT32_MAX : UINT32_MAX;
+        const char *sp = *s->unit ? " " : "";
+        int number = s->type == RF_SETTING_U32 || s->type == RF_SETTING_U64 ||
+                     s->type == RF_SETTING_I32;
+        if (number && s->max < top)
+            snprintf(range, sizeof range, "%llu..%llu%s%s, ", (unsigned long long)s->min,
+                     (unsigned long long)s->max, sp, s->unit);
+        else if (number)
+            snprintf(range, sizeof range, "%llu or more%s%s, ", (unsigned long long)s->min, sp,
+                     s->unit);
+        snprintf(text, sizeof text, "%s; %sdefault %s", s->doc, range, value);
+        usage_line(f, flag, arg, text);
+    }
 }
 
-/* --schedule's names, enum rf_decode_schedule's order. */
-static int parse_schedule(const char *s, uint32_t *out)
+/* ---- parsing ------------------------------------------------------------------------------- */
+
+/* The bench's defaults where they are not the library's: one epoch, a stall that ends the run
+ * with the loader's account of where it stood (instead of running until someone kills it),
+ * and the token files of tools/token_compare.py. */
+static void bench_defaults(rf_config *c)
 {
-    static const char *const names[] = {"auto", "cpu", "manual", "balance"};
-    for (uint32_t i = 0; i < 4; i++)
-        if (!strcmp(s, names[i]))
-            return *out = i, 0;
-    return 1;
+    rf_config_init(c);
+    c->epochs = 1;
+    c->next_timeout_ms = 60000;
+    c->token_bytes = 2;
+    c->seq_len = 1024;
+    c->token_dtype = RF_DTYPE_INT64;
+}
+
+static int parse_device(const char *t, rf_config *c)
+{
+    uint32_t d = 0;
+    if (!strcmp(t, "host"))
+        return c->device_kind = RF_DEVICE_HOST, 0;
+    if (strcmp(t, "cuda") && (strncmp(t, "cuda:", 5) || cli_parse_u32(t + 5, &d) || d > INT32_MAX))
+        return -1;
+    c->device_kind = RF_DEVICE_CUDA;
+    c->device_index = (int32_t)d;
+    return 0;
+}
+
+static int parse_alias(const struct alias *a, const char *arg, rf_config *c)
+{
+    const rf_setting *s = row(a->setting);
+    const char *text = a->value ? a->value : arg;
+    if (a->old && !strcmp(text, a->old))
+        text = a->now;
+    return s ? parse_setting(s, text, c) : -1;
+}
+
+/* After the flags: what the bench adds to a config (ImageNet's normalization for float
+ * outputs) and refuses (a run without an end). */
+static int finish(opts *o, const int *given)
+{
+    rf_config *c = &o->cfg;
+    if (c->dtype != RF_DTYPE_UINT8) {
+        static const float mean[3] = {123.675f, 116.28f, 103.53f};
+        static const float sd[3] = {58.395f, 57.12f, 57.375f};
+        if (!given[row("mean") - table])
+            memcpy(c->mean, mean, sizeof mean);
+        if (!given[row("std") - table])
+            memcpy(c->std, sd, sizeof sd);
+    }
+    if (!c->epochs)
+        return fprintf(stderr, "ringfeed-bench: bad value for option --epochs: a run has at "
+                               "least 1\n"), -1;
+    c->shards = o->shards;
+    c->shard_count = o->nshards;
+    return 0;
+}
+
+#define SETTINGS_MAX 256 /* rows the flags have room for */
+
+static const struct option own[] = {
+    {"shards", required_argument, 0, O_SHARDS}, {"folder", required_argument, 0, O_FOLDER},
+    {"tokens", required_argument, 0, O_TOKENS}, {"device", required_argument, 0, O_DEVICE},
+    {"resume-at", required_argument, 0, O_RESUME}, {"warmup", required_argument, 0, O_WARMUP},
+    {"evict", no_argument, 0, O_EVICT}, {"json", no_argument, 0, O_JSON},
+    {"show-config", no_argument, 0, O_SHOWCFG}, {"version", no_argument, 0, O_VERSION},
+    {"help", no_argument, 0, O_HELP}};
+#define NOWN (sizeof own / sizeof own[0])
+
+/* getopt_long's table: the bench's own options, the short names, a flag per setting. */
+static const struct option *long_options(void)
+{
+    static struct option lo[NOWN + NALIASES + SETTINGS_MAX + 1];
+    static char names[SETTINGS_MAX][64];
+    size_t n = 0;
+    for (size_t i = 0; i < NOWN; i++)
+        lo[n++] = own[i];
+    for (size_t i = 0; i < NALIASES; i++)
+        lo[n++] = (struct option){aliases[i].flag,
+                                  aliases[i].value ? no_argument : required_argument, 0,
+                                  O_ALIAS + (int)i};
+    for (uint32_t i = 0; i < nrows; i++) {
+        if (!has_flag(&table[i]))
+            continue;
+        dashed(table[i].name, names[i], sizeof names[i]);
+        int arg = table[i].type == RF_SETTING_BOOL ? no_argument : required_argument;
+        lo[n++] = (struct option){names[i], arg, 0, O_SETTING + (int)i};
+    }
+    return lo;
+}
+
+/* One option c with its argument into o: 0, or 1 for a bad value. */
+static int parse_option(opts *o, int c, const char *arg, int *given)
+{
+    if (c >= O_SETTING) {
+        const rf_setting *s = &table[c - O_SETTING];
+        given[c - O_SETTING] = 1;
+        return s->type == RF_SETTING_BOOL ? (put_int(&o->cfg, s, 1), 0)
+                                          : parse_setting(s, arg, &o->cfg) != 0;
+    }
+    if (c >= O_ALIAS)
+        return parse_alias(&aliases[c - O_ALIAS], arg, &o->cfg) != 0;
+    switch (c) {
+    case O_SHARDS:
+    case O_FOLDER:
+    case O_TOKENS:
+        if (o->nshards == MAX_PATTERNS)
+            return 1;
+        o->shards[o->nshards++] = arg;
+        if (c != O_SHARDS)
+            o->cfg.source = c == O_FOLDER ? RF_SOURCE_FOLDER : RF_SOURCE_TOKENS;
+        return 0;
+    case O_DEVICE: return parse_device(arg, &o->cfg) != 0;
+    case O_RESUME:
+        o->resume_at = strtod(arg, NULL);
+        return !(o->resume_at > 0 && o->resume_at < 1);
+    case O_WARMUP: return cli_parse_u32(arg, &o->warmup) != 0;
+    case O_EVICT: return o->evict = 1, 0;
+    case O_JSON: return o->json = 1, 0;
+    case O_SHOWCFG: return o->show_config = 1, 0;
+    default: return 1;
+    }
 }
 
 int parse_args(int argc, char **argv, opts *o)
 {
-    enum { O_SHARDS = 256, O_BATCH, O_EPOCHS, O_SIZE, O_CROP, O_THREADS, O_IOTHREADS, O_DEPTH,
-           O_IO, O_DEVICE, O_SEED, O_NOSHUF, O_DROP, O_JSON, O_WARMUP, O_HELP, O_ORDER,
-           O_SWIN, O_DTYPE, O_LAYOUT, O_FOLDER, O_TOKENS, O_TBYTES, O_SEQ, O_TDTYPE, O_WINDOWS,
-           O_RESUME, O_WARM, O_WARMBYTES, O_ODIRECT, O_HUGE, O_NONUMA, O_NAIVE, O_EVICT, O_NICE, O_GPUDEC,
-           O_GPUPCT, O_HWPCT, O_ONERROR, O_TIMEOUT, O_NODCT, O_DCTON, O_NOLABELS,
-           O_SHOWCFG, O_VERSION, O_SCHED, O_CACHEDIR, O_CACHEBYTES, O_RRETRIES, O_RTIMEOUT };
-    static const struct option lo[] = {
-        {"shards", required_argument, 0, O_SHARDS}, {"batch", required_argument, 0, O_BATCH},
-        {"epochs", required_argument, 0, O_EPOCHS}, {"size", required_argument, 0, O_SIZE},
-        {"crop", required_argument, 0, O_CROP}, {"threads", required_argument, 0, O_THREADS},
-        {"io-threads", required_argument, 0, O_IOTHREADS}, {"depth", required_argument, 0, O_DEPTH},
-        {"io", required_argument, 0, O_IO}, {"device", required_argument, 0, O_DEVICE},
-        {"seed", required_argument, 0, O_SEED}, {"no-shuffle", no_argument, 0, O_NOSHUF},
-        {"drop-last", no_argument, 0, O_DROP}, {"json", no_argument, 0, O_JSON},
-        {"warmup", required_argument, 0, O_WARMUP}, {"help", no_argument, 0, O_HELP},
-        {"order", required_argument, 0, O_ORDER}, {"shard-window", required_argument, 0, O_SWIN},
-        {"dtype", required_argument, 0, O_DTYPE}, {"layout", required_argument, 0, O_LAYOUT},
-        {"folder", required_argument, 0, O_FOLDER}, {"tokens", required_argument, 0, O_TOKENS},
-        {"token-bytes", required_argument, 0, O_TBYTES}, {"seq-len", required_argument, 0, O_SEQ},
-        {"token-dtype", required_argument, 0, O_TDTYPE},
-        {"windows", required_argument, 0, O_WINDOWS},
-        {"resume-at", required_argument, 0, O_RESUME},
-        {"warm", no_argument, 0, O_WARM}, {"warm-bytes", required_argument, 0, O_WARMBYTES},
-        {"odirect", no_argument, 0, O_ODIRECT}, {"hugepages", no_argument, 0, O_HUGE},
-        {"no-numa", no_argument, 0, O_NONUMA}, {"naive", no_argument, 0, O_NAIVE},
-        {"decode-nice", required_argument, 0, O_NICE},
-        {"gpu-decode", no_argument, 0, O_GPUDEC},
-        {"gpu-decode-percent", required_argument, 0, O_GPUPCT},
-        {"hw-decode", required_argument, 0, O_HWPCT},
-        {"no-dct-scaling", no_argument, 0, O_NODCT},
-        {"dct-scaling-always", no_argument, 0, O_DCTON},
-        {"schedule", required_argument, 0, O_SCHED},
-        {"evict", no_argument, 0, O_EVICT}, {"on-error", required_argument, 0, O_ONERROR},
-        {"timeout-ms", required_argument, 0, O_TIMEOUT},
-        {"no-labels", no_argument, 0, O_NOLABELS},
-        {"show-config", no_argument, 0, O_SHOWCFG},
-        {"cache-dir", required_argument, 0, O_CACHEDIR},
-        {"cache-bytes", required_argument, 0, O_CACHEBYTES},
-        {"remote-retries", required_argument, 0, O_RRETRIES},
-        {"remote-timeout-ms", required_argument, 0, O_RTIMEOUT},
-        {"version", no_argument, 0, O_VERSION},
-        {0, 0, 0, 0}};
+    static int given[SETTINGS_MAX]; /* the settings a flag set */
+    table = rf_config_settings(&nrows);
+    if (nrows > SETTINGS_MAX)
+        return fprintf(stderr, "ringfeed-bench: the library has %u settings, more than the "
+                               "%d it was built for\n", nrows, SETTINGS_MAX), -1;
     memset(o, 0, sizeof *o);
-    o->batch = 256;
-    o->epochs = 1;
-    o->decode_nice = RF_DECODE_NICE_AUTO;
-    o->size = 224;
-    o->order = RF_ORDER_GLOBAL;
-    o->token_bytes = 2;
-    o->seq_len = 1024;
-    o->token_dtype = RF_DTYPE_INT64;
-    /* A benchmark that stalls (a hung read, a stuck device) ends with the loader's account of
-     * where it stood instead of running until someone kills it. */
-    o->timeout_ms = 60000;
-    int c, bad = 0;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_SHARDS:
-            if (o->nshards == MAX_PATTERNS)
-                return fprintf(stderr, "too many --shards\n"), -1;
-            o->shards[o->nshards++] = optarg;
-            break;
-        case O_BATCH: bad |= cli_parse_u32(optarg, &o->batch) || !o->batch; break;
-        case O_EPOCHS: bad |= cli_parse_u32(optarg, &o->epochs) || !o->epochs; break;
-        case O_SIZE: bad |= cli_parse_u32(optarg, &o->size) || !o->size; break;
-        case O_THREADS: bad |= cli_parse_u32(optarg, &o->threads); break;
-        case O_IOTHREADS: bad |= cli_parse_u32(optarg, &o->io_threads); break;
-        case O_DEPTH: bad |= cli_parse_u32(optarg, &o->depth); break;
-        case O_WARMUP: bad |= cli_parse_u32(optarg, &o->warmup); break;
-        case O_CROP:
-            if (!strcmp(optarg, "random")) o->crop = RF_CROP_RANDOM;
-            else if (!strcmp(optarg, "center")) o->crop = RF_CROP_CENTER;
-            else bad = 1;
-            break;
-        case O_IO:
-            if (!strcmp(optarg, "auto")) o->io_engine = RF_IO_AUTO;
-            else if (!strcmp(optarg, "uring")) o->io_engine = RF_IO_URING;
-            else if (!strcmp(optarg, "pread")) o->io_engine = RF_IO_PREAD;
-            else bad = 1;
-            break;
-        case O_DEVICE:
-            if (!strcmp(optarg, "host")) o->device_kind = RF_DEVICE_HOST;
-            else if (!strcmp(optarg, "cuda")) o->device_kind = RF_DEVICE_CUDA;
-            else if (!strncmp(optarg, "cuda:", 5)) {
-                uint32_t d = 0; /* parse_u32 sets it on success; bad is set otherwise */
-                bad |= cli_parse_u32(optarg + 5, &d);
-                o->device_kind = RF_DEVICE_CUDA;
-                o->device_index = (int)d;
-            } else bad = 1;
-            break;
-        case O_SEED: o->seed = strtoull(optarg, NULL, 10); break;
-        case O_NOSHUF: o->order = RF_ORDER_NONE; break;
-        case O_ORDER:
-            if (!strcmp(optarg, "global")) o->order = RF_ORDER_GLOBAL;
-            else if (!strcmp(optarg, "shard")) o->order = RF_ORDER_SHARD;
-            else if (!strcmp(optarg, "none")) o->order = RF_ORDER_NONE;
-            else bad = 1;
-            break;
-        case O_SWIN: bad |= cli_parse_u32(optarg, &o->shard_window); break;
-        case O_DTYPE:
-            if (!strcmp(optarg, "uint8")) o->dtype = RF_DTYPE_UINT8;
-            else if (!strcmp(optarg, "float16")) o->dtype = RF_DTYPE_FLOAT16;
-            else if (!strcmp(optarg, "bfloat16")) o->dtype = RF_DTYPE_BFLOAT16;
-            else if (!strcmp(optarg, "float32")) o->dtype = RF_DTYPE_FLOAT32;
-            else bad = 1;
-            break;
-        case O_LAYOUT:
-            if (!strcmp(optarg, "nhwc")) o->layout = RF_LAYOUT_NHWC;
-            else if (!strcmp(optarg, "nchw")) o->layout = RF_LAYOUT_NCHW;
-            else bad = 1;
-            break;
-        case O_FOLDER:
-        case O_TOKENS:
-            if (o->nshards == MAX_PATTERNS)
-                return fprintf(stderr, "too many inputs\n"), -1;
-            o->shards[o->nshards++] = optarg;
-            o->source = c == O_FOLDER ? RF_SOURCE_FOLDER : RF_SOURCE_TOKENS;
-            break;
-        case O_TBYTES: bad |= cli_parse_u32(optarg, &o->token_bytes); break;
-        case O_SEQ: bad |= cli_parse_u32(optarg, &o->seq_len) || !o->seq_len; break;
-        case O_TDTYPE:
-            if (!strcmp(optarg, "uint16")) o->token_dtype = RF_DTYPE_UINT16;
-            else if (!strcmp(optarg, "int32")) o->token_dtype = RF_DTYPE_INT32;
-            else if (!strcmp(optarg, "int64")) o->token_dtype = RF_DTYPE_INT64;
-            else bad = 1;
-            break;
-        case O_WINDOWS:
-            if (!strcmp(optarg, "random")) o->windows = RF_WINDOWS_RANDOM;
-            else if (!strcmp(optarg, "sequential")) o->windows = RF_WINDOWS_SEQUENTIAL;
-            else bad = 1;
-            break;
-        case O_RESUME:
-            o->resume_at = strtod(optarg, NULL);
-            bad |= !(o->resume_at > 0 && o->resume_at < 1);
-            break;
-        case O_DROP: o->drop_last = 1; break;
-        case O_JSON: o->json = 1; break;
-        case O_WARM: o->warm = 1; break;
-        case O_WARMBYTES: o->warm_bytes = strtoull(optarg, NULL, 10); bad |= !o->warm_bytes; break;
-        case O_ODIRECT: o->odirect = 1; break;
-        case O_HUGE: o->hugepages = 1; break;
-        case O_NONUMA: o->no_numa = 1; break;
-        case O_NAIVE: o->naive = 1; break;
-        case O_NICE: bad |= cli_parse_u32(optarg, &o->decode_nice); break;
-        case O_GPUDEC: o->gpu_decode = 1; break;
-        case O_GPUPCT: bad |= cli_parse_u32(optarg, &o->gpu_pct) || o->gpu_pct > 100; break;
-        case O_HWPCT: bad |= cli_parse_u32(optarg, &o->hw_pct) || o->hw_pct > 100; break;
-        case O_EVICT: o->evict = 1; break;
-        case O_NODCT: o->dct_scaling = RF_DCT_SCALING_OFF; break;
-        case O_DCTON: o->dct_scaling = RF_DCT_SCALING_ON; break;
-        case O_SCHED: bad |= parse_schedule(optarg, &o->schedule); break;
-        case O_TIMEOUT: bad |= cli_parse_u32(optarg, &o->timeout_ms); break;
-        case O_NOLABELS: o->label_source = RF_LABEL_NONE; break;
-        case O_SHOWCFG: o->show_config = 1; break;
-        case O_CACHEDIR: o->cache_dir = optarg; break;
-        case O_CACHEBYTES: bad |= cli_parse_u64(optarg, &o->cache_bytes) || !o->cache_bytes; break;
-        case O_RRETRIES: bad |= cli_parse_u32(optarg, &o->remote_retries); break;
-        case O_RTIMEOUT: bad |= cli_parse_u32(optarg, &o->remote_timeout_ms); break;
-        case O_ONERROR:
-            if (!strcmp(optarg, "fail")) o->on_error = RF_ON_ERROR_FAIL;
-            else if (!strcmp(optarg, "skip")) o->on_error = RF_ON_ERROR_SKIP;
-            else bad = 1;
-            break;
-        case 'h':
-        case O_HELP: usage(stdout); exit(0);
-        case O_VERSION: printf("ringfeed-bench %s\n", rf_version()); exit(0);
-        default: bad = 1;
+    bench_defaults(&o->cfg);
+    const struct option *lo = long_options();
+    int c, at = -1;
+    while ((c = getopt_long(argc, argv, "h", lo, &at)) != -1) {
+        if (c == 'h' || c == O_HELP || c == O_VERSION) {
+            rf_config d;
+            bench_defaults(&d);
+            if (c == O_VERSION)
+                printf("ringfeed-bench %s\n", rf_version());
+            else
+                usage(stdout, &d);
+            exit(0);
         }
-        if (bad) {
-            fprintf(stderr, "ringfeed-bench: bad value for option %s\n", argv[optind - 1]);
+        if (parse_option(o, c, optarg, given)) {
+            if (at >= 0)
+                fprintf(stderr, "ringfeed-bench: bad value for option --%s: %s\n", lo[at].name,
+                        optarg ? optarg : "");
+            else
+                fprintf(stderr, "ringfeed-bench: bad option %s\n", argv[optind - 1]);
             return -1;
         }
+        at = -1;
     }
     if (optind < argc || o->nshards == 0) {
-        usage(stderr);
+        rf_config d;
+        bench_defaults(&d);
+        usage(stderr, &d);
         return -1;
     }
-    return 0;
-}
-
-void make_config(const opts *o, rf_config *cfg)
-{
-    rf_config_init(cfg);
-    cfg->shards = o->shards;
-    cfg->shard_count = o->nshards;
-    cfg->source = o->source;
-    cfg->batch_size = o->batch;
-    cfg->image_size = o->size;
-    cfg->crop = o->crop;
-    cfg->decode_threads = o->threads;
-    cfg->io_threads = o->io_threads;
-    cfg->prefetch_depth = o->depth;
-    cfg->io_engine = o->io_engine;
-    cfg->device_kind = o->device_kind;
-    cfg->device_index = o->device_index;
-    cfg->seed = o->seed;
-    cfg->order = o->order;
-    cfg->shard_window = o->shard_window;
-    cfg->drop_last = o->drop_last;
-    cfg->epochs = o->epochs;
-    cfg->dtype = o->dtype;
-    cfg->layout = o->layout;
-    if (o->dtype != RF_DTYPE_UINT8) { /* ImageNet normalization, in pixel units */
-        const float mean[3] = {123.675f, 116.28f, 103.53f}, sd[3] = {58.395f, 57.12f, 57.375f};
-        memcpy(cfg->mean, mean, sizeof mean);
-        memcpy(cfg->std, sd, sizeof sd);
-    }
-    cfg->token_bytes = o->token_bytes;
-    cfg->seq_len = o->seq_len;
-    cfg->token_dtype = o->token_dtype;
-    cfg->token_windows = o->windows;
-    cfg->warm = o->warm;
-    cfg->warm_bytes = o->warm_bytes;
-    cfg->odirect = o->odirect;
-    cfg->hugepages = o->hugepages;
-    cfg->numa = o->no_numa ? RF_NUMA_OFF : RF_NUMA_AUTO;
-    cfg->on_error = o->on_error;
-    cfg->label_source = o->label_source;
-    cfg->naive = o->naive;
-    cfg->decode_nice = o->decode_nice;
-    cfg->gpu_decode = o->gpu_decode;
-    cfg->gpu_decode_percent = o->gpu_pct;
-    cfg->hw_decode_percent = o->hw_pct;
-    cfg->dct_scaling = o->dct_scaling;
-    cfg->next_timeout_ms = o->timeout_ms;
-    cfg->decode_schedule = o->schedule;
-    cfg->cache_dir = o->cache_dir;
-    cfg->cache_bytes = o->cache_bytes;
-    cfg->remote_retries = o->remote_retries;     /* 0: the library's default */
-    cfg->remote_timeout_ms = o->remote_timeout_ms;
+    return finish(o, given);
 }

@@ -50,13 +50,14 @@ void print_table(const opts *o, const result *r)
     double wall = s->wall_ns * 1e-9;
     printf("ringfeed-bench  device %s  io %s (%s)\n", s->device, s->io_engine, s->io_engine_why);
     printf("  %u decode threads, %u I/O threads, depth %u, batch %u, %ux%u %s crop\n",
-           s->decode_threads, s->io_threads, s->prefetch_depth, o->batch, o->size, o->size,
-           o->crop == RF_CROP_RANDOM ? "random" : "center");
+           s->decode_threads, s->io_threads, s->prefetch_depth, o->cfg.batch_size,
+           o->cfg.image_size, o->cfg.image_size,
+           o->cfg.crop == RF_CROP_RANDOM ? "random" : "center");
     printf("  %-26s %12s\n", "metric", "value");
-    if (o->source == RF_SOURCE_TOKENS) {
+    if (o->cfg.source == RF_SOURCE_TOKENS) {
         printf("  %-26s %12.0f\n", "windows/s", r->timed_images / secs);
-        printf("  %-26s %12.0f\n", "batches/s", r->timed_images / secs / o->batch);
-        printf("  %-26s %12.3g\n", "tokens/s", (double)r->timed_images * o->seq_len / secs);
+        printf("  %-26s %12.0f\n", "batches/s", r->timed_images / secs / o->cfg.batch_size);
+        printf("  %-26s %12.3g\n", "tokens/s", (double)r->timed_images * o->cfg.seq_len / secs);
     } else {
         printf("  %-26s %12.0f\n", "images/s", r->timed_images / secs);
     }
@@ -154,7 +155,7 @@ static void print_json_memory(const opts *o, const result *r)
            "\"device_pool_reserved_bytes\": %llu, \"device_pool_used_bytes\": %llu, "
            "\"device_allocs_after_create\": %llu, \"host_allocs_after_create\": %llu, "
            "\"ring_register_ms\": %.3f, \"memory_why\": \"%s\", \"per_epoch\": [",
-           o->naive, (unsigned long long)s->cache_checked_bytes, o->warm, (unsigned long long)s->warmed_bytes, s->odirect, s->hugepages, s->numa_node,
+           o->cfg.naive, (unsigned long long)s->cache_checked_bytes, o->cfg.warm, (unsigned long long)s->warmed_bytes, s->odirect, s->hugepages, s->numa_node,
            s->numa_nodes, (unsigned long long)s->pinned_bytes,
            (unsigned long long)s->device_pool_reserved_bytes,
            (unsigned long long)s->device_pool_used_bytes,
@@ -215,9 +216,10 @@ void print_json(const opts *o, const result *r)
            "\"tokens_per_s\": %.1f, \"batches_per_s\": %.2f, \"fresh_ms\": %.3f, "
            "\"resume_ms\": %.3f, \"resume_at\": %.3f, \"resume_position\": %llu, "
            "\"samples\": %llu, \"order\": \"%s\", ",
-           (unsigned long long)r->images, o->epochs, (unsigned long long)r->batches,
+           (unsigned long long)r->images, o->cfg.epochs, (unsigned long long)r->batches,
            r->timed_seconds, r->timed_images / secs, s->io_engine, s->io_engine_why, s->device,
-           o->batch, o->size, o->crop == RF_CROP_RANDOM ? "random" : "center", s->decode_threads,
+           o->cfg.batch_size, o->cfg.image_size,
+           o->cfg.crop == RF_CROP_RANDOM ? "random" : "center", s->decode_threads,
            s->io_threads, s->prefetch_depth, (unsigned long long)s->bytes_read,
            s->bytes_read / 1e6 / (s->wall_ns * 1e-9),
            r->timed_bytes / 1e9 / secs,
@@ -230,14 +232,17 @@ void print_json(const opts *o, const result *r)
            (unsigned long long)s->read_retries,
            s->registered_buffers, s->pinned,
            (unsigned long long)r->bytes,
-           o->source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->seq_len / secs : 0.0,
-           r->timed_images / secs / o->batch, r->fresh_ms, r->resume_ms, o->resume_at,
+           o->cfg.source == RF_SOURCE_TOKENS ? (double)r->timed_images * o->cfg.seq_len / secs
+                                             : 0.0,
+           r->timed_images / secs / o->cfg.batch_size, r->fresh_ms, r->resume_ms, o->resume_at,
            (unsigned long long)r->resume_batch, (unsigned long long)r->timed_images,
-           o->order == RF_ORDER_GLOBAL ? "global" : o->order == RF_ORDER_SHARD ? "shard" : "none");
+           o->cfg.order == RF_ORDER_GLOBAL   ? "global"
+           : o->cfg.order == RF_ORDER_SHARD ? "shard"
+                                            : "none");
     static const char *const reasons[RF_SKIP_REASONS] = {
         "tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label", "hook", "field"};
     printf("\"on_error\": \"%s\", \"skipped\": %llu, \"nonregular_members\": %llu, "
-           "\"skipped_by_reason\": {", o->on_error == RF_ON_ERROR_SKIP ? "skip" : "fail",
+           "\"skipped_by_reason\": {", o->cfg.on_error == RF_ON_ERROR_SKIP ? "skip" : "fail",
            (unsigned long long)s->skipped, (unsigned long long)s->nonregular_members);
     for (int i = 0; i < RF_SKIP_FIELD + 1; i++)
         printf("%s\"%s\": %llu", i ? ", " : "", reasons[i],
@@ -251,8 +256,9 @@ void print_json(const opts *o, const result *r)
     print_json_memory(o, r);
 }
 
-/* --show-config: the loader's effective config, a few fields a line (enums as their numbers,
- * as in ringfeed.h), so that a run records what every default resolved to. */
+/* --show-config: the loader's effective config, every setting of the library's table as
+ * "name value" (the value as its flag takes it), a few a line, so that a run records what
+ * every default resolved to. */
 int print_config(const rf_loader *ld)
 {
     rf_config c;
@@ -260,34 +266,24 @@ int print_config(const rf_loader *ld)
     int rc = rf_loader_config(ld, &c);
     if (rc)
         return fprintf(stderr, "ringfeed-bench: rf_loader_config: %s\n", rf_strerror(rc)), rc;
-    printf("config  shards %u (first %s), source %u, batch_size %u, image_size %u, crop %u, "
-           "layout %u, resize_shorter %u, dtype %u\n", c.shard_count, c.shards[0], c.source,
-           c.batch_size, c.image_size, c.crop, c.layout, c.resize_shorter, c.dtype);
-    printf("config  scale %g..%g, ratio %g..%g, flip_prob %g, mean %g %g %g, std %g %g %g\n",
-           c.scale_min, c.scale_max, c.ratio_min, c.ratio_max, c.flip_prob, c.mean[0], c.mean[1],
-           c.mean[2], c.std[0], c.std[1], c.std[2]);
-    printf("config  seed %llu, order %u, shard_window %u, drop_last %u, rank %u of %u, "
-           "remainder %u, epochs %u, start_epoch %llu\n", (unsigned long long)c.seed, c.order,
-           c.shard_window, c.drop_last, c.rank, c.world_size, c.remainder, c.epochs,
-           (unsigned long long)c.start_epoch);
-    printf("config  decode_threads %u, io_threads %u, io_engine %u, io_queue_depth %u, "
-           "prefetch_depth %u, device_kind %u, device_index %d, decode_nice %u\n",
-           c.decode_threads, c.io_threads, c.io_engine, c.io_queue_depth, c.prefetch_depth,
-           c.device_kind, c.device_index, c.decode_nice);
-    printf("config  staging_bytes %llu, max_sample_bytes %llu, max_image_pixels %llu, "
-           "max_image_dim %u, max_scans %u, max_name_bytes %u, io_retries %u\n",
-           (unsigned long long)c.staging_bytes, (unsigned long long)c.max_sample_bytes,
-           (unsigned long long)c.max_image_pixels, c.max_image_dim, c.max_scans,
-           c.max_name_bytes, c.io_retries);
-    printf("config  on_error %u, max_consecutive_skips %u, label_source %u, next_timeout_ms %u, "
-           "token_bytes %u, seq_len %u, token_windows %u, token_dtype %u\n", c.on_error,
-           c.max_consecutive_skips, c.label_source, c.next_timeout_ms, c.token_bytes, c.seq_len,
-           c.token_windows, c.token_dtype);
-    printf("config  warm %u, warm_bytes %llu, odirect %u, hugepages %u, numa %u, naive %u, "
-           "gpu_decode %u, gpu_decode_percent %u, hw_decode_percent %u, dct_scaling %u, "
-           "decode_schedule %u\n",
-           c.warm, (unsigned long long)c.warm_bytes, c.odirect, c.hugepages, c.numa, c.naive,
-           c.gpu_decode, c.gpu_decode_percent, c.hw_decode_percent, c.dct_scaling,
-           c.decode_schedule);
+    printf("config  shards %u (first %s)", c.shard_count, c.shards[0]);
+    int col = 100; /* past the line's end: the next item starts a line */
+    uint32_t n;
+    const rf_setting *t = rf_config_settings(&n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (t[i].flags & (RF_SETTING_HEADER | RF_SETTING_INPUT | RF_SETTING_C_ONLY))
+            continue;
+        char v[192];
+        format_setting(&t[i], &c, v, sizeof v);
+        int w = (int)(strlen(t[i].name) + strlen(v) + 3);
+        if (col + w > 98) {
+            printf("\nconfig  %s %s", t[i].name, v);
+            col = 8 + w - 2;
+        } else {
+            printf(", %s %s", t[i].name, v);
+            col += w;
+        }
+    }
+    printf("\n");
     return 0;
 }

@@ -128,6 +128,66 @@ class Dmon:
             self.p.terminate()
 
 
+def pin_files(torch, files):
+    """The files in one pinned buffer, as ringfeed's pinned slots hold them, each on a 64-byte
+    boundary: the buffer (keep it), its address and each file's offset."""
+    offs, total = [], 0
+    for d in files:
+        offs.append(total)
+        total += (len(d) + 63) // 64 * 64
+    pinned = torch.empty(total, dtype=torch.uint8).pin_memory()
+    base = pinned.data_ptr()
+    for d, o in zip(files, offs):
+        C.memmove(base + o, d, len(d))
+    return pinned, base, offs
+
+
+def image_infos(nj, h, base, offs, files):
+    """Per file, from nvJPEG's header parse: its chroma subsampling, the planes of its planar
+    output (pitch rounded to 64 bytes, rows) and its pixels."""
+    info = []
+    for d, o in zip(files, offs):
+        nc, css = C.c_int(), C.c_int()
+        ws, hs = (C.c_int * 4)(), (C.c_int * 4)()
+        check(nj.nvjpegGetImageInfo(h, C.c_void_p(base + o), C.c_size_t(len(d)), C.byref(nc),
+                                    C.byref(css), ws, hs), "nvjpegGetImageInfo")
+        planes = [((ws[c] + 63) // 64 * 64, hs[c]) for c in range(nc.value)]
+        info.append({"css": css.value, "planes": planes, "px": ws[0] * hs[0]})
+    return info
+
+
+def describe(files, info, engines, cores):
+    """The first JSON line: the engines and the set (size, density, subsampling mix)."""
+    mean_kb = sum(map(len, files)) / len(files) / 1e3
+    mix = {}
+    for i in info:
+        mix[CSS.get(i["css"], str(i["css"]))] = mix.get(CSS.get(i["css"], str(i["css"])), 0) + 1
+    print(json.dumps({"engines": engines, "cores_per_engine": cores,
+                      "files": len(files), "mean_kb": round(mean_kb, 1),
+                      "mean_kpx": round(sum(i["px"] for i in info) / len(info) / 1e3, 1),
+                      "bytes_per_px": round(sum(map(len, files)) / sum(i["px"] for i in info), 3),
+                      "sampling": mix}), flush=True)
+
+
+def run_configs(run, batched, single, info):
+    """Every configuration of the docstring, in order (run skips those --configs leaves out)."""
+    plain = list(range(len(info)))
+    by_css = sorted(plain, key=lambda k: (info[k]["css"], k))
+    for w, t in [(7, 1), (7, 4), (14, 4), (32, 1), (32, 4), (64, 4), (128, 2), (256, 1),
+                 (256, 2), (256, 4)]:
+        run(f"batched {w} x{t}", t, batched(w, t, plain))
+    for w, t in [(32, 4), (256, 1), (256, 4)]:
+        run(f"batched {w} x{t} sorted", t, batched(w, t, by_css))
+    for w, t in [(32, 4), (256, 4)]:
+        run(f"batched {w} x{t} prealloc", t, batched(w, t, plain, prealloc=True))
+    for t in (7, 14):
+        run(f"single x{t}", t, single(t))
+    for css, name in CSS.items():
+        ks = [k for k in plain if info[k]["css"] == css]
+        if len(ks) >= 64:
+            run(f"class {name}", 4, batched(64, 4, ks))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shards", required=True)
@@ -145,32 +205,9 @@ def main():
     check(nj.nvjpegCreateEx(BACKEND_HARDWARE, None, None, 0, C.byref(h)), "nvjpegCreateEx")
     engines, cores = C.c_uint(), C.c_uint()
     nj.nvjpegGetHardwareDecoderInfo(h, C.byref(engines), C.byref(cores))
-    # the files in one pinned buffer, as ringfeed's pinned slots hold them
-    offs, total = [], 0
-    for d in files:
-        offs.append(total)
-        total += (len(d) + 63) // 64 * 64
-    pinned = torch.empty(total, dtype=torch.uint8).pin_memory()
-    base = pinned.data_ptr()
-    for d, o in zip(files, offs):
-        C.memmove(base + o, d, len(d))
-    info = []
-    for d, o in zip(files, offs):
-        nc, css = C.c_int(), C.c_int()
-        ws, hs = (C.c_int * 4)(), (C.c_int * 4)()
-        check(nj.nvjpegGetImageInfo(h, C.c_void_p(base + o), C.c_size_t(len(d)), C.byref(nc),
-                                    C.byref(css), ws, hs), "nvjpegGetImageInfo")
-        planes = [((ws[c] + 63) // 64 * 64, hs[c]) for c in range(nc.value)]
-        info.append({"css": css.value, "planes": planes, "px": ws[0] * hs[0]})
-    mean_kb = sum(map(len, files)) / len(files) / 1e3
-    mix = {}
-    for i in info:
-        mix[CSS.get(i["css"], str(i["css"]))] = mix.get(CSS.get(i["css"], str(i["css"])), 0) + 1
-    print(json.dumps({"engines": engines.value, "cores_per_engine": cores.value,
-                      "files": len(files), "mean_kb": round(mean_kb, 1),
-                      "mean_kpx": round(sum(i["px"] for i in info) / len(info) / 1e3, 1),
-                      "bytes_per_px": round(sum(map(len, files)) / sum(i["px"] for i in info), 3),
-                      "sampling": mix}), flush=True)
+    pinned, base, offs = pin_files(torch, files)
+    info = image_infos(nj, h, base, offs, files)
+    describe(files, info, engines.value, cores.value)
     plane_bytes = max(sum(w * hh for w, hh in i["planes"]) for i in info)
     dmon = Dmon()
     results = []
@@ -285,22 +322,8 @@ def main():
             return n, calls, px
         return work
 
-    plain = list(range(len(files)))
-    by_css = sorted(plain, key=lambda k: (info[k]["css"], k))
     try:
-        for w, t in [(7, 1), (7, 4), (14, 4), (32, 1), (32, 4), (64, 4), (128, 2), (256, 1),
-                     (256, 2), (256, 4)]:
-            run(f"batched {w} x{t}", t, batched(w, t, plain))
-        for w, t in [(32, 4), (256, 1), (256, 4)]:
-            run(f"batched {w} x{t} sorted", t, batched(w, t, by_css))
-        for w, t in [(32, 4), (256, 4)]:
-            run(f"batched {w} x{t} prealloc", t, batched(w, t, plain, prealloc=True))
-        for t in (7, 14):
-            run(f"single x{t}", t, single(t))
-        for css, name in CSS.items():
-            ks = [k for k in plain if info[k]["css"] == css]
-            if len(ks) >= 64:
-                run(f"class {name}", 4, batched(64, 4, ks))
+        run_configs(run, batched, single, info)
     finally:
         dmon.stop()
     if a.json:

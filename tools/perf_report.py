@@ -752,7 +752,13 @@ def photos_train_report(T):
     return L
 
 
-def main():
+SECTIONS = ["side", "restart", "photos", "scaling", "train", "tokens", "order", "memory", "raw",
+            "reliability"]
+
+
+def parse_args():
+    """The command line, checked: the parser (for later errors), the arguments and the set of
+    sections to skip."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build-gpu")
     ap.add_argument("--anchors", default=".anchors")
@@ -813,22 +819,401 @@ def main():
         if not 1 <= getattr(a, name) <= 1_000_000:
             ap.error(f"--{name.replace('_', '-')} must be 1 to 1,000,000, not {getattr(a, name)}")
     skip = set(filter(None, a.skip.split(",")))
-    sections = ["side", "restart", "photos", "scaling", "train", "tokens", "order", "memory",
-                "raw", "reliability"]
-    unknown = skip - set(sections) - {"scaling_cpu", "photos_load", "photos_train"}
+    unknown = skip - set(SECTIONS) - {"scaling_cpu", "photos_load", "photos_train"}
     if unknown:  # a misspelt name would run a section that takes minutes
         ap.error(f"--skip: no section {', '.join(sorted(unknown))} (sections: "
-                 f"{', '.join(sections)}; parts: scaling_cpu, photos_load, photos_train)")
+                 f"{', '.join(SECTIONS)}; parts: scaling_cpu, photos_load, photos_train)")
     if {"photos_load", "photos_train"} <= skip:
         skip.add("photos")
-    os.makedirs(a.out, exist_ok=True)
-    B = os.path.join(a.build, "tools", "ringfeed-bench")
-    gen = os.path.join(a.build, "datasets", "ringfeed-gen")
+    return ap, a, skip
+
+
+def child_env(build):
+    """The environment of every command run: the build's libraries and the binding first."""
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.path.join(os.path.abspath(a.build), "lib") + ":" + env.get(
+    env["LD_LIBRARY_PATH"] = os.path.join(os.path.abspath(build), "lib") + ":" + env.get(
         "LD_LIBRARY_PATH", "")
-    env["RINGFEED_LIB"] = os.path.join(os.path.abspath(a.build), "libringfeed.so")
+    env["RINGFEED_LIB"] = os.path.join(os.path.abspath(build), "libringfeed.so")
     env["PYTHONPATH"] = os.path.join(REPO, "python") + ":" + env.get("PYTHONPATH", "")
+    return env
+
+
+def merge_notes(R, ran):
+    """A merged run (--merge) that measures the sections `ran` now: the notes of the stored
+    results that those sections make wrong go."""
+    if "machine_rerun" in R:  # results written before per-section machines existed
+        R.setdefault("machines", {})["train"] = R.pop("machine_rerun")
+    # Sections measured now leave the notes of the machine they were measured on before;
+    # the rest of such a note stays (a note for restart,scaling,train becomes one for
+    # restart,scaling when only train is re-measured), and the DDP figures keep theirs
+    # unless this machine re-measures them (two GPUs).
+    ms = R.setdefault("machines", {})
+    for k in list(ms):
+        if set(k.split(",")) & set(ran.split(",")):
+            old = ms.pop(k)
+            rest = [x for x in k.split(",") if x not in ran.split(",")]
+            if rest:
+                ms[",".join(rest)] = old
+            if "train" in k.split(",") and "ddp" in R and "ddp" not in ms:
+                ms["ddp"] = old
+    # A note on figures that a later code change made stale (results.json "stale",
+    # section -> text) goes when its section is measured again.
+    for k in ran.split(","):
+        R.get("stale", {}).pop(k, None)
+    if not R.get("stale"):
+        R.pop("stale", None)
+
+
+class Run:
+    """What the sections of one command share: the arguments, the sections skipped, the
+    environment, the results (R, saved after every section) and the generated shards (the
+    plain set's pattern `pat`, the restart-marked copy's `rst_pat`)."""
+
+    def __init__(self, a, skip, env, R):
+        self.a, self.skip, self.env, self.R = a, skip, env, R
+        self.B = os.path.join(a.build, "tools", "ringfeed-bench")
+        self.gen = os.path.join(a.build, "datasets", "ringfeed-gen")
+        self.ncpu = a.cpus
+        self.shards = []
+        self.pat = os.path.join(a.data, "train-*.tar")
+        self.rst_dir = a.data + "-restart"
+        self.rst_pat = os.path.join(self.rst_dir, "train-*.tar")
+
+    def generate(self, dirpath, *extra):
+        """The same seed-0 images every call; returns the shards (made page-cache resident)
+        and the generator's seconds."""
+        a = self.a
+        shutil.rmtree(dirpath, ignore_errors=True)
+        os.makedirs(dirpath)
+        t0 = time.time()
+        sh([self.gen, "--output", os.path.join(dirpath, "train-%06d.tar"), "--images",
+            str(a.images), "--per-shard", str((a.images + 63) // 64), "--seed", "0", "--quiet",
+            *extra])
+        secs = time.time() - t0
+        made = sorted(glob.glob(os.path.join(dirpath, "train-*.tar")))
+        warm(made)
+        return made, secs
+
+    def bench(self, *args, pattern=None):
+        """One ringfeed-bench run (on the plain shards unless `pattern` says). The sections
+        other than the photos measure the CPU decode path their rows name unless a run asks
+        for a GPU path: on the CUDA device the defaults are the balancing scheduler, so the CPU
+        schedule is asked for."""
+        pattern = self.pat if pattern is None else pattern
+        gpu = {"--gpu-decode", "--hw-decode", "--schedule"} & set(args)
+        cpu = [] if gpu else ["--schedule", "cpu"]
+        return last_json(sh([self.B, "--shards", pattern, "--json", *cpu, *args], env=self.env))
+
+    def save(self):  # after every section, so a run cut short still leaves its figures
+        json.dump(self.R, open(os.path.join(self.a.out, "results.json"), "w"), indent=1)
+
+    def side_by_side(self, pattern, gpu=False):
+        """ringfeed and both DataLoader decoders on the same shards; gpu: ringfeed with GPU
+        decode too (restart-marked shards)."""
+        a, env = self.a, self.env
+        anchor = os.path.join(a.anchors, "torch_dataloader.py")
+        loader = [sys.executable, anchor, "--shards", pattern, "--workers", str(self.ncpu),
+                  "--epochs", "2"]
+        run = ("--device", a.device, "--batch", "256", "--epochs", "3", "--warmup", "8")
+        S = {"ringfeed": self.bench(*run, pattern=pattern)}
+        if gpu:
+            S["ringfeed_gpu"] = self.bench(*run, "--gpu-decode", pattern=pattern)
+        S["anchor_pil"] = last_json(sh(loader, env=env))
+        S["anchor_tv"] = last_json(sh(loader + ["--decoder", "torchvision"], env=env))
+        return S
+
+
+def section_data(run):
+    """The ImageNet-like shards every section but the photos reads, and the report's dataset
+    line."""
+    a, R, skip = run.a, run.R, run.skip
+    # The photos section makes its own set: a merged run of it alone generates no
+    # ImageNet-like shards (time the GPU machine's 10-minute call needs) and keeps their line.
+    if set(SECTIONS) - skip - {"photos"} or "dataset" not in R:
+        run.shards, gen_s = run.generate(a.data)
+        total = sum(os.path.getsize(p) for p in run.shards)
+    # The dataset line opens the report beside the side-by-side run's machine: a merged run
+    # that does not re-measure that section keeps the line it was measured with.
+    if not (a.merge and "side" in skip and "dataset" in R):
+        R["dataset"] = {"images": a.images, "shards": len(run.shards), "bytes": total,
+                        "generator_s": gen_s, "generator_mb_s": total / gen_s / 1e6,
+                        "mean_jpeg_kb": total / a.images / 1e3}
+
+
+def section_restart(run):
+    """The same images with restart markers (ringfeed-gen --restart = ringfeed-pack
+    --restart's rewrite: identical pixels, ~1% larger files), every loader side by side
+    again."""
+    a, skip = run.a, run.skip
+    if "restart" not in skip or "train" not in skip or "scaling" not in skip:
+        rshards, _ = run.generate(run.rst_dir, "--restart")  # training and scaling read it too
+    if "restart" not in skip:
+        run.R["restart"] = {"bytes": sum(os.path.getsize(p) for p in rshards),
+                            **run.side_by_side(run.rst_pat, gpu=a.device == "cuda")}
+
+
+# A speed-up is a ratio of two runs, and on a shared host one run's clocks can differ from the
+# next one's by several percent (seen here: one thread of a pure integer loop ran 8% faster in
+# one call than in the next). So every thread count is measured in several rounds
+# (--scaling-rounds), interleaved (every thread count once, then again), and the medians are
+# compared; each run takes about two seconds whatever its thread count. A round runs 1 and 16
+# threads first, back to back, so that its own 16/1 ratio sees the least drift (the report
+# gives those too). The figures are saved after every round, so a run cut short keeps the
+# rounds it finished. Three curves per round:
+#  - the pipeline: ringfeed-bench over 10 shards (3,130 images), one epoch per thread, images
+#    decoded inside the timed window (decode_img_per_s: the batches prefetched before the
+#    window opened are left out);
+#  - decoders alone: ringfeed-decode-bench --threads N, N decoders sharing a work counter over
+#    one shard's images and nothing else;
+#  - the cores alone: ringfeed-decode-bench --threads N --spin, a fixed integer loop that
+#    touches no memory: what all-core clocks leave of linear scaling for any CPU-bound work.
+def section_scaling(run):
+    """The decode-thread scaling curves (the comment above), then GPU decode's."""
+    a, R, env, skip, ncpu = run.a, run.R, run.env, run.skip, run.ncpu
+    db = os.path.join(a.build, "tools", "ringfeed-decode-bench")
+    rounds = 0 if "scaling_cpu" in skip else a.scaling_rounds
+    counts = sorted({1, 2, 4, 8, 12, ncpu})
+    sets = [("scaling", a.data)]
+    if glob.glob(run.rst_pat):
+        sets.append(("scaling_restart", run.rst_dir))
+    # (key, shards dir, the one shard decoders alone read)
+    sets = [(key, base, sorted(glob.glob(os.path.join(base, "train-*.tar")))[1])
+            for key, base in sets]
+    runs = {}  # (key, threads) -> list of (pipeline, decoders alone); ("spin", t) -> list
+    med = statistics.median
+
+    def fold():  # the medians over the rounds so far
+        R["scaling_spin"] = [{"threads": t, "spin_per_s": med(runs[("spin", t)]),
+                              "runs": runs[("spin", t)]} for t in counts]
+        for key, _, _ in sets:
+            R[key] = [{"threads": t,
+                       "img_per_s": med([p for p, _ in runs[(key, t)]]),
+                       "runs": [p for p, _ in runs[(key, t)]],
+                       "ceiling_img_per_s": med([c for _, c in runs[(key, t)]]),
+                       "ceiling_runs": [c for _, c in runs[(key, t)]]} for t in counts]
+    ends = [counts[0], counts[-1]]  # the ratio that matters, measured back to back
+    for _ in range(rounds):
+        for t in ends + [x for x in counts if x not in ends]:
+            runs.setdefault(("spin", t), []).append(last_json(sh(
+                [db, "--threads", str(t), "--spin"], env=env))["spin_per_s"])
+            for key, base, one_shard in sets:
+                r = run.bench("--device", a.device, "--batch", "256", "--threads", str(t),
+                              "--epochs", str(t), "--warmup", "4",
+                              pattern=os.path.join(base, "train-00000?.tar"))
+                c = last_json(sh([db, "--threads", str(t), "--reps", "5", one_shard], env=env))
+                runs.setdefault((key, t), []).append(
+                    (r.get("decode_img_per_s", r["img_per_s"]), c["img_per_s"]))
+        fold()
+        run.save()
+    if glob.glob(run.rst_pat) and a.device == "cuda":
+        scaling_gpu(run)
+
+
+def scaling_gpu(run):
+    """GPU decode: decode threads only cut out intervals; the kernels do the decoding. The
+    whole restart-marked set, delivered img/s (what a consumer sees)."""
+    R = run.R
+    R["scaling_gpu"] = []
+    for t in sorted({1, 2, 4, 8, run.ncpu}):
+        r = run.bench("--device", run.a.device, "--batch", "256", "--threads", str(t),
+                      "--epochs", "2", "--warmup", "8", "--gpu-decode", pattern=run.rst_pat)
+        R["scaling_gpu"].append({"threads": t, "img_per_s": r["img_per_s"],
+                                 "gpu_decoded": r.get("gpu_decoded", 0),
+                                 "samples_decoded": r.get("samples_decoded", 0),
+                                 "decode_busy_s": r["decode_busy_s"],
+                                 "wall_s": r["wall_s"],
+                                 **{k: r[k] for k in ("decode_busy_timed_s", "seconds")
+                                    if k in r}})
+
+
+TRAIN_LOADERS = ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_spare", "ringfeed_gpu",
+                 "ringfeed_gpu25", "ringfeed_hw", "ringfeed_hw40", "torch"]
+
+
+def train_command(run, ex, anchor_py, arch, loader, pat, hw):
+    """The example's command line for one training row, or None when the row cannot run here
+    (GPU decode without restart-marked shards, the hardware decoders without engines)."""
+    ncpu = run.ncpu
+    cmd = [sys.executable, ex, "--loader", loader.split("_")[0], "--arch", arch,
+           "--shards", pat, "--batch", "256", "--steps", str(run.a.train_steps),
+           "--warmup", "20", "--classes", "1000", "--anchor", anchor_py,
+           "--workers", str(ncpu), "--decode-threads", str(ncpu),
+           "--decode-nice", "0"]  # the example's defaults differ; a row says its own
+    if loader in ("ringfeed", "ringfeed_nice", "ringfeed_spare"):
+        cmd += ["--schedule", "cpu"]  # the CPU decode rows (AUTO is BALANCE)
+    if loader == "ringfeed_nice":
+        cmd += ["--decode-nice", "10"]
+    if loader == "ringfeed_spare":  # tuning.md's training setting: one CPU spare
+        cmd += ["--decode-threads", str(max(1, ncpu - 1)), "--decode-nice", "10"]
+    if loader.startswith("ringfeed_gpu"):
+        if pat != run.rst_pat:
+            return None
+        cmd += ["--gpu-decode"]
+    if loader == "ringfeed_gpu25":  # the work split: a quarter on the GPU
+        cmd += ["--gpu-decode-percent", "25", "--decode-nice", "10"]
+    if loader.startswith("ringfeed_hw"):  # the GPU's hardware JPEG decoders
+        if not hw:
+            return None
+        cmd += ["--hw-decode-percent", "100" if loader == "ringfeed_hw" else "40"]
+        if loader == "ringfeed_hw40":
+            cmd += ["--decode-nice", "10"]
+    return cmd
+
+
+def section_train(run):
+    """ResNet training fed by every loader, then DDP on two GPUs when there are two."""
+    a, R, env = run.a, run.R, run.env
+    ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
+    anchor_py = os.path.join(a.anchors, "torch_dataloader.py")
+    R["train"] = R.get("train", {})
+    R["train_cpus"] = run.ncpu
+    # Training reads the restart-marked copy when there is one (what ringfeed-pack
+    # --restart gives a user); every input reads the same shards.
+    pat = run.rst_pat if glob.glob(run.rst_pat) else run.pat
+    R["train_data"] = "restart-marked" if pat == run.rst_pat else "plain"
+    # The hardware decoders alone (every image to them) on the training shards, when this
+    # GPU has them and libnvjpeg loads (RINGFEED_NVJPEG, docs/gpu-decode.md).
+    try:
+        R["hw_bench"] = run.bench("--device", "cuda", "--batch", "256", "--epochs", "2",
+                                  "--warmup", "8", "--hw-decode", "100", pattern=pat)
+    except (Exception, SystemExit) as e:  # no engines or library: rows left out
+        print(f"hardware decoders not usable: {e}", file=sys.stderr)
+        R.pop("hw_bench", None)
+    hw = "hw_bench" in R
+    for arch in a.archs.split(","):
+        R["train"][arch] = {}
+        for loader in TRAIN_LOADERS:
+            cmd = train_command(run, ex, anchor_py, arch, loader, pat, hw)
+            if cmd is not None:
+                R["train"][arch][loader] = last_json(sh(cmd, env=env))
+    run.save()
+    ngpu = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda."
+                               "device_count())"], capture_output=True, text=True,
+                              env=env).stdout.strip() or 0)
+    if ngpu >= 2:
+        train_ddp(run, ex, anchor_py, pat)
+
+
+def train_ddp(run, ex, anchor_py, pat):
+    """DDP: one loader per rank, each with half the CPUs."""
+    R = run.R
+    env2 = dict(run.env, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+                NVSHMEM_DISABLE_NVLS="1")
+    R["ddp"] = {"gpus": 2}
+    R.get("machines", {}).pop("ddp", None)
+    for loader in ["synthetic", "ringfeed", "torch"]:
+        cmd = ["torchrun", "--standalone", "--nproc_per_node", "2", ex, "--loader", loader,
+               "--arch", "resnet18", "--shards", pat, "--batch", "256", "--steps",
+               str(run.a.train_steps), "--warmup", "20", "--anchor", anchor_py,
+               "--workers", str(os.cpu_count() // 2 - 1),
+               "--decode-threads", str(os.cpu_count() // 2 - 1), "--decode-nice", "0"]
+        if loader == "ringfeed":
+            cmd += ["--schedule", "cpu"]  # the CPU decode row, as stored
+        R["ddp"][loader] = last_json(sh(cmd, env=env2))
+
+
+def section_tokens(run):
+    """Token windows against the nanoGPT loop, the raw path's GB/s, and resume times."""
+    import numpy as np
+    a, R, env, B = run.a, run.R, run.env, run.B
+    tok = os.path.join(a.data, "tokens.bin")
+    np.random.default_rng(0).integers(0, 50257, 200_000_000, dtype=np.uint16).tofile(tok)
+    R["tokens"] = last_json(sh([sys.executable, os.path.join(HERE, "token_compare.py"),
+                                "--bench", B, "--tokens", tok, "--batch", "64", "--seq-len",
+                                "1024", "--batches", "1000"], env=env))
+    raw = last_json(sh([B, "--tokens", tok, "--seq-len", "4096", "--batch", "512",
+                        "--token-dtype", "uint16", "--windows", "sequential", "--device",
+                        "cuda", "--epochs", "2", "--warmup", "10", "--io-threads", "4",
+                        "--json"], env=env))
+    R["raw_gb_s"] = raw["gb_per_s_to_device"]
+    tok1m = os.path.join(a.data, "tokens1m.bin")
+    np.arange(16_000_017, dtype=np.uint32).astype(np.uint16).tofile(tok1m)
+    R["resume"] = {}
+    for f in ["0.01", "0.9"]:
+        r = last_json(sh([B, "--tokens", tok1m, "--seq-len", "16", "--batch", "1024",
+                          "--device", a.device, "--epochs", "1", "--resume-at", f, "--json"],
+                         env=env))
+        R["resume"][f] = {k: r[k] for k in ("samples", "fresh_ms", "resume_ms",
+                                            "resume_position")}
+
+
+def section_order(run):
+    """Global and shard order from the page cache and from an evicted (cold) cache."""
+    R, shards = run.R, run.shards
+    R["order"] = {}
+    for order in ["global", "shard"]:
+        warm(shards)
+        hot = run.bench("--device", run.a.device, "--order", order, "--epochs", "1")
+        evict(shards)
+        cold = run.bench("--device", run.a.device, "--order", order, "--epochs", "1")
+        R["order"][order] = {"page_cache": hot["img_per_s"], "cold": cold["img_per_s"]}
+    warm(shards)
+
+
+def section_memory(run):
+    """The memory hierarchy (docs/tuning.md): copies and allocations, cold and hot caches."""
+    a, bench = run.a, run.bench
+    mb = os.path.join(a.build, "tools", "ringfeed-membench")
+    M = run.R["memory"] = {"membench": last_json(sh([mb, "--json"], env=run.env))
+                           if a.device != "host" else None}
+    M["cold_2_epochs"] = bench("--device", a.device, "--evict", "--epochs", "2")
+    M["cold_warm"] = bench("--device", a.device, "--evict", "--warm", "--epochs", "1")
+    M["cold_odirect"] = bench("--device", a.device, "--evict", "--odirect", "--epochs", "1")
+    M["cold_buffered"] = bench("--device", a.device, "--evict", "--epochs", "1")
+    warm(run.shards)
+    M["hot"] = bench("--device", a.device, "--epochs", "1")
+    M["hugepages"] = bench("--device", a.device, "--hugepages", "--epochs", "1")
+    M["naive"] = bench("--device", a.device, "--naive", "--epochs", "1")
+
+
+def section_raw(run):
+    """The raw path: token windows of several sizes straight into GPU memory."""
+    import numpy as np
+    a, R = run.a, run.R
+    run.save()
+    tok = os.path.join(a.data, "raw.bin")
+    np.arange(1 << 30, dtype=np.uint32).astype(np.uint16).tofile(tok)  # 2 GiB
+    warm([tok])
+    R["raw"] = []
+    for L_, b_, io_ in [(4096, 512, 4), (32768, 64, 4), (32768, 64, 8), (131072, 16, 8)]:
+        r = last_json(sh([run.B, "--tokens", tok, "--seq-len", str(L_), "--batch", str(b_),
+                          "--token-dtype", "uint16", "--windows", "sequential", "--order",
+                          "none", "--device", a.device, "--epochs", "2", "--warmup", "10",
+                          "--io-threads", str(io_), "--json"], env=run.env))
+        R["raw"].append({"seq_len": L_, "batch": b_, "io_threads": io_,
+                         "gb_per_s": r["gb_per_s_to_device"]})
+    os.remove(tok)
+
+
+def section_reliability(run):
+    """Skip mode's cost on a copy with corrupted JPEGs, and a soak."""
+    a, R, bench = run.a, run.R, run.bench
+    run.save()
+    cor = a.data + "-corrupt"
+    shutil.rmtree(cor, ignore_errors=True)
+    made = last_json(sh([sys.executable, os.path.join(HERE, "corrupt.py"), "--fraction",
+                         "0.01", a.data, cor]))
+    cshards = sorted(glob.glob(os.path.join(cor, "train-*.tar")))
+    warm(cshards)
+    clean = bench("--device", a.device, "--on-error", "skip", "--epochs", "2", "--warmup", "8")
+    dirty = bench("--device", a.device, "--on-error", "skip", "--epochs", "2", "--warmup", "8",
+                  pattern=os.path.join(cor, "train-*.tar"))
+    R["reliability"] = {"corrupted": made, "clean_img_per_s": clean["img_per_s"],
+                        "corrupt_img_per_s": dirty["img_per_s"], "skipped": dirty["skipped"],
+                        "skipped_by_reason": dirty["skipped_by_reason"]}
+    shutil.rmtree(cor, ignore_errors=True)
+    t0 = time.time()
+    soak = bench("--device", a.device, "--epochs", str(a.soak_epochs))
+    R["soak"] = {"seconds": time.time() - t0, "epochs": a.soak_epochs,
+                 "pinned_bytes": soak["pinned_bytes"],
+                 "device_pool_reserved_bytes": soak.get("device_pool_reserved_bytes"),
+                 "per_epoch": soak["per_epoch"]}
+
+
+def main():
+    ap, a, skip = parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    env = child_env(a.build)
     if not set(a.photo_profiles.split(",")) <= set(PHOTO_PROFILES):
         ap.error(f"--photo-profiles: {a.photo_profiles} (profiles: dense, smooth)")
     if "photos" not in skip:
@@ -839,345 +1224,99 @@ def main():
     R = json.load(open(a.merge)) if a.merge else {}
     # A merged run keeps the first machine's description and records its own beside it, under
     # the sections it re-measured.
-    ran = ",".join(x for x in sections if x not in skip)
+    ran = ",".join(x for x in SECTIONS if x not in skip)
     if a.merge:
-        if "machine_rerun" in R:  # results written before per-section machines existed
-            R.setdefault("machines", {})["train"] = R.pop("machine_rerun")
-        # Sections measured now leave the notes of the machine they were measured on before;
-        # the rest of such a note stays (a note for restart,scaling,train becomes one for
-        # restart,scaling when only train is re-measured), and the DDP figures keep theirs
-        # unless this machine re-measures them (two GPUs).
-        ms = R.setdefault("machines", {})
-        for k in list(ms):
-            if set(k.split(",")) & set(ran.split(",")):
-                old = ms.pop(k)
-                rest = [x for x in k.split(",") if x not in ran.split(",")]
-                if rest:
-                    ms[",".join(rest)] = old
-                if "train" in k.split(",") and "ddp" in R and "ddp" not in ms:
-                    ms["ddp"] = old
-        # A note on figures that a later code change made stale (results.json "stale",
-        # section -> text) goes when its section is measured again.
-        for k in ran.split(","):
-            R.get("stale", {}).pop(k, None)
-        if not R.get("stale"):
-            R.pop("stale", None)
+        merge_notes(R, ran)
     if a.merge and "side" in skip:
         R.setdefault("machines", {})[ran] = machine()
     else:  # the side-by-side run's machine is the one the report opens with
         R["machine"] = machine()
-    ncpu = a.cpus
-
-    # -- data ------------------------------------------------------------------------------
-    def generate(dirpath, *extra):
-        """The same seed-0 images every call; returns the shards (made page-cache resident)
-        and the generator's seconds."""
-        shutil.rmtree(dirpath, ignore_errors=True)
-        os.makedirs(dirpath)
-        t0 = time.time()
-        sh([gen, "--output", os.path.join(dirpath, "train-%06d.tar"), "--images", str(a.images),
-            "--per-shard", str((a.images + 63) // 64), "--seed", "0", "--quiet", *extra])
-        secs = time.time() - t0
-        made = sorted(glob.glob(os.path.join(dirpath, "train-*.tar")))
-        warm(made)
-        return made, secs
-
-    # The photos section makes its own set: a merged run of it alone generates no
-    # ImageNet-like shards (time the GPU machine's 10-minute call needs) and keeps their line.
-    shards = []
-    if set(sections) - skip - {"photos"} or "dataset" not in R:
-        shards, gen_s = generate(a.data)
-        total = sum(os.path.getsize(p) for p in shards)
-    # The dataset line opens the report beside the side-by-side run's machine: a merged run
-    # that does not re-measure that section keeps the line it was measured with.
-    if not (a.merge and "side" in skip and "dataset" in R):
-        R["dataset"] = {"images": a.images, "shards": len(shards), "bytes": total,
-                        "generator_s": gen_s, "generator_mb_s": total / gen_s / 1e6,
-                        "mean_jpeg_kb": total / a.images / 1e3}
-    pat = os.path.join(a.data, "train-*.tar")
-
-    def bench(*args, pattern=pat):
-        """One ringfeed-bench run. The sections other than the photos measure the CPU decode
-        path their rows name unless a run asks for a GPU path: on the CUDA device the defaults
-        are the balancing scheduler, so the CPU schedule is asked for."""
-        gpu = {"--gpu-decode", "--hw-decode", "--schedule"} & set(args)
-        cpu = [] if gpu else ["--schedule", "cpu"]
-        return last_json(sh([B, "--shards", pattern, "--json", *cpu, *args], env=env))
-
-    def save():  # after every section, so a run cut short still leaves its figures
-        json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
-
-    # -- side by side ----------------------------------------------------------------------
-    def side_by_side(pattern, gpu=False):
-        """ringfeed and both DataLoader decoders on the same shards; gpu: ringfeed with GPU
-        decode too (restart-marked shards)."""
-        anchor = os.path.join(a.anchors, "torch_dataloader.py")
-        loader = [sys.executable, anchor, "--shards", pattern, "--workers", str(ncpu),
-                  "--epochs", "2"]
-        run = ("--device", a.device, "--batch", "256", "--epochs", "3", "--warmup", "8")
-        S = {"ringfeed": bench(*run, pattern=pattern)}
-        if gpu:
-            S["ringfeed_gpu"] = bench(*run, "--gpu-decode", pattern=pattern)
-        S["anchor_pil"] = last_json(sh(loader, env=env))
-        S["anchor_tv"] = last_json(sh(loader + ["--decoder", "torchvision"], env=env))
-        return S
-
+    run = Run(a, skip, env, R)
+    section_data(run)
     if "side" not in skip:
-        R.update(side_by_side(pat))
-
-    save()
-    # -- the same images with restart markers (ringfeed-gen --restart = ringfeed-pack --restart's
-    # rewrite: identical pixels, ~1% larger files), every loader side by side again ------------
-    rst_dir = a.data + "-restart"
-    rst_pat = os.path.join(rst_dir, "train-*.tar")
-    if "restart" not in skip or "train" not in skip or "scaling" not in skip:
-        rshards, _ = generate(rst_dir, "--restart")  # training and scaling read it too
-    if "restart" not in skip:
-        R["restart"] = {"bytes": sum(os.path.getsize(p) for p in rshards),
-                        **side_by_side(rst_pat, gpu=a.device == "cuda")}
-
-    save()
-    # -- plain JPEG photographs: ringfeed beside DALI and the DataLoader (photos_section) ------
-    if "photos" not in skip:
+        R.update(run.side_by_side(run.pat))
+    run.save()
+    section_restart(run)
+    run.save()
+    if "photos" not in skip:  # plain JPEG photographs: ringfeed beside DALI and the DataLoader
         for profile in a.photo_profiles.split(","):
-            photos_section(a, R, env, B, save, skip, profile)
-
-    save()
-    # -- scaling ---------------------------------------------------------------------------
-    # A speed-up is a ratio of two runs, and on a shared host one run's clocks can differ from
-    # the next one's by several percent (seen here: one thread of a pure integer loop ran 8%
-    # faster in one call than in the next). So every thread count is measured in several
-    # rounds (--scaling-rounds), interleaved (every thread count once, then again), and the
-    # medians are compared; each run takes about two seconds whatever its thread count. A round
-    # runs 1 and 16 threads first, back to back, so that its own 16/1 ratio sees the least
-    # drift (the report gives those too). The figures are saved after every round, so a run
-    # cut short keeps the rounds it finished. Three curves per round:
-    #  - the pipeline: ringfeed-bench over 10 shards (3,130 images), one epoch per thread, images
-    #    decoded inside the timed window (decode_img_per_s: the batches prefetched before the
-    #    window opened are left out);
-    #  - decoders alone: ringfeed-decode-bench --threads N, N decoders sharing a work counter over
-    #    one shard's images and nothing else;
-    #  - the cores alone: ringfeed-decode-bench --threads N --spin, a fixed integer loop that
-    #    touches no memory: what all-core clocks leave of linear scaling for any CPU-bound work.
+            photos_section(a, R, env, run.B, run.save, skip, profile)
+    run.save()
     if "scaling" not in skip:
-        db = os.path.join(a.build, "tools", "ringfeed-decode-bench")
-        rounds = 0 if "scaling_cpu" in skip else a.scaling_rounds
-        counts = sorted({1, 2, 4, 8, 12, ncpu})
-        sets = [("scaling", a.data)]
-        if glob.glob(rst_pat):
-            sets.append(("scaling_restart", rst_dir))
-        # (key, shards dir, the one shard decoders alone read)
-        sets = [(key, base, sorted(glob.glob(os.path.join(base, "train-*.tar")))[1])
-                for key, base in sets]
-        runs = {}  # (key, threads) -> list of (pipeline, decoders alone); ("spin", t) -> list
-        med = statistics.median
-
-        def fold():  # the medians over the rounds so far
-            R["scaling_spin"] = [{"threads": t, "spin_per_s": med(runs[("spin", t)]),
-                                  "runs": runs[("spin", t)]} for t in counts]
-            for key, _, _ in sets:
-                R[key] = [{"threads": t,
-                           "img_per_s": med([p for p, _ in runs[(key, t)]]),
-                           "runs": [p for p, _ in runs[(key, t)]],
-                           "ceiling_img_per_s": med([c for _, c in runs[(key, t)]]),
-                           "ceiling_runs": [c for _, c in runs[(key, t)]]} for t in counts]
-        ends = [counts[0], counts[-1]]  # the ratio that matters, measured back to back
-        for _ in range(rounds):
-            for t in ends + [x for x in counts if x not in ends]:
-                runs.setdefault(("spin", t), []).append(last_json(sh(
-                    [db, "--threads", str(t), "--spin"], env=env))["spin_per_s"])
-                for key, base, one_shard in sets:
-                    r = bench("--device", a.device, "--batch", "256", "--threads", str(t),
-                              "--epochs", str(t), "--warmup", "4",
-                              pattern=os.path.join(base, "train-00000?.tar"))
-                    c = last_json(sh([db, "--threads", str(t), "--reps", "5", one_shard],
-                                     env=env))
-                    runs.setdefault((key, t), []).append(
-                        (r.get("decode_img_per_s", r["img_per_s"]), c["img_per_s"]))
-            fold()
-            save()
-        # GPU decode: decode threads only cut out intervals; the kernels do the decoding. The
-        # whole restart-marked set, delivered img/s (what a consumer sees).
-        if glob.glob(rst_pat) and a.device == "cuda":
-            R["scaling_gpu"] = []
-            for t in sorted({1, 2, 4, 8, ncpu}):
-                r = bench("--device", a.device, "--batch", "256", "--threads", str(t), "--epochs",
-                          "2", "--warmup", "8", "--gpu-decode", pattern=rst_pat)
-                R["scaling_gpu"].append({"threads": t, "img_per_s": r["img_per_s"],
-                                         "gpu_decoded": r.get("gpu_decoded", 0),
-                                         "samples_decoded": r.get("samples_decoded", 0),
-                                         "decode_busy_s": r["decode_busy_s"],
-                                         "wall_s": r["wall_s"],
-                                         **{k: r[k] for k in ("decode_busy_timed_s", "seconds")
-                                            if k in r}})
-
-    save()
-    # -- training ---------------------------------------------------------------------------
+        section_scaling(run)
+    run.save()
     if "train" not in skip:
-        ex = os.path.join(REPO, "python", "examples", "train_resnet.py")
-        anchor_py = os.path.join(a.anchors, "torch_dataloader.py")
-        R["train"] = R.get("train", {})
-        R["train_cpus"] = ncpu
-        # Training reads the restart-marked copy when there is one (what ringfeed-pack
-        # --restart gives a user); every input reads the same shards.
-        if glob.glob(rst_pat):
-            pat = rst_pat
-        R["train_data"] = "restart-marked" if pat == rst_pat else "plain"
-        # The hardware decoders alone (every image to them) on the training shards, when this
-        # GPU has them and libnvjpeg loads (RINGFEED_NVJPEG, docs/gpu-decode.md).
-        try:
-            R["hw_bench"] = bench("--device", "cuda", "--batch", "256", "--epochs", "2",
-                                  "--warmup", "8", "--hw-decode", "100", pattern=pat)
-        except (Exception, SystemExit) as e:  # no engines or library: rows left out
-            print(f"hardware decoders not usable: {e}", file=sys.stderr)
-            R.pop("hw_bench", None)
-        hw = "hw_bench" in R
-        for arch in a.archs.split(","):
-            R["train"][arch] = {}
-            for loader in ["synthetic", "ringfeed", "ringfeed_nice", "ringfeed_spare",
-                           "ringfeed_gpu", "ringfeed_gpu25", "ringfeed_hw", "ringfeed_hw40",
-                           "torch"]:
-                cmd = [sys.executable, ex, "--loader", loader.split("_")[0], "--arch", arch,
-                       "--shards", pat, "--batch", "256", "--steps", str(a.train_steps),
-                       "--warmup", "20", "--classes", "1000", "--anchor", anchor_py,
-                       "--workers", str(ncpu), "--decode-threads", str(ncpu),
-                       "--decode-nice", "0"]  # the example's defaults differ; a row says its own
-                if loader in ("ringfeed", "ringfeed_nice", "ringfeed_spare"):
-                    cmd += ["--schedule", "cpu"]  # the CPU decode rows (AUTO is BALANCE)
-                if loader == "ringfeed_nice":
-                    cmd += ["--decode-nice", "10"]
-                if loader == "ringfeed_spare":  # tuning.md's training setting: one CPU spare
-                    cmd += ["--decode-threads", str(max(1, ncpu - 1)), "--decode-nice", "10"]
-                if loader.startswith("ringfeed_gpu"):
-                    if pat != rst_pat:
-                        continue
-                    cmd += ["--gpu-decode"]
-                if loader == "ringfeed_gpu25":  # the work split: a quarter on the GPU
-                    cmd += ["--gpu-decode-percent", "25", "--decode-nice", "10"]
-                if loader.startswith("ringfeed_hw"):  # the GPU's hardware JPEG decoders
-                    if not hw:
-                        continue
-                    cmd += ["--hw-decode-percent", "100" if loader == "ringfeed_hw" else "40"]
-                    if loader == "ringfeed_hw40":
-                        cmd += ["--decode-nice", "10"]
-                R["train"][arch][loader] = last_json(sh(cmd, env=env))
-        save()
-        ngpu = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda."
-                                   "device_count())"], capture_output=True, text=True,
-                                  env=env).stdout.strip() or 0)
-        if ngpu >= 2:  # DDP: one loader per rank, each with half the CPUs
-            env2 = dict(env, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-                        NVSHMEM_DISABLE_NVLS="1")
-            R["ddp"] = {"gpus": 2}
-            R.get("machines", {}).pop("ddp", None)
-            for loader in ["synthetic", "ringfeed", "torch"]:
-                cmd = ["torchrun", "--standalone", "--nproc_per_node", "2", ex, "--loader", loader,
-                       "--arch", "resnet18", "--shards", pat, "--batch", "256", "--steps",
-                       str(a.train_steps), "--warmup", "20", "--anchor", anchor_py,
-                       "--workers", str(os.cpu_count() // 2 - 1),
-                       "--decode-threads", str(os.cpu_count() // 2 - 1), "--decode-nice", "0"]
-                if loader == "ringfeed":
-                    cmd += ["--schedule", "cpu"]  # the CPU decode row, as stored
-                R["ddp"][loader] = last_json(sh(cmd, env=env2))
-
-    # -- tokens ----------------------------------------------------------------------------
+        section_train(run)
     if "tokens" not in skip:
-        import numpy as np
-        tok = os.path.join(a.data, "tokens.bin")
-        np.random.default_rng(0).integers(0, 50257, 200_000_000, dtype=np.uint16).tofile(tok)
-        R["tokens"] = last_json(sh([sys.executable, os.path.join(HERE, "token_compare.py"),
-                                    "--bench", B, "--tokens", tok, "--batch", "64", "--seq-len",
-                                    "1024", "--batches", "1000"], env=env))
-        raw = last_json(sh([B, "--tokens", tok, "--seq-len", "4096", "--batch", "512",
-                            "--token-dtype", "uint16", "--windows", "sequential", "--device",
-                            "cuda", "--epochs", "2", "--warmup", "10", "--io-threads", "4",
-                            "--json"], env=env))
-        R["raw_gb_s"] = raw["gb_per_s_to_device"]
-        tok1m = os.path.join(a.data, "tokens1m.bin")
-        np.arange(16_000_017, dtype=np.uint32).astype(np.uint16).tofile(tok1m)
-        R["resume"] = {}
-        for f in ["0.01", "0.9"]:
-            r = last_json(sh([B, "--tokens", tok1m, "--seq-len", "16", "--batch", "1024",
-                              "--device", a.device, "--epochs", "1", "--resume-at", f, "--json"],
-                             env=env))
-            R["resume"][f] = {k: r[k] for k in ("samples", "fresh_ms", "resume_ms",
-                                                "resume_position")}
-
-    save()
-    # -- order: page cache vs cold -----------------------------------------------------------
+        section_tokens(run)
+    run.save()
     if "order" not in skip:
-        R["order"] = {}
-        for order in ["global", "shard"]:
-            warm(shards)
-            hot = bench("--device", a.device, "--order", order, "--epochs", "1")
-            evict(shards)
-            cold = bench("--device", a.device, "--order", order, "--epochs", "1")
-            R["order"][order] = {"page_cache": hot["img_per_s"], "cold": cold["img_per_s"]}
-        warm(shards)
-
-    save()
-    # -- memory hierarchy (docs/tuning.md) ----------------------------------------------------
+        section_order(run)
+    run.save()
     if "memory" not in skip:
-        mb = os.path.join(a.build, "tools", "ringfeed-membench")
-        M = R["memory"] = {"membench": last_json(sh([mb, "--json"], env=env))
-                           if a.device != "host" else None}
-        M["cold_2_epochs"] = bench("--device", a.device, "--evict", "--epochs", "2")
-        M["cold_warm"] = bench("--device", a.device, "--evict", "--warm", "--epochs", "1")
-        M["cold_odirect"] = bench("--device", a.device, "--evict", "--odirect", "--epochs", "1")
-        M["cold_buffered"] = bench("--device", a.device, "--evict", "--epochs", "1")
-        warm(shards)
-        M["hot"] = bench("--device", a.device, "--epochs", "1")
-        M["hugepages"] = bench("--device", a.device, "--hugepages", "--epochs", "1")
-        M["naive"] = bench("--device", a.device, "--naive", "--epochs", "1")
-
-    # -- raw path: token windows of several sizes straight into GPU memory ---------------------
+        section_memory(run)
     if "raw" not in skip:
-        import numpy as np
-        save()
-        tok = os.path.join(a.data, "raw.bin")
-        np.arange(1 << 30, dtype=np.uint32).astype(np.uint16).tofile(tok)  # 2 GiB
-        warm([tok])
-        R["raw"] = []
-        for L_, b_, io_ in [(4096, 512, 4), (32768, 64, 4), (32768, 64, 8), (131072, 16, 8)]:
-            r = last_json(sh([B, "--tokens", tok, "--seq-len", str(L_), "--batch", str(b_),
-                              "--token-dtype", "uint16", "--windows", "sequential", "--order",
-                              "none", "--device", a.device, "--epochs", "2", "--warmup", "10",
-                              "--io-threads", str(io_), "--json"], env=env))
-            R["raw"].append({"seq_len": L_, "batch": b_, "io_threads": io_,
-                             "gb_per_s": r["gb_per_s_to_device"]})
-        os.remove(tok)
-
-    # -- reliability: skip-mode cost and a soak ---------------------------------------------
+        section_raw(run)
     if "reliability" not in skip:
-        save()
-        cor = a.data + "-corrupt"
-        shutil.rmtree(cor, ignore_errors=True)
-        made = last_json(sh([sys.executable, os.path.join(HERE, "corrupt.py"), "--fraction",
-                             "0.01", a.data, cor]))
-        cshards = sorted(glob.glob(os.path.join(cor, "train-*.tar")))
-        warm(cshards)
-        clean = bench("--device", a.device, "--on-error", "skip", "--epochs", "2", "--warmup", "8")
-        dirty = bench("--device", a.device, "--on-error", "skip", "--epochs", "2", "--warmup", "8",
-                      pattern=os.path.join(cor, "train-*.tar"))
-        R["reliability"] = {"corrupted": made, "clean_img_per_s": clean["img_per_s"],
-                            "corrupt_img_per_s": dirty["img_per_s"], "skipped": dirty["skipped"],
-                            "skipped_by_reason": dirty["skipped_by_reason"]}
-        shutil.rmtree(cor, ignore_errors=True)
-        t0 = time.time()
-        soak = bench("--device", a.device, "--epochs", str(a.soak_epochs))
-        R["soak"] = {"seconds": time.time() - t0, "epochs": a.soak_epochs,
-                     "pinned_bytes": soak["pinned_bytes"],
-                     "device_pool_reserved_bytes": soak.get("device_pool_reserved_bytes"),
-                     "per_epoch": soak["per_epoch"]}
-
+        section_reliability(run)
     json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
     write_report(R, a.out)
 
 
-def write_report(R, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+class Plots:
+    """The report's figures: pyplot with the file-only backend, each figure saved into `out`."""
+
+    def __init__(self, out):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        self.plt, self.out = plt, out
+
+    def save(self, png, xlabel, ylabel=None, legend=False):  # the end of every figure
+        plt = self.plt
+        plt.xlabel(xlabel)
+        if ylabel:
+            plt.ylabel(ylabel)
+        if legend:
+            plt.legend()
+        plt.tight_layout()
+        plt.savefig(os.path.join(self.out, png), dpi=120)
+        plt.close()  # pyplot keeps every open figure alive
+
+    def loaders(self, rows, png, xlabel, alt, colors=None):
+        """Bars of (name, img/s) rows; by default ringfeed's red but the last two (the
+        DataLoaders) grey."""
+        plt = self.plt
+        plt.figure(figsize=(6, max(3, 0.4 * len(rows) + 1)))
+        colors = colors or ["#c33"] * (len(rows) - 2) + ["#888", "#888"]
+        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=colors[::-1])
+        self.save(png, xlabel)
+        return [f"![{alt}]({png})", ""]
+
+
+def loader_table(S):
+    """S: a side_by_side() result; its rows and the markdown table, with ringfeed's ratio
+    to each row (and GPU decode's, when it ran)."""
+    rf, gpu = S["ringfeed"], S.get("ringfeed_gpu")
+    rows = []
+    if gpu:
+        rows.append(("ringfeed, GPU decode (`gpu_decode`), %d threads" % gpu["decode_threads"],
+                     gpu["img_per_s"]))
+    rows += [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
+             ("PyTorch DataLoader + PIL, %d workers" % S["anchor_pil"]["workers"], S["anchor_pil"]["img_per_s"]),
+             ("PyTorch DataLoader + torchvision.io, %d workers" % S["anchor_tv"]["workers"], S["anchor_tv"]["img_per_s"])]
+    head = "| loader | img/s | ringfeed (CPU decode) is |"
+    if gpu:
+        head += " ringfeed (GPU decode) is |"
+    lines = [head, "| --- | ---: | ---: |" + (" ---: |" if gpu else "")]
+    for name, v in rows:
+        line = f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |"
+        lines.append(line + (f" {gpu['img_per_s'] / v:.2f}x |" if gpu else ""))
+    return rows, lines
+
+
+def report_head(R):
+    """The title, the machine, the dataset and the notes on stale figures."""
     L = []
     m = R["machine"]
     L += ["# Performance", "",
@@ -1193,349 +1332,409 @@ def write_report(R, out):
           f"Generated at {d['generator_mb_s']:.0f} MB/s.", ""]
     for sec, text in R.get("stale", {}).items():  # until the section is measured again
         L += [f"**Changed since the `{sec}` figures below were measured:** {text}", ""]
+    return L
 
-    def loader_table(S):
-        """S: a side_by_side() result; its rows and the markdown table, with ringfeed's ratio
-        to each row (and GPU decode's, when it ran)."""
-        rf, gpu = S["ringfeed"], S.get("ringfeed_gpu")
-        rows = []
-        if gpu:
-            rows.append(("ringfeed, GPU decode (`gpu_decode`), %d threads" % gpu["decode_threads"],
-                         gpu["img_per_s"]))
-        rows += [("ringfeed, %d decode threads, to GPU memory" % rf["decode_threads"], rf["img_per_s"]),
-                 ("PyTorch DataLoader + PIL, %d workers" % S["anchor_pil"]["workers"], S["anchor_pil"]["img_per_s"]),
-                 ("PyTorch DataLoader + torchvision.io, %d workers" % S["anchor_tv"]["workers"], S["anchor_tv"]["img_per_s"])]
-        head = "| loader | img/s | ringfeed (CPU decode) is |"
-        if gpu:
-            head += " ringfeed (GPU decode) is |"
-        lines = [head, "| --- | ---: | ---: |" + (" ---: |" if gpu else "")]
-        for name, v in rows:
-            line = f"| {name} | {v:,.0f} | {rf['img_per_s'] / v:.2f}x |"
-            lines.append(line + (f" {gpu['img_per_s'] / v:.2f}x |" if gpu else ""))
-        return rows, lines
 
-    def save_plot(png, xlabel, ylabel=None, legend=False):  # the end of every figure
-        plt.xlabel(xlabel)
-        if ylabel:
-            plt.ylabel(ylabel)
-        if legend:
-            plt.legend()
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, png), dpi=120)
-        plt.close()  # pyplot keeps every open figure alive
+def report_side(R, plots):
+    """ringfeed beside the DataLoaders on the plain shards, and its per-stage breakdown."""
+    rf = R["ringfeed"]
+    rows, table = loader_table(R)
+    L = ["## RandomResizedCrop 224 + flip, batch 256, to the GPU", ""] + table
+    rss = [e.get("rss_mb", 0) for e in rf.get("per_epoch", [])]
+    L += ["", f"First batch: ringfeed {rf['first_batch_ms']:.0f} ms after create (create "
+          f"itself {rf.get('create_ms', 0):.0f} ms: shard indexes, pinned ring); DataLoader "
+          f"{R['anchor_pil']['first_batch_s'] * 1e3:.0f} ms from the start of iteration.",
+          "", f"Host RSS at the end of each epoch: {', '.join(f'{x:.0f}' for x in rss)} MB "
+          f"(pinned ring {rf.get('pinned_bytes', 0) / 2**20:.0f} MB).", "",
+          "Per-stage breakdown (ringfeed run above, seconds summed over threads):", ""]
+    L += ["| stage | busy s | " + ("of the timed window x threads |" if
+                                  "decode_busy_timed_s" in rf else "of wall x threads |"),
+          "| --- | ---: | ---: |"]
+    for name, key, thr in [("I/O", "io_busy_s", rf["io_threads"]),
+                           ("decode", "decode_busy_s", rf["decode_threads"]),
+                           ("copy enqueue", "copy_busy_s", 1),
+                           ("consumer waited", "consumer_wait_s", 1)]:
+        v, wall = window(rf, key)
+        L.append(f"| {name} | {v:.2f} | {100 * v / (wall * thr):.0f}% |")
+    L.append("")
+    L += plots.loaders(rows, "throughput.png", "images/s (RandomResizedCrop 224, to GPU)",
+                       "throughput per loader")
+    return L
 
-    def loader_plot(rows, png, xlabel, alt, colors=None):
-        """Bars of (name, img/s) rows; by default ringfeed's red but the last two (the
-        DataLoaders) grey."""
-        plt.figure(figsize=(6, max(3, 0.4 * len(rows) + 1)))
-        colors = colors or ["#c33"] * (len(rows) - 2) + ["#888", "#888"]
-        plt.barh([r[0] for r in rows][::-1], [r[1] for r in rows][::-1], color=colors[::-1])
-        save_plot(png, xlabel)
-        return [f"![{alt}]({png})", ""]
 
-    if "ringfeed" in R:
-        rf = R["ringfeed"]
-        rows, table = loader_table(R)
-        L += ["## RandomResizedCrop 224 + flip, batch 256, to the GPU", ""] + table
-        rss = [e.get("rss_mb", 0) for e in rf.get("per_epoch", [])]
-        L += ["", f"First batch: ringfeed {rf['first_batch_ms']:.0f} ms after create (create "
-              f"itself {rf.get('create_ms', 0):.0f} ms: shard indexes, pinned ring); DataLoader "
-              f"{R['anchor_pil']['first_batch_s'] * 1e3:.0f} ms from the start of iteration.",
-              "", f"Host RSS at the end of each epoch: {', '.join(f'{x:.0f}' for x in rss)} MB "
-              f"(pinned ring {rf.get('pinned_bytes', 0) / 2**20:.0f} MB).", "",
-              "Per-stage breakdown (ringfeed run above, seconds summed over threads):", ""]
-        L += ["| stage | busy s | " + ("of the timed window x threads |" if
-                                      "decode_busy_timed_s" in rf else "of wall x threads |"),
-              "| --- | ---: | ---: |"]
-        for name, key, thr in [("I/O", "io_busy_s", rf["io_threads"]),
-                               ("decode", "decode_busy_s", rf["decode_threads"]),
-                               ("copy enqueue", "copy_busy_s", 1),
-                               ("consumer waited", "consumer_wait_s", 1)]:
-            v, wall = window(rf, key)
-            L.append(f"| {name} | {v:.2f} | {100 * v / (wall * thr):.0f}% |")
-        L.append("")
-        L += loader_plot(rows, "throughput.png", "images/s (RandomResizedCrop 224, to GPU)",
-                         "throughput per loader")
-    if "restart" in R:
-        X = R["restart"]
-        rf = X["ringfeed"]
-        plain = R.get("ringfeed", {}).get("img_per_s")
-        rows, table = loader_table(X)
-        L += ["## The same images with restart markers (`ringfeed-pack --restart`)", "",
-              "The shards above rewritten losslessly with a restart marker every few MCUs "
-              f"(`ringfeed-gen --restart`, the rewrite `ringfeed-pack --restart` does: identical "
-              f"decoded pixels, {100 * (X['bytes'] / d['bytes'] - 1):.1f}% more bytes). ringfeed "
-              "then entropy-decodes only the MCUs each crop needs "
-              f"({100 * rf.get('region_decoded', 0) / max(rf.get('samples_decoded', 1), 1):.0f}% "
-              "of images took that path); the DataLoaders decode them as before.", ""] + table
-        if plain:
-            L += ["", f"ringfeed on these shards vs the plain ones above: {rf['img_per_s']:,.0f} vs "
-                  f"{plain:,.0f} img/s ({rf['img_per_s'] / plain:.2f}x)."]
-        g = X.get("ringfeed_gpu")
-        if g:
-            v, wall = window(g)
-            busy = v / (wall * g["decode_threads"])
-            L += ["", f"GPU decode (`gpu_decode`, docs/gpu-decode.md): the decode threads read each "
-                  "header, choose the crop and copy the restart intervals it needs with the "
-                  "tables and resize plans into the slot; kernels on the copy stream do the "
-                  "Huffman decoding, IDCT, upsampling, colour conversion and resize, byte for "
-                  "byte what the CPU path gives at full scale. "
-                  f"{100 * g.get('gpu_decoded', 0) / max(g.get('samples_decoded', 1), 1):.0f}% of "
-                  f"images took it; the decode threads were busy {100 * busy:.0f}% of the time."]
-        L.append("")
-        L += loader_plot(rows, "throughput_restart.png",
-                         "images/s (RandomResizedCrop 224, to GPU; restart-marked shards)",
-                         "throughput per loader, restart-marked shards")
-    if "photos_dense" in R:
-        L += photos_report(R["photos_dense"], loader_plot)
-    if "photos" in R:
-        L += photos_report(R["photos"], loader_plot)
-    if "scaling" in R:
-        L += ["## Decode-thread scaling", "",
-              "(Measured in its own command: see the note below the plot.)", "",
-              "RandomResizedCrop 224 to the GPU. Every thread count was run "
-              f"{len(R['scaling'][0].get('runs', [0]))} times, the rounds interleaved, and the "
-              "table gives the medians (one thread of the same loop can run several percent "
-              "faster in one call than in the next on this shared host). Pipeline: ringfeed-bench, "
-              "images decoded inside the timed window. Decoders alone: `ringfeed-decode-bench "
-              "--threads N`, N decoders over the same images sharing one work counter, nothing "
-              "else. Cores alone: `ringfeed-decode-bench --threads N --spin`, an integer loop "
-              "that touches no memory, so its speed-up is what all-core clocks allow any "
-              "CPU-bound work.", ""]
-        spin = {r["threads"]: r["spin_per_s"] for r in R.get("scaling_spin", [])}
-        for key, title in [("scaling", "plain shards"), ("scaling_restart", "restart-marked shards")]:
-            if key not in R:
-                continue
-            s = R[key]
-            one = s[0]["img_per_s"]
-            c1 = s[0].get("ceiling_img_per_s")
-            L += [f"{title}:", "", "| threads | img/s | speed-up | efficiency | runs | "
-                  "decoders alone speed-up | cores alone speed-up |",
-                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
-            for r in s:
-                c = r.get("ceiling_img_per_s")
-                rr = r.get("runs") or [r["img_per_s"]]
-                sp = spin.get(r["threads"])
-                L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | {r['img_per_s'] / one:.1f}x | "
-                         f"{r['img_per_s'] / one / r['threads'] * 100:.0f}% | "
-                         f"{min(rr):,.0f}-{max(rr):,.0f} | "
-                         + (f"{c / c1:.1f}x" if c and c1 else "-") + " | "
-                         + (f"{sp / spin[1]:.1f}x" if sp and spin.get(1) else "-") + " |")
-            t = s[-1]
-            L += ["", f"{t['threads']} threads: {t['img_per_s'] / one:.1f}x one thread, against "
-                  f"a target of {0.9 * t['threads']:.1f}x (0.9 x {t['threads']})."]
-            # A round runs 1 and 16 threads back to back: its own ratio leaves out the
-            # machine's drift from round to round.
-            ps = R.get("scaling_spin", [])
-            per_round = [(label, [x / y for x, y in zip(hi, lo)]) for label, hi, lo in [
-                ("the pipeline", t.get("runs", []), s[0].get("runs", [])),
-                ("the decoders alone", t.get("ceiling_runs", []), s[0].get("ceiling_runs", [])),
-                ("the cores alone", ps[-1]["runs"] if ps else [], ps[0]["runs"] if ps else [])]]
-            n = len(per_round[0][1])
-            if n > 1:
-                L[-1] += " Round by round, " + "; ".join(
-                    f"{label} {', '.join(f'{x:.1f}x' for x in v)} (median "
-                    f"{statistics.median(v):.1f}x)" for label, v in per_round if len(v) == n) + "."
-            L += [""]
-        if "scaling_gpu" in R:
-            s = R["scaling_gpu"]
-            L += ["GPU decode (`gpu_decode`), restart-marked shards, all 20,000 images, delivered "
-                  "img/s. The threads only cut out restart intervals (the rest is the GPU's), so "
-                  "a few of them saturate what the pipeline can move:", "",
-                  "| threads | img/s | decode threads busy |", "| ---: | ---: | ---: |"]
-            for r in s:
-                L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | "
-                         f"{100 * window(r)[0] / (window(r)[1] * r['threads']):.0f}% |")
-            plt.figure(figsize=(5.5, 3.5))
-            plt.plot([r["threads"] for r in s], [r["img_per_s"] for r in s], "D-", color="C3",
-                     label="GPU decode")
-            if "scaling_restart" in R:
-                c = R["scaling_restart"]
-                plt.plot([r["threads"] for r in c], [r["img_per_s"] for r in c], "s-", color="C1",
-                         label="CPU decode")
-            save_plot("scaling_gpu.png", "decode threads", "images/s (restart-marked shards)",
-                      legend=True)
-            L += ["", "![GPU decode scaling](scaling_gpu.png)", ""]
-        plt.figure(figsize=(5.5, 3.8))
-        for key, label, mk, col in [("scaling", "plain shards", "o", "C0"),
-                                    ("scaling_restart", "restart-marked shards", "s", "C1")]:
-            if key not in R:
-                continue
-            rs = R[key]
-            th = [r["threads"] for r in rs]
-            plt.plot(th, [r["img_per_s"] / rs[0]["img_per_s"] for r in rs], mk + "-", color=col,
-                     label=f"ringfeed, {label}")
-            if rs[0].get("ceiling_img_per_s"):
-                plt.plot(th, [r["ceiling_img_per_s"] / rs[0]["ceiling_img_per_s"] for r in rs],
-                         mk + ":", color=col, alpha=0.6, label=f"decoders alone, {label}")
-        if R.get("scaling_spin"):
-            sp = R["scaling_spin"]
-            plt.plot([r["threads"] for r in sp], [r["spin_per_s"] / sp[0]["spin_per_s"]
-                                                  for r in sp], "x-.", color="C2",
-                     label="cores alone (integer loop)")
-        th = [r["threads"] for r in R["scaling"]]
-        plt.plot(th, th, "--", color="#999", label="linear")
-        plt.plot(th, [0.9 * t for t in th], "-.", color="#bbb", label="0.9 x linear")
-        save_plot("scaling.png", "decode threads", "speed-up over one thread", legend=True)
-        L += ["", "![scaling](scaling.png)", ""]
+def report_restart(R, plots):
+    """The loaders again on the restart-marked copy, with GPU decode when it ran."""
+    X = R["restart"]
+    d = R["dataset"]
+    rf = X["ringfeed"]
+    plain = R.get("ringfeed", {}).get("img_per_s")
+    rows, table = loader_table(X)
+    L = ["## The same images with restart markers (`ringfeed-pack --restart`)", "",
+         "The shards above rewritten losslessly with a restart marker every few MCUs "
+         f"(`ringfeed-gen --restart`, the rewrite `ringfeed-pack --restart` does: identical "
+         f"decoded pixels, {100 * (X['bytes'] / d['bytes'] - 1):.1f}% more bytes). ringfeed "
+         "then entropy-decodes only the MCUs each crop needs "
+         f"({100 * rf.get('region_decoded', 0) / max(rf.get('samples_decoded', 1), 1):.0f}% "
+         "of images took that path); the DataLoaders decode them as before.", ""] + table
+    if plain:
+        L += ["", f"ringfeed on these shards vs the plain ones above: {rf['img_per_s']:,.0f} vs "
+              f"{plain:,.0f} img/s ({rf['img_per_s'] / plain:.2f}x)."]
+    g = X.get("ringfeed_gpu")
+    if g:
+        v, wall = window(g)
+        busy = v / (wall * g["decode_threads"])
+        L += ["", f"GPU decode (`gpu_decode`, docs/gpu-decode.md): the decode threads read each "
+              "header, choose the crop and copy the restart intervals it needs with the "
+              "tables and resize plans into the slot; kernels on the copy stream do the "
+              "Huffman decoding, IDCT, upsampling, colour conversion and resize, byte for "
+              "byte what the CPU path gives at full scale. "
+              f"{100 * g.get('gpu_decoded', 0) / max(g.get('samples_decoded', 1), 1):.0f}% of "
+              f"images took it; the decode threads were busy {100 * busy:.0f}% of the time."]
+    L.append("")
+    L += plots.loaders(rows, "throughput_restart.png",
+                       "images/s (RandomResizedCrop 224, to GPU; restart-marked shards)",
+                       "throughput per loader, restart-marked shards")
+    return L
+
+
+def scaling_table(R, key, title, spin):
+    """One set's scaling table (plain or restart-marked shards) and its round-by-round
+    ratios."""
+    s = R[key]
+    one = s[0]["img_per_s"]
+    c1 = s[0].get("ceiling_img_per_s")
+    L = [f"{title}:", "", "| threads | img/s | speed-up | efficiency | runs | "
+         "decoders alone speed-up | cores alone speed-up |",
+         "| ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for r in s:
+        c = r.get("ceiling_img_per_s")
+        rr = r.get("runs") or [r["img_per_s"]]
+        sp = spin.get(r["threads"])
+        L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | {r['img_per_s'] / one:.1f}x | "
+                 f"{r['img_per_s'] / one / r['threads'] * 100:.0f}% | "
+                 f"{min(rr):,.0f}-{max(rr):,.0f} | "
+                 + (f"{c / c1:.1f}x" if c and c1 else "-") + " | "
+                 + (f"{sp / spin[1]:.1f}x" if sp and spin.get(1) else "-") + " |")
+    t = s[-1]
+    L += ["", f"{t['threads']} threads: {t['img_per_s'] / one:.1f}x one thread, against "
+          f"a target of {0.9 * t['threads']:.1f}x (0.9 x {t['threads']})."]
+    # A round runs 1 and 16 threads back to back: its own ratio leaves out the
+    # machine's drift from round to round.
+    ps = R.get("scaling_spin", [])
+    per_round = [(label, [x / y for x, y in zip(hi, lo)]) for label, hi, lo in [
+        ("the pipeline", t.get("runs", []), s[0].get("runs", [])),
+        ("the decoders alone", t.get("ceiling_runs", []), s[0].get("ceiling_runs", [])),
+        ("the cores alone", ps[-1]["runs"] if ps else [], ps[0]["runs"] if ps else [])]]
+    n = len(per_round[0][1])
+    if n > 1:
+        L[-1] += " Round by round, " + "; ".join(
+            f"{label} {', '.join(f'{x:.1f}x' for x in v)} (median "
+            f"{statistics.median(v):.1f}x)" for label, v in per_round if len(v) == n) + "."
+    L += [""]
+    return L
+
+
+def report_scaling_gpu(R, plots):
+    """GPU decode's thread curve, beside CPU decode's on the same shards."""
+    plt = plots.plt
+    s = R["scaling_gpu"]
+    L = ["GPU decode (`gpu_decode`), restart-marked shards, all 20,000 images, delivered "
+         "img/s. The threads only cut out restart intervals (the rest is the GPU's), so "
+         "a few of them saturate what the pipeline can move:", "",
+         "| threads | img/s | decode threads busy |", "| ---: | ---: | ---: |"]
+    for r in s:
+        L.append(f"| {r['threads']} | {r['img_per_s']:,.0f} | "
+                 f"{100 * window(r)[0] / (window(r)[1] * r['threads']):.0f}% |")
+    plt.figure(figsize=(5.5, 3.5))
+    plt.plot([r["threads"] for r in s], [r["img_per_s"] for r in s], "D-", color="C3",
+             label="GPU decode")
+    if "scaling_restart" in R:
+        c = R["scaling_restart"]
+        plt.plot([r["threads"] for r in c], [r["img_per_s"] for r in c], "s-", color="C1",
+                 label="CPU decode")
+    plots.save("scaling_gpu.png", "decode threads", "images/s (restart-marked shards)",
+               legend=True)
+    L += ["", "![GPU decode scaling](scaling_gpu.png)", ""]
+    return L
+
+
+def scaling_plot(R, plots):
+    """The speed-up curves of every set against linear."""
+    plt = plots.plt
+    plt.figure(figsize=(5.5, 3.8))
+    for key, label, mk, col in [("scaling", "plain shards", "o", "C0"),
+                                ("scaling_restart", "restart-marked shards", "s", "C1")]:
+        if key not in R:
+            continue
+        rs = R[key]
+        th = [r["threads"] for r in rs]
+        plt.plot(th, [r["img_per_s"] / rs[0]["img_per_s"] for r in rs], mk + "-", color=col,
+                 label=f"ringfeed, {label}")
+        if rs[0].get("ceiling_img_per_s"):
+            plt.plot(th, [r["ceiling_img_per_s"] / rs[0]["ceiling_img_per_s"] for r in rs],
+                     mk + ":", color=col, alpha=0.6, label=f"decoders alone, {label}")
+    if R.get("scaling_spin"):
+        sp = R["scaling_spin"]
+        plt.plot([r["threads"] for r in sp], [r["spin_per_s"] / sp[0]["spin_per_s"]
+                                              for r in sp], "x-.", color="C2",
+                 label="cores alone (integer loop)")
+    th = [r["threads"] for r in R["scaling"]]
+    plt.plot(th, th, "--", color="#999", label="linear")
+    plt.plot(th, [0.9 * t for t in th], "-.", color="#bbb", label="0.9 x linear")
+    plots.save("scaling.png", "decode threads", "speed-up over one thread", legend=True)
+    return ["", "![scaling](scaling.png)", ""]
+
+
+def report_scaling(R, plots):
+    """The decode-thread scaling section: its tables, GPU decode's curve and the plot."""
+    L = ["## Decode-thread scaling", "",
+         "(Measured in its own command: see the note below the plot.)", "",
+         "RandomResizedCrop 224 to the GPU. Every thread count was run "
+         f"{len(R['scaling'][0].get('runs', [0]))} times, the rounds interleaved, and the "
+         "table gives the medians (one thread of the same loop can run several percent "
+         "faster in one call than in the next on this shared host). Pipeline: ringfeed-bench, "
+         "images decoded inside the timed window. Decoders alone: `ringfeed-decode-bench "
+         "--threads N`, N decoders over the same images sharing one work counter, nothing "
+         "else. Cores alone: `ringfeed-decode-bench --threads N --spin`, an integer loop "
+         "that touches no memory, so its speed-up is what all-core clocks allow any "
+         "CPU-bound work.", ""]
+    spin = {r["threads"]: r["spin_per_s"] for r in R.get("scaling_spin", [])}
+    for key, title in [("scaling", "plain shards"), ("scaling_restart", "restart-marked shards")]:
+        if key in R:
+            L += scaling_table(R, key, title, spin)
+    if "scaling_gpu" in R:
+        L += report_scaling_gpu(R, plots)
+    L += scaling_plot(R, plots)
+    return L
+
+
+def report_machines(R):
+    """The machines of the sections re-measured in commands of their own."""
+    L = []
     for ran, mr in R.get("machines", {}).items():
         note = (f" (one-GPU runs limited to {R.get('train_cpus', '?')} decode threads / "
                 f"DataLoader workers)" if "train" in ran
                 and (mr.get("cpus") or 0) > (R.get("train_cpus") or 0) else "")
         L += [f"Sections `{ran}` re-measured in a separate command on: {mr.get('cpu', '?')}, "
               f"{mr.get('cpus')} CPUs{note}, GPUs {mr.get('gpu', '?').replace(chr(10), '; ')}.", ""]
-    if "train" in R:
-        for arch, t in R["train"].items():
-            if "synthetic" not in t:
+    return L
+
+
+TRAIN_ROW_NAMES = [
+    ("synthetic", "batch already on the GPU (GPU-bound)"),
+    ("ringfeed", "ringfeed"),
+    ("ringfeed_nice", "ringfeed, decode threads at nice 10 (`decode_nice`)"),
+    ("ringfeed_spare", None),  # named with the run's CPUs (report_train)
+    ("ringfeed_gpu", "ringfeed, GPU decode (`gpu_decode`)"),
+    ("ringfeed_gpu25", "ringfeed, 25% GPU decode (`gpu_decode_percent 25`), decode threads at "
+                       "nice 10"),
+    ("ringfeed_hw", "ringfeed, hardware JPEG decoders (`hw_decode_percent 100`)"),
+    ("ringfeed_hw40", "ringfeed, 40% to the hardware JPEG decoders (`hw_decode_percent 40`), "
+                      "decode threads at nice 10"),
+    ("torch", "PyTorch DataLoader + PIL")]
+
+
+def report_train(R):
+    """A table per model: every input's img/s as a share of the GPU-bound rate."""
+    L = []
+    for arch, t in R["train"].items():
+        if "synthetic" not in t:
+            continue
+        gb = t["synthetic"]["img_per_s"]
+        spare = (f"ringfeed, {R.get('train_cpus', 1) - 1} decode threads (one CPU left to the "
+                 f"training loop) at nice 10")
+        L += [f"## {arch} training (bf16, channels_last, batch 256, "
+              f"{t['ringfeed'].get('steps', '?')} steps after 20 of warm-up, "
+              f"{R.get('train_data', 'plain')} shards, {R.get('train_cpus', '?')} decode "
+              f"threads / workers)", "",
+              "| input | img/s | of GPU-bound | GPU waited for data |",
+              "| --- | ---: | ---: | ---: |"]
+        for k, name in TRAIN_ROW_NAMES:
+            if k not in t:
                 continue
-            gb = t["synthetic"]["img_per_s"]
-            L += [f"## {arch} training (bf16, channels_last, batch 256, "
-                  f"{t['ringfeed'].get('steps', '?')} steps after 20 of warm-up, "
-                  f"{R.get('train_data', 'plain')} shards, {R.get('train_cpus', '?')} decode "
-                  f"threads / workers)", "",
-                  "| input | img/s | of GPU-bound | GPU waited for data |",
-                  "| --- | ---: | ---: | ---: |"]
-            for k, name in [("synthetic", "batch already on the GPU (GPU-bound)"),
-                            ("ringfeed", "ringfeed"),
-                            ("ringfeed_nice", "ringfeed, decode threads at nice 10 (`decode_nice`)"),
-                            ("ringfeed_spare", f"ringfeed, {R.get('train_cpus', 1) - 1} decode "
-                                               f"threads (one CPU left to the training loop) at "
-                                               f"nice 10"),
-                            ("ringfeed_gpu", "ringfeed, GPU decode (`gpu_decode`)"),
-                            ("ringfeed_gpu25", "ringfeed, 25% GPU decode (`gpu_decode_percent "
-                                               "25`), decode threads at nice 10"),
-                            ("ringfeed_hw", "ringfeed, hardware JPEG decoders "
-                                            "(`hw_decode_percent 100`)"),
-                            ("ringfeed_hw40", "ringfeed, 40% to the hardware JPEG decoders "
-                                              "(`hw_decode_percent 40`), decode threads at nice "
-                                              "10"),
-                            ("torch", "PyTorch DataLoader + PIL")]:
-                if k not in t:
-                    continue
-                L.append(f"| {name} | {t[k]['img_per_s']:,.0f} | {100 * t[k]['img_per_s'] / gb:.0f}% "
-                         f"| {100 * t[k]['gpu_wait_fraction']:.0f}% |")
-            L.append("")
-        hb = R.get("hw_bench")
-        if hb and any("ringfeed_hw" in t for t in R["train"].values()):
-            L += [f"Each training step ends by synchronizing the training stream, not the device "
-                  f"(python/examples/train_resnet.py). The hardware JPEG decoders alone, every "
-                  f"image to them (`ringfeed-bench --hw-decode 100`, same shards): "
-                  f"{hb['img_per_s']:,.0f} img/s into GPU memory, the {hb['decode_threads']} "
-                  f"decode threads busy {window(hb)[0]:.1f} s in {window(hb)[1]:.1f} s "
-                  f"(headers, crops and copies only). While a model trains they slow its steps "
-                  f"although it hardly waits for data (docs/gpu-decode.md).", ""]
+            name = spare if name is None else name
+            L.append(f"| {name} | {t[k]['img_per_s']:,.0f} | {100 * t[k]['img_per_s'] / gb:.0f}% "
+                     f"| {100 * t[k]['gpu_wait_fraction']:.0f}% |")
+        L.append("")
+    hb = R.get("hw_bench")
+    if hb and any("ringfeed_hw" in t for t in R["train"].values()):
+        L += [f"Each training step ends by synchronizing the training stream, not the device "
+              f"(python/examples/train_resnet.py). The hardware JPEG decoders alone, every "
+              f"image to them (`ringfeed-bench --hw-decode 100`, same shards): "
+              f"{hb['img_per_s']:,.0f} img/s into GPU memory, the {hb['decode_threads']} "
+              f"decode threads busy {window(hb)[0]:.1f} s in {window(hb)[1]:.1f} s "
+              f"(headers, crops and copies only). While a model trains they slow its steps "
+              f"although it hardly waits for data (docs/gpu-decode.md).", ""]
+    return L
+
+
+def report_ddp(R):
+    d = R["ddp"]
+    L = ["## Two GPUs, DDP (`torchrun --nproc_per_node 2`, ResNet-18, batch 256 per rank)", "",
+         "| input | total img/s | GPU waited | batches per epoch on each rank |",
+         "| --- | ---: | ---: | --- |"]
+    for k, name in [("synthetic", "batch already on the GPU"), ("ringfeed", "ringfeed"),
+                    ("torch", "PyTorch DataLoader + PIL")]:
+        per = d[k].get("batches_per_epoch_per_rank")
+        L.append(f"| {name} | {d[k]['img_per_s']:,.0f} | {100 * d[k]['gpu_wait_fraction']:.0f}% "
+                 f"| {per if per and per[0] is not None else '-'} |")
+    L.append("")
+    return L
+
+
+def report_tokens(R):
+    """Token windows and the raw path's GB/s, then resume."""
+    tk = R["tokens"]
+    L = ["## Token windows (64 x 1024, uint16 on disk, int64 on the GPU)", "",
+         "| loader | batches/s |", "| --- | ---: |",
+         f"| ringfeed (widened on the GPU) | {tk['ringfeed_batches_per_s']:,.0f} |",
+         f"| nanoGPT memmap + stack + pin_memory + to(non_blocking) | {tk['nanogpt_batches_per_s']:,.0f} |",
+         "", f"ringfeed is {tk['ratio']:.1f}x. Raw path (512 x 4096 uint16 windows, 4 I/O "
+         f"threads, page cache): {R['raw_gb_s']:.1f} GB/s into GPU memory.", ""]
+    rs = R["resume"]
+    L += ["## Resume (1 M-sample epoch)", "", "| saved at | position | create + first batch |",
+          "| --- | ---: | ---: |"]
+    for f, v in rs.items():
+        L.append(f"| {float(f) * 100:.0f}% | {v['resume_position']:,} | {v['resume_ms']:.1f} ms |")
+    L += ["", f"A fresh loader takes {rs['0.9']['fresh_ms']:.1f} ms to its first batch.", ""]
+    return L
+
+
+def report_order(R):
+    o = R["order"]
+    L = ["## Epoch order and the page cache", "", "| order | page cache img/s | cold img/s |",
+         "| --- | ---: | ---: |"]
+    for k, v in o.items():
+        L.append(f"| {k} | {v['page_cache']:,.0f} | {v['cold']:,.0f} |")
+    L.append("")
+    return L
+
+
+def memory_ratios(r, run):
+    """The hit ratio (the share of the bytes read that did not come from storage) and
+    the share resident at submit of a run, or of one of its epochs (r). A run stored
+    before storage accounting (no storage_read_bytes) has only the residency, which it
+    called cache_hit_ratio; a ratio the run could not measure is null."""
+    def f(v):
+        return "—" if v is None else f"{v:.3f}"
+    if "storage_read_bytes" not in run:
+        return "—", f(r.get("cache_hit_ratio"))
+    return f(r.get("cache_hit_ratio")), f(r.get("resident_at_submit_ratio"))
+
+
+def report_memory(R):
+    """The memory hierarchy: membench's copies and allocations, then the cache runs."""
+    M = R["memory"]
+    mb = M["membench"] or {}
+    L = ["## Memory hierarchy (details in docs/tuning.md)", ""]
+    if mb:
+        L += [
+          f"One {mb['bytes'] / 1e6:.1f} MB batch, {mb['iters']} copies each:", "",
+          "| measurement | value |", "| --- | ---: |",
+          f"| H2D from pageable memory | {mb['h2d_pageable_gbs']:.1f} GB/s |",
+          f"| H2D from cudaHostAlloc (pinned) | {mb['h2d_pinned_gbs']:.1f} GB/s |",
+          f"| H2D from cudaHostRegister, 4 KiB pages | {mb['h2d_registered_4k_gbs']:.1f} GB/s |",
+          f"| H2D from cudaHostRegister, 2 MiB pages | {mb['h2d_registered_2m_gbs']:.1f} GB/s |",
+          f"| cudaHostAlloc | {mb['host_alloc_ms']:.2f} ms |",
+          f"| cudaHostRegister, 4 KiB / 2 MiB pages | {mb['register_4k_ms']:.2f} / {mb['register_2m_ms']:.2f} ms |",
+          f"| cudaMalloc + cudaFree per batch | {mb['malloc_free_us']:.1f} us |",
+          f"| pool alloc + free per batch (ringfeed) | {mb['pool_alloc_free_us']:.1f} us |", ""]
+    L += ["| run (RandomResizedCrop 224 to GPU) | img/s | page-cache hit ratio | "
+          "resident at submit | notes |", "| --- | ---: | ---: | ---: | --- |"]
+
+    def row(name, r, note=""):
+        hit, res = memory_ratios(r, r)
+        L.append(f"| {name} | {r['img_per_s']:,.0f} | {hit} | {res} | {note} |")
+    c2 = M["cold_2_epochs"]
+    for i, ep in enumerate(c2.get("per_epoch", [])):
+        hit, res = memory_ratios(ep, c2)
+        L.append(f"| cold cache, epoch {i + 1} | {ep.get('img_per_s', 0):,.0f} | {hit} | "
+                 f"{res} | |")
+    row("cold + --warm", M["cold_warm"], f"warmed {M['cold_warm'].get('warmed_bytes', 0) / 1e6:.0f} MB")
+    row("cold, buffered", M["cold_buffered"])
+    row("cold, --odirect", M["cold_odirect"], M["cold_odirect"].get("memory_why", ""))
+    row("page cache", M["hot"], f"ring pinned in {M['hot'].get('ring_register_ms', 0):.1f} ms; "
+        f"device allocs after create {M['hot'].get('device_allocs_after_create')}")
+    row("page cache, --hugepages", M["hugepages"],
+        f"hugepages={M['hugepages'].get('hugepages')}, ring pinned in "
+        f"{M['hugepages'].get('ring_register_ms', 0):.1f} ms")
+    row("--naive (sync reads, pageable, cudaMalloc per batch)", M["naive"],
+        f"device allocs after create {M['naive'].get('device_allocs_after_create')}")
+    L.append("")
+    return L
+
+
+def report_raw(R):
+    L = ["## Raw path: uint16 token windows into GPU memory (page cache, no conversion)", "",
+         "| tokens per window | batch | bytes per read | I/O threads | GB/s |",
+         "| ---: | ---: | ---: | ---: | ---: |"]
+    for r in R["raw"]:
+        L.append(f"| {r['seq_len']:,} | {r['batch']} | {(r['seq_len'] + 1) * 2:,} | "
+                 f"{r['io_threads']} | {r['gb_per_s']:.1f} |")
+    L.append("")
+    return L
+
+
+def report_reliability(R):
+    r = R["reliability"]
+    c = r["corrupted"]
+    return ["## Skip mode and a soak (docs/reliability.md)", "",
+            f"With `--on-error skip`, {c['corrupted']} of {c['samples']} JPEGs corrupted "
+            f"({c['not_jpeg']} without SOI, {c['corrupt_data']} with an EOI in their entropy "
+            f"data; `tools/corrupt.py`): {r['corrupt_img_per_s']:,.0f} img/s against "
+            f"{r['clean_img_per_s']:,.0f} on the clean copy, {r['skipped']} samples skipped over "
+            f"two epochs ({', '.join(f'{k} {v}' for k, v in r['skipped_by_reason'].items() if v)}).", ""]
+
+
+def report_soak(R, plots):
+    plt = plots.plt
+    k = R["soak"]
+    ep = k["per_epoch"]
+    rss = [e["rss_mb"] for e in ep]
+    fds = [e.get("open_fds", 0) for e in ep]
+    L = [f"Soak: {k['epochs']} epochs in {k['seconds']:.0f} s. Resident set per epoch "
+         f"{min(rss):.0f}-{max(rss):.0f} MB, open descriptors {min(fds)}-{max(fds)}, pinned "
+         f"ring {k['pinned_bytes'] / 2**20:.0f} MB and device pool "
+         f"{(k['device_pool_reserved_bytes'] or 0) / 2**20:.0f} MB throughout.", ""]
+    plt.figure(figsize=(5, 3))
+    plt.plot(range(1, len(rss) + 1), rss, "o-", ms=3)
+    plt.ylim(0, max(rss) * 1.3)
+    plots.save("soak.png", "epoch", "resident set (MB)")
+    L += ["![resident set per epoch](soak.png)", ""]
+    return L
+
+
+def write_report(R, out):
+    """performance.md and its plots from the results R, into `out` (and the text on stdout)."""
+    plots = Plots(out)
+    L = report_head(R)
+    if "ringfeed" in R:
+        L += report_side(R, plots)
+    if "restart" in R:
+        L += report_restart(R, plots)
+    if "photos_dense" in R:
+        L += photos_report(R["photos_dense"], plots.loaders)
+    if "photos" in R:
+        L += photos_report(R["photos"], plots.loaders)
+    if "scaling" in R:
+        L += report_scaling(R, plots)
+    L += report_machines(R)
+    if "train" in R:
+        L += report_train(R)
     if "ddp" in R:
-        d = R["ddp"]
-        L += ["## Two GPUs, DDP (`torchrun --nproc_per_node 2`, ResNet-18, batch 256 per rank)", "",
-              "| input | total img/s | GPU waited | batches per epoch on each rank |",
-              "| --- | ---: | ---: | --- |"]
-        for k, name in [("synthetic", "batch already on the GPU"), ("ringfeed", "ringfeed"),
-                        ("torch", "PyTorch DataLoader + PIL")]:
-            per = d[k].get("batches_per_epoch_per_rank")
-            L.append(f"| {name} | {d[k]['img_per_s']:,.0f} | {100 * d[k]['gpu_wait_fraction']:.0f}% "
-                     f"| {per if per and per[0] is not None else '-'} |")
-        L.append("")
+        L += report_ddp(R)
     if "tokens" in R:
-        tk = R["tokens"]
-        L += ["## Token windows (64 x 1024, uint16 on disk, int64 on the GPU)", "",
-              "| loader | batches/s |", "| --- | ---: |",
-              f"| ringfeed (widened on the GPU) | {tk['ringfeed_batches_per_s']:,.0f} |",
-              f"| nanoGPT memmap + stack + pin_memory + to(non_blocking) | {tk['nanogpt_batches_per_s']:,.0f} |",
-              "", f"ringfeed is {tk['ratio']:.1f}x. Raw path (512 x 4096 uint16 windows, 4 I/O "
-              f"threads, page cache): {R['raw_gb_s']:.1f} GB/s into GPU memory.", ""]
-        rs = R["resume"]
-        L += ["## Resume (1 M-sample epoch)", "", "| saved at | position | create + first batch |",
-              "| --- | ---: | ---: |"]
-        for f, v in rs.items():
-            L.append(f"| {float(f) * 100:.0f}% | {v['resume_position']:,} | {v['resume_ms']:.1f} ms |")
-        L += ["", f"A fresh loader takes {rs['0.9']['fresh_ms']:.1f} ms to its first batch.", ""]
+        L += report_tokens(R)
     if "order" in R:
-        o = R["order"]
-        L += ["## Epoch order and the page cache", "", "| order | page cache img/s | cold img/s |",
-              "| --- | ---: | ---: |"]
-        for k, v in o.items():
-            L.append(f"| {k} | {v['page_cache']:,.0f} | {v['cold']:,.0f} |")
-        L.append("")
+        L += report_order(R)
     if "memory" in R:
-        M = R["memory"]
-        mb = M["membench"] or {}
-        L += ["## Memory hierarchy (details in docs/tuning.md)", ""]
-        if mb:
-            L += [
-              f"One {mb['bytes'] / 1e6:.1f} MB batch, {mb['iters']} copies each:", "",
-              "| measurement | value |", "| --- | ---: |",
-              f"| H2D from pageable memory | {mb['h2d_pageable_gbs']:.1f} GB/s |",
-              f"| H2D from cudaHostAlloc (pinned) | {mb['h2d_pinned_gbs']:.1f} GB/s |",
-              f"| H2D from cudaHostRegister, 4 KiB pages | {mb['h2d_registered_4k_gbs']:.1f} GB/s |",
-              f"| H2D from cudaHostRegister, 2 MiB pages | {mb['h2d_registered_2m_gbs']:.1f} GB/s |",
-              f"| cudaHostAlloc | {mb['host_alloc_ms']:.2f} ms |",
-              f"| cudaHostRegister, 4 KiB / 2 MiB pages | {mb['register_4k_ms']:.2f} / {mb['register_2m_ms']:.2f} ms |",
-              f"| cudaMalloc + cudaFree per batch | {mb['malloc_free_us']:.1f} us |",
-              f"| pool alloc + free per batch (ringfeed) | {mb['pool_alloc_free_us']:.1f} us |", ""]
-        L += ["| run (RandomResizedCrop 224 to GPU) | img/s | page-cache hit ratio | "
-              "resident at submit | notes |", "| --- | ---: | ---: | ---: | --- |"]
-
-        def ratios(r, run):
-            """The hit ratio (the share of the bytes read that did not come from storage) and
-            the share resident at submit of a run, or of one of its epochs (r). A run stored
-            before storage accounting (no storage_read_bytes) has only the residency, which it
-            called cache_hit_ratio; a ratio the run could not measure is null."""
-            def f(v):
-                return "—" if v is None else f"{v:.3f}"
-            if "storage_read_bytes" not in run:
-                return "—", f(r.get("cache_hit_ratio"))
-            return f(r.get("cache_hit_ratio")), f(r.get("resident_at_submit_ratio"))
-
-        def row(name, r, note=""):
-            hit, res = ratios(r, r)
-            L.append(f"| {name} | {r['img_per_s']:,.0f} | {hit} | {res} | {note} |")
-        c2 = M["cold_2_epochs"]
-        for i, ep in enumerate(c2.get("per_epoch", [])):
-            hit, res = ratios(ep, c2)
-            L.append(f"| cold cache, epoch {i + 1} | {ep.get('img_per_s', 0):,.0f} | {hit} | "
-                     f"{res} | |")
-        row("cold + --warm", M["cold_warm"], f"warmed {M['cold_warm'].get('warmed_bytes', 0) / 1e6:.0f} MB")
-        row("cold, buffered", M["cold_buffered"])
-        row("cold, --odirect", M["cold_odirect"], M["cold_odirect"].get("memory_why", ""))
-        row("page cache", M["hot"], f"ring pinned in {M['hot'].get('ring_register_ms', 0):.1f} ms; "
-            f"device allocs after create {M['hot'].get('device_allocs_after_create')}")
-        row("page cache, --hugepages", M["hugepages"],
-            f"hugepages={M['hugepages'].get('hugepages')}, ring pinned in "
-            f"{M['hugepages'].get('ring_register_ms', 0):.1f} ms")
-        row("--naive (sync reads, pageable, cudaMalloc per batch)", M["naive"],
-            f"device allocs after create {M['naive'].get('device_allocs_after_create')}")
-        L.append("")
+        L += report_memory(R)
     if "raw" in R:
-        L += ["## Raw path: uint16 token windows into GPU memory (page cache, no conversion)", "",
-              "| tokens per window | batch | bytes per read | I/O threads | GB/s |",
-              "| ---: | ---: | ---: | ---: | ---: |"]
-        for r in R["raw"]:
-            L.append(f"| {r['seq_len']:,} | {r['batch']} | {(r['seq_len'] + 1) * 2:,} | "
-                     f"{r['io_threads']} | {r['gb_per_s']:.1f} |")
-        L.append("")
+        L += report_raw(R)
     if "reliability" in R:
-        r = R["reliability"]
-        c = r["corrupted"]
-        L += ["## Skip mode and a soak (docs/reliability.md)", "",
-              f"With `--on-error skip`, {c['corrupted']} of {c['samples']} JPEGs corrupted "
-              f"({c['not_jpeg']} without SOI, {c['corrupt_data']} with an EOI in their entropy "
-              f"data; `tools/corrupt.py`): {r['corrupt_img_per_s']:,.0f} img/s against "
-              f"{r['clean_img_per_s']:,.0f} on the clean copy, {r['skipped']} samples skipped over "
-              f"two epochs ({', '.join(f'{k} {v}' for k, v in r['skipped_by_reason'].items() if v)}).", ""]
+        L += report_reliability(R)
     if "soak" in R:
-        k = R["soak"]
-        ep = k["per_epoch"]
-        rss = [e["rss_mb"] for e in ep]
-        fds = [e.get("open_fds", 0) for e in ep]
-        L += [f"Soak: {k['epochs']} epochs in {k['seconds']:.0f} s. Resident set per epoch "
-              f"{min(rss):.0f}-{max(rss):.0f} MB, open descriptors {min(fds)}-{max(fds)}, pinned "
-              f"ring {k['pinned_bytes'] / 2**20:.0f} MB and device pool "
-              f"{(k['device_pool_reserved_bytes'] or 0) / 2**20:.0f} MB throughout.", ""]
-        plt.figure(figsize=(5, 3))
-        plt.plot(range(1, len(rss) + 1), rss, "o-", ms=3)
-        plt.ylim(0, max(rss) * 1.3)
-        save_plot("soak.png", "epoch", "resident set (MB)")
-        L += ["![resident set per epoch](soak.png)", ""]
+        L += report_soak(R, plots)
     open(os.path.join(out, "performance.md"), "w").write("\n".join(L) + "\n")
     print("\n".join(L))
 

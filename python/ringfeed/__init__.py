@@ -27,7 +27,7 @@ from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch,  # 
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
            "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",
-           "library_path", "add_restarts", "cpu_count", "default_decode_threads"]
+           "library_path", "add_restarts", "cpu_count", "default_decode_threads", "settings"]
 # include/ringfeed.h's version, which import has checked the library's rf_version() against.
 __version__ = _capi.BINDING_VERSION
 
@@ -39,8 +39,17 @@ def add_restarts(jpeg, interval=0, optimize=True):
     `sample["jpg"] = ringfeed.add_restarts(jpeg_bytes)`. interval: MCUs between markers, 0 for
     ringfeed's choice; optimize: optimal Huffman tables. Raises RingfeedError (RF_EDECODE, with
     libjpeg's words) on bytes that are not a decodable JPEG."""
-    from .loader import _uint
+    from ._args import _uint
     return _capi.add_restarts(jpeg, _uint("interval", interval), optimize)
+
+
+def settings():
+    """rf_config's settings as the loaded library's table describes them (rf_config_settings):
+    {name: ringfeed._capi.Setting} in declaration order, each with its type, default (or the
+    rule that decides it), valid range, enum names, unit, the stage that reads it and a one-line
+    doc. Loader and TokenLoader take each one that has no argument of its own as a keyword
+    argument of its name (their docstrings list them)."""
+    return dict(_capi.SETTINGS)
 
 
 def version():

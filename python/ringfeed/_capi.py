@@ -1,12 +1,14 @@
 """ctypes mirror of include/ringfeed.h: the shared library, its structs, constants, prototypes.
 
 Everything the binding knows about the C side is in this one module. The structs mirror the
-header field by field (order and fixed-width types). The library is loaded when ringfeed is
-imported: its rf_version() must be the version this binding was written for, and every field's
-name, offset and size in each mirror is checked against the library's own table
-(rf_abi_layout); a mismatch raises ImportError naming the library and what differs, instead of
-corrupting memory later. ringfeed's error codes (RF_EINVAL, ...) come from that
-table too: the module-level names are filled from the library, not copied here.
+header field by field (order and fixed-width types); rf_config's mirror, RfConfig, is made when
+the library is loaded, from its settings table (rf_config_settings: every field's name, type,
+offset, default and range), which SETTINGS keeps for the keyword arguments' checks. The library
+is loaded when ringfeed is imported: its rf_version() must be the version this binding was
+written for, and every field's name, offset and size in each mirror is checked against the
+library's own table (rf_abi_layout); a mismatch raises ImportError naming the library and what
+differs, instead of corrupting memory later. ringfeed's error codes (RF_EINVAL, ...) come from
+that table too: the module-level names are filled from the library, not copied here.
 """
 import ctypes
 import ctypes.util
@@ -44,7 +46,8 @@ RF_SCHEDULE_AUTO, RF_SCHEDULE_CPU, RF_SCHEDULE_MANUAL, RF_SCHEDULE_BALANCE = 0, 
 # enum rf_hw_engines (rf_stats.hw_engines)
 RF_HW_ENGINES_NONE, RF_HW_ENGINES_OPENING, RF_HW_ENGINES_READY, RF_HW_ENGINES_UNOPENED = 0, 1, 2, 3
 RF_LABEL_CLS, RF_LABEL_NONE, RF_LABEL_JSON = 0, 1, 2
-DECODE_THREADS_MAX = 1024  # rf_config.decode_threads' limit
+# rf_setting.flags
+RF_SETTING_HEADER, RF_SETTING_INPUT, RF_SETTING_C_ONLY, RF_SETTING_TOKENS = 1, 2, 4, 8
 
 # name -> (enum value, element bytes)
 DTYPES = {
@@ -61,96 +64,6 @@ DTYPE_NAMES = {v[0]: k for k, v in DTYPES.items()}
 # ---- structs ---------------------------------------------------------------------------------
 
 c_float3 = ctypes.c_float * 3
-
-
-class RfConfig(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("version", ctypes.c_uint32),
-        # data
-        ("shards", ctypes.POINTER(ctypes.c_char_p)),
-        ("shard_count", ctypes.c_uint32),
-        # batch shape
-        ("batch_size", ctypes.c_uint32),
-        ("image_size", ctypes.c_uint32),
-        ("crop", ctypes.c_uint32),
-        ("layout", ctypes.c_uint32),
-        ("resize_shorter", ctypes.c_uint32),
-        ("scale_min", ctypes.c_float),
-        ("scale_max", ctypes.c_float),
-        ("ratio_min", ctypes.c_float),
-        ("ratio_max", ctypes.c_float),
-        ("flip_prob", ctypes.c_float),
-        # order and epochs
-        ("seed", ctypes.c_uint64),
-        ("order", ctypes.c_uint32),
-        ("drop_last", ctypes.c_uint32),
-        ("rank", ctypes.c_uint32),
-        ("world_size", ctypes.c_uint32),
-        ("remainder", ctypes.c_uint32),
-        ("epochs", ctypes.c_uint32),
-        ("start_epoch", ctypes.c_uint64),
-        # threads and queues
-        ("decode_threads", ctypes.c_uint32),
-        ("io_threads", ctypes.c_uint32),
-        ("io_engine", ctypes.c_uint32),
-        ("io_queue_depth", ctypes.c_uint32),
-        ("prefetch_depth", ctypes.c_uint32),
-        # device
-        ("device_kind", ctypes.c_uint32),
-        ("device_index", ctypes.c_int32),
-        # limits
-        ("staging_bytes", ctypes.c_uint64),
-        ("max_sample_bytes", ctypes.c_uint64),
-        ("max_image_pixels", ctypes.c_uint64),
-        ("max_image_dim", ctypes.c_uint32),
-        ("io_retries", ctypes.c_uint32),
-        # resume
-        ("resume_state", ctypes.c_void_p),
-        ("resume_state_bytes", ctypes.c_uint64),
-        # output element type
-        ("dtype", ctypes.c_uint32),
-        ("mean", c_float3),
-        ("std", c_float3),
-        # source
-        ("source", ctypes.c_uint32),
-        ("token_bytes", ctypes.c_uint32),
-        ("seq_len", ctypes.c_uint32),
-        ("token_windows", ctypes.c_uint32),
-        ("token_dtype", ctypes.c_uint32),
-        ("shard_window", ctypes.c_uint32),
-        ("on_error", ctypes.c_uint32),
-        ("max_consecutive_skips", ctypes.c_uint32),
-        ("max_scans", ctypes.c_uint32),
-        ("max_name_bytes", ctypes.c_uint32),
-        ("warm", ctypes.c_uint32),
-        ("warm_bytes", ctypes.c_uint64),
-        ("odirect", ctypes.c_uint32),
-        ("hugepages", ctypes.c_uint32),
-        ("numa", ctypes.c_uint32),
-        ("naive", ctypes.c_uint32),
-        ("decode_nice", ctypes.c_uint32),
-        ("gpu_decode", ctypes.c_uint32),
-        ("gpu_decode_percent", ctypes.c_uint32),
-        ("hw_decode_percent", ctypes.c_uint32),
-        ("next_timeout_ms", ctypes.c_uint32),
-        ("dct_scaling", ctypes.c_uint32),
-        ("label_source", ctypes.c_uint32),
-        # rf_sample_hook and its ctx: C only (docs/python.md says why); None from Python
-        ("sample_hook", ctypes.c_void_p),
-        ("sample_hook_ctx", ctypes.c_void_p),
-        ("fields", ctypes.c_char_p),
-        ("max_field_bytes", ctypes.c_uint32),
-        ("image_height", ctypes.c_uint32),
-        ("image_width", ctypes.c_uint32),
-        ("label_json_path", ctypes.c_char_p),
-        ("image_exts", ctypes.c_char_p),
-        ("decode_schedule", ctypes.c_uint32),
-        ("remote_retries", ctypes.c_uint32),
-        ("remote_timeout_ms", ctypes.c_uint32),
-        ("cache_dir", ctypes.c_char_p),
-        ("cache_bytes", ctypes.c_uint64),
-    ]
 
 
 class RfField(ctypes.Structure):
@@ -285,9 +198,37 @@ class RfFieldLayout(ctypes.Structure):
     ]
 
 
-# The C struct each mirror stands for, as rf_abi_layout names it.
-MIRRORS = {"rf_config": RfConfig, "rf_batch": RfBatch, "rf_field": RfField,
-           "rf_stats": RfStats}
+class RfSetting(ctypes.Structure):
+    """One row of rf_config_settings' table (rf_setting)."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("doc", ctypes.c_char_p),
+        ("unit", ctypes.c_char_p),
+        ("stage", ctypes.c_char_p),
+        ("values", ctypes.c_char_p),
+        ("rule", ctypes.c_char_p),
+        ("default_str", ctypes.c_char_p),
+        ("offset", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("type", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("min", ctypes.c_uint64),
+        ("max", ctypes.c_uint64),
+        ("default_int", ctypes.c_uint64),
+        ("auto_int", ctypes.c_uint64),
+        ("min_f", ctypes.c_double),
+        ("max_f", ctypes.c_double),
+        ("default_f", ctypes.c_double),
+        ("auto_f", ctypes.c_double),
+    ]
+
+
+# The C struct each mirror stands for, as rf_abi_layout names it; "rf_config" is added when the
+# library is loaded (RfConfig is made from its settings table).
+MIRRORS = {"rf_batch": RfBatch, "rf_field": RfField, "rf_stats": RfStats,
+           "rf_setting": RfSetting}
+RfConfig = None  # made by lib()
+SETTINGS = {}  # rf_config's settings by name (Setting), filled by lib()
 
 
 # ---- errors ----------------------------------------------------------------------------------
@@ -380,9 +321,14 @@ def lib():
                               "(rebuild it, or point RINGFEED_LIB at a newer one)") from e
         check_version(handle.rf_version().decode("utf-8", "replace"), path)
         table = layout_table(handle)
+        check_struct(RfSetting, "rf_setting", table, path)
+        settings = settings_table(handle)
+        config = config_struct(settings)
+        MIRRORS["rf_config"] = config
         for c_name, cls in MIRRORS.items():
             check_struct(cls, c_name, table, path)
-        globals().update(_errors(table))
+        _declare_config(handle, config)
+        globals().update(_errors(table), SETTINGS=settings, RfConfig=config)
         _lib = handle
         return _lib
     hint = "; ".join(tried) if tried else "no candidate found"
@@ -441,9 +387,6 @@ def _declare(L):
     P = ctypes.POINTER
     vp, i32, u64, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p
     protos = {
-        "rf_config_init": (None, [P(RfConfig)]),
-        "rf_loader_create": (i32, [P(RfConfig), P(vp), cp, ctypes.c_size_t]),
-        "rf_loader_config": (i32, [vp, P(RfConfig)]),
         "rf_loader_next": (i32, [vp, P(P(RfBatch))]),
         "rf_loader_release": (i32, [vp, P(RfBatch), vp]),
         "rf_batch_wait": (i32, [P(RfBatch), vp]),
@@ -456,6 +399,7 @@ def _declare(L):
         "rf_err_name": (cp, [i32]),
         "rf_recovered_name": (cp, [ctypes.c_uint32]),
         "rf_abi_layout": (P(RfFieldLayout), [P(ctypes.c_uint32)]),
+        "rf_config_settings": (P(RfSetting), [P(ctypes.c_uint32)]),
         "rf_version": (cp, []),
         "rf_loader_batches_per_epoch": (u64, [vp]),
         "rf_loader_num_samples": (u64, [vp]),
@@ -475,10 +419,24 @@ def _declare(L):
         "rf_image_list_classes": (ctypes.c_uint32, [vp]),
         "rf_image_list_class_name": (cp, [vp, ctypes.c_uint32]),
     }
+    _set_protos(L, protos)
+
+
+def _set_protos(L, protos):
     for name, (res, args) in protos.items():
         fn = getattr(L, name)
         fn.restype = res
         fn.argtypes = args
+
+
+def _declare_config(L, config):
+    """The prototypes that take an rf_config, once its mirror `config` is made."""
+    P, vp, i32 = ctypes.POINTER, ctypes.c_void_p, ctypes.c_int
+    _set_protos(L, {
+        "rf_config_init": (None, [P(config)]),
+        "rf_loader_create": (i32, [P(config), P(vp), ctypes.c_char_p, ctypes.c_size_t]),
+        "rf_loader_config": (i32, [vp, P(config)]),
+    })
 
 
 def image_list_classes(path):
@@ -547,6 +505,87 @@ def check_struct(cls, c_name, table, path="libringfeed"):
             f"{path}: {c_name} does not match the binding's {cls.__name__} ({diff}); the "
             f"library and the Python package are from different versions. "
             f"ctypes {cls.__name__}: {_describe(mine)}. library {c_name}: {_describe(lib_fields)}")
+
+
+# ---- the settings table ----------------------------------------------------------------------
+
+# enum rf_setting_type: its name here, and the ctypes type of the field
+SETTING_TYPES = {
+    0: ("bool", ctypes.c_uint32), 1: ("u32", ctypes.c_uint32), 2: ("i32", ctypes.c_int32),
+    3: ("u64", ctypes.c_uint64), 4: ("f32", ctypes.c_float), 5: ("f32x3", c_float3),
+    6: ("enum", ctypes.c_uint32), 7: ("str", ctypes.c_char_p),
+    8: ("strs", ctypes.POINTER(ctypes.c_char_p)), 9: ("ptr", ctypes.c_void_p),
+    10: ("func", ctypes.c_void_p),
+}
+# The values each integer type holds, whatever a setting's own range.
+TYPE_RANGES = {"bool": (0, 1), "u32": (0, 2**32 - 1), "enum": (0, 2**32 - 1),
+               "i32": (-2**31, 2**31 - 1), "u64": (0, 2**64 - 1)}
+
+
+class Setting:
+    """One setting of rf_config as the library's table describes it: `type` ("u32", "enum",
+    "f32x3", ...), `default` (the fixed default, in Python terms: an int, a float, a tuple of 3
+    floats, a str or None; None too where the default is a rule), `rule` (how create decides
+    the default, else None), `auto` (the value that asks for the default), `min`/`max` (the
+    valid range of a number), `values` (an enum's names, in value order), `unit`, `stage` (the
+    folder of src/ that reads it), `doc` (one line) and `flags` (RF_SETTING_*)."""
+
+    __slots__ = ("name", "type", "ctype", "doc", "unit", "stage", "values", "rule", "default",
+                 "auto", "min", "max", "flags", "offset", "size")
+
+    def __init__(self, row):
+        text = lambda b: b.decode("utf-8") if b is not None else None  # noqa: E731
+        self.name = text(row.name)
+        self.type, self.ctype = SETTING_TYPES[row.type]
+        self.doc, self.unit, self.stage = text(row.doc), text(row.unit), text(row.stage)
+        self.values = tuple(text(row.values).split(",")) if row.values else ()
+        self.rule = text(row.rule)
+        self.flags, self.offset, self.size = int(row.flags), int(row.offset), int(row.size)
+        self.default = self.auto = self.min = self.max = None
+        if self.type in TYPE_RANGES:
+            signed = self.type == "i32"
+            self.default = _signed32(row.default_int) if signed else int(row.default_int)
+            self.auto = int(row.auto_int)
+            self.min, self.max = int(row.min), int(row.max)
+        elif self.type in ("f32", "f32x3"):
+            self.default, self.auto = float(row.default_f), float(row.auto_f)
+            self.min, self.max = float(row.min_f), float(row.max_f)
+            if self.type == "f32x3":
+                self.default = (self.default,) * 3
+        elif self.type == "str":
+            self.default = text(row.default_str)
+        if self.rule is not None:
+            self.default = None
+
+    def __repr__(self):
+        return f"Setting({self.name}: {self.type}, default {self.default!r}, {self.doc})"
+
+
+def _signed32(v):
+    v = int(v) & 0xFFFFFFFF
+    return v - 2**32 if v >= 2**31 else v
+
+
+def settings_table(handle=None):
+    """rf_config_settings' table as {field name: Setting}, in declaration order."""
+    n = ctypes.c_uint32()
+    rows = (handle or lib()).rf_config_settings(ctypes.byref(n))
+    if n.value > LAYOUT_ROWS_MAX:
+        raise ImportError(f"rf_config_settings lists {n.value} rows, more than "
+                          f"{LAYOUT_ROWS_MAX}")
+    return {s.name: s for s in (Setting(rows[i]) for i in range(n.value))}
+
+
+def config_struct(settings):
+    """The ctypes Structure of rf_config, one field per setting in the table's order."""
+    fields = [(s.name, s.ctype) for s in settings.values()]
+    return type("RfConfig", (ctypes.Structure,), {
+        "_fields_": fields, "__doc__": "rf_config, made from rf_config_settings' table."})
+
+
+def choices(name):
+    """An enum setting's values by name: {"random": 0, "center": 1} for "crop"."""
+    return {v: i for i, v in enumerate(SETTINGS[name].values)}
 
 
 def _errors(table):

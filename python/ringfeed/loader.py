@@ -33,28 +33,29 @@ Batch lifetime (the one rule to know; docs/python.md says it at length):
 import ctypes
 import gc
 import math
-import operator
 import os
 import threading
 import weakref
 
 from . import _arrays
 from . import _capi as C
+from ._args import (U32_MAX, U64_MAX, _choice, _field_int, _other_settings, _path_bytes,
+                    _settings_doc, _uint)
 from ._lifetime import Deferred, _Handle
 from ._capi import LoaderTimeout, RingfeedError
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # pixel units (0..255), RGB
 IMAGENET_STD = (58.395, 57.12, 57.375)
 
-# Enum arguments by their lower-case names (any case is accepted).
-_CROPS = {"random": C.RF_CROP_RANDOM, "center": C.RF_CROP_CENTER}
-_LAYOUTS = {"nhwc": C.RF_LAYOUT_NHWC, "nchw": C.RF_LAYOUT_NCHW}
-_IO_ENGINES = {"auto": C.RF_IO_AUTO, "io_uring": C.RF_IO_URING, "pread": C.RF_IO_PREAD}
-_ON_ERROR = {"fail": 0, "skip": 1}  # enum rf_on_error
+# Enum arguments by their lower-case names (any case is accepted): the settings' own names in
+# the library's table, and the binding's choices that are not one setting's.
+_CROPS = C.choices("crop")
+_LAYOUTS = C.choices("layout")
+_IO_ENGINES = C.choices("io_engine")
+_ON_ERROR = C.choices("on_error")
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 _SOURCES = {"auto": "auto", "tar": "tar", "folder": "folder"}
-_SCHEDULES = {"auto": C.RF_SCHEDULE_AUTO, "cpu": C.RF_SCHEDULE_CPU,
-              "manual": C.RF_SCHEDULE_MANUAL, "balance": C.RF_SCHEDULE_BALANCE}
+_SCHEDULES = C.choices("decode_schedule")
 # Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
 SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
                 "hook", "field")
@@ -64,8 +65,6 @@ RECOVERED_KINDS = ("header_bytes", "jfif_version", "icc")
 _IMAGE_DTYPES = ("uint8", "float16", "bfloat16", "float32")
 _TOKEN_DTYPES = ("uint16", "int32", "int64")
 STATE_VERSION = 1
-U32_MAX = 2**32 - 1  # rf_config's uint32_t fields
-U64_MAX = 2**64 - 1  # ... and its uint64_t ones
 
 
 def _env_int(name, default):
@@ -84,7 +83,7 @@ def _default_decode_threads():
     ranks = _env_int("LOCAL_WORLD_SIZE", 1)
     if ranks < 1:
         raise ValueError(f"LOCAL_WORLD_SIZE={os.environ['LOCAL_WORLD_SIZE']!r}: need >= 1")
-    return max(1, min(C.cpu_count() // ranks, C.DECODE_THREADS_MAX))
+    return max(1, min(C.cpu_count() // ranks, C.SETTINGS["decode_threads"].max))
 
 
 def _parse_device(device):
@@ -95,7 +94,7 @@ def _parse_device(device):
     if torch is not None and isinstance(device, torch.device):
         device = str(device)
     if isinstance(device, int) and not isinstance(device, bool):
-        return ("cuda", _uint("device", device, 0, 2**31 - 1))  # rf_config.device_index: int32
+        return ("cuda", _field_int("device", device, "device_index", strict=True))
     if not isinstance(device, str):
         raise TypeError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, not {device!r}")
     device = device.lower()
@@ -104,7 +103,7 @@ def _parse_device(device):
     if device == "cuda":
         return ("cuda", None)
     if device.startswith("cuda:") and device[5:].isdigit():
-        return ("cuda", _uint("device", int(device[5:]), 0, 2**31 - 1))
+        return ("cuda", _field_int("device", int(device[5:]), "device_index", strict=True))
     raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
@@ -117,35 +116,16 @@ def _dct_scaling(value):
     return C.RF_DCT_SCALING_AUTO if value else C.RF_DCT_SCALING_OFF
 
 
-def _choice(name, value, table):
-    """The table entry of an enum argument, named in any case ("nhwc" is "NHWC")."""
-    key = value.lower() if isinstance(value, str) else None
-    if key not in table:
-        raise ValueError(f"{name} must be one of {sorted(table)} (any case), not {value!r}")
-    return table[key]
-
-
-def _uint(name, value, lo=0, hi=U32_MAX):
-    """An integer argument checked against the rf_config field it fills (lo..hi): ctypes would
-    keep only the low bits of a larger value (2**32 + 4 would become 4) and int() would
-    truncate a float, so both are refused, naming the argument."""
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    v = operator.index(value)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name}={v} is out of range {lo}..{hi}")
-    return v
-
-
 def _size_fields(size):
     """The rf_config fields of size=224 (image_size: square) or size=(h, w) (image_height and
     image_width, each 1..8192 as the library allows, so that a 0 never silently means AUTO)."""
     if isinstance(size, (tuple, list)):
         if len(size) != 2:
             raise ValueError(f"size must be an integer or (height, width), not {size!r}")
-        h, w = (_uint(f"size[{i}]", v, 1, 8192) for i, v in enumerate(size))
+        h, w = (_field_int(f"size[{i}]", v, "image_height", strict=True)
+                for i, v in enumerate(size))
         return {"image_height": h, "image_width": w}
-    return {"image_size": _uint("size", size)}
+    return {"image_size": _field_int("size", size, "image_size")}
 
 
 def _dtype_name(value, allowed, what="dtype"):
@@ -165,19 +145,6 @@ def _dtype_name(value, allowed, what="dtype"):
         raise ValueError(f"{what} must be one of {allowed} (a string, torch or numpy dtype), "
                          f"not {value!r}")
     return name
-
-
-def _path_bytes(path, what):
-    """A path argument (str, bytes or os.PathLike) as the bytes the C library opens: any name
-    the file system holds, UTF-8 or not (os.fsencode), and never one cut short at a NUL."""
-    try:
-        b = os.fsencode(path)
-    except TypeError:
-        raise TypeError(f"{what} must be a str, bytes or os.PathLike path, not {path!r}") \
-            from None
-    if b"\0" in b:
-        raise ValueError(f"{what} {path!r} contains a NUL byte")
-    return b
 
 
 def _field_names(fields):
@@ -520,10 +487,7 @@ class _LoaderBase:
     def _create(self, blob):
         cfg = C.config_init()
         for k, v in self._cfg_fields.items():
-            if k in ("mean", "std"):
-                setattr(cfg, k, C.c_float3(*v))
-            else:
-                setattr(cfg, k, v)
+            setattr(cfg, k, C.c_float3(*v) if isinstance(v, tuple) else v)
         shard_arr = (ctypes.c_char_p * len(self._shard_bytes))(*self._shard_bytes)
         cfg.shards = ctypes.cast(shard_arr, ctypes.POINTER(ctypes.c_char_p))
         cfg.shard_count = len(self._shard_bytes)
@@ -1037,23 +1001,23 @@ class _LoaderBase:
 
 def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last, on_error,
                    io_engine, timeout, decode_threads, start_epoch):
-    rank = _uint("rank", _env_int("RANK", 0) if rank is None else rank)
+    rank = _field_int("rank", _env_int("RANK", 0) if rank is None else rank)
     timeout = float(timeout or 0)
     if not 0 <= timeout < 4294967.295:
         raise ValueError(f"timeout is in seconds, 0 (wait for ever) up to 4294967, not {timeout}")
-    world_size = _uint("world_size", _env_int("WORLD_SIZE", 1) if world_size is None
-                       else world_size, 1)
+    world_size = _field_int("world_size", _env_int("WORLD_SIZE", 1) if world_size is None
+                            else world_size, lo=1)
     if not rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     return {
-        "seed": _uint("seed", seed, 0, U64_MAX),
+        "seed": _field_int("seed", seed),
         "rank": rank,
         "world_size": world_size,
-        "io_threads": _uint("io_threads", io_threads or 0),
-        "prefetch_depth": _uint("prefetch_depth", prefetch_depth or 0),
-        "decode_threads": _uint("decode_threads", decode_threads or 0) or
+        "io_threads": _field_int("io_threads", io_threads or 0),
+        "prefetch_depth": _field_int("prefetch_depth", prefetch_depth or 0),
+        "decode_threads": _field_int("decode_threads", decode_threads or 0) or
         _default_decode_threads(),
-        "start_epoch": _uint("start_epoch", start_epoch, 0, U64_MAX),
+        "start_epoch": _field_int("start_epoch", start_epoch),
         "drop_last": 1 if drop_last else 0,
         "io_engine": _choice("io_engine", io_engine, _IO_ENGINES),
         # "fail": the first bad sample raises, naming shard, member and offset; "skip": bad
@@ -1066,15 +1030,17 @@ def _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last
 
 
 def _remote_fields(retries, timeout):
-    """rf_config.remote_retries and remote_timeout_ms; None leaves the library's default (0
-    asks for it there, so 0 retries cannot be asked for: at least 1)."""
+    """rf_config.remote_retries and remote_timeout_ms within their ranges; None leaves the
+    library's default (0 asks for it there, so 0 retries cannot be asked for: at least 1)."""
     f = {}
     if retries is not None:
-        f["remote_retries"] = _uint("remote_retries", retries, 1, 100)
+        f["remote_retries"] = _field_int("remote_retries", retries, strict=True)
     if timeout is not None:
         timeout = float(timeout)
-        if not 0 < timeout <= 3600:
-            raise ValueError(f"remote_timeout is in seconds, > 0 and at most 3600, not {timeout}")
+        most = C.SETTINGS["remote_timeout_ms"].max // 1000
+        if not 0 < timeout <= most:
+            raise ValueError(f"remote_timeout is in seconds, > 0 and at most {most}, not "
+                             f"{timeout}")
         f["remote_timeout_ms"] = max(1, round(timeout * 1000))
     return f
 
@@ -1083,11 +1049,11 @@ def _cache_fields(cache_dir, cache_bytes):
     """rf_config.cache_dir and cache_bytes; the library judges them (an empty path, a budget of
     0 with a directory) and names the directory it cannot make."""
     if cache_dir is None:
-        return {"cache_bytes": _uint("cache_bytes", cache_bytes or 0, 0, U64_MAX)}
+        return {"cache_bytes": _field_int("cache_bytes", cache_bytes or 0)}
     path = os.fsencode(cache_dir)
     if b"\0" in path:
         raise ValueError(f"cache_dir holds a NUL byte: {cache_dir!r}")
-    return {"cache_dir": path, "cache_bytes": _uint("cache_bytes", cache_bytes, 0, U64_MAX)}
+    return {"cache_dir": path, "cache_bytes": _field_int("cache_bytes", cache_bytes)}
 
 
 def _find_nvjpeg():
@@ -1117,7 +1083,7 @@ class Loader(_LoaderBase):
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
            schedule="auto", cache_dir=None, cache_bytes=0, remote_retries=None,
-           remote_timeout=None)
+           remote_timeout=None, **settings)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
@@ -1254,9 +1220,9 @@ class Loader(_LoaderBase):
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
-                 cache_bytes=0, remote_retries=None, remote_timeout=None):
+                 cache_bytes=0, remote_retries=None, remote_timeout=None, **settings):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
-        batch_size = _uint("batch_size", batch_size, 1)
+        batch_size = _field_int("batch_size", batch_size, lo=1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
                            on_error, io_engine, timeout, decode_threads, start_epoch)
         f.update({
@@ -1265,8 +1231,8 @@ class Loader(_LoaderBase):
             "layout": _choice("layout", layout, _LAYOUTS),
             "order": C.RF_ORDER_GLOBAL if shuffle else C.RF_ORDER_NONE,
             "gpu_decode": 1 if gpu_decode else 0,
-            "gpu_decode_percent": _uint("gpu_decode_percent", gpu_decode_percent),
-            "hw_decode_percent": _uint("hw_decode_percent", hw_decode_percent),
+            "gpu_decode_percent": _field_int("gpu_decode_percent", gpu_decode_percent),
+            "hw_decode_percent": _field_int("hw_decode_percent", hw_decode_percent),
             "dct_scaling": _dct_scaling(dct_scaling),
             "dtype": C.DTYPES[dtype][0],
             "source": _source_kind(source, shards, label),
@@ -1277,11 +1243,12 @@ class Loader(_LoaderBase):
         f.update(_label_fields(label))
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
+        f.update(_other_settings("Loader", settings))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")
         if max_field_bytes is not None:
-            f["max_field_bytes"] = _uint("max_field_bytes", max_field_bytes, 1)
+            f["max_field_bytes"] = _field_int("max_field_bytes", max_field_bytes, lo=1)
         if mean is not None or std is not None:
             if dtype == "uint8":
                 raise ValueError("mean/std apply to float outputs: pass dtype='float32', "
@@ -1296,7 +1263,7 @@ class Loader(_LoaderBase):
                     "(use ringfeed.IMAGENET_MEAN / IMAGENET_STD, or multiply by 255)")
             f["mean"], f["std"] = mean, std
         if decode_nice is not None:  # None: the library's default (10)
-            f["decode_nice"] = _uint("decode_nice", decode_nice)
+            f["decode_nice"] = _field_int("decode_nice", decode_nice)
         if flip_prob is not None:
             f["flip_prob"] = float(flip_prob)
         if scale is not None:
@@ -1344,7 +1311,8 @@ class TokenLoader(_LoaderBase):
                 shuffle=True, seed=0, rank=None, world_size=None, io_threads=0,
                 prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                 array_type="auto", io_engine="auto", start_epoch=0, timeout=0,
-                cache_dir=None, cache_bytes=0, remote_retries=None, remote_timeout=None)
+                cache_dir=None, cache_bytes=0, remote_retries=None, remote_timeout=None,
+                **settings)
 
     path: a token file's path, glob or brace range, or a list of them; the files may be
       http://, https:// or s3:// URLs instead (all or none; docs/remote.md): each window is
@@ -1364,12 +1332,12 @@ class TokenLoader(_LoaderBase):
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
                  timeout=0, cache_dir=None, cache_bytes=0, remote_retries=None,
-                 remote_timeout=None):
-        token_bytes = _uint("token_bytes", token_bytes)
+                 remote_timeout=None, **settings):
+        token_bytes = _field_int("token_bytes", token_bytes)
         if token_bytes not in (2, 4):
             raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")
-        seq_len = _uint("seq_len", seq_len, 1, U32_MAX - 1)  # windows hold seq_len + 1
-        batch_size = _uint("batch_size", batch_size, 1)
+        seq_len = _field_int("seq_len", seq_len, lo=1, hi=U32_MAX - 1)  # windows: seq_len + 1
+        batch_size = _field_int("batch_size", batch_size, lo=1)
         if dtype is not None:
             dtype = _dtype_name(dtype, _TOKEN_DTYPES)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
@@ -1385,6 +1353,7 @@ class TokenLoader(_LoaderBase):
         })
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
+        f.update(_other_settings("TokenLoader", settings))
         self.batch_size = batch_size
         self.seq_len = seq_len
         # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as
@@ -1405,3 +1374,7 @@ class TokenLoader(_LoaderBase):
         batch.x = t[:, :-1]
         batch.y = t[:, 1:]
         return batch
+
+
+Loader.__doc__ += _settings_doc()
+TokenLoader.__doc__ += _settings_doc()

@@ -146,3 +146,15 @@ def test_folder_of_png_and_webp_files(tmp_path):
     assert all(lab == (0 if k.startswith("a/") else 1) for k, (lab, _) in got.items())
     for i in range(3):  # lossless: identical decodes, identical batches
         assert np.array_equal(got[f"a/p{i}"][1], got[f"b/p{i}"][1])
+
+
+def test_list_file_labels_are_checked_against_num_classes(tree, tmp_path):
+    """A list file's labels are the data's: num_classes refuses one not below it."""
+    root, want = tree
+    lst = tmp_path / "train.txt"
+    keys = sorted(want)[:3]
+    lst.write_text("".join(f"{root}/{k}.jpg {7 * n}\n" for n, k in enumerate(keys)))
+    with pytest.raises(ringfeed.RingfeedError, match="label 14 is not below num_classes 8"):
+        epoch(ringfeed.Loader(str(lst), source="folder", num_classes=8, **KW))
+    with ringfeed.Loader(str(lst), source="folder", num_classes=15, **KW) as ld:
+        assert sorted(lab for _, lab, _ in epoch(ld)) == [0, 7, 14]

@@ -122,3 +122,25 @@ def test_label_none_reads_unlabelled_data(shard, threads):
 def test_bad_label_argument(shard, label):
     with pytest.raises(ValueError, match="label must be 'cls'"):
         ringfeed.Loader(shard[0], label=label, **KW)
+
+
+def test_num_classes_refuses_labels_not_below_it(shards):
+    """num_classes, a setting that is a keyword of its own name: a label not below it is a bad
+    label, raised naming the sample and num_classes, or left out and counted under "label";
+    a count above every label changes nothing."""
+    labels = conftest.shard_labels(shards)
+    kw = dict(KW, batch_size=4)
+    with ringfeed.Loader(shards, **kw, num_classes=max(labels.values()) + 1) as ld:
+        assert ld.config["num_classes"] == max(labels.values()) + 1
+        assert labels_once(ld) == labels
+    with pytest.raises(ringfeed.RingfeedError, match=r"sample \d+ at offset \d+: label \d is "
+                                                     r"not below num_classes 3") as ei:
+        for _ in ringfeed.Loader(shards, **kw, num_classes=3):
+            pass
+    assert ei.value.code == ringfeed._capi.RF_ELABEL
+    with ringfeed.Loader(shards, **kw, num_classes=3, on_error="skip") as ld:
+        assert labels_once(ld) == {k: v for k, v in labels.items() if v < 3}
+        skipped = ld.stats()["epoch_skipped_by_reason"][SKIP_REASONS.index("label")]
+        assert skipped == sum(v >= 3 for v in labels.values()) > 0
+    with pytest.raises(ValueError, match=r"^num_classes=0 is out of range 1..2147483647"):
+        ringfeed.Loader(shards, **kw, num_classes=0)

@@ -1,9 +1,6 @@
-/* authoring.h — what the files of src/authoring share. They are the dataset-making half of
- * the public API (include/ringfeed_shards.h): pattern expansion for the tools (paths.c), JPEG
- * checks (jpeg_check.c), the shard writer (shard_writer.c, over tarwrite.c), index helpers
- * (shard_index.c) and inspection (inspect.c). All of them are clients of the formats in
- * loaders/: the tar parser, the sample grouping and the index live there, once.
- * Internal: nothing here is part of the public API. */
+/* authoring.h — what the files of src/authoring share: the dataset-making half of the public
+ * API (include/ringfeed_shards.h). All are clients of the formats in loaders/, where the tar
+ * parser, the sample grouping and the index live, once. Internal. */
 #ifndef RF_AUTHORING_H
 #define RF_AUTHORING_H
 

@@ -1,18 +1,14 @@
 /* inspect.c — shard inspection (rf_shard_inspect, include/ringfeed_shards.h).
  *
- * DESIGN. One pass over the headers with the loader's scanner, grouping members into samples
- * with the loader's own grouping (rf_tar_group_*, loaders/tar.c); image and label members are
- * read (pread, one member at a time, into one buffer that grows up to max_member_bytes) and
- * checked with the loader's checks (rf_jpeg_check_info, rf_check_label). An index beside the
- * shard is then checked by the loader's own code (rf_tar_index_read) with every member's header
- * read, so inspection and the loader never disagree about an index: what the loader refuses,
- * inspection reports in the same words, and inspection reads the headers the loader leaves to
- * read time. Member names are remembered to find keys that come back after other keys, which
- * the loader reads as two samples. A malformed header ends the scan; every other problem is
- * reported and the scan goes on. A URL (docs/remote.md) is inspected through the loader's
- * remote client (io/remote.h): the scanner reads headers through one streamed reader, members
- * are read through a second one, and the index beside it is fetched and checked the same way,
- * with the loader's retries and messages. */
+ * DESIGN. One pass over the headers with the loader's scanner and grouping; image and label
+ * members are read (one at a time, into one buffer that grows up to max_member_bytes) and
+ * checked with the loader's checks. An index beside the shard is checked by the loader's own
+ * code with every header read, so inspection reports what the loader refuses in the same
+ * words, and reads what the loader leaves to read time. Keys that come back after other keys
+ * (two samples to the loader) are reported. A malformed header ends the scan; every other
+ * problem is reported and the scan goes on. A URL is inspected through the loader's remote
+ * client: headers through one streamed reader, members through a second, the index fetched
+ * and checked the same way. */
 #include "ringfeed_shards.h"
 
 #include <errno.h>
@@ -366,7 +362,7 @@ void rf_inspect_summary_init(rf_inspect_summary *s)
     s->label_max = -1;
 }
 
-/* ---- a URL ------------------------------------------------------------------------------- */
+/* ---- a URL ---- */
 
 #ifdef RINGFEED_HAVE_CURL
 /* The loader's client with rf_config's defaults (5 retries, 30 s), the object (its size, its

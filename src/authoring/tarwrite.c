@@ -1,22 +1,16 @@
-/* tarwrite.c — the library's one tar writer (see tarwrite.h); datasets/ and the tools reach it
- * through the public rf_shard_writer.
+/* tarwrite.c — the library's one tar writer (tarwrite.h).
  *
  * DESIGN: one writer per shard, used by one thread. Headers and data go through our own 1 MiB
- * buffer; members larger than the free space bypass it with direct write() calls, so a shard
- * costs one syscall per MiB. Output is a pure function of the calls made: every header field
- * that could vary between runs (mtime, owner, mode) is fixed, so the same samples give the same
- * bytes. The index is kept in memory as text (one line per sample, about 60 bytes per member,
- * built by loaders/tar_index.c, the one writer of the format) and written at close, when every
- * offset is known. The first write error is sticky: later
- * calls return it and close reports it.
+ * buffer; larger members bypass it, so a shard costs one syscall per MiB. Output is a pure
+ * function of the calls made: header fields that could vary between runs (mtime, owner, mode)
+ * are fixed. The index text (loaders/tar_index.c builds it) is kept in memory and written at
+ * close, when every offset is known. The first write error is sticky.
  *
- * Atomicity: a reader must never see a half-written shard under the shard's name (one cut at
- * a failed write, by a full disk, can look like a shorter valid shard). So the shard and its
- * index are written to hidden temporaries in their own folders, created at open (a bad index
- * folder fails before any data is written); close fsyncs both, renames the index and then the
- * shard into place and fsyncs the folders, so after a crash a name holds either its old file
- * or a complete new one. Any failure, and rf_tarw_abort, unlinks the temporaries (and what was
- * already renamed), so an error leaves no file named like the shard or its index. */
+ * Atomicity: a shard cut at a failed write can look like a shorter valid one, so a reader must
+ * never see a half-written shard under its name: shard and index are written to hidden
+ * temporaries created at open (a bad index folder fails before any data is written) and put in
+ * place at close (rf_tarw_close says how), so after a crash a name holds its old file or a
+ * complete new one. */
 #include "authoring/tarwrite.h"
 
 #include <errno.h>

@@ -1,18 +1,12 @@
 /* tarwrite.h — writing WebDataset tar shards and their indexes: the library's one tar writer,
- * used by the public shard writer (src/authoring/shard_writer.c), through which ringfeed-pack and
- * the dataset generator (datasets/gen.c) write, and by the tests. Internal: the public face is
- * rf_shard_writer in include/ringfeed_shards.h.
+ * behind the public rf_shard_writer (include/ringfeed_shards.h, shard_writer.c) and the tests.
  *
- * Shards are POSIX ustar; names longer than ustar allows use a pax header (or a GNU long-name
- * record with RF_TARW_GNU), so GNU tar, Python's tarfile and webdataset read them.
+ * Shards are POSIX ustar; longer names use a pax header (or a GNU long-name record with
+ * RF_TARW_GNU), so GNU tar, Python's tarfile and webdataset read them. The index `X.idx` beside
+ * `X.tar` is loaders/tar_index.h's format.
  *
- * The index (`X.idx` beside `X.tar`) uses DALI's text format v1.2: a first line
- * "v1.2 <samples>", then one line per sample with, for each member of the sample,
- * "<ext> <header offset> <data size> <member name>", space-separated (DALI's own writer puts
- * the data offset there; loaders/tar_index.h reads both).
- *
- * What authoring/ may include: base/, decode/ and loaders/ (it is a client of the formats and of
- * the decoder's checks); no other stage includes authoring/ headers (the tests do). */
+ * authoring/ includes base/, decode/ and loaders/ (a client of the formats and the decoder's
+ * checks); no other stage includes its headers (the tests do). */
 #ifndef RF_TARWRITE_H
 #define RF_TARWRITE_H
 

@@ -1,12 +1,10 @@
 /* backend.h — where finished batches go: the host backend (the pinned slot is the batch) or
- * the CUDA backend (async copy of the slot into a stream-ordered device pool, one event per
- * batch). Only copy_cuda.c, copy_naive_cuda.c, nvjpg_cuda.c, cudadev_cuda.c (built with CUDA
- * only) and the .cu files include cuda_runtime.h; the rest of ringfeed sees this table.
+ * the CUDA backend (async copy into a stream-ordered device pool, one event per batch). Only
+ * the *_cuda.c and .cu files include cuda_runtime.h; the rest of ringfeed sees this table.
  *
- * What backend/ may include: base/ and decode/ (the GPU decode builds packets from the CPU
- * decoder's header and plans: gpujpeg.h, gpujpeg_place.c), nothing of io/, plan/, loaders/ or
- * pipeline/. Within backend/ the CUDA files depend one way: copy_cuda.c -> nvjpg_cuda.c ->
- * cudadev_cuda.c (cudadev.h), copy_naive_cuda.c -> cudadev_cuda.c. */
+ * backend/ includes base/ and decode/ (packets are built from the CPU decoder's header and
+ * plans), nothing of io/, plan/, loaders/ or pipeline/. The CUDA files depend one way:
+ * copy_cuda.c -> nvjpg_cuda.c -> cudadev_cuda.c, copy_naive_cuda.c -> cudadev_cuda.c. */
 #ifndef RF_BACKEND_H
 #define RF_BACKEND_H
 
@@ -42,7 +40,7 @@ typedef struct rf_convert_desc {
 typedef struct rf_backend_stats {
     uint64_t pool_reserved_bytes, pool_used_bytes;
     uint64_t device_allocs_after_create; /* cudaMalloc/cudaHostAlloc calls after create */
-    /* Added for the memory hierarchy (docs/tuning.md). Callers zero the struct first. */
+    /* Callers zero the struct first. */
     uint64_t host_allocs;       /* pinned host allocations and registrations, since create */
 } rf_backend_stats;
 
@@ -54,10 +52,9 @@ typedef struct rf_backend_ops {
     /* Page-aligned host memory for the ring; *pinned says whether it is page-locked. */
     void *(*host_alloc)(rf_backend *b, size_t bytes, int *pinned);
     void (*host_free)(rf_backend *b, void *p, size_t bytes);
-    /* Enqueue the copy of a finished slot (staged bytes then labels) and, when conv->kind is
-     * not NONE, the conversion of the staged bytes into the output; called from a decode or
-     * I/O thread, concurrently for different slots. The host backend does nothing here (the
-     * loader converts per sample on the CPU). */
+    /* Enqueue the copy of a finished slot (staged bytes, then labels) and, unless conv->kind is
+     * NONE, the conversion into the output; called from decode or I/O threads, concurrently for
+     * different slots. The host backend does nothing (the loader converts on the CPU). */
     int (*submit)(rf_backend *b, uint32_t slot, const void *staged, size_t staged_bytes,
                   const int32_t *labels, uint32_t count, const rf_convert_desc *conv,
                   rf_devbatch *out, rf_err *err);
@@ -69,37 +66,30 @@ typedef struct rf_backend_ops {
      * and text: a kernel's fault is reported here, on the next call that waits). */
     int (*sync)(void *event, char *why, size_t cap);
     void (*stats)(rf_backend *b, rf_backend_stats *st);
-    /* ---- memory hierarchy (src/backend/hostmem.c, src/base/numa.c, docs/tuning.md) ---- */
+    /* ---- memory hierarchy (hostmem.c, base/numa.c, docs/tuning.md) ---- */
     /* Page-lock memory the caller mapped (cudaHostRegister) / undo it. NULL: cannot pin. */
     int (*host_register)(rf_backend *b, void *p, size_t bytes);
     void (*host_unregister)(rf_backend *b, void *p);
     /* NUMA node of the device (from sysfs), -1 when unknown or no device. */
     int (*numa_node)(rf_backend *b);
-    /* Grow the device pool now to what `batches` batches in flight need (out_bytes of output
-     * and count labels each, plus temp_bytes of temporaries per copy stream: the staged copy
-     * a conversion reads, GPU decode scratch), so that steady state never grows it. Called
-     * once at create. */
+    /* Grow the device pool at create to what `batches` batches in flight need (out_bytes and
+     * count labels each, plus temp_bytes per copy stream), so steady state never grows it. */
     int (*reserve)(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
                    size_t temp_bytes, rf_err *err);
     /* Return pool memory above keep_bytes to the driver (cudaMemPoolTrimTo). Not for the hot
      * loop: the next batches grow the pool again. */
     int (*trim)(rf_backend *b, uint64_t keep_bytes, rf_err *err);
-    /* Open the GPU's hardware JPEG decoders for batches of up to max_batch samples
-     * (rf_config.hw_decode_percent); engine packets in later submits go to them. NULL: this
-     * backend has none (the host backend decodes engine packets on the CPU instead). */
+    /* Open the GPU's hardware JPEG decoders for batches of up to max_batch samples. NULL: none
+     * (the host backend decodes engine packets on the CPU). */
     int (*engine_open)(rf_backend *b, uint32_t max_batch, rf_err *err);
-    /* engine_open's cheap part, which it also runs first: load what the engines need (the
-     * library) without opening them, RF_ENODEV saying why it cannot. Create calls it for
-     * hw_decode_percent, so a missing libnvjpeg is still create's error while the open itself
-     * (about 1 s on an H200) runs on the opener thread beside the first batches
-     * (src/pipeline/schedule.c). NULL exactly when engine_open is. */
+    /* engine_open's cheap part, run by create so a missing libnvjpeg is create's error while the
+     * open itself runs beside the first batches: RF_ENODEV saying why not. NULL exactly when
+     * engine_open is. */
     int (*engine_load)(rf_err *err);
-    /* Replace sample `index` of a device batch whose work is done with `pixels` (a staged
-     * sample, pixel_bytes long: the output itself without a conversion, else NHWC uint8),
-     * converted as conv says, each sample being out_bytes of the batch's output; returns when
-     * it is written. For the rare sample whose GPU decode the CPU decoded again
-     * (src/pipeline/gpu_place.c). NULL on the host backend, where the pinned slot is the
-     * batch. */
+    /* Replace sample `index` of a finished device batch with `pixels` (pixel_bytes long: the
+     * output itself without a conversion, else NHWC uint8), converted as conv says; returns
+     * when written. For a sample whose GPU decode the CPU redid (src/pipeline/gpu_place.c).
+     * NULL on the host backend, where the pinned slot is the batch. */
     int (*patch)(rf_backend *b, rf_devbatch *db, uint32_t index, const uint8_t *pixels,
                  size_t pixel_bytes, const rf_convert_desc *conv, uint64_t out_bytes,
                  rf_err *err);
@@ -108,15 +98,12 @@ typedef struct rf_backend_ops {
 extern const rf_backend_ops rf_backend_host;
 #ifdef RINGFEED_HAVE_CUDA
 extern const rf_backend_ops rf_backend_cuda;
-/* The --naive baseline (src/backend/copy_naive_cuda.c): pageable ring, cudaMalloc + synchronous
- * cudaMemcpy + cudaFree per batch, no streams of its own. */
+/* The --naive baseline (copy_naive_cuda.c). */
 extern const rf_backend_ops rf_backend_cuda_naive;
 #endif
 /* Number of usable CUDA devices (0 when built without CUDA or no driver/GPU). */
 int rf_backend_cuda_count(void); /* copy_host.c without CUDA, cudadev_cuda.c with it */
-/* The same count, and in msg one sentence saying why there is none (no driver, a driver too
- * old, a driver without a GPU, a failed initialization, no CUDA in this build) or what there
- * is. */
+/* The same count, and in msg one sentence saying why there is none or what there is. */
 int rf_backend_cuda_status(char *msg, size_t len);
 
 #endif

@@ -31,9 +31,8 @@ uint16_t rf_f32_to_bf16(float f);
 int rf_cuda_convert_images(const uint8_t *src, const uint64_t *offs, void *dst, uint32_t n,
                            uint32_t h, uint32_t w, uint32_t dtype, uint32_t layout,
                            const float mean[3], const float std[3], void *stream);
-/* n samples of sample_bytes from src + offs[i] (device memory, n entries, each a multiple of
- * 16) to dst + i * sample_bytes: a batch of CPU-decoded pixels packed at offsets in the stage
- * (gpujpeg.h, rf_gj_batch.packets 0) put in order without the decode kernels. */
+/* n samples of sample_bytes from src + offs[i] (device memory, each offset a multiple of 16) to
+ * dst + i * sample_bytes: a batch the CPU decoded whole, put in order. */
 int rf_cuda_gather_samples(const uint8_t *src, const uint64_t *offs, void *dst, uint32_t n,
                            uint64_t sample_bytes, void *stream);
 int rf_cuda_widen_tokens(const void *src, void *dst, uint64_t n, uint32_t src_bytes,

@@ -2,11 +2,10 @@
  * a stream-ordered pool, on dedicated non-blocking streams, with one event per batch.
  *
  * Threads: submit() runs on whichever decode thread finished a batch's last sample, so several
- * may run concurrently; CUDA runtime calls are thread-safe and every batch uses its own slot's
- * event and its own allocation. The current device is per thread, so each entry point sets it.
- * Memory: cudaMallocFromPoolAsync on the copy stream, cudaFreeAsync on the consumer's stream
- * at release: the pool recycles a buffer only after the consumer's work on it, and with the
- * release threshold at its maximum the pool keeps its memory, so the steady state never
+ * run concurrently; each batch uses its own slot's event and allocation. The current device is
+ * per thread, so each entry point sets it. Memory: cudaMallocFromPoolAsync on the copy stream,
+ * cudaFreeAsync on the consumer's stream at release, so the pool recycles a buffer only after
+ * the consumer's work on it; with the release threshold at its maximum the steady state never
  * reaches cudaMalloc. The host slot is reused only after the slot's event completed. */
 #include <cuda_runtime.h>
 #include <stdatomic.h>
@@ -26,10 +25,9 @@
 /* Waits on a batch sleep instead of spinning: the CPUs belong to the decode threads and the
  * training loop, and a batch is normally complete long before anyone waits for it. */
 #define RF_EVENT_FLAGS (cudaEventDisableTiming | cudaEventBlockingSync)
-/* Streams the batches' copies (and conversions and GPU decodes) go round: up to this many
- * batches' work overlaps on the device. GPU decode's interval kernel fills a fraction of the
- * GPU per batch (one serial chain per thread), so it needs several at once: measured on the
- * H200 at 16 decode threads, 2 streams gave 106k img/s and 4 gave 150k. */
+/* Streams the batches' work goes round: up to this many batches overlap on the device. The GPU
+ * decode's interval kernel fills a fraction of the GPU per batch, so it needs several
+ * (docs/gpu-decode.md, "Memory"). */
 #ifndef RF_COPY_STREAMS
 #define RF_COPY_STREAMS 4
 #endif
@@ -42,8 +40,7 @@ struct rf_backend {
     cudaMemPool_t pool;
     _Atomic uint64_t used;
     _Atomic uint64_t host_allocs;
-    /* Pool growth: the most reserved memory seen, and how often a submit saw it grow (each
-     * growth is the pool asking the driver for memory: the cudaMalloc of a pool). */
+    /* Pool growth: the most reserved memory seen, and how often a submit saw it grow. */
     _Atomic uint64_t reserved_seen;
     _Atomic uint64_t pool_growths;
     rf_nvjpg *engine; /* the hardware JPEG decoders, when the loader opened them */
@@ -54,10 +51,9 @@ static int cuda_err(rf_err *err, cudaError_t e, const char *what)
     return rf_cuda_seterr(err, (int)e, what);
 }
 
-/* The process whose CUDA context the backend's streams, events and pool belong to. The CUDA
- * runtime is per process and unusable in a fork() child, and rf_batch_wait/synchronize get
- * only an event (no loader to ask), so the owner is recorded here: process-wide state that
- * mirrors the runtime's own, not loader state. 0: no backend created yet. */
+/* The process whose CUDA context the backend's streams, events and pool belong to: the runtime
+ * is unusable in a fork() child, and rf_batch_wait/synchronize get only an event. Process-wide,
+ * mirroring the runtime's own state. 0: no backend yet. */
 static _Atomic pid_t cuda_owner;
 
 static int cuda_forked(void)
@@ -156,9 +152,8 @@ static void cuda_host_free(rf_backend *b, void *p, size_t bytes)
 
 #define RF_LABEL_ALIGN 256u
 
-/* Count a growth of the pool's reserved memory since the last one seen (a host-side query).
- * Relaxed throughout: reserved_seen and pool_growths are stats that publish no other data, and
- * the CAS alone makes each growth counted once by whichever submit raises the maximum. */
+/* Count a growth of the pool's reserved memory since the last one seen. Relaxed: stats that
+ * publish no other data; the CAS counts each growth once. */
 static void note_pool_growth(rf_backend *b)
 {
     uint64_t now = 0, seen = atomic_load_explicit(&b->reserved_seen, memory_order_relaxed);
@@ -172,18 +167,15 @@ static void note_pool_growth(rf_backend *b)
         }
 }
 
-/* GPU decode (gpujpeg.h) of the staged batch into dec, in stream order: offsets and flags
- * up, the hardware decoder's planes for engine packets, kernels, per-sample status back into
- * the pinned host array. staged is the pinned slot the engine reads its files from, tmp its
- * device copy the kernels read. */
+/* GPU decode of the staged batch into dec, in stream order. staged is the pinned slot the
+ * engine reads its files from, tmp the device copy the kernels read. */
 static int gj_enqueue(rf_backend *b, cudaStream_t s, uint32_t k, const uint8_t *staged,
                       const void *tmp, uint8_t *dec, size_t staged_bytes, uint32_t count,
                       const rf_gj_batch *gj, void **scratch, rf_err *err)
 {
-    /* The scratch (a multiple of RF_GJ_ALIGN), then meta (the samples' 8-byte offsets, then
-     * their flags), then the 4-byte statuses. The kernels read the offsets as uint64_t, so
-     * they must be 8-aligned: after the statuses they were not when count was odd (a last
-     * partial batch of 1 or 3 samples: on the H200, "misaligned address" in gj_hpass). */
+    /* The scratch (a multiple of RF_GJ_ALIGN), then meta (8-byte offsets, then flags), then the
+     * 4-byte statuses: the kernels read the offsets as uint64_t, which after an odd count of
+     * statuses would be misaligned. */
     size_t sc = (size_t)gj->scratch, fl = (size_t)count * sizeof(int32_t);
     size_t offs = (size_t)count * sizeof(uint64_t);
     size_t st_at = (sc + offs + count + sizeof(int32_t) - 1) / sizeof(int32_t) * sizeof(int32_t);
@@ -221,15 +213,10 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
 {
     cudaStream_t s = b->streams[slot % RF_COPY_STREAMS];
     int gj = conv->gj.flags && count;
-    /* A batch the CPU decoded whole (no packet: BALANCE while a training step keeps its GPU
-     * share at 0, the ring's every batch then) runs none of the decode kernels: their two
-     * grids of a block per output row and sample, a status copy and a second pass over the
-     * batch's bytes would all share the GPU with that training step for nothing. The
-     * conversion reads each sample's pixels at its offset in the stage, or (uint8) one copy
-     * kernel puts them in order: the CPU schedule's GPU work and an upload of the offsets. */
+    /* A batch the CPU decoded whole runs no decode kernel (it would take GPU time from the
+     * training step for nothing): the conversion reads each sample at its offset in the stage,
+     * or (uint8) one copy kernel puts them in order. */
     int gather = gj && !conv->gj.packets;
-    /* With GPU decode the staged bytes are packets and decoded samples at the offsets the
-     * loader placed them; the output is the decoded images (conv->out_bytes) either way. */
     size_t out_bytes = conv->kind == RF_CONV_NONE && !gj ? staged_bytes : conv->out_bytes;
     size_t lab_off = (out_bytes + RF_LABEL_ALIGN - 1) / RF_LABEL_ALIGN * RF_LABEL_ALIGN;
     size_t total = lab_off + (size_t)count * sizeof(int32_t);
@@ -237,9 +224,9 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     cudaError_t e = cudaSetDevice(b->dev);
     if (e == cudaSuccess)
         e = cudaMallocFromPoolAsync(&d, total, b->pool, s);
-    /* A conversion or a GPU decode reads the staged bytes from a temporary device buffer,
-     * freed in stream order right after the kernels, so the pool recycles it for the next
-     * batch. A GPU decode followed by a conversion decodes into a second one. */
+    /* A conversion or a GPU decode reads the staged bytes from a temporary device buffer, freed
+     * in stream order right after the kernels so the pool recycles it; a GPU decode followed by
+     * a conversion decodes into a second one. */
     if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
     if (e == cudaSuccess && gj && !gather && conv->kind != RF_CONV_NONE)
@@ -397,9 +384,8 @@ static int cuda_numa_node(rf_backend *b)
     return rf_numa_node_of_pci(bus);
 }
 
-/* Prime the pool with the allocations of `batches` batches in flight (plus the temporaries of
- * each stream), then free them: the pool keeps the memory (release threshold at its maximum),
- * so batches after create are served without growing it. */
+/* Prime the pool with the allocations of `batches` batches in flight (and each stream's
+ * temporaries), then free them: the pool keeps the memory. */
 static int cuda_reserve(rf_backend *b, uint32_t batches, size_t out_bytes, uint32_t count,
                         size_t temp_bytes, rf_err *err)
 {

@@ -1,7 +1,6 @@
-/* copy_host.c — the host backend: the ring slot (page-aligned, not page-locked) is the batch
- * itself, so submit() has nothing to enqueue and release() nothing to wait for, and there is no
- * device pool. It exercises the same ring and ordering logic as the CUDA backend, which is how
- * CI tests the pipeline. */
+/* copy_host.c — the host backend: the ring slot (page-aligned, not page-locked) is the batch, so
+ * submit() has nothing to enqueue, release() nothing to wait for, and there is no device pool.
+ * It runs the same ring and ordering logic as the CUDA backend: how CI tests the pipeline. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>

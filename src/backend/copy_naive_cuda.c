@@ -1,17 +1,11 @@
 /* copy_naive_cuda.c — the deliberately plain CUDA backend behind rf_config.naive (bench
- * --naive): what a first attempt at a GPU input pipeline does, kept so users can measure
- * what each technique of the real backend buys on their own machine.
+ * --naive): what a first GPU input pipeline does, kept so users can measure what each technique
+ * of the real backend buys on their own machine.
  *
- * DESIGN
- *  - Ring: pageable memory (plain anonymous pages, never page-locked), so every copy goes
- *    through the driver's staging buffer.
- *  - Per batch: cudaMalloc, synchronous cudaMemcpy on the legacy default stream (the
- *    conversion kernel too, with a cudaMalloc'ed temporary), and cudaFree at release. Nothing
- *    overlaps and every batch allocates: device_allocs_after_create counts each call.
- *  - No event: the batch is complete when submit returns, so rf_batch_wait has nothing to wait
- *    for. Threads: submit may run on several decode threads, but the loader's naive settings
- *    (prefetch_depth 1) leave one batch in flight at a time.
- */
+ * DESIGN: a pageable ring (every copy goes through the driver's staging buffer); per batch
+ * cudaMalloc, synchronous cudaMemcpy on the legacy default stream (and the conversion, with a
+ * cudaMalloc'ed temporary), cudaFree at release. No event: the batch is complete when submit
+ * returns. The naive settings (prefetch_depth 1) keep one batch in flight. */
 #include <cuda_runtime.h>
 #include <stdatomic.h>
 #include <stdint.h>

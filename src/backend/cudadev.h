@@ -1,9 +1,6 @@
-/* cudadev.h — the CUDA backend's shared helpers (cudadev_cuda.c, built with CUDA only): turning
- * a cudaError_t into an RF_ECUDA error, and checking that a requested device is usable. Included
- * by copy_cuda.c, copy_naive_cuda.c and nvjpg_cuda.c, which include nothing of each other's
- * except nvjpg.h (copy_cuda.c opens the hardware decoder): the CUDA files' dependencies run one
- * way, copy_cuda.c -> nvjpg_cuda.c -> cudadev_cuda.c. rf_backend_cuda_count and
- * rf_backend_cuda_status are backend.h's, answered here with CUDA. */
+/* cudadev.h — the CUDA backend's shared helpers (cudadev_cuda.c, CUDA builds only): CUDA errors
+ * as RF_ECUDA, and whether a requested device is usable. Below copy_cuda.c, copy_naive_cuda.c
+ * and nvjpg_cuda.c, which include nothing of each other's but nvjpg.h. */
 #ifndef RF_CUDADEV_H
 #define RF_CUDADEV_H
 

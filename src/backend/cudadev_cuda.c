@@ -1,8 +1,5 @@
-/* cudadev_cuda.c — what CUDA device there is, and CUDA errors as ringfeed errors (cudadev.h):
- * the pieces copy_cuda.c, copy_naive_cuda.c and nvjpg_cuda.c all use. They live here, below
- * those three, so that each of them depends on this file and none on another's internals (the
- * hardware decoder used to call into copy_cuda.c while copy_cuda.c opened the decoder). Built
- * with CUDA only; copy_host.c answers rf_backend_cuda_count/status without it. */
+/* cudadev_cuda.c — what CUDA device there is, and CUDA errors as ringfeed errors (cudadev.h).
+ * CUDA builds only; copy_host.c answers rf_backend_cuda_count/status without it. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 

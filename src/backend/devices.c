@@ -1,6 +1,4 @@
-/* devices.c — the public device queries of ringfeed.h. They live in backend/, which owns the
- * answer (copy_cuda.c with CUDA, copy_host.c without), so that base/ includes nothing above
- * it. */
+/* devices.c — the public device queries of ringfeed.h, in backend/, which owns the answer. */
 #include "backend/backend.h"
 
 RF_API int rf_cuda_device_count(void) { return rf_backend_cuda_count(); }

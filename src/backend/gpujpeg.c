@@ -2,15 +2,14 @@
  * libjpeg has read, and the host driver that runs the kernels' code on the CPU.
  *
  * DESIGN
- *  - rf_gj_pack trusts nothing it did not check itself: libjpeg's jpeg_read_header parses the
- *    tables but validates Huffman tables only when decoding starts, so the checks of
- *    jpeg_make_d_derived_tbl (code space overflow, DC symbols > 15) are repeated here; missing
- *    tables, 16-bit quantizers above 32767 and anything unusual answer "not eligible" and the
- *    sample is decoded on the CPU, where libjpeg gives its own diagnosis.
- *  - The packet is position independent (offsets from its start), 8-byte aligned sections, so
- *    the device reads it in place from the staged copy of the slot.
- *  - The host driver runs the three stages in the order the device does; it is the host
- *    backend's GPU decode and the reference the CUDA results are compared with. */
+ *  - rf_gj_pack trusts nothing it did not check: libjpeg validates Huffman tables only when
+ *    decoding starts, so jpeg_make_d_derived_tbl's checks are repeated here; missing tables,
+ *    16-bit quantizers above 32767 and anything unusual answer "not eligible" and the CPU path
+ *    gives libjpeg's own diagnosis.
+ *  - The packet is position independent with 8-byte aligned sections: the device reads it in
+ *    place from the staged copy of the slot.
+ *  - The host driver runs the three stages in the device's order: the host backend's GPU decode
+ *    and the reference for the CUDA results. */
 #include "backend/gpujpeg.h"
 
 #include <stdio.h> /* jpeglib.h needs FILE */
@@ -38,7 +37,7 @@ const char *rf_gj_status_text(int status)
     }
 }
 
-/* ---- packing ----------------------------------------------------------------------------- */
+/* ---- packing ---- */
 
 static size_t align8(size_t v) { return (v + 7) & ~(size_t)7; }
 
@@ -108,9 +107,8 @@ static int sampling_ok(const struct jpeg_decompress_struct *ci)
     return (ci->image_width + mh - 1) / mh > 2;
 }
 
-/* 1 when the frame is baseline (SOF0), what the hardware decoder takes; libjpeg's 6b API
- * keeps no such flag. Walks the marker segments before the frame header, which libjpeg has
- * parsed already. */
+/* 1 when the frame is baseline (SOF0), what the hardware decoder takes: libjpeg's 6b API keeps
+ * no such flag. */
 static int sof0(const uint8_t *j, size_t len)
 {
     size_t p = 2, at;
@@ -219,8 +217,7 @@ static uint64_t plain_bytes(const rf_gj_walked *w, uint32_t rows)
     return n;
 }
 
-/* Copy those rows to d, one after another, and the segments to seg with their bit offsets
- * made relative to d. */
+/* Copy those rows to d, one after another, and the segments to seg, bit offsets relative to d. */
 static void plain_copy(const rf_gj_walked *w, uint32_t rows, uint8_t *d, rf_gj_seg *seg)
 {
     uint64_t at = 0;
@@ -236,10 +233,9 @@ static void plain_copy(const rf_gj_walked *w, uint32_t rows, uint8_t *d, rf_gj_s
     }
 }
 
-/* What the CPU path's libjpeg entropy-decodes of a single-scan file for a crop whose rows end
- * at `vlast` (exclusive) at full scale (transform.c): a file whose restart intervals divide the
- * MCU row is decoded through the crop's region (rows [r0, r1)), `rows` of them from r0; any
- * other, `rows` MCU rows from the first, all `mcus` of their MCUs. */
+/* What the CPU path's libjpeg entropy-decodes of a single-scan file for a crop whose rows end at
+ * `vlast` at full scale: through the crop's region (rows [r0, r1)) when the restart intervals
+ * divide the MCU row, else `rows` MCU rows from the first. */
 typedef struct reach {
     uint32_t rows;
     uint64_t mcus;
@@ -273,9 +269,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
                      rb->eoi_of != jpeg
                : !restarts && !plain)
         return RF_GJ_NOT_ELIGIBLE;
-    /* The hardware decoder gets the file up to its EOI, which the marker check every decode
-     * runs first (rf_jpeg_scan_check) found: it reports no error for a file cut short, and a
-     * trailer (camera data, a motion photo's video) is not its to read. */
+    /* The hardware decoder gets the file up to its EOI (found by rf_jpeg_scan_check): it reports
+     * no error for a file cut short, and a trailer is not its to read. */
     if (engine)
         len = rb->eoi_end;
     int nc = ci->num_components;
@@ -295,8 +290,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
                          &c0, &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
-    /* How far the CPU path's libjpeg decodes this file for this crop (check_reach): the GPU
-     * paths judge the Huffman data that far, so that their verdicts are the CPU's. */
+    /* How far the CPU path's libjpeg decodes this file for this crop: the GPU paths judge the
+     * Huffman data that far. */
     reach rc_ = {0};
     check_reach(&g, restarts, nc == 3 && ci->max_v_samp_factor == 2, v->last, r0, r1, &rc_);
     uint32_t nint = (a1 - a0) * (r1 - r0);
@@ -461,7 +456,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     return 0;
 }
 
-/* ---- host driver ------------------------------------------------------------------------- */
+/* ---- host driver ---- */
 
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval)

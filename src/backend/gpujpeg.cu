@@ -1,22 +1,15 @@
 // gpujpeg.cu — the device side of GPU JPEG decode (gpujpeg.h): three kernels over a staged
 // batch, enqueued on the copy stream right after the batch's host-to-device copy.
 //
-//  1. intervals: one CUDA block per sample, one thread per restart interval, or per segment
-//     of a plain packet (a 224 crop of an ImageNet-sized 4:2:0 photo needs ~40-80 intervals
-//     of 2-8 MCUs, or segments of up to 4, whose start the CPU walker found): Huffman decode, IDCT,
-//     samples into the sample's planes in the scratch. Each thread's work is one serial
-//     chain, latency-bound: measured on the H200 (torch.profiler, 256 images per batch) it
-//     took 3.6 ms with tables and bytes read from global memory, 2.3 ms with the tables in
-//     shared memory and the bytes fetched 8 at a time. Engine packets, whose planes the
-//     hardware decoder wrote (nvjpg.h), are only checked here: the bits the kernels would
-//     read of the same file and crop, read the same way (rf_gj_engine_check), since the
-//     engines decode damaged entropy-coded data without an error;
+//  1. intervals: one CUDA block per sample, one thread per restart interval or plain-packet
+//     segment: Huffman decode, IDCT, samples into the planes in the scratch. Each thread is one
+//     serial chain, latency-bound (docs/gpu-decode.md, "Where the GPU time goes"). Engine
+//     packets, whose planes the hardware decoder wrote, are only checked here
+//     (rf_gj_engine_check): the engines decode damaged entropy-coded data without an error;
 //  2. vpass: one block per (output row, sample), threads across the row's source columns;
 //  3. hpass: one block per (output row, sample), threads across output pixels; samples the CPU
-//     decoded (flag 0) are copied through by the same blocks, so every sample of the batch
-//     lands in `out` in one pass.
-// The per-thread code is gpujpeg_core.h, shared with the host driver, so results are the same
-// bytes as the CPU path's (tests/test_decode.c on the host, tests/test_cuda.c here).
+//     decoded (flag 0) are copied through by the same blocks.
+// The per-thread code is gpujpeg_core.h, shared with the host driver.
 #include <cuda_runtime.h>
 #include <stdint.h>
 

@@ -1,20 +1,10 @@
-/* gpujpeg_core.h — the per-thread work of GPU JPEG decode (gpujpeg.h), written once for both
- * sides: src/backend/gpujpeg.cu compiles it as CUDA device code, src/backend/gpujpeg.c as plain C for the host
- * backend and the tests. Keep it to the common subset of C11 and C++ (no designated
- * initializers, explicit casts from void *), no libc calls, and integer arithmetic only: that
- * is what makes the host and device outputs identical, and both identical to libjpeg-turbo.
- *
- * The three stages, each a pure function of the packet and the scratch:
- *  rf_gj_interval  one restart interval, or rf_gj_segment one segment of a plain packet,
- *                  both through rf_gj_mcus: Huffman decode (libjpeg's decode_mcu semantics),
- *                  dequantize, islow IDCT (jidctint.c's arithmetic), 8x8 samples into the
- *                  component planes;
- *  rf_gj_vpass     one vertically resized row element: for each vertical tap the RGB of a
- *                  source pixel (fancy upsampling of chroma as jdsample.c does it, then the
- *                  YCbCr->RGB fixed point of jdcolor.c), weighted and rounded as resize.c's
- *                  vertical pass;
- *  rf_gj_hpass     one output pixel from the vertically resized row, as resize.c's horizontal
- *                  pass. */
+/* gpujpeg_core.h — the per-thread work of GPU JPEG decode, written once for both sides:
+ * gpujpeg.cu compiles it as CUDA device code, gpujpeg.c as plain C for the host backend and the
+ * tests. Keep it to the common subset of C11 and C++ (no designated initializers, explicit
+ * casts from void *), no libc calls, integer arithmetic only: that keeps host and device
+ * outputs identical, and both identical to libjpeg-turbo. Three stages, each a pure function
+ * of the packet and the scratch: rf_gj_interval / rf_gj_segment (Huffman, dequantize, islow
+ * IDCT), rf_gj_vpass (upsampling, colour, vertical taps), rf_gj_hpass (horizontal taps). */
 #ifndef RF_GPUJPEG_CORE_H
 #define RF_GPUJPEG_CORE_H
 
@@ -30,10 +20,8 @@
 #define RF_GJ_FN static inline
 #endif
 
-/* Zigzag position -> natural (row-major) position, with 16 extra entries that land on 63 so a
- * run past the end of a corrupt block stays inside it (libjpeg's jpeg_natural_order does the
- * same, so even such blocks decode as libjpeg decodes them). One copy in constant memory for
- * the device, one for host code. */
+/* Zigzag -> natural order, with 16 extra entries that land on 63 so a run past the end of a
+ * corrupt block stays inside it, as in libjpeg's jpeg_natural_order. */
 #define RF_GJ_NATURAL_VALUES                                                                    \
     {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,           \
      40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,           \
@@ -49,7 +37,7 @@ static __constant__ uint8_t rf_gj_natural_dev[80] = RF_GJ_NATURAL_VALUES;
 #define RF_GJ_NATURAL rf_gj_natural_host
 #endif
 
-/* ---- bit reader over an interval's stuffed bytes or a plain packet's destuffed ones ------ */
+/* ---- bit reader over stuffed interval bytes or a plain packet's destuffed ones ---- */
 
 typedef struct rf_gj_bits {
     const uint8_t *p, *end;
@@ -61,10 +49,9 @@ typedef struct rf_gj_bits {
     uint32_t plain; /* 1: the bytes are destuffed already (plain packets): no 0xFF checks */
 } rf_gj_bits;
 
-/* Bytes come in aligned 8-byte words: on the GPU a thread's reads of its interval are a chain
- * of dependent global loads, and one load per 8 bytes instead of per byte is most of what the
- * entropy decoder waits for. Packets end >= 8 bytes before their area does, so the last word
- * never leaves it. Little-endian on both sides. */
+/* Bytes come in aligned 8-byte words: a GPU thread's reads are a chain of dependent global
+ * loads, and one load per 8 bytes is most of what the entropy decoder waits for. Packets end
+ * >= 8 bytes before their area does, so the last word never leaves it. Little-endian. */
 RF_GJ_FN uint32_t rf_gj_byte(rf_gj_bits *b, const uint8_t *p)
 {
     const uint8_t *base = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)7);
@@ -137,7 +124,7 @@ RF_GJ_FN int32_t rf_gj_extend(uint32_t r, int32_t s)
     return r < (1u << (s - 1)) ? (int32_t)r - (int32_t)(1u << s) + 1 : (int32_t)r;
 }
 
-/* ---- islow IDCT (jidctint.c: LLM with 13-bit constants, 2 extra bits between passes) ------ */
+/* ---- islow IDCT (jidctint.c: LLM, 13-bit constants, 2 extra bits between passes) ---- */
 
 #define RF_GJ_CB 13
 #define RF_GJ_P1 2
@@ -217,18 +204,14 @@ RF_GJ_FN void rf_gj_idct(const int16_t *coef, const uint16_t *q, uint8_t *out, u
     }
 }
 
-/* ---- stage 1: one restart interval or one segment ---------------------------------------- */
+/* ---- stage 1: one restart interval or one segment ---- */
 
 RF_GJ_FN const uint8_t *rf_gj_at(const uint8_t *pkt, uint32_t off) { return pkt + off; }
 
 /* Decode `count` MCUs of region MCU row mrow from column mcol on, reading b with the DC
- * predictors pred, into the component planes in scratch (libjpeg's decode_mcu, dequantize,
- * islow IDCT). huff and quant: the packet's tables (its own, or a copy the caller made in
- * faster memory). Huffman decoding and the IDCT stay in one thread: moving the IDCT into a
- * kernel of its own (one thread per block, coefficients through the scratch) made the whole
- * slower on the H200, 2.72 + 0.17 ms against 2.31 ms per 256 images, because storing the
- * coefficients costs the serial chain more than the IDCT did. The restart interval and the
- * plain packet's segment both run this loop. Returns an rf_gj_status. */
+ * predictors pred, into the planes in scratch; huff and quant may be copies in faster memory.
+ * The IDCT stays in this thread: a kernel of its own was slower (docs/gpu-decode.md, "Where
+ * the GPU time goes"). Returns an rf_gj_status. */
 RF_GJ_FN int rf_gj_mcus(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], uint32_t mrow,
                         uint32_t mcol, uint32_t count, uint8_t *scratch, const rf_gj_huff *huff,
                         const uint16_t *quant)
@@ -374,11 +357,10 @@ RF_GJ_FN int rf_gj_skip(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], u
     return RF_GJ_OK;
 }
 
-/* Segment k of a plain packet: its MCUs from its bit offset into the destuffed data, with the
- * DC predictors the walker (or the sync-point index) found there, after `skip` MCUs left of
- * the region. The walker, or the index's build, decoded these very codes already, so the end
- * checks of a restart interval have nothing to find; a bad code can only come from a packet
- * damaged after it was written. Returns an rf_gj_status. */
+/* Segment k of a plain packet, from its bit offset with the DC predictors the walker or the
+ * sync-point index found there, after `skip` MCUs left of the region. The walk or the index's
+ * build decoded these codes already, so only a packet damaged after writing can fail. Returns
+ * an rf_gj_status. */
 RF_GJ_FN int rf_gj_segment(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
                            const rf_gj_huff *huff, const uint16_t *quant)
 {
@@ -396,8 +378,7 @@ RF_GJ_FN int rf_gj_segment(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
     return st ? st : rf_gj_mcus(p, &b, pred, sg->mrow, sg->mcol, sg->count, scratch, huff, quant);
 }
 
-/* Decode restart interval k of the packet into the component planes in scratch, then check
- * its end as libjpeg does. Returns an rf_gj_status. */
+/* Decode restart interval k into the planes, then check its end as libjpeg does. */
 RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
                             const rf_gj_huff *huff, const uint16_t *quant)
 {
@@ -410,8 +391,6 @@ RF_GJ_FN int rf_gj_interval(const uint8_t *pkt, uint32_t k, uint8_t *scratch,
     int32_t pred[3] = {0, 0, 0};
     int st = rf_gj_mcus(p, &b, pred, k / per_row, (k % per_row) * p->interval, p->interval,
                         scratch, huff, quant);
-    /* libjpeg warns (and ringfeed fails the sample) when a decode needs bits past the
-     * interval's data, or when whole bytes are left before the next marker */
     return st ? st : rf_gj_interval_end(&b);
 }
 
@@ -432,9 +411,8 @@ RF_GJ_FN int rf_gj_engine_check(const uint8_t *pkt, uint32_t k, const rf_gj_huff
     return (uint32_t)b.n < 8 * b.fake ? RF_GJ_PREMATURE : RF_GJ_OK;
 }
 
-/* The verdict of restart interval k of a kernel packet: damage the CPU path's libjpeg would
- * not read for the same crop (past the check_units, or bytes after the last one) is not
- * damage of this sample (gpujpeg.h, rf_gj_packet.check_units). */
+/* The verdict of restart interval k of a kernel packet: damage the CPU path's libjpeg would not
+ * read for the same crop is not this sample's (rf_gj_packet.check_units). */
 RF_GJ_FN int rf_gj_counted(const rf_gj_packet *p, uint32_t k, int st)
 {
     if (p->engine || p->plain || st == RF_GJ_BAD_PACKET)
@@ -444,11 +422,11 @@ RF_GJ_FN int rf_gj_counted(const rf_gj_packet *p, uint32_t k, int st)
     return st;
 }
 
-/* ---- stage 2: chroma upsampling, colour, vertical resize ---------------------------------- */
+/* ---- stage 2: chroma upsampling, colour, vertical resize ---- */
 
-/* Sample of component c at image pixel (x, y), upsampled as libjpeg-turbo's fancy upsamplers do
- * (h2v1, h1v2, h2v2 triangle filters; neighbours clamped at the image edge, which is what its
- * edge cases and context-row duplication amount to). */
+/* Sample of component c at image pixel (x, y), upsampled as libjpeg-turbo's fancy upsamplers
+ * do (h2v1, h1v2, h2v2 triangles; neighbours clamped at the edge, what its edge cases and
+ * context rows amount to). */
 RF_GJ_FN int32_t rf_gj_chroma(const rf_gj_comp *c, const uint8_t *scratch, uint32_t max_h,
                               uint32_t max_v, int32_t x, int32_t y)
 {
@@ -516,7 +494,7 @@ RF_GJ_FN void rf_gj_vpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i
     dst[2] = (uint8_t)(acc[2] >> RF_GJ_RBITS);
 }
 
-/* ---- stage 3: horizontal resize into the output ------------------------------------------- */
+/* ---- stage 3: horizontal resize into the output ---- */
 
 RF_GJ_FN void rf_gj_hpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i, uint32_t j,
                           uint8_t *out)

@@ -1,10 +1,7 @@
 /* gpujpeg_place.c — the GPU decode's side of decode.h's placement interface: rf_decode_packet
- * offers each sample to the packer (rf_gj_pack) through rf_decode_placed, and rf_decode_planes
- * turns an engine packet into the plane list rf_decode_raw fills. See gpujpeg.h.
- *
- * DESIGN: the CPU decoder (decode/) knows no GPU type; everything that reads or writes a packet
- * is here or in gpujpeg.c, so the dependency runs one way, backend/ -> decode/. The adapter
- * costs one indirect call per sample. */
+ * offers each sample to rf_gj_pack through rf_decode_placed, and rf_decode_planes turns an
+ * engine packet into the plane list rf_decode_raw fills. Everything that reads or writes a
+ * packet is here or in gpujpeg.c, so the dependency runs one way, backend/ -> decode/. */
 #include "backend/gpujpeg.h"
 
 #include <string.h>

@@ -1,30 +1,15 @@
-/* gpujpeg_walk.c — the CPU walker behind plain packets (gpujpeg.h): for a baseline JPEG
- * without restart markers, find where in the entropy-coded data each segment of the crop's
- * region starts, and the DC predictors there, without decoding pixels.
+/* gpujpeg_walk.c — the CPU walker behind plain packets (gpujpeg.h): for a baseline JPEG without
+ * restart markers, where each segment of the crop's region starts in the entropy-coded data,
+ * with the DC predictors there (docs/gpu-decode.md, "Files without restart markers").
  *
  * DESIGN
- *  - A file without restart markers is one Huffman bit stream, so the walker must go through
- *    every MCU from the first up to the region's last one; it stops there. Nothing below the
- *    region is read. It does the least per symbol that still finds the next code: DC values
- *    are decoded (the predictors are what a segment needs), AC coefficients only skipped; no
- *    dequantization, no coefficient stores.
- *  - The entropy-coded data is destuffed once (memchr for 0xFF; stuffing is rare), then read
- *    through a 64-bit bit buffer refilled by one unaligned big-endian load whenever fewer than
- *    32 bits are left: no per-byte marker checks. 512 zero bytes after the data keep every
- *    load inside the buffer: a block consumes at most 64 codes of 31 bits, and the position is
- *    checked against the data's end after every block.
- *  - AC codes go through one table indexed by the next WALK_BITS bits that gives the code's
- *    length plus its extra bits' length and how far the coefficient index moves (EOB: to the
- *    end), for the next two codes when both fit, so a pair costs one lookup and two adds;
- *    longer codes take the canonical-code slow path rf_gj_symbol uses. A table is built by
- *    enumerating the canonical codes (each fills its range of entries), and 8 per thread are
- *    cached by a hash of their codes, least recently used replaced: files of one encoder
- *    share their tables, and files with optimized tables, each with its own, do not push
- *    those out (callgrind: 218 tables built for 230 photos, about half of them with
- *    optimized tables, so two each, and the standard ones built once).
- *  - A pattern that is no code, or data that ends before the region's last MCU, makes the
- *    file not eligible: the CPU path then decodes it and gives libjpeg's own error (the class
- *    and message the file gets without gpu_decode), never a packet of wrong bits. */
+ *  - The walk decodes DC values (segments need the predictors) and only skips AC codes, from
+ *    the first MCU to the region's last, then stops.
+ *  - The data is destuffed once and read through a 64-bit buffer refilled by unaligned loads.
+ *    WALK_PAD zero bytes after it keep every load inside (a block takes at most 64 codes of 31
+ *    bits; the position is checked against the end after every block).
+ *  - A pattern that is no code, or data that end before the region's last MCU, makes the file
+ *    not eligible: the CPU path then gives libjpeg's own error, never a packet of wrong bits. */
 #include "backend/gpujpeg.h"
 
 #include <stddef.h>
@@ -112,9 +97,8 @@ static uint32_t ac_entry(uint32_t len, uint32_t sym)
 }
 
 /* Every WALK_BITS-bit prefix that starts with a code of at most WALK_BITS bits: its entry in
- * one[] and its code's length in len[] (0 for both: a longer code or none). The codes are
- * enumerated in canonical order (the next length starts at the last code + 1, shifted), so
- * each fills its range of prefixes at once instead of each prefix being decoded. */
+ * one[] and its code's length in len[] (0: a longer code or none). Codes are enumerated in
+ * canonical order, so each fills its range of prefixes at once. */
 static void fast_singles(const rf_gj_huff *t, uint32_t *one, uint8_t *len)
 {
     memset(one, 0, sizeof(uint32_t) << WALK_BITS);
@@ -130,12 +114,10 @@ static void fast_singles(const rf_gj_huff *t, uint32_t *one, uint8_t *len)
     }
 }
 
-/* The fast AC table of t: every WALK_BITS-bit prefix that starts with a code of at most
- * WALK_BITS bits, with a second code when the first one's code and extra bits leave room for
- * it and the first is no EOB: at q75-95 most AC codes and their extra bits are short, so
- * pairs halve the lookups that make up the walker's dependency chain. An entry holds both
- * codes' bits and advance together (bits 0-11, what the walk takes while the block has room
- * for any pair) and the first code's alone (bits 12-23, near the block's end). */
+/* The fast AC table of t: per WALK_BITS-bit prefix, a code and, when the first leaves room and
+ * is no EOB, a second one: pairs halve the lookups in the walker's dependency chain. An entry
+ * holds both codes' bits and advance (bits 0-11, while the block has room for any pair) and the
+ * first code's alone (bits 12-23, near the block's end). */
 static void fast_build(const rf_gj_huff *t, uint32_t *f)
 {
     const uint32_t mask = (1u << WALK_BITS) - 1;
@@ -153,8 +135,7 @@ static void fast_build(const rf_gj_huff *t, uint32_t *f)
     }
 }
 
-/* What identifies a table's codes: the canonical code lengths and the symbols (the lookup
- * table is made from them). */
+/* What identifies a table's codes: the canonical code lengths and the symbols. */
 #define KEY_AT offsetof(rf_gj_huff, maxcode)
 #define KEY_LEN (sizeof(rf_gj_huff) - KEY_AT)
 
@@ -170,10 +151,9 @@ static uint64_t key_hash(const rf_gj_huff *t)
     return h ^ h >> 29;
 }
 
-/* The fast table of t from the cache, built into the least recently used entry when it is
- * not there: files of one encoder share their tables, while files with optimized tables each
- * bring their own, which must not push the shared ones out (a build costs as much as walking
- * a few dozen blocks). */
+/* The fast table of t from the cache, built into the least recently used entry when missing:
+ * files of one encoder share their tables, and files with optimized tables, each with its own,
+ * must not push those out. */
 static const uint32_t *fast_for(walk_state *s, const rf_gj_huff *t)
 {
     uint64_t h = key_hash(t);
@@ -195,10 +175,9 @@ static const uint32_t *fast_for(walk_state *s, const rf_gj_huff *t)
     return old->fast;
 }
 
-/* The walker's bit reader over destuffed bytes: the unread bits at the top of buf (n of them,
- * at least 32 after a refill), the next unloaded byte at p. Refilling only below 32 bits keeps
- * the memory load out of most symbols' dependency chain: a symbol is then a table lookup and
- * two shifts. */
+/* The walker's bit reader over destuffed bytes: n unread bits at the top of buf (at least 32
+ * after a refill), the next byte at p. Refilling only below 32 bits keeps the load out of most
+ * symbols' dependency chain. */
 typedef struct wbits {
     uint64_t buf;
     uint32_t n;
@@ -228,8 +207,7 @@ static inline uint64_t wpos(const wbits *w, const uint8_t *d)
     return (uint64_t)(w->p - d) * 8 - w->n;
 }
 
-/* An AC code longer than WALK_BITS bits, by the canonical-code path: skipped with its extra
- * bits and the index moved. 1: a pattern that is no code. */
+/* An AC code longer than WALK_BITS bits, skipped by the canonical-code path. 1: no code. */
 static inline int walk_ac_slow(wbits *w, const rf_gj_huff *ac, uint32_t *k)
 {
     uint32_t l;
@@ -242,10 +220,8 @@ static inline int walk_ac_slow(wbits *w, const rf_gj_huff *ac, uint32_t *k)
 }
 
 /* One block: its DC difference added to *pred, its AC codes skipped. 1: a pattern that is no
- * code. A symbol takes at most 31 bits (a 16-bit code and 15 extra bits), so one refill to 32
- * or more covers it. The reader is copied in and out so that it stays in registers: through
- * the caller's pointer the compiler kept it in memory, a store and a load in every code's
- * dependency chain. */
+ * code. A symbol takes at most 31 bits, so one refill covers it. The reader is copied in and out
+ * so it stays in registers (through a pointer it lived in memory, in every code's chain). */
 static inline int walk_block(wbits *wp, const walk_blk *b, int32_t *pred)
 {
     wbits w = *wp;
@@ -284,9 +260,9 @@ static inline int walk_block(wbits *wp, const walk_blk *b, int32_t *pred)
     return 0;
 }
 
-/* Copy the entropy-coded data from `from` to its first marker into s->dat without its stuffed
- * zero bytes (0xFF, possibly fill 0xFFs, then 0x00 is one 0xFF data byte), then WALK_PAD
- * zeros; *n is the data's length. Returns 0 or RF_ENOMEM. */
+/* Copy the entropy-coded data from `from` to its first marker into s->dat without its stuffing
+ * (0xFF, fill 0xFFs, then 0x00 is one 0xFF data byte), then WALK_PAD zeros; *n its length.
+ * record: note where bytes were removed (s->stuff), for a sync-point build's positions. */
 static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, size_t *n,
                    int record)
 {

@@ -1,16 +1,14 @@
-/* hostmem.c — see hostmem.h.
+/* hostmem.c — the batch ring's host memory (hostmem.h).
  *
  * DESIGN
- *  - Why huge pages: a 4-slot ring of 224x224 batches of 256 is ~150 MB, 37k 4 KiB pages.
- *    Pinning walks and locks every page (cudaHostRegister time grows with the page count),
- *    and decode threads writing all over the ring miss the TLB far less with 2 MiB pages.
- *  - Order of attempts: MAP_HUGETLB (needs a reserved pool, vm.nr_hugepages; mmap fails at
- *    once when the pool is short), then an anonymous mapping aligned to 2 MiB with
- *    madvise(MADV_HUGEPAGE) (works when THP is "always" or "madvise"; whether the kernel
- *    granted huge pages is read back from smaps, not assumed), then normal pages. Every step
- *    falls back cleanly and the result says what was obtained.
- *  - Pages are faulted in here, by writing one byte per 4 KiB, because registration pins
- *    them anyway and faulting here puts them on the NUMA node of the caller's scope.
+ *  - Huge pages: a ring of 224x224 batches of 256 is tens of thousands of 4 KiB pages, each
+ *    walked and locked by cudaHostRegister, and decode threads writing all over the ring miss
+ *    the TLB far less with 2 MiB pages.
+ *  - MAP_HUGETLB first (needs vm.nr_hugepages; fails at once when short), then a 2 MiB-aligned
+ *    mapping with madvise(MADV_HUGEPAGE) (whether THP was granted is read back from smaps),
+ *    then normal pages; the result says what was obtained.
+ *  - Pages are faulted in here, one byte per 4 KiB: registration pins them anyway, and faulting
+ *    here puts them on the NUMA node of the caller's scope.
  */
 #include "backend/hostmem.h"
 

@@ -25,16 +25,14 @@ typedef struct rf_ringmem {
     uint64_t huge_bytes; /* THP: bytes the kernel backs with huge pages */
 } rf_ringmem;
 
-/* Allocate `bytes` for the ring. want_huge: try hugetlb, then THP, then normal pages; the
- * memory is faulted in here (so the caller's NUMA scope decides where it lives) and registered
- * with the backend when it has host_register. Without want_huge: the backend's host_alloc.
- * why (optional) gets one sentence about what happened. Returns 0 or RF_ENOMEM. */
+/* Allocate `bytes` for the ring: want_huge tries hugetlb, THP, then normal pages, faulted in
+ * here and registered with the backend; else the backend's host_alloc. why (optional) gets one
+ * sentence about what happened. Returns 0 or RF_ENOMEM. */
 int rf_ringmem_alloc(const rf_backend_ops *ops, rf_backend *b, size_t bytes, int want_huge,
                      rf_ringmem *m, char *why, size_t why_len);
 void rf_ringmem_free(const rf_backend_ops *ops, rf_backend *b, rf_ringmem *m);
 
-/* Bytes of [p, p+bytes) backed by transparent huge pages, from /proc/self/smaps (the sum of
- * AnonHugePages of the mappings inside the range); 0 when unknown. */
+/* Bytes of [p, p+bytes) backed by transparent huge pages (smaps' AnonHugePages); 0: unknown. */
 uint64_t rf_thp_bytes(const void *p, size_t bytes);
 
 #endif

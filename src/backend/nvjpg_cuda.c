@@ -1,27 +1,15 @@
 /* nvjpg_cuda.c — the hardware JPEG decoders through nvJPEG (nvjpg.h).
  *
  * DESIGN
- *  - No nvjpeg.h at build time: the few entry points used are declared here with the ABI of
- *    nvJPEG 12/13 (handles are pointers, enums are ints, nvjpegImage_t is four channel
- *    pointers and four size_t pitches) and looked up with dlsym, so a build machine without the
- *    library still builds the CUDA backend, and a loader that never asks for the engines
- *    never loads it.
+ *  - No nvjpeg.h at build time: the few entry points used are declared here (nvJPEG 12/13's
+ *    ABI) and looked up with dlsym, so the CUDA backend builds without the library.
  *  - One nvJPEG handle per loader; one decode state per copy stream, each with a mutex and
- *    arrays sized at open for a whole batch: the hot path allocates nothing.
- *  - The engine does not keep stream order: nvjpegDecodeBatched's hardware backend writes its
- *    output when it is called, not after the work queued before it on the stream (measured
- *    with nvJPEG 12.3-13.2 by torchcodec, pull request 1634). Its planes go to scratch that the
- *    stream-ordered pool may have just handed over from an earlier batch still being decoded,
- *    so the call first waits, on the host, for everything queued on the stream before it.
- *    Without that wait, up to four calls at once (a state per stream) stalled 2 of 4 runs of
- *    `ringfeed-bench --hw-decode 100` on the H200 for good, four threads spinning inside
- *    nvJPEG; with it, 12 of 12 ran at full speed. Serializing the calls instead also stopped
- *    the stalls but halved the speed (docs/gpu-decode.md), so calls on different streams run
- *    at once.
- *  - Errors are per file. nvjpegDecodeBatched answers for the whole batch, so when it fails
- *    the batch's engine images are decoded again one by one to find the files it refuses;
- *    those get RF_GJ_ENGINE in the status array and rf_loader_next names them (docs/
- *    reliability.md). The other images of the batch are not lost. */
+ *    arrays sized at open: the hot path allocates nothing.
+ *  - nvjpegDecodeBatched writes its output when called, not in stream order, into scratch the
+ *    pool may have just handed over from an earlier batch: each call first waits, on the host,
+ *    for its stream (docs/gpu-decode.md, "Each call waits"). Streams still run at once.
+ *  - Errors are per file: a failed batch's engine images are decoded again one by one to find
+ *    the files refused (RF_GJ_ENGINE); the others are not lost. */
 #include "backend/nvjpg.h"
 
 #include <cuda_runtime.h>
@@ -34,7 +22,7 @@
 #include "backend/cudadev.h"
 #include "backend/gpujpeg.h"
 
-/* ---- the ABI used ------------------------------------------------------------------------ */
+/* ---- the ABI used ---- */
 
 typedef struct nv_handle *nv_handle;
 typedef struct nv_state *nv_state;
@@ -101,7 +89,7 @@ static void load(void)
     api = a;
 }
 
-/* ---- states ------------------------------------------------------------------------------ */
+/* ---- states ---- */
 
 typedef struct nj_state {
     pthread_mutex_t mu;
@@ -201,11 +189,10 @@ int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *e
     return 0;
 }
 
-/* ---- decoding ---------------------------------------------------------------------------- */
+/* ---- decoding ---- */
 
-/* The status values this file writes: RF_GJ_BAD_PACKET, or RF_GJ_ENGINE with nvJPEG's own
- * status above the low byte (rf_gj_status_text reads the low byte; the loader's message
- * quotes the rest). Copied from here, so they are static. */
+/* The status values this file writes: RF_GJ_BAD_PACKET, or RF_GJ_ENGINE with nvJPEG's status
+ * above the low byte. Copied from here, so they are static. */
 #define NV_CODES 16
 static const int32_t engine_code[NV_CODES] = {
     RF_GJ_ENGINE | 0 << 8,  RF_GJ_ENGINE | 1 << 8,  RF_GJ_ENGINE | 2 << 8,
@@ -270,8 +257,7 @@ int rf_nvjpg_decode(rf_nvjpg *nj, uint32_t k, const uint8_t *staged, const uint6
         s->len[n] = p->data_bytes;
         s->index[n++] = i;
     }
-    /* The engine writes at the call, out of stream order (DESIGN): wait for the stream first.
-     * The event is blocking-sync, so this decode thread sleeps rather than spins. */
+    /* The engine writes at the call, out of stream order (DESIGN): wait for the stream first. */
     if (n && e == cudaSuccess && (e = cudaEventRecord(s->queued, cs)) == cudaSuccess)
         e = cudaEventSynchronize(s->queued);
     int st = n && e == cudaSuccess ? decode(nj, s, 0, n, cs) : NV_SUCCESS;

@@ -1,6 +1,5 @@
 /* api.c — the small stateless part of the public API: error strings and version. Config
- * defaults live with the rest of the config (pipeline/config.c), the device queries
- * (rf_cuda_device_count, rf_cuda_status) with the backend (backend/devices.c): base/ includes
+ * defaults are pipeline/config.c's, the device queries backend/devices.c's: base/ includes
  * nothing above it. */
 #include <string.h>
 

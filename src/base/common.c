@@ -210,7 +210,7 @@ uint64_t rf_rng_below(rf_rng *r, uint64_t n)
 
 double rf_rng_unit(rf_rng *r) { return (double)(rf_rng_next(r) >> 11) * 0x1.0p-53; }
 
-/* ---- URLs in messages ---------------------------------------------------------------------- */
+/* ---- URLs in messages ---- */
 
 void rf_url_shown(const char *url, char *shown, size_t cap)
 {

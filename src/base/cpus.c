@@ -1,19 +1,15 @@
-/* cpus.c — see cpus.h.
+/* cpus.c — how many CPUs this process may use (cpus.h).
  *
  * DESIGN
- *  - sysconf(_SC_NPROCESSORS_ONLN) counts the machine, not the process: under `taskset -c 0`
- *    or in a container limited to 2 CPUs of 64 it still says 64, and a decode thread per CPU
- *    of the machine then time-slices on the few the process may use. The affinity mask says
- *    which CPUs the threads may run on; the cgroup quota says how much CPU time they get
- *    (a container with --cpus=2 sees every CPU in its mask but gets two CPUs' worth).
- *  - The quota is found the way the kernel applies it: the process' cgroup path from
- *    /proc/self/cgroup, located under its hierarchy's mount point from /proc/self/mountinfo
- *    (whose root field says which cgroup is mounted there, as in a container), and every
- *    ancestor up to that mount point, since a parent's quota also limits its children. A
- *    fractional quota is rounded up: 1.5 CPUs keep two threads busy part of the time, better
- *    than one thread that leaves half a CPU unused.
- *  - Everything degrades to "no quota": a file that is missing, unreadable or malformed
- *    never fails a loader, it only leaves the affinity count.
+ *  - sysconf(_SC_NPROCESSORS_ONLN) counts the machine: under `taskset -c 0` or in a container
+ *    limited to 2 CPUs of 64 it says 64, and decode threads then time-slice on the few the
+ *    process may use. The affinity mask says where threads may run; the cgroup quota how much
+ *    CPU time they get (--cpus=2 sees every CPU but gets two CPUs' worth).
+ *  - The quota is found as the kernel applies it: the cgroup path from /proc/self/cgroup under
+ *    its hierarchy's mount point from /proc/self/mountinfo (whose root field says which cgroup
+ *    is mounted, as in a container), and every ancestor up to it. A fractional quota rounds up:
+ *    1.5 CPUs keep two threads busy part of the time.
+ *  - A missing, unreadable or malformed file never fails a loader: it leaves the affinity count.
  */
 #include "base/cpus.h"
 

@@ -1,37 +1,18 @@
 /* layout.h — the field lists of the public structs that bindings mirror (rf_config, rf_batch,
- * rf_field, rf_stats), one X(struct, field) per field in declaration order. layout.c makes
- * rf_abi_layout's table from them with offsetof and sizeof, so the offsets and sizes a binding
- * checks are the compiler's; tests/test_api.c checks the lists against the structs in
- * ringfeed.h, so a field added there and not here fails that test.
+ * rf_field, rf_stats, rf_setting), one X(struct, field) per field in declaration order;
+ * rf_config's are the settings table's rows. layout.c makes rf_abi_layout's table from them
+ * with offsetof and sizeof, so the offsets and sizes a binding checks are the compiler's;
+ * tests/test_api.c checks the lists against the structs in ringfeed.h, so a field added there
+ * and not here fails that test.
  * Internal: nothing here is part of the public API. */
 #ifndef RF_LAYOUT_H
 #define RF_LAYOUT_H
 
-#define RF_CONFIG_FIELDS(X)                                                                      \
-    X(rf_config, struct_size) X(rf_config, version) X(rf_config, shards)                         \
-    X(rf_config, shard_count) X(rf_config, batch_size) X(rf_config, image_size)                  \
-    X(rf_config, crop) X(rf_config, layout) X(rf_config, resize_shorter) X(rf_config, scale_min) \
-    X(rf_config, scale_max) X(rf_config, ratio_min) X(rf_config, ratio_max)                      \
-    X(rf_config, flip_prob) X(rf_config, seed) X(rf_config, order) X(rf_config, drop_last)       \
-    X(rf_config, rank) X(rf_config, world_size) X(rf_config, remainder) X(rf_config, epochs)     \
-    X(rf_config, start_epoch) X(rf_config, decode_threads) X(rf_config, io_threads)              \
-    X(rf_config, io_engine) X(rf_config, io_queue_depth) X(rf_config, prefetch_depth)            \
-    X(rf_config, device_kind) X(rf_config, device_index) X(rf_config, staging_bytes)             \
-    X(rf_config, max_sample_bytes) X(rf_config, max_image_pixels) X(rf_config, max_image_dim)    \
-    X(rf_config, io_retries) X(rf_config, resume_state) X(rf_config, resume_state_bytes)         \
-    X(rf_config, dtype) X(rf_config, mean) X(rf_config, std) X(rf_config, source)                \
-    X(rf_config, token_bytes) X(rf_config, seq_len) X(rf_config, token_windows)                  \
-    X(rf_config, token_dtype) X(rf_config, shard_window) X(rf_config, on_error)                  \
-    X(rf_config, max_consecutive_skips) X(rf_config, max_scans) X(rf_config, max_name_bytes)     \
-    X(rf_config, warm) X(rf_config, warm_bytes) X(rf_config, odirect) X(rf_config, hugepages)    \
-    X(rf_config, numa) X(rf_config, naive) X(rf_config, decode_nice) X(rf_config, gpu_decode)    \
-    X(rf_config, gpu_decode_percent) X(rf_config, hw_decode_percent)                             \
-    X(rf_config, next_timeout_ms) X(rf_config, dct_scaling) X(rf_config, label_source)          \
-    X(rf_config, sample_hook) X(rf_config, sample_hook_ctx) X(rf_config, fields)                 \
-    X(rf_config, max_field_bytes) X(rf_config, image_height) X(rf_config, image_width)          \
-    X(rf_config, label_json_path) X(rf_config, image_exts) X(rf_config, decode_schedule)  \
-    X(rf_config, remote_retries) X(rf_config, remote_timeout_ms) X(rf_config, cache_dir)           \
-    X(rf_config, cache_bytes)
+#include "base/settings.h"
+
+/* rf_config's fields are the rows of the settings table (settings.h). */
+#define RF_CONFIG_FIELD_(X, name, ...) X(rf_config, name)
+#define RF_CONFIG_FIELDS(X) RF_SETTINGS(RF_CONFIG_FIELD_, X)
 
 #define RF_BATCH_FIELDS(X)                                                                      \
     X(rf_batch, struct_size) X(rf_batch, count) X(rf_batch, epoch) X(rf_batch, index)           \
@@ -74,9 +55,16 @@
     X(rf_stats, remote_create_bytes) X(rf_stats, shard_cache_corrupt) X(rf_stats, recovered)     \
     X(rf_stats, recovered_by_kind)
 
+#define RF_SETTING_FIELDS(X)                                                                    \
+    X(rf_setting, name) X(rf_setting, doc) X(rf_setting, unit) X(rf_setting, stage)             \
+    X(rf_setting, values) X(rf_setting, rule) X(rf_setting, default_str) X(rf_setting, offset)  \
+    X(rf_setting, size) X(rf_setting, type) X(rf_setting, flags) X(rf_setting, min)             \
+    X(rf_setting, max) X(rf_setting, default_int) X(rf_setting, auto_int) X(rf_setting, min_f)  \
+    X(rf_setting, max_f) X(rf_setting, default_f) X(rf_setting, auto_f)
+
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \
     S(rf_config, RF_CONFIG_FIELDS) S(rf_batch, RF_BATCH_FIELDS) S(rf_field, RF_FIELD_FIELDS)    \
-    S(rf_stats, RF_STATS_FIELDS)
+    S(rf_stats, RF_STATS_FIELDS) S(rf_setting, RF_SETTING_FIELDS)
 
 #endif

@@ -1,14 +1,12 @@
-/* numa.c — see numa.h.
+/* numa.c — NUMA placement (numa.h).
  *
  * DESIGN
- *  - No libnuma: the three facts needed (online nodes, a node's CPUs, a PCI device's node) are
- *    one sysfs file each, and the two policy calls are plain syscalls. A dependency for that
- *    would be one more package on the GPU machine for no gain.
- *  - Placement is inherited, not imposed per thread: pthread_create copies the creator's CPU
- *    affinity and memory policy, so the loader enters a scope on the GPU's node around the
- *    places that create threads and fault the ring, then restores the caller's own placement.
- *    MPOL_PREFERRED (not BIND): memory comes from the node when it has some, from elsewhere
- *    when it does not, never an OOM kill because one node is full.
+ *  - No libnuma: the three facts needed are one sysfs file each, and the two policy calls plain
+ *    syscalls; a package for that would gain nothing.
+ *  - Placement is inherited: pthread_create copies the creator's affinity and memory policy, so
+ *    the loader enters a scope on the GPU's node around the places that create threads and
+ *    fault the ring, then restores the caller's. MPOL_PREFERRED, not BIND: a full node means
+ *    memory from elsewhere, never an OOM kill.
  */
 #include "base/numa.h"
 

@@ -1,8 +1,7 @@
-/* numa.h — NUMA placement without libnuma: node discovery from sysfs, the GPU's node from its
- * PCI address, and placing the calling thread (CPU affinity + preferred memory policy) for the
- * duration of a scope, so that threads it creates and memory it faults inherit the placement.
- * Every function degrades to "no placement" (returns -1 / does nothing) when sysfs or the
- * syscalls are unavailable. */
+/* numa.h — NUMA placement without libnuma: nodes from sysfs, the GPU's node from its PCI
+ * address, and placing the calling thread (CPU affinity + preferred memory policy) for a scope,
+ * so the threads it creates and the memory it faults inherit it. Everything degrades to "no
+ * placement" when sysfs or the syscalls are unavailable. */
 #ifndef RF_NUMA_H
 #define RF_NUMA_H
 
@@ -19,9 +18,8 @@ int rf_numa_parse_list(const char *text, uint8_t *set, int max);
 /* Nodes with memory/CPUs online (/sys/devices/system/node/online); 1 when unknown. */
 uint32_t rf_numa_nodes(void);
 
-/* The NUMA node of a PCI device ("0000:3B:00.0", any case) from
- * /sys/bus/pci/devices/<id>/numa_node; -1 when unknown (VMs and single-node machines often
- * say -1). */
+/* The NUMA node of a PCI device ("0000:3B:00.0") from sysfs; -1 when unknown (VMs and
+ * single-node machines often say -1). */
 int rf_numa_node_of_pci(const char *bus_id);
 
 /* The same three readings under another sysfs root (tests point them at fixture trees). */
@@ -38,10 +36,9 @@ typedef struct rf_numa_scope {
     unsigned long mask[RF_NUMA_NODES_MAX / (8 * sizeof(unsigned long))];
 } rf_numa_scope;
 
-/* Move the calling thread onto `node` (its CPUs, intersected with the thread's current
- * affinity; memory policy MPOL_PREFERRED node) until rf_numa_leave. node < 0: nothing.
- * Returns 0 when placed (or nothing asked), -errno otherwise with a reason in why (then
- * nothing changed). */
+/* Move the calling thread onto `node` (its CPUs within the current affinity, MPOL_PREFERRED)
+ * until rf_numa_leave; node < 0: nothing. 0 when placed (or nothing asked), else -errno with a
+ * reason in why and nothing changed. */
 int rf_numa_enter(int node, rf_numa_scope *sc, char *why, size_t why_len);
 void rf_numa_leave(rf_numa_scope *sc);
 

@@ -1,13 +1,10 @@
 /* crop.c — which part of an image a sample shows: torchvision's RandomResizedCrop and
- * Resize+CenterCrop, drawn from the sample's seed, as a fractional box on the original image.
- * Pure arithmetic (no libjpeg): transform.c decodes the box, rf_choose_crop and
- * rf_dec_fill_info report it. */
+ * Resize+CenterCrop, drawn from the sample's seed, as a fractional box on the original image. */
 #include "decode/decoder.h"
 
 #include <math.h>
 #include <string.h>
 
-/* ---- crop choice (torchvision's RandomResizedCrop / Resize+CenterCrop) ------------------- */
 
 static void random_box(const rf_transform *t, uint32_t W, uint32_t H, rf_rng *rng, crop_box *b)
 {
@@ -80,7 +77,6 @@ void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint
     *flip = b.flip;
 }
 
-/* The decode info of a sample whose crop is b on a W x H image (every format fills it so). */
 void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info *info)
 {
     if (!info)

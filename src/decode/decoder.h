@@ -1,8 +1,5 @@
-/* decoder.h — private to decode/: the decoder's struct and what jpeg_decode.c (libjpeg, the
- * guarded region, line reads), crop.c (the crop choice), transform.c (the transform, the
- * placed decode, the rows and resize), png_decode.c and webp_decode.c (the other formats) and
- * image.c (the dispatch, limits and info they share) share. Nothing outside decode/ includes it; the rest of the library sees the
- * decoder through decode.h only. */
+/* decoder.h — private to decode/: the decoder's struct and what its files share. The rest of
+ * the library sees the decoder through decode.h only. */
 #ifndef RF_DECODER_H
 #define RF_DECODER_H
 
@@ -64,11 +61,10 @@ struct rf_decoder {
 /* Python's round(): half to even, which rint() does in the default rounding mode. */
 static inline int64_t rf_py_round(double v) { return (int64_t)rint(v); }
 
-/* ---- jpeg_decode.c ------------------------------------------------------------------------ */
+/* ---- jpeg_decode.c ---- */
 
 typedef int (*rf_dec_job_fn)(rf_decoder *d, void *job, rf_err *err);
 
-/* The guarded region and what jobs inside it share; each definition says what it does. */
 int rf_dec_guarded(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_dec_job_fn fn, void *job,
                    rf_err *err);
 int rf_dec_read_header(rf_decoder *d, rf_err *err);
@@ -76,50 +72,42 @@ int rf_dec_ensure_line(rf_decoder *d, rf_err *err);
 const uint8_t *rf_dec_read_rgb_line(rf_decoder *d, uint8_t *direct, rf_err *err);
 int rf_dec_check_scan(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_err *err);
 
-/* ---- transform.c: the rows and the resize, for every format ----------------------------- */
+/* ---- transform.c: the rows and the resize, for every format ---- */
 
-/* The next decoded RGB row (row_px pixels): written into slot, or returned from elsewhere;
- * NULL with err set on failure. */
+/* The next decoded RGB row, written into slot or returned from elsewhere; NULL on failure. */
 typedef const uint8_t *(*rf_dec_row_fn)(void *src, uint8_t *slot, rf_err *err);
 
-/* Plans both axes of box b at full scale on a W x H image (what a decoder without DCT scaling
- * resizes from): d->h and d->v, relative to the image's top-left pixel. */
+/* Plan both axes of box b at full scale on a W x H image, relative to its top-left pixel. */
 int rf_dec_plan_full(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t W,
                      uint32_t H, rf_err *err);
-/* Moves an axis's plan onto a new origin `by` pixels further on. */
 void rf_dec_axis_shift(rf_axis *a, int32_t by);
-/* Sizes the resize scratch for rows of row_px pixels (after the axes were shifted onto the
- * first column and row the decoder delivers) and output rows of out_w pixels. */
+/* Size the resize scratch for rows of row_px pixels (after the axes were shifted onto the
+ * first column and row delivered) and output rows of out_w pixels. */
 int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t out_w, rf_err *err);
-/* Pulls d->v.last rows from next(src) and writes the t->height rows of the sample to out
- * (flip and layout included). */
+/* Pull d->v.last rows from next(src) and write the sample's t->height rows to out. */
 int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_fn next,
                 void *src, rf_err *err);
 
-/* 0 when t is a transform the decoders can run, else RF_EINVAL saying what is wrong. */
 int rf_dec_validate(const rf_transform *t, rf_err *err);
 
-/* ---- png_decode.c, webp_decode.c: the other formats, through the rows above ------------- */
+/* ---- png_decode.c, webp_decode.c: the other formats, through the rows above ---- */
 
-/* As rf_decode_transform, for a PNG (libspng) or a WebP (libwebp) file. */
 int rf_png_transform(rf_decoder *d, const uint8_t *png, size_t len, const rf_transform *t,
                      uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
 int rf_webp_transform(rf_decoder *d, const uint8_t *webp, size_t len, const rf_transform *t,
                       uint64_t seed, uint8_t *out, rf_decode_info *info, rf_err *err);
-/* Every row decoded (what ringfeed-inspect checks): 0 means no crop can fail on the file. */
+/* Every row decoded: 0 means no crop can fail on the file. */
 int rf_png_check(rf_decoder *d, const uint8_t *png, size_t len, uint32_t *w, uint32_t *h,
                  rf_err *err);
 int rf_webp_check(rf_decoder *d, const uint8_t *webp, size_t len, uint32_t *w, uint32_t *h,
                   rf_err *err);
-/* The limits of d against a W x H image named `what` (RF_ELIMIT with the sizes, as JPEG's). */
 int rf_dec_check_size(const rf_decoder *d, const char *what, uint64_t w, uint64_t h,
                       rf_err *err);
-/* Fills info for a full-scale decode of a W x H image with box b (no DCT scale, no region). */
+/* info for a full-scale decode (no DCT scale, no region). */
 void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info *info);
 
-/* ---- crop.c ------------------------------------------------------------------------------- */
+/* ---- crop.c ---- */
 
-/* The crop box and flip for a W x H image, from the sample's seed. */
 void rf_dec_choose_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed,
                        crop_box *b);
 

@@ -1,13 +1,9 @@
 /* exif.c — the EXIF orientation tag of a JPEG, read from its bytes.
  *
  * The loader decodes pixels as stored and does not apply the tag (as PIL's Image.open and
- * torchvision's ImageFolder do not; DALI's decoders do by default): a phone's portrait photo
- * stored sideways with orientation 6 comes out sideways. ringfeed-inspect counts such images
- * with this reader so that a user can see them before training (docs/reliability.md).
- *
- * Only what finding one tag needs: the marker segments before the first SOS, an APP1 segment
- * that starts "Exif\0\0", its TIFF header (either byte order) and the entries of IFD0. Every
- * offset is checked against the segment before it is read; anything malformed is "no tag". */
+ * torchvision's ImageFolder do not; DALI does): ringfeed-inspect counts such images with this
+ * reader so a user sees them before training (docs/reliability.md). Every offset is checked
+ * against the segment before it is read; anything malformed is "no tag". */
 #include "decode/decode.h"
 #include "decode/jpeg_restart.h"
 

@@ -1,6 +1,5 @@
-/* image.c — which decoder a payload gets: the format is read from its first bytes (the magic
- * numbers), never from the member's extension, so a .png member holding a JPEG is decoded as
- * the JPEG it is. JPEG is tested first: it is the fast path and nearly every sample. */
+/* image.c — which decoder a payload gets, by its magic numbers, never by the member's extension.
+ * JPEG is tested first: the fast path and nearly every sample. */
 #include "decode/decoder.h"
 
 #include <string.h>

@@ -1,21 +1,14 @@
-/* jpeg_decode.c — the libjpeg-turbo decoder: its callbacks and lifetime (with the size limits
- * every format's decode checks), the guarded region every decode runs in, scanline reads, and
- * the whole-image decodes (rf_decode_full, rf_decode_check, rf_jpeg_probe, rf_decode_raw).
+/* jpeg_decode.c — the libjpeg-turbo decoder: callbacks, lifetime and size limits, the guarded
+ * region every decode runs in, scanline reads, and the whole-image decodes.
  *
  * DESIGN
- *  - Threads: an rf_decoder belongs to one thread at a time (libjpeg decompressors are not
- *    thread-safe). The decode pool gives each worker its own; nothing here is shared or global.
- *  - Ownership: the decoder owns one jpeg_decompress_struct, created once, plus every scratch
- *    buffer (one scanline, a ring of resampled rows, filter plans). Scratch only grows, so the
- *    steady state allocates nothing of ours; libjpeg still uses its own per-image pools.
- *  - Errors: libjpeg reports through callbacks that must not return; ours longjmp back to the
- *    single setjmp in rf_dec_guarded(), which aborts the decompressor so it is reusable for the
- *    next sample. Warnings (corrupt data, premature end) are treated as errors: a training set
- *    with a silently half-grey image is worse than one that names the bad member. Code between
- *    that setjmp and a longjmp keeps its state in the decoder or in a job struct reached through
- *    a pointer, never in locals of rf_dec_guarded() itself, so nothing needs to be volatile.
- *  - The transform (crop choice in crop.c; scaling, region decode and resize in transform.c)
- *    runs inside that same guarded region; transform.c's DESIGN says how it avoids work.
+ *  - An rf_decoder belongs to one thread at a time (the decode pool gives each worker its own)
+ *    and owns its decompressor and scratch, which only grows.
+ *  - Errors: libjpeg's callbacks must not return; ours longjmp to the single setjmp in
+ *    rf_dec_guarded(), which aborts the decompressor for reuse. Warnings (corrupt data,
+ *    premature end) are errors: a silently half-grey image is worse than a named bad member.
+ *    State under that setjmp lives in the decoder or a job struct, never in rf_dec_guarded()'s
+ *    locals, so nothing needs to be volatile.
  */
 #include "decode/decoder.h"
 
@@ -32,7 +25,7 @@
 /* Headroom over a full coefficient image (progressive JPEGs buffer all of it) at max_pixels. */
 #define MEM_SLACK_BYTES (64ull << 20)
 
-/* ---- libjpeg callbacks ------------------------------------------------------------------- */
+/* ---- libjpeg callbacks ---- */
 
 static int code_for(int msg_code)
 {
@@ -57,12 +50,10 @@ static void fail_jump(j_common_ptr c, const char *what)
 
 static void on_error_exit(j_common_ptr c) { fail_jump(c, "libjpeg error"); }
 
-/* The kind of a warning that costs no pixel, or -1. Junk bytes libjpeg skips between the
- * header's segments (and a comment or APPn segment whose length is under 2, which leaves its
- * bytes to be skipped so) decode to the same pixels, as with every other decoder (PIL); the
- * others name metadata libjpeg does not need. Bytes left over inside the scan are another
- * matter: they are what damaged entropy-coded data leaves too (an interval that decoded short),
- * so there the warning stays an error. */
+/* The kind of a warning that costs no pixel, or -1. Junk bytes between the header's segments
+ * (or a COM/APPn length under 2) decode to the same pixels, as with every other decoder; the
+ * other kinds name metadata libjpeg does not need. Bytes left over inside the scan are what
+ * damaged entropy-coded data leave too, so there the warning stays an error. */
 static int recovered_kind(j_common_ptr c)
 {
     switch (c->err->msg_code) {
@@ -74,8 +65,8 @@ static int recovered_kind(j_common_ptr c)
     }
 }
 
-/* level < 0 is a warning: one that costs no pixel is recorded (rf_decoder_recovered), any
- * other (corrupt data, premature end) fails the sample; >= 0 are trace messages. */
+/* level < 0 is a warning: one that costs no pixel is recorded, any other fails the sample;
+ * >= 0 are trace messages. */
 static void on_emit_message(j_common_ptr c, int level)
 {
     rf_jerr *e = (rf_jerr *)c->err;
@@ -87,8 +78,8 @@ static void on_emit_message(j_common_ptr c, int level)
     e->recovered |= 1u << kind;
 }
 
-/* Called between input chunks while a multi-scan image is absorbed: the place to stop a file of
- * thousands of tiny progressive scans before it burns seconds of CPU. */
+/* Called between input chunks of a multi-scan image: stops a file of thousands of tiny
+ * progressive scans before it burns seconds of CPU. */
 static void on_progress(j_common_ptr c)
 {
     j_decompress_ptr di = (j_decompress_ptr)c;
@@ -101,7 +92,6 @@ static void on_progress(j_common_ptr c)
     longjmp(e->jb, 1);
 }
 
-/* The limits every format checks a header against (the decoder's, set at create). */
 int rf_dec_check_size(const rf_decoder *d, const char *what, uint64_t w, uint64_t h,
                       rf_err *err)
 {
@@ -112,7 +102,7 @@ int rf_dec_check_size(const rf_decoder *d, const char *what, uint64_t w, uint64_
                      d->lim.max_dim, (unsigned long long)d->lim.max_pixels);
 }
 
-/* ---- decoder lifetime -------------------------------------------------------------------- */
+/* ---- decoder lifetime ---- */
 
 /* jpeg_create_decompress itself can fail (out of memory), through error_exit. */
 static int init_jpeg(rf_decoder *d)
@@ -223,15 +213,13 @@ void rf_decoder_set_max_scale_denom(rf_decoder *d, uint32_t denom)
 
 void rf_decoder_set_flags(rf_decoder *d, uint32_t flags) { d->flags = flags; }
 
-/* ---- the guarded region ------------------------------------------------------------------ */
+/* ---- the guarded region ---- */
 
-/* Every image starts from a new decompressor, as djpeg's does. libjpeg keeps the quantization
- * and Huffman tables of the previous image in a reused decompressor (abbreviated datastreams
- * rely on that), so a file without its own DQT or DHT would decode with whatever image the same
- * thread decoded before: pixels and skip counts that depend on the thread count. Everything
- * else a file sets (restart interval, JFIF/Adobe flags, colour space, arithmetic-coding
- * conditioning) libjpeg resets at SOI. Creating one costs ~0.4 us, against 80+ us for the
- * cheapest use of it (a GPU-decode header parse). */
+/* Every image starts from a new decompressor, as djpeg's does: a reused one keeps the previous
+ * image's quantization and Huffman tables (abbreviated datastreams rely on that), so a file
+ * without its own DQT or DHT would decode with whatever the same thread decoded before, and
+ * pixels and skip counts would depend on the thread count. Creating one is cheap next to the
+ * cheapest use of it (a header parse). */
 static int fresh_jpeg(rf_decoder *d)
 {
     jpeg_destroy_decompress(&d->cinfo);
@@ -293,7 +281,6 @@ static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, size_t n, int adobe_in
     }
 }
 
-/* Read the next scanline as RGB: straight from libjpeg, or through the CMYK conversion. */
 const uint8_t *rf_dec_read_rgb_line(rf_decoder *d, uint8_t *direct, rf_err *err)
 {
     JSAMPROW row = d->cmyk ? d->line : direct;
@@ -307,7 +294,6 @@ const uint8_t *rf_dec_read_rgb_line(rf_decoder *d, uint8_t *direct, rf_err *err)
     return d->rgb;
 }
 
-/* Scanline buffers for the current output_width (after any crop). */
 int rf_dec_ensure_line(rf_decoder *d, rf_err *err)
 {
     size_t w = d->cinfo.output_width;
@@ -317,12 +303,9 @@ int rf_dec_ensure_line(rf_decoder *d, rf_err *err)
     return 0;
 }
 
-/* The rule for damage (docs/reliability.md): whatever the crop, every decode checks the marker
- * structure of the whole file (rf_jpeg_scan_check), so a damaged marker, restart markers out of
- * order or missing, or a missing EOI fail the sample in every epoch. A multi-scan file
- * (progressive, or sequential non-interleaved) needs nothing more: jpeg_start_decompress reads
- * all of its scans, to EOI. Damage inside the Huffman bits of MCUs the crop does not decode
- * stays unseen: ringfeed-inspect decodes every image in full to find it. */
+/* The rule for damage (docs/reliability.md): every decode checks the whole file's marker
+ * structure (rf_jpeg_scan_check), whatever the crop. A multi-scan file needs nothing more:
+ * jpeg_start_decompress reads all its scans, to EOI. */
 int rf_dec_check_scan(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
@@ -334,17 +317,15 @@ int rf_dec_check_scan(rf_decoder *d, const uint8_t *jpeg, size_t len, rf_err *er
     return rf_jpeg_scan_check(jpeg, len, ci->restart_interval, mcus, &d->region, err);
 }
 
-
-/* ---- rf_decode_raw: the host's stand-in for the hardware decoder ------------------------- */
+/* ---- rf_decode_raw: the host's stand-in for the hardware decoder ---- */
 
 typedef struct raw_job {
     uint32_t ncomp, width, height;
     const rf_decode_plane *planes;
 } raw_job;
 
-/* libjpeg's raw output is each component's IDCT samples (islow) before upsampling: what the
- * interval kernel writes and what the hardware decoder's planar output holds, so the packet's
- * own vertical and horizontal passes finish the sample. */
+/* Raw output is each component's islow IDCT samples before upsampling, as the hardware
+ * decoder's planar output: the packet's own passes finish the sample. */
 static int raw_run(rf_decoder *d, void *job, rf_err *err)
 {
     const raw_job *j = job;
@@ -396,7 +377,7 @@ int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp
     return rc;
 }
 
-/* ---- rf_decode_full and rf_jpeg_probe ---------------------------------------------------- */
+/* ---- rf_decode_full and rf_jpeg_probe ---- */
 
 typedef struct full_job {
     uint8_t *buf; /* owned here until handed to the caller, so an error can free it */
@@ -450,9 +431,7 @@ int rf_jpeg_soi_check(const uint8_t *data, uint64_t len, rf_err *err)
                      (unsigned long long)len);
 }
 
-/* rf_decode_check: the loader's own checks (limits, colour space, marker structure), then
- * every scanline of every scan decoded and the file read to its EOI, one row at a time, so
- * that a clean check means no crop of any epoch can fail. */
+/* rf_decode_check: the loader's checks, then every scanline decoded and the file read to EOI. */
 typedef struct check_job {
     const uint8_t *jpeg;
     size_t len;

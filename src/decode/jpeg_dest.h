@@ -1,10 +1,7 @@
 /* jpeg_dest.h — a libjpeg destination that grows one malloc'ed buffer.
  *
- * Unlike jpeg_mem_dest, whose regrown buffer only reaches the caller when compression finishes,
- * the buffer in rf_jpeg_dest is always the live one: the caller frees d->buf on success and
- * after a longjmp out of a libjpeg error alike. Used by the restart transcode (jpeg_restart.c);
- * the dataset generator (datasets/synth.c) builds on the public API only and uses libjpeg's
- * jpeg_mem_dest. */
+ * Unlike jpeg_mem_dest's, the buffer in rf_jpeg_dest is always the live one, so the caller frees
+ * d->buf on success and after a longjmp out of a libjpeg error alike. */
 #ifndef RF_JPEG_DEST_H
 #define RF_JPEG_DEST_H
 
@@ -20,9 +17,8 @@ typedef struct rf_jpeg_dest {
     size_t cap;
 } rf_jpeg_dest;
 
-/* Allocate cap bytes (doubled whenever libjpeg fills them) and set the callbacks. Returns 0, or
- * -1 when the first allocation fails; a later one fails the compression with
- * JERR_OUT_OF_MEMORY. */
+/* Allocate cap bytes (doubled whenever full) and set the callbacks. Returns 0, or -1 when the
+ * first allocation fails; a later one fails the compression with JERR_OUT_OF_MEMORY. */
 int rf_jpeg_dest_init(rf_jpeg_dest *d, size_t cap);
 
 /* Bytes written so far. */

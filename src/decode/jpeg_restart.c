@@ -1,18 +1,13 @@
-/* jpeg_restart.c — region JPEGs cut along restart intervals, and the lossless transcode that
- * puts restart markers into a file. See jpeg_restart.h for why this works.
+/* jpeg_restart.c — region JPEGs cut along restart intervals (jpeg_restart.h says why that
+ * works), and the lossless transcode that puts restart markers into a file.
  *
  * DESIGN
- *  - rf_jpeg_region is pure byte work (no libjpeg): walk the marker segments to the SOF and the
- *    end of the SOS header, find the RSTn markers with memchr (in entropy-coded data 0xFF is
- *    always followed by 0x00 or a marker), then copy the wanted intervals. Cost: one memchr pass
- *    over the bytes up to the last wanted interval (~10 us for a 100 KB photo) against the
- *    Huffman decoding it saves (~0.3-0.5 ms).
+ *  - rf_jpeg_region is pure byte work: walk the segments to the SOS, find the RSTn markers with
+ *    memchr (in entropy-coded data 0xFF is followed by 0x00 or a marker), copy the wanted
+ *    intervals renumbered RST0, RST1, ... (libjpeg insists on the sequence).
  *  - Anything unexpected returns 1 and the caller decodes the whole file, so a malformed file
  *    gets libjpeg's own diagnosis and never a half-built region.
- *  - Markers are renumbered RST0, RST1, ... in the region; libjpeg insists on the sequence.
- *  - The transcode uses libjpeg's coefficient API (jpeg_read_coefficients /
- *    jpeg_write_coefficients), which copies quantized DCT blocks without an IDCT: the output
- *    decodes to exactly the input's pixels. */
+ *  - The transcode copies quantized DCT blocks without an IDCT: the same pixels. */
 #include "decode/jpeg_restart.h"
 
 #include "decode/jpeg_dest.h"
@@ -340,7 +335,7 @@ int rf_jpeg_region(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint3
     return 0;
 }
 
-/* ---- lossless transcode ------------------------------------------------------------------ */
+/* ---- lossless transcode ---- */
 
 typedef struct tc_err {
     struct jpeg_error_mgr pub;
@@ -364,11 +359,8 @@ typedef struct tc_state {
     rf_jpeg_dest dest;
 } tc_state;
 
-/* A progressive file some of whose coefficients were never sent, or not to full precision:
- * libjpeg's block smoothing (on by default, as in every decode here) estimates the missing
- * ones, which it never does for a baseline file, so no rewrite of the coefficients decodes to
- * the same pixels. coef_bits holds, per component and coefficient, the bit position reached
- * (0: complete; -1: never sent). */
+/* A progressive file with coefficients never sent or not to full precision (coef_bits per
+ * component and coefficient: 0 complete, -1 never sent): jpeg_restart.h says why it is kept. */
 static int progressive_incomplete(const struct jpeg_decompress_struct *d)
 {
     for (int c = 0; d->progressive_mode && d->coef_bits && c < d->num_components; c++)

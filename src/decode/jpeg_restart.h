@@ -1,15 +1,11 @@
 /* jpeg_restart.h — restart markers: written losslessly by the packer, used by the decoder to
  * entropy-decode only the MCUs a crop needs.
  *
- * A baseline JPEG is one Huffman bit stream: to reach row 300 a decoder must decode rows 0-299,
- * and to reach column 200 every column left of it, because each block's DC value is coded as a
- * difference from the previous one. Restart markers (RSTn, every `restart_interval` MCUs)
- * byte-align the stream and reset those DC predictors, so every interval decodes on its own.
- * When the interval divides the MCUs of a row, a rectangle of MCUs whose columns start and end
- * on interval boundaries is a list of whole intervals: copying them behind the original headers
- * (with the frame size patched and the markers renumbered) gives a smaller, valid JPEG whose
- * pixels are the original's, except in the outermost chroma-upsampling row/column, which the
- * caller keeps out of its crop. That is what rf_jpeg_region builds. */
+ * A baseline scan is one Huffman bit stream with DC values coded as differences, so reaching
+ * row 300 means decoding rows 0-299. Restart markers reset the DC predictors at byte-aligned
+ * points, so each interval decodes on its own; when the interval divides the MCU row, a
+ * rectangle of interval-aligned MCUs copied behind the original headers is a smaller valid JPEG
+ * with the original's pixels (but in the outermost chroma row/column, kept out of the crop). */
 #ifndef RF_JPEG_RESTART_H
 #define RF_JPEG_RESTART_H
 
@@ -27,38 +23,30 @@ typedef struct rf_jpeg_geom {
 
 struct jpeg_decompress_struct;
 
-/* After jpeg_read_header: fill *g from the decompressor (restart 0 when the file has none) and
- * return 1 when rf_jpeg_region can cut the file: one interleaved Huffman scan (baseline or
- * extended) whose restart interval divides the MCU row. */
+/* After jpeg_read_header: fill *g (restart 0 when none) and return 1 when rf_jpeg_region can cut
+ * the file: one interleaved Huffman scan whose restart interval divides the MCU row. */
 int rf_jpeg_geom_read(const struct jpeg_decompress_struct *ci, rf_jpeg_geom *g);
 
 /* MCUs per row and MCU rows of g. */
 uint32_t rf_jpeg_mcu_cols(const rf_jpeg_geom *g);
 uint32_t rf_jpeg_mcu_rows(const rf_jpeg_geom *g);
 
-/* The restart interval the packer writes for an image mcu_cols MCUs wide: the smallest
- * divisor of the row from RF_RESTART_MIN_MCUS to RF_RESTART_MAX_MCUS, else 1. Always divides
- * mcu_cols. Measured (tools/internal/decode_bench.c --restart, ~100 KB 4:2:0 photos, RandomResizedCrop
- * 224, one core): plain 1,223 img/s; interval 1: 1,578 (files +1.9%); this choice: 1,561
- * (+0.8%); one interval per MCU row: ~1,330 (+0.06%, rows only, no column skipping). */
+/* The restart interval the packer writes for a row of mcu_cols MCUs: its smallest divisor from
+ * RF_RESTART_MIN_MCUS to RF_RESTART_MAX_MCUS, else 1 (docs/tuning.md, "Restart markers"). */
 #define RF_RESTART_MIN_MCUS 2u
 #define RF_RESTART_MAX_MCUS 8u
 uint32_t rf_jpeg_restart_for_row(uint32_t mcu_cols);
 
-/* The MCUs [c0,c1) x [r0,r1) of g that hold pixels [x0,x1) x [y0,y1) of the image as decoded at
- * DCT scale num/8 (out_w x out_h pixels), plus one pixel each side (fancy upsampling reads one
- * chroma sample past a pixel), columns widened to whole restart intervals: the region both the
- * CPU region decode and a GPU packet take. */
+/* The MCUs [c0,c1) x [r0,r1) holding pixels [x0,x1) x [y0,y1) of the image decoded at scale
+ * num/8 (out_w x out_h), plus one pixel each side for fancy upsampling, columns widened to
+ * whole intervals: the region both the CPU region decode and a GPU packet take. */
 void rf_jpeg_region_cover(const rf_jpeg_geom *g, uint32_t num, uint32_t out_w, uint32_t out_h,
                           int32_t x0, int32_t x1, int32_t y0, int32_t y1, uint32_t *c0,
                           uint32_t *c1, uint32_t *r0, uint32_t *r1);
 
-/* The MCU rows of a single-scan file that libjpeg entropy-decodes when rows up to `last`
- * (exclusive) are read at full scale: the row holding row last - 1, and the next one too when
- * `context` (fancy h2v2 upsampling: 4:2:0) and that row is in its MCU row's last row group,
- * which libjpeg-turbo's main controller emits only after reading the rows below it. What the
- * CPU path checks of a plain file's Huffman data (tests/test_decode.c compares it with
- * libjpeg's own count); the GPU paths walk as far, so that their verdicts are its verdicts. */
+/* The MCU rows libjpeg entropy-decodes from a single-scan file when rows up to `last` are read
+ * at full scale: through the row holding last - 1, and one more when `context` (h2v2 fancy
+ * upsampling) needs the rows below it. The GPU paths walk as far, so their verdicts match. */
 uint32_t rf_jpeg_rows_read(const rf_jpeg_geom *g, int context, uint32_t last);
 
 /* Scratch owned by one decoder: the region JPEG and the interval table, grown once. */
@@ -67,22 +55,19 @@ typedef struct rf_region_buf {
     size_t len, cap;
     uint32_t *span; /* start, end byte offsets of each interval scanned so far */
     uint64_t span_cap;
-    /* Set by rf_jpeg_scan_check for the image it checked: span[] already holds all `nspans`
-     * intervals of `of` (whose SOF and first entropy byte are at sof and data), so
-     * rf_jpeg_spans need not walk the file again. The decoder clears `of` for every image. */
+    /* Set by rf_jpeg_scan_check for image `of`: span[] holds all `nspans` intervals (SOF and
+     * first entropy byte at sof and data), so rf_jpeg_spans need not walk it again. The
+     * decoder clears `of` for every image. */
     const uint8_t *of;
     uint64_t nspans;
     size_t sof, data;
-    /* Also set by rf_jpeg_scan_check for the image it checked (`eoi_of`), with or without
-     * restart markers: the offset just past its EOI. The bytes after it are a trailer (camera
-     * data, an appended video), which the hardware decoder is not given. And where the scan's
-     * entropy-coded data end (the marker after them, not RSTn): the engines' check reads the
-     * data up to there (gpujpeg.h). Cleared with `of`. */
+    /* Also set by rf_jpeg_scan_check (`eoi_of`): the offset just past the EOI (what follows is
+     * a trailer the hardware decoder is not given) and where the entropy-coded data end (the
+     * engines' check reads up to there). Cleared with `of`. */
     const uint8_t *eoi_of;
     size_t eoi_end, data_end;
-    /* The GPU decode's walker state for files without restart markers (its destuffed bytes,
-     * segments and table cache: backend/gpujpeg_walk.c), one malloc'ed block and what it
-     * points to, owned there; rf_region_buf_free calls `walk_free` on it. */
+    /* The GPU walker's state for files without restart markers (backend/gpujpeg_walk.c owns
+     * it); rf_region_buf_free calls `walk_free` on it. */
     void *walk;
     void (*walk_free)(void *walk);
     /* The image's sync-point index entry (loaders/sync_index.h), its member's bytes already
@@ -93,18 +78,13 @@ typedef struct rf_region_buf {
     uint32_t sync_result;
 } rf_region_buf;
 
-enum { RF_SYNC_UNUSED = 0, RF_SYNC_USED = 1, RF_SYNC_STALE = 2 };
 
 void rf_region_buf_free(rf_region_buf *b);
 
-/* The marker segments before a JPEG's scan, one at a time, stepped as libjpeg steps them: from
- * *pos (2, just after the SOI), bytes that are no marker, fill bytes and markers without
- * parameters (RSTn, TEM) skipped, the next segment's marker in *m and the offset of its 0xFF
- * in *at (its length field at *at + 2, its payload at *at + 4); *pos moves past it (past the
- * length field alone when the length is under 2, which libjpeg accepts of a comment or APPn
- * segment). Returns 0; 1 when no whole segment follows (the bytes end, or SOI or EOI comes
- * first). The walks of the header (the scan check, the engines' baseline test, the EXIF
- * reader) all step with it. */
+/* Step the marker segments before a JPEG's scan as libjpeg does, from *pos (2, after the SOI):
+ * junk, fill bytes and RSTn/TEM skipped; the marker in *m, its 0xFF at *at (length at *at + 2,
+ * payload at *at + 4); *pos past it (past the length alone when under 2, which libjpeg accepts
+ * of COM and APPn). Returns 0; 1 when no whole segment follows. */
 int rf_jpeg_segment(const uint8_t *j, size_t len, size_t *pos, uint32_t *m, size_t *at);
 
 /* 1 for a frame header marker (SOF0..SOF15 but DHT, JPG and DAC, which share the range). */
@@ -117,46 +97,32 @@ static inline int rf_jpeg_is_sof(uint32_t m)
  * segment) in *data. Returns 0; 1 when the marker segments up to the scan do not parse. */
 int rf_jpeg_scan_data(const uint8_t *jpeg, size_t len, size_t *data);
 
-/* Find the entropy-coded bytes of restart intervals 0..last of jpeg[0..len): interval k is
- * [b->span[2k], b->span[2k+1]) (its RSTn marker and fill bytes excluded). *sof and *data: the
- * offsets of the SOF0/SOF1 segment and of the first entropy-coded byte. One memchr pass over
- * the bytes up to the end of interval `last`. Returns 0; 1 when the file does not have that
- * shape (see rf_jpeg_region); RF_ENOMEM. */
+/* Find the entropy-coded bytes of restart intervals 0..last: interval k is
+ * [b->span[2k], b->span[2k+1]). *sof and *data: offsets of the SOF0/SOF1 segment and of the
+ * first entropy-coded byte. Returns 0; 1 when the file does not have that shape; RF_ENOMEM. */
 int rf_jpeg_spans(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint64_t last,
                   rf_region_buf *b, size_t *sof, size_t *data);
 
-/* The marker structure of a single-scan JPEG's entropy-coded data, over the whole file, cheap
- * enough for every sample (one memchr pass): after the SOS header, only stuffed 0xFF00 bytes,
- * fill bytes and, when restart_interval > 0, RST0..7 in sequence, exactly one per interval
- * boundary of the `mcus` MCUs; then optionally whole table/misc segments (DHT, DQT, DRI, COM,
- * APPn), which libjpeg accepts after the last scan; then EOI. Bytes after the EOI (camera
- * trailers) are not looked at. Finds, whatever the crop: a marker that does not belong in a
- * scan (a planted or overwritten marker), restart markers out of sequence or too few (data cut
- * out or an EOI inside the data of a restart-marked file), and a missing EOI (a file cut
- * short). What it cannot see is damage to the Huffman bits themselves, which shows only where
- * they are decoded. With b != NULL and restart_interval > 0 it records the intervals in b for
- * rf_jpeg_spans; with b != NULL it records where the EOI ends (b->eoi_of, b->eoi_end).
- * Returns 0, or RF_EDECODE with the byte offset in err; RF_ENOMEM. */
+/* Check the marker structure of a single-scan JPEG's entropy-coded data, whole file, one memchr
+ * pass: only stuffed 0xFF00, fill bytes and, with restart_interval > 0, RST0..7 in sequence at
+ * each interval boundary of the `mcus` MCUs; then segments libjpeg accepts after the last scan;
+ * then EOI. Huffman damage shows only where decoded. With b, records the intervals and where
+ * the EOI ends. Returns 0, RF_EDECODE with the byte offset, or RF_ENOMEM. */
 int rf_jpeg_scan_check(const uint8_t *jpeg, size_t len, uint32_t restart_interval,
                        uint64_t mcus, rf_region_buf *b, rf_err *err);
 
-/* Build in b->jpeg the JPEG of MCU columns [c0,c1) and rows [r0,r1) of jpeg[0..len).
- * Requires a single-scan Huffman baseline/extended file (the caller checks that with libjpeg)
- * whose restart interval divides the row, c0 and c1 multiples of it (c1 may be the row's end).
- * Returns 0; 1 when the file's bytes do not have the expected shape (no SOF0/1 before SOS, a
- * marker out of sequence, too few intervals: the caller decodes the whole file, whose own
- * errors then name the problem); RF_ENOMEM. Never reads outside jpeg[0..len). */
+/* Build in b->jpeg the JPEG of MCU columns [c0,c1) and rows [r0,r1) of a file rf_jpeg_geom_read
+ * accepted, c0 and c1 multiples of the interval (c1 may be the row's end). Returns 0; 1 when the
+ * bytes do not have the expected shape (the caller decodes the whole file); RF_ENOMEM. Never
+ * reads outside jpeg[0..len). */
 int rf_jpeg_region(const uint8_t *jpeg, size_t len, const rf_jpeg_geom *g, uint32_t c0,
                    uint32_t c1, uint32_t r0, uint32_t r1, rf_region_buf *b);
 
-/* Rewrite a JPEG losslessly (same quantized DCT coefficients, so the same decoded pixels) as
- * a single-scan baseline file with a restart marker every `interval` MCUs (0: the packer's
- * choice, rf_jpeg_restart_for_row). optimize: optimal Huffman tables (smaller file) instead of
- * the input's. APPn (other than JFIF/Adobe, which libjpeg writes itself) and COM markers are
- * kept. *out is malloc'ed. RF_JPEG_KEEP, with nothing written and err saying why, for a
- * progressive file whose scans leave coefficients incomplete: libjpeg smooths those as it
- * decodes and a rewrite would lose that, changing pixels. Errors: RF_EDECODE (input not a
- * decodable JPEG), RF_ENOMEM. */
+/* Rewrite a JPEG losslessly as a single-scan baseline file with a restart marker every
+ * `interval` MCUs (0: rf_jpeg_restart_for_row); optimize: optimal Huffman tables. APPn and COM
+ * are kept. *out is malloc'ed. RF_JPEG_KEEP (nothing written, err says why) for a progressive
+ * file with incomplete coefficients, which libjpeg smooths and a rewrite would not. Errors:
+ * RF_EDECODE, RF_ENOMEM. */
 #define RF_JPEG_KEEP 1
 int rf_jpeg_restart_transcode(const uint8_t *jpeg, size_t len, uint32_t interval, int optimize,
                               uint8_t **out, size_t *out_len, rf_err *err);

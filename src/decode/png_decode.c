@@ -1,24 +1,15 @@
 /* png_decode.c — PNG samples through libspng: the header and its limits, then the crop's rows
- * into transform.c's resize (rf_dec_rows), as JPEG's rows go.
+ * into rf_dec_rows, as JPEG's rows go.
  *
  * DESIGN
- *  - Limits first: the IHDR's size is checked against max_dim and max_pixels before libspng
- *    is even given the file (spng_set_image_limits repeats the max_dim check), so no buffer
- *    of a bomb's declared size is ever asked for; chunk limits bound what ancillary chunks
- *    (iCCP, zTXt, ...) may make libspng read or inflate. Compressed image data cannot grow
- *    past the image either: it is inflated into rows of the declared width, and what is left
- *    after the last row is never inflated.
- *  - Work avoided: a non-interlaced PNG is decoded row by row (SPNG_DECODE_PROGRESSIVE) and the
- *    decode stops after the last row the crop's filter taps reach, so the rest of the file is
- *    neither inflated nor checked: damage there, or a bad CRC of a chunk the decode does not
- *    finish, goes unseen (as for JPEG; ringfeed-inspect decodes every row and reads the file
- *    to its IEND, rf_png_check). An
- *    interlaced PNG has no row complete before its last pass, so it is decoded whole into the
- *    decoder's image buffer (which grows to the largest such image and stays), then read
- *    from there.
- *  - Pixels: SPNG_FMT_RGB8 expands palette and grayscale to RGB, keeps the high byte of
- *    16-bit samples and drops alpha (no blending, no gamma). A context per image (libspng
- *    keeps per-file state); the decoder's scratch rows are reused. */
+ *  - Limits first: the IHDR's size is checked before libspng is given the file, so no buffer
+ *    of a bomb's declared size is asked for; chunk limits bound ancillary chunks. Image data is
+ *    inflated into rows of the declared width, and nothing after the last row.
+ *  - A non-interlaced PNG is decoded row by row, stopping after the last row the taps reach
+ *    (damage past it goes unseen, as for JPEG; rf_png_check reads to IEND). An interlaced one
+ *    has no complete row before its last pass: decoded whole into d->img.
+ *  - SPNG_FMT_RGB8: palette and grayscale expanded, 16-bit samples' high byte, alpha dropped
+ *    (no blending, no gamma). */
 #include "decode/decoder.h"
 
 #include <spng.h>
@@ -45,7 +36,6 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* The size the IHDR declares against the limits, before libspng sees the file. */
 static int png_size_check(const rf_decoder *d, const uint8_t *png, size_t len, rf_err *err)
 {
     if (len < 24 || memcmp(png + 12, "IHDR", 4) != 0)
@@ -53,7 +43,7 @@ static int png_size_check(const rf_decoder *d, const uint8_t *png, size_t len, r
     return rf_dec_check_size(d, "PNG", be32(png + 16), be32(png + 20), err);
 }
 
-/* A context on png[0..len) with the decoder's limits, its header read and checked. The
+/* A context on png[0..len) with the decoder's limits and its header read and checked. The
  * caller frees s->ctx whatever this returns. */
 static int png_open(rf_decoder *d, const uint8_t *png, size_t len, png_src *s, rf_err *err)
 {
@@ -76,7 +66,6 @@ static int png_open(rf_decoder *d, const uint8_t *png, size_t len, png_src *s, r
     return 0;
 }
 
-/* Starts the decode: row by row, or (interlaced) the whole image into d->img. */
 static int png_start(png_src *s, rf_err *err)
 {
     rf_decoder *d = s->d;
@@ -123,7 +112,6 @@ static int png_transform_run(png_src *s, const rf_transform *t, uint64_t seed, u
     int rc = rf_dec_plan_full(d, t, &b, s->width, s->height, err);
     if (rc || (rc = png_start(s, err)) != 0)
         return rc;
-    /* The resize reads columns from h.first on and rows from v.first on. */
     s->x0 = (uint32_t)d->h.first;
     rf_dec_axis_shift(&d->h, d->h.first);
     uint32_t y0 = (uint32_t)d->v.first;

@@ -1,31 +1,12 @@
 /* resize.c — the antialiased triangle resampler behind rf_decode_transform.
  *
- * DESIGN: pure functions over caller-owned rf_axis plans; no threads, no global state. The
- * decoder owns one horizontal and one vertical plan and calls the horizontal pass on each
- * scanline as libjpeg produces it, then the vertical pass as soon as the rows an output row
- * needs have arrived, so the intermediate image never exists in full.
- *
- * Why our own and not libswscale/stb_image_resize: measured here (500x375 RandomResizedCrop
- * boxes -> 224x224 RGB, 1 thread) ours ran ~2600 img/s, swscale bilinear ~1550 (context per
- * size included, as crops differ per sample), stb triangle ~1100; mean error against a
- * double-precision PIL reference: ours 0.29, swscale 0.25, stb 0.25 levels (ours rounds to
- * 8 bits between passes, as PIL does). Neither library takes a fractional source window with
- * torchvision's clamping, nor can be driven one scanline at a time.
- *
- * The O3 pragma: GCC's -O2 cost model leaves the vertical pass scalar; O3 vectorizes it and
- * made RandomResizedCrop 224 ~25% faster end to end (977 -> 1230 img/s).
- *
- * Why fixed point: 14-bit int16 coefficients times uint8 samples fit int32 with room for the
- * sum of any number of taps (weights sum to 1 << 14), and int16 x uint16 products map onto the
- * SIMD multiply-add the compiler emits for the inner loops. Every output reads the same number
- * of taps (zero-padded), so the loops have one trip count, specialised for common counts.
- *
- * AVX2 (run-time dispatch; the build is generic x86-64): the horizontal pass turns 4 RGB taps
- * into one 16-byte load, one byte shuffle and one vpmaddwd; the vertical pass interleaves row
- * pairs and multiply-adds 32 pixels per step. Same integer sums, so bit-identical to the scalar
- * loops (tested). Measured (decode_bench, RandomResizedCrop 224, 1 thread): resize 0.26 ->
- * 0.06 ms/image, 2.97M -> 0.92M instructions/image (both passes); the stage 1033 -> 1285 img/s.
- */
+ * DESIGN: pure functions over caller-owned rf_axis plans; no threads, no global state.
+ * Our own rather than libswscale or stb_image_resize: neither takes a fractional source window
+ * with torchvision's clamping or runs a scanline at a time, and ours was faster at the same
+ * accuracy (docs/tuning.md, "The CPU decoder"). O3: GCC's -O2 leaves the vertical pass scalar.
+ * Fixed point: int16 coefficients times uint8 samples fit int32 for any number of taps and map
+ * onto SIMD multiply-adds. The AVX2 paths (run-time dispatch; the build is generic x86-64) do
+ * the same integer sums, so they are bit-identical to the scalar loops. */
 #pragma GCC optimize("O3")
 
 #include "decode/resize.h"
@@ -183,7 +164,7 @@ void rf_axis_free(rf_axis *a)
     *a = (rf_axis){0};
 }
 
-/* Inlined with a constant tap count so the tap loop unrolls into straight multiply-adds. */
+/* Constant tap counts: the tap loop unrolls into straight multiply-adds. */
 static inline __attribute__((always_inline)) void h_pass(const rf_axis *h,
                                                          const uint8_t *restrict src,
                                                          uint8_t *restrict dst, uint32_t taps)
@@ -216,7 +197,7 @@ void rf_resize_row_h_scalar(const rf_axis *h, const uint8_t *src, uint8_t *dst)
     }
 }
 
-/* Constant tap count, x innermost and contiguous: the compiler vectorizes across x. */
+/* Constant tap count, x innermost: the compiler vectorizes across x. */
 static inline __attribute__((always_inline)) void v_pass(const int16_t *c,
                                                          const uint8_t *const *rows, size_t n,
                                                          uint8_t *restrict dst, uint32_t taps)
@@ -262,17 +243,12 @@ void rf_resize_row_v_scalar(const rf_axis *v, uint32_t i, const uint8_t *const *
     }
 }
 
-/* ---- AVX2 paths ---------------------------------------------------------------------------
- * Same integer arithmetic as the scalar loops (int16 coefficient x uint8 sample products summed
- * in int32 from HALF, then >> RF_RESIZE_BITS), so the results are bit-identical; only the order
- * of the exact integer additions differs. Chosen at run time: the build targets generic x86-64.
- */
+/* ---- AVX2 paths: the scalar loops' integer sums in another order ---- */
 #ifdef RF_HAVE_X86
 
-/* Horizontal: one output pixel = sum over its taps. A 16-byte load covers 4 RGB pixels (12
- * bytes); one shuffle makes the 16-bit pairs (p0,p1) per channel in the low lane and (p2,p3) in
- * the high lane, one multiply-add with the laid-out coefficients gives both lanes' partial sums,
- * and the lanes are added at the end: (r, g, b, 0) per output. */
+/* Horizontal: a 16-byte load covers 4 RGB pixels; one shuffle makes the 16-bit pairs (p0,p1)
+ * per channel in the low lane and (p2,p3) in the high lane, one multiply-add with the laid-out
+ * coefficients gives both lanes' partial sums, added at the end: (r, g, b, 0) per output. */
 __attribute__((target("avx2"))) static inline __m128i h_one(const uint8_t *p, const int16_t *c,
                                                              uint32_t groups, __m256i shuf)
 {
@@ -370,7 +346,6 @@ v_avx2_n(const int16_t *c, uint32_t taps, const uint8_t *const *rows, size_t n, 
     }
 }
 
-/* libgcc fills the CPU model in a constructor, so this is one load and a test, no state here. */
 /* Constant tap counts unroll the row-pair loop. */
 __attribute__((target("avx2"))) static void v_avx2(const int16_t *c, uint32_t taps,
                                                    const uint8_t *const *rows, size_t n,
@@ -387,6 +362,7 @@ __attribute__((target("avx2"))) static void v_avx2(const int16_t *c, uint32_t ta
     }
 }
 
+/* libgcc fills the CPU model in a constructor: one load and a test. */
 int rf_resize_simd(void) { return __builtin_cpu_supports("avx2") ? 1 : 0; }
 
 void rf_resize_row_h(const rf_axis *h, const uint8_t *src, uint8_t *dst)

@@ -1,10 +1,9 @@
-/* resize.h — separable antialiased triangle ("bilinear, antialias=True") resampling in 14-bit
- * fixed point, built so the decoder can feed it one decoded scanline at a time.
+/* resize.h — separable antialiased triangle resampling in 14-bit fixed point, fed one decoded
+ * scanline at a time.
  *
- * Geometry follows PIL/torchvision: output sample i of an axis reads the continuous source
- * window [lo, hi) at centre lo + (i + 0.5) * scale, scale = (hi - lo) / n_out, with a triangle
- * of support max(1, scale) and weights normalized to one. Source indices are clamped to an
- * allowed integer range (the crop for RandomResizedCrop, the whole image for CENTER). */
+ * Geometry follows PIL/torchvision: output i of an axis reads the source window [lo, hi) at
+ * centre lo + (i + 0.5) * scale with a triangle of support max(1, scale), weights normalized;
+ * source indices are clamped to the crop (RandomResizedCrop) or the image (CENTER). */
 #ifndef RF_RESIZE_H
 #define RF_RESIZE_H
 
@@ -13,9 +12,8 @@
 
 #define RF_RESIZE_BITS 14
 
-/* The filter of one axis: output i = sum_k coef[i*taps + k] * src[start[i] + k]. Every output
- * reads exactly `taps` samples (short windows are zero-padded) so the inner loops have one trip
- * count. The arrays belong to the axis and only grow. */
+/* The filter of one axis: output i = sum_k coef[i*taps + k] * src[start[i] + k], every output
+ * `taps` samples long (zero-padded). The arrays belong to the axis and only grow. */
 typedef struct rf_axis {
     uint32_t n_out, taps;
     int32_t *start;       /* n_out entries, relative to the origin given to rf_axis_plan */
@@ -33,8 +31,8 @@ typedef struct rf_axis {
     size_t cap_win;
 } rf_axis;
 
-/* Bytes of readable (initialized) slack the horizontal pass may read after the last source byte
- * any tap uses; values there are multiplied by zero. Callers size their source rows with it. */
+/* Readable slack the horizontal pass may read after the last source byte a tap uses (weighted
+ * by zero): callers size their source rows with it. */
 #define RF_RESIZE_SRC_PAD 64
 
 /* Plan one axis: window [lo, hi) in source pixels, sources clamped to [src_lo, src_hi), indices
@@ -44,9 +42,9 @@ int rf_axis_plan(rf_axis *a, double lo, double hi, int32_t src_lo, int32_t src_h
                  uint32_t n_out, int flip);
 void rf_axis_free(rf_axis *a);
 
-/* Horizontal pass on one interleaved RGB row: src points at origin column, dst gets exactly
- * n_out*3 bytes. The SIMD path (AVX2, chosen at run time) reads up to RF_RESIZE_SRC_PAD bytes
- * past the last tap. Results are bit-identical to the scalar path. */
+/* Horizontal pass on one interleaved RGB row: src points at the origin column, dst gets n_out*3
+ * bytes. The AVX2 path (chosen at run time) reads up to RF_RESIZE_SRC_PAD bytes past the last
+ * tap and is bit-identical to the scalar one. */
 void rf_resize_row_h(const rf_axis *h, const uint8_t *src, uint8_t *dst);
 void rf_resize_row_h_scalar(const rf_axis *h, const uint8_t *src, uint8_t *dst);
 

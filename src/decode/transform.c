@@ -1,34 +1,14 @@
 /* transform.c — rf_decode_transform and rf_decode_placed: the crop decoded at the smallest
  * useful DCT scale, through a restart-interval region when the file allows one, and resized
- * row by row into the sample (flip and layout included). The row ring and the resize
- * (rf_dec_rows) are also what the PNG and WebP decoders feed their rows into, so every format
- * gets the same crop, resize, flip and layout.
+ * row by row into the sample. PNG and WebP feed the same rows (rf_dec_rows).
  *
- * DESIGN (the decoder's threads, ownership and errors: jpeg_decode.c)
- *  - Work avoided: limits are checked on the header before libjpeg allocates image buffers; the
- *    crop picks the smallest SIMD-covered DCT scale (1/8..1/1) that still leaves the crop at
- *    least height x width; jpeg_crop_scanline and jpeg_skip_scanlines decode only the needed
- *    columns and rows, and jpeg_abort_decompress drops the rest of the file unread.
- *  - Region decode (try_region, jpeg_restart.h): those calls still entropy-decode every MCU
- *    above and beside the crop, because a baseline scan is one bit stream. When the file has
- *    restart markers at an interval dividing its MCU rows (ringfeed-pack --restart writes
- *    them), the decompressor is pointed at a JPEG cut down to the MCUs the crop needs plus one
- *    scaled pixel of context each side, and decodes byte-for-byte what the whole file gives
- *    (tests/test_decode.c checks every crop mode, scale and sampling). Measured on one core:
- *    RandomResizedCrop 1,223 -> 1,561 img/s, Resize+CenterCrop 1,107 -> 1,346 img/s.
- *  - Resize: decoded scanlines land in a ring of v.taps rows; as soon as the rows an output row
- *    needs are in, the vertical pass (contiguous, vectorized) collapses them into one cropped
- *    row and the horizontal pass (a gather per output pixel; AVX2 where available) makes the
- *    output row. Vertical first means the gather pass runs on exactly `height` rows instead of on
- *    every decoded row (up to 2x height with DCT scaling, more for large crops): measured ~1.6x
- *    faster for the resize than horizontal-first on 500x375 -> 224.
- *  - Where the time goes (tools/internal/decode_bench.c, 1 thread, ~100 KB 4:2:0 photos of ~400x350):
- *    ~74% of RandomResizedCrop's instructions are libjpeg's Huffman decoding, which no crop can
- *    skip without restart markers (rows above the crop are entropy-decoded to find the next
- *    one); the resize is ~14%.
- *    JDCT_IFAST gains nothing over the AVX2 islow IDCT; do_fancy_upsampling = FALSE saves ~3%
- *    but moves pixels by up to 65 levels, so both are opt-in flags (RF_DECODE_*), not defaults.
- */
+ * DESIGN (threads, ownership and errors: jpeg_decode.c)
+ *  - jpeg_crop_scanline and jpeg_skip_scanlines decode only the needed columns and rows,
+ *    jpeg_abort_decompress drops the rest; a region skips the Huffman data around the crop.
+ *  - Decoded rows land in a ring of v.taps rows; the vertical pass runs once an output row's
+ *    sources are in, then the horizontal one (a gather), on `height` rows only.
+ *  - JDCT_IFAST and do_fancy_upsampling = FALSE stay opt-in (RF_DECODE_*): no gain over the
+ *    AVX2 islow IDCT, and pixels moved by up to 65 levels (docs/tuning.md, "The CPU decoder"). */
 #include "decode/decoder.h"
 
 #include <math.h>
@@ -38,7 +18,7 @@
 #include "decode/jpeg_restart.h"
 #include "decode/resize.h"
 
-/* ---- rf_decode_transform ----------------------------------------------------------------- */
+/* ---- rf_decode_transform ---- */
 
 typedef struct xform_job {
     const rf_transform *t;
@@ -54,9 +34,8 @@ typedef struct xform_job {
 } xform_job;
 
 /* The smallest DCT scale num/8 at which the crop still has >= width columns and >= height
- * rows, among the powers of two (libjpeg-turbo has SIMD IDCTs for those only; allowing 3/8,
- * 5/8, 6/8, 7/8 as well made RandomResizedCrop 224 slower, 1,232-1,407 vs 1,445-1,461 img/s on
- * one core). */
+ * rows, among the powers of two: libjpeg-turbo has SIMD IDCTs for those only, and the others
+ * are slower than a larger power of two. */
 static uint32_t pick_num(const rf_decoder *d, const crop_box *b, const rf_transform *t)
 {
     for (uint32_t n = 8 / d->max_denom; n < 8; n *= 2)
@@ -87,8 +66,7 @@ static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t exte
     return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, n_out, flip);
 }
 
-/* Both axes of box b on a W x H image decoded at scale num/8: t->width output columns,
- * t->height output rows. */
+/* Both axes of box b on a W x H image decoded at scale num/8. */
 static int plan_both(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W, uint32_t H,
                      const rf_transform *t, rf_err *err)
 {
@@ -98,7 +76,6 @@ static int plan_both(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W,
     return 0;
 }
 
-/* Plans both axes on the scaled image libjpeg will produce (jpeg_calc_output_dimensions). */
 static int plan_axes(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
@@ -123,13 +100,9 @@ static void set_scale(rf_decoder *d, const xform_job *j)
         ci->do_fancy_upsampling = FALSE;
 }
 
-/* Region decode (jpeg_restart.h): when the file has restart intervals that divide its rows,
- * point the decompressor at a JPEG of only the MCUs holding the rows and columns the taps need,
- * plus one scaled pixel each side (fancy upsampling reads one chroma sample past a pixel, and
- * the region's own edge samples are replicated), then rebase the plans on it. That skips the
- * Huffman decoding of everything above and beside the crop, which a plain decode must do to
- * find the crop. Leaves the decompressor on the whole file when the file is not shaped for
- * it. */
+/* Region decode: point the decompressor at a JPEG of only the MCUs the taps need (plus one
+ * scaled pixel each side), then rebase the plans on it. Leaves the decompressor on the whole
+ * file when the file is not shaped for it. */
 static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
@@ -164,14 +137,14 @@ static int try_region(rf_decoder *d, xform_job *j, rf_err *err)
     return 0;
 }
 
-/* Narrows libjpeg's output to the columns the horizontal taps touch, rebases the vertical plan
- * on *y0 (the first row any output needs) and sizes the scratch rows. */
+/* Narrow libjpeg's output to the columns the taps touch, rebase the vertical plan on *y0 (the
+ * first row any output needs) and size the scratch. */
 static int narrow(rf_decoder *d, xform_job *j, uint32_t *y0, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
-    /* libjpeg's fancy upsampling replicates the edge columns of a cropped scanline, so the
-     * first and last columns it returns can differ from a full decode (by up to ~30 levels on
-     * 4:2:0). Ask for one spare column each side so the taps never read those. */
+    /* Fancy upsampling replicates the edge columns of a cropped scanline, so those can differ
+     * from a full decode (up to ~30 levels on 4:2:0): one spare column each side keeps the taps
+     * off them. */
     JDIMENSION xoff = (JDIMENSION)RF_MAX(d->h.first - 1, 0);
     JDIMENSION cw = (JDIMENSION)RF_MIN(d->h.last + 1, (int32_t)ci->output_width) - xoff;
     if (xoff > 0 || cw < ci->output_width)
@@ -209,8 +182,7 @@ static void split_planes(const uint8_t *rgb, const rf_transform *t, uint32_t row
     }
 }
 
-/* Output row i: vertical pass over the ring of decoded rows, horizontal pass (with the flip)
- * straight into the output, or via one row for NCHW's planes. */
+/* Output row i; NCHW goes through one row for its planes. */
 static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
 {
     if (d->flags & RF_DECODE_NO_RESIZE)
@@ -233,7 +205,6 @@ static const uint8_t *jpeg_row(void *src, uint8_t *slot, rf_err *err)
     return rf_dec_read_rgb_line(src, slot, err);
 }
 
-/* Skip to the first needed row, then the rows through the resize (rf_dec_rows). */
 static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
 {
     if (y0 > 0 && jpeg_skip_scanlines(&d->cinfo, y0) != y0)
@@ -241,8 +212,8 @@ static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
     return rf_dec_rows(d, j->t, j->out, jpeg_row, d, err);
 }
 
-/* Decode only the needed rows into a ring of v.taps rows, and emit each output row as soon as
- * its last source row is in. Any format's decoder feeds it through next(). */
+/* Decode the needed rows into a ring of v.taps rows, emitting each output row once its last
+ * source row is in. Every format feeds it through next(). */
 int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_fn next,
                 void *src, rf_err *err)
 {
@@ -276,8 +247,6 @@ static int xform_header(rf_decoder *d, xform_job *j, rf_err *err)
     return 0;
 }
 
-/* Decode with the scale and resize plans already set (a region when the restart markers
- * allow one): the rows, through the resize, into j->out. */
 static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
 {
     uint32_t y0 = 0;
@@ -292,7 +261,6 @@ static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
     return rc;
 }
 
-/* After xform_header: the scale, the plans, the region, the rows, into j->out. */
 static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
 {
     j->num = pick_num(d, &j->box, j->t);
@@ -344,7 +312,7 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
     return rc;
 }
 
-/* ---- rf_decode_placed ---------------------------------------------------------------------- */
+/* ---- rf_decode_placed ---- */
 
 typedef struct placed_job {
     xform_job x;   /* x.out: placed only when the image is decoded here */
@@ -368,12 +336,9 @@ static int placed_run(rf_decoder *d, void *job, rf_err *err)
     int rc = xform_header(d, j, err);
     if (rc)
         return rc;
-    /* Decoded here, as the CPU path decodes them: what the other engine cannot give, and a
-     * crop the decoder may DCT-scale (only when the loader allows scaling: the balancing
-     * scheduler does, gpu_decode and hw_decode_percent do not). The GPU decodes at full
-     * scale, so a scalable crop sent there would get other pixels than the CPU gives it; kept
-     * here, every sample's pixels are the CPU path's whatever the route, and these are the
-     * crops the CPU decodes fastest (1/2..1/8 of the IDCT work). */
+    /* Decoded here: what the other engine cannot take, and a crop the decoder may DCT-scale
+     * (only under the balancing scheduler), which the GPU, decoding at full scale, would give
+     * other pixels. */
     if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)) ||
         pick_num(d, &j->box, j->t) < 8)
         return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
@@ -392,9 +357,8 @@ static int placed_run(rf_decoder *d, void *job, rf_err *err)
                          "JPEG", j->len);
     if (place_pixels(pj, err))
         return err->code;
-    /* No room for the packet: the CPU decodes at full scale, the bytes the kernels would have
-     * given, so where a sample was decoded never shows in the batch. Declined: as the CPU
-     * path always does, with the same decompressor. */
+    /* No room for the packet: decode at full scale, the kernels' exact bytes, so the route never
+     * shows in the batch. Declined: as the CPU path always does. */
     return rc == RF_PLACE_NO_ROOM ? xform_rows(d, j, err) : xform_decode(d, j, err);
 }
 

@@ -1,23 +1,13 @@
 /* webp_decode.c — WebP samples through libwebp: the header and its limits, the crop's
- * rectangle decoded by libwebp itself, then its rows into transform.c's resize.
- *
- * DESIGN
- *  - Limits first: WebPGetFeatures reads the size from the header; it is checked against
- *    max_dim and max_pixels before libwebp allocates anything for the picture.
- *  - Work avoided: WebPDecoderConfig's use_cropping decodes only the rectangle the crop's
- *    filter taps reach (lossy: macroblock rows below it are never decoded). Its use_scaling is
- *    not used: libwebp's rescaler is an area average, not the antialiased triangle filter every
- *    other format gets, so a picture stored as PNG and as lossless WebP would give different
- *    batches; the crop is resized by rf_dec_rows like JPEG's and PNG's.
- *  - Pixels: MODE_RGB, alpha dropped (not blended). Animated WebP is refused (RF_EDECODE). The
- *    rectangle lands in the decoder's image buffer (grows to the largest crop, then stays). */
+ * rectangle decoded by libwebp itself (use_cropping), then its rows into rf_dec_rows.
+ * use_scaling is not used: libwebp's rescaler is an area average, so a picture stored as PNG
+ * and as lossless WebP would give different batches. Animated WebP is refused. */
 #include "decode/decoder.h"
 
 #include <string.h>
 #include <webp/decode.h>
 
-/* Pixels decoded beyond the crop's rectangle on each side (see rf_webp_transform): one chroma
- * sample of 4:2:0 is two pixels. */
+/* Pixels decoded beyond the crop's rectangle on each side: one 4:2:0 chroma sample is two. */
 #define WEBP_CROP_MARGIN 2
 
 typedef struct webp_src {
@@ -51,7 +41,6 @@ static int webp_open(rf_decoder *d, const uint8_t *webp, size_t len, WebPDecoder
                              err);
 }
 
-/* Decodes the rectangle x0..x1 x y0..y1 as RGB into d->img. */
 static int webp_decode_rect(rf_decoder *d, const uint8_t *webp, size_t len,
                             WebPDecoderConfig *c, int x0, int y0, int x1, int y1, rf_err *err)
 {
@@ -91,14 +80,11 @@ int rf_webp_transform(rf_decoder *d, const uint8_t *webp, size_t len, const rf_t
     rf_dec_choose_box(t, W, H, seed, &b);
     if ((rc = rf_dec_plan_full(d, t, &b, W, H, err)) != 0)
         return rc;
-    /* The rectangle reaches WEBP_CROP_MARGIN pixels beyond what the filter taps read, on every
-     * side the picture has: libwebp's fancy upsampling interpolates each pixel's chroma from
-     * its neighbours' and, at the edge of a cropped output, repeats the edge instead, so
-     * without the margin a lossy picture's crop edges differ from the whole picture's decode
-     * (measured: up to 27 levels on the crop's first column). With it the edges are what a
-     * whole decode gives. libwebp also moves a lossy picture's crop origin down to even
-     * coordinates (chroma is subsampled 2:1); starting there ourselves keeps the rectangle
-     * where the plans say. */
+    /* WEBP_CROP_MARGIN pixels beyond what the taps read, on every side the picture has:
+     * libwebp's fancy upsampling repeats the edge of a cropped output instead of interpolating,
+     * so without the margin a lossy crop's edges differ from a whole decode's (by up to 27
+     * levels). libwebp also moves a lossy crop's origin down to even coordinates; starting
+     * there ourselves keeps the rectangle where the plans say. */
     int x0 = RF_MAX(d->h.first - WEBP_CROP_MARGIN, 0) & ~1;
     int y0 = RF_MAX(d->v.first - WEBP_CROP_MARGIN, 0) & ~1;
     int x1 = RF_MIN(d->h.last + WEBP_CROP_MARGIN, (int)W);

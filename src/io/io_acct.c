@@ -1,50 +1,24 @@
-/* io_acct.c — the bytes the I/O threads read from storage (rf_io_stats.storage_bytes).
+/* io_acct.c — the bytes the I/O threads read from storage (rf_io_stats.storage_bytes;
+ * docs/tuning.md's first row says what it measures and costs).
  *
  * DESIGN
- *  - What counts: the kernel's per-task I/O accounting (read_bytes in /proc/<tid>/io), which
- *    charges a read to the task that submits it to the block device: a read that misses the
- *    page cache, the readahead it triggers, a posix_fadvise(WILLNEED) hint, an O_DIRECT read.
- *    A read served from the page cache adds nothing, so over any interval the hit ratio is
- *    1 - storage bytes / bytes read. Measured on kernel 6.18, ext4 on virtio (docs/tuning.md):
- *    after posix_fadvise(DONTNEED), one pass over 67 MB of shards in random 100 KB reads
- *    charged exactly the shards' size (to the page) to the reading thread, with pread and with
- *    io_uring, buffered and O_DIRECT, and nothing on a second pass; the residency check at
- *    submit (cachestat) said 0.53 for such a cold pass, because it counts the pages that
- *    readahead has in flight.
- *  - Whose counters: each I/O thread's own (getrusage RUSAGE_THREAD, whose ru_inblock is
- *    read_bytes / 512; 0.2 us), sampled after every batch of completions. io_uring completes
- *    most buffered reads on the submitting thread (an async buffered read is retried in that
- *    thread's task work), but a read it cannot start without blocking goes to an io-wq worker,
- *    a thread of the process named "iou-wrk-<submitter's tid>", and is charged to that worker:
- *    with every read forced through the workers (IOSQE_ASYNC), the submitting thread's counter
- *    stayed at 0 and the workers held all the bytes. So the io_uring engine follows its
- *    workers too: it finds them in /proc/self/task and keeps each one's io file open (reading
- *    it again costs ~1 us).
- *  - Exact at every done(): the total published after a batch of completions, before their
- *    done() counts their bytes read, already holds what storage gave for them, so any
- *    rf_stats (one taken the moment the epoch's last batch arrives included) has storage
- *    bytes >= bytes read for a cold pass. So each sample re-reads every followed worker (~1 us
- *    each), and looks for new workers (a /proc/self/task walk, tens of us) when the process's
- *    thread count changed since the last walk: an fstat of /proc/self/task, whose link count
- *    is the threads + 2 (0.3 us). A worker that read a completion's bytes existed before the
- *    completion arrived, so it is found by then, unless the walk met it being born: io-wq
- *    names a worker from the worker itself, after it is listed under its creator's name, so
- *    an io_uring thread (PF_IO_WORKER in its stat flags) not yet named "iou-..." is not
- *    remembered as seen and makes the next sample walk again. (Refreshing workers only every
- *    RF_IO_ACCT_SCAN_MS left up to that long of worker reads out of a stats call made right
- *    after the last batch: test_storage's forced-worker cold epoch once had 1% fewer storage
- *    bytes than bytes read on a busy CI host.)
- *  - Workers come and go: io-wq starts one when all are busy and retires any but the last of
- *    its kind after 5 s idle; a retired worker's counter no longer shows per thread. Its final
- *    count is its count when it last went idle, so it is kept when the I/O thread looks at
- *    least once in those 5 s: besides the looks above, it walks the threads every
- *    RF_IO_ACCT_SCAN_MS while it reads and before each wait for work that follows reads (in
- *    case one worker retired and another started between two samples, leaving the count as
- *    it was). A worker whose file fails (ESRCH: it exited) leaves its last count in `gone`.
- *  - Limits: RF_IO_ACCT_WORKERS_MAX workers followed per thread (io-wq runs at most 4 per CPU
- *    for file reads; more are not counted); RF_IO_ACCT_TIDS_MAX threads remembered between
- *    scans so that only new ones have their stat read (others are read again each scan:
- *    slower, still right).
+ *  - The kernel charges read_bytes to the task that submits a read to the block device (a miss,
+ *    its readahead, a WILLNEED hint, an O_DIRECT read), nothing for a page-cache hit. Each I/O
+ *    thread samples its own (getrusage RUSAGE_THREAD) after every batch of completions. A read
+ *    io_uring cannot start without blocking runs on an io-wq worker ("iou-wrk-<tid>") and is
+ *    charged there, so the io_uring engine follows its workers' /proc/self/task/<tid>/io too.
+ *  - Exact at every done(): the total is published before the batch's done() calls, and each
+ *    sample re-reads every followed worker and walks /proc/self/task for new ones whenever the
+ *    thread count changed, so any rf_stats of a cold pass has storage bytes >= bytes read. A
+ *    walk may meet a worker being born, listed under its creator's name before io-wq names it:
+ *    such an io_uring thread (PF_IO_WORKER) is not remembered and the next sample walks again.
+ *  - io-wq retires an idle worker after 5 s and its count vanishes; its final count is the one
+ *    at its last idle, kept when the thread looks within those 5 s: it walks every
+ *    RF_IO_ACCT_SCAN_MS while reading and before each wait that follows reads. An exited
+ *    worker leaves its last count in `gone`.
+ *  - Limits: RF_IO_ACCT_WORKERS_MAX workers per thread (io-wq runs at most 4 per CPU for file
+ *    reads); RF_IO_ACCT_TIDS_MAX threads remembered between scans (others are re-read: slower,
+ *    still right).
  */
 #include "io/io.h"
 
@@ -172,11 +146,8 @@ static int followed(const rf_io_acct *a, int tid)
     return 0;
 }
 
-/* A thread not seen before: follow it when it is one of this thread's io-wq workers. Returns
- * 0 while it cannot be told yet (an io_uring thread still being born: io-wq names a worker
- * "iou-wrk-<submitter>" from the worker itself, after the thread is already listed with the
- * name of the thread that created it; remembered as seen then, a worker of ours would never
- * be followed), else 1. */
+/* A thread not seen before: follow it when it is one of this thread's io-wq workers. Returns 0
+ * while it cannot be told yet (an io_uring thread not yet named, DESIGN), else 1. */
 static int classify(rf_io_acct *a, int tid, const char *want)
 {
     char path[64], stat[512];

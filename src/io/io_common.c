@@ -1,32 +1,19 @@
-/* io_common.c — what both I/O engines share: the completion rules. It calls into neither
- * engine (engine selection, which knows both, is io_select.c), so the engines depend on this
- * file and not the other way round.
- *
- * DESIGN
- *  - rf_io_complete() is the single place that decides what an attempt's result means. The
- *    io_uring engine calls it for every CQE, the pread engine for every pread() return, so short
- *    reads, end of file, transient errors, retry limits and fault injection behave identically
- *    whichever engine runs. It touches only the request it is given: no locks, no shared state,
- *    callable from any I/O thread.
- */
+/* io_common.c — what both I/O engines share: rf_io_complete, the single place that decides
+ * what an attempt's result means, so short reads, end of file, transient errors, retries and
+ * fault injection behave identically whichever engine runs. It touches only the request it is
+ * given: no locks, callable from any I/O thread. */
 #include "io/io.h"
 
 #include <assert.h>
 #include <errno.h>
 
-/* Attempts on one request are bounded without extra state: every RESUBMIT either advanced
- * req->done by at least one byte (at most len of those) or counted one transient error (at most
- * max_retries), and every other outcome finishes the request. So a request sees at most
- * len + max_retries + 1 attempts, even when a fault hook misbehaves.
- *
- * Returns RF_IO_FINISHED (req->result is final: 0 when all len bytes arrived, else -errno:
- * -ENODATA when the file ended before len, -EIO when an attempt claimed more bytes than were
- * asked, or the attempt's own error) or RF_IO_RESUBMIT (read the remaining len - done bytes at
- * offset + done into dst + done). */
+/* Attempts are bounded without extra state: every RESUBMIT either advanced req->done by at
+ * least one byte or counted one transient error, so a request sees at most len + max_retries + 1
+ * attempts, even with a misbehaving fault hook. RESUBMIT means: read the remaining len - done
+ * bytes at offset + done into dst + done. */
 int rf_io_complete(const rf_io_source *src, rf_io_req *req, int res, const rf_io_params *p)
 {
-    /* Engines finish a request with nothing left to read without an attempt (io.h), so an
-     * attempt always has bytes to deliver. */
+    /* Engines finish a request with nothing left without an attempt. */
     assert(req->done < req->len);
     if (src && src->fault)
         res = src->fault(src->ctx, req, res);

@@ -2,29 +2,17 @@
  * per I/O thread, up to queue_depth ranged GETs in flight on each.
  *
  * DESIGN
- *  - Each thread owns a multi handle and queue_depth slots, each with its own easy handle kept
- *    for the thread's life, so connections are reused (HTTP/1.1 keep-alive from the multi
- *    handle's pool; HTTP/2 streams multiplexed on a connection where the server offers it,
- *    CURLPIPE_MULTIPLEX). Each transfer has its own timeouts (remote.c), so stalled ones time
- *    out side by side and one silent connection holds no other transfer back.
- *  - A request's bytes go straight to its destination (rf_remote_body's window rules, remote.h):
- *    nothing is copied twice and nothing lands outside dst.
- *  - A finished attempt is judged by rf_remote_verdict. A retry waits in its slot (not in the
- *    multi handle) until its time comes, then asks for the same range again into the same
- *    destination, up to rf_io_params.max_retries times (rf_config.remote_retries). After remote_retries the request fails with -EIO and the verdict's message
- *    (rf_io_req.why), which the pipeline puts in its error: the URL and the byte range.
- *  - Who wakes whom: a thread with nothing in flight and nothing waiting blocks in take();
- *    otherwise it polls its sockets for at most a few milliseconds between non-blocking
- *    takes, so new requests start promptly while transfers run.
- *  - Stopping: once take() returns -1 or stop() set the flag, every request in flight or
- *    waiting ends with -ECANCELED (a stalled server never holds up stop()).
- *  - A `cached` request reads the shard's copy in the shard cache (io/remote_cache.h),
- *    checked against its checksums, on the I/O thread as soon as it is taken: local disk
- *    answers in microseconds to milliseconds, so no slot or poll is needed for it, and one
- *    engine serves a run whose shards are partly cached. A copy that is gone or does not
- *    match sends the request to the server like any other.
- *  - Fault injection (rf_io_source.fault) is not applied here: the tests inject faults with a
- *    real proxy in front of a real server (tests/servers).
+ *  - Each slot keeps its easy handle for the thread's life, so connections are reused
+ *    (keep-alive; HTTP/2 multiplexing where offered). Each transfer has its own timeouts, so one
+ *    silent connection holds no other back. Bytes go straight to dst (rf_remote_body).
+ *  - A retry waits in its slot, not in the multi handle, then asks for the same range again, up
+ *    to max_retries; then the request fails with -EIO and the verdict's message.
+ *  - A thread with nothing in flight or waiting blocks in take(); otherwise it polls its sockets
+ *    a few milliseconds at a time between non-blocking takes. At stop every request in flight
+ *    or waiting ends with -ECANCELED, so a stalled server never holds up stop().
+ *  - A `cached` request reads the shard's checked copy on the I/O thread when taken; a copy that
+ *    is gone or does not match goes to the server like any other.
+ *  - rf_io_source.fault is not applied here: tests put a real proxy before a real server.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,11 +70,17 @@ static void add(_Atomic uint64_t *c, uint64_t v) { atomic_fetch_add_explicit(c, 
 /* Acquire pairs with curl_stop's release store: the stopper's writes are visible here. */
 static int stopping(struct rf_io_engine *e) { return atomic_load_explicit(&e->stop, memory_order_acquire); }
 
+static void slot_judge(cthread *t, cslot *c, CURLcode code);
+
 static void slot_attempt(cthread *t, cslot *c)
 {
-    rf_remote_xfer_start(c->h, &c->x, c->range, sizeof c->range);
+    int ready = rf_remote_xfer_start(c->h, &c->x, c->range, sizeof c->range) == 0;
     c->got_before = c->x.got;
     c->state = SLOT_RUNNING;
+    if (!ready) { /* not to be sent (no S3 credentials): judged now, the verdict says why */
+        slot_judge(t, c, CURLE_OK);
+        return;
+    }
     add(&t->e->r->requests, 1);
     if (curl_multi_add_handle(t->m, c->h) != CURLM_OK) {
         c->x.errbuf[0] = 0; /* judged as a failed transfer right away */
@@ -188,9 +182,8 @@ static void reap(cthread *t)
     }
 }
 
-/* A read of a cached shard's copy, checked, finished on this thread (end of the copy is
- * -ENODATA, as the file engines say it). 1: the copy is gone or did not match its
- * checksums; the request is to be read from the server. */
+/* A read of a cached shard's copy, checked, finished on this thread (past its end: -ENODATA).
+ * 1: the copy is gone or did not match; read the request from the server. */
 static int cached_read(cthread *t, rf_io_req *req)
 {
     uint32_t before = req->done;

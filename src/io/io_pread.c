@@ -1,19 +1,16 @@
 /* io_pread.c — the fallback read engine: a pool of threads calling pread().
  *
  * DESIGN
- *  - Used where io_uring is refused (seccomp, kernel.io_uring_disabled, old kernels) or asked
- *    for. Threads: p->threads workers, no rings, no queues of our own.
- *  - Each worker take()s up to RF_IO_PREAD_BATCH requests at a time (fewer when queue_depth is
- *    smaller) and preads each to completion, one attempt at a time, routing every attempt's
- *    result through rf_io_complete() so retries and fault injection match the io_uring engine.
- *    Taking a few, not one, amortizes the source's lock; taking many would leave requests
- *    queued behind a slow one while other workers idle.
- *  - Who wakes whom: a worker always has nothing in flight between batches, so it always takes
- *    with block=1 and the source wakes it; pread itself blocks in the kernel.
- *  - Stopping: when take() returns -1 or stop() set the engine's flag, the worker stops taking.
- *    Requests it already holds are still finished: the one being read completes its current
- *    attempt (a pread of a regular file cannot be interrupted anyway) and any that would need
- *    another attempt, and those not yet started, finish with -ECANCELED.
+ *  - Used where io_uring is refused (seccomp, io_uring_disabled, old kernels) or asked for.
+ *  - Each worker takes up to RF_IO_PREAD_BATCH requests at a time and preads each to completion
+ *    through rf_io_complete(), so retries and fault injection match the io_uring engine. A few,
+ *    not one, amortize the source's lock; many would queue requests behind a slow one while
+ *    other workers idle.
+ *  - A worker has nothing in flight between batches, so it always takes with block=1 and the
+ *    source wakes it.
+ *  - Stopping: the read in progress completes its attempt (a pread of a regular file cannot be
+ *    interrupted); held requests that need another attempt, or have not started, finish with
+ *    -ECANCELED.
  */
 #include "io/io.h"
 
@@ -140,9 +137,8 @@ static void stop_and_join(struct rf_io_engine *e, int go)
             pthread_join(e->t[i].tid, NULL);
 }
 
-/* Start p->threads workers. Returns 0 and *out; or RF_EINVAL (threads or queue_depth 0 or
- * above the limits in io.h, or a source without take/done), RF_ENOMEM, or -errno from
- * pthread_create (then no take() call happened). The arena is not used. */
+/* Start p->threads workers. Returns 0 and *out; or RF_EINVAL, RF_ENOMEM, or -errno from
+ * pthread_create (no take() happened then). The arena is not used. */
 static int pread_start(const rf_io_params *p, const rf_io_source *src, rf_io_engine **out, rf_err *err)
 {
     *out = NULL;

@@ -1,16 +1,10 @@
-/* io_select.c — engine selection: rf_io_select() turns the configured engine kind into an ops
- * table plus a sentence for rf_stats.io_engine_why. It is the one file that knows both engines
- * (io_uring.c, io_pread.c), which themselves depend only on io_common.c, so no two io/ files
- * call into each other.
- *
- * It probes io_uring by creating (and closing) a tiny ring, so it must run in the process that
- * will run the engine (after any fork, before any seccomp change). */
+/* io_select.c — engine selection (rf_io_select): the one file that knows both engines. It
+ * probes io_uring with a tiny ring, so it must run in the process that will run the engine
+ * (after any fork, before any seccomp change). */
 #include "io/io.h"
 
 #include <stdio.h>
 
-/* io_uring, requested or automatic: the probe decides. Refused, an explicit request fails with
- * the probe's -errno and reason; an automatic one falls back to pread and says why. */
 static int select_uring(int automatic, const rf_io_ops **ops, char *why, size_t why_len)
 {
     char reason[160];
@@ -29,9 +23,6 @@ static int select_uring(int automatic, const rf_io_ops **ops, char *why, size_t 
     return 0;
 }
 
-/* Returns 0 with *ops set and `why` filled; or RF_EINVAL for an unknown kind; or, when io_uring
- * was explicitly requested and cannot be set up, the probe's -errno (-EPERM, -ENOSYS, -ENOMEM,
- * ...) with *ops = NULL and the probe's reason in `why`. */
 int rf_io_select(uint32_t requested, const rf_io_ops **ops, char *why, size_t why_len)
 {
     *ops = NULL;

@@ -1,26 +1,16 @@
 /* io_uring.c — the io_uring read engine: one ring per I/O thread.
  *
  * DESIGN
- *  - Threads: p->threads I/O threads, each owning one ring that it creates itself (so
- *    IORING_SETUP_SINGLE_ISSUER binds the ring to the only task that ever submits on it) and on
- *    which it registers the arena as fixed buffers. start() waits until every thread reports its
- *    setup result; if any failed, it tells all of them to exit without taking work and returns
- *    that thread's error (-EPERM/-ENOSYS mean the kernel refused io_uring: fall back to pread).
- *  - Queues: none of our own. A thread pulls up to queue_depth - inflight requests with one
- *    take() call, prepares one SQE per request, and submits them together with the wait for the
- *    next completion (io_uring_submit_and_wait). CQEs are reaped in batches (peek_batch_cqe +
- *    cq_advance). A short read or transient error is re-prepared on the same ring right away.
- *  - Who wakes whom: a thread sleeps in take(block=1) only when nothing is in flight; the source
- *    wakes it. With reads in flight it sleeps in io_uring_enter; the kernel wakes it with a CQE,
- *    and stop() wakes it through an eventfd that every ring polls (a read that never completes
- *    would otherwise keep the thread asleep forever). No lock is held across either wait.
- *  - Stopping: a thread stops taking when take() returns -1 or stop() set the engine's flag. It
- *    then asks the kernel to cancel whatever is still in flight (so a read that would never
- *    complete, e.g. on an empty pipe, cannot hang shutdown), finishes every remaining request
- *    (a request that would need another attempt finishes with -ECANCELED), and exits.
- *  - Ordering: done() runs on the I/O thread in completion order, not submission order; the
- *    pipeline puts bytes in place by req->dst, so order does not matter here.
- */
+ *  - Each I/O thread creates its own ring (so IORING_SETUP_SINGLE_ISSUER binds it to its only
+ *    submitter) and registers the arena on it; start() fails, with no work taken, if any did.
+ *  - No queues of our own: a thread takes up to queue_depth - inflight requests, prepares one
+ *    SQE each and submits them with the wait for the next completion; short reads and
+ *    transient errors are re-prepared right away.
+ *  - A thread sleeps in take(block=1) only with nothing in flight (the source wakes it), else in
+ *    io_uring_enter (a CQE wakes it, or stop() through an eventfd every ring polls). No lock is
+ *    held across either wait. At stop it cancels what is in flight, so a read on an empty pipe
+ *    cannot hang shutdown.
+ *  - done() runs in completion order; the pipeline places bytes by req->dst. */
 #include "io/io.h"
 
 #include <assert.h>
@@ -61,13 +51,13 @@
 typedef struct uring_thread {
     struct rf_io_engine *e;
     pthread_t tid;
-    int started;            /* pthread_create succeeded: join it */
+    int started;
     struct io_uring ring;
     int ring_ok;
-    int registered;         /* the arena is registered on this ring */
+    int registered;
     int taking;             /* still calling take() */
     uint32_t inflight;      /* requests owned by this thread and not yet done() */
-    rf_io_req **batch;      /* queue_depth slots for take() */
+    rf_io_req **batch;
     struct io_uring_cqe **cqes; /* queue_depth + URING_EXTRA_SQES slots for peek_batch_cqe */
     int setup_rc;
     char setup_msg[RF_ERRMSG_MAX];
@@ -147,7 +137,6 @@ static int ring_create(struct io_uring *ring, uint32_t entries)
     return rc;
 }
 
-/* Returns 0, or -errno from io_uring_setup (-EPERM, -ENOSYS, -ENOMEM, ...) with a reason. */
 int rf_io_uring_probe(char *why, size_t why_len)
 {
     struct io_uring ring;
@@ -216,7 +205,7 @@ static void start_req(uring_thread *t, rf_io_req *req)
     /* take() was asked for at most qd - inflight: the SQ has room for every attempt. */
     assert(t->inflight < t->e->qd);
     t->inflight++;
-    if (req->done >= req->len) { /* nothing left to read: finished without I/O */
+    if (req->done >= req->len) {
         req->result = 0;
         finish(t, req);
         return;
@@ -247,7 +236,7 @@ static void on_cqe(uring_thread *t, rf_io_req *req, int res)
         return;
     }
     if (act == RF_IO_RESUBMIT)
-        req->result = -ECANCELED; /* shutting down: no further attempts */
+        req->result = -ECANCELED;
     finish(t, req);
 }
 
@@ -255,7 +244,7 @@ static void reap(uring_thread *t)
 {
     unsigned cap = t->e->qd + URING_EXTRA_SQES, n;
     while ((n = io_uring_peek_batch_cqe(&t->ring, t->cqes, cap)) > 0) {
-        assert(n <= cap); /* t->cqes holds cap entries */
+        assert(n <= cap);
         for (unsigned i = 0; i < n; i++) {
             uint64_t ud = io_uring_cqe_get_data64(t->cqes[i]);
             /* The wake-up poll fired (stop() was called; run() checks the flag next) or the
@@ -267,9 +256,8 @@ static void reap(uring_thread *t)
     }
 }
 
-/* Stop taking; cancel what the kernel still holds so that shutdown cannot wait on a read that
- * never completes. The cancel is best effort: kernels before 5.19 answer -EINVAL and reads of
- * regular files already running just complete. */
+/* Stop taking; cancel what the kernel still holds (best effort: kernels before 5.19 answer
+ * -EINVAL, and running reads of regular files just complete). */
 static void stop_taking(uring_thread *t)
 {
     t->taking = 0;
@@ -282,8 +270,7 @@ static void stop_taking(uring_thread *t)
 }
 
 /* Submit what is prepared and wait for wait_nr completions. Resource shortages are left to the
- * caller's loop after a short sleep; any other failure of io_uring_enter is a bug in how we use
- * the ring. */
+ * caller's loop after a short sleep; any other failure is a bug in how we use the ring. */
 static void submit_wait(uring_thread *t, unsigned wait_nr)
 {
     int rc = io_uring_submit_and_wait(&t->ring, wait_nr);
@@ -349,9 +336,8 @@ static void run(uring_thread *t)
         add(&t->busy_ns, now - seg);
         seg = now;
     }
-    /* The cancel's own CQE may still be unreaped; io_uring_queue_exit discards it. The
-     * workers are still alive until then: their last counts are read here (for stop's final
-     * stats). */
+    /* io_uring_queue_exit discards the cancel's unreaped CQE. The workers live until then:
+     * their last counts are read here. */
     rf_io_acct_finish(&t->acct);
     add(&t->busy_ns, rf_now_ns() - seg);
 }
@@ -378,7 +364,7 @@ static void *thread_main(void *arg)
     if (go > 0)
         run(t);
     if (t->ring_ok)
-        io_uring_queue_exit(&t->ring); /* also unregisters the buffers */
+        io_uring_queue_exit(&t->ring);
     t->ring_ok = 0;
     return NULL;
 }
@@ -410,10 +396,7 @@ static void release_and_join(struct rf_io_engine *e, int go)
             pthread_join(e->t[i].tid, NULL);
 }
 
-/* Start p->threads threads, each with its own ring. Returns 0 and *out; or RF_EINVAL (threads
- * or queue_depth 0 or above the limits in io.h), RF_ENOMEM, -errno from pthread_create, or
- * -errno from eventfd, or -errno from io_uring_setup (-EPERM, -ENOSYS: io_uring refused here,
- * use pread) with the reason in err. No take() call happens unless every ring was created. */
+/* Start p->threads threads, each with its own ring (io.h's start). */
 static int uring_start(const rf_io_params *p, const rf_io_source *src, rf_io_engine **out, rf_err *err)
 {
     *out = NULL;
@@ -525,8 +508,7 @@ static void uring_stats(rf_io_engine *e, rf_io_stats *st)
     }
 }
 
-/* 1 when every thread's ring reads into the registered arena (requests whose dst lies inside
- * it use READ_FIXED); 0 when there is no arena or registration failed on any ring. */
+/* 1 when every thread's ring reads into the registered arena (READ_FIXED for dst inside it). */
 static int uring_registered(rf_io_engine *e)
 {
     if (e->nfixed == 0)

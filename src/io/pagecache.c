@@ -1,20 +1,14 @@
-/* pagecache.c — see pagecache.h.
+/* pagecache.c — the loader's view of the page cache (pagecache.h).
  *
  * DESIGN
- *  - Residency: each shard gets one read-only shared mapping, made lazily by the first I/O
- *    thread that checks a span of it (a compare-and-swap publishes it; the loser unmaps its
- *    own). Mapping touches no page; mincore() then reads the page-table state of the span's
- *    pages. Where the kernel has cachestat(2) (6.5+), that is used instead, with no mapping:
- *    one call counts the range's cached pages (measured: 0.36 us for a 110 KB span, against
- *    2.4 us for mincore; docs/tuning.md), so the check is always on. Counters are relaxed
- *    atomics.
- *  - Warming is a posix_fadvise(WILLNEED) per span: the kernel queues the reads and returns,
- *    so the I/O thread that issues it does not wait for the disk. What to warm and how far
- *    ahead is the loader's business (it knows the plan); this file only issues and counts.
- *  - O_DIRECT: a second descriptor per file, opened at create, so buffered descriptors stay
- *    available for everything else. The file system decides whether O_DIRECT works; one
- *    aligned probe read tells (open() alone succeeds on some file systems that then fail
- *    every read with EINVAL).
+ *  - Residency: cachestat(2) (6.5+) counts a range's cached pages with no mapping, cheaply
+ *    enough to be always on (docs/tuning.md). Without it, each shard gets one read-only shared
+ *    mapping, made lazily by the first I/O thread that checks a span (a CAS publishes it; the
+ *    loser unmaps its own), and mincore() reads its pages' state; mapping touches no page.
+ *  - Warming is a posix_fadvise(WILLNEED) per span: the kernel queues the reads and returns.
+ *    What to warm and how far ahead is the loader's business; this file issues and counts.
+ *  - O_DIRECT: a second descriptor per file, opened at create. One aligned probe read tells
+ *    whether it works (open() alone succeeds on some file systems that fail every read).
  */
 #include "io/pagecache.h"
 
@@ -174,10 +168,8 @@ static uint8_t *file_map(rf_pagecache *pc, uint32_t file)
     return mine == PC_MAP_FAILED ? NULL : mine;
 }
 
-/* cachestat(2), Linux 6.5: the cached pages of a file range, counted in the page cache itself
- * (no mapping, no per-page lookups): several times cheaper than mincore on a mapping whose
- * page tables are empty. Returns the resident bytes of [off, end) (page granularity: a range
- * with every page cached counts whole), or -1 when the call is unavailable. */
+/* cachestat(2), Linux 6.5: the resident bytes of [off, end), counted in the page cache itself
+ * at page granularity, or -1 when the call is unavailable. */
 #ifndef SYS_cachestat
 #define SYS_cachestat 451 /* same number on every architecture */
 #endif

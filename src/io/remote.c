@@ -1,7 +1,6 @@
 /* remote.c — what every remote request shares: URLs (s3:// mapping, the printable form),
- * easy-handle options, the response callbacks that place a window's bytes, and the one verdict
- * on a finished attempt (remote.h's DESIGN). The client itself, its settings and the requests
- * create makes are remote_open.c's, over this file. */
+ * easy-handle options, the response callbacks that place a window's bytes, and the verdict
+ * (remote.h's DESIGN). The client and create's requests are remote_open.c's, over this file. */
 #include "io/remote.h"
 
 #include <errno.h>
@@ -11,7 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
-/* ---- URLs --------------------------------------------------------------------------------- */
+/* ---- URLs ---- */
 
 /* Percent-encode an S3 key for the request path ('/' kept). */
 static char *key_path(const char *key)
@@ -32,6 +31,8 @@ static char *key_path(const char *key)
 
 static int s3_url(const rf_remote *r, const char *url, char **req, rf_err *err)
 {
+    if (r->s3_err[0]) /* S3 settings that cannot be used (s3_profile.c) */
+        return rf_seterr(err, RF_EINVAL, "%s: %s", url, r->s3_err);
     const char *bucket = url + 5, *slash = strchr(bucket, '/');
     size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
     if (blen == 0 || blen > 63)
@@ -73,7 +74,7 @@ int rf_remote_url(const rf_remote *r, const char *url, char **req, char *shown, 
     return *req ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
 }
 
-/* ---- responses ---------------------------------------------------------------------------- */
+/* ---- responses ---- */
 
 /* "Name: value" when line starts with name (any case); the value without blanks around it. */
 static int header_value(const char *line, size_t n, const char *name, char *val, size_t cap)
@@ -90,10 +91,9 @@ static int header_value(const char *line, size_t n, const char *name, char *val,
     return 1;
 }
 
-/* "bytes START-END/TOTAL", the same with an asterisk for TOTAL (the server does not know the
- * length: the bytes are placed all the same) or an asterisk for START-END (a 416's). Anything
- * else is kept in x->bad_range: a 206 without a readable one is refused (x->unplaced), since nothing says
- * where its bytes belong. */
+/* "bytes START-END/TOTAL", with an asterisk for TOTAL (length unknown: the bytes are placed
+ * all the same) or for START-END (a 416's). Anything else goes to x->bad_range: a 206 without a
+ * readable one is refused (x->unplaced), as nothing says where its bytes belong. */
 static void content_range(rf_xfer *x, const char *v)
 {
     unsigned long long a, b, t;
@@ -119,8 +119,9 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
         const char *sp = memchr(line, ' ', n);
         x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         x->has_total = x->has_length = x->has_range = 0;
-        x->etag[0] = x->bad_range[0] = 0;
+        x->etag[0] = x->bad_range[0] = x->bucket_region[0] = 0;
         x->retry_after_ms = 0;
+        x->err_page_len = 0;
     } else if (header_value(line, n, "Content-Range", v, sizeof v)) {
         content_range(x, v);
     } else if (header_value(line, n, "Content-Length", v, sizeof v)) {
@@ -128,6 +129,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
         x->has_length = 1;
     } else if (header_value(line, n, "ETag", v, sizeof v)) {
         snprintf(x->etag, sizeof x->etag, "%s", v);
+    } else if (header_value(line, n, "x-amz-bucket-region", v, sizeof v)) {
+        snprintf(x->bucket_region, sizeof x->bucket_region, "%s", v);
     } else if (header_value(line, n, "Retry-After", v, sizeof v)) {
         unsigned long s = strtoul(v, NULL, 10); /* seconds; an HTTP date counts as 0 */
         x->retry_after_ms = (uint32_t)RF_MIN(s * 1000ul, RF_REMOTE_RETRY_AFTER_MAX_MS);
@@ -176,6 +179,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     if (x->changed || x->unplaced || x->ignored_range)
         return 0;
     if (x->status != 200 && x->status != 206) {
+        size_t keep = RF_MIN(n, sizeof x->err_page - 1 - x->err_page_len);
+        memcpy(x->err_page + x->err_page_len, data, keep); /* S3's error code, for the verdict */
+        x->err_page_len += keep;
+        x->err_page[x->err_page_len] = 0;
         x->body += n;
         return n; /* an error page: judged by its status */
     }
@@ -212,17 +219,19 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfer *x)
 {
     curl_easy_reset(h);
+    x->s3 = s3;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    /* libcurl sends a redirected request without the credentials (to another host), that is
+     * unsigned: S3's redirects are answers to judge, not to follow. */
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, s3 ? 0L : 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    /* No CURLOPT_PIPEWAIT: a transfer told to wait for a connection that might multiplex
-     * waits behind one whose server never answers, outside every timeout, so one silent
-     * connection held all the others. A new transfer opens its own connection instead; HTTP/2
-     * streams still share the connections it negotiated. */
+    /* No CURLOPT_PIPEWAIT: a transfer waiting for a connection that might multiplex waits
+     * behind one whose server never answers, outside every timeout. HTTP/2 streams still share
+     * the connections negotiated. */
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms);
     /* A transfer that moves less than a byte a second for the timeout is stalled. */
@@ -230,15 +239,6 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)RF_MAX(1u, r->timeout_ms / 1000u));
     if (r->ca[0])
         curl_easy_setopt(h, CURLOPT_CAINFO, r->ca);
-    /* Only S3 requests are signed, and only with keys: without them a bucket is read
-     * anonymously (a public one). libcurl 7.88 signs with SigV4 and sends the payload hash
-     * S3 wants (x-amz-content-sha256, the empty body's SHA-256 for a GET). */
-    if (s3 && r->userpwd[0]) {
-        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->sigv4);
-        curl_easy_setopt(h, CURLOPT_USERPWD, r->userpwd);
-        if (r->s3_headers)
-            curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->s3_headers);
-    }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -247,11 +247,52 @@ void rf_remote_easy(const rf_remote *r, CURL *h, const char *url, int s3, rf_xfe
     curl_easy_setopt(h, CURLOPT_USERAGENT, "ringfeed");
 }
 
-void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
+/* libcurl 7.88 signs the headers it is given but does not add the payload hash S3 requires on
+ * every signed request: for a GET, the SHA-256 of nothing. */
+static char payload_hash[] =
+    "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/* Sign an S3 attempt with the chain's current credentials (SigV4, the session token as
+ * x-amz-security-token), or leave it unsigned when the user asked: 0, or -1 with x->no_creds
+ * and the reason in x->signer when there are none. */
+static int sign(CURL *h, rf_xfer *x)
 {
-    /* A total time for the attempt, so that a server trickling bytes just fast enough to pass
-     * the stall rule cannot hold a request for ever: remote_timeout_ms, plus the bytes wanted
-     * at RF_REMOTE_RATE_MIN (a whole-object fetch: its limit's). */
+    const rf_remote *r = x->r;
+    x->no_creds = 0;
+    if (!x->s3)
+        return 0;
+    if (r->s3_unsigned) {
+        snprintf(x->signer, sizeof x->signer, "unsigned, as AWS_NO_SIGN_REQUEST asks");
+        return 0;
+    }
+    rf_s3_key key, *k = &key;
+    int rc = rf_s3_creds_get(r->creds, k, x->signer, sizeof x->signer);
+    if (rc == RF_S3_CREDS_OK) {
+        char userpwd[RF_S3_KEY_ID_MAX + RF_S3_SECRET_MAX + 2];
+        snprintf(userpwd, sizeof userpwd, "%s:%s", k->id, k->secret);
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->sigv4);
+        curl_easy_setopt(h, CURLOPT_USERPWD, userpwd); /* libcurl keeps a copy */
+        memset(userpwd, 0, sizeof userpwd);
+        x->s3_hdr[0] = (struct curl_slist){.data = payload_hash};
+        if (k->token[0]) {
+            snprintf(x->token_line, sizeof x->token_line, "x-amz-security-token: %s", k->token);
+            x->s3_hdr[0].next = &x->s3_hdr[1];
+            x->s3_hdr[1] = (struct curl_slist){.data = x->token_line};
+        }
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->s3_hdr);
+        /* The key id's type prefix (AKIA long-term, ASIA temporary), never the secret. */
+        snprintf(x->signer, sizeof x->signer, "signed with credentials from %s, access key id "
+                 "%.4s...", k->source, k->id);
+    }
+    memset(k, 0, sizeof *k);
+    x->no_creds = rc;
+    return rc ? -1 : 0;
+}
+
+int rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
+{
+    /* A total time, so a server trickling bytes just fast enough for the stall rule cannot hold
+     * a request for ever: remote_timeout_ms plus the bytes wanted at RF_REMOTE_RATE_MIN. */
     uint64_t want = x->grow ? x->grow_max : x->len - x->got;
     uint64_t total_ms = x->r->timeout_ms + want / (RF_REMOTE_RATE_MIN / 1000u);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)RF_MIN(total_ms, (uint64_t)INT32_MAX));
@@ -262,17 +303,20 @@ void rf_remote_xfer_start(CURL *h, rf_xfer *x, char *range, size_t cap)
     x->retry_after_ms = 0;
     x->body = 0;
     x->errbuf[0] = 0;
-    x->etag[0] = x->bad_range[0] = 0;
+    x->etag[0] = x->bad_range[0] = x->bucket_region[0] = 0;
+    x->err_page_len = 0;
+    x->err_page[0] = 0;
     if (x->grow) {
         x->got = 0; /* a whole object starts again */
         curl_easy_setopt(h, CURLOPT_RANGE, NULL);
-        return;
+    } else {
+        snprintf(range, cap, "%" PRIu64 "-%" PRIu64, x->off + x->got, x->off + x->len - 1);
+        curl_easy_setopt(h, CURLOPT_RANGE, range);
     }
-    snprintf(range, cap, "%" PRIu64 "-%" PRIu64, x->off + x->got, x->off + x->len - 1);
-    curl_easy_setopt(h, CURLOPT_RANGE, range);
+    return sign(h, x);
 }
 
-/* ---- the verdict -------------------------------------------------------------------------- */
+/* ---- the verdict ---- */
 
 static uint32_t backoff_ms(uint32_t attempt)
 {
@@ -299,6 +343,32 @@ static int transient(CURLcode c)
     }
 }
 
+/* What an S3 error answer adds to "HTTP N": S3's error code and who signed the request (a 400,
+ * 401 or 403: ExpiredToken, SignatureDoesNotMatch, AccessDenied...), or why a redirect was
+ * not followed. */
+static void s3_detail(const rf_xfer *x, char *why, size_t cap)
+{
+    size_t n = strlen(why);
+    long st = x->status;
+    if (st >= 300 && st < 400) {
+        if (x->bucket_region[0])
+            snprintf(why + n, cap - n, ": S3 redirects to the bucket's region, %s (set "
+                     "AWS_REGION=%s); a redirect is not followed, as it would go unsigned",
+                     x->bucket_region, x->bucket_region);
+        else
+            snprintf(why + n, cap - n, ": a redirect, not followed for S3 (it would go "
+                     "unsigned): check AWS_REGION and the endpoint");
+        return;
+    }
+    if (st != 400 && st != 401 && st != 403)
+        return;
+    const char *a = strstr(x->err_page, "<Code>"), *b = a ? strstr(a, "</Code>") : NULL;
+    if (a && b && b - a - 6 < 64)
+        snprintf(why + n, cap - n, " %.*s", (int)(b - a - 6), a + 6);
+    n = strlen(why);
+    snprintf(why + n, cap - n, " (%s)", x->signer);
+}
+
 static void where(const rf_xfer *x, char *out, size_t cap)
 {
     const char *u = x->file ? x->file->shown : "";
@@ -315,6 +385,10 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
     where(x, w, sizeof w);
     *delay_ms = backoff_ms(attempt);
     long st = x->status;
+    if (x->no_creds) { /* nothing was sent: no credentials to sign with */
+        snprintf(why, cap, "%s: %s", w, x->signer);
+        return x->no_creds == RF_S3_CREDS_STALE ? RF_XFER_RETRY : RF_XFER_FAIL;
+    }
     if (x->changed) {
         snprintf(why, cap, "%s: the object changed during the run (size or ETag differs from "
                  "what create saw)", w);
@@ -350,6 +424,8 @@ int rf_remote_verdict(rf_xfer *x, CURLcode code, uint32_t attempt, uint32_t *del
             return RF_XFER_RETRY;
         }
         snprintf(why, cap, "%s: HTTP %ld", w, st);
+        if (x->s3)
+            s3_detail(x, why, cap);
         if (st == 429 || st == 503) {
             *delay_ms = RF_MAX(*delay_ms, x->retry_after_ms);
             return RF_XFER_RETRY;

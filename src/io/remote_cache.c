@@ -16,9 +16,9 @@
 
 enum { SH_IDLE = 0, SH_QUEUED, SH_DONE };
 
-/* An opened copy of a shard: its pinned descriptor and its checksums. Published to the readers
- * through rshard.copy; a dropped one stays allocated (on rf_rcache.retired) until the cache
- * closes, since a read may still be using it. */
+/* An opened copy of a shard: its pinned descriptor and checksums, published through
+ * rshard.copy; a dropped one stays allocated (rf_rcache.retired) until close, as a read may
+ * still use it. */
 typedef struct rcopy {
     int fd;
     rf_cache_sums sums;
@@ -96,8 +96,8 @@ static void copy_free(rf_rcache *rc, rcopy *cp)
     free(cp);
 }
 
-/* A copy that failed its checksums, under mu: its entry goes (so a fill writes it afresh), it
- * is kept for reads still using it, and it is counted, with the message. */
+/* A copy that failed its checksums, under mu: its entry goes, the copy stays for reads still
+ * using it, and it is counted with the message. */
 static void retire_bad_locked(rf_rcache *rc, const char *key, rcopy *cp, const char *shown,
                               uint64_t bad_off)
 {
@@ -306,8 +306,8 @@ void rf_rcache_go(rf_rcache *rc)
     pthread_mutex_unlock(&rc->mu);
 }
 
-/* Create's lookup of the shard whose handle is `file`, taken (the dataset opened its shards in
- * file order, so the cursor only moves forward); NULL with *looked 0 when create made none. */
+/* Create's lookup of shard `file` (the dataset opened its shards in file order, so the cursor
+ * only moves forward); NULL with *looked 0 when create made none. */
 static rcopy *early_take(rf_rcache *rc, const void *file, int *looked)
 {
     *looked = 0;
@@ -347,7 +347,7 @@ static int shard_init(rf_rcache *rc, uint32_t i, rf_err *err)
     return 0;
 }
 
-/* ---- the dataset's table: create reads a cached shard from its copy ---------------------- */
+/* ---- the dataset's table: create reads a cached shard from its copy ---- */
 
 static int cached_open(void *ctx, const char *url, void **file, uint64_t *size, char *shown,
                        size_t cap, rf_err *err)

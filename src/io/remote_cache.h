@@ -1,40 +1,20 @@
 /* remote_cache.h — the local shard cache (shard_cache.h) wired to remote shards: what a loader
- * with rf_config.cache_dir does with it (remote_cache.c). docs/remote.md says it for users.
+ * with rf_config.cache_dir does with it (remote_cache.c). docs/remote.md, "The local shard
+ * cache", gives the behaviour: lookups at create, checked reads, one fill thread, retries.
  *
  * DESIGN
- *  - The cache is opened before the dataset (rf_rcache_open), and the dataset opens its
- *    shards through rf_rcache_ops: the client's table, whose reader reads a shard found in the
- *    cache (key: its URL without credentials or query, rf_cache_key_from_url; validator: the
- *    ETag create's open saw, with the size) from its copy, so create's index checks and scans
- *    of a cached shard move no byte over the network. rf_rcache_attach then looks every shard
- *    up once (reusing create's lookups); a hit pins the copy for the loader's life and the
- *    pipeline marks its reads `cached`: the curl engine reads them with rf_rcache_read.
- *  - Every read of a copy is checked against the copy's checksums (shard_cache_sum.c). A
- *    block that does not match is a miss: the copy is dropped (unpinned, its entry removed,
- *    counted in `corrupt`), that read and the shard's later ones go to the server, and the
- *    shard is filled again when next read. A dropped copy's memory and descriptor stay until
- *    rf_rcache_close, as reads may still be using them.
- *  - A miss is filled whole by one background thread, one shard at a time, with one streamed
- *    GET of the whole object (the client's reader, with its retries): the extra request per
- *    missed shard. A shard joins the fill queue when this loader first reads a sample of it, so
- *    a rank fills only the shards it reads, in the order it needs them; the thread starts
- *    filling once the first batch was handed out (rf_rcache_go), so fills never compete with
- *    the first batch's reads. After the commit the shard is looked up again and its later
- *    reads come from disk; the sample reads before then went to the server once each, as
- *    without a cache.
- *  - A fill never fails the run: a server error, a failed write, a full disk or the budget
- *    leaves the shard remote, counted, with the message in the stats. A fill refused for a
- *    passing reason (another process filling the same shard, room held by shards in use, the
- *    directory's lock held) is looked up and tried again RF_RCACHE_RECHECK_MS later, at most
- *    RF_RCACHE_RECHECKS_MAX times, so that ranks sharing a directory end up reading the copy
- *    another rank filled.
- *  - Threads and locks: rf_rcache_has runs on the pipeline's threads under the loader's mutex
- *    and takes the cache's own mutex only to queue a shard (lock order: loader, then cache);
- *    the fill thread never takes the loader's. A shard's copy is published with a release
- *    store and read with an acquire load.
+ *  - The cache is opened before the dataset, which opens its shards through rf_rcache_ops, so
+ *    create's checks of a cached shard read its copy and move no byte over the network.
+ *  - A copy dropped after a checksum mismatch keeps its memory and descriptor until
+ *    rf_rcache_close, as reads may still use them.
+ *  - Fills start once the first batch was handed out (rf_rcache_go), so they never compete with
+ *    its reads. A fill refused for a passing reason is looked up again every
+ *    RF_RCACHE_RECHECK_MS, so ranks sharing a directory end up reading another rank's copy.
+ *  - Locks: rf_rcache_has runs under the loader's mutex and takes the cache's own only to queue
+ *    a shard (order: loader, then cache); the fill thread never takes the loader's. A copy is
+ *    published with a release store and read with an acquire load.
  *
- * Included by pipeline/ (create, dispatch, stats) and the curl engine; includes base/ and
- * loaders/dataset.h. */
+ * Included by pipeline/ and the curl engine; includes base/ and loaders/dataset.h. */
 #ifndef RF_REMOTE_CACHE_H
 #define RF_REMOTE_CACHE_H
 
@@ -52,15 +32,14 @@ typedef struct rf_rcache rf_rcache;
 
 typedef struct rf_rcache_stats {
     uint32_t on;             /* 1: hits served, fills on; 2: hits served, fills off (full disk) */
-    uint64_t hits;           /* shards read from the cache: found at open, or later after
-                                another process's fill */
+    uint64_t hits;           /* shards read from the cache (found at open, or after another
+                                process's fill) */
     uint64_t misses;         /* shards not found at open (stale ones included) */
     uint64_t stale;          /* of misses: cached with another ETag or size */
     uint64_t bypasses;       /* fills refused: the shard is larger than the budget */
     uint64_t fills;          /* shards this loader filled and published */
     uint64_t fill_requests;  /* whole-object GETs this loader made for fills */
-    uint64_t fill_failures;  /* fills started that did not publish (server error, failed
-                                write, full disk, loader closed mid-fill) */
+    uint64_t fill_failures;  /* fills started that did not publish */
     uint64_t bytes_written;  /* bytes written into fills */
     uint64_t evictions;      /* shards this loader evicted to make room */
     uint64_t corrupt;        /* reads of a copy that failed its checksums (copy dropped) */
@@ -68,8 +47,7 @@ typedef struct rf_rcache_stats {
 } rf_rcache_stats;
 
 /* Open the cache directory (made when missing, one level) with a budget of `budget` bytes, for
- * the remote shards of client r. Returns 0, or rf_cache_open's error with a message naming the
- * directory. */
+ * the remote shards of client r. Returns 0, or rf_cache_open's error. */
 int rf_rcache_open(struct rf_remote *r, const char *dir, uint64_t budget, rf_rcache **out,
                    rf_err *err);
 /* The client's rf_remote_ops, but whose reader reads a shard found in the cache from its copy,
@@ -81,10 +59,9 @@ int rf_rcache_attach(rf_rcache *rc, const rf_file *files, uint32_t nfiles, rf_er
 /* 1 when a read of shard `file` is to come from its copy (rf_rcache_read); 0: read it
  * remotely (its first such answer queues the shard's fill). */
 int rf_rcache_has(rf_rcache *rc, uint32_t file);
-/* Read len bytes at off of shard `file`'s copy into dst, checked; bounce: 2 x
- * RF_CACHE_SUM_BLOCK bytes of the caller's. 0; RF_RCACHE_REMOTE when the copy is gone or did
- * not match its checksums (then dropped and counted): read it from the server; -ENODATA past
- * its end; -errno with why[cap] naming the copy and byte. Any thread. */
+/* Read len bytes at off of shard `file`'s copy into dst, checked (bounce as rf_cache_sums_read).
+ * 0; RF_RCACHE_REMOTE when the copy is gone or failed its checksums: read it from the server;
+ * -ENODATA past its end; -errno with why naming the copy and byte. Any thread. */
 int rf_rcache_read(rf_rcache *rc, uint32_t file, uint8_t *dst, uint32_t len, uint64_t off,
                    uint8_t *bounce, char *why, size_t cap);
 #define RF_RCACHE_REMOTE 1

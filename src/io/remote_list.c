@@ -1,14 +1,11 @@
-/* remote_list.c — wildcards in s3:// patterns: S3 ListObjectsV2 under the pattern's prefix
- * (the part before its first wildcard), page after page through continuation tokens; the
- * caller (loaders/dataset.c) matches each key against the pattern.
+/* remote_list.c — wildcards in s3:// patterns: ListObjectsV2 under the pattern's prefix, page
+ * after page through continuation tokens; loaders/dataset.c matches the keys.
  *
- * DESIGN. Each page is one signed (or anonymous) GET fetched whole with create's retries
- * (rf_remote_fetch), at most RF_REMOTE_LIST_PAGE_BYTES; the XML
- * is read for <Key>, <IsTruncated> and <NextContinuationToken> only, with XML's five
- * entities decoded. Query parameters are written in the order SigV4 signs them (sorted by
- * name) and percent-encoded as it wants, so the request is signed as S3 checks it. At most
- * RF_REMOTE_LIST_PAGES_MAX pages, and a page whose continuation token is the one it was asked
- * with ends the listing with an error (a server stuck on one page). */
+ * DESIGN. Each page is one GET fetched whole with create's retries, at most
+ * RF_REMOTE_LIST_PAGE_BYTES; only <Key>, <IsTruncated> and <NextContinuationToken> are read.
+ * Query parameters are written sorted and percent-encoded as SigV4 signs them. At most
+ * RF_REMOTE_LIST_PAGES_MAX pages; a page returning the token it was asked with is an error (a
+ * server stuck on one page). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

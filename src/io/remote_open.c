@@ -1,23 +1,17 @@
-/* remote_open.c — the remote client (rf_remote_new: its settings from the config and the
- * environment) and the requests create makes for remote shards, as the rf_remote_ops the
- * formats call (loaders/dataset.h): open (a one-byte ranged GET: size, ETag, and whether the
- * server is there), fetch (an index, whole), a reader (one streamed GET feeding the tar
- * scanner), and list (S3 ListObjectsV2 for wildcards).
+/* remote_open.c — the remote client (rf_remote_new: its settings from the config, the
+ * environment and the shared AWS files, and its S3 credential chain, s3_creds.h) and create's
+ * requests for remote shards, as the rf_remote_ops the formats call:
+ * open (a one-byte ranged GET: size, ETag, and whether the server is there), fetch (an index,
+ * whole), a reader (for the tar scanner) and list (S3 ListObjectsV2 for wildcards).
  *
  * DESIGN
- *  - Blocking, on create's thread, each with the engine's retries and verdict
- *    (rf_remote_verdict), so a fault at create is treated as one during an epoch.
- *  - A reader for a few reads here and there (an index's spot checks) makes each read one
- *    blocking ranged GET of exactly its bytes.
- *  - A forward reader streams: one GET from the first byte the scanner wants, its body pulled
- *    through a bounded buffer (RF_REMOTE_STREAM_BUF) by pausing the transfer when the buffer
- *    is full (CURL_WRITEFUNC_PAUSE) and resuming it as the scanner consumes. The scanner skips
- *    member data forward, which the stream drops; a jump beyond RF_REMOTE_STREAM_SKIP_MAX (or
- *    backwards: an index's spot checks) restarts the stream at the target instead, and a
- *    failed stream asks for its range again (bytes already buffered are dropped as they
- *    come), counted as a retry.
- *  - A local cache would plug in at rf_remote_ops.open/reader: a shard already on disk could
- *    be opened as a file instead (docs/remote.md, "The cache").
+ *  - Blocking, on create's thread, each with the engine's retries and verdict.
+ *  - A reader for scattered reads (an index's spot checks) makes each one a ranged GET.
+ *  - A forward reader streams: one GET from the first byte the scanner wants, pulled through a
+ *    bounded buffer (RF_REMOTE_STREAM_BUF) by pausing the transfer when it is full. Member data
+ *    the scanner skips is dropped; a jump beyond RF_REMOTE_STREAM_SKIP_MAX, or backwards,
+ *    restarts the stream at the target, and a failed stream asks for its range again (counted
+ *    as a retry).
  */
 #include "io/remote.h"
 
@@ -40,21 +34,22 @@ static void sleep_ms(uint32_t ms)
     nanosleep(&ts, NULL);
 }
 
-/* One blocking transfer, retried as the verdict says. 0, or -ENOENT (a 404: the caller
- * decides what absence means), -EACCES (a 403) or -EIO, with why[cap] saying what
- * happened. */
+/* One blocking transfer, retried as the verdict says. 0, or -ENOENT (a 404: the caller decides
+ * what absence means), -EACCES (a 403, or no S3 credentials: nothing sent) or -EIO, with why
+ * saying what happened. */
 static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
 {
     char range[64];
     uint64_t got0 = x->got;
     for (uint32_t attempt = 0;; attempt++) {
-        /* A retry asks for the same range again, as the engine's do (a server or cache keyed
-         * by range has seen it), rewriting the same bytes. */
+        /* A retry asks for the same range again, as the engine's do. */
         x->got = got0;
-        rf_remote_xfer_start(h, x, range, sizeof range);
-        count(&r->requests, 1);
-        CURLcode c = curl_easy_perform(h);
-        count(&r->bytes, x->body);
+        CURLcode c = CURLE_OK; /* an attempt not sent is judged as it stands */
+        if (rf_remote_xfer_start(h, x, range, sizeof range) == 0) {
+            count(&r->requests, 1);
+            c = curl_easy_perform(h);
+            count(&r->bytes, x->body);
+        }
         uint32_t delay;
         int v = rf_remote_verdict(x, c, attempt, &delay, why, cap);
         if (v == RF_XFER_OK)
@@ -63,8 +58,10 @@ static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
             size_t n = strlen(why);
             if (attempt)
                 snprintf(why + n, cap - n, " (after %u retries)", attempt);
-            if (v == RF_XFER_FAIL && (x->status == 404 || x->status == 403))
-                return x->status == 404 ? -ENOENT : -EACCES;
+            if (x->no_creds || (v == RF_XFER_FAIL && x->status == 403))
+                return -EACCES;
+            if (v == RF_XFER_FAIL && x->status == 404)
+                return -ENOENT;
             return -EIO;
         }
         count(&r->retried, 1);
@@ -72,7 +69,7 @@ static int perform(rf_remote *r, CURL *h, rf_xfer *x, char *why, size_t cap)
     }
 }
 
-/* ---- the client: its settings from the config and the environment ----------------------------------------------------------------------------- */
+/* ---- the client: its settings from the config and the environment ---- */
 
 static const char *env(const char *name)
 {
@@ -80,56 +77,21 @@ static const char *env(const char *name)
     return v && *v ? v : NULL;
 }
 
-/* Copy an environment setting into dst[cap]; RF_EINVAL (naming the variable, not the value)
- * when it does not fit. */
-static int env_copy(const char *name, const char *v, char *dst, size_t cap, rf_err *err)
-{
-    if (strlen(v) >= cap)
-        return rf_seterr(err, RF_EINVAL, "%s is longer than %zu bytes", name, cap - 1);
-    memcpy(dst, v, strlen(v) + 1);
-    return 0;
-}
-
+/* The S3 settings and the credential chain (s3_profile.c, s3_creds.c). A setting that cannot
+ * be used fails s3:// URLs only (r->s3_err), not a loader of http(s) ones. */
 static int s3_settings(rf_remote *r, rf_err *err)
 {
-    const char *region = env("AWS_REGION") ? env("AWS_REGION") : env("AWS_DEFAULT_REGION");
-    int rc = env_copy("AWS_REGION", region ? region : "us-east-1", r->region, sizeof r->region,
-                      err);
-    /* The S3-specific endpoint wins over the global one, as in the AWS SDKs. */
-    const char *ep = env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3")
-                                                : env("AWS_ENDPOINT_URL");
-    if (rc == 0 && ep)
-        rc = env_copy("AWS_ENDPOINT_URL", ep, r->endpoint, sizeof r->endpoint, err);
-    const char *key = env("AWS_ACCESS_KEY_ID"), *secret = env("AWS_SECRET_ACCESS_KEY");
-    if (rc == 0 && key && secret) {
-        if (strlen(key) >= RF_REMOTE_SECRET_MAX || strlen(secret) >= RF_REMOTE_SECRET_MAX)
-            return rf_seterr(err, RF_EINVAL, "AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is "
-                             "longer than %d bytes", RF_REMOTE_SECRET_MAX - 1);
-        snprintf(r->userpwd, sizeof r->userpwd, "%s:%s", key, secret);
-        snprintf(r->sigv4, sizeof r->sigv4, "aws:amz:%s:s3", r->region);
-    }
-    if (rc || !r->userpwd[0])
-        return rc;
-    /* libcurl 7.88 signs the headers it is given but does not add the payload hash, which S3
-     * requires on every signed request (and checks against the body): a GET has none, so it is
-     * the SHA-256 of nothing. */
-    r->s3_headers = curl_slist_append(NULL, "x-amz-content-sha256: "
-                                      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    const char *token = env("AWS_SESSION_TOKEN");
-    if (r->s3_headers && token) {
-        char *h = malloc(strlen(token) + 32);
-        struct curl_slist *l = NULL;
-        if (h) {
-            sprintf(h, "x-amz-security-token: %s", token);
-            l = curl_slist_append(r->s3_headers, h);
-            memset(h, 0, strlen(h));
-            free(h);
-        }
-        if (!l)
-            return rf_seterr(err, RF_ENOMEM, "no memory");
-        r->s3_headers = l;
-    }
-    return r->s3_headers ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
+    rf_s3_settings *s = malloc(sizeof *s);
+    if (!s)
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    rf_s3_settings_read(s, r->ca, r->timeout_ms);
+    snprintf(r->region, sizeof r->region, "%s", s->region[0] ? s->region : "us-east-1");
+    snprintf(r->endpoint, sizeof r->endpoint, "%s", s->s3_endpoint);
+    snprintf(r->sigv4, sizeof r->sigv4, "aws:amz:%s:s3", r->region);
+    snprintf(r->s3_err, sizeof r->s3_err, "%s", s->err);
+    r->s3_unsigned = s->anonymous == 1;
+    r->creds = rf_s3_creds_new(s);
+    return r->creds ? 0 : rf_seterr(err, RF_ENOMEM, "no memory");
 }
 
 int rf_remote_new(uint32_t retries, uint32_t timeout_ms, rf_remote **out, rf_err *err)
@@ -156,7 +118,11 @@ int rf_remote_new(uint32_t retries, uint32_t timeout_ms, rf_remote **out, rf_err
     r->list_max_keys = mk ? (uint32_t)strtoul(mk, NULL, 10) : 1000;
     if (r->list_max_keys < 1 || r->list_max_keys > 1000)
         r->list_max_keys = 1000;
-    int rc = ca ? env_copy("SSL_CERT_FILE", ca, r->ca, sizeof r->ca, err) : 0;
+    int rc = 0;
+    if (ca && strlen(ca) >= sizeof r->ca)
+        rc = rf_seterr(err, RF_EINVAL, "SSL_CERT_FILE is longer than %zu bytes", sizeof r->ca - 1);
+    else if (ca)
+        memcpy(r->ca, ca, strlen(ca) + 1);
     if (rc == 0)
         rc = s3_settings(r, err);
     if (rc) {
@@ -172,13 +138,12 @@ void rf_remote_free(rf_remote *r)
 {
     if (!r)
         return;
-    curl_slist_free_all(r->s3_headers);
-    memset(r->userpwd, 0, sizeof r->userpwd);
+    rf_s3_creds_free(r->creds);
     free(r);
     curl_global_cleanup();
 }
 
-/* ---- open, fetch ------------------------------------------------------------------------- */
+/* ---- open, fetch ---- */
 
 static void file_free(rf_remote_file *f)
 {
@@ -268,7 +233,7 @@ static int remote_fetch(void *ctx, const char *url, uint64_t max, char **text, u
 
 static void remote_close(void *ctx, void *file) { file_free(file); }
 
-/* ---- the streamed reader ------------------------------------------------------------------ */
+/* ---- the streamed reader ---- */
 
 typedef struct stream {
     rf_remote *r;
@@ -321,7 +286,11 @@ static int stream_start(stream *s, uint64_t from)
     s->x.off = from;
     s->x.len = s->f->size - s->x.off;
     s->x.got = 0;
-    rf_remote_xfer_start(s->h, &s->x, s->range, sizeof s->range);
+    if (rf_remote_xfer_start(s->h, &s->x, s->range, sizeof s->range) != 0) {
+        s->finished = 1; /* not sent: the verdict says why */
+        s->code = CURLE_OK;
+        return 0;
+    }
     if (curl_multi_add_handle(s->m, s->h) != CURLM_OK)
         return -ENOMEM;
     s->active = 1;
@@ -470,7 +439,7 @@ static void remote_reader_close(rf_byte_reader *rd)
     rd->ctx = NULL;
 }
 
-/* ---- ListObjectsV2 ------------------------------------------------------------------------ */
+/* ---- ListObjectsV2 ---- */
 
 void rf_remote_ops_fill(rf_remote *r)
 {

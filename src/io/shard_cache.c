@@ -1,21 +1,16 @@
-/* shard_cache.c — the local shard cache's calls (shard_cache.h): open, lookups that pin,
- * fills written in any order and published whole, stats. The directory's rules (names,
- * sidecars, the scan, eviction) are in shard_cache_dir.c.
+/* shard_cache.c — the local shard cache's calls (shard_cache.h): open, lookups that pin, fills
+ * written in any order and published whole, stats. The directory's rules (names, sidecars, the
+ * scan, eviction) are shard_cache_dir.c's.
  *
  * DESIGN
- *  - A lookup and a fill's start and publication each take c->mu and then the directory's
- *    flock, so the threads of one handle and the processes sharing the directory see the
- *    directory change one whole step at a time. Writes of a fill's bytes take neither: pwrite
- *    to the writer's own `.part`, then the writer's mutex to record the range.
- *  - Coverage: a writer keeps the written ranges sorted, disjoint and not touching (each write
- *    merges with its neighbours), so the shard is complete exactly when one range [0, size)
- *    remains. A shard written in order stays one range; out of order, at most one range per
- *    gap still open (limit RF_CACHE_RANGES_MAX).
- *  - Room is reserved at the start of a fill with fallocate (ftruncate where the file system
- *    has no fallocate), so a `.part` has its final size from the start: every process's scan
- *    counts it against the budget, and a full disk fails the fill's start rather than its
- *    middle. ENOSPC, EDQUOT and EFBIG (a file-size limit) from any step turn fills off for the
- *    run (rf_cache_turn_off); lookups of published shards go on.
+ *  - A lookup and a fill's start and publication take c->mu, then the directory's flock, so
+ *    threads and processes see the directory change one whole step at a time. A fill's writes
+ *    take neither: pwrite to the writer's own `.part`, then the writer's mutex for the range.
+ *  - A writer keeps the written ranges sorted, disjoint and not touching, so the shard is
+ *    complete exactly when [0, size) remains; out of order, one range per open gap at most.
+ *  - Room is reserved at a fill's start with fallocate (ftruncate without it), so a `.part`
+ *    counts against every process's budget from the start and a full disk fails the start, not
+ *    the middle. ENOSPC, EDQUOT and EFBIG turn fills off for the run; lookups go on.
  */
 #include "io/shard_cache_dir.h"
 
@@ -38,7 +33,7 @@ struct rf_cache_writer {
     int failed;
 };
 
-/* ---- arguments ----------------------------------------------------------------------------- */
+/* ---- arguments ---- */
 
 static int check_text(const char *s, size_t max, int need, const char *what, rf_err *err)
 {
@@ -61,7 +56,7 @@ static int check_args(const char *key, const char *validator, rf_err *err)
     return rc ? rc : check_text(validator, RF_CACHE_VALIDATOR_MAX, 0, "validator", err);
 }
 
-/* ---- open and close ------------------------------------------------------------------------ */
+/* ---- open and close ---- */
 
 static int open_dir(rf_cache *c, const char *dir, rf_err *err)
 {
@@ -126,7 +121,7 @@ void rf_cache_close(rf_cache *c)
     free(c);
 }
 
-/* ---- lookups ------------------------------------------------------------------------------- */
+/* ---- lookups ---- */
 
 /* Open H.shard for a hit of `size` bytes: 0 with *fd pinned (a shared flock), or -1. */
 static int open_hit(rf_cache *c, uint64_t hash, uint64_t size, int *fd)
@@ -159,7 +154,6 @@ static int64_t mtime_ns(int fd)
     return (int64_t)sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec;
 }
 
-/* 1 hit, 0 miss; the directory's lock held. */
 static int lookup_locked(rf_cache *c, const char *key, uint64_t size, const char *validator,
                          int *fd)
 {
@@ -221,7 +215,7 @@ void rf_cache_drop(rf_cache *c, const char *key, int fd)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* ---- starting a fill ----------------------------------------------------------------------- */
+/* ---- starting a fill ---- */
 
 /* Create H.part, exclusively flocked. One no writer holds is a crashed fill's: replaced.
  * 0, 1 when another writer is filling H, or -errno. */
@@ -232,7 +226,7 @@ static int claim_part(rf_cache *c, uint64_t hash, int *fd)
     for (int attempt = 0; attempt < 2; attempt++) {
         int f = openat(c->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (f >= 0) {
-            if (flock(f, LOCK_EX | LOCK_NB) != 0) { /* nobody else knows the file yet */
+            if (flock(f, LOCK_EX | LOCK_NB) != 0) {
                 int e = errno;
                 unlinkat(c->dirfd, name, 0);
                 close(f);
@@ -391,7 +385,7 @@ int rf_cache_fill_begin(rf_cache *c, const char *key, uint64_t size, const char 
     return 0;
 }
 
-/* ---- writing ------------------------------------------------------------------------------- */
+/* ---- writing ---- */
 
 /* Record [a, b) as written, merging with the ranges it overlaps or touches. w->mu held. */
 static int cover(rf_cache_writer *w, uint64_t a, uint64_t b)
@@ -470,7 +464,7 @@ int rf_cache_fill_write(rf_cache_writer *w, uint64_t off, const void *buf, uint6
     return 0;
 }
 
-/* ---- finishing ----------------------------------------------------------------------------- */
+/* ---- finishing ---- */
 
 void rf_cache_fill_abort(rf_cache_writer *w)
 {
@@ -576,7 +570,7 @@ int rf_cache_fill_commit(rf_cache_writer *w, rf_err *err)
     return rc ? fill_trouble(c, rc, err) : 0;
 }
 
-/* ---- stats and keys ------------------------------------------------------------------------ */
+/* ---- stats and keys ---- */
 
 void rf_cache_stats_get(rf_cache *c, rf_cache_stats *st)
 {

@@ -1,27 +1,17 @@
-/* shard_cache_dir.c — the shard cache's directory: entry names, the directory's lock,
- * sidecars, the scan that finds entries and cleans up after crashed writers, and LRU eviction.
+/* shard_cache_dir.c — the shard cache's directory: entry names, the lock, sidecars, the scan
+ * that cleans up after crashed writers, and LRU eviction (layout: shard_cache_dir.h).
  *
  * DESIGN
- *  - Names derive from a 64-bit hash of the key, so any key (a URL of any length and
- *    alphabet) gives a short safe file name. Two keys may share a hash: the sidecar holds the
- *    key, a lookup compares it, and the two keys then share one slot (each fill replaces the
- *    other's entry), which costs hits, never correctness.
- *  - The sidecar is the commit point. A fill renames H.part to H.shard and then H.mtmp to
- *    H.meta; removal unlinks H.meta first. A crash between the steps leaves a shard without a
- *    sidecar (removed by the next scan), never a sidecar beside the wrong bytes. Every step
- *    runs under the directory's lock, so a live process never sees the steps in between.
- *  - In use: a reader holds a shared flock of its shard and a writer an exclusive flock of its
- *    `.part`; flock locks belong to open file descriptions, so one process's other descriptors
- *    (another thread's, an evictor's probe) conflict with them as another process's would. A
- *    probe takes LOCK_EX|LOCK_NB on a new descriptor: refused means someone holds it. When a
- *    writer dies the kernel drops its lock, and the next scan removes its `.part`.
- *  - The scan at open reads every sidecar (one open and a read of at most RF_CACHE_META_MAX
- *    bytes per entry) and checks its size against the shard's; the scan before each fill only
- *    lists the directory and stats each file (readdir + fstatat: 27-36 ms for 10,000 entries
- *    on ext4, once per miss that fills, against downloading a whole shard; docs/cache.md),
- *    because other processes add and remove entries and the budget is the directory's, not
- *    this handle's. A sidecar found malformed by a lookup is a miss; its entry is replaced by
- *    the next fill of that key.
+ *  - Names derive from a 64-bit hash of the key; two keys sharing a hash share one slot (the
+ *    sidecar holds the key, a lookup compares it): that costs hits, never correctness.
+ *  - The sidecar is the commit point: a fill renames H.part to H.shard, then H.mtmp to H.meta;
+ *    removal unlinks H.meta first. A crash in between leaves a shard without a sidecar (the next
+ *    scan removes it), never a sidecar beside the wrong bytes.
+ *  - flock locks belong to open file descriptions, so one process's other descriptors conflict
+ *    with a reader's or writer's lock as another process's would; a probe takes LOCK_EX|LOCK_NB
+ *    on a new descriptor. A dead writer's lock goes with it.
+ *  - The scan at open reads every sidecar; the one before each fill only lists and stats (its
+ *    cost: docs/cache.md), as other processes change the directory and the budget is shared.
  */
 #include "io/shard_cache_dir.h"
 
@@ -67,7 +57,7 @@ void rf_cache_turn_off(rf_cache *c, const char *msg)
     atomic_store_explicit(&c->off, 2, memory_order_release); /* off_why is complete */
 }
 
-/* ---- the directory's lock ---------------------------------------------------------------- */
+/* ---- the directory's lock ---- */
 
 int rf_cache_dir_lock(rf_cache *c, rf_err *err)
 {
@@ -92,7 +82,7 @@ void rf_cache_dir_unlock(rf_cache *c)
     flock(c->lockfd, LOCK_UN);
 }
 
-/* ---- sidecars ------------------------------------------------------------------------------ */
+/* ---- sidecars ---- */
 
 /* The value of line "name value\n" at *p, copied to out (cap bytes); advances *p. */
 static int meta_field(const char **p, const char *name, char *out, size_t cap)
@@ -181,7 +171,7 @@ int rf_cache_meta_write(rf_cache *c, uint64_t hash, const rf_cache_meta *m, rf_e
     return 0;
 }
 
-/* ---- entries ------------------------------------------------------------------------------- */
+/* ---- entries ---- */
 
 int rf_cache_in_use(rf_cache *c, const char *name)
 {
@@ -242,7 +232,7 @@ void rf_cache_ents_drop(rf_cache *c, uint64_t hash)
     }
 }
 
-/* ---- the scan ------------------------------------------------------------------------------ */
+/* ---- the scan ---- */
 
 /* What the listing found: shards (hash, size, mtime) and sidecar hashes. */
 typedef struct scan_list {
@@ -391,7 +381,7 @@ int rf_cache_scan(rf_cache *c, int full, rf_err *err)
     return 0;
 }
 
-/* ---- eviction ------------------------------------------------------------------------------ */
+/* ---- eviction ---- */
 
 static int cmp_ent_used(const void *a, const void *b)
 {

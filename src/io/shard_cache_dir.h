@@ -1,14 +1,9 @@
-/* shard_cache_dir.h — the shard cache's directory, shared by shard_cache.c (the calls of
- * shard_cache.h) and shard_cache_dir.c (names, locks, sidecars, the scan, eviction). Internal
- * to the cache: nothing else includes it.
- *
- * On disk, for an entry whose key hashes to H (16 hex digits): H.shard (the shard's bytes,
- * nothing else), H.meta (the sidecar: key, size, validator; its presence publishes the entry),
- * H.part (a fill in progress, exclusively flocked by its writer), H.mtmp (a sidecar being
- * written, only while the directory's lock is held). .lock is the directory's lock.
- *
- * Locks: c->mu (the handle's threads) before the directory's flock (other processes); both
- * are held for every look at or change of the directory, never across a shard's download. */
+/* shard_cache_dir.h — the shard cache's directory, internal to the cache: shared by
+ * shard_cache.c and shard_cache_dir.c. On disk, for a key hashing to H (16 hex digits): H.shard
+ * (the bytes), H.meta (the sidecar; its presence publishes the entry), H.part (a fill, flocked
+ * by its writer), H.mtmp (a sidecar being written, under the lock); .lock is the directory's.
+ * Locks: c->mu before the directory's flock, both held for every look at or change of the
+ * directory, never across a download. */
 #ifndef RF_SHARD_CACHE_DIR_H
 #define RF_SHARD_CACHE_DIR_H
 
@@ -38,9 +33,8 @@ struct rf_cache {
     char dir[RF_PATH_BYTES_MAX];
     int dirfd, lockfd;
     uint64_t budget;
-    /* under mu: the entries of the last scan (with this handle's changes since), their
-     * bytes, and the bytes of the directory's other shard files (fills of other writers,
-     * files in use that could not be removed) */
+    /* under mu: the last scan's entries (with this handle's changes), their bytes, and those of
+     * other shard files (other writers' fills, files in use that could not be removed) */
     rf_cache_ent *ents;
     uint64_t nents, cap;
     uint64_t used, other;
@@ -66,17 +60,14 @@ int rf_cache_meta_read(rf_cache *c, uint64_t hash, rf_cache_meta *m);
 /* Write H.meta through H.mtmp (fsync, rename): 0 or -errno with err. */
 int rf_cache_meta_write(rf_cache *c, uint64_t hash, const rf_cache_meta *m, rf_err *err);
 
-/* 1 when some process holds a flock on the named file (a reader's shared one, a writer's
- * exclusive one), 0 when none does or it does not exist. Directory lock held. */
+/* 1 when some process holds a flock on the named file; directory lock held. */
 int rf_cache_in_use(rf_cache *c, const char *name);
-/* Remove H's entry (its sidecar first: the entry is gone once that is) unless it is in use;
- * 0, or 1 when in use. Directory lock held. */
+/* Remove H's entry (sidecar first) unless in use: 0, or 1 when in use. Directory lock held. */
 int rf_cache_remove(rf_cache *c, uint64_t hash);
 
-/* Scan the directory into c->ents, c->used and c->other, removing what no live writer or
- * reader holds of: stale `.part` and `.mtmp` files, shards without a sidecar, sidecars
- * without a shard, and (full != 0) entries whose sidecar is malformed or names another size.
- * 0 or a negative code with err. Both locks held. */
+/* Scan the directory into c->ents, c->used and c->other, removing what no live process holds:
+ * stale `.part` and `.mtmp`, shards without a sidecar, sidecars without a shard and (full)
+ * entries with a malformed sidecar or another size. 0 or a negative code. Both locks held. */
 int rf_cache_scan(rf_cache *c, int full, rf_err *err);
 /* Evict least recently used entries nobody has open until `need` more bytes fit in the
  * budget; 0, or 1 when they cannot (err says how much is held). Both locks held. */

@@ -1,16 +1,14 @@
-/* shard_cache_sum.c — the checksums that make a cached shard's bytes trustworthy: a 64-bit
- * hash of every RF_CACHE_SUM_BLOCK bytes, written after the shard's bytes in its own file
- * when a fill is committed, and checked on every read of the copy (shard_cache.h).
+/* shard_cache_sum.c — the checksums that make a cached shard's bytes trustworthy: XXH64 of every
+ * RF_CACHE_SUM_BLOCK bytes, written after the shard's bytes at commit and checked on every
+ * read of the copy.
  *
  * DESIGN
- *  - Layout of H.shard: the shard's `size` bytes, then one little-endian uint64 per block
- *    (the last block may be short), then a 16-byte trailer (RF_CACHE_SUM_MAGIC and the block
- *    size). A file of another length, or with another trailer, is no entry (a miss), so a
- *    directory written before the checksums is refilled rather than trusted.
- *  - The hash is base/hash.h's XXH64. A read checks the blocks it covers, its first and last
- *    through a bounce buffer of two blocks when they are only partly wanted, the ones between
- *    in place in the destination.
- *  - The table is read once per opened copy into memory (8 bytes per 16 KiB: 0.05%).
+ *  - Layout of H.shard: `size` bytes, one little-endian uint64 per block (the last may be short),
+ *    a 16-byte trailer (RF_CACHE_SUM_MAGIC, block size). Any other length or trailer is a miss,
+ *    so an older directory is refilled rather than trusted.
+ *  - A read checks the blocks it covers: partly wanted first and last blocks through a two-block
+ *    bounce buffer, the others in place. The hash is base/hash.h's.
+ *  - The table is read into memory once per opened copy (8 bytes per 16 KiB).
  * Includes base/ and shard_cache.h only. */
 #include "io/shard_cache.h"
 
@@ -24,7 +22,7 @@
 #define RF_CACHE_SUM_MAGIC "RFSUMv1"  /* 8 bytes with its NUL */
 #define SUM_TRAILER 16u
 
-/* ---- the table ----------------------------------------------------------------------------- */
+/* ---- the table ---- */
 
 static uint64_t nblocks(uint64_t size) { return (size + RF_CACHE_SUM_BLOCK - 1) / RF_CACHE_SUM_BLOCK; }
 
@@ -119,7 +117,7 @@ void rf_cache_sums_free(rf_cache_sums *s)
     *s = (rf_cache_sums){0};
 }
 
-/* ---- checked reads ------------------------------------------------------------------------- */
+/* ---- checked reads ---- */
 
 /* Block b (whole, len bytes) at p: 0 when it matches its sum. */
 static int block_ok(const rf_cache_sums *s, uint64_t b, const uint8_t *p, uint64_t len)

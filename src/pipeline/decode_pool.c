@@ -36,6 +36,18 @@ static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *sp
                              llen, sm->offset + lhdr, label, e);
 }
 
+/* A label the data gave (the sample's member, or its line of a list) against num_classes:
+ * outside 0..num_classes-1 it is a bad label, refused before the sample is decoded. */
+static int class_check(const rf_loader *ld, const rf_sample *sm, int32_t label, rf_err *e)
+{
+    uint32_t n = ld->cfg.num_classes;
+    if (!n || label < 0 || (uint32_t)label < n)
+        return 0;
+    return rf_seterr(e, RF_ELABEL, "sample %s at offset %llu: label %d is not below "
+                     "num_classes %u", ld->ds.keys + sm->key, (unsigned long long)sm->offset,
+                     label, n);
+}
+
 /* Hand the decoded row img of task t (slot s) to rf_config.sample_hook, with *label for it
  * to keep or overwrite. The view describes the row as staged (ld->tf.layout: the configured
  * layout for uint8 output, NHWC before a conversion). A non-zero return is a bad sample,
@@ -101,6 +113,10 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
             pl_fields_empty(ld, s, t->index);
         else if ((rc = pl_fields_copy(ld, s, t->index, sm, span, found, &why, e)) != 0)
             return t->why = (uint8_t)why, rc;
+    }
+    if ((rc = class_check(ld, sm, label, e)) != 0) {
+        t->why = RF_SKIP_LABEL;
+        return rc;
     }
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * ld->stride;

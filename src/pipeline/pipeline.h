@@ -155,7 +155,6 @@
 
 /* Extra fields (rf_config.fields, fields.c): the loader's copy of the list, split into names,
  * and the row offsets every slot shares (row i at i x max_field_bytes). Written at create. */
-#define RF_FIELD_BYTES_MAX (64u << 20) /* largest max_field_bytes */
 typedef struct pl_fields {
     uint32_t n;
     const char *names[RF_FIELDS_MAX]; /* into list */

@@ -65,14 +65,10 @@ uint32_t rf_plan_batch_count(const rf_plan *p, uint64_t k);
  * the same crop whichever rank or resume position delivers it. */
 uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id);
 
-/* Where a sample stands for rf_config.gpu_decode_percent, 0..99, from its augmentation seed
- * (above): it goes to the GPU when below the percent. A hash of its own, apart from the draws
- * that choose the crop. */
+/* Where a sample stands for rf_config.gpu_decode_percent (0..99; the GPU takes it below the
+ * percent), and the seed rf_config.sample_hook gets: hashes of the augmentation seed of their
+ * own, apart from the crop's draws and from each other. */
 uint32_t rf_plan_gpu_percentile(uint64_t aug_seed);
-
-/* The seed rf_config.sample_hook is given for a sample (rf_sample_view.seed), from its
- * augmentation seed: a hash of its own, so the hook's draws are apart from the crop's and
- * from the GPU percentile. */
 uint64_t rf_plan_hook_seed(uint64_t aug_seed);
 
 /* Resume blob (little-endian, fixed size). */

@@ -2,14 +2,18 @@
 """servers.py — real servers for the remote-shard tests, started around one command.
 
     python3 tests/servers/servers.py --root DATA_DIR --state STATE_DIR [--s3-upload]
-                                     [--only http,https,s3,fault] [--nginx PATH] -- CMD ARGS...
+                                     [--only http,https,s3,fault,creds] [--nginx PATH]
+                                     -- CMD ARGS...
 
 starts on free loopback ports, as the current user, with every file they write under STATE_DIR:
 nginx serving DATA_DIR over HTTP/1.1 (RF_TEST_HTTP) and over HTTPS with HTTP/2 and a self-signed
 certificate (RF_TEST_HTTPS, RF_TEST_CA); moto's S3 server with IAM authentication on
 (RF_TEST_S3_ENDPOINT, RF_TEST_S3_KEY, RF_TEST_S3_SECRET, RF_TEST_S3_REGION; --s3-upload fills
 the buckets rf-test, private, and rf-public, public-read, with DATA_DIR); a fault-injection proxy
-in front of nginx's HTTP (RF_TEST_FAULT: /f/<spec>/<path>, GET /_log, POST /_reset). It runs CMD
+in front of nginx's HTTP (RF_TEST_FAULT: /f/<spec>/<path>, GET /_log, POST /_reset); with "creds"
+(--only ...,s3,creds) a stand-in for instance metadata and the container credentials endpoint
+handing out moto's temporary credentials (RF_TEST_CREDS, creds_server.py) and the IAM roles
+it and a web identity assume (RF_TEST_ROLE_ARN, RF_TEST_ROLE_DENIED_ARN). It runs CMD
 with those variables, writes them to STATE_DIR/env, stops every server however CMD or the runner
 ends, and exits with CMD's status; 77 when a needed program is missing, 2 when a server does not
 come up. docs/testing.md is the manual: each variable, the fault specs, the log, the statuses.
@@ -33,7 +37,8 @@ import time
 import urllib.error
 import urllib.request
 
-import fault_proxy  # beside this file: the script's folder is on sys.path
+import creds_server  # beside this file: the script's folder is on sys.path
+import fault_proxy
 
 SKIP = 77             # ctest's SKIP_RETURN_CODE: a missing program is not a failure of the code
 START_FAIL = 2        # a server did not come up
@@ -41,7 +46,9 @@ START_TIMEOUT_S = 60  # moto imports for several seconds on a loaded 2-core mach
 STOP_TIMEOUT_S = 10   # then SIGKILL to the server's whole process group
 REGION = "us-east-1"
 BUCKETS = ("rf-test", "rf-public")
-SERVERS = ("http", "https", "s3", "fault")
+DEFAULT_SERVERS = ("http", "https", "s3", "fault")
+SERVERS = DEFAULT_SERVERS + ("creds",)  # the stand-in only where asked: it adds IAM roles
+ACCOUNT = "123456789012"  # moto's default account: the roles' ARNs name it
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # passed to CMD, then cleanup
 
 
@@ -242,12 +249,17 @@ def start_nginx(state, root, want, nginx, workers="1"):
 # ----------------------------------------------------------------------------------- moto
 
 def moto_child(state):
-    """The S3 server process (servers.py --moto-child): moto in server mode with one change.
+    """The S3 server process (servers.py --moto-child): moto in server mode with three changes,
+    each making it answer as AWS does where the tests look.
     With IAM authentication on, moto 5.2 checks every request's signature (what the tests
     need: a wrong secret gets 403) but fails an anonymous request with a 500 (it reads the
     missing Authorization header), so public buckets could not be read. S3 authorizes an
     anonymous request by the bucket policy alone; that is what s3_anonymous does, and signed
-    requests go through moto's own check unchanged."""
+    requests go through moto's own check unchanged. STS's AssumeRoleWithWebIdentity is an
+    unsigned call (the web identity token is the proof), which moto would refuse the same way:
+    web_identity_unsigned lets it through. And moto accepts temporary credentials after their
+    Expiration; expiring() refuses them with AWS's 400 ExpiredToken, so a client that does not
+    refresh them in time fails."""
     from moto import settings
     from moto.core.authorization import ActionAuthenticatorMixin as Auth
     from moto.iam.access_control import PermissionResult
@@ -255,6 +267,14 @@ def moto_child(state):
     from moto.server import ThreadedMotoServer
 
     signed_check = Auth._authenticate_and_authorize_s3_action
+    normal_check = Auth._authenticate_and_authorize_normal_action
+
+    def web_identity_unsigned(self, resource="*"):
+        if self._get_action() != "AssumeRoleWithWebIdentity":
+            normal_check(self, resource)
+
+    Auth._authenticate_and_authorize_normal_action = web_identity_unsigned
+    expiring()
 
     def s3_anonymous(self, bucket_name=None, key_name=None):
         anonymous = ("Authorization" not in self.headers
@@ -283,6 +303,23 @@ def moto_child(state):
     server.stop()
 
 
+def expiring():
+    """moto's check of temporary credentials, plus their expiry (moto_child's docstring)."""
+    from moto.core.utils import utcnow
+    from moto.iam import access_control
+    from moto.s3.exceptions import S3ClientError
+    from moto.sts.models import sts_backends
+
+    class Expiring(access_control.AssumedRoleAccessKey):
+        def __init__(self, account_id, partition, access_key_id, headers):
+            super().__init__(account_id, partition, access_key_id, headers)
+            for role in sts_backends[account_id][partition].assumed_roles:
+                if role.access_key_id == access_key_id and role.expiration < utcnow():
+                    raise S3ClientError("ExpiredToken", "The provided token has expired.")
+
+    access_control.AssumedRoleAccessKey = Expiring
+
+
 def start_moto(state):
     try:
         import moto.server  # noqa: F401  (only to say early that it is missing)
@@ -305,10 +342,33 @@ def start_moto(state):
     return proc, endpoint
 
 
-def s3_setup(endpoint, root, upload):
+def roles_setup(iam):
+    """The roles a web identity and creds_server.py assume (one may read S3, one may not) and
+    the user whose key creds_server.py assumes them with."""
+    trust = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity",
+         "Principal": {"Federated": f"arn:aws:iam::{ACCOUNT}:oidc-provider/test"}},
+        {"Effect": "Allow", "Action": "sts:AssumeRole",
+         "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:user/ringfeed-creds"}}]})
+    for role, action in (("ringfeed-reader", "s3:*"), ("ringfeed-denied", "sqs:*")):
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust)
+        iam.put_role_policy(RoleName=role, PolicyName="p", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17",
+             "Statement": [{"Effect": "Allow", "Action": action, "Resource": "*"}]}))
+    iam.create_user(UserName="ringfeed-creds")
+    iam.put_user_policy(UserName="ringfeed-creds", PolicyName="sts", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17",
+         "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName="ringfeed-creds")["AccessKey"]
+    return {"RF_TEST_ROLE_ARN": f"arn:aws:iam::{ACCOUNT}:role/ringfeed-reader",
+            "RF_TEST_ROLE_DENIED_ARN": f"arn:aws:iam::{ACCOUNT}:role/ringfeed-denied"}, key
+
+
+def s3_setup(endpoint, root, upload, roles=False):
     """Before authentication is turned on (moto counts no request until then): an IAM user
-    whose key may do anything in S3, the buckets and their objects. Then every request must be
-    signed with that key or be anonymous and allowed by a bucket policy."""
+    whose key may do anything in S3, the buckets and their objects, and with roles the roles
+    and user of roles_setup. Then every request must be signed with such a key or be
+    anonymous and allowed by a bucket policy. Returns the variables and roles_setup's key."""
     import boto3
     dummy = dict(endpoint_url=endpoint, region_name=REGION, aws_access_key_id="setup",
                  aws_secret_access_key="setup")
@@ -320,6 +380,10 @@ def s3_setup(endpoint, root, upload):
     key = iam.create_access_key(UserName="ringfeed-test")["AccessKey"]
     env = {"RF_TEST_S3_ENDPOINT": endpoint, "RF_TEST_S3_KEY": key["AccessKeyId"],
            "RF_TEST_S3_SECRET": key["SecretAccessKey"], "RF_TEST_S3_REGION": REGION}
+    creds_key = None
+    if roles:
+        more, creds_key = roles_setup(iam)
+        env.update(more)
     if upload:
         s3 = boto3.client("s3", **dummy)
         for bucket in BUCKETS:
@@ -338,10 +402,26 @@ def s3_setup(endpoint, root, upload):
     req = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=b"0", method="POST",
                                  headers={"Content-Type": "text/plain"})
     urllib.request.urlopen(req, timeout=10).close()
-    return env
+    return env, creds_key
 
 
 # ---------------------------------------------------------------------------- fault proxy
+
+def start_creds(endpoint, key):
+    """creds_server.py in this process, assuming roles with key through moto's STS (botocore's
+    check of DurationSeconds >= 900 off: the tests want credentials that expire in seconds)."""
+    import boto3
+    from botocore.config import Config
+    sts = boto3.client("sts", endpoint_url=endpoint, region_name=REGION,
+                       aws_access_key_id=key["AccessKeyId"],
+                       aws_secret_access_key=key["SecretAccessKey"],
+                       config=Config(parameter_validation=False))
+    server = creds_server.CredsServer(sts, ACCOUNT)
+    threading.Thread(target=server.serve_forever, name="creds", daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    wait_ready("creds stand-in", None, "(in this process)", lambda: http_answers(f"{url}/_log"))
+    return server, {"RF_TEST_CREDS": url}
+
 
 def start_fault(http_url):
     server = fault_proxy.FaultServer(int(http_url.rsplit(":", 1)[1]))
@@ -361,8 +441,9 @@ def parse_args(argv):
     p.add_argument("--state", required=True, help="all config, logs, pid files, temp files")
     p.add_argument("--s3-upload", action="store_true",
                    help="create rf-test (private) and rf-public (public-read), upload --root")
-    p.add_argument("--only", default=",".join(SERVERS),
-                   help="comma-separated subset of http,https,s3,fault (fault needs http)")
+    p.add_argument("--only", default=",".join(DEFAULT_SERVERS),
+                   help="comma-separated subset of http,https,s3,fault,creds (fault needs "
+                        "http, creds needs s3)")
     p.add_argument("--nginx", help="the nginx program (default: $NGINX, nginx on PATH, "
                                    "/usr/sbin/nginx)")
     p.add_argument("--nginx-workers", default="1",
@@ -379,6 +460,8 @@ def parse_args(argv):
         p.error(f"--only takes a comma-separated subset of {','.join(SERVERS)}")
     if "fault" in args.want:
         args.want.add("http")
+    if "creds" in args.want:
+        args.want.add("s3")
     if not re.fullmatch(r"auto|[1-9][0-9]{0,2}", args.nginx_workers):
         p.error(f"--nginx-workers takes auto or 1..999, not {args.nginx_workers!r}")
     if args.cmd[:1] == ["--"]:
@@ -412,7 +495,8 @@ def claim_state(state):
 
 class Runner:
     def __init__(self, args):
-        self.args, self.procs, self.fault, self.cmd, self.signal = args, [], None, None, None
+        self.args, self.procs, self.cmd, self.signal = args, [], None, None
+        self.threaded = []  # servers running in this process: the fault proxy, creds
 
     def on_signal(self, signum, _frame):
         self.signal = signum
@@ -431,12 +515,18 @@ class Runner:
             proc, endpoint = start_moto(a.state)
             self.procs.append(proc)
             try:
-                env.update(s3_setup(endpoint, a.root, a.s3_upload))
+                more, creds_key = s3_setup(endpoint, a.root, a.s3_upload, "creds" in a.want)
+                env.update(more)
             except Exception as e:  # boto3's, urllib's, or a file of the root that cannot be read
                 raise StartError(f"moto (s3): the setup failed ({type(e).__name__}: {e}); last "
                                  f"lines of {a.state}/moto.log:\n{tail(f'{a.state}/moto.log')}")
+            if "creds" in a.want:
+                server, more = start_creds(endpoint, creds_key)
+                self.threaded.append(server)
+                env.update(more)
         if "fault" in a.want:
-            self.fault, more = start_fault(env["RF_TEST_HTTP"])
+            server, more = start_fault(env["RF_TEST_HTTP"])
+            self.threaded.append(server)
             env.update(more)
         with open(f"{a.state}/env", "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in sorted(env.items()))
@@ -463,9 +553,9 @@ class Runner:
         finally:
             for sig in HANDLED:  # cleanup runs to its end
                 signal.signal(sig, signal.SIG_IGN)
-            if self.fault:
-                self.fault.shutdown()
-                self.fault.server_close()
+            for server in self.threaded:
+                server.shutdown()
+                server.server_close()
             for proc in reversed(self.procs):
                 stop(proc)
 

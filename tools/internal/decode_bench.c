@@ -48,6 +48,7 @@
 #include "decode/decode.h"
 #include "decode/decode_hooks.h"
 #include "decode/jpeg_restart.h"
+#include "loaders/sync_index.h"
 #include "backend/gpujpeg.h"
 #include "loaders/tar.h"
 
@@ -290,9 +291,29 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One pass of mode 0 (CPU decode), 1 (packets) over im: seconds, packets and their bytes. */
-static int pk_pass(rf_decoder *d, const images *im, int packets, uint32_t size, pk_place *pl,
-                   double *sec, uint64_t *npk, uint64_t *pk_bytes)
+/* Sync-point entries of every image, for mode (d); entries own their points. */
+static rf_sync_entry *pk_sync_entries(rf_decoder *d, const images *im, double *sec)
+{
+    rf_sync_entry *v = calloc(im->n ? im->n : 1, sizeof *v);
+    uint64_t t0 = rf_now_ns();
+    for (size_t i = 0; v && i < im->n; i++) {
+        rf_err e = {0};
+        if (rf_decode_sync_entry(d, im->v[i].data, im->v[i].len, &v[i], &e))
+            return free(v), NULL;
+        uint8_t *p = malloc((size_t)v[i].npoints * RF_SYNC_POINT + 1);
+        if (!p)
+            return free(v), NULL;
+        memcpy(p, v[i].points, (size_t)v[i].npoints * RF_SYNC_POINT);
+        v[i].points = p;
+    }
+    *sec = (rf_now_ns() - t0) * 1e-9;
+    return v;
+}
+
+/* One pass of mode 0 (CPU decode), 1 (packets) over im, with sync-point entries when ents is
+ * set: seconds, packets and their bytes. */
+static int pk_pass(rf_decoder *d, const images *im, int packets, const rf_sync_entry *ents,
+                   uint32_t size, pk_place *pl, double *sec, uint64_t *npk, uint64_t *pk_bytes)
 {
     rf_transform t = rrc_transform(size);
     uint64_t t0 = rf_now_ns();
@@ -300,10 +321,14 @@ static int pk_pass(rf_decoder *d, const images *im, int packets, uint32_t size, 
     for (size_t i = 0; i < im->n; i++) {
         rf_err e = {0};
         uint32_t bytes = 0;
+        if (ents)
+            rf_decoder_set_sync(d, &ents[i]);
         int rc = packets ? rf_decode_packet(d, im->v[i].data, im->v[i].len, &t, rf_mix64(i), 0,
                                             pk_place_fn, pl, &bytes, NULL, &e)
                          : rf_decode_transform(d, im->v[i].data, im->v[i].len, &t, rf_mix64(i),
                                                pl->px, NULL, &e);
+        if (ents)
+            rf_decoder_sync_result(d);
         if (rc) {
             fprintf(stderr, "image %zu: %s\n", i, e.msg);
             return -1;
@@ -316,12 +341,12 @@ static int pk_pass(rf_decoder *d, const images *im, int packets, uint32_t size, 
 
 /* The median img/s of reps passes of one mode; prints its line. */
 static double pk_mode(const char *name, rf_decoder *d, const images *im, int packets,
-                      uint32_t size, uint32_t reps, pk_place *pl)
+                      const rf_sync_entry *ents, uint32_t size, uint32_t reps, pk_place *pl)
 {
     double *t = calloc(reps, sizeof *t);
     uint64_t npk = 0, bytes = 0;
     for (uint32_t r = 0; t && r < reps; r++)
-        if (pk_pass(d, im, packets, size, pl, &t[r], &npk, &bytes)) {
+        if (pk_pass(d, im, packets, ents, size, pl, &t[r], &npk, &bytes)) {
             free(t);
             return -1;
         }
@@ -349,12 +374,22 @@ static int run_packets(images *im, uint32_t size, uint32_t reps, uint32_t max_de
     rf_decoder_set_max_scale_denom(cpu, max_denom);
     if (full_scale)
         rf_decoder_set_max_scale_denom(gpu, 1);
-    double a = pk_mode("(a) CPU decode", cpu, im, 0, size, reps, &pl);
-    double b = pk_mode("(b) walker + plain", gpu, im, 1, size, reps, &pl);
-    int rc = a < 0 || b < 0 || transcode_all(im, restart);
-    double c = rc ? -1 : pk_mode("(c) restart packet", gpu, im, 1, size, reps, &pl);
+    double a = pk_mode("(a) CPU decode", cpu, im, 0, NULL, size, reps, &pl);
+    double b = pk_mode("(b) walker + plain", gpu, im, 1, NULL, size, reps, &pl);
+    double build_s = 0;
+    rf_sync_entry *ents = pk_sync_entries(gpu, im, &build_s);
+    if (ents)
+        printf("%-22s %9.1f img/s per thread (one pass)\n", "(s) sync-point build",
+               im->n / build_s);
+    double dd = ents ? pk_mode("(d) indexed plain", gpu, im, 1, ents, size, reps, &pl) : -1;
+    for (size_t i = 0; ents && i < im->n; i++)
+        free((void *)ents[i].points);
+    free(ents);
+    int rc = a < 0 || b < 0 || dd < 0 || transcode_all(im, restart);
+    double c = rc ? -1 : pk_mode("(c) restart packet", gpu, im, 1, NULL, size, reps, &pl);
     if (c > 0)
-        printf("ratio a/b %.2f (CPU decode time / walker time); a/c %.2f\n", b / a, c / a);
+        printf("ratio a/b %.2f (CPU decode time / walker time); a/d %.2f; a/c %.2f\n", b / a,
+               dd / a, c / a);
     rf_decoder_destroy(cpu), rf_decoder_destroy(gpu);
     free(pl.pkt), free(pl.px);
     return rc || c < 0;
