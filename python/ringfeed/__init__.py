@@ -25,6 +25,11 @@ from ._capi import LoaderTimeout, RingfeedError, library_path  # noqa: E402
 from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch,  # noqa: E402
                      TokenLoader)
 from ._stats import SKIP_REASONS  # noqa: E402
+from . import _dataloader  # noqa: E402
+
+# A program that imported torch first gets loaders that are IterableDatasets from the start;
+# otherwise the first Loader made after torch's import registers them.
+_dataloader.register()
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
            "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",

@@ -37,7 +37,7 @@ import os
 import threading
 import weakref
 
-from . import _arrays, _stats
+from . import _arrays, _dataloader, _stats
 from . import _capi as C
 from ._args import (U32_MAX, U64_MAX, _choice, _field_int, _other_settings, _path_bytes,
                     _settings_doc, _uint)
@@ -444,6 +444,7 @@ class _LoaderBase:
 
         kind, index = _parse_device(device)
         torch = _arrays.torch_module()
+        _dataloader.register()
         if kind == "cuda":
             if torch is None:
                 raise ImportError("device='cuda' needs torch (batches are torch CUDA tensors)")
@@ -657,8 +658,12 @@ class _LoaderBase:
 
     def __iter__(self):
         """One epoch (the rest of the current one if it was interrupted): see the module doc."""
+        _dataloader.check_process(self)
         self._check_open()
         return _EpochIterator(self)
+
+    def __reduce_ex__(self, protocol):
+        _dataloader.refuse_pickle(self)
 
     def __len__(self):
         """Batches per (full) epoch on this rank."""
@@ -1189,7 +1194,9 @@ class Loader(_LoaderBase):
       (counted in whole seconds, at least 1) before it is retried: > 0 and at most 3600, None
       (default) the library's 30 (rf_config.remote_timeout_ms).
     Iterating yields one epoch of Batch objects; see the module docstring for how long a
-    batch's memory stays valid, and `copy=True` to make every batch own its memory.
+    batch's memory stays valid, and `copy=True` to make every batch own its memory. Where
+    torch is installed a Loader is a torch IterableDataset: DataLoader(loader,
+    batch_size=None) yields the same batches (num_workers=0: ringfeed has threads of its own).
     """
 
     def __init__(self, shards, batch_size, *, size=224, crop="random", layout="NCHW",
