@@ -28,7 +28,7 @@ from ._stats import SKIP_REASONS  # noqa: E402
 from . import _dataloader  # noqa: E402
 
 # A program that imported torch first gets loaders that are IterableDatasets from the start;
-# otherwise the first Loader made after torch's import registers them.
+# otherwise the first loader made registers them, as it imports torch where torch is installed.
 _dataloader.register()
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
