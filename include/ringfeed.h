@@ -184,6 +184,7 @@ enum rf_recovered {
  * the CPU, scaled, so that a run's pixels are the CPU schedule's whatever the route, at the
  * cost of keeping those crops (about 1 in 9 of RandomResizedCrop's on photographs) on the
  * CPU. */
+enum rf_sync_index_mode { RF_SYNC_INDEX_BUILD = 0, RF_SYNC_INDEX_READ = 1, RF_SYNC_INDEX_OFF = 2 };
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SCALING_ON = 2 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else BALANCE on
@@ -634,6 +635,17 @@ typedef struct rf_config {
      * stop on a device assert that names no sample. Unlabelled samples (RF_LABEL_NONE: -1)
      * and token sources have nothing to check, and a label a sample_hook writes is its own. */
     uint32_t num_classes;
+    /* Sync-point indexes (docs/sync-index.md): the GPU decode of a plain JPEG whose shard has
+     * an index entry for it decodes only the crop's rows from the entry's sync points, after
+     * checking the member's size and hash against it (a stale entry is counted in
+     * rf_stats.sync_stale and the file decoded as without one). enum rf_sync_index_mode; default
+     * RF_SYNC_INDEX_BUILD: read the sidecars (beside a local shard, fetched beside a remote
+     * one, or in cache_dir), and build the entries of members without one on the decode
+     * threads from the second batch on, written at each epoch's end beside the shard when its
+     * folder is writable, else into cache_dir, else kept for this run only. READ: use the
+     * sidecars, never build or write. OFF: neither. Only tar shards with gpu_decode (or
+     * BALANCE) use them; the CPU decode is unchanged. */
+    uint32_t sync_index;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -980,6 +992,14 @@ typedef struct rf_stats {
      * by kind (a sample counts once in each kind it needed). */
     uint64_t recovered;
     uint64_t recovered_by_kind[RF_RECOVERED_KINDS];
+    /* Sync-point indexes (rf_config.sync_index): samples whose GPU packet started from an
+     * index entry; entries found stale (the member's size or hash not the entry's, or its
+     * geometry not the entry's), each counted once per run; entries the decode threads built
+     * this run; entries in the sidecars found at create. */
+    uint64_t sync_indexed;
+    uint64_t sync_stale;
+    uint64_t sync_built;
+    uint64_t sync_loaded;
 } rf_stats;
 
 RF_API void rf_stats_init(rf_stats *st);

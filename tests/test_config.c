@@ -91,6 +91,7 @@ static const struct {
     {"decode_schedule", U, RF_SCHEDULE_AUTO},
     {"remote_retries", U, 5}, {"remote_timeout_ms", U, 30000},
     {"cache_dir", P, 0}, {"cache_bytes", U, 0}, {"num_classes", U, 0},
+    {"sync_index", U, RF_SYNC_INDEX_BUILD},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

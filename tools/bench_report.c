@@ -88,6 +88,10 @@ void print_table(const opts *o, const result *r)
     if (s->gpu_decoded)
         printf("  %-26s %11.0f%%\n", "decoded on the GPU",
                s->samples_decoded ? 100.0 * s->gpu_decoded / s->samples_decoded : 0.0);
+    if (s->sync_indexed || s->sync_stale || s->sync_built)
+        printf("  %-26s %11.0f%% (%llu stale, %llu built)\n", "from sync-point indexes",
+               s->samples_decoded ? 100.0 * s->sync_indexed / s->samples_decoded : 0.0,
+               (unsigned long long)s->sync_stale, (unsigned long long)s->sync_built);
     if (s->hw_decoded)
         printf("  %-26s %11.0f%%\n", "hardware JPEG decoder",
                s->samples_decoded ? 100.0 * s->hw_decoded / s->samples_decoded : 0.0);
@@ -250,7 +254,10 @@ void print_json(const opts *o, const result *r)
     for (uint32_t i = 0; rf_recovered_name(i); i++)
         printf("%s\"%s\": %llu", i ? ", " : "", rf_recovered_name(i),
                (unsigned long long)s->recovered_by_kind[i]);
-    printf("}, ");
+    printf("}, \"sync_indexed\": %llu, \"sync_stale\": %llu, \"sync_built\": %llu, "
+           "\"sync_loaded\": %llu, ",
+           (unsigned long long)s->sync_indexed, (unsigned long long)s->sync_stale,
+           (unsigned long long)s->sync_built, (unsigned long long)s->sync_loaded);
     print_json_memory(o, r);
 }
 

@@ -183,6 +183,10 @@ class RfStats(ctypes.Structure):
         ("shard_cache_corrupt", ctypes.c_uint64),
         ("recovered", ctypes.c_uint64),
         ("recovered_by_kind", ctypes.c_uint64 * 8),  # RF_RECOVERED_KINDS
+        ("sync_indexed", ctypes.c_uint64),
+        ("sync_stale", ctypes.c_uint64),
+        ("sync_built", ctypes.c_uint64),
+        ("sync_loaded", ctypes.c_uint64),
     ]
 
 

@@ -53,7 +53,8 @@
     X(rf_stats, shard_cache_evictions) X(rf_stats, shard_cache_why)                             \
     X(rf_stats, hw_engines_why) X(rf_stats, remote_create_requests)                            \
     X(rf_stats, remote_create_bytes) X(rf_stats, shard_cache_corrupt) X(rf_stats, recovered)     \
-    X(rf_stats, recovered_by_kind)
+    X(rf_stats, recovered_by_kind) X(rf_stats, sync_indexed) X(rf_stats, sync_stale)             \
+    X(rf_stats, sync_built) X(rf_stats, sync_loaded)
 
 #define RF_SETTING_FIELDS(X)                                                                    \
     X(rf_setting, name) X(rf_setting, doc) X(rf_setting, unit) X(rf_setting, stage)             \

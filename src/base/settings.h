@@ -197,7 +197,9 @@
     X(A, cache_bytes, U64, DEF(0), RANGE(1, UINT64_MAX), "bytes", "io", 0,                         \
       "the shard cache's budget (required with cache_dir)")                                        \
     X(A, num_classes, U32, DEF(0), RANGE(1, INT32_MAX), "classes", "pipeline", 0,                  \
-      "classes the labels count: each must be below it")
+      "classes the labels count: each must be below it")                                        \
+    X(A, sync_index, ENUM, DEF(RF_SYNC_INDEX_BUILD), NAMES(RF_SYNC_INDEX_OFF, "build,read,off"),   \
+      "", "pipeline", 0, "sync-point indexes for plain JPEGs' GPU decode: build, read or off")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

@@ -191,6 +191,7 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
         if (ld->c.ep.epoch == ld->c.epoch)
             ld->c.ep.final = 1;
         ld->c.epochs_done++;
+        pl_gpu_epoch_done(&ld->gpu);
         if (ld->c.epochs && ld->c.epochs_done >= ld->c.epochs) {
             ld->c.done = 1;
             return RF_EPOCH_END;

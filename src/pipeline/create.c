@@ -68,7 +68,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     ld->ds.tok_bytes = c->token_bytes;
     ld->ds.image_exts = c->image_exts;
     rc = rf_format_open(c->source, &ld->ds, paths, npaths, c->max_sample_bytes, err);
-    rf_free_paths(paths, npaths);
+    ld->copies.paths = paths, ld->copies.npaths = npaths;
     if (rc)
         return rc;
     if (ld->ds.nsamples == 0)
@@ -170,6 +170,12 @@ static int choose_backend(rf_loader *ld, rf_err *err)
                                               be->ops->name);
     if (rc == 0)
         pl_sched_start(&ld->gpu);
+    /* The kernels' packets start from sync-point index entries (the engines take whole files) */
+    pl_gpu *g = &ld->gpu;
+    if (rc == 0 && c->sync_index != RF_SYNC_INDEX_OFF &&
+        (c->gpu_decode || g->sched.mode == RF_SCHEDULE_BALANCE))
+        rc = pl_sync_create(&ld->ds, ld->copies.paths, ld->copies.npaths, c->cache_dir,
+                            c->sync_index == RF_SYNC_INDEX_BUILD, &g->sync, err);
     return rc;
 }
 
@@ -385,6 +391,7 @@ void rf_loader_destroy(rf_loader *ld)
         for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
             free(k->patterns[i]);
     free(k->patterns);
+    rf_free_paths(k->paths, k->npaths);
     free(k->label_json_path);
     free(k->image_exts);
     free(k->cache_dir);

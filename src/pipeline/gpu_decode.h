@@ -34,6 +34,7 @@
 #include "pipeline/schedule.h"
 #include "pipeline/slot.h"
 #include "pipeline/state.h"
+#include "pipeline/sync_use.h"
 #include "plan/plan.h"
 
 struct pl_dispatch;
@@ -116,6 +117,7 @@ typedef struct pl_gpu {
     uint8_t *redo_px;
     rf_err *redo_err;
     pl_sched sched; /* the decode scheduler (gpu_schedule.c) */
+    pl_sync *sync;  /* the shards' sync-point indexes (sync_use.h), or NULL */
     pl_gpu_thread thread;
 } pl_gpu;
 
@@ -174,7 +176,7 @@ int pl_gpu_needs_check(const pl_gpu *g, const slot *s);
  * slot is FILLING again and comes back to be checked once its replacements are in. */
 #define PL_GPU_REFILL 1
 int pl_gpu_check(pl_gpu *g, slot *s, rf_err *e);
-/* destroy: the checks' buffers. */
+/* destroy: the checks' buffers and the sync-point indexes (writing what was built). */
 void pl_gpu_free(pl_gpu *g);
 
 /* ---- gpu_schedule.c -------------------------------------------------------------------- */
@@ -206,5 +208,7 @@ void pl_gpu_submitted_locked(pl_gpu *g, slot *s);
 /* The consumer was handed batch seq after waiting wait_ns for it: reported to the stage's
  * scheduler, which acts on it on its thread. */
 void pl_gpu_handed(pl_gpu *g, uint64_t seq, uint64_t wait_ns);
+/* The consumer finished an epoch: the sync-point index entries built in it are written. */
+void pl_gpu_epoch_done(pl_gpu *g);
 
 #endif

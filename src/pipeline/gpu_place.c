@@ -265,8 +265,21 @@ int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint
         uint8_t *px = g->device ? gj_place_device(&c, g->ring->stage_bytes, 0) : img;
         return rf_decode_image(dec, jpeg, len, tf, t->aug_seed, px, info, e);
     }
+    /* A plain JPEG the kernels take starts from its sync-point index entry when it has one
+     * (the member's offset: its tar sample's span starts at the sample's offset). */
+    rf_sync_entry buf;
+    const rf_sync_entry *sync = NULL;
+    uint64_t id = s->ids[t->index];
+    if (g->sync && !engine) {
+        const rf_sample *sm = &g->ds->samples[id];
+        uint64_t off = sm->offset + (uint64_t)(jpeg - (t->req.dst + t->skip));
+        sync = pl_sync_get(g->sync, dec, sm->file, id, off, jpeg, len, &buf);
+        rf_decoder_set_sync(dec, sync);
+    }
     int rc = rf_decode_packet(dec, jpeg, len, tf, t->aug_seed, engine,
                               g->device ? gj_place_device : gj_place_host, &c, &bytes, info, e);
+    if (sync)
+        pl_sync_count(g->sync, id, rf_decoder_sync_result(dec));
     if (rc || !bytes)
         return rc;
     if (g->device) { /* the packet's share of the batch's device scratch */

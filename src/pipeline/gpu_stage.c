@@ -127,9 +127,15 @@ void pl_gpu_submitted_locked(pl_gpu *g, slot *s)
 /* The consumer's thread, after it leased the batch. With the test hook sched_open_join it
  * waits until the handout was acted upon, an opener it started joined: a test's short run
  * then has its engines ready from the next batch on, whatever the timing. */
+void pl_gpu_epoch_done(pl_gpu *g)
+{
+    pl_sync_flush_async(g->sync);
+}
+
 void pl_gpu_handed(pl_gpu *g, uint64_t seq, uint64_t wait_ns)
 {
     pl_gpu_thread *th = &g->thread;
+    pl_sync_go(g->sync); /* entries are built once the first batch is out */
     if (!th->handouts) /* written by the consumer's own thread (start), read here */
         return;
     pl_core *k = g->core;

@@ -216,6 +216,7 @@ static int engine_redo(pl_gpu *g, slot *s, uint32_t i, rf_err *e)
 
 void pl_gpu_free(pl_gpu *g)
 {
+    pl_sync_destroy(g->sync);
     rf_decoder_destroy(g->redo);
     free(g->redo_px);
     free(g->redo_err);

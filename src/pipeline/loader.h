@@ -126,6 +126,8 @@ typedef struct pl_consumer {
 typedef struct pl_copies {
     char **patterns;
     char *label_json_path, *image_exts, *cache_dir;
+    char **paths; /* the patterns expanded, URLs with their query (sidecars beside them) */
+    uint32_t npaths;
 } pl_copies;
 
 struct rf_loader {

@@ -76,6 +76,10 @@ static void decode_stats(const rf_loader *ld, rf_stats *st)
         snprintf(st->hw_engines_why, sizeof st->hw_engines_why, "%s", g->sched.engine_why);
     st->hw_open_ns = atomic_load_explicit((_Atomic uint64_t *)&g->sched.open_ns,
                                           memory_order_relaxed);
+    pl_sync_counts sc;
+    pl_sync_counts_get(g->sync, &sc);
+    st->sync_indexed = sc.indexed, st->sync_stale = sc.stale;
+    st->sync_built = sc.built, st->sync_loaded = sc.loaded;
 }
 
 int rf_loader_trim(rf_loader *ld, uint64_t keep_bytes)
