@@ -367,7 +367,7 @@ void pl_resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consumed)
         *consumed = 0;
     } else {
         *epoch = ld->c_epoch;
-        *consumed = RF_MIN(ld->ds.nsamples, ld->c_base + taken * ld->cfg.world_size);
+        *consumed = RF_MIN(ld->plan.n, ld->c_base + taken * ld->cfg.world_size);
     }
 }
 

@@ -82,10 +82,11 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     uint32_t npaths = 0;
     int rc = remote_setup(ld, err);
     if (rc == 0)
-        rc = rf_expand_patterns_remote(ld->cfg.shards, ld->cfg.shard_count, ld->ds.remote,
-                                       &paths, &npaths, err);
-    if (rc)
+        rc = pl_mix_expand(ld, &paths, &npaths, err); /* source by source */
+    if (rc) {
+        rf_free_paths(paths, npaths);
         return rc;
+    }
     ld->ds.max_name = ld->cfg.max_name_bytes;
     ld->ds.keep_imageless = ld->cfg.on_error == RF_ON_ERROR_SKIP;
     ld->ds.label_ext = rf_label_ext(ld->cfg.label_source);
@@ -242,6 +243,10 @@ static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *
     if (r.order != ld->cfg.order)
         return rf_seterr(err, RF_ERESUME, "resume state was saved with order %u, config has %u",
                          r.order, ld->cfg.order);
+    if (r.consumed > ld->plan.n)
+        return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > %llu order positions "
+                         "per epoch", (unsigned long long)r.consumed,
+                         (unsigned long long)ld->plan.n);
     ld->plan.seed = ld->cfg.seed = r.seed;
     *epoch = r.epoch;
     *base = r.consumed;
@@ -317,7 +322,7 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     if ((rc = rf_plan_init(&ld->plan, ld->ds.nsamples, ld->cfg.seed, ld->cfg.order, ld->batch,
                            ld->cfg.drop_last, ld->cfg.remainder, ld->cfg.rank,
                            ld->cfg.world_size, &err)) ||
-        (rc = plan_shards(ld, &err)))
+        (rc = plan_shards(ld, &err)) || (rc = pl_mix_setup(ld, &err)))
         goto fail;
     uint64_t epoch, base;
     if ((rc = apply_resume(ld, &epoch, &base, &err)) || (rc = choose_backend(ld, &err)) ||
@@ -400,6 +405,7 @@ void rf_loader_destroy(rf_loader *ld)
     pl_cache_close(ld);    /* the engine stopped: no read holds a cached copy; before the
                               dataset, whose shards the fills read */
     rf_plan_free(&ld->plan);
+    pl_mix_free(ld);
     rf_dataset_free(&ld->ds);
 #ifdef RINGFEED_HAVE_CURL
     rf_remote_free(ld->remote); /* after the dataset, whose shards it closed */

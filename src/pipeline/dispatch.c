@@ -205,7 +205,7 @@ static task *dispatch_one_locked(rf_loader *ld)
     task *t = &ld->tasks[ld->task_head % ld->ntasks];
     t->seq = ld->task_head++;
     t->sample_id = id;
-    t->aug_seed = rf_plan_sample_seed(&ld->plan, ld->d_epoch, id);
+    t->aug_seed = rf_plan_aug_seed(&ld->plan, ld->d_epoch, id, pos);
     t->slot = (uint32_t)(ld->d_seq % ld->depth);
     t->index = i;
     t->raw = ld->tokens;

@@ -168,7 +168,7 @@ static task *skip_task_locked(rf_loader *ld, const skip_item *it)
     task *t = &ld->tasks[ld->task_head % ld->ntasks];
     t->seq = ld->task_head++;
     t->sample_id = id;
-    t->aug_seed = blank ? 0 : rf_plan_sample_seed(&ld->plan, ld->d_epoch, id);
+    t->aug_seed = blank ? 0 : rf_plan_aug_seed(&ld->plan, ld->d_epoch, id, pos);
     t->slot = it->slot;
     t->index = i;
     t->raw = ld->tokens;

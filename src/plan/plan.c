@@ -21,6 +21,7 @@ int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t
     if (order > RF_ORDER_SHARD || remainder > RF_REMAINDER_DROP)
         return rf_seterr(err, RF_EINVAL, "invalid order %u or remainder %u", order, remainder);
     p->n = n;
+    p->samples = n;
     p->seed = seed;
     p->order = order;
     p->batch = batch;
@@ -51,6 +52,7 @@ void rf_plan_free(rf_plan *p)
     free(p->perm);
     free(p->shard_start);
     free(p->shard_perm);
+    rf_plan_mix_free(p);
     p->perm = NULL;
     p->shard_start = NULL;
     p->shard_perm = NULL;
@@ -126,6 +128,10 @@ void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
         return;
     rf_rng r;
     rf_rng_seed(&r, rf_mix64(p->seed) ^ rf_mix64(epoch + 0x5851f42d4c957f2dull));
+    if (p->mix) {
+        rf_plan_mix_epoch(p, &r);
+        return;
+    }
     if (p->order == RF_ORDER_SHARD && p->shard_start) {
         shard_order(p, &r);
         return;
@@ -162,6 +168,13 @@ uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_i
 {
     return rf_mix64(rf_mix64(p->seed ^ 0xa0761d6478bd642full) ^ rf_mix64(epoch) ^
                     (sample_id * 0xe7037ed1a0b428dbull));
+}
+
+uint64_t rf_plan_aug_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id,
+                          uint64_t position)
+{
+    uint64_t s = rf_plan_sample_seed(p, epoch, sample_id);
+    return p->mix ? rf_mix64(s ^ rf_mix64(position + 0x9fb21c651e98df25ull)) : s;
 }
 
 uint32_t rf_plan_gpu_percentile(uint64_t aug_seed)
@@ -241,8 +254,5 @@ int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err)
     r->rank = get32(b + 44);
     r->order = get32(b + 48);
     r->batch = get32(b + 52);
-    if (r->consumed > r->n)
-        return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > samples %llu",
-                         (unsigned long long)r->consumed, (unsigned long long)r->n);
     return 0;
 }

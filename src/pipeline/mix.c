@@ -1,0 +1,212 @@
+/* mix.c — create's side of weighted mixing: the sources as spans of the sample table, the
+ * caller's arrays copied and checked by setting name, class weights turned into sample
+ * weights, and the plan switched to mixing (plan/mix.c draws the epochs).
+ *
+ * Two hooks in create.c: pl_mix_expand replaces the one expansion of all patterns by one per
+ * source, so that the files of each source are known; pl_mix_setup runs after rf_plan_init.
+ * With every mixing setting at its default neither changes anything: the plan stays the one
+ * permutation of all samples. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/pipeline.h"
+
+struct pl_mix {
+    uint32_t nsources;
+    uint32_t *file_start; /* nsources + 1: first file of each source */
+    /* the loader's copies, which ld->cfg points at once created */
+    uint32_t *source_shards;
+    float *weights, *class_weights, *sample_weights;
+};
+
+void pl_mix_free(rf_loader *ld)
+{
+    struct pl_mix *m = ld->mix;
+    if (!m)
+        return;
+    free(m->file_start);
+    free(m->source_shards);
+    free(m->weights);
+    free(m->class_weights);
+    free(m->sample_weights);
+    free(m);
+    ld->mix = NULL;
+}
+
+static int copy_array(void **dst, const void *src, uint64_t n, size_t size, const char *name,
+                      rf_err *err)
+{
+    if (!src && n)
+        return rf_seterr(err, RF_EINVAL, "%s is NULL with a count of %llu", name,
+                         (unsigned long long)n);
+    if (src && !n)
+        return rf_seterr(err, RF_EINVAL, "%s is set with a count of 0", name);
+    if (!src)
+        return 0;
+    if (!(*dst = malloc(n * size)))
+        return rf_seterr(err, RF_ENOMEM, "no memory for a copy of %s", name);
+    memcpy(*dst, src, n * size);
+    return 0;
+}
+
+/* The arrays copied (ld->cfg then points at the copies) and the checks that need no data. */
+static int mix_copy(rf_loader *ld, struct pl_mix *m, rf_err *err)
+{
+    rf_config *c = &ld->cfg;
+    int rc;
+    if ((rc = copy_array((void **)&m->source_shards, c->source_shards, c->source_count,
+                         sizeof *c->source_shards, "source_shards", err)) ||
+        (rc = copy_array((void **)&m->weights, c->weights, c->weight_count, sizeof *c->weights,
+                         "weights", err)) ||
+        (rc = copy_array((void **)&m->class_weights, c->class_weights, c->class_weight_count,
+                         sizeof *c->class_weights, "class_weights", err)) ||
+        (rc = copy_array((void **)&m->sample_weights, c->sample_weights,
+                         c->sample_weight_count, sizeof *c->sample_weights, "sample_weights",
+                         err)))
+        return rc;
+    c->source_shards = m->source_shards;
+    c->weights = m->weights;
+    c->class_weights = m->class_weights;
+    c->sample_weights = m->sample_weights;
+    m->nsources = c->source_count ? c->source_count : 1;
+    uint64_t sum = 0;
+    for (uint32_t s = 0; s < c->source_count; s++) {
+        if (m->source_shards[s] == 0)
+            return rf_seterr(err, RF_EINVAL, "source_shards[%u] is 0: every source needs a "
+                             "pattern", s);
+        sum += m->source_shards[s];
+    }
+    if (c->source_count && sum != c->shard_count)
+        return rf_seterr(err, RF_EINVAL, "source_shards add up to %llu patterns, shards has %u",
+                         (unsigned long long)sum, c->shard_count);
+    if (c->weights && c->weight_count != m->nsources)
+        return rf_seterr(err, RF_EINVAL, "weights has %u entries for %u sources", c->weight_count,
+                         m->nsources);
+    if (c->class_weights && c->sample_weights)
+        return rf_seterr(err, RF_EINVAL, "class_weights and sample_weights both set: give one");
+    if (m->nsources > 1 && c->source == RF_SOURCE_FOLDER)
+        return rf_seterr(err, RF_EINVAL, "source_count %u with the folder source, which reads "
+                         "one tree or list: mix tar shards or token files", m->nsources);
+    for (uint32_t i = 0; i < c->class_weight_count; i++)
+        if (!isfinite(c->class_weights[i]) || c->class_weights[i] < 0)
+            return rf_seterr(err, RF_EINVAL, "class_weights[%u] is %g: each class's weight must "
+                             "be a finite number >= 0", i, (double)c->class_weights[i]);
+    return 0;
+}
+
+int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err)
+{
+    struct pl_mix *m = ld->mix = calloc(1, sizeof *ld->mix);
+    if (!m)
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    int rc = mix_copy(ld, m, err);
+    if (rc)
+        return rc;
+    if (!(m->file_start = calloc(m->nsources + 1, sizeof *m->file_start)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    *paths = NULL;
+    *npaths = 0;
+    uint32_t first = 0;
+    for (uint32_t s = 0; s < m->nsources; s++) {
+        uint32_t np = ld->cfg.source_count ? m->source_shards[s] : ld->cfg.shard_count;
+        char **p = NULL, **all;
+        uint32_t n = 0;
+        if ((rc = rf_expand_patterns_remote(ld->cfg.shards + first, np, ld->ds.remote, &p, &n,
+                                            err)))
+            return rc;
+        first += np;
+        if (!(all = realloc(*paths, ((size_t)*npaths + n) * sizeof *all))) {
+            rf_free_paths(p, n);
+            return rf_seterr(err, RF_ENOMEM, "no memory");
+        }
+        memcpy(all + *npaths, p, n * sizeof *p);
+        free(p); /* the strings moved to all */
+        *paths = all;
+        *npaths += n;
+        m->file_start[s + 1] = *npaths;
+    }
+    return 0;
+}
+
+/* Sample spans of the sources from their files: the table holds samples file after file. */
+static int source_starts(const rf_loader *ld, const struct pl_mix *m, uint64_t *start,
+                         rf_err *err)
+{
+    if (m->nsources > 1 && ld->ds.nfiles != m->file_start[m->nsources])
+        return rf_seterr(err, RF_EINVAL, "the sources' %u paths opened as %u files",
+                         m->file_start[m->nsources], ld->ds.nfiles);
+    uint64_t i = 0;
+    for (uint32_t s = 0; s <= m->nsources; s++) {
+        uint32_t f = m->file_start[s];
+        if (s == m->nsources)
+            i = ld->ds.nsamples;
+        else if (ld->tokens)
+            i = ld->ds.tok_first[f];
+        else
+            while (i < ld->ds.nsamples && ld->ds.samples[i].file < f)
+                i++;
+        start[s] = m->nsources == 1 ? (s ? ld->ds.nsamples : 0) : i;
+    }
+    return 0;
+}
+
+/* class_weights as one weight per sample, from labels the table knows without reading. */
+static int class_to_samples(rf_loader *ld, struct pl_mix *m, rf_err *err)
+{
+    uint64_t n = ld->ds.nsamples;
+    if (ld->tokens || ld->cfg.source != RF_SOURCE_FOLDER)
+        return rf_seterr(err, RF_EINVAL, "class_weights need labels known at create (a folder "
+                         "source); tar labels are read with each sample: give sample_weights");
+    if (!(m->sample_weights = malloc(n * sizeof *m->sample_weights)))
+        return rf_seterr(err, RF_ENOMEM, "no memory for the samples' weights");
+    for (uint64_t i = 0; i < n; i++) {
+        int32_t c = ld->ds.samples[i].label;
+        m->sample_weights[i] =
+            c >= 0 && (uint32_t)c < ld->cfg.class_weight_count ? m->class_weights[c] : 0.0f;
+    }
+    return 0;
+}
+
+int pl_mix_setup(rf_loader *ld, rf_err *err)
+{
+    struct pl_mix *m = ld->mix;
+    rf_config *c = &ld->cfg;
+    int on = c->weights || c->epoch_size || c->replacement || c->class_weights ||
+             c->sample_weights;
+    if (!on) {
+        c->epoch_size = ld->plan.n;
+        c->replacement = RF_REPLACEMENT_OFF;
+        return 0;
+    }
+    if (c->sample_weights && c->sample_weight_count != ld->ds.nsamples)
+        return rf_seterr(err, RF_EINVAL, "sample_weights has %llu entries, the dataset has %llu "
+                         "samples", (unsigned long long)c->sample_weight_count,
+                         (unsigned long long)ld->ds.nsamples);
+    int rc;
+    if (c->class_weights && (rc = class_to_samples(ld, m, err)))
+        return rc;
+    uint64_t *start = malloc((m->nsources + 1) * sizeof *start);
+    if (!start)
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    if ((rc = source_starts(ld, m, start, err))) {
+        free(start);
+        return rc;
+    }
+    uint32_t repl = c->replacement;
+    if (repl == RF_REPLACEMENT_AUTO)
+        repl = m->sample_weights ? RF_REPLACEMENT_ON : RF_REPLACEMENT_OFF;
+    rf_plan_mix_spec spec = {.nsources = m->nsources,
+                             .source_start = start,
+                             .weights = m->weights,
+                             .sample_weights = m->sample_weights,
+                             .epoch_size = c->epoch_size,
+                             .replacement = repl == RF_REPLACEMENT_ON};
+    rc = rf_plan_set_mix(&ld->plan, &spec, err);
+    free(start);
+    if (rc)
+        return rc;
+    c->epoch_size = ld->plan.n;
+    c->replacement = repl;
+    return 0;
+}
