@@ -7,6 +7,7 @@ import os
 import textwrap
 
 from . import _capi as C
+from . import _mix
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -78,7 +79,7 @@ _FACES = {
     "label_json_path": "label", "fields": "fields", "max_field_bytes": "max_field_bytes",
     "image_exts": "image", "decode_schedule": "schedule", "remote_retries": "remote_retries",
     "remote_timeout_ms": "remote_timeout", "cache_dir": "cache_dir",
-    "cache_bytes": "cache_bytes",
+    "cache_bytes": "cache_bytes", **_mix.FACES,
 }
 
 

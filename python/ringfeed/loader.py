@@ -39,6 +39,7 @@ import weakref
 
 from . import _arrays
 from . import _capi as C
+from . import _mix
 from ._args import (U32_MAX, U64_MAX, _choice, _field_int, _other_settings, _path_bytes,
                     _settings_doc, _uint)
 from ._lifetime import Deferred, _Handle
@@ -477,6 +478,7 @@ class _LoaderBase:
         if not self._shard_bytes:
             raise ValueError("no shards given")
         self._cfg_fields = dict(cfg_fields)
+        self._keep = self._cfg_fields.pop("_keep", None)  # arrays the config points at
         self._cfg_fields["device_kind"] = C.RF_DEVICE_CUDA if kind == "cuda" else C.RF_DEVICE_HOST
         self._cfg_fields["device_index"] = index if kind == "cuda" else 0
         self._cfg_fields["epochs"] = 0  # forever: Python iterators run one epoch each
@@ -929,7 +931,7 @@ class _LoaderBase:
         and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards, fields, json_path, cache_dir = [], [], [], []
+        shards, fields, json_path, cache_dir, arrays = [], [], [], [], []
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -940,6 +942,7 @@ class _LoaderBase:
             fields.append(cfg.fields.decode() if rc == 0 and cfg.fields else None)
             json_path.append(cfg.label_json_path if rc == 0 else None)
             cache_dir.append(cfg.cache_dir if rc == 0 else None)
+            arrays.append(_mix.config_arrays(cfg) if rc == 0 else {})
             return rc
 
         self._call(rf_loader_config)
@@ -959,6 +962,7 @@ class _LoaderBase:
             elif isinstance(v, ctypes.Array):
                 v = [float(x) for x in v]
             out[name] = v
+        out.update(arrays[0])
         return out
 
     def epoch_stats(self):
@@ -1083,12 +1087,21 @@ class Loader(_LoaderBase):
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
            schedule="auto", cache_dir=None, cache_bytes=0, remote_retries=None,
-           remote_timeout=None, **settings)
+           remote_timeout=None, weights=None, class_weights=None, sample_weights=None,
+           **settings)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
       is a ValueError). With a folder source, one path: an image folder or list file.
+      With weights, a list of sources, each one of these (docs/python.md, "Mixing sources").
+    weights: one number >= 0 per source: each source's share of an epoch's positions, exact
+      per epoch and interleaved by the seed. epoch_size=N sets the positions per epoch
+      (default: the dataset's samples); a source asked for more than it holds starts a new
+      permutation of itself, or with replacement="on" every draw is independent.
+    class_weights: a weight per class id (a sequence, or {class id: weight}), for sources
+      whose labels are known at create (a folder); sample_weights: one per sample in the
+      dataset's order. Both draw within a source in proportion, with replacement.
     source: "auto" (default): one path that is a directory is an image folder, anything else
       tar shards; "folder": the one path is an ImageFolder tree (one subfolder per class,
       labels by sorted subfolder index; `loader.classes` names them) or a text file of `path
@@ -1220,8 +1233,10 @@ class Loader(_LoaderBase):
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
-                 cache_bytes=0, remote_retries=None, remote_timeout=None, **settings):
+                 cache_bytes=0, remote_retries=None, remote_timeout=None, weights=None,
+                 class_weights=None, sample_weights=None, **settings):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
+        shards, per_source = _mix.split_sources(shards, weights)
         batch_size = _field_int("batch_size", batch_size, lo=1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
                            on_error, io_engine, timeout, decode_threads, start_epoch)
@@ -1244,6 +1259,7 @@ class Loader(_LoaderBase):
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
         f.update(_other_settings("Loader", settings))
+        f.update(_mix.mix_fields(per_source, weights, class_weights, sample_weights))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")

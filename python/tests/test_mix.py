@@ -1,0 +1,162 @@
+"""Weighted mixing (docs/python.md, "Mixing sources"): Loader([src_a, src_b], weights=...),
+epoch_size=, replacement=, class_weights= and sample_weights=: realised proportions within
+binomial bounds, class-balanced draws, exact resume mid-epoch, the same batches at any thread
+count, the rank split, and bad input refused naming the argument."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+import ringfeed
+from conftest import make_shards, shard_jpegs
+
+NA, NB = 60, 20  # samples of source a and b
+
+
+@pytest.fixture(scope="module")
+def two_sources(tmp_path_factory, lib):
+    d = tmp_path_factory.mktemp("mix")
+    a = make_shards(str(d / "a"), NA, 5, 30, seed=1, max_side=32)
+    b = make_shards(str(d / "b"), NB, 5, 20, seed=2, max_side=32)
+    return a, b
+
+
+def within_4_sigma(got, n, p):
+    sd = math.sqrt(n * p * (1 - p))
+    return abs(got - n * p) <= 4 * sd
+
+
+def mixed(sources, **kw):
+    args = dict(size=16, device="cpu", array_type="numpy", seed=3, decode_threads=2,
+                weights=[1, 3], epoch_size=400)
+    args.update(kw)
+    return ringfeed.Loader(list(sources), 16, **args)
+
+
+def epoch(ld, limit=None):
+    ids, pos, pix = [], [], []
+    for k, b in enumerate(ld):
+        ids += [int(i) for i in b.sample_ids]
+        pos += [int(p) for p in b.positions]
+        pix += [hash(img.tobytes()) for img in b.images]
+        if k + 1 == limit:  # handed out batches count as consumed: stop at the limit
+            break
+    return ids, pos, pix
+
+
+def test_proportions_follow_weights(two_sources):
+    with mixed(two_sources, epoch_size=2000) as ld:
+        assert len(ld) == 125  # epoch_size / batch_size
+        ids, _, _ = epoch(ld)
+        cfg = ld.config
+    assert len(ids) == 2000
+    assert cfg["epoch_size"] == 2000 and cfg["weights"] == [1.0, 3.0]
+    assert cfg["source_shards"] == [1, 1]
+    in_b = sum(i >= NA for i in ids)
+    assert in_b == 1500  # exact per epoch: 3/4 of the positions
+    # one rank of three sees a random share: within binomial bounds of 3/4
+    with mixed(two_sources, epoch_size=2000, rank=1, world_size=3, replacement="on") as ld:
+        ids, _, _ = epoch(ld)
+    assert within_4_sigma(sum(i >= NA for i in ids), len(ids), 0.75)
+    # a concatenation (no weights) would put 1/4 of the samples in b: far outside the bound
+    assert not within_4_sigma(round(len(ids) * NB / (NA + NB)), len(ids), 0.75)
+
+
+def test_without_replacement_each_sample_once_per_round(two_sources):
+    with mixed(two_sources, epoch_size=80, weights=[3, 1]) as ld:
+        ids, _, _ = epoch(ld)
+    assert sorted(i for i in ids if i < NA) == list(range(NA))  # 60 positions: each once
+    assert sorted(i for i in ids if i >= NA) == list(range(NA, NA + NB))
+
+
+def test_exact_resume_mid_epoch(two_sources):
+    with mixed(two_sources) as ld:
+        full = epoch(ld)
+    with mixed(two_sources) as ld:
+        head = epoch(ld, limit=9)
+        state = ld.state_dict()
+    with mixed(two_sources, seed=99) as ld:  # the state's seed wins
+        ld.load_state_dict(state)
+        tail = epoch(ld)
+    n = len(head[0])
+    assert n == 9 * 16
+    for a, h, t in zip(full, head, tail):
+        assert h == a[:n] and t == a[n:]
+
+
+def test_same_batches_at_any_thread_count(two_sources):
+    with mixed(two_sources, decode_threads=1, replacement="on") as ld:
+        one = epoch(ld)
+    with mixed(two_sources, decode_threads=4, replacement="on") as ld:
+        four = epoch(ld)
+    assert one == four
+    ids = one[0]
+    assert len(set(ids)) < len(ids)  # with replacement samples repeat ...
+    first = {}
+    for i, h in zip(ids, one[2]):
+        first.setdefault(i, set()).add(h)
+    assert any(len(v) > 1 for v in first.values())  # ... and a repeat gets its own crop
+
+
+def test_ranks_equal_batches_disjoint_positions(two_sources):
+    seen, batches = set(), set()
+    for r in range(3):
+        with mixed(two_sources, epoch_size=401, rank=r, world_size=3) as ld:
+            batches.add(len(ld))
+            for b in ld:
+                for p, pad in zip(b.positions, b.is_padding):
+                    if not pad:
+                        assert int(p) not in seen
+                        seen.add(int(p))
+    assert len(batches) == 1 and seen == set(range(401))
+
+
+@pytest.mark.parametrize("weights, words", [
+    ([1, -1], "weights[1] is -1"), ([float("nan"), 1], "weights[0] is nan"),
+    ([0, 0], "weights are all zero"), ([1, 1, 1], "weights has 3 entries for 2 sources"),
+])
+def test_bad_weights_name_the_setting(two_sources, weights, words):
+    with pytest.raises(ringfeed.RingfeedError, match=words.replace("[", r"\[")
+                       .replace("]", r"\]")):
+        mixed(two_sources, weights=weights)
+
+
+def test_bad_arguments(two_sources):
+    with pytest.raises(TypeError, match="weights"):
+        mixed(two_sources, weights="heavy")
+    with pytest.raises(ValueError, match="weights is empty"):
+        mixed(two_sources, weights=[])
+    with pytest.raises(ringfeed.RingfeedError, match="sample_weights has 3 entries"):
+        mixed(two_sources, sample_weights=[1, 1, 1])
+    with pytest.raises(ringfeed.RingfeedError, match="class_weights need labels known"):
+        mixed(two_sources, class_weights=[1, 2])
+    with pytest.raises(ringfeed.RingfeedError, match="replacement off"):
+        mixed(two_sources, sample_weights=np.ones(NA + NB), replacement="off")
+    with pytest.raises(ValueError, match="epoch_size"):
+        mixed(two_sources, epoch_size=-1)
+
+
+def test_sample_weights_only_draw_weighted_samples(two_sources):
+    w = np.zeros(NA + NB)
+    w[[5, 70]] = 1.0  # one sample of each source
+    with mixed(two_sources, sample_weights=w) as ld:
+        ids, _, _ = epoch(ld)
+        assert ld.config["replacement"] == 2  # AUTO resolved: on
+    assert set(ids) == {5, 70} and ids.count(70) == 300
+
+
+def test_class_weights_balance_a_folder(tmp_path, shards):
+    sizes = {0: 30, 1: 6, 2: 2}
+    jpegs = iter(shard_jpegs(shards, sum(sizes.values())))
+    for c, n in sizes.items():
+        os.makedirs(tmp_path / f"c{c}")
+        for i in range(n):
+            (tmp_path / f"c{c}" / f"{i}.jpg").write_bytes(next(jpegs))
+    weights = {c: 1.0 / n for c, n in sizes.items()}
+    with ringfeed.Loader(str(tmp_path), 50, size=16, device="cpu", array_type="numpy",
+                         class_weights=weights, epoch_size=1200, decode_threads=2) as ld:
+        labels = np.concatenate([np.asarray(b.labels) for b in ld])
+    assert len(labels) == 1200
+    for c in sizes:
+        assert within_4_sigma(int((labels == c).sum()), 1200, 1 / 3), np.bincount(labels)
