@@ -305,6 +305,20 @@ START_TEST(loader_mixes_resumes_and_ignores_threads)
     ck_assert_int_eq(memcmp(full.ids + head.n, tail.ids, tail.n * sizeof *tail.ids), 0);
     ck_assert_int_eq(memcmp(full.pos + head.n, tail.pos, tail.n * sizeof *tail.pos), 0);
     ck_assert_int_eq(memcmp(full.pix + head.n, tail.pix, tail.n * sizeof *tail.pix), 0);
+
+    /* the state carries the mixing settings: other weights, or none, refuse the cursor */
+    char err[512] = "";
+    float other[] = {1, 1};
+    c.weights = other;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_ERESUME);
+    ck_assert_msg(strstr(err, "other sources, weights") != NULL, "%s", err);
+    c.weights = NULL, c.weight_count = 0, c.epoch_size = 0;
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_ERESUME);
+    ck_assert_msg(strstr(err, "this one does not mix") != NULL, "%s", err);
+    float same[] = {2, 6}; /* the same counts: the same order */
+    c.weights = same, c.weight_count = 2, c.epoch_size = 200;
+    ld = rf_test_create_ok(&c);
+    rf_loader_destroy(ld);
 }
 END_TEST
 

@@ -85,6 +85,24 @@ def test_exact_resume_mid_epoch(two_sources):
         assert h == a[:n] and t == a[n:]
 
 
+def test_resume_at_another_world_size_and_other_weights(two_sources):
+    with mixed(two_sources) as ld:
+        full = epoch(ld)
+    with mixed(two_sources) as ld:
+        epoch(ld, limit=5)
+        state = ld.state_dict()
+    rest = {}
+    for r in range(2):  # the rest of the epoch re-split over two ranks: the same samples
+        with mixed(two_sources, rank=r, world_size=2) as ld:
+            ld.load_state_dict(state)
+            ids, pos, _ = epoch(ld)
+        rest.update(zip(pos, ids))
+    assert rest == dict(zip(full[1][80:], full[0][80:]))
+    with mixed(two_sources, weights=[1, 1]) as ld:
+        with pytest.raises(ringfeed.RingfeedError, match="other sources, weights"):
+            ld.load_state_dict(state)
+
+
 def test_same_batches_at_any_thread_count(two_sources):
     with mixed(two_sources, decode_threads=1, replacement="on") as ld:
         one = epoch(ld)

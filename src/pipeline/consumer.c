@@ -402,17 +402,18 @@ int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len)
         return RF_EINVAL;
     if (pl_forked(ld))
         return pl_fork_error(ld);
-    *len = RF_STATE_BYTES;
-    if (!buf)
-        return 0;
-    if (cap < RF_STATE_BYTES)
-        return RF_EINVAL;
     rf_resume r = {.seed = ld->cfg.seed,
                    .n = ld->ds.nsamples,
                    .world = ld->cfg.world_size,
                    .rank = ld->cfg.rank,
                    .order = ld->cfg.order,
-                   .batch = ld->batch};
+                   .batch = ld->batch,
+                   .mix = rf_plan_mix_fingerprint(&ld->plan)};
+    *len = rf_state_bytes(&r);
+    if (!buf)
+        return 0;
+    if (cap < *len)
+        return RF_EINVAL;
     pl_resume_point(ld, &r.epoch, &r.consumed);
     rf_state_encode(&r, buf);
     return 0;

@@ -243,6 +243,14 @@ static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *
     if (r.order != ld->cfg.order)
         return rf_seterr(err, RF_ERESUME, "resume state was saved with order %u, config has %u",
                          r.order, ld->cfg.order);
+    if (r.mix != rf_plan_mix_fingerprint(&ld->plan))
+        return rf_seterr(err, RF_ERESUME, "resume state was saved %s: its cursor counts "
+                         "positions of another epoch order",
+                         !r.mix ? "without mixing, this loader mixes"
+                         : !rf_plan_mix_fingerprint(&ld->plan)
+                             ? "by a mixing loader, this one does not mix"
+                             : "with other sources, weights, epoch_size, replacement or "
+                               "class or sample weights");
     if (r.consumed > ld->plan.n)
         return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > %llu order positions "
                          "per epoch", (unsigned long long)r.consumed,

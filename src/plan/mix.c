@@ -30,6 +30,7 @@ typedef struct rf_mix {
     uint64_t *round;    /* without replacement: the current permutation of every source */
     double *prob;       /* with sample weights: alias table, indexed by sample id */
     uint64_t *alias;
+    uint64_t fingerprint;
 } rf_mix;
 
 void rf_plan_mix_free(rf_plan *p)
@@ -51,6 +52,34 @@ void rf_plan_mix_free(rf_plan *p)
 uint64_t rf_plan_source_positions(const rf_plan *p, uint32_t s)
 {
     return p->mix && s < p->mix->nsources ? p->mix->count[s] : 0;
+}
+
+uint64_t rf_plan_mix_fingerprint(const rf_plan *p)
+{
+    return p->mix ? p->mix->fingerprint : 0;
+}
+
+static uint64_t hash_add(uint64_t h, uint64_t v)
+{
+    return rf_mix64(h ^ rf_mix64(v + 0x632be59bd9b4e019ull));
+}
+
+/* The source counts stand for the weights: weights that give the same counts (1:3 and 2:6)
+ * give the same order. */
+static uint64_t fingerprint(const rf_plan_mix_spec *m, const rf_mix *mx, uint64_t e,
+                            uint64_t samples)
+{
+    uint64_t h = hash_add(hash_add(hash_add(0, m->nsources), e), m->replacement);
+    for (uint32_t s = 0; s <= m->nsources; s++)
+        h = hash_add(h, m->source_start[s]);
+    for (uint32_t s = 0; s < m->nsources; s++)
+        h = hash_add(h, mx->count[s]);
+    uint32_t bits;
+    for (uint64_t i = 0; m->sample_weights && i < samples; i++) {
+        memcpy(&bits, &m->sample_weights[i], sizeof bits);
+        h = hash_add(h, bits);
+    }
+    return h ? h : 1;
 }
 
 static int bad_weight(float w) { return !isfinite(w) || w < 0; }
@@ -226,6 +255,7 @@ int rf_plan_set_mix(rf_plan *p, const rf_plan_mix_spec *spec, rf_err *err)
     }
     source_counts(m, w, e);
     free(w);
+    m->fingerprint = fingerprint(spec, m, e, p->samples);
     p->n = e;
     uint64_t per, batches;
     rf_plan_shape(p, 0, &per, &batches);

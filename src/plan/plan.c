@@ -215,13 +215,20 @@ static uint64_t fnv1a(const uint8_t *b, size_t n)
     return h;
 }
 
-/* Layout: magic u32, version u32, seed, epoch, consumed, n (u64 each), world, rank, order,
- * batch (u32 each), checksum u64 at 56. */
-void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES])
+uint32_t rf_state_bytes(const rf_resume *r)
 {
-    memset(out, 0, RF_STATE_BYTES);
+    return r->mix ? RF_STATE_BYTES_MIX : RF_STATE_BYTES;
+}
+
+/* Layout: magic u32, version u32, seed, epoch, consumed, n (u64 each), world, rank, order,
+ * batch (u32 each), then version 2's mixing fingerprint u64 at 56, and the checksum u64 of
+ * everything before it (at 56, or at 64 in version 2). */
+void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES_MAX])
+{
+    uint32_t len = rf_state_bytes(r);
+    memset(out, 0, len);
     put32(out + 0, RF_STATE_MAGIC);
-    put32(out + 4, RF_STATE_VERSION);
+    put32(out + 4, r->mix ? RF_STATE_VERSION_MIX : RF_STATE_VERSION);
     put64(out + 8, r->seed);
     put64(out + 16, r->epoch);
     put64(out + 24, r->consumed);
@@ -230,22 +237,28 @@ void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES])
     put32(out + 44, r->rank);
     put32(out + 48, r->order);
     put32(out + 52, r->batch);
-    put64(out + 56, fnv1a(out, 56));
+    if (r->mix)
+        put64(out + 56, r->mix);
+    put64(out + len - 8, fnv1a(out, len - 8));
 }
 
 int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err)
 {
     const uint8_t *b = buf;
-    if (!buf || len != RF_STATE_BYTES)
-        return rf_seterr(err, RF_ERESUME, "resume state has %llu bytes, expected %u",
-                         (unsigned long long)len, RF_STATE_BYTES);
+    if (!buf || (len != RF_STATE_BYTES && len != RF_STATE_BYTES_MIX))
+        return rf_seterr(err, RF_ERESUME, "resume state has %llu bytes, expected %u or %u",
+                         (unsigned long long)len, RF_STATE_BYTES, RF_STATE_BYTES_MIX);
     if (get32(b) != RF_STATE_MAGIC)
         return rf_seterr(err, RF_ERESUME, "resume state: bad magic");
-    if (get32(b + 4) != RF_STATE_VERSION)
-        return rf_seterr(err, RF_ERESUME, "resume state version %u, this build reads %u",
-                         get32(b + 4), RF_STATE_VERSION);
-    if (get64(b + 56) != fnv1a(b, 56))
+    uint32_t version = len == RF_STATE_BYTES ? RF_STATE_VERSION : RF_STATE_VERSION_MIX;
+    if (get32(b + 4) != version)
+        return rf_seterr(err, RF_ERESUME, "resume state version %u in %llu bytes, this build "
+                         "reads %u in %u and %u in %u", get32(b + 4), (unsigned long long)len,
+                         RF_STATE_VERSION, RF_STATE_BYTES, RF_STATE_VERSION_MIX,
+                         RF_STATE_BYTES_MIX);
+    if (get64(b + len - 8) != fnv1a(b, len - 8))
         return rf_seterr(err, RF_ERESUME, "resume state: checksum mismatch (corrupt blob)");
+    r->mix = len == RF_STATE_BYTES_MIX ? get64(b + 56) : 0;
     r->seed = get64(b + 8);
     r->epoch = get64(b + 16);
     r->consumed = get64(b + 24);

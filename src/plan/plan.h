@@ -108,17 +108,31 @@ void rf_plan_mix_free(rf_plan *p);
 uint32_t rf_plan_gpu_percentile(uint64_t aug_seed);
 uint64_t rf_plan_hook_seed(uint64_t aug_seed);
 
-/* Resume blob (little-endian, fixed size). */
+/* Resume blob (little-endian, fixed size per version). Version 2 is version 1 plus the mixing
+ * fingerprint, written only by a mixing loader, so the blobs of every other loader stay as
+ * they were and old blobs still load. */
 #define RF_STATE_MAGIC 0x31534652u /* "RFS1" */
 #define RF_STATE_VERSION 1u
 #define RF_STATE_BYTES 64u
+#define RF_STATE_VERSION_MIX 2u
+#define RF_STATE_BYTES_MIX 72u
+#define RF_STATE_BYTES_MAX RF_STATE_BYTES_MIX
 
 typedef struct rf_resume {
     uint64_t seed, epoch, consumed, n;
     uint32_t world, rank, order, batch;
+    uint64_t mix; /* rf_plan_mix_fingerprint; 0: not mixing (a version 1 blob) */
 } rf_resume;
 
-void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES]);
+/* Bytes of r's blob: RF_STATE_BYTES, or RF_STATE_BYTES_MIX with a mixing fingerprint. */
+uint32_t rf_state_bytes(const rf_resume *r);
+void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES_MAX]);
 int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err);
+
+/* A hash of everything that decides a mixing epoch's order besides seed and epoch (sources,
+ * weights, epoch size, replacement, sample weights), never 0; 0 without mixing. A resume
+ * state carries it, so that a loader with other mixing settings refuses the cursor instead of
+ * continuing in an order the cursor was not counted in. */
+uint64_t rf_plan_mix_fingerprint(const rf_plan *p);
 
 #endif
