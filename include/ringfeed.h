@@ -641,7 +641,9 @@ typedef struct rf_config {
      * of these hold their defaults: the epoch is then one permutation of all samples, each
      * delivered once. A source is a run of consecutive `shards` patterns: source_shards[s]
      * patterns for source s (source_count entries summing to shard_count; NULL / 0: one
-     * source of all patterns). Every source has the loader's format and label rule. */
+     * source of all patterns). Every source has the loader's format; tar sources share its
+     * label rule, and a FOLDER source (one tree or list each) numbers its own classes, as it
+     * would alone. */
     const uint32_t *source_shards;
     uint32_t source_count;
     /* One weight per source (weight_count == source_count, or one source when source_count is
@@ -662,8 +664,8 @@ typedef struct rf_config {
     uint32_t replacement;
     /* Per-class weights: a sample of class c is drawn with weight class_weights[c] within its
      * source (class_weight_count entries, each finite and >= 0; a label at or over the count
-     * or an unlabelled sample has weight 0). Needs labels known at create: a folder source
-     * (class folders or a list file); tar labels are read with the sample, so there
+     * or an unlabelled sample has weight 0). Needs labels known at create: folder sources
+     * (class folders or list files); tar labels are read with the sample, so there
      * RF_EINVAL says to use sample_weights. Copied at create. */
     const float *class_weights;
     uint32_t class_weight_count;

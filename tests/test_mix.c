@@ -197,7 +197,7 @@ END_TEST
 
 /* ---- the loader ---------------------------------------------------------------------------*/
 
-static char *g_dir_a, *g_dir_b, *g_tree;
+static char *g_dir_a, *g_dir_b, *g_tree, *g_tree2;
 static char g_pat_a[600], g_pat_b[600];
 #define NA 60 /* source a: 2 shards of 30 */
 #define NB 20 /* source b: 1 shard of 20 */
@@ -413,12 +413,51 @@ START_TEST(class_weights_balance_a_folder)
 }
 END_TEST
 
-static void make_tree(void)
+/* Two folder sources, each its own tree and classes: the tree of 50 and one of 4 images
+ * (classes 0 and 1, two each), weighted 1:1 over 400 positions without replacement. */
+START_TEST(folder_sources_mix_with_their_own_labels)
 {
-    static const int sizes[3] = {40, 8, 2};
+    const char *pats[2] = {g_tree, g_tree2};
+    uint32_t per[] = {1, 1};
+    float w[] = {1, 1};
+    rf_config c = rf_test_host_config(&pats[0], g_tree, SIZE);
+    c.shards = pats;
+    c.shard_count = 2;
+    c.source = RF_SOURCE_FOLDER;
+    c.source_shards = per;
+    c.source_count = 2;
+    c.weights = w;
+    c.weight_count = 2;
+    c.epoch_size = 400;
+    c.batch_size = 40;
+    c.epochs = 1;
+    rf_loader *ld = rf_test_create_ok(&c);
+    ck_assert_uint_eq(rf_loader_num_samples(ld), 54);
+    uint64_t second[4] = {0}, n = 0;
+    rf_batch *b;
+    int rc;
+    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END) {
+        for (uint32_t i = 0; rc == 0 && i < b->count; i++, n++)
+            if (b->sample_ids[i] >= 50) {
+                ck_assert_int_eq(b->labels[i], (int32_t)(b->sample_ids[i] - 50) / 2);
+                second[b->sample_ids[i] - 50]++;
+            }
+        if (rc == 0)
+            rf_loader_release(ld, b, NULL);
+    }
+    ck_assert_int_eq(rc, RF_DONE);
+    rf_loader_destroy(ld);
+    ck_assert_uint_eq(n, 400);
+    for (int i = 0; i < 4; i++) /* 200 positions over 4 images: 50 rounds, each once a round */
+        ck_assert_uint_eq(second[i], 50);
+}
+END_TEST
+
+static void make_tree(const char *root, const int *sizes, int nclasses)
+{
     char dir[700], path[800];
-    for (int k = 0; k < 3; k++) {
-        snprintf(dir, sizeof dir, "%s/c%d", g_tree, k);
+    for (int k = 0; k < nclasses; k++) {
+        snprintf(dir, sizeof dir, "%s/c%d", root, k);
         mkdir(dir, 0755);
         for (int i = 0; i < sizes[k]; i++) {
             uint8_t rgb[20 * 20 * 3], *jpg;
@@ -443,7 +482,10 @@ int main(void)
         return 1;
     snprintf(g_pat_a, sizeof g_pat_a, "%s/shard-{0000..0001}.tar", g_dir_a);
     snprintf(g_pat_b, sizeof g_pat_b, "%s/shard-0000.tar", g_dir_b);
-    make_tree();
+    static const int sizes[3] = {40, 8, 2}, sizes2[2] = {2, 2};
+    make_tree(g_tree, sizes, 3);
+    g_tree2 = rf_test_mkdtemp("mix-tree2");
+    make_tree(g_tree2, sizes2, 2);
     Suite *s = suite_create("mix");
     TCase *tc = tcase_create("mix");
     tcase_set_timeout(tc, 300);
@@ -454,6 +496,7 @@ int main(void)
     tcase_add_test(tc, loader_mixes_resumes_and_ignores_threads);
     tcase_add_test(tc, bad_mixing_input_is_refused_by_name);
     tcase_add_test(tc, class_weights_balance_a_folder);
+    tcase_add_test(tc, folder_sources_mix_with_their_own_labels);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -226,14 +226,20 @@ def _label_fields(label):
                      f"(unlabelled data: every label is -1), not {label!r}")
 
 
-def _source_kind(source, shards, label):
+def _source_kind(source, shards, label, per_source=None):
     """Loader's source= and shards -> rf_config.source. "auto": one path that is a directory
     is an image folder, anything else tar shards; "folder": the one path is an image folder
-    or a `path label` list file (as ringfeed-bench --folder); "tar": shard patterns."""
+    or a `path label` list file (as ringfeed-bench --folder); "tar": shard patterns. With
+    several sources (weights), the same of each source: every one a folder, or shards."""
     kind = _choice("source", source, _SOURCES)
     one = isinstance(shards, (str, bytes, os.PathLike))
+    if per_source is not None:
+        one = all(n == 1 for n in per_source)
+        dirs = one and all(os.path.isdir(p) for p in shards)
+    else:
+        dirs = one and os.path.isdir(shards)
     if kind == "auto":
-        kind = "folder" if one and os.path.isdir(shards) else "tar"
+        kind = "folder" if dirs else "tar"
     if kind != "folder":
         return C.RF_SOURCE_TAR
     if not one:
@@ -1250,7 +1256,7 @@ class Loader(_LoaderBase):
             "hw_decode_percent": _field_int("hw_decode_percent", hw_decode_percent),
             "dct_scaling": _dct_scaling(dct_scaling),
             "dtype": C.DTYPES[dtype][0],
-            "source": _source_kind(source, shards, label),
+            "source": _source_kind(source, shards, label, per_source),
             "image_exts": _image_exts(image),
             "decode_schedule": _choice("schedule", schedule, _SCHEDULES),
         })
@@ -1298,13 +1304,16 @@ class Loader(_LoaderBase):
     def classes(self):
         """The class names of a folder source, in label order (classes[label] is the name of
         the sorted subfolder that label stands for), read with the walker the loader uses;
-        [] for a `path label` list file, None for tar shards. Read on first use: a tree
-        changed after the loader was created gives the names as they are then."""
+        [] for a `path label` list file, None for tar shards; with several folder sources
+        (weights=), one such list per source, whose labels are its own. Read on first use: a
+        tree changed after the loader was created gives the names as they are then."""
         if self._cfg_fields["source"] != C.RF_SOURCE_FOLDER:
             return None
         if self._classes is None:
-            self._classes = C.image_list_classes(self._shard_bytes[0])
-        return list(self._classes)
+            self._classes = [C.image_list_classes(p) for p in self._shard_bytes]
+        if len(self._classes) > 1:  # mixed folders: each source's labels are its own
+            return [list(c) for c in self._classes]
+        return list(self._classes[0])
 
     def _wrap(self, b, lease, stream):
         batch = Batch.__new__(Batch)

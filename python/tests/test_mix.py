@@ -178,3 +178,20 @@ def test_class_weights_balance_a_folder(tmp_path, shards):
     assert len(labels) == 1200
     for c in sizes:
         assert within_4_sigma(int((labels == c).sum()), 1200, 1 / 3), np.bincount(labels)
+
+
+def test_folder_sources_keep_their_own_classes(tmp_path, shards):
+    jpegs = iter(shard_jpegs(shards, 12))
+    for tree, names in (("a", ("cat", "dog")), ("b", ("x", "y", "z"))):
+        for name in names:
+            os.makedirs(tmp_path / tree / name)
+            for i in range(2):
+                (tmp_path / tree / name / f"{i}.jpg").write_bytes(next(jpegs))
+    with ringfeed.Loader([str(tmp_path / "a"), str(tmp_path / "b")], 10, size=16,
+                         device="cpu", array_type="numpy", weights=[1, 4],
+                         epoch_size=100) as ld:
+        assert ld.classes == [["cat", "dog"], ["x", "y", "z"]]
+        seen = [(int(i), int(lab)) for b in ld for i, lab in zip(b.sample_ids, b.labels)]
+    assert sum(i >= 4 for i, _ in seen) == 80  # source b: ids 4.., 4/5 of the positions
+    assert {lab for i, lab in seen if i >= 4} == {0, 1, 2}  # b's own class indexes
+    assert {lab for i, lab in seen if i < 4} == {0, 1}

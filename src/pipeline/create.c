@@ -93,7 +93,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
     ld->ds.image_exts = ld->cfg.image_exts;
-    rc = rf_format_open(ld->cfg.source, &ld->ds, paths, npaths, ld->cfg.max_sample_bytes, err);
+    rc = pl_mix_open(ld, paths, npaths, err); /* source by source */
     rf_free_paths(paths, npaths);
     if (rc)
         return rc;

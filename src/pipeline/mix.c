@@ -2,8 +2,9 @@
  * caller's arrays copied and checked by setting name, class weights turned into sample
  * weights, and the plan switched to mixing (plan/mix.c draws the epochs).
  *
- * Two hooks in create.c: pl_mix_expand replaces the one expansion of all patterns by one per
- * source, so that the files of each source are known; pl_mix_setup runs after rf_plan_init.
+ * Three hooks in create.c: pl_mix_expand replaces the one expansion of all patterns by one per
+ * source, so that the paths of each source are known; pl_mix_open opens them source by
+ * source; pl_mix_setup runs after rf_plan_init.
  * With every mixing setting at its default neither changes anything: the plan stays the one
  * permutation of all samples. */
 #include <math.h>
@@ -14,7 +15,8 @@
 
 struct pl_mix {
     uint32_t nsources;
-    uint32_t *file_start; /* nsources + 1: first file of each source */
+    uint32_t *file_start;   /* nsources + 1: first path of each source */
+    uint64_t *sample_start; /* nsources + 1: first sample of each source (not tokens) */
     /* the loader's copies, which ld->cfg points at once created */
     uint32_t *source_shards;
     float *weights, *class_weights, *sample_weights;
@@ -26,6 +28,7 @@ void pl_mix_free(rf_loader *ld)
     if (!m)
         return;
     free(m->file_start);
+    free(m->sample_start);
     free(m->source_shards);
     free(m->weights);
     free(m->class_weights);
@@ -85,9 +88,6 @@ static int mix_copy(rf_loader *ld, struct pl_mix *m, rf_err *err)
                          m->nsources);
     if (c->class_weights && c->sample_weights)
         return rf_seterr(err, RF_EINVAL, "class_weights and sample_weights both set: give one");
-    if (m->nsources > 1 && c->source == RF_SOURCE_FOLDER)
-        return rf_seterr(err, RF_EINVAL, "source_count %u with the folder source, which reads "
-                         "one tree or list: mix tar shards or token files", m->nsources);
     for (uint32_t i = 0; i < c->class_weight_count; i++)
         if (!isfinite(c->class_weights[i]) || c->class_weights[i] < 0)
             return rf_seterr(err, RF_EINVAL, "class_weights[%u] is %g: each class's weight must "
@@ -129,35 +129,44 @@ int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err)
     return 0;
 }
 
-/* Sample spans of the sources from their files: the table holds samples file after file. */
-static int source_starts(const rf_loader *ld, const struct pl_mix *m, uint64_t *start,
-                         rf_err *err)
+int pl_mix_open(rf_loader *ld, char *const *paths, uint32_t npaths, rf_err *err)
 {
-    if (m->nsources > 1 && ld->ds.nfiles != m->file_start[m->nsources])
-        return rf_seterr(err, RF_EINVAL, "the sources' %u paths opened as %u files",
-                         m->file_start[m->nsources], ld->ds.nfiles);
-    uint64_t i = 0;
-    for (uint32_t s = 0; s <= m->nsources; s++) {
+    struct pl_mix *m = ld->mix;
+    uint32_t fmt = ld->cfg.source;
+    uint64_t max = ld->cfg.max_sample_bytes;
+    /* Token files are one table of windows (tok_first), opened at once; tar shards and
+     * folders append to the table, so each source opens on its own: its samples are the
+     * span it added, and a folder source (one tree or list each) keeps its own classes. */
+    if (fmt == RF_SOURCE_TOKENS || m->nsources == 1)
+        return rf_format_open(fmt, &ld->ds, paths, npaths, max, err);
+    if (!(m->sample_start = calloc(m->nsources + 1, sizeof *m->sample_start)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    for (uint32_t s = 0; s < m->nsources; s++) {
         uint32_t f = m->file_start[s];
-        if (s == m->nsources)
-            i = ld->ds.nsamples;
-        else if (ld->tokens)
-            i = ld->ds.tok_first[f];
-        else
-            while (i < ld->ds.nsamples && ld->ds.samples[i].file < f)
-                i++;
-        start[s] = m->nsources == 1 ? (s ? ld->ds.nsamples : 0) : i;
+        int rc = rf_format_open(fmt, &ld->ds, paths + f, m->file_start[s + 1] - f, max, err);
+        if (rc)
+            return rc;
+        m->sample_start[s + 1] = ld->ds.nsamples;
     }
     return 0;
+}
+
+/* Sample spans of the sources: as each opened, or for token files from their first windows. */
+static void source_starts(const rf_loader *ld, const struct pl_mix *m, uint64_t *start)
+{
+    for (uint32_t s = 0; s <= m->nsources; s++)
+        start[s] = m->sample_start ? m->sample_start[s]
+                   : s == m->nsources ? ld->ds.nsamples
+                   : m->nsources == 1 ? 0 : ld->ds.tok_first[m->file_start[s]];
 }
 
 /* class_weights as one weight per sample, from labels the table knows without reading. */
 static int class_to_samples(rf_loader *ld, struct pl_mix *m, rf_err *err)
 {
     uint64_t n = ld->ds.nsamples;
-    if (ld->tokens || ld->cfg.source != RF_SOURCE_FOLDER)
-        return rf_seterr(err, RF_EINVAL, "class_weights need labels known at create (a folder "
-                         "source); tar labels are read with each sample: give sample_weights");
+    if (ld->cfg.source != RF_SOURCE_FOLDER)
+        return rf_seterr(err, RF_EINVAL, "class_weights need labels known at create (folder "
+                         "sources); tar labels are read with each sample: give sample_weights");
     if (!(m->sample_weights = malloc(n * sizeof *m->sample_weights)))
         return rf_seterr(err, RF_ENOMEM, "no memory for the samples' weights");
     for (uint64_t i = 0; i < n; i++) {
@@ -189,10 +198,7 @@ int pl_mix_setup(rf_loader *ld, rf_err *err)
     uint64_t *start = malloc((m->nsources + 1) * sizeof *start);
     if (!start)
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    if ((rc = source_starts(ld, m, start, err))) {
-        free(start);
-        return rc;
-    }
+    source_starts(ld, m, start);
     uint32_t repl = c->replacement;
     if (repl == RF_REPLACEMENT_AUTO)
         repl = m->sample_weights ? RF_REPLACEMENT_ON : RF_REPLACEMENT_OFF;

@@ -546,9 +546,11 @@ void pl_after_take(rf_loader *ld, rf_io_req **reqs, int n, const warm_hint *h, i
  * end of a task (for the decode threads) */
 extern const pl_policy pl_policy_fail;
 uint64_t pl_plan_real(const rf_plan *p);
-/* mix.c: the patterns expanded source by source (create's open), the plan switched to
- * weighted mixing when a mixing setting asks for it (after rf_plan_init), and their memory. */
+/* mix.c: the patterns expanded and opened source by source (create's open), the plan
+ * switched to weighted mixing when a mixing setting asks for it (after rf_plan_init), and
+ * their memory. */
 int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err);
+int pl_mix_open(rf_loader *ld, char *const *paths, uint32_t npaths, rf_err *err);
 int pl_mix_setup(rf_loader *ld, rf_err *err);
 void pl_mix_free(rf_loader *ld);
 void pl_plan_next_epoch_locked(rf_loader *ld);
