@@ -372,6 +372,9 @@ START_TEST(bad_mixing_input_is_refused_by_name)
     c.class_weights = NULL, c.class_weight_count = 0;
     c.order = RF_ORDER_SHARD;
     refused(&c, "order shard");
+    c.order = RF_ORDER_GLOBAL;
+    c.epoch_size = UINT64_MAX;
+    refused(&c, "epoch_size 18446744073709551615");
 }
 END_TEST
 

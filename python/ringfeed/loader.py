@@ -1337,7 +1337,7 @@ class TokenLoader(_LoaderBase):
                 prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                 array_type="auto", io_engine="auto", start_epoch=0, timeout=0,
                 cache_dir=None, cache_bytes=0, remote_retries=None, remote_timeout=None,
-                **settings)
+                weights=None, sample_weights=None, **settings)
 
     path: a token file's path, glob or brace range, or a list of them; the files may be
       http://, https:// or s3:// URLs instead (all or none; docs/remote.md): each window is
@@ -1349,7 +1349,8 @@ class TokenLoader(_LoaderBase):
     shuffle=False walks non-overlapping windows in file order. dtype: "int64" (default, what
     nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk); torch
     and numpy dtypes name them too. Same argument checks, lifetime rules and `timeout` as
-    Loader.
+    Loader. weights=, epoch_size=, replacement= and sample_weights= (one per window) mix
+    sources of token files as Loader's mix sources of shards (path then a list of sources).
     """
 
     def __init__(self, path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
@@ -1357,7 +1358,8 @@ class TokenLoader(_LoaderBase):
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
                  timeout=0, cache_dir=None, cache_bytes=0, remote_retries=None,
-                 remote_timeout=None, **settings):
+                 remote_timeout=None, weights=None, sample_weights=None, **settings):
+        path, per_source = _mix.split_sources(path, weights)
         token_bytes = _field_int("token_bytes", token_bytes)
         if token_bytes not in (2, 4):
             raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")
@@ -1379,6 +1381,7 @@ class TokenLoader(_LoaderBase):
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
         f.update(_other_settings("TokenLoader", settings))
+        f.update(_mix.mix_fields(per_source, weights, None, sample_weights))
         self.batch_size = batch_size
         self.seq_len = seq_len
         # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as

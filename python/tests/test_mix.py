@@ -195,3 +195,18 @@ def test_folder_sources_keep_their_own_classes(tmp_path, shards):
     assert sum(i >= 4 for i, _ in seen) == 80  # source b: ids 4.., 4/5 of the positions
     assert {lab for i, lab in seen if i >= 4} == {0, 1, 2}  # b's own class indexes
     assert {lab for i, lab in seen if i < 4} == {0, 1}
+
+
+def test_token_sources_mix(tmp_path, lib):
+    # source a holds tokens below 1000, source b tokens from 1000: a window tells its source
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    np.arange(0, 900, dtype=np.uint16).tofile(a)  # 99 windows of 9 tokens
+    np.arange(1000, 1270, dtype=np.uint16).tofile(b)  # 29 windows
+    kw = dict(device="cpu", array_type="numpy", weights=[1, 1], epoch_size=200)
+    with ringfeed.TokenLoader([str(a), str(b)], 2, 8, 10, **kw) as ld:
+        rows = np.concatenate([np.asarray(t.tokens) for t in ld])
+        state_len = len(ld.state_dict()["blob"])
+    assert rows.shape == (200, 9) and state_len == 72
+    from_b = rows[:, 0] >= 1000
+    assert int(from_b.sum()) == 100
+    assert (rows[from_b] >= 1000).all() and (rows[~from_b] < 1000).all()

@@ -15,6 +15,7 @@
  * With replacement, independent draws: uniform, or by sample weight through one alias table
  * per source (Vose), O(1) per draw. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,19 @@ static void source_counts(rf_mix *m, const double *w, uint64_t e)
     for (uint32_t s = 0; s < m->nsources; s++) {
         m->count[s] = (uint64_t)floor((double)e * (w[s] / total));
         given += m->count[s];
+    }
+    while (given > e) { /* rounding of the quotas can overshoot by a position or two */
+        uint32_t worst = 0;
+        double worst_r = INFINITY;
+        for (uint32_t s = 0; s < m->nsources; s++) {
+            double r = (double)e * (w[s] / total) - (double)m->count[s];
+            if (m->count[s] && r < worst_r) {
+                worst_r = r;
+                worst = s;
+            }
+        }
+        m->count[worst]--;
+        given--;
     }
     while (given < e) {
         uint32_t best = UINT32_MAX;
@@ -241,6 +255,11 @@ int rf_plan_set_mix(rf_plan *p, const rf_plan_mix_spec *spec, rf_err *err)
         return rc;
     }
     uint64_t e = spec->epoch_size ? spec->epoch_size : p->samples;
+    if (e > SIZE_MAX / sizeof *p->perm) {
+        free(w);
+        return rf_seterr(err, RF_EINVAL, "epoch_size %llu is more positions than memory can "
+                         "hold", (unsigned long long)e);
+    }
     rf_plan_mix_free(p);
     rf_mix *m = calloc(1, sizeof *m);
     p->mix = m;
