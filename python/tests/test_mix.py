@@ -2,14 +2,16 @@
 epoch_size=, replacement=, class_weights= and sample_weights=: realised proportions within
 binomial bounds, class-balanced draws, exact resume mid-epoch, the same batches at any thread
 count, the rank split, and bad input refused naming the argument."""
+import json
 import math
 import os
+import subprocess
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import make_shards, shard_jpegs
+from conftest import find_tool, make_shards, shard_jpegs
 
 NA, NB = 60, 20  # samples of source a and b
 
@@ -210,3 +212,30 @@ def test_token_sources_mix(tmp_path, lib):
     from_b = rows[:, 0] >= 1000
     assert int(from_b.sum()) == 100
     assert (rows[from_b] >= 1000).all() and (rows[~from_b] < 1000).all()
+
+
+def test_bench_flags(two_sources, tmp_path):
+    exe = find_tool("tools", "ringfeed-bench", "RINGFEED_BENCH")
+    if exe is None:
+        pytest.skip("ringfeed-bench not found (build it, or set RINGFEED_BENCH)")
+    a, b = two_sources
+    base = [exe, "--shards", a, "--shards", b, "--device", "host", "--size", "16",
+            "--batch", "10", "--threads", "1", "--json", "--show-config"]
+
+    def bench(*extra):
+        return subprocess.run(base + list(extra), capture_output=True, text=True, timeout=300)
+
+    p = bench("--weights", "1,3", "--epoch-size", "300", "--replacement", "on")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1])["images"] == 300
+    assert "epoch_size 300" in p.stdout and "replacement on" in p.stdout
+    p = bench("--weights", "1,-1")
+    assert p.returncode != 0 and "weights[1] is -1" in p.stderr
+    p = bench("--weights", "1,x")
+    assert p.returncode != 0 and "--weights" in p.stderr
+    w = tmp_path / "w.txt"
+    w.write_text(" ".join(["1"] * (NA + NB)))
+    p = bench("--sample-weights", str(w), "--epoch-size", "50")
+    assert p.returncode == 0, p.stderr
+    p = bench("--class-weights", "1,2")
+    assert p.returncode != 0 and "class_weights need labels known" in p.stderr
