@@ -112,6 +112,8 @@ def _setting_value(s, value):
     if s.type == "bool":
         return 1 if value else 0
     if s.type == "enum":
+        if isinstance(value, bool) and {"on", "off"} <= set(s.values):
+            value = "on" if value else "off"  # replacement=True reads as Python's
         return _choice(s.name, value, C.choices(s.name))
     if s.type in ("u32", "i32", "u64"):
         return _uint(s.name, value, s.min, s.max)

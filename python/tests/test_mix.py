@@ -108,7 +108,7 @@ def test_resume_at_another_world_size_and_other_weights(two_sources):
 def test_same_batches_at_any_thread_count(two_sources):
     with mixed(two_sources, decode_threads=1, replacement="on") as ld:
         one = epoch(ld)
-    with mixed(two_sources, decode_threads=4, replacement="on") as ld:
+    with mixed(two_sources, decode_threads=4, replacement=True) as ld:  # True: "on"
         four = epoch(ld)
     assert one == four
     ids = one[0]
