@@ -674,6 +674,11 @@ typedef struct rf_config {
      * them. Not with class_weights. Copied at create. */
     const float *sample_weights;
     uint64_t sample_weight_count;
+    /* Tar sources: each source's label rule, source_count entries (NULL: every source takes
+     * label_source and label_json_path). An entry is "cls", "none", "json:PATH" (PATH as
+     * label_json_path) or NULL / "" for the loader's rule; anything else, or the array with
+     * another source than tar, is RF_EINVAL naming source_labels. Copied at create. */
+    const char *const *source_labels;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */

@@ -94,7 +94,7 @@ static const struct {
     {"source_shards", P, 0}, {"source_count", U, 0}, {"weights", P, 0}, {"weight_count", U, 0},
     {"epoch_size", U, RF_AUTO}, {"replacement", U, RF_REPLACEMENT_AUTO},
     {"class_weights", P, 0}, {"class_weight_count", U, 0},
-    {"sample_weights", P, 0}, {"sample_weight_count", U, 0},
+    {"sample_weights", P, 0}, {"sample_weight_count", U, 0}, {"source_labels", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

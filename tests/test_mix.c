@@ -456,6 +456,51 @@ START_TEST(folder_sources_mix_with_their_own_labels)
 }
 END_TEST
 
+/* Tar sources with their own label rules: KEY.cls in one, KEY.json in another, none in a
+ * third; and a rule that is none of these refused by name. */
+START_TEST(tar_sources_keep_their_own_label_rules)
+{
+    static const char *const cls[] = {"1", "1", "1", "1"};
+    static const char *const js[] = {"{\"y\": 9}", "{\"y\": 9}", "{\"y\": 9}", "{\"y\": 9}"};
+    char *a = rf_test_make_label_shard(rf_test_mkdtemp("mix-cls"), cls, 4);
+    char *b = rf_test_make_label_shard_ext(rf_test_mkdtemp("mix-json"), "json", js, 4);
+    char *n = rf_test_make_label_shard_ext(rf_test_mkdtemp("mix-none"), "txt", js, 4);
+    const char *pats[3] = {a, b, n}, *labels[3] = {NULL, "json:y", "none"};
+    uint32_t per[] = {1, 1, 1};
+    rf_config c = rf_test_host_config(&pats[0], a, SIZE);
+    c.shards = pats;
+    c.shard_count = 3;
+    c.source_shards = per;
+    c.source_count = 3;
+    c.source_labels = labels;
+    c.batch_size = 4;
+    c.epochs = 1;
+    rf_loader *ld = rf_test_create_ok(&c);
+    rf_batch *b2;
+    int rc, seen[3] = {0};
+    while ((rc = rf_loader_next(ld, &b2)) == 0 || rc == RF_EPOCH_END) {
+        for (uint32_t i = 0; rc == 0 && i < b2->count; i++) {
+            uint64_t src = b2->sample_ids[i] / 4;
+            static const int32_t want[3] = {1, 9, -1};
+            ck_assert_int_eq(b2->labels[i], want[src]);
+            seen[src]++;
+        }
+        if (rc == 0)
+            rf_loader_release(ld, b2, NULL);
+    }
+    ck_assert_int_eq(rc, RF_DONE);
+    rf_loader_destroy(ld);
+    ck_assert(seen[0] == 4 && seen[1] == 4 && seen[2] == 4);
+    labels[1] = "xml";
+    refused(&c, "source_labels[1] is \"xml\"");
+    labels[1] = "json:";
+    refused(&c, "source_labels[1]");
+    free(a);
+    free(b);
+    free(n);
+}
+END_TEST
+
 static void make_tree(const char *root, const int *sizes, int nclasses)
 {
     char dir[700], path[800];
@@ -500,6 +545,7 @@ int main(void)
     tcase_add_test(tc, bad_mixing_input_is_refused_by_name);
     tcase_add_test(tc, class_weights_balance_a_folder);
     tcase_add_test(tc, folder_sources_mix_with_their_own_labels);
+    tcase_add_test(tc, tar_sources_keep_their_own_label_rules);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -10,7 +10,8 @@ from . import _capi as C
 
 # The rf_config fields this module sets, for _args._FACES: each is set through one argument.
 FACES = {
-    "source_shards": "shards", "source_count": "shards", "weights": "weights",
+    "source_shards": "shards", "source_count": "shards", "source_labels": "shards",
+    "weights": "weights",
     "weight_count": "weights", "class_weights": "class_weights",
     "class_weight_count": "class_weights", "sample_weights": "sample_weights",
     "sample_weight_count": "sample_weights",
@@ -21,23 +22,44 @@ def _is_path(x):
     return isinstance(x, (str, bytes, os.PathLike))
 
 
+_NO_LABEL = object()
+
+
+def _label_rule(i, label):
+    """A source's label= (as Loader's: "cls", "json:PATH", None) -> its source_labels entry."""
+    if label is None:
+        return b"none"
+    if isinstance(label, str) and (label == "cls" or label.startswith("json:")):
+        return label.encode("utf-8", "surrogateescape")
+    raise ValueError(f"shards[{i}]['label'] must be 'cls', 'json:PATH' or None, not {label!r}")
+
+
 def split_sources(shards, weights):
-    """shards -> (flat pattern list, patterns per source or None). With weights, shards is a
-    list of sources, each a pattern or a list of patterns; without, a list of patterns is one
+    """shards -> (flat pattern list, patterns per source or None, label rule per source or
+    None). With weights, shards is a list of sources, each a pattern, a list of patterns, or
+    {"shards": either, "label": its own label rule}; without, a list of patterns is one
     source, as before weights existed."""
     if weights is None or _is_path(shards):
-        return shards, None
-    flat, per = [], []
+        return shards, None, None
+    flat, per, labels = [], [], []
     for i, src in enumerate(shards):
+        label = _NO_LABEL
+        if isinstance(src, dict):
+            unknown = set(src) - {"shards", "label"}
+            if unknown or "shards" not in src:
+                raise ValueError(f"shards[{i}]: a source dict has 'shards' and maybe 'label', "
+                                 f"not {sorted(src)}")
+            label, src = src.get("label", _NO_LABEL), src["shards"]
         pats = [src] if _is_path(src) else list(src) if isinstance(src, (list, tuple)) else None
         if pats is None:
-            raise TypeError(f"shards[{i}]: a source is a path, pattern or URL, or a list of "
-                            f"them, not {type(src).__name__}")
+            raise TypeError(f"shards[{i}]: a source is a path, pattern or URL, a list of them, "
+                            f"or a dict, not {type(src).__name__}")
         if not pats:
             raise ValueError(f"shards[{i}]: a source needs at least one pattern")
         flat += pats
         per.append(len(pats))
-    return flat, per
+        labels.append(None if label is _NO_LABEL else _label_rule(i, label))
+    return flat, per, labels if any(v is not None for v in labels) else None
 
 
 def _floats(name, values):
@@ -74,10 +96,14 @@ def _class_list(class_weights):
     return class_weights
 
 
-def mix_fields(per_source, weights, class_weights, sample_weights):
-    """The rf_config fields of the mixing arguments, as {field: value}; the float buffers are
-    under "_keep" (the caller keeps them alive for every create)."""
+def mix_fields(per_source, weights, class_weights, sample_weights, labels=None):
+    """The rf_config fields of the mixing arguments, as {field: value}; the buffers are under
+    "_keep" (the caller keeps them alive for every create)."""
     f, keep = {}, []
+    if labels is not None:
+        arr = (ctypes.c_char_p * len(labels))(*labels)
+        keep.append(arr)
+        f["source_labels"] = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
 
     def put(field, count_field, arr, ctype):
         keep.append(arr)
@@ -109,5 +135,9 @@ def config_arrays(cfg):
                          ("sample_weights", "sample_weight_count")):
         ptr, n = getattr(cfg, field), getattr(cfg, count)
         out[field] = [ptr[i] for i in range(n)] if ptr and n else None
+    labels = cfg.source_labels
+    out["source_labels"] = ([None if labels[i] is None else labels[i].decode("utf-8",
+                                                                          "surrogateescape")
+                             for i in range(cfg.source_count)] if labels else None)
     return out
 

@@ -484,7 +484,7 @@ class _LoaderBase:
         if not self._shard_bytes:
             raise ValueError("no shards given")
         self._cfg_fields = dict(cfg_fields)
-        self._keep = self._cfg_fields.pop("_keep", None)  # arrays the config points at
+        self._mix_keep = self._cfg_fields.pop("_keep", None)  # arrays the config points at
         self._cfg_fields["device_kind"] = C.RF_DEVICE_CUDA if kind == "cuda" else C.RF_DEVICE_HOST
         self._cfg_fields["device_index"] = index if kind == "cuda" else 0
         self._cfg_fields["epochs"] = 0  # forever: Python iterators run one epoch each
@@ -1100,7 +1100,8 @@ class Loader(_LoaderBase):
       tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
       is a ValueError). With a folder source, one path: an image folder or list file.
-      With weights, a list of sources, each one of these (docs/python.md, "Mixing sources").
+      With weights, a list of sources, each one of these or {"shards": ..., "label": ...}
+      with a label rule of its own (docs/python.md, "Mixing sources").
     weights: one number >= 0 per source: each source's share of an epoch's positions, exact
       per epoch and interleaved by the seed. epoch_size=N sets the positions per epoch
       (default: the dataset's samples); a source asked for more than it holds starts a new
@@ -1242,7 +1243,7 @@ class Loader(_LoaderBase):
                  cache_bytes=0, remote_retries=None, remote_timeout=None, weights=None,
                  class_weights=None, sample_weights=None, **settings):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
-        shards, per_source = _mix.split_sources(shards, weights)
+        shards, per_source, source_labels = _mix.split_sources(shards, weights)
         batch_size = _field_int("batch_size", batch_size, lo=1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
                            on_error, io_engine, timeout, decode_threads, start_epoch)
@@ -1265,7 +1266,8 @@ class Loader(_LoaderBase):
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
         f.update(_other_settings("Loader", settings))
-        f.update(_mix.mix_fields(per_source, weights, class_weights, sample_weights))
+        f.update(_mix.mix_fields(per_source, weights, class_weights, sample_weights,
+                                 source_labels))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")
@@ -1359,7 +1361,7 @@ class TokenLoader(_LoaderBase):
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
                  timeout=0, cache_dir=None, cache_bytes=0, remote_retries=None,
                  remote_timeout=None, weights=None, sample_weights=None, **settings):
-        path, per_source = _mix.split_sources(path, weights)
+        path, per_source, _ = _mix.split_sources(path, weights)
         token_bytes = _field_int("token_bytes", token_bytes)
         if token_bytes not in (2, 4):
             raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")

@@ -239,3 +239,32 @@ def test_bench_flags(two_sources, tmp_path):
     assert p.returncode == 0, p.stderr
     p = bench("--class-weights", "1,2")
     assert p.returncode != 0 and "class_weights need labels known" in p.stderr
+
+
+def test_kept_batch_on_a_mixing_loader(two_sources):
+    with mixed(two_sources) as ld:
+        b = next(iter(ld)).keep()  # the loader's own _keep, not the mixing arrays
+        assert b.count == 16
+        b.release()
+
+
+def test_tar_sources_with_their_own_label_rules(tmp_path, shards):
+    jpegs = shard_jpegs(shards, 6)
+    wds = pytest.importorskip("webdataset")
+    paths = {}
+    for name, ext, value in (("cls", "cls", b"3"), ("json", "json", b'{"y": {"z": 8}}'),
+                             ("none", "txt", b"caption")):
+        paths[name] = str(tmp_path / f"{name}.tar")
+        with wds.TarWriter(paths[name]) as sink:
+            for i, jpg in enumerate(jpegs[:2]):
+                sink.write({"__key__": f"{i:08d}", "jpg": jpg, ext: value})
+    sources = [paths["cls"], {"shards": paths["json"], "label": "json:y.z"},
+               {"shards": [paths["none"]], "label": None}]
+    with ringfeed.Loader(sources, 6, size=16, device="cpu", array_type="numpy",
+                         weights=[1, 1, 1]) as ld:
+        got = {int(i) // 2: int(lab) for b in ld for i, lab in zip(b.sample_ids, b.labels)}
+        assert ld.config["source_labels"] == [None, "json:y.z", "none"]
+    assert got == {0: 3, 1: 8, 2: -1}
+    with pytest.raises(ValueError, match=r"shards\[1\]\['label'\]"):
+        ringfeed.Loader([paths["cls"], {"shards": paths["json"], "label": "xml"}], 6,
+                        weights=[1, 1], device="cpu")

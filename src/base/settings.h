@@ -218,7 +218,9 @@
     X(A, sample_weights, F32S, DEF(0), NO_RANGE, "", "plan", RF_SETTING_INPUT,                     \
       "weight of each sample within its source")                                                   \
     X(A, sample_weight_count, U64, DEF(0), RANGE(0, UINT64_MAX), "samples", "plan",                \
-      RF_SETTING_INPUT, "entries in sample_weights")
+      RF_SETTING_INPUT, "entries in sample_weights")                                              \
+    X(A, source_labels, STRS, DEF_S(NULL), NO_RANGE, "", "pipeline", RF_SETTING_INPUT,             \
+      "tar: each source's label rule (source_count entries)")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

@@ -23,17 +23,18 @@
 /* The label of a tar sample whose span locate walked: under RF_LABEL_CLS and RF_LABEL_JSON
  * its label member (KEY.cls, KEY.json), which must be there and hold a label
  * (rf_check_label_as: the same check as rf_shard_inspect); under RF_LABEL_NONE -1, unread. */
-static int tar_label(const rf_loader *ld, const rf_sample *sm, const uint8_t *span,
-                     uint32_t loff, uint32_t llen, uint32_t lhdr, int32_t *label, rf_err *e)
+static int tar_label(const rf_loader *ld, const pl_label_rule *r, const rf_sample *sm,
+                     const uint8_t *span, uint32_t loff, uint32_t llen, uint32_t lhdr,
+                     int32_t *label, rf_err *e)
 {
     *label = -1;
-    if (ld->cfg.label_source == RF_LABEL_NONE)
+    if (r->source == RF_LABEL_NONE)
         return 0;
     const char *key = ld->ds.keys + sm->key;
     if (!loff)
-        return rf_label_missing(key, ld->ds.label_ext, sm->offset, e);
-    return rf_check_label_as(ld->cfg.label_source, ld->cfg.label_json_path, key, span + loff,
-                             llen, sm->offset + lhdr, label, e);
+        return rf_label_missing(key, r->ext, sm->offset, e);
+    return rf_check_label_as(r->source, r->json_path, key, span + loff, llen,
+                             sm->offset + lhdr, label, e);
 }
 
 /* A label the data gave (the sample's member, or its line of a list) against num_classes:
@@ -89,9 +90,9 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
         rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
+        pl_label_rule lr = pl_mix_label_rule(ld, t->sample_id); /* its source's */
         rc = rf_tar_locate_fields(span, sm->length, ld->ds.keys + sm->key, ld->ds.image_exts,
-                                  ld->ds.label_ext, ld->fields.names, ld->fields.n, &img, &lbl,
-                                  found, e);
+                                  lr.ext, ld->fields.names, ld->fields.n, &img, &lbl, found, e);
         doff = img.off, dlen = img.len, dhdr = img.hdr;
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
@@ -104,7 +105,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
-        if ((rc = tar_label(ld, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
+        if ((rc = tar_label(ld, &lr, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
             t->why = RF_SKIP_LABEL;
             return rc;
         }

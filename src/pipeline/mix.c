@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loaders/dataset.h"
 #include "pipeline/pipeline.h"
 
 struct pl_mix {
@@ -20,6 +21,8 @@ struct pl_mix {
     /* the loader's copies, which ld->cfg points at once created */
     uint32_t *source_shards;
     float *weights, *class_weights, *sample_weights;
+    char **labels;        /* source_labels (entries NULL where the caller's were) */
+    pl_label_rule *rules; /* nsources, with source_labels; NULL: the loader's rule for all */
 };
 
 void pl_mix_free(rf_loader *ld)
@@ -33,6 +36,10 @@ void pl_mix_free(rf_loader *ld)
     free(m->weights);
     free(m->class_weights);
     free(m->sample_weights);
+    for (uint32_t i = 0; m->labels && i < m->nsources; i++)
+        free(m->labels[i]);
+    free(m->labels);
+    free(m->rules);
     free(m);
     ld->mix = NULL;
 }
@@ -50,6 +57,63 @@ static int copy_array(void **dst, const void *src, uint64_t n, size_t size, cons
     if (!(*dst = malloc(n * size)))
         return rf_seterr(err, RF_ENOMEM, "no memory for a copy of %s", name);
     memcpy(*dst, src, n * size);
+    return 0;
+}
+
+pl_label_rule pl_mix_label_rule(const rf_loader *ld, uint64_t sample_id)
+{
+    const struct pl_mix *m = ld->mix;
+    if (!m || !m->rules || !m->sample_start)
+        return (pl_label_rule){.source = ld->cfg.label_source,
+                               .json_path = ld->cfg.label_json_path,
+                               .ext = ld->ds.label_ext};
+    uint32_t lo = 0, hi = m->nsources; /* the source s with start[s] <= id < start[s + 1] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (m->sample_start[mid] <= sample_id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return m->rules[lo];
+}
+
+/* source_labels copied and read into one rule per source. */
+static int label_rules(rf_loader *ld, struct pl_mix *m, rf_err *err)
+{
+    rf_config *c = &ld->cfg;
+    if (!c->source_labels)
+        return 0;
+    if (c->source != RF_SOURCE_TAR)
+        return rf_seterr(err, RF_EINVAL, "source_labels apply to tar shards; folder sources "
+                         "take their labels from their own trees or lists");
+    if (!(m->labels = calloc(m->nsources, sizeof *m->labels)) ||
+        !(m->rules = calloc(m->nsources, sizeof *m->rules)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    for (uint32_t s = 0; s < m->nsources; s++) {
+        const char *t = c->source_labels[s];
+        pl_label_rule *r = &m->rules[s];
+        *r = (pl_label_rule){c->label_source, c->label_json_path, NULL};
+        if (t && !(m->labels[s] = strdup(t)))
+            return rf_seterr(err, RF_ENOMEM, "no memory");
+        if (!t || !*t)
+            ;
+        else if (!strcmp(t, "cls"))
+            r->source = RF_LABEL_CLS;
+        else if (!strcmp(t, "none"))
+            r->source = RF_LABEL_NONE;
+        else if (!strncmp(t, "json:", 5)) {
+            r->source = RF_LABEL_JSON;
+            r->json_path = m->labels[s] + 5;
+            rf_err e = {0};
+            if (rf_json_path_check(r->json_path, &e))
+                return rf_seterr(err, RF_EINVAL, "source_labels[%u]: %s", s, e.msg);
+        } else
+            return rf_seterr(err, RF_EINVAL, "source_labels[%u] is \"%.64s\": a source's label "
+                             "rule is cls, none, json:PATH, or empty for label_source", s, t);
+        r->ext = rf_label_ext(r->source);
+    }
+    c->source_labels = (const char *const *)m->labels;
     return 0;
 }
 
@@ -92,7 +156,7 @@ static int mix_copy(rf_loader *ld, struct pl_mix *m, rf_err *err)
         if (!isfinite(c->class_weights[i]) || c->class_weights[i] < 0)
             return rf_seterr(err, RF_EINVAL, "class_weights[%u] is %g: each class's weight must "
                              "be a finite number >= 0", i, (double)c->class_weights[i]);
-    return 0;
+    return label_rules(ld, m, err);
 }
 
 int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err)
@@ -137,13 +201,17 @@ int pl_mix_open(rf_loader *ld, char *const *paths, uint32_t npaths, rf_err *err)
     /* Token files are one table of windows (tok_first), opened at once; tar shards and
      * folders append to the table, so each source opens on its own: its samples are the
      * span it added, and a folder source (one tree or list each) keeps its own classes. */
-    if (fmt == RF_SOURCE_TOKENS || m->nsources == 1)
+    if (fmt == RF_SOURCE_TOKENS || (m->nsources == 1 && !m->rules))
         return rf_format_open(fmt, &ld->ds, paths, npaths, max, err);
     if (!(m->sample_start = calloc(m->nsources + 1, sizeof *m->sample_start)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
+    const char *ext = ld->ds.label_ext;
     for (uint32_t s = 0; s < m->nsources; s++) {
         uint32_t f = m->file_start[s];
+        if (m->rules) /* the scan notes where each sample's label member is */
+            ld->ds.label_ext = m->rules[s].ext;
         int rc = rf_format_open(fmt, &ld->ds, paths + f, m->file_start[s + 1] - f, max, err);
+        ld->ds.label_ext = ext;
         if (rc)
             return rc;
         m->sample_start[s + 1] = ld->ds.nsamples;

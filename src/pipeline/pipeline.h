@@ -549,6 +549,13 @@ uint64_t pl_plan_real(const rf_plan *p);
 /* mix.c: the patterns expanded and opened source by source (create's open), the plan
  * switched to weighted mixing when a mixing setting asks for it (after rf_plan_init), and
  * their memory. */
+/* A tar sample's label rule: the loader's, or its source's (rf_config.source_labels). */
+typedef struct pl_label_rule {
+    uint32_t source;       /* enum rf_label_source */
+    const char *json_path; /* RF_LABEL_JSON: the label's path */
+    const char *ext;       /* the label member's extension (rf_label_ext) */
+} pl_label_rule;
+pl_label_rule pl_mix_label_rule(const rf_loader *ld, uint64_t sample_id);
 int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err);
 int pl_mix_open(rf_loader *ld, char *const *paths, uint32_t npaths, rf_err *err);
 int pl_mix_setup(rf_loader *ld, rf_err *err);
