@@ -27,6 +27,9 @@ typedef struct opts {
     float weights[MAX_PATTERNS];
     uint32_t per_source[MAX_PATTERNS];
     float *class_weights, *sample_weights;
+    const char *labels[MAX_PATTERNS]; /* --source-labels, split (into label_text) */
+    uint32_t nlabels;
+    char *label_text;
 } opts;
 
 /* One epoch of a run: seconds, images, bytes read from storage (-1: not measured), the

@@ -41,7 +41,7 @@ static const struct alias {
 #define NALIASES (sizeof aliases / sizeof aliases[0])
 
 enum { O_SHARDS = 256, O_FOLDER, O_TOKENS, O_DEVICE, O_RESUME, O_WARMUP, O_EVICT, O_JSON,
-       O_SHOWCFG, O_VERSION, O_HELP, O_WEIGHTS, O_CLASS_WEIGHTS, O_SAMPLE_WEIGHTS,
+       O_SHOWCFG, O_VERSION, O_HELP, O_WEIGHTS, O_CLASS_WEIGHTS, O_SAMPLE_WEIGHTS, O_LABELS,
        O_ALIAS = 512, O_SETTING = 1024 };
 
 static const rf_setting *table;
@@ -246,6 +246,8 @@ static void usage(FILE *f, const rf_config *defaults)
             "                     source (rf_config.weights; with --epoch-size, --replacement)\n"
             "  --class-weights W,W,...  weight of each class id (folder labels)\n"
             "  --sample-weights FILE    weight of each sample: numbers, in dataset order\n"
+            "  --source-labels R,R,...  each source's label rule: cls, none, json:PATH, or\n"
+            "                     empty for --label-source (rf_config.source_labels)\n"
             "  --resume-at F      also time resuming at fraction F of the first epoch\n"
             "  --warmup N         batches excluded from the timed figures (0)\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
@@ -369,10 +371,32 @@ static int read_weights_file(const char *path, float **out, uint64_t *count)
     return 0;
 }
 
+/* "R,R,..." into o->labels, an empty entry NULL (the loader's rule). */
+static int parse_labels(opts *o, const char *arg)
+{
+    free(o->label_text);
+    if (!(o->label_text = strdup(arg)))
+        return -1;
+    o->nlabels = 0;
+    for (char *p = o->label_text;; p++) {
+        if (o->nlabels == MAX_PATTERNS)
+            return -1;
+        char *end = strchr(p, ',');
+        if (end)
+            *end = '\0';
+        o->labels[o->nlabels++] = *p ? p : NULL;
+        if (!end)
+            return 0;
+        p = end;
+    }
+}
+
 static int parse_mix(opts *o, int c, const char *arg)
 {
     rf_config *cfg = &o->cfg;
     long n;
+    if (c == O_LABELS)
+        return parse_labels(o, arg);
     if (c == O_WEIGHTS) {
         if ((n = parse_floats(arg, o->weights, MAX_PATTERNS)) < 0)
             return -1;
@@ -425,12 +449,17 @@ static int finish(opts *o, const int *given)
                                "least 1\n"), -1;
     c->shards = o->shards;
     c->shard_count = o->nshards;
-    if (c->weights) { /* each pattern its own source */
+    if (c->weights || o->nlabels) { /* each pattern its own source */
         for (uint32_t i = 0; i < o->nshards; i++)
             o->per_source[i] = 1;
         c->source_shards = o->per_source;
         c->source_count = o->nshards;
     }
+    if (o->nlabels && o->nlabels != o->nshards)
+        return fprintf(stderr, "ringfeed-bench: bad value for option --source-labels: %u "
+                               "rules for %u sources\n", o->nlabels, o->nshards), -1;
+    if (o->nlabels)
+        c->source_labels = o->labels;
     return 0;
 }
 
@@ -444,7 +473,8 @@ static const struct option own[] = {
     {"show-config", no_argument, 0, O_SHOWCFG}, {"version", no_argument, 0, O_VERSION},
     {"help", no_argument, 0, O_HELP}, {"weights", required_argument, 0, O_WEIGHTS},
     {"class-weights", required_argument, 0, O_CLASS_WEIGHTS},
-    {"sample-weights", required_argument, 0, O_SAMPLE_WEIGHTS}};
+    {"sample-weights", required_argument, 0, O_SAMPLE_WEIGHTS},
+    {"source-labels", required_argument, 0, O_LABELS}};
 #define NOWN (sizeof own / sizeof own[0])
 
 /* getopt_long's table: the bench's own options, the short names, a flag per setting. */
@@ -493,7 +523,8 @@ static int parse_option(opts *o, int c, const char *arg, int *given)
     case O_DEVICE: return parse_device(arg, &o->cfg) != 0;
     case O_WEIGHTS:
     case O_CLASS_WEIGHTS:
-    case O_SAMPLE_WEIGHTS: return parse_mix(o, c, arg) != 0;
+    case O_SAMPLE_WEIGHTS:
+    case O_LABELS: return parse_mix(o, c, arg) != 0;
     case O_RESUME:
         o->resume_at = strtod(arg, NULL);
         return !(o->resume_at > 0 && o->resume_at < 1);

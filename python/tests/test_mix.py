@@ -239,6 +239,12 @@ def test_bench_flags(two_sources, tmp_path):
     assert p.returncode == 0, p.stderr
     p = bench("--class-weights", "1,2")
     assert p.returncode != 0 and "class_weights need labels known" in p.stderr
+    p = bench("--source-labels", ",none", "--weights", "1,1", "--epoch-size", "40")
+    assert p.returncode == 0, p.stderr
+    p = bench("--source-labels", "xml,cls")
+    assert p.returncode != 0 and 'source_labels[0] is "xml"' in p.stderr
+    p = bench("--source-labels", "cls")
+    assert p.returncode != 0 and "1 rules for 2 sources" in p.stderr
 
 
 def test_kept_batch_on_a_mixing_loader(two_sources):
