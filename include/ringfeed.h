@@ -829,6 +829,10 @@ RF_API const char *rf_strerror(int code);
 /* The name of an rf_recovered kind ("header_bytes", "jfif_version", "icc"), or NULL for an
  * index that names none. */
 RF_API const char *rf_recovered_name(uint32_t kind);
+/* The name of an rf_skip_reason ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large",
+ * "io", "label", "hook", "field"), or NULL for an index that names none: the bench's JSON and
+ * the Python binding key skipped_by_reason by these names. */
+RF_API const char *rf_skip_reason_name(uint32_t reason);
 
 /* The symbolic name of one of ringfeed's own error codes (RF_ERRORS): "RF_EINVAL" for
  * RF_EINVAL, and so on. NULL for any other code (0, RF_EPOCH_END, RF_DONE, -errno, unknown). */

@@ -1,6 +1,7 @@
 /* test_api.c — the stateless public API that bindings read: every error code's name and
- * message, from the one RF_ERRORS list; rf_abi_layout's table against the structs as
- * ringfeed.h declares them (every field, in order) and as the compiler lays them out. */
+ * message, from the one RF_ERRORS list; the skip reasons' names; rf_abi_layout's table against
+ * the structs as ringfeed.h declares them (every field, in order) and as the compiler lays them
+ * out. */
 #include <check.h>
 #include <ctype.h>
 #include <errno.h>
@@ -229,6 +230,34 @@ START_TEST(layout_lists_every_error_code)
 }
 END_TEST
 
+/* Each reason's name spelled out here, not taken from the library's table: they are keys of
+ * the bench's JSON and of the Python binding's skipped_by_reason dict, so a renamed or
+ * reordered entry fails this test. */
+START_TEST(skip_reason_names)
+{
+    static const struct {
+        uint32_t reason;
+        const char *name;
+    } want[] = {
+        {RF_SKIP_TAR_HEADER, "tar_header"}, {RF_SKIP_TRUNCATED, "truncated"},
+        {RF_SKIP_NOT_JPEG, "not_jpeg"},     {RF_SKIP_CORRUPT, "corrupt"},
+        {RF_SKIP_TOO_LARGE, "too_large"},   {RF_SKIP_IO, "io"},
+        {RF_SKIP_LABEL, "label"},           {RF_SKIP_HOOK, "hook"},
+        {RF_SKIP_FIELD, "field"},
+    };
+    const size_t n = sizeof want / sizeof want[0];
+    for (size_t i = 0; i < n; i++) {
+        /* dense from 0: the bench and the binding read names until the first NULL */
+        ck_assert_uint_eq(want[i].reason, i);
+        ck_assert_ptr_nonnull(rf_skip_reason_name(want[i].reason));
+        ck_assert_str_eq(rf_skip_reason_name(want[i].reason), want[i].name);
+    }
+    for (uint32_t r = (uint32_t)n; r <= RF_SKIP_REASONS; r++)
+        ck_assert_msg(rf_skip_reason_name(r) == NULL, "%u: %s", r, rf_skip_reason_name(r));
+    ck_assert_ptr_null(rf_skip_reason_name(UINT32_MAX));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("api");
@@ -238,6 +267,7 @@ int main(void)
     tcase_add_loop_test(tc, layout_lists_every_field_of_the_header, 0, 5);
     tcase_add_loop_test(tc, layout_offsets_are_the_compilers, 0, 5);
     tcase_add_test(tc, layout_lists_every_error_code);
+    tcase_add_test(tc, skip_reason_names);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

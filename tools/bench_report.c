@@ -239,13 +239,11 @@ void print_json(const opts *o, const result *r)
            o->cfg.order == RF_ORDER_GLOBAL   ? "global"
            : o->cfg.order == RF_ORDER_SHARD ? "shard"
                                             : "none");
-    static const char *const reasons[RF_SKIP_REASONS] = {
-        "tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label", "hook", "field"};
     printf("\"on_error\": \"%s\", \"skipped\": %llu, \"nonregular_members\": %llu, "
            "\"skipped_by_reason\": {", o->cfg.on_error == RF_ON_ERROR_SKIP ? "skip" : "fail",
            (unsigned long long)s->skipped, (unsigned long long)s->nonregular_members);
-    for (int i = 0; i < RF_SKIP_FIELD + 1; i++)
-        printf("%s\"%s\": %llu", i ? ", " : "", reasons[i],
+    for (uint32_t i = 0; rf_skip_reason_name(i); i++)
+        printf("%s\"%s\": %llu", i ? ", " : "", rf_skip_reason_name(i),
                (unsigned long long)s->skipped_by_reason[i]);
     printf("}, \"recovered\": %llu, \"recovered_by_kind\": {",
            (unsigned long long)s->recovered);

@@ -8,9 +8,12 @@ set -euo pipefail
 # python3-venv: tools/wheel.sh and tests/wheel_test.sh make their venvs with it.
 # nginx-light, openssl, curl: the real HTTP(S) servers, their certificate and a client for the
 # remote-shard tests (tests/servers/servers.py); libcurl4-openssl-dev: the remote I/O engine.
+# libssl-dev and dpkg-dev: OpenSSL's static archives and dpkg-source, with which
+# tools/wheel_curl.sh builds the binary wheel's libcurl (from Debian's source, fetched by apt).
 pkgs=(build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
       check libsubunit-dev valgrind python3 python3-pip python3-venv python3-pil clang
-      libjpeg-turbo-progs mate-backgrounds nginx-light openssl curl libcurl4-openssl-dev)
+      libjpeg-turbo-progs mate-backgrounds nginx-light openssl curl libcurl4-openssl-dev
+      libssl-dev dpkg-dev)
 # Ubuntu names libjpeg-turbo's dev package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1; then
   pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")

@@ -24,10 +24,17 @@ _capi.lib()
 from ._capi import LoaderTimeout, RingfeedError, library_path  # noqa: E402
 from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch,  # noqa: E402
                      TokenLoader)
+from ._stats import SKIP_REASONS  # noqa: E402
+from . import _dataloader  # noqa: E402
+
+# A program that imported torch first gets loaders that are IterableDatasets from the start;
+# otherwise the first loader made registers them, as it imports torch where torch is installed.
+_dataloader.register()
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
            "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",
-           "library_path", "add_restarts", "cpu_count", "default_decode_threads", "settings"]
+           "library_path", "add_restarts", "cpu_count", "default_decode_threads", "settings",
+           "SKIP_REASONS"]
 # include/ringfeed.h's version, which import has checked the library's rf_version() against.
 __version__ = _capi.BINDING_VERSION
 

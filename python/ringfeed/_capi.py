@@ -398,6 +398,7 @@ def _declare(L):
         "rf_strerror": (cp, [i32]),
         "rf_err_name": (cp, [i32]),
         "rf_recovered_name": (cp, [ctypes.c_uint32]),
+        "rf_skip_reason_name": (cp, [ctypes.c_uint32]),
         "rf_abi_layout": (P(RfFieldLayout), [P(ctypes.c_uint32)]),
         "rf_config_settings": (P(RfSetting), [P(ctypes.c_uint32)]),
         "rf_version": (cp, []),
@@ -615,6 +616,15 @@ def add_restarts(jpeg, interval=0, optimize=True):
         return ctypes.string_at(out.value, n.value)
     finally:
         lib().rf_free(out)
+
+
+def skip_reasons():
+    """enum rf_skip_reason's names in index order, as the library names them
+    (rf_skip_reason_name, until the first index it names none for)."""
+    names = []
+    while (name := lib().rf_skip_reason_name(len(names))) is not None:
+        names.append(name.decode())
+    return tuple(names)
 
 
 def strerror(code):

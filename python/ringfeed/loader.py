@@ -37,7 +37,7 @@ import os
 import threading
 import weakref
 
-from . import _arrays
+from . import _arrays, _dataloader, _stats
 from . import _capi as C
 from . import _mix
 from ._args import (U32_MAX, U64_MAX, _choice, _field_int, _other_settings, _path_bytes,
@@ -57,9 +57,8 @@ _ON_ERROR = C.choices("on_error")
 _ARRAY_TYPES = {"auto": "auto", "torch": "torch", "numpy": "numpy"}
 _SOURCES = {"auto": "auto", "tar": "tar", "folder": "folder"}
 _SCHEDULES = C.choices("decode_schedule")
-# Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason).
-SKIP_REASONS = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label",
-                "hook", "field")
+# Names of rf_stats.skipped_by_reason entries (enum rf_skip_reason), read from the library.
+SKIP_REASONS = _stats.SKIP_REASONS
 # Names of rf_stats.recovered_by_kind entries (enum rf_recovered, rf_recovered_name): what
 # libjpeg recovered from in files delivered with every pixel.
 RECOVERED_KINDS = ("header_bytes", "jfif_version", "icc")
@@ -452,6 +451,7 @@ class _LoaderBase:
 
         kind, index = _parse_device(device)
         torch = _arrays.torch_module()
+        _dataloader.register()
         if kind == "cuda":
             if torch is None:
                 raise ImportError("device='cuda' needs torch (batches are torch CUDA tensors)")
@@ -666,8 +666,12 @@ class _LoaderBase:
 
     def __iter__(self):
         """One epoch (the rest of the current one if it was interrupted): see the module doc."""
+        _dataloader.check_process(self)
         self._check_open()
         return _EpochIterator(self)
+
+    def __reduce_ex__(self, protocol):
+        _dataloader.refuse_pickle(self)
 
     def __len__(self):
         """Batches per (full) epoch on this rank."""
@@ -910,22 +914,12 @@ class _LoaderBase:
         self._create(bytes(state["blob"]))
 
     def stats(self):
-        """rf_loader_stats() as a dict (strings decoded)."""
+        """rf_loader_stats() as a dict (strings decoded; "skipped_by_reason" and
+        "epoch_skipped_by_reason" as {reason name: count}, see SkipCounts)."""
         self._check_open()
         st = C.stats_init()
         self._call(C.lib().rf_loader_stats, ctypes.byref(st))
-        out = {}
-        for name, _ in C.RfStats._fields_:
-            if name == "struct_size":
-                continue
-            v = getattr(st, name)
-            if isinstance(v, bytes):
-                out[name] = v.decode("utf-8", "replace")
-            elif isinstance(v, ctypes.Array):
-                out[name] = [int(x) for x in v]
-            else:
-                out[name] = int(v)
-        return out
+        return _stats.stats_dict(st)
 
     @property
     def config(self):
@@ -974,20 +968,12 @@ class _LoaderBase:
     def epoch_stats(self):
         """This rank's counts of one epoch: the epoch of the last batch handed out (rf_stats'
         counted_epoch and epoch_* fields) as {"epoch", "delivered" (real samples, padding not
-        counted), "skipped", "skipped_by_reason" (indexed like SKIP_REASONS), "total",
+        counted), "skipped", "skipped_by_reason" ({reason name: count}), "total",
         "final"}. Only that epoch's batches count, with the skips of their own positions:
         unlike stats()["skipped"], never the skips of batches prefetched past them. "final"
         once the epoch's iteration ended (RF_EPOCH_END); then delivered + skipped == total.
         After a resume they cover the rest of the epoch."""
-        st = self.stats()
-        return {
-            "epoch": st["counted_epoch"],
-            "delivered": st["epoch_delivered"],
-            "skipped": st["epoch_skipped"],
-            "skipped_by_reason": st["epoch_skipped_by_reason"],
-            "total": st["epoch_total"],
-            "final": bool(st["epoch_final"]),
-        }
+        return _stats.epoch_stats(self.stats())
 
     @property
     def num_samples(self):
@@ -1228,7 +1214,9 @@ class Loader(_LoaderBase):
       (counted in whole seconds, at least 1) before it is retried: > 0 and at most 3600, None
       (default) the library's 30 (rf_config.remote_timeout_ms).
     Iterating yields one epoch of Batch objects; see the module docstring for how long a
-    batch's memory stays valid, and `copy=True` to make every batch own its memory.
+    batch's memory stays valid, and `copy=True` to make every batch own its memory. Where
+    torch is installed a Loader is a torch IterableDataset: DataLoader(loader,
+    batch_size=None) yields the same batches (num_workers=0: ringfeed has threads of its own).
     """
 
     def __init__(self, shards, batch_size, *, size=224, crop="random", layout="NCHW",

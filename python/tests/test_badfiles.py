@@ -163,7 +163,7 @@ def verdicts(pattern, device="cpu", epochs=2, **kw):
             keys = sorted(k for b in ld for k, pad in zip(b.keys, b.is_padding) if not pad)
             st = ld.epoch_stats()
             assert st["final"] and st["delivered"] + st["skipped"] == st["total"]
-            out.append((keys, list(st["skipped_by_reason"])))
+            out.append((keys, dict(st["skipped_by_reason"])))
     return out
 
 

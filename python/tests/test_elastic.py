@@ -18,11 +18,12 @@ N = 160
 BATCH = 4
 
 # One rank of a training job: after each step it writes the step's keys and the loader's
-# state together (a checkpoint), renamed into place so that a kill never leaves half of one.
+# state together (a checkpoint), renamed into place so that a kill never leaves half of one,
+# and waits for the other ranks' step (their start-up, torch's import, differs by seconds).
 RANK_MAIN = r"""
 import os, pickle, sys, time, ringfeed
 pattern, outdir, resume, pause = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-rank = int(os.environ["RANK"])
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 with ringfeed.Loader(pattern, %d, size=24, device="cpu", decode_threads=1, seed=13) as ld:
     if resume:
         with open(resume, "rb") as f:
@@ -36,6 +37,10 @@ with ringfeed.Loader(pattern, %d, size=24, device="cpu", decode_threads=1, seed=
             pickle.dump({"keys": keys, "state": ld.state_dict()}, f)
         os.rename(path + ".tmp", path)
         time.sleep(pause)
+        # DDP's gradient all-reduce keeps the ranks in step: the next step waits for them all
+        while not all(os.path.exists(os.path.join(outdir, "r%%d-s%%d.pkl" %% (r, step)))
+                      for r in range(world)):
+            time.sleep(0.005)
 open(os.path.join(outdir, "r%%d-done" %% rank), "w").close()
 """ % BATCH
 

@@ -49,6 +49,17 @@ RF_API const char *rf_recovered_name(uint32_t kind)
     return kind < RF_RECOVERED_KINDS ? names[kind] : NULL;
 }
 
+RF_API const char *rf_skip_reason_name(uint32_t reason)
+{
+    static const char *const names[RF_SKIP_REASONS] = {
+        [RF_SKIP_TAR_HEADER] = "tar_header", [RF_SKIP_TRUNCATED] = "truncated",
+        [RF_SKIP_NOT_JPEG] = "not_jpeg",     [RF_SKIP_CORRUPT] = "corrupt",
+        [RF_SKIP_TOO_LARGE] = "too_large",   [RF_SKIP_IO] = "io",
+        [RF_SKIP_LABEL] = "label",           [RF_SKIP_HOOK] = "hook",
+        [RF_SKIP_FIELD] = "field"};
+    return reason < RF_SKIP_REASONS ? names[reason] : NULL;
+}
+
 RF_API const char *rf_err_name(int code)
 {
     const own_error_row *own = own_error(code);

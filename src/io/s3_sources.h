@@ -13,7 +13,7 @@
 #define RF_S3_KEY_ID_MAX 128
 #define RF_S3_SECRET_MAX 256
 #define RF_S3_TOKEN_MAX 4096              /* a session token; STS's run 400-1500 bytes */
-#define RF_S3_SOURCE_MAX 320              /* "profile dev in /home/u/.aws/credentials" */
+#define RF_S3_SOURCE_MAX 320              /* "profile dev in ~/.aws/credentials" with a long home */
 #define RF_S3_NAME_MAX 256                /* profile names, role ARNs, session names */
 #define RF_S3_FILE_BYTES_MAX (1u << 20)   /* a shared file, a token file */
 #define RF_S3_ANSWER_BYTES_MAX (64u << 10) /* a credential source's answer */
