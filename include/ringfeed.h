@@ -674,8 +674,8 @@ typedef struct rf_config {
      * them. Not with class_weights. Copied at create. */
     const float *sample_weights;
     uint64_t sample_weight_count;
-    /* Tar sources: each source's label rule, source_count entries (NULL: every source takes
-     * label_source and label_json_path). An entry is "cls", "none", "json:PATH" (PATH as
+    /* Tar sources: each source's label rule, source_count entries (one when source_count is
+     * 0; NULL: every source takes label_source and label_json_path). An entry is "cls", "none", "json:PATH" (PATH as
      * label_json_path) or NULL / "" for the loader's rule; anything else, or the array with
      * another source than tar, is RF_EINVAL naming source_labels. Copied at create. */
     const char *const *source_labels;

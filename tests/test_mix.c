@@ -16,8 +16,8 @@
 #include "synth.h"
 #include "testutil.h"
 
-/* Samples more than 4 standard deviations from n x p: a bound a correct draw breaks about
- * once in 16000 checks, and a draw ignoring the weights breaks every time here. */
+/* Within 4 standard deviations of n x p: a bound a correct draw almost never breaks, and a
+ * draw ignoring the weights breaks every time here. */
 static void assert_binomial(uint64_t got, uint64_t n, double p, const char *what)
 {
     double mean = (double)n * p, sd = sqrt((double)n * p * (1 - p));

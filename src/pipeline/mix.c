@@ -5,9 +5,10 @@
  * Three hooks in create.c: pl_mix_expand replaces the one expansion of all patterns by one per
  * source, so that the paths of each source are known; pl_mix_open opens them source by
  * source; pl_mix_setup runs after rf_plan_init.
- * With every mixing setting at its default neither changes anything: the plan stays the one
+ * With every mixing setting at its default none changes anything: the plan stays the one
  * permutation of all samples. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +55,7 @@ static int copy_array(void **dst, const void *src, uint64_t n, size_t size, cons
         return rf_seterr(err, RF_EINVAL, "%s is set with a count of 0", name);
     if (!src)
         return 0;
-    if (!(*dst = malloc(n * size)))
+    if (n > SIZE_MAX / size || !(*dst = malloc(n * size)))
         return rf_seterr(err, RF_ENOMEM, "no memory for a copy of %s", name);
     memcpy(*dst, src, n * size);
     return 0;
