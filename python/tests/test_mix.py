@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ringfeed
-from conftest import find_tool, make_shards, shard_jpegs
+from conftest import find_tool, make_shards, rewrite_shards, shard_jpegs
 
 NA, NB = 60, 20  # samples of source a and b
 
@@ -274,3 +274,23 @@ def test_tar_sources_with_their_own_label_rules(tmp_path, shards):
     with pytest.raises(ValueError, match=r"shards\[1\]\['label'\]"):
         ringfeed.Loader([paths["cls"], {"shards": paths["json"], "label": "xml"}], 6,
                         weights=[1, 1], device="cpu")
+
+
+def test_skip_counts_every_drawn_position(two_sources, tmp_path):
+    # source b's first JPEG is damaged: each position that draws it is one skip
+    a, b = two_sources
+    first = []
+
+    def damage(name, data):
+        if name.endswith(".jpg") and not first:
+            first.append(name)
+            return data[:20] + b"\x00" * (len(data) - 20)
+        return data
+
+    bad = rewrite_shards(b, str(tmp_path / "bad"), damage)
+    with mixed((a, bad), on_error="skip", epoch_size=400, replacement="on") as ld:
+        delivered = sum(int((~np.asarray(x.is_padding)).sum()) for x in ld)
+        st = ld.epoch_stats()
+    assert st["final"] and st["delivered"] + st["skipped"] == st["total"] == 400
+    assert st["skipped"] > 1 and st["skipped_by_reason"]["corrupt"] == st["skipped"]
+    assert delivered == st["delivered"]
