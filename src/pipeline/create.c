@@ -82,7 +82,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     uint32_t npaths = 0;
     int rc = remote_setup(ld, err);
     if (rc == 0)
-        rc = pl_mix_expand(ld, &paths, &npaths, err); /* source by source */
+        rc = pl_mix_expand(&ld->mix, &ld->cfg, ld->ds.remote, &paths, &npaths, err);
     if (rc) {
         rf_free_paths(paths, npaths);
         return rc;
@@ -93,7 +93,7 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     ld->ds.tok_seq_len = ld->cfg.seq_len;
     ld->ds.tok_bytes = ld->cfg.token_bytes;
     ld->ds.image_exts = ld->cfg.image_exts;
-    rc = pl_mix_open(ld, paths, npaths, err); /* source by source */
+    rc = pl_mix_open(ld->mix, &ld->cfg, &ld->ds, paths, npaths, err); /* by source */
     rf_free_paths(paths, npaths);
     if (rc)
         return rc;
@@ -330,7 +330,8 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
     if ((rc = rf_plan_init(&ld->plan, ld->ds.nsamples, ld->cfg.seed, ld->cfg.order, ld->batch,
                            ld->cfg.drop_last, ld->cfg.remainder, ld->cfg.rank,
                            ld->cfg.world_size, &err)) ||
-        (rc = plan_shards(ld, &err)) || (rc = pl_mix_setup(ld, &err)))
+        (rc = plan_shards(ld, &err)) ||
+        (rc = pl_mix_setup(ld->mix, &ld->cfg, &ld->ds, &ld->plan, &err)))
         goto fail;
     uint64_t epoch, base;
     if ((rc = apply_resume(ld, &epoch, &base, &err)) || (rc = choose_backend(ld, &err)) ||
@@ -413,7 +414,7 @@ void rf_loader_destroy(rf_loader *ld)
     pl_cache_close(ld);    /* the engine stopped: no read holds a cached copy; before the
                               dataset, whose shards the fills read */
     rf_plan_free(&ld->plan);
-    pl_mix_free(ld);
+    pl_mix_free(ld->mix);
     rf_dataset_free(&ld->ds);
 #ifdef RINGFEED_HAVE_CURL
     rf_remote_free(ld->remote); /* after the dataset, whose shards it closed */

@@ -90,7 +90,7 @@ static int decode_task(rf_loader *ld, rf_decoder *dec, task *t, slot *s, pl_gpu_
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
         rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
-        pl_label_rule lr = pl_mix_label_rule(ld, t->sample_id); /* its source's */
+        pl_label_rule lr = pl_mix_label_rule(ld->mix, t->sample_id); /* its source's */
         rc = rf_tar_locate_fields(span, sm->length, ld->ds.keys + sm->key, ld->ds.image_exts,
                                   lr.ext, ld->fields.names, ld->fields.n, &img, &lbl, found, e);
         doff = img.off, dlen = img.len, dhdr = img.hdr;

@@ -2,9 +2,11 @@
  * caller's arrays copied and checked by setting name, class weights turned into sample
  * weights, and the plan switched to mixing (plan/mix.c draws the epochs).
  *
- * Three hooks in create.c: pl_mix_expand replaces the one expansion of all patterns by one per
- * source, so that the paths of each source are known; pl_mix_open opens them source by
- * source; pl_mix_setup runs after rf_plan_init.
+ * Three hooks in create.c, each given the parts of the loader it reads (the config, the
+ * sample table, the plan), not the loader: pl_mix_expand replaces the one expansion of all
+ * patterns by one per source, so that the paths of each source are known; pl_mix_open opens
+ * them source by source; pl_mix_setup runs after rf_plan_init. The decode pool asks
+ * pl_mix_label_rule for a tar sample's label rule.
  * With every mixing setting at its default none changes anything: the plan stays the one
  * permutation of all samples. */
 #include <math.h>
@@ -19,16 +21,16 @@ struct pl_mix {
     uint32_t nsources;
     uint32_t *file_start;   /* nsources + 1: first path of each source */
     uint64_t *sample_start; /* nsources + 1: first sample of each source (not tokens) */
-    /* the loader's copies, which ld->cfg points at once created */
+    /* the loader's copies, which its config points at once created */
     uint32_t *source_shards;
     float *weights, *class_weights, *sample_weights;
     char **labels;        /* source_labels (entries NULL where the caller's were) */
     pl_label_rule *rules; /* nsources, with source_labels; NULL: the loader's rule for all */
+    pl_label_rule base;   /* the loader's rule (label_source, label_json_path) */
 };
 
-void pl_mix_free(rf_loader *ld)
+void pl_mix_free(struct pl_mix *m)
 {
-    struct pl_mix *m = ld->mix;
     if (!m)
         return;
     free(m->file_start);
@@ -42,7 +44,6 @@ void pl_mix_free(rf_loader *ld)
     free(m->labels);
     free(m->rules);
     free(m);
-    ld->mix = NULL;
 }
 
 static int copy_array(void **dst, const void *src, uint64_t n, size_t size, const char *name,
@@ -61,13 +62,10 @@ static int copy_array(void **dst, const void *src, uint64_t n, size_t size, cons
     return 0;
 }
 
-pl_label_rule pl_mix_label_rule(const rf_loader *ld, uint64_t sample_id)
+pl_label_rule pl_mix_label_rule(const struct pl_mix *m, uint64_t sample_id)
 {
-    const struct pl_mix *m = ld->mix;
-    if (!m || !m->rules || !m->sample_start)
-        return (pl_label_rule){.source = ld->cfg.label_source,
-                               .json_path = ld->cfg.label_json_path,
-                               .ext = ld->ds.label_ext};
+    if (!m->rules || !m->sample_start)
+        return m->base;
     uint32_t lo = 0, hi = m->nsources; /* the source s with start[s] <= id < start[s + 1] */
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
@@ -80,9 +78,9 @@ pl_label_rule pl_mix_label_rule(const rf_loader *ld, uint64_t sample_id)
 }
 
 /* source_labels copied and read into one rule per source. */
-static int label_rules(rf_loader *ld, struct pl_mix *m, rf_err *err)
+static int label_rules(struct pl_mix *m, rf_config *c, rf_err *err)
 {
-    rf_config *c = &ld->cfg;
+    m->base = (pl_label_rule){c->label_source, c->label_json_path, rf_label_ext(c->label_source)};
     if (!c->source_labels)
         return 0;
     if (c->source != RF_SOURCE_TAR)
@@ -94,7 +92,7 @@ static int label_rules(rf_loader *ld, struct pl_mix *m, rf_err *err)
     for (uint32_t s = 0; s < m->nsources; s++) {
         const char *t = c->source_labels[s];
         pl_label_rule *r = &m->rules[s];
-        *r = (pl_label_rule){c->label_source, c->label_json_path, NULL};
+        *r = m->base;
         if (t && !(m->labels[s] = strdup(t)))
             return rf_seterr(err, RF_ENOMEM, "no memory");
         if (!t || !*t)
@@ -118,10 +116,9 @@ static int label_rules(rf_loader *ld, struct pl_mix *m, rf_err *err)
     return 0;
 }
 
-/* The arrays copied (ld->cfg then points at the copies) and the checks that need no data. */
-static int mix_copy(rf_loader *ld, struct pl_mix *m, rf_err *err)
+/* The arrays copied (c then points at the copies) and the checks that need no data. */
+static int mix_copy(struct pl_mix *m, rf_config *c, rf_err *err)
 {
-    rf_config *c = &ld->cfg;
     int rc;
     if ((rc = copy_array((void **)&m->source_shards, c->source_shards, c->source_count,
                          sizeof *c->source_shards, "source_shards", err)) ||
@@ -157,15 +154,16 @@ static int mix_copy(rf_loader *ld, struct pl_mix *m, rf_err *err)
         if (!isfinite(c->class_weights[i]) || c->class_weights[i] < 0)
             return rf_seterr(err, RF_EINVAL, "class_weights[%u] is %g: each class's weight must "
                              "be a finite number >= 0", i, (double)c->class_weights[i]);
-    return label_rules(ld, m, err);
+    return label_rules(m, c, err);
 }
 
-int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err)
+int pl_mix_expand(struct pl_mix **out, rf_config *c, const rf_remote_ops *remote,
+                  char ***paths, uint32_t *npaths, rf_err *err)
 {
-    struct pl_mix *m = ld->mix = calloc(1, sizeof *ld->mix);
+    struct pl_mix *m = *out = calloc(1, sizeof *m);
     if (!m)
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    int rc = mix_copy(ld, m, err);
+    int rc = mix_copy(m, c, err);
     if (rc)
         return rc;
     if (!(m->file_start = calloc(m->nsources + 1, sizeof *m->file_start)))
@@ -174,11 +172,10 @@ int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err)
     *npaths = 0;
     uint32_t first = 0;
     for (uint32_t s = 0; s < m->nsources; s++) {
-        uint32_t np = ld->cfg.source_count ? m->source_shards[s] : ld->cfg.shard_count;
+        uint32_t np = c->source_count ? m->source_shards[s] : c->shard_count;
         char **p = NULL, **all;
         uint32_t n = 0;
-        if ((rc = rf_expand_patterns_remote(ld->cfg.shards + first, np, ld->ds.remote, &p, &n,
-                                            err)))
+        if ((rc = rf_expand_patterns_remote(c->shards + first, np, remote, &p, &n, err)))
             return rc;
         first += np;
         if (!(all = realloc(*paths, ((size_t)*npaths + n) * sizeof *all))) {
@@ -194,80 +191,80 @@ int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err)
     return 0;
 }
 
-int pl_mix_open(rf_loader *ld, char *const *paths, uint32_t npaths, rf_err *err)
+int pl_mix_open(struct pl_mix *m, const rf_config *c, rf_dataset *ds, char *const *paths,
+                uint32_t npaths, rf_err *err)
 {
-    struct pl_mix *m = ld->mix;
-    uint32_t fmt = ld->cfg.source;
-    uint64_t max = ld->cfg.max_sample_bytes;
+    uint32_t fmt = c->source;
+    uint64_t max = c->max_sample_bytes;
     /* Token files are one table of windows (tok_first), opened at once; tar shards and
      * folders append to the table, so each source opens on its own: its samples are the
      * span it added, and a folder source (one tree or list each) keeps its own classes. */
     if (fmt == RF_SOURCE_TOKENS || (m->nsources == 1 && !m->rules))
-        return rf_format_open(fmt, &ld->ds, paths, npaths, max, err);
+        return rf_format_open(fmt, ds, paths, npaths, max, err);
     if (!(m->sample_start = calloc(m->nsources + 1, sizeof *m->sample_start)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    const char *ext = ld->ds.label_ext;
+    const char *ext = ds->label_ext;
     for (uint32_t s = 0; s < m->nsources; s++) {
         uint32_t f = m->file_start[s];
         if (m->rules) /* the scan notes where each sample's label member is */
-            ld->ds.label_ext = m->rules[s].ext;
-        int rc = rf_format_open(fmt, &ld->ds, paths + f, m->file_start[s + 1] - f, max, err);
-        ld->ds.label_ext = ext;
+            ds->label_ext = m->rules[s].ext;
+        int rc = rf_format_open(fmt, ds, paths + f, m->file_start[s + 1] - f, max, err);
+        ds->label_ext = ext;
         if (rc)
             return rc;
-        m->sample_start[s + 1] = ld->ds.nsamples;
+        m->sample_start[s + 1] = ds->nsamples;
     }
     return 0;
 }
 
 /* Sample spans of the sources: as each opened, or for token files from their first windows. */
-static void source_starts(const rf_loader *ld, const struct pl_mix *m, uint64_t *start)
+static void source_starts(const struct pl_mix *m, const rf_dataset *ds, uint64_t *start)
 {
     for (uint32_t s = 0; s <= m->nsources; s++)
         start[s] = m->sample_start ? m->sample_start[s]
-                   : s == m->nsources ? ld->ds.nsamples
-                   : m->nsources == 1 ? 0 : ld->ds.tok_first[m->file_start[s]];
+                   : s == m->nsources ? ds->nsamples
+                   : m->nsources == 1 ? 0 : ds->tok_first[m->file_start[s]];
 }
 
 /* class_weights as one weight per sample, from labels the table knows without reading. */
-static int class_to_samples(rf_loader *ld, struct pl_mix *m, rf_err *err)
+static int class_to_samples(struct pl_mix *m, const rf_config *cfg, const rf_dataset *ds,
+                            rf_err *err)
 {
-    uint64_t n = ld->ds.nsamples;
-    if (ld->cfg.source != RF_SOURCE_FOLDER)
+    uint64_t n = ds->nsamples;
+    if (cfg->source != RF_SOURCE_FOLDER)
         return rf_seterr(err, RF_EINVAL, "class_weights need labels known at create (folder "
                          "sources); tar labels are read with each sample: give sample_weights");
     if (!(m->sample_weights = malloc(n * sizeof *m->sample_weights)))
         return rf_seterr(err, RF_ENOMEM, "no memory for the samples' weights");
     for (uint64_t i = 0; i < n; i++) {
-        int32_t c = ld->ds.samples[i].label;
+        int32_t c = ds->samples[i].label;
         m->sample_weights[i] =
-            c >= 0 && (uint32_t)c < ld->cfg.class_weight_count ? m->class_weights[c] : 0.0f;
+            c >= 0 && (uint32_t)c < cfg->class_weight_count ? m->class_weights[c] : 0.0f;
     }
     return 0;
 }
 
-int pl_mix_setup(rf_loader *ld, rf_err *err)
+int pl_mix_setup(struct pl_mix *m, rf_config *c, const rf_dataset *ds, rf_plan *plan,
+                 rf_err *err)
 {
-    struct pl_mix *m = ld->mix;
-    rf_config *c = &ld->cfg;
     int on = c->weights || c->epoch_size || c->replacement || c->class_weights ||
              c->sample_weights;
     if (!on) {
-        c->epoch_size = ld->plan.n;
+        c->epoch_size = plan->n;
         c->replacement = RF_REPLACEMENT_OFF;
         return 0;
     }
-    if (c->sample_weights && c->sample_weight_count != ld->ds.nsamples)
+    if (c->sample_weights && c->sample_weight_count != ds->nsamples)
         return rf_seterr(err, RF_EINVAL, "sample_weights has %llu entries, the dataset has %llu "
                          "samples", (unsigned long long)c->sample_weight_count,
-                         (unsigned long long)ld->ds.nsamples);
+                         (unsigned long long)ds->nsamples);
     int rc;
-    if (c->class_weights && (rc = class_to_samples(ld, m, err)))
+    if (c->class_weights && (rc = class_to_samples(m, c, ds, err)))
         return rc;
     uint64_t *start = malloc((m->nsources + 1) * sizeof *start);
     if (!start)
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    source_starts(ld, m, start);
+    source_starts(m, ds, start);
     uint32_t repl = c->replacement;
     if (repl == RF_REPLACEMENT_AUTO)
         repl = m->sample_weights ? RF_REPLACEMENT_ON : RF_REPLACEMENT_OFF;
@@ -277,11 +274,11 @@ int pl_mix_setup(rf_loader *ld, rf_err *err)
                              .sample_weights = m->sample_weights,
                              .epoch_size = c->epoch_size,
                              .replacement = repl == RF_REPLACEMENT_ON};
-    rc = rf_plan_set_mix(&ld->plan, &spec, err);
+    rc = rf_plan_set_mix(plan, &spec, err);
     free(start);
     if (rc)
         return rc;
-    c->epoch_size = ld->plan.n;
+    c->epoch_size = plan->n;
     c->replacement = repl;
     return 0;
 }

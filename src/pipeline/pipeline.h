@@ -555,11 +555,15 @@ typedef struct pl_label_rule {
     const char *json_path; /* RF_LABEL_JSON: the label's path */
     const char *ext;       /* the label member's extension (rf_label_ext) */
 } pl_label_rule;
-pl_label_rule pl_mix_label_rule(const rf_loader *ld, uint64_t sample_id);
-int pl_mix_expand(rf_loader *ld, char ***paths, uint32_t *npaths, rf_err *err);
-int pl_mix_open(rf_loader *ld, char *const *paths, uint32_t npaths, rf_err *err);
-int pl_mix_setup(rf_loader *ld, rf_err *err);
-void pl_mix_free(rf_loader *ld);
+struct pl_mix;
+pl_label_rule pl_mix_label_rule(const struct pl_mix *m, uint64_t sample_id);
+int pl_mix_expand(struct pl_mix **out, rf_config *c, const rf_remote_ops *remote,
+                  char ***paths, uint32_t *npaths, rf_err *err);
+int pl_mix_open(struct pl_mix *m, const rf_config *c, rf_dataset *ds, char *const *paths,
+                uint32_t npaths, rf_err *err);
+int pl_mix_setup(struct pl_mix *m, rf_config *c, const rf_dataset *ds, rf_plan *plan,
+                 rf_err *err);
+void pl_mix_free(struct pl_mix *m);
 void pl_plan_next_epoch_locked(rf_loader *ld);
 int pl_sample_read_locked(rf_loader *ld, const slot *s, uint32_t row, uint64_t id,
                           sample_read *r);
