@@ -88,7 +88,7 @@ typedef struct rf_backend_ops {
     int (*engine_load)(rf_err *err);
     /* Replace sample `index` of a finished device batch with `pixels` (pixel_bytes long: the
      * output itself without a conversion, else NHWC uint8), converted as conv says; returns
-     * when written. For a sample whose GPU decode the CPU redid (src/pipeline/gpu_place.c).
+     * when written. For a sample whose GPU decode the CPU redid (src/pipeline/gpu_verdict.c).
      * NULL on the host backend, where the pinned slot is the batch. */
     int (*patch)(rf_backend *b, rf_devbatch *db, uint32_t index, const uint8_t *pixels,
                  size_t pixel_bytes, const rf_convert_desc *conv, uint64_t out_bytes,

@@ -1,88 +1,140 @@
-/* cache.c — the loader's use of the local shard cache for remote shards (rf_config.cache_dir):
- * the glue between the pipeline and io/remote_cache.h, which does the work. A library built
- * without libcurl reads no URL, so there these have no cache to reach and do nothing.
+/* cache.c — the pipeline's remote shards (cache.h): the client create opens for URL patterns,
+ * and the glue between the pipeline and the local shard cache (io/remote_cache.h), which does
+ * the work.
  *
  * DESIGN
- *  - The cache opens with the remote client, before the dataset (pl_cache_open), whose shards
- *    are opened through its table so that create reads a cached shard from its copy; the
- *    shards are attached once the dataset is open (pl_cache_setup).
+ *  - The cache opens with the remote client, before the dataset (pl_remote_setup), whose
+ *    shards are opened through its table so that create reads a cached shard from its copy;
+ *    the shards are attached once the dataset is open (pl_cache_setup).
  *  - pl_cache_has runs under mu in dispatch (pl_task_set_read): a read of a shard whose copy
  *    is cached is marked `cached`, and the curl engine reads the copy, checked, falling back
  *    to the URL when the copy is gone or does not match (io/remote_cache.h).
- *    remote_cache.c takes its own mutex after mu, never mu after its own. */
+ *    remote_cache.c takes its own mutex after mu, never mu after its own.
+ *  - pl_cache_go runs on the consumer's thread once, when it is handed its first batch. */
+#include "pipeline/cache.h"
+
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline.h"
 #ifdef RINGFEED_HAVE_CURL
 #include "io/remote.h"
 #include "io/remote_cache.h"
 #endif
 
-int pl_cache_open(rf_loader *ld, rf_err *err)
-{
 #ifdef RINGFEED_HAVE_CURL
-    if (!ld->cfg.cache_dir || !ld->remote)
+static int cache_open(pl_remote *rm, rf_dataset *ds, rf_err *err)
+{
+    if (!rm->cache_dir)
         return 0;
-    int rc = rf_rcache_open(ld->remote, ld->cfg.cache_dir, ld->cfg.cache_bytes, &ld->rcache,
-                            err);
+    int rc = rf_rcache_open(rm->client, rm->cache_dir, rm->cache_bytes, &rm->cache, err);
     if (rc == 0)
-        ld->ds.remote = rf_rcache_ops(ld->rcache);
+        ds->remote = rf_rcache_ops(rm->cache);
     return rc;
+}
+#endif
+
+/* One run reads either files or URLs: the I/O engine is chosen once for all shards, so
+ * patterns mixing both are refused. */
+int pl_remote_setup(pl_remote *rm, rf_dataset *ds, const rf_config *c, rf_err *err)
+{
+    rm->cache_dir = c->cache_dir;
+    rm->cache_bytes = c->cache_bytes;
+    uint32_t urls = 0;
+    for (uint32_t i = 0; i < c->shard_count; i++)
+        urls += (uint32_t)rf_path_is_url(c->shards[i]);
+    if (urls == 0)
+        return 0;
+    if (urls != c->shard_count)
+        return rf_seterr(err, RF_EINVAL, "shard patterns mix URLs and local files; one loader "
+                         "reads either (%u of %u patterns are URLs)", urls, c->shard_count);
+    /* A folder source walks a directory tree or reads a list of local paths: neither has a
+     * remote form (an http server cannot be listed). Tar shards and token files are objects
+     * read by ranges, which the remote client serves. */
+    if (c->source == RF_SOURCE_FOLDER)
+        return rf_seterr(err, RF_EINVAL, "%s: a folder source (RF_SOURCE_FOLDER) reads local "
+                         "files only; URLs are read as tar shards or token files", c->shards[0]);
+#ifdef RINGFEED_HAVE_CURL
+    int rc = rf_remote_new(c->remote_retries, c->remote_timeout_ms, &rm->client, err);
+    if (rc)
+        return rc;
+    ds->remote = &rm->client->ops;
+    return cache_open(rm, ds, err);
 #else
-    (void)ld, (void)err;
-    return 0;
+    (void)ds;
+    return rf_seterr(err, RF_EINVAL, "%s: this library was built without remote shard "
+                     "support (libcurl), so URLs cannot be read", c->shards[0]);
 #endif
 }
 
-int pl_cache_setup(rf_loader *ld, rf_err *err)
+void pl_remote_opened(pl_remote *rm)
 {
-    if (!ld->cfg.cache_dir)
+#ifdef RINGFEED_HAVE_CURL
+    if (rm->client) { /* relaxed: no other thread counts before the pipeline starts */
+        rm->create_requests = atomic_load_explicit(&rm->client->requests, memory_order_relaxed);
+        rm->create_bytes = atomic_load_explicit(&rm->client->bytes, memory_order_relaxed);
+    }
+#else
+    (void)rm;
+#endif
+}
+
+int pl_cache_setup(pl_remote *rm, const rf_dataset *ds, rf_err *err)
+{
+    if (!rm->cache_dir)
         return 0;
-    if (!ld->remote) {
-        snprintf(ld->cache_why, sizeof ld->cache_why, "the shards are local files: the cache "
+    if (!rm->client) {
+        snprintf(rm->cache_why, sizeof rm->cache_why, "the shards are local files: the cache "
                  "keeps remote shards only");
         return 0;
     }
 #ifdef RINGFEED_HAVE_CURL
-    ld->iop.rcache = ld->rcache;
-    return rf_rcache_attach(ld->rcache, ld->ds.files, ld->ds.nfiles, err);
+    return rf_rcache_attach(rm->cache, ds->files, ds->nfiles, err);
 #else
-    (void)err;
+    (void)ds, (void)err;
     return 0;
 #endif
 }
 
-int pl_cache_has(rf_loader *ld, uint32_t file)
+int pl_cache_has(pl_remote *rm, uint32_t file)
 {
 #ifdef RINGFEED_HAVE_CURL
-    if (ld->rcache)
-        return rf_rcache_has(ld->rcache, file);
+    if (rm->cache)
+        return rf_rcache_has(rm->cache, file);
 #else
-    (void)ld, (void)file;
+    (void)rm, (void)file;
 #endif
     return 0;
 }
 
-void pl_cache_go(rf_loader *ld)
+void pl_cache_go(pl_remote *rm)
 {
+    if (rm->going)
+        return;
+    rm->going = 1;
 #ifdef RINGFEED_HAVE_CURL
-    if (ld->rcache)
-        rf_rcache_go(ld->rcache);
-#else
-    (void)ld;
+    if (rm->cache)
+        rf_rcache_go(rm->cache);
 #endif
 }
 
-void pl_cache_stats(const rf_loader *ld, rf_stats *st)
+void pl_remote_stats(const pl_remote *rm, rf_stats *st)
 {
-    snprintf(st->shard_cache_why, sizeof st->shard_cache_why, "%s", ld->cache_why);
+    snprintf(st->shard_cache_why, sizeof st->shard_cache_why, "%s", rm->cache_why);
 #ifdef RINGFEED_HAVE_CURL
-    if (!ld->rcache)
+    const rf_remote *r = rm->client;
+    if (r) { /* relaxed: statistics, like the counters */
+        st->remote_requests = atomic_load_explicit(&r->requests, memory_order_relaxed);
+        st->remote_retries = atomic_load_explicit(&r->retried, memory_order_relaxed);
+        st->remote_bytes = atomic_load_explicit(&r->bytes, memory_order_relaxed);
+        st->remote_create_requests = rm->create_requests;
+        st->remote_create_bytes = rm->create_bytes;
+    }
+    if (!rm->cache)
         return;
     rf_rcache_stats c;
-    rf_rcache_stats_get(ld->rcache, &c);
+    rf_rcache_stats_get(rm->cache, &c);
     st->shard_cache_on = c.on;
     st->shard_cache_hits = c.hits;
     st->shard_cache_misses = c.misses;
@@ -98,14 +150,22 @@ void pl_cache_stats(const rf_loader *ld, rf_stats *st)
 #endif
 }
 
-void pl_cache_close(rf_loader *ld)
+void pl_cache_close(pl_remote *rm, rf_dataset *ds)
 {
 #ifdef RINGFEED_HAVE_CURL
-    rf_rcache_close(ld->rcache);
-    if (ld->remote) /* the dataset closes its shards after this: through the client itself */
-        ld->ds.remote = &ld->remote->ops;
+    rf_rcache_close(rm->cache);
+    if (rm->client)
+        ds->remote = &rm->client->ops;
+#else
+    (void)ds;
 #endif
-    ld->rcache = NULL;
-    free(ld->cache_dir);
-    ld->cache_dir = NULL;
+    rm->cache = NULL;
+}
+
+void pl_remote_free(pl_remote *rm)
+{
+#ifdef RINGFEED_HAVE_CURL
+    rf_remote_free(rm->client);
+#endif
+    rm->client = NULL;
 }

@@ -1,7 +1,7 @@
 /* config.c — a caller's config made the loader's: the settings table's defaults and range
  * checks (base/settings.c), the AUTO values that follow from the config and the machine, the
- * checks between fields (pl_apply_defaults), the sizes of a sample before and after conversion
- * (setup_output), and the effective config a created loader reports (rf_loader_config).
+ * checks between fields (pl_apply_defaults), and the effective config a created loader reports
+ * (rf_loader_config).
  *
  * DESIGN
  * A setting's default, AUTO value and range are its row of the settings table, and
@@ -12,8 +12,7 @@
  * io_threads: what the probe allows; staging_bytes: the arena sized from the data set) are
  * resolved by the stage that decides them (create.c, ring.c), and rf_loader_config reads them
  * back from the loader. Runs on the creating thread (and rf_loader_config on any), before
- * anything is allocated; touches only the loader's own copy of the config and its output
- * description. */
+ * anything is allocated; touches only the loader's own copy of the config. */
 #include <stddef.h>
 #include <string.h>
 
@@ -21,7 +20,7 @@
 #include "base/settings.h"
 #include "decode/decode.h"
 #include "loaders/tar.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/loader.h"
 
 /* Resolve *c in place, after its values were checked: a field left AUTO gets its fixed default
  * (rf_settings_resolve), and the AUTO values whose rule depends only on the config and the
@@ -151,37 +150,6 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     return cache_check(c, err);
 }
 
-/* Bytes per sample before and after conversion, and the conversion the backend runs. */
-void pl_setup_output(rf_loader *ld)
-{
-    const rf_config *c = &ld->cfg;
-    memset(&ld->conv, 0, sizeof ld->conv);
-    if (ld->tokens) {
-        uint64_t n = (uint64_t)c->seq_len + 1;
-        ld->stage_bytes = n * c->token_bytes;
-        ld->out_dtype = c->token_dtype;
-        ld->out_bytes = n * rf_dtype_bytes(c->token_dtype);
-        if (ld->out_bytes != ld->stage_bytes) {
-            ld->conv.kind = RF_CONV_TOKENS;
-            ld->conv.token_bytes = c->token_bytes;
-            ld->conv.dtype = c->token_dtype;
-        }
-        return;
-    }
-    uint64_t px = (uint64_t)c->image_height * c->image_width;
-    ld->stage_bytes = px * 3;
-    ld->out_dtype = c->dtype;
-    ld->out_bytes = px * 3 * rf_dtype_bytes(c->dtype);
-    if (c->dtype != RF_DTYPE_UINT8) {
-        /* decode stages NHWC uint8; the conversion writes the requested layout */
-        ld->tf.layout = RF_LAYOUT_NHWC;
-        ld->conv = (rf_convert_desc){.kind = RF_CONV_IMAGES, .h = c->image_height,
-                                     .w = c->image_width, .dtype = c->dtype, .layout = c->layout};
-        memcpy(ld->conv.mean, c->mean, sizeof ld->conv.mean);
-        memcpy(ld->conv.std, c->std, sizeof ld->conv.std);
-    }
-}
-
 /* ld->cfg holds what apply_defaults resolved (and the resume state's seed); what create chose
  * afterwards for the remaining AUTO fields is read from the loader: the engine reading now
  * (an io_uring that failed its worker setup fell back to pread), the backend, the arena. */
@@ -191,10 +159,10 @@ int rf_loader_config(const rf_loader *ld, rf_config *out)
         return RF_EINVAL;
     rf_config c = ld->cfg;
     c.struct_size = out->struct_size;
-    c.io_engine = ld->iops == &rf_io_uring_ops ? RF_IO_URING : RF_IO_PREAD;
-    c.device_kind = ld->bops->device_kind;
-    c.prefetch_depth = ld->depth;
-    c.staging_bytes = ld->arena_bytes;
+    c.io_engine = ld->io.ops == &rf_io_uring_ops ? RF_IO_URING : RF_IO_PREAD;
+    c.device_kind = ld->backend.ops->device_kind;
+    c.prefetch_depth = ld->ring.depth;
+    c.staging_bytes = ld->d.arena_bytes;
     c.resume_state = NULL; /* the caller's blob, read at create and not kept */
     c.resume_state_bytes = 0;
     memcpy(out, &c, RF_MIN((size_t)out->struct_size, sizeof c));

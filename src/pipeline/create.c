@@ -1,104 +1,80 @@
 /* create.c — rf_loader_create and rf_loader_destroy: open the data set through its format
  * (loaders/: tar, folder, tokens), plan the rank's share (and shard order), take the resume
- * point, choose the backend and the I/O engine, size everything (config.c, ring.c), install
- * the error policy, and start the pipeline (run.c); destroy undoes it in reverse.
+ * point, choose the backend, wire the stages (each initialised from the resolved config by its
+ * own init function, given the neighbours it talks to), allocate them in the NUMA scope, set up
+ * the I/O stage, and start the pipeline (run.c); destroy undoes it in reverse.
  *
  * DESIGN
- * Runs on the caller's thread. Create touches every part of the loader before any other
- * thread exists; destroy stops the threads first (pl_pipeline_stop) and then frees. A loader
- * whose create failed part-way is destroyed the same way, so each step leaves what it made
- * where destroy finds it. Last in pipeline.h's dependency order: it may call any pipeline file. */
+ * Runs on the caller's thread. Create touches every stage before any other thread exists;
+ * destroy stops the threads first (pl_pipeline_stop) and then frees. A loader whose create
+ * failed part-way is destroyed the same way, so each step leaves what it made where destroy
+ * finds it. Last in loader.h's dependency order: it may call any pipeline file. It is the one
+ * reader of ld->cfg besides config.c's report; the stages copied what they read. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "io/io.h"
-#include "pipeline/pipeline.h"
-#ifdef RINGFEED_HAVE_CURL
-#include "io/remote.h"
-#endif
+#include "base/numa.h"
+#include "pipeline/loader.h"
+#include "pipeline/run.h"
 
-static int copy_patterns(rf_loader *ld, rf_err *err)
+/* The caller's strings outlive its config: the loader's config points at its own copies. */
+static int copy_strings(rf_loader *ld, rf_err *err)
 {
-    ld->patterns = calloc(ld->cfg.shard_count, sizeof *ld->patterns);
-    if (!ld->patterns)
+    rf_config *c = &ld->cfg;
+    pl_copies *k = &ld->copies;
+    k->patterns = calloc(c->shard_count, sizeof *k->patterns);
+    if (!k->patterns)
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    for (uint32_t i = 0; i < ld->cfg.shard_count; i++) {
-        if (!ld->cfg.shards[i] || !(ld->patterns[i] = strdup(ld->cfg.shards[i])))
+    for (uint32_t i = 0; i < c->shard_count; i++) {
+        if (!c->shards[i] || !(k->patterns[i] = strdup(c->shards[i])))
             return rf_seterr(err, RF_EINVAL, "shard pattern %u is NULL", i);
     }
-    ld->cfg.shards = (const char *const *)ld->patterns;
-    /* the label's path, like the patterns, must outlive the caller's strings */
-    if (ld->cfg.label_json_path &&
-        !(ld->cfg.label_json_path = ld->label_json_path = strdup(ld->cfg.label_json_path)))
+    c->shards = (const char *const *)k->patterns;
+    if (c->label_json_path &&
+        !(c->label_json_path = k->label_json_path = strdup(c->label_json_path)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    if (!(ld->image_exts = strdup(ld->cfg.image_exts)))
+    if (!(k->image_exts = strdup(c->image_exts)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    ld->cfg.image_exts = ld->image_exts;
-    if (ld->cfg.cache_dir && !(ld->cfg.cache_dir = ld->cache_dir = strdup(ld->cfg.cache_dir)))
+    c->image_exts = k->image_exts;
+    if (c->cache_dir && !(c->cache_dir = k->cache_dir = strdup(c->cache_dir)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    return 0;
-}
-
-/* Remote shards and token files (URL patterns) get the loader's client, for the format and
- * the engine. One run reads either files or URLs: the I/O engine is chosen once for all
- * shards, so patterns mixing both are refused. Warming and O_DIRECT work on the page cache,
- * which remote shards do not go through: they are off. */
-static int remote_setup(rf_loader *ld, rf_err *err)
-{
-    uint32_t urls = 0;
-    for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
-        urls += (uint32_t)rf_path_is_url(ld->cfg.shards[i]);
-    if (urls == 0)
-        return 0;
-    if (urls != ld->cfg.shard_count)
-        return rf_seterr(err, RF_EINVAL, "shard patterns mix URLs and local files; one loader "
-                         "reads either (%u of %u patterns are URLs)", urls,
-                         ld->cfg.shard_count);
-    /* A folder source walks a directory tree or reads a list of local paths: neither has a
-     * remote form (an http server cannot be listed). Tar shards and token files are objects
-     * read by ranges, which the remote client serves. */
-    if (ld->cfg.source == RF_SOURCE_FOLDER)
-        return rf_seterr(err, RF_EINVAL, "%s: a folder source (RF_SOURCE_FOLDER) reads local "
-                         "files only; URLs are read as tar shards or token files",
-                         ld->cfg.shards[0]);
-#ifdef RINGFEED_HAVE_CURL
-    int rc = rf_remote_new(ld->cfg.remote_retries, ld->cfg.remote_timeout_ms, &ld->remote, err);
-    if (rc)
-        return rc;
-    ld->ds.remote = &ld->remote->ops;
-    ld->cfg.warm = ld->cfg.odirect = 0;
-    return pl_cache_open(ld, err);
-#else
-    return rf_seterr(err, RF_EINVAL, "%s: this library was built without remote shard "
-                     "support (libcurl), so URLs cannot be read", ld->cfg.shards[0]);
-#endif
+    /* the fields list: the stage's own copy, once it checked it */
+    const char *given = c->fields;
+    c->fields = NULL;
+    int rc = pl_fields_setup(&ld->fields, given, c->source, c->max_field_bytes, err);
+    c->fields = ld->fields.given;
+    return rc;
 }
 
 static int open_dataset(rf_loader *ld, rf_err *err)
 {
+    rf_config *c = &ld->cfg;
     char **paths = NULL;
     uint32_t npaths = 0;
-    int rc = remote_setup(ld, err);
-    if (rc == 0)
-        rc = pl_mix_expand(&ld->mix, &ld->cfg, ld->ds.remote, &paths, &npaths, err);
+    int rc = pl_remote_setup(&ld->remote, &ld->ds, c, err);
+    /* Warming and O_DIRECT work on the page cache, which remote shards do not go through. */
+    if (ld->remote.client)
+        c->warm = c->odirect = 0;
+    if (rc == 0) /* source by source */
+        rc = pl_mix_expand(&ld->mix, c, ld->ds.remote, &paths, &npaths, err);
     if (rc) {
         rf_free_paths(paths, npaths);
         return rc;
     }
-    ld->ds.max_name = ld->cfg.max_name_bytes;
-    ld->ds.keep_imageless = ld->cfg.on_error == RF_ON_ERROR_SKIP;
-    ld->ds.label_ext = rf_label_ext(ld->cfg.label_source);
-    ld->ds.tok_seq_len = ld->cfg.seq_len;
-    ld->ds.tok_bytes = ld->cfg.token_bytes;
-    ld->ds.image_exts = ld->cfg.image_exts;
-    rc = pl_mix_open(ld->mix, &ld->cfg, &ld->ds, paths, npaths, err); /* by source */
+    ld->ds.max_name = c->max_name_bytes;
+    ld->ds.keep_imageless = c->on_error == RF_ON_ERROR_SKIP;
+    ld->ds.label_ext = rf_label_ext(c->label_source);
+    ld->ds.tok_seq_len = c->seq_len;
+    ld->ds.tok_bytes = c->token_bytes;
+    ld->ds.image_exts = c->image_exts;
+    rc = pl_mix_open(&ld->mix, c, &ld->ds, paths, npaths, err); /* source by source */
     rf_free_paths(paths, npaths);
     if (rc)
         return rc;
     if (ld->ds.nsamples == 0)
         return rf_seterr(err, RF_EFORMAT, "the shards hold no samples");
+    pl_remote_opened(&ld->remote);
     return 0;
 }
 
@@ -107,158 +83,216 @@ static int plan_shards(rf_loader *ld, rf_err *err)
 {
     if (ld->cfg.order != RF_ORDER_SHARD)
         return 0;
-    uint64_t *starts = calloc((size_t)ld->ds.nfiles + 1, sizeof *starts);
+    const rf_dataset *ds = &ld->ds;
+    uint64_t *starts = calloc((size_t)ds->nfiles + 1, sizeof *starts);
     if (!starts)
         return rf_seterr(err, RF_ENOMEM, "no memory");
-    if (ld->tokens) {
-        memcpy(starts, ld->ds.tok_first, ((size_t)ld->ds.nfiles + 1) * sizeof *starts);
+    if (ld->ring.tokens) {
+        memcpy(starts, ds->tok_first, ((size_t)ds->nfiles + 1) * sizeof *starts);
     } else {
         uint64_t i = 0; /* starts[f]: first sample of file f or later (empty shards allowed) */
-        for (uint32_t f = 0; f <= ld->ds.nfiles; f++) {
-            while (i < ld->ds.nsamples && ld->ds.samples[i].file < f)
+        for (uint32_t f = 0; f <= ds->nfiles; f++) {
+            while (i < ds->nsamples && ds->samples[i].file < f)
                 i++;
             starts[f] = i;
         }
     }
-    int rc = rf_plan_set_shards(&ld->plan, starts, ld->ds.nfiles, ld->cfg.shard_window, err);
+    int rc = rf_plan_set_shards(&ld->plan, starts, ds->nfiles, ld->cfg.shard_window, err);
     free(starts);
     return rc;
 }
 
-static int choose_backend(rf_loader *ld, rf_err *err)
+static int plan(rf_loader *ld, rf_err *err)
 {
-    uint32_t kind = ld->cfg.device_kind;
-    /* CUDA is queried only when it may be used: a host loader never initializes the CUDA
-     * runtime, so a process that forks after creating one has no CUDA state to inherit. */
-    if (kind == RF_DEVICE_AUTO)
-        kind = rf_backend_cuda_count() > 0 ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
-    if (kind == RF_DEVICE_CUDA) {
-#ifdef RINGFEED_HAVE_CUDA
-        ld->bops = ld->cfg.naive ? &rf_backend_cuda_naive : &rf_backend_cuda;
-#else
-        char why[RF_ERRMSG_MAX / 2];
-        rf_backend_cuda_status(why, sizeof why);
-        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
-#endif
-    } else {
-        ld->bops = &rf_backend_host;
-    }
-    int rc = pl_sched_choose(ld, err);
-    if (rc || (rc = pl_gpu_choose(ld, err)))
-        return rc;
-    rc = ld->bops->create(ld->cfg.device_index, ld->depth, &ld->backend, err);
-    /* hw_decode_percent: what can be known cheaply is create's error, as before: a backend
-     * without hardware decoders, or a libnvjpeg that does not load. The open itself (about
-     * 1 s on an H200) is left to the opener thread, as with BALANCE (pl_sched_start). */
-    if (rc == 0 && ld->gpu.device && ld->cfg.hw_decode_percent)
-        rc = ld->bops->engine_load ? ld->bops->engine_load(err)
-                                   : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s "
-                                               "backend has no hardware JPEG decoder",
-                                               ld->bops->name);
-    /* The engines open on a thread of their own, off the first batch. */
+    const rf_config *c = &ld->cfg;
+    int rc = rf_plan_init(&ld->plan, ld->ds.nsamples, c->seed, c->order, ld->ring.batch,
+                          c->drop_last, c->remainder, c->rank, c->world_size, err);
     if (rc == 0)
-        pl_sched_start(ld);
-    return rc;
-}
-
-/* src/pipeline/testing.h: the test's hook behind the engine's rf_io_complete. */
-static int io_fault(void *ctx, const rf_io_req *req, int res)
-{
-    rf_loader *ld = ctx;
-    return ld->hooks.io(ld->hooks.io_ctx, req, res);
-}
-
-/* Whether the bytes read from storage can be measured for this data set: the kernel must keep
- * per-thread I/O accounting, and no file may be on a file system it never sees (FUSE). Files
- * opened per read (large folders) are checked through the first one. */
-static void storage_setup(rf_loader *ld)
-{
-    ld->storage_on = rf_io_acct_supported(ld->storage_why, sizeof ld->storage_why);
-    for (uint32_t i = 0; ld->storage_on && i < ld->ds.nfiles; i++) {
-        const rf_file *f = &ld->ds.files[i];
-        if (f->fd >= 0 || i == 0)
-            ld->storage_on = rf_io_acct_file_ok(f->fd, f->path, ld->storage_why,
-                                                sizeof ld->storage_why);
-    }
-}
-
-static int choose_io(rf_loader *ld, rf_err *err)
-{
-    int rc = 0;
-#ifdef RINGFEED_HAVE_CURL
-    if (ld->remote) {
-        ld->iops = &rf_io_curl_ops;
-        snprintf(ld->io_why, sizeof ld->io_why, "remote shards: libcurl%s",
-                 ld->cfg.io_engine != RF_IO_AUTO ? " (the io_engine asked for reads files)" : "");
-    }
-#endif
-    if (!ld->iops)
-        rc = rf_io_select(ld->cfg.io_engine, &ld->iops, ld->io_why, sizeof ld->io_why);
-    if (rc)
-        return rf_seterr(err, rc, "%s", ld->io_why);
-    /* GPU decode reads up to 16 GB/s of JPEG bytes, and one io_uring thread copies ~5 GB/s
-     * out of the page cache: one I/O thread per three decode threads, up to 4 (H200: 4 decode
-     * threads gave 42k img/s with one, 62k with two; 16 threads 106k with four, 101k with two;
-     * 1 decode thread is no faster with a second; docs/gpu-decode.md). */
-    if (!ld->cfg.io_threads)
-        ld->cfg.io_threads = ld->remote ? 1 : ld->iops != &rf_io_uring_ops ? 4 : !ld->gpu.device ? 1
-                                 : RF_MIN(4, (ld->cfg.decode_threads + 2) / 3);
-    ld->iop = (rf_io_params){.threads = ld->cfg.io_threads,
-                             .queue_depth = ld->cfg.io_queue_depth,
-                             .max_retries = !ld->remote ? ld->cfg.io_retries
-                                            : ld->hooks.remote_engine_tries
-                                                ? ld->hooks.remote_engine_tries - 1
-                                                : ld->cfg.remote_retries,
-                             .arena = ld->arena,
-                             .arena_bytes = ld->arena_bytes,
-                             .remote = ld->remote};
-    if (ld->remote) {
-        ld->storage_on = 0;
-        snprintf(ld->storage_why, sizeof ld->storage_why, "remote shards are not read from "
-                 "local storage (rf_stats.remote_bytes counts what was fetched)");
-    } else {
-        storage_setup(ld);
-    }
-    ld->iop.flags = (ld->storage_on ? RF_IO_ACCOUNT : 0) |
-                    (ld->hooks.io_async ? RF_IO_FORCE_ASYNC : 0);
-    ld->src = (rf_io_source){.take = pl_io_take, .done = pl_io_done, .ctx = ld,
-                             .fault = ld->hooks.io ? io_fault : NULL};
-    return 0;
+        rc = plan_shards(ld, err);
+    return rc ? rc : pl_mix_setup(&ld->mix, &ld->cfg, &ld->ds, &ld->plan, err);
 }
 
 static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *err)
 {
-    *epoch = ld->cfg.start_epoch;
+    rf_config *c = &ld->cfg;
+    *epoch = c->start_epoch;
     *base = 0;
-    if (!ld->cfg.resume_state)
+    if (!c->resume_state)
         return 0;
     rf_resume r;
-    int rc = rf_state_decode(ld->cfg.resume_state, ld->cfg.resume_state_bytes, &r, err);
+    int rc = rf_state_decode(c->resume_state, c->resume_state_bytes, &r, err);
     if (rc)
         return rc;
     if (r.n != ld->ds.nsamples)
         return rf_seterr(err, RF_ERESUME,
                          "resume state is for a dataset of %llu samples, these shards hold %llu",
                          (unsigned long long)r.n, (unsigned long long)ld->ds.nsamples);
-    if (r.order != ld->cfg.order)
+    if (r.order != c->order)
         return rf_seterr(err, RF_ERESUME, "resume state was saved with order %u, config has %u",
-                         r.order, ld->cfg.order);
-    if (r.mix != rf_plan_mix_fingerprint(&ld->plan))
+                         r.order, c->order);
+    uint64_t mix = rf_plan_mix_fingerprint(&ld->plan);
+    if (r.mix != mix)
         return rf_seterr(err, RF_ERESUME, "resume state was saved %s: its cursor counts "
                          "positions of another epoch order",
                          !r.mix ? "without mixing, this loader mixes"
-                         : !rf_plan_mix_fingerprint(&ld->plan)
-                             ? "by a mixing loader, this one does not mix"
-                             : "with other sources, weights, epoch_size, replacement or "
-                               "class or sample weights");
+                         : !mix ? "by a mixing loader, this one does not mix"
+                                : "with other sources, weights, epoch_size, replacement or "
+                                  "class or sample weights");
     if (r.consumed > ld->plan.n)
         return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > %llu order positions "
                          "per epoch", (unsigned long long)r.consumed,
                          (unsigned long long)ld->plan.n);
-    ld->plan.seed = ld->cfg.seed = r.seed;
+    ld->plan.seed = c->seed = r.seed;
     *epoch = r.epoch;
     *base = r.consumed;
     return 0;
+}
+
+/* The backend, and the GPU decode stage's choices that depend on it (the schedule, whether
+ * samples become packets for the device); the engines open on a thread of their own, off the
+ * first batch. */
+static int choose_backend(rf_loader *ld, rf_err *err)
+{
+    rf_config *c = &ld->cfg;
+    pl_backend *be = &ld->backend;
+    uint32_t kind = c->device_kind;
+    /* CUDA is queried only when it may be used: a host loader never initializes the CUDA
+     * runtime, so a process that forks after creating one has no CUDA state to inherit. */
+    if (kind == RF_DEVICE_AUTO)
+        kind = rf_backend_cuda_count() > 0 ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
+    if (kind == RF_DEVICE_CUDA) {
+#ifdef RINGFEED_HAVE_CUDA
+        be->ops = c->naive ? &rf_backend_cuda_naive : &rf_backend_cuda;
+#else
+        char why[RF_ERRMSG_MAX / 2];
+        rf_backend_cuda_status(why, sizeof why);
+        return rf_seterr(err, RF_ENODEV, "device_kind CUDA requested, but %s", why);
+#endif
+    } else {
+        be->ops = &rf_backend_host;
+    }
+    int rc = pl_sched_choose(&ld->gpu, c, err);
+    if (rc || (rc = pl_gpu_choose(&ld->gpu, err)))
+        return rc;
+    rc = be->ops->create(c->device_index, ld->ring.depth, &be->b, err);
+    /* hw_decode_percent: what can be known cheaply is create's error: a backend without
+     * hardware decoders, or a libnvjpeg that does not load. The open itself is left to the
+     * opener thread, as with BALANCE (pl_sched_start). */
+    if (rc == 0 && ld->gpu.device && c->hw_decode_percent)
+        rc = be->ops->engine_load ? be->ops->engine_load(err)
+                                  : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s "
+                                              "backend has no hardware JPEG decoder",
+                                              be->ops->name);
+    if (rc == 0)
+        pl_sched_start(&ld->gpu);
+    return rc;
+}
+
+/* The page cache, the warm cursor and the NUMA node, in the order memory_why tells them. */
+static int memory_setup(rf_loader *ld, rf_err *err)
+{
+    const rf_config *c = &ld->cfg;
+    pl_mem *m = &ld->mem;
+    int rc = pl_mem_cache(m, &ld->ds, (int)c->odirect, ld->ring.tokens, &ld->io.storage_create,
+                          err);
+    if (rc)
+        return rc;
+    pl_dispatch_init(&ld->d, c, &ld->core, &ld->ring, &ld->plan, &ld->ds, m->pc, &ld->remote,
+                     &ld->gpu, &ld->submit,
+                     c->on_error == RF_ON_ERROR_SKIP ? &pl_policy_skip : &pl_policy_fail,
+                     &ld->skip);
+    pl_warm_init(&ld->d.warm, (int)c->warm, c->warm_bytes, &ld->plan, &ld->ds, m->pc,
+                 ld->ring.tokens, ld->d.sequential, ld->ring.stage_bytes, m->why, sizeof m->why);
+    pl_mem_numa(m, c->numa, &ld->backend);
+    return 0;
+}
+
+/* The stages' memory, inside a scope on the NUMA node (inherited placement): the ring and its
+ * slots (GPU decode's arrays after the labels), the fields' rows, the arena and task ring, the
+ * decoders, and the device pool. Two batches of slack beyond the ring: a slow consumer stream
+ * delays reuse. Per copy stream, temporaries: the staged copy a conversion or GPU decode
+ * reads, and for GPU decode its scratch, status and flags, plus the decoded batch when a
+ * conversion follows. */
+static int alloc_stages(rf_loader *ld, rf_err *err)
+{
+    pl_ring *r = &ld->ring;
+    r->stride = pl_gpu_stride(&ld->gpu);
+    int rc = pl_ring_alloc(r, &ld->core, &ld->backend, pl_gpu_ring_bytes(&ld->gpu),
+                           (int)ld->cfg.hugepages, (int)ld->cfg.naive, &ld->mem, err);
+    if (rc)
+        return rc;
+    pl_gpu_slots_init(&ld->gpu);
+    if ((rc = pl_fields_alloc(&ld->fields, r, &ld->core, err)) ||
+        (rc = pl_dispatch_alloc(&ld->d, &ld->cfg, err)) || (rc = pl_pool_alloc(&ld->pool, err)))
+        return rc;
+    uint32_t B = r->batch, depth = r->depth;
+    int cv = r->conv.kind != RF_CONV_NONE;
+    size_t staged = (size_t)B * r->stride, outs = (size_t)B * (cv ? r->out_bytes : r->stage_bytes);
+    size_t temp = ld->gpu.device ? pl_gpu_temp_bytes(&ld->gpu, staged, cv) : cv ? staged : 0;
+    const pl_backend *be = &ld->backend;
+    if (be->ops->device_kind == RF_DEVICE_CUDA &&
+        pl_alloc_refused(&ld->core, "device pool", (size_t)(depth + 2) * outs))
+        return rf_seterr(err, RF_ENOMEM, "cannot reserve the %zu-byte device pool on cuda:%d "
+                         "(%u batches x %zu bytes): out of memory (refused by a test hook)",
+                         (size_t)(depth + 2) * outs, ld->cfg.device_index, depth + 2, outs);
+    return be->ops->reserve(be->b, depth + 2, outs, B, temp, err);
+}
+
+static int alloc_stages_placed(rf_loader *ld, rf_err *err)
+{
+    rf_numa_scope sc;
+    char why[96];
+    rf_numa_enter(ld->mem.numa_node, &sc, why, sizeof why);
+    int rc = alloc_stages(ld, err);
+    rf_numa_leave(&sc);
+    rf_backend_stats bs;
+    memset(&bs, 0, sizeof bs);
+    ld->backend.ops->stats(ld->backend.b, &bs);
+    ld->mem.host_allocs0 = bs.host_allocs;
+    return rc;
+}
+
+/* src/pipeline/testing.h: the test's hook behind the engine's rf_io_complete (ctx: the
+ * dispatcher, the engine's source). */
+static int io_fault(void *ctx, const rf_io_req *req, int res)
+{
+    const rf_test_hooks *h = &((pl_dispatch *)ctx)->core->hooks;
+    return h->io(h->io_ctx, req, res);
+}
+
+static int io_setup(rf_loader *ld, rf_err *err)
+{
+    const rf_test_hooks *h = &ld->core.hooks;
+    rf_io_env env = {.remote = ld->remote.client,
+                     .rcache = ld->remote.cache,
+                     .ds = &ld->ds,
+                     .arena = ld->d.arena,
+                     .arena_bytes = ld->d.arena_bytes,
+                     .gpu_device = ld->gpu.device,
+                     .remote_tries = h->remote_engine_tries,
+                     .force_async = h->io_async,
+                     .src = {.take = pl_io_take, .done = pl_io_done, .ctx = &ld->d,
+                             .fault = h->io ? io_fault : NULL}};
+    int rc = rf_io_stage_init(&ld->io, &ld->cfg, &env, err);
+    ld->cfg.io_threads = ld->io.params.threads; /* AUTO resolved, as rf_loader_config says */
+    return rc;
+}
+
+/* Each stage's own state from the resolved config, and the neighbours it talks to. */
+static void init_stages(rf_loader *ld)
+{
+    const rf_config *c = &ld->cfg;
+    pl_ring_shape(&ld->ring, c);
+    pl_gpu_init(&ld->gpu, c, &ld->core, &ld->ring, &ld->backend, &ld->ds, &ld->plan,
+                &ld->decode, &ld->counters,
+                c->on_error == RF_ON_ERROR_SKIP ? &pl_policy_skip : &pl_policy_fail, &ld->d);
+    ld->submit = (pl_submit){.core = &ld->core, .ring = &ld->ring, .gpu = &ld->gpu,
+                             .backend = &ld->backend, .counters = &ld->counters};
+    pl_pool_init(&ld->pool, c, &ld->core, &ld->d, &ld->ring, &ld->ds, &ld->fields, &ld->gpu,
+                 &ld->counters, &ld->decode, &ld->mix);
+    ld->c.epochs = c->epochs;
+    ld->c.timeout_ms = c->next_timeout_ms;
+    ld->c.device_index = c->device_index;
 }
 
 static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_loader **out,
@@ -277,67 +311,29 @@ static int create_loader(const rf_config *cfg, const rf_test_hooks *hooks, rf_lo
         rc = rf_seterr(&err, RF_ENOMEM, "no memory for the loader");
         goto report;
     }
-    ld->created_ns = rf_now_ns();
-    ld->pid = getpid();
-    if (hooks)
-        ld->hooks = *hooks;
+    ld->counters.created_ns = rf_now_ns();
+    pl_core_init(&ld->core, hooks);
     memcpy(&ld->cfg, cfg, RF_MIN(sizeof ld->cfg, (size_t)cfg->struct_size));
-    ld->depth_auto = !ld->cfg.prefetch_depth;
-    pthread_mutex_init(&ld->mu, NULL);
-    pthread_cond_init(&ld->cv_io, NULL);
-    pthread_cond_init(&ld->cv_dec, NULL);
-    /* cv_out on the monotonic clock: next_timeout_ms must not move with the wall clock */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ld->cv_out, &ca);
-    pthread_condattr_destroy(&ca);
-    if ((rc = pl_apply_defaults(&ld->cfg, &err)) || (rc = copy_patterns(ld, &err)) ||
-        (rc = pl_fields_setup(ld, &err)))
+    ld->ring.depth_auto = !ld->cfg.prefetch_depth;
+    if ((rc = pl_apply_defaults(&ld->cfg, &err)) || (rc = copy_strings(ld, &err)))
         goto fail;
-    ld->batch = ld->cfg.batch_size;
-    ld->depth = ld->cfg.prefetch_depth;
-    ld->tokens = ld->cfg.source == RF_SOURCE_TOKENS;
-    ld->tf = (rf_transform){.crop = ld->cfg.crop,
-                            .height = ld->cfg.image_height,
-                            .width = ld->cfg.image_width,
-                            .resize_shorter = ld->cfg.resize_shorter,
-                            .layout = ld->cfg.layout,
-                            .scale_min = ld->cfg.scale_min,
-                            .scale_max = ld->cfg.scale_max,
-                            .ratio_min = ld->cfg.ratio_min,
-                            .ratio_max = ld->cfg.ratio_max,
-                            .flip_prob = ld->cfg.flip_prob};
-    ld->limits = (rf_decode_limits){.max_pixels = ld->cfg.max_image_pixels,
-                                    .max_dim = ld->cfg.max_image_dim,
-                                    .max_scans = ld->cfg.max_scans};
-    ld->skip = ld->cfg.on_error == RF_ON_ERROR_SKIP;
-    ld->policy = ld->skip ? &pl_policy_skip : &pl_policy_fail;
-    pl_setup_output(ld);
+    init_stages(ld);
     /* Scanning tar headers reads from storage (and its readahead takes in more): counted in
      * storage_read_bytes, or the first epoch would show those pages as hits. */
     uint64_t b0 = rf_io_acct_thread_bytes();
     if ((rc = open_dataset(ld, &err)))
         goto fail;
-    ld->storage_create = rf_io_acct_thread_bytes() - b0;
-#ifdef RINGFEED_HAVE_CURL
-    if (ld->remote) { /* relaxed: no other thread counts before the pipeline starts */
-        ld->remote_create_requests = atomic_load_explicit(&ld->remote->requests,
-                                                          memory_order_relaxed);
-        ld->remote_create_bytes = atomic_load_explicit(&ld->remote->bytes, memory_order_relaxed);
-    }
-#endif
-    if ((rc = rf_plan_init(&ld->plan, ld->ds.nsamples, ld->cfg.seed, ld->cfg.order, ld->batch,
-                           ld->cfg.drop_last, ld->cfg.remainder, ld->cfg.rank,
-                           ld->cfg.world_size, &err)) ||
-        (rc = plan_shards(ld, &err)) ||
-        (rc = pl_mix_setup(ld->mix, &ld->cfg, &ld->ds, &ld->plan, &err)))
-        goto fail;
+    ld->io.storage_create = rf_io_acct_thread_bytes() - b0;
     uint64_t epoch, base;
-    if ((rc = apply_resume(ld, &epoch, &base, &err)) || (rc = choose_backend(ld, &err)) ||
-        (rc = pl_mem_setup(ld, &err)) || (rc = pl_alloc_ring_placed(ld, &err)) ||
-        (rc = ld->policy->setup(ld, &err)) ||
-        (rc = choose_io(ld, &err)) || (rc = pl_cache_setup(ld, &err)) ||
+    if ((rc = plan(ld, &err)) || (rc = apply_resume(ld, &epoch, &base, &err)) ||
+        (rc = choose_backend(ld, &err)))
+        goto fail;
+    /* the schedule resolved dct_scaling, and with it the decoders' scale */
+    rf_decode_setup_init(&ld->decode, &ld->cfg);
+    pl_skip_init(&ld->skip, ld->cfg.max_consecutive_skips, ld->gpu.late);
+    if ((rc = memory_setup(ld, &err)) || (rc = alloc_stages_placed(ld, &err)) ||
+        (rc = ld->d.policy->setup(&ld->d, &err)) || (rc = io_setup(ld, &err)) ||
+        (rc = pl_cache_setup(&ld->remote, &ld->ds, &err)) ||
         (rc = pl_pipeline_start_placed(ld, epoch, base, &err)))
         goto fail;
     *out = ld;
@@ -373,61 +369,41 @@ void rf_loader_destroy(rf_loader *ld)
 {
     if (!ld)
         return;
-    if (pl_forked(ld)) {
+    if (pl_forked(&ld->core)) {
         /* A fork() child's copy: deliberately leaked. Its threads do not exist here, `mu` may
          * have been copied locked, and structures may have been copied mid-update by those
          * threads; the io_uring rings and the CUDA context are the parent's. Walking any of it
          * could hang or crash, and closing nothing leaves the parent untouched. The memory is
          * the child's copy-on-write view, returned when the child exits or execs (every
          * descriptor ringfeed opens is O_CLOEXEC). */
-        pl_fork_error(ld);
+        pl_fork_error(&ld->core);
         return;
     }
     pl_pipeline_stop(ld);
-    pl_sched_stop(ld); /* before the backend the opener may still be opening engines in */
-    if (ld->decs)
-        for (uint32_t i = 0; i < ld->cfg.decode_threads; i++)
-            rf_decoder_destroy(ld->decs[i]);
-    free(ld->decs);
-    free(ld->decoders);
-    pl_fields_free(ld);
-    pl_gpu_free(ld);
-    if (ld->slots)
-        for (uint32_t i = 0; i < ld->depth; i++) {
-            free(ld->slots[i].ids);
-            free(ld->slots[i].positions);
-            free(ld->slots[i].padding);
-            free(ld->slots[i].keys);
-        }
-    free(ld->slots);
-    if (ld->rmem.ptr)
-        rf_ringmem_free(ld->bops, ld->backend, &ld->rmem);
-    if (ld->backend)
-        ld->bops->destroy(ld->backend);
-    free(ld->arena);
-    free(ld->tasks);
-    free(ld->decq);
-    free(ld->skst);
-    free(ld->skq);
-    free(ld->sk_errs);
-    rf_pc_destroy(ld->pc); /* before the dataset: it unmaps by file size */
-    pl_cache_close(ld);    /* the engine stopped: no read holds a cached copy; before the
-                              dataset, whose shards the fills read */
+    pl_sched_stop(&ld->gpu); /* before the backend the opener may still be opening engines in */
+    pl_pool_free(&ld->pool);
+    pl_fields_free(&ld->fields, &ld->ring);
+    pl_gpu_free(&ld->gpu);
+    pl_ring_free(&ld->ring, &ld->backend);
+    if (ld->backend.b)
+        ld->backend.ops->destroy(ld->backend.b);
+    pl_dispatch_free(&ld->d);
+    pl_skip_free(&ld->skip);
+    rf_pc_destroy(ld->mem.pc);            /* before the dataset: it unmaps by file size */
+    pl_cache_close(&ld->remote, &ld->ds); /* the engine stopped: no read holds a cached copy;
+                                             before the dataset, whose shards the fills read */
     rf_plan_free(&ld->plan);
-    pl_mix_free(ld->mix);
+    pl_mix_free(&ld->mix);
     rf_dataset_free(&ld->ds);
-#ifdef RINGFEED_HAVE_CURL
-    rf_remote_free(ld->remote); /* after the dataset, whose shards it closed */
-#endif
-    if (ld->patterns)
+    pl_remote_free(&ld->remote); /* after the dataset, whose shards it closed */
+    pl_copies *k = &ld->copies;
+    if (k->patterns)
         for (uint32_t i = 0; i < ld->cfg.shard_count; i++)
-            free(ld->patterns[i]);
-    free(ld->patterns);
-    free(ld->label_json_path);
-    free(ld->image_exts);
-    pthread_mutex_destroy(&ld->mu);
-    pthread_cond_destroy(&ld->cv_io);
-    pthread_cond_destroy(&ld->cv_dec);
-    pthread_cond_destroy(&ld->cv_out);
+            free(k->patterns[i]);
+    free(k->patterns);
+    free(k->label_json_path);
+    free(k->image_exts);
+    free(k->cache_dir);
+    pl_core_destroy(&ld->core);
     free(ld);
 }

@@ -14,25 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loaders/dataset.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/mix.h"
 
-struct pl_mix {
-    uint32_t nsources;
-    uint32_t *file_start;   /* nsources + 1: first path of each source */
-    uint64_t *sample_start; /* nsources + 1: first sample of each source (not tokens) */
-    /* the loader's copies, which its config points at once created */
-    uint32_t *source_shards;
-    float *weights, *class_weights, *sample_weights;
-    char **labels;        /* source_labels (entries NULL where the caller's were) */
-    pl_label_rule *rules; /* nsources, with source_labels; NULL: the loader's rule for all */
-    pl_label_rule base;   /* the loader's rule (label_source, label_json_path) */
-};
 
-void pl_mix_free(struct pl_mix *m)
+void pl_mix_free(pl_mix *m)
 {
-    if (!m)
-        return;
     free(m->file_start);
     free(m->sample_start);
     free(m->source_shards);
@@ -43,7 +29,7 @@ void pl_mix_free(struct pl_mix *m)
         free(m->labels[i]);
     free(m->labels);
     free(m->rules);
-    free(m);
+    memset(m, 0, sizeof *m);
 }
 
 static int copy_array(void **dst, const void *src, uint64_t n, size_t size, const char *name,
@@ -62,7 +48,7 @@ static int copy_array(void **dst, const void *src, uint64_t n, size_t size, cons
     return 0;
 }
 
-pl_label_rule pl_mix_label_rule(const struct pl_mix *m, uint64_t sample_id)
+pl_label_rule pl_mix_label_rule(const pl_mix *m, uint64_t sample_id)
 {
     if (!m->rules || !m->sample_start)
         return m->base;
@@ -78,7 +64,7 @@ pl_label_rule pl_mix_label_rule(const struct pl_mix *m, uint64_t sample_id)
 }
 
 /* source_labels copied and read into one rule per source. */
-static int label_rules(struct pl_mix *m, rf_config *c, rf_err *err)
+static int label_rules(pl_mix *m, rf_config *c, rf_err *err)
 {
     m->base = (pl_label_rule){c->label_source, c->label_json_path, rf_label_ext(c->label_source)};
     if (!c->source_labels)
@@ -117,7 +103,7 @@ static int label_rules(struct pl_mix *m, rf_config *c, rf_err *err)
 }
 
 /* The arrays copied (c then points at the copies) and the checks that need no data. */
-static int mix_copy(struct pl_mix *m, rf_config *c, rf_err *err)
+static int mix_copy(pl_mix *m, rf_config *c, rf_err *err)
 {
     int rc;
     if ((rc = copy_array((void **)&m->source_shards, c->source_shards, c->source_count,
@@ -157,12 +143,9 @@ static int mix_copy(struct pl_mix *m, rf_config *c, rf_err *err)
     return label_rules(m, c, err);
 }
 
-int pl_mix_expand(struct pl_mix **out, rf_config *c, const rf_remote_ops *remote,
-                  char ***paths, uint32_t *npaths, rf_err *err)
+int pl_mix_expand(pl_mix *m, rf_config *c, const rf_remote_ops *remote, char ***paths,
+                  uint32_t *npaths, rf_err *err)
 {
-    struct pl_mix *m = *out = calloc(1, sizeof *m);
-    if (!m)
-        return rf_seterr(err, RF_ENOMEM, "no memory");
     int rc = mix_copy(m, c, err);
     if (rc)
         return rc;
@@ -191,7 +174,7 @@ int pl_mix_expand(struct pl_mix **out, rf_config *c, const rf_remote_ops *remote
     return 0;
 }
 
-int pl_mix_open(struct pl_mix *m, const rf_config *c, rf_dataset *ds, char *const *paths,
+int pl_mix_open(pl_mix *m, const rf_config *c, rf_dataset *ds, char *const *paths,
                 uint32_t npaths, rf_err *err)
 {
     uint32_t fmt = c->source;
@@ -218,7 +201,7 @@ int pl_mix_open(struct pl_mix *m, const rf_config *c, rf_dataset *ds, char *cons
 }
 
 /* Sample spans of the sources: as each opened, or for token files from their first windows. */
-static void source_starts(const struct pl_mix *m, const rf_dataset *ds, uint64_t *start)
+static void source_starts(const pl_mix *m, const rf_dataset *ds, uint64_t *start)
 {
     for (uint32_t s = 0; s <= m->nsources; s++)
         start[s] = m->sample_start ? m->sample_start[s]
@@ -227,7 +210,7 @@ static void source_starts(const struct pl_mix *m, const rf_dataset *ds, uint64_t
 }
 
 /* class_weights as one weight per sample, from labels the table knows without reading. */
-static int class_to_samples(struct pl_mix *m, const rf_config *cfg, const rf_dataset *ds,
+static int class_to_samples(pl_mix *m, const rf_config *cfg, const rf_dataset *ds,
                             rf_err *err)
 {
     uint64_t n = ds->nsamples;
@@ -244,7 +227,7 @@ static int class_to_samples(struct pl_mix *m, const rf_config *cfg, const rf_dat
     return 0;
 }
 
-int pl_mix_setup(struct pl_mix *m, rf_config *c, const rf_dataset *ds, rf_plan *plan,
+int pl_mix_setup(pl_mix *m, rf_config *c, const rf_dataset *ds, rf_plan *plan,
                  rf_err *err)
 {
     int on = c->weights || c->epoch_size || c->replacement || c->class_weights ||

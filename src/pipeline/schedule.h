@@ -1,17 +1,12 @@
-/* schedule.h — the decode scheduler (rf_config.decode_schedule): where each JPEG is decoded,
- * the hardware decoders, the CUDA kernels or the CPU. Two parts:
- *  - the controller (rf_sched, rf_sched_step): a pure function of what the consumer measured
- *    over a window of batches, which moves the shares; tests/test_schedule.c feeds it
- *    simulated plants (a consumer's period as a function of the shares);
- *  - the loader's side (pl_sched, pl_sched_*: schedule.c): the mode resolved at create, the
- *    engines' opener thread, the per-sample route the decode threads ask for, and the
- *    consumer's measurements per batch (a controller step per window).
- * Included by pipeline.h; nothing else but the tests includes it. */
+/* schedule.h — the decode scheduler's controller (rf_config.decode_schedule BALANCE,
+ * schedule.c): where the JPEGs are decoded, the hardware decoders, the CUDA kernels or the
+ * CPU, as shares that a pure function of what the consumer measured over a window of batches
+ * moves; tests/test_schedule.c feeds it simulated plants (a consumer's period as a function of
+ * the shares). The loader's side of the scheduler (the mode at create, the route of a sample,
+ * the measurements, the engines' opener) is the GPU decode stage's: gpu_decode.h. */
 #ifndef RF_PL_SCHEDULE_H
 #define RF_PL_SCHEDULE_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "base/common.h"
@@ -99,30 +94,5 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in);
  * (on the H200's photo crops repacked with restart markers, a window of 21 CPU-decoded
  * batches took 0.26 s of a 0.85 s run). */
 int rf_sched_window_full(const rf_sched_in *w, int first, int short_windows);
-
-/* Where one sample goes (pl_sched_route). */
-enum pl_route { PL_ROUTE_CPU = 0, PL_ROUTE_KERNELS = 1, PL_ROUTE_ENGINE = 2 };
-
-/* The loader's scheduler: mode set at create; the shares written by the consumer's thread and
- * read by the decode threads (relaxed: a share is a hint, any value routes a sample to a path
- * that gives the same pixels); engines written by the consumer's thread before it starts the
- * opener (UNOPENED to OPENING), then by the opener (release: the backend's engine state it
- * opened), and read with acquire before an engine packet is placed. */
-typedef struct pl_sched {
-    uint32_t mode;    /* enum rf_decode_schedule, resolved */
-    _Atomic uint32_t gpu, hw, engines;
-    _Atomic uint64_t open_ns; /* how long the engines took to open (rf_stats.hw_open_ns) */
-    rf_sched ctl;     /* the consumer's thread only, like the window below */
-    uint64_t last_ns; /* when the consumer was handed its last batch */
-    rf_sched_in win;  /* the window measured so far (period_ns: the sum until it is full) */
-    uint32_t skip;    /* batches to hand out unmeasured after a change of the shares */
-    uint64_t steps;   /* controller steps taken */
-    pthread_t opener;
-    int opener_on;
-    int open_pending; /* MANUAL: the opener starts with the first batch (pl_sched_batch);
-                       * BALANCE: engines UNOPENED until its GPU share needs them */
-    char engine_why[RF_ERRMSG_MAX]; /* why the engines are out (the opener's error), or "" */
-    int trace;        /* RINGFEED_SCHED_TRACE set: each controller step printed to stderr */
-} pl_sched;
 
 #endif

@@ -2,16 +2,19 @@
  * and the dispatch cursor calls for epochs, its own outputs and every sample's outcome.
  *
  * DESIGN
- * Runs on the I/O threads (through take() and done()) and the decode threads (through
- * pl_task_end), always with mu held, except skip_setup, which create calls. It owns the skip
- * bookkeeping (skst, skq, the sk_* cursors, the skip counts) and reaches the cursor only
- * through what dispatch.c exports in pipeline.h (slot claim and advance, sample reads, the next
- * epoch's plan). The algorithm: */
+ * Runs on the I/O threads (through take() and done()), the decode threads (through
+ * pl_task_end) and the GPU decode stage's checks (late verdicts), always with mu held, except
+ * skip_setup, which create calls. It owns the skip bookkeeping (pl_skip: the status of every
+ * slot position, the queue, the cursors, the skip counts) and reaches the cursor only through
+ * what dispatch.h exports (slot claim and advance, sample reads, the next epoch's plan). The
+ * algorithm: */
+#include "pipeline/skip.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline.h"
+#include "pipeline/dispatch.h"
 
 /* Fail mode: the first failed sample is a sticky error naming shard, member, offset and cause.
  * Skip mode: a failed sample leaves a hole at its output position (batch, index) that another
@@ -20,11 +23,11 @@
  *  - Outputs o = 0 .. P-1 of the rank's epoch (o = batch * batch_size + index) normally hold
  *    the rank's candidates j = 0 .. R-1 (rf_plan_sample(j)), then the plan's padding [R, P).
  *  - The forward cursor (the ordinary dispatcher) gives output o candidate o. Holes are filled
- *    strictly in output order (the walk sk_a waits at the first output not yet final) by a
- *    replacement cursor that walks the rank's candidates from the END backwards (sk_rtop). A
+ *    strictly in output order (the walk sk->a waits at the first output not yet final) by a
+ *    replacement cursor that walks the rank's candidates from the END backwards (sk->rtop). A
  *    replacement that fails leaves the hole open and the next candidate is taken.
  *  - The cursors must never take the same candidate, whatever the timing. So the forward cursor
- *    runs in phases: it dispatches outputs below sk_L freely; at sk_L it waits until every
+ *    runs in phases: it dispatches outputs below sk->L freely; at sk->L it waits until every
  *    earlier output is final (a drain), then opens the next phase [o, o + min(C, (rtop-o)/2))
  *    with C = max(SK_PHASE_MIN, 8 * batch_size); the candidates above the phase are the reserve
  *    its holes draw from. Phase ends depend only on earlier outcomes: deterministic.
@@ -36,8 +39,8 @@
  *  - The dispatcher enters the next epoch only when all outputs of this one are final
  *    (replacements need this epoch's plan).
  *  - Late verdicts (GPU decode: pl_gpu_check gives them with the batch): such a sample is
- *    pending (SK_LATE) until the consumer checks its batch, which then goes back to FILLING
- *    for its holes; phases end at batch boundaries (skip_phase_late_locked).
+ *    pending (SK_LATE) until the GPU decode stage checks its batch, which then goes back to
+ *    FILLING for its holes; phases end at batch boundaries (skip_phase_late_locked).
  * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
  * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
 typedef struct skip_item {
@@ -46,7 +49,7 @@ typedef struct skip_item {
 } skip_item;
 
 /* SK_LATE (with SK_PENDING): the sample is in, but its GPU decode's verdict comes with its
- * batch (rf_loader.gpu.late): the consumer gives it through skip_late_locked. SK_FAILED with
+ * batch (pl_gpu.late): the batch's check gives it through skip_late_locked. SK_FAILED with
  * it: the sample failed on its decode thread (counted), and becomes a hole with that verdict,
  * so that holes are still filled in output order when some verdicts come late. */
 enum { SK_PENDING = 0, SK_GOOD = 1, SK_HOLE = 2, SK_FINAL = 3, SK_MASK = 3, SK_REP = 0x10,
@@ -54,147 +57,150 @@ enum { SK_PENDING = 0, SK_GOOD = 1, SK_HOLE = 2, SK_FINAL = 3, SK_MASK = 3, SK_R
 
 /* Task t's sample gets its verdict with its batch: late verdicts, in a slot's first fill (a
  * refill's replacements are decoded on the CPU, verdicts at once). */
-static int skip_late_task(const rf_loader *ld, const task *t)
+static int skip_late_task(const pl_dispatch *d, const task *t)
 {
-    return ld->gpu.late && !t->raw && !t->blank && !ld->slots[t->slot].gpu.refill;
+    return d->skip->late && !t->raw && !t->blank && !d->ring->slots[t->slot].gpu.refill;
 }
 #define SK_PHASE_MIN 4096u
 
-static uint8_t *sk_status(rf_loader *ld, uint64_t o)
+static uint8_t *sk_status(pl_dispatch *d, uint64_t o)
 {
-    uint64_t seq = ld->sk_seq0 + o / ld->batch;
-    return &ld->skst[(seq % ld->depth) * ld->batch + o % ld->batch];
+    uint64_t seq = d->skip->seq0 + o / d->ring->batch;
+    return &d->skip->st[(seq % d->ring->depth) * d->ring->batch + o % d->ring->batch];
 }
 
-/* Reset the bookkeeping for the dispatcher's newly planned epoch (batch 0 is d_seq). */
-static void skip_epoch_locked(rf_loader *ld)
+/* Reset the bookkeeping for the dispatcher's newly planned epoch (batch 0 is d->seq). */
+static void skip_epoch_locked(pl_dispatch *d)
 {
-    PL_ASSERT_LOCKED(ld);
-    const rf_plan *p = &ld->plan;
-    ld->sk_P = p->per_rank;
-    ld->sk_R = pl_plan_real(p);
-    ld->sk_L = 0;
-    ld->sk_rtop = ld->sk_R;
-    ld->sk_a = 0;
-    ld->sk_fwd_run = ld->sk_rep_run = 0;
-    ld->sk_met = ld->sk_epoch_wait = ld->sk_waiting = 0;
-    ld->sk_seq0 = ld->d_seq;
+    PL_ASSERT_LOCKED(d->core);
+    pl_skip *sk = d->skip;
+    const rf_plan *p = d->plan;
+    sk->P = p->per_rank;
+    sk->R = pl_plan_real(p);
+    sk->L = 0;
+    sk->rtop = sk->R;
+    sk->a = 0;
+    sk->fwd_run = sk->rep_run = 0;
+    sk->met = sk->epoch_wait = sk->waiting = 0;
+    sk->seq0 = d->seq;
 }
 
-static void skip_queue_locked(rf_loader *ld, uint64_t o, uint64_t cand)
+static void skip_queue_locked(pl_dispatch *d, uint64_t o, uint64_t cand)
 {
+    pl_skip *sk = d->skip;
     /* one item per slot position at most: the queue never overflows */
-    assert(ld->skq_head - ld->skq_tail < ld->skq_cap);
-    uint64_t seq = ld->sk_seq0 + o / ld->batch;
-    skip_item *q = &ld->skq[ld->skq_head++ % ld->skq_cap];
-    q->slot = (uint32_t)(seq % ld->depth);
-    q->index = (uint32_t)(o % ld->batch);
+    assert(sk->q_head - sk->q_tail < sk->q_cap);
+    uint64_t seq = sk->seq0 + o / d->ring->batch;
+    skip_item *q = &sk->q[sk->q_head++ % sk->q_cap];
+    q->slot = (uint32_t)(seq % d->ring->depth);
+    q->index = (uint32_t)(o % d->ring->batch);
     q->cand = cand;
 }
 
 /* Where the walk stops: the forward cursor's next output, or at the epoch's end its last. */
-static uint64_t walk_front(const rf_loader *ld)
+static uint64_t walk_front(const pl_dispatch *d)
 {
-    return ld->sk_epoch_wait ? ld->sk_P : ld->d_k * ld->batch + ld->d_j;
+    return d->skip->epoch_wait ? d->skip->P : d->k * d->ring->batch + d->j;
 }
 
-/* Advance sk_a over final outputs; give the first hole the next replacement (or a blank when
+/* Advance sk->a over final outputs; give the first hole the next replacement (or a blank when
  * none is left); check the consecutive-failure limit. */
-static void skip_walk_locked(rf_loader *ld)
+static void skip_walk_locked(pl_dispatch *d)
 {
-    uint64_t front = walk_front(ld);
-    while (ld->sk_a < front && !ld->err.code) {
-        uint8_t *st = sk_status(ld, ld->sk_a);
+    pl_skip *sk = d->skip;
+    uint64_t front = walk_front(d);
+    while (sk->a < front && !d->core->err.code) {
+        uint8_t *st = sk_status(d, sk->a);
         int state = *st & SK_MASK;
         if (state == SK_PENDING)
             return;
         if (state != SK_HOLE) {
             if (state == SK_GOOD && !(*st & SK_PAD)) {
                 if (*st & SK_REP)
-                    ld->sk_rep_run = 0;
+                    sk->rep_run = 0;
                 else
-                    ld->sk_fwd_run = 0;
+                    sk->fwd_run = 0;
             }
-            ld->sk_a++;
+            sk->a++;
             continue;
         }
         if (!(*st & SK_PAD)) {
-            uint64_t run = (*st & SK_REP) ? ++ld->sk_rep_run : ++ld->sk_fwd_run;
-            if (run > ld->cfg.max_consecutive_skips) {
-                const rf_err *last = &ld->sk_errs[st - ld->skst]; /* the hole's own */
+            uint64_t run = (*st & SK_REP) ? ++sk->rep_run : ++sk->fwd_run;
+            if (run > sk->max_run) {
+                const rf_err *last = &sk->errs[st - sk->st]; /* the hole's own */
                 char m[RF_ERRMSG_MAX];
                 snprintf(m, sizeof m, "%llu consecutive samples failed; last: %s",
                          (unsigned long long)run, last->msg);
-                pl_fail_locked(ld, last->code, m);
+                pl_fail_locked(d->core, last->code, m);
                 return;
             }
-            if (!ld->sk_met && ld->sk_rtop > ld->sk_L) {
+            if (!sk->met && sk->rtop > sk->L) {
                 *st = SK_PENDING | SK_REP;
-                skip_queue_locked(ld, ld->sk_a, --ld->sk_rtop);
+                skip_queue_locked(d, sk->a, --sk->rtop);
                 return; /* strict output order: later holes wait for this one */
             }
-            ld->sk_met = 1;
+            sk->met = 1;
         }
         *st = SK_FINAL | SK_PAD;
-        skip_queue_locked(ld, ld->sk_a, UINT64_MAX);
-        ld->sk_a++;
+        skip_queue_locked(d, sk->a, UINT64_MAX);
+        sk->a++;
     }
 }
 
 /* A replacement or blank task for one slot position; NULL when out of tasks or arena. */
-static task *skip_task_locked(rf_loader *ld, const skip_item *it)
+static task *skip_task_locked(pl_dispatch *d, const skip_item *it)
 {
-    PL_ASSERT_LOCKED(ld);
-    if (pl_tasks_full_locked(ld))
+    PL_ASSERT_LOCKED(d->core);
+    if (pl_tasks_full_locked(d))
         return NULL;
-    slot *s = &ld->slots[it->slot];
+    slot *s = &d->ring->slots[it->slot];
     uint64_t id = UINT64_MAX, pos = UINT64_MAX;
     uint8_t pad = 1;
-    sample_read r = {.end = ld->arena_head,
-                     .dst = ld->tokens ? s->stage + (uint64_t)it->index * ld->stage_bytes
-                                       : ld->arena};
+    sample_read r = {.end = d->arena_head,
+                     .dst = d->ring->tokens ? s->stage + (uint64_t)it->index * d->ring->stage_bytes
+                                       : d->arena};
     int blank = it->cand == UINT64_MAX;
     if (!blank) {
-        rf_plan_sample(&ld->plan, it->cand, &id, &pos, &pad);
-        if (pl_sample_read_locked(ld, s, it->index, id, &r))
+        rf_plan_sample(d->plan, it->cand, &id, &pos, &pad);
+        if (pl_sample_read_locked(d, s, it->index, id, &r))
             return NULL;
     }
     uint32_t i = it->index;
     s->ids[i] = id;
     s->positions[i] = pos;
     s->padding[i] = pad;
-    s->keys[i] = blank ? "" : ld->tokens ? ld->ds.files[r.file].path
-                                         : ld->ds.keys + ld->ds.samples[id].key;
-    task *t = &ld->tasks[ld->task_head % ld->ntasks];
-    t->seq = ld->task_head++;
+    s->keys[i] = blank ? "" : d->ring->tokens ? d->ds->files[r.file].path
+                                         : d->ds->keys + d->ds->samples[id].key;
+    task *t = &d->tasks[d->task_head % d->ntasks];
+    t->seq = d->task_head++;
     t->sample_id = id;
-    t->aug_seed = blank ? 0 : rf_plan_aug_seed(&ld->plan, ld->d_epoch, id, pos);
+    t->aug_seed = blank ? 0 : rf_plan_aug_seed(d->plan, d->epoch, id, pos);
     t->slot = it->slot;
     t->index = i;
-    t->raw = ld->tokens;
+    t->raw = d->ring->tokens;
     t->rep = !blank;
     t->padout = pad;
     t->blank = (uint8_t)blank;
     t->why = 0;
-    assert(ld->task_head - ld->task_tail <= ld->ntasks);
+    assert(d->task_head - d->task_tail <= d->ntasks);
     atomic_store_explicit(&t->finished, 0, memory_order_relaxed); /* under mu */
-    pl_task_set_read(ld, t, &r);
+    pl_task_set_read(d, t, &r);
     return t;
 }
 
 /* Forward output (d_k, d_j) after the cursors met: a blank, with the slot claim and cursor
  * advance of dispatch_one_locked. */
-static task *skip_forward_blank_locked(rf_loader *ld)
+static task *skip_forward_blank_locked(pl_dispatch *d)
 {
-    slot *s = pl_dispatch_slot_locked(ld);
+    slot *s = pl_dispatch_slot_locked(d);
     if (!s)
         return NULL;
-    uint32_t si = (uint32_t)(ld->d_seq % ld->depth);
-    pl_slot_open_locked(ld, s); /* clears the slot's skip states too (skip_slot_open) */
-    skip_item it = {si, ld->d_j, UINT64_MAX};
-    task *t = skip_task_locked(ld, &it);
-    ld->skst[(uint64_t)si * ld->batch + ld->d_j] = SK_FINAL | SK_PAD;
-    pl_dispatch_advance_locked(ld); /* waits for the epoch's outcomes (skip_epoch_end) */
+    uint32_t si = (uint32_t)(d->seq % d->ring->depth);
+    pl_slot_open_locked(d, s); /* clears the slot's skip states too (skip_slot_open) */
+    skip_item it = {si, d->j, UINT64_MAX};
+    task *t = skip_task_locked(d, &it);
+    d->skip->st[(uint64_t)si * d->ring->batch + d->j] = SK_FINAL | SK_PAD;
+    pl_dispatch_advance_locked(d); /* waits for the epoch's outcomes (skip_epoch_end) */
     return t;
 }
 
@@ -204,125 +210,130 @@ static task *skip_forward_blank_locked(rf_loader *ld)
  * the last phase takes every candidate left and has no reserve: its holes become blank
  * padding, as after the cursors met. Every candidate is still taken once, so an epoch
  * delivers the same samples as with verdicts per sample; only positions may differ. */
-static void skip_phase_late_locked(rf_loader *ld, uint64_t o, uint64_t want)
+static void skip_phase_late_locked(pl_dispatch *d, uint64_t o, uint64_t want)
 {
-    assert(o % ld->batch == 0);
-    uint64_t n = want / ld->batch * ld->batch;
+    pl_skip *sk = d->skip;
+    assert(o % d->ring->batch == 0);
+    uint64_t n = want / d->ring->batch * d->ring->batch;
     if (n) {
-        ld->sk_L = o + n;
+        sk->L = o + n;
     } else {
-        ld->sk_L = ld->sk_rtop;
-        ld->sk_met = 1;
+        sk->L = sk->rtop;
+        sk->met = 1;
     }
 }
 
 /* Skip mode's part of dispatch. Returns 1 when the call is handled here (*out: a task, or NULL
  * when blocked), 0 when dispatch_one_locked dispatches forward output (d_k, d_j) as usual. */
-static int skip_dispatch_locked(rf_loader *ld, task **out)
+static int skip_dispatch_locked(pl_dispatch *d, task **out)
 {
-    PL_ASSERT_LOCKED(ld);
+    PL_ASSERT_LOCKED(d->core);
+    pl_skip *sk = d->skip;
     *out = NULL;
-    ld->sk_waiting = 0;
-    skip_walk_locked(ld);
-    if (ld->err.code)
+    sk->waiting = 0;
+    skip_walk_locked(d);
+    if (d->core->err.code)
         return 1;
-    if (ld->skq_tail < ld->skq_head) {
-        if ((*out = skip_task_locked(ld, &ld->skq[ld->skq_tail % ld->skq_cap])))
-            ld->skq_tail++;
+    if (sk->q_tail < sk->q_head) {
+        if ((*out = skip_task_locked(d, &sk->q[sk->q_tail % sk->q_cap])))
+            sk->q_tail++;
         return 1;
     }
-    if (ld->sk_epoch_wait) {
-        if (ld->sk_a < ld->sk_P) {
-            ld->sk_waiting = 1;
+    if (sk->epoch_wait) {
+        if (sk->a < sk->P) {
+            sk->waiting = 1;
             return 1;
         }
-        pl_plan_next_epoch_locked(ld); /* resets the bookkeeping */
-        if (ld->d_done)
+        pl_plan_next_epoch_locked(d); /* resets the bookkeeping */
+        if (d->done)
             return 1;
     }
-    uint64_t o = ld->d_k * ld->batch + ld->d_j;
-    if (o >= ld->sk_R || o < ld->sk_L)
+    uint64_t o = d->k * d->ring->batch + d->j;
+    if (o >= sk->R || o < sk->L)
         return 0; /* the plan's padding, or a forward output of the open phase */
-    if (!ld->sk_met) {
-        if (ld->sk_a < o) { /* drain: the next phase depends on every earlier outcome */
-            ld->sk_waiting = 1;
+    if (!sk->met) {
+        if (sk->a < o) { /* drain: the next phase depends on every earlier outcome */
+            sk->waiting = 1;
             return 1;
         }
-        uint64_t left = ld->sk_rtop > o ? ld->sk_rtop - o : 0;
-        uint64_t phase = RF_MAX((uint64_t)SK_PHASE_MIN, 8ull * ld->batch);
+        uint64_t left = sk->rtop > o ? sk->rtop - o : 0;
+        uint64_t phase = RF_MAX((uint64_t)SK_PHASE_MIN, 8ull * d->ring->batch);
         if (left == 0)
-            ld->sk_met = 1;
-        else if (ld->gpu.late)
-            skip_phase_late_locked(ld, o, RF_MIN(phase, left / 2));
+            sk->met = 1;
+        else if (sk->late)
+            skip_phase_late_locked(d, o, RF_MIN(phase, left / 2));
         else
-            ld->sk_L = o + RF_MIN(phase, RF_MAX(1, left / 2));
+            sk->L = o + RF_MIN(phase, RF_MAX(1, left / 2));
     }
-    if (!ld->sk_met || o < ld->sk_L) /* o < sk_L: the last phase of late verdicts opened */
+    if (!sk->met || o < sk->L) /* o < sk->L: the last phase of late verdicts opened */
         return 0;
-    *out = skip_forward_blank_locked(ld);
+    *out = skip_forward_blank_locked(d);
     return 1;
 }
 
-/* Position st just got its outcome (or a good late verdict). The walk stops at sk_a, the
+/* Position st just got its outcome (or a good late verdict). The walk stops at sk->a, the
  * first output without one, and only that output's outcome lets it move; it runs on the I/O
  * threads, which are woken for it only when its moving matters: a drain or the epoch's end
- * waits for it (sk_waiting), or a hole behind it waits for its replacement (which its batch,
+ * waits for it (sk->waiting), or a hole behind it waits for its replacement (which its batch,
  * and so the slot the cursor may wait for, needs). Other outcomes change nothing the cursor
  * waits for. Every outcome woke them during a drain, and every late verdict always: with a
- * batch's verdicts given on the consumer's thread, a broadcast per sample of every step. */
-static void walk_may_move_locked(rf_loader *ld, const uint8_t *st)
+ * batch's verdicts given on the GPU decode stage's thread, a broadcast per sample of every step.
+ */
+static void walk_may_move_locked(pl_dispatch *d, const uint8_t *st)
 {
-    if (st != sk_status(ld, ld->sk_a))
+    pl_skip *sk = d->skip;
+    if (st != sk_status(d, sk->a))
         return;
-    int wake = ld->sk_waiting;
-    uint64_t front = walk_front(ld);
-    for (uint64_t o = ld->sk_a + 1; o < front && !wake; o++) /* the open slots' outputs */
-        wake = (*sk_status(ld, o) & SK_MASK) == SK_HOLE;
+    int wake = sk->waiting;
+    uint64_t front = walk_front(d);
+    for (uint64_t o = sk->a + 1; o < front && !wake; o++) /* the open slots' outputs */
+        wake = (*sk_status(d, o) & SK_MASK) == SK_HOLE;
     if (wake)
-        pthread_cond_broadcast(&ld->cv_io);
+        pthread_cond_broadcast(&d->core->cv_io);
 }
 
 /* Outcomes of a sample in skip mode (under mu). */
-static void skip_ok_locked(rf_loader *ld, const task *t)
+static void skip_ok_locked(pl_dispatch *d, const task *t)
 {
-    PL_ASSERT_LOCKED(ld);
+    PL_ASSERT_LOCKED(d->core);
     uint8_t flags = (uint8_t)((t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
-    uint8_t state = t->blank ? SK_FINAL : skip_late_task(ld, t) ? SK_PENDING | SK_LATE
+    uint8_t state = t->blank ? SK_FINAL : skip_late_task(d, t) ? SK_PENDING | SK_LATE
                                                                  : SK_GOOD;
-    uint8_t *st = &ld->skst[(uint64_t)t->slot * ld->batch + t->index];
+    uint8_t *st = &d->skip->st[(uint64_t)t->slot * d->ring->batch + t->index];
     *st = (uint8_t)(state | flags);
-    walk_may_move_locked(ld, st);
+    walk_may_move_locked(d, st);
 }
 
 /* Position (si, index) failed: a hole, counted (unless a padding output: SK_PAD in flags). */
-static void skip_hole_locked(rf_loader *ld, uint32_t si, uint32_t index, uint8_t flags,
+static void skip_hole_locked(pl_dispatch *d, uint32_t si, uint32_t index, uint8_t flags,
                              int reason, int code, const char *msg)
 {
+    pl_skip *sk = d->skip;
     if (!(flags & SK_PAD)) {
-        slot *s = &ld->slots[si];
-        ld->skipped++;
-        ld->skipped_by[reason]++;
+        slot *s = &d->ring->slots[si];
+        sk->skipped++;
+        sk->skipped_by[reason]++;
         s->skipped++;
         s->skipped_by[reason]++;
     }
-    rf_err *last = &ld->sk_errs[(uint64_t)si * ld->batch + index];
+    rf_err *last = &sk->errs[(uint64_t)si * d->ring->batch + index];
     last->code = code;
     snprintf(last->msg, sizeof last->msg, "%s", msg);
-    ld->skst[(uint64_t)si * ld->batch + index] = (uint8_t)(SK_HOLE | flags);
-    pthread_cond_broadcast(&ld->cv_io);
+    sk->st[(uint64_t)si * d->ring->batch + index] = (uint8_t)(SK_HOLE | flags);
+    pthread_cond_broadcast(&d->core->cv_io);
 }
 
-static int skip_failed_locked(rf_loader *ld, const task *t, int reason, int code,
+static int skip_failed_locked(pl_dispatch *d, const task *t, int reason, int code,
                               const char *msg)
 {
-    PL_ASSERT_LOCKED(ld);
+    PL_ASSERT_LOCKED(d->core);
     uint8_t flags = (uint8_t)((t->rep ? SK_REP : 0) | (t->padout ? SK_PAD : 0));
-    skip_hole_locked(ld, t->slot, t->index, flags, reason, code, msg);
-    if (!skip_late_task(ld, t))
+    skip_hole_locked(d, t->slot, t->index, flags, reason, code, msg);
+    if (!skip_late_task(d, t))
         return 0; /* a hole: the slot waits for its replacement or blank */
     /* Counted now, a hole once the batch's verdicts come: the walk waits at the first late
      * verdict before it, which comes only when the batch is published, so it counts down. */
-    ld->skst[(uint64_t)t->slot * ld->batch + t->index] =
+    d->skip->st[(uint64_t)t->slot * d->ring->batch + t->index] =
         (uint8_t)(SK_PENDING | SK_LATE | SK_FAILED | flags);
     return 1;
 }
@@ -332,57 +343,73 @@ static int skip_failed_locked(rf_loader *ld, const task *t, int reason, int code
  * A sample that failed on its decode thread in such a batch becomes its hole now, whatever
  * the code. Returns 1 for a hole. A position that waits for no verdict (a blank, a refill's
  * replacement, or one given before the slot was refilled) is left as it is. */
-static int skip_late_locked(rf_loader *ld, uint32_t si, uint32_t index, int reason, int code,
+static int skip_late_locked(pl_dispatch *d, uint32_t si, uint32_t index, int reason, int code,
                             const char *msg)
 {
-    PL_ASSERT_LOCKED(ld);
-    uint8_t *st = &ld->skst[(uint64_t)si * ld->batch + index];
+    PL_ASSERT_LOCKED(d->core);
+    uint8_t *st = &d->skip->st[(uint64_t)si * d->ring->batch + index];
     if ((*st & SK_MASK) != SK_PENDING || !(*st & SK_LATE))
         return 0;
     uint8_t flags = *st & (SK_REP | SK_PAD);
     if (*st & SK_FAILED) { /* failed on its decode thread, counted then */
         *st = (uint8_t)(SK_HOLE | flags);
-        pthread_cond_broadcast(&ld->cv_io);
+        pthread_cond_broadcast(&d->core->cv_io);
         return 1;
     }
     if (code) {
-        skip_hole_locked(ld, si, index, flags, reason, code, msg);
+        skip_hole_locked(d, si, index, flags, reason, code, msg);
         return 1;
     }
     *st = (uint8_t)(SK_GOOD | flags);
-    walk_may_move_locked(ld, st);
+    walk_may_move_locked(d, st);
     return 0;
 }
 
-static int skip_setup(rf_loader *ld, rf_err *err)
+void pl_skip_init(pl_skip *sk, uint64_t max_run, int late)
 {
-    uint64_t n = (uint64_t)ld->depth * ld->batch; /* one entry per slot position */
+    sk->max_run = max_run;
+    sk->late = late;
+}
+
+void pl_skip_restart(pl_skip *sk) { sk->q_head = sk->q_tail = 0; }
+
+void pl_skip_free(pl_skip *sk)
+{
+    free(sk->st);
+    free(sk->q);
+    free(sk->errs);
+}
+
+static int skip_setup(pl_dispatch *d, rf_err *err)
+{
+    pl_skip *sk = d->skip;
+    uint64_t n = (uint64_t)d->ring->depth * d->ring->batch; /* one entry per slot position */
     if (n + 2 > UINT32_MAX)
         return rf_seterr(err, RF_ENOMEM, "skip mode: prefetch_depth %u x batch %u slot positions "
-                         "exceed %u", ld->depth, ld->batch, UINT32_MAX - 2);
-    ld->skq_cap = (uint32_t)n + 2;
-    size_t errs = (size_t)n * sizeof *ld->sk_errs;
-    size_t bytes = (size_t)n + (size_t)ld->skq_cap * sizeof *ld->skq + errs;
-    if (!pl_alloc_refused(ld, "skip bookkeeping", bytes)) {
-        ld->skst = calloc(n, 1);
-        ld->skq = calloc(ld->skq_cap, sizeof *ld->skq);
-        ld->sk_errs = calloc(n, sizeof *ld->sk_errs);
+                         "exceed %u", d->ring->depth, d->ring->batch, UINT32_MAX - 2);
+    sk->q_cap = (uint32_t)n + 2;
+    size_t errs = (size_t)n * sizeof *sk->errs;
+    size_t bytes = (size_t)n + (size_t)sk->q_cap * sizeof *sk->q + errs;
+    if (!pl_alloc_refused(d->core, "skip bookkeeping", bytes)) {
+        sk->st = calloc(n, 1);
+        sk->q = calloc(sk->q_cap, sizeof *sk->q);
+        sk->errs = calloc(n, sizeof *sk->errs);
     }
-    if (!ld->skst || !ld->skq || !ld->sk_errs)
+    if (!sk->st || !sk->q || !sk->errs)
         return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of skip bookkeeping "
                          "(prefetch_depth %u x batch %u positions): out of memory", bytes,
-                         ld->depth, ld->batch);
+                         d->ring->depth, d->ring->batch);
     return 0;
 }
 
 /* The forward cursor passed the epoch's last batch: skip_dispatch_locked plans the next epoch
  * once every output of this one is final (replacements need this epoch's plan). */
-static void skip_epoch_end_locked(rf_loader *ld) { ld->sk_epoch_wait = 1; }
+static void skip_epoch_end_locked(pl_dispatch *d) { d->skip->epoch_wait = 1; }
 
 /* Slot si opens for a new batch: its positions have no outcome yet. */
-static void skip_slot_open_locked(rf_loader *ld, uint32_t si)
+static void skip_slot_open_locked(pl_dispatch *d, uint32_t si)
 {
-    memset(ld->skst + (uint64_t)si * ld->batch, 0, ld->batch);
+    memset(d->skip->st + (uint64_t)si * d->ring->batch, 0, d->ring->batch);
 }
 
 const pl_policy pl_policy_skip = {

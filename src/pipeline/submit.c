@@ -1,50 +1,51 @@
 /* submit.c — the backend side of a slot: when a batch's last sample is in, its copy (and
  * conversion, and GPU decode kernels) is enqueued on the backend and the slot published READY
- * (or BAD, fail mode, when one of its samples failed); a returned slot is released to the
- * backend, behind the test hook.
+ * (or BAD, fail mode, when one of its samples failed; or CHECKING, for the GPU decode stage to
+ * check its verdicts first); a returned slot is released to the backend, behind the test hook.
  *
  * DESIGN
  * pl_slot_finish runs on whichever thread counted the slot's last sample down (a decode
  * thread, or an I/O thread for token windows): the submit runs without mu, then mu is taken to
  * publish the slot and wake the consumer (cv_out), or to record a failed submit as the sticky
  * error. pl_backend_release runs on the consumer's thread (release) or with every thread
- * stopped (run.c), without mu. Only state.c is called from here. */
+ * stopped (run.c), without mu. Calls state.c and the GPU decode stage's batch part. */
+#include "pipeline/submit.h"
+
 #include <stdio.h>
 
-#include "pipeline/pipeline.h"
-
-/* The batch's last sample is in: enqueue the copy and publish the slot. */
-void pl_slot_finish(rf_loader *ld, slot *s)
+void pl_slot_finish(pl_submit *u, slot *s)
 {
+    pl_core *k = u->core;
+    const pl_ring *r = u->ring;
+    const pl_backend *be = u->backend;
     if (s->bad.code) { /* written before the samples' countdown, which ordered it before us */
-        pl_lock(ld);
+        pl_lock(k);
         assert(s->state == SLOT_FILLING); /* FILLING -> BAD */
         s->state = SLOT_BAD;
-        pthread_cond_broadcast(&ld->cv_out);
-        pl_unlock(ld);
+        pthread_cond_broadcast(&k->cv_out);
+        pl_unlock(k);
         return;
     }
     rf_err e = {0};
     uint64_t t0 = rf_now_ns();
     /* A refilled batch on the device (skip mode with late verdicts) is submitted again: the
      * first submit's device batch, never handed out, goes back to the pool first. */
-    int rc = s->gpu.refill && ld->gpu.device ? ld->bops->release(ld->backend, &s->dev, NULL, &e)
-                                             : 0;
+    int rc = s->gpu.refill && u->gpu->device ? be->ops->release(be->b, &s->dev, NULL, &e) : 0;
     /* GPU decode: only the stage bytes the batch's packets and pixels took, and its part of
      * the convert desc (pl_gpu_batch_desc). */
-    rf_convert_desc conv = ld->conv;
-    size_t bytes = ld->gpu.device ? pl_gpu_batch_desc(ld, s, &conv.gj)
-                                  : (size_t)s->batch.count * ld->stride;
-    conv.elements = (uint64_t)s->batch.count * (ld->cfg.seq_len + 1);
-    conv.out_bytes = (uint64_t)s->batch.count * ld->out_bytes;
-    if (!rc && ld->hooks.backend &&
-        (rc = ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)) != 0)
+    rf_convert_desc conv = r->conv;
+    size_t bytes = u->gpu->device ? pl_gpu_batch_desc(u->gpu, s, &conv.gj)
+                                  : (size_t)s->batch.count * r->stride;
+    conv.elements = (uint64_t)s->batch.count * (r->seq_len + 1);
+    conv.out_bytes = (uint64_t)s->batch.count * r->out_bytes;
+    if (!rc && k->hooks.backend &&
+        (rc = k->hooks.backend(k->hooks.backend_ctx, RF_HOOK_SUBMIT, s->seq)) != 0)
         rf_seterr(&e, rc, "injected fault (src/pipeline/testing.h)");
     else if (!rc)
-        rc = ld->bops->submit(ld->backend, (uint32_t)(s - ld->slots), s->stage, bytes,
-                              s->labels, s->batch.count, &conv, &s->dev, &e);
-    atomic_fetch_add_explicit(&ld->copy_ns, rf_now_ns() - t0, memory_order_relaxed); /* stats */
-    pl_lock(ld);
+        rc = be->ops->submit(be->b, (uint32_t)(s - r->slots), s->stage, bytes, s->labels,
+                             s->batch.count, &conv, &s->dev, &e);
+    pl_count(&u->counters->copy_ns, rf_now_ns() - t0);
+    pl_lock(k);
     if (rc) {
         /* Sticky and fatal (a CUDA error poisons the context): fail_locked wakes the consumer
          * in rf_loader_next, the I/O threads in take() and the decode threads; they stop
@@ -54,22 +55,23 @@ void pl_slot_finish(rf_loader *ld, slot *s)
                  "samples, %zu bytes) to the device failed: %s", (unsigned long long)s->seq,
                  (unsigned long long)s->batch.epoch, (unsigned long long)s->batch.index,
                  s->batch.count, bytes, e.msg);
-        pl_fail_locked(ld, rc, m);
+        pl_fail_locked(k, rc, m);
+    } else if (pl_gpu_needs_check(u->gpu, s)) {
+        pl_gpu_submitted_locked(u->gpu, s); /* its verdicts first */
     } else {
         assert(s->state == SLOT_FILLING); /* FILLING -> READY */
         s->state = SLOT_READY;
-        pthread_cond_broadcast(&ld->cv_out);
+        pthread_cond_broadcast(&k->cv_out);
     }
-    pl_unlock(ld);
+    pl_unlock(k);
 }
 
-/* The backend's release of slot s, behind the test hook (src/pipeline/testing.h). */
-int pl_backend_release(rf_loader *ld, slot *s, void *stream, rf_err *e)
+int pl_backend_release(pl_submit *u, slot *s, void *stream, rf_err *e)
 {
-    int rc = ld->hooks.backend ? ld->hooks.backend(ld->hooks.backend_ctx, RF_HOOK_RELEASE, s->seq)
-                               : 0;
+    const rf_test_hooks *h = &u->core->hooks;
+    int rc = h->backend ? h->backend(h->backend_ctx, RF_HOOK_RELEASE, s->seq) : 0;
     if (rc)
         return rf_seterr(e, rc, "releasing batch %llu: injected fault (src/pipeline/testing.h)",
                          (unsigned long long)s->seq);
-    return ld->bops->release(ld->backend, &s->dev, stream, e);
+    return u->backend->ops->release(u->backend->b, &s->dev, stream, e);
 }

@@ -51,15 +51,16 @@ typedef struct rf_test_hooks {
     int io_async;
     /* gpu_late_verdicts: GPU decode on the host backend keeps a packet's verdict (the status
      * its decode by the kernels' host code returned) in the slot instead of failing the sample
-     * on the decode thread, and the consumer turns it into the sample's error or skip when it
-     * checks the batch (pl_gpu_check), as on the CUDA backend, where the verdicts come from
-     * the kernels after the batch was submitted. So the device's verdict path runs in CI. */
+     * on the decode thread, and the GPU decode stage turns it into the sample's error or skip
+     * when it checks the batch (pl_gpu_check), as on the CUDA backend, where the verdicts come
+     * from the kernels after the batch was submitted. So the device's verdict path runs in
+     * CI. */
     int gpu_late_verdicts;
     /* gpu_device_layout: GPU decode on the host backend takes the CUDA backend's slot layout
      * (gpu.device: packets and CPU-decoded pixels packed in the stage at offsets, gj_place_device
-     * and its room, late verdicts, the refill's compaction), and the consumer's check first
-     * decodes the packed batch with the kernels' host code the way cuda_submit's kernels do
-     * (pl_gpu_check), into a buffer the batch points at. gpu_decode with uint8 output only
+     * and its room, late verdicts, the refill's compaction), and the GPU decode stage's check
+     * first decodes the packed batch with the kernels' host code the way cuda_submit's kernels
+     * do (pl_gpu_check), into a buffer the batch points at. gpu_decode with uint8 output only
      * (create refuses hw_decode_percent and conversions with it). So the device placement,
      * refill and re-submit run in CI. */
     int gpu_device_layout;
@@ -69,8 +70,8 @@ typedef struct rf_test_hooks {
      * hw_decode_percent on the host do. Its engines open on the opener thread after
      * sched_open_ms, or never with sched_no_engines; so do hw_decode_percent's (MANUAL),
      * which without this hook are ready from create on the host (the stand-in has nothing to
-     * open). sched_perturb, when set, is called on
-     * the consumer's thread after each controller step with the batch's sequence number and
+     * open). sched_perturb, when set, is called on the GPU decode stage's thread after each
+     * controller step, once for each batch handed out, with the batch's sequence number, and
      * may overwrite the shares (permille; clamped to 1000 and hw <= gpu), so a test moves
      * the route of samples over time as a real run's timing would. */
     int sched;
@@ -86,9 +87,10 @@ typedef struct rf_test_hooks {
     /* sched_short_windows: a controller window is RF_SCHED_WINDOW batches however short they
      * took, so a test's short run of fast batches gets controller steps. */
     int sched_short_windows;
-    /* sched_open_join: the consumer waits for the opener it starts (with the first batch, or
-     * with BALANCE the first batch whose GPU share needs the engines), so a test's short run
-     * has its engines ready from the next batch on, whatever the timing. */
+    /* sched_open_join: rf_loader_next waits, at each batch handed out, until the GPU decode
+     * stage acted upon it and joined any opener it started (with the first batch, or with
+     * BALANCE the first batch whose GPU share needs the engines), so a test's short run has
+     * its engines ready from the next batch on, whatever the timing. */
     int sched_open_join;
     /* sched_open_at_create: create starts the opener and waits for it, so the engines are
      * READY (or NONE) before the first sample is decoded: for tests of the engines' decoding

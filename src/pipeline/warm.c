@@ -4,35 +4,48 @@
  *
  * DESIGN
  * Runs on the I/O threads inside take(): pl_warm_plan_locked with mu held moves the warm
- * cursor (warm_epoch, warm_pos, warm_ahead) and collects the hints; pl_after_take issues the
- * checks and hints after mu is released. Reads only the plan and the dataset otherwise. */
-#include "pipeline/pipeline.h"
+ * cursor (epoch, pos, ahead) and collects the hints; pl_after_take issues the checks and hints
+ * after mu is released. Reads only the plan and the dataset otherwise. */
+#include "pipeline/warm.h"
 
-/* Advance the warm cursor over the dispatcher's epoch while fewer than warm_bytes are hinted
- * ahead of the dispatcher; the hints are issued by the caller after unlocking. The cursor
- * stays within the epoch the dispatcher is in (the next epoch's order is not planned yet). */
-int pl_warm_plan_locked(rf_loader *ld, warm_hint *h)
+#include "pipeline/state.h"
+
+void pl_warm_init(pl_warm *w, int warm, uint64_t bytes, const rf_plan *plan,
+                  const rf_dataset *ds, rf_pagecache *pc, int tokens, int sequential,
+                  uint64_t window_bytes, char *why, size_t why_cap)
 {
-    PL_ASSERT_LOCKED(ld);
-    if (!ld->warm_on || ld->d_done)
+    *w = (pl_warm){.on = warm && !rf_pc_odirect(pc), .bytes = bytes, .plan = plan, .ds = ds,
+                   .pc = pc, .tokens = tokens, .sequential = sequential,
+                   .window_bytes = window_bytes};
+    if (warm && !w->on)
+        pl_why_append(why, why_cap, "warm: off under O_DIRECT (reads bypass the cache)");
+}
+
+void pl_warm_restart(pl_warm *w) { w->epoch = UINT64_MAX; }
+
+/* The hints are issued by the caller after unlocking. The cursor stays within the epoch the
+ * dispatcher is in (the next epoch's order is not planned yet). */
+int pl_warm_plan_locked(pl_warm *w, uint64_t epoch, uint64_t pos, int done, warm_hint *h)
+{
+    if (!w->on || done)
         return 0;
-    if (ld->warm_epoch != ld->d_epoch) {
-        ld->warm_epoch = ld->d_epoch;
-        ld->warm_pos = ld->warm_ahead = 0;
+    if (w->epoch != epoch) {
+        w->epoch = epoch;
+        w->pos = w->ahead = 0;
     }
-    ld->warm_pos = RF_MAX(ld->warm_pos, ld->d_k * ld->batch + ld->d_j);
+    w->pos = RF_MAX(w->pos, pos);
     int nh = 0;
-    while (ld->warm_ahead < ld->cfg.warm_bytes && ld->warm_pos < ld->plan.per_rank) {
-        uint64_t id, pos, off, len = ld->stage_bytes;
+    while (w->ahead < w->bytes && w->pos < w->plan->per_rank) {
+        uint64_t id, at, off, len = w->window_bytes;
         uint32_t file;
         uint8_t pad;
-        rf_plan_sample(&ld->plan, ld->warm_pos, &id, &pos, &pad);
-        if (ld->tokens) {
-            pl_token_window(ld, id, ld->d_epoch, &file, &off);
+        rf_plan_sample(w->plan, w->pos, &id, &at, &pad);
+        if (w->tokens) {
+            pl_token_window(w->ds, w->plan, w->sequential, id, epoch, &file, &off);
         } else {
-            file = ld->ds.samples[id].file;
-            off = ld->ds.samples[id].offset;
-            len = ld->ds.samples[id].length;
+            file = w->ds->samples[id].file;
+            off = w->ds->samples[id].offset;
+            len = w->ds->samples[id].length;
         }
         if (nh > 0 && h[nh - 1].file == file && h[nh - 1].off + h[nh - 1].len == off)
             h[nh - 1].len += len;
@@ -40,21 +53,26 @@ int pl_warm_plan_locked(rf_loader *ld, warm_hint *h)
             break;
         else
             h[nh++] = (warm_hint){file, off, len};
-        ld->warm_pos++;
-        ld->warm_ahead += len;
+        w->pos++;
+        w->ahead += len;
     }
     return nh;
 }
 
-/* Outside the lock, before the engine submits: residency of each new read (the sample's own
- * bytes, not O_DIRECT padding), then the warm hints. */
-void pl_after_take(rf_loader *ld, rf_io_req **reqs, int n, const warm_hint *h, int nh)
+void pl_warm_taken_locked(pl_warm *w, uint64_t epoch, uint64_t pos, uint64_t len)
+{
+    if (w->on && w->epoch == epoch && pos < w->pos)
+        w->ahead -= RF_MIN(w->ahead, len);
+}
+
+/* The sample's own bytes are checked, not O_DIRECT padding. */
+void pl_after_take(pl_warm *w, rf_io_req **reqs, int n, const warm_hint *h, int nh)
 {
     for (int i = 0; i < n; i++) {
         const task *t = reqs[i]->user;
         uint64_t len = reqs[i]->need ? reqs[i]->need - t->skip : reqs[i]->len;
-        rf_pc_check(ld->pc, t->file, reqs[i]->fd, reqs[i]->offset + t->skip, len);
+        rf_pc_check(w->pc, t->file, reqs[i]->fd, reqs[i]->offset + t->skip, len);
     }
     for (int i = 0; i < nh; i++)
-        rf_pc_warm(ld->pc, h[i].file, h[i].off, h[i].len);
+        rf_pc_warm(w->pc, h[i].file, h[i].off, h[i].len);
 }

@@ -1,0 +1,46 @@
+/* gpu_slot.h — the GPU decode stage's part of a slot (pl_gpu_slot, a member of every slot):
+ * where each sample of the batch is in the stage, whether it is a packet, what the kernels
+ * said about it. Only the GPU decode stage (gpu_decode.h) writes it; the others read the
+ * refill flag (decode_pool.c, skip.c, run.c).
+ *
+ * The memory orders are the pipeline's (state.h, MEMORY ORDERING): mu orders a slot's reset
+ * before any placement, the placements are relaxed claims, and slot.pending's acq_rel
+ * countdown publishes the bytes and totals to pl_slot_finish. */
+#ifndef RF_PL_GPU_SLOT_H
+#define RF_PL_GPU_SLOT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* GPU decode on the device, per slot (the three arrays are pinned, after the slot's labels).
+ * Packets and decoded samples take the stage in the order they are written, from top up;
+ * room is what is left once every sample not yet placed has room for its pixels. The four
+ * atomics are relaxed everywhere: reset under mu when the slot opens (mu orders that before
+ * any placement), then claimed by read-modify-writes whose atomicity alone keeps claims apart
+ * and which publish no data; the bytes and totals reach pl_slot_finish through pending's
+ * acq_rel. */
+typedef struct pl_gpu_slot {
+    uint64_t *offs;           /* PL_GJ_UNPLACED until the sample's bytes are placed */
+    uint8_t *flags;
+    int32_t *status;
+    uint64_t *order;          /* the refill's compaction: placed samples by offset */
+    uint8_t *emu, *emu_scratch; /* host emulation of the device (gpu.emulate): decoded batch */
+    _Atomic uint64_t top;
+    _Atomic int64_t room;
+    _Atomic uint64_t scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
+    _Atomic uint32_t engine;  /* engine packets in the slot (hardware decoder) */
+    /* Packets of the batch (engine or kernels), counted at submit (pl_gpu_batch_desc), on the
+     * thread that then asks whether the batch needs a check: with none and no skip policy,
+     * it has no verdict to wait for (pl_gpu_needs_check). */
+    uint32_t packets;
+    /* Skip mode with late verdicts: the GPU decode stage checked the batch and it waits for the
+     * replacements of its bad samples, which decode threads decode on the CPU (full scale, the
+     * kernels' pixels) with their verdicts at once. Written under mu (verdicts_skip, and cleared
+     * when the slot opens), which hands it to the replacements' decode threads. */
+    int refill;
+} pl_gpu_slot;
+
+/* gpu.offs entry of a sample with no bytes in the stage yet (device layout). */
+#define PL_GJ_UNPLACED UINT64_MAX
+
+#endif
