@@ -225,6 +225,8 @@ enum rf_hw_engines {
 enum rf_numa { RF_NUMA_AUTO = 0, RF_NUMA_OFF = 1 };
 /* What a rank does with the samples left over when the epoch does not split evenly. */
 enum rf_remainder { RF_REMAINDER_PAD = 0, RF_REMAINDER_DROP = 1 };
+/* rf_config.replacement */
+enum rf_replacement { RF_REPLACEMENT_AUTO = 0, RF_REPLACEMENT_OFF = 1, RF_REPLACEMENT_ON = 2 };
 
 /* ---- the per-sample hook ----------------------------------------------------------------- */
 
@@ -635,6 +637,49 @@ typedef struct rf_config {
      * stop on a device assert that names no sample. Unlabelled samples (RF_LABEL_NONE: -1)
      * and token sources have nothing to check, and a label a sample_hook writes is its own. */
     uint32_t num_classes;
+
+    /* Weighted mixing and resampling (docs/architecture.md, "Mixing sources"). Off while all
+     * of these hold their defaults: the epoch is then one permutation of all samples, each
+     * delivered once. A source is a run of consecutive `shards` patterns: source_shards[s]
+     * patterns for source s (source_count entries summing to shard_count; NULL / 0: one
+     * source of all patterns). Every source has the loader's format; tar sources share its
+     * label rule, and a FOLDER source (one tree or list each) numbers its own classes, as it
+     * would alone. */
+    const uint32_t *source_shards;
+    uint32_t source_count;
+    /* One weight per source (weight_count == source_count, or one source when source_count is
+     * 0), each finite and >= 0, not all 0 (else RF_EINVAL naming `weights`). An epoch's
+     * positions take their source in exactly these proportions (rounded by largest
+     * remainders), interleaved by the seed. NULL / 0: in proportion to the sources' samples,
+     * the plain concatenation. Copied at create. */
+    const float *weights;
+    uint32_t weight_count;
+    /* Order positions per epoch (batches follow from it as from the dataset's size). Default
+     * 0: the dataset's samples. A source asked for more positions than it holds wraps into a
+     * new permutation of itself (without replacement). */
+    uint64_t epoch_size;
+    /* enum rf_replacement: whether a source's samples are drawn with replacement (any sample
+     * any number of times, independently) or as successive permutations (each sample at most
+     * once per epoch while the source takes no more positions than it holds). Default AUTO:
+     * ON with class_weights or sample_weights, else OFF; OFF with either is RF_EINVAL. */
+    uint32_t replacement;
+    /* Per-class weights: a sample of class c is drawn with weight class_weights[c] within its
+     * source (class_weight_count entries, each finite and >= 0; a label at or over the count
+     * or an unlabelled sample has weight 0). Needs labels known at create: folder sources
+     * (class folders or list files); tar labels are read with the sample, so there
+     * RF_EINVAL says to use sample_weights. Copied at create. */
+    const float *class_weights;
+    uint32_t class_weight_count;
+    /* Per-sample weights, one per sample in the dataset's order (rf_loader_num_samples;
+     * sample_weight_count must equal it): the draw within each source is in proportion to
+     * them. Not with class_weights. Copied at create. */
+    const float *sample_weights;
+    uint64_t sample_weight_count;
+    /* Tar sources: each source's label rule, source_count entries (one when source_count is
+     * 0; NULL: every source takes label_source and label_json_path). An entry is "cls", "none", "json:PATH" (PATH as
+     * label_json_path) or NULL / "" for the loader's rule; anything else, or the array with
+     * another source than tar, is RF_EINVAL naming source_labels. Copied at create. */
+    const char *const *source_labels;
     /* Sync-point indexes (docs/sync-index.md): the GPU decode of a plain JPEG whose shard has
      * an index entry for it decodes only the crop's rows from the entry's sync points, after
      * checking the member's size and hash against it (a stale entry is counted in
@@ -1051,6 +1096,8 @@ enum rf_setting_type {
     RF_SETTING_STRS = 8,  /* const char *const *: the shard patterns */
     RF_SETTING_PTR = 9,   /* a pointer create reads (resume_state) or passes on (a hook's ctx) */
     RF_SETTING_FUNC = 10, /* a function pointer (sample_hook) */
+    RF_SETTING_U32S = 11, /* const uint32_t *: an array, its count the next field */
+    RF_SETTING_F32S = 12, /* const float *: an array, its count the next field */
 };
 /* rf_setting.flags */
 #define RF_SETTING_HEADER 1u /* struct_size and version: the struct's own header */

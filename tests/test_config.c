@@ -91,6 +91,10 @@ static const struct {
     {"decode_schedule", U, RF_SCHEDULE_AUTO},
     {"remote_retries", U, 5}, {"remote_timeout_ms", U, 30000},
     {"cache_dir", P, 0}, {"cache_bytes", U, 0}, {"num_classes", U, 0},
+    {"source_shards", P, 0}, {"source_count", U, 0}, {"weights", P, 0}, {"weight_count", U, 0},
+    {"epoch_size", U, RF_AUTO}, {"replacement", U, RF_REPLACEMENT_AUTO},
+    {"class_weights", P, 0}, {"class_weight_count", U, 0},
+    {"sample_weights", P, 0}, {"sample_weight_count", U, 0}, {"source_labels", P, 0},
     {"sync_index", U, RF_SYNC_INDEX_BUILD},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
@@ -167,7 +171,7 @@ static rf_config reported(const rf_loader *ld)
 static const char *const auto_fields[] = {
     "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads",
     "io_engine", "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width",
-    "decode_schedule", "dct_scaling", "decode_nice", NULL};
+    "decode_schedule", "dct_scaling", "decode_nice", "epoch_size", "replacement", NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
 {
@@ -210,6 +214,8 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     /* every image at full scale under BALANCE; DCT scaling on the CPU's choice */
     ck_assert_uint_eq(got.dct_scaling, cuda ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO);
     ck_assert_uint_eq(got.token_dtype, RF_AUTO);             /* not a token source */
+    ck_assert_uint_eq(got.epoch_size, rf_loader_num_samples(ld)); /* no mixing: the dataset */
+    ck_assert_uint_eq(got.replacement, RF_REPLACEMENT_OFF);
     /* the loader's own copy of the pattern, not the caller's string */
     ck_assert_uint_eq(got.shard_count, 1);
     ck_assert_ptr_ne(got.shards[0], pat);
@@ -341,6 +347,9 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.image_height = 24, cfg.image_width = 40;
     cfg.image_exts = "webp,JPG";
     cfg.decode_schedule = RF_SCHEDULE_CPU;
+    cfg.order = RF_ORDER_GLOBAL; /* order shard does not mix */
+    cfg.epoch_size = 8;
+    cfg.replacement = RF_REPLACEMENT_ON;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     static const char *const strings[] = {"shards", "image_exts", NULL};

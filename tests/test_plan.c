@@ -154,18 +154,33 @@ START_TEST(state_blob_roundtrip_and_corruption)
     rf_resume r = {.seed = 7, .epoch = 3, .consumed = 99, .n = 1000, .world = 2, .rank = 1,
                    .order = 0, .batch = 32},
               back;
-    uint8_t blob[RF_STATE_BYTES];
+    uint8_t blob[RF_STATE_BYTES_MAX];
     rf_state_encode(&r, blob);
     rf_err e = {0};
-    ck_assert_int_eq(rf_state_decode(blob, sizeof blob, &back, &e), 0);
+    ck_assert_int_eq(rf_state_decode(blob, RF_STATE_BYTES, &back, &e), 0);
     ck_assert_uint_eq(back.seed, 7);
     ck_assert_uint_eq(back.epoch, 3);
     ck_assert_uint_eq(back.consumed, 99);
     ck_assert_uint_eq(back.world, 2);
     blob[20] ^= 1;
-    ck_assert_int_eq(rf_state_decode(blob, sizeof blob, &back, &e), RF_ERESUME);
+    ck_assert_int_eq(rf_state_decode(blob, RF_STATE_BYTES, &back, &e), RF_ERESUME);
     ck_assert_ptr_nonnull(strstr(e.msg, "checksum"));
     ck_assert_int_eq(rf_state_decode(blob, 10, &back, &e), RF_ERESUME);
+    ck_assert_uint_eq(rf_state_bytes(&r), RF_STATE_BYTES);
+    ck_assert_uint_eq(back.mix, 0);
+
+    /* a mixing loader's blob: version 2, its fingerprint after the version 1 fields */
+    uint8_t mixed[RF_STATE_BYTES_MAX];
+    r.mix = 0x1234567890abcdefull;
+    ck_assert_uint_eq(rf_state_bytes(&r), RF_STATE_BYTES_MIX);
+    rf_state_encode(&r, mixed);
+    ck_assert_int_eq(rf_state_decode(mixed, RF_STATE_BYTES_MIX, &back, &e), 0);
+    ck_assert_uint_eq(back.mix, r.mix);
+    ck_assert_uint_eq(back.consumed, 99);
+    ck_assert_int_eq(rf_state_decode(mixed, RF_STATE_BYTES, &back, &e), RF_ERESUME);
+    mixed[60] ^= 1;
+    ck_assert_int_eq(rf_state_decode(mixed, RF_STATE_BYTES_MIX, &back, &e), RF_ERESUME);
+    ck_assert_ptr_nonnull(strstr(e.msg, "checksum"));
 }
 END_TEST
 

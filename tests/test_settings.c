@@ -107,7 +107,7 @@ START_TEST(rows_are_the_fields_of_rf_config)
         for (size_t j = 0; j < sizeof stages / sizeof stages[0]; j++)
             known |= strcmp(s->stage, stages[j]) == 0;
         ck_assert_msg(known, "%s: stage %s is not a folder", s->name, s->stage);
-        ck_assert_uint_le(s->type, RF_SETTING_FUNC);
+        ck_assert_uint_le(s->type, RF_SETTING_F32S);
         if (s->type == RF_SETTING_ENUM) {
             uint64_t names = 1;
             for (const char *p = s->values; *p; p++)

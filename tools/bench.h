@@ -22,6 +22,14 @@ typedef struct opts {
     uint32_t json, warmup, evict;
     uint32_t show_config;  /* print the loader's effective config (rf_loader_config) */
     double resume_at;      /* > 0: measure resuming at this fraction of the first epoch */
+    /* --weights (each pattern one source), --class-weights, --sample-weights FILE: the
+     * arrays cfg's mixing fields point at */
+    float weights[MAX_PATTERNS];
+    uint32_t per_source[MAX_PATTERNS];
+    float *class_weights, *sample_weights;
+    const char *labels[MAX_PATTERNS]; /* --source-labels, split (into label_text) */
+    uint32_t nlabels;
+    char *label_text;
 } opts;
 
 /* One epoch of a run: seconds, images, bytes read from storage (-1: not measured), the

@@ -41,7 +41,8 @@ static const struct alias {
 #define NALIASES (sizeof aliases / sizeof aliases[0])
 
 enum { O_SHARDS = 256, O_FOLDER, O_TOKENS, O_DEVICE, O_RESUME, O_WARMUP, O_EVICT, O_JSON,
-       O_SHOWCFG, O_VERSION, O_HELP, O_ALIAS = 512, O_SETTING = 1024 };
+       O_SHOWCFG, O_VERSION, O_HELP, O_WEIGHTS, O_CLASS_WEIGHTS, O_SAMPLE_WEIGHTS, O_LABELS,
+       O_ALIAS = 512, O_SETTING = 1024 };
 
 static const rf_setting *table;
 static uint32_t nrows;
@@ -241,6 +242,12 @@ static void usage(FILE *f, const rf_config *defaults)
             "  --tokens PATTERN   flat token files instead of image shards (repeatable; paths\n"
             "                     or http(s)://, s3:// URLs: one ranged GET per window)\n"
             "  --device host|cuda|cuda:N  where batches go (cuda when a GPU is present)\n"
+            "  --weights W,W,...  mix the patterns by weight, each --shards or --tokens one\n"
+            "                     source (rf_config.weights; with --epoch-size, --replacement)\n"
+            "  --class-weights W,W,...  weight of each class id (folder labels)\n"
+            "  --sample-weights FILE    weight of each sample: numbers, in dataset order\n"
+            "  --source-labels R,R,...  each source's label rule: cls, none, json:PATH, or\n"
+            "                     empty for --label-source (rf_config.source_labels)\n"
             "  --resume-at F      also time resuming at fraction F of the first epoch\n"
             "  --warmup N         batches excluded from the timed figures (0)\n"
             "  --evict            drop the shards from the page cache first (a cold start)\n"
@@ -318,6 +325,103 @@ static int parse_device(const char *t, rf_config *c)
     return 0;
 }
 
+/* "W,W,..." into out (at most max numbers); NaN and negative pass, for the library to refuse
+ * by name. The count, or -1 when a number does not parse. */
+static long parse_floats(const char *t, float *out, size_t max)
+{
+    size_t n = 0;
+    for (;;) {
+        char *end;
+        float v = strtof(t, &end);
+        if (end == t || n == max)
+            return -1;
+        out[n++] = v;
+        if (*end == '\0')
+            return (long)n;
+        if (*end != ',')
+            return -1;
+        t = end + 1;
+    }
+}
+
+/* A file of numbers separated by white space or commas. */
+static int read_weights_file(const char *path, float **out, uint64_t *count)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = 0, cap = 1024;
+    float *w = malloc(cap * sizeof *w);
+    int bad = !w;
+    float v;
+    while (!bad && fscanf(f, " %f ,", &v) == 1) {
+        if (n == cap && !(w = realloc(w, (cap *= 2) * sizeof *w)))
+            bad = 1;
+        else
+            w[n++] = v;
+    }
+    bad |= !feof(f) || n == 0;
+    fclose(f);
+    if (bad) {
+        free(w);
+        return -1;
+    }
+    *out = w;
+    *count = n;
+    return 0;
+}
+
+/* "R,R,..." into o->labels, an empty entry NULL (the loader's rule). */
+static int parse_labels(opts *o, const char *arg)
+{
+    free(o->label_text);
+    if (!(o->label_text = strdup(arg)))
+        return -1;
+    o->nlabels = 0;
+    for (char *p = o->label_text;; p++) {
+        if (o->nlabels == MAX_PATTERNS)
+            return -1;
+        char *end = strchr(p, ',');
+        if (end)
+            *end = '\0';
+        o->labels[o->nlabels++] = *p ? p : NULL;
+        if (!end)
+            return 0;
+        p = end;
+    }
+}
+
+static int parse_mix(opts *o, int c, const char *arg)
+{
+    rf_config *cfg = &o->cfg;
+    long n;
+    if (c == O_LABELS)
+        return parse_labels(o, arg);
+    if (c == O_WEIGHTS) {
+        if ((n = parse_floats(arg, o->weights, MAX_PATTERNS)) < 0)
+            return -1;
+        cfg->weights = o->weights;
+        cfg->weight_count = (uint32_t)n;
+        return 0;
+    }
+    if (c == O_CLASS_WEIGHTS) {
+        free(o->class_weights);
+        size_t max = strlen(arg) / 2 + 1;
+        if (!(o->class_weights = malloc(max * sizeof(float))) ||
+            (n = parse_floats(arg, o->class_weights, max)) < 0)
+            return -1;
+        cfg->class_weights = o->class_weights;
+        cfg->class_weight_count = (uint32_t)n;
+        return 0;
+    }
+    free(o->sample_weights);
+    o->sample_weights = NULL;
+    if (read_weights_file(arg, &o->sample_weights, &cfg->sample_weight_count))
+        return -1;
+    cfg->sample_weights = o->sample_weights;
+    return 0;
+}
+
 static int parse_alias(const struct alias *a, const char *arg, rf_config *c)
 {
     const rf_setting *s = row(a->setting);
@@ -345,6 +449,17 @@ static int finish(opts *o, const int *given)
                                "least 1\n"), -1;
     c->shards = o->shards;
     c->shard_count = o->nshards;
+    if (c->weights || o->nlabels) { /* each pattern its own source */
+        for (uint32_t i = 0; i < o->nshards; i++)
+            o->per_source[i] = 1;
+        c->source_shards = o->per_source;
+        c->source_count = o->nshards;
+    }
+    if (o->nlabels && o->nlabels != o->nshards)
+        return fprintf(stderr, "ringfeed-bench: bad value for option --source-labels: %u "
+                               "rules for %u sources\n", o->nlabels, o->nshards), -1;
+    if (o->nlabels)
+        c->source_labels = o->labels;
     return 0;
 }
 
@@ -356,7 +471,10 @@ static const struct option own[] = {
     {"resume-at", required_argument, 0, O_RESUME}, {"warmup", required_argument, 0, O_WARMUP},
     {"evict", no_argument, 0, O_EVICT}, {"json", no_argument, 0, O_JSON},
     {"show-config", no_argument, 0, O_SHOWCFG}, {"version", no_argument, 0, O_VERSION},
-    {"help", no_argument, 0, O_HELP}};
+    {"help", no_argument, 0, O_HELP}, {"weights", required_argument, 0, O_WEIGHTS},
+    {"class-weights", required_argument, 0, O_CLASS_WEIGHTS},
+    {"sample-weights", required_argument, 0, O_SAMPLE_WEIGHTS},
+    {"source-labels", required_argument, 0, O_LABELS}};
 #define NOWN (sizeof own / sizeof own[0])
 
 /* getopt_long's table: the bench's own options, the short names, a flag per setting. */
@@ -403,6 +521,10 @@ static int parse_option(opts *o, int c, const char *arg, int *given)
             o->cfg.source = c == O_FOLDER ? RF_SOURCE_FOLDER : RF_SOURCE_TOKENS;
         return 0;
     case O_DEVICE: return parse_device(arg, &o->cfg) != 0;
+    case O_WEIGHTS:
+    case O_CLASS_WEIGHTS:
+    case O_SAMPLE_WEIGHTS:
+    case O_LABELS: return parse_mix(o, c, arg) != 0;
     case O_RESUME:
         o->resume_at = strtod(arg, NULL);
         return !(o->resume_at > 0 && o->resume_at < 1);

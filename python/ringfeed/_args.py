@@ -7,6 +7,7 @@ import os
 import textwrap
 
 from . import _capi as C
+from . import _mix
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -78,7 +79,7 @@ _FACES = {
     "label_json_path": "label", "fields": "fields", "max_field_bytes": "max_field_bytes",
     "image_exts": "image", "decode_schedule": "schedule", "remote_retries": "remote_retries",
     "remote_timeout_ms": "remote_timeout", "cache_dir": "cache_dir",
-    "cache_bytes": "cache_bytes",
+    "cache_bytes": "cache_bytes", **_mix.FACES,
 }
 
 
@@ -111,6 +112,8 @@ def _setting_value(s, value):
     if s.type == "bool":
         return 1 if value else 0
     if s.type == "enum":
+        if isinstance(value, bool) and {"on", "off"} <= set(s.values):
+            value = "on" if value else "off"  # replacement=True reads as Python's
         return _choice(s.name, value, C.choices(s.name))
     if s.type in ("u32", "i32", "u64"):
         return _uint(s.name, value, s.min, s.max)

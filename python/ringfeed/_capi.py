@@ -520,7 +520,8 @@ SETTING_TYPES = {
     3: ("u64", ctypes.c_uint64), 4: ("f32", ctypes.c_float), 5: ("f32x3", c_float3),
     6: ("enum", ctypes.c_uint32), 7: ("str", ctypes.c_char_p),
     8: ("strs", ctypes.POINTER(ctypes.c_char_p)), 9: ("ptr", ctypes.c_void_p),
-    10: ("func", ctypes.c_void_p),
+    10: ("func", ctypes.c_void_p), 11: ("u32s", ctypes.POINTER(ctypes.c_uint32)),
+    12: ("f32s", ctypes.POINTER(ctypes.c_float)),
 }
 # The values each integer type holds, whatever a setting's own range.
 TYPE_RANGES = {"bool": (0, 1), "u32": (0, 2**32 - 1), "enum": (0, 2**32 - 1),

@@ -39,6 +39,7 @@ import weakref
 
 from . import _arrays, _dataloader, _stats
 from . import _capi as C
+from . import _mix
 from ._args import (U32_MAX, U64_MAX, _choice, _field_int, _other_settings, _path_bytes,
                     _settings_doc, _uint)
 from ._lifetime import Deferred, _Handle
@@ -224,14 +225,20 @@ def _label_fields(label):
                      f"(unlabelled data: every label is -1), not {label!r}")
 
 
-def _source_kind(source, shards, label):
+def _source_kind(source, shards, label, per_source=None):
     """Loader's source= and shards -> rf_config.source. "auto": one path that is a directory
     is an image folder, anything else tar shards; "folder": the one path is an image folder
-    or a `path label` list file (as ringfeed-bench --folder); "tar": shard patterns."""
+    or a `path label` list file (as ringfeed-bench --folder); "tar": shard patterns. With
+    several sources (weights), the same of each source: every one a folder, or shards."""
     kind = _choice("source", source, _SOURCES)
     one = isinstance(shards, (str, bytes, os.PathLike))
+    if per_source is not None:
+        one = all(n == 1 for n in per_source)
+        dirs = one and all(os.path.isdir(p) for p in shards)
+    else:
+        dirs = one and os.path.isdir(shards)
     if kind == "auto":
-        kind = "folder" if one and os.path.isdir(shards) else "tar"
+        kind = "folder" if dirs else "tar"
     if kind != "folder":
         return C.RF_SOURCE_TAR
     if not one:
@@ -477,6 +484,7 @@ class _LoaderBase:
         if not self._shard_bytes:
             raise ValueError("no shards given")
         self._cfg_fields = dict(cfg_fields)
+        self._mix_keep = self._cfg_fields.pop("_keep", None)  # arrays the config points at
         self._cfg_fields["device_kind"] = C.RF_DEVICE_CUDA if kind == "cuda" else C.RF_DEVICE_HOST
         self._cfg_fields["device_index"] = index if kind == "cuda" else 0
         self._cfg_fields["epochs"] = 0  # forever: Python iterators run one epoch each
@@ -923,7 +931,7 @@ class _LoaderBase:
         and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards, fields, json_path, cache_dir = [], [], [], []
+        shards, fields, json_path, cache_dir, arrays = [], [], [], [], []
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -934,6 +942,7 @@ class _LoaderBase:
             fields.append(cfg.fields.decode() if rc == 0 and cfg.fields else None)
             json_path.append(cfg.label_json_path if rc == 0 else None)
             cache_dir.append(cfg.cache_dir if rc == 0 else None)
+            arrays.append(_mix.config_arrays(cfg) if rc == 0 else {})
             return rc
 
         self._call(rf_loader_config)
@@ -953,6 +962,7 @@ class _LoaderBase:
             elif isinstance(v, ctypes.Array):
                 v = [float(x) for x in v]
             out[name] = v
+        out.update(arrays[0])
         return out
 
     def epoch_stats(self):
@@ -1069,12 +1079,22 @@ class Loader(_LoaderBase):
            hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
            schedule="auto", cache_dir=None, cache_bytes=0, remote_retries=None,
-           remote_timeout=None, **settings)
+           remote_timeout=None, weights=None, class_weights=None, sample_weights=None,
+           **settings)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
       str, bytes or os.PathLike, passed to the library as os.fsencode() bytes (a NUL in one
       is a ValueError). With a folder source, one path: an image folder or list file.
+      With weights, a list of sources, each one of these or {"shards": ..., "label": ...}
+      with a label rule of its own (docs/python.md, "Mixing sources").
+    weights: one number >= 0 per source: each source's share of an epoch's positions, exact
+      per epoch and interleaved by the seed. epoch_size=N sets the positions per epoch
+      (default: the dataset's samples); a source asked for more than it holds starts a new
+      permutation of itself, or with replacement="on" every draw is independent.
+    class_weights: a weight per class id (a sequence, or {class id: weight}), for sources
+      whose labels are known at create (a folder); sample_weights: one per sample in the
+      dataset's order. Both draw within a source in proportion, with replacement.
     source: "auto" (default): one path that is a directory is an image folder, anything else
       tar shards; "folder": the one path is an ImageFolder tree (one subfolder per class,
       labels by sorted subfolder index; `loader.classes` names them) or a text file of `path
@@ -1208,8 +1228,10 @@ class Loader(_LoaderBase):
                  hw_decode_percent=0, timeout=0, dct_scaling=True, label="cls", fields=(),
                  max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
-                 cache_bytes=0, remote_retries=None, remote_timeout=None, **settings):
+                 cache_bytes=0, remote_retries=None, remote_timeout=None, weights=None,
+                 class_weights=None, sample_weights=None, **settings):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
+        shards, per_source, source_labels = _mix.split_sources(shards, weights)
         batch_size = _field_int("batch_size", batch_size, lo=1)
         f = _common_fields(seed, rank, world_size, io_threads, prefetch_depth, drop_last,
                            on_error, io_engine, timeout, decode_threads, start_epoch)
@@ -1223,7 +1245,7 @@ class Loader(_LoaderBase):
             "hw_decode_percent": _field_int("hw_decode_percent", hw_decode_percent),
             "dct_scaling": _dct_scaling(dct_scaling),
             "dtype": C.DTYPES[dtype][0],
-            "source": _source_kind(source, shards, label),
+            "source": _source_kind(source, shards, label, per_source),
             "image_exts": _image_exts(image),
             "decode_schedule": _choice("schedule", schedule, _SCHEDULES),
         })
@@ -1232,6 +1254,8 @@ class Loader(_LoaderBase):
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
         f.update(_other_settings("Loader", settings))
+        f.update(_mix.mix_fields(per_source, weights, class_weights, sample_weights,
+                                 source_labels))
         self.fields = _field_names(fields)
         if self.fields:
             f["fields"] = ",".join(self.fields).encode("ascii")
@@ -1270,13 +1294,16 @@ class Loader(_LoaderBase):
     def classes(self):
         """The class names of a folder source, in label order (classes[label] is the name of
         the sorted subfolder that label stands for), read with the walker the loader uses;
-        [] for a `path label` list file, None for tar shards. Read on first use: a tree
-        changed after the loader was created gives the names as they are then."""
+        [] for a `path label` list file, None for tar shards; with several folder sources
+        (weights=), one such list per source, whose labels are its own. Read on first use: a
+        tree changed after the loader was created gives the names as they are then."""
         if self._cfg_fields["source"] != C.RF_SOURCE_FOLDER:
             return None
         if self._classes is None:
-            self._classes = C.image_list_classes(self._shard_bytes[0])
-        return list(self._classes)
+            self._classes = [C.image_list_classes(p) for p in self._shard_bytes]
+        if len(self._classes) > 1:  # mixed folders: each source's labels are its own
+            return [list(c) for c in self._classes]
+        return list(self._classes[0])
 
     def _wrap(self, b, lease, stream):
         batch = Batch.__new__(Batch)
@@ -1300,7 +1327,7 @@ class TokenLoader(_LoaderBase):
                 prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                 array_type="auto", io_engine="auto", start_epoch=0, timeout=0,
                 cache_dir=None, cache_bytes=0, remote_retries=None, remote_timeout=None,
-                **settings)
+                weights=None, sample_weights=None, **settings)
 
     path: a token file's path, glob or brace range, or a list of them; the files may be
       http://, https:// or s3:// URLs instead (all or none; docs/remote.md): each window is
@@ -1312,7 +1339,8 @@ class TokenLoader(_LoaderBase):
     shuffle=False walks non-overlapping windows in file order. dtype: "int64" (default, what
     nn.Embedding and cross_entropy want), "int32", "uint16", or None (as stored on disk); torch
     and numpy dtypes name them too. Same argument checks, lifetime rules and `timeout` as
-    Loader.
+    Loader. weights=, epoch_size=, replacement= and sample_weights= (one per window) mix
+    sources of token files as Loader's mix sources of shards (path then a list of sources).
     """
 
     def __init__(self, path, token_bytes, seq_len, batch_size, *, dtype="int64", device=None,
@@ -1320,7 +1348,8 @@ class TokenLoader(_LoaderBase):
                  prefetch_depth=4, drop_last=False, on_error="fail", copy=False,
                  array_type="auto", io_engine="auto", start_epoch=0, decode_threads=0,
                  timeout=0, cache_dir=None, cache_bytes=0, remote_retries=None,
-                 remote_timeout=None, **settings):
+                 remote_timeout=None, weights=None, sample_weights=None, **settings):
+        path, per_source, _ = _mix.split_sources(path, weights)
         token_bytes = _field_int("token_bytes", token_bytes)
         if token_bytes not in (2, 4):
             raise ValueError(f"token_bytes must be 2 (uint16) or 4 (uint32), not {token_bytes}")
@@ -1342,6 +1371,7 @@ class TokenLoader(_LoaderBase):
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
         f.update(_other_settings("TokenLoader", settings))
+        f.update(_mix.mix_fields(per_source, weights, None, sample_weights))
         self.batch_size = batch_size
         self.seq_len = seq_len
         # As stored on disk: uint16 for 2-byte tokens; 4-byte tokens are uint32, delivered as

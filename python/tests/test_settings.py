@@ -44,7 +44,7 @@ def test_config_init_holds_every_rows_default(lib):
             want = s.auto
         elif s.type == "str":
             want, v = s.default, v.decode() if v else None
-        elif s.type in ("strs", "ptr", "func"):
+        elif s.type in ("strs", "ptr", "func", "u32s", "f32s"):
             want, v = None, v or None
         else:
             want = s.default

@@ -20,7 +20,7 @@
  *
  * A row: X(A, name, type, default, range, unit, stage, flags, doc), A passed through for the
  * caller, where
- *   type     BOOL, U32, I32, U64, F32, F32X3, ENUM, STR, STRS, PTR or FUNC
+ *   type     BOOL, U32, I32, U64, F32, F32X3, ENUM, STR, STRS, PTR, FUNC, U32S or F32S
  *            (enum rf_setting_type);
  *   default  DEF(integer), DEF_F(float), DEF_S(string): fixed, AUTO being 0 (NULL);
  *            AUTO_RULE(auto value, "rule"), AUTO_RULE_F(...): decided at create;
@@ -197,7 +197,30 @@
     X(A, cache_bytes, U64, DEF(0), RANGE(1, UINT64_MAX), "bytes", "io", 0,                         \
       "the shard cache's budget (required with cache_dir)")                                        \
     X(A, num_classes, U32, DEF(0), RANGE(1, INT32_MAX), "classes", "pipeline", 0,                  \
-      "classes the labels count: each must be below it")                                        \
+      "classes the labels count: each must be below it")                                         \
+    X(A, source_shards, U32S, DEF(0), NO_RANGE, "patterns", "plan", RF_SETTING_INPUT,              \
+      "patterns of each source, in shards' order")                                                 \
+    X(A, source_count, U32, DEF(0), RANGE(0, UINT32_MAX), "sources", "plan", RF_SETTING_INPUT,     \
+      "entries in source_shards")                                                                  \
+    X(A, weights, F32S, DEF(0), NO_RANGE, "", "plan", RF_SETTING_INPUT,                            \
+      "each source's share of an epoch's positions")                                               \
+    X(A, weight_count, U32, DEF(0), RANGE(0, UINT32_MAX), "sources", "plan", RF_SETTING_INPUT,     \
+      "entries in weights")                                                                        \
+    X(A, epoch_size, U64, AUTO_RULE(0, "the dataset's samples"), RANGE(1, UINT64_MAX), "samples",  \
+      "plan", 0, "order positions per epoch (resampling)")                                        \
+    X(A, replacement, ENUM, AUTO_RULE(RF_REPLACEMENT_AUTO, "on with class or sample weights"),    \
+      NAMES(RF_REPLACEMENT_ON, "auto,off,on"), "", "plan", 0,                                      \
+      "draw a source's samples with replacement")                                                  \
+    X(A, class_weights, F32S, DEF(0), NO_RANGE, "", "plan", RF_SETTING_INPUT,                      \
+      "weight of each class id within its source")                                                 \
+    X(A, class_weight_count, U32, DEF(0), RANGE(0, UINT32_MAX), "classes", "plan",                 \
+      RF_SETTING_INPUT, "entries in class_weights")                                                \
+    X(A, sample_weights, F32S, DEF(0), NO_RANGE, "", "plan", RF_SETTING_INPUT,                     \
+      "weight of each sample within its source")                                                   \
+    X(A, sample_weight_count, U64, DEF(0), RANGE(0, UINT64_MAX), "samples", "plan",                \
+      RF_SETTING_INPUT, "entries in sample_weights")                                              \
+    X(A, source_labels, STRS, DEF_S(NULL), NO_RANGE, "", "pipeline", RF_SETTING_INPUT,             \
+      "tar: each source's label rule (source_count entries)")                                      \
     X(A, sync_index, ENUM, DEF(RF_SYNC_INDEX_BUILD), NAMES(RF_SYNC_INDEX_OFF, "build,read,off"),   \
       "", "pipeline", 0, "sync-point indexes for plain JPEGs' GPU decode: build, read or off")
 /* clang-format on */

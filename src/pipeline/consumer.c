@@ -357,7 +357,7 @@ void pl_resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consumed)
         *consumed = 0;
     } else {
         *epoch = ld->c.epoch;
-        *consumed = RF_MIN(ld->ds.nsamples, ld->c.base + taken * ld->plan.world);
+        *consumed = RF_MIN(ld->plan.n, ld->c.base + taken * ld->plan.world);
     }
 }
 
@@ -392,17 +392,18 @@ int rf_loader_state(const rf_loader *ld, void *buf, uint64_t cap, uint64_t *len)
         return RF_EINVAL;
     if (pl_forked(&ld->core))
         return pl_fork_error(&ld->core);
-    *len = RF_STATE_BYTES;
-    if (!buf)
-        return 0;
-    if (cap < RF_STATE_BYTES)
-        return RF_EINVAL;
     rf_resume r = {.seed = ld->plan.seed,
                    .n = ld->ds.nsamples,
                    .world = ld->plan.world,
                    .rank = ld->plan.rank,
                    .order = ld->plan.order,
-                   .batch = ld->ring.batch};
+                   .batch = ld->ring.batch,
+                   .mix = rf_plan_mix_fingerprint(&ld->plan)};
+    *len = rf_state_bytes(&r);
+    if (!buf)
+        return 0;
+    if (cap < *len)
+        return RF_EINVAL;
     pl_resume_point(ld, &r.epoch, &r.consumed);
     rf_state_encode(&r, buf);
     return 0;

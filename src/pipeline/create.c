@@ -56,18 +56,19 @@ static int open_dataset(rf_loader *ld, rf_err *err)
     /* Warming and O_DIRECT work on the page cache, which remote shards do not go through. */
     if (ld->remote.client)
         c->warm = c->odirect = 0;
-    if (rc == 0)
-        rc = rf_expand_patterns_remote(c->shards, c->shard_count, ld->ds.remote, &paths, &npaths,
-                                       err);
-    if (rc)
+    if (rc == 0) /* source by source */
+        rc = pl_mix_expand(&ld->mix, c, ld->ds.remote, &paths, &npaths, err);
+    if (rc) {
+        rf_free_paths(paths, npaths);
         return rc;
+    }
     ld->ds.max_name = c->max_name_bytes;
     ld->ds.keep_imageless = c->on_error == RF_ON_ERROR_SKIP;
     ld->ds.label_ext = rf_label_ext(c->label_source);
     ld->ds.tok_seq_len = c->seq_len;
     ld->ds.tok_bytes = c->token_bytes;
     ld->ds.image_exts = c->image_exts;
-    rc = rf_format_open(c->source, &ld->ds, paths, npaths, c->max_sample_bytes, err);
+    rc = pl_mix_open(&ld->mix, c, &ld->ds, paths, npaths, err); /* source by source */
     ld->copies.paths = paths, ld->copies.npaths = npaths;
     if (rc)
         return rc;
@@ -106,7 +107,9 @@ static int plan(rf_loader *ld, rf_err *err)
     const rf_config *c = &ld->cfg;
     int rc = rf_plan_init(&ld->plan, ld->ds.nsamples, c->seed, c->order, ld->ring.batch,
                           c->drop_last, c->remainder, c->rank, c->world_size, err);
-    return rc ? rc : plan_shards(ld, err);
+    if (rc == 0)
+        rc = plan_shards(ld, err);
+    return rc ? rc : pl_mix_setup(&ld->mix, &ld->cfg, &ld->ds, &ld->plan, err);
 }
 
 static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *err)
@@ -127,6 +130,18 @@ static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *
     if (r.order != c->order)
         return rf_seterr(err, RF_ERESUME, "resume state was saved with order %u, config has %u",
                          r.order, c->order);
+    uint64_t mix = rf_plan_mix_fingerprint(&ld->plan);
+    if (r.mix != mix)
+        return rf_seterr(err, RF_ERESUME, "resume state was saved %s: its cursor counts "
+                         "positions of another epoch order",
+                         !r.mix ? "without mixing, this loader mixes"
+                         : !mix ? "by a mixing loader, this one does not mix"
+                                : "with other sources, weights, epoch_size, replacement or "
+                                  "class or sample weights");
+    if (r.consumed > ld->plan.n)
+        return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > %llu order positions "
+                         "per epoch", (unsigned long long)r.consumed,
+                         (unsigned long long)ld->plan.n);
     ld->plan.seed = c->seed = r.seed;
     *epoch = r.epoch;
     *base = r.consumed;
@@ -280,7 +295,7 @@ static void init_stages(rf_loader *ld)
     ld->submit = (pl_submit){.core = &ld->core, .ring = &ld->ring, .gpu = &ld->gpu,
                              .backend = &ld->backend, .counters = &ld->counters};
     pl_pool_init(&ld->pool, c, &ld->core, &ld->d, &ld->ring, &ld->ds, &ld->fields, &ld->gpu,
-                 &ld->counters, &ld->decode);
+                 &ld->counters, &ld->decode, &ld->mix);
     ld->c.epochs = c->epochs;
     ld->c.timeout_ms = c->next_timeout_ms;
     ld->c.device_index = c->device_index;
@@ -384,6 +399,7 @@ void rf_loader_destroy(rf_loader *ld)
     pl_cache_close(&ld->remote, &ld->ds); /* the engine stopped: no read holds a cached copy;
                                              before the dataset, whose shards the fills read */
     rf_plan_free(&ld->plan);
+    pl_mix_free(&ld->mix);
     rf_dataset_free(&ld->ds);
     pl_remote_free(&ld->remote); /* after the dataset, whose shards it closed */
     pl_copies *k = &ld->copies;

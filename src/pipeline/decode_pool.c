@@ -29,17 +29,18 @@
 /* The label of a tar sample whose span locate walked: under RF_LABEL_CLS and RF_LABEL_JSON
  * its label member (KEY.cls, KEY.json), which must be there and hold a label
  * (rf_check_label_as: the same check as rf_shard_inspect); under RF_LABEL_NONE -1, unread. */
-static int tar_label(const pl_pool *p, const rf_sample *sm, const uint8_t *span,
-                     uint32_t loff, uint32_t llen, uint32_t lhdr, int32_t *label, rf_err *e)
+static int tar_label(const pl_pool *p, const pl_label_rule *r, const rf_sample *sm,
+                     const uint8_t *span, uint32_t loff, uint32_t llen, uint32_t lhdr,
+                     int32_t *label, rf_err *e)
 {
     *label = -1;
-    if (p->label_source == RF_LABEL_NONE)
+    if (r->source == RF_LABEL_NONE)
         return 0;
     const char *key = p->ds->keys + sm->key;
     if (!loff)
-        return rf_label_missing(key, p->ds->label_ext, sm->offset, e);
-    return rf_check_label_as(p->label_source, p->label_json_path, key, span + loff,
-                             llen, sm->offset + lhdr, label, e);
+        return rf_label_missing(key, r->ext, sm->offset, e);
+    return rf_check_label_as(r->source, r->json_path, key, span + loff, llen,
+                             sm->offset + lhdr, label, e);
 }
 
 /* A label the data gave (the sample's member, or its line of a list) against num_classes:
@@ -95,9 +96,9 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
         rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
+        pl_label_rule lr = pl_mix_label_rule(p->mix, t->sample_id); /* its source's */
         rc = rf_tar_locate_fields(span, sm->length, p->ds->keys + sm->key, p->ds->image_exts,
-                                  p->ds->label_ext, p->fields->names, p->fields->n, &img, &lbl,
-                                  found, e);
+                                  lr.ext, p->fields->names, p->fields->n, &img, &lbl, found, e);
         doff = img.off, dlen = img.len, dhdr = img.hdr;
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
@@ -110,7 +111,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
-        if ((rc = tar_label(p, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
+        if ((rc = tar_label(p, &lr, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
             t->why = RF_SKIP_LABEL;
             return rc;
         }
@@ -233,12 +234,12 @@ static void *decoder_main(void *arg)
 
 void pl_pool_init(pl_pool *p, const rf_config *c, pl_core *core, struct pl_dispatch *disp,
                   pl_ring *ring, const rf_dataset *ds, const struct pl_fields *fields,
-                  struct pl_gpu *gpu, pl_counters *counters, const rf_decode_setup *decode)
+                  struct pl_gpu *gpu, pl_counters *counters, const rf_decode_setup *decode,
+                  const pl_mix *mix)
 {
     p->core = core, p->disp = disp, p->ring = ring, p->ds = ds, p->fields = fields;
-    p->gpu = gpu, p->counters = counters, p->decode = decode;
+    p->gpu = gpu, p->counters = counters, p->decode = decode, p->mix = mix;
     p->nthreads = c->decode_threads, p->nice = c->decode_nice;
-    p->label_source = c->label_source, p->label_json_path = c->label_json_path;
     p->num_classes = c->num_classes;
     p->hook = c->sample_hook, p->hook_ctx = c->sample_hook_ctx;
     memcpy(p->mean, c->mean, sizeof p->mean);

@@ -10,6 +10,7 @@
 #include "decode/decode_setup.h"
 #include "loaders/dataset.h"
 #include "pipeline/counters.h"
+#include "pipeline/mix.h"
 #include "pipeline/ring.h"
 #include "pipeline/state.h"
 #include "ringfeed.h"
@@ -28,9 +29,9 @@ typedef struct pl_pool {
     struct pl_gpu *gpu;
     pl_counters *counters;
     const rf_decode_setup *decode;
+    const pl_mix *mix;         /* each tar source's label rule */
     /* The settings it reads (rf_config). */
-    uint32_t nthreads, nice, label_source, num_classes;
-    const char *label_json_path;
+    uint32_t nthreads, nice, num_classes;
     rf_sample_hook hook;
     void *hook_ctx;
     float mean[3], std[3];
@@ -42,7 +43,8 @@ typedef struct pl_pool {
 
 void pl_pool_init(pl_pool *p, const rf_config *c, pl_core *core, struct pl_dispatch *disp,
                   pl_ring *ring, const rf_dataset *ds, const struct pl_fields *fields,
-                  struct pl_gpu *gpu, pl_counters *counters, const rf_decode_setup *decode);
+                  struct pl_gpu *gpu, pl_counters *counters, const rf_decode_setup *decode,
+                  const pl_mix *mix);
 /* create: the thread table and one decoder per thread. */
 int pl_pool_alloc(pl_pool *p, rf_err *err);
 void pl_pool_free(pl_pool *p);

@@ -292,7 +292,7 @@ static task *dispatch_one_locked(pl_dispatch *d)
     task *t = &d->tasks[d->task_head % d->ntasks];
     t->seq = d->task_head++;
     t->sample_id = id;
-    t->aug_seed = rf_plan_sample_seed(d->plan, d->epoch, id);
+    t->aug_seed = rf_plan_aug_seed(d->plan, d->epoch, id, pos);
     t->slot = (uint32_t)(d->seq % d->ring->depth);
     t->index = i;
     t->raw = d->ring->tokens;

@@ -200,7 +200,7 @@ static int engine_redo(pl_gpu *g, slot *s, uint32_t i, rf_err *e)
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
     rf_err *v = &g->redo_err[i];
     *v = (rf_err){0};
-    uint64_t seed = rf_plan_sample_seed(g->plan, s->batch.epoch, s->ids[i]);
+    uint64_t seed = rf_plan_aug_seed(g->plan, s->batch.epoch, s->ids[i], s->positions[i]);
     /* (it stays counted in hw_decoded: a batch refilled later decodes it again, here too) */
     if (rf_decode_image(g->redo, pkt + p->off_data, p->data_bytes, &g->decode->tf, seed,
                         g->redo_px, NULL, v) != 0) {

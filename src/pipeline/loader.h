@@ -88,6 +88,7 @@
 #include "pipeline/dispatch.h"
 #include "pipeline/fields.h"
 #include "pipeline/gpu_decode.h"
+#include "pipeline/mix.h"
 #include "pipeline/ring.h"
 #include "pipeline/skip.h"
 #include "pipeline/slot.h"
@@ -137,6 +138,7 @@ struct rf_loader {
     pl_copies copies;
     rf_dataset ds;
     rf_plan plan;
+    pl_mix mix;              /* the sources and mixing's inputs (mix.c) */
     rf_decode_setup decode;  /* the decode stage's settings */
     pl_backend backend;
     pl_ring ring;

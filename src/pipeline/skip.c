@@ -174,7 +174,7 @@ static task *skip_task_locked(pl_dispatch *d, const skip_item *it)
     task *t = &d->tasks[d->task_head % d->ntasks];
     t->seq = d->task_head++;
     t->sample_id = id;
-    t->aug_seed = blank ? 0 : rf_plan_sample_seed(d->plan, d->epoch, id);
+    t->aug_seed = blank ? 0 : rf_plan_aug_seed(d->plan, d->epoch, id, pos);
     t->slot = it->slot;
     t->index = i;
     t->raw = d->ring->tokens;

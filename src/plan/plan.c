@@ -21,6 +21,7 @@ int rf_plan_init(rf_plan *p, uint64_t n, uint64_t seed, uint32_t order, uint32_t
     if (order > RF_ORDER_SHARD || remainder > RF_REMAINDER_DROP)
         return rf_seterr(err, RF_EINVAL, "invalid order %u or remainder %u", order, remainder);
     p->n = n;
+    p->samples = n;
     p->seed = seed;
     p->order = order;
     p->batch = batch;
@@ -51,6 +52,7 @@ void rf_plan_free(rf_plan *p)
     free(p->perm);
     free(p->shard_start);
     free(p->shard_perm);
+    rf_plan_mix_free(p);
     p->perm = NULL;
     p->shard_start = NULL;
     p->shard_perm = NULL;
@@ -126,6 +128,10 @@ void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
         return;
     rf_rng r;
     rf_rng_seed(&r, rf_mix64(p->seed) ^ rf_mix64(epoch + 0x5851f42d4c957f2dull));
+    if (p->mix) {
+        rf_plan_mix_epoch(p, &r);
+        return;
+    }
     if (p->order == RF_ORDER_SHARD && p->shard_start) {
         shard_order(p, &r);
         return;
@@ -162,6 +168,13 @@ uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_i
 {
     return rf_mix64(rf_mix64(p->seed ^ 0xa0761d6478bd642full) ^ rf_mix64(epoch) ^
                     (sample_id * 0xe7037ed1a0b428dbull));
+}
+
+uint64_t rf_plan_aug_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id,
+                          uint64_t position)
+{
+    uint64_t s = rf_plan_sample_seed(p, epoch, sample_id);
+    return p->mix ? rf_mix64(s ^ rf_mix64(position + 0x9fb21c651e98df25ull)) : s;
 }
 
 uint32_t rf_plan_gpu_percentile(uint64_t aug_seed)
@@ -202,13 +215,20 @@ static uint64_t fnv1a(const uint8_t *b, size_t n)
     return h;
 }
 
-/* Layout: magic u32, version u32, seed, epoch, consumed, n (u64 each), world, rank, order,
- * batch (u32 each), checksum u64 at 56. */
-void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES])
+uint32_t rf_state_bytes(const rf_resume *r)
 {
-    memset(out, 0, RF_STATE_BYTES);
+    return r->mix ? RF_STATE_BYTES_MIX : RF_STATE_BYTES;
+}
+
+/* Layout: magic u32, version u32, seed, epoch, consumed, n (u64 each), world, rank, order,
+ * batch (u32 each), then version 2's mixing fingerprint u64 at 56, and the checksum u64 of
+ * everything before it (at 56, or at 64 in version 2). */
+void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES_MAX])
+{
+    uint32_t len = rf_state_bytes(r);
+    memset(out, 0, len);
     put32(out + 0, RF_STATE_MAGIC);
-    put32(out + 4, RF_STATE_VERSION);
+    put32(out + 4, r->mix ? RF_STATE_VERSION_MIX : RF_STATE_VERSION);
     put64(out + 8, r->seed);
     put64(out + 16, r->epoch);
     put64(out + 24, r->consumed);
@@ -217,22 +237,28 @@ void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES])
     put32(out + 44, r->rank);
     put32(out + 48, r->order);
     put32(out + 52, r->batch);
-    put64(out + 56, fnv1a(out, 56));
+    if (r->mix)
+        put64(out + 56, r->mix);
+    put64(out + len - 8, fnv1a(out, len - 8));
 }
 
 int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err)
 {
     const uint8_t *b = buf;
-    if (!buf || len != RF_STATE_BYTES)
-        return rf_seterr(err, RF_ERESUME, "resume state has %llu bytes, expected %u",
-                         (unsigned long long)len, RF_STATE_BYTES);
+    if (!buf || (len != RF_STATE_BYTES && len != RF_STATE_BYTES_MIX))
+        return rf_seterr(err, RF_ERESUME, "resume state has %llu bytes, expected %u or %u",
+                         (unsigned long long)len, RF_STATE_BYTES, RF_STATE_BYTES_MIX);
     if (get32(b) != RF_STATE_MAGIC)
         return rf_seterr(err, RF_ERESUME, "resume state: bad magic");
-    if (get32(b + 4) != RF_STATE_VERSION)
-        return rf_seterr(err, RF_ERESUME, "resume state version %u, this build reads %u",
-                         get32(b + 4), RF_STATE_VERSION);
-    if (get64(b + 56) != fnv1a(b, 56))
+    uint32_t version = len == RF_STATE_BYTES ? RF_STATE_VERSION : RF_STATE_VERSION_MIX;
+    if (get32(b + 4) != version)
+        return rf_seterr(err, RF_ERESUME, "resume state version %u in %llu bytes, this build "
+                         "reads %u in %u and %u in %u", get32(b + 4), (unsigned long long)len,
+                         RF_STATE_VERSION, RF_STATE_BYTES, RF_STATE_VERSION_MIX,
+                         RF_STATE_BYTES_MIX);
+    if (get64(b + len - 8) != fnv1a(b, len - 8))
         return rf_seterr(err, RF_ERESUME, "resume state: checksum mismatch (corrupt blob)");
+    r->mix = len == RF_STATE_BYTES_MIX ? get64(b + 56) : 0;
     r->seed = get64(b + 8);
     r->epoch = get64(b + 16);
     r->consumed = get64(b + 24);
@@ -241,8 +267,5 @@ int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err)
     r->rank = get32(b + 44);
     r->order = get32(b + 48);
     r->batch = get32(b + 52);
-    if (r->consumed > r->n)
-        return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > samples %llu",
-                         (unsigned long long)r->consumed, (unsigned long long)r->n);
     return 0;
 }

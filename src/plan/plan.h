@@ -7,6 +7,10 @@
  * after every rank consumed k batches the consumed positions are exactly [base, base+k*B*world):
  * a resume cursor is one integer and survives a change of world size.
  *
+ * Weighted mixing (mix.c) keeps that model: the epoch becomes `n` order positions (the
+ * epoch size) whose samples are drawn from the sources by weight, still a pure function of
+ * (seed, epoch, sources, weights), so the cursor, the rank split and padding work unchanged.
+ *
  * What plan/ may include: base/ only. */
 #ifndef RF_PLAN_H
 #define RF_PLAN_H
@@ -17,7 +21,9 @@
 
 typedef struct rf_plan {
     /* fixed at create */
-    uint64_t n;          /* samples in the dataset */
+    uint64_t n;          /* order positions per epoch: the dataset's samples, or the epoch
+                            size when mixing */
+    uint64_t samples;    /* samples in the dataset */
     uint64_t seed;
     uint32_t order;      /* enum rf_order */
     uint32_t batch;
@@ -34,6 +40,7 @@ typedef struct rf_plan {
     uint64_t *shard_start;
     uint32_t *shard_perm;
     uint32_t nshards, window;
+    struct rf_mix *mix;  /* weighted mixing (rf_plan_set_mix); NULL: one permutation */
 } rf_plan;
 
 /* Validate and store the fixed part; allocates the permutation buffer (n entries). */
@@ -46,6 +53,26 @@ void rf_plan_free(rf_plan *p);
  * how many shards one window mixes. Copies starts. */
 int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
                        rf_err *err);
+
+/* Weighted mixing. Sources are consecutive spans of sample ids. Each epoch, positions take
+ * their source in exact proportion to the weights (largest remainders), shuffled; the sample
+ * within the source comes from a fresh permutation of it, a new one each time it runs out
+ * (without replacement), or is drawn by its sample weight (with replacement). */
+typedef struct rf_plan_mix_spec {
+    uint32_t nsources;
+    const uint64_t *source_start; /* nsources + 1 sample ids, the last the dataset's samples */
+    const float *weights;         /* nsources; NULL: in proportion to the sources' samples */
+    const float *sample_weights;  /* one per sample; NULL: uniform within a source */
+    uint64_t epoch_size;          /* order positions per epoch; 0: the dataset's samples */
+    uint32_t replacement;         /* draw within a source with replacement */
+} rf_plan_mix_spec;
+
+/* Validate (errors name the rf_config setting: weights, sample_weights, epoch_size, ...) and
+ * switch the plan to mixing; after rf_plan_init, before the first rf_plan_epoch. */
+int rf_plan_set_mix(rf_plan *p, const rf_plan_mix_spec *m, rf_err *err);
+
+/* Positions per epoch that source s takes (0 without mixing). */
+uint64_t rf_plan_source_positions(const rf_plan *p, uint32_t s);
 
 /* Samples and batches this rank gets in an epoch that starts at `base` (no state change). */
 void rf_plan_shape(const rf_plan *p, uint64_t base, uint64_t *per_rank, uint64_t *batches);
@@ -65,23 +92,47 @@ uint32_t rf_plan_batch_count(const rf_plan *p, uint64_t k);
  * the same crop whichever rank or resume position delivers it. */
 uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id);
 
+/* The augmentation seed of the sample at order `position`: rf_plan_sample_seed, with the
+ * position mixed in when mixing, where a sample may come twice in an epoch and should not get
+ * the same crop twice. Positions do not depend on rank or resume, so neither does the seed. */
+uint64_t rf_plan_aug_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id,
+                          uint64_t position);
+
+/* internal to plan/: mix.c's side of the epoch and of freeing */
+void rf_plan_mix_epoch(rf_plan *p, rf_rng *r);
+void rf_plan_mix_free(rf_plan *p);
+
 /* Where a sample stands for rf_config.gpu_decode_percent (0..99; the GPU takes it below the
  * percent), and the seed rf_config.sample_hook gets: hashes of the augmentation seed of their
  * own, apart from the crop's draws and from each other. */
 uint32_t rf_plan_gpu_percentile(uint64_t aug_seed);
 uint64_t rf_plan_hook_seed(uint64_t aug_seed);
 
-/* Resume blob (little-endian, fixed size). */
+/* Resume blob (little-endian, fixed size per version). Version 2 is version 1 plus the mixing
+ * fingerprint, written only by a mixing loader, so the blobs of every other loader stay as
+ * they were and old blobs still load. */
 #define RF_STATE_MAGIC 0x31534652u /* "RFS1" */
 #define RF_STATE_VERSION 1u
 #define RF_STATE_BYTES 64u
+#define RF_STATE_VERSION_MIX 2u
+#define RF_STATE_BYTES_MIX 72u
+#define RF_STATE_BYTES_MAX RF_STATE_BYTES_MIX
 
 typedef struct rf_resume {
     uint64_t seed, epoch, consumed, n;
     uint32_t world, rank, order, batch;
+    uint64_t mix; /* rf_plan_mix_fingerprint; 0: not mixing (a version 1 blob) */
 } rf_resume;
 
-void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES]);
+/* Bytes of r's blob: RF_STATE_BYTES, or RF_STATE_BYTES_MIX with a mixing fingerprint. */
+uint32_t rf_state_bytes(const rf_resume *r);
+void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES_MAX]);
 int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err);
+
+/* A hash of everything that decides a mixing epoch's order besides seed and epoch (sources,
+ * weights, epoch size, replacement, sample weights), never 0; 0 without mixing. A resume
+ * state carries it, so that a loader with other mixing settings refuses the cursor instead of
+ * continuing in an order the cursor was not counted in. */
+uint64_t rf_plan_mix_fingerprint(const rf_plan *p);
 
 #endif
