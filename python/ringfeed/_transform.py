@@ -36,34 +36,30 @@ class TransformError(C.RingfeedError):
     `detail` is the library's text (shard, member, byte offset, sample id, epoch)."""
 
 
+KEYWORDS = ("key", "fields", "seed")
+
+
 def _keywords(fn):
-    """(passes key, passes fields): which of the keyword arguments fn declares, read from its
-    signature once (a **kwargs takes both). A callable whose signature cannot be read (some
-    builtins) gets neither."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return False, False
-    params = sig.parameters.values()
-    if any(p.kind == p.VAR_KEYWORD for p in params):
-        return True, True
-    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return "key" in named, "fields" in named
-
-
-def _check_callable(fn, key, fields):
+    """The KEYWORDS fn declares, read from its signature once (a **kwargs takes them all). A
+    callable whose signature cannot be read (some builtins) gets none."""
     if not callable(fn):
         raise TypeError(f"transform must be callable, not {type(fn).__name__}")
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
-        return
-    kw = {name: None for name, on in (("key", key), ("fields", fields)) if on}
+        return frozenset()
+    params = sig.parameters.values()
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        wanted = frozenset(KEYWORDS)
+    else:
+        wanted = frozenset(p.name for p in params if p.name in KEYWORDS and
+                           p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
     try:
-        sig.bind(None, **kw)
+        sig.bind(None, **{k: None for k in wanted})
     except TypeError as e:
         raise TypeError(f"transform {fn!r} must take the image as its one positional argument "
-                        f"(and key=, fields= if it declares them): {e}") from None
+                        f"(and key=, fields=, seed= if it declares them): {e}") from None
+    return wanted
 
 
 def _describe(e):
@@ -74,10 +70,10 @@ class SampleTransform:
     """fn as an rf_sample_hook. Built once per Loader; `hook` (the ctypes callback) must stay
     referenced while a C loader may call it, which the loader's _Handle sees to."""
 
-    def __init__(self, fn, threads, decode_threads, field_names, skip):
+    def __init__(self, fn, threads, decode_threads, default_threads, field_names, skip):
         self.fn = fn
-        self._key, self._fields = _keywords(fn)
-        _check_callable(fn, self._key, self._fields)
+        wanted = _keywords(fn)
+        self._key, self._fields, self._seed = (k in wanted for k in KEYWORDS)
         self.field_names = tuple(field_names)
         self.skip = skip
         given = decode_threads or 0
@@ -86,8 +82,8 @@ class SampleTransform:
         if self.threads and given and given < self.threads:
             raise ValueError(f"transform_threads={self.threads} needs decode_threads >= "
                              f"{self.threads} (fn runs on the decode threads), not {given}")
-        # decode_threads left to the default: one decode thread per transform thread
-        self.decode_threads = given or self.threads
+        # decode_threads left to the default: at least one decode thread per transform thread
+        self.decode_threads = given or max(self.threads, default_threads)
         # Fewer transform threads than decode threads: a gate, made before the decode threads
         # that pass it start.
         self._gate = (threading.BoundedSemaphore(self.threads)
@@ -128,6 +124,8 @@ class SampleTransform:
             kw["fields"] = {self.field_names[f]: ctypes.string_at(v.field_data[f],
                                                                    v.field_lengths[f])
                             for f in range(v.nfields)}
+        if self._seed:
+            kw["seed"] = v.seed
         if self._gate is not None:
             with self._gate:
                 out = self.fn(img, **kw)
@@ -144,9 +142,10 @@ class SampleTransform:
         with self._mu:
             self._token = self._token % (2**31 - 1) + 1
             token = self._token
-            self._failures[token] = (key, e)
-            while len(self._failures) > _TOKENS_KEPT:
-                self._failures.popitem(last=False)
+            if not self.skip:  # (skip mode raises none of them: no traceback kept alive)
+                self._failures[token] = (key, e)
+                while len(self._failures) > _TOKENS_KEPT:
+                    self._failures.popitem(last=False)
             self.errors.append(msg)
         if self.skip:
             log.warning("ringfeed: %s (skipped, counted under \"hook\")", msg)

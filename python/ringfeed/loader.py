@@ -1128,9 +1128,10 @@ class Loader(_LoaderBase):
       only (a folder source has no members). A field may name the label member too
       (fields=("json",) with label="json:PATH" gets each KEY.json's bytes).
     transform: a Python callable over each decoded image, fn(img) -> array, or fn(img, key=,
-      fields=) when it declares those: img is the sample's HWC uint8 array (size x size x 3,
-      cropped, resized and flipped, before the dtype conversion), key its key (str), fields
-      {extension: bytes} of the loader's fields; it returns a uint8 array of the same shape,
+      fields=, seed=) with those it declares: img is the sample's HWC uint8 array (size x
+      size x 3, cropped, resized and flipped, before the dtype conversion), key its key (str),
+      fields {extension: bytes} of the loader's fields, seed a per-sample int for its random
+      draws (from seed, epoch and sample only); it returns a uint8 array of the same shape,
       which replaces the pixels. It runs on the decode threads before the batch is handed
       out: order, exactly-once, state_dict() and the skip counts are as without it. An
       exception (or another shape or dtype) is bad input: on_error="fail" raises
@@ -1139,7 +1140,8 @@ class Loader(_LoaderBase):
       transform_errors. Not with gpu_decode or hw_decode_percent (the library refuses).
       docs/python.md, "Per-sample transforms in Python".
     transform_threads: at most this many transform calls at once (default: one per decode
-      thread); with decode_threads left at 0 the loader starts this many decode threads.
+      thread); with decode_threads left at 0 the loader starts this many decode threads, or
+      its default number when that is more.
     max_field_bytes: the largest member a field takes (default 16 KiB, at most 64 MiB); a
       larger one is bad input ("too_large"). Each ring slot holds batch_size x len(fields) x
       max_field_bytes bytes for them.
@@ -1286,8 +1288,8 @@ class Loader(_LoaderBase):
             f["max_field_bytes"] = _field_int("max_field_bytes", max_field_bytes, lo=1)
         if transform is not None:
             self._transform = _transform.SampleTransform(
-                transform, transform_threads, decode_threads, self.fields,
-                f["on_error"] == _ON_ERROR["skip"])
+                transform, transform_threads, decode_threads, _default_decode_threads(),
+                self.fields, f["on_error"] == _ON_ERROR["skip"])
             f.update(self._transform.config_fields())
         elif transform_threads:
             raise ValueError("transform_threads needs a transform")

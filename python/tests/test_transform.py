@@ -2,17 +2,22 @@
 threads before the batch is handed out. Its pixels land in the batch (either layout, before
 the float conversion); batches, order and exactly-once are the same at 1 and 4 threads;
 a resumed loader gives the same following batches; an exception is raised naming the key
-(on_error="fail") or skipped, counted under "hook" and replaced (on_error="skip"); key= and
-fields= are passed when fn declares them."""
+(on_error="fail") or skipped, counted under "hook" and replaced (on_error="skip"); key=,
+fields= and seed= are passed when fn declares them."""
+import importlib.util
+import io
+import json
+import os
 import tarfile
 import threading
 import time
+from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import N_IMAGES, shard_jpegs
+from conftest import N_IMAGES, REPO, shard_jpegs
 from ringfeed.loader import SKIP_REASONS
 
 KW = dict(size=24, device="cpu", array_type="numpy", layout="NHWC", seed=5, copy=True)
@@ -70,7 +75,7 @@ def test_order_and_exactly_once_at_any_thread_count(shards, threads):
     runs = {}
     for n in (1, threads):
         with ringfeed.Loader(shards, 8, transform=keyed, transform_threads=n, **KW) as ld:
-            assert ld.stats()["decode_threads"] == n
+            assert ld.stats()["decode_threads"] == max(n, ringfeed.default_decode_threads())
             runs[n] = [epoch(ld) for _ in range(2)]
     with ringfeed.Loader(shards, 8, **KW) as ld:
         plain = [epoch(ld) for _ in range(2)]
@@ -176,15 +181,16 @@ def fields_shard(tmp_path, shards, n=12):
             for ext, data in (("jpg", jpg), ("cls", b"1"), ("txt", f"caption {key}".encode())):
                 info = tarfile.TarInfo(f"{key}.{ext}")
                 info.size = len(data)
-                tf.addfile(info, __import__("io").BytesIO(data))
+                tf.addfile(info, io.BytesIO(data))
     return str(path)
 
 
 def test_keywords_passed_when_declared(tmp_path, shards):
-    """key= and fields= come only to a fn that declares them (or **kwargs): fields as
-    {extension: bytes} of the loader's fields, the same bytes the batch delivers."""
+    """key=, fields= and seed= come only to a fn that declares them (or **kwargs): fields as
+    {extension: bytes} of the loader's fields, the same bytes the batch delivers; seed an
+    integer of its own for each sample."""
     shard = fields_shard(tmp_path, shards)
-    seen = {"plain": [], "key": [], "fields": [], "both": []}
+    seen = {"plain": [], "key": [], "fields": [], "both": [], "seed": []}
     lock = threading.Lock()
 
     def rec(name, kw):
@@ -196,6 +202,7 @@ def test_keywords_passed_when_declared(tmp_path, shards):
         "key": lambda img, key: (rec("key", {"key": key}), img)[1],
         "fields": lambda img, *, fields: (rec("fields", {"fields": fields}), img)[1],
         "both": lambda img, **kw: (rec("both", kw), img)[1],
+        "seed": lambda img, seed: (rec("seed", {"seed": seed}), img)[1],
     }
     for name, fn in fns.items():
         with ringfeed.Loader(shard, 4, fields=("txt",), transform=fn, **KW) as ld:
@@ -214,11 +221,46 @@ def test_keywords_passed_when_declared(tmp_path, shards):
             if name == "both":
                 assert kw["fields"]["txt"] == captions[kw["key"]] == \
                     f"caption {kw['key']}".encode()
+                assert set(kw) == {"key", "fields", "seed"}
+            if name in ("seed", "both"):
+                assert isinstance(kw["seed"], int) and 0 <= kw["seed"] < 2**64
+    assert len({kw["seed"] for kw in seen["seed"]}) == len(seen["seed"])
     # a loader without fields passes an empty dict
     seen["fields"].clear()
     with ringfeed.Loader(shard, 4, transform=fns["fields"], **KW) as ld:
         epoch(ld)
     assert seen["fields"] and all(kw["fields"] == {} for kw in seen["fields"])
+
+
+def noise(img, seed):
+    """A random transform drawing from the per-sample seed."""
+    return img ^ np.random.default_rng(seed).integers(0, 256, img.shape, dtype=np.uint8)
+
+
+def test_seed_makes_random_transforms_reproducible(shards):
+    """seed= is the library's per-sample seed: a transform drawing from it gives the same
+    batches at 1 and 4 threads and after a resume, other draws in the next epoch."""
+    runs = []
+    for n in (1, 4):
+        with ringfeed.Loader(shards, 8, transform=noise, transform_threads=n, **KW) as ld:
+            runs.append([epoch(ld) for _ in range(2)])
+    for (k, _, x), (k4, _, x4) in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1]):
+        assert k == k4 and (x == x4).all()
+    seen = []  # the crop and flip drawn alike every epoch: only the noise differs
+    with ringfeed.Loader(shards, 8, transform=noise, **dict(KW, crop="center",
+                                                           flip_prob=0.0)) as ld:
+        for _ in range(2):
+            seen.append({k: xi for keys, _, x in epoch(ld) for k, xi in zip(keys, x)})
+    key = next(iter(seen[0]))
+    assert not (seen[0][key] == seen[1][key]).all(), "the same draw in two epochs"
+    with ringfeed.Loader(shards, 8, transform=noise, transform_threads=2, **KW) as ld:
+        it = iter(ld)
+        next(it)
+        state = ld.state_dict()
+        rest = [np.array(b.images) for b in it]
+    with ringfeed.Loader(shards, 8, transform=noise, **KW) as ld:
+        ld.load_state_dict(state)
+        assert all((a == b).all() for a, b in zip(rest, [np.array(b.images) for b in ld]))
 
 
 def test_transform_threads_caps_the_calls_at_once(shards):
@@ -255,3 +297,22 @@ def test_arguments_are_checked(shards):
         ringfeed.Loader(shards, 8, transform=lambda: None, **KW)
     with ringfeed.Loader(shards, 8, **KW) as ld:
         assert ld.transform_errors == []
+
+
+def test_bench_script_prints_one_line_per_run(shards):
+    """python/examples/transform_bench.py: the loader alone, the per-batch jitter and one run
+    per thread count, each with its rate, CPU cost and thread counts."""
+    path = os.path.join(REPO, "python", "examples", "transform_bench.py")
+    spec = importlib.util.spec_from_file_location("transform_bench_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        mod.main(["--shards", shards, "--batch", "8", "--size", "32", "--images", "24",
+                  "--warmup", "1", "--threads", "1,3"])
+    recs = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["transform"], r["transform_threads"]) for r in recs] == [
+        ("none", None), ("jitter per batch", None), ("jitter", 1), ("jitter", 3)]
+    assert recs[3]["decode_threads"] == max(3, ringfeed.default_decode_threads())
+    for r in recs:
+        assert r["img_per_s"] > 0 and r["cpu_ms_per_img"] >= 0 and r["images"] >= 24
