@@ -3,7 +3,7 @@
 loader without a transform and the same work done per batch on the training thread; prints
 one JSON line per run (docs/python.md, "Per-sample transforms in Python").
 
-  python3 transform_bench.py --shards '/tmp/dense/d-*.tar' --threads 1,4,16
+  python3 transform_bench.py --shards 'dense/dense-*.tar' --threads 1,4,16
   python3 transform_bench.py --shards 'data/train/train-*.tar' --transform identity
 
 Transforms: "jitter" (brightness, contrast and saturation in NumPy with a per-sample random

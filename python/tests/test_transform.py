@@ -316,3 +316,41 @@ def test_bench_script_prints_one_line_per_run(shards):
     assert recs[3]["decode_threads"] == max(3, ringfeed.default_decode_threads())
     for r in recs:
         assert r["img_per_s"] > 0 and r["cpu_ms_per_img"] >= 0 and r["images"] >= 24
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_close_from_the_transform_does_not_hang(shards, wait):
+    """fn closing its own loader (or a GC run inside fn dropping it): the C loader's stop
+    waits for its decode threads, one of which runs fn, so the binding stops it from another
+    thread. With the consumer waiting in next() or idle, the loader ends and nothing hangs."""
+    holder = {}
+    victim = all_keys(shards)[20]
+
+    def fn(img, key):
+        if key == victim:
+            holder["ld"].close()
+        return img
+
+    ld = ringfeed.Loader(shards, 8, transform=fn, **KW)
+    holder["ld"] = ld
+    handle = ld._h
+    done = threading.Event()
+
+    def consume():
+        try:
+            if wait:
+                for _ in ld:
+                    pass
+            else:
+                time.sleep(0.5)  # the prefetch reaches the victim while nobody calls next()
+        except RuntimeError:
+            pass
+        done.set()
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    assert done.wait(60), "hung"
+    deadline = time.monotonic() + 30
+    while not handle.quiet() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ld._closed and handle.quiet(), "the C loader's threads were not stopped"
