@@ -255,6 +255,14 @@ typedef struct rf_sample_view {
     const char *key;          /* as rf_batch.keys: the sample's key, NUL-terminated */
     int32_t *label;           /* the label to be delivered (-1 for RF_LABEL_NONE); the hook may
                                  overwrite it, and any value it writes is delivered as is */
+    /* The sample's extra fields (rf_config.fields), read-only, in the list's order: field f is
+     * named field_names[f] and holds field_lengths[f] bytes at field_data[f], as its row of
+     * rf_batch.fields will (a padding repeat's are empty). nfields 0: none asked for, and the
+     * three pointers are NULL. A hook built against an older header reads none of them. */
+    uint32_t nfields;
+    const char *const *field_names;
+    const uint8_t *const *field_data;
+    const uint32_t *field_lengths;
 } rf_sample_view;
 
 /* rf_config.sample_hook: user augmentation at decode speed (colour jitter, noise, ...).
@@ -518,8 +526,8 @@ typedef struct rf_config {
     /* A per-sample hook over each decoded image (see rf_sample_hook above for its contract);
      * default NULL: none. Images decoded on the GPU never reach the decode threads, so create
      * refuses a hook with gpu_decode or hw_decode_percent (RF_EINVAL), and with a token source
-     * (nothing is decoded). The Python binding does not expose it: a Python call per sample
-     * would cost more than the decode (docs/python.md has the per-batch GPU recipe). */
+     * (nothing is decoded). The Python binding's Loader(transform=fn) installs one that calls
+     * fn (docs/python.md, "Per-sample transforms in Python"). */
     rf_sample_hook sample_hook;
     void *sample_hook_ctx; /* passed to every call; must stay valid until rf_loader_destroy
                             * (or rf_loader_stop) returns; default NULL */

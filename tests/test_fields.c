@@ -2,9 +2,11 @@
  * (rf_tar_locate_fields), delivered byte for byte per batch in batch order at 1, 2 and 4 decode
  * threads with the same output, padding rows empty, a missing member and one over
  * max_field_bytes as errors naming shard, sample or member and offset (or skips whose
- * replacements bring their own fields), the list's checks at create, and the copy
- * rf_loader_config reports. Shards are written by GNU tar from files, as users pack theirs. */
+ * replacements bring their own fields), the list's checks at create, the copy
+ * rf_loader_config reports, and the sample hook's view of them. Shards are written by GNU tar
+ * from files, as users pack theirs. */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +360,60 @@ END_TEST
 
 /* The list is copied at create (the caller's buffer may change), reported as the loader's own
  * copy; without fields a batch has none. */
+/* The sample hook sees its sample's fields through the view, named in the list's order and
+ * byte for byte as the batch delivers them (a padding repeat's empty); without fields, none.
+ * The hook counts mismatches (it may not call check's asserts on a decode thread). */
+typedef struct hook_seen {
+    _Atomic uint32_t calls, bad;
+    uint32_t want;
+} hook_seen;
+
+static int fields_hook(const rf_sample_view *v, void *arg)
+{
+    hook_seen *hs = arg;
+    atomic_fetch_add_explicit(&hs->calls, 1, memory_order_relaxed);
+    int ok = v->nfields == hs->want;
+    if (hs->want == 0) {
+        ok = ok && !v->field_names && !v->field_data && !v->field_lengths;
+    } else if (ok) {
+        const char *txt, *json;
+        size_t tlen, jlen;
+        expected(v->key, 0, &txt, &tlen, &json, &jlen);
+        if (v->is_padding)
+            tlen = jlen = 0;
+        ok = strcmp(v->field_names[0], "txt") == 0 && strcmp(v->field_names[1], "json") == 0 &&
+             v->field_lengths[0] == tlen && v->field_lengths[1] == jlen &&
+             memcmp(v->field_data[0], txt, tlen) == 0 && memcmp(v->field_data[1], json, jlen) == 0;
+    }
+    if (!ok)
+        atomic_fetch_add_explicit(&hs->bad, 1, memory_order_relaxed);
+    return 0;
+}
+
+START_TEST(hook_view_carries_the_samples_fields)
+{
+    const char *pat;
+    for (uint32_t want = 0; want <= 2; want += 2) {
+        hook_seen hs = {.want = want};
+        for (uint32_t rank = 0; rank < 2; rank++) { /* 13 samples: one padding repeat */
+            rf_config c = fields_config(&pat, g_good, want ? "txt,json" : NULL);
+            c.world_size = 2, c.rank = rank, c.batch_size = 4, c.epochs = 1;
+            c.sample_hook = fields_hook;
+            c.sample_hook_ctx = &hs;
+            rf_loader *ld = rf_test_create_ok(&c);
+            rf_batch *b;
+            int rc;
+            while ((rc = rf_loader_next(ld, &b)) == 0)
+                ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
+            ck_assert_int_eq(rc, RF_EPOCH_END);
+            rf_loader_destroy(ld);
+        }
+        ck_assert_uint_eq(atomic_load(&hs.calls), N + 1);
+        ck_assert_uint_eq(atomic_load(&hs.bad), 0);
+    }
+}
+END_TEST
+
 START_TEST(config_reports_the_loaders_copy)
 {
     const char *pat;
@@ -399,6 +455,7 @@ int main(void)
     tcase_add_loop_test(tc, skip_mode_replaces_bad_samples_with_their_fields, 0, 3);
     tcase_add_test(tc, create_checks_the_list_and_the_source);
     tcase_add_test(tc, config_reports_the_loaders_copy);
+    tcase_add_test(tc, hook_view_carries_the_samples_fields);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -25,6 +25,7 @@ from ._capi import LoaderTimeout, RingfeedError, library_path  # noqa: E402
 from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch,  # noqa: E402
                      TokenLoader)
 from ._stats import SKIP_REASONS  # noqa: E402
+from ._transform import TransformError  # noqa: E402
 from . import _dataloader  # noqa: E402
 
 # A program that imported torch first gets loaders that are IterableDatasets from the start;
@@ -32,6 +33,7 @@ from . import _dataloader  # noqa: E402
 _dataloader.register()
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
+           "TransformError",
            "IMAGENET_MEAN", "IMAGENET_STD", "version", "cuda_device_count", "cuda_status",
            "library_path", "add_restarts", "cpu_count", "default_decode_threads", "settings",
            "SKIP_REASONS"]

@@ -229,8 +229,38 @@ class RfSetting(ctypes.Structure):
 
 # The C struct each mirror stands for, as rf_abi_layout names it; "rf_config" is added when the
 # library is loaded (RfConfig is made from its settings table).
+class RfSampleView(ctypes.Structure):
+    """What rf_config.sample_hook is handed for one decoded sample (rf_sample_view): the
+    staged pixels with their strides, the sample's ids, key and label, and its extra fields."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("layout", ctypes.c_uint32),
+        ("height", ctypes.c_uint32),
+        ("width", ctypes.c_uint32),
+        ("channels", ctypes.c_uint32),
+        ("is_padding", ctypes.c_uint32),
+        ("pixels", ctypes.c_void_p),
+        ("row_stride", ctypes.c_uint64),
+        ("pixel_stride", ctypes.c_uint64),
+        ("channel_stride", ctypes.c_uint64),
+        ("sample_id", ctypes.c_uint64),
+        ("position", ctypes.c_uint64),
+        ("epoch", ctypes.c_uint64),
+        ("seed", ctypes.c_uint64),
+        ("key", ctypes.c_char_p),
+        ("label", ctypes.POINTER(ctypes.c_int32)),
+        ("nfields", ctypes.c_uint32),
+        ("field_names", ctypes.POINTER(ctypes.c_char_p)),
+        ("field_data", ctypes.POINTER(ctypes.c_void_p)),
+        ("field_lengths", ctypes.POINTER(ctypes.c_uint32)),
+    ]
+
+
+# rf_sample_hook: int (*)(const rf_sample_view *view, void *ctx)
+SAMPLE_HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(RfSampleView), ctypes.c_void_p)
+
 MIRRORS = {"rf_batch": RfBatch, "rf_field": RfField, "rf_stats": RfStats,
-           "rf_setting": RfSetting}
+           "rf_setting": RfSetting, "rf_sample_view": RfSampleView}
 RfConfig = None  # made by lib()
 SETTINGS = {}  # rf_config's settings by name (Setting), filled by lib()
 

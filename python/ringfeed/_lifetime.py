@@ -15,6 +15,11 @@ from . import _capi as C
 EXIT_WAIT_S = 10  # at exit, the longest wait for a loader's calls in flight to return
 _live = weakref.WeakSet()  # every _Handle whose C loader exists
 _MAIN = threading.main_thread()
+# .active is true on a decode thread while it runs a loader's transform (_transform.py). A
+# loader retired there (its last reference dropped by a GC run inside the transform, or a
+# close() from it) is stopped from another thread: rf_loader_stop waits for its decode threads,
+# and the one it would run on is one of them.
+HOOK_THREAD = threading.local()
 
 
 class _Handle:
@@ -28,10 +33,12 @@ class _Handle:
     memory (they segfaulted the interpreter). Counts change under a lock; the C calls run
     outside it."""
 
-    __slots__ = ("ptr", "retired", "_mu", "_calls", "_leases", "_stopped", "__weakref__")
+    __slots__ = ("ptr", "retired", "keep", "_mu", "_calls", "_leases", "_stopped",
+                 "__weakref__")
 
-    def __init__(self, ptr):
+    def __init__(self, ptr, keep=None):
         self.ptr = ptr
+        self.keep = keep  # what the C loader calls back into (a transform's hook) until destroy
         self.retired = False
         self._mu = threading.RLock()  # re-entered when a lease dies in a GC run inside one
         self._calls = 0
@@ -89,9 +96,16 @@ class _Handle:
                 elif not self._stopped:  # counted as a call: no destroy while it runs
                     stop, self._stopped = self.ptr, True
                     self._calls += 1
+        if (destroy or stop) and getattr(HOOK_THREAD, "active", False):
+            threading.Thread(target=self._end, args=(destroy, stop), daemon=True).start()
+        else:
+            self._end(destroy, stop)
+
+    def _end(self, destroy, stop):
         if destroy:
             _live.discard(self)
             C.lib().rf_loader_destroy(destroy)
+            self.keep = None
         elif stop:
             try:
                 C.lib().rf_loader_stop(stop)

@@ -40,6 +40,7 @@ import weakref
 from . import _arrays, _dataloader, _stats
 from . import _capi as C
 from . import _mix
+from . import _transform
 from ._args import (U32_MAX, U64_MAX, _choice, _field_int, _other_settings, _path_bytes,
                     _settings_doc, _uint)
 from ._lifetime import Deferred, _Handle
@@ -433,6 +434,7 @@ class _EpochIterator:
 
 class _LoaderBase:
     _source = None
+    _transform = None  # Loader(transform=fn): its _transform.SampleTransform
 
     def __init__(self, cfg_fields, shards, device, copy, array_type, expect_dtype):
         self._h = None  # the _Handle of the C loader
@@ -514,7 +516,7 @@ class _LoaderBase:
                 rc = C.lib().rf_loader_create(ctypes.byref(cfg), ctypes.byref(handle), err,
                                               len(err))
                 if rc == 0:
-                    self._h = _Handle(handle.value)
+                    self._h = _Handle(handle.value, self._transform)
                     self._closed = False
         except BaseException:
             self.close()
@@ -763,7 +765,7 @@ class _LoaderBase:
             raise RuntimeError("the loader was closed (close(), maybe from another thread) "
                                "while next() waited for a batch")
         if err is not None:
-            raise err
+            raise err if self._transform is None else self._transform.explain(err)
         return rc, lease
 
     def _check_ring(self):
@@ -965,6 +967,13 @@ class _LoaderBase:
         out.update(arrays[0])
         return out
 
+    @property
+    def transform_errors(self):
+        """The latest messages of transform failures (each naming the sample's key and the
+        exception), oldest first, at most 100: what on_error="skip" left out. [] without a
+        transform."""
+        return list(self._transform.errors) if self._transform is not None else []
+
     def epoch_stats(self):
         """This rank's counts of one epoch: the epoch of the last batch handed out (rf_stats'
         counted_epoch and epoch_* fields) as {"epoch", "delivered" (real samples, padding not
@@ -1080,7 +1089,7 @@ class Loader(_LoaderBase):
            max_field_bytes=None, source="auto", image=("jpg", "jpeg", "png", "webp"),
            schedule="auto", cache_dir=None, cache_bytes=0, remote_retries=None,
            remote_timeout=None, weights=None, class_weights=None, sample_weights=None,
-           **settings)
+           transform=None, transform_threads=0, **settings)
 
     shards: a path, glob or brace range (`train-{000000..000099}.tar`), or a list of them;
       tar shards may be http://, https:// or s3:// URLs instead (all or none; docs/remote.md);
@@ -1118,6 +1127,21 @@ class Loader(_LoaderBase):
       under "field"). Extensions match exactly, case-sensitive, as in WebDataset. Tar shards
       only (a folder source has no members). A field may name the label member too
       (fields=("json",) with label="json:PATH" gets each KEY.json's bytes).
+    transform: a Python callable over each decoded image, fn(img) -> array, or fn(img, key=,
+      fields=, seed=) with those it declares: img is the sample's HWC uint8 array (size x
+      size x 3, cropped, resized and flipped, before the dtype conversion), key its key (str),
+      fields {extension: bytes} of the loader's fields, seed a per-sample int for its random
+      draws (from seed, epoch and sample only); it returns a uint8 array of the same shape,
+      which replaces the pixels. It runs on the decode threads before the batch is handed
+      out: order, exactly-once, state_dict() and the skip counts are as without it. An
+      exception (or another shape or dtype) is bad input: on_error="fail" raises
+      ringfeed.TransformError naming the key and the exception; "skip" replaces the sample,
+      counts it under "hook", logs it (logger "ringfeed") and keeps the message in
+      transform_errors. Not with gpu_decode or hw_decode_percent (the library refuses).
+      docs/python.md, "Per-sample transforms in Python".
+    transform_threads: at most this many transform calls at once (default: one per decode
+      thread); with decode_threads left at 0 the loader starts this many decode threads, or
+      its default number when that is more.
     max_field_bytes: the largest member a field takes (default 16 KiB, at most 64 MiB); a
       larger one is bad input ("too_large"). Each ring slot holds batch_size x len(fields) x
       max_field_bytes bytes for them.
@@ -1229,7 +1253,8 @@ class Loader(_LoaderBase):
                  max_field_bytes=None, source="auto",
                  image=("jpg", "jpeg", "png", "webp"), schedule="auto", cache_dir=None,
                  cache_bytes=0, remote_retries=None, remote_timeout=None, weights=None,
-                 class_weights=None, sample_weights=None, **settings):
+                 class_weights=None, sample_weights=None, transform=None, transform_threads=0,
+                 **settings):
         dtype = _dtype_name(dtype, _IMAGE_DTYPES)
         shards, per_source, source_labels = _mix.split_sources(shards, weights)
         batch_size = _field_int("batch_size", batch_size, lo=1)
@@ -1261,6 +1286,13 @@ class Loader(_LoaderBase):
             f["fields"] = ",".join(self.fields).encode("ascii")
         if max_field_bytes is not None:
             f["max_field_bytes"] = _field_int("max_field_bytes", max_field_bytes, lo=1)
+        if transform is not None:
+            self._transform = _transform.SampleTransform(
+                transform, transform_threads, decode_threads, _default_decode_threads(),
+                self.fields, f["on_error"] == _ON_ERROR["skip"])
+            f.update(self._transform.config_fields())
+        elif transform_threads:
+            raise ValueError("transform_threads needs a transform")
         if mean is not None or std is not None:
             if dtype == "uint8":
                 raise ValueError("mean/std apply to float outputs: pass dtype='float32', "

@@ -1,7 +1,8 @@
-"""The per-batch transform recipe of docs/python.md (python/examples/gpu_transforms.py's
-augmented()): torchvision.transforms.v2 on the batch tensor, on its own device and torch's
-current stream, then normalization. Runs on the host backend (CPU tensors) everywhere, and on
-CUDA where torch sees a GPU and libringfeed has the CUDA backend. Skipped without torch or
+"""The per-batch transform recipe of docs/python.md (ringfeed.transforms: augmented(),
+seeded(), batch_seed(), default_transform()), which python/examples/gpu_transforms.py imports
+and times: torchvision.transforms.v2 on the batch tensor, on its own device and torch's current
+stream, then normalization. Runs on the host backend (CPU tensors) everywhere, and on CUDA
+where torch sees a GPU and libringfeed has the CUDA backend. Skipped without torch or
 torchvision."""
 import importlib.util
 import io
@@ -16,6 +17,7 @@ torch = pytest.importorskip("torch")
 v2 = pytest.importorskip("torchvision.transforms.v2")
 import ringfeed  # noqa: E402
 from ringfeed import _capi as C  # noqa: E402
+from ringfeed import transforms as T  # noqa: E402
 from conftest import REPO  # noqa: E402
 
 
@@ -43,7 +45,7 @@ def recipe(shards, device, transform, per_sample=False, decode_threads=2):
     """One epoch through the recipe, as CPU tensors (images) and labels."""
     with ringfeed.Loader(shards, 8, device=device, decode_threads=decode_threads, **KW) as ld:
         return [(x.cpu(), y.cpu()) for x, y in
-                ex.augmented(ld, transform, MEAN, STD, seed=3, per_sample=per_sample)]
+                T.augmented(ld, transform, MEAN, STD, seed=3, per_sample=per_sample)]
 
 
 @pytest.mark.parametrize("device", devices())
@@ -110,3 +112,33 @@ def test_script_prints_the_measured_cost(shards):
     assert rec["device"] == "cpu" and rec["batches"] == 3 and rec["batch"] == 4
     for k in ("ms_per_batch_plain", "ms_per_batch_transforms", "transform_ms_per_batch"):
         assert rec[k] > 0, k
+
+
+def test_example_imports_the_package_recipe():
+    """The example times the package's functions, not copies of them."""
+    assert ex.augmented is T.augmented and ex.default_transform is T.default_transform
+
+
+def test_batch_seed_and_seeded():
+    """batch_seed depends on (seed, epoch, index) only and fits torch's seed; seeded() gives
+    the same draws for the same seed and leaves the caller's generator as it was."""
+    seeds = {T.batch_seed(s, e, i) for s in range(3) for e in range(3) for i in range(3)}
+    assert len(seeds) == 27 and all(0 <= v < 2**63 for v in seeds)
+    assert T.batch_seed(1, 2, 3) == T.batch_seed(1, 2, 3)
+    x = torch.zeros(4, 3, 8, 8)
+    noise = lambda t: t + torch.rand(t.shape)  # noqa: E731
+    torch.manual_seed(5)
+    before = torch.rand(2)
+    torch.manual_seed(5)
+    a, b = T.seeded(noise, x, 11), T.seeded(noise, x, 11)
+    assert torch.equal(a, b) and not torch.equal(a, T.seeded(noise, x, 12))
+    assert torch.equal(torch.rand(2), before)
+    per = T.seeded(noise, x, 11, per_sample=True)
+    assert per.shape == x.shape and not torch.equal(per[0], per[1])
+
+
+def test_default_transform_is_photometric():
+    """Colour jitter and random grayscale: shape and dtype kept on a uint8 NCHW batch."""
+    x = torch.randint(0, 256, (2, 3, 16, 16), dtype=torch.uint8)
+    y = T.seeded(T.default_transform(), x, 7)
+    assert y.shape == x.shape and y.dtype == torch.uint8

@@ -1,9 +1,9 @@
 /* layout.h — the field lists of the public structs that bindings mirror (rf_config, rf_batch,
- * rf_field, rf_stats, rf_setting), one X(struct, field) per field in declaration order;
- * rf_config's are the settings table's rows. layout.c makes rf_abi_layout's table from them
- * with offsetof and sizeof, so the offsets and sizes a binding checks are the compiler's;
- * tests/test_api.c checks the lists against the structs in ringfeed.h, so a field added there
- * and not here fails that test.
+ * rf_field, rf_stats, rf_setting, rf_sample_view), one X(struct, field) per field in
+ * declaration order; rf_config's are the settings table's rows. layout.c makes rf_abi_layout's
+ * table from them with offsetof and sizeof, so the offsets and sizes a binding checks are the
+ * compiler's; tests/test_api.c checks the lists against the structs in ringfeed.h, so a field
+ * added there and not here fails that test.
  * Internal: nothing here is part of the public API. */
 #ifndef RF_LAYOUT_H
 #define RF_LAYOUT_H
@@ -56,6 +56,15 @@
     X(rf_stats, recovered_by_kind) X(rf_stats, sync_indexed) X(rf_stats, sync_stale)             \
     X(rf_stats, sync_built) X(rf_stats, sync_loaded)
 
+#define RF_SAMPLE_VIEW_FIELDS(X)                                                                \
+    X(rf_sample_view, struct_size) X(rf_sample_view, layout) X(rf_sample_view, height)          \
+    X(rf_sample_view, width) X(rf_sample_view, channels) X(rf_sample_view, is_padding)          \
+    X(rf_sample_view, pixels) X(rf_sample_view, row_stride) X(rf_sample_view, pixel_stride)     \
+    X(rf_sample_view, channel_stride) X(rf_sample_view, sample_id) X(rf_sample_view, position)  \
+    X(rf_sample_view, epoch) X(rf_sample_view, seed) X(rf_sample_view, key)                     \
+    X(rf_sample_view, label) X(rf_sample_view, nfields) X(rf_sample_view, field_names)          \
+    X(rf_sample_view, field_data) X(rf_sample_view, field_lengths)
+
 #define RF_SETTING_FIELDS(X)                                                                    \
     X(rf_setting, name) X(rf_setting, doc) X(rf_setting, unit) X(rf_setting, stage)             \
     X(rf_setting, values) X(rf_setting, rule) X(rf_setting, default_str) X(rf_setting, offset)  \
@@ -66,6 +75,7 @@
 /* Every struct above, as S(struct, its field list). */
 #define RF_LAYOUT_STRUCTS(S)                                                                   \
     S(rf_config, RF_CONFIG_FIELDS) S(rf_batch, RF_BATCH_FIELDS) S(rf_field, RF_FIELD_FIELDS)    \
-    S(rf_stats, RF_STATS_FIELDS) S(rf_setting, RF_SETTING_FIELDS)
+    S(rf_stats, RF_STATS_FIELDS) S(rf_setting, RF_SETTING_FIELDS)                            \
+    S(rf_sample_view, RF_SAMPLE_VIEW_FIELDS)
 
 #endif

@@ -64,13 +64,18 @@ static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int3
 {
     uint32_t h = p->decode->tf.height, w = p->decode->tf.width;
     int nchw = p->decode->tf.layout == RF_LAYOUT_NCHW;
+    const uint8_t *fdata[RF_FIELDS_MAX];
+    uint32_t flen[RF_FIELDS_MAX];
+    uint32_t nf = pl_fields_row(p->fields, s, t->index, fdata, flen);
     rf_sample_view v = {
         .struct_size = sizeof v, .layout = p->decode->tf.layout, .height = h, .width = w,
         .channels = 3, .is_padding = s->padding[t->index], .pixels = img,
         .row_stride = nchw ? w : (uint64_t)w * 3, .pixel_stride = nchw ? 1 : 3,
         .channel_stride = nchw ? (uint64_t)h * w : 1, .sample_id = t->sample_id,
         .position = s->positions[t->index], .epoch = s->batch.epoch,
-        .seed = rf_plan_hook_seed(t->aug_seed), .key = s->keys[t->index], .label = label};
+        .seed = rf_plan_hook_seed(t->aug_seed), .key = s->keys[t->index], .label = label,
+        .nfields = nf, .field_names = nf ? p->fields->names : NULL,
+        .field_data = nf ? fdata : NULL, .field_lengths = nf ? flen : NULL};
     int r = p->hook(&v, p->hook_ctx);
     if (r == 0)
         return 0;

@@ -134,6 +134,17 @@ void pl_fields_empty(const pl_fields *fs, slot *s, uint32_t index)
         s->fields.lengths[(uint64_t)f * fs->batch + index] = 0;
 }
 
+uint32_t pl_fields_row(const pl_fields *fs, const slot *s, uint32_t index,
+                       const uint8_t *data[], uint32_t len[])
+{
+    for (uint32_t f = 0; f < fs->n; f++) {
+        uint64_t row = (uint64_t)f * fs->batch + index;
+        data[f] = s->fields.data + row * fs->max_bytes;
+        len[f] = s->fields.lengths[row];
+    }
+    return fs->n;
+}
+
 /* Copy the members `found` (what rf_tar_locate_fields found in sample sm's span, one per
  * field) into row `index` of slot s. A missing member is RF_EFORMAT (*why RF_SKIP_FIELD), one
  * over max_field_bytes RF_ELIMIT (*why RF_SKIP_TOO_LARGE), each naming the sample (key) or

@@ -29,6 +29,10 @@ int pl_fields_setup(pl_fields *fs, const char *given, uint32_t source, uint32_t 
 int pl_fields_alloc(pl_fields *fs, struct pl_ring *r, const pl_core *core, rf_err *err);
 void pl_fields_free(pl_fields *fs, struct pl_ring *r);
 void pl_fields_empty(const pl_fields *fs, slot *s, uint32_t index);
+/* Row `index` of slot s as the sample hook's view shows it: field f's bytes and length in
+ * data[f] and len[f] (RF_FIELDS_MAX entries each); returns the number of fields. */
+uint32_t pl_fields_row(const pl_fields *fs, const slot *s, uint32_t index,
+                       const uint8_t *data[], uint32_t len[]);
 int pl_fields_copy(const pl_fields *fs, slot *s, uint32_t index, const char *key,
                    const rf_sample *sm, const uint8_t *span, const rf_tar_span_member *found,
                    int *why, rf_err *e);
