@@ -66,6 +66,9 @@ static run_out run(const char *shard, uint32_t mode, const char *cache_dir)
     c.cache_dir = cache_dir;
     c.cache_bytes = cache_dir ? 1u << 30 : 0;
     c.batch_size = 4;
+    /* two batches ahead: the rest are decoded after the first batch is out, when building
+     * starts, whatever the timing */
+    c.prefetch_depth = 2;
     c.decode_threads = 2;
     c.epochs = EPOCHS;
     c.seed = 7;

@@ -11,8 +11,10 @@ from conftest import epoch_images, make_shards
 
 def run(pattern, mode, epochs=2):
     out = []
+    # two batches ahead: the rest are decoded after the first batch is out, when building
+    # starts, whatever the timing
     with ringfeed.Loader(pattern, batch_size=8, device="cpu", seed=3, decode_threads=2, size=64,
-                         gpu_decode=True, sync_index=mode) as ld:
+                         gpu_decode=True, sync_index=mode, prefetch_depth=2) as ld:
         for _ in range(epochs):
             out.append(epoch_images(ld))
         return out, ld.stats()
