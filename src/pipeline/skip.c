@@ -1,13 +1,7 @@
 /* skip.c — the skip policy (on_error = SKIP): the table pl_policy_skip that create installs
  * and the dispatch cursor calls for epochs, its own outputs and every sample's outcome.
- *
- * DESIGN
- * Runs on the I/O threads (through take() and done()), the decode threads (through
- * pl_task_end) and the GPU decode stage's checks (late verdicts), always with mu held, except
- * skip_setup, which create calls. It owns the skip bookkeeping (pl_skip: the status of every
- * slot position, the queue, the cursors, the skip counts) and reaches the cursor only through
- * what dispatch.h exports (slot claim and advance, sample reads, the next epoch's plan). The
- * algorithm: */
+ * Always called with mu held (but skip_setup, at create); owns pl_skip and reaches the cursor
+ * only through dispatch.h. The algorithm: */
 #include "pipeline/skip.h"
 
 #include <stdio.h>
@@ -272,13 +266,10 @@ static int skip_dispatch_locked(pl_dispatch *d, task **out)
 }
 
 /* Position st just got its outcome (or a good late verdict). The walk stops at sk->a, the
- * first output without one, and only that output's outcome lets it move; it runs on the I/O
- * threads, which are woken for it only when its moving matters: a drain or the epoch's end
- * waits for it (sk->waiting), or a hole behind it waits for its replacement (which its batch,
- * and so the slot the cursor may wait for, needs). Other outcomes change nothing the cursor
- * waits for. Every outcome woke them during a drain, and every late verdict always: with a
- * batch's verdicts given on the GPU decode stage's thread, a broadcast per sample of every step.
- */
+ * first output without one, and only that output's outcome lets it move; the I/O threads are
+ * woken for it only when its moving matters: a drain or the epoch's end waits for it
+ * (sk->waiting), or a hole behind it waits for its replacement. A broadcast per outcome would
+ * wake them once per sample of every batch checked. */
 static void walk_may_move_locked(pl_dispatch *d, const uint8_t *st)
 {
     pl_skip *sk = d->skip;
