@@ -1,16 +1,10 @@
 /* dispatch.c — the forward cursor and the I/O engine's two callbacks: take() walks the plan,
  * claiming slots, tasks and arena spans and emitting reads; done() queues a read for decode
- * (or, for token windows, counts it in); the decode queue the decode threads take tasks from, and
- * pl_task_end, where they hand back a sample; and the fail policy, the default table the
- * cursor calls for outcomes.
- *
- * DESIGN
- * take() and done() run on the I/O threads, pl_task_end on the decode threads; all three do
- * their bookkeeping under mu and their system calls (open, close of per-read descriptors,
- * page-cache checks) outside it. The cursor touches its own state (the cursor, the arena, the
- * task ring, the decode queue) and the opening of slots; it learns what to do with outcomes,
- * epoch ends and its own outputs only through d->policy (the skip policy lives in skip.c and
- * is never named here). A slot's last sample publishes it through submit.c. */
+ * (token windows: counts it in); pl_task_end, where decode threads hand back a sample; and the
+ * fail policy.
+ * take() and done() run on the I/O threads, pl_task_end on the decode threads: bookkeeping
+ * under mu, system calls (open, close, page-cache checks) outside it. Outcomes, epoch ends and
+ * its own outputs go only through d->policy. */
 #include "pipeline/dispatch.h"
 
 #include <errno.h>

@@ -1,18 +1,8 @@
-/* gpu_place.c — the GPU decode stage's placement (gpu_decode.h): create's choice and the
- * ring's sizes (pl_gpu_choose, pl_gpu_stride, pl_gpu_ring_bytes, pl_gpu_temp_bytes,
- * pl_gpu_slots_init), a slot's reset when it opens (pl_gpu_slot_reset_locked),
- * pl_gpu_host_alloc/free (a decode thread's packet buffers on the host backend),
- * pl_gpu_sample_start and pl_gpu_decode (one sample: a packet placed in the slot's stage for
- * the device, or on the host the packet decoded at once) and pl_gpu_batch_desc (the batch's
- * part of the convert desc at submit).
- *
- * DESIGN
- * Sizing and slot init run on the creating thread; slot_reset_locked on an I/O thread with mu
- * held. pl_gpu_decode runs on the decode threads without mu: the placement in the slot is
- * lock-free (the slot's gpu.room, gpu.top, gpu.scratch and gpu.engine are atomics; each sample
- * writes only its own gpu.offs and gpu.flags entries). pl_gpu_batch_desc runs on the thread
- * that counted the slot's last sample down, without mu. Calls only the scheduler's route
- * (gpu_schedule.c). */
+/* gpu_place.c — the GPU decode stage's placement (gpu_decode.h): create's choice, the ring's
+ * sizes, a slot's reset, one sample's packet or pixels, and the batch's part of the submit.
+ * Sizing runs at create, the reset under mu; pl_gpu_decode runs on the decode threads without
+ * mu: placement is lock-free (gpu_slot.h's atomics; each sample writes only its own offs and
+ * flags entries). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,11 +1,6 @@
 /* gpu_slot.h — the GPU decode stage's part of a slot (pl_gpu_slot, a member of every slot):
  * where each sample of the batch is in the stage, whether it is a packet, what the kernels
- * said about it. Only the GPU decode stage (gpu_decode.h) writes it; the others read the
- * refill flag (decode_pool.c, skip.c, run.c).
- *
- * The memory orders are the pipeline's (state.h, MEMORY ORDERING): mu orders a slot's reset
- * before any placement, the placements are relaxed claims, and slot.pending's acq_rel
- * countdown publishes the bytes and totals to pl_slot_finish. */
+ * said about it. Only the GPU decode stage writes it; others read the refill flag. */
 #ifndef RF_PL_GPU_SLOT_H
 #define RF_PL_GPU_SLOT_H
 

@@ -10,33 +10,24 @@
 
 #include "pipeline/dispatch.h"
 
-/* Fail mode: the first failed sample is a sticky error naming shard, member, offset and cause.
- * Skip mode: a failed sample leaves a hole at its output position (batch, index) that another
- * sample fills, chosen so that the batches stay a pure function of (seed, epoch, dataset) and
- * of which samples are bad, whatever the threads and timing:
- *  - Outputs o = 0 .. P-1 of the rank's epoch (o = batch * batch_size + index) normally hold
- *    the rank's candidates j = 0 .. R-1 (rf_plan_sample(j)), then the plan's padding [R, P).
- *  - The forward cursor (the ordinary dispatcher) gives output o candidate o. Holes are filled
- *    strictly in output order (the walk sk->a waits at the first output not yet final) by a
- *    replacement cursor that walks the rank's candidates from the END backwards (sk->rtop). A
- *    replacement that fails leaves the hole open and the next candidate is taken.
- *  - The cursors must never take the same candidate, whatever the timing. So the forward cursor
- *    runs in phases: it dispatches outputs below sk->L freely; at sk->L it waits until every
- *    earlier output is final (a drain), then opens the next phase [o, o + min(C, (rtop-o)/2))
- *    with C = max(SK_PHASE_MIN, 8 * batch_size); the candidates above the phase are the reserve
- *    its holes draw from. Phase ends depend only on earlier outcomes: deterministic.
- *  - When no candidate is left (the cursors met), the hole and every output from there to R
- *    become blank padding (zero image, label -1, is_padding 1, key "", sample id and position
- *    UINT64_MAX). A failed padding sample of the plan becomes blank too and is not counted.
- *    So each batch keeps its planned count, every rank the same number of batches, and
- *    delivered (non-padding) + skipped == R for the rank's epoch.
- *  - The dispatcher enters the next epoch only when all outputs of this one are final
- *    (replacements need this epoch's plan).
- *  - Late verdicts (GPU decode: pl_gpu_check gives them with the batch): such a sample is
- *    pending (SK_LATE) until the GPU decode stage checks its batch, which then goes back to
- *    FILLING for its holes; phases end at batch boundaries (skip_phase_late_locked).
- * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
- * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
+/* A failed sample leaves a hole at its output position that another sample fills, so that
+ * the batches stay a pure function of (seed, epoch, dataset, which samples are bad), whatever
+ * the timing (docs/reliability.md tells it for users):
+ *  - Outputs o = 0 .. P-1 of the rank's epoch (o = batch * batch_size + index) hold the rank's
+ *    candidates j = 0 .. R-1 (rf_plan_sample(j)), then the plan's padding [R, P). The forward
+ *    cursor gives output o candidate o; holes are filled strictly in output order (the walk
+ *    sk->a) by a replacement cursor walking the candidates from the END backwards (sk->rtop).
+ *  - So the cursors never take the same candidate, the forward cursor runs in phases: outputs
+ *    below sk->L go freely; at sk->L it drains (every earlier output final), then opens
+ *    [o, o + min(C, (rtop-o)/2)), C = max(SK_PHASE_MIN, 8 * batch_size); the candidates above
+ *    are the phase's reserve. Phase ends depend only on earlier outcomes.
+ *  - When the cursors met, the hole and every output from there to R become blank padding
+ *    (zero image, label -1, is_padding 1, key "", id and position UINT64_MAX); a failed
+ *    padding sample becomes blank, uncounted. So delivered + skipped == R for the rank's epoch.
+ *  - The next epoch starts only when every output of this one is final.
+ *  - Late verdicts: such a sample is pending (SK_LATE) until its batch is checked; phases end
+ *    at batch boundaries (skip_phase_late_locked).
+ * Without failures the outputs are exactly fail mode's. */
 typedef struct skip_item {
     uint32_t slot, index;
     uint64_t cand; /* candidate j of the rank's epoch, or UINT64_MAX: blank */
