@@ -71,9 +71,8 @@ static int batch_due(const rf_loader *ld, const slot *s)
 }
 
 /* rf_loader_next gave up after next_timeout_ms (mu held): where the awaited batch is, what the
- * pipeline holds, and the oldest sample not through it yet, by file and offset. A read stuck
- * in the kernel (a hung network file system), a decode stuck in a library and a device submit
- * that never returns each read differently here. */
+ * pipeline holds, and the oldest sample not through it, so a stuck read, decode or device
+ * submit each read differently here. */
 static void describe_stall(const rf_loader *ld, const slot *s, char *buf, size_t n)
 {
     PL_ASSERT_LOCKED(&ld->core);

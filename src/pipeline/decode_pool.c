@@ -1,9 +1,6 @@
-/* decode_pool.c — the decode threads (decode_pool.h): each takes a task off the decode
- * queue, locates the image, label and extra fields in the span read for it, decodes, crops and
- * resizes straight into the sample's row of its slot (or fills a blank, in skip mode), and
- * hands the task back.
- * Each thread waits on cv_dec under mu for the queue, then decodes without mu, touching only its
- * own sample's row, its own decoder and the atomic counters; the outcome goes to pl_task_end.
+/* decode_pool.c — the decode threads (decode_pool.h). Each waits on cv_dec under mu for the
+ * queue, then decodes without mu into its own sample's row (or fills a blank), touching only
+ * that row, its own decoder and the atomic counters, and hands the task to pl_task_end.
  * rf_config.sample_hook runs here, without mu, between decode and host conversion (create
  * refuses it with the GPU paths, whose pixels never reach this thread). */
 #include "pipeline/decode_pool.h"
@@ -50,10 +47,9 @@ static int class_check(const pl_pool *p, const rf_sample *sm, int32_t label, rf_
                      label, n);
 }
 
-/* Hand the decoded row img of task t (slot s) to rf_config.sample_hook, with *label for it
- * to keep or overwrite. The view describes the row as staged (p->decode->tf.layout: the configured
- * layout for uint8 output, NHWC before a conversion). A non-zero return is a bad sample,
- * named like a decode failure (the caller adds the shard). */
+/* Hand the decoded row img of task t to rf_config.sample_hook, with *label for it to keep or
+ * overwrite; the view describes the row as staged (NHWC before a conversion). A non-zero
+ * return is a bad sample, named like a decode failure. */
 static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int32_t *label,
                     uint32_t dhdr, rf_err *e)
 {

@@ -74,11 +74,8 @@ size_t pl_gpu_ring_bytes(const pl_gpu *g)
     return n;
 }
 
-/* The device pool's temporaries per copy stream with GPU decode on the device: the staged
- * copy the kernels read, the decoded batch when a conversion follows, and the scratch, status
- * and flags. GPU decode's scratch is what the batch's packets take: RF_GJ_SCRATCH_RESERVE a
- * sample is reserved, and a batch of larger crops grows the pool once (counted in
- * device_allocs_after_create). */
+/* The device pool's temporaries per copy stream: RF_GJ_SCRATCH_RESERVE of scratch a sample
+ * is reserved, and a batch of larger crops grows the pool once (device_allocs_after_create). */
 size_t pl_gpu_temp_bytes(const pl_gpu *g, size_t staged, int convert)
 {
     size_t B = g->ring->batch;
@@ -246,8 +243,6 @@ int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint
     const rf_transform *tf = &g->decode->tf;
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {g, s, t->index, img, gh};
-    /* The scheduler decides (gpu_schedule.c): a hash of the sample's own seed against the
-     * manual percentages, or against the balancing scheduler's shares of the moment. */
     int route = pl_sched_route(g, t->aug_seed), engine = route == PL_ROUTE_ENGINE;
     /* PNG and WebP have no GPU decode: they take the CPU path into the same batch, as a JPEG
      * routed to the CPU does. */

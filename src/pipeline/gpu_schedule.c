@@ -1,11 +1,7 @@
-/* gpu_schedule.c — the GPU decode stage's scheduler (gpu_decode.h, over the controller of
- * schedule.h): the mode resolved at create (pl_sched_choose), the engines' opener thread
- * (pl_sched_start, pl_sched_stop), the route of one sample (pl_sched_route) and the
- * consumer's measurements per batch, a controller step per window (pl_sched_batch).
- * choose and start run on the creating thread, stop on destroy's; pl_sched_batch on the
- * stage's thread without mu (the window and the controller are its own); pl_sched_route on the
- * decode threads without mu. The memory orders of the shares and the engines' state:
- * pl_sched in gpu_decode.h. */
+/* gpu_schedule.c — the GPU decode stage's scheduler (gpu_decode.h, over schedule.h's
+ * controller). choose and start run at create, stop at destroy; pl_sched_batch on the stage's
+ * thread without mu (the window and the controller are its own); pl_sched_route on the decode
+ * threads without mu. Memory orders: pl_sched in gpu_decode.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +24,9 @@ int pl_sched_choose(pl_gpu *g, rf_config *c, rf_err *err)
                      : c->source == RF_SOURCE_TOKENS ? "a token source"
                      : c->batch_size > RF_GJ_MAX_BATCH ? "batches of more than 65,535 samples"
                      : NULL;
-    /* AUTO is BALANCE on the CUDA backend (the test hook makes it so on the host, so the
-     * scheduler's pipeline runs in CI), with the GPU paths' prefetch_depth when that was
-     * AUTO too (config_resolve gave it the CPU's before the backend was known); the CPU
-     * elsewhere and where BALANCE cannot run. */
+    /* AUTO is BALANCE on the CUDA backend (or the host with the test hook), with the GPU
+     * paths' prefetch_depth when that was AUTO too; the CPU elsewhere and where BALANCE
+     * cannot run. */
     if (c->decode_schedule == RF_SCHEDULE_AUTO) {
         c->decode_schedule = (device || h->sched) && !no ? RF_SCHEDULE_BALANCE
                                                          : RF_SCHEDULE_CPU;
@@ -54,10 +49,9 @@ int pl_sched_choose(pl_gpu *g, rf_config *c, rf_err *err)
     g->sched.trace = getenv("RINGFEED_SCHED_TRACE") && *getenv("RINGFEED_SCHED_TRACE") &&
                      strcmp(getenv("RINGFEED_SCHED_TRACE"), "0") != 0;
     rf_sched_init(&g->sched.ctl);
-    /* The ring's first fill goes to the kernels: no training step runs before the first batch
-     * is handed out, so the GPU is idle, and its decode is the fastest path to that batch.
-     * The consumer's first batch publishes the controller's shares (pl_sched_batch), and the
-     * fill's batches are not measured (measure). */
+    /* The ring's first fill goes to the kernels: no training step runs yet, so the GPU is
+     * idle. The first batch handed out publishes the controller's shares; the fill's batches
+     * are not measured. */
     atomic_store_explicit(&g->sched.gpu, RF_SCHED_ONE, memory_order_relaxed);
     atomic_store_explicit(&g->sched.hw, 0, memory_order_relaxed);
     return 0;
@@ -154,13 +148,11 @@ static int engines_ready(pl_gpu *g)
            RF_HW_ENGINES_READY;
 }
 
-/* MANUAL: the seeded split of gpu_decode_percent and hw_decode_percent (the lowest
- * percentiles to the engines, the next to the kernels); the engines' percentiles take the path
- * the split gives the next ones (the kernels with gpu_decode, else the CPU) while the engines
- * are not ready: opening, or for good when they are missing. BALANCE: the same percentile
- * against the controller's shares, engines first, and only once they are ready. Every path
- * gives a sample the same pixels, up to the engines' IDCT rounding (pl_sched_choose's
- * dct_scaling rule). */
+/* MANUAL: the seeded split of hw_decode_percent (lowest percentiles, the engines) and
+ * gpu_decode_percent (next, the kernels); while the engines are not ready their percentiles
+ * go to the kernels with gpu_decode, else the CPU. BALANCE: the same percentile against the
+ * controller's shares, engines first once ready. Every path gives the same pixels, up to the
+ * engines' IDCT rounding. */
 int pl_sched_route(pl_gpu *g, uint64_t aug_seed)
 {
     uint32_t pc = rf_plan_gpu_percentile(aug_seed);

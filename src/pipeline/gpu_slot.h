@@ -24,14 +24,11 @@ typedef struct pl_gpu_slot {
     _Atomic int64_t room;
     _Atomic uint64_t scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
     _Atomic uint32_t engine;  /* engine packets in the slot (hardware decoder) */
-    /* Packets of the batch (engine or kernels), counted at submit (pl_gpu_batch_desc), on the
-     * thread that then asks whether the batch needs a check: with none and no skip policy,
-     * it has no verdict to wait for (pl_gpu_needs_check). */
+    /* Packets of the batch, counted at submit (pl_gpu_batch_desc, read by pl_gpu_needs_check). */
     uint32_t packets;
-    /* Skip mode with late verdicts: the GPU decode stage checked the batch and it waits for the
-     * replacements of its bad samples, which decode threads decode on the CPU (full scale, the
-     * kernels' pixels) with their verdicts at once. Written under mu (verdicts_skip, and cleared
-     * when the slot opens), which hands it to the replacements' decode threads. */
+    /* Skip mode with late verdicts: the checked batch waits for its holes' replacements, which
+     * are decoded on the CPU with their verdicts at once. Written under mu (verdicts_skip;
+     * cleared when the slot opens), which hands it to the replacements' decode threads. */
     int refill;
 } pl_gpu_slot;
 

@@ -1,9 +1,7 @@
-/* schedule.h — the decode scheduler's controller (rf_config.decode_schedule BALANCE,
- * schedule.c): where the JPEGs are decoded, the hardware decoders, the CUDA kernels or the
- * CPU, as shares that a pure function of what the consumer measured over a window of batches
- * moves; tests/test_schedule.c feeds it simulated plants (a consumer's period as a function of
- * the shares). The loader's side of the scheduler (the mode at create, the route of a sample,
- * the measurements, the engines' opener) is the GPU decode stage's: gpu_decode.h. */
+/* schedule.h — the decode scheduler's controller (decode_schedule BALANCE, schedule.c): the
+ * shares of the JPEGs decoded by the engines, the kernels and the CPU, moved by a pure
+ * function of one window's measurements, so tests/test_schedule.c can feed it simulated
+ * plants. The loader's side of the scheduler is gpu_decode.h's. */
 #ifndef RF_PL_SCHEDULE_H
 #define RF_PL_SCHEDULE_H
 

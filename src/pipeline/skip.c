@@ -320,10 +320,8 @@ static int skip_failed_locked(pl_dispatch *d, const task *t, int reason, int cod
     return 1;
 }
 
-/* The late verdict on position (si, index) (GPU decode, from pl_gpu_check): code 0 good,
- * otherwise a hole counted under `reason`, as a sample that failed on its decode thread.
- * A sample that failed on its decode thread in such a batch becomes its hole now, whatever
- * the code. Returns 1 for a hole. A position that waits for no verdict (a blank, a refill's
+/* pl_policy.late_locked. A sample that failed on its decode thread in such a batch becomes
+ * its hole now, whatever the code. A position that waits for no verdict (a blank, a refill's
  * replacement, or one given before the slot was refilled) is left as it is. */
 static int skip_late_locked(pl_dispatch *d, uint32_t si, uint32_t index, int reason, int code,
                             const char *msg)

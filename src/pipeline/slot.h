@@ -1,7 +1,5 @@
-/* slot.h — the types a batch travels in: a slot of the ring (its state, its samples' rows and
- * tables, its device batch, the GPU decode's and the extra fields' parts), a task (one
- * sample's read and decode), and the backend a finished slot goes to. Types only: the ring
- * that holds the slots is ring.h's, the dispatcher that fills them dispatch.h's. */
+/* slot.h — the types a batch travels in: a slot of the ring, a task (one sample's read and
+ * decode), and the backend a finished slot goes to. Types only. */
 #ifndef RF_PL_SLOT_H
 #define RF_PL_SLOT_H
 

@@ -1,9 +1,6 @@
-/* submit.c — the backend side of a slot: when a batch's last sample is in, its copy (and
- * conversion, and GPU decode kernels) is enqueued on the backend and the slot published READY
- * (or BAD, fail mode, when one of its samples failed; or CHECKING, for the GPU decode stage to
- * check its verdicts first); a returned slot is released to the backend, behind the test hook.
- * pl_slot_finish runs on the thread that counted the slot's last sample down: the submit
- * without mu, then mu to publish the slot (cv_out) or record a failed submit. */
+/* submit.c — the copy stage (submit.h). pl_slot_finish runs on the thread that counted the
+ * slot's last sample down: the submit without mu, then mu to publish the slot (READY, BAD or
+ * CHECKING; cv_out) or record a failed submit. */
 #include "pipeline/submit.h"
 
 #include <stdio.h>

@@ -49,12 +49,10 @@ typedef struct rf_test_hooks {
      * packed batch with the kernels' host code as cuda_submit's kernels would. uint8 output
      * only (create refuses hw_decode_percent and conversions with it). */
     int gpu_device_layout;
-    /* sched: the host backend runs the balancing scheduler (AUTO becomes BALANCE, as on CUDA):
-     * kernel packets decoded by the kernels' host code, engine packets by rf_decode_planes. Its
-     * engines (and MANUAL hw_decode_percent's, otherwise ready at create on the host) open on
-     * the opener thread after sched_open_ms, or never with sched_no_engines. sched_perturb,
-     * when set, is called on the stage's thread once per batch handed out and may overwrite
-     * the shares (clamped to 1000 and hw <= gpu), as a real run's timing would move them. */
+    /* sched: the host backend runs the balancing scheduler (AUTO becomes BALANCE, as on
+     * CUDA); its engines open on the opener thread after sched_open_ms, or never with
+     * sched_no_engines. sched_perturb, when set, is called on the stage's thread once per batch
+     * handed out and may overwrite the shares (clamped), as a real run's timing would. */
     int sched;
     int sched_no_engines;
     uint32_t sched_open_ms;
