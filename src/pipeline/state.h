@@ -22,10 +22,11 @@
  *  - cv_gpu: the GPU decode stage's thread waits for a batch to check or a handout. Signalled
  *    by a submit that leaves a slot CHECKING and by each handout; broadcast on stop.
  * With mu held, code touches the cursors, arena, task ring, decode queue, slot states and skip
- * bookkeeping, formats messages (fstat()ing a file whose read failed), and calls the plan, the token window and rf_pc_direct_span/fd,
- * which neither block nor lock. It never calls the backend, the I/O engine, a decoder,
- * rf_pc_check/warm, a test hook, rf_config.sample_hook, or open()/close(). Functions named
- * *_locked, and every pl_policy entry but setup, must be called with mu held.
+ * bookkeeping, formats messages (fstat()ing a file whose read failed), and calls the plan,
+ * the token window and rf_pc_direct_span/fd, which neither block nor lock. It never calls the
+ * backend, the I/O engine, a decoder, rf_pc_check/warm, a test hook, rf_config.sample_hook, or
+ * open()/close(). Functions named *_locked, and every pl_policy entry but setup, must be
+ * called with mu held.
  * Without mu: slot.pending counts a batch's samples down (pl_slot_finish); statistics and the
  * slot.gpu claims are atomics; the consumer's cursor belongs to its thread; settings, dataset,
  * ring and tables are written at create (or with every thread stopped) and only read after.
