@@ -1,16 +1,9 @@
 /* cache.c — the pipeline's remote shards (cache.h): the client create opens for URL patterns,
  * and the glue between the pipeline and the local shard cache (io/remote_cache.h), which does
  * the work.
- *
- * DESIGN
- *  - The cache opens with the remote client, before the dataset (pl_remote_setup), whose
- *    shards are opened through its table so that create reads a cached shard from its copy;
- *    the shards are attached once the dataset is open (pl_cache_setup).
- *  - pl_cache_has runs under mu in dispatch (pl_task_set_read): a read of a shard whose copy
- *    is cached is marked `cached`, and the curl engine reads the copy, checked, falling back
- *    to the URL when the copy is gone or does not match (io/remote_cache.h).
- *    remote_cache.c takes its own mutex after mu, never mu after its own.
- *  - pl_cache_go runs on the consumer's thread once, when it is handed its first batch. */
+ * The cache opens with the client, before the dataset, so create reads a cached shard from
+ * its copy. pl_cache_has runs under mu (the one lock taken after mu: state.h); a read it marks
+ * `cached` is served from the copy, checked, or from the URL (io/remote_cache.h). */
 #include "pipeline/cache.h"
 
 #include <stdatomic.h>

@@ -1,18 +1,9 @@
-/* config.c — a caller's config made the loader's: the settings table's defaults and range
- * checks (base/settings.c), the AUTO values that follow from the config and the machine, the
- * checks between fields (pl_apply_defaults), and the effective config a created loader reports
- * (rf_loader_config).
- *
- * DESIGN
- * A setting's default, AUTO value and range are its row of the settings table, and
- * rf_settings_resolve / rf_settings_check apply them to every field; this file holds only
- * what a row cannot say: the rules of the AUTO values that follow from the config and the
- * machine (config_resolve), and the checks that involve several fields. The AUTO values that
- * depend on what create finds later (device_kind: the backend chosen; io_engine and
- * io_threads: what the probe allows; staging_bytes: the arena sized from the data set) are
- * resolved by the stage that decides them (create.c, ring.c), and rf_loader_config reads them
- * back from the loader. Runs on the creating thread (and rf_loader_config on any), before
- * anything is allocated; touches only the loader's own copy of the config. */
+/* config.c — a caller's config made the loader's (pl_apply_defaults) and the effective config
+ * a created loader reports (rf_loader_config). Defaults, AUTO values and ranges are the rows
+ * of the settings table (base/settings.c); this file holds only what a row cannot say: AUTO
+ * rules that follow from the config and the machine (config_resolve) and checks across
+ * fields. AUTO values that depend on what create finds later (backend, I/O engine, arena) are
+ * resolved by the stage that decides them and read back by rf_loader_config. */
 #include <stddef.h>
 #include <string.h>
 
@@ -23,11 +14,8 @@
 #include "pipeline/loader.h"
 
 /* Resolve *c in place, after its values were checked: a field left AUTO gets its fixed default
- * (rf_settings_resolve), and the AUTO values whose rule depends only on the config and the
- * machine take their value: image_height and image_width (image_size), resize_shorter,
- * flip_prob, decode_nice, decode_threads (rf_cpu_count, within its row's range), prefetch_depth,
- * token_dtype (token sources), decode_schedule (MANUAL with gpu_decode or hw_decode_percent;
- * dct_scaling is resolved with the schedule, at create: schedule.c pl_sched_choose). */
+ * (rf_settings_resolve), then the AUTO values whose rule depends only on the config and the
+ * machine (dct_scaling is resolved with the schedule at create: pl_sched_choose). */
 static void config_resolve(rf_config *c)
 {
     rf_settings_resolve(c);

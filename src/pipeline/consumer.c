@@ -1,16 +1,9 @@
 /* consumer.c — the consumer's calls: rf_loader_next (wait for the next batch, lease it, raise
  * a failed batch's error in batch order), rf_loader_release, rf_batch_wait/synchronize,
  * set_epoch, stop, cancel, and the resume state.
- *
- * DESIGN
- * Runs on the consumer's thread (one at a time, as the API says). It waits on cv_out under mu
- * for its batch, and owns the consumer cursor (pl_consumer) without mu. rf_loader_cancel
- * is the exception: any thread may call it, during any call, and it only sets `cancelled`
- * under mu and wakes cv_out, so a consumer waiting there returns RF_ECLOSED. rf_loader_next
- * leases a batch and waits for it: the decode work behind it (the GPU decode's checks, the
- * scheduler, the engines' opener, the cache's fills) runs on the stages' own threads, which it
- * only tells of each batch it was handed. Backend calls (release) run without mu; set_epoch
- * restarts the threads through run.c. */
+ * Runs on the consumer's thread (one at a time, as the API says), which owns pl_consumer
+ * without mu and waits on cv_out under mu. rf_loader_cancel is the exception: any thread, any
+ * time; it only sets `cancelled` under mu and wakes cv_out. Backend calls run without mu. */
 #include "pipeline/consumer.h"
 
 #include <errno.h>
@@ -78,9 +71,8 @@ static int batch_due(const rf_loader *ld, const slot *s)
 }
 
 /* rf_loader_next gave up after next_timeout_ms (mu held): where the awaited batch is, what the
- * pipeline holds, and the oldest sample not through it yet, by file and offset. A read stuck
- * in the kernel (a hung network file system), a decode stuck in a library and a device submit
- * that never returns each read differently here. */
+ * pipeline holds, and the oldest sample not through it, so a stuck read, decode or device
+ * submit each read differently here. */
 static void describe_stall(const rf_loader *ld, const slot *s, char *buf, size_t n)
 {
     PL_ASSERT_LOCKED(&ld->core);
@@ -215,9 +207,8 @@ int rf_loader_next(rf_loader *ld, rf_batch **out)
     ld->c.wait_ns += waited;
     if (rc)
         return rc;
-    /* The stages that follow the consumer's pace hear of the batch; each acts on its own
-     * thread: the GPU decode stage's scheduler measures it, the shard cache's fills start
-     * after the first batch, so that they never compete with it. */
+    /* The stages that follow the consumer's pace hear of the batch and act on their own
+     * threads (the scheduler measures it; the cache's fills start after the first batch). */
     pl_gpu_handed(&ld->gpu, s->seq, waited);
     pl_cache_go(&ld->remote);
     fill_batch(ld, s);
@@ -242,8 +233,7 @@ int rf_loader_release(rf_loader *ld, rf_batch *batch, void *stream)
             s = &ld->ring.slots[i];
     rf_err e = {0};
     /* The state is read under mu: a slot released before is FREE and the dispatcher may be
-     * reopening it (FILLING) right now (a data race TSan found with a double release). Once
-     * seen LEASED it stays so until this thread frees it: only the consumer leaves LEASED. */
+     * reopening it right now. Once seen LEASED it stays so: only the consumer leaves LEASED. */
     int leased = 0;
     if (s) {
         pl_lock(&ld->core);
@@ -261,12 +251,9 @@ int rf_loader_release(rf_loader *ld, rf_batch *batch, void *stream)
     ld->c.leased--;
     if (rc)
         pl_fail_locked(&ld->core, rc, e.msg); /* (which wakes every thread itself) */
-    /* One I/O thread, not all: every thread waiting on cv_io waits for the same thing, work
-     * dispatch_one_locked can hand out, and the one woken passes the wake on while there may
-     * be more (pl_io_take). A broadcast woke all four I/O threads of the GPU paths at every
-     * release, on the training loop's thread: with the ring full, 6.6-7.5 context switches of
-     * theirs per batch against 1.3-1.6 (test_loader release_wakes_one_io_thread), and on a
-     * 2-CPU host this call took 350-470 us instead of 18-26 while they preempted it. */
+    /* One I/O thread, not all: every thread waiting on cv_io waits for the same thing, and
+     * the one woken passes the wake on while there may be more (pl_io_take). A broadcast
+     * would preempt the training loop's thread at every release (docs/gpu-decode.md). */
     pthread_cond_signal(&ld->core.cv_io);
     pl_unlock(&ld->core);
     return rc ? pl_set_last(&ld->core, &e) : 0;

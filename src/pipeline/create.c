@@ -1,15 +1,9 @@
-/* create.c — rf_loader_create and rf_loader_destroy: open the data set through its format
- * (loaders/: tar, folder, tokens), plan the rank's share (and shard order), take the resume
- * point, choose the backend, wire the stages (each initialised from the resolved config by its
- * own init function, given the neighbours it talks to), allocate them in the NUMA scope, set up
- * the I/O stage, and start the pipeline (run.c); destroy undoes it in reverse.
- *
- * DESIGN
- * Runs on the caller's thread. Create touches every stage before any other thread exists;
- * destroy stops the threads first (pl_pipeline_stop) and then frees. A loader whose create
- * failed part-way is destroyed the same way, so each step leaves what it made where destroy
- * finds it. Last in loader.h's dependency order: it may call any pipeline file. It is the one
- * reader of ld->cfg besides config.c's report; the stages copied what they read. */
+/* create.c — rf_loader_create and rf_loader_destroy: open the data set, plan the rank's
+ * share, take the resume point, choose the backend, wire the stages, allocate them in the
+ * NUMA scope, set up the I/O stage and start the pipeline; destroy undoes it in reverse.
+ * Runs on the caller's thread, before any other thread exists; destroy stops the threads
+ * first. A loader whose create failed part-way is destroyed the same way, so each step leaves
+ * what it made where destroy finds it. The one reader of ld->cfg besides config.c's report. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,9 +142,7 @@ static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *
     return 0;
 }
 
-/* The backend, and the GPU decode stage's choices that depend on it (the schedule, whether
- * samples become packets for the device); the engines open on a thread of their own, off the
- * first batch. */
+/* The backend, and the GPU decode stage's choices that depend on it. */
 static int choose_backend(rf_loader *ld, rf_err *err)
 {
     rf_config *c = &ld->cfg;
@@ -175,9 +167,8 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     if (rc || (rc = pl_gpu_choose(&ld->gpu, err)))
         return rc;
     rc = be->ops->create(c->device_index, ld->ring.depth, &be->b, err);
-    /* hw_decode_percent: what can be known cheaply is create's error: a backend without
-     * hardware decoders, or a libnvjpeg that does not load. The open itself is left to the
-     * opener thread, as with BALANCE (pl_sched_start). */
+    /* hw_decode_percent: what can be known cheaply (no hardware decoders, a libnvjpeg that
+     * does not load) is create's error; the open itself is the opener thread's. */
     if (rc == 0 && ld->gpu.device && c->hw_decode_percent)
         rc = be->ops->engine_load ? be->ops->engine_load(err)
                                   : rf_seterr(err, RF_EINVAL, "hw_decode_percent: the %s "
@@ -213,12 +204,9 @@ static int memory_setup(rf_loader *ld, rf_err *err)
     return 0;
 }
 
-/* The stages' memory, inside a scope on the NUMA node (inherited placement): the ring and its
- * slots (GPU decode's arrays after the labels), the fields' rows, the arena and task ring, the
- * decoders, and the device pool. Two batches of slack beyond the ring: a slow consumer stream
- * delays reuse. Per copy stream, temporaries: the staged copy a conversion or GPU decode
- * reads, and for GPU decode its scratch, status and flags, plus the decoded batch when a
- * conversion follows. */
+/* The stages' memory, inside a scope on the NUMA node (inherited placement). The device pool
+ * gets two batches of slack beyond the ring (a slow consumer stream delays reuse) and per copy
+ * stream the temporaries (pl_gpu_temp_bytes). */
 static int alloc_stages(rf_loader *ld, rf_err *err)
 {
     pl_ring *r = &ld->ring;
@@ -377,11 +365,9 @@ void rf_loader_destroy(rf_loader *ld)
         return;
     if (pl_forked(&ld->core)) {
         /* A fork() child's copy: deliberately leaked. Its threads do not exist here, `mu` may
-         * have been copied locked, and structures may have been copied mid-update by those
-         * threads; the io_uring rings and the CUDA context are the parent's. Walking any of it
-         * could hang or crash, and closing nothing leaves the parent untouched. The memory is
-         * the child's copy-on-write view, returned when the child exits or execs (every
-         * descriptor ringfeed opens is O_CLOEXEC). */
+         * have been copied locked mid-update, and the io_uring rings and CUDA context are the
+         * parent's: walking any of it could hang or crash. The memory is the child's
+         * copy-on-write view; every descriptor ringfeed opens is O_CLOEXEC. */
         pl_fork_error(&ld->core);
         return;
     }

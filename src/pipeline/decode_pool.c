@@ -1,16 +1,8 @@
-/* decode_pool.c — the decode threads (decode_pool.h): each takes a task off the decode
- * queue, locates the image, label and extra fields in the span read for it, decodes, crops and
- * resizes straight into the sample's row of its slot (or fills a blank, in skip mode), and
- * hands the task back.
- *
- * DESIGN
- * Runs on the `decode_threads` decode threads, started and joined by run.c. Each waits on cv_dec
- * under mu for the dispatcher's queue (pl_task_next_decode), then decodes without mu, touching only
- * its own sample's row of the slot, its own decoder, and the atomic counters. The outcome goes to
- * pl_task_end (dispatch.c), which applies the error policy, frees the task and counts the slot
- * down; GPU decode's placement is gpu_place.c's. The user's rf_config.sample_hook runs here too, on
- * the decoded row and without mu, between the decode and the host conversion (create refused it
- * with the GPU paths, whose pixels never reach this thread). */
+/* decode_pool.c — the decode threads (decode_pool.h). Each waits on cv_dec under mu for the
+ * queue, then decodes without mu into its own sample's row (or fills a blank), touching only
+ * that row, its own decoder and the atomic counters, and hands the task to pl_task_end.
+ * rf_config.sample_hook runs here, without mu, between decode and host conversion (create
+ * refuses it with the GPU paths, whose pixels never reach this thread). */
 #include "pipeline/decode_pool.h"
 
 #include <errno.h>
@@ -55,10 +47,9 @@ static int class_check(const pl_pool *p, const rf_sample *sm, int32_t label, rf_
                      label, n);
 }
 
-/* Hand the decoded row img of task t (slot s) to rf_config.sample_hook, with *label for it
- * to keep or overwrite. The view describes the row as staged (p->decode->tf.layout: the configured
- * layout for uint8 output, NHWC before a conversion). A non-zero return is a bad sample,
- * named like a decode failure (the caller adds the shard). */
+/* Hand the decoded row img of task t to rf_config.sample_hook, with *label for it to keep or
+ * overwrite; the view describes the row as staged (NHWC before a conversion). A non-zero
+ * return is a bad sample, named like a decode failure. */
 static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int32_t *label,
                     uint32_t dhdr, rf_err *e)
 {
@@ -85,12 +76,9 @@ static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int3
                      m, r, (unsigned long long)t->sample_id, (unsigned long long)v.epoch);
 }
 
-/* Decode task t's sample into its row of slot s: locate the image, label and extra fields in
- * the span (tar), copy the fields (fields.c), check the image's signature (JPEG, PNG or
- * WebP), decode on the CPU or through GPU decode (gpu_place.c; JPEG only), run the sample hook,
- * convert on the host backend. An error sets t->why, whose fault it is
- * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset (the
- * caller adds the shard). */
+/* Decode task t's sample into its row of slot s. An error sets t->why, whose fault it is
+ * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset
+ * (the caller adds the shard). */
 static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_host *gh,
                        rf_err *e)
 {

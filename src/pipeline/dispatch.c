@@ -1,16 +1,10 @@
 /* dispatch.c — the forward cursor and the I/O engine's two callbacks: take() walks the plan,
  * claiming slots, tasks and arena spans and emitting reads; done() queues a read for decode
- * (or, for token windows, counts it in); the decode queue the decode threads take tasks from, and
- * pl_task_end, where they hand back a sample; and the fail policy, the default table the
- * cursor calls for outcomes.
- *
- * DESIGN
- * take() and done() run on the I/O threads, pl_task_end on the decode threads; all three do
- * their bookkeeping under mu and their system calls (open, close of per-read descriptors,
- * page-cache checks) outside it. The cursor touches its own state (the cursor, the arena, the
- * task ring, the decode queue) and the opening of slots; it learns what to do with outcomes,
- * epoch ends and its own outputs only through d->policy (the skip policy lives in skip.c and
- * is never named here). A slot's last sample publishes it through submit.c. */
+ * (token windows: counts it in); pl_task_end, where decode threads hand back a sample; and the
+ * fail policy.
+ * take() and done() run on the I/O threads, pl_task_end on the decode threads: bookkeeping
+ * under mu, system calls (open, close, page-cache checks) outside it. Outcomes, epoch ends and
+ * its own outputs go only through d->policy. */
 #include "pipeline/dispatch.h"
 
 #include <errno.h>
@@ -477,10 +471,9 @@ task *pl_task_next_decode(pl_dispatch *d, int *failed, int *moot)
 }
 
 /* A decode thread is through with task t: `failed`, the loader had failed before it started
- * (the sample only frees its task); otherwise rc 0, the sample is in, or its error e (t->why
- * says whose fault: SKIP_FATAL is fatal to the loader, any other reason is the sample's and
- * goes to the error policy). The task is freed, and a sample that counts (decoded, and fail
- * mode's data errors) counts its slot down; the last one publishes the slot. */
+ * (the task is only freed); otherwise rc 0, or its error e, whose t->why SKIP_FATAL is fatal
+ * to the loader and any other reason goes to the error policy. A sample that counts (decoded,
+ * or fail mode's data error) counts its slot down. */
 void pl_task_end(pl_dispatch *d, task *t, int failed, int rc, const rf_err *e)
 {
     slot *s = &d->ring->slots[t->slot];
@@ -505,11 +498,9 @@ void pl_task_end(pl_dispatch *d, task *t, int failed, int rc, const rf_err *e)
 }
 
 /* ---- the fail policy (on_error = FAIL) --------------------------------------------------------
- * The first failed sample is a sticky error naming shard, member, offset and cause: each batch
- * keeps its lowest failed index (pl_slot_bad_locked), the batch still completes, and the
- * consumer raises the error when it reaches that batch, so every batch before it is delivered.
- * Nothing to allocate, no replacements, and the next epoch is planned as soon as the cursor
- * passes the last batch. */
+ * Each batch keeps its lowest failed index (pl_slot_bad_locked) and still completes; the
+ * consumer raises it on reaching that batch. No replacements; the next epoch is planned as
+ * soon as the cursor passes the last batch. */
 
 static int fail_setup(pl_dispatch *d, rf_err *err)
 {

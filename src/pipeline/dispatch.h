@@ -1,10 +1,7 @@
 /* dispatch.h — the dispatcher (dispatch.c): the forward cursor over the plan, the staging
- * arena, the task ring and the decode queue, and the I/O engine's two callbacks. take() walks
- * the plan in order, claiming slots, tasks and arena spans and emitting reads; done() queues
- * a read for decode (or, for token windows, counts it in); a decode thread takes a task off
- * the queue and hands it back through pl_task_end. What to do with outcomes, epoch ends and
- * its own outputs it learns only from its error policy (policy.h): the fail policy below, or
- * the skip policy (skip.h), which uses what is exported here. */
+ * arena, the task ring, the decode queue and the I/O engine's two callbacks. What to do with
+ * outcomes it learns only from its error policy (policy.h): the fail policy, or the skip
+ * policy (skip.h), which uses what is exported here. */
 #ifndef RF_PL_DISPATCH_H
 #define RF_PL_DISPATCH_H
 
@@ -53,10 +50,8 @@ typedef struct pl_dispatch {
     uint64_t epochs_left;      /* 0 = forever */
     int done;
     /* 1: the dispatcher's last try stopped for room in the task ring or the arena, which a
-     * finished task gives back: only then does one wake the I/O threads (task_finish_locked).
-     * Set where the room is found missing (pl_tasks_full_locked, arena_alloc_locked). Waking
-     * them at every finished task, also while they waited for a slot (which only a release
-     * frees) or for the skip walk, preempted the training loop's threads for nothing. */
+     * finished task gives back: only then does one wake the I/O threads (task_finish_locked),
+     * so threads waiting for a slot or the skip walk are not woken for nothing. */
     int room;
     /* The staging arena: reads land here, claimed in dispatch order, freed in that order. */
     uint8_t *arena;

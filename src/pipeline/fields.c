@@ -1,15 +1,7 @@
-/* fields.c — extra fields (rf_config.fields): the list checked and copied at create, each
- * slot's field buffers sized from max_field_bytes, a sample's members copied into its row on
- * its decode thread, and the rf_field table a batch points at.
- *
- * DESIGN
- * The members come out of the span already read for the image: decode_pool.c's walk of the
- * span (rf_tar_locate_fields) finds them with the image and label, and pl_fields_copy copies
- * them, so a field costs no read. Each slot holds, per field, batch_size rows of
- * max_field_bytes (allocated at create, never per sample), so a decode thread writes only its
- * own sample's row, as it does for pixels: the rows reach the consumer through the slot's
- * pending countdown like the rest of the sample (state.h, MEMORY ORDERING). Row i of every
- * field starts at i x max_field_bytes, so one offsets table serves every slot and field. */
+/* fields.c — extra fields (fields.h). The members come out of the span already read for the
+ * image (rf_tar_locate_fields), so a field costs no read. Rows are allocated at create and a
+ * decode thread writes only its own sample's, published like its pixels by the slot's pending
+ * countdown. */
 #include "pipeline/fields.h"
 
 #include <stdio.h>

@@ -1,22 +1,10 @@
 /* gpu_decode.h — the GPU decode stage (rf_config.gpu_decode, hw_decode_percent,
- * decode_schedule): everything of the pipeline that decides where a JPEG is decoded and
- * brings a GPU-decoded batch to the consumer, in one place:
- *  - placement (gpu_place.c): create's choice and the ring's sizes, a slot's arrays and its
- *    reset when it opens, a decode thread's sample (a packet placed in the slot's stage for
- *    the device, or on the host the packet decoded at once), the batch's part of the submit;
- *  - verdicts (gpu_verdict.c): the wait for a batch's kernels, their host emulation, the CPU
- *    decode again of an engine packet with a bad Huffman code, and the verdicts turned into
- *    the sample's error (fail mode) or, through the skip policy, into holes refilled after
- *    the stage's compaction (skip mode);
- *  - the decode scheduler (gpu_schedule.c over the pure controller of schedule.h): the mode
- *    resolved at create, the route of each sample, the consumer's measurements and the
- *    controller's steps, and the engines' opener thread;
- *  - the stage's thread (gpu_stage.c), which drives the last two: it checks each submitted
- *    batch that needs it (SLOT_CHECKING) and publishes it, and takes in the consumer's
- *    handouts for the scheduler, so the consumer only leases its batches and waits for them.
- * Its state is one member of the loader (pl_gpu) and one of each slot (gpu_slot.h). Other
- * stages call the functions below, never its members but the flags on, device and late, and
- * stats.c its counters. */
+ * decode_schedule): where a JPEG is decoded and how a GPU-decoded batch reaches the consumer.
+ * Placement (gpu_place.c), verdicts (gpu_verdict.c), the scheduler (gpu_schedule.c over
+ * schedule.h) and the stage's thread that drives the last two (gpu_stage.c), so the consumer
+ * only leases its batches and waits for them. Its state is one member of the loader (pl_gpu)
+ * and one of each slot (gpu_slot.h); other stages call the functions below and read only the
+ * flags on, device and late (stats.c also its counters). */
 #ifndef RF_PL_GPU_DECODE_H
 #define RF_PL_GPU_DECODE_H
 
@@ -98,21 +86,17 @@ typedef struct pl_gpu {
     /* Set at create (pl_gpu_choose, pl_gpu_stride), read by every thread. */
     int on;       /* gpu_decode or hw_decode_percent: samples may become packets */
     int device;   /* ... on the CUDA backend: packets go to the device */
-    /* Packets' verdicts come with the batch, after every sample of it was counted in: on the
-     * device, or on the host with the test hook gpu_late_verdicts. The stage's thread checks
-     * them (pl_gpu_check) before the batch is handed out. */
+    /* Verdicts come with the batch (the device, or the hook gpu_late_verdicts): the stage's
+     * thread checks them (pl_gpu_check) before the batch is handed out. */
     int late;
     uint64_t cap; /* max(stage_bytes, RF_GJ_AREA) (see RF_GJ_AREA) */
     uint64_t px;  /* on the device: stage_bytes rounded to RF_GJ_ALIGN */
-    /* The host backend with the test hook gpu_device_layout: the device layout, its kernels
-     * emulated by the host driver when a batch is checked. */
+    /* The test hook gpu_device_layout: the device layout on the host, kernels emulated. */
     int emulate;
     /* rf_stats.gpu_decoded, hw_decoded and gpu_plain_decoded: relaxed, counted by the decode
      * threads and read only for rf_stats, like the loader's other statistics. */
     _Atomic uint64_t decoded, hw_decoded, plain_decoded;
-    /* The CPU decode of an engine packet's file whose check found a bad Huffman code
-     * (engine_redo): its decoder, pixels and per-sample verdicts, made at the first such file
-     * and used only by the stage's thread. */
+    /* engine_redo's decoder, pixels and verdicts (the stage's thread's, made on first use). */
     struct rf_decoder *redo;
     uint8_t *redo_px;
     rf_err *redo_err;

@@ -1,18 +1,8 @@
-/* gpu_place.c — the GPU decode stage's placement (gpu_decode.h): create's choice and the
- * ring's sizes (pl_gpu_choose, pl_gpu_stride, pl_gpu_ring_bytes, pl_gpu_temp_bytes,
- * pl_gpu_slots_init), a slot's reset when it opens (pl_gpu_slot_reset_locked),
- * pl_gpu_host_alloc/free (a decode thread's packet buffers on the host backend),
- * pl_gpu_sample_start and pl_gpu_decode (one sample: a packet placed in the slot's stage for
- * the device, or on the host the packet decoded at once) and pl_gpu_batch_desc (the batch's
- * part of the convert desc at submit).
- *
- * DESIGN
- * Sizing and slot init run on the creating thread; slot_reset_locked on an I/O thread with mu
- * held. pl_gpu_decode runs on the decode threads without mu: the placement in the slot is
- * lock-free (the slot's gpu.room, gpu.top, gpu.scratch and gpu.engine are atomics; each sample
- * writes only its own gpu.offs and gpu.flags entries). pl_gpu_batch_desc runs on the thread
- * that counted the slot's last sample down, without mu. Calls only the scheduler's route
- * (gpu_schedule.c). */
+/* gpu_place.c — the GPU decode stage's placement (gpu_decode.h): create's choice, the ring's
+ * sizes, a slot's reset, one sample's packet or pixels, and the batch's part of the submit.
+ * Sizing runs at create, the reset under mu; pl_gpu_decode runs on the decode threads without
+ * mu: placement is lock-free (gpu_slot.h's atomics; each sample writes only its own offs and
+ * flags entries). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,11 +74,8 @@ size_t pl_gpu_ring_bytes(const pl_gpu *g)
     return n;
 }
 
-/* The device pool's temporaries per copy stream with GPU decode on the device: the staged
- * copy the kernels read, the decoded batch when a conversion follows, and the scratch, status
- * and flags. GPU decode's scratch is what the batch's packets take: RF_GJ_SCRATCH_RESERVE a
- * sample is reserved, and a batch of larger crops grows the pool once (counted in
- * device_allocs_after_create). */
+/* The device pool's temporaries per copy stream: RF_GJ_SCRATCH_RESERVE of scratch a sample
+ * is reserved, and a batch of larger crops grows the pool once (device_allocs_after_create). */
 size_t pl_gpu_temp_bytes(const pl_gpu *g, size_t staged, int convert)
 {
     size_t B = g->ring->batch;
@@ -256,8 +243,6 @@ int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint
     const rf_transform *tf = &g->decode->tf;
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {g, s, t->index, img, gh};
-    /* The scheduler decides (gpu_schedule.c): a hash of the sample's own seed against the
-     * manual percentages, or against the balancing scheduler's shares of the moment. */
     int route = pl_sched_route(g, t->aug_seed), engine = route == PL_ROUTE_ENGINE;
     /* PNG and WebP have no GPU decode: they take the CPU path into the same batch, as a JPEG
      * routed to the CPU does. */

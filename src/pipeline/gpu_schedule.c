@@ -1,19 +1,7 @@
-/* gpu_schedule.c — the GPU decode stage's scheduler (gpu_decode.h, over the controller of
- * schedule.h): the mode resolved at create (pl_sched_choose), the engines' opener thread
- * (pl_sched_start, pl_sched_stop), the route of one sample (pl_sched_route) and the
- * consumer's measurements per batch, a controller step per window (pl_sched_batch).
- *
- * DESIGN
- * choose and start run on the creating thread, stop on destroy's (after the pipeline's threads
- * stopped). The engines open on the opener thread in both modes that use them (BALANCE, and MANUAL
- * with hw_decode_percent). It calls only the backend's engine_open (or, on the host with the test
- * hook, sleeps) and publishes the result with a release store of sched.engines; a decode thread
- * acquires it before it places an engine packet, and the backend's submit of that packet's batch is
- * ordered after the placement by slot.pending's acq_rel. pl_sched_batch runs on the stage's thread
- * (gpu_stage.c: the window and the controller's state are its own) without mu, and so does the test
- * hook it calls, once for each batch the consumer reported handed out. pl_sched_route runs on the
- * decode threads without mu. The shares are relaxed: any value routes a sample to a path that gives
- * the same pixels. */
+/* gpu_schedule.c — the GPU decode stage's scheduler (gpu_decode.h, over schedule.h's
+ * controller). choose and start run at create, stop at destroy; pl_sched_batch on the stage's
+ * thread without mu (the window and the controller are its own); pl_sched_route on the decode
+ * threads without mu. Memory orders: pl_sched in gpu_decode.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +24,9 @@ int pl_sched_choose(pl_gpu *g, rf_config *c, rf_err *err)
                      : c->source == RF_SOURCE_TOKENS ? "a token source"
                      : c->batch_size > RF_GJ_MAX_BATCH ? "batches of more than 65,535 samples"
                      : NULL;
-    /* AUTO is BALANCE on the CUDA backend (the test hook makes it so on the host, so the
-     * scheduler's pipeline runs in CI), with the GPU paths' prefetch_depth when that was
-     * AUTO too (config_resolve gave it the CPU's before the backend was known); the CPU
-     * elsewhere and where BALANCE cannot run. */
+    /* AUTO is BALANCE on the CUDA backend (or the host with the test hook), with the GPU
+     * paths' prefetch_depth when that was AUTO too; the CPU elsewhere and where BALANCE
+     * cannot run. */
     if (c->decode_schedule == RF_SCHEDULE_AUTO) {
         c->decode_schedule = (device || h->sched) && !no ? RF_SCHEDULE_BALANCE
                                                          : RF_SCHEDULE_CPU;
@@ -53,9 +40,7 @@ int pl_sched_choose(pl_gpu *g, rf_config *c, rf_err *err)
     g->sched.mode = c->decode_schedule;
     /* The GPU paths decode at full scale: so must every other image of their run, or a
      * sample's pixels would depend on where it went (docs/gpu-decode.md). Only AUTO is
-     * resolved (a value out of range was refused); ON keeps the crops the CPU scales on the
-     * CPU (rf_decode_placed), which under BALANCE kept crops off the GPU paths and cost the
-     * scheduler its rate ("The scheduler"). */
+     * resolved; ON keeps the crops the CPU scales on the CPU (rf_decode_placed). */
     if ((c->gpu_decode || c->hw_decode_percent || g->sched.mode == RF_SCHEDULE_BALANCE) &&
         c->dct_scaling == RF_DCT_SCALING_AUTO)
         c->dct_scaling = RF_DCT_SCALING_OFF;
@@ -64,10 +49,9 @@ int pl_sched_choose(pl_gpu *g, rf_config *c, rf_err *err)
     g->sched.trace = getenv("RINGFEED_SCHED_TRACE") && *getenv("RINGFEED_SCHED_TRACE") &&
                      strcmp(getenv("RINGFEED_SCHED_TRACE"), "0") != 0;
     rf_sched_init(&g->sched.ctl);
-    /* The ring's first fill goes to the kernels: no training step runs before the first batch
-     * is handed out, so the GPU is idle, and its decode is the fastest path to that batch.
-     * The consumer's first batch publishes the controller's shares (pl_sched_batch), and the
-     * fill's batches are not measured (measure). */
+    /* The ring's first fill goes to the kernels: no training step runs yet, so the GPU is
+     * idle. The first batch handed out publishes the controller's shares; the fill's batches
+     * are not measured. */
     atomic_store_explicit(&g->sched.gpu, RF_SCHED_ONE, memory_order_relaxed);
     atomic_store_explicit(&g->sched.hw, 0, memory_order_relaxed);
     return 0;
@@ -97,12 +81,9 @@ static void *opener_main(void *arg)
     return NULL;
 }
 
-/* The stage's thread, when the consumer was handed the first batch with hw_decode_percent, or
- * with BALANCE the first batch after which the GPU share needs the engines (pl_sched_batch);
- * or create's, with the test hook sched_open_at_create: the opener starts now, not at create.
- * Opening the hardware backend takes about a second, and opened beside the first batch it
- * delayed that batch (driver work the first copies and kernels waited behind); after it, it
- * overlaps the next CPU- and kernel-decoded ones. */
+/* The opener starts after the first batch is handed out (hw_decode_percent) or once the GPU
+ * share needs the engines (BALANCE), never at create (but for the test hook
+ * sched_open_at_create): the open is slow and delays the batches beside it. */
 static void open_engines(pl_gpu *g)
 {
     pl_sched *sc = &g->sched;
@@ -128,15 +109,10 @@ void pl_sched_stop(pl_gpu *g)
     g->sched.opener_on = 0;
 }
 
-/* In the modes that use the engines (BALANCE, and MANUAL with hw_decode_percent) they will
- * open on their own thread (open_engines), started with MANUAL when the first batch is handed
- * out, and with BALANCE once its GPU share needs them (pl_sched_batch); until then they are
- * OPENING (MANUAL) or UNOPENED (BALANCE) and take no sample (pl_sched_route). A CUDA backend
- * without engines, or the test hook's sched_no_engines, leaves them out (NONE); so does a
- * failed open. The host backend's stand-in for them (libjpeg, gpu_place.c) has nothing to
- * open and is ready at once, unless the test hook `sched` makes it play the device's engines,
- * which open after sched_open_ms. Either way the consumer's handouts drive the rest
- * (pl_sched_batch on the stage's thread). */
+/* Until open_engines runs the engines are OPENING (MANUAL) or UNOPENED (BALANCE) and take no
+ * sample. A CUDA backend without engines, the test hook's sched_no_engines, or a failed open
+ * leaves them NONE. The host stand-in (libjpeg, gpu_place.c) is ready at once, unless the test
+ * hook `sched` makes it play the device's engines, which open after sched_open_ms. */
 void pl_sched_start(pl_gpu *g)
 {
     const rf_test_hooks *h = &g->core->hooks;
@@ -172,13 +148,11 @@ static int engines_ready(pl_gpu *g)
            RF_HW_ENGINES_READY;
 }
 
-/* MANUAL: the seeded split of gpu_decode_percent and hw_decode_percent (the lowest
- * percentiles to the engines, the next to the kernels); the engines' percentiles take the path
- * the split gives the next ones (the kernels with gpu_decode, else the CPU) while the engines
- * are not ready: opening, or for good when they are missing. BALANCE: the same percentile
- * against the controller's shares, engines first, and only once they are ready. Every path
- * gives a sample the same pixels, up to the engines' IDCT rounding (pl_sched_choose's
- * dct_scaling rule). */
+/* MANUAL: the seeded split of hw_decode_percent (lowest percentiles, the engines) and
+ * gpu_decode_percent (next, the kernels); while the engines are not ready their percentiles
+ * go to the kernels with gpu_decode, else the CPU. BALANCE: the same percentile against the
+ * controller's shares, engines first once ready. Every path gives the same pixels, up to the
+ * engines' IDCT rounding. */
 int pl_sched_route(pl_gpu *g, uint64_t aug_seed)
 {
     uint32_t pc = rf_plan_gpu_percentile(aug_seed);
@@ -220,11 +194,9 @@ static void measure(pl_gpu *g, uint64_t now, uint64_t wait_ns)
     w->waited += wait_ns > PL_SCHED_WAITED_NS;
 }
 
-/* With hw_decode_percent the first batch starts the engines' opener (open_engines). With
- * BALANCE the batch joins the window; a full window is one controller step. After a change
- * of the shares the next depth + 1 batches are not measured: they were decoded (or began)
- * under the old shares. Then the test hook's perturbation, the new shares, and the opener
- * when they are the first to need the engines. */
+/* With BALANCE the batch joins the window; a full window is one controller step. After a
+ * change of the shares the next depth + 1 batches are not measured: they were decoded (or
+ * began) under the old shares. */
 void pl_sched_batch(pl_gpu *g, const pl_handout *ho)
 {
     pl_sched *sc = &g->sched;
@@ -262,9 +234,8 @@ void pl_sched_batch(pl_gpu *g, const pl_handout *ho)
     }
     atomic_store_explicit(&sc->gpu, c->gpu, memory_order_relaxed);
     atomic_store_explicit(&sc->hw, c->hw, memory_order_relaxed);
-    /* The engines take part only from a GPU share of RF_SCHED_HW_MIN_GPU (publish): they open
-     * the first time it is reached, and a loop the CPU keeps fed (a training step on the same
-     * GPU) never pays for their open. Relaxed: only this thread moves the state from
+    /* The engines open the first time the GPU share reaches RF_SCHED_HW_MIN_GPU, so a loop the
+     * CPU keeps fed never pays for their open. Relaxed: only this thread moves the state from
      * UNOPENED. */
     if (c->gpu >= RF_SCHED_HW_MIN_GPU &&
         atomic_load_explicit(&sc->engines, memory_order_relaxed) == RF_HW_ENGINES_UNOPENED)

@@ -1,11 +1,6 @@
 /* gpu_slot.h — the GPU decode stage's part of a slot (pl_gpu_slot, a member of every slot):
  * where each sample of the batch is in the stage, whether it is a packet, what the kernels
- * said about it. Only the GPU decode stage (gpu_decode.h) writes it; the others read the
- * refill flag (decode_pool.c, skip.c, run.c).
- *
- * The memory orders are the pipeline's (state.h, MEMORY ORDERING): mu orders a slot's reset
- * before any placement, the placements are relaxed claims, and slot.pending's acq_rel
- * countdown publishes the bytes and totals to pl_slot_finish. */
+ * said about it. Only the GPU decode stage writes it; others read the refill flag. */
 #ifndef RF_PL_GPU_SLOT_H
 #define RF_PL_GPU_SLOT_H
 
@@ -29,14 +24,11 @@ typedef struct pl_gpu_slot {
     _Atomic int64_t room;
     _Atomic uint64_t scratch; /* device scratch the slot's packets take, RF_GJ_ALIGN units */
     _Atomic uint32_t engine;  /* engine packets in the slot (hardware decoder) */
-    /* Packets of the batch (engine or kernels), counted at submit (pl_gpu_batch_desc), on the
-     * thread that then asks whether the batch needs a check: with none and no skip policy,
-     * it has no verdict to wait for (pl_gpu_needs_check). */
+    /* Packets of the batch, counted at submit (pl_gpu_batch_desc, read by pl_gpu_needs_check). */
     uint32_t packets;
-    /* Skip mode with late verdicts: the GPU decode stage checked the batch and it waits for the
-     * replacements of its bad samples, which decode threads decode on the CPU (full scale, the
-     * kernels' pixels) with their verdicts at once. Written under mu (verdicts_skip, and cleared
-     * when the slot opens), which hands it to the replacements' decode threads. */
+    /* Skip mode with late verdicts: the checked batch waits for its holes' replacements, which
+     * are decoded on the CPU with their verdicts at once. Written under mu (verdicts_skip;
+     * cleared when the slot opens), which hands it to the replacements' decode threads. */
     int refill;
 } pl_gpu_slot;
 

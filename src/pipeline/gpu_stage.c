@@ -1,22 +1,12 @@
-/* gpu_stage.c — the GPU decode stage's thread (gpu_decode.h): it checks each submitted batch
- * whose verdicts come late (pl_gpu_check: the kernels waited for or emulated, engine packets
- * decoded again, verdicts turned into the batch's error or into holes to refill) and publishes
- * it, the lowest batch first; and it takes in the batches the consumer reports handed out, for
- * the scheduler's measurements and steps and the engines' opener (pl_sched_batch). So the
- * consumer's rf_loader_next leases a batch and waits for it, and does no decode work.
- *
- * DESIGN
- * One thread (rf-gpu), started with the pipeline's other threads when the stage has work:
- * late verdicts (on the device, or on the host with a test hook), or a scheduler that acts on
- * handouts (BALANCE, or MANUAL's engines still to open). It waits on cv_gpu under mu for a
- * CHECKING slot or a handout, then works without mu: a CHECKING slot is its own (the thread
- * that submitted it is done with it, and no other thread moves it), the scheduler's state
- * is its own. It publishes a checked batch READY under mu (cv_out), or the check sends it
- * back to FILLING for its replacements, which submit it again. The consumer's handouts queue
- * under mu (at most PL_HANDOUTS_MAX: the consumer then waits for room on cv_out); each is
- * acted upon in order, also when stopping, so every batch handed out is measured and each
- * test hook sees it. Joined by run.c after the I/O and decode threads: a slot still CHECKING
- * then is returned to the backend with the others. */
+/* gpu_stage.c — the GPU decode stage's thread (rf-gpu, gpu_decode.h): it checks each batch
+ * whose verdicts come late (pl_gpu_check) and publishes it, the lowest batch first, and takes
+ * in the consumer's handouts for the scheduler (pl_sched_batch), so rf_loader_next does no
+ * decode work.
+ * It waits on cv_gpu under mu, then works without mu: a CHECKING slot is its own (no other
+ * thread moves it), and so is the scheduler's state. Handouts queue under mu (at most
+ * PL_HANDOUTS_MAX: the consumer then waits on cv_out) and are acted upon in order, also when
+ * stopping, so every batch handed out is measured. Joined by run.c after the I/O and decode
+ * threads: a slot still CHECKING then is returned to the backend with the others. */
 #include <stdio.h>
 
 #include "pipeline/gpu_decode.h"
@@ -34,10 +24,8 @@ static slot *next_check_locked(pl_gpu *g)
     return best;
 }
 
-/* Check slot s (without mu) and publish it: READY, with slot.bad holding the check's error
- * when a verdict (fail mode) or the check itself failed, which the consumer raises when it
- * reaches the batch, as it raises a CPU-decoded sample's; or, for a refill, nothing more here
- * (the check left it FILLING). */
+/* Check slot s (without mu) and publish it READY, with slot.bad holding the check's error
+ * for the consumer to raise on reaching it; a refill the check left FILLING. */
 static void check(pl_gpu *g, slot *s)
 {
     rf_err e = {0};

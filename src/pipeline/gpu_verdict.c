@@ -1,17 +1,8 @@
-/* gpu_verdict.c — the GPU decode stage's verdicts (gpu_decode.h): a batch with late verdicts
- * (on the device, or on the host with a test hook) is checked before it is handed out: its
- * kernels waited for (or, on the host with gpu_device_layout, emulated), an engine packet
- * with a bad Huffman code decoded on the CPU again, and every sample's verdict turned into
- * the error the CPU path would have raised (fail mode) or, through the skip policy, into a hole
- * that is compacted out of the packed stage and refilled (skip mode).
- *
- * DESIGN
- * pl_gpu_check runs on the stage's thread (gpu_stage.c), without mu, on a CHECKING slot that no
- * other thread touches, and calls the backend's sync and patch; in skip mode it takes mu for the
- * verdicts, and on the device layout for compact_refill, which moves the kept samples' bytes while
- * no other thread may place in the slot (it is not FILLING until the state turns so under the same
- * lock). pl_gpu_needs_check runs on the thread that submits. Calls gpu_place.c's counts, state.c's
- * messages and the skip policy through its table. */
+/* gpu_verdict.c — the GPU decode stage's verdicts (gpu_decode.h): the check of a batch with
+ * late verdicts before it is handed out.
+ * pl_gpu_check runs on the stage's thread without mu, on a CHECKING slot no other thread
+ * touches; in skip mode it takes mu for the verdicts and for compact_refill, which moves bytes
+ * while no thread may place in the slot (it turns FILLING only under the same lock). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,13 +111,11 @@ static void count_batch_recovered(pl_gpu *g, const slot *s)
 }
 
 /* Skip mode: every verdict of the batch goes to the skip policy (mu held), a bad one as a
- * corrupt sample, counted and logged as the CPU path's libjpeg error would be. Holes leave the
- * slot FILLING again with one pending sample each: the policy's replacement cursor fills them
- * in output order (decode threads, the CPU path: pl_gpu_pixels), the last one submits the
- * slot, and it is checked again. On the device layout the holes' bytes leave the stage first
- * (compact_refill) and the whole batch is submitted again: the kept packets decode to the
- * same pixels. Returns the number of holes, or the loader's sticky error (in e) when another
- * thread failed it meanwhile. */
+ * corrupt sample. Holes leave the slot FILLING again with one pending sample each; their
+ * replacements are decoded on the CPU, the last one submits the slot, and it is checked again.
+ * On the device layout the holes' bytes leave the stage first (compact_refill) and the whole
+ * batch is submitted again: the kept packets decode to the same pixels. Returns the number of
+ * holes, or the loader's sticky error (in e) when another thread failed it meanwhile. */
 static int verdicts_skip(pl_gpu *g, slot *s, rf_err *e)
 {
     pl_core *k = g->core;

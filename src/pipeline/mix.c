@@ -1,14 +1,8 @@
 /* mix.c — create's side of weighted mixing: the sources as spans of the sample table, the
  * caller's arrays copied and checked by setting name, class weights turned into sample
  * weights, and the plan switched to mixing (plan/mix.c draws the epochs).
- *
- * Three hooks in create.c, each given the parts of the loader it reads (the config, the
- * sample table, the plan), not the loader: pl_mix_expand replaces the one expansion of all
- * patterns by one per source, so that the paths of each source are known; pl_mix_open opens
- * them source by source; pl_mix_setup runs after rf_plan_init. The decode pool asks
- * pl_mix_label_rule for a tar sample's label rule.
- * With every mixing setting at its default none changes anything: the plan stays the one
- * permutation of all samples. */
+ * Each hook (mix.h) is given the parts of the loader it reads, not the loader. With every
+ * mixing setting at its default the plan stays the one permutation of all samples. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

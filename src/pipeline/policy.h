@@ -1,9 +1,6 @@
-/* policy.h — the error policy: what the dispatch cursor does with the outcome of each sample.
- * pl_policy_fail (dispatch.c, on_error = FAIL) keeps the lowest failed index of each batch for
- * the consumer to raise; pl_policy_skip (skip.c, on_error = SKIP) fills holes with
- * replacements. Create installs one in the dispatcher (pl_dispatch.policy); the cursor never
- * names skip.c, and the GPU decode stage gives its late verdicts through late_locked. Every
- * entry but setup is called with mu held. */
+/* policy.h — the error policy: what the dispatch cursor does with each sample's outcome.
+ * pl_policy_fail (dispatch.c) or pl_policy_skip (skip.c), installed by create; the cursor
+ * never names skip.c. Every entry but setup is called with mu held. */
 #ifndef RF_PL_POLICY_H
 #define RF_PL_POLICY_H
 
@@ -32,10 +29,9 @@ typedef struct pl_policy {
      * the sample still counts its slot down (fail mode: the batch completes, then fails). */
     int (*failed_locked)(struct pl_dispatch *d, const struct task *t, int reason, int code,
                          const char *msg);
-    /* Skip mode with late verdicts (pl_gpu.late): the verdict on position (si, index) of a
-     * batch whose check ran (code 0: good; else a hole under reason, as failed_locked).
-     * Returns 1 for a hole the policy fills. The fail policy never gets one: the GPU decode
-     * stage raises a bad verdict as the batch's error. */
+    /* Skip mode with late verdicts: the verdict on position (si, index) of a checked batch
+     * (code 0: good; else a hole under reason). Returns 1 for a hole. NULL in fail mode,
+     * where the check raises a bad verdict as the batch's error. */
     int (*late_locked)(struct pl_dispatch *d, uint32_t si, uint32_t index, int reason, int code,
                        const char *msg);
 } pl_policy;

@@ -1,11 +1,6 @@
-/* ring.c — the ring create sizes and allocates (ring.h): one sample's shape, the batch ring
- * (pinned on the CUDA backend) and the slot tables; the page cache state and the NUMA node the
- * ring and threads are placed on.
- *
- * DESIGN
- * Runs on the creating thread, before any pipeline thread exists (create places it in the
- * NUMA scope, pl_mem_numa). Every allocation goes through the test hook (pl_alloc_refused)
- * and fails with a message saying what was asked for and why it is that large. */
+/* ring.c — the ring, the slot tables and the memory hierarchy around them (ring.h), made on
+ * the creating thread before any pipeline thread exists. Every allocation goes through the
+ * test hook (pl_alloc_refused) and a failure says what was asked for and why that large. */
 #include "pipeline/ring.h"
 
 #include <stdio.h>

@@ -1,9 +1,6 @@
-/* ring.h — the ring and its slots (pl_ring): prefetch_depth slots of batch_size samples, one
- * allocation (pinned on the CUDA backend), the shape of one sample before and after
- * conversion; and the memory hierarchy around it (pl_mem: the page-cache state, the NUMA node
- * the ring and threads are placed on, the sentences rf_stats.memory_why collects). ring.c
- * sizes and allocates both at create; the slots' states are the dispatcher's, the
- * consumer's and the GPU decode stage's to move (slot.h). */
+/* ring.h — the ring and its slots (pl_ring: prefetch_depth slots of batch_size samples, one
+ * allocation, pinned on CUDA) and the memory hierarchy around it (pl_mem: page cache, NUMA
+ * node, rf_stats.memory_why). Made by ring.c at create; slot states are moved by others. */
 #ifndef RF_PL_RING_H
 #define RF_PL_RING_H
 

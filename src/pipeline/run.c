@@ -1,14 +1,6 @@
-/* run.c — start and stop of the pipeline's threads (run.h): (re)plan the epoch and reset the
- * cursors, start the decode threads, the GPU decode stage's thread and the I/O engine (which
- * falls back to pread when an io_uring worker cannot be set up); stop them and return the
- * published slots to the backend.
- *
- * DESIGN
- * Runs on the caller's thread (create, set_epoch, stop, destroy). Stopping sets `stop` under mu
- * and wakes every condition variable, then joins the engine, the decode threads and the GPU
- * decode stage's thread without mu; starting writes the cursors with no other thread running.
- * NUMA placement: threads inherit the node of the scope they are started in
- * (pl_pipeline_start_placed). */
+/* run.c — start and stop of the pipeline's threads (run.h), on the caller's thread. Stopping
+ * sets `stop` under mu and wakes every condition variable, then joins the threads without mu;
+ * starting writes the cursors with no other thread running. */
 #include "pipeline/run.h"
 
 #include "base/numa.h"

@@ -4,23 +4,17 @@
 #include "pipeline/schedule.h"
 
 /* The CPU-only start: training stays first until a window shows that the GPU paths make the
- * consumer faster. The engines' part starts inside the plateau the manual measurements found
- * on the H200 (docs/gpu-decode.md: 25% to 35% of the JPEGs on the engines, the rest of the
- * GPU share on the kernels, within 2% of each other; 45% was 14% slower), with probes of
- * RF_SCHED_STEP_PROBE: a first probe of the GPU share's size would leave that plateau. */
+ * consumer faster. The engines' part starts inside the plateau measured by hand
+ * (docs/gpu-decode.md), probed in small steps so the first probe does not leave it. */
 void rf_sched_init(rf_sched *s)
 {
     *s = (rf_sched){.at = {0, RF_SCHED_HW_START},
                     .step = {RF_SCHED_STEP_START, RF_SCHED_STEP_PROBE}, .dir = {1, 1}};
 }
 
-/* Coordinate c's margin and largest step. The GPU share moves images between a full CPU
- * decode and the kernels' entropy walk, which costs the CPU a third as much: a step of it
- * changes the period by far more than a window's noise. The engines' part moves images
- * between the walk and the engines, a gain of a few percent inside a wide plateau, against
- * the noise of 250 ms windows on the H200 (a standard deviation of 3% at a fixed split):
- * steps of 250 permille on a 2% margin took noise for gains there and walked the split out
- * of the plateau (to 600 and 850 permille, 20% slower). */
+/* Coordinate c's margin and largest step. A step of the GPU share changes the period by far
+ * more than a window's noise; the engines' part gains a few percent inside a wide plateau, so
+ * it gets a wider margin and smaller steps, or noise walks it out of the plateau. */
 static uint32_t margin(uint32_t c)
 {
     return c ? RF_SCHED_MARGIN_HW : RF_SCHED_MARGIN;
@@ -44,25 +38,17 @@ static void publish(rf_sched *s)
 
 /* The engines' part means something only while they are ready and the GPU share is at least
  * RF_SCHED_HW_MIN_GPU. Below it the GPU share is a training loop's top-up, which the kernels
- * take: a batch with engine images pays a blocking nvJPEG call and slows a training step on
- * the same GPU far more per image than the kernels (on the H200 ResNet-18 ran at 72-80% of
- * its GPU-bound rate with every image on the engines, 92-93% with every image on the
- * kernels; docs/gpu-decode.md). */
+ * take: engine images slow a training step on the same GPU far more per image. */
 static int coord_usable(const rf_sched *s, uint32_t c)
 {
     return c == 0 || (s->engines == RF_HW_ENGINES_READY && s->at[0] >= RF_SCHED_HW_MIN_GPU);
 }
 
-/* The step of a probe up from the CPU alone (the start, or after the loader kept up), when
- * the consumer spent less than half its time waiting (a training loop): as large as its
- * waits say the loader is short. A consumer that waited a share f of the window needs the loader 1/(1-f) times
- * faster; an image moved from the CPU to the kernels saves two thirds of its CPU time, so
- * about 1.5 f of the images must move: the step is 2 f, at least RF_SCHED_STEP_PROBE. A loop
- * that waits for 3% of its time probes 64 permille, not a share that slows its step for a
- * whole window (on the H200 the first probe of 1000 cost ResNet-18 2-3% of a 300-step run).
- * A loop that mostly waits (loading) keeps the climb's own step, all GPU at once; a climb
- * from a share above 0 keeps its steps too (sized from the waits there, its probes overshot
- * and the descents after them undershot a training plant's best by 150 permille). */
+/* The step of a probe up from the CPU alone when the consumer waited less than half the
+ * window (a training loop): as large as its waits say the loader is short. Waiting a share f
+ * means the loader must be 1/(1-f) times faster; an image moved to the kernels saves two thirds
+ * of its CPU time, so about 1.5 f must move: the step is 2 f, at least RF_SCHED_STEP_PROBE.
+ * A loop that mostly waits, or a climb from a share above 0, keeps the climb's own step. */
 static void size_step_up(rf_sched *s, const rf_sched_in *in)
 {
     uint64_t span = in->period_ns * in->batches;
@@ -115,12 +101,9 @@ static uint32_t hold_length(rf_sched *s)
 }
 
 /* Coordinate `coord` gained nothing this round: the other one's turn, or, when both gained
- * nothing in a row, a hold at the accepted point. Each probe costs a window off the best
- * point, so a point whose probes found nothing several holds in a row is held longer (16,
- * 32, then 64 windows): on the H200's photo crops the probes of a settled split cost a few
- * percent of a loading run. A loader that starts keeping up is noticed at the next window
- * whatever the hold (rf_sched_step), and an accepted probe or a change of the engines' state
- * starts the doubling over. */
+ * nothing in a row, a hold at the accepted point (hold_length: each probe costs a window off
+ * the best point). A loader that starts keeping up is noticed at the next window whatever the
+ * hold; an accepted probe or a change of the engines' state starts the doubling over. */
 static void end_round(rf_sched *s)
 {
     s->probing = 0;
@@ -134,12 +117,9 @@ static void end_round(rf_sched *s)
 /* The probe measured `p` against the accepted point's ref_ns. Faster: accepted, and the next
  * probe goes the same way with twice the step. Slower: the other way with half the step,
  * until the step is below its minimum. Either way, a probe that cannot go on in its new
- * direction (a bound) ends the round: the other way was just measured slower (on the H200,
- * the GPU share at 1000 probed 750, 875, 938 and 969 after it, each a slow window). Within
- * the margin: the other way at the same step,
- * and if that is within the margin too, the point stays and the next round of this
- * coordinate starts with twice the step (a gradient too small for the margin at one step
- * shows at a larger one). */
+ * direction (a bound) ends the round: the other way was just measured slower. Within the
+ * margin: the other way at the same step, and if that is flat too, the point stays and the
+ * next round starts with twice the step (a small gradient shows at a larger one). */
 static void judge(rf_sched *s, uint64_t p)
 {
     uint32_t c = s->coord;
@@ -149,8 +129,7 @@ static void judge(rf_sched *s, uint64_t p)
         s->step[c] = RF_MIN(s->step[c] * 2, step_max(c));
         if (!probe(s, c)) {
             /* at a bound: a later probe back from it asks whether a little less is better,
-             * not whether half as much is (the GPU share's 500 from 1000 took a batch twice
-             * as long on the H200) */
+             * not whether half as much is */
             s->step[c] = RF_SCHED_STEP_PROBE;
             end_round(s);
         }
@@ -167,10 +146,7 @@ static void judge(rf_sched *s, uint64_t p)
 
 /* The loader keeps up: the consumer waited for at most one batch in RF_SCHED_KEEPS_UP, or its
  * waits came to at most RF_SCHED_MARGIN of the window. Removing waits that small cannot make
- * the loop faster by more than the margin a probe is judged by, so a probe could only cost:
- * on the H200 ResNet-18 waited for 0.3% of its time, on 3-5 of every 16 batches, and its
- * runs with a 64-permille probe among their 400 measured steps trained at 96.2-96.8% of the
- * GPU-bound rate, the one without at 99.0% (the CPU schedule 98.7-99.9%, same call). */
+ * the loop faster by more than the margin a probe is judged by, so a probe could only cost. */
 static int keeps_up(const rf_sched_in *in)
 {
     uint64_t span = in->period_ns * in->batches;
@@ -183,14 +159,11 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
     if (!in->batches || !in->period_ns)
         return;
     if (in->engines != s->engines) {
-        /* The plant changed under the measurement: re-measure the accepted point. A window
-         * measured under a probe says nothing of it, and taken as its period it made the
-         * next probe (the same shares) look flat: on the H200 the climb then held the CPU
-         * alone for 16 windows while the consumer waited for every batch. */
+        /* The plant changed under the measurement: re-measure the accepted point (a window
+         * measured under a probe says nothing of it). */
         int probed = s->probing;
         s->engines = in->engines, s->ref_ns = 0, s->probing = 0, s->hold = 0, s->holds = 0;
-        /* what changed is the engines' part's worth: the next round probes it first (on the
-         * H200 a probe of the GPU share back from 1000 was the slowest window of a run) */
+        /* what changed is the engines' part's worth: the next round probes it first */
         s->coord = 1;
         if (probed) {
             publish(s);
@@ -198,20 +171,14 @@ void rf_sched_step(rf_sched *s, const rf_sched_in *in)
         }
     }
     if (keeps_up(in)) {
-        /* Training stays first: the loader keeps up (keeps_up), so no GPU share can make the
-         * loop faster by more than the margin, and any share takes GPU time from the step.
-         * The GPU share routed in this window steps down: the first window after
-         * loader-bound ones by half the step, so the climb and the descent close in on the
-         * share at which the loader just keeps up, and each next one in a row by twice the
-         * step, so a loop that stopped needing the GPU gets it back within a few windows. At 0
-         * nothing is probed until the consumer waits again, and the next climb starts
-         * upwards. */
+        /* Training stays first: any GPU share takes GPU time from the step. The share steps
+         * down: by half the step after loader-bound windows (climb and descent close in on
+         * the share at which the loader just keeps up), by twice the step for each next one
+         * in a row. At 0 nothing is probed until the consumer waits again. */
         uint32_t base = s->probing && s->coord == 0 ? s->probe : s->at[0];
-        /* A probe up that made the loader keep up without making the loop faster by more
-         * than the margin: the GPU share costs the step about what the waits it saved did,
-         * or more. The descent starts from the accepted point, and no probe comes for a
-         * hold (hold_length), so a loader that only now and then falls behind does not pay
-         * a slow window every few. */
+        /* A probe up that made the loader keep up without a gain beyond the margin: the
+         * descent starts from the accepted point and a hold follows, so a loader that only
+         * now and then falls behind does not pay a slow window every few. */
         int no_gain = s->probing && s->coord == 0 && s->probe > s->at[0] && s->ref_ns &&
                       in->period_ns * RF_SCHED_ONE >= s->ref_ns * (RF_SCHED_ONE - RF_SCHED_MARGIN);
         if (no_gain)

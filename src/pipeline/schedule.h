@@ -1,9 +1,7 @@
-/* schedule.h — the decode scheduler's controller (rf_config.decode_schedule BALANCE,
- * schedule.c): where the JPEGs are decoded, the hardware decoders, the CUDA kernels or the
- * CPU, as shares that a pure function of what the consumer measured over a window of batches
- * moves; tests/test_schedule.c feeds it simulated plants (a consumer's period as a function of
- * the shares). The loader's side of the scheduler (the mode at create, the route of a sample,
- * the measurements, the engines' opener) is the GPU decode stage's: gpu_decode.h. */
+/* schedule.h — the decode scheduler's controller (decode_schedule BALANCE, schedule.c): the
+ * shares of the JPEGs decoded by the engines, the kernels and the CPU, moved by a pure
+ * function of one window's measurements, so tests/test_schedule.c can feed it simulated
+ * plants. The loader's side of the scheduler is gpu_decode.h's. */
 #ifndef RF_PL_SCHEDULE_H
 #define RF_PL_SCHEDULE_H
 
@@ -59,40 +57,20 @@ typedef struct rf_sched {
 } rf_sched;
 
 void rf_sched_init(rf_sched *s);
-/* One window's measurements in, the shares moved. It maximizes the consumer's rate: a probe
- * moves one coordinate by its step and the next window's period is compared with the
- * accepted point's (each coordinate has its margin and largest step: margin() and
- * step_max() in schedule.c). Faster by more than the margin: the probe is accepted, and the
- * next goes the same way with twice the step. Slower by more: back, the direction reversed,
- * the step halved. A probe that cannot go on in its direction (a bound), a gain within the
- * margin both ways, or the step below its minimum: the coordinate's round ends and
- * the other is probed; when both ended with no gain, the point is held for RF_SCHED_HOLD
- * windows (twice and four times that after such holds in a row), then re-measured and probed
- * again, so a changed workload is noticed; a move accepted at a bound makes the next probe
- * back from it RF_SCHED_STEP_PROBE. The climb
- * runs only while the loader is the bound: a window in which the consumer waited for at most
- * one batch in RF_SCHED_KEEPS_UP, or waited for at most RF_SCHED_MARGIN of its span in all
- * (the loader keeps up, so no share can make the loop faster by more than a climb can tell
- * from noise) lowers the GPU share instead (by half the step after loader-bound windows, by
- * twice the step in a row after that), and at 0 probes nothing until the consumer waits again: a
- * training step keeps the GPU to itself; a probe up from 0 by a loop that waited for less
- * than half the window is sized from its waits (size_step_up in schedule.c). The engines'
- * part is probed only while they are READY and the GPU share is at least
- * RF_SCHED_HW_MIN_GPU; the engines get nothing otherwise. A change of the
- * engines' state re-measures the accepted point (a window measured under a probe then is
- * dropped) and probes the engines' part first. Shares stay within 0..RF_SCHED_ONE and
- * hw <= gpu. */
+/* One window's measurements in, the shares moved to maximize the consumer's rate: a hill climb
+ * by coordinate (probe, judge against the accepted point's period, hold when both coordinates
+ * gain nothing, re-probe), run only while the loader is the bound; a loader that keeps up
+ * lowers the GPU share instead. The rules are schedule.c's, each at the function that applies
+ * it; docs/gpu-decode.md "The scheduler" tells them whole. Shares stay within
+ * 0..RF_SCHED_ONE and hw <= gpu. */
 void rf_sched_step(rf_sched *s, const rf_sched_in *in);
 
 /* Whether window w (period_ns still the sum of its periods) is one controller step:
  * RF_SCHED_WINDOW batches spanning RF_SCHED_WINDOW_NS (fast loops measure more batches per
  * step, against the noise of their short periods), or 8x as many batches; with short_windows
- * (a test hook) RF_SCHED_WINDOW batches however short. And the first window of a run (first:
- * no step taken yet) as soon as RF_SCHED_WINDOW_START batches were all waited for, the waits
- * half their span or more: a plainly loader-bound start, whose first probe (all GPU at once)
- * is a gain no window's noise can hide, need not decode RF_SCHED_WINDOW_NS on the CPU alone
- * (on the H200's photo crops repacked with restart markers, a window of 21 CPU-decoded
- * batches took 0.26 s of a 0.85 s run). */
+ * (a test hook) RF_SCHED_WINDOW batches however short. The first window of a plainly
+ * loader-bound start (first: no step yet) ends after RF_SCHED_WINDOW_START batches all waited
+ * for: its first probe (all GPU) is a gain no noise can hide. */
 int rf_sched_window_full(const rf_sched_in *w, int first, int short_windows);
 
 #endif

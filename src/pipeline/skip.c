@@ -1,13 +1,7 @@
 /* skip.c — the skip policy (on_error = SKIP): the table pl_policy_skip that create installs
  * and the dispatch cursor calls for epochs, its own outputs and every sample's outcome.
- *
- * DESIGN
- * Runs on the I/O threads (through take() and done()), the decode threads (through
- * pl_task_end) and the GPU decode stage's checks (late verdicts), always with mu held, except
- * skip_setup, which create calls. It owns the skip bookkeeping (pl_skip: the status of every
- * slot position, the queue, the cursors, the skip counts) and reaches the cursor only through
- * what dispatch.h exports (slot claim and advance, sample reads, the next epoch's plan). The
- * algorithm: */
+ * Always called with mu held (but skip_setup, at create); owns pl_skip and reaches the cursor
+ * only through dispatch.h. The algorithm: */
 #include "pipeline/skip.h"
 
 #include <stdio.h>
@@ -16,33 +10,24 @@
 
 #include "pipeline/dispatch.h"
 
-/* Fail mode: the first failed sample is a sticky error naming shard, member, offset and cause.
- * Skip mode: a failed sample leaves a hole at its output position (batch, index) that another
- * sample fills, chosen so that the batches stay a pure function of (seed, epoch, dataset) and
- * of which samples are bad, whatever the threads and timing:
- *  - Outputs o = 0 .. P-1 of the rank's epoch (o = batch * batch_size + index) normally hold
- *    the rank's candidates j = 0 .. R-1 (rf_plan_sample(j)), then the plan's padding [R, P).
- *  - The forward cursor (the ordinary dispatcher) gives output o candidate o. Holes are filled
- *    strictly in output order (the walk sk->a waits at the first output not yet final) by a
- *    replacement cursor that walks the rank's candidates from the END backwards (sk->rtop). A
- *    replacement that fails leaves the hole open and the next candidate is taken.
- *  - The cursors must never take the same candidate, whatever the timing. So the forward cursor
- *    runs in phases: it dispatches outputs below sk->L freely; at sk->L it waits until every
- *    earlier output is final (a drain), then opens the next phase [o, o + min(C, (rtop-o)/2))
- *    with C = max(SK_PHASE_MIN, 8 * batch_size); the candidates above the phase are the reserve
- *    its holes draw from. Phase ends depend only on earlier outcomes: deterministic.
- *  - When no candidate is left (the cursors met), the hole and every output from there to R
- *    become blank padding (zero image, label -1, is_padding 1, key "", sample id and position
- *    UINT64_MAX). A failed padding sample of the plan becomes blank too and is not counted.
- *    So each batch keeps its planned count, every rank the same number of batches, and
- *    delivered (non-padding) + skipped == R for the rank's epoch.
- *  - The dispatcher enters the next epoch only when all outputs of this one are final
- *    (replacements need this epoch's plan).
- *  - Late verdicts (GPU decode: pl_gpu_check gives them with the batch): such a sample is
- *    pending (SK_LATE) until the GPU decode stage checks its batch, which then goes back to
- *    FILLING for its holes; phases end at batch boundaries (skip_phase_late_locked).
- * Without failures the outputs are exactly fail mode's. The cost is one drain per phase (a few
- * per epoch and one per SK_PHASE_MIN samples), only in skip mode. */
+/* A failed sample leaves a hole at its output position that another sample fills, so that
+ * the batches stay a pure function of (seed, epoch, dataset, which samples are bad), whatever
+ * the timing (docs/reliability.md tells it for users):
+ *  - Outputs o = 0 .. P-1 of the rank's epoch (o = batch * batch_size + index) hold the rank's
+ *    candidates j = 0 .. R-1 (rf_plan_sample(j)), then the plan's padding [R, P). The forward
+ *    cursor gives output o candidate o; holes are filled strictly in output order (the walk
+ *    sk->a) by a replacement cursor walking the candidates from the END backwards (sk->rtop).
+ *  - So the cursors never take the same candidate, the forward cursor runs in phases: outputs
+ *    below sk->L go freely; at sk->L it drains (every earlier output final), then opens
+ *    [o, o + min(C, (rtop-o)/2)), C = max(SK_PHASE_MIN, 8 * batch_size); the candidates above
+ *    are the phase's reserve. Phase ends depend only on earlier outcomes.
+ *  - When the cursors met, the hole and every output from there to R become blank padding
+ *    (zero image, label -1, is_padding 1, key "", id and position UINT64_MAX); a failed
+ *    padding sample becomes blank, uncounted. So delivered + skipped == R for the rank's epoch.
+ *  - The next epoch starts only when every output of this one is final.
+ *  - Late verdicts: such a sample is pending (SK_LATE) until its batch is checked; phases end
+ *    at batch boundaries (skip_phase_late_locked).
+ * Without failures the outputs are exactly fail mode's. */
 typedef struct skip_item {
     uint32_t slot, index;
     uint64_t cand; /* candidate j of the rank's epoch, or UINT64_MAX: blank */
@@ -272,13 +257,10 @@ static int skip_dispatch_locked(pl_dispatch *d, task **out)
 }
 
 /* Position st just got its outcome (or a good late verdict). The walk stops at sk->a, the
- * first output without one, and only that output's outcome lets it move; it runs on the I/O
- * threads, which are woken for it only when its moving matters: a drain or the epoch's end
- * waits for it (sk->waiting), or a hole behind it waits for its replacement (which its batch,
- * and so the slot the cursor may wait for, needs). Other outcomes change nothing the cursor
- * waits for. Every outcome woke them during a drain, and every late verdict always: with a
- * batch's verdicts given on the GPU decode stage's thread, a broadcast per sample of every step.
- */
+ * first output without one, and only that output's outcome lets it move; the I/O threads are
+ * woken for it only when its moving matters: a drain or the epoch's end waits for it
+ * (sk->waiting), or a hole behind it waits for its replacement. A broadcast per outcome would
+ * wake them once per sample of every batch checked. */
 static void walk_may_move_locked(pl_dispatch *d, const uint8_t *st)
 {
     pl_skip *sk = d->skip;
@@ -338,10 +320,8 @@ static int skip_failed_locked(pl_dispatch *d, const task *t, int reason, int cod
     return 1;
 }
 
-/* The late verdict on position (si, index) (GPU decode, from pl_gpu_check): code 0 good,
- * otherwise a hole counted under `reason`, as a sample that failed on its decode thread.
- * A sample that failed on its decode thread in such a batch becomes its hole now, whatever
- * the code. Returns 1 for a hole. A position that waits for no verdict (a blank, a refill's
+/* pl_policy.late_locked. A sample that failed on its decode thread in such a batch becomes
+ * its hole now, whatever the code. A position that waits for no verdict (a blank, a refill's
  * replacement, or one given before the slot was refilled) is left as it is. */
 static int skip_late_locked(pl_dispatch *d, uint32_t si, uint32_t index, int reason, int code,
                             const char *msg)

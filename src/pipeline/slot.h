@@ -1,7 +1,5 @@
-/* slot.h — the types a batch travels in: a slot of the ring (its state, its samples' rows and
- * tables, its device batch, the GPU decode's and the extra fields' parts), a task (one
- * sample's read and decode), and the backend a finished slot goes to. Types only: the ring
- * that holds the slots is ring.h's, the dispatcher that fills them dispatch.h's. */
+/* slot.h — the types a batch travels in: a slot of the ring, a task (one sample's read and
+ * decode), and the backend a finished slot goes to. Types only. */
 #ifndef RF_PL_SLOT_H
 #define RF_PL_SLOT_H
 
@@ -14,14 +12,9 @@
 #include "pipeline/gpu_slot.h"
 #include "ringfeed.h"
 
-/* A slot goes FREE -> FILLING (the dispatcher claimed it for batch seq) -> READY (its last
- * sample submitted it) -> LEASED (rf_loader_next) -> FREE (rf_loader_release).
- * SLOT_CHECKING, between FILLING and READY: submitted, its GPU decode's verdicts not yet
- * checked; the GPU decode stage checks it (gpu_stage.c) and publishes it READY (with slot.bad
- * set when a verdict or the check failed: the consumer raises it on reaching the batch), or
- * sends it back to FILLING for the replacements of its holes (skip mode).
- * SLOT_BAD: fail mode, every sample is in and one of them failed (slot.bad); nothing was
- * submitted, and the consumer turns it into the sticky error when it reaches the batch. */
+/* A slot goes FREE -> FILLING -> READY -> LEASED -> FREE; CHECKING (GPU verdicts to check,
+ * gpu_stage.c) sits between FILLING and READY, BAD is fail mode's failed batch (nothing
+ * submitted). The transitions: docs/architecture.md "The ring". */
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_LEASED, SLOT_BAD, SLOT_CHECKING };
 
 /* A slot's field rows (rf_config.fields, fields.h): field f's row i is data[(f x batch + i) x

@@ -1,12 +1,6 @@
-/* state.c — what every pipeline file shares (state.h): the core's lock and sticky error, the
- * per-batch bad sample, the fork and stop checks of the public calls, test-hook allocation
- * refusals, the memory sentences of rf_stats, the messages that name a sample (shard, key,
- * offset), and the token window of a sample id.
- *
- * DESIGN
- * Runs on any thread: the *_locked functions with mu held, the rest without it. These touch
- * only the core's error fields (err, last), slot.bad and the buffer they are given, and read
- * the dataset and the plan; they call no other pipeline file. */
+/* state.c — what every pipeline file shares (state.h). Runs on any thread (*_locked with mu
+ * held); touches only the core's error fields, slot.bad and the buffer it is given, and calls
+ * no other pipeline file. */
 #include "pipeline/state.h"
 
 #include <stdarg.h>

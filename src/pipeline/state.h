@@ -1,71 +1,45 @@
 /* state.h — what every stage of the running pipeline shares: the one lock `mu` and its
  * condition variables, the stop flag, the sticky error, the process that owns the loader and
  * the test hooks (pl_core, the loader's first member); the helpers that take mu; the messages
- * that name a sample; the token window of a sample id. state.c implements them and calls no
- * other pipeline file.
+ * that name a sample; the token window of a sample id. state.c calls no other pipeline file.
  *
  * LOCK ORDER
  * There is one lock, `mu`. Nothing in the pipeline takes another lock while holding it, and
- * no thread holds another lock while taking it: the I/O engines call take() and done() with
- * none of their own held (their mutex only guards their start handshake). One exception, in
- * that order only: pl_cache_has (dispatch, under mu) takes the shard cache's mutex
- * (io/remote_cache.c) to queue a shard's fill; the fill thread never takes mu.
+ * no thread holds another lock while taking it (the I/O engines call take() and done() with
+ * none of their own held). One exception, in that order only: pl_cache_has (dispatch, under
+ * mu) takes the shard cache's mutex to queue a fill; the fill thread never takes mu.
  * Four condition variables, each waited on with mu:
- *  - cv_io: the I/O threads in take() wait for a FREE slot, a task or arena space (in skip
- *    mode also for the outcomes a phase or epoch boundary needs). Signalled when a slot is
- *    released (one I/O thread; one that took as much as it asked for signals the next:
- *    pl_io_take). Broadcast when the task tail advances (task_finish_locked) and the
- *    dispatcher waits for that room (room), in skip mode when a sample fails, when the
- *    output the walk waits at gets its outcome or late verdict while a drain or a hole waits
- *    behind it (walk_may_move_locked), and when a sample that failed on its decode thread
- *    gets its late verdict, on an error (pl_fail_locked) and on stop.
- *  - cv_dec: the decode threads wait for the decode queue. Signalled once per queued task by
- *    done(); broadcast on an error and on stop.
- *  - cv_out (CLOCK_MONOTONIC, for next_timeout_ms): the consumer in rf_loader_next waits for
- *    its batch to be READY or BAD, or for an error, and for the GPU decode stage to take a
- *    handout in (its queue full, or the test hook sched_open_join). Broadcast when a slot is
- *    published or marked BAD, when the GPU decode stage took handouts in, on an error and on
- *    stop.
- *  - cv_gpu: the GPU decode stage's thread (gpu_stage.c) waits for a batch to check or a
- *    handout to take in. Signalled by the submit that leaves a slot CHECKING and by each
- *    handout; broadcast on stop.
- * With mu held, code reads and writes the cursors, the arena, the task ring and decode queue,
- * the slot states and the skip bookkeeping, formats messages (and fstat()s a file whose read
- * failed), and calls the plan (rf_plan_*), the token window and rf_pc_direct_span/fd, which
- * neither block nor lock. It never calls the backend (submit, release, sync, stats: without
- * mu, in submit.c, consumer.c, gpu_verdict.c and stats.c), the I/O engine (start, stop, stats;
- * the engine calls take() and done(), which take mu themselves), a decoder, rf_pc_check or
- * rf_pc_warm, a test hook, the user's rf_config.sample_hook (decode_pool.c calls it on the
- * decode thread, like the decoder), or open()/close() of per-read descriptors. Functions named
- * *_locked, and every pl_policy entry but setup, must be called with mu held.
- * Without mu: slot.pending counts a batch's samples down (the thread that takes it to 0
- * publishes the slot, pl_slot_finish); the statistics counters and the GPU placement's
- * slot.gpu claims (gpu_slot.h) are atomics (task.finished is one too, but only touched with
- * mu held); the consumer's cursor (pl_consumer, loader.h) belongs to the consumer's thread; the
- * settings each stage copied, the dataset, the ring and the tables are written at create (or
- * with every thread stopped, in pl_pipeline_start_placed) and only read while threads run.
+ *  - cv_io: I/O threads in take() wait for a FREE slot, a task or arena space (skip mode: also
+ *    for the outcomes a phase or epoch boundary needs). Signalled when a slot is released (one
+ *    I/O thread passes it on: pl_io_take); broadcast when the task tail advances and the
+ *    dispatcher waits for room, on the skip walk's events (walk_may_move_locked and the late
+ *    verdicts), on an error and on stop.
+ *  - cv_dec: decode threads wait for the decode queue. Signalled per queued task by done();
+ *    broadcast on an error and on stop.
+ *  - cv_out (CLOCK_MONOTONIC, for next_timeout_ms): the consumer waits for its batch to be
+ *    READY or BAD, or for the GPU decode stage to take a handout in. Broadcast when a slot is
+ *    published or marked BAD, when handouts were taken in, on an error and on stop.
+ *  - cv_gpu: the GPU decode stage's thread waits for a batch to check or a handout. Signalled
+ *    by a submit that leaves a slot CHECKING and by each handout; broadcast on stop.
+ * With mu held, code touches the cursors, arena, task ring, decode queue, slot states and skip
+ * bookkeeping, formats messages (fstat()ing a file whose read failed), and calls the plan,
+ * the token window and rf_pc_direct_span/fd, which neither block nor lock. It never calls the
+ * backend, the I/O engine, a decoder, rf_pc_check/warm, a test hook, rf_config.sample_hook, or
+ * open()/close(). Functions named *_locked, and every pl_policy entry but setup, must be
+ * called with mu held.
+ * Without mu: slot.pending counts a batch's samples down (pl_slot_finish); statistics and the
+ * slot.gpu claims are atomics; the consumer's cursor belongs to its thread; settings, dataset,
+ * ring and tables are written at create (or with every thread stopped) and only read after.
  *
  * MEMORY ORDERING
- * mu orders everything written under it: the cursors, the arena, the task ring, the decode
- * queue, slot state, seq and bad, the skip bookkeeping and the sticky error. It also hands
- * each task from take() to done() to a decode thread, so the bytes a read wrote reach the
- * decoder through it, and a published slot's rows reach the consumer through the state
- * written under it.
- * The atomics carry only what moves outside mu, each with its order and reason where it is
- * declared: slot.pending is the one hand-over: each sample's fetch_sub is a release of the row,
- * label, field rows and GPU-placement entries it wrote (and of slot.bad, which a failed sample
- * writes under mu but pl_slot_finish reads without it), and the one that reaches 0 acquires them
- * all before pl_slot_finish submits the batch (acq_rel); the slot state it then writes under mu
- * hands the batch to the consumer, or to the GPU decode stage's check. Every other atomic is
- * relaxed: the GPU placement's slot.gpu claims (their atomicity alone keeps claims apart; the
- * bytes are published by pending), task.finished (only touched with mu held) and the
- * statistics counters (read for rf_stats only), except the scheduler's engine state
- * (gpu_decode.h). No atomic keeps seq_cst: no code relies on a single order across two atomic
- * variables.
- * Debug builds (without NDEBUG: the default RelWithDebInfo build; Release adds -DNDEBUG) assert
- * these invariants: slot state before each transition, the cursors and ring bounds, and that
- * a *_locked function's caller holds mu (pl_lock records the holder, PL_ASSERT_LOCKED checks
- * it; in Release both compile to nothing more than the lock itself). */
+ * mu orders everything written under it, and hands each task from take() to done() to a
+ * decode thread (so a read's bytes reach the decoder) and a published slot's rows to the
+ * consumer. The atomics carry only what moves outside mu, each with its order and reason where
+ * it is declared: slot.pending (acq_rel, slot.h) is the one hand-over; the rest are relaxed
+ * except the scheduler's engine state (gpu_decode.h). No code relies on a single order across
+ * two atomics, so none keeps seq_cst.
+ * Debug builds (without NDEBUG) assert slot state before each transition, cursor and ring
+ * bounds, and that a *_locked function's caller holds mu (pl_lock records the holder). */
 #ifndef RF_PL_STATE_H
 #define RF_PL_STATE_H
 

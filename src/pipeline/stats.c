@@ -1,9 +1,5 @@
-/* stats.c — rf_loader_stats, rf_stats_init, rf_loader_trim: each stage's part of rf_stats.
- *
- * DESIGN
- * Runs on the consumer's thread. Counters the threads update are atomics read without mu; the
- * skip counts are read under mu; the engine's and backend's own statistics are asked for
- * without it. */
+/* stats.c — rf_loader_stats, rf_stats_init, rf_loader_trim, on the consumer's thread:
+ * atomics read without mu, skip counts under mu, engine and backend statistics without it. */
 #include <stdio.h>
 #include <string.h>
 

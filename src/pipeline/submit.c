@@ -1,14 +1,6 @@
-/* submit.c — the backend side of a slot: when a batch's last sample is in, its copy (and
- * conversion, and GPU decode kernels) is enqueued on the backend and the slot published READY
- * (or BAD, fail mode, when one of its samples failed; or CHECKING, for the GPU decode stage to
- * check its verdicts first); a returned slot is released to the backend, behind the test hook.
- *
- * DESIGN
- * pl_slot_finish runs on whichever thread counted the slot's last sample down (a decode
- * thread, or an I/O thread for token windows): the submit runs without mu, then mu is taken to
- * publish the slot and wake the consumer (cv_out), or to record a failed submit as the sticky
- * error. pl_backend_release runs on the consumer's thread (release) or with every thread
- * stopped (run.c), without mu. Calls state.c and the GPU decode stage's batch part. */
+/* submit.c — the copy stage (submit.h). pl_slot_finish runs on the thread that counted the
+ * slot's last sample down: the submit without mu, then mu to publish the slot (READY, BAD or
+ * CHECKING; cv_out) or record a failed submit. */
 #include "pipeline/submit.h"
 
 #include <stdio.h>
@@ -47,9 +39,7 @@ void pl_slot_finish(pl_submit *u, slot *s)
     pl_count(&u->counters->copy_ns, rf_now_ns() - t0);
     pl_lock(k);
     if (rc) {
-        /* Sticky and fatal (a CUDA error poisons the context): fail_locked wakes the consumer
-         * in rf_loader_next, the I/O threads in take() and the decode threads; they stop
-         * taking work and every later call returns this error. */
+        /* Sticky and fatal (a CUDA error poisons the context). */
         char m[RF_ERRMSG_MAX];
         snprintf(m, sizeof m, "copy of batch %llu (epoch %llu, batch %llu of the epoch, %u "
                  "samples, %zu bytes) to the device failed: %s", (unsigned long long)s->seq,

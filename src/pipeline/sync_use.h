@@ -1,24 +1,16 @@
-/* sync_use.h — the GPU decode's sync-point indexes at run time (loaders/sync_index.h,
- * docs/gpu-decode.md "Sync-point indexes"): each shard's sidecar found at create (beside a
- * local shard, fetched beside a remote one, or in the cache folder), the entry a plain JPEG's
- * packet starts from, checked against the member's bytes before use, and entries built by
- * the decode threads for members without one, written as sidecars for the runs after.
+/* sync_use.h — the GPU decode's sync-point indexes at run time (loaders/sync_index.h; where
+ * sidecars are looked for and written: docs/sync-index.md): each shard's sidecar found at
+ * create, the entry a plain JPEG's packet starts from, and entries built by the decode threads
+ * for members without one, written as sidecars for the runs after.
  *
  * DESIGN
- *  - A loaded sidecar is mapped read-only and never changes; an entry is used only when the
- *    member's size and XXH64 equal its own, so no sidecar can lend its points to other bytes.
- *    An entry found stale is counted once (sync_stale) and the member is decoded as without
- *    one (the walker), then rebuilt when building is on.
- *  - Building is the walker's work done once for the whole file (rf_decode_sync_entry), on
- *    the decode thread that has the member's bytes, never before the first batch is out. A
- *    built entry lives in a per-sample slot (set once, by compare-and-swap) for the rest of
- *    the run and goes into its shard's sidecar at the next flush: at each epoch's end on a
- *    thread of its own, and at destroy. Built points are held in memory up to
- *    RF_SYNC_BUILD_BYTES; past that, building stops for the run, said once on stderr.
- *  - Where a built sidecar goes: beside a local shard when that directory is writable, else
- *    in the cache folder (rf_config.cache_dir) as sync-<hash of the shard's path>.sync, where
- *    create looks second; a remote shard's only in the cache folder. Without either it is not
- *    written (the next run builds again). */
+ *  - A loaded sidecar is mapped read-only; an entry is used only when the member's size and
+ *    XXH64 equal its own, so no sidecar lends its points to other bytes. A stale entry is
+ *    counted once and the member decoded as without one, then rebuilt when building is on.
+ *  - Building is the walker's work done once for the whole file, on the decode thread that
+ *    has the member's bytes, never before the first batch is out. A built entry is set once
+ *    (CAS) in a per-sample slot and flushed at each epoch's end (own thread) and at destroy;
+ *    past RF_SYNC_BUILD_BYTES building stops for the run, said once on stderr. */
 #ifndef RF_PIPELINE_SYNC_USE_H
 #define RF_PIPELINE_SYNC_USE_H
 

@@ -1,14 +1,11 @@
 /* testing.h — internal hooks for tests (not part of the public API, not exported from the
- * shared library: tests link the static library).
+ * shared library: tests link the static library). Hooks are known at create (create starts
+ * reading at once), never read from the environment.
  *
- * Fault injection at ringfeed's own completion layer: `fault` is installed as the loader's
- * rf_io_source.fault, so rf_io_complete() calls it for every attempt of every read, from either
- * engine (io_uring CQEs and pread returns alike). It receives the request (fd, offset, len,
- * done, retries) and the attempt's raw result (bytes, or -errno) and returns the result to act
- * on: e.g. a short count, 0 (end of file), -EAGAIN / -EINTR (retried up to io_retries), -EIO
- * (persistent: follows the error policy). It runs on I/O threads, concurrently: keep any state
- * it uses thread-safe. The hook must be known before the first read, hence a create variant
- * rather than a setter (create starts reading at once); no environment variable is involved. */
+ * fault: installed as the loader's rf_io_source.fault, so rf_io_complete() calls it for every
+ * attempt of every read, from either engine, with the request and the attempt's raw result
+ * (bytes, or -errno); it returns the result to act on (a short count, 0, -EAGAIN / -EINTR:
+ * retried up to io_retries, -EIO: the error policy). Runs on I/O threads concurrently. */
 #ifndef RF_TESTING_H
 #define RF_TESTING_H
 
@@ -24,19 +21,14 @@ typedef int (*rf_fault_fn)(void *ctx, const rf_io_req *req, int res);
 int rf_loader_create_faulty(const rf_config *cfg, rf_fault_fn fault, void *ctx, rf_loader **out,
                             char *out_error, size_t error_len);
 
-/* Lifecycle faults (docs/reliability.md, "Lifecycle"), in the same style: hooks known at
- * create, no environment variable.
- *
- * alloc: called before each large allocation that create makes for the pipeline (what: "batch
- *   ring", "staging arena", "slot tables", "task ring", "device pool", ...; bytes: the size
- *   asked for); returning non-zero makes that allocation fail as if the system refused it, so
- *   a test reaches every create failure path deterministically (no RLIMIT_AS, which ASan's
- *   shadow memory cannot live with).
- * backend: called before each backend submit (op RF_HOOK_SUBMIT, from a decode or I/O thread)
- *   and release (op RF_HOOK_RELEASE, from the consumer or destroy) with the batch's global
- *   sequence number; returning a negative code makes that call fail with it, as a CUDA
- *   backend does on a sticky error (RF_ECUDA: the loader becomes unusable). Runs concurrently
- *   on several threads: keep its state thread-safe. */
+/* Lifecycle faults (docs/reliability.md, "Lifecycle"):
+ * alloc: called before each large allocation of create (what: "batch ring", "staging arena",
+ *   ...; bytes: its size); non-zero makes it fail as if the system refused, so a test reaches
+ *   every create failure path (RLIMIT_AS cannot live with ASan's shadow memory).
+ * backend: called before each backend submit (RF_HOOK_SUBMIT, decode or I/O thread) and
+ *   release (RF_HOOK_RELEASE, consumer or destroy) with the batch's sequence number; a
+ *   negative return makes that call fail with it, as a CUDA sticky error does. Runs
+ *   concurrently on several threads. */
 enum rf_hook_op { RF_HOOK_SUBMIT = 0, RF_HOOK_RELEASE = 1 };
 typedef struct rf_test_hooks {
     rf_fault_fn io;  /* as rf_loader_create_faulty's fault */
@@ -45,56 +37,38 @@ typedef struct rf_test_hooks {
     void *alloc_ctx;
     int (*backend)(void *ctx, int op, uint64_t seq);
     void *backend_ctx;
-    /* io_async: io_uring hands every read to its worker threads (RF_IO_FORCE_ASYNC), which
-     * the kernel otherwise does only with reads it cannot start without blocking; a test then
-     * checks that storage_read_bytes still sees them. */
+    /* io_async: io_uring hands every read to its worker threads (RF_IO_FORCE_ASYNC), so a
+     * test checks that storage_read_bytes still sees them. */
     int io_async;
-    /* gpu_late_verdicts: GPU decode on the host backend keeps a packet's verdict (the status
-     * its decode by the kernels' host code returned) in the slot instead of failing the sample
-     * on the decode thread, and the GPU decode stage turns it into the sample's error or skip
-     * when it checks the batch (pl_gpu_check), as on the CUDA backend, where the verdicts come
-     * from the kernels after the batch was submitted. So the device's verdict path runs in
-     * CI. */
+    /* gpu_late_verdicts: GPU decode on the host backend keeps a packet's verdict in the slot,
+     * and the GPU decode stage's check (pl_gpu_check) turns it into the sample's error or skip,
+     * as on the CUDA backend: the device's verdict path runs in CI. */
     int gpu_late_verdicts;
     /* gpu_device_layout: GPU decode on the host backend takes the CUDA backend's slot layout
-     * (gpu.device: packets and CPU-decoded pixels packed in the stage at offsets, gj_place_device
-     * and its room, late verdicts, the refill's compaction), and the GPU decode stage's check
-     * first decodes the packed batch with the kernels' host code the way cuda_submit's kernels
-     * do (pl_gpu_check), into a buffer the batch points at. gpu_decode with uint8 output only
-     * (create refuses hw_decode_percent and conversions with it). So the device placement,
-     * refill and re-submit run in CI. */
+     * (packed stage, late verdicts, the refill's compaction), and the check first decodes the
+     * packed batch with the kernels' host code as cuda_submit's kernels would. uint8 output
+     * only (create refuses hw_decode_percent and conversions with it). */
     int gpu_device_layout;
-    /* sched: the host backend runs the balancing scheduler (rf_config.decode_schedule AUTO
-     * becomes BALANCE, as asking for it does on the CUDA backend): kernel packets decoded by
-     * the kernels' host code, engine packets by the host stand-in rf_decode_planes, as gpu_decode and
-     * hw_decode_percent on the host do. Its engines open on the opener thread after
-     * sched_open_ms, or never with sched_no_engines; so do hw_decode_percent's (MANUAL),
-     * which without this hook are ready from create on the host (the stand-in has nothing to
-     * open). sched_perturb, when set, is called on the GPU decode stage's thread after each
-     * controller step, once for each batch handed out, with the batch's sequence number, and
-     * may overwrite the shares (permille; clamped to 1000 and hw <= gpu), so a test moves
-     * the route of samples over time as a real run's timing would. */
+    /* sched: the host backend runs the balancing scheduler (AUTO becomes BALANCE, as on
+     * CUDA); its engines open on the opener thread after sched_open_ms, or never with
+     * sched_no_engines. sched_perturb, when set, is called on the stage's thread once per batch
+     * handed out and may overwrite the shares (clamped), as a real run's timing would. */
     int sched;
     int sched_no_engines;
     uint32_t sched_open_ms;
     void (*sched_perturb)(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw);
     void *sched_ctx;
-    /* remote_engine_tries: when non-zero, the curl engine makes at most this many attempts
-     * per request (remote_retries + 1 otherwise) while create's requests keep
-     * remote_retries, so a test can let create through faults that a sample's reads then
-     * exhaust (the fault proxy fails every range alike). */
+    /* remote_engine_tries: non-zero: the curl engine's attempts per request, while create's
+     * requests keep remote_retries, so create gets through faults a sample's reads exhaust. */
     uint32_t remote_engine_tries;
-    /* sched_short_windows: a controller window is RF_SCHED_WINDOW batches however short they
-     * took, so a test's short run of fast batches gets controller steps. */
+    /* sched_short_windows: a controller window is RF_SCHED_WINDOW batches however short. */
     int sched_short_windows;
-    /* sched_open_join: rf_loader_next waits, at each batch handed out, until the GPU decode
-     * stage acted upon it and joined any opener it started (with the first batch, or with
-     * BALANCE the first batch whose GPU share needs the engines), so a test's short run has
-     * its engines ready from the next batch on, whatever the timing. */
+    /* sched_open_join: rf_loader_next waits at each batch handed out until the GPU decode
+     * stage acted upon it and joined any opener it started, so engines are ready at the next
+     * batch whatever the timing. */
     int sched_open_join;
-    /* sched_open_at_create: create starts the opener and waits for it, so the engines are
-     * READY (or NONE) before the first sample is decoded: for tests of the engines' decoding
-     * itself, which need every sample of the engines' share on them (tests/test_cuda.c). */
+    /* sched_open_at_create: create starts the opener and waits for it, so every sample of the
+     * engines' share goes to them (tests of the engines' decoding, tests/test_cuda.c). */
     int sched_open_at_create;
 } rf_test_hooks;
 

@@ -1,11 +1,6 @@
-/* warm.c — the page cache around the reads (see src/io/pagecache.c): the residency of each
- * new read is checked before the engine submits it, and the spans the dispatcher reaches next
- * are hinted into the cache (warm_bytes ahead) so storage latency overlaps the decode.
- *
- * DESIGN
- * Runs on the I/O threads inside take(): pl_warm_plan_locked with mu held moves the warm
- * cursor (epoch, pos, ahead) and collects the hints; pl_after_take issues the checks and hints
- * after mu is released. Reads only the plan and the dataset otherwise. */
+/* warm.c — the page cache around the reads (warm.h), on the I/O threads inside take():
+ * pl_warm_plan_locked moves the cursor and collects hints under mu; pl_after_take issues the
+ * residency checks and hints after mu is released, so storage latency overlaps the decode. */
 #include "pipeline/warm.h"
 
 #include "pipeline/state.h"
