@@ -9,9 +9,11 @@ The tree is the architecture diagram only while these hold, so ctest runs this (
      exception, tools/internal/, says why in its README;
   3. no source file of the library, the tools or the generator is over 700 lines;
   4. every atomic operation in src/ and loaders/ names its memory order (the *_explicit forms),
-     as the DESIGN comments that give each order's reason assume.
+     as the DESIGN comments that give each order's reason assume;
+  5. no Python function of the binding (python/ringfeed/) or of tools/*.py is over 150 lines.
 Prints every violation with file and line and exits 1, or prints a summary and exits 0.
 """
+import ast
 import pathlib
 import re
 import sys
@@ -31,6 +33,7 @@ ALLOWED = {
 }
 PUBLIC = {"ringfeed.h", "ringfeed_shards.h"}
 MAX_LINES = 700
+MAX_PY_FUNCTION_LINES = 150
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 BARE_ATOMIC = re.compile(
     r"\batomic_(load|store|exchange|fetch_[a-z]+|compare_exchange_(?:weak|strong))\s*\(")
@@ -95,12 +98,26 @@ def check_atomics(bad):
                            "order (use the _explicit form and say why in a comment)")
 
 
+def check_python_functions(bad):
+    files = sorted((ROOT / "python" / "ringfeed").glob("*.py"))
+    files += sorted((ROOT / "tools").glob("*.py"))
+    for p in files:
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                n = node.end_lineno - first + 1
+                if n > MAX_PY_FUNCTION_LINES:
+                    bad.append(f"{p.relative_to(ROOT)}:{node.lineno}: {node.name}() is {n} lines "
+                               f"(at most {MAX_PY_FUNCTION_LINES}: split it)")
+
+
 def main():
     bad = []
     check_layers(bad)
     check_public_only(bad)
     check_lengths(bad)
     check_atomics(bad)
+    check_python_functions(bad)
     for b in bad:
         print(b)
     if bad:
@@ -108,7 +125,8 @@ def main():
         return 1
     n = sum(1 for _ in sources("src", "loaders"))
     print(f"tree ok: {n} files in {len(ALLOWED)} folders follow the layer table; tools/ and "
-          f"datasets/ use public headers; no file over {MAX_LINES} lines; atomics explicit")
+          f"datasets/ use public headers; no file over {MAX_LINES} lines; atomics explicit; no "
+          f"Python function over {MAX_PY_FUNCTION_LINES} lines")
     return 0
 
 

@@ -194,7 +194,7 @@ def cpu_by_role():
     return out
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--loader", choices=["ringfeed", "torch", "synthetic"], default="ringfeed",
                     help="synthetic: one batch already on the GPU, reused (the GPU-bound rate)")
@@ -247,7 +247,11 @@ def main():
     if a.decode_threads is None:
         import ringfeed  # the rank's share: affinity, cgroup quota, LOCAL_WORLD_SIZE
         a.decode_threads = max(1, ringfeed.default_decode_threads() - 1)
+    return a
 
+
+def main():
+    a = parse_args()
     world = int(os.environ.get("WORLD_SIZE", 1))
     rank = int(os.environ.get("RANK", 0))
     local = int(os.environ.get("LOCAL_RANK", 0))

@@ -77,7 +77,7 @@ def default_decode_threads():
     """The decode threads a loader starts with decode_threads=0: cpu_count() divided by
     LOCAL_WORLD_SIZE (the ranks torchrun starts on this machine) when that is set, at least 1
     (and at most 1024). stats()["decode_threads"] reports what a loader started."""
-    from .loader import _default_decode_threads
+    from ._config import _default_decode_threads
     return _default_decode_threads()
 
 

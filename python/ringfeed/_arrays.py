@@ -5,7 +5,7 @@ or __cuda_array_interface__ (device memory) and holds a reference to its owner, 
 the lease it belongs to: numpy arrays and torch tensors made from it keep the view alive (numpy
 through .base, torch through the deleter of its from_blob storage), so the lease lives as long
 as any array over its memory does. Whether the memory is still *valid* is the lease's business
-(see loader.py). The loader reuses an array for a later batch at the same memory (ViewCache):
+(see _batch.py). The loader reuses an array for a later batch at the same memory (ViewCache):
 the Holder then points at that batch's lease.
 """
 import ctypes

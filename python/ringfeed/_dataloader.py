@@ -27,7 +27,8 @@ def register():
     data = _torch_data()
     if _registered or data is None or not hasattr(data, "IterableDataset"):
         return
-    from .loader import _BatchBase, _LoaderBase
+    from ._base import _LoaderBase
+    from ._batch import _BatchBase
     data.IterableDataset.register(_LoaderBase)
     # default_collate's table of types is torch's internal API: without it, batch_size=1 still
     # fails, only with torch's generic message.

@@ -1,8 +1,8 @@
 """The C loader's lifetime on the Python side (docs/python.md "Threads, interrupts and exit"):
 _Handle, one rf_loader* and what may still reach it (C calls in flight on any thread, and
 leases whose arrays view its memory); the exit handler that stops every loader still open;
-and Deferred, which holds Ctrl-C back while a call changes the loader's state. loader.py
-builds ringfeed.Loader on them."""
+and Deferred, which holds Ctrl-C back while a call changes the loader's state. _base.py
+builds the loaders' common part on them."""
 import atexit
 import os
 import signal

@@ -1,0 +1,166 @@
+"""What a batch is made of under Batch and TokenBatch (loader.py): _Lease, one leased rf_batch
+and its release, and _BatchBase, the batch's scalars and its per-sample metadata copied out
+of the ring slot on first use (_META says how each field is copied).
+"""
+import ctypes
+import weakref
+
+from . import _arrays
+
+
+def _copy_fields(b, n):
+    """The batch's extra fields as {name: [bytes per sample]}, copied out of the slot (whose
+    rows the library reuses once the batch is released)."""
+    out = {}
+    for f in range(int(b.nfields)):
+        fld = b.fields[f]
+        base = fld.data
+        out[fld.name.decode("ascii")] = [
+            ctypes.string_at(base + fld.offsets[i], fld.lengths[i]) if fld.lengths[i] else b""
+            for i in range(n)]
+    return out
+
+
+def _host_meta(attr, ctype, np_dtype):
+    """b.attr (n integers of ctype in the slot) -> an owned numpy array of np_dtype."""
+    def make(b, n):
+        ptr = getattr(b, attr)
+        if not ptr:
+            return _arrays.np.zeros(0, np_dtype)
+        return _arrays.host_copy_int(ptr, n, ctype, "numpy", np_dtype)
+    return make
+
+
+def _copy_keys(b, n):
+    keys = b.keys
+    return [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []
+
+
+# How each lazily copied metadata slot of a batch is made from its rf_batch (see _BatchBase).
+_META = {
+    "_sample_ids": _host_meta("sample_ids", ctypes.c_uint64, "uint64"),
+    "_positions": _host_meta("positions", ctypes.c_uint64, "uint64"),
+    "_is_padding": _host_meta("is_padding", ctypes.c_uint8, "bool"),
+    "_keys": _copy_keys,
+    "_fields": _copy_fields,
+}
+
+
+def _meta_property(name):
+    """A batch's lazily copied metadata field `name` (see _BatchBase), made by _META[name]."""
+    return property(lambda self: self._lazy(name))
+
+class _Lease:
+    """One leased rf_batch: released exactly once, either by the loader's iterator policy,
+    explicitly, or (for kept batches) when the last reference to it disappears. While it
+    lives, its C loader's memory does (see _Handle)."""
+
+    __slots__ = ("loader", "handle", "ptr", "seq", "released", "kept", "batch", "views",
+                 "__weakref__")
+
+    def __init__(self, loader, handle, ptr, seq):
+        # Weak: the batch's arrays hold the lease (through their base), and the loader holds
+        # those arrays (its ViewCache); a strong reference back made a cycle through arrays,
+        # which the garbage collector cannot see through, so a dropped loader lived for ever.
+        self.loader = weakref.ref(loader)
+        self.handle = handle  # the C loader it came from (load_state_dict makes a new one)
+        self.ptr = ptr  # POINTER(RfBatch)
+        self.seq = seq  # delivery number on this C loader (ring slot = seq % depth)
+        self.released = False
+        self.kept = False
+        self.batch = None  # weakref to the batch made from it, whose metadata is lazy
+        self.views = []  # its arrays' keys in the loader's ViewCache
+        handle.lease_made()
+
+    @property
+    def done(self):
+        """Returned to the ring, or its loader closed or replaced (the destroy returns it)."""
+        return self.released or self.handle.retired
+
+    def release(self, stream=None):
+        ld = self.loader()
+        if not self.done and ld is not None:
+            ld._release_lease(self, stream)
+
+    def __del__(self):
+        # Only kept batches get here unreleased (the iterator holds the others). This may run
+        # on any thread: the release is queued and done by the consumer thread at its next call
+        # into the loader (a C loader is used by one thread at a time). A loader that is gone
+        # was closed, which returned every batch.
+        try:
+            ld = self.loader()
+            if self.kept and not self.done and ld is not None:
+                ld._pending.append((self.ptr, self.handle, ld._current_stream_handle()))
+        except Exception:
+            pass
+        try:
+            self.handle.lease_gone()
+        except Exception:
+            pass
+
+
+class _BatchBase:
+    """Common part of image and token batches.
+
+    The per-sample metadata (sample_ids, positions, is_padding; keys and fields of an image
+    batch) is copied out of the ring slot on first use, not when the batch is made: the
+    training loop's thread pays for each batch it asks for while the GPU waits, and the usual
+    `for images, labels in loader` never reads it. Whatever was not read yet is copied when the
+    batch goes back to the ring (_LoaderBase._release_lease), if the batch is still referenced,
+    so it stays valid forever like an eager copy; a batch nobody references costs nothing."""
+
+    __slots__ = ("_lease", "_raw", "count", "epoch", "index", "_sample_ids", "_positions",
+                 "_is_padding", "__weakref__")
+    _LAZY = ("_sample_ids", "_positions", "_is_padding")
+
+    def _lazy(self, name):
+        v = getattr(self, name)
+        if v is None:
+            raw = self._raw
+            if raw is None:  # the release copied everything (on the consumer thread) meanwhile
+                return getattr(self, name)
+            v = _META[name](raw, self.count)
+            done = getattr(self, name)
+            if done is not None:
+                # Returned to the ring while we copied (a release on the consumer thread): the
+                # slot may be reused already, but the release copied it first.
+                return done
+            setattr(self, name, v)
+        return v
+
+    def _materialize(self):
+        """Copy every metadata field not read yet out of the slot (before it goes back)."""
+        for name in self._LAZY:
+            if getattr(self, name) is None:
+                setattr(self, name, _META[name](self._raw, self.count))
+        self._raw = None
+
+    sample_ids = _meta_property("_sample_ids")
+    positions = _meta_property("_positions")
+    is_padding = _meta_property("_is_padding")
+
+    def keep(self):
+        """Detach this batch from the iterator's release policy (see the module docstring).
+        Returns self. Release it with release(), or drop every reference to it and to the
+        arrays made from it."""
+        lease = self._lease
+        if lease is None:  # copy=True: the batch owns its memory already
+            return self
+        if lease.done:
+            raise RuntimeError("this batch was already returned to the loader; keep() must be "
+                               "called before the next batch is requested")
+        ld = lease.loader()
+        if ld is not None:
+            ld._keep(lease)
+        return self
+
+    def release(self, stream=None):
+        """Return the batch's memory to the loader now. `stream` (a torch.cuda.Stream or a raw
+        cudaStream_t handle) is where the memory was last used; default: torch's current stream
+        on the loader's device. Idempotent."""
+        if self._lease is not None:
+            self._lease.release(stream)
+
+    @property
+    def released(self):
+        return self._lease is None or self._lease.done
