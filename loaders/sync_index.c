@@ -301,8 +301,9 @@ int rf_sync_builder_bytes(rf_sync_builder *b, uint64_t shard_bytes, uint8_t **ou
         uint8_t *e = ent + i * RF_SYNC_ENTRY;
         uint32_t k = get32(order[i] + 32);
         memcpy(e, order[i], RF_SYNC_ENTRY);
-        memcpy(pts + at * RF_SYNC_POINT, b->pts + get64(order[i] + 24) * RF_SYNC_POINT,
-               (size_t)k * RF_SYNC_POINT);
+        if (k) /* b->pts is NULL while no entry has points */
+            memcpy(pts + at * RF_SYNC_POINT, b->pts + get64(order[i] + 24) * RF_SYNC_POINT,
+                   (size_t)k * RF_SYNC_POINT);
         put64(e + 24, at);
         at += k;
     }

@@ -177,7 +177,8 @@ static const rf_sync_entry *build_one(pl_sync *s, rf_decoder *dec, uint32_t file
     if (!b)
         return NULL;
     b->e = e;
-    memcpy(b->points, e.points, pts);
+    if (pts) /* an entry without points (progressive, unreadable) has points NULL */
+        memcpy(b->points, e.points, pts);
     b->e.points = b->points;
     built *none = NULL;
     /* acq_rel: publishes b's points to readers, and acquires the winner's on a loss */
