@@ -1,7 +1,7 @@
 /* test_crop_boxes.c — rf_batch.crop_boxes and rf_batch.flips (issue 46): every delivered
  * sample reports the box its image was cut from, in the source image's full-resolution pixels,
- * and its flip. A CENTER box equals Resize(shorter) + CenterCrop computed here on its own; a
- * RANDOM box reproduces the delivered bytes exactly (the source decoded whole at full scale,
+ * and its flip. A CENTER box equals Resize(shorter) + CenterCrop computed here on its own, and
+ * a CENTER sample reported flipped mirrors the same sample of a run without flips; a RANDOM box reproduces the delivered bytes exactly (the source decoded whole at full scale,
  * the reported box resampled with the library's own filter, flipped when reported); the boxes
  * and flips are the same on every path (CPU, gpu_decode, hw_decode_percent = 100 on the host
  * backend's emulation) at 1 and 3 decode threads, and with DCT scaling; padding repeats and
@@ -129,7 +129,8 @@ static void center_expect(uint32_t W, uint32_t H, uint32_t R, int32_t *box)
 
 typedef struct run_opts {
     const char *pattern; /* NULL: g_pattern */
-    uint32_t crop, threads, gpu, hw, dct_off, world, rank, on_error;
+    uint32_t crop, threads, gpu, hw, dct_off, world, rank, on_error, no_flip;
+    uint8_t *images; /* not NULL: each sample's delivered image lands at images[id x bytes] */
     uint64_t n_pixels_checked;
 } run_opts;
 
@@ -144,7 +145,7 @@ static rf_stats run_epoch(const sources *src, run_opts *o, int32_t (*boxes)[4], 
     c.image_height = OUT_H, c.image_width = OUT_W;
     c.seed = 5150, c.epochs = 1, c.batch_size = 8, c.layout = RF_LAYOUT_NHWC;
     c.crop = o->crop, c.resize_shorter = o->crop == RF_CROP_CENTER ? 72 : 0;
-    c.flip_prob = 0.5f; /* CENTER too: its flips must be reported as well */
+    c.flip_prob = o->no_flip ? 0.0f : 0.5f; /* CENTER too: its flips must be reported */
     c.decode_threads = o->threads, c.gpu_decode = o->gpu, c.hw_decode_percent = o->hw;
     c.dct_scaling = o->dct_off ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO;
     c.world_size = o->world ? o->world : 1, c.rank = o->rank;
@@ -182,6 +183,8 @@ static rf_stats run_epoch(const sources *src, run_opts *o, int32_t (*boxes)[4], 
                           flips[id] == b->flips[i]);
             memcpy(boxes[id], box, sizeof boxes[id]);
             flips[id] = b->flips[i];
+            if (o->images)
+                memcpy(o->images + id * n, (uint8_t *)b->data + i * n, n);
             if (o->crop == RF_CROP_RANDOM && full_scale) {
                 resample(src->rgb[id], W, box, b->flips[i], want);
                 ck_assert_msg(memcmp(want, (uint8_t *)b->data + i * n, n) == 0,
@@ -211,8 +214,26 @@ START_TEST(center_boxes_are_resize_shorter_then_center)
     uint8_t flips[N_SAMPLES];
     uint64_t blanks = 0, flipped = 0;
     memset(boxes, 0xff, sizeof boxes);
-    run_opts o = {.crop = RF_CROP_CENTER, .threads = 2};
+    size_t n = (size_t)OUT_H * OUT_W * 3;
+    uint8_t *img = malloc(N_SAMPLES * n), *plain = malloc(N_SAMPLES * n);
+    int32_t pboxes[N_SAMPLES][4];
+    uint8_t pflips[N_SAMPLES];
+    run_opts o = {.crop = RF_CROP_CENTER, .threads = 2, .images = img};
     run_epoch(&src, &o, boxes, flips, &blanks);
+    run_opts p = {.crop = RF_CROP_CENTER, .threads = 2, .images = plain, .no_flip = 1};
+    run_epoch(&src, &p, pboxes, pflips, &blanks);
+    for (uint32_t id = 0; id < N_SAMPLES; id++) {
+        /* the flip reported is the one applied: a flipped image mirrors the unflipped run's */
+        ck_assert(memcmp(pboxes[id], boxes[id], sizeof want) == 0 && pflips[id] == 0);
+        for (uint32_t y = 0; y < OUT_H; y++)
+            for (uint32_t x = 0; x < OUT_W; x++) {
+                uint32_t sx = flips[id] ? OUT_W - 1 - x : x;
+                ck_assert_msg(memcmp(img + id * n + ((size_t)y * OUT_W + x) * 3,
+                                     plain + id * n + ((size_t)y * OUT_W + sx) * 3, 3) == 0,
+                              "sample %u flip %u: pixel %u,%u", id, flips[id], x, y);
+            }
+    }
+    free(img), free(plain);
     for (uint32_t id = 0; id < N_SAMPLES; id++) {
         center_expect(src.w[id], src.h[id], 72, want);
         ck_assert_msg(memcmp(want, boxes[id], sizeof want) == 0,
