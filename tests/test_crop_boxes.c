@@ -1,9 +1,10 @@
 /* test_crop_boxes.c — rf_batch.crop_boxes and rf_batch.flips (issue 46): every delivered
  * sample reports the box its image was cut from, in the source image's full-resolution pixels,
  * and its flip. A CENTER box equals Resize(shorter) + CenterCrop computed here on its own, and
- * a CENTER sample reported flipped mirrors the same sample of a run without flips; a RANDOM box reproduces the delivered bytes exactly (the source decoded whole at full scale,
- * the reported box resampled with the library's own filter, flipped when reported); the boxes
- * and flips are the same on every path (CPU, gpu_decode, hw_decode_percent = 100 on the host
+ * a CENTER sample reported flipped mirrors the same sample of a run without flips; a RANDOM
+ * box reproduces the delivered bytes exactly (the source decoded whole at full scale, the
+ * reported box resampled with the library's own filter, flipped when reported); the boxes and
+ * flips are the same on every path (CPU, gpu_decode, hw_decode_percent = 100 on the host
  * backend's emulation) at 1 and 3 decode threads, and with DCT scaling; padding repeats and
  * skip mode's replacements report what was delivered, blank padding {0, 0, 0, 0}; every box
  * lies inside its image. Token batches have none (test_tokens.c's batches: NULL). */
