@@ -756,6 +756,20 @@ typedef struct rf_batch {
     uint32_t ndim;          /* dimensions used in shape: 4 for images, 2 for tokens */
     uint32_t nfields;       /* entries in fields: those of rf_config.fields, in its order */
     const rf_field *fields; /* host; NULL when nfields is 0. Valid until release, like the rest */
+    /* Per sample, the geometry its image was given (images only; NULL for token batches, and
+     * for a batch of a struct_size that ends before them). crop_boxes: host, count x 4 int32,
+     * sample i's row {x, y, w, h} = crop_boxes[4i .. 4i+3]: the box RandomResizedCrop or
+     * Resize+CenterCrop chose, in the source image's own pixels (its full resolution, whatever
+     * DCT scaling decoded it at; EXIF orientation is not applied), before the resize to H x W;
+     * always inside the image (x + w <= its width, y + h <= its height). CENTER's box is
+     * fractional on the source and reported rounded to whole pixels. flips: host, count
+     * flags, 1 = the crop was flipped left-right after the resize. The same on every path the
+     * image takes (CPU, gpu_decode, hw engines) and at any thread count: a function of the
+     * sample's seed and its image's size. A padding repeat reports its original's box and
+     * flip; a replacement (on_error SKIP) its own; a blank padding sample {0, 0, 0, 0} and
+     * 0. */
+    const int32_t *crop_boxes;
+    const uint8_t *flips;
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on

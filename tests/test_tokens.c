@@ -94,6 +94,8 @@ START_TEST(sequential_windows_exactly_once)
             int rc, n = 0;
             while ((rc = rf_loader_next(ld, &b)) == 0) {
                 ck_assert_uint_eq(b->ndim, 2);
+                ck_assert_ptr_null(b->crop_boxes); /* no image, no crop (issue 46) */
+                ck_assert_ptr_null(b->flips);
                 ck_assert_int_eq(b->shape[1], L + 1);
                 ck_assert_uint_eq(b->dtype, dtypes[d] ? dtypes[d] : RF_DTYPE_UINT16);
                 for (uint32_t r = 0; r < b->count; r++) {

@@ -31,6 +31,21 @@ def _host_meta(attr, ctype, np_dtype):
     return make
 
 
+def copy_boxes(b, n, kind):
+    """b.crop_boxes and b.flips -> (an owned (n, 4) int32 array of x, y, w, h in the source
+    image's pixels, an owned (n,) bool array), numpy or torch (CPU) as kind; (None, None)
+    where the library gives none (token batches)."""
+    if not b.crop_boxes or not b.flips:
+        return None, None
+    boxes = _arrays.host_copy_int(b.crop_boxes, 4 * n, ctypes.c_int32, "numpy", "int32")
+    flips = _arrays.host_copy_int(b.flips, n, ctypes.c_uint8, "numpy", "bool")
+    boxes = boxes.reshape(n, 4)
+    if kind == "numpy":
+        return boxes, flips
+    torch = _arrays.torch_module()
+    return torch.from_numpy(boxes), torch.from_numpy(flips)
+
+
 def _copy_keys(b, n):
     keys = b.keys
     return [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []

@@ -100,6 +100,8 @@ class RfBatch(ctypes.Structure):
         ("ndim", ctypes.c_uint32),
         ("nfields", ctypes.c_uint32),
         ("fields", ctypes.POINTER(RfField)),
+        ("crop_boxes", ctypes.POINTER(ctypes.c_int32)),
+        ("flips", ctypes.POINTER(ctypes.c_uint8)),
     ]
 
 

@@ -45,6 +45,8 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->is_padding = s->padding;
     b->event = s->dev.event;
     b->ndim = ld->ring.tokens ? 2 : 4;
+    b->crop_boxes = ld->ring.tokens ? NULL : s->boxes;
+    b->flips = ld->ring.tokens ? NULL : s->flips;
     pl_fields_batch(&ld->fields, s, b);
 }
 

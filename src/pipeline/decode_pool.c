@@ -76,6 +76,23 @@ static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int3
                      m, r, (unsigned long long)t->sample_id, (unsigned long long)v.epoch);
 }
 
+/* Sample i's crop box and flip in slot s (rf_batch.crop_boxes, flips): info's, in the source
+ * image's full-resolution pixels whatever the path, kept inside the image (a CENTER box is
+ * fractional, its corner and size rounded apart); NULL: a blank, {0, 0, 0, 0} unflipped. */
+static void set_box(slot *s, uint32_t i, const rf_decode_info *info)
+{
+    int32_t *b = s->boxes + (size_t)i * 4;
+    memset(b, 0, 4 * sizeof *b);
+    s->flips[i] = 0;
+    if (!info)
+        return;
+    uint32_t x = RF_MIN(info->crop_x, info->width), y = RF_MIN(info->crop_y, info->height);
+    b[0] = (int32_t)x, b[1] = (int32_t)y;
+    b[2] = (int32_t)RF_MIN(info->crop_w, info->width - x);
+    b[3] = (int32_t)RF_MIN(info->crop_h, info->height - y);
+    s->flips[i] = (uint8_t)(info->flipped != 0);
+}
+
 /* Decode task t's sample into its row of slot s. An error sets t->why, whose fault it is
  * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset
  * (the caller adds the shard). */
@@ -154,6 +171,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
                              p->ring->conv.w, p->ring->out_dtype, p->ring->layout, p->mean,
                              p->std);
     s->labels[t->index] = label;
+    set_box(s, t->index, &info);
     /* a packet on the device is counted with its batch (pl_gpu_check) */
     if (!p->gpu->device || s->gpu.flags[t->index] == RF_GJ_PIXELS)
         pl_count_recovered(p->counters, rf_decoder_recovered(dec));
@@ -174,6 +192,7 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
                              p->ring->conv.w, p->ring->out_dtype, p->ring->layout, p->mean,
                              p->std);
     s->labels[t->index] = -1;
+    set_box(s, t->index, NULL);
     pl_fields_empty(p->fields, s, t->index);
 }
 

@@ -91,8 +91,9 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
                          "(prefetch_depth %u x (batch %u x %llu bytes per sample%s + labels), "
                          "page-rounded): out of memory", r->bytes, kind, r->depth, B,
                          (unsigned long long)r->stage_bytes, conv);
-    /* ids, positions, keys (8 bytes each) and padding (1) per sample of every slot */
-    size_t tables = (size_t)r->depth * (sizeof *r->slots + (size_t)B * 25);
+    /* ids, positions, keys (8 bytes each), crop box (16), padding and flip (1 each) per
+     * sample of every slot */
+    size_t tables = (size_t)r->depth * (sizeof *r->slots + (size_t)B * 42);
     r->slots = pl_alloc_refused(core, "slot tables", tables) ? NULL
                                                              : calloc(r->depth, sizeof *r->slots);
     if (!r->slots)
@@ -108,7 +109,9 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         s->positions = calloc(B, sizeof *s->positions);
         s->padding = calloc(B, 1);
         s->keys = calloc(B, sizeof *s->keys);
-        if (!s->ids || !s->positions || !s->padding || !s->keys)
+        s->boxes = calloc((size_t)B * 4, sizeof *s->boxes);
+        s->flips = calloc(B, 1);
+        if (!s->ids || !s->positions || !s->padding || !s->keys || !s->boxes || !s->flips)
             return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of slot tables "
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              r->depth, B);
@@ -124,6 +127,8 @@ void pl_ring_free(pl_ring *r, const pl_backend *be)
             free(r->slots[i].positions);
             free(r->slots[i].padding);
             free(r->slots[i].keys);
+            free(r->slots[i].boxes);
+            free(r->slots[i].flips);
         }
     free(r->slots);
     r->slots = NULL;

@@ -47,6 +47,8 @@ typedef struct slot {
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
+    int32_t *boxes;           /* batch_size x 4: each sample's crop box (rf_batch.crop_boxes) */
+    uint8_t *flips;           /* batch_size: flipped or not (rf_batch.flips) */
     /* Skip mode: samples that failed at the batch's positions (counted with the hole they
      * left, under mu), and the real samples of the batch's epoch on this rank: what the
      * consumer adds to the per-epoch counts when it is handed the batch. */
