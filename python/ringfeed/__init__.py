@@ -26,11 +26,11 @@ from .loader import (IMAGENET_MEAN, IMAGENET_STD, Batch, Loader, TokenBatch,  # 
                      TokenLoader)
 from ._stats import SKIP_REASONS  # noqa: E402
 from ._transform import TransformError  # noqa: E402
-from . import _dataloader  # noqa: E402
+from . import _base, _dataloader  # noqa: E402
 
 # A program that imported torch first gets loaders that are IterableDatasets from the start;
 # otherwise the first loader made registers them, as it imports torch where torch is installed.
-_dataloader.register()
+_dataloader.register(_base._LoaderBase)
 
 __all__ = ["Loader", "TokenLoader", "Batch", "TokenBatch", "RingfeedError", "LoaderTimeout",
            "TransformError",

@@ -61,7 +61,7 @@ class _LoaderBase(_LoaderState):
 
         kind, index = _parse_device(device)
         torch = _arrays.torch_module()
-        _dataloader.register()
+        _dataloader.register(_LoaderBase)
         if kind == "cuda":
             if torch is None:
                 raise ImportError("device='cuda' needs torch (batches are torch CUDA tensors)")

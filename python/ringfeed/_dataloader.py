@@ -19,17 +19,16 @@ def _torch_data():
     return getattr(getattr(torch, "utils", None), "data", None)
 
 
-def register():
-    """Make every loader class an IterableDataset (virtually, through the ABC registry: the
-    classes stay free of torch) and make default_collate refuse ringfeed batches by name.
-    Does nothing until torch is imported; idempotent."""
+def register(loader_base):
+    """Make loader_base (the base of every loader class) an IterableDataset (virtually, through
+    the ABC registry: the classes stay free of torch) and make default_collate refuse ringfeed
+    batches by name. Does nothing until torch is imported; idempotent."""
     global _registered
     data = _torch_data()
     if _registered or data is None or not hasattr(data, "IterableDataset"):
         return
-    from ._base import _LoaderBase
     from ._batch import _BatchBase
-    data.IterableDataset.register(_LoaderBase)
+    data.IterableDataset.register(loader_base)
     # default_collate's table of types is torch's internal API: without it, batch_size=1 still
     # fails, only with torch's generic message.
     collate = getattr(getattr(data, "_utils", None), "collate", None)
