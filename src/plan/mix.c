@@ -1,4 +1,4 @@
-/* mix.c — weighted mixing of sources, resampling and per-sample weights (see plan.h).
+/* mix.c — weighted mixing of sources, resampling and per-sample weights (mix.h).
  *
  * DESIGN. The epoch stays a materialised array of order positions -> sample ids, built once
  * per epoch from (seed, epoch) alone, so the resume cursor, the rank split and padding in
@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/plan.h"
+#include "plan/mix.h"
 
-typedef struct rf_mix {
+struct rf_mix {
     uint32_t nsources;
     uint32_t replacement;
     uint64_t *start;    /* nsources + 1 */
@@ -32,11 +32,10 @@ typedef struct rf_mix {
     double *prob;       /* with sample weights: alias table, indexed by sample id */
     uint64_t *alias;
     uint64_t fingerprint;
-} rf_mix;
+};
 
-void rf_plan_mix_free(rf_plan *p)
+void rf_mix_free(rf_mix *m)
 {
-    rf_mix *m = p->mix;
     if (!m)
         return;
     free(m->start);
@@ -47,17 +46,16 @@ void rf_plan_mix_free(rf_plan *p)
     free(m->prob);
     free(m->alias);
     free(m);
-    p->mix = NULL;
 }
 
-uint64_t rf_plan_source_positions(const rf_plan *p, uint32_t s)
+uint64_t rf_mix_positions(const rf_mix *m, uint32_t s)
 {
-    return p->mix && s < p->mix->nsources ? p->mix->count[s] : 0;
+    return s < m->nsources ? m->count[s] : 0;
 }
 
-uint64_t rf_plan_mix_fingerprint(const rf_plan *p)
+uint64_t rf_mix_fingerprint(const rf_mix *m)
 {
-    return p->mix ? p->mix->fingerprint : 0;
+    return m->fingerprint;
 }
 
 static uint64_t hash_add(uint64_t h, uint64_t v)
@@ -206,7 +204,7 @@ static int check_weights(const rf_plan_mix_spec *m, double *w, uint64_t samples,
     return 0;
 }
 
-static int mix_alloc(rf_plan *p, rf_mix *m, const rf_plan_mix_spec *spec, uint64_t e)
+static int mix_alloc(rf_mix *m, const rf_plan_mix_spec *spec, uint64_t samples, uint64_t e)
 {
     uint32_t ns = spec->nsources;
     m->start = malloc((ns + 1) * sizeof *m->start);
@@ -216,11 +214,11 @@ static int mix_alloc(rf_plan *p, rf_mix *m, const rf_plan_mix_spec *spec, uint64
     if (!m->start || !m->count || !m->used || !m->which)
         return -1;
     memcpy(m->start, spec->source_start, (ns + 1) * sizeof *m->start);
-    if (!m->replacement && !(m->round = malloc(p->samples * sizeof *m->round)))
+    if (!m->replacement && !(m->round = malloc(samples * sizeof *m->round)))
         return -1;
     if (spec->sample_weights) {
-        m->prob = malloc(p->samples * sizeof *m->prob);
-        m->alias = malloc(p->samples * sizeof *m->alias);
+        m->prob = malloc(samples * sizeof *m->prob);
+        m->alias = malloc(samples * sizeof *m->alias);
         if (!m->prob || !m->alias)
             return -1;
         for (uint32_t s = 0; s < ns; s++)
@@ -228,76 +226,53 @@ static int mix_alloc(rf_plan *p, rf_mix *m, const rf_plan_mix_spec *spec, uint64
                 alias_build(m, spec->sample_weights, m->start[s], m->start[s + 1]))
                 return -1;
     }
-    uint64_t *perm = realloc(p->perm, e * sizeof *perm);
-    if (!perm)
-        return -1;
-    p->perm = perm;
     return 0;
 }
 
-int rf_plan_set_mix(rf_plan *p, const rf_plan_mix_spec *spec, rf_err *err)
+int rf_mix_create(const rf_plan_mix_spec *spec, uint64_t samples, uint64_t e, rf_mix **out,
+                  rf_err *err)
 {
-    if (spec->nsources == 0 || spec->source_start[0] != 0 ||
-        spec->source_start[spec->nsources] != p->samples)
-        return rf_seterr(err, RF_EINVAL, "the sources do not cover the dataset");
-    if (p->order == RF_ORDER_SHARD)
-        return rf_seterr(err, RF_EINVAL, "order shard reads whole shards in turn and cannot "
-                         "draw by weights, epoch_size or replacement: use order global or none");
-    if (spec->sample_weights && !spec->replacement)
-        return rf_seterr(err, RF_EINVAL, "sample_weights and class_weights draw with "
-                         "replacement: replacement off cannot honour them");
+    *out = NULL;
     double *w = malloc(spec->nsources * sizeof *w);
     if (!w)
         return rf_seterr(err, RF_ENOMEM, "no memory for the source weights");
-    int rc = check_weights(spec, w, p->samples, err);
+    int rc = check_weights(spec, w, samples, err);
     if (rc) {
         free(w);
         return rc;
     }
-    uint64_t e = spec->epoch_size ? spec->epoch_size : p->samples;
-    if (e > SIZE_MAX / sizeof *p->perm) {
-        free(w);
-        return rf_seterr(err, RF_EINVAL, "epoch_size %llu is more positions than memory can "
-                         "hold", (unsigned long long)e);
-    }
-    rf_plan_mix_free(p);
     rf_mix *m = calloc(1, sizeof *m);
-    p->mix = m;
     if (m) {
         m->nsources = spec->nsources;
         m->replacement = spec->replacement;
     }
-    if (!m || mix_alloc(p, m, spec, e)) {
+    if (!m || mix_alloc(m, spec, samples, e)) {
         free(w);
+        rf_mix_free(m);
         return rf_seterr(err, RF_ENOMEM, "no memory for an epoch of %llu positions",
                          (unsigned long long)e);
     }
     source_counts(m, w, e);
     free(w);
-    m->fingerprint = fingerprint(spec, m, e, p->samples);
-    p->n = e;
-    uint64_t per, batches;
-    rf_plan_shape(p, 0, &per, &batches);
-    if (batches == 0)
-        return rf_seterr(err, RF_EINVAL, "an epoch has no batch on this rank: epoch_size %llu "
-                         "over %u ranks with batch_size %u%s", (unsigned long long)e, p->world,
-                         p->batch, p->drop_last ? " and drop_last" : "");
+    m->fingerprint = fingerprint(spec, m, e, samples);
+    *out = m;
     return 0;
 }
 
 /* Without replacement: the next sample of source s, a new permutation of it (seeded by
  * source and round, so independent of how the sources interleave) when it runs out. */
-static uint64_t next_unreplaced(const rf_plan *p, rf_mix *m, uint32_t s)
+static uint64_t next_unreplaced(rf_mix *m, uint32_t s, uint64_t seed, uint64_t epoch,
+                                int shuffle)
 {
     uint64_t lo = m->start[s], n = m->start[s + 1] - lo, k = m->used[s]++;
     uint64_t *a = m->round + lo;
     if (k % n == 0) {
         for (uint64_t i = 0; i < n; i++)
             a[i] = lo + i;
-        if (p->order != RF_ORDER_NONE) {
+        if (shuffle) {
             rf_rng r;
-            rf_rng_seed(&r, rf_mix64(p->seed ^ 0x2545f4914f6cdd1dull) ^
-                                rf_mix64(p->epoch + 0x9e3779b97f4a7c15ull * (s + 1)) ^
+            rf_rng_seed(&r, rf_mix64(seed ^ 0x2545f4914f6cdd1dull) ^
+                                rf_mix64(epoch + 0x9e3779b97f4a7c15ull * (s + 1)) ^
                                 rf_mix64(k / n + 0xd1b54a32d192ed03ull));
             for (uint64_t i = n; i > 1; i--) {
                 uint64_t j = rf_rng_below(&r, i), t = a[i - 1];
@@ -318,9 +293,9 @@ static uint64_t next_replaced(const rf_mix *m, uint32_t s, rf_rng *r)
     return i;
 }
 
-void rf_plan_mix_epoch(rf_plan *p, rf_rng *r)
+void rf_mix_epoch(rf_mix *m, uint64_t *perm, uint64_t n, uint64_t seed, uint64_t epoch,
+                  int shuffle, rf_rng *r)
 {
-    rf_mix *m = p->mix;
     uint64_t pos = 0;
     for (uint32_t s = 0; s < m->nsources; s++) {
         for (uint64_t k = 0; k < m->count[s]; k++)
@@ -328,14 +303,15 @@ void rf_plan_mix_epoch(rf_plan *p, rf_rng *r)
         m->used[s] = 0;
     }
     if (m->nsources > 1)
-        for (uint64_t i = p->n; i > 1; i--) {
+        for (uint64_t i = n; i > 1; i--) {
             uint64_t j = rf_rng_below(r, i);
             uint32_t t = m->which[i - 1];
             m->which[i - 1] = m->which[j];
             m->which[j] = t;
         }
-    for (uint64_t i = 0; i < p->n; i++) {
+    for (uint64_t i = 0; i < n; i++) {
         uint32_t s = m->which[i];
-        p->perm[i] = m->replacement ? next_replaced(m, s, r) : next_unreplaced(p, m, s);
+        perm[i] = m->replacement ? next_replaced(m, s, r)
+                                 : next_unreplaced(m, s, seed, epoch, shuffle);
     }
 }

@@ -52,10 +52,56 @@ void rf_plan_free(rf_plan *p)
     free(p->perm);
     free(p->shard_start);
     free(p->shard_perm);
-    rf_plan_mix_free(p);
+    rf_mix_free(p->mix);
+    p->mix = NULL;
     p->perm = NULL;
     p->shard_start = NULL;
     p->shard_perm = NULL;
+}
+
+int rf_plan_set_mix(rf_plan *p, const rf_plan_mix_spec *spec, rf_err *err)
+{
+    if (spec->nsources == 0 || spec->source_start[0] != 0 ||
+        spec->source_start[spec->nsources] != p->samples)
+        return rf_seterr(err, RF_EINVAL, "the sources do not cover the dataset");
+    if (p->order == RF_ORDER_SHARD)
+        return rf_seterr(err, RF_EINVAL, "order shard reads whole shards in turn and cannot "
+                         "draw by weights, epoch_size or replacement: use order global or none");
+    if (spec->sample_weights && !spec->replacement)
+        return rf_seterr(err, RF_EINVAL, "sample_weights and class_weights draw with "
+                         "replacement: replacement off cannot honour them");
+    uint64_t e = spec->epoch_size ? spec->epoch_size : p->samples;
+    if (e > SIZE_MAX / sizeof *p->perm)
+        return rf_seterr(err, RF_EINVAL, "epoch_size %llu is more positions than memory can "
+                         "hold", (unsigned long long)e);
+    rf_mix_free(p->mix);
+    p->mix = NULL;
+    int rc = rf_mix_create(spec, p->samples, e, &p->mix, err);
+    if (rc)
+        return rc;
+    uint64_t *perm = realloc(p->perm, e * sizeof *perm);
+    if (!perm)
+        return rf_seterr(err, RF_ENOMEM, "no memory for an epoch of %llu positions",
+                         (unsigned long long)e);
+    p->perm = perm;
+    p->n = e;
+    uint64_t per, batches;
+    rf_plan_shape(p, 0, &per, &batches);
+    if (batches == 0)
+        return rf_seterr(err, RF_EINVAL, "an epoch has no batch on this rank: epoch_size %llu "
+                         "over %u ranks with batch_size %u%s", (unsigned long long)e, p->world,
+                         p->batch, p->drop_last ? " and drop_last" : "");
+    return 0;
+}
+
+uint64_t rf_plan_source_positions(const rf_plan *p, uint32_t s)
+{
+    return p->mix ? rf_mix_positions(p->mix, s) : 0;
+}
+
+uint64_t rf_plan_mix_fingerprint(const rf_plan *p)
+{
+    return p->mix ? rf_mix_fingerprint(p->mix) : 0;
 }
 
 int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
@@ -129,7 +175,7 @@ void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
     rf_rng r;
     rf_rng_seed(&r, rf_mix64(p->seed) ^ rf_mix64(epoch + 0x5851f42d4c957f2dull));
     if (p->mix) {
-        rf_plan_mix_epoch(p, &r);
+        rf_mix_epoch(p->mix, p->perm, p->n, p->seed, epoch, p->order != RF_ORDER_NONE, &r);
         return;
     }
     if (p->order == RF_ORDER_SHARD && p->shard_start) {

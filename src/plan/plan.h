@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "plan/mix.h"
 
 typedef struct rf_plan {
     /* fixed at create */
@@ -40,7 +41,7 @@ typedef struct rf_plan {
     uint64_t *shard_start;
     uint32_t *shard_perm;
     uint32_t nshards, window;
-    struct rf_mix *mix;  /* weighted mixing (rf_plan_set_mix); NULL: one permutation */
+    rf_mix *mix;         /* weighted mixing (rf_plan_set_mix); NULL: one permutation */
 } rf_plan;
 
 /* Validate and store the fixed part; allocates the permutation buffer (n entries). */
@@ -54,21 +55,8 @@ void rf_plan_free(rf_plan *p);
 int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
                        rf_err *err);
 
-/* Weighted mixing. Sources are consecutive spans of sample ids. Each epoch, positions take
- * their source in exact proportion to the weights (largest remainders), shuffled; the sample
- * within the source comes from a fresh permutation of it, a new one each time it runs out
- * (without replacement), or is drawn by its sample weight (with replacement). */
-typedef struct rf_plan_mix_spec {
-    uint32_t nsources;
-    const uint64_t *source_start; /* nsources + 1 sample ids, the last the dataset's samples */
-    const float *weights;         /* nsources; NULL: in proportion to the sources' samples */
-    const float *sample_weights;  /* one per sample; NULL: uniform within a source */
-    uint64_t epoch_size;          /* order positions per epoch; 0: the dataset's samples */
-    uint32_t replacement;         /* draw within a source with replacement */
-} rf_plan_mix_spec;
-
-/* Validate (errors name the rf_config setting: weights, sample_weights, epoch_size, ...) and
- * switch the plan to mixing; after rf_plan_init, before the first rf_plan_epoch. */
+/* Weighted mixing (mix.h): validate (errors name the rf_config setting: weights,
+ * sample_weights, epoch_size, ...) and switch the plan to mixing; after rf_plan_init, before the first rf_plan_epoch. */
 int rf_plan_set_mix(rf_plan *p, const rf_plan_mix_spec *m, rf_err *err);
 
 /* Positions per epoch that source s takes (0 without mixing). */
@@ -98,9 +86,6 @@ uint64_t rf_plan_sample_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_i
 uint64_t rf_plan_aug_seed(const rf_plan *p, uint64_t epoch, uint64_t sample_id,
                           uint64_t position);
 
-/* internal to plan/: mix.c's side of the epoch and of freeing */
-void rf_plan_mix_epoch(rf_plan *p, rf_rng *r);
-void rf_plan_mix_free(rf_plan *p);
 
 /* Where a sample stands for rf_config.gpu_decode_percent (0..99; the GPU takes it below the
  * percent), and the seed rf_config.sample_hook gets: hashes of the augmentation seed of their
