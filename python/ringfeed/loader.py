@@ -373,9 +373,9 @@ class Loader(_LoaderBase):
         else:
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
         batch.crop_boxes, batch.flips = copy_boxes(b, n, self._array_type)
-        batch.multi_labels, batch.label_counts = copy_multi_labels(
-            b, n, self._config.num_classes if b.label_multihot else self._config.max_labels,
-            self._array_type)
+        width = self._cfg_fields.get("num_classes" if b.label_multihot else "max_labels", 0)
+        batch.multi_labels, batch.label_counts = copy_multi_labels(b, n, width,
+                                                                   self._array_type)
         return batch
 
 
