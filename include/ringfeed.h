@@ -711,7 +711,7 @@ typedef struct rf_config {
      * label is its one id. Each id is checked as a label is (an integer 0..INT32_MAX, below
      * num_classes when set); an empty array or .cls gives no ids. MULTIHOT delivers
      * rf_batch.label_multihot (count x num_classes, 1 where an id was given; duplicates are
-     * idempotent) and needs num_classes; LIST delivers rf_batch.label_list (count x
+     * idempotent) and needs num_classes (at most 65536); LIST delivers rf_batch.label_list (count x
      * max_labels, the ids in their order, duplicates kept, padded with -1) and needs
      * max_labels; more ids than max_labels is a bad label. Both deliver label_counts (ids in
      * the list; classes set in the multi-hot row). A bad id or too many is RF_ELABEL naming

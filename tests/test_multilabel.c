@@ -122,7 +122,8 @@ static const struct {
     uint32_t source, mode;
     const char *member, *want;
 } g_bad[] = {
-    {RF_LABEL_JSON, RF_MULTI_LABEL_MULTIHOT, "{\"labels\": [3, 20]}", "id 20 is not below num_classes 20"},
+    {RF_LABEL_JSON, RF_MULTI_LABEL_MULTIHOT, "{\"labels\": [3, 20]}",
+     "id 20 is not below num_classes 20"},
     {RF_LABEL_JSON, RF_MULTI_LABEL_LIST, "{\"labels\": [3, -1]}", "is a negative number"},
     {RF_LABEL_JSON, RF_MULTI_LABEL_LIST, "{\"labels\": [3, 1.5]}", "is not an integer"},
     {RF_LABEL_JSON, RF_MULTI_LABEL_MULTIHOT, "{\"labels\": [\"cat\"]}", "is not an integer"},
