@@ -185,6 +185,12 @@ enum rf_recovered {
  * cost of keeping those crops (about 1 in 9 of RandomResizedCrop's on photographs) on the
  * CPU. */
 enum rf_sync_index_mode { RF_SYNC_INDEX_BUILD = 0, RF_SYNC_INDEX_READ = 1, RF_SYNC_INDEX_OFF = 2 };
+/* Labels of several class ids per sample (rf_config.multi_label). */
+enum rf_multi_label {
+    RF_MULTI_LABEL_OFF = 0,      /* one integer per sample (rf_batch.labels) */
+    RF_MULTI_LABEL_MULTIHOT = 1, /* rf_batch.label_multihot: count x num_classes 0/1 */
+    RF_MULTI_LABEL_LIST = 2,     /* rf_batch.label_list: count x max_labels ids, -1 padded */
+};
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SCALING_ON = 2 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else BALANCE on
@@ -699,6 +705,22 @@ typedef struct rf_config {
      * sidecars, never build or write. OFF: neither. Only tar shards with gpu_decode (or
      * BALANCE) use them; the CPU decode is unchanged. */
     uint32_t sync_index;
+    /* Multi-label (enum rf_multi_label; default OFF). On, a sample's label member may hold
+     * several class ids: a JSON array at label_json_path ({"labels": [3, 17]}; a lone
+     * integer is one id) or a .cls of ids separated by spaces or commas; a folder sample's
+     * label is its one id. Each id is checked as a label is (an integer 0..INT32_MAX, below
+     * num_classes when set); an empty array or .cls gives no ids. MULTIHOT delivers
+     * rf_batch.label_multihot (count x num_classes, 1 where an id was given; duplicates are
+     * idempotent) and needs num_classes (at most 65536); LIST delivers rf_batch.label_list (count x
+     * max_labels, the ids in their order, duplicates kept, padded with -1) and needs
+     * max_labels; more ids than max_labels is a bad label. Both deliver label_counts (ids in
+     * the list; classes set in the multi-hot row). A bad id or too many is RF_ELABEL naming
+     * the shard, the member and its offset under on_error FAIL, else a skip counted under
+     * RF_SKIP_LABEL. rf_batch.labels keeps the first id (-1 when none). Not with a token
+     * source (RF_EINVAL naming multi_label). */
+    uint32_t multi_label;
+    /* RF_MULTI_LABEL_LIST: the width of a sample's row of rf_batch.label_list (1..65536). */
+    uint32_t max_labels;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -770,6 +792,15 @@ typedef struct rf_batch {
      * 0. */
     const int32_t *crop_boxes;
     const uint8_t *flips;
+    /* rf_config.multi_label (host; NULL when OFF, for token batches and for a batch of a
+     * struct_size that ends before them): label_multihot, count x num_classes 0/1 (MULTIHOT);
+     * label_list, count x max_labels ids padded with -1 (LIST); label_counts, per sample the
+     * ids in its list (LIST) or the classes set in its row (MULTIHOT). A blank padding
+     * sample's row is zeros (or all -1) and its count 0; a padding repeat has its
+     * original's. */
+    const uint8_t *label_multihot;
+    const int32_t *label_list;
+    const uint32_t *label_counts;
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on

@@ -213,6 +213,29 @@ int rf_check_label_as(uint32_t source, const char *json_path, const char *key,
                       const uint8_t *text, uint64_t len, uint64_t offset, int32_t *label,
                       rf_err *err);
 
+/* Multi-label (rf_config.multi_label): where a sample's ids go. hot: a row of `classes`
+ * bytes (MULTIHOT) or NULL; list: a row of `width` ids (LIST) or NULL; classes: num_classes
+ * (0: none); *count: the ids listed, or the classes set. */
+typedef struct rf_label_sink {
+    uint8_t *hot;
+    int32_t *list;
+    uint32_t classes, width;
+    uint32_t *count;
+    int32_t first; /* the first id, -1 when none */
+} rf_label_sink;
+/* Clear the sink's row (zeros, or -1s) and count. */
+void rf_label_sink_clear(rf_label_sink *k);
+/* Add one id to the sink: RF_ELABEL naming `what` when it is not below classes, or the list
+ * is full. */
+int rf_label_sink_add(rf_label_sink *k, int32_t id, const char *what, rf_err *err);
+/* The ids of a label member as multi_label reads them (rf_check_label_as's rules for each;
+ * a JSON array of integers at json_path or a lone integer; .cls ids separated by spaces or
+ * commas; none is allowed) into the sink, cleared first. RF_ELABEL naming the member and
+ * offset on the first bad id. */
+int rf_check_labels_as(uint32_t source, const char *json_path, const char *key,
+                       const uint8_t *text, uint64_t len, uint64_t offset, rf_label_sink *k,
+                       rf_err *err);
+
 /* ---- shard formats ---- */
 
 /* The version of rf_format_ops: the registry refuses a format written for another, with its

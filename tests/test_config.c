@@ -96,6 +96,8 @@ static const struct {
     {"class_weights", P, 0}, {"class_weight_count", U, 0},
     {"sample_weights", P, 0}, {"sample_weight_count", U, 0}, {"source_labels", P, 0},
     {"sync_index", U, RF_SYNC_INDEX_BUILD},
+    {"multi_label", U, RF_MULTI_LABEL_OFF},
+    {"max_labels", U, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

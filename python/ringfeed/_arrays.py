@@ -180,7 +180,8 @@ class ViewCache:
                 del self._d[key]
 
 
-_CTYPE_DTYPES = {ctypes.c_int32: "<i4", ctypes.c_uint64: "<u8", ctypes.c_uint8: "u1"}
+_CTYPE_DTYPES = {ctypes.c_int32: "<i4", ctypes.c_uint32: "<u4", ctypes.c_uint64: "<u8",
+                 ctypes.c_uint8: "u1"}
 
 
 def host_copy_int(ptr, count, ctype, kind, np_dtype="int64"):

@@ -46,6 +46,25 @@ def copy_boxes(b, n, kind):
     return torch.from_numpy(boxes), torch.from_numpy(flips)
 
 
+def copy_multi_labels(b, n, width, kind):
+    """b.label_multihot or b.label_list and b.label_counts -> (an owned (n, width) uint8
+    multi-hot or int32 -1-padded list, an owned (n,) int32 array of counts), numpy or torch
+    (CPU) as kind; (None, None) when multi_label is off."""
+    if not b.label_counts or not (b.label_multihot or b.label_list):
+        return None, None
+    if b.label_multihot:
+        rows = _arrays.host_copy_int(b.label_multihot, n * width, ctypes.c_uint8, "numpy",
+                                     "uint8")
+    else:
+        rows = _arrays.host_copy_int(b.label_list, n * width, ctypes.c_int32, "numpy", "int32")
+    counts = _arrays.host_copy_int(b.label_counts, n, ctypes.c_uint32, "numpy", "int32")
+    rows = rows.reshape(n, width)
+    if kind == "numpy":
+        return rows, counts
+    torch = _arrays.torch_module()
+    return torch.from_numpy(rows), torch.from_numpy(counts)
+
+
 def _copy_keys(b, n):
     keys = b.keys
     return [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []

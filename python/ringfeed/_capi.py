@@ -102,6 +102,9 @@ class RfBatch(ctypes.Structure):
         ("fields", ctypes.POINTER(RfField)),
         ("crop_boxes", ctypes.POINTER(ctypes.c_int32)),
         ("flips", ctypes.POINTER(ctypes.c_uint8)),
+        ("label_multihot", ctypes.POINTER(ctypes.c_uint8)),
+        ("label_list", ctypes.POINTER(ctypes.c_int32)),
+        ("label_counts", ctypes.POINTER(ctypes.c_uint32)),
     ]
 
 

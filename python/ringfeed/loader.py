@@ -36,7 +36,7 @@ from . import _arrays, _mix, _stats, _transform
 from . import _capi as C
 from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
-from ._batch import _BatchBase, _meta_property, copy_boxes
+from ._batch import _BatchBase, _meta_property, copy_boxes, copy_multi_labels
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -67,11 +67,14 @@ class Batch(_BatchBase):
     """A batch of images: `.images` (N,3,H,W) or (N,H,W,3), `.labels` int64 (N,),
     `.crop_boxes` int32 (N, 4) and `.flips` bool (N,) (each sample's crop box x, y, w, h in its
     source image's pixels, and whether it was flipped; on the host, numpy or torch as the
-    labels), `.keys` list of str, `.fields` {name: list of N bytes} for the loader's `fields`
+    labels), `.multi_labels` and `.label_counts` with multi_label (uint8 (N, num_classes)
+    multi-hot or int32 (N, max_labels) padded with -1, and int32 (N,); None when off), `.keys`
+    list of str, `.fields` {name: list of N bytes} for the loader's `fields`
     ({} when none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "crop_boxes", "flips", "_keys", "_fields")
+    __slots__ = ("images", "labels", "crop_boxes", "flips", "multi_labels", "label_counts",
+                 "_keys", "_fields")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -370,6 +373,9 @@ class Loader(_LoaderBase):
         else:
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
         batch.crop_boxes, batch.flips = copy_boxes(b, n, self._array_type)
+        width = self._cfg_fields.get("num_classes" if b.label_multihot else "max_labels", 0)
+        batch.multi_labels, batch.label_counts = copy_multi_labels(b, n, width,
+                                                                   self._array_type)
         return batch
 
 

@@ -92,7 +92,8 @@ def test_every_keyword_setting_reaches_the_library(shards):
         if s.name in ("odirect", "staging_bytes", "naive"):
             continue  # O_DIRECT needs the file system's support; the others resize the run
         value = _other_value(s)
-        with ringfeed.Loader(shards, 8, size=24, **KW, **{s.name: value}) as ld:
+        extra = {"num_classes": 1000} if s.name == "multi_label" else {}  # multihot's width
+        with ringfeed.Loader(shards, 8, size=24, **KW, **extra, **{s.name: value}) as ld:
             got = ld.config[s.name]
         want = C.choices(s.name)[value] if s.type == "enum" else int(value)
         assert got == want, (s.name, value, got)

@@ -222,7 +222,12 @@
     X(A, source_labels, STRS, DEF_S(NULL), NO_RANGE, "", "pipeline", RF_SETTING_INPUT,             \
       "tar: each source's label rule (source_count entries)")                                      \
     X(A, sync_index, ENUM, DEF(RF_SYNC_INDEX_BUILD), NAMES(RF_SYNC_INDEX_OFF, "build,read,off"),   \
-      "", "pipeline", 0, "sync-point indexes for plain JPEGs' GPU decode: build, read or off")
+      "", "pipeline", 0, "sync-point indexes for plain JPEGs' GPU decode: build, read or off") \
+    X(A, multi_label, ENUM, DEF(RF_MULTI_LABEL_OFF),                                               \
+      NAMES(RF_MULTI_LABEL_LIST, "off,multihot,list"), "", "pipeline", 0,                          \
+      "several class ids per label: a multi-hot row or a padded list")                             \
+    X(A, max_labels, U32, DEF(0), RANGE(1, 65536), "ids", "pipeline", 0,                           \
+      "multi_label list: the list's width")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

@@ -115,6 +115,15 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->sample_hook && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "sample_hook applies to images; a token source "
                          "decodes nothing to call it with");
+    if (c->multi_label && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "multi_label applies to labelled images; a token "
+                         "source has no labels");
+    if (c->multi_label == RF_MULTI_LABEL_MULTIHOT && (!c->num_classes || c->num_classes > 65536))
+        return rf_seterr(err, RF_EINVAL, "multi_label multihot: each sample's row is "
+                         "num_classes wide; set num_classes (1..65536), not %u", c->num_classes);
+    if (c->multi_label == RF_MULTI_LABEL_LIST && !c->max_labels)
+        return rf_seterr(err, RF_EINVAL, "multi_label list: set max_labels (1..65536), the "
+                         "width of each sample's list");
     if (c->source == RF_SOURCE_TOKENS) {
         /* their rows' ranges hold besides AUTO (0: unset), which a token source may not leave */
         if (c->token_bytes != 2 && c->token_bytes != 4)

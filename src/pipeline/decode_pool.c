@@ -35,6 +35,47 @@ static int tar_label(const pl_pool *p, const pl_label_rule *r, const rf_sample *
                              sm->offset + lhdr, label, e);
 }
 
+/* Sample i's multi-label row of slot s (rf_config.multi_label) as a sink; k.count NULL when
+ * off. */
+static rf_label_sink mlabel_sink(const pl_pool *p, slot *s, uint32_t i)
+{
+    rf_label_sink k = {.classes = p->num_classes, .width = p->ring->mlabel_width, .first = -1};
+    if (!p->ring->mlabel)
+        return k;
+    k.count = s->mcounts + i;
+    if (p->ring->mlabel == RF_MULTI_LABEL_MULTIHOT)
+        k.hot = s->mhot + (size_t)i * k.width;
+    else
+        k.list = s->mlist + (size_t)i * k.width;
+    return k;
+}
+
+/* multi_label: the ids of the sample's label member (a tar sample's) or its one label (a
+ * folder sample's, -1: none) into its row; *label becomes the first id (-1: none). */
+static int tar_labels(const pl_pool *p, const pl_label_rule *r, const rf_sample *sm, slot *s,
+                      uint32_t i, const uint8_t *span, const rf_tar_span_member *lbl,
+                      int32_t *label, rf_err *e)
+{
+    rf_label_sink k = mlabel_sink(p, s, i);
+    const char *key = p->ds->keys + sm->key;
+    int rc = 0;
+    rf_label_sink_clear(&k);
+    if (!(sm->flags & RF_SAMPLE_TAR)) {
+        if (*label >= 0) {
+            char what[RF_ERRMSG_MAX / 2];
+            snprintf(what, sizeof what, "sample %s at offset %llu", key,
+                     (unsigned long long)sm->offset);
+            rc = rf_label_sink_add(&k, *label, what, e);
+        }
+    } else if (r->source != RF_LABEL_NONE) {
+        rc = !lbl->off ? rf_label_missing(key, r->ext, sm->offset, e)
+                       : rf_check_labels_as(r->source, r->json_path, key, span + lbl->off,
+                                            lbl->len, sm->offset + lbl->hdr, &k, e);
+    }
+    *label = k.first;
+    return rc;
+}
+
 /* A label the data gave (the sample's member, or its line of a list) against num_classes:
  * outside 0..num_classes-1 it is a bad label, refused before the sample is decoded. */
 static int class_check(const pl_pool *p, const rf_sample *sm, int32_t label, rf_err *e)
@@ -121,7 +162,9 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
-        if ((rc = tar_label(p, &lr, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
+        if ((rc = p->ring->mlabel
+                      ? tar_labels(p, &lr, sm, s, t->index, span, &lbl, &label, e)
+                      : tar_label(p, &lr, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
             t->why = RF_SKIP_LABEL;
             return rc;
         }
@@ -131,6 +174,10 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         else if ((rc = pl_fields_copy(p->fields, s, t->index, p->ds->keys + sm->key, sm, span,
                                       found, &why, e)) != 0)
             return t->why = (uint8_t)why, rc;
+    } else if (p->ring->mlabel && (rc = tar_labels(p, NULL, sm, s, t->index, span, NULL,
+                                                    &label, e)) != 0) {
+        t->why = RF_SKIP_LABEL;
+        return rc;
     }
     if ((rc = class_check(p, sm, label, e)) != 0) {
         t->why = RF_SKIP_LABEL;
@@ -193,6 +240,9 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
                              p->std);
     s->labels[t->index] = -1;
     set_box(s, t->index, NULL);
+    rf_label_sink k = mlabel_sink(p, s, t->index);
+    if (k.count)
+        rf_label_sink_clear(&k);
     pl_fields_empty(p->fields, s, t->index);
 }
 

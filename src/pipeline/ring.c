@@ -16,6 +16,9 @@ void pl_ring_shape(pl_ring *r, const rf_config *c)
     r->batch = c->batch_size;
     r->depth = c->prefetch_depth;
     r->tokens = c->source == RF_SOURCE_TOKENS;
+    r->mlabel = r->tokens ? RF_MULTI_LABEL_OFF : c->multi_label;
+    r->mlabel_width = r->mlabel == RF_MULTI_LABEL_MULTIHOT ? c->num_classes
+                      : r->mlabel == RF_MULTI_LABEL_LIST   ? c->max_labels : 0;
     r->height = c->image_height, r->width = c->image_width, r->layout = c->layout;
     r->seq_len = c->seq_len, r->token_bytes = c->token_bytes;
     memset(&r->conv, 0, sizeof r->conv);
@@ -92,8 +95,10 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
                          "page-rounded): out of memory", r->bytes, kind, r->depth, B,
                          (unsigned long long)r->stage_bytes, conv);
     /* ids, positions, keys (8 bytes each), crop box (16), padding and flip (1 each) per
-     * sample of every slot */
-    size_t tables = (size_t)r->depth * (sizeof *r->slots + (size_t)B * 42);
+     * sample of every slot, and multi-label rows (a count, 4, and width bytes or ids) */
+    size_t mrow = !r->mlabel ? 0
+                  : 4 + (size_t)r->mlabel_width * (r->mlabel == RF_MULTI_LABEL_LIST ? 4 : 1);
+    size_t tables = (size_t)r->depth * (sizeof *r->slots + (size_t)B * (42 + mrow));
     r->slots = pl_alloc_refused(core, "slot tables", tables) ? NULL
                                                              : calloc(r->depth, sizeof *r->slots);
     if (!r->slots)
@@ -111,7 +116,17 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         s->keys = calloc(B, sizeof *s->keys);
         s->boxes = calloc((size_t)B * 4, sizeof *s->boxes);
         s->flips = calloc(B, 1);
-        if (!s->ids || !s->positions || !s->padding || !s->keys || !s->boxes || !s->flips)
+        if (r->mlabel) {
+            size_t n = (size_t)B * r->mlabel_width;
+            s->mcounts = calloc(B, sizeof *s->mcounts);
+            if (r->mlabel == RF_MULTI_LABEL_LIST && (s->mlist = malloc(n * sizeof *s->mlist)))
+                memset(s->mlist, 0xff, n * sizeof *s->mlist); /* -1 */
+            else if (r->mlabel == RF_MULTI_LABEL_MULTIHOT)
+                s->mhot = calloc(n, 1);
+        }
+        int mok = !r->mlabel || (s->mcounts && (s->mlist || s->mhot));
+        if (!s->ids || !s->positions || !s->padding || !s->keys || !s->boxes || !s->flips ||
+            !mok)
             return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of slot tables "
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              r->depth, B);
@@ -129,6 +144,9 @@ void pl_ring_free(pl_ring *r, const pl_backend *be)
             free(r->slots[i].keys);
             free(r->slots[i].boxes);
             free(r->slots[i].flips);
+            free(r->slots[i].mhot);
+            free(r->slots[i].mlist);
+            free(r->slots[i].mcounts);
         }
     free(r->slots);
     r->slots = NULL;

@@ -16,6 +16,7 @@ typedef struct pl_ring {
     uint32_t batch, depth;
     int depth_auto;        /* prefetch_depth was AUTO: the schedule resolved at create sets it */
     int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly */
+    uint32_t mlabel, mlabel_width; /* rf_config.multi_label; its row's width (0: off) */
     uint32_t height, width, layout; /* images: the output's */
     uint32_t seq_len, token_bytes;  /* tokens: a window is seq_len + 1 tokens of token_bytes */
     uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
