@@ -5,7 +5,7 @@
 # build-gpu/{tests/test_cuda,lib,tools/ringfeed-bench,tools/ringfeed-pack} and scratch/photo-tools
 # (docs/gpu.md); logs go to $OUT as they are written.
 set -u
-R=$PWD; B=$R/build-gpu; T=/tmp/rfgpu; mkdir -p $T
+R=$PWD; B=$R/build-gpu; T=$(mktemp -d)
 export LD_LIBRARY_PATH=$B/lib RINGFEED_NVJPEG=$B/lib/libnvjpeg.so.13 PATH=$R/scratch/photo-tools:$PATH
 exec > >(tee -a $OUT/suite.log) 2>&1
 nvidia-smi -L; nproc; t0=$(date +%s)
