@@ -411,6 +411,34 @@ START_TEST(random_crop_fallback)
 }
 END_TEST
 
+/* rf_sample_geometry is the crop's box (rounded, it is rf_choose_crop's), the whole output
+ * and the flip; points map linearly, mirrored when flipped, and the nearest source pixel of
+ * an output pixel is the one under its centre. */
+START_TEST(sample_geometry_maps_points_and_pixels)
+{
+    rf_transform t = random_t(64);
+    t.width = 48;
+    for (uint64_t seed = 0; seed < 200; seed++) {
+        uint32_t x, y, w, h, fl, sx, sy;
+        rf_geometry g;
+        rf_choose_crop(&t, 300, 200, seed, &x, &y, &w, &h, &fl);
+        rf_sample_geometry(&t, 300, 200, seed, &g);
+        ck_assert(lrint(g.x) == x && lrint(g.y) == y && lrint(g.w) == w && lrint(g.h) == h);
+        ck_assert_uint_eq(g.flip, fl);
+        ck_assert(g.out_x == 0 && g.out_y == 0 && g.out_w == 48 && g.out_h == 64);
+        double ox, oy;
+        rf_geometry_to_output(&g, g.x, g.y, &ox, &oy); /* the box's corner */
+        ck_assert(fabs(ox - (fl ? 48 : 0)) < 1e-9 && fabs(oy) < 1e-9);
+        rf_geometry_to_output(&g, g.x + g.w, g.y + g.h, &ox, &oy);
+        ck_assert(fabs(ox - (fl ? 0 : 48)) < 1e-9 && fabs(oy - 64) < 1e-9);
+        rf_geometry_nearest(&g, 300, 200, 0, 0, &sx, &sy);
+        uint32_t first = (uint32_t)floor(g.x + 0.5 * g.w / 48), last = (uint32_t)floor(g.x + 47.5 * g.w / 48);
+        ck_assert_uint_eq(sx, fl ? last : first);
+        ck_assert_uint_eq(sy, (uint32_t)floor(g.y + 0.5 * g.h / 64));
+    }
+}
+END_TEST
+
 /* The center box of a W x H image resized to nw x nh and cropped to t's height x width at
  * (left, top), mapped back onto the image; no flip. */
 static void assert_center_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed,
@@ -1880,6 +1908,7 @@ int main(void)
     TCase *tc = tcase_create("decode");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, full_decode_matches_libjpeg);
+    tcase_add_test(tc, sample_geometry_maps_points_and_pixels);
     tcase_add_test(tc, resize_full_scale_matches_reference);
     tcase_add_test(tc, resize_dct_scaled_matches_reference);
     tcase_add_test(tc, layouts_and_flip);

@@ -88,3 +88,35 @@ void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info 
     info->scale_denom = 1;
     info->flipped = b->flip;
 }
+
+void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
+                        rf_geometry *g)
+{
+    crop_box b;
+    rf_dec_choose_box(t, width, height, seed, &b);
+    memset(g, 0, sizeof *g);
+    g->x = b.x, g->y = b.y, g->w = b.w, g->h = b.h;
+    g->out_w = g->out_width = t->width, g->out_h = g->out_height = t->height;
+    g->flip = b.flip;
+}
+
+void rf_geometry_to_output(const rf_geometry *g, double sx, double sy, double *ox, double *oy)
+{
+    double x = (sx - g->x) * g->out_w / g->w, y = (sy - g->y) * g->out_h / g->h;
+    *ox = g->out_x + (g->flip ? g->out_w - x : x);
+    *oy = g->out_y + y;
+}
+
+static uint32_t nearest_src(double box, double size, uint32_t n_out, uint32_t o, uint32_t extent)
+{
+    double v = floor(box + (o + 0.5) * size / n_out);
+    return v < 0 ? 0 : v >= extent ? extent - 1 : (uint32_t)v;
+}
+
+void rf_geometry_nearest(const rf_geometry *g, uint32_t width, uint32_t height, uint32_t ox,
+                         uint32_t oy, uint32_t *sx, uint32_t *sy)
+{
+    uint32_t x = ox - g->out_x, y = oy - g->out_y;
+    *sx = nearest_src(g->x, g->w, g->out_w, g->flip ? g->out_w - 1 - x : x, width);
+    *sy = nearest_src(g->y, g->h, g->out_h, y, height);
+}

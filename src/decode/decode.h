@@ -165,6 +165,28 @@ int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
                     uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip);
 
+/* The geometry a sample's image is given, for what belongs to it (a mask, boxes, points):
+ * the source box (fractional, in the image's full-resolution pixels, whatever DCT scale
+ * decoded it), the rectangle of the output it is resized onto, and the flip. A pure function
+ * of the transform, the image's size and the sample's seed, like the image's own crop. A
+ * source point p maps to out + (p - box) * out_size / box_size, mirrored inside the output
+ * rectangle when flipped; an output pixel's centre maps back the same way (what a nearest
+ * resize samples). */
+typedef struct rf_geometry {
+    double x, y, w, h;                   /* the source box */
+    uint32_t out_x, out_y, out_w, out_h; /* where it lands in the output */
+    uint32_t out_width, out_height;      /* the output (t->width x t->height) */
+    uint32_t flip;                       /* mirrored left-right after the resize */
+} rf_geometry;
+void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
+                        rf_geometry *g);
+/* A source point (continuous coordinates: pixel i spans [i, i + 1)) in output coordinates. */
+void rf_geometry_to_output(const rf_geometry *g, double sx, double sy, double *ox, double *oy);
+/* The source pixel an output pixel (ox, oy) of the rectangle samples under nearest resizing
+ * (PIL's NEAREST: the source pixel under the output pixel's centre), clamped to the image. */
+void rf_geometry_nearest(const rf_geometry *g, uint32_t width, uint32_t height, uint32_t ox,
+                         uint32_t oy, uint32_t *sx, uint32_t *sy);
+
 /* Plain full-size decode to RGB: the reference path. *out is malloc'ed (caller frees). */
 int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out, uint32_t *width,
                    uint32_t *height, rf_err *err);
