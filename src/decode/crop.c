@@ -67,6 +67,27 @@ void rf_dec_choose_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t s
     b->flip = p > 0 && rf_rng_unit(&rng) < p;
 }
 
+void rf_dec_box(const rf_decoder *d, const rf_transform *t, uint32_t W, uint32_t H,
+                uint64_t seed, crop_box *b)
+{
+    if (d->box_given)
+        *b = d->given;
+    else
+        rf_dec_choose_box(t, W, H, seed, b);
+}
+
+int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
+                        double x, double y, double w, double h, uint32_t flip, uint8_t *out,
+                        rf_decode_info *info, rf_err *err)
+{
+    d->box_given = 1;
+    d->given = (crop_box){.x = x, .y = y, .w = w, .h = h, .clamp_box = t->crop == RF_CROP_RANDOM,
+                          .flip = flip != 0};
+    int rc = rf_decode_image(d, data, len, t, 0, out, info, err);
+    d->box_given = 0;
+    return rc;
+}
+
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
                     uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip)
 {

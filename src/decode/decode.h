@@ -161,6 +161,13 @@ typedef struct rf_decode_plane {
 int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp, uint32_t width,
                   uint32_t height, const rf_decode_plane *planes, rf_err *err);
 
+/* rf_decode_image with the box {x, y, w, h} (source pixels) and flip given instead of drawn
+ * from a seed: a crop reported by a batch decoded again, as the loader decodes it (the same
+ * DCT scale rule and cap, region and resize). */
+int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
+                        double x, double y, double w, double h, uint32_t flip, uint8_t *out,
+                        rf_decode_info *info, rf_err *err);
+
 /* Only the crop choice of rf_decode_transform (same seed, same result), for tests and planning. */
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
                     uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip);
@@ -186,6 +193,51 @@ void rf_geometry_to_output(const rf_geometry *g, double sx, double sy, double *o
  * (PIL's NEAREST: the source pixel under the output pixel's centre), clamped to the image. */
 void rf_geometry_nearest(const rf_geometry *g, uint32_t width, uint32_t height, uint32_t ox,
                          uint32_t oy, uint32_t *sx, uint32_t *sy);
+
+/* ---- multi-crop: K views of one image, decoded once (views.c) ---- */
+
+/* Views per sample (rf_config.multi_crop), and the longest text the setting may hold. */
+#define RF_VIEWS_MAX 64
+#define RF_VIEWS_TEXT_MAX 1024
+
+/* The views every sample is cut into, in order: view k is RandomResizedCrop (or the loader's
+ * CENTER crop) to height[k] x width[k] with its group's scale range, the loader's ratio range
+ * and flip probability; its bytes start at offset[k] of the sample's row (uint8, in the
+ * decode layout: sample-major, the views one after another). */
+typedef struct rf_views {
+    uint32_t n, ngroups;
+    uint32_t height[RF_VIEWS_MAX], width[RF_VIEWS_MAX];
+    float scale_min[RF_VIEWS_MAX], scale_max[RF_VIEWS_MAX];
+    uint64_t offset[RF_VIEWS_MAX];
+    uint64_t bytes; /* one sample's views: sum of height x width x 3 */
+} rf_views;
+
+/* Parse "COUNTxSIZE[xWIDTH][:SMIN-SMAX],..." ("2x224:0.4-1,6x96:0.05-0.4": two 224 x 224 views
+ * at scale 0.4..1, six 96 x 96 at 0.05..0.4; "1x160x128" one view 160 rows by 128 columns at
+ * the loader's scale range scale_min..scale_max). NULL or "" gives n = 0 (off). RF_EINVAL
+ * naming the group and what is wrong: a count of 0 or a total over RF_VIEWS_MAX, a side
+ * outside 1..8192, a scale range not within (0, 1] with min <= max, other text. */
+int rf_views_parse(const char *text, float scale_min, float scale_max, rf_views *v,
+                   rf_err *err);
+/* View k's transform: base (the loader's) with the view's size and scale range. */
+void rf_view_transform(const rf_transform *base, const rf_views *v, uint32_t k,
+                       rf_transform *t);
+/* View k's seed: a function of the sample's augmentation seed and k alone. */
+uint64_t rf_view_seed(uint64_t seed, uint32_t k);
+
+/* Decode data[0..len) once and cut every view of v from it into out (v->bytes: view k at
+ * out + v->offset[k], height[k] x width[k] x 3 uint8 in base->layout), each view's box and
+ * flip drawn by rf_sample_geometry from its own transform and seed, placed on the output
+ * rectangle it names (outside it: zeros). A JPEG is decoded at the smallest DCT scale (1/8,
+ * 1/4, 1/2 or full, capped as rf_decoder_set_max_scale_denom says) at which every view's crop
+ * still has at least its output's rows and columns, over the union of what the views' filters
+ * read; PNG and WebP at full scale. View k's pixels are those rf_decode_image gives for the
+ * view's transform and seed with the decoder capped at that scale. infos: v->n entries (each
+ * view's box, flip, scale and whether a region decode served it), or NULL. Errors as
+ * rf_decode_image's. */
+int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
+                    const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
+                    rf_err *err);
 
 /* Plain full-size decode to RGB: the reference path. *out is malloc'ed (caller frees). */
 int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out, uint32_t *width,

@@ -37,6 +37,31 @@ typedef struct crop_box {
     uint32_t flip;
 } crop_box;
 
+/* Columns and rows of the (DCT-scaled) image decoded into memory: px is column x0, row y0. */
+typedef struct rf_dec_rect {
+    const uint8_t *px;
+    size_t stride; /* bytes from a row to the next */
+    int32_t x0, y0;
+    uint32_t w, h;
+} rf_dec_rect;
+
+/* rf_decode_views' state (views.c), in the decoder: it lives across the JPEG decoder's setjmp.
+ * Everything before box is reset per image. */
+typedef struct rf_views_job {
+    const rf_transform *base;
+    const rf_views *v;
+    const uint8_t *data;
+    size_t len;
+    uint64_t seed;
+    uint8_t *out;
+    rf_decode_info *infos;
+    uint32_t W, H;          /* the image's full size */
+    uint32_t region, imcu_rows;
+    crop_box box[RF_VIEWS_MAX];
+    rf_geometry geo[RF_VIEWS_MAX];
+    rf_transform t[RF_VIEWS_MAX]; /* each view's, sized to its output rectangle */
+} rf_views_job;
+
 struct rf_decoder {
     struct jpeg_decompress_struct cinfo;
     rf_jerr jerr;
@@ -54,8 +79,14 @@ struct rf_decoder {
     int32_t *acc;
     size_t acc_cap;
     rf_region_buf region;
-    uint8_t *img;  /* a WebP crop or an interlaced PNG, decoded whole (only grows) */
+    uint8_t *img;  /* a WebP crop or an interlaced PNG, decoded whole; the views' rectangle
+                      (only grows) */
     size_t img_cap;
+    uint8_t *vtmp; /* a view resized onto a rectangle inside its output, before placing */
+    size_t vtmp_cap;
+    rf_views_job views;
+    int box_given;  /* rf_decode_image_box: this box instead of the seed's */
+    crop_box given;
 };
 
 /* Python's round(): half to even, which rint() does in the default rounding mode. */
@@ -90,6 +121,28 @@ int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_f
 
 int rf_dec_validate(const rf_transform *t, rf_err *err);
 
+/* Plan both axes of box b on a W x H image decoded at scale num/8 (W, H the scaled size). */
+int rf_dec_plan_scaled(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t num,
+                       uint32_t W, uint32_t H, rf_err *err);
+
+/* ---- views.c and each format's part of rf_decode_views ---- */
+
+/* Each view's box, geometry and transform on a W x H image (j->seed, j->base, j->v). */
+void rf_dec_views_boxes(rf_views_job *j, uint32_t W, uint32_t H);
+/* The union of the columns c[0]..c[1] and rows c[2]..c[3] the views' filters read, at scale
+ * num/8 on the Ws x Hs scaled image. */
+int rf_dec_views_cover(rf_decoder *d, const rf_views_job *j, uint32_t num, uint32_t Ws,
+                       uint32_t Hs, int32_t c[4], rf_err *err);
+/* Resize every view from r into j->out, filling j->infos. */
+int rf_dec_views_cut(rf_decoder *d, rf_views_job *j, uint32_t num, uint32_t Ws, uint32_t Hs,
+                     const rf_dec_rect *r, rf_err *err);
+/* The formats' parts: header, boxes, the rectangle decoded once, the views cut. The JPEG one
+ * runs inside rf_dec_guarded (job: the rf_views_job). */
+int rf_dec_jpeg_views(rf_decoder *d, void *job, rf_err *err);
+int rf_png_views(rf_decoder *d, const uint8_t *png, size_t len, rf_views_job *j, rf_err *err);
+int rf_webp_views(rf_decoder *d, const uint8_t *webp, size_t len, rf_views_job *j,
+                  rf_err *err);
+
 /* ---- png_decode.c, webp_decode.c: the other formats, through the rows above ---- */
 
 int rf_png_transform(rf_decoder *d, const uint8_t *png, size_t len, const rf_transform *t,
@@ -110,5 +163,8 @@ void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info 
 
 void rf_dec_choose_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed,
                        crop_box *b);
+/* The decode's box: rf_dec_choose_box's, or the one rf_decode_image_box gave. */
+void rf_dec_box(const rf_decoder *d, const rf_transform *t, uint32_t W, uint32_t H,
+                uint64_t seed, crop_box *b);
 
 #endif

@@ -108,7 +108,7 @@ static int png_transform_run(png_src *s, const rf_transform *t, uint64_t seed, u
 {
     rf_decoder *d = s->d;
     crop_box b;
-    rf_dec_choose_box(t, s->width, s->height, seed, &b);
+    rf_dec_box(d, t, s->width, s->height, seed, &b);
     int rc = rf_dec_plan_full(d, t, &b, s->width, s->height, err);
     if (rc || (rc = png_start(s, err)) != 0)
         return rc;
@@ -150,6 +150,49 @@ int rf_png_check(rf_decoder *d, const uint8_t *png, size_t len, uint32_t *w, uin
         rc = png_fail(crc, "after the image", err);
     if (rc == 0)
         *w = s.width, *h = s.height;
+    spng_ctx_free(s.ctx);
+    return rc;
+}
+
+/* The union's rows and columns c (rf_dec_views_cover) as a rectangle: an interlaced PNG's is
+ * the whole image, already in d->img; otherwise its rows are decoded up to the last and the
+ * columns copied into d->img. */
+static int png_rect(png_src *s, const int32_t c[4], rf_dec_rect *r, rf_err *err)
+{
+    rf_decoder *d = s->d;
+    if (s->interlaced) {
+        *r = (rf_dec_rect){d->img, s->row_bytes, 0, 0, s->width, s->height};
+        return 0;
+    }
+    uint32_t cols = (uint32_t)(c[1] - c[0]), rows = (uint32_t)(c[3] - c[2]);
+    size_t stride = (size_t)cols * 3;
+    if (rf_reserve(&d->img, &d->img_cap, stride * rows, 1))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for a %ux%u PNG crop", cols, rows);
+    while (s->y < (uint32_t)c[2])
+        if (!png_row(s, NULL, err))
+            return err->code;
+    for (uint32_t y = 0; y < rows; y++) {
+        const uint8_t *row = png_row(s, NULL, err);
+        if (!row)
+            return err->code;
+        memcpy(d->img + stride * y, row + (size_t)c[0] * 3, stride);
+    }
+    *r = (rf_dec_rect){d->img, stride, c[0], c[2], cols, rows};
+    return 0;
+}
+
+int rf_png_views(rf_decoder *d, const uint8_t *png, size_t len, rf_views_job *j, rf_err *err)
+{
+    png_src s;
+    int32_t c[4];
+    rf_dec_rect r;
+    int rc = png_open(d, png, len, &s, err);
+    if (rc == 0) {
+        rf_dec_views_boxes(j, s.width, s.height);
+        rc = rf_dec_views_cover(d, j, 8, s.width, s.height, c, err);
+    }
+    if (rc == 0 && (rc = png_start(&s, err)) == 0 && (rc = png_rect(&s, c, &r, err)) == 0)
+        rc = rf_dec_views_cut(d, j, 8, s.width, s.height, &r, err);
     spng_ctx_free(s.ctx);
     return rc;
 }

@@ -89,6 +89,12 @@ int rf_dec_plan_full(rf_decoder *d, const rf_transform *t, const crop_box *b, ui
     return plan_both(d, b, 8, W, H, t, err);
 }
 
+int rf_dec_plan_scaled(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t num,
+                       uint32_t W, uint32_t H, rf_err *err)
+{
+    return plan_both(d, b, num, W, H, t, err);
+}
+
 static void set_scale(rf_decoder *d, const xform_job *j)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
@@ -243,7 +249,7 @@ static int xform_header(rf_decoder *d, xform_job *j, rf_err *err)
     if (rc || (rc = rf_dec_check_scan(d, j->jpeg, j->len, err)) != 0)
         return rc;
     j->width = d->cinfo.image_width, j->height = d->cinfo.image_height;
-    rf_dec_choose_box(j->t, j->width, j->height, j->seed, &j->box);
+    rf_dec_box(d, j->t, j->width, j->height, j->seed, &j->box);
     return 0;
 }
 
@@ -310,6 +316,73 @@ int rf_decode_transform(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf
     if (rc == 0)
         fill_info(&j, info);
     return rc;
+}
+
+/* ---- rf_decode_views' JPEG part ---- */
+
+/* Rows [v.first, v.last) and columns [h.first, h.last) of the decompressor's image (at its
+ * scale, after a region moved it) into d->img, with one spare column each side as narrow()
+ * keeps: *r gets them, its origin still in the decompressor's coordinates. */
+static int jpeg_rect(rf_decoder *d, rf_dec_rect *r, rf_err *err)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    JDIMENSION xoff = (JDIMENSION)RF_MAX(d->h.first - 1, 0);
+    JDIMENSION cw = (JDIMENSION)RF_MIN(d->h.last + 1, (int32_t)ci->output_width) - xoff;
+    if (xoff > 0 || cw < ci->output_width)
+        jpeg_crop_scanline(ci, &xoff, &cw);
+    uint32_t y0 = (uint32_t)d->v.first, rows = (uint32_t)(d->v.last - d->v.first);
+    size_t stride = (size_t)ci->output_width * 3;
+    if (rf_dec_ensure_line(d, err))
+        return err->code;
+    if (rf_reserve(&d->img, &d->img_cap, stride * rows + RF_RESIZE_SRC_PAD, 1))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for a %ux%u crop", ci->output_width,
+                         rows);
+    if (y0 > 0 && jpeg_skip_scanlines(ci, y0) != y0)
+        return rf_seterr(err, RF_EDECODE, "could not skip to scanline %u", y0);
+    for (uint32_t y = 0; y < rows; y++) {
+        uint8_t *row = d->img + stride * y;
+        const uint8_t *got = rf_dec_read_rgb_line(d, row, err);
+        if (!got)
+            return err->code;
+        if (got != row)
+            memcpy(row, got, stride);
+    }
+    *r = (rf_dec_rect){.px = d->img, .stride = stride, .x0 = (int32_t)xoff, .y0 = (int32_t)y0,
+                       .w = ci->output_width, .h = rows};
+    return 0;
+}
+
+int rf_dec_jpeg_views(rf_decoder *d, void *job, rf_err *err)
+{
+    rf_views_job *vj = job;
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    int rc = rf_dec_read_header(d, err);
+    if (rc || (rc = rf_dec_check_scan(d, vj->data, vj->len, err)) != 0)
+        return rc;
+    rf_dec_views_boxes(vj, ci->image_width, ci->image_height);
+    xform_job j = {.jpeg = vj->data, .len = vj->len, .num = 8 / d->max_denom};
+    for (uint32_t k = 0; k < vj->v->n; k++) /* the scale that serves every view */
+        j.num = RF_MAX(j.num, pick_num(d, &vj->box[k], &vj->t[k]));
+    set_scale(d, &j);
+    jpeg_calc_output_dimensions(ci);
+    uint32_t Ws = ci->output_width, Hs = ci->output_height;
+    int32_t c[4];
+    if ((rc = rf_dec_views_cover(d, vj, j.num, Ws, Hs, c, err)) != 0)
+        return rc;
+    /* the union as the axes' extent, for the region and the narrowing; no outputs */
+    d->h.n_out = d->v.n_out = 0;
+    d->h.first = c[0], d->h.last = c[1], d->v.first = c[2], d->v.last = c[3];
+    if ((rc = try_region(d, &j, err)) != 0)
+        return rc;
+    int32_t dx = c[0] - d->h.first, dy = c[2] - d->v.first; /* the region's origin */
+    jpeg_start_decompress(ci);
+    rf_dec_rect r;
+    if ((rc = jpeg_rect(d, &r, err)) != 0)
+        return rc;
+    r.x0 += dx, r.y0 += dy;
+    vj->region = j.region;
+    vj->imcu_rows = (uint32_t)ci->input_iMCU_row;
+    return rf_dec_views_cut(d, vj, j.num, Ws, Hs, &r, err);
 }
 
 /* ---- rf_decode_placed ---- */

@@ -77,7 +77,7 @@ int rf_webp_transform(rf_decoder *d, const uint8_t *webp, size_t len, const rf_t
     if (rc || (rc = webp_open(d, webp, len, &c, err)) != 0)
         return rc;
     uint32_t W = (uint32_t)c.input.width, H = (uint32_t)c.input.height;
-    rf_dec_choose_box(t, W, H, seed, &b);
+    rf_dec_box(d, t, W, H, seed, &b);
     if ((rc = rf_dec_plan_full(d, t, &b, W, H, err)) != 0)
         return rc;
     /* WEBP_CROP_MARGIN pixels beyond what the taps read, on every side the picture has:
@@ -110,4 +110,28 @@ int rf_webp_check(rf_decoder *d, const uint8_t *webp, size_t len, uint32_t *w, u
     if (rc == 0)
         *w = (uint32_t)c.input.width, *h = (uint32_t)c.input.height;
     return rc;
+}
+
+/* Every view from one decode of the rectangle that covers them all, with the margin and the
+ * even origin rf_webp_transform keeps for one crop. */
+int rf_webp_views(rf_decoder *d, const uint8_t *webp, size_t len, rf_views_job *j, rf_err *err)
+{
+    WebPDecoderConfig c;
+    int32_t u[4];
+    int rc = webp_open(d, webp, len, &c, err);
+    if (rc)
+        return rc;
+    uint32_t W = (uint32_t)c.input.width, H = (uint32_t)c.input.height;
+    rf_dec_views_boxes(j, W, H);
+    if ((rc = rf_dec_views_cover(d, j, 8, W, H, u, err)) != 0)
+        return rc;
+    int x0 = RF_MAX(u[0] - WEBP_CROP_MARGIN, 0) & ~1;
+    int y0 = RF_MAX(u[2] - WEBP_CROP_MARGIN, 0) & ~1;
+    int x1 = RF_MIN(u[1] + WEBP_CROP_MARGIN, (int)W);
+    int y1 = RF_MIN(u[3] + WEBP_CROP_MARGIN, (int)H);
+    if ((rc = webp_decode_rect(d, webp, len, &c, x0, y0, x1, y1, err)) != 0)
+        return rc;
+    rf_dec_rect r = {d->img, (size_t)(x1 - x0) * 3, x0, y0, (uint32_t)(x1 - x0),
+                     (uint32_t)(y1 - y0)};
+    return rf_dec_views_cut(d, j, 8, W, H, &r, err);
 }

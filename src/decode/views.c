@@ -1,0 +1,262 @@
+/* views.c — multi-crop (rf_config.multi_crop): the views' text, each view's transform and seed,
+ * and rf_decode_views, which decodes an image once and cuts every view from it.
+ *
+ * DESIGN
+ *  - Each view is the single-view decode's crop and resize with a transform of its own (size,
+ *    scale range) and a seed of its own (rf_view_seed), so its box and flip are a pure
+ *    function of the sample's seed, k and the image's size: the same at any thread count and
+ *    after a resume, and its pixels those rf_decode_image gives for that transform and seed at
+ *    the same DCT scale.
+ *  - The format's part (transform.c for JPEG, png_decode.c, webp_decode.c) reads the header,
+ *    asks rf_dec_views_boxes for the boxes and rf_dec_views_cover for the union of the rows and
+ *    columns the views' filters read, decodes that rectangle once into d->img (decoded pixels
+ *    of a rectangle equal the whole image's there: the margins the single-view paths keep
+ *    apply to the union), and hands it to rf_dec_views_cut, which resizes each view from it
+ *    through the same rows (rf_dec_rows) as a single view. */
+#include "decode/decoder.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the text ---- */
+
+static const char *skip_space(const char *p)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+static int read_u32(const char **p, uint32_t *out)
+{
+    char *end;
+    if (**p < '0' || **p > '9')
+        return -1;
+    errno = 0;
+    unsigned long v = strtoul(*p, &end, 10);
+    if (errno || v > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)v, *p = end;
+    return 0;
+}
+
+static int read_f32(const char **p, float *out)
+{
+    char *end;
+    if ((**p < '0' || **p > '9') && **p != '.')
+        return -1;
+    errno = 0;
+    float v = strtof(*p, &end);
+    if (errno || end == *p)
+        return -1;
+    *out = v, *p = end;
+    return 0;
+}
+
+/* One group "COUNTxH[xW][:SMIN-SMAX]" at *p, up to a ',' or the end. */
+static int parse_group(const char **pp, uint32_t g, float smin, float smax, rf_views *v,
+                       rf_err *err)
+{
+    const char *p = skip_space(*pp), *start = p;
+    uint32_t count, h, w;
+    if (read_u32(&p, &count) || *p++ != 'x' || read_u32(&p, &h))
+        goto bad;
+    w = h;
+    if (*p == 'x' && (p++, read_u32(&p, &w)))
+        goto bad;
+    if (*p == ':' && (p++, read_f32(&p, &smin) || *p++ != '-' || read_f32(&p, &smax)))
+        goto bad;
+    p = skip_space(p);
+    if (*p != ',' && *p != '\0')
+        goto bad;
+    if (count == 0 || count > RF_VIEWS_MAX - v->n)
+        return rf_seterr(err, RF_EINVAL, "multi_crop group %u (\"%.*s\"): %u views; the groups "
+                         "may hold 1..%u views in all", g + 1, (int)(p - start), start, count,
+                         RF_VIEWS_MAX);
+    if (h == 0 || h > 8192 || w == 0 || w > 8192)
+        return rf_seterr(err, RF_EINVAL, "multi_crop group %u (\"%.*s\"): size %ux%u (height x "
+                         "width) out of range 1..8192", g + 1, (int)(p - start), start, h, w);
+    if (!(smin > 0 && smin <= smax && smax <= 1))
+        return rf_seterr(err, RF_EINVAL, "multi_crop group %u (\"%.*s\"): scale range %g-%g "
+                         "must satisfy 0 < min <= max <= 1", g + 1, (int)(p - start), start,
+                         (double)smin, (double)smax);
+    for (uint32_t i = 0; i < count; i++, v->n++) {
+        v->height[v->n] = h, v->width[v->n] = w;
+        v->scale_min[v->n] = smin, v->scale_max[v->n] = smax;
+        v->offset[v->n] = v->bytes;
+        v->bytes += (uint64_t)h * w * 3;
+    }
+    *pp = p;
+    return 0;
+bad:;
+    size_t n = strcspn(start, ",");
+    return rf_seterr(err, RF_EINVAL, "multi_crop group %u (\"%.*s\") is not COUNTxSIZE, "
+                     "COUNTxHEIGHTxWIDTH, either followed by :SCALE_MIN-SCALE_MAX (e.g. "
+                     "\"2x224:0.4-1,6x96:0.05-0.4\")", g + 1, (int)RF_MIN(n, 64), start);
+}
+
+int rf_views_parse(const char *text, float scale_min, float scale_max, rf_views *v,
+                   rf_err *err)
+{
+    memset(v, 0, sizeof *v);
+    if (!text || !*skip_space(text))
+        return 0;
+    if (strnlen(text, RF_VIEWS_TEXT_MAX + 1) > RF_VIEWS_TEXT_MAX)
+        return rf_seterr(err, RF_EINVAL, "multi_crop is longer than %d bytes",
+                         RF_VIEWS_TEXT_MAX);
+    const char *p = text;
+    for (;; p++) {
+        int rc = parse_group(&p, v->ngroups, scale_min, scale_max, v, err);
+        if (rc) {
+            memset(v, 0, sizeof *v);
+            return rc;
+        }
+        v->ngroups++;
+        if (*p == '\0')
+            return 0;
+    }
+}
+
+void rf_view_transform(const rf_transform *base, const rf_views *v, uint32_t k, rf_transform *t)
+{
+    *t = *base;
+    t->height = v->height[k], t->width = v->width[k];
+    t->scale_min = v->scale_min[k], t->scale_max = v->scale_max[k];
+}
+
+uint64_t rf_view_seed(uint64_t seed, uint32_t k)
+{
+    /* another stream than the sample's own seed, so view 0 is not the single-view crop */
+    return rf_mix64(seed ^ rf_mix64(0x766965777300ull + k));
+}
+
+/* ---- the decode ---- */
+
+void rf_dec_views_boxes(rf_views_job *j, uint32_t W, uint32_t H)
+{
+    j->W = W, j->H = H;
+    for (uint32_t k = 0; k < j->v->n; k++) {
+        rf_transform t;
+        rf_geometry *g = &j->geo[k];
+        rf_view_transform(j->base, j->v, k, &t);
+        rf_sample_geometry(&t, W, H, rf_view_seed(j->seed, k), g);
+        j->box[k] = (crop_box){.x = g->x, .y = g->y, .w = g->w, .h = g->h,
+                               .clamp_box = t.crop == RF_CROP_RANDOM, .flip = g->flip};
+        /* the filters fill the output rectangle the box lands on */
+        t.height = g->out_h, t.width = g->out_w;
+        j->t[k] = t;
+    }
+}
+
+int rf_dec_views_cover(rf_decoder *d, const rf_views_job *j, uint32_t num, uint32_t Ws,
+                       uint32_t Hs, int32_t c[4], rf_err *err)
+{
+    c[0] = c[2] = INT32_MAX, c[1] = c[3] = INT32_MIN;
+    for (uint32_t k = 0; k < j->v->n; k++) {
+        int rc = rf_dec_plan_scaled(d, &j->t[k], &j->box[k], num, Ws, Hs, err);
+        if (rc)
+            return rc;
+        c[0] = RF_MIN(c[0], d->h.first), c[1] = RF_MAX(c[1], d->h.last);
+        c[2] = RF_MIN(c[2], d->v.first), c[3] = RF_MAX(c[3], d->v.last);
+    }
+    return 0;
+}
+
+typedef struct rect_src {
+    const uint8_t *px;
+    size_t stride;
+    uint32_t y;
+} rect_src;
+
+static const uint8_t *rect_row(void *src, uint8_t *slot, rf_err *err)
+{
+    rect_src *s = src;
+    (void)slot, (void)err;
+    return s->px + s->stride * s->y++;
+}
+
+/* The view's rectangle (w x h, in `layout`) from tmp into its output (W x H), zeros around. */
+static void place(const uint8_t *tmp, const rf_geometry *g, uint32_t layout, uint8_t *out)
+{
+    uint32_t W = g->out_width, H = g->out_height, w = g->out_w, h = g->out_h;
+    memset(out, 0, (size_t)W * H * 3);
+    if (layout == RF_LAYOUT_NCHW) {
+        for (uint32_t c = 0; c < 3; c++)
+            for (uint32_t y = 0; y < h; y++)
+                memcpy(out + ((size_t)c * H + g->out_y + y) * W + g->out_x,
+                       tmp + ((size_t)c * h + y) * w, w);
+        return;
+    }
+    for (uint32_t y = 0; y < h; y++)
+        memcpy(out + ((size_t)(g->out_y + y) * W + g->out_x) * 3, tmp + (size_t)y * w * 3,
+               (size_t)w * 3);
+}
+
+int rf_dec_views_cut(rf_decoder *d, rf_views_job *j, uint32_t num, uint32_t Ws, uint32_t Hs,
+                     const rf_dec_rect *r, rf_err *err)
+{
+    for (uint32_t k = 0; k < j->v->n; k++) {
+        const rf_transform *t = &j->t[k];
+        const rf_geometry *g = &j->geo[k];
+        int rc = rf_dec_plan_scaled(d, t, &j->box[k], num, Ws, Hs, err);
+        if (rc)
+            return rc;
+        int32_t cx = d->h.first - r->x0, cy = d->v.first - r->y0;
+        if (cx < 0 || cy < 0 || d->h.last - r->x0 > (int32_t)r->w ||
+            d->v.last - r->y0 > (int32_t)r->h)
+            return rf_seterr(err, RF_EDECODE, "internal: view %u reads outside the decoded "
+                             "%ux%u rectangle", k, r->w, r->h);
+        uint32_t cols = (uint32_t)(d->h.last - d->h.first);
+        rf_dec_axis_shift(&d->h, d->h.first);
+        rf_dec_axis_shift(&d->v, d->v.first);
+        if ((rc = rf_dec_scratch(d, cols, t->width, err)) != 0)
+            return rc;
+        rect_src s = {r->px + (size_t)cx * 3 + r->stride * (size_t)cy, r->stride, 0};
+        uint8_t *out = j->out + j->v->offset[k];
+        int whole = g->out_w == g->out_width && g->out_h == g->out_height;
+        if (!whole && rf_reserve(&d->vtmp, &d->vtmp_cap, (size_t)t->height * t->width * 3, 1))
+            return rf_seterr(err, RF_ENOMEM, "out of memory for a %ux%u view", t->height,
+                             t->width);
+        if ((rc = rf_dec_rows(d, t, whole ? out : d->vtmp, rect_row, &s, err)) != 0)
+            return rc;
+        if (!whole)
+            place(d->vtmp, g, t->layout, out);
+        if (j->infos) {
+            rf_dec_fill_info(j->W, j->H, &j->box[k], &j->infos[k]);
+            j->infos[k].scale_denom = 8 / num;
+            j->infos[k].region = j->region;
+            j->infos[k].imcu_rows = j->imcu_rows;
+        }
+    }
+    return 0;
+}
+
+int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
+                    const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
+                    rf_err *err)
+{
+    rf_views_job *j = &d->views;
+    int rc = 0;
+    for (uint32_t k = 0; k < v->n && rc == 0; k++) {
+        rf_transform t;
+        rf_view_transform(base, v, k, &t);
+        rc = rf_dec_validate(&t, err);
+    }
+    if (rc)
+        return rc;
+    memset(j, 0, offsetof(rf_views_job, box));
+    j->base = base, j->v = v, j->seed = seed, j->out = out, j->infos = infos;
+    j->data = data, j->len = len;
+    d->jerr.recovered = 0; /* a JPEG decode records its own; PNG and WebP have none */
+    switch (rf_image_sniff(data, len)) {
+    case RF_IMAGE_JPEG: return rf_dec_guarded(d, data, len, rf_dec_jpeg_views, j, err);
+    case RF_IMAGE_PNG: return rf_png_views(d, data, len, j, err);
+    case RF_IMAGE_WEBP: return rf_webp_views(d, data, len, j, err);
+    default: {
+        uint32_t f;
+        return rf_image_magic_check(data, len, &f, err);
+    }
+    }
+}
