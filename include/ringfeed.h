@@ -721,6 +721,28 @@ typedef struct rf_config {
     uint32_t multi_label;
     /* RF_MULTI_LABEL_LIST: the width of a sample's row of rf_batch.label_list (1..65536). */
     uint32_t max_labels;
+    /* Multi-crop (DINO, iBOT, SwAV style; default NULL: off). Groups of views, comma-separated,
+     * each "COUNTxSIZE" (square) or "COUNTxHEIGHTxWIDTH", optionally ":SCALE_MIN-SCALE_MAX"
+     * (default: scale_min-scale_max): "2x224:0.4-1,6x96:0.05-0.4" is two 224 x 224 views at
+     * scale 0.4..1 and six 96 x 96 at 0.05..0.4, at most 64 views in all (RF_EINVAL naming the
+     * group and what is wrong otherwise). Each view k of a sample is its own crop (crop RANDOM:
+     * RandomResizedCrop with the group's scale range and ratio_min..ratio_max; CENTER:
+     * Resize+CenterCrop at the view's size) and flip (flip_prob), drawn from a seed made of the
+     * sample's seed and k: deterministic per (seed, epoch, sample), whatever the thread count,
+     * and restored exactly by a resume. The image is decoded once: a JPEG at the smallest DCT
+     * scale (as dct_scaling allows) at which every view's crop still has its output's rows and
+     * columns, over the union of what the views read; PNG and WebP at full scale; each view is
+     * then resized from those pixels with the loader's resampler, so view k's pixels are the
+     * single-view loader's for that crop at that scale. With views set the views ARE the
+     * sample's images: rf_batch.views has them (nviews entries, in the groups' order),
+     * image_size/height/width are not used for the output, and rf_batch.data holds every
+     * sample's views one after another (sample i's view k at sample i's row + the sizes of
+     * views 0..k-1). The ring holds that per sample: batch_size x sum over views of H x W x 3
+     * bytes (x the dtype's size more on the host backend with a conversion) per slot. dtype,
+     * layout, mean and std apply to each view. CPU decode only: RF_EINVAL with gpu_decode,
+     * hw_decode_percent, decode_schedule BALANCE, a token source, and on the CUDA backend with
+     * a dtype other than uint8 (normalize on the device after the copy). */
+    const char *multi_crop;
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -751,6 +773,21 @@ typedef struct rf_field {
     const uint64_t *offsets;   /* count entries */
     const uint32_t *lengths;   /* count entries */
 } rf_field;
+
+/* One view of every sample of a batch (rf_config.multi_crop). Sample i's view is at
+ * (uint8_t *)data + i * sample_stride, shape[1..3] of dtype in the batch's layout, contiguous;
+ * the samples' views are sample_stride bytes apart (the other views lie between them).
+ * crop_boxes (count x 4 int32 {x, y, w, h}) and flips (count flags) as rf_batch's, for this
+ * view: its box in the source image's full-resolution pixels and whether it was flipped. A
+ * blank padding sample's view is zeros (after the conversion: the normalized zero), box {0, 0,
+ * 0, 0}. */
+typedef struct rf_view {
+    void *data;              /* on the batch's device, like rf_batch.data */
+    uint64_t sample_stride;  /* bytes from sample i's view to sample i + 1's */
+    int64_t shape[4];        /* NHWC {count, H, W, 3}; NCHW {count, 3, H, W} */
+    const int32_t *crop_boxes; /* host, count x 4 */
+    const uint8_t *flips;      /* host, count */
+} rf_view;
 
 typedef struct rf_batch {
     uint32_t struct_size;
@@ -801,6 +838,12 @@ typedef struct rf_batch {
     const uint8_t *label_multihot;
     const int32_t *label_list;
     const uint32_t *label_counts;
+    /* rf_config.multi_crop: nviews views per sample (0 and NULL when off, for token batches
+     * and for a batch of a struct_size that ends before them), in the groups' order. With views,
+     * data and data_bytes hold every sample's views (what the copy moved), shape is {count,
+     * bytes per sample / dtype size} with ndim 2, and crop_boxes and flips are view 0's. */
+    uint32_t nviews;
+    const rf_view *views; /* host array of nviews; valid until release */
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on

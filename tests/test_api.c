@@ -152,7 +152,7 @@ static uint32_t header_fields(const char *sname, char names[MAX_FIELDS][64])
 }
 
 static const char *const mirrored[] = {"rf_config", "rf_batch", "rf_field", "rf_stats",
-                                       "rf_setting", "rf_sample_view"};
+                                       "rf_setting", "rf_sample_view", "rf_view"};
 
 START_TEST(layout_lists_every_field_of_the_header)
 {
@@ -264,8 +264,8 @@ int main(void)
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, err_name_for_every_code);
     tcase_add_test(tc, err_name_is_null_for_other_codes);
-    tcase_add_loop_test(tc, layout_lists_every_field_of_the_header, 0, 6);
-    tcase_add_loop_test(tc, layout_offsets_are_the_compilers, 0, 6);
+    tcase_add_loop_test(tc, layout_lists_every_field_of_the_header, 0, 7);
+    tcase_add_loop_test(tc, layout_offsets_are_the_compilers, 0, 7);
     tcase_add_test(tc, layout_lists_every_error_code);
     tcase_add_test(tc, skip_reason_names);
     suite_add_tcase(s, tc);

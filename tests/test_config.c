@@ -98,6 +98,7 @@ static const struct {
     {"sync_index", U, RF_SYNC_INDEX_BUILD},
     {"multi_label", U, RF_MULTI_LABEL_OFF},
     {"max_labels", U, 0},
+    {"multi_crop", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

@@ -1,5 +1,5 @@
 /* layout.h — the field lists of the public structs that bindings mirror (rf_config, rf_batch,
- * rf_field, rf_stats, rf_setting, rf_sample_view), one X(struct, field) per field in
+ * rf_field, rf_stats, rf_setting, rf_sample_view, rf_view), one X(struct, field) per field in
  * declaration order; rf_config's are the settings table's rows. layout.c makes rf_abi_layout's
  * table from them with offsetof and sizeof, so the offsets and sizes a binding checks are the
  * compiler's; tests/test_api.c checks the lists against the structs in ringfeed.h, so a field
@@ -21,7 +21,12 @@
     X(rf_batch, labels_device) X(rf_batch, keys) X(rf_batch, sample_ids) X(rf_batch, positions) \
     X(rf_batch, is_padding) X(rf_batch, event) X(rf_batch, ndim) X(rf_batch, nfields)          \
     X(rf_batch, fields) X(rf_batch, crop_boxes) X(rf_batch, flips)                              \
-    X(rf_batch, label_multihot) X(rf_batch, label_list) X(rf_batch, label_counts)
+    X(rf_batch, label_multihot) X(rf_batch, label_list) X(rf_batch, label_counts)            \
+    X(rf_batch, nviews) X(rf_batch, views)
+
+#define RF_VIEW_FIELDS(X)                                                                       \
+    X(rf_view, data) X(rf_view, sample_stride) X(rf_view, shape) X(rf_view, crop_boxes)         \
+    X(rf_view, flips)
 
 #define RF_FIELD_FIELDS(X)                                                                      \
     X(rf_field, name) X(rf_field, data) X(rf_field, offsets) X(rf_field, lengths)
@@ -77,6 +82,6 @@
 #define RF_LAYOUT_STRUCTS(S)                                                                   \
     S(rf_config, RF_CONFIG_FIELDS) S(rf_batch, RF_BATCH_FIELDS) S(rf_field, RF_FIELD_FIELDS)    \
     S(rf_stats, RF_STATS_FIELDS) S(rf_setting, RF_SETTING_FIELDS)                            \
-    S(rf_sample_view, RF_SAMPLE_VIEW_FIELDS)
+    S(rf_sample_view, RF_SAMPLE_VIEW_FIELDS) S(rf_view, RF_VIEW_FIELDS)
 
 #endif

@@ -227,7 +227,9 @@
       NAMES(RF_MULTI_LABEL_LIST, "off,multihot,list"), "", "pipeline", 0,                          \
       "several class ids per label: a multi-hot row or a padded list")                             \
     X(A, max_labels, U32, DEF(0), RANGE(1, 65536), "ids", "pipeline", 0,                           \
-      "multi_label list: the list's width")
+      "multi_label list: the list's width")                                                       \
+    X(A, multi_crop, STR, DEF_S(NULL), NO_RANGE, "", "decode", 0,                                  \
+      "views per sample, decoded once (2x224:0.4-1,6x96:0.05-0.4)")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

@@ -21,6 +21,12 @@ void rf_decode_setup_init(rf_decode_setup *d, const rf_config *c)
     d->full_scale = c->dct_scaling == RF_DCT_SCALING_OFF;
 }
 
+int rf_decode_setup_views(rf_decode_setup *d, const rf_config *c, rf_err *err)
+{
+    return rf_views_parse(c->source == RF_SOURCE_TOKENS ? NULL : c->multi_crop, c->scale_min,
+                          c->scale_max, &d->views, err);
+}
+
 rf_decoder *rf_decode_setup_decoder(const rf_decode_setup *d)
 {
     rf_decoder *dec = rf_decoder_create(&d->limits);

@@ -12,11 +12,15 @@ typedef struct rf_decode_setup {
     rf_transform tf;
     rf_decode_limits limits;
     int full_scale; /* rf_config.dct_scaling OFF, as create resolved it */
+    rf_views views; /* rf_config.multi_crop, parsed at create (rf_decode_setup_views) */
 } rf_decode_setup;
 
 /* From the resolved config: the crop and output size, NHWC before a conversion (the
  * conversion writes the layout asked for), the image limits. */
 void rf_decode_setup_init(rf_decode_setup *d, const rf_config *c);
+/* rf_config.multi_crop into d->views (n = 0 when unset), before the stages are shaped by it;
+ * RF_EINVAL for bad text. rf_decode_setup_init keeps them. */
+int rf_decode_setup_views(rf_decode_setup *d, const rf_config *c, rf_err *err);
 /* A decoder with the limits (and full scale when DCT scaling is off); NULL without memory. */
 rf_decoder *rf_decode_setup_decoder(const rf_decode_setup *d);
 

@@ -115,6 +115,16 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (c->sample_hook && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "sample_hook applies to images; a token source "
                          "decodes nothing to call it with");
+    int views = c->multi_crop && *c->multi_crop;
+    if (views && c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "multi_crop cuts images into views; a token source has "
+                         "none");
+    if (views && (c->gpu_decode || c->hw_decode_percent))
+        return rf_seterr(err, RF_EINVAL, "multi_crop: views are decoded once on the CPU and cut "
+                         "from its pixels; set gpu_decode and hw_decode_percent to 0");
+    if (views && c->sample_hook)
+        return rf_seterr(err, RF_EINVAL, "multi_crop: sample_hook is handed one image per "
+                         "sample, and with views a sample has several; unset one of them");
     if (c->multi_label && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "multi_label applies to labelled images; a token "
                          "source has no labels");

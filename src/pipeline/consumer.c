@@ -11,8 +11,32 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/convert.h"
 #include "pipeline/loader.h"
 #include "pipeline/run.h"
+
+/* multi_crop: each view's rf_view over the batch's data (views laid out per sample, one
+ * after another), its boxes and flips the view's block of the slot's tables. */
+static void fill_views(const pl_ring *r, slot *s, rf_batch *b)
+{
+    uint32_t es = rf_dtype_bytes(r->out_dtype);
+    for (uint32_t k = 0; k < r->nviews; k++) {
+        rf_view *v = &s->views[k];
+        int64_t H = r->views->height[k], W = r->views->width[k];
+        v->data = (uint8_t *)b->data + r->views->offset[k] * es;
+        v->sample_stride = r->out_bytes;
+        v->shape[0] = b->count;
+        if (r->layout == RF_LAYOUT_NHWC)
+            v->shape[1] = H, v->shape[2] = W, v->shape[3] = 3;
+        else
+            v->shape[1] = 3, v->shape[2] = H, v->shape[3] = W;
+        v->crop_boxes = s->boxes + (size_t)k * r->batch * 4;
+        v->flips = s->flips + (size_t)k * r->batch;
+    }
+    b->shape[0] = b->count, b->shape[1] = (int64_t)(r->out_bytes / es), b->shape[2] = 1,
+    b->shape[3] = 1;
+    b->ndim = 2;
+}
 
 static void fill_batch(rf_loader *ld, slot *s)
 {
@@ -48,6 +72,10 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->crop_boxes = ld->ring.tokens ? NULL : s->boxes;
     b->flips = ld->ring.tokens ? NULL : s->flips;
     b->label_multihot = s->mhot, b->label_list = s->mlist, b->label_counts = s->mcounts;
+    b->nviews = ld->ring.nviews;
+    b->views = ld->ring.nviews ? s->views : NULL;
+    if (ld->ring.nviews)
+        fill_views(&ld->ring, s, b);
     pl_fields_batch(&ld->fields, s, b);
 }
 

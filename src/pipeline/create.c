@@ -33,6 +33,12 @@ static int copy_strings(rf_loader *ld, rf_err *err)
     c->image_exts = k->image_exts;
     if (c->cache_dir && !(c->cache_dir = k->cache_dir = strdup(c->cache_dir)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
+    if (c->multi_crop && !(c->multi_crop = k->multi_crop = strndup(c->multi_crop,
+                                                                   RF_VIEWS_TEXT_MAX + 1)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    int vrc = rf_decode_setup_views(&ld->decode, c, err);
+    if (vrc)
+        return vrc;
     /* the fields list: the stage's own copy, once it checked it */
     const char *given = c->fields;
     c->fields = NULL;
@@ -166,6 +172,12 @@ static int choose_backend(rf_loader *ld, rf_err *err)
     int rc = pl_sched_choose(&ld->gpu, c, err);
     if (rc || (rc = pl_gpu_choose(&ld->gpu, err)))
         return rc;
+    /* the copy moves each sample's views as one row; the conversion kernels know one size */
+    if (ld->decode.views.n && be->ops->device_kind == RF_DEVICE_CUDA &&
+        c->dtype != RF_DTYPE_UINT8)
+        return rf_seterr(err, RF_EINVAL, "multi_crop on the CUDA backend delivers uint8 views; "
+                         "set dtype uint8 and normalize on the device (ringfeed.transforms), "
+                         "or use the host backend, which converts each view");
     rc = be->ops->create(c->device_index, ld->ring.depth, &be->b, err);
     /* hw_decode_percent: what can be known cheaply (no hardware decoders, a libnvjpeg that
      * does not load) is create's error; the open itself is the opener thread's. */
@@ -276,7 +288,7 @@ static int io_setup(rf_loader *ld, rf_err *err)
 static void init_stages(rf_loader *ld)
 {
     const rf_config *c = &ld->cfg;
-    pl_ring_shape(&ld->ring, c);
+    pl_ring_shape(&ld->ring, c, &ld->decode.views);
     pl_gpu_init(&ld->gpu, c, &ld->core, &ld->ring, &ld->backend, &ld->ds, &ld->plan,
                 &ld->decode, &ld->counters,
                 c->on_error == RF_ON_ERROR_SKIP ? &pl_policy_skip : &pl_policy_fail, &ld->d);
@@ -397,6 +409,7 @@ void rf_loader_destroy(rf_loader *ld)
     free(k->label_json_path);
     free(k->image_exts);
     free(k->cache_dir);
+    free(k->multi_crop);
     pl_core_destroy(&ld->core);
     free(ld);
 }

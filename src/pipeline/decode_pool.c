@@ -134,6 +134,50 @@ static void set_box(slot *s, uint32_t i, const rf_decode_info *info)
     s->flips[i] = (uint8_t)(info->flipped != 0);
 }
 
+/* multi_crop: each view's box and flip into its block of the slot's tables (view k's
+ * batch is the k-th batch_size rows); infos NULL: a blank's. */
+static void set_view_boxes(const pl_pool *p, slot *s, uint32_t i, const rf_decode_info *infos)
+{
+    uint32_t B = p->ring->batch;
+    for (uint32_t k = 0; k < p->ring->nviews; k++) {
+        slot view = {.boxes = s->boxes + (size_t)k * B * 4, .flips = s->flips + (size_t)k * B};
+        set_box(&view, i, infos ? &infos[k] : NULL);
+    }
+}
+
+/* The host backend's conversion of sample i's row (img, as decoded) into its row of s->out:
+ * the image, or with multi_crop each view at its own size. */
+static void convert_row(const pl_pool *p, const slot *s, uint32_t i, const uint8_t *img)
+{
+    const pl_ring *r = p->ring;
+    uint8_t *out = s->out + (uint64_t)i * r->out_bytes;
+    if (!r->nviews) {
+        rf_convert_image_cpu(img, out, r->conv.h, r->conv.w, r->out_dtype, r->layout, p->mean,
+                             p->std);
+        return;
+    }
+    uint32_t es = rf_dtype_bytes(r->out_dtype);
+    for (uint32_t k = 0; k < r->nviews; k++)
+        rf_convert_image_cpu(img + r->views->offset[k], out + r->views->offset[k] * es,
+                             r->views->height[k], r->views->width[k], r->out_dtype, r->layout,
+                             p->mean, p->std);
+}
+
+/* The sample's image, or with multi_crop its views (infos: one per view; *info: view 0's). */
+static int decode_pixels(pl_pool *p, rf_decoder *dec, const task *t, slot *s,
+                         const uint8_t *data, uint32_t len, rf_decode_info *info,
+                         rf_decode_info *infos, rf_err *e)
+{
+    uint8_t *img = pl_gpu_pixels(p->gpu, s, t->index);
+    if (!p->ring->nviews)
+        return rf_decode_image(dec, data, len, &p->decode->tf, t->aug_seed, img, info, e);
+    int rc = rf_decode_views(dec, data, len, &p->decode->tf, p->ring->views, t->aug_seed, img,
+                             infos, e);
+    if (rc == 0)
+        *info = infos[0];
+    return rc;
+}
+
 /* Decode task t's sample into its row of slot s. An error sets t->why, whose fault it is
  * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset
  * (the caller adds the shard). */
@@ -183,7 +227,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_LABEL;
         return rc;
     }
-    rf_decode_info info;
+    rf_decode_info info, infos[RF_VIEWS_MAX];
     uint8_t *img = s->stage + (uint64_t)t->index * p->ring->stride;
     pl_gpu_sample_start(p->gpu, s, t->index);
     uint32_t format;
@@ -193,8 +237,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         /* a refilled slot's replacements take the CPU path: their verdicts cannot wait */
         rc = p->gpu->on && !s->gpu.refill
                  ? pl_gpu_decode(p->gpu, dec, t, s, span + doff, dlen, img, &info, gh, e)
-                 : rf_decode_image(dec, span + doff, dlen, &p->decode->tf, t->aug_seed,
-                                   pl_gpu_pixels(p->gpu, s, t->index), &info, e);
+                 : decode_pixels(p, dec, t, s, span + doff, dlen, &info, infos, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
                                                                         : SKIP_FATAL;
     }
@@ -214,11 +257,12 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         return rc;
     }
     if (p->ring->host_convert)
-        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * p->ring->out_bytes, p->ring->conv.h,
-                             p->ring->conv.w, p->ring->out_dtype, p->ring->layout, p->mean,
-                             p->std);
+        convert_row(p, s, t->index, img);
     s->labels[t->index] = label;
-    set_box(s, t->index, &info);
+    if (p->ring->nviews)
+        set_view_boxes(p, s, t->index, infos);
+    else
+        set_box(s, t->index, &info);
     /* a packet on the device is counted with its batch (pl_gpu_check) */
     if (!p->gpu->device || s->gpu.flags[t->index] == RF_GJ_PIXELS)
         pl_count_recovered(p->counters, rf_decoder_recovered(dec));
@@ -235,11 +279,10 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
         rf_widen_tokens_cpu(img, s->out + (uint64_t)t->index * p->ring->out_bytes,
                             p->ring->seq_len + 1, p->ring->token_bytes, p->ring->out_dtype);
     else if (p->ring->host_convert)
-        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * p->ring->out_bytes, p->ring->conv.h,
-                             p->ring->conv.w, p->ring->out_dtype, p->ring->layout, p->mean,
-                             p->std);
+        convert_row(p, s, t->index, img);
     s->labels[t->index] = -1;
     set_box(s, t->index, NULL);
+    set_view_boxes(p, s, t->index, NULL);
     rf_label_sink k = mlabel_sink(p, s, t->index);
     if (k.count)
         rf_label_sink_clear(&k);

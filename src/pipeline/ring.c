@@ -11,7 +11,7 @@
 #include "base/numa.h"
 #include "io/io.h"
 
-void pl_ring_shape(pl_ring *r, const rf_config *c)
+void pl_ring_shape(pl_ring *r, const rf_config *c, const rf_views *views)
 {
     r->batch = c->batch_size;
     r->depth = c->prefetch_depth;
@@ -20,6 +20,8 @@ void pl_ring_shape(pl_ring *r, const rf_config *c)
     r->mlabel_width = r->mlabel == RF_MULTI_LABEL_MULTIHOT ? c->num_classes
                       : r->mlabel == RF_MULTI_LABEL_LIST   ? c->max_labels : 0;
     r->height = c->image_height, r->width = c->image_width, r->layout = c->layout;
+    r->views = views;
+    r->nviews = r->tokens ? 0 : views->n;
     r->seq_len = c->seq_len, r->token_bytes = c->token_bytes;
     memset(&r->conv, 0, sizeof r->conv);
     if (r->tokens) {
@@ -33,7 +35,7 @@ void pl_ring_shape(pl_ring *r, const rf_config *c)
             r->conv.dtype = c->token_dtype;
         }
     } else {
-        uint64_t px = (uint64_t)c->image_height * c->image_width;
+        uint64_t px = r->nviews ? views->bytes / 3 : (uint64_t)c->image_height * c->image_width;
         r->stage_bytes = px * 3;
         r->out_dtype = c->dtype;
         r->out_bytes = px * 3 * rf_dtype_bytes(c->dtype);
@@ -94,11 +96,14 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
                          "(prefetch_depth %u x (batch %u x %llu bytes per sample%s + labels), "
                          "page-rounded): out of memory", r->bytes, kind, r->depth, B,
                          (unsigned long long)r->stage_bytes, conv);
-    /* ids, positions, keys (8 bytes each), crop box (16), padding and flip (1 each) per
-     * sample of every slot, and multi-label rows (a count, 4, and width bytes or ids) */
+    /* ids, positions, keys (8 bytes each), crop box (16) and flip (1) per view (one without
+     * multi_crop), padding (1) per sample of every slot, multi-label rows (a count, 4, and
+     * width bytes or ids), and an rf_view per view */
     size_t mrow = !r->mlabel ? 0
                   : 4 + (size_t)r->mlabel_width * (r->mlabel == RF_MULTI_LABEL_LIST ? 4 : 1);
-    size_t tables = (size_t)r->depth * (sizeof *r->slots + (size_t)B * (42 + mrow));
+    size_t nv = RF_MAX(r->nviews, 1u);
+    size_t tables = (size_t)r->depth * (sizeof *r->slots + r->nviews * sizeof(rf_view) +
+                                        (size_t)B * (25 + 17 * nv + mrow));
     r->slots = pl_alloc_refused(core, "slot tables", tables) ? NULL
                                                              : calloc(r->depth, sizeof *r->slots);
     if (!r->slots)
@@ -114,8 +119,9 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         s->positions = calloc(B, sizeof *s->positions);
         s->padding = calloc(B, 1);
         s->keys = calloc(B, sizeof *s->keys);
-        s->boxes = calloc((size_t)B * 4, sizeof *s->boxes);
-        s->flips = calloc(B, 1);
+        s->boxes = calloc((size_t)B * 4 * nv, sizeof *s->boxes);
+        s->flips = calloc((size_t)B * nv, 1);
+        s->views = r->nviews ? calloc(r->nviews, sizeof *s->views) : NULL;
         if (r->mlabel) {
             size_t n = (size_t)B * r->mlabel_width;
             s->mcounts = calloc(B, sizeof *s->mcounts);
@@ -126,7 +132,7 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         }
         int mok = !r->mlabel || (s->mcounts && (s->mlist || s->mhot));
         if (!s->ids || !s->positions || !s->padding || !s->keys || !s->boxes || !s->flips ||
-            !mok)
+            !mok || (r->nviews && !s->views))
             return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of slot tables "
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              r->depth, B);
@@ -144,6 +150,7 @@ void pl_ring_free(pl_ring *r, const pl_backend *be)
             free(r->slots[i].keys);
             free(r->slots[i].boxes);
             free(r->slots[i].flips);
+            free(r->slots[i].views);
             free(r->slots[i].mhot);
             free(r->slots[i].mlist);
             free(r->slots[i].mcounts);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/hostmem.h"
+#include "decode/decode.h"
 #include "io/pagecache.h"
 #include "pipeline/slot.h"
 #include "pipeline/state.h"
@@ -18,6 +19,11 @@ typedef struct pl_ring {
     int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly */
     uint32_t mlabel, mlabel_width; /* rf_config.multi_label; its row's width (0: off) */
     uint32_t height, width, layout; /* images: the output's */
+    /* rf_config.multi_crop (the decode stage's parse; n = 0: off): a sample's row is its
+     * views one after another, each slot has a box and a flip per view and sample and an
+     * rf_view per view */
+    const rf_views *views;
+    uint32_t nviews;
     uint32_t seq_len, token_bytes;  /* tokens: a window is seq_len + 1 tokens of token_bytes */
     uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
     uint64_t stride;       /* slot bytes per sample: stage_bytes, or more for GPU packets */
@@ -48,7 +54,7 @@ typedef struct pl_mem {
 /* The sizes from the resolved config: batch, depth, one sample's bytes before and after
  * conversion, and the conversion the backend runs (stride: stage_bytes until GPU decode sets
  * it). */
-void pl_ring_shape(pl_ring *r, const rf_config *c);
+void pl_ring_shape(pl_ring *r, const rf_config *c, const rf_views *views);
 /* The ring (stride and depth set) with `extra` bytes per slot after its labels, and the slot
  * tables; hugepages as rf_config.hugepages, naive the baseline's plain memory. A failure
  * names its bytes (core: the allocation hook; why: the hugepages sentence). */

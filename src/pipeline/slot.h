@@ -47,8 +47,11 @@ typedef struct slot {
     uint64_t *ids, *positions;
     uint8_t *padding;
     const char **keys;
-    int32_t *boxes;           /* batch_size x 4: each sample's crop box (rf_batch.crop_boxes) */
-    uint8_t *flips;           /* batch_size: flipped or not (rf_batch.flips) */
+    /* batch_size x 4: each sample's crop box (rf_batch.crop_boxes); with multi_crop one such
+     * block per view, view k's at boxes + k x batch_size x 4 (rf_view.crop_boxes) */
+    int32_t *boxes;
+    uint8_t *flips;           /* batch_size (per view with multi_crop): flipped or not */
+    rf_view *views;           /* multi_crop: rf_batch.views, one per view */
     uint8_t *mhot;            /* multi_label: batch_size x num_classes (rf_batch.label_multihot) */
     int32_t *mlist;           /* or batch_size x max_labels, -1 padded (rf_batch.label_list) */
     uint32_t *mcounts;        /* batch_size: ids or classes per sample (rf_batch.label_counts) */
