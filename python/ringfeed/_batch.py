@@ -46,6 +46,33 @@ def copy_boxes(b, n, kind):
     return torch.from_numpy(boxes), torch.from_numpy(flips)
 
 
+def view_arrays(images, b, n):
+    """multi_crop: each view of the batch as an array over `images` (the batch's (n, row)
+    array: every sample's views one after another), shaped (n, H, W, 3) or (n, 3, H, W); the
+    same memory, so numpy or torch, host or device, zero-copy or copied as images is. [] when
+    multi_crop is off."""
+    out, start = [], 0
+    for k in range(int(b.nviews)):
+        shape = tuple(int(s) for s in b.views[k].shape[1:])
+        size = shape[0] * shape[1] * shape[2]
+        part = images[:, start:start + size]
+        # splitting the row's contiguous stretch: a view in numpy and torch alike
+        out.append(part.reshape((n,) + shape) if isinstance(part, _arrays.np.ndarray)
+                   else part.view((n,) + shape))
+        start += size
+    return out
+
+
+def copy_view_boxes(b, n, kind):
+    """multi_crop: per view, copy_boxes' (boxes, flips) of that view, as two lists."""
+    boxes, flips = [], []
+    for k in range(int(b.nviews)):
+        bx, fl = copy_boxes(b.views[k], n, kind)
+        boxes.append(bx)
+        flips.append(fl)
+    return boxes, flips
+
+
 def copy_multi_labels(b, n, width, kind):
     """b.label_multihot or b.label_list and b.label_counts -> (an owned (n, width) uint8
     multi-hot or int32 -1-padded list, an owned (n,) int32 array of counts), numpy or torch

@@ -77,6 +77,18 @@ class RfField(ctypes.Structure):
     ]
 
 
+class RfView(ctypes.Structure):
+    """One view of a batch's samples (rf_view, multi_crop): sample i's at data + i *
+    sample_stride, shape[1:] of the batch's dtype; its boxes and flips on the host."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("sample_stride", ctypes.c_uint64),
+        ("shape", ctypes.c_int64 * 4),
+        ("crop_boxes", ctypes.POINTER(ctypes.c_int32)),
+        ("flips", ctypes.POINTER(ctypes.c_uint8)),
+    ]
+
+
 class RfBatch(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -105,6 +117,8 @@ class RfBatch(ctypes.Structure):
         ("label_multihot", ctypes.POINTER(ctypes.c_uint8)),
         ("label_list", ctypes.POINTER(ctypes.c_int32)),
         ("label_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("nviews", ctypes.c_uint32),
+        ("views", ctypes.POINTER(RfView)),
     ]
 
 
@@ -265,7 +279,7 @@ class RfSampleView(ctypes.Structure):
 SAMPLE_HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(RfSampleView), ctypes.c_void_p)
 
 MIRRORS = {"rf_batch": RfBatch, "rf_field": RfField, "rf_stats": RfStats,
-           "rf_setting": RfSetting, "rf_sample_view": RfSampleView}
+           "rf_setting": RfSetting, "rf_sample_view": RfSampleView, "rf_view": RfView}
 RfConfig = None  # made by lib()
 SETTINGS = {}  # rf_config's settings by name (Setting), filled by lib()
 

@@ -36,7 +36,8 @@ from . import _arrays, _mix, _stats, _transform
 from . import _capi as C
 from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
-from ._batch import _BatchBase, _meta_property, copy_boxes, copy_multi_labels
+from ._batch import (_BatchBase, _meta_property, copy_boxes, copy_multi_labels,
+                     copy_view_boxes, view_arrays)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -71,10 +72,14 @@ class Batch(_BatchBase):
     multi-hot or int32 (N, max_labels) padded with -1, and int32 (N,); None when off), `.keys`
     list of str, `.fields` {name: list of N bytes} for the loader's `fields`
     ({} when none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
-    Unpacks as `images, labels`."""
+    With multi_crop, `.views` is the list of the sample's views, view k (N, H_k, W_k, 3) or
+    (N, 3, H_k, W_k) in the loader's dtype and device (zero-copy slices of `.images`, which
+    is then (N, row): every sample's views one after another), with `.view_boxes` and
+    `.view_flips` (lists, per view, like `.crop_boxes` and `.flips`, which are view 0's);
+    without it `.views`, `.view_boxes` and `.view_flips` are []. Unpacks as `images, labels`."""
 
     __slots__ = ("images", "labels", "crop_boxes", "flips", "multi_labels", "label_counts",
-                 "_keys", "_fields")
+                 "views", "view_boxes", "view_flips", "_keys", "_fields")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -366,7 +371,9 @@ class Loader(_LoaderBase):
         n = self._fill_meta(batch, b, lease)
         batch._keys = batch._fields = None
         dtype = self._check_dtype(b)
-        batch.images = self._data_array(b, lease, tuple(b.shape), dtype, stream)
+        batch.images = self._data_array(b, lease, tuple(b.shape[:b.ndim]), dtype, stream)
+        batch.views = view_arrays(batch.images, b, n)
+        batch.view_boxes, batch.view_flips = copy_view_boxes(b, n, self._array_type)
         if b.device_kind == C.RF_DEVICE_CUDA and b.labels_device:
             lab = self._views.get(lease, b.labels_device, (n,), "int32", self._cuda_view)
             batch.labels = lab.long()  # a new tensor, ordered on the current stream

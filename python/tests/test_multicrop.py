@@ -1,0 +1,184 @@
+"""multi_crop= (issue 46 item 5): K views per sample, decoded once. batch.views is a list of
+per-view arrays (numpy or torch, (N, H_k, W_k, 3) or (N, 3, H_k, W_k), zero-copy slices of
+batch.images), batch.view_boxes and batch.view_flips their boxes and flips; each view is its
+reported box cut from the source with PIL, resized (antialiased bilinear) and flipped when
+reported, within test_size.py's PIL bounds (at full scale; DCT-scaled views are the library's
+own single-view decodes, tests/test_multicrop.c); the same seed gives the same views at any
+thread count, a resumed loader the uninterrupted one's; float outputs are each view
+normalized; bad text is a ValueError naming multi_crop."""
+import glob
+import io
+import tarfile
+
+import numpy as np
+import pytest
+
+import ringfeed
+from conftest import ARRAY_TYPES
+
+VIEWS = "2x32x40:0.4-1,3x16:0.1-0.4"
+SHAPES = [(32, 40), (32, 40), (16, 16), (16, 16), (16, 16)]
+KW = dict(device="cpu", decode_threads=2, seed=11, multi_crop=VIEWS)
+
+
+def npy(x):
+    return x if isinstance(x, np.ndarray) else x.numpy()
+
+
+def sources(pattern):
+    """{key: PIL RGB image} of every JPEG in the shards."""
+    from PIL import Image
+    out = {}
+    for path in sorted(glob.glob(pattern)):
+        with tarfile.open(path) as t:
+            for m in t.getmembers():
+                if m.name.endswith(".jpg"):
+                    data = t.extractfile(m).read()
+                    out[m.name[:-4]] = Image.open(io.BytesIO(data)).convert("RGB")
+    return out
+
+
+def epoch_views(pattern, **kw):
+    """{key: [(view as NHWC uint8, box, flip) per view]} of one epoch, padding left out."""
+    out = {}
+    with ringfeed.Loader(pattern, 8, layout="NHWC", array_type="numpy", copy=True,
+                         **dict(KW, **kw)) as ld:
+        for b in ld:
+            for i, (k, pad) in enumerate(zip(b.keys, b.is_padding)):
+                if not pad:
+                    out[k] = [(np.array(v[i]), tuple(int(x) for x in bx[i]), bool(fl[i]))
+                              for v, bx, fl in zip(b.views, b.view_boxes, b.view_flips)]
+    return out
+
+
+@pytest.mark.parametrize("array_type", ARRAY_TYPES)
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_views_shapes_and_types(shards, array_type, layout):
+    with ringfeed.Loader(shards, 8, array_type=array_type, layout=layout, **KW) as ld:
+        b = next(iter(ld))
+        assert len(b.views) == len(SHAPES) == len(b.view_boxes) == len(b.view_flips)
+        row = sum(3 * h * w for h, w in SHAPES)
+        assert tuple(b.images.shape) == (8, row)
+        for v, (h, w), bx, fl in zip(b.views, SHAPES, b.view_boxes, b.view_flips):
+            want = (8, h, w, 3) if layout == "NHWC" else (8, 3, h, w)
+            assert tuple(v.shape) == want
+            assert tuple(bx.shape) == (8, 4) and tuple(fl.shape) == (8,)
+            if array_type == "torch":
+                import torch
+                assert isinstance(v, torch.Tensor) and v.dtype == torch.uint8
+                assert isinstance(bx, torch.Tensor) and fl.dtype == torch.bool
+            else:
+                assert v.dtype == np.uint8 and bx.dtype == np.int32 and fl.dtype == np.bool_
+        # zero-copy: view 0 is the start of each sample's row
+        assert np.array_equal(npy(b.views[0]).reshape(8, -1),
+                              npy(b.images)[:, :3 * SHAPES[0][0] * SHAPES[0][1]])
+        assert np.array_equal(npy(b.crop_boxes), npy(b.view_boxes[0]))
+
+
+def pil_view(img, box, flip, size):
+    from PIL import Image
+    x, y, w, h = box
+    out = img.crop((x, y, x + w, y + h)).resize((size[1], size[0]), Image.BILINEAR)
+    if flip:
+        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.asarray(out)
+
+
+def test_each_view_is_its_box_with_pil(shards):
+    """test_size.py's PIL bounds (at most 2 levels, a mean of 0.5 per view), at full scale."""
+    pytest.importorskip("PIL")
+    got = epoch_views(shards, dct_scaling=False, flip_prob=0.5)
+    src = sources(shards)
+    assert got and got.keys() <= src.keys()
+    worst_max = worst_mean = 0.0
+    flips = distinct = 0
+    for k, views in got.items():
+        Wi, Hi = src[k].size
+        for (view, box, flip), size in zip(views, SHAPES):
+            x, y, w, h = box
+            assert 0 <= x and 0 <= y and 0 < w and 0 < h and x + w <= Wi and y + h <= Hi
+            d = np.abs(view.astype(np.int16) - pil_view(src[k], box, flip, size).astype(np.int16))
+            worst_max, worst_mean = max(worst_max, d.max()), max(worst_mean, d.mean())
+            flips += flip
+        distinct += views[0][1] != views[1][1]
+        # the global views' boxes at scale 0.4-1, the local ones' at 0.1-0.4 of the image
+        for (_, (_, _, w, h), _), lo, hi in zip(views, [.4, .4, .1, .1, .1], [1, 1, .4, .4, .4]):
+            assert lo * 0.9 <= w * h / (Wi * Hi) <= hi * 1.1 or w * h == Wi * Hi
+    assert worst_max <= 2 and worst_mean <= 0.5, (worst_max, worst_mean)
+    assert 0 < flips < len(got) * len(SHAPES)
+    assert distinct == len(got)
+
+
+def test_same_seed_same_views_and_threads_change_nothing(shards):
+    a = epoch_views(shards, decode_threads=1)
+    b = epoch_views(shards, decode_threads=3)
+    c = epoch_views(shards, seed=12)
+    assert a.keys() == b.keys() == c.keys()
+    for k in a:
+        assert all(np.array_equal(x[0], y[0]) and x[1:] == y[1:] for x, y in zip(a[k], b[k]))
+        assert any(x[1:] != y[1:] for x, y in zip(a[k], c[k]))
+
+
+def test_resume_gives_the_same_views(shards):
+    """Two batches, the state, a new loader from it: the epoch's other samples, each once,
+    with the uninterrupted run's views."""
+    ref = epoch_views(shards)
+    got = {}
+
+    def take(b):
+        for i, k in enumerate(b.keys):
+            if not b.is_padding[i]:
+                assert k not in got, f"{k} delivered twice"
+                got[k] = [np.array(v[i]) for v in b.views]
+
+    with ringfeed.Loader(shards, 8, array_type="numpy", copy=True, layout="NHWC", **KW) as ld:
+        it = iter(ld)
+        for _ in range(2):
+            take(next(it))
+        state = ld.state_dict()
+    assert state["batches_in_epoch"] == 2
+    with ringfeed.Loader(shards, 8, array_type="numpy", copy=True, layout="NHWC", **KW) as ld:
+        ld.load_state_dict(state)
+        for b in ld:
+            if b.epoch != state["epoch"]:
+                break
+            take(b)
+    assert got.keys() == ref.keys()
+    for k in ref:
+        assert all(np.array_equal(g, r[0]) for g, r in zip(got[k], ref[k]))
+
+
+def test_float_views_are_normalized_views(shards):
+    u8 = epoch_views(shards)
+    mean, std = ringfeed.IMAGENET_MEAN, ringfeed.IMAGENET_STD
+    with ringfeed.Loader(shards, 8, array_type="numpy", layout="NCHW", dtype="float32",
+                         mean=mean, std=std, **KW) as ld:
+        for b in ld:
+            for i, k in enumerate(b.keys):
+                if b.is_padding[i]:
+                    continue
+                for v, (ref, _, _) in zip(b.views, u8[k]):
+                    want = (ref.astype(np.float32) - np.float32(mean)) / np.float32(std)
+                    np.testing.assert_allclose(v[i], want.transpose(2, 0, 1), atol=1e-4)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("2x", "group 1"), ("2x224,x96", "group 2"), ("0x224", "0 views"),
+    ("2x224:0.5-0.4", "scale range"), ("2x224;6x96", "not COUNTxSIZE")])
+def test_bad_text_is_refused(shards, text, says):
+    with pytest.raises((ValueError, ringfeed.RingfeedError)) as e:
+        ringfeed.Loader(shards, 8, device="cpu", multi_crop=text)
+    assert "multi_crop" in str(e.value) and says in str(e.value)
+
+
+def test_gpu_decode_is_refused(shards):
+    with pytest.raises((ValueError, ringfeed.RingfeedError)) as e:
+        ringfeed.Loader(shards, 8, device="cpu", multi_crop="2x32", gpu_decode=True)
+    assert "multi_crop" in str(e.value) and "gpu_decode" in str(e.value)
+
+
+def test_no_views_without_the_setting(shards):
+    with ringfeed.Loader(shards, 8, device="cpu", array_type="numpy") as ld:
+        b = next(iter(ld))
+        assert b.views == [] and b.view_boxes == [] and b.view_flips == []
+        assert b.images.ndim == 4
