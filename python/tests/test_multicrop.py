@@ -182,3 +182,41 @@ def test_no_views_without_the_setting(shards):
         b = next(iter(ld))
         assert b.views == [] and b.view_boxes == [] and b.view_flips == []
         assert b.images.ndim == 4
+
+
+def _cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or ringfeed._capi.cuda_device_count() == 0:
+        pytest.skip("no CUDA device, or libringfeed built without CUDA")
+    return torch
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_cuda_views_are_the_hosts(shards, layout):
+    """On the CUDA backend (whose AUTO schedule then decodes on the CPU): the views, on the
+    device, equal the host backend's; each a (N, ...) tensor slicing one copied row."""
+    torch = _cuda()
+    ref = epoch_views(shards)
+    n = 0
+    with ringfeed.Loader(shards, 8, device="cuda", layout=layout, **KW) as ld:
+        for b in ld:
+            assert len(b.views) == len(SHAPES)
+            for i, k in enumerate(b.keys):
+                if b.is_padding[i]:
+                    continue
+                for v, (want, box, flip), bx, fl in zip(b.views, ref[k], b.view_boxes,
+                                                         b.view_flips):
+                    assert v.is_cuda and v.dtype == torch.uint8
+                    got = v[i].cpu().numpy()
+                    got = got if layout == "NHWC" else got.transpose(1, 2, 0)
+                    assert np.array_equal(got, want), k
+                    assert tuple(int(x) for x in bx[i]) == box and bool(fl[i]) == flip
+                n += 1
+    assert n == len(ref)
+
+
+def test_cuda_float_views_are_refused(shards):
+    _cuda()
+    with pytest.raises((ValueError, ringfeed.RingfeedError)) as e:
+        ringfeed.Loader(shards, 8, device="cuda", dtype="float32", **KW)
+    assert "multi_crop" in str(e.value) and "uint8" in str(e.value)
