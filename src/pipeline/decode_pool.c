@@ -117,32 +117,35 @@ static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int3
                      m, r, (unsigned long long)t->sample_id, (unsigned long long)v.epoch);
 }
 
-/* Sample i's crop box and flip in slot s (rf_batch.crop_boxes, flips): info's, in the source
- * image's full-resolution pixels whatever the path, kept inside the image (a CENTER box is
- * fractional, its corner and size rounded apart); NULL: a blank, {0, 0, 0, 0} unflipped. */
-static void set_box(slot *s, uint32_t i, const rf_decode_info *info)
+/* Sample i's crop box and flip in a slot's tables (rf_batch.crop_boxes, flips): info's, in
+ * the source image's full-resolution pixels whatever the path, kept inside the image (a CENTER
+ * box is fractional, its corner and size rounded apart); NULL: a blank, {0, 0, 0, 0}
+ * unflipped. */
+static void put_box(int32_t *boxes, uint8_t *flips, uint32_t i, const rf_decode_info *info)
 {
-    int32_t *b = s->boxes + (size_t)i * 4;
+    int32_t *b = boxes + (size_t)i * 4;
     memset(b, 0, 4 * sizeof *b);
-    s->flips[i] = 0;
+    flips[i] = 0;
     if (!info)
         return;
     uint32_t x = RF_MIN(info->crop_x, info->width), y = RF_MIN(info->crop_y, info->height);
     b[0] = (int32_t)x, b[1] = (int32_t)y;
     b[2] = (int32_t)RF_MIN(info->crop_w, info->width - x);
     b[3] = (int32_t)RF_MIN(info->crop_h, info->height - y);
-    s->flips[i] = (uint8_t)(info->flipped != 0);
+    flips[i] = (uint8_t)(info->flipped != 0);
 }
 
-/* multi_crop: each view's box and flip into its block of the slot's tables (view k's
- * batch is the k-th batch_size rows); infos NULL: a blank's. */
-static void set_view_boxes(const pl_pool *p, slot *s, uint32_t i, const rf_decode_info *infos)
+/* With multi_crop, per view (infos: one each, NULL for a blank): view k's rows are the k-th
+ * batch_size rows of the slot's tables (rf_view.crop_boxes, flips). */
+static void set_box(const pl_pool *p, slot *s, uint32_t i, const rf_decode_info *info,
+                    const rf_decode_info *infos)
 {
     uint32_t B = p->ring->batch;
-    for (uint32_t k = 0; k < p->ring->nviews; k++) {
-        slot view = {.boxes = s->boxes + (size_t)k * B * 4, .flips = s->flips + (size_t)k * B};
-        set_box(&view, i, infos ? &infos[k] : NULL);
-    }
+    if (!p->ring->nviews)
+        put_box(s->boxes, s->flips, i, info);
+    for (uint32_t k = 0; k < p->ring->nviews; k++)
+        put_box(s->boxes + (size_t)k * B * 4, s->flips + (size_t)k * B, i,
+                infos ? &infos[k] : NULL);
 }
 
 /* The host backend's conversion of sample i's row (img, as decoded) into its row of s->out:
@@ -259,10 +262,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
     if (p->ring->host_convert)
         convert_row(p, s, t->index, img);
     s->labels[t->index] = label;
-    if (p->ring->nviews)
-        set_view_boxes(p, s, t->index, infos);
-    else
-        set_box(s, t->index, &info);
+    set_box(p, s, t->index, &info, infos);
     /* a packet on the device is counted with its batch (pl_gpu_check) */
     if (!p->gpu->device || s->gpu.flags[t->index] == RF_GJ_PIXELS)
         pl_count_recovered(p->counters, rf_decoder_recovered(dec));
@@ -281,8 +281,7 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
     else if (p->ring->host_convert)
         convert_row(p, s, t->index, img);
     s->labels[t->index] = -1;
-    set_box(s, t->index, NULL);
-    set_view_boxes(p, s, t->index, NULL);
+    set_box(p, s, t->index, NULL, NULL);
     rf_label_sink k = mlabel_sink(p, s, t->index);
     if (k.count)
         rf_label_sink_clear(&k);
