@@ -422,6 +422,8 @@ int rf_json_number(const uint8_t *text, uint64_t at, uint64_t end, double *v)
     }
     e += drop - frac;
     double x = (double)m;
+    for (; m && e < -300; e += 300) /* 10^-e itself would overflow: divide in steps */
+        x /= 1e300;
     if (m && e)
         x = e > 0 ? x * pow(10.0, (double)e) : x / pow(10.0, (double)-e);
     *v = text[at] == '-' ? -x : x;
