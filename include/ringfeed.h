@@ -94,7 +94,7 @@ extern "C" {
     /* the loader is shutting down, or was stopped (rf_loader_stop) */ \
     X(RF_ECLOSED, -1012, "loader is shutting down") \
     /* a label member is missing or not an integer 0..INT32_MAX, or a label is not below \
-     * num_classes */ \
+     * num_classes; or a box or keypoint annotation is missing or bad (rf_config.box_ext) */ \
     X(RF_ELABEL, -1013, "label missing or not an integer 0..2147483647") \
     /* the loader belongs to the process that created it, not a fork() child */ \
     X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
@@ -153,7 +153,8 @@ enum rf_skip_reason {
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */
     RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX, or a
-                               label not below num_classes */
+                               label not below num_classes; or a bad or missing box or
+                               keypoint annotation */
     RF_SKIP_HOOK = 7,       /* rf_config.sample_hook returned non-zero */
     RF_SKIP_FIELD = 8,      /* a member rf_config.fields asks for is missing */
     /* Entries of the skipped_by_reason arrays: room for reasons still to come, so adding one
