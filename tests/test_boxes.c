@@ -17,6 +17,7 @@
 
 #include "datasets/synth.h"
 #include "loaders/dataset.h"
+#include "pipeline/boxes.h"
 #include "ringfeed.h"
 #include "testutil.h"
 
@@ -579,6 +580,41 @@ START_TEST(bad_settings_are_refused)
 }
 END_TEST
 
+/* A geometry whose output rectangle does not fill the output (letterbox and pad modes place
+ * the crop so): boxes are clipped to the rectangle, not the output, and mirrored inside it;
+ * points outside it are not visible. The stage's rows driven directly with such a geometry. */
+START_TEST(boxes_clip_to_the_output_rectangle)
+{
+    pl_boxes b = {.boxes = 1, .points = 1, .format = RF_BOX_XYXY, .max_boxes = 3,
+                  .max_points = 3, .ext = "json", .kext = "json"};
+    float bx[3 * 4] = {10, 10, 30, 20, /* inside the crop */
+                       0, 0, 12, 12,   /* half outside its left edge */
+                       50, 50, 60, 60}; /* outside entirely */
+    int32_t cls[3] = {1, 2, 3};
+    uint32_t bn = 3, pn = 3;
+    float pts[3 * 3] = {20, 15, 2, 2, 2, 1, 25, 25, 0};
+    slot s = {.bx = bx, .bcls = cls, .bn = &bn, .pts = pts, .pn = &pn};
+    /* source box 8,8 32x16 onto the 40x20 rectangle at 4,6 of a 56x40 output, flipped */
+    rf_geometry g = {.x = 8, .y = 8, .w = 32, .h = 16, .out_x = 4, .out_y = 6, .out_w = 40,
+                     .out_h = 20, .out_width = 56, .out_height = 40, .flip = 1};
+    rf_tar_span_member found[2] = {{512, 10, 0}, {512, 10, 0}};
+    rf_err e = {0};
+    ck_assert_int_eq(pl_boxes_map(&b, &s, 0, &g, 64, 64, "k", 0, found, &e), 0);
+    /* x' = 4 + 40 - (x - 8) * 40 / 32, y' = 6 + (y - 8) * 20 / 16 */
+    ck_assert_uint_eq(bn, 2);
+    const float want[8] = {16.5f, 8.5f, 41.5f, 21, 39, 6, 44, 11}; /* the second clipped */
+    for (int k = 0; k < 8; k++)
+        ck_assert_msg(fabsf(bx[k] - want[k]) < 1e-4f, "%d: %g, not %g", k, bx[k], want[k]);
+    ck_assert(cls[0] == 1 && cls[1] == 2 && cls[2] == -1);
+    ck_assert(bx[8] == 0 && bx[11] == 0);
+    /* points: (20, 15) -> (29, 14.75) visible; (2, 2) -> (51.5, -1.5) outside: v 0, kept in
+     * place; v 0 given -> zeros */
+    const float wp[9] = {29, 14.75f, 2, 51.5f, -1.5f, 0, 0, 0, 0};
+    for (int k = 0; k < 9; k++)
+        ck_assert_msg(fabsf(pts[k] - wp[k]) < 1e-4f, "%d: %g, not %g", k, pts[k], wp[k]);
+}
+END_TEST
+
 /* The JSON numbers boxes are read with, against strtod. */
 START_TEST(json_numbers_read_as_strtod)
 {
@@ -610,6 +646,7 @@ int main(void)
     tcase_add_loop_test(tc, bad_inputs_are_named, 0, (int)(sizeof g_bad / sizeof g_bad[0]));
     tcase_add_test(tc, bad_settings_are_refused);
     tcase_add_test(tc, json_numbers_read_as_strtod);
+    tcase_add_test(tc, boxes_clip_to_the_output_rectangle);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }
