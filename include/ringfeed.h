@@ -776,6 +776,9 @@ typedef struct rf_config {
      * a left point ("1:2,3:4" for COCO's eyes and ears ...); each index below max_points and
      * in one pair at most (RF_EINVAL naming the pair). NULL: none. */
     const char *keypoint_flip_pairs;
+    /* Boxes and keypoints: deliver their coordinates as fractions of the output's width and
+     * height (0..1) rather than output pixels (the boxes still xyxy). */
+    uint32_t box_output_normalized;
 } rf_config;
 
 /* How far a box or labelled keypoint may lie outside its image (rounding in the data) before
@@ -863,7 +866,8 @@ typedef struct rf_batch {
     /* Boxes and keypoints (rf_config.box_ext, keypoint_json_path; host; NULL when off, for
      * token batches and for a batch of a struct_size that ends before them). boxes: count x
      * max_boxes x 4 float32, sample i's box j {x1, y1, x2, y2} in output pixels (0..width,
-     * 0..height) at boxes[(i * max_boxes + j) * 4]; box_classes: count x max_boxes int32
+     * 0..height; fractions 0..1 of them with box_output_normalized) at
+     * boxes[(i * max_boxes + j) * 4]; box_classes: count x max_boxes int32
      * (-1 where no class was given and in the padding); box_counts: count, the boxes kept
      * (rows past it are 0, classes -1). points: count x max_points x 3 float32 {x, y, v};
      * point_counts: count, the points the member gave (rows past it are 0). A blank padding

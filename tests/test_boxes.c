@@ -208,16 +208,18 @@ typedef struct variant {
     const char *ext, *path, *cls;
     uint32_t format, normalized;
     float min_vis;
+    uint32_t out_norm; /* box_output_normalized */
 } variant;
 
 static const variant g_var[] = {
-    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0},
-    {"json", "xywh", "cls", RF_BOX_XYWH, 0, 0},
-    {NULL, "cxcywh", NULL, RF_BOX_CXCYWH, 0, 0},
-    {NULL, "norm", "cls", RF_BOX_XYXY, 1, 0},
-    {NULL, "coco.annotations.bbox", "coco.annotations.category_id", RF_BOX_XYWH, 0, 0},
-    {"boxes.npy", NULL, NULL, RF_BOX_XYXY, 0, 0},
-    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0.5f},
+    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0, 0},
+    {"json", "xywh", "cls", RF_BOX_XYWH, 0, 0, 0},
+    {NULL, "cxcywh", NULL, RF_BOX_CXCYWH, 0, 0, 0},
+    {NULL, "norm", "cls", RF_BOX_XYXY, 1, 0, 0},
+    {NULL, "coco.annotations.bbox", "coco.annotations.category_id", RF_BOX_XYWH, 0, 0, 0},
+    {"boxes.npy", NULL, NULL, RF_BOX_XYXY, 0, 0, 0},
+    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0.5f, 0},
+    {NULL, "norm", "cls", RF_BOX_XYXY, 1, 0, 1},
 };
 #define NVAR (sizeof g_var / sizeof g_var[0])
 
@@ -245,6 +247,7 @@ static rf_config config_of(const char **pat, const char *pattern, const run_opts
     c.box_ext = o->v->ext, c.box_json_path = o->v->path, c.box_class_json_path = o->v->cls;
     c.box_format = o->v->format, c.box_normalized = o->v->normalized;
     c.box_min_visibility = o->v->min_vis, c.max_boxes = MAXB;
+    c.box_output_normalized = o->v->out_norm;
     c.keypoint_json_path = o->v->normalized ? "nkp" : "kp", c.max_points = MAXP, c.keypoint_flip_pairs = "0:1";
     return c;
 }
@@ -313,6 +316,8 @@ static void check_sample(const rf_batch *b, uint32_t i, run_opts *o)
             o->dropped++;
             continue;
         }
+        if (o->v->out_norm)
+            x1 /= OUT_W, x2 /= OUT_W, y1 /= OUT_H, y2 /= OUT_H;
         const float *g = row + 4 * kept;
         ck_assert_msg(kept < b->box_counts[i] && CLOSE(g[0], x1) && CLOSE(g[1], y1) &&
                           CLOSE(g[2], x2) && CLOSE(g[3], y2),
@@ -336,6 +341,8 @@ static void check_sample(const rf_batch *b, uint32_t i, run_opts *o)
         const float *g = pts + 3 * j;
         double x = map_x(cb, flip, p[0]), y = map_y(cb, p[1]);
         int in = x >= 0 && x <= OUT_W && y >= 0 && y <= OUT_H;
+        if (o->v->out_norm)
+            x /= OUT_W, y /= OUT_H;
         if (p[2] == 0)
             ck_assert(g[0] == 0 && g[1] == 0 && g[2] == 0);
         else

@@ -102,6 +102,7 @@ static const struct {
     {"box_format", U, RF_BOX_XYXY}, {"box_normalized", U, 0}, {"box_min_visibility", F, 0.0f},
     {"max_boxes", U, 0}, {"keypoint_ext", P, 0}, {"keypoint_json_path", P, 0},
     {"max_points", U, 0}, {"keypoint_flip_pairs", P, 0},
+    {"box_output_normalized", U, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

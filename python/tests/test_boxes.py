@@ -141,7 +141,9 @@ CASES = [dict(box_json_path="xyxy", box_class_json_path="cls"),
          dict(box_json_path="coco.annotations.bbox", box_format="xywh",
               box_class_json_path="coco.annotations.category_id"),
          dict(box_ext="boxes.npy"),
-         dict(box_json_path="xyxy", box_class_json_path="cls", box_min_visibility=0.6)]
+         dict(box_json_path="xyxy", box_class_json_path="cls", box_min_visibility=0.6),
+         dict(box_json_path="norm", box_normalized=True, box_class_json_path="cls",
+              box_output_normalized=True)]
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -159,13 +161,15 @@ def test_boxes_follow_the_crop(data, case, threads):
         dropped += len(boxes) - len(idx)
         assert count == len(idx), (i, count, len(idx))
         assert rows.dtype == np.float32 and rows.shape == (MAXB, 4)
-        np.testing.assert_allclose(rows[:count], want, atol=2e-3)
+        scale = [1 / W, 1 / H] if kw.get("box_output_normalized") else [1, 1]
+        np.testing.assert_allclose(rows[:count], want * (scale * 2), atol=2e-3)
         assert not rows[count:].any()
         has_cls = "box_class_json_path" in kw or "box_ext" in kw
         assert list(classes) == (list(cls[idx]) if has_cls else [-1] * count) + \
             [-1] * (MAXB - count)
         assert npts == len(ann[i][2])
-        np.testing.assert_allclose(pts[:npts], expect_points(ann[i][2], crop, flip), atol=2e-3)
+        np.testing.assert_allclose(pts[:npts], expect_points(ann[i][2], crop, flip) *
+                                   (scale + [1]), atol=2e-3)
     assert dropped > 0  # RANDOM crops cut some away
 
 

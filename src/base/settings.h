@@ -249,7 +249,9 @@
     X(A, max_points, U32, DEF(0), RANGE(1, 65536), "points", "pipeline", 0,                        \
       "keypoints: the width of a sample's row")                                                    \
     X(A, keypoint_flip_pairs, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                       \
-      "keypoints: index pairs a flip swaps, \"1:2,3:4\"")
+      "keypoints: index pairs a flip swaps, \"1:2,3:4\"")                                      \
+    X(A, box_output_normalized, BOOL, DEF(0), RANGE(0, 1), "", "pipeline", 0,                      \
+      "boxes and keypoints out as fractions of the output's size, not pixels")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

@@ -134,6 +134,7 @@ int pl_boxes_setup(pl_boxes *b, rf_config *c, rf_err *err)
     if (rc || (rc = want_points ? setup_points(b, c, err) : 0))
         return rc;
     b->format = c->box_format, b->normalized = c->box_normalized;
+    b->out_normalized = c->box_output_normalized;
     b->min_vis = c->box_min_visibility, b->num_classes = c->num_classes;
     b->max_boxes = b->boxes ? c->max_boxes : 0, b->max_points = b->points ? c->max_points : 0;
     if (b->points && c->keypoint_flip_pairs &&
@@ -271,6 +272,13 @@ static int outside(double x, double y, uint32_t W, uint32_t H)
     return x < -t || y < -t || x > W + t || y > H + t;
 }
 
+/* What output pixels are multiplied by on the way out: 1, or 1 / the output's size. */
+static void out_scale(const pl_boxes *b, const rf_geometry *g, double *sx, double *sy)
+{
+    *sx = b->out_normalized ? 1.0 / g->out_width : 1.0;
+    *sy = b->out_normalized ? 1.0 / g->out_height : 1.0;
+}
+
 static int map_boxes(const pl_boxes *b, slot *s, uint32_t index, const rf_geometry *g,
                      uint32_t W, uint32_t H, const char *what, rf_err *e)
 {
@@ -278,6 +286,8 @@ static int map_boxes(const pl_boxes *b, slot *s, uint32_t index, const rf_geomet
     int32_t *cls = s->bcls + (size_t)index * b->max_boxes;
     uint32_t n = s->bn[index], kept = 0;
     double rx0 = g->out_x, ry0 = g->out_y, rx1 = rx0 + g->out_w, ry1 = ry0 + g->out_h;
+    double sx, sy;
+    out_scale(b, g, &sx, &sy);
     for (uint32_t j = 0; j < n; j++) {
         double o[4], ax, ay, bx, by;
         source_xyxy(b, row + (size_t)j * 4, W, H, o);
@@ -294,7 +304,8 @@ static int map_boxes(const pl_boxes *b, slot *s, uint32_t index, const rf_geomet
         if (!(seen > 0 && seen >= (double)b->min_vis * area))
             continue;
         float *d = row + (size_t)kept * 4; /* kept <= j: the box read is not yet overwritten */
-        d[0] = (float)x1, d[1] = (float)y1, d[2] = (float)x2, d[3] = (float)y2;
+        d[0] = (float)(x1 * sx), d[1] = (float)(y1 * sy), d[2] = (float)(x2 * sx);
+        d[3] = (float)(y2 * sy);
         cls[kept++] = cls[j];
     }
     memset(row + (size_t)kept * 4, 0, (size_t)(b->max_boxes - kept) * 4 * sizeof *row);
@@ -310,6 +321,8 @@ static int map_points(const pl_boxes *b, slot *s, uint32_t index, const rf_geome
     float *row = s->pts + (size_t)index * b->max_points * 3;
     uint32_t n = s->pn[index];
     double rx0 = g->out_x, ry0 = g->out_y, rx1 = rx0 + g->out_w, ry1 = ry0 + g->out_h;
+    double sx, sy;
+    out_scale(b, g, &sx, &sy);
     for (uint32_t j = 0; j < n; j++) {
         float *p = row + (size_t)j * 3;
         if (p[2] == 0) {
@@ -323,7 +336,7 @@ static int map_points(const pl_boxes *b, slot *s, uint32_t index, const rf_geome
                              RF_BOX_TOLERANCE_PX);
         double ox, oy;
         rf_geometry_to_output(g, x, y, &ox, &oy);
-        p[0] = (float)ox, p[1] = (float)oy;
+        p[0] = (float)(ox * sx), p[1] = (float)(oy * sy);
         if (ox < rx0 || ox > rx1 || oy < ry0 || oy > ry1)
             p[2] = 0;
     }

@@ -20,6 +20,7 @@ typedef struct pl_boxes {
     char *ext, *path, *class_path; /* the stage's copies of box_ext (resolved), the paths */
     char *kext, *kpath, *pairs;    /* keypoint_ext (resolved), keypoint_json_path, flip pairs */
     uint32_t format, normalized, max_boxes, max_points, num_classes;
+    uint32_t out_normalized; /* box_output_normalized */
     float min_vis;
     uint32_t *swap;               /* max_points: the point a flip puts at index i */
     uint32_t batch;
