@@ -80,6 +80,7 @@ def data(shards, tmp_path_factory):
         doc["coco"] = {"annotations": [{"bbox": b.tolist(), "category_id": int(c)}
                                        for b, c in zip(formats(boxes, w, h)["xywh"], cls)]}
         doc["kp"] = pts.tolist()
+        doc["label"] = len(docs)
         doc["nkp"] = (pts / [w, h, 1]).tolist()  # box_normalized reads keypoints so too
         docs.append(json.dumps(doc).encode())
         arr = np.concatenate([boxes, cls[:, None]], 1)
@@ -200,6 +201,15 @@ def test_arrays_targets_and_copies(data, array_type):
         assert npy(t["boxes"]).shape == (k, 4) and npy(t["labels"]).dtype == np.int64
         assert np.array_equal(npy(t["labels"]), npy(kept.box_classes[i, :k]).astype(np.int64))
         assert npy(t["keypoints"]).shape == (int(kept.point_counts[i]), 3)
+
+
+def test_label_from_the_same_member(data):
+    """The label's member may be the boxes' too: both come from the one KEY.json."""
+    with ringfeed.Loader(data[0], 4, box_json_path="xyxy", **dict(KW, label="json:label")) as ld:
+        for b in ld:
+            for key, lab, n in zip(b.keys, b.labels, b.box_counts):
+                assert int(lab) == int(key)
+                assert 0 <= int(n) <= len(data[3][int(key)][0])
 
 
 def test_off_is_none(data):
