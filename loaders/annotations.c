@@ -100,9 +100,10 @@ static int numbers(const uint8_t *text, uint64_t at, uint64_t end, double *v, ui
                    uint32_t *got)
 {
     uint64_t pos = at, a, e;
-    while (pos < end && text[pos] != '[')
+    while (pos < end && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' ||
+                         text[pos] == '\r'))
         pos++;
-    if (pos >= end)
+    if (pos >= end || text[pos] != '[') /* an object holding an array is not one */
         return -1;
     pos++;
     *got = 0;

@@ -475,6 +475,8 @@ static const struct {
      "2 class ids at cls for 1 boxes"},
     {0, "{\"xyxy\": [[1, 1, 2, 2]], \"cls\": [1.5], \"kp\": []}", 0, "json", "is not an integer"},
     {0, "{\"xyxy\": [[1, 1, 2]], \"cls\": [1], \"kp\": []}", 0, "json", "not an array of 4"},
+    {0, "{\"xyxy\": [{\"b\": [1, 1, 2, 2]}], \"cls\": [1], \"kp\": []}", 0, "json",
+     "box 0 is not an array of 4"},
     {0, "{\"xyxy\": [[1, 1, 2, 2]], \"cls\": [1], \"kp\": [[1, 2, 3]]}", 0, "json",
      "visibility 3"},
     {0, "{\"xyxy\": [], \"cls\": [], \"kp\": [[900, 2, 2]]}", 0, "json", "point 0"},
