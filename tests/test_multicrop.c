@@ -373,6 +373,17 @@ START_TEST(conversion_applies_to_each_view)
 }
 END_TEST
 
+static void refused_boxes(void)
+{
+    const char *pat;
+    rf_config c = rf_test_host_config(&pat, g_pattern, 0);
+    c.multi_crop = "2x32", c.box_json_path = "boxes", c.max_boxes = 4;
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "boxes and keypoints"), "%s", err);
+}
+
 static void refused(const char *views, uint32_t gpu, uint32_t hw, uint32_t tokens,
                     const char *says)
 {
@@ -403,6 +414,7 @@ START_TEST(bad_settings_are_refused_by_name)
     refused("2x224", 1, 0, 0, "gpu_decode");
     refused("2x224", 0, 50, 0, "hw_decode_percent");
     refused("2x224", 0, 0, 1, "token source");
+    refused_boxes();
     /* and a good one reports the loader's copy */
     const char *pat;
     rf_config c = rf_test_host_config(&pat, g_pattern, 0);

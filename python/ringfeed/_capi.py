@@ -117,6 +117,11 @@ class RfBatch(ctypes.Structure):
         ("label_multihot", ctypes.POINTER(ctypes.c_uint8)),
         ("label_list", ctypes.POINTER(ctypes.c_int32)),
         ("label_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("boxes", ctypes.POINTER(ctypes.c_float)),
+        ("box_classes", ctypes.POINTER(ctypes.c_int32)),
+        ("box_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("points", ctypes.POINTER(ctypes.c_float)),
+        ("point_counts", ctypes.POINTER(ctypes.c_uint32)),
         ("nviews", ctypes.c_uint32),
         ("views", ctypes.POINTER(RfView)),
     ]

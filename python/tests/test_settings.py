@@ -72,14 +72,8 @@ def test_every_setting_has_a_python_keyword(lib):
     assert not set(L._FACES) - {s.name for s in rows()}  # no face of a setting that is gone
 
 
-# A valid value of each string setting that is a keyword of its own name.
-_STR_VALUES = {"multi_crop": "2x16:0.2-1,3x8"}
-
-
 def _other_value(s):
     """A valid value of setting s other than its default, as a keyword takes it."""
-    if s.type == "str" and s.name in _STR_VALUES:
-        return _STR_VALUES[s.name]
     if s.type == "bool":
         return not s.default
     if s.type == "enum":
@@ -88,6 +82,11 @@ def _other_value(s):
     if s.type in ("u32", "u64", "i32"):
         base = s.min if s.rule is not None else s.default
         return base + 1 if base + 1 <= s.max else base - 1
+    if s.type == "f32":
+        return (s.min + s.max) / 2
+    if s.type == "str":  # the string settings that are keywords: boxes', keypoints', views'
+        return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1",
+                "multi_crop": "2x16:0.2-1,3x8"}.get(s.name, "ann")
     pytest.fail(f"{s.name}: no value for a {s.type} setting")
 
 
@@ -99,11 +98,18 @@ def test_every_keyword_setting_reaches_the_library(shards):
             continue  # O_DIRECT needs the file system's support; the others resize the run
         value = _other_value(s)
         extra = {"num_classes": 1000} if s.name == "multi_label" else {}  # multihot's width
+        if s.name.startswith("box_"):  # boxes on: their rows' width, and a JSON path
+            extra = {"max_boxes": 4, "box_json_path": "b"} if s.name != "box_ext" else \
+                {"max_boxes": 4}
+        if s.name.startswith("keypoint_"):
+            extra = {"max_points": 4, "keypoint_json_path": "k"}
+        extra.pop(s.name, None)
         with ringfeed.Loader(shards, 8, size=24, **KW, **extra, **{s.name: value}) as ld:
             got = ld.config[s.name]
-        want = (C.choices(s.name)[value] if s.type == "enum" else
-                 value.encode() if s.type == "str" else int(value))
-        assert got == want, (s.name, value, got)
+        want = C.choices(s.name)[value] if s.type == "enum" else \
+            value if s.type in ("str", "f32") else int(value)
+        assert got == pytest.approx(want) if s.type == "f32" else got == want, \
+            (s.name, value, got)
     with ringfeed.Loader(shards, 8, size=24, **KW, naive=True) as ld:
         assert ld.config["naive"] == 1 and ld.config["prefetch_depth"] == 1
     with ringfeed.Loader(shards, 8, size=24, **KW, io_queue_depth=None) as ld:  # None: default

@@ -122,6 +122,11 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (views && (c->gpu_decode || c->hw_decode_percent))
         return rf_seterr(err, RF_EINVAL, "multi_crop: views are decoded once on the CPU and cut "
                          "from its pixels; set gpu_decode and hw_decode_percent to 0");
+    if (views && (c->box_ext || c->box_json_path || c->box_class_json_path || c->keypoint_ext ||
+                  c->keypoint_json_path || c->keypoint_flip_pairs))
+        return rf_seterr(err, RF_EINVAL, "multi_crop: boxes and keypoints follow a sample's one "
+                         "crop, and with views each view has its own; they are not mapped per "
+                         "view, so unset one of them");
     if (views && c->sample_hook)
         return rf_seterr(err, RF_EINVAL, "multi_crop: sample_hook is handed one image per "
                          "sample, and with views a sample has several; unset one of them");

@@ -77,6 +77,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     if (ld->ring.nviews)
         fill_views(&ld->ring, s, b);
     pl_fields_batch(&ld->fields, s, b);
+    pl_boxes_batch(&ld->boxes, s, b);
 }
 
 /* The consumer is handed slot s's batch: it joins the counts of its epoch (a batch of another
