@@ -27,7 +27,7 @@ cmake -S . -B build-tsan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE=thread -DRINGF
 cmake --build build-tsan -j"$jobs"
 (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/tsan.supp halt_on_error=1 \
   second_deadlock_stack=1" ctest --output-on-failure -j"$jobs" \
-  -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook|fields|boxes|lateskip|schedule|remote|shard_cache')
+  -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook|fields|boxes|multicrop|lateskip|schedule|remote|shard_cache')
 # Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate, rf_tar_locate_fields and the
 # scanner) with the JSON label reader, the JPEG header/decode path, the PNG and WebP
 # decoders and the box and keypoint readers (JSON and .npy), FUZZ_SECONDS each (30) over seeds made here from a generated shard and two JSON
