@@ -200,12 +200,13 @@ enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SC
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else BALANCE on
  * the CUDA backend (with prefetch_depth 8 when that is AUTO too) where it can run, and the
  * CPU elsewhere (the host backend, naive, a sample_hook, tokens, batches of more than
- * 65,535 samples). CPU: libjpeg-turbo on the
+ * 65,535 samples, multi_crop). CPU: libjpeg-turbo on the
  * decode threads only.
  * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
  * BALANCE: the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
- * naive, a sample_hook, tokens or batches of more than 65,535 samples, which AUTO gives the
- * CPU and gpu_decode / hw_decode_percent refuse; on_error SKIP works with it): the hardware
+ * naive, a sample_hook, tokens, batches of more than 65,535 samples or multi_crop, which
+ * AUTO gives the CPU and gpu_decode / hw_decode_percent refuse; on_error SKIP works with it):
+ * the hardware
  * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
  * and the CPU, with shares a controller moves by hill-climbing on the consumer's measured
  * rate (batches handed out per second, training step included), starting from the CPU only
