@@ -9,7 +9,7 @@ import os
 
 from . import _arrays
 from . import _capi as C
-from ._args import _choice, _field_int
+from ._args import _choice, _field_int, _uint
 
 # Enum arguments by their lower-case names (any case is accepted): the settings' own names in
 # the library's table, and the binding's choices that are not one setting's.
@@ -230,6 +230,29 @@ def _cache_fields(cache_dir, cache_bytes):
     if b"\0" in path:
         raise ValueError(f"cache_dir holds a NUL byte: {cache_dir!r}")
     return {"cache_dir": path, "cache_bytes": _field_int("cache_bytes", cache_bytes)}
+
+
+def _multi_crop_text(groups):
+    """multi_crop given as groups [(count, size, (scale_min, scale_max)), ...] (size an int or
+    (height, width); the scale range may be left out) -> the library's text
+    "COUNTxHxW:MIN-MAX,..."; a string passes as it is (the library checks both)."""
+    if groups is None or isinstance(groups, str):
+        return groups
+    parts = []
+    for g in groups:
+        if not isinstance(g, (list, tuple)) or len(g) not in (2, 3):
+            raise ValueError(f"multi_crop={groups!r}: each group is (count, size) or (count, "
+                             f"size, (scale_min, scale_max)), not {g!r}")
+        size = g[1] if isinstance(g[1], (list, tuple)) else (g[1], g[1])
+        if len(size) != 2:
+            raise ValueError(f"multi_crop={groups!r}: a size is an int or (height, width)")
+        count, h, w = (_uint("multi_crop", v, 1, 8192) for v in (g[0], *size))
+        text = f"{count}x{h}x{w}"
+        if len(g) == 3:
+            lo, hi = (float(x) for x in g[2])
+            text += f":{lo!r}-{hi!r}"
+        parts.append(text)
+    return ",".join(parts)
 
 
 def _find_nvjpeg():

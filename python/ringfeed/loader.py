@@ -41,7 +41,7 @@ from ._batch import (_BatchBase, _meta_property, copy_annotations, copy_boxes,
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
-                      _remote_fields, _size_fields, _source_kind)
+                      _multi_crop_text, _remote_fields, _size_fields, _source_kind)
 
 # This module holds the public classes; the machinery under them lives by concern in _config
 # (arguments as rf_config fields), _batch (leases, a batch's lazily copied metadata), _base (the
@@ -331,6 +331,8 @@ class Loader(_LoaderBase):
         f.update(_label_fields(label))
         f.update(_cache_fields(cache_dir, cache_bytes))
         f.update(_remote_fields(remote_retries, remote_timeout))
+        if "multi_crop" in settings:  # groups as tuples, or the library's text
+            settings["multi_crop"] = _multi_crop_text(settings["multi_crop"])
         f.update(_other_settings("Loader", settings))
         f.update(_mix.mix_fields(per_source, weights, class_weights, sample_weights,
                                  source_labels))

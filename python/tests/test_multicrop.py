@@ -220,3 +220,18 @@ def test_cuda_float_views_are_refused(shards):
     with pytest.raises((ValueError, ringfeed.RingfeedError)) as e:
         ringfeed.Loader(shards, 8, device="cuda", dtype="float32", **KW)
     assert "multi_crop" in str(e.value) and "uint8" in str(e.value)
+
+
+def test_groups_as_tuples(shards):
+    """multi_crop as [(count, size, (scale_min, scale_max)), ...] is the same text."""
+    text = epoch_views(shards)
+    groups = epoch_views(shards, multi_crop=[(2, (32, 40), (0.4, 1)), (3, 16, (0.1, 0.4))])
+    assert text.keys() == groups.keys()
+    for k in text:
+        assert all(np.array_equal(a[0], b[0]) and a[1:] == b[1:]
+                   for a, b in zip(text[k], groups[k]))
+    with ringfeed.Loader(shards, 8, device="cpu", multi_crop=[(2, 24)]) as ld:
+        assert ld.config["multi_crop"] == "2x24x24"
+        assert [tuple(v.shape[1:]) for v in next(iter(ld)).views] == [(3, 24, 24)] * 2
+    with pytest.raises(ValueError, match="multi_crop"):
+        ringfeed.Loader(shards, 8, device="cpu", multi_crop=[(2,)])
