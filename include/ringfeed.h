@@ -113,7 +113,18 @@ enum rf_error {
 
 enum rf_device_kind { RF_DEVICE_AUTO = 0, RF_DEVICE_HOST = 1, RF_DEVICE_CUDA = 2 };
 enum rf_io_engine_kind { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
-enum rf_crop { RF_CROP_RANDOM = 0, RF_CROP_CENTER = 1 };
+/* How each image becomes the H x W output (rf_config.crop): RANDOM is torchvision's
+ * RandomResizedCrop, CENTER Resize(shorter -> resize_shorter) + CenterCrop with a crop larger
+ * than the resized image clamped to it (no padding). LETTERBOX resizes the whole image, aspect
+ * kept, to fit H x W and pads the rest (YOLO / Ultralytics LetterBox); CENTER_PAD is
+ * Resize(shorter -> resize_shorter) + CenterCrop exactly as torchvision's, padding where the
+ * resized image is smaller than the crop. Padding takes rf_config.pad_value. */
+enum rf_crop {
+    RF_CROP_RANDOM = 0,
+    RF_CROP_CENTER = 1,
+    RF_CROP_LETTERBOX = 2,
+    RF_CROP_CENTER_PAD = 3,
+};
 enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
 enum rf_dtype {
     RF_DTYPE_UINT8 = 0,
@@ -308,6 +319,7 @@ typedef int (*rf_sample_hook)(const rf_sample_view *view, void *ctx);
  * RF_EINVAL naming the field. */
 #define RF_AUTO 0
 #define RF_FLIP_PROB_AUTO (-1.0f)
+#define RF_PAD_VALUE_AUTO (-1.0f) /* pad_value: 114 for LETTERBOX, 0 otherwise */
 #define RF_DECODE_NICE_AUTO 0xFFFFFFFFu /* 10 (RF_DEFAULT_DECODE_NICE) */
 #define RF_DEFAULT_DECODE_NICE 10u
 
@@ -721,6 +733,12 @@ typedef struct rf_config {
     uint32_t multi_label;
     /* RF_MULTI_LABEL_LIST: the width of a sample's row of rf_batch.label_list (1..65536). */
     uint32_t max_labels;
+    /* The value of the output pixels no image lands on (LETTERBOX and CENTER_PAD; the other
+     * crops cover the whole output): R, G, B in 0..255, each rounded to the nearest integer
+     * and written as decoded pixels are, so a float dtype normalizes it by mean and std like
+     * the rest. Default RF_PAD_VALUE_AUTO (all three negative): 114 for LETTERBOX (the
+     * Ultralytics grey), 0 for CENTER_PAD (torchvision's CenterCrop fill). */
+    float pad_value[3];
 } rf_config;
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
@@ -801,6 +819,21 @@ typedef struct rf_batch {
     const uint8_t *label_multihot;
     const int32_t *label_list;
     const uint32_t *label_counts;
+    /* Per sample, where its image landed in the output (images only; NULL for token batches
+     * and for a batch of a struct_size that ends before it): host, count x 4 float32, sample
+     * i's row {scale_x, scale_y, pad_x, pad_y} = letterbox[4i .. 4i+3]. A point (x, y) of the
+     * source image, in its full-resolution pixel coordinates (pixel j spans [j, j + 1)), lands
+     * at (x * scale_x + pad_x, y * scale_y + pad_y) of the H x W output before the flip; when
+     * flips[i] is 1 the whole output is then mirrored, x -> W - x. So a box detected on the
+     * output maps back with (x - pad_x) / scale_x (after undoing the flip). LETTERBOX: scale
+     * is the new size over the source size per axis (the two differ only by the rounding of
+     * the new size) and pad the left and top padding, as Ultralytics' ratio and (dw, dh)
+     * report them; the image covers [pad_x, pad_x + round(w * r)) and likewise in y.
+     * CENTER_PAD: pad is the padding on an axis the resized image is shorter than the crop
+     * on, else minus the crop's offset on the resized image. RANDOM and CENTER: the same
+     * affine map of their crop box (pad <= 0). A blank padding sample {0, 0, 0, 0}; a padding
+     * repeat its original's. */
+    const float *letterbox;
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on

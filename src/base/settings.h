@@ -55,8 +55,9 @@
       "samples per batch")                                                                         \
     X(A, image_size, U32, DEF(224), RANGE(1, 8192), "px", "decode", 0,                             \
       "output side: height and width when they are AUTO")                                          \
-    X(A, crop, ENUM, DEF(RF_CROP_RANDOM), NAMES(RF_CROP_CENTER, "random,center"), "", "decode", 0, \
-      "RandomResizedCrop, or Resize + CenterCrop")                                                 \
+    X(A, crop, ENUM, DEF(RF_CROP_RANDOM),                                                          \
+      NAMES(RF_CROP_CENTER_PAD, "random,center,letterbox,center_pad"), "", "decode", 0,            \
+      "RandomResizedCrop, Resize + CenterCrop, letterbox, or CenterCrop padded")                   \
     X(A, layout, ENUM, DEF(RF_LAYOUT_NHWC), NAMES(RF_LAYOUT_NCHW, "nhwc,nchw"), "", "decode", 0,   \
       "memory layout of the output")                                                               \
     X(A, resize_shorter, U32, AUTO_RULE(0, "max(height, width) * 256 / 224, rounded"),             \
@@ -227,7 +228,9 @@
       NAMES(RF_MULTI_LABEL_LIST, "off,multihot,list"), "", "pipeline", 0,                          \
       "several class ids per label: a multi-hot row or a padded list")                             \
     X(A, max_labels, U32, DEF(0), RANGE(1, 65536), "ids", "pipeline", 0,                           \
-      "multi_label list: the list's width")
+      "multi_label list: the list's width")                                                        \
+    X(A, pad_value, F32X3, AUTO_RULE_F(RF_PAD_VALUE_AUTO, "114 for letterbox, 0 for center_pad"),  \
+      RANGE_F(0, 255), "pixel", "decode", 0, "letterbox, center_pad: R, G, B of the padding")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

@@ -26,8 +26,9 @@ typedef struct rf_decode_limits {
 
 /* What to do to one image, as torchvision does: RANDOM is RandomResizedCrop (10 attempts,
  * then the central fallback; the box depends on the source only), CENTER is Resize(shorter ->
- * resize_shorter) + CenterCrop as one crop and one resize. The crop is resized with an
- * antialiased triangle filter (antialias=True bilinear). */
+ * resize_shorter) + CenterCrop as one crop and one resize. LETTERBOX and CENTER_PAD resize a
+ * box onto a rectangle of the output and fill the rest with pad (crop.c says where). The crop
+ * is resized with an antialiased triangle filter (antialias=True bilinear). */
 typedef struct rf_transform {
     uint32_t crop;          /* enum rf_crop */
     uint32_t height, width; /* output rows and columns */
@@ -35,6 +36,7 @@ typedef struct rf_transform {
     uint32_t layout;        /* enum rf_layout */
     float scale_min, scale_max, ratio_min, ratio_max;
     float flip_prob;
+    uint8_t pad[3];         /* R, G, B of the output pixels outside the image's rectangle */
 } rf_transform;
 
 typedef struct rf_decoder rf_decoder;
@@ -77,6 +79,7 @@ typedef struct rf_decode_info {
     uint32_t crop_x, crop_y, crop_w, crop_h; /* chosen crop, in original pixels */
     uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
     uint32_t flipped;
+    float place[4];               /* scale_x, scale_y, pad_x, pad_y: rf_batch.letterbox's row */
     uint32_t region;              /* entropy-decoded only a restart-interval region */
     uint32_t imcu_rows;           /* iMCU rows libjpeg entropy-decoded (of the region, if one) */
 } rf_decode_info;

@@ -30,6 +30,9 @@ static void config_resolve(rf_config *c)
         c->resize_shorter = (RF_MAX(c->image_height, c->image_width) * 256 + 112) / 224;
     if (c->flip_prob < 0)
         c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
+    if (c->pad_value[0] < 0) /* AUTO: all three negative (rf_settings_check) */
+        for (int k = 0; k < 3; k++)
+            c->pad_value[k] = c->crop == RF_CROP_LETTERBOX ? 114.0f : 0.0f;
     if (c->decode_nice == RF_DECODE_NICE_AUTO)
         c->decode_nice = RF_DEFAULT_DECODE_NICE;
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
@@ -87,6 +90,11 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
                          c->struct_size, c->version);
     if (!c->shards || c->shard_count == 0)
         return rf_seterr(err, RF_EINVAL, "no shards given");
+    /* A struct that ends before pad_value holds zeros there, which are a pad value of their
+     * own (black): such a caller asked for the default. */
+    if (c->struct_size < offsetof(rf_config, pad_value) + sizeof c->pad_value)
+        for (int k = 0; k < 3; k++)
+            c->pad_value[k] = RF_PAD_VALUE_AUTO;
     int rc = rf_settings_check(c, err);
     if (rc)
         return rc;
@@ -105,6 +113,12 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent are the manual "
                          "schedule's settings; decode_schedule %s takes neither",
                          c->decode_schedule == RF_SCHEDULE_CPU ? "CPU" : "BALANCE");
+    if ((c->gpu_decode || c->hw_decode_percent) &&
+        (c->crop == RF_CROP_LETTERBOX || c->crop == RF_CROP_CENTER_PAD))
+        return rf_seterr(err, RF_EINVAL, "crop %s: the GPU decoders (gpu_decode, "
+                         "hw_decode_percent) resize onto the whole output and cannot pad; set "
+                         "both to 0 to decode these crops on the CPU",
+                         c->crop == RF_CROP_LETTERBOX ? "letterbox" : "center_pad");
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");

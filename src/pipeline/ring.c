@@ -94,11 +94,12 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
                          "(prefetch_depth %u x (batch %u x %llu bytes per sample%s + labels), "
                          "page-rounded): out of memory", r->bytes, kind, r->depth, B,
                          (unsigned long long)r->stage_bytes, conv);
-    /* ids, positions, keys (8 bytes each), crop box (16), padding and flip (1 each) per
-     * sample of every slot, and multi-label rows (a count, 4, and width bytes or ids) */
+    /* ids, positions, keys (8 bytes each), crop box and letterbox row (16 each), padding and
+     * flip (1 each) per sample of every slot, and multi-label rows (a count, 4, and width
+     * bytes or ids) */
     size_t mrow = !r->mlabel ? 0
                   : 4 + (size_t)r->mlabel_width * (r->mlabel == RF_MULTI_LABEL_LIST ? 4 : 1);
-    size_t tables = (size_t)r->depth * (sizeof *r->slots + (size_t)B * (42 + mrow));
+    size_t tables = (size_t)r->depth * (sizeof *r->slots + (size_t)B * (58 + mrow));
     r->slots = pl_alloc_refused(core, "slot tables", tables) ? NULL
                                                              : calloc(r->depth, sizeof *r->slots);
     if (!r->slots)
@@ -116,6 +117,7 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         s->keys = calloc(B, sizeof *s->keys);
         s->boxes = calloc((size_t)B * 4, sizeof *s->boxes);
         s->flips = calloc(B, 1);
+        s->places = calloc((size_t)B * 4, sizeof *s->places);
         if (r->mlabel) {
             size_t n = (size_t)B * r->mlabel_width;
             s->mcounts = calloc(B, sizeof *s->mcounts);
@@ -126,7 +128,7 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         }
         int mok = !r->mlabel || (s->mcounts && (s->mlist || s->mhot));
         if (!s->ids || !s->positions || !s->padding || !s->keys || !s->boxes || !s->flips ||
-            !mok)
+            !s->places || !mok)
             return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of slot tables "
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              r->depth, B);
@@ -144,6 +146,7 @@ void pl_ring_free(pl_ring *r, const pl_backend *be)
             free(r->slots[i].keys);
             free(r->slots[i].boxes);
             free(r->slots[i].flips);
+            free(r->slots[i].places);
             free(r->slots[i].mhot);
             free(r->slots[i].mlist);
             free(r->slots[i].mcounts);
