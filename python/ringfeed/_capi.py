@@ -27,7 +27,7 @@ RF_DONE = 2
 
 RF_DEVICE_AUTO, RF_DEVICE_HOST, RF_DEVICE_CUDA = 0, 1, 2
 RF_IO_AUTO, RF_IO_URING, RF_IO_PREAD = 0, 1, 2
-RF_CROP_RANDOM, RF_CROP_CENTER = 0, 1
+RF_CROP_RANDOM, RF_CROP_CENTER, RF_CROP_LETTERBOX, RF_CROP_CENTER_PAD = 0, 1, 2, 3
 RF_LAYOUT_NHWC, RF_LAYOUT_NCHW = 0, 1
 RF_DTYPE_UINT8 = 0
 RF_DTYPE_INT32 = 1
@@ -105,6 +105,7 @@ class RfBatch(ctypes.Structure):
         ("label_multihot", ctypes.POINTER(ctypes.c_uint8)),
         ("label_list", ctypes.POINTER(ctypes.c_int32)),
         ("label_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("letterbox", ctypes.POINTER(ctypes.c_float)),
     ]
 
 

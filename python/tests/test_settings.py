@@ -50,6 +50,7 @@ def test_config_init_holds_every_rows_default(lib):
             want = s.default
         if s.type == "f32x3":
             v = tuple(v)
+            want = (want,) * 3 if s.rule is not None else want
         elif s.type == "f32":
             want = ctypes.c_float(want).value
         assert v == want, s.name
@@ -82,6 +83,8 @@ def _other_value(s):
     if s.type in ("u32", "u64", "i32"):
         base = s.min if s.rule is not None else s.default
         return base + 1 if base + 1 <= s.max else base - 1
+    if s.type == "f32x3":  # pad_value: a value of each channel's range
+        return (s.min, s.max, s.min + 1)
     pytest.fail(f"{s.name}: no value for a {s.type} setting")
 
 
@@ -95,7 +98,10 @@ def test_every_keyword_setting_reaches_the_library(shards):
         extra = {"num_classes": 1000} if s.name == "multi_label" else {}  # multihot's width
         with ringfeed.Loader(shards, 8, size=24, **KW, **extra, **{s.name: value}) as ld:
             got = ld.config[s.name]
-        want = C.choices(s.name)[value] if s.type == "enum" else int(value)
+        if s.type == "f32x3":
+            got, want = tuple(got), tuple(float(v) for v in value)
+        else:
+            want = C.choices(s.name)[value] if s.type == "enum" else int(value)
         assert got == want, (s.name, value, got)
     with ringfeed.Loader(shards, 8, size=24, **KW, naive=True) as ld:
         assert ld.config["naive"] == 1 and ld.config["prefetch_depth"] == 1
