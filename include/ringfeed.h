@@ -115,10 +115,21 @@ enum rf_device_kind { RF_DEVICE_AUTO = 0, RF_DEVICE_HOST = 1, RF_DEVICE_CUDA = 2
 enum rf_io_engine_kind { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
 /* How each image becomes the H x W output (rf_config.crop): RANDOM is torchvision's
  * RandomResizedCrop, CENTER Resize(shorter -> resize_shorter) + CenterCrop with a crop larger
- * than the resized image clamped to it (no padding). LETTERBOX resizes the whole image, aspect
- * kept, to fit H x W and pads the rest (YOLO / Ultralytics LetterBox); CENTER_PAD is
- * Resize(shorter -> resize_shorter) + CenterCrop exactly as torchvision's, padding where the
- * resized image is smaller than the crop. Padding takes rf_config.pad_value. */
+ * than the resized image clamped to it (no padding). LETTERBOX is Ultralytics' LetterBox
+ * (auto=False, scaleup=True, center=True): the whole image resized with its aspect kept, by
+ * r = min(H / h, W / w), to round(w * r) x round(h * r) (Python's round, half to even; at
+ * least 1 pixel, at most H x W), placed at left = (W - new width) / 2 and top = (H - new
+ * height) / 2 rounded down (Ultralytics' round(d - 0.1)), so an odd slack leaves its extra
+ * pixel on the right or bottom. CENTER_PAD is torchvision's Resize(shorter -> resize_shorter)
+ * + CenterCrop((H, W)) exactly, per axis: where the resized side n is shorter than the crop's
+ * c, (c - n) / 2 rounded down of padding before it and the rest after, else the crop at
+ * round((n - c) / 2). Every pixel no image lands on is rf_config.pad_value. The image inside
+ * is the library's resize of the box (the whole image for LETTERBOX) to the rectangle's size
+ * (antialiased bilinear, as PIL's and torchvision's antialias=True; not OpenCV's INTER_LINEAR
+ * that Ultralytics uses, so pixels differ from its own, the geometry not). A flip mirrors the
+ * whole output, padding included. Memory: none beyond the fixed H x W sample (the ring is
+ * sized as for any crop). Neither runs on the GPU decoders (gpu_decode, hw_decode_percent:
+ * RF_EINVAL at create; decode_schedule AUTO keeps them on the CPU, BALANCE is RF_EINVAL). */
 enum rf_crop {
     RF_CROP_RANDOM = 0,
     RF_CROP_CENTER = 1,
@@ -312,14 +323,15 @@ typedef int (*rf_sample_hook)(const rf_sample_view *view, void *ctx);
  * fixed default and AUTO where the default is a rule; rf_loader_create() gives every field
  * that holds AUTO its default, so the zeros of a caller that filled the struct without
  * rf_config_init() (or of a struct_size that ends before a field) ask for the defaults too,
- * except in flip_prob and decode_nice, where they mean no flips and no added niceness.
+ * except in flip_prob, decode_nice and pad_value, where they mean no flips, no added
+ * niceness and black padding (a struct_size that ends before pad_value asks for its default).
  * rf_loader_config() reports every value a created loader uses. Each field is one row of
  * rf_config_settings() (at the end of this header): its default or rule, AUTO value, valid
  * range, unit and the stage that reads it; create refuses a value out of that range with
  * RF_EINVAL naming the field. */
 #define RF_AUTO 0
 #define RF_FLIP_PROB_AUTO (-1.0f)
-#define RF_PAD_VALUE_AUTO (-1.0f) /* pad_value: 114 for LETTERBOX, 0 otherwise */
+#define RF_PAD_VALUE_AUTO (-1.0f) /* pad_value (all three): 114 for LETTERBOX, else 0 */
 #define RF_DECODE_NICE_AUTO 0xFFFFFFFFu /* 10 (RF_DEFAULT_DECODE_NICE) */
 #define RF_DEFAULT_DECODE_NICE 10u
 
@@ -346,7 +358,8 @@ typedef struct rf_config {
                               * AUTO; default 224 */
     uint32_t crop;           /* enum rf_crop; default RF_CROP_RANDOM */
     uint32_t layout;         /* enum rf_layout; default RF_LAYOUT_NHWC */
-    uint32_t resize_shorter; /* CENTER: shorter side before the center crop; default AUTO:
+    uint32_t resize_shorter; /* CENTER, CENTER_PAD: shorter side before the center crop;
+                              * default AUTO:
                               * max(H, W) * 256 / 224, rounded to nearest (image_size * 256 /
                               * 224 for square output) */
     float scale_min, scale_max; /* RandomResizedCrop area fraction; default 0.08, 1.0 */
@@ -574,7 +587,8 @@ typedef struct rf_config {
      * With H != W, RANDOM is torchvision's RandomResizedCrop((H, W)): the crop box is drawn
      * on the source image with scale and ratio exactly as for a square output (the ratio is
      * the box's own, not the output's), then resized to H x W; CENTER is Resize(resize_shorter)
-     * then CenterCrop((H, W)). rf_batch.shape carries H and W ({count, H, W, 3} NHWC,
+     * then CenterCrop((H, W)); LETTERBOX and CENTER_PAD: enum rf_crop. rf_batch.shape
+     * carries H and W ({count, H, W, 3} NHWC,
      * {count, 3, H, W} NCHW), and rf_loader_config reports both resolved. */
     uint32_t image_height;
     uint32_t image_width;
@@ -802,7 +816,8 @@ typedef struct rf_batch {
      * Resize+CenterCrop chose, in the source image's own pixels (its full resolution, whatever
      * DCT scaling decoded it at; EXIF orientation is not applied), before the resize to H x W;
      * always inside the image (x + w <= its width, y + h <= its height). CENTER's box is
-     * fractional on the source and reported rounded to whole pixels. flips: host, count
+     * fractional on the source and reported rounded to whole pixels. LETTERBOX's is the whole
+     * image; CENTER_PAD's spans the whole image on an axis that is padded. flips: host, count
      * flags, 1 = the crop was flipped left-right after the resize. The same on every path the
      * image takes (CPU, gpu_decode, hw engines) and at any thread count: a function of the
      * sample's seed and its image's size. A padding repeat reports its original's box and
@@ -826,9 +841,10 @@ typedef struct rf_batch {
      * at (x * scale_x + pad_x, y * scale_y + pad_y) of the H x W output before the flip; when
      * flips[i] is 1 the whole output is then mirrored, x -> W - x. So a box detected on the
      * output maps back with (x - pad_x) / scale_x (after undoing the flip). LETTERBOX: scale
-     * is the new size over the source size per axis (the two differ only by the rounding of
-     * the new size) and pad the left and top padding, as Ultralytics' ratio and (dw, dh)
-     * report them; the image covers [pad_x, pad_x + round(w * r)) and likewise in y.
+     * is the new size over the source size per axis (Ultralytics' ratio r but for the
+     * rounding of the new size) and pad the whole pixels of padding on the left and top
+     * (Ultralytics' dw, dh are half the slack, fractional; its left is round(dw - 0.1), which
+     * this is); the image covers [pad_x, pad_x + round(w * r)) and likewise in y.
      * CENTER_PAD: pad is the padding on an axis the resized image is shorter than the crop
      * on, else minus the crop's offset on the resized image. RANDOM and CENTER: the same
      * affine map of their crop box (pad <= 0). A blank padding sample {0, 0, 0, 0}; a padding
