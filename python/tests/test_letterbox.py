@@ -148,3 +148,21 @@ def test_gpu_paths_refuse_the_padded_crops(pad_shards, crop):
     pattern, _ = pad_shards
     with pytest.raises(ringfeed.RingfeedError, match=f"crop {crop}: .*cannot pad"):
         ringfeed.Loader(pattern, 4, crop=crop, device="cpu", gpu_decode=True)
+
+
+def test_float_output_normalizes_the_padding(pad_shards):
+    """The padding is written as decoded pixels are, then converted with them: (pad - mean) /
+    std in a float batch, the image inside as the uint8 batch's converted."""
+    pattern, _ = pad_shards
+    mean, std = (100.0, 110.0, 120.0), (2.0, 4.0, 8.0)
+    kw = dict(size=(H, W), crop="letterbox", layout="NHWC", device="cpu", array_type="numpy",
+              shuffle=False, flip_prob=0.0, copy=True, pad_value=(10, 200, 77))
+    with ringfeed.Loader(pattern, 4, **kw) as ld:
+        plain = [np.asarray(img) for b in ld for img in b.images]
+    with ringfeed.Loader(pattern, 4, dtype="float32", mean=mean, std=std, **kw) as ld:
+        floats = [np.asarray(img) for b in ld for img in b.images]
+    assert len(plain) == len(floats) == len(SIZES)
+    for u8, f32 in zip(plain, floats):
+        np.testing.assert_allclose(f32, (u8.astype(np.float32) - mean) / std, rtol=1e-6)
+    corner = floats[3][0, 0]  # a 1 x 37 picture: its left columns are padding
+    np.testing.assert_allclose(corner, (np.array([10, 200, 77]) - mean) / std, rtol=1e-6)
