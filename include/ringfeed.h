@@ -135,6 +135,7 @@ enum rf_crop {
     RF_CROP_CENTER = 1,
     RF_CROP_LETTERBOX = 2,
     RF_CROP_CENTER_PAD = 3,
+    RF_CROP_NATIVE = 4,
 };
 enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
 enum rf_dtype {
@@ -850,6 +851,16 @@ typedef struct rf_batch {
      * affine map of their crop box (pad <= 0). A blank padding sample {0, 0, 0, 0}; a padding
      * repeat its original's. */
     const float *letterbox;
+    /* crop NATIVE only (NULL otherwise, for token batches and for a batch of a struct_size
+     * that ends before them): each sample's image has its own size, at most the H x W of
+     * rf_batch.shape. sizes: host, count x 2 uint32, sample i's {height, width} =
+     * sizes[2i .. 2i+1] ({0, 0} for a blank padding sample); sample_offsets: host, count
+     * uint64, where sample i starts in data, in elements of dtype (i x H x W x 3: every sample
+     * keeps a slot of the largest size). Its height x width x 3 elements are packed from there,
+     * rows of width x 3 (NHWC) or three planes of height x width (NCHW); the rest of its slot
+     * is unspecified. */
+    const uint32_t *sizes;
+    const uint64_t *sample_offsets;
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on

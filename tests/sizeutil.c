@@ -70,7 +70,12 @@ void sz_reference(const uint8_t *rgb, uint32_t W, uint32_t H, const rf_transform
                   uint8_t *out, rect *r)
 {
     uint32_t ow = t->width, oh = t->height, nw, nh;
-    if (t->crop == RF_CROP_LETTERBOX) {
+    if (t->crop == RF_CROP_NATIVE) { /* its own size, or letterboxed down; no padding */
+        *r = W <= ow && H <= oh ? (rect){0, 0, W, H} : sz_letterbox_rect(W, H, oh, ow);
+        r->x = r->y = 0;
+        ow = r->w, oh = r->h;
+        nw = r->w, nh = r->h;
+    } else if (t->crop == RF_CROP_LETTERBOX) {
         *r = sz_letterbox_rect(W, H, oh, ow);
         nw = r->w, nh = r->h;
     } else { /* torchvision Resize(R): the shorter side to R, the longer truncated */
@@ -88,7 +93,7 @@ void sz_reference(const uint8_t *rgb, uint32_t W, uint32_t H, const rf_transform
         for (uint32_t x = 0; x < ow; x++) {
             uint32_t ux = flip ? ow - 1 - x : x; /* the unflipped output's column */
             int64_t sx, sy;
-            if (t->crop == RF_CROP_LETTERBOX) {
+            if (t->crop == RF_CROP_LETTERBOX || t->crop == RF_CROP_NATIVE) {
                 sx = ux >= r->x && ux < r->x + r->w ? (int64_t)(ux - r->x) : -1;
                 sy = y >= r->y && y < r->y + r->h ? (int64_t)(y - r->y) : -1;
             } else {

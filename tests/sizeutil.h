@@ -17,8 +17,10 @@ typedef struct rect {
 /* Ultralytics LetterBox(new_shape=(oh, ow), auto=False, scaleup=True, center=True) of a W x H
  * image: the rectangle it covers. */
 rect sz_letterbox_rect(uint32_t W, uint32_t H, uint32_t oh, uint32_t ow);
-/* The expected output of t (LETTERBOX or CENTER_PAD) for a W x H source, flip mirroring the
- * whole output, in t->layout; *r gets the rectangle the image covers (before the flip). */
+/* The expected output of t (LETTERBOX, CENTER_PAD or NATIVE) for a W x H source, flip
+ * mirroring the whole output, in t->layout; *r gets the rectangle the image covers (before the
+ * flip). NATIVE's output is r->w x r->h, packed: the image's size, or its letterbox rectangle
+ * in t's height x width when larger. */
 void sz_reference(const uint8_t *rgb, uint32_t W, uint32_t H, const rf_transform *t, int flip,
                   uint8_t *out, rect *r);
 /* crop to oh x ow in layout: flip_prob 0.5, pad 114, resize_shorter max(oh, ow) * 256 / 224. */

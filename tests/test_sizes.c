@@ -6,8 +6,9 @@
  * image resized with the library's own filter, the flip mirroring the whole output. JPEG, PNG
  * and WebP; wide, tall, 1 x N and N x 1, tiny and smaller-than-output images; both layouts;
  * DCT-scaled decodes (same rectangle and padding, pixels near the full-scale ones); the shared
- * geometry (rf_sample_geometry) lands where the pixels do. In a loader: test_sizes_loader.c.
- * Pixels against PIL: python/tests/test_sizes_pad.py. */
+ * geometry (rf_sample_geometry) lands where the pixels do. NATIVE: an image that fits is its
+ * own pixels, a larger one its letterbox rectangle, packed at that size. In a loader:
+ * test_sizes_loader.c. Pixels against PIL: python/tests/test_letterbox.py. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -108,6 +109,54 @@ START_TEST(center_pad_is_torchvision_resize_and_center_crop)
 }
 END_TEST
 
+/* NATIVE: an image that fits in H x W is delivered as it is (the source's own pixels, bit for
+ * bit, flipped when flipped), a larger one scaled down to its letterbox rectangle; packed at
+ * its own size in either layout, the geometry's output that size. */
+START_TEST(native_is_the_image_or_its_fit)
+{
+    rf_decoder *d = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(d, 1);
+    size_t cap = (size_t)40 * 56 * 3;
+    uint8_t *got = malloc(cap + 1), *want = malloc(cap); /* + 1: the byte past a full one */
+    uint32_t fits = 0, scaled = 0;
+    rf_err e = {0};
+    for (size_t s = 0; s < N_SIZES; s++)
+        for (int format = 0; format < 3; format++) {
+            pic p = sz_make_pic(g_sizes[s][0], g_sizes[s][1], format, 70 + s);
+            for (uint32_t layout = 0; layout < 2; layout++) {
+                rf_transform t = sz_transform(RF_CROP_NATIVE, 40, 56, layout);
+                for (uint64_t seed = 0; seed < 4; seed++) {
+                    rf_decode_info info;
+                    memset(got, 0xEE, cap + 1);
+                    ck_assert_msg(rf_decode_image(d, p.data, p.len, &t, seed, got, &info, &e) ==
+                                  0, "%s", e.msg);
+                    rect r;
+                    sz_reference(p.rgb, p.w, p.h, &t, (int)info.flipped, want, &r);
+                    ck_assert(info.out_w == r.w && info.out_h == r.h);
+                    size_t n = (size_t)r.w * r.h * 3;
+                    ck_assert_msg(memcmp(got, want, n) == 0, "native %ux%u layout %u flip %u",
+                                  p.w, p.h, layout, info.flipped);
+                    ck_assert_msg(got[n] == 0xEE, "native %ux%u format %d layout %u flip %u: "
+                                  "written past the image", p.w, p.h, format, layout,
+                                  info.flipped); /* nothing past the image */
+                    int fit = p.w <= t.width && p.h <= t.height;
+                    if (fit && layout == RF_LAYOUT_NHWC && !info.flipped)
+                        ck_assert(memcmp(got, p.rgb, n) == 0); /* the source itself */
+                    fits += fit, scaled += !fit;
+                    rf_geometry g;
+                    rf_sample_geometry(&t, p.w, p.h, seed, &g);
+                    ck_assert(g.out_width == r.w && g.out_height == r.h && g.out_x == 0 &&
+                              g.out_w == r.w && g.out_h == r.h && g.flip == info.flipped);
+                }
+            }
+            sz_free_pic(&p);
+        }
+    ck_assert(fits > 0 && scaled > 0);
+    free(got), free(want);
+    rf_decoder_destroy(d);
+}
+END_TEST
+
 /* A JPEG several times the output is decoded at a DCT scale: the rectangle, the padding and
  * the placement are the full-scale decode's, the pixels inside close to them. */
 START_TEST(dct_scaled_decodes_keep_the_rectangle)
@@ -165,6 +214,7 @@ int main(void)
     tcase_add_test(tc, letterbox_is_the_whole_image_resized_and_padded);
     tcase_add_test(tc, center_pad_is_torchvision_resize_and_center_crop);
     tcase_add_test(tc, dct_scaled_decodes_keep_the_rectangle);
+    tcase_add_test(tc, native_is_the_image_or_its_fit);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

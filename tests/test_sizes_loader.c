@@ -4,8 +4,10 @@
  * definition (sizeutil.c) for the flip the batch reports, with pad_value around it, at 1 and 3
  * decode threads in both layouts; rf_batch.letterbox gives each sample's scale and padding and
  * crop_boxes the box (the whole image for LETTERBOX); padding repeats carry their original's,
- * skip mode's replacements their own and its blanks zeros. The GPU paths refuse both crops,
- * naming them. Decode-level pixels, geometry and DCT scaling: test_sizes.c. */
+ * skip mode's replacements their own and its blanks zeros. NATIVE the same way, each image at
+ * its own size (rf_batch.sizes) packed from its offset (rf_batch.sample_offsets). The GPU paths
+ * refuse the three crops, naming them; NATIVE refuses a sample_hook and a float NCHW output.
+ * Decode-level pixels, geometry and DCT scaling: test_sizes.c. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -77,7 +79,7 @@ typedef struct run_seen {
  * whole image; CENTER_PAD's scale of the resize and its padding or minus its crop offset. */
 static void expect_place(const pic *p, const rf_transform *t, const rect *r, float *want)
 {
-    if (t->crop == RF_CROP_LETTERBOX) {
+    if (t->crop != RF_CROP_CENTER_PAD) { /* LETTERBOX, NATIVE: the whole image */
         want[0] = (float)((double)r->w / p->w), want[1] = (float)((double)r->h / p->h);
         want[2] = (float)r->x, want[3] = (float)r->y;
         return;
@@ -97,9 +99,15 @@ static void check_sample(const rf_batch *b, uint32_t i, const rf_transform *t, u
     size_t n = (size_t)OUT_H * OUT_W * 3;
     const float *row = b->letterbox + 4 * (size_t)i;
     const int32_t *box = b->crop_boxes + 4 * (size_t)i;
+    int native = t->crop == RF_CROP_NATIVE;
+    ck_assert(native ? b->sizes && b->sample_offsets : !b->sizes && !b->sample_offsets);
+    if (native) /* every sample keeps a slot of the largest size */
+        ck_assert_uint_eq(b->sample_offsets[i], (uint64_t)i * n);
     if (b->sample_ids[i] == UINT64_MAX) { /* skip mode's blank */
         for (int k = 0; k < 4; k++)
             ck_assert(row[k] == 0 && box[k] == 0);
+        if (native)
+            ck_assert(b->sizes[2 * i] == 0 && b->sizes[2 * i + 1] == 0);
         seen->blanks++;
         return;
     }
@@ -108,7 +116,11 @@ static void check_sample(const rf_batch *b, uint32_t i, const rf_transform *t, u
     const pic *p = &g_pics[b->labels[i]];
     rect r;
     sz_reference(p->rgb, p->w, p->h, t, b->flips[i], want, &r);
-    ck_assert_msg(memcmp(want, (const uint8_t *)b->data + i * n, n) == 0,
+    if (native) { /* packed at its own size from its offset */
+        ck_assert(b->sizes[2 * i] == r.h && b->sizes[2 * i + 1] == r.w);
+        n = (size_t)r.w * r.h * 3;
+    }
+    ck_assert_msg(memcmp(want, (const uint8_t *)b->data + i * (size_t)OUT_H * OUT_W * 3, n) == 0,
                   "crop %u sample %d (%ux%u, flip %u, padding %u): pixels differ", t->crop,
                   b->labels[i], p->w, p->h, b->flips[i], b->is_padding[i]);
     float place[4];
@@ -116,7 +128,7 @@ static void check_sample(const rf_batch *b, uint32_t i, const rf_transform *t, u
     for (int k = 0; k < 4; k++)
         ck_assert_msg(fabsf(row[k] - place[k]) < 1e-4f, "sample %d letterbox[%d] %g, not %g",
                       b->labels[i], k, (double)row[k], (double)place[k]);
-    if (t->crop == RF_CROP_LETTERBOX)
+    if (t->crop != RF_CROP_CENTER_PAD)
         ck_assert(box[0] == 0 && box[1] == 0 && (uint32_t)box[2] == p->w &&
                   (uint32_t)box[3] == p->h);
     seen->delivered++;
@@ -198,13 +210,19 @@ START_TEST(center_pad_delivers_every_sample_on_the_reference)
 }
 END_TEST
 
+START_TEST(native_delivers_every_sample_at_its_own_size)
+{
+    every_sample(RF_CROP_NATIVE, 0);
+}
+END_TEST
+
 /* A damaged sample under on_error SKIP: counted, its place taken by a replacement (checked
  * like every sample) or a blank (zeros), at 1 and 3 threads. */
 START_TEST(skip_mode_replacements_and_blanks)
 {
     make_data();
     for (uint32_t threads = 1; threads <= 3; threads += 2)
-        for (uint32_t crop = RF_CROP_LETTERBOX; crop <= RF_CROP_CENTER_PAD; crop++) {
+        for (uint32_t crop = RF_CROP_LETTERBOX; crop <= RF_CROP_NATIVE; crop++) {
             run_opts o = {.pattern = g_bad, .crop = crop, .threads = threads,
                           .on_error = RF_ON_ERROR_SKIP,
                           .pad = {RF_PAD_VALUE_AUTO, RF_PAD_VALUE_AUTO, RF_PAD_VALUE_AUTO}};
@@ -216,12 +234,14 @@ START_TEST(skip_mode_replacements_and_blanks)
 }
 END_TEST
 
-/* The GPU decoders resize onto the whole output: gpu_decode and hw_decode_percent refuse both
- * crops at create, saying why and what to do. */
+/* The GPU decoders resize onto the whole output: gpu_decode and hw_decode_percent refuse the
+ * three crops at create, saying why and what to do. */
 START_TEST(gpu_paths_refuse_the_padded_crops)
 {
     make_data();
-    for (uint32_t crop = RF_CROP_LETTERBOX; crop <= RF_CROP_CENTER_PAD; crop++)
+    static const char *const name[] = {"", "", "crop letterbox", "crop center_pad",
+                                       "crop native"};
+    for (uint32_t crop = RF_CROP_LETTERBOX; crop <= RF_CROP_NATIVE; crop++)
         for (int hw = 0; hw < 2; hw++) {
             const char *pat;
             rf_config c = rf_test_host_config(&pat, g_good, 32);
@@ -231,11 +251,36 @@ START_TEST(gpu_paths_refuse_the_padded_crops)
             char msg[512] = "";
             ck_assert_int_eq(rf_loader_create(&c, &ld, msg, sizeof msg), RF_EINVAL);
             ck_assert_ptr_null(ld);
-            ck_assert_msg(strstr(msg, crop == RF_CROP_LETTERBOX ? "crop letterbox"
-                                                                : "crop center_pad") &&
-                              strstr(msg, "cannot pad") && strstr(msg, "set both to 0"),
-                          "%s", msg);
+            ck_assert_msg(strstr(msg, name[crop]) && strstr(msg, "cannot") &&
+                              strstr(msg, "set both to 0"), "%s", msg);
         }
+}
+END_TEST
+
+static int keep(const rf_sample_view *v, void *ctx)
+{
+    (void)v, (void)ctx;
+    return 0;
+}
+
+/* NATIVE's samples are not H x W: a sample_hook, and a float conversion to NCHW, which assume
+ * they are, are refused by name. */
+START_TEST(native_refuses_what_assumes_h_x_w)
+{
+    make_data();
+    for (int k = 0; k < 2; k++) {
+        const char *pat;
+        rf_config c = rf_test_host_config(&pat, g_good, 32);
+        c.crop = RF_CROP_NATIVE;
+        if (k)
+            c.dtype = RF_DTYPE_FLOAT32, c.layout = RF_LAYOUT_NCHW;
+        else
+            c.sample_hook = keep;
+        rf_loader *ld = NULL;
+        char msg[512] = "";
+        ck_assert_int_eq(rf_loader_create(&c, &ld, msg, sizeof msg), RF_EINVAL);
+        ck_assert_msg(strstr(msg, k ? "needs layout NHWC" : "sample_hook"), "%s", msg);
+    }
 }
 END_TEST
 
@@ -246,7 +291,9 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, letterbox_delivers_every_sample_on_the_reference);
     tcase_add_test(tc, center_pad_delivers_every_sample_on_the_reference);
+    tcase_add_test(tc, native_delivers_every_sample_at_its_own_size);
     tcase_add_test(tc, skip_mode_replacements_and_blanks);
+    tcase_add_test(tc, native_refuses_what_assumes_h_x_w);
     tcase_add_test(tc, gpu_paths_refuse_the_padded_crops);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);

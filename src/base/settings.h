@@ -56,8 +56,8 @@
     X(A, image_size, U32, DEF(224), RANGE(1, 8192), "px", "decode", 0,                             \
       "output side: height and width when they are AUTO")                                          \
     X(A, crop, ENUM, DEF(RF_CROP_RANDOM),                                                          \
-      NAMES(RF_CROP_CENTER_PAD, "random,center,letterbox,center_pad"), "", "decode", 0,            \
-      "RandomResizedCrop, Resize + CenterCrop, letterbox, or CenterCrop padded")                   \
+      NAMES(RF_CROP_NATIVE, "random,center,letterbox,center_pad,native"), "", "decode", 0,         \
+      "RandomResizedCrop, Resize + CenterCrop, letterbox, CenterCrop padded, or native size")      \
     X(A, layout, ENUM, DEF(RF_LAYOUT_NHWC), NAMES(RF_LAYOUT_NCHW, "nhwc,nchw"), "", "decode", 0,   \
       "memory layout of the output")                                                               \
     X(A, resize_shorter, U32, AUTO_RULE(0, "max(height, width) * 256 / 224, rounded"),             \

@@ -98,14 +98,30 @@ static void center_pad_box(const rf_transform *t, uint32_t W, uint32_t H, crop_b
     center_pad_axis(t->height, nh, H, &b->y, &b->h, &b->out_y, &b->out_h);
 }
 
+/* NATIVE: the whole image at its own size, or scaled down as letterbox_box scales it when it
+ * is larger than t's height x width; the output is that size, nothing padded. */
+static void native_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
+{
+    if (W <= t->width && H <= t->height) {
+        b->x = 0, b->y = 0, b->w = W, b->h = H;
+        b->out_w = W, b->out_h = H;
+    } else {
+        letterbox_box(t, W, H, b);
+    }
+    b->out_x = b->out_y = 0;
+    b->canvas_w = b->out_w, b->canvas_h = b->out_h;
+}
+
 void rf_dec_choose_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed, crop_box *b)
 {
     rf_rng rng;
     rf_rng_seed(&rng, seed);
     double p = t->flip_prob;
-    b->out_x = b->out_y = 0, b->out_w = t->width, b->out_h = t->height;
+    b->out_x = b->out_y = 0, b->out_w = b->canvas_w = t->width, b->out_h = b->canvas_h = t->height;
     if (t->crop != RF_CROP_RANDOM) {
-        if (t->crop == RF_CROP_LETTERBOX)
+        if (t->crop == RF_CROP_NATIVE)
+            native_box(t, W, H, b);
+        else if (t->crop == RF_CROP_LETTERBOX)
             letterbox_box(t, W, H, b);
         else if (t->crop == RF_CROP_CENTER_PAD)
             center_pad_box(t, W, H, b);
@@ -141,6 +157,7 @@ void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info 
     info->crop_w = (uint32_t)rf_py_round(b->w), info->crop_h = (uint32_t)rf_py_round(b->h);
     info->scale_denom = 1;
     info->flipped = b->flip;
+    info->out_w = b->canvas_w, info->out_h = b->canvas_h;
     double sx = b->out_w / b->w, sy = b->out_h / b->h;
     info->place[0] = (float)sx, info->place[1] = (float)sy;
     info->place[2] = (float)(b->out_x - b->x * sx), info->place[3] = (float)(b->out_y - b->y * sy);
@@ -148,7 +165,7 @@ void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info 
 
 void rf_dec_pad(const rf_transform *t, const crop_box *b, uint8_t *out)
 {
-    uint32_t W = t->width, H = t->height, x0 = rf_dec_out_x(t, b), x1 = x0 + b->out_w;
+    uint32_t W = b->canvas_w, H = b->canvas_h, x0 = rf_dec_out_x(b), x1 = x0 + b->out_w;
     uint32_t y0 = b->out_y, y1 = y0 + b->out_h;
     if (x0 == 0 && y0 == 0 && x1 == W && y1 == H)
         return;
@@ -175,10 +192,10 @@ void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, 
     rf_dec_choose_box(t, width, height, seed, &b);
     memset(g, 0, sizeof *g);
     g->x = b.x, g->y = b.y, g->w = b.w, g->h = b.h;
-    g->out_width = t->width, g->out_height = t->height;
+    g->out_width = b.canvas_w, g->out_height = b.canvas_h;
     /* where the resize puts the pixels (transform.c plan_both, rf_dec_rows): the rectangle
      * mirrored with the whole output when flipped */
-    g->out_x = rf_dec_out_x(t, &b), g->out_y = b.out_y, g->out_w = b.out_w, g->out_h = b.out_h;
+    g->out_x = rf_dec_out_x(&b), g->out_y = b.out_y, g->out_w = b.out_w, g->out_h = b.out_h;
     g->flip = b.flip;
 }
 

@@ -80,6 +80,7 @@ typedef struct rf_decode_info {
     uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
     uint32_t flipped;
     float place[4];               /* scale_x, scale_y, pad_x, pad_y: rf_batch.letterbox's row */
+    uint32_t out_w, out_h;        /* the sample's output: t's, or NATIVE's own size */
     uint32_t region;              /* entropy-decoded only a restart-interval region */
     uint32_t imcu_rows;           /* iMCU rows libjpeg entropy-decoded (of the region, if one) */
 } rf_decode_info;
@@ -178,7 +179,7 @@ void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint
 typedef struct rf_geometry {
     double x, y, w, h;                   /* the source box */
     uint32_t out_x, out_y, out_w, out_h; /* where it lands in the output */
-    uint32_t out_width, out_height;      /* the output (t->width x t->height) */
+    uint32_t out_width, out_height;      /* the output (t's, or NATIVE's own size) */
     uint32_t flip;                       /* mirrored left-right after the resize */
 } rf_geometry;
 void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,

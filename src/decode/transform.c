@@ -174,12 +174,12 @@ int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t out_w, rf_err *err)
     return 0;
 }
 
-/* n pixels of rgb into the planes at (row, x0). */
-static void split_planes(const uint8_t *rgb, const rf_transform *t, uint32_t row, uint32_t x0,
+/* n pixels of rgb into the planes of a W x H canvas at (row, x0). */
+static void split_planes(const uint8_t *rgb, uint32_t W, uint32_t H, uint32_t row, uint32_t x0,
                          uint32_t n, uint8_t *out)
 {
-    size_t plane = (size_t)t->height * t->width;
-    uint8_t *r = out + (size_t)row * t->width + x0, *g = r + plane, *bl = g + plane;
+    size_t plane = (size_t)H * W;
+    uint8_t *r = out + (size_t)row * W + x0, *g = r + plane, *bl = g + plane;
     for (uint32_t x = 0; x < n; x++) {
         r[x] = rgb[3 * x];
         g[x] = rgb[3 * x + 1];
@@ -190,7 +190,8 @@ static void split_planes(const uint8_t *rgb, const rf_transform *t, uint32_t row
 /* Output row i of the rectangle; NCHW goes through one row for its planes. */
 static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
 {
-    uint32_t x0 = rf_dec_out_x(j->t, &d->box), y = d->box.out_y + i;
+    const crop_box *b = &d->box;
+    uint32_t x0 = rf_dec_out_x(b), y = b->out_y + i;
     if (d->flags & RF_DECODE_NO_RESIZE)
         return;
     uint32_t taps = d->v.taps;
@@ -200,9 +201,9 @@ static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
     rf_resize_row_v(&d->v, i, d->rows, n, d->acc, d->vrow);
     if (j->t->layout == RF_LAYOUT_NCHW) {
         rf_resize_row_h(&d->h, d->vrow, d->orow);
-        split_planes(d->orow, j->t, y, x0, d->h.n_out, j->out);
+        split_planes(d->orow, b->canvas_w, b->canvas_h, y, x0, d->h.n_out, j->out);
     } else {
-        rf_resize_row_h(&d->h, d->vrow, j->out + ((size_t)y * j->t->width + x0) * 3);
+        rf_resize_row_h(&d->h, d->vrow, j->out + ((size_t)y * b->canvas_w + x0) * 3);
     }
 }
 
@@ -293,7 +294,7 @@ int rf_dec_validate(const rf_transform *t, rf_err *err)
         !(t->scale_min > 0 && t->scale_min <= t->scale_max && t->ratio_min > 0 &&
           t->ratio_min <= t->ratio_max))
         return rf_seterr(err, RF_EINVAL, "invalid RandomResizedCrop scale/ratio range");
-    if (t->crop > RF_CROP_CENTER_PAD)
+    if (t->crop > RF_CROP_NATIVE)
         return rf_seterr(err, RF_EINVAL, "unknown crop mode %u", t->crop);
     return 0;
 }
