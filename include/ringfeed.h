@@ -127,8 +127,14 @@ enum rf_io_engine_kind { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
  * is the library's resize of the box (the whole image for LETTERBOX) to the rectangle's size
  * (antialiased bilinear, as PIL's and torchvision's antialias=True; not OpenCV's INTER_LINEAR
  * that Ultralytics uses, so pixels differ from its own, the geometry not). A flip mirrors the
- * whole output, padding included. Memory: none beyond the fixed H x W sample (the ring is
- * sized as for any crop). Neither runs on the GPU decoders (gpu_decode, hw_decode_percent:
+ * whole output, padding included. NATIVE (ragged) delivers each image at its own size, the
+ * whole image untouched when it fits in H x W, else scaled down to its LETTERBOX rectangle
+ * (nothing padded, nothing scaled up), packed from its sample's start in a slot of H x W x 3
+ * (rf_batch.sizes, sample_offsets; the flip mirrors the image); it refuses a sample_hook and a
+ * float dtype with NCHW (RF_EINVAL). Memory: none of them adds any: the ring stays
+ * prefetch_depth x batch_size x H x W x 3 (x the dtype's bytes), allocated once at create, so
+ * for NATIVE H x W is the bound every sample reserves, the pixels a batch of small images
+ * leaves unused included. None runs on the GPU decoders (gpu_decode, hw_decode_percent:
  * RF_EINVAL at create; decode_schedule AUTO keeps them on the CPU, BALANCE is RF_EINVAL). */
 enum rf_crop {
     RF_CROP_RANDOM = 0,

@@ -37,7 +37,7 @@ from . import _capi as C
 from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
 from ._batch import (_BatchBase, _meta_property, copy_boxes, copy_letterbox,
-                     copy_multi_labels)
+                     copy_multi_labels, copy_sizes, native_views)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -69,14 +69,17 @@ class Batch(_BatchBase):
     `.crop_boxes` int32 (N, 4) and `.flips` bool (N,) (each sample's crop box x, y, w, h in its
     source image's pixels, and whether it was flipped; on the host, numpy or torch as the
     labels), `.letterbox` float32 (N, 4) (scale_x, scale_y, pad_x, pad_y: a source point x
-    lands at x * scale_x + pad_x of the output before the flip; every crop mode),
-    `.multi_labels` and `.label_counts` with multi_label (uint8 (N, num_classes) multi-hot or int32 (N, max_labels) padded with -1, and int32 (N,); None when off), `.keys`
+    lands at x * scale_x + pad_x of the output before the flip; every crop mode), `.sizes`
+    int32 (N, 2) with crop="native" (each image's height, width; else None) and
+    `.native_images()` (each image at its own size, views of `.images`), `.multi_labels` and
+    `.label_counts` with multi_label (uint8 (N, num_classes) multi-hot or int32 (N, max_labels)
+    padded with -1, and int32 (N,); None when off), `.keys`
     list of str, `.fields` {name: list of N bytes} for the loader's `fields`
     ({} when none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "multi_labels",
-                 "label_counts", "_keys", "_fields")
+    __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",
+                 "multi_labels", "label_counts", "_keys", "_fields", "_nchw")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -84,6 +87,13 @@ class Batch(_BatchBase):
 
     def __iter__(self):
         return iter((self.images, self.labels))
+
+    def native_images(self):
+        """crop="native": a list of each sample's image at its own size (`.sizes`), views of
+        `.images` (valid as long as it is), (h, w, 3) for NHWC or (3, h, w) for NCHW."""
+        if self.sizes is None:
+            raise ValueError("native_images() needs crop='native'")
+        return native_views(self.images, self.sizes, self._nchw)
 
     def __repr__(self):
         return (f"Batch(epoch={self.epoch}, index={self.index}, count={self.count}, "
@@ -194,7 +204,11 @@ class Loader(_LoaderBase):
       odd pixel of slack on the right or bottom); crop="center_pad": Resize(shorter) +
       CenterCrop((h, w)) exactly as torchvision's, padding where the resized image is smaller
       than the crop. The rest takes pad_value=(r, g, b) or one number (0..255; default 114 for
-      letterbox, 0 for center_pad); batch.letterbox says where each image landed. Not with
+      letterbox, 0 for center_pad); batch.letterbox says where each image landed.
+      crop="native": each image at its own size, scaled down as letterbox does only when it is
+      larger than h x w; batch.sizes (N, 2) and batch.native_images() give each, packed in a
+      slot of h x w (batch.images keeps that (N, h, w, 3) shape: the ring stays allocated
+      once). Not with a transform, nor a float dtype with layout NCHW. None of the three with
       gpu_decode or hw_decode_percent (RingfeedError RF_EINVAL); schedule="auto" decodes them
       on the CPU.
     crop, layout, io_engine, on_error, array_type, device: strings in any case ("nhwc").
@@ -384,6 +398,8 @@ class Loader(_LoaderBase):
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
         batch.crop_boxes, batch.flips = copy_boxes(b, n, self._array_type)
         batch.letterbox = copy_letterbox(b, n, self._array_type)
+        batch.sizes = copy_sizes(b, n, self._array_type)
+        batch._nchw = b.layout == C.RF_LAYOUT_NCHW
         width = self._cfg_fields.get("num_classes" if b.label_multihot else "max_labels", 0)
         batch.multi_labels, batch.label_counts = copy_multi_labels(b, n, width,
                                                                    self._array_type)

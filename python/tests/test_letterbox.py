@@ -1,11 +1,12 @@
-"""crop="letterbox" and crop="center_pad" (issue 46) against PIL references written out from
-their definitions: Ultralytics' LetterBox (r = min(h / H, w / W), new size round(W * r) x
+"""crop="letterbox", "center_pad" and "native" (issue 46) against PIL references written out
+from their definitions: Ultralytics' LetterBox (r = min(h / H, w / W), new size round(W * r) x
 round(H * r), left/top padding round(slack / 2 - 0.1)) and torchvision's Resize(shorter) +
 CenterCrop (padding (crop - size) // 2 before the image, 0-filled), with PIL's antialiased
 bilinear resize as the existing size tests use (python/tests/test_size.py). The padding must be
 exact; inside, the two resizers' roundings may differ by 2 levels at most. batch.letterbox
 must say where each image landed; flips mirror the whole output; 1 and 3 decode threads;
-padding repeats included; the GPU paths refuse both crops."""
+padding repeats included; the GPU paths refuse both crops. crop="native": each image at its
+own size (batch.sizes, batch.native_images()), its own pixels when it fits in H x W."""
 import io
 import os
 import tarfile
@@ -166,3 +167,63 @@ def test_float_output_normalizes_the_padding(pad_shards):
         np.testing.assert_allclose(f32, (u8.astype(np.float32) - mean) / std, rtol=1e-6)
     corner = floats[3][0, 0]  # a 1 x 37 picture: its left columns are padding
     np.testing.assert_allclose(corner, (np.array([10, 200, 77]) - mean) / std, rtol=1e-6)
+
+
+def native_ref(img):
+    """crop="native" to at most H x W: the picture itself when it fits, else PIL's resize to
+    its letterbox rectangle; (image, exact)."""
+    from PIL import Image
+    h, w = img.shape[:2]
+    if h <= H and w <= W:
+        return img, True
+    r = min(H / h, W / w)
+    nw, nh = max(int(round(w * r)), 1), max(int(round(h * r)), 1)
+    return np.asarray(Image.fromarray(img).resize((nw, nh), Image.BILINEAR)), False
+
+
+@pytest.mark.parametrize("threads, layout", [(1, "NHWC"), (3, "NCHW")])
+def test_native_is_each_image_at_its_own_size(pad_shards, threads, layout):
+    pytest.importorskip("PIL")
+    pattern, pics = pad_shards
+    seen = 0
+    for rank in (0, 1):
+        with ringfeed.Loader(pattern, 4, size=(H, W), crop="native", layout=layout,
+                             device="cpu", array_type="numpy", decode_threads=threads,
+                             flip_prob=0.5, seed=5, rank=rank, world_size=2) as ld:
+            for b in ld:
+                assert b.sizes.shape == (b.count, 2) and b.sizes.dtype == np.int32
+                for i, got in enumerate(b.native_images()):
+                    want, exact = native_ref(pics[int(b.labels[i])])
+                    if b.flips[i]:
+                        want = want[:, ::-1]
+                    if layout == "NCHW":
+                        want = want.transpose(2, 0, 1)
+                    assert got.shape == want.shape
+                    hw = want.shape[1:] if layout == "NCHW" else want.shape[:2]
+                    assert tuple(b.sizes[i]) == hw
+                    d = np.abs(got.astype(int) - want.astype(int))
+                    assert (d.max() == 0) if exact else (d.max() <= 2 and d.mean() <= 0.5)
+                    seen += 1
+    assert seen == len(pics) + 1
+
+
+def test_native_float_output_and_the_other_crops(pad_shards):
+    pattern, _ = pad_shards
+    mean, std = (100.0, 110.0, 120.0), (2.0, 4.0, 8.0)
+    kw = dict(size=(H, W), crop="native", layout="NHWC", device="cpu", array_type="numpy",
+              shuffle=False, copy=True)
+    with ringfeed.Loader(pattern, 4, **kw) as ld:
+        plain = [img.copy() for b in ld for img in b.native_images()]
+    with ringfeed.Loader(pattern, 4, dtype="float32", mean=mean, std=std, **kw) as ld:
+        floats = [img.copy() for b in ld for img in b.native_images()]
+    for u8, f32 in zip(plain, floats):
+        np.testing.assert_allclose(f32, (u8.astype(np.float32) - mean) / std, rtol=1e-6)
+    with ringfeed.Loader(pattern, 4, size=(H, W), crop="letterbox", device="cpu",
+                         array_type="numpy") as ld:
+        b = next(iter(ld))
+        assert b.sizes is None
+        with pytest.raises(ValueError, match="native"):
+            b.native_images()
+    with pytest.raises(ringfeed.RingfeedError, match="needs layout NHWC"):
+        ringfeed.Loader(pattern, 4, crop="native", layout="NCHW", dtype="float32",
+                        device="cpu")
