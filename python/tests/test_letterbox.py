@@ -89,7 +89,8 @@ def center_pad_ref(img, R, pad):
 
 def check_epoch(pattern, pics, crop, pad, threads, ref, **kw):
     """Every sample of an epoch on both ranks of two (a padding repeat on rank 1) against
-    ref(picture) -> (image, mask of the picture, letterbox row); returns the number of flipped samples."""
+    ref(picture) -> (image, mask of the picture, letterbox row); returns the number of flipped
+    samples."""
     flipped = seen = 0
     for rank in (0, 1):
         with ringfeed.Loader(pattern, 4, size=(H, W), crop=crop, layout="NHWC", device="cpu",

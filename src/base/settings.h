@@ -61,7 +61,7 @@
     X(A, layout, ENUM, DEF(RF_LAYOUT_NHWC), NAMES(RF_LAYOUT_NCHW, "nhwc,nchw"), "", "decode", 0,   \
       "memory layout of the output")                                                               \
     X(A, resize_shorter, U32, AUTO_RULE(0, "max(height, width) * 256 / 224, rounded"),             \
-      RANGE(1, UINT32_MAX), "px", "decode", 0, "center, center_pad: shorter side before the crop")  \
+      RANGE(1, UINT32_MAX), "px", "decode", 0, "center, center_pad: shorter side, then crop")      \
     X(A, scale_min, F32, DEF_F(0.08), RANGE_F(0, 1), "", "decode", 0,                              \
       "RandomResizedCrop: least area fraction")                                                    \
     X(A, scale_max, F32, DEF_F(1.0), RANGE_F(0, 1), "", "decode", 0,                               \
