@@ -94,7 +94,7 @@ extern "C" {
     /* the loader is shutting down, or was stopped (rf_loader_stop) */ \
     X(RF_ECLOSED, -1012, "loader is shutting down") \
     /* a label member is missing or not an integer 0..INT32_MAX, or a label is not below \
-     * num_classes */ \
+     * num_classes; or a box or keypoint annotation is missing or bad (rf_config.box_ext) */ \
     X(RF_ELABEL, -1013, "label missing or not an integer 0..2147483647") \
     /* the loader belongs to the process that created it, not a fork() child */ \
     X(RF_EFORK, -1014, "loader used from a fork() child of the process that created it") \
@@ -182,7 +182,8 @@ enum rf_skip_reason {
     RF_SKIP_TOO_LARGE = 4,  /* a limit: pixels, dimensions, scans, member size */
     RF_SKIP_IO = 5,         /* read error after retries */
     RF_SKIP_LABEL = 6,      /* label member missing, or not an integer 0..INT32_MAX, or a
-                               label not below num_classes */
+                               label not below num_classes; or a bad or missing box or
+                               keypoint annotation */
     RF_SKIP_HOOK = 7,       /* rf_config.sample_hook returned non-zero */
     RF_SKIP_FIELD = 8,      /* a member rf_config.fields asks for is missing */
     /* Entries of the skipped_by_reason arrays: room for reasons still to come, so adding one
@@ -220,6 +221,9 @@ enum rf_multi_label {
     RF_MULTI_LABEL_MULTIHOT = 1, /* rf_batch.label_multihot: count x num_classes 0/1 */
     RF_MULTI_LABEL_LIST = 2,     /* rf_batch.label_list: count x max_labels ids, -1 padded */
 };
+/* How a box's four numbers read (rf_config.box_format): corners, corner and size, or centre
+ * and size. */
+enum rf_box_format { RF_BOX_XYXY = 0, RF_BOX_XYWH = 1, RF_BOX_CXCYWH = 2 };
 enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SCALING_ON = 2 };
 /* Where JPEGs are decoded (rf_config.decode_schedule; docs/gpu-decode.md, "The scheduler").
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else BALANCE on
@@ -754,6 +758,60 @@ typedef struct rf_config {
     uint32_t multi_label;
     /* RF_MULTI_LABEL_LIST: the width of a sample's row of rf_batch.label_list (1..65536). */
     uint32_t max_labels;
+    /* Boxes that follow the crop (docs/python.md, "Boxes and keypoints"). On when box_ext or
+     * box_json_path is set (tar shards only; RF_EINVAL otherwise). box_ext: the member of the
+     * sample holding them, by extension (default "json": KEY.json, which may be the label's
+     * member too); an extension ending in "npy" ("npy", "boxes.npy") is a NumPy .npy file of
+     * N x 4 (or N x 5, the fifth column the class id) float32 or float64, little-endian, C
+     * order (any other header, dtype or shape is refused naming it); any other extension is
+     * JSON read at box_json_path. box_json_path: label_json_path's dotted keys to an array of
+     * boxes ("boxes": [[x, y, w, h], ...]); where the path meets an array of objects before
+     * its last key, the rest is read in each element ("annotations.bbox" on COCO-style
+     * {"annotations": [{"bbox": [...], "category_id": 3}, ...]}). box_class_json_path: the
+     * class id of each box the same way ("labels": a parallel array; or
+     * "annotations.category_id"), each an integer 0..INT32_MAX below num_classes when set,
+     * as many as the boxes; unset (and N x 4 .npy), every class is -1. box_format (enum
+     * rf_box_format) says how the four numbers read, box_normalized that they are fractions
+     * of the image's width and height (0..1) rather than its pixels (continuous coordinates:
+     * pixel i spans [i, i + 1)). A sample's boxes land in rf_batch.boxes as xyxy in output
+     * pixels: mapped through the crop, resize and flip the image was given (the same on every
+     * decode path), clipped to the output rectangle the crop lands on, then kept when the
+     * clipped area is positive and at least box_min_visibility (0..1) of the mapped box's
+     * area, in their order; the others are dropped (a box of zero width or height, never
+     * positive, always is). A zero-box sample is valid. Refused, naming the shard, the
+     * member, its offset and the box's index (RF_ELABEL; under on_error SKIP counted under
+     * RF_SKIP_LABEL): a missing member or path, bad JSON or .npy, a number that is not finite,
+     * a negative width or height (x2 < x1 or y2 < y1 for xyxy), a box more than
+     * RF_BOX_TOLERANCE_PX pixels outside its image, a bad class id, a class count that is not
+     * the box count, and more boxes than max_boxes (counts named: nothing is truncated). */
+    const char *box_ext;
+    const char *box_json_path;
+    const char *box_class_json_path;
+    uint32_t box_format;
+    uint32_t box_normalized;
+    float box_min_visibility;
+    /* Boxes: the width of a sample's rows of rf_batch.boxes and box_classes (1..65536). */
+    uint32_t max_boxes;
+    /* Keypoints that follow the crop. On when keypoint_json_path is set (tar shards only):
+     * in the member keypoint_ext (default "json"), an array of points [[x, y], ...] or
+     * [[x, y, v], ...] (COCO visibility: 0 not labelled, 1 labelled but hidden, 2 visible;
+     * without v, 2), pixels or fractions as box_normalized says. rf_batch.points gets each,
+     * in its place (index i stays point i), mapped as the boxes are, as {x, y, v}: v becomes
+     * 0 when the mapped point lies outside the output rectangle (its mapped x, y kept), and a
+     * point given v 0 is {0, 0, 0}. Refused like a box: a missing member or path, bad JSON,
+     * a coordinate that is not finite, v not 0, 1 or 2, a labelled point more than
+     * RF_BOX_TOLERANCE_PX outside its image, more points than max_points. */
+    const char *keypoint_ext;
+    const char *keypoint_json_path;
+    /* Keypoints: the width of a sample's row of rf_batch.points (1..65536). */
+    uint32_t max_points;
+    /* Keypoints: index pairs swapped when the sample is flipped, so that a left point stays
+     * a left point ("1:2,3:4" for COCO's eyes and ears ...); each index below max_points and
+     * in one pair at most (RF_EINVAL naming the pair). NULL: none. */
+    const char *keypoint_flip_pairs;
+    /* Boxes and keypoints: deliver their coordinates as fractions of the output's width and
+     * height (0..1) rather than output pixels (the boxes still xyxy). */
+    uint32_t box_output_normalized;
     /* The value of the output pixels no image lands on (LETTERBOX and CENTER_PAD; the other
      * crops cover the whole output): R, G, B in 0..255, each rounded to the nearest integer
      * and written as decoded pixels are, so a float dtype normalizes it by mean and std like
@@ -761,6 +819,10 @@ typedef struct rf_config {
      * Ultralytics grey), 0 for CENTER_PAD (torchvision's CenterCrop fill). */
     float pad_value[3];
 } rf_config;
+
+/* How far a box or labelled keypoint may lie outside its image (rounding in the data) before
+ * it is refused: pixels of the source image. */
+#define RF_BOX_TOLERANCE_PX 1.0
 
 #define RF_FIELDS_MAX 16      /* entries of rf_config.fields */
 #define RF_FIELD_NAME_MAX 64  /* bytes of one entry */
@@ -841,6 +903,21 @@ typedef struct rf_batch {
     const uint8_t *label_multihot;
     const int32_t *label_list;
     const uint32_t *label_counts;
+    /* Boxes and keypoints (rf_config.box_ext, keypoint_json_path; host; NULL when off, for
+     * token batches and for a batch of a struct_size that ends before them). boxes: count x
+     * max_boxes x 4 float32, sample i's box j {x1, y1, x2, y2} in output pixels (0..width,
+     * 0..height; fractions 0..1 of them with box_output_normalized) at
+     * boxes[(i * max_boxes + j) * 4]; box_classes: count x max_boxes int32
+     * (-1 where no class was given and in the padding); box_counts: count, the boxes kept
+     * (rows past it are 0, classes -1). points: count x max_points x 3 float32 {x, y, v};
+     * point_counts: count, the points the member gave (rows past it are 0). A blank padding
+     * sample counts 0; a padding repeat has its original's; a skip-mode replacement its
+     * own. */
+    const float *boxes;
+    const int32_t *box_classes;
+    const uint32_t *box_counts;
+    const float *points;
+    const uint32_t *point_counts;
     /* Per sample, where its image landed in the output (images only; NULL for token batches
      * and for a batch of a struct_size that ends before it): host, count x 4 float32, sample
      * i's row {scale_x, scale_y, pad_x, pad_y} = letterbox[4i .. 4i+3]. A point (x, y) of the

@@ -197,11 +197,24 @@ typedef struct rf_json_result {
 /* 0 when path is a label_json_path: 1..RF_JSON_PATH_MAX bytes, at most RF_JSON_PATH_PARTS
  * keys separated by dots, none empty; else RF_EINVAL saying which. */
 int rf_json_path_check(const char *path, rf_err *err);
+/* The same check of another setting's path, the message naming `name`. */
+int rf_json_path_check_named(const char *name, const char *path, rf_err *err);
 /* Validate the JSON document text[0..len) whole and find the value at `path` (checked by
  * rf_json_path_check). Returns 0 and *label when it is an integer 0..INT32_MAX, else an
  * rf_json_fault with *res saying where. */
 int rf_json_find_label(const uint8_t *text, uint64_t len, const char *path, int32_t *label,
                        rf_json_result *res);
+
+/* The elements of a JSON array whose value rf_json_find_label located: *pos starts just after
+ * its '[' (res.at + 1) and end is its res.end. Returns 1 and the next element's bytes
+ * [*at, *item_end), 0 at the array's end, -1 on bad JSON (not met in a document
+ * rf_json_find_label validated). Reentrant. */
+int rf_json_next_item(const uint8_t *text, uint64_t end, uint64_t *pos, uint64_t *at,
+                      uint64_t *item_end);
+/* The JSON number at text[at..end) (leading whitespace allowed) as a double (correct to about
+ * 1e-15 relative; beyond the double range it is +-inf or 0). -1 when the value there is not a
+ * number. */
+int rf_json_number(const uint8_t *text, uint64_t at, uint64_t end, double *v);
 
 /* The label member of a label source, as the loader and inspection find and judge it: its
  * extension (NULL for RF_LABEL_NONE), the size over which it is refused unread, and the

@@ -10,6 +10,7 @@
  * is. Limits: RF_TAR_JSON_LABEL_BYTES_MAX, RF_JSON_DEPTH_MAX, RF_JSON_STRING_MAX, and the path
  * (RF_JSON_PATH_MAX, RF_JSON_PATH_PARTS). Reentrant: used on decode threads. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -306,19 +307,24 @@ static int value_at(jrd *r, uint32_t depth, uint32_t level, int target)
 
 int rf_json_path_check(const char *path, rf_err *err)
 {
+    return rf_json_path_check_named("label_json_path", path, err);
+}
+
+int rf_json_path_check_named(const char *name, const char *path, rf_err *err)
+{
     size_t n = path ? strlen(path) : 0, parts = 1, part = 0;
     if (n == 0 || n > RF_JSON_PATH_MAX)
-        return rf_seterr(err, RF_EINVAL, "label_json_path must be 1..%d bytes, a dotted path "
-                         "of keys such as \"annotations.class_id\"", RF_JSON_PATH_MAX);
+        return rf_seterr(err, RF_EINVAL, "%s must be 1..%d bytes, a dotted path of keys such "
+                         "as \"annotations.class_id\"", name, RF_JSON_PATH_MAX);
     for (size_t i = 0; i <= n; i++, part++) {
         if (i < n && path[i] != '.')
             continue;
         if (part == 0)
-            return rf_seterr(err, RF_EINVAL, "label_json_path \"%s\" has an empty key at byte "
-                             "%zu", path, i);
+            return rf_seterr(err, RF_EINVAL, "%s \"%s\" has an empty key at byte %zu", name,
+                             path, i);
         if (i < n && ++parts > RF_JSON_PATH_PARTS)
-            return rf_seterr(err, RF_EINVAL, "label_json_path \"%s\" has more than %d keys",
-                             path, RF_JSON_PATH_PARTS);
+            return rf_seterr(err, RF_EINVAL, "%s \"%s\" has more than %d keys", name, path,
+                             RF_JSON_PATH_PARTS);
         part = (size_t)-1;
     }
     return 0;
@@ -353,4 +359,73 @@ int rf_json_find_label(const uint8_t *text, uint64_t len, const char *path, int3
         return RF_JSON_FAULT_MISSING;
     *label = r.label;
     return r.fault;
+}
+
+int rf_json_next_item(const uint8_t *text, uint64_t end, uint64_t *pos, uint64_t *at,
+                      uint64_t *item_end)
+{
+    jrd r = {.s = text, .n = end, .i = *pos};
+    if (!take(&r, ',') && take(&r, ']'))
+        return *pos = r.i, 0;
+    skip_ws(&r);
+    *at = r.i;
+    if (value(&r, 1, 1, 0) != 0) /* parts 0: every value is off the path */
+        return -1;
+    *item_end = *pos = r.i;
+    return 1;
+}
+
+/* The digits of text[i..j) into *m (the first 19 significant ones; *drop counts the rest). */
+static uint64_t json_digits(const uint8_t *t, uint64_t i, uint64_t j, uint64_t m, int *kept,
+                            int *drop)
+{
+    for (; i < j; i++) {
+        if (*kept == 0 && t[i] == '0')
+            continue; /* a leading zero */
+        if (*kept < 19)
+            m = m * 10 + (uint64_t)(t[i] - '0'), (*kept)++;
+        else
+            (*drop)++;
+    }
+    return m;
+}
+
+int rf_json_number(const uint8_t *text, uint64_t at, uint64_t end, double *v)
+{
+    jrd r = {.s = text, .n = end, .i = at};
+    skip_ws(&r);
+    at = r.i;
+    if (at >= end || !(text[at] == '-' || (text[at] >= '0' && text[at] <= '9')) ||
+        number(&r, 0) != 0)
+        return -1;
+    /* the grammar holds (number() checked it): [-] int [. frac] [e [+-] exp] */
+    uint64_t i = at + (text[at] == '-'), s = i;
+    while (i < r.i && text[i] >= '0' && text[i] <= '9')
+        i++;
+    int kept = 0, drop = 0;
+    long frac = 0;
+    uint64_t m = json_digits(text, s, i, 0, &kept, &drop);
+    if (i < r.i && text[i] == '.') {
+        uint64_t f = ++i;
+        while (i < r.i && text[i] >= '0' && text[i] <= '9')
+            i++;
+        m = json_digits(text, f, i, m, &kept, &drop);
+        frac = (long)(i - f); /* the value is digits x 10^(drop - frac) */
+    }
+    long e = 0;
+    if (i < r.i && (text[i] == 'e' || text[i] == 'E')) {
+        int neg = text[++i] == '-';
+        i += text[i] == '-' || text[i] == '+';
+        for (; i < r.i && e < 100000; i++)
+            e = e * 10 + (text[i] - '0');
+        e = neg ? -e : e;
+    }
+    e += drop - frac;
+    double x = (double)m;
+    for (; m && e < -300; e += 300) /* 10^-e itself would overflow: divide in steps */
+        x /= 1e300;
+    if (m && e)
+        x = e > 0 ? x * pow(10.0, (double)e) : x / pow(10.0, (double)-e);
+    *v = text[at] == '-' ? -x : x;
+    return 0;
 }

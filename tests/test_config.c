@@ -97,7 +97,12 @@ static const struct {
     {"sample_weights", P, 0}, {"sample_weight_count", U, 0}, {"source_labels", P, 0},
     {"sync_index", U, RF_SYNC_INDEX_BUILD},
     {"multi_label", U, RF_MULTI_LABEL_OFF},
-    {"max_labels", U, 0}, {"pad_value", F3, RF_PAD_VALUE_AUTO},
+    {"max_labels", U, 0},
+    {"box_ext", P, 0}, {"box_json_path", P, 0}, {"box_class_json_path", P, 0},
+    {"box_format", U, RF_BOX_XYXY}, {"box_normalized", U, 0}, {"box_min_visibility", F, 0.0f},
+    {"max_boxes", U, 0}, {"keypoint_ext", P, 0}, {"keypoint_json_path", P, 0},
+    {"max_points", U, 0}, {"keypoint_flip_pairs", P, 0},
+    {"box_output_normalized", U, 0}, {"pad_value", F3, RF_PAD_VALUE_AUTO},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

@@ -97,12 +97,14 @@ static void zero_shares(void *ctx, uint64_t seq, uint32_t *gpu, uint32_t *hw)
 /* BALANCE on the device with the shares moved per batch by the test hook (every route takes
  * samples, at times that differ from batch to batch), as test_schedule does on the host: the
  * controller starts on the CPU only and needs windows of batches to move, more than these
- * short runs have. With g_zero_shares, held at 0 instead. */
+ * short runs have. With g_zero_shares, held at 0 instead, and each handout acted upon before
+ * the consumer goes on (sched_open_join): the stage thread steps the shares, so without it the
+ * refills of a fast run may still be placed with the first fill's shares. */
 static rf_loader *create_perturbed(const rf_config *c)
 {
-    return create_hooked(c, (rf_test_hooks){.sched_perturb = g_zero_shares
-                                                                 ? zero_shares
-                                                                 : rf_test_sched_perturb});
+    return create_hooked(c, (rf_test_hooks){
+                                .sched_perturb = g_zero_shares ? zero_shares : rf_test_sched_perturb,
+                                .sched_open_join = g_zero_shares});
 }
 
 /* hw_decode_percent on the device: the engines open on the opener thread started with the

@@ -27,10 +27,10 @@ cmake -S . -B build-tsan -DRINGFEED_WERROR=ON -DRINGFEED_SANITIZE=thread -DRINGF
 cmake --build build-tsan -j"$jobs"
 (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/tsan.supp halt_on_error=1 \
   second_deadlock_stack=1" ctest --output-on-failure -j"$jobs" \
-  -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook|fields|lateskip|schedule|remote|shard_cache')
+  -R 'loader|io|faults|tokens|memory|lifecycle|storage|hook|fields|boxes|lateskip|schedule|remote|shard_cache')
 # Fuzzing (libFuzzer, clang): the tar parser (rf_tar_locate, rf_tar_locate_fields and the
-# scanner) with the JSON label reader, the JPEG header/decode path and the PNG and WebP
-# decoders, FUZZ_SECONDS each (30) over seeds made here from a generated shard and two JSON
+# scanner) with the JSON label reader, the JPEG header/decode path, the PNG and WebP
+# decoders and the box and keypoint readers (JSON and .npy), FUZZ_SECONDS each (30) over seeds made here from a generated shard and two JSON
 # documents (tar, jpeg) and by PIL (png, webp: every colour type, interlaced, lossy and
 # lossless).
 fuzz_s=${FUZZ_SECONDS:-30}
@@ -39,7 +39,7 @@ CC=clang cmake -S . -B build-fuzz -DRINGFEED_FUZZ=ON -DRINGFEED_TESTS=OFF -DRING
 cmake --build build-fuzz -j"$jobs"
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
-mkdir -p "$seeds/tar" "$seeds/jpeg" "$seeds/png" "$seeds/webp"
+mkdir -p "$seeds/tar" "$seeds/jpeg" "$seeds/png" "$seeds/webp" "$seeds/annot"
 build-test/datasets/ringfeed-gen --output "$seeds/s-%02d.tar" --images 6 --per-shard 3 \
   --max-side 48 --seed 3 --quiet
 # restart-marked seeds, large enough for the region path (src/decode/jpeg_restart.c) to be taken
@@ -63,6 +63,18 @@ for i, path in enumerate(sorted(glob.glob(os.path.join(d, "[rs]-*.tar")))):
 for i, doc in enumerate((b'{"a": {"class_id": 7}, "caption": "caf\\u00e9 \\ud83d\\ude00"}',
                          b' [1.5e-3, -0, {"a": null}, true, false, "\\"q\\""]\n')):
     open(os.path.join(d, "tar", f"json{i}"), "wb").write(doc)
+# box and keypoint members (fuzz_annot: paths b, a.bbox with a.c, k; and .npy)
+import struct
+for i, doc in enumerate((b'{"b": [[1, 2, 3, 4], [0.5, 1e-2, 7, 8.25]], "k": [[1, 2], [3, 4, 2]]}',
+                         b'{"a": [{"bbox": [1, 2, 3, 4], "c": 3}, {"bbox": [0, 0, 1, 1], "c": 0}]}')):
+    open(os.path.join(d, "annot", f"json{i}"), "wb").write(doc)
+for i, (fmt, rows, cols) in enumerate((("f", 3, 4), ("d", 2, 5))):  # as np.save writes them
+    hdr = "{'descr': '<%s', 'fortran_order': False, 'shape': (%d, %d), }" % (
+        "f4" if fmt == "f" else "f8", rows, cols)
+    hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+    body = struct.pack("<%d%s" % (rows * cols, fmt), *range(rows * cols))
+    npy = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + body
+    open(os.path.join(d, "annot", f"npy{i}"), "wb").write(npy)
 PY
 python3 -c 'import PIL' 2>/dev/null || python3 -m pip install -q pillow
 python3 - "$seeds" <<'PY'
@@ -82,7 +94,7 @@ for name, im in pics.items():
         tag = f"{name}-{'ll' if kw.get('lossless') else 'l'}"
         open(os.path.join(d, kind, tag), "wb").write(bytes([0x35]) + out.getvalue())
 PY
-for t in tar jpeg png webp; do
+for t in tar jpeg png webp annot; do
   build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$fuzz_s" -max_len=65536 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 "$seeds/$t" 2>&1 | tail -n 3
 done

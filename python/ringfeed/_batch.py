@@ -99,6 +99,34 @@ def copy_multi_labels(b, n, width, kind):
     return torch.from_numpy(rows), torch.from_numpy(counts)
 
 
+def _host_floats(ptr, count, shape):
+    """`count` float32 at host ptr -> an owned numpy array of `shape`."""
+    if count == 0:
+        return _arrays.np.zeros(shape, "float32")
+    raw = ctypes.string_at(ptr, count * 4)
+    return _arrays.np.frombuffer(raw, dtype="float32").copy().reshape(shape)
+
+
+def copy_annotations(b, n, max_boxes, max_points, kind):
+    """b.boxes, box_classes, box_counts, points and point_counts -> owned arrays, numpy or
+    torch (CPU) as kind: boxes float32 (n, max_boxes, 4) xyxy in output pixels, box_classes
+    int32 (n, max_boxes) (-1 padded), box_counts int32 (n,), points float32 (n, max_points,
+    3) x, y, v, point_counts int32 (n,); None for each the loader does not deliver."""
+    out = [None] * 5
+    if b.box_counts:
+        out[0] = _host_floats(b.boxes, n * max_boxes * 4, (n, max_boxes, 4))
+        out[1] = _arrays.host_copy_int(b.box_classes, n * max_boxes, ctypes.c_int32, "numpy",
+                                       "int32").reshape(n, max_boxes)
+        out[2] = _arrays.host_copy_int(b.box_counts, n, ctypes.c_uint32, "numpy", "int32")
+    if b.point_counts:
+        out[3] = _host_floats(b.points, n * max_points * 3, (n, max_points, 3))
+        out[4] = _arrays.host_copy_int(b.point_counts, n, ctypes.c_uint32, "numpy", "int32")
+    if kind != "numpy":
+        torch = _arrays.torch_module()
+        out = [None if a is None else torch.from_numpy(a) for a in out]
+    return tuple(out)
+
+
 def _copy_keys(b, n):
     keys = b.keys
     return [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []

@@ -103,11 +103,11 @@ class _LoaderState:
         rf_config's fields: every automatic value resolved to what the loader uses
         (decode_threads, io_threads, io_engine, prefetch_depth, device_kind, staging_bytes,
         ...; enums as their numbers, as in ringfeed.h), `shards` the list of patterns,
-        `label_json_path` and `cache_dir` a str (or None), `resume_state` None (the blob is read at create
+        `label_json_path`, `cache_dir` and the other string settings a str (or None), `resume_state` None (the blob is read at create
         and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards, fields, json_path, cache_dir, arrays = [], [], [], [], []
+        shards, fields, json_path, cache_dir, arrays, strs = [], [], [], [], [], {}
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -119,6 +119,8 @@ class _LoaderState:
             json_path.append(cfg.label_json_path if rc == 0 else None)
             cache_dir.append(cfg.cache_dir if rc == 0 else None)
             arrays.append(_mix.config_arrays(cfg) if rc == 0 else {})
+            strs.update({s.name: getattr(cfg, s.name) for s in C.SETTINGS.values()
+                         if s.type == "str" and rc == 0})  # the loader's copies
             return rc
 
         self._call(rf_loader_config)
@@ -135,6 +137,8 @@ class _LoaderState:
                 v = json_path[0].decode("utf-8", "surrogateescape") if json_path[0] else None
             elif name == "cache_dir":  # the loader's copy, read in the call window
                 v = os.fsdecode(cache_dir[0]) if cache_dir[0] else None
+            elif name in strs:  # another string setting: the loader's copy, read in the window
+                v = strs[name].decode("utf-8", "surrogateescape") if strs[name] else None
             elif isinstance(v, ctypes.Array):
                 v = [float(x) for x in v]
             out[name] = v

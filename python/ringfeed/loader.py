@@ -36,8 +36,8 @@ from . import _arrays, _mix, _stats, _transform
 from . import _capi as C
 from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
-from ._batch import (_BatchBase, _meta_property, copy_boxes, copy_letterbox,
-                     copy_multi_labels, copy_sizes, native_views)
+from ._batch import (_BatchBase, _meta_property, copy_annotations, copy_boxes,
+                     copy_letterbox, copy_multi_labels, copy_sizes, native_views)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -76,10 +76,15 @@ class Batch(_BatchBase):
     padded with -1, and int32 (N,); None when off), `.keys`
     list of str, `.fields` {name: list of N bytes} for the loader's `fields`
     ({} when none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
+    With boxes (box_json_path or box_ext): `.boxes` float32 (N, max_boxes, 4) xyxy in output
+    pixels, `.box_classes` int32 (N, max_boxes) (-1 padded), `.box_counts` int32 (N,); with
+    keypoints (keypoint_json_path): `.points` float32 (N, max_points, 3) x, y, v and
+    `.point_counts` int32 (N,); None when off. `targets()` lists each sample's valid ones.
     Unpacks as `images, labels`."""
 
     __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",
-                 "multi_labels", "label_counts", "_keys", "_fields", "_nchw")
+                 "multi_labels", "label_counts", "boxes", "box_classes", "box_counts", "points",
+                 "point_counts", "_keys", "_fields", "_nchw")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -94,6 +99,25 @@ class Batch(_BatchBase):
         if self.sizes is None:
             raise ValueError("native_images() needs crop='native'")
         return native_views(self.images, self.sizes, self._nchw)
+
+    def targets(self):
+        """Each sample's valid boxes and keypoints, as torchvision's detection models take
+        them: a list of N dicts with "boxes" (k, 4) float32 xyxy in output pixels and "labels"
+        (k,) int64 (the class ids, -1 where none was given) when the loader reads boxes, and
+        "keypoints" (p, 3) float32 x, y, v when it reads keypoints; numpy or torch as the
+        batch's arrays. A blank padding sample's are empty."""
+        out = []
+        for i in range(len(self.is_padding)):
+            t = {}
+            if self.boxes is not None:
+                k = int(self.box_counts[i])
+                t["boxes"] = self.boxes[i, :k]
+                cls = self.box_classes[i, :k]
+                t["labels"] = cls.astype("int64") if hasattr(cls, "astype") else cls.long()
+            if self.points is not None:
+                t["keypoints"] = self.points[i, :int(self.point_counts[i])]
+            out.append(t)
+        return out
 
     def __repr__(self):
         return (f"Batch(epoch={self.epoch}, index={self.index}, count={self.count}, "
@@ -403,6 +427,10 @@ class Loader(_LoaderBase):
         width = self._cfg_fields.get("num_classes" if b.label_multihot else "max_labels", 0)
         batch.multi_labels, batch.label_counts = copy_multi_labels(b, n, width,
                                                                    self._array_type)
+        (batch.boxes, batch.box_classes, batch.box_counts, batch.points,
+         batch.point_counts) = copy_annotations(b, n, self._cfg_fields.get("max_boxes", 0),
+                                                self._cfg_fields.get("max_points", 0),
+                                                self._array_type)
         return batch
 
 

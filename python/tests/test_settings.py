@@ -83,6 +83,10 @@ def _other_value(s):
     if s.type in ("u32", "u64", "i32"):
         base = s.min if s.rule is not None else s.default
         return base + 1 if base + 1 <= s.max else base - 1
+    if s.type == "f32":
+        return (s.min + s.max) / 2
+    if s.type == "str":  # the string settings that are keywords: boxes' and keypoints'
+        return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1"}.get(s.name, "ann")
     if s.type == "f32x3":  # pad_value: a value of each channel's range
         return (s.min, s.max, s.min + 1)
     pytest.fail(f"{s.name}: no value for a {s.type} setting")
@@ -96,13 +100,21 @@ def test_every_keyword_setting_reaches_the_library(shards):
             continue  # O_DIRECT needs the file system's support; the others resize the run
         value = _other_value(s)
         extra = {"num_classes": 1000} if s.name == "multi_label" else {}  # multihot's width
+        if s.name.startswith("box_"):  # boxes on: their rows' width, and a JSON path
+            extra = {"max_boxes": 4, "box_json_path": "b"} if s.name != "box_ext" else \
+                {"max_boxes": 4}
+        if s.name.startswith("keypoint_"):
+            extra = {"max_points": 4, "keypoint_json_path": "k"}
+        extra.pop(s.name, None)
         with ringfeed.Loader(shards, 8, size=24, **KW, **extra, **{s.name: value}) as ld:
             got = ld.config[s.name]
         if s.type == "f32x3":
             got, want = tuple(got), tuple(float(v) for v in value)
         else:
-            want = C.choices(s.name)[value] if s.type == "enum" else int(value)
-        assert got == want, (s.name, value, got)
+            want = C.choices(s.name)[value] if s.type == "enum" else \
+                value if s.type in ("str", "f32") else int(value)
+        assert got == pytest.approx(want) if s.type == "f32" else got == want, \
+            (s.name, value, got)
     with ringfeed.Loader(shards, 8, size=24, **KW, naive=True) as ld:
         assert ld.config["naive"] == 1 and ld.config["prefetch_depth"] == 1
     with ringfeed.Loader(shards, 8, size=24, **KW, io_queue_depth=None) as ld:  # None: default

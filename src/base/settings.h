@@ -229,6 +229,30 @@
       "several class ids per label: a multi-hot row or a padded list")                             \
     X(A, max_labels, U32, DEF(0), RANGE(1, 65536), "ids", "pipeline", 0,                           \
       "multi_label list: the list's width")                                                        \
+    X(A, box_ext, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                                   \
+      "boxes: their member's extension, json (default) or one ending in npy")                      \
+    X(A, box_json_path, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                             \
+      "boxes: the dotted path to the array of boxes in their JSON member")                         \
+    X(A, box_class_json_path, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                       \
+      "boxes: the dotted path to each box's class id")                                             \
+    X(A, box_format, ENUM, DEF(RF_BOX_XYXY), NAMES(RF_BOX_CXCYWH, "xyxy,xywh,cxcywh"), "",         \
+      "pipeline", 0, "boxes: how a box's four numbers read")                                       \
+    X(A, box_normalized, BOOL, DEF(0), RANGE(0, 1), "", "pipeline", 0,                             \
+      "boxes and keypoints: fractions of the image's size, not pixels")                            \
+    X(A, box_min_visibility, F32, DEF_F(0.0), RANGE_F(0, 1), "", "pipeline", 0,                    \
+      "boxes: the least fraction of a box's area left by the crop to keep it")                     \
+    X(A, max_boxes, U32, DEF(0), RANGE(1, 65536), "boxes", "pipeline", 0,                          \
+      "boxes: the width of a sample's rows")                                                       \
+    X(A, keypoint_ext, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                              \
+      "keypoints: their JSON member's extension (default json)")                                   \
+    X(A, keypoint_json_path, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                        \
+      "keypoints: the dotted path to the array of points")                                         \
+    X(A, max_points, U32, DEF(0), RANGE(1, 65536), "points", "pipeline", 0,                        \
+      "keypoints: the width of a sample's row")                                                    \
+    X(A, keypoint_flip_pairs, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                       \
+      "keypoints: index pairs a flip swaps, \"1:2,3:4\"")                                      \
+    X(A, box_output_normalized, BOOL, DEF(0), RANGE(0, 1), "", "pipeline", 0,                      \
+      "boxes and keypoints out as fractions of the output's size, not pixels")                     \
     X(A, pad_value, F32X3, AUTO_RULE_F(RF_PAD_VALUE_AUTO, "114 for letterbox, 0 for center_pad"),  \
       RANGE_F(0, 255), "pixel", "decode", 0, "letterbox, center_pad: R, G, B of the padding")
 /* clang-format on */

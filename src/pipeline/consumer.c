@@ -52,6 +52,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->sample_offsets = ld->ring.native ? s->offsets : NULL;
     b->label_multihot = s->mhot, b->label_list = s->mlist, b->label_counts = s->mcounts;
     pl_fields_batch(&ld->fields, s, b);
+    pl_boxes_batch(&ld->boxes, s, b);
 }
 
 /* The consumer is handed slot s's batch: it joins the counts of its epoch (a batch of another

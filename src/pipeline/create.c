@@ -38,7 +38,7 @@ static int copy_strings(rf_loader *ld, rf_err *err)
     c->fields = NULL;
     int rc = pl_fields_setup(&ld->fields, given, c->source, c->max_field_bytes, err);
     c->fields = ld->fields.given;
-    return rc;
+    return rc ? rc : pl_boxes_setup(&ld->boxes, c, err);
 }
 
 static int open_dataset(rf_loader *ld, rf_err *err)
@@ -217,6 +217,7 @@ static int alloc_stages(rf_loader *ld, rf_err *err)
         return rc;
     pl_gpu_slots_init(&ld->gpu);
     if ((rc = pl_fields_alloc(&ld->fields, r, &ld->core, err)) ||
+        (rc = pl_boxes_alloc(&ld->boxes, r, &ld->core, err)) ||
         (rc = pl_dispatch_alloc(&ld->d, &ld->cfg, err)) || (rc = pl_pool_alloc(&ld->pool, err)))
         return rc;
     uint32_t B = r->batch, depth = r->depth;
@@ -284,6 +285,7 @@ static void init_stages(rf_loader *ld)
                              .backend = &ld->backend, .counters = &ld->counters};
     pl_pool_init(&ld->pool, c, &ld->core, &ld->d, &ld->ring, &ld->ds, &ld->fields, &ld->gpu,
                  &ld->counters, &ld->decode, &ld->mix);
+    ld->pool.boxes = &ld->boxes;
     ld->c.epochs = c->epochs;
     ld->c.timeout_ms = c->next_timeout_ms;
     ld->c.device_index = c->device_index;
@@ -375,6 +377,7 @@ void rf_loader_destroy(rf_loader *ld)
     pl_sched_stop(&ld->gpu); /* before the backend the opener may still be opening engines in */
     pl_pool_free(&ld->pool);
     pl_fields_free(&ld->fields, &ld->ring);
+    pl_boxes_free(&ld->boxes, &ld->ring);
     pl_gpu_free(&ld->gpu);
     pl_ring_free(&ld->ring, &ld->backend);
     if (ld->backend.b)

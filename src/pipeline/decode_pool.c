@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/convert.h"
+#include "pipeline/boxes.h"
 #include "pipeline/dispatch.h"
 #include "pipeline/fields.h"
 #include "pipeline/gpu_decode.h"
@@ -149,12 +150,19 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
     const uint8_t *span = t->req.dst + t->skip;
     uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr;
     int32_t label = sm->label; /* folder sources: known from the tree or the list */
+    rf_tar_span_member found[RF_FIELDS_MAX + 2];
+    uint32_t nf = 0, nb = 0; /* fields, and box and keypoint members, in found[] */
     int rc;
     if (sm->flags & RF_SAMPLE_TAR) {
-        rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
+        rf_tar_span_member img, lbl;
         pl_label_rule lr = pl_mix_label_rule(p->mix, t->sample_id); /* its source's */
+        /* the fields' members, then the boxes' and keypoints' (after the fields': found[]) */
+        const char *exts[RF_FIELDS_MAX + 2];
+        nf = p->fields->n;
+        memcpy(exts, p->fields->names, nf * sizeof *exts);
+        nb = pl_boxes_exts(p->boxes, exts + nf);
         rc = rf_tar_locate_fields(span, sm->length, p->ds->keys + sm->key, p->ds->image_exts,
-                                  lr.ext, p->fields->names, p->fields->n, &img, &lbl, found, e);
+                                  lr.ext, exts, nf + nb, &img, &lbl, found, e);
         doff = img.off, dlen = img.len, dhdr = img.hdr;
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
@@ -170,6 +178,11 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         if ((rc = p->ring->mlabel
                       ? tar_labels(p, &lr, sm, s, t->index, span, &lbl, &label, e)
                       : tar_label(p, &lr, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
+            t->why = RF_SKIP_LABEL;
+            return rc;
+        }
+        if (nb && (rc = pl_boxes_read(p->boxes, s, t->index, p->ds->keys + sm->key, sm->offset,
+                                      span, found + nf, e)) != 0) {
             t->why = RF_SKIP_LABEL;
             return rc;
         }
@@ -210,6 +223,15 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         snprintf(m + k, sizeof m - k, ": %s", e->msg); /* e->msg is rewritten below */
         return rf_seterr(e, rc, "%s", m);
     }
+    if (nb) {
+        rf_geometry g;
+        rf_sample_geometry(&p->decode->tf, info.width, info.height, t->aug_seed, &g);
+        if ((rc = pl_boxes_map(p->boxes, s, t->index, &g, info.width, info.height,
+                               p->ds->keys + sm->key, sm->offset, found + nf, e)) != 0) {
+            t->why = RF_SKIP_LABEL;
+            return rc;
+        }
+    }
     if (info.scale_denom > 1)
         pl_count(&p->counters->dct_scaled, 1);
     if (info.region)
@@ -249,6 +271,7 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
     if (k.count)
         rf_label_sink_clear(&k);
     pl_fields_empty(p->fields, s, t->index);
+    pl_boxes_blank(p->boxes, s, t->index);
 }
 
 /* Linux: PRIO_PROCESS with a thread id sets that thread alone. Raising one's own niceness

@@ -16,6 +16,7 @@
 #include "ringfeed.h"
 
 struct pl_dispatch;
+struct pl_boxes;
 struct pl_fields;
 struct pl_gpu;
 
@@ -26,6 +27,7 @@ typedef struct pl_pool {
     pl_ring *ring;
     const rf_dataset *ds;
     const struct pl_fields *fields;
+    const struct pl_boxes *boxes; /* boxes and keypoints (set by create after pl_pool_init) */
     struct pl_gpu *gpu;
     pl_counters *counters;
     const rf_decode_setup *decode;

@@ -12,7 +12,7 @@
  * and timing never change the batches; errors are sticky (the first is kept).
  *
  * FILES, in dependency order (each calls only files before it; the error policy through the
- * table create installed): state.c -> ring.c -> fields.c -> warm.c -> cache.c -> schedule.c ->
+ * table create installed): state.c -> ring.c -> fields.c -> boxes.c -> warm.c -> cache.c -> schedule.c ->
  * gpu_schedule.c -> gpu_place.c -> gpu_verdict.c -> gpu_stage.c -> submit.c -> dispatch.c ->
  * skip.c -> decode_pool.c -> config.c -> run.c -> consumer.c -> stats.c -> create.c.
  * The dispatch cursor never names skip.c: it calls its policy, and skip.c uses only what
@@ -25,6 +25,7 @@
 #include "decode/decode_setup.h"
 #include "io/io_stage.h"
 #include "loaders/dataset.h"
+#include "pipeline/boxes.h"
 #include "pipeline/cache.h"
 #include "pipeline/counters.h"
 #include "pipeline/decode_pool.h"
@@ -91,6 +92,7 @@ struct rf_loader {
     pl_dispatch d;           /* the plan's cursor, the arena, the task ring, the decode queue */
     pl_skip skip;
     pl_fields fields;
+    pl_boxes boxes;          /* boxes and keypoints that follow the crop (boxes.c) */
     pl_pool pool;            /* the CPU decode stage */
     pl_gpu gpu;              /* the GPU decode stage and its scheduler */
     pl_submit submit;        /* the copy stage */

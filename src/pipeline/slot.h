@@ -55,6 +55,13 @@ typedef struct slot {
     uint8_t *mhot;            /* multi_label: batch_size x num_classes (rf_batch.label_multihot) */
     int32_t *mlist;           /* or batch_size x max_labels, -1 padded (rf_batch.label_list) */
     uint32_t *mcounts;        /* batch_size: ids or classes per sample (rf_batch.label_counts) */
+    /* Boxes and keypoints (boxes.c; NULL when off): rf_batch.boxes, box_classes, box_counts,
+     * points, point_counts. */
+    float *bx;                /* batch_size x max_boxes x 4 */
+    int32_t *bcls;            /* batch_size x max_boxes */
+    uint32_t *bn;             /* batch_size */
+    float *pts;               /* batch_size x max_points x 3 */
+    uint32_t *pn;             /* batch_size */
     /* Skip mode: samples that failed at the batch's positions (counted with the hole they
      * left, under mu), and the real samples of the batch's epoch on this rank: what the
      * consumer adds to the per-epoch counts when it is handed the batch. */
