@@ -6,7 +6,8 @@ bilinear resize as the existing size tests use (python/tests/test_size.py). The 
 exact; inside, the two resizers' roundings may differ by 2 levels at most. batch.letterbox
 must say where each image landed; flips mirror the whole output; 1 and 3 decode threads;
 padding repeats included; the GPU paths refuse both crops. crop="native": each image at its
-own size (batch.sizes, batch.native_images()), its own pixels when it fits in H x W."""
+own size (batch.sizes, batch.native_images()), its own pixels when it fits in H x W. Boxes
+(box_json_path) land where batch.letterbox says, through the shared geometry."""
 import io
 import os
 import tarfile
@@ -228,3 +229,43 @@ def test_native_float_output_and_the_other_crops(pad_shards):
     with pytest.raises(ringfeed.RingfeedError, match="needs layout NHWC"):
         ringfeed.Loader(pattern, 4, crop="native", layout="NCHW", dtype="float32",
                         device="cpu")
+
+
+@pytest.mark.parametrize("crop", ["letterbox", "native"])
+def test_boxes_follow_the_letterbox(tmp_path, crop):
+    """Boxes (box_json_path) map through the shared geometry: for a letterbox, x * scale_x +
+    pad_x of batch.letterbox, mirrored in the whole output when flipped; for native, the same
+    in the image's own size. The whole image is visible, so nothing is clipped."""
+    from PIL import Image
+    import json
+    pics = [picture(w, h, i) for i, (w, h) in enumerate(SIZES)]
+    path = str(tmp_path / "boxes-0000.tar")
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as t:
+        for i, img in enumerate(pics):
+            h, w = img.shape[:2]
+            boxes = [[0, 0, w, h], [w * 0.25, h * 0.5, w * 0.75, h]]
+            buf = io.BytesIO()
+            Image.fromarray(img).save(buf, format="PNG")
+            for name, data in ((f"{i:06d}.png", buf.getvalue()), (f"{i:06d}.cls", b"%d" % i),
+                               (f"{i:06d}.json", json.dumps({"b": boxes}).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    seen = 0
+    with ringfeed.Loader(path, 4, size=(H, W), crop=crop, device="cpu", array_type="numpy",
+                         flip_prob=0.5, seed=2, box_json_path="b", max_boxes=2) as ld:
+        for b in ld:
+            for i in range(b.count):
+                h, w = pics[int(b.labels[i])].shape[:2]
+                sx, sy, px, py = (float(v) for v in b.letterbox[i])
+                width = W if crop == "letterbox" else int(b.sizes[i][1])
+                want = []
+                for x1, y1, x2, y2 in ([0, 0, w, h], [w * 0.25, h * 0.5, w * 0.75, h]):
+                    x1, x2 = x1 * sx + px, x2 * sx + px
+                    if b.flips[i]:
+                        x1, x2 = width - x2, width - x1
+                    want.append([x1, y1 * sy + py, x2, y2 * sy + py])
+                assert int(b.box_counts[i]) == 2
+                np.testing.assert_allclose(b.boxes[i], want, atol=1e-3)
+                seen += 1
+    assert seen == len(pics)
