@@ -26,8 +26,9 @@ typedef struct rf_decode_limits {
 
 /* What to do to one image, as torchvision does: RANDOM is RandomResizedCrop (10 attempts,
  * then the central fallback; the box depends on the source only), CENTER is Resize(shorter ->
- * resize_shorter) + CenterCrop as one crop and one resize. The crop is resized with an
- * antialiased triangle filter (antialias=True bilinear). */
+ * resize_shorter) + CenterCrop as one crop and one resize. LETTERBOX and CENTER_PAD resize a
+ * box onto a rectangle of the output and fill the rest with pad (crop.c says where). The crop
+ * is resized with an antialiased triangle filter (antialias=True bilinear). */
 typedef struct rf_transform {
     uint32_t crop;          /* enum rf_crop */
     uint32_t height, width; /* output rows and columns */
@@ -35,6 +36,7 @@ typedef struct rf_transform {
     uint32_t layout;        /* enum rf_layout */
     float scale_min, scale_max, ratio_min, ratio_max;
     float flip_prob;
+    uint8_t pad[3];         /* R, G, B of the output pixels outside the image's rectangle */
 } rf_transform;
 
 typedef struct rf_decoder rf_decoder;
@@ -77,6 +79,8 @@ typedef struct rf_decode_info {
     uint32_t crop_x, crop_y, crop_w, crop_h; /* chosen crop, in original pixels */
     uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
     uint32_t flipped;
+    float place[4];               /* scale_x, scale_y, pad_x, pad_y: rf_batch.letterbox's row */
+    uint32_t out_w, out_h;        /* the sample's output: t's, or NATIVE's own size */
     uint32_t region;              /* entropy-decoded only a restart-interval region */
     uint32_t imcu_rows;           /* iMCU rows libjpeg entropy-decoded (of the region, if one) */
 } rf_decode_info;
@@ -175,7 +179,7 @@ void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint
 typedef struct rf_geometry {
     double x, y, w, h;                   /* the source box */
     uint32_t out_x, out_y, out_w, out_h; /* where it lands in the output */
-    uint32_t out_width, out_height;      /* the output (t->width x t->height) */
+    uint32_t out_width, out_height;      /* the output (t's, or NATIVE's own size) */
     uint32_t flip;                       /* mirrored left-right after the resize */
 } rf_geometry;
 void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,

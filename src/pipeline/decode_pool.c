@@ -118,16 +118,21 @@ static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int3
                      m, r, (unsigned long long)t->sample_id, (unsigned long long)v.epoch);
 }
 
-/* Sample i's crop box and flip in slot s (rf_batch.crop_boxes, flips): info's, in the source
- * image's full-resolution pixels whatever the path, kept inside the image (a CENTER box is
- * fractional, its corner and size rounded apart); NULL: a blank, {0, 0, 0, 0} unflipped. */
+/* Sample i's crop box, flip and placement in slot s (rf_batch.crop_boxes, flips, letterbox):
+ * info's, in the source image's full-resolution pixels whatever the path, the box kept inside
+ * the image (a CENTER box is fractional, its corner and size rounded apart); NULL: a blank,
+ * all zeros. */
 static void set_box(slot *s, uint32_t i, const rf_decode_info *info)
 {
     int32_t *b = s->boxes + (size_t)i * 4;
     memset(b, 0, 4 * sizeof *b);
+    memset(s->places + (size_t)i * 4, 0, 4 * sizeof *s->places);
+    s->sizes[2 * (size_t)i] = s->sizes[2 * (size_t)i + 1] = 0;
     s->flips[i] = 0;
     if (!info)
         return;
+    s->sizes[2 * (size_t)i] = info->out_h, s->sizes[2 * (size_t)i + 1] = info->out_w;
+    memcpy(s->places + (size_t)i * 4, info->place, 4 * sizeof *s->places);
     uint32_t x = RF_MIN(info->crop_x, info->width), y = RF_MIN(info->crop_y, info->height);
     b[0] = (int32_t)x, b[1] = (int32_t)y;
     b[2] = (int32_t)RF_MIN(info->crop_w, info->width - x);
@@ -235,10 +240,10 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_HOOK;
         return rc;
     }
+    /* a NATIVE image is info's size, packed from its sample's start */
     if (p->ring->host_convert)
-        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * p->ring->out_bytes, p->ring->conv.h,
-                             p->ring->conv.w, p->ring->out_dtype, p->ring->layout, p->mean,
-                             p->std);
+        rf_convert_image_cpu(img, s->out + (uint64_t)t->index * p->ring->out_bytes, info.out_h,
+                             info.out_w, p->ring->out_dtype, p->ring->layout, p->mean, p->std);
     s->labels[t->index] = label;
     set_box(s, t->index, &info);
     /* a packet on the device is counted with its batch (pl_gpu_check) */

@@ -18,6 +18,8 @@ typedef struct pl_ring {
     int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly */
     uint32_t mlabel, mlabel_width; /* rf_config.multi_label; its row's width (0: off) */
     uint32_t height, width, layout; /* images: the output's */
+    int native;            /* crop NATIVE: each image at its own size, within H x W */
+    uint64_t sample_elems; /* images: H x W x 3, the elements between samples' starts */
     uint32_t seq_len, token_bytes;  /* tokens: a window is seq_len + 1 tokens of token_bytes */
     uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
     uint64_t stride;       /* slot bytes per sample: stage_bytes, or more for GPU packets */
