@@ -113,7 +113,36 @@ enum rf_error {
 
 enum rf_device_kind { RF_DEVICE_AUTO = 0, RF_DEVICE_HOST = 1, RF_DEVICE_CUDA = 2 };
 enum rf_io_engine_kind { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
-enum rf_crop { RF_CROP_RANDOM = 0, RF_CROP_CENTER = 1 };
+/* How each image becomes the H x W output (rf_config.crop): RANDOM is torchvision's
+ * RandomResizedCrop, CENTER Resize(shorter -> resize_shorter) + CenterCrop with a crop larger
+ * than the resized image clamped to it (no padding). LETTERBOX is Ultralytics' LetterBox
+ * (auto=False, scaleup=True, center=True): the whole image resized with its aspect kept, by
+ * r = min(H / h, W / w), to round(w * r) x round(h * r) (Python's round, half to even; at
+ * least 1 pixel, at most H x W), placed at left = (W - new width) / 2 and top = (H - new
+ * height) / 2 rounded down (Ultralytics' round(d - 0.1)), so an odd slack leaves its extra
+ * pixel on the right or bottom. CENTER_PAD is torchvision's Resize(shorter -> resize_shorter)
+ * + CenterCrop((H, W)) exactly, per axis: where the resized side n is shorter than the crop's
+ * c, (c - n) / 2 rounded down of padding before it and the rest after, else the crop at
+ * round((n - c) / 2). Every pixel no image lands on is rf_config.pad_value. The image inside
+ * is the library's resize of the box (the whole image for LETTERBOX) to the rectangle's size
+ * (antialiased bilinear, as PIL's and torchvision's antialias=True; not OpenCV's INTER_LINEAR
+ * that Ultralytics uses, so pixels differ from its own, the geometry not). A flip mirrors the
+ * whole output, padding included. NATIVE (ragged) delivers each image at its own size, the
+ * whole image untouched when it fits in H x W, else scaled down to its LETTERBOX rectangle
+ * (nothing padded, nothing scaled up), packed from its sample's start in a slot of H x W x 3
+ * (rf_batch.sizes, sample_offsets; the flip mirrors the image); it refuses a sample_hook and a
+ * float dtype with NCHW (RF_EINVAL). Memory: none of them adds any: the ring stays
+ * prefetch_depth x batch_size x H x W x 3 (x the dtype's bytes), allocated once at create, so
+ * for NATIVE H x W is the bound every sample reserves, the pixels a batch of small images
+ * leaves unused included. None runs on the GPU decoders (gpu_decode, hw_decode_percent:
+ * RF_EINVAL at create; decode_schedule AUTO keeps them on the CPU, BALANCE is RF_EINVAL). */
+enum rf_crop {
+    RF_CROP_RANDOM = 0,
+    RF_CROP_CENTER = 1,
+    RF_CROP_LETTERBOX = 2,
+    RF_CROP_CENTER_PAD = 3,
+    RF_CROP_NATIVE = 4,
+};
 enum rf_layout { RF_LAYOUT_NHWC = 0, RF_LAYOUT_NCHW = 1 };
 enum rf_dtype {
     RF_DTYPE_UINT8 = 0,
@@ -306,13 +335,15 @@ typedef int (*rf_sample_hook)(const rf_sample_view *view, void *ctx);
  * fixed default and AUTO where the default is a rule; rf_loader_create() gives every field
  * that holds AUTO its default, so the zeros of a caller that filled the struct without
  * rf_config_init() (or of a struct_size that ends before a field) ask for the defaults too,
- * except in flip_prob and decode_nice, where they mean no flips and no added niceness.
+ * except in flip_prob, decode_nice and pad_value, where they mean no flips, no added
+ * niceness and black padding (a struct_size that ends before pad_value asks for its default).
  * rf_loader_config() reports every value a created loader uses. Each field is one row of
  * rf_config_settings() (at the end of this header): its default or rule, AUTO value, valid
  * range, unit and the stage that reads it; create refuses a value out of that range with
  * RF_EINVAL naming the field. */
 #define RF_AUTO 0
 #define RF_FLIP_PROB_AUTO (-1.0f)
+#define RF_PAD_VALUE_AUTO (-1.0f) /* pad_value (all three): 114 for LETTERBOX, else 0 */
 #define RF_DECODE_NICE_AUTO 0xFFFFFFFFu /* 10 (RF_DEFAULT_DECODE_NICE) */
 #define RF_DEFAULT_DECODE_NICE 10u
 
@@ -339,7 +370,8 @@ typedef struct rf_config {
                               * AUTO; default 224 */
     uint32_t crop;           /* enum rf_crop; default RF_CROP_RANDOM */
     uint32_t layout;         /* enum rf_layout; default RF_LAYOUT_NHWC */
-    uint32_t resize_shorter; /* CENTER: shorter side before the center crop; default AUTO:
+    uint32_t resize_shorter; /* CENTER, CENTER_PAD: shorter side before the center crop;
+                              * default AUTO:
                               * max(H, W) * 256 / 224, rounded to nearest (image_size * 256 /
                               * 224 for square output) */
     float scale_min, scale_max; /* RandomResizedCrop area fraction; default 0.08, 1.0 */
@@ -567,7 +599,8 @@ typedef struct rf_config {
      * With H != W, RANDOM is torchvision's RandomResizedCrop((H, W)): the crop box is drawn
      * on the source image with scale and ratio exactly as for a square output (the ratio is
      * the box's own, not the output's), then resized to H x W; CENTER is Resize(resize_shorter)
-     * then CenterCrop((H, W)). rf_batch.shape carries H and W ({count, H, W, 3} NHWC,
+     * then CenterCrop((H, W)); LETTERBOX and CENTER_PAD: enum rf_crop. rf_batch.shape
+     * carries H and W ({count, H, W, 3} NHWC,
      * {count, 3, H, W} NCHW), and rf_loader_config reports both resolved. */
     uint32_t image_height;
     uint32_t image_width;
@@ -780,13 +813,20 @@ typedef struct rf_config {
     /* Boxes and keypoints: deliver their coordinates as fractions of the output's width and
      * height (0..1) rather than output pixels (the boxes still xyxy). */
     uint32_t box_output_normalized;
+    /* The value of the output pixels no image lands on (LETTERBOX and CENTER_PAD; the other
+     * crops cover the whole output): R, G, B in 0..255, each rounded to the nearest integer
+     * and written as decoded pixels are, so a float dtype normalizes it by mean and std like
+     * the rest. Default RF_PAD_VALUE_AUTO (all three negative): 114 for LETTERBOX (the
+     * Ultralytics grey), 0 for CENTER_PAD (torchvision's CenterCrop fill). */
+    float pad_value[3];
     /* Multi-crop (DINO, iBOT, SwAV style; default NULL: off). Groups of views, comma-separated,
      * each "COUNTxSIZE" (square) or "COUNTxHEIGHTxWIDTH", optionally ":SCALE_MIN-SCALE_MAX"
      * (default: scale_min-scale_max): "2x224:0.4-1,6x96:0.05-0.4" is two 224 x 224 views at
      * scale 0.4..1 and six 96 x 96 at 0.05..0.4, at most 64 views in all (RF_EINVAL naming the
      * group and what is wrong otherwise). Each view k of a sample is its own crop (crop RANDOM:
-     * RandomResizedCrop with the group's scale range and ratio_min..ratio_max; CENTER:
-     * Resize+CenterCrop at the view's size) and flip (flip_prob), drawn from a seed made of the
+     * RandomResizedCrop with the group's scale range and ratio_min..ratio_max; CENTER,
+     * LETTERBOX, CENTER_PAD: that crop at the view's size, padded with pad_value; NATIVE is
+     * refused) and flip (flip_prob), drawn from a seed made of the
      * sample's seed and k: deterministic per (seed, epoch, sample), whatever the thread count,
      * and restored exactly by a resume. The image is decoded once: a JPEG at the smallest DCT
      * scale (as dct_scaling allows) at which every view's crop still has its output's rows and
@@ -885,7 +925,8 @@ typedef struct rf_batch {
      * Resize+CenterCrop chose, in the source image's own pixels (its full resolution, whatever
      * DCT scaling decoded it at; EXIF orientation is not applied), before the resize to H x W;
      * always inside the image (x + w <= its width, y + h <= its height). CENTER's box is
-     * fractional on the source and reported rounded to whole pixels. flips: host, count
+     * fractional on the source and reported rounded to whole pixels. LETTERBOX's is the whole
+     * image; CENTER_PAD's spans the whole image on an axis that is padded. flips: host, count
      * flags, 1 = the crop was flipped left-right after the resize. The same on every path the
      * image takes (CPU, gpu_decode, hw engines) and at any thread count: a function of the
      * sample's seed and its image's size. A padding repeat reports its original's box and
@@ -917,6 +958,32 @@ typedef struct rf_batch {
     const uint32_t *box_counts;
     const float *points;
     const uint32_t *point_counts;
+    /* Per sample, where its image landed in the output (images only; NULL for token batches
+     * and for a batch of a struct_size that ends before it): host, count x 4 float32, sample
+     * i's row {scale_x, scale_y, pad_x, pad_y} = letterbox[4i .. 4i+3]. A point (x, y) of the
+     * source image, in its full-resolution pixel coordinates (pixel j spans [j, j + 1)), lands
+     * at (x * scale_x + pad_x, y * scale_y + pad_y) of the H x W output before the flip; when
+     * flips[i] is 1 the whole output is then mirrored, x -> W - x. So a box detected on the
+     * output maps back with (x - pad_x) / scale_x (after undoing the flip). LETTERBOX: scale
+     * is the new size over the source size per axis (Ultralytics' ratio r but for the
+     * rounding of the new size) and pad the whole pixels of padding on the left and top
+     * (Ultralytics' dw, dh are half the slack, fractional; its left is round(dw - 0.1), which
+     * this is); the image covers [pad_x, pad_x + round(w * r)) and likewise in y.
+     * CENTER_PAD: pad is the padding on an axis the resized image is shorter than the crop
+     * on, else minus the crop's offset on the resized image. RANDOM and CENTER: the same
+     * affine map of their crop box (pad <= 0). A blank padding sample {0, 0, 0, 0}; a padding
+     * repeat its original's. */
+    const float *letterbox;
+    /* crop NATIVE only (NULL otherwise, for token batches and for a batch of a struct_size
+     * that ends before them): each sample's image has its own size, at most the H x W of
+     * rf_batch.shape. sizes: host, count x 2 uint32, sample i's {height, width} =
+     * sizes[2i .. 2i+1] ({0, 0} for a blank padding sample); sample_offsets: host, count
+     * uint64, where sample i starts in data, in elements of dtype (i x H x W x 3: every sample
+     * keeps a slot of the largest size). Its height x width x 3 elements are packed from there,
+     * rows of width x 3 (NHWC) or three planes of height x width (NCHW); the rest of its slot
+     * is unspecified. */
+    const uint32_t *sizes;
+    const uint64_t *sample_offsets;
     /* rf_config.multi_crop: nviews views per sample (0 and NULL when off, for token batches
      * and for a batch of a struct_size that ends before them), in the groups' order. With views,
      * data and data_bytes hold every sample's views (what the copy moved), shape is {count,

@@ -1,10 +1,13 @@
 /* jpegutil.c — jpegutil.h's images, encoders, transforms and placement. */
 #include "jpegutil.h"
 
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include <jpeglib.h>
+
+#include "testutil.h"
 
 uint32_t lcg(uint64_t *s)
 {
@@ -118,4 +121,56 @@ uint8_t *place_fixed(void *ctx, size_t bytes, int packet)
 {
     test_place *p = ctx;
     return !packet ? p->px : bytes <= p->cap ? p->pkt : NULL;
+}
+
+uint32_t photo_crops(const char *test, photo_crop_fn fn, void *ctx)
+{
+    const char *pat = getenv("RINGFEED_PHOTO_SOURCES");
+    glob_t g;
+    if (glob(pat ? pat : "/usr/share/backgrounds/mate/nature/*.jpg", 0, NULL, &g) || !g.gl_pathc) {
+        fprintf(stderr, "%s: no photographs (tools/deps.sh installs mate-backgrounds): not "
+                        "run\n", test);
+        return 0;
+    }
+    static const enc_opts OPTS[] = {
+        {3, 75, 0, 1}, {3, 90, 0, 1}, {3, 95, 0, 2}, {3, 85, 0, 0}, {1, 80, 0, 0}, {3, 92, 0, 1},
+    };
+    static const uint32_t SIDES[][2] = {{333, 251}, {517, 389}, {803, 451}, {199, 601}};
+    rf_decoder *d = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(d, 1);
+    uint32_t files = 0;
+    for (size_t f = 0; f < g.gl_pathc && f < 6; f++) {
+        size_t len, n;
+        uint8_t *src = rf_test_read_file(g.gl_pathv[f], &len), *rgb = NULL;
+        uint32_t W, H;
+        rf_err e = {0};
+        if (!src || rf_decode_full(d, src, len, &rgb, &W, &H, &e) != 0) {
+            fprintf(stderr, "%s: %s: %s\n", test, g.gl_pathv[f], src ? e.msg : "unreadable");
+            abort();
+        }
+        for (size_t k = 0; k < 2; k++) {
+            const uint32_t *sd = SIDES[(f + k) % 4];
+            uint32_t w = RF_MIN(sd[0], W), h = RF_MIN(sd[1], H);
+            enc_opts o = OPTS[(2 * f + k) % 6];
+            uint8_t *px = malloc((size_t)w * h * o.comps);
+            uint32_t x0 = (W - w) / 2, y0 = (H - h) / 2; /* the middle: textures, not sky */
+            for (uint32_t y = 0; y < h; y++)
+                for (uint32_t x = 0; x < w; x++)
+                    for (int c = 0; c < o.comps; c++)
+                        px[((size_t)y * w + x) * o.comps + c] =
+                            rgb[((size_t)(y0 + y) * W + x0 + x) * 3 + (o.comps == 1 ? 1 : c)];
+            int coding = (f + k) % 2 ? ENC_OPTIMIZE : ENC_STANDARD;
+            uint8_t *j = encode_ex(px, w, h, o, coding, &n);
+            char what[300];
+            snprintf(what, sizeof what, "%s %ux%u q%d coding %d", g.gl_pathv[f], w, h,
+                     o.quality, coding);
+            fn(ctx, j, n, o, what);
+            files++;
+            free(px), free(j);
+        }
+        free(rgb), free(src);
+    }
+    globfree(&g);
+    rf_decoder_destroy(d);
+    return files;
 }

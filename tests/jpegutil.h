@@ -34,6 +34,14 @@ uint8_t *encode(const uint8_t *px, uint32_t w, uint32_t h, enc_opts o, size_t *l
 uint8_t *make_jpeg_ex(uint32_t w, uint32_t h, enc_opts o, int coding, uint64_t seed,
                       size_t *len);
 uint8_t *make_jpeg(uint32_t w, uint32_t h, enc_opts o, uint64_t seed, size_t *len);
+/* Real photographs (Debian's mate-backgrounds, or RINGFEED_PHOTO_SOURCES' glob): two crops
+ * of each of the first six, their middles at sizes that are no multiple of 8 or 16 (gray: the
+ * green channel), re-encoded as cjpeg would at qualities 75-95, 4:2:0, 4:2:2, 4:4:4 and
+ * grayscale, standard and optimized tables in turn; fn gets each file and a name for it.
+ * Returns the files made; 0 when there are no photographs, after saying so for `test`. */
+typedef void (*photo_crop_fn)(void *ctx, const uint8_t *jpeg, size_t len, enc_opts o,
+                              const char *what);
+uint32_t photo_crops(const char *test, photo_crop_fn fn, void *ctx);
 /* RandomResizedCrop to height x width (torchvision's defaults). */
 rf_transform random_hw(uint32_t height, uint32_t width);
 rf_transform random_t(uint32_t size);

@@ -102,7 +102,7 @@ static const struct {
     {"box_format", U, RF_BOX_XYXY}, {"box_normalized", U, 0}, {"box_min_visibility", F, 0.0f},
     {"max_boxes", U, 0}, {"keypoint_ext", P, 0}, {"keypoint_json_path", P, 0},
     {"max_points", U, 0}, {"keypoint_flip_pairs", P, 0},
-    {"box_output_normalized", U, 0},
+    {"box_output_normalized", U, 0}, {"pad_value", F3, RF_PAD_VALUE_AUTO},
     {"multi_crop", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
@@ -179,7 +179,8 @@ static rf_config reported(const rf_loader *ld)
 static const char *const auto_fields[] = {
     "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads",
     "io_engine", "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width",
-    "decode_schedule", "dct_scaling", "decode_nice", "epoch_size", "replacement", NULL};
+    "decode_schedule", "dct_scaling", "decode_nice", "epoch_size", "replacement", "pad_value",
+    NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
 {
@@ -216,6 +217,7 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     ck_assert_uint_eq(got.resize_shorter, 256);
     ck_assert(got.image_height == 224 && got.image_width == 224); /* image_size for both */
     ck_assert(got.flip_prob == 0.5f);
+    ck_assert(got.pad_value[0] == 0 && got.pad_value[1] == 0 && got.pad_value[2] == 0);
     ck_assert_uint_eq(got.decode_nice, RF_DEFAULT_DECODE_NICE); /* 10 */
     ck_assert_uint_eq(got.decode_schedule, cuda ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU);
     ck_assert_uint_eq(st.decode_schedule, got.decode_schedule);
@@ -252,6 +254,20 @@ START_TEST(auto_values_follow_the_fields_they_depend_on)
     ck_assert_uint_eq(got.resize_shorter, (160 * 256 + 112) / 224);
     ck_assert(got.image_height == 160 && got.image_width == 160);
     rf_loader_destroy(ld);
+
+    /* the padding: Ultralytics' grey for a letterbox, torchvision's 0 for center_pad; flips
+     * off by default for both */
+    for (uint32_t crop = RF_CROP_LETTERBOX; crop <= RF_CROP_CENTER_PAD; crop++) {
+        cfg.crop = crop;
+        ld = rf_test_create_ok(&cfg);
+        got = reported(ld);
+        float want = crop == RF_CROP_LETTERBOX ? 114.0f : 0.0f;
+        for (int k = 0; k < 3; k++)
+            ck_assert(got.pad_value[k] == want);
+        ck_assert(got.flip_prob == 0.0f);
+        rf_loader_destroy(ld);
+    }
+    cfg.crop = RF_CROP_CENTER;
 
     /* a non-square output: each side AUTO takes image_size, and the shorter side before a
      * center crop follows the longer output side */
@@ -358,6 +374,7 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.order = RF_ORDER_GLOBAL; /* order shard does not mix */
     cfg.epoch_size = 8;
     cfg.replacement = RF_REPLACEMENT_ON;
+    cfg.pad_value[0] = 1, cfg.pad_value[1] = 0, cfg.pad_value[2] = 255;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     static const char *const strings[] = {"shards", "image_exts", NULL};

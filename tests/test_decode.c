@@ -3,7 +3,6 @@
  * decode (within stated tolerances). JPEGs are encoded in the test from synthetic images so the
  * suite depends on nothing but libjpeg. */
 #include <check.h>
-#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1709,59 +1708,31 @@ START_TEST(plain_packet_matches_cpu_full_scale)
 }
 END_TEST
 
-/* Real photographs (Debian's mate-backgrounds, or RINGFEED_PHOTO_SOURCES' glob), cropped to
- * sizes that are no multiple of 8 or 16 and re-encoded as cjpeg would (libjpeg's defaults) at
- * qualities 75-95, 4:2:0, 4:2:2, 4:4:4 and grayscale, standard and optimized tables: every
- * plain packet gives the CPU path's bytes, over 24 crops each. Their data hold stuffed 0xFF
- * bytes, and some segments start inside one or just before one. */
+typedef struct plain_photos {
+    rf_decoder *dec;
+    uint32_t stuffed;
+} plain_photos;
+
+static void plain_photo(void *ctx, const uint8_t *j, size_t n, enc_opts o, const char *what)
+{
+    (void)o;
+    plain_photos *pp = ctx;
+    pp->stuffed += check_plain(pp->dec, j, n, 24, what);
+}
+
+/* photo_crops' real photographs: every plain packet gives the CPU path's bytes, over 24 crops
+ * each. Their data hold stuffed 0xFF bytes, and some segments start inside one or just before
+ * one. */
 START_TEST(plain_packet_photos)
 {
-    const char *pat = getenv("RINGFEED_PHOTO_SOURCES");
-    glob_t g;
-    if (glob(pat ? pat : "/usr/share/backgrounds/mate/nature/*.jpg", 0, NULL, &g) || !g.gl_pathc) {
-        fprintf(stderr, "plain_packet_photos: no photographs (tools/deps.sh installs "
-                        "mate-backgrounds): not run\n");
-        return;
+    plain_photos pp = {rf_decoder_create(NULL), 0};
+    rf_decoder_set_max_scale_denom(pp.dec, 1);
+    uint32_t files = photo_crops("plain_packet_photos", plain_photo, &pp);
+    if (files) {
+        ck_assert_uint_ge(files, 2);
+        ck_assert_msg(pp.stuffed > 0, "no segment started at a stuffed byte");
     }
-    static const enc_opts OPTS[] = {
-        {3, 75, 0, 1}, {3, 90, 0, 1}, {3, 95, 0, 2}, {3, 85, 0, 0}, {1, 80, 0, 0}, {3, 92, 0, 1},
-    };
-    static const uint32_t SIDES[][2] = {{333, 251}, {517, 389}, {803, 451}, {199, 601}};
-    rf_decoder *a = rf_decoder_create(NULL);
-    rf_decoder_set_max_scale_denom(a, 1);
-    uint32_t stuffed = 0, files = 0;
-    for (size_t f = 0; f < g.gl_pathc && f < 6; f++) {
-        size_t len, n;
-        uint8_t *src = rf_test_read_file(g.gl_pathv[f], &len), *rgb = NULL;
-        uint32_t W, H;
-        rf_err e = {0};
-        ck_assert_msg(rf_decode_full(a, src, len, &rgb, &W, &H, &e) == 0, "%s", e.msg);
-        for (size_t k = 0; k < 2; k++) {
-            const uint32_t *sd = SIDES[(f + k) % 4];
-            uint32_t w = RF_MIN(sd[0], W), h = RF_MIN(sd[1], H);
-            enc_opts o = OPTS[(2 * f + k) % 6];
-            uint8_t *px = malloc((size_t)w * h * o.comps);
-            uint32_t x0 = (W - w) / 2, y0 = (H - h) / 2; /* the middle: textures, not sky */
-            for (uint32_t y = 0; y < h; y++) /* gray: the green channel */
-                for (uint32_t x = 0; x < w; x++)
-                    for (int c = 0; c < o.comps; c++)
-                        px[((size_t)y * w + x) * o.comps + c] =
-                            rgb[((size_t)(y0 + y) * W + x0 + x) * 3 + (o.comps == 1 ? 1 : c)];
-            int coding = (f + k) % 2 ? ENC_OPTIMIZE : ENC_STANDARD;
-            uint8_t *j = encode_ex(px, w, h, o, coding, &n);
-            char what[300];
-            snprintf(what, sizeof what, "%s %ux%u q%d coding %d", g.gl_pathv[f], w, h,
-                     o.quality, coding);
-            stuffed += check_plain(a, j, n, 24, what);
-            files++;
-            free(px), free(j);
-        }
-        free(rgb), free(src);
-    }
-    ck_assert_uint_ge(files, 2);
-    ck_assert_msg(stuffed > 0, "no segment started at a stuffed byte");
-    globfree(&g);
-    rf_decoder_destroy(a);
+    rf_decoder_destroy(pp.dec);
 }
 END_TEST
 

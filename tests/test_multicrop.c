@@ -7,7 +7,8 @@
  * the uninterrupted run's views, every sample once; float conversion applies to each view at
  * its own size; bad text, the GPU paths and a token source are refused by name. At the decode
  * level, rf_decode_views equals rf_decode_image with each view's own transform and seed for
- * JPEG (baseline, progressive), PNG and WebP (lossy and lossless), in both layouts. */
+ * JPEG (baseline, progressive), PNG and WebP (lossy and lossless), in both layouts, with
+ * RANDOM crops and with letterbox and center_pad views (a rectangle of the output, padded). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -415,6 +416,15 @@ START_TEST(bad_settings_are_refused_by_name)
     refused("2x224", 0, 50, 0, "hw_decode_percent");
     refused("2x224", 0, 0, 1, "token source");
     refused_boxes();
+    {
+        const char *pat;
+        rf_config c = rf_test_host_config(&pat, g_pattern, 0);
+        c.multi_crop = "2x32", c.crop = RF_CROP_NATIVE;
+        rf_loader *ld = NULL;
+        char err[512] = "";
+        ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+        ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "native"), "%s", err);
+    }
     /* and a good one reports the loader's copy */
     const char *pat;
     rf_config c = rf_test_host_config(&pat, g_pattern, 0);
@@ -433,15 +443,15 @@ END_TEST
 /* rf_decode_views against rf_decode_image with each view's transform and seed, the decoder
  * capped at the scale the views were decoded at. */
 static void views_match_single(rf_decoder *d, const uint8_t *data, size_t len, uint32_t layout,
-                               const char *what)
+                               uint32_t crop, const char *what)
 {
     rf_views v;
     rf_err e = {0};
     ck_assert_int_eq(rf_views_parse("2x40x56:0.3-1,4x24:0.05-0.3", 0.08f, 1.0f, &v, &e), 0);
     ck_assert_uint_eq(v.n, 6);
-    rf_transform base = {.crop = RF_CROP_RANDOM, .height = 10, .width = 10, .layout = layout,
+    rf_transform base = {.crop = crop, .height = 10, .width = 10, .layout = layout,
                          .scale_min = 0.08f, .scale_max = 1, .ratio_min = 0.75f,
-                         .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
+                         .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f, .pad = {114, 7, 200}};
     uint8_t *out = malloc(v.bytes), *want = malloc(v.bytes);
     rf_decode_info infos[RF_VIEWS_MAX], info;
     for (uint64_t seed = 1; seed <= 12; seed++) {
@@ -483,8 +493,11 @@ START_TEST(every_format_decodes_once_into_its_views)
     f[3].what = "webp", f[4].what = "lossless webp";
     rf_decoder *d = rf_decoder_create(NULL);
     for (int i = 0; i < 5; i++) {
-        views_match_single(d, f[i].p, f[i].n, RF_LAYOUT_NHWC, f[i].what);
-        views_match_single(d, f[i].p, f[i].n, RF_LAYOUT_NCHW, f[i].what);
+        views_match_single(d, f[i].p, f[i].n, RF_LAYOUT_NHWC, RF_CROP_RANDOM, f[i].what);
+        views_match_single(d, f[i].p, f[i].n, RF_LAYOUT_NCHW, RF_CROP_RANDOM, f[i].what);
+        /* views on a rectangle of their output, padded around it */
+        views_match_single(d, f[i].p, f[i].n, RF_LAYOUT_NHWC, RF_CROP_LETTERBOX, f[i].what);
+        views_match_single(d, f[i].p, f[i].n, RF_LAYOUT_NCHW, RF_CROP_CENTER_PAD, f[i].what);
         free(f[i].p);
     }
     rf_decoder_destroy(d);

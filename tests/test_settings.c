@@ -320,9 +320,10 @@ START_TEST(refusals_say_what_a_field_may_be)
     const char *pat;
     rf_config c = rf_test_host_config(&pat, shard, 0);
     rf_err e = {0};
-    c.crop = 2;
+    c.crop = 5;
     ck_assert_int_eq(rf_settings_check(&c, &e), RF_EINVAL);
-    ck_assert_str_eq(e.msg, "crop must be 0 (random) or 1 (center), not 2");
+    ck_assert_str_eq(e.msg, "crop must be 0 (random), 1 (center), 2 (letterbox), 3 "
+                            "(center_pad) or 4 (native), not 5");
     c = rf_test_host_config(&pat, shard, 0);
     c.decode_schedule = 9;
     ck_assert_int_eq(rf_settings_check(&c, &e), RF_EINVAL);

@@ -3,7 +3,6 @@
  * the GPU decode from its points giving the CPU path's full-scale bytes through the kernels'
  * host code on generated files and on real photographs. */
 #include <check.h>
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,70 +118,47 @@ START_TEST(indexed_packets_match_cpu_full_scale)
 }
 END_TEST
 
-/* Real photographs (Debian's mate-backgrounds, or RINGFEED_PHOTO_SOURCES' glob) re-encoded at
- * qualities 75-95 in every sampling: the points start inside and next to stuffed bytes, the
- * crops decode to the CPU path's bytes, and the index is under 2% of the files' bytes. */
+typedef struct indexed_photos {
+    rf_decoder *dec;
+    uint64_t file_bytes, index_bytes;
+    uint32_t stuffed;
+} indexed_photos;
+
+static void indexed_photo(void *ctx, const uint8_t *j, size_t n, enc_opts o, const char *what)
+{
+    (void)o;
+    indexed_photos *ip = ctx;
+    rf_sync_entry e = build(ip->dec, j, n, 0);
+    ck_assert_uint_eq(e.status, RF_SYNC_POINTS);
+    for (uint32_t i = 0; i < e.npoints; i++) {
+        uint32_t bit;
+        int32_t pred[3];
+        rf_sync_point(&e, i, &bit, pred);
+        ip->stuffed += j[bit / 8] == 0xFF || j[bit / 8 + 1] == 0xFF;
+    }
+    check_indexed(ip->dec, j, n, &e, 16, what);
+    ip->file_bytes += n;
+    ip->index_bytes += RF_SYNC_ENTRY + (uint64_t)e.npoints * RF_SYNC_POINT;
+    free((void *)e.points);
+}
+
+/* photo_crops' real photographs: the points start inside and next to stuffed bytes, the crops
+ * decode to the CPU path's bytes, and the index is under 2% of the files' bytes. */
 START_TEST(indexed_packets_photos)
 {
-    const char *pat = getenv("RINGFEED_PHOTO_SOURCES");
-    glob_t g;
-    if (glob(pat ? pat : "/usr/share/backgrounds/mate/nature/*.jpg", 0, NULL, &g) || !g.gl_pathc) {
-        fprintf(stderr, "indexed_packets_photos: no photographs (tools/deps.sh installs "
-                        "mate-backgrounds): not run\n");
-        return;
+    indexed_photos ip = {rf_decoder_create(NULL), 0, 0, 0};
+    rf_decoder_set_max_scale_denom(ip.dec, 1);
+    uint32_t files = photo_crops("indexed_packets_photos", indexed_photo, &ip);
+    if (files) {
+        fprintf(stderr, "indexed_packets_photos: %u files, %llu bytes, index %.2f%%\n", files,
+                (unsigned long long)ip.file_bytes,
+                100.0 * (double)ip.index_bytes / (double)ip.file_bytes);
+        ck_assert_uint_ge(files, 2);
+        ck_assert_msg(ip.stuffed > 0, "no point at or next to a stuffed byte");
+        ck_assert_msg(ip.index_bytes * 50 <= ip.file_bytes, "index %llu bytes for %llu of files",
+                      (unsigned long long)ip.index_bytes, (unsigned long long)ip.file_bytes);
     }
-    static const enc_opts OPTS[] = {
-        {3, 75, 0, 1}, {3, 90, 0, 1}, {3, 95, 0, 2}, {3, 85, 0, 0}, {1, 80, 0, 0}, {3, 92, 0, 1},
-    };
-    static const uint32_t SIDES[][2] = {{333, 251}, {517, 389}, {803, 451}, {199, 601}};
-    rf_decoder *d = rf_decoder_create(NULL);
-    rf_decoder_set_max_scale_denom(d, 1);
-    uint64_t file_bytes = 0, index_bytes = 0;
-    uint32_t files = 0, stuffed = 0;
-    for (size_t f = 0; f < g.gl_pathc && f < 6; f++) {
-        size_t len, n;
-        uint8_t *src = rf_test_read_file(g.gl_pathv[f], &len), *rgb = NULL;
-        uint32_t W, H;
-        rf_err err = {0};
-        ck_assert_msg(rf_decode_full(d, src, len, &rgb, &W, &H, &err) == 0, "%s", err.msg);
-        for (size_t k = 0; k < 2; k++) {
-            const uint32_t *sd = SIDES[(f + k) % 4];
-            uint32_t w = RF_MIN(sd[0], W), h = RF_MIN(sd[1], H);
-            enc_opts o = OPTS[(2 * f + k) % 6];
-            uint8_t *px = malloc((size_t)w * h * o.comps);
-            uint32_t x0 = (W - w) / 2, y0 = (H - h) / 2;
-            for (uint32_t y = 0; y < h; y++)
-                for (uint32_t x = 0; x < w; x++)
-                    for (int c = 0; c < o.comps; c++)
-                        px[((size_t)y * w + x) * o.comps + c] =
-                            rgb[((size_t)(y0 + y) * W + x0 + x) * 3 + (o.comps == 1 ? 1 : c)];
-            uint8_t *j = encode_ex(px, w, h, o, (f + k) % 2 ? ENC_OPTIMIZE : ENC_STANDARD, &n);
-            rf_sync_entry e = build(d, j, n, 0);
-            ck_assert_uint_eq(e.status, RF_SYNC_POINTS);
-            for (uint32_t i = 0; i < e.npoints; i++) {
-                uint32_t bit;
-                int32_t pred[3];
-                rf_sync_point(&e, i, &bit, pred);
-                stuffed += j[bit / 8] == 0xFF || j[bit / 8 + 1] == 0xFF;
-            }
-            char what[300];
-            snprintf(what, sizeof what, "%s %ux%u q%d", g.gl_pathv[f], w, h, o.quality);
-            check_indexed(d, j, n, &e, 16, what);
-            file_bytes += n;
-            index_bytes += RF_SYNC_ENTRY + (uint64_t)e.npoints * RF_SYNC_POINT;
-            files++;
-            free((void *)e.points), free(px), free(j);
-        }
-        free(rgb), free(src);
-    }
-    fprintf(stderr, "indexed_packets_photos: %u files, %llu bytes, index %.2f%%\n", files,
-            (unsigned long long)file_bytes, 100.0 * (double)index_bytes / (double)file_bytes);
-    ck_assert_uint_ge(files, 2);
-    ck_assert_msg(stuffed > 0, "no point at or next to a stuffed byte");
-    ck_assert_msg(index_bytes * 50 <= file_bytes, "index %llu bytes for %llu of files",
-                  (unsigned long long)index_bytes, (unsigned long long)file_bytes);
-    globfree(&g);
-    rf_decoder_destroy(d);
+    rf_decoder_destroy(ip.dec);
 }
 END_TEST
 

@@ -43,16 +43,28 @@ static void json_ratio(const char *key, double v)
         printf("\"%s\": %.4f", key, v);
 }
 
+/* The crop mode's name, from its settings row (every mode the library has). */
+static const char *crop_name(const rf_config *c, char *buf, size_t len)
+{
+    uint32_t n = 0;
+    const rf_setting *rows = rf_config_settings(&n);
+    snprintf(buf, len, "?");
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(rows[i].name, "crop") == 0)
+            format_setting(&rows[i], c, buf, len);
+    return buf;
+}
+
 void print_table(const opts *o, const result *r)
 {
+    char crop[32];
     const rf_stats *s = &r->st;
     double secs = r->timed_seconds > 0 ? r->timed_seconds : 1e-9;
     double wall = s->wall_ns * 1e-9;
     printf("ringfeed-bench  device %s  io %s (%s)\n", s->device, s->io_engine, s->io_engine_why);
     printf("  %u decode threads, %u I/O threads, depth %u, batch %u, %ux%u %s crop\n",
            s->decode_threads, s->io_threads, s->prefetch_depth, o->cfg.batch_size,
-           o->cfg.image_size, o->cfg.image_size,
-           o->cfg.crop == RF_CROP_RANDOM ? "random" : "center");
+           o->cfg.image_size, o->cfg.image_size, crop_name(&o->cfg, crop, sizeof crop));
     printf("  %-26s %12s\n", "metric", "value");
     if (o->cfg.source == RF_SOURCE_TOKENS) {
         printf("  %-26s %12.0f\n", "windows/s", r->timed_images / secs);
@@ -180,6 +192,7 @@ static void print_json_memory(const opts *o, const result *r)
 
 void print_json(const opts *o, const result *r)
 {
+    char crop[32];
     const rf_stats *s = &r->st;
     double secs = r->timed_seconds > 0 ? r->timed_seconds : 1e-9;
     printf("{\"create_ms\": %.2f, ", r->create_ms);
@@ -223,7 +236,7 @@ void print_json(const opts *o, const result *r)
            (unsigned long long)r->images, o->cfg.epochs, (unsigned long long)r->batches,
            r->timed_seconds, r->timed_images / secs, s->io_engine, s->io_engine_why, s->device,
            o->cfg.batch_size, o->cfg.image_size,
-           o->cfg.crop == RF_CROP_RANDOM ? "random" : "center", s->decode_threads,
+           crop_name(&o->cfg, crop, sizeof crop), s->decode_threads,
            s->io_threads, s->prefetch_depth, (unsigned long long)s->bytes_read,
            s->bytes_read / 1e6 / (s->wall_ns * 1e-9),
            r->timed_bytes / 1e9 / secs,

@@ -119,6 +119,8 @@ def _setting_value(s, value):
         return _uint(s.name, value, s.min, s.max)
     if s.type in ("f32", "f32x3"):
         many = s.type == "f32x3"
+        if many and isinstance(value, (int, float)):  # one number for all three channels
+            value = (value,) * 3
         values = tuple(float(v) for v in value) if many else (float(value),)
         if len(values) != (3 if many else 1) or not all(s.min <= v <= s.max for v in values):
             raise ValueError(f"{s.name}={value!r} is out of range {s.min:g}..{s.max:g}"

@@ -181,11 +181,12 @@ class ViewCache:
 
 
 _CTYPE_DTYPES = {ctypes.c_int32: "<i4", ctypes.c_uint32: "<u4", ctypes.c_uint64: "<u8",
-                 ctypes.c_uint8: "u1"}
+                 ctypes.c_uint8: "u1", ctypes.c_float: "<f4"}
 
 
 def host_copy_int(ptr, count, ctype, kind, np_dtype="int64"):
-    """Copy `count` integers of `ctype` at host `ptr` into an owned int64 array/tensor."""
+    """Copy `count` numbers of `ctype` at host `ptr` (integers, or c_float with a float
+    np_dtype) into an owned array/tensor of np_dtype (default int64)."""
     if count == 0:
         a = np.zeros(0, dtype=np_dtype)
     else:

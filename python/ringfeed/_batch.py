@@ -46,6 +46,40 @@ def copy_boxes(b, n, kind):
     return torch.from_numpy(boxes), torch.from_numpy(flips)
 
 
+def copy_letterbox(b, n, kind):
+    """b.letterbox -> an owned (n, 4) float32 array of scale_x, scale_y, pad_x, pad_y (a source
+    point x lands at x * scale_x + pad_x of the output before the flip), numpy or torch (CPU)
+    as kind; None where the library gives none (token batches)."""
+    if not b.letterbox:
+        return None
+    rows = _arrays.host_copy_int(b.letterbox, 4 * n, ctypes.c_float, "numpy", "float32")
+    rows = rows.reshape(n, 4)
+    return rows if kind == "numpy" else _arrays.torch_module().from_numpy(rows)
+
+
+def copy_sizes(b, n, kind):
+    """b.sizes -> an owned (n, 2) int32 array of each image's height, width (crop="native"),
+    numpy or torch (CPU) as kind; None for the other crops."""
+    if not b.sizes:
+        return None
+    rows = _arrays.host_copy_int(b.sizes, 2 * n, ctypes.c_uint32, "numpy", "int32")
+    rows = rows.reshape(n, 2)
+    return rows if kind == "numpy" else _arrays.torch_module().from_numpy(rows)
+
+
+def native_views(images, sizes, nchw):
+    """crop="native": each sample's image as a view of images (N x slot, numpy or torch, any
+    device), its own height x width, packed from its slot's start; blanks (0 x 0) empty."""
+    n = len(sizes)
+    flat = images.reshape(n, -1)
+    out = []
+    for i in range(n):
+        h, w = int(sizes[i][0]), int(sizes[i][1])
+        shape = (3, h, w) if nchw else (h, w, 3)
+        out.append(flat[i, :h * w * 3].reshape(shape))
+    return out
+
+
 def view_arrays(images, b, n):
     """multi_crop: each view of the batch as an array over `images` (the batch's (n, row)
     array: every sample's views one after another), shaped (n, H, W, 3) or (n, 3, H, W); the

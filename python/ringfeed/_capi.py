@@ -27,7 +27,7 @@ RF_DONE = 2
 
 RF_DEVICE_AUTO, RF_DEVICE_HOST, RF_DEVICE_CUDA = 0, 1, 2
 RF_IO_AUTO, RF_IO_URING, RF_IO_PREAD = 0, 1, 2
-RF_CROP_RANDOM, RF_CROP_CENTER = 0, 1
+RF_CROP_RANDOM, RF_CROP_CENTER, RF_CROP_LETTERBOX, RF_CROP_CENTER_PAD, RF_CROP_NATIVE = range(5)
 RF_LAYOUT_NHWC, RF_LAYOUT_NCHW = 0, 1
 RF_DTYPE_UINT8 = 0
 RF_DTYPE_INT32 = 1
@@ -122,6 +122,9 @@ class RfBatch(ctypes.Structure):
         ("box_counts", ctypes.POINTER(ctypes.c_uint32)),
         ("points", ctypes.POINTER(ctypes.c_float)),
         ("point_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("letterbox", ctypes.POINTER(ctypes.c_float)),
+        ("sizes", ctypes.POINTER(ctypes.c_uint32)),
+        ("sample_offsets", ctypes.POINTER(ctypes.c_uint64)),
         ("nviews", ctypes.c_uint32),
         ("views", ctypes.POINTER(RfView)),
     ]

@@ -37,7 +37,8 @@ from . import _capi as C
 from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
 from ._batch import (_BatchBase, _meta_property, copy_annotations, copy_boxes,
-                     copy_multi_labels, copy_view_boxes, view_arrays)
+                     copy_letterbox, copy_multi_labels, copy_sizes, copy_view_boxes,
+                     native_views, view_arrays)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -68,8 +69,12 @@ class Batch(_BatchBase):
     """A batch of images: `.images` (N,3,H,W) or (N,H,W,3), `.labels` int64 (N,),
     `.crop_boxes` int32 (N, 4) and `.flips` bool (N,) (each sample's crop box x, y, w, h in its
     source image's pixels, and whether it was flipped; on the host, numpy or torch as the
-    labels), `.multi_labels` and `.label_counts` with multi_label (uint8 (N, num_classes)
-    multi-hot or int32 (N, max_labels) padded with -1, and int32 (N,); None when off), `.keys`
+    labels), `.letterbox` float32 (N, 4) (scale_x, scale_y, pad_x, pad_y: a source point x
+    lands at x * scale_x + pad_x of the output before the flip; every crop mode), `.sizes`
+    int32 (N, 2) with crop="native" (each image's height, width; else None) and
+    `.native_images()` (each image at its own size, views of `.images`), `.multi_labels` and
+    `.label_counts` with multi_label (uint8 (N, num_classes) multi-hot or int32 (N, max_labels)
+    padded with -1, and int32 (N,); None when off), `.keys`
     list of str, `.fields` {name: list of N bytes} for the loader's `fields`
     ({} when none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     With boxes (box_json_path or box_ext): `.boxes` float32 (N, max_boxes, 4) xyxy in output
@@ -82,9 +87,9 @@ class Batch(_BatchBase):
     `.view_flips` (lists, per view, like `.crop_boxes` and `.flips`, which are view 0's);
     without it `.views`, `.view_boxes` and `.view_flips` are []. Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "crop_boxes", "flips", "multi_labels", "label_counts",
-                 "boxes", "box_classes", "box_counts", "points", "point_counts",
-                 "views", "view_boxes", "view_flips", "_keys", "_fields")
+    __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",
+                 "multi_labels", "label_counts", "boxes", "box_classes", "box_counts", "points",
+                 "point_counts", "views", "view_boxes", "view_flips", "_keys", "_fields", "_nchw")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -92,6 +97,13 @@ class Batch(_BatchBase):
 
     def __iter__(self):
         return iter((self.images, self.labels))
+
+    def native_images(self):
+        """crop="native": a list of each sample's image at its own size (`.sizes`), views of
+        `.images` (valid as long as it is), (h, w, 3) for NHWC or (3, h, w) for NCHW."""
+        if self.sizes is None:
+            raise ValueError("native_images() needs crop='native'")
+        return native_views(self.images, self.sizes, self._nchw)
 
     def targets(self):
         """Each sample's valid boxes and keypoints, as torchvision's detection models take
@@ -216,6 +228,18 @@ class Loader(_LoaderBase):
       with scale and ratio, then resized to h x w) and crop="center" (Resize(shorter side ->
       round(max(h, w) * 256 / 224)) then CenterCrop((h, w))) both honour; batch.images is then
       (N, 3, h, w) for NCHW and (N, h, w, 3) for NHWC.
+    crop="letterbox": the whole image resized, aspect kept, to fit h x w (Ultralytics'
+      LetterBox: r = min(h / H, w / W), new size round(W * r) x round(H * r), centred with the
+      odd pixel of slack on the right or bottom); crop="center_pad": Resize(shorter) +
+      CenterCrop((h, w)) exactly as torchvision's, padding where the resized image is smaller
+      than the crop. The rest takes pad_value=(r, g, b) or one number (0..255; default 114 for
+      letterbox, 0 for center_pad); batch.letterbox says where each image landed.
+      crop="native": each image at its own size, scaled down as letterbox does only when it is
+      larger than h x w; batch.sizes (N, 2) and batch.native_images() give each, packed in a
+      slot of h x w (batch.images keeps that (N, h, w, 3) shape: the ring stays allocated
+      once). Not with a transform, nor a float dtype with layout NCHW. None of the three with
+      gpu_decode or hw_decode_percent (RingfeedError RF_EINVAL); schedule="auto" decodes them
+      on the CPU.
     crop, layout, io_engine, on_error, array_type, device: strings in any case ("nhwc").
     Integer arguments must be integers within their rf_config field (uint32, or uint64 for
       seed and start_epoch; batch_size and world_size >= 1): anything else is a TypeError or
@@ -406,6 +430,9 @@ class Loader(_LoaderBase):
         else:
             batch.labels = _arrays.host_copy_int(b.labels, n, ctypes.c_int32, self._array_type)
         batch.crop_boxes, batch.flips = copy_boxes(b, n, self._array_type)
+        batch.letterbox = copy_letterbox(b, n, self._array_type)
+        batch.sizes = copy_sizes(b, n, self._array_type)
+        batch._nchw = b.layout == C.RF_LAYOUT_NCHW
         width = self._cfg_fields.get("num_classes" if b.label_multihot else "max_labels", 0)
         batch.multi_labels, batch.label_counts = copy_multi_labels(b, n, width,
                                                                    self._array_type)

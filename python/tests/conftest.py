@@ -74,6 +74,21 @@ def shard_jpegs(pattern, n):
     return out[:n]
 
 
+def shard_sources(pattern):
+    """{key: PIL RGB image} of every JPEG in the shards at pattern, read with tarfile and
+    decoded by PIL: the reference the pixel tests resize themselves."""
+    import io
+    from PIL import Image
+    out = {}
+    for path in sorted(glob.glob(pattern)):
+        with tarfile.open(path) as t:
+            for m in t.getmembers():
+                if m.name.endswith(".jpg"):
+                    data = t.extractfile(m).read()
+                    out[m.name[:-4]] = Image.open(io.BytesIO(data)).convert("RGB")
+    return out
+
+
 def write_webdataset(path, jpegs, ext, values):
     """A shard by webdataset's own TarWriter: sample i is KEY.jpg (key "%08d" % i) plus
     KEY.<ext> holding values[i] (bytes written as they are) unless it is None."""

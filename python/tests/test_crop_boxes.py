@@ -5,31 +5,15 @@ and flipped when reported gives the delivered image within test_size.py's PIL bo
 boxes on every decode path; owned copies that outlive the batch's slot; none for tokens.
 The exact check (the library's own resample, every path, padding and replacements) is
 tests/test_crop_boxes.c's."""
-import glob
-import io
-import tarfile
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import ARRAY_TYPES
+from conftest import ARRAY_TYPES, shard_sources
 
 KW = dict(device="cpu", decode_threads=2, seed=11)
 H, W = 24, 40
-
-
-def sources(pattern):
-    """{key: PIL RGB image} of every JPEG in the shards."""
-    from PIL import Image
-    out = {}
-    for path in sorted(glob.glob(pattern)):
-        with tarfile.open(path) as t:
-            for m in t.getmembers():
-                if m.name.endswith(".jpg"):
-                    data = t.extractfile(m).read()
-                    out[m.name[:-4]] = Image.open(io.BytesIO(data)).convert("RGB")
-    return out
 
 
 def npy(x):
@@ -88,7 +72,7 @@ def test_boxes_give_the_pixels_with_pil(shards, crop):
     boxes are held to the bounds; CENTER's are checked against Resize + CenterCrop."""
     pytest.importorskip("PIL")
     got = epoch_boxes(shards, crop=crop, dct_scaling=False, flip_prob=0.5)
-    src = sources(shards)
+    src = shard_sources(shards)
     assert got and got.keys() <= src.keys()
     flipped = sum(f for _, _, f in got.values())
     assert 0 < flipped < len(got)

@@ -50,6 +50,7 @@ def test_config_init_holds_every_rows_default(lib):
             want = s.default
         if s.type == "f32x3":
             v = tuple(v)
+            want = (want,) * 3 if s.rule is not None else want
         elif s.type == "f32":
             want = ctypes.c_float(want).value
         assert v == want, s.name
@@ -87,6 +88,8 @@ def _other_value(s):
     if s.type == "str":  # the string settings that are keywords: boxes', keypoints', views'
         return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1",
                 "multi_crop": "2x16:0.2-1,3x8"}.get(s.name, "ann")
+    if s.type == "f32x3":  # pad_value: a value of each channel's range
+        return (s.min, s.max, s.min + 1)
     pytest.fail(f"{s.name}: no value for a {s.type} setting")
 
 
@@ -106,8 +109,11 @@ def test_every_keyword_setting_reaches_the_library(shards):
         extra.pop(s.name, None)
         with ringfeed.Loader(shards, 8, size=24, **KW, **extra, **{s.name: value}) as ld:
             got = ld.config[s.name]
-        want = C.choices(s.name)[value] if s.type == "enum" else \
-            value if s.type in ("str", "f32") else int(value)
+        if s.type == "f32x3":
+            got, want = tuple(got), tuple(float(v) for v in value)
+        else:
+            want = C.choices(s.name)[value] if s.type == "enum" else \
+                value if s.type in ("str", "f32") else int(value)
         assert got == pytest.approx(want) if s.type == "f32" else got == want, \
             (s.name, value, got)
     with ringfeed.Loader(shards, 8, size=24, **KW, naive=True) as ld:

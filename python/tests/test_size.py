@@ -2,13 +2,12 @@
 unchanged, argument errors, and the pixels against torchvision's transforms as they run on a
 PIL image (Resize + CenterCrop, RandomResizedCrop), written out here with PIL because
 torchvision's PIL path is exactly PIL's antialiased bilinear resize and integer crops."""
-import glob
-import tarfile
 
 import numpy as np
 import pytest
 
 import ringfeed
+from conftest import shard_sources
 
 KW = dict(device="cpu", decode_threads=2, array_type="numpy", seed=4)
 
@@ -60,20 +59,6 @@ def test_size_errors(shards, size, err, match):
         ringfeed.Loader(shards, 8, size=size, **KW)
 
 
-def sources(pattern):
-    """{key: PIL image} of every JPEG in the shards."""
-    from PIL import Image
-    import io
-    out = {}
-    for path in sorted(glob.glob(pattern)):
-        with tarfile.open(path) as t:
-            for m in t.getmembers():
-                if m.name.endswith(".jpg"):
-                    data = t.extractfile(m).read()
-                    out[m.name[:-4]] = Image.open(io.BytesIO(data)).convert("RGB")
-    return out
-
-
 def tv_resize_center_crop(img, R, h, w):
     """torchvision's Resize(R) (shorter side to R, the longer int(R * long / short)) then
     CenterCrop((h, w)) (top and left rounded), on a PIL image."""
@@ -105,7 +90,7 @@ def test_center_crop_is_torchvision_resize_center_crop(photos, hw):
     h, w = hw
     R = round(max(h, w) * 256 / 224)
     got = epoch(plain, size=hw, crop="center", layout="NHWC", dct_scaling=False)
-    src = sources(plain)
+    src = shard_sources(plain)
     compare(got, {k: tv_resize_center_crop(src[k], R, h, w) for k in got}, 2, 0.5)
 
 
@@ -130,5 +115,5 @@ def test_random_resized_crop_of_the_whole_image_is_torchvision(photos, hw):
     h, w = hw
     got = epoch(plain, size=hw, layout="NHWC", dct_scaling=False, scale=(1.0, 1.0),
                 ratio=(0.01, 100.0), flip_prob=0.0)
-    src = sources(plain)
+    src = shard_sources(plain)
     compare(got, {k: tv_whole_image_crop(src[k], got[k], h, w) for k in got}, 2, 0.5)

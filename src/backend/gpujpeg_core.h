@@ -257,41 +257,6 @@ RF_GJ_FN int rf_gj_mcus(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], u
     return RF_GJ_OK;
 }
 
-/* What libjpeg's decode_mcu reads of `count` MCUs, without the coefficients: every DC and AC
- * code and its extra bits, so that a bad code or data ending early shows as it would in a
- * decode. Returns an rf_gj_status. */
-RF_GJ_FN int rf_gj_skip_mcus(const rf_gj_packet *p, rf_gj_bits *b, uint32_t count,
-                             const rf_gj_huff *huff)
-{
-    for (uint32_t m = 0; m < count; m++)
-        for (uint32_t ci = 0; ci < p->ncomp; ci++) {
-            const rf_gj_comp *c = &p->comp[ci];
-            const rf_gj_huff *dc = huff + c->dc, *ac = huff + c->ac;
-            for (uint32_t k = 0; k < c->h * c->v; k++) {
-                int32_t s = rf_gj_symbol(b, dc);
-                if (s < 0)
-                    return RF_GJ_BAD_CODE;
-                rf_gj_get(b, s);
-                for (int32_t kk = 1; kk < 64; kk++) {
-                    int32_t rs = rf_gj_symbol(b, ac);
-                    if (rs < 0)
-                        return RF_GJ_BAD_CODE;
-                    int32_t r = rs >> 4;
-                    s = rs & 15;
-                    if (s) {
-                        kk += r;
-                        rf_gj_get(b, s);
-                    } else {
-                        if (r != 15)
-                            break;
-                        kk += 15;
-                    }
-                }
-            }
-        }
-    return RF_GJ_OK;
-}
-
 RF_GJ_FN void rf_gj_bits_at(rf_gj_bits *b, const uint8_t *p, const uint8_t *end, uint32_t plain)
 {
     b->p = p, b->end = end;
@@ -321,9 +286,10 @@ RF_GJ_FN int rf_gj_interval_end(rf_gj_bits *b)
     return left ? RF_GJ_EXTRANEOUS : RF_GJ_OK;
 }
 
-/* Entropy-decode `count` MCUs and drop them: only the DC predictors and the position move.
- * Returns an rf_gj_status. */
-RF_GJ_FN int rf_gj_skip(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], uint32_t count,
+/* Entropy-decode `count` MCUs and drop them: every DC and AC code and its extra bits, as
+ * libjpeg's decode_mcu reads them, so that a bad code or data ending early shows as it would
+ * in a decode; pred (NULL: not kept) gets the DC differences. Returns an rf_gj_status. */
+RF_GJ_FN int rf_gj_skip(const rf_gj_packet *p, rf_gj_bits *b, int32_t *pred, uint32_t count,
                         const rf_gj_huff *huff)
 {
     for (uint32_t m = 0; m < count; m++)
@@ -334,9 +300,9 @@ RF_GJ_FN int rf_gj_skip(const rf_gj_packet *p, rf_gj_bits *b, int32_t pred[3], u
                 int32_t s = rf_gj_symbol(b, dc);
                 if (s < 0)
                     return RF_GJ_BAD_CODE;
-                if (s)
-                    s = rf_gj_extend(rf_gj_get(b, s), s);
-                pred[ci] += s;
+                uint32_t v = rf_gj_get(b, s);
+                if (pred && s)
+                    pred[ci] += rf_gj_extend(v, s);
                 for (int32_t kk = 1; kk < 64; kk++) {
                     int32_t rs = rf_gj_symbol(b, ac);
                     if (rs < 0)
@@ -405,7 +371,7 @@ RF_GJ_FN int rf_gj_engine_check(const uint8_t *pkt, uint32_t k, const rf_gj_huff
         return RF_GJ_BAD_PACKET;
     rf_gj_bits b;
     rf_gj_bits_at(&b, data + u->start, data + u->end, 0);
-    int st = rf_gj_skip_mcus(p, &b, u->mcus, huff);
+    int st = rf_gj_skip(p, &b, NULL, u->mcus, huff);
     if (st || (u->flags & RF_GJ_CHECK_END))
         return st ? st : rf_gj_interval_end(&b);
     return (uint32_t)b.n < 8 * b.fake ? RF_GJ_PREMATURE : RF_GJ_OK;

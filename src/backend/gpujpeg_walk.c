@@ -260,20 +260,21 @@ static inline int walk_block(wbits *wp, const walk_blk *b, int32_t *pred)
     return 0;
 }
 
-/* Copy the entropy-coded data from `from` to its first marker into s->dat without its stuffing
- * (0xFF, fill 0xFFs, then 0x00 is one 0xFF data byte), then WALK_PAD zeros; *n its length.
- * record: note where bytes were removed (s->stuff), for a sync-point build's positions. */
-static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, size_t *n,
-                   int record)
+/* Copy the stuffed bytes [from, to) of a scan's entropy-coded data (from: a data byte) to d
+ * without their stuffing (0xFF, fill 0xFFs, then 0x00 is one 0xFF data byte); a 0xFF data
+ * byte at the end takes its stuffing along, a marker ends the copy. *n: the bytes written.
+ * rec (NULL: none): note where bytes were removed (rec->stuff), for a sync-point build's
+ * positions. */
+static int unstuff(const uint8_t *j, size_t len, size_t from, size_t to, uint8_t *d, size_t *n,
+                   walk_state *rec)
 {
-    if (rf_reserve(&s->dat, &s->dat_cap, len - from + WALK_PAD, 1))
-        return RF_ENOMEM;
     size_t p = from, o = 0;
-    s->nstuff = 0;
-    while (p < len) {
-        const uint8_t *ff = memchr(j + p, 0xFF, len - p);
-        size_t k = ff ? (size_t)(ff - j) - p : len - p;
-        memcpy(s->dat + o, j + p, k);
+    if (rec)
+        rec->nstuff = 0;
+    while (p < to) {
+        const uint8_t *ff = memchr(j + p, 0xFF, to - p);
+        size_t k = ff ? (size_t)(ff - j) - p : to - p;
+        memcpy(d + o, j + p, k);
         o += k, p += k;
         if (!ff)
             break;
@@ -282,20 +283,33 @@ static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, siz
             q++;
         if (q >= len || j[q] != 0x00)
             break; /* a marker: the end of the scan's data */
-        if (record) {
-            if (rf_grow(&s->stuff, &s->stuff_cap, 2 * (s->nstuff + 1), sizeof *s->stuff))
+        if (rec) {
+            if (rf_grow(&rec->stuff, &rec->stuff_cap, 2 * (rec->nstuff + 1), sizeof *rec->stuff))
                 return RF_ENOMEM;
-            uint64_t before = s->nstuff ? s->stuff[2 * s->nstuff - 1] : 0;
-            s->stuff[2 * s->nstuff] = o;
-            s->stuff[2 * s->nstuff + 1] = before + (q - p);
-            s->nstuff++;
+            uint64_t before = rec->nstuff ? rec->stuff[2 * rec->nstuff - 1] : 0;
+            rec->stuff[2 * rec->nstuff] = o;
+            rec->stuff[2 * rec->nstuff + 1] = before + (q - p);
+            rec->nstuff++;
         }
-        s->dat[o++] = 0xFF;
+        d[o++] = 0xFF;
         p = q + 1;
     }
-    memset(s->dat + o, 0, WALK_PAD);
     *n = o;
     return 0;
+}
+
+/* The entropy-coded data from `from` to its first marker into s->dat without its stuffing,
+ * then WALK_PAD zeros; *n its length. record: keep the stuffing's places (unstuff). */
+static int destuff(walk_state *s, const uint8_t *j, size_t len, size_t from, size_t *n,
+                   int record)
+{
+    if (rf_reserve(&s->dat, &s->dat_cap, len - from + WALK_PAD, 1))
+        return RF_ENOMEM;
+    s->nstuff = 0;
+    int rc = unstuff(j, len, from, len, s->dat, n, record ? s : NULL);
+    if (!rc)
+        memset(s->dat + *n, 0, WALK_PAD);
+    return rc;
 }
 
 static walk_state *state_of(rf_region_buf *rb)
@@ -404,30 +418,6 @@ int rf_gj_sync_walk(const rf_gj_walk_in *in, rf_region_buf *rb, rf_sync_entry *e
     return 0;
 }
 
-/* Copy the stuffed bytes [from, to) of a scan's entropy-coded data (from: a data byte) to d
- * without their stuffing; a 0xFF data byte at the end takes its stuffing along, a marker ends
- * the copy. Returns the bytes written. */
-static size_t destuff_range(const uint8_t *j, size_t len, size_t from, size_t to, uint8_t *d)
-{
-    size_t p = from, o = 0;
-    while (p < to) {
-        const uint8_t *ff = memchr(j + p, 0xFF, to - p);
-        size_t k = ff ? (size_t)(ff - j) - p : to - p;
-        memcpy(d + o, j + p, k);
-        o += k, p += k;
-        if (!ff)
-            break;
-        size_t q = p + 1;
-        while (q < len && j[q] == 0xFF)
-            q++;
-        if (q >= len || j[q] != 0x00)
-            break;
-        d[o++] = 0xFF;
-        p = q + 1;
-    }
-    return o;
-}
-
 /* A point's byte, bounded by the file. */
 static uint64_t point_bit(const rf_sync_entry *e, uint32_t k, int32_t pred[3])
 {
@@ -484,7 +474,10 @@ static int walk_indexed(walk_state *s, const rf_gj_walk_in *in, const rf_sync_en
             sg->skip = first - k * N;
             if (k == k0)
                 s->row[2 * i] = sg->bit;
-            o += destuff_range(in->jpeg, in->len, (size_t)(bit >> 3), (size_t)next, s->dat + o);
+            size_t got;
+            (void)unstuff(in->jpeg, in->len, (size_t)(bit >> 3), (size_t)next, s->dat + o, &got,
+                          NULL);
+            o += got;
         }
         s->row[2 * i + 1] = o * 8;
     }

@@ -21,9 +21,10 @@
     X(rf_batch, labels_device) X(rf_batch, keys) X(rf_batch, sample_ids) X(rf_batch, positions) \
     X(rf_batch, is_padding) X(rf_batch, event) X(rf_batch, ndim) X(rf_batch, nfields)          \
     X(rf_batch, fields) X(rf_batch, crop_boxes) X(rf_batch, flips)                              \
-    X(rf_batch, label_multihot) X(rf_batch, label_list) X(rf_batch, label_counts)      \
-    X(rf_batch, boxes) X(rf_batch, box_classes) X(rf_batch, box_counts) X(rf_batch, points)    \
-    X(rf_batch, point_counts) X(rf_batch, nviews) X(rf_batch, views)
+    X(rf_batch, label_multihot) X(rf_batch, label_list) X(rf_batch, label_counts)               \
+    X(rf_batch, boxes) X(rf_batch, box_classes) X(rf_batch, box_counts) X(rf_batch, points)     \
+    X(rf_batch, point_counts) X(rf_batch, letterbox) X(rf_batch, sizes)                         \
+    X(rf_batch, sample_offsets) X(rf_batch, nviews) X(rf_batch, views)
 
 #define RF_VIEW_FIELDS(X)                                                                       \
     X(rf_view, data) X(rf_view, sample_stride) X(rf_view, shape) X(rf_view, crop_boxes)         \

@@ -55,12 +55,13 @@
       "samples per batch")                                                                         \
     X(A, image_size, U32, DEF(224), RANGE(1, 8192), "px", "decode", 0,                             \
       "output side: height and width when they are AUTO")                                          \
-    X(A, crop, ENUM, DEF(RF_CROP_RANDOM), NAMES(RF_CROP_CENTER, "random,center"), "", "decode", 0, \
-      "RandomResizedCrop, or Resize + CenterCrop")                                                 \
+    X(A, crop, ENUM, DEF(RF_CROP_RANDOM),                                                          \
+      NAMES(RF_CROP_NATIVE, "random,center,letterbox,center_pad,native"), "", "decode", 0,         \
+      "RandomResizedCrop, Resize + CenterCrop, letterbox, CenterCrop padded, or native size")      \
     X(A, layout, ENUM, DEF(RF_LAYOUT_NHWC), NAMES(RF_LAYOUT_NCHW, "nhwc,nchw"), "", "decode", 0,   \
       "memory layout of the output")                                                               \
     X(A, resize_shorter, U32, AUTO_RULE(0, "max(height, width) * 256 / 224, rounded"),             \
-      RANGE(1, UINT32_MAX), "px", "decode", 0, "CENTER: shorter side before the center crop")      \
+      RANGE(1, UINT32_MAX), "px", "decode", 0, "center, center_pad: shorter side, then crop")      \
     X(A, scale_min, F32, DEF_F(0.08), RANGE_F(0, 1), "", "decode", 0,                              \
       "RandomResizedCrop: least area fraction")                                                    \
     X(A, scale_max, F32, DEF_F(1.0), RANGE_F(0, 1), "", "decode", 0,                               \
@@ -252,6 +253,8 @@
       "keypoints: index pairs a flip swaps, \"1:2,3:4\"")                                      \
     X(A, box_output_normalized, BOOL, DEF(0), RANGE(0, 1), "", "pipeline", 0,                      \
       "boxes and keypoints out as fractions of the output's size, not pixels")                     \
+    X(A, pad_value, F32X3, AUTO_RULE_F(RF_PAD_VALUE_AUTO, "114 for letterbox, 0 for center_pad"),  \
+      RANGE_F(0, 255), "pixel", "decode", 0, "letterbox, center_pad: R, G, B of the padding")      \
     X(A, multi_crop, STR, DEF_S(NULL), NO_RANGE, "", "decode", 0,                                  \
       "views per sample, decoded once (2x224:0.4-1,6x96:0.05-0.4)")
 /* clang-format on */

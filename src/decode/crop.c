@@ -1,5 +1,7 @@
-/* crop.c — which part of an image a sample shows: torchvision's RandomResizedCrop and
- * Resize+CenterCrop, drawn from the sample's seed, as a fractional box on the original image. */
+/* crop.c — which part of an image a sample shows and where it lands: torchvision's
+ * RandomResizedCrop and Resize+CenterCrop, drawn from the sample's seed, as a fractional box on
+ * the original image resized onto the whole output; a letterbox and torchvision's padded
+ * CenterCrop, whose box lands on a rectangle of the output with padding around it. */
 #include "decode/decoder.h"
 
 #include <math.h>
@@ -50,13 +52,81 @@ static void center_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *
     b->x = left * sx, b->y = top * sy, b->w = cw * sx, b->h = ch * sy;
 }
 
+/* Ultralytics' LetterBox (center, scaleup, auto off): r = min(H / h, W / w), the new size
+ * round(w * r) x round(h * r) (Python's round, at least 1 pixel), placed at the floor of half
+ * the slack on each axis (its round(d - 0.1) for the left and top padding), so an odd slack
+ * leaves the extra pixel on the right or bottom. The box is the whole image. */
+static void letterbox_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
+{
+    double r = fmin((double)t->height / H, (double)t->width / W);
+    int64_t nw = rf_py_round(W * r), nh = rf_py_round(H * r);
+    nw = RF_MAX(RF_MIN(nw, (int64_t)t->width), 1), nh = RF_MAX(RF_MIN(nh, (int64_t)t->height), 1);
+    b->x = 0, b->y = 0, b->w = W, b->h = H;
+    b->out_w = (uint32_t)nw, b->out_h = (uint32_t)nh;
+    b->out_x = (t->width - b->out_w) / 2, b->out_y = (t->height - b->out_h) / 2;
+}
+
+/* One axis of torchvision's center_crop on an image resized to n (of the source's `src`): a
+ * crop c larger than n pads (c - n) // 2 before the image and the rest after, the image whole;
+ * else the crop starts at round((n - c) / 2) of the resized image. */
+static void center_pad_axis(uint32_t c, double n, uint32_t src, double *x, double *w,
+                            uint32_t *ox, uint32_t *ow)
+{
+    if ((double)c > n) {
+        *x = 0, *w = src;
+        *ow = (uint32_t)n, *ox = (c - *ow) / 2;
+        return;
+    }
+    double s = src / n;
+    *x = (double)rf_py_round((n - c) / 2.0) * s, *w = c * s;
+    *ox = 0, *ow = c;
+}
+
+/* Resize(shorter -> R) then torchvision's CenterCrop((height, width)), zero-padding included,
+ * per axis. */
+static void center_pad_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
+{
+    uint32_t R = t->resize_shorter ? t->resize_shorter
+                                   : RF_MAX(t->height, t->width) * 256 / 224;
+    double nw, nh;
+    if (W <= H)
+        nw = R, nh = floor((double)R * H / W);
+    else
+        nh = R, nw = floor((double)R * W / H);
+    nw = RF_MAX(nw, 1.0), nh = RF_MAX(nh, 1.0);
+    center_pad_axis(t->width, nw, W, &b->x, &b->w, &b->out_x, &b->out_w);
+    center_pad_axis(t->height, nh, H, &b->y, &b->h, &b->out_y, &b->out_h);
+}
+
+/* NATIVE: the whole image at its own size, or scaled down as letterbox_box scales it when it
+ * is larger than t's height x width; the output is that size, nothing padded. */
+static void native_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
+{
+    if (W <= t->width && H <= t->height) {
+        b->x = 0, b->y = 0, b->w = W, b->h = H;
+        b->out_w = W, b->out_h = H;
+    } else {
+        letterbox_box(t, W, H, b);
+    }
+    b->out_x = b->out_y = 0;
+    b->canvas_w = b->out_w, b->canvas_h = b->out_h;
+}
+
 void rf_dec_choose_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t seed, crop_box *b)
 {
     rf_rng rng;
     rf_rng_seed(&rng, seed);
     double p = t->flip_prob;
-    if (t->crop == RF_CROP_CENTER) {
-        center_box(t, W, H, b);
+    b->out_x = b->out_y = 0, b->out_w = b->canvas_w = t->width, b->out_h = b->canvas_h = t->height;
+    if (t->crop != RF_CROP_RANDOM) {
+        if (t->crop == RF_CROP_NATIVE)
+            native_box(t, W, H, b);
+        else if (t->crop == RF_CROP_LETTERBOX)
+            letterbox_box(t, W, H, b);
+        else if (t->crop == RF_CROP_CENTER_PAD)
+            center_pad_box(t, W, H, b);
+        else
+            center_box(t, W, H, b);
         b->clamp_box = 0;
         p = p < 0 ? 0.0 : p;
     } else {
@@ -70,10 +140,11 @@ void rf_dec_choose_box(const rf_transform *t, uint32_t W, uint32_t H, uint64_t s
 void rf_dec_box(const rf_decoder *d, const rf_transform *t, uint32_t W, uint32_t H,
                 uint64_t seed, crop_box *b)
 {
-    if (d->box_given)
-        *b = d->given;
-    else
-        rf_dec_choose_box(t, W, H, seed, b);
+    rf_dec_choose_box(t, W, H, seed, b);
+    if (d->box_given) { /* where it lands stays the transform's (RANDOM, CENTER: everywhere) */
+        b->x = d->given.x, b->y = d->given.y, b->w = d->given.w, b->h = d->given.h;
+        b->flip = d->given.flip;
+    }
 }
 
 int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
@@ -81,8 +152,7 @@ int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf
                         rf_decode_info *info, rf_err *err)
 {
     d->box_given = 1;
-    d->given = (crop_box){.x = x, .y = y, .w = w, .h = h, .clamp_box = t->crop == RF_CROP_RANDOM,
-                          .flip = flip != 0};
+    d->given = (crop_box){.x = x, .y = y, .w = w, .h = h, .flip = flip != 0};
     int rc = rf_decode_image(d, data, len, t, 0, out, info, err);
     d->box_given = 0;
     return rc;
@@ -108,6 +178,32 @@ void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info 
     info->crop_w = (uint32_t)rf_py_round(b->w), info->crop_h = (uint32_t)rf_py_round(b->h);
     info->scale_denom = 1;
     info->flipped = b->flip;
+    info->out_w = b->canvas_w, info->out_h = b->canvas_h;
+    double sx = b->out_w / b->w, sy = b->out_h / b->h;
+    info->place[0] = (float)sx, info->place[1] = (float)sy;
+    info->place[2] = (float)(b->out_x - b->x * sx), info->place[3] = (float)(b->out_y - b->y * sy);
+}
+
+void rf_dec_pad(const rf_transform *t, const crop_box *b, uint8_t *out)
+{
+    uint32_t W = b->canvas_w, H = b->canvas_h, x0 = rf_dec_out_x(b), x1 = x0 + b->out_w;
+    uint32_t y0 = b->out_y, y1 = y0 + b->out_h;
+    if (x0 == 0 && y0 == 0 && x1 == W && y1 == H)
+        return;
+    int nchw = t->layout == RF_LAYOUT_NCHW;
+    size_t plane = (size_t)W * H;
+    for (uint32_t y = 0; y < H; y++) {
+        int inside = y >= y0 && y < y1;
+        for (uint32_t x = 0; x < W; x++) {
+            if (inside && x == x0) {
+                x = x1 - 1;
+                continue;
+            }
+            size_t at = (size_t)y * W + x;
+            for (int k = 0; k < 3; k++)
+                out[nchw ? k * plane + at : 3 * at + k] = t->pad[k];
+        }
+    }
 }
 
 void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
@@ -117,7 +213,10 @@ void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, 
     rf_dec_choose_box(t, width, height, seed, &b);
     memset(g, 0, sizeof *g);
     g->x = b.x, g->y = b.y, g->w = b.w, g->h = b.h;
-    g->out_w = g->out_width = t->width, g->out_h = g->out_height = t->height;
+    g->out_width = b.canvas_w, g->out_height = b.canvas_h;
+    /* where the resize puts the pixels (transform.c plan_both, rf_dec_rows): the rectangle
+     * mirrored with the whole output when flipped */
+    g->out_x = rf_dec_out_x(&b), g->out_y = b.out_y, g->out_w = b.out_w, g->out_h = b.out_h;
     g->flip = b.flip;
 }
 

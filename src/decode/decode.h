@@ -26,8 +26,9 @@ typedef struct rf_decode_limits {
 
 /* What to do to one image, as torchvision does: RANDOM is RandomResizedCrop (10 attempts,
  * then the central fallback; the box depends on the source only), CENTER is Resize(shorter ->
- * resize_shorter) + CenterCrop as one crop and one resize. The crop is resized with an
- * antialiased triangle filter (antialias=True bilinear). */
+ * resize_shorter) + CenterCrop as one crop and one resize. LETTERBOX and CENTER_PAD resize a
+ * box onto a rectangle of the output and fill the rest with pad (crop.c says where). The crop
+ * is resized with an antialiased triangle filter (antialias=True bilinear). */
 typedef struct rf_transform {
     uint32_t crop;          /* enum rf_crop */
     uint32_t height, width; /* output rows and columns */
@@ -35,6 +36,7 @@ typedef struct rf_transform {
     uint32_t layout;        /* enum rf_layout */
     float scale_min, scale_max, ratio_min, ratio_max;
     float flip_prob;
+    uint8_t pad[3];         /* R, G, B of the output pixels outside the image's rectangle */
 } rf_transform;
 
 typedef struct rf_decoder rf_decoder;
@@ -77,6 +79,8 @@ typedef struct rf_decode_info {
     uint32_t crop_x, crop_y, crop_w, crop_h; /* chosen crop, in original pixels */
     uint32_t scale_denom;         /* DCT scaling used: 1, 2, 4 or 8 */
     uint32_t flipped;
+    float place[4];               /* scale_x, scale_y, pad_x, pad_y: rf_batch.letterbox's row */
+    uint32_t out_w, out_h;        /* the sample's output: t's, or NATIVE's own size */
     uint32_t region;              /* entropy-decoded only a restart-interval region */
     uint32_t imcu_rows;           /* iMCU rows libjpeg entropy-decoded (of the region, if one) */
 } rf_decode_info;
@@ -163,7 +167,8 @@ int rf_decode_raw(rf_decoder *d, const uint8_t *jpeg, size_t len, uint32_t ncomp
 
 /* rf_decode_image with the box {x, y, w, h} (source pixels) and flip given instead of drawn
  * from a seed: a crop reported by a batch decoded again, as the loader decodes it (the same
- * DCT scale rule and cap, region and resize). */
+ * DCT scale rule and cap, region and resize; the output rectangle the transform gives a seed
+ * of 0, the whole output for RANDOM and CENTER). */
 int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
                         double x, double y, double w, double h, uint32_t flip, uint8_t *out,
                         rf_decode_info *info, rf_err *err);
@@ -182,7 +187,7 @@ void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint
 typedef struct rf_geometry {
     double x, y, w, h;                   /* the source box */
     uint32_t out_x, out_y, out_w, out_h; /* where it lands in the output */
-    uint32_t out_width, out_height;      /* the output (t->width x t->height) */
+    uint32_t out_width, out_height;      /* the output (t's, or NATIVE's own size) */
     uint32_t flip;                       /* mirrored left-right after the resize */
 } rf_geometry;
 void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
@@ -226,9 +231,9 @@ void rf_view_transform(const rf_transform *base, const rf_views *v, uint32_t k,
 uint64_t rf_view_seed(uint64_t seed, uint32_t k);
 
 /* Decode data[0..len) once and cut every view of v from it into out (v->bytes: view k at
- * out + v->offset[k], height[k] x width[k] x 3 uint8 in base->layout), each view's box and
- * flip drawn by rf_sample_geometry from its own transform and seed, placed on the output
- * rectangle it names (outside it: zeros). A JPEG is decoded at the smallest DCT scale (1/8,
+ * out + v->offset[k], height[k] x width[k] x 3 uint8 in base->layout), each view's box, flip
+ * and output rectangle the ones rf_sample_geometry gives for its own transform and seed (a
+ * letterbox view padded with base->pad as an image is). A JPEG is decoded at the smallest DCT scale (1/8,
  * 1/4, 1/2 or full, capped as rf_decoder_set_max_scale_denom says) at which every view's crop
  * still has at least its output's rows and columns, over the union of what the views' filters
  * read; PNG and WebP at full scale. View k's pixels are those rf_decode_image gives for the

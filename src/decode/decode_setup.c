@@ -2,6 +2,8 @@
  * creating thread; the decoders it makes belong to the thread that asked. */
 #include "decode/decode_setup.h"
 
+#include <math.h>
+
 void rf_decode_setup_init(rf_decode_setup *d, const rf_config *c)
 {
     int convert = c->source != RF_SOURCE_TOKENS && c->dtype != RF_DTYPE_UINT8;
@@ -15,6 +17,8 @@ void rf_decode_setup_init(rf_decode_setup *d, const rf_config *c)
                            .ratio_min = c->ratio_min,
                            .ratio_max = c->ratio_max,
                            .flip_prob = c->flip_prob};
+    for (int k = 0; k < 3; k++) /* resolved at create: 0..255 */
+        d->tf.pad[k] = (uint8_t)lrintf(c->pad_value[k]);
     d->limits = (rf_decode_limits){.max_pixels = c->max_image_pixels,
                                    .max_dim = c->max_image_dim,
                                    .max_scans = c->max_scans};

@@ -30,12 +30,24 @@ typedef struct rf_jprogress {
 
 /* A crop of the original image. Fractional for CENTER (torchvision resizes, then crops whole
  * pixels of the resized image). clamp_box: filter taps stay inside the box (RandomResizedCrop
- * crops, then resizes) rather than inside the image. */
+ * crops, then resizes) rather than inside the image. The box is resized onto the output
+ * rectangle out_x, out_y, out_w, out_h (the whole output but for LETTERBOX and CENTER_PAD),
+ * given as before the flip: a flip mirrors the whole output, rectangle and all (rf_dec_out_x).
+ * The output is canvas_w x canvas_h: t's width x height, or for NATIVE the image's own size,
+ * written packed from the sample's start. */
 typedef struct crop_box {
     double x, y, w, h;
     int clamp_box;
     uint32_t flip;
+    uint32_t out_x, out_y, out_w, out_h;
+    uint32_t canvas_w, canvas_h;
 } crop_box;
+
+/* The rectangle's left column in the output as delivered (after the flip). */
+static inline uint32_t rf_dec_out_x(const crop_box *b)
+{
+    return b->flip ? b->canvas_w - b->out_x - b->out_w : b->out_x;
+}
 
 /* Columns and rows of the (DCT-scaled) image decoded into memory: px is column x0, row y0. */
 typedef struct rf_dec_rect {
@@ -57,9 +69,8 @@ typedef struct rf_views_job {
     rf_decode_info *infos;
     uint32_t W, H;          /* the image's full size */
     uint32_t region, imcu_rows;
-    crop_box box[RF_VIEWS_MAX];
-    rf_geometry geo[RF_VIEWS_MAX];
-    rf_transform t[RF_VIEWS_MAX]; /* each view's, sized to its output rectangle */
+    crop_box box[RF_VIEWS_MAX];   /* each view's: its crop and where it lands (rf_dec_choose_box) */
+    rf_transform t[RF_VIEWS_MAX]; /* each view's (rf_view_transform) */
 } rf_views_job;
 
 struct rf_decoder {
@@ -71,6 +82,7 @@ struct rf_decoder {
     uint32_t flags; /* enum rf_decode_flag */
     int cmyk; /* this image is decoded as CMYK and converted per row */
     rf_axis h, v;
+    crop_box box; /* what h and v were planned for: where rf_dec_rows writes */
     uint32_t row_px; /* pixels in each row of the resize ring (rf_dec_scratch) */
     uint8_t *line, *rgb, *ring, *vrow, *orow;
     size_t line_cap, rgb_cap, ring_cap, vrow_cap, orow_cap;
@@ -82,8 +94,6 @@ struct rf_decoder {
     uint8_t *img;  /* a WebP crop or an interlaced PNG, decoded whole; the views' rectangle
                       (only grows) */
     size_t img_cap;
-    uint8_t *vtmp; /* a view resized onto a rectangle inside its output, before placing */
-    size_t vtmp_cap;
     rf_views_job views;
     int box_given;  /* rf_decode_image_box: this box instead of the seed's */
     crop_box given;
@@ -122,8 +132,8 @@ int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_f
 int rf_dec_validate(const rf_transform *t, rf_err *err);
 
 /* Plan both axes of box b on a W x H image decoded at scale num/8 (W, H the scaled size). */
-int rf_dec_plan_scaled(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t num,
-                       uint32_t W, uint32_t H, rf_err *err);
+int rf_dec_plan_scaled(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W, uint32_t H,
+                       rf_err *err);
 
 /* ---- views.c and each format's part of rf_decode_views ---- */
 
@@ -158,6 +168,8 @@ int rf_dec_check_size(const rf_decoder *d, const char *what, uint64_t w, uint64_
                       rf_err *err);
 /* info for a full-scale decode (no DCT scale, no region). */
 void rf_dec_fill_info(uint32_t W, uint32_t H, const crop_box *b, rf_decode_info *info);
+/* Write t->pad into every pixel of b's canvas outside b's rectangle (flip applied). */
+void rf_dec_pad(const rf_transform *t, const crop_box *b, uint8_t *out);
 
 /* ---- crop.c ---- */
 

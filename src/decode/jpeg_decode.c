@@ -202,7 +202,6 @@ void rf_decoder_destroy(rf_decoder *d)
     free(d->rows);
     free(d->acc);
     free(d->img);
-    free(d->vtmp);
     rf_region_buf_free(&d->region);
     free(d);
 }

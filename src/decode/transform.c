@@ -33,13 +33,13 @@ typedef struct xform_job {
     uint32_t num; /* DCT scale num/8 */
 } xform_job;
 
-/* The smallest DCT scale num/8 at which the crop still has >= width columns and >= height
- * rows, among the powers of two: libjpeg-turbo has SIMD IDCTs for those only, and the others
- * are slower than a larger power of two. */
-static uint32_t pick_num(const rf_decoder *d, const crop_box *b, const rf_transform *t)
+/* The smallest DCT scale num/8 at which the crop still has as many columns and rows as the
+ * output rectangle it lands on, among the powers of two: libjpeg-turbo has SIMD IDCTs for
+ * those only, and the others are slower than a larger power of two. */
+static uint32_t pick_num(const rf_decoder *d, const crop_box *b)
 {
     for (uint32_t n = 8 / d->max_denom; n < 8; n *= 2)
-        if (b->w * n >= (double)t->width * 8 && b->h * n >= (double)t->height * 8)
+        if (b->w * n >= (double)b->out_w * 8 && b->h * n >= (double)b->out_h * 8)
             return n;
     return 8;
 }
@@ -66,12 +66,14 @@ static int plan_axis(rf_axis *a, double x, double w, uint32_t num, uint32_t exte
     return rf_axis_plan(a, lo, hi, src_lo, src_hi, 0, n_out, flip);
 }
 
-/* Both axes of box b on a W x H image decoded at scale num/8. */
+/* Both axes of box b on a W x H image decoded at scale num/8, onto b's output rectangle
+ * (rf_dec_rows places the rows there and pads around them). */
 static int plan_both(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W, uint32_t H,
-                     const rf_transform *t, rf_err *err)
+                     rf_err *err)
 {
-    if (plan_axis(&d->h, b->x, b->w, num, W, b->clamp_box, t->width, b->flip) ||
-        plan_axis(&d->v, b->y, b->h, num, H, b->clamp_box, t->height, 0))
+    d->box = *b;
+    if (plan_axis(&d->h, b->x, b->w, num, W, b->clamp_box, b->out_w, b->flip) ||
+        plan_axis(&d->v, b->y, b->h, num, H, b->clamp_box, b->out_h, 0))
         return rf_seterr(err, RF_ENOMEM, "out of memory for resize plans");
     return 0;
 }
@@ -80,19 +82,20 @@ static int plan_axes(rf_decoder *d, xform_job *j, rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     jpeg_calc_output_dimensions(ci);
-    return plan_both(d, &j->box, j->num, ci->output_width, ci->output_height, j->t, err);
+    return plan_both(d, &j->box, j->num, ci->output_width, ci->output_height, err);
 }
 
 int rf_dec_plan_full(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t W,
                      uint32_t H, rf_err *err)
 {
-    return plan_both(d, b, 8, W, H, t, err);
+    (void)t; /* the box carries the output rectangle */
+    return plan_both(d, b, 8, W, H, err);
 }
 
-int rf_dec_plan_scaled(rf_decoder *d, const rf_transform *t, const crop_box *b, uint32_t num,
-                       uint32_t W, uint32_t H, rf_err *err)
+int rf_dec_plan_scaled(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W, uint32_t H,
+                       rf_err *err)
 {
-    return plan_both(d, b, num, W, H, t, err);
+    return plan_both(d, b, num, W, H, err);
 }
 
 static void set_scale(rf_decoder *d, const xform_job *j)
@@ -177,20 +180,24 @@ int rf_dec_scratch(rf_decoder *d, uint32_t row_px, uint32_t out_w, rf_err *err)
     return 0;
 }
 
-static void split_planes(const uint8_t *rgb, const rf_transform *t, uint32_t row, uint8_t *out)
+/* n pixels of rgb into the planes of a W x H canvas at (row, x0). */
+static void split_planes(const uint8_t *rgb, uint32_t W, uint32_t H, uint32_t row, uint32_t x0,
+                         uint32_t n, uint8_t *out)
 {
-    size_t plane = (size_t)t->height * t->width;
-    uint8_t *r = out + (size_t)row * t->width, *g = r + plane, *bl = g + plane;
-    for (uint32_t x = 0; x < t->width; x++) {
+    size_t plane = (size_t)H * W;
+    uint8_t *r = out + (size_t)row * W + x0, *g = r + plane, *bl = g + plane;
+    for (uint32_t x = 0; x < n; x++) {
         r[x] = rgb[3 * x];
         g[x] = rgb[3 * x + 1];
         bl[x] = rgb[3 * x + 2];
     }
 }
 
-/* Output row i; NCHW goes through one row for its planes. */
+/* Output row i of the rectangle; NCHW goes through one row for its planes. */
 static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
 {
+    const crop_box *b = &d->box;
+    uint32_t x0 = rf_dec_out_x(b), y = b->out_y + i;
     if (d->flags & RF_DECODE_NO_RESIZE)
         return;
     uint32_t taps = d->v.taps;
@@ -200,9 +207,9 @@ static void emit_row(rf_decoder *d, const xform_job *j, uint32_t i)
     rf_resize_row_v(&d->v, i, d->rows, n, d->acc, d->vrow);
     if (j->t->layout == RF_LAYOUT_NCHW) {
         rf_resize_row_h(&d->h, d->vrow, d->orow);
-        split_planes(d->orow, j->t, i, j->out);
+        split_planes(d->orow, b->canvas_w, b->canvas_h, y, x0, d->h.n_out, j->out);
     } else {
-        rf_resize_row_h(&d->h, d->vrow, j->out + (size_t)i * j->t->width * 3);
+        rf_resize_row_h(&d->h, d->vrow, j->out + ((size_t)y * b->canvas_w + x0) * 3);
     }
 }
 
@@ -219,14 +226,17 @@ static int run_rows(rf_decoder *d, xform_job *j, uint32_t y0, rf_err *err)
 }
 
 /* Decode the needed rows into a ring of v.taps rows, emitting each output row once its last
- * source row is in. Every format feeds it through next(). */
+ * source row is in, and pad the output around the rectangle they fill. Every format feeds it
+ * through next(). */
 int rf_dec_rows(rf_decoder *d, const rf_transform *t, uint8_t *out, rf_dec_row_fn next,
                 void *src, rf_err *err)
 {
-    uint32_t rows = t->height, taps = d->v.taps, at = 0;
+    uint32_t rows = d->v.n_out, taps = d->v.taps, at = 0;
     uint32_t nrows = (uint32_t)d->v.last;
     size_t n = (size_t)d->row_px * 3;
     xform_job j = {.t = t, .out = out};
+    if (!(d->flags & RF_DECODE_NO_RESIZE))
+        rf_dec_pad(t, &d->box, out);
     for (uint32_t r = 0; r < nrows; r++) {
         uint8_t *slot = d->ring + (size_t)(r % taps) * n;
         const uint8_t *row = next(src, slot, err);
@@ -269,7 +279,7 @@ static int xform_rows(rf_decoder *d, xform_job *j, rf_err *err)
 
 static int xform_decode(rf_decoder *d, xform_job *j, rf_err *err)
 {
-    j->num = pick_num(d, &j->box, j->t);
+    j->num = pick_num(d, &j->box);
     set_scale(d, j);
     int rc = plan_axes(d, j, err);
     return rc ? rc : xform_rows(d, j, err);
@@ -290,7 +300,7 @@ int rf_dec_validate(const rf_transform *t, rf_err *err)
         !(t->scale_min > 0 && t->scale_min <= t->scale_max && t->ratio_min > 0 &&
           t->ratio_min <= t->ratio_max))
         return rf_seterr(err, RF_EINVAL, "invalid RandomResizedCrop scale/ratio range");
-    if (t->crop != RF_CROP_RANDOM && t->crop != RF_CROP_CENTER)
+    if (t->crop > RF_CROP_NATIVE)
         return rf_seterr(err, RF_EINVAL, "unknown crop mode %u", t->crop);
     return 0;
 }
@@ -362,7 +372,7 @@ int rf_dec_jpeg_views(rf_decoder *d, void *job, rf_err *err)
     rf_dec_views_boxes(vj, ci->image_width, ci->image_height);
     xform_job j = {.jpeg = vj->data, .len = vj->len, .num = 8 / d->max_denom};
     for (uint32_t k = 0; k < vj->v->n; k++) /* the scale that serves every view */
-        j.num = RF_MAX(j.num, pick_num(d, &vj->box[k], &vj->t[k]));
+        j.num = RF_MAX(j.num, pick_num(d, &vj->box[k]));
     set_scale(d, &j);
     jpeg_calc_output_dimensions(ci);
     uint32_t Ws = ci->output_width, Hs = ci->output_height;
@@ -409,11 +419,13 @@ static int placed_run(rf_decoder *d, void *job, rf_err *err)
     int rc = xform_header(d, j, err);
     if (rc)
         return rc;
-    /* Decoded here: what the other engine cannot take, and a crop the decoder may DCT-scale
-     * (only under the balancing scheduler), which the GPU, decoding at full scale, would give
-     * other pixels. */
+    /* Decoded here: what the other engine cannot take, a crop the decoder may DCT-scale (only
+     * under the balancing scheduler), which the GPU, decoding at full scale, would give other
+     * pixels, and a crop onto part of the output, which the GPU's resize cannot pad (create
+     * keeps those crops off the GPU paths; this keeps a direct caller right). */
     if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)) ||
-        pick_num(d, &j->box, j->t) < 8)
+        pick_num(d, &j->box) < 8 || j->box.out_w != j->t->width ||
+        j->box.out_h != j->t->height)
         return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
     j->num = 8; /* the other engine decodes at full scale */
     set_scale(d, j);

@@ -137,16 +137,11 @@ uint64_t rf_view_seed(uint64_t seed, uint32_t k)
 void rf_dec_views_boxes(rf_views_job *j, uint32_t W, uint32_t H)
 {
     j->W = W, j->H = H;
+    /* rf_dec_choose_box is what rf_sample_geometry reports from: the box, the rectangle of the
+     * output it lands on (the rows pad around it) and the flip */
     for (uint32_t k = 0; k < j->v->n; k++) {
-        rf_transform t;
-        rf_geometry *g = &j->geo[k];
-        rf_view_transform(j->base, j->v, k, &t);
-        rf_sample_geometry(&t, W, H, rf_view_seed(j->seed, k), g);
-        j->box[k] = (crop_box){.x = g->x, .y = g->y, .w = g->w, .h = g->h,
-                               .clamp_box = t.crop == RF_CROP_RANDOM, .flip = g->flip};
-        /* the filters fill the output rectangle the box lands on */
-        t.height = g->out_h, t.width = g->out_w;
-        j->t[k] = t;
+        rf_view_transform(j->base, j->v, k, &j->t[k]);
+        rf_dec_choose_box(&j->t[k], W, H, rf_view_seed(j->seed, k), &j->box[k]);
     }
 }
 
@@ -155,7 +150,7 @@ int rf_dec_views_cover(rf_decoder *d, const rf_views_job *j, uint32_t num, uint3
 {
     c[0] = c[2] = INT32_MAX, c[1] = c[3] = INT32_MIN;
     for (uint32_t k = 0; k < j->v->n; k++) {
-        int rc = rf_dec_plan_scaled(d, &j->t[k], &j->box[k], num, Ws, Hs, err);
+        int rc = rf_dec_plan_scaled(d, &j->box[k], num, Ws, Hs, err);
         if (rc)
             return rc;
         c[0] = RF_MIN(c[0], d->h.first), c[1] = RF_MAX(c[1], d->h.last);
@@ -177,30 +172,12 @@ static const uint8_t *rect_row(void *src, uint8_t *slot, rf_err *err)
     return s->px + s->stride * s->y++;
 }
 
-/* The view's rectangle (w x h, in `layout`) from tmp into its output (W x H), zeros around. */
-static void place(const uint8_t *tmp, const rf_geometry *g, uint32_t layout, uint8_t *out)
-{
-    uint32_t W = g->out_width, H = g->out_height, w = g->out_w, h = g->out_h;
-    memset(out, 0, (size_t)W * H * 3);
-    if (layout == RF_LAYOUT_NCHW) {
-        for (uint32_t c = 0; c < 3; c++)
-            for (uint32_t y = 0; y < h; y++)
-                memcpy(out + ((size_t)c * H + g->out_y + y) * W + g->out_x,
-                       tmp + ((size_t)c * h + y) * w, w);
-        return;
-    }
-    for (uint32_t y = 0; y < h; y++)
-        memcpy(out + ((size_t)(g->out_y + y) * W + g->out_x) * 3, tmp + (size_t)y * w * 3,
-               (size_t)w * 3);
-}
-
 int rf_dec_views_cut(rf_decoder *d, rf_views_job *j, uint32_t num, uint32_t Ws, uint32_t Hs,
                      const rf_dec_rect *r, rf_err *err)
 {
     for (uint32_t k = 0; k < j->v->n; k++) {
         const rf_transform *t = &j->t[k];
-        const rf_geometry *g = &j->geo[k];
-        int rc = rf_dec_plan_scaled(d, t, &j->box[k], num, Ws, Hs, err);
+        int rc = rf_dec_plan_scaled(d, &j->box[k], num, Ws, Hs, err);
         if (rc)
             return rc;
         int32_t cx = d->h.first - r->x0, cy = d->v.first - r->y0;
@@ -214,15 +191,9 @@ int rf_dec_views_cut(rf_decoder *d, rf_views_job *j, uint32_t num, uint32_t Ws, 
         if ((rc = rf_dec_scratch(d, cols, t->width, err)) != 0)
             return rc;
         rect_src s = {r->px + (size_t)cx * 3 + r->stride * (size_t)cy, r->stride, 0};
-        uint8_t *out = j->out + j->v->offset[k];
-        int whole = g->out_w == g->out_width && g->out_h == g->out_height;
-        if (!whole && rf_reserve(&d->vtmp, &d->vtmp_cap, (size_t)t->height * t->width * 3, 1))
-            return rf_seterr(err, RF_ENOMEM, "out of memory for a %ux%u view", t->height,
-                             t->width);
-        if ((rc = rf_dec_rows(d, t, whole ? out : d->vtmp, rect_row, &s, err)) != 0)
+        /* the rows place the view on its rectangle and pad around it, as for one image */
+        if ((rc = rf_dec_rows(d, t, j->out + j->v->offset[k], rect_row, &s, err)) != 0)
             return rc;
-        if (!whole)
-            place(d->vtmp, g, t->layout, out);
         if (j->infos) {
             rf_dec_fill_info(j->W, j->H, &j->box[k], &j->infos[k]);
             j->infos[k].scale_denom = 8 / num;

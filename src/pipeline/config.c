@@ -30,6 +30,9 @@ static void config_resolve(rf_config *c)
         c->resize_shorter = (RF_MAX(c->image_height, c->image_width) * 256 + 112) / 224;
     if (c->flip_prob < 0)
         c->flip_prob = c->crop == RF_CROP_RANDOM ? 0.5f : 0.0f;
+    if (c->pad_value[0] < 0) /* AUTO: all three negative (rf_settings_check) */
+        for (int k = 0; k < 3; k++)
+            c->pad_value[k] = c->crop == RF_CROP_LETTERBOX ? 114.0f : 0.0f;
     if (c->decode_nice == RF_DECODE_NICE_AUTO)
         c->decode_nice = RF_DEFAULT_DECODE_NICE;
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
@@ -76,6 +79,27 @@ static int cache_check(const rf_config *c, rf_err *err)
     return 0;
 }
 
+static const char *crop_name(uint32_t crop)
+{
+    return crop == RF_CROP_LETTERBOX ? "letterbox" : crop == RF_CROP_CENTER_PAD ? "center_pad"
+                                                                                : "native";
+}
+
+/* NATIVE: each sample at its own size in its H x W slot; what assumes every sample is H x W
+ * cannot take it. */
+static int native_check(const rf_config *c, rf_err *err)
+{
+    if (c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "crop native applies to images, not tokens");
+    if (c->sample_hook)
+        return rf_seterr(err, RF_EINVAL, "crop native: a sample_hook (or a Python transform) "
+                         "sees H x W images; use another crop with it");
+    if (c->dtype != RF_DTYPE_UINT8 && c->layout == RF_LAYOUT_NCHW)
+        return rf_seterr(err, RF_EINVAL, "crop native with a float dtype needs layout NHWC: "
+                         "the conversion to NCHW assumes H x W samples");
+    return 0;
+}
+
 /* The caller's config checked field by field against the settings table, then resolved
  * (the naive baseline's settings, every default), then checked across fields. */
 int pl_apply_defaults(rf_config *c, rf_err *err)
@@ -87,6 +111,11 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
                          c->struct_size, c->version);
     if (!c->shards || c->shard_count == 0)
         return rf_seterr(err, RF_EINVAL, "no shards given");
+    /* A struct that ends before pad_value holds zeros there, which are a pad value of their
+     * own (black): such a caller asked for the default. */
+    if (c->struct_size < offsetof(rf_config, pad_value) + sizeof c->pad_value)
+        for (int k = 0; k < 3; k++)
+            c->pad_value[k] = RF_PAD_VALUE_AUTO;
     int rc = rf_settings_check(c, err);
     if (rc)
         return rc;
@@ -105,6 +134,13 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent are the manual "
                          "schedule's settings; decode_schedule %s takes neither",
                          c->decode_schedule == RF_SCHEDULE_CPU ? "CPU" : "BALANCE");
+    if ((c->gpu_decode || c->hw_decode_percent) && c->crop >= RF_CROP_LETTERBOX)
+        return rf_seterr(err, RF_EINVAL, "crop %s: the GPU decoders (gpu_decode, "
+                         "hw_decode_percent) resize onto the whole output and cannot %s; set "
+                         "both to 0 to decode these crops on the CPU", crop_name(c->crop),
+                         c->crop == RF_CROP_NATIVE ? "write an image of its own size" : "pad");
+    if (c->crop == RF_CROP_NATIVE && (rc = native_check(c, err)) != 0)
+        return rc;
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent apply to JPEG "
                          "sources, not tokens");
@@ -122,6 +158,9 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (views && (c->gpu_decode || c->hw_decode_percent))
         return rf_seterr(err, RF_EINVAL, "multi_crop: views are decoded once on the CPU and cut "
                          "from its pixels; set gpu_decode and hw_decode_percent to 0");
+    if (views && c->crop == RF_CROP_NATIVE)
+        return rf_seterr(err, RF_EINVAL, "multi_crop: each view has the size its group names; "
+                         "crop native (each image at its own size) cannot give it");
     if (views && (c->box_ext || c->box_json_path || c->box_class_json_path || c->keypoint_ext ||
                   c->keypoint_json_path || c->keypoint_flip_pairs))
         return rf_seterr(err, RF_EINVAL, "multi_crop: boxes and keypoints follow a sample's one "

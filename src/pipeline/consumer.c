@@ -71,6 +71,9 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->ndim = ld->ring.tokens ? 2 : 4;
     b->crop_boxes = ld->ring.tokens ? NULL : s->boxes;
     b->flips = ld->ring.tokens ? NULL : s->flips;
+    b->letterbox = ld->ring.tokens ? NULL : s->places;
+    b->sizes = ld->ring.native ? s->sizes : NULL;
+    b->sample_offsets = ld->ring.native ? s->offsets : NULL;
     b->label_multihot = s->mhot, b->label_list = s->mlist, b->label_counts = s->mcounts;
     b->nviews = ld->ring.nviews;
     b->views = ld->ring.nviews ? s->views : NULL;

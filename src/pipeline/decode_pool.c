@@ -136,12 +136,20 @@ static void put_box(int32_t *boxes, uint8_t *flips, uint32_t i, const rf_decode_
     flips[i] = (uint8_t)(info->flipped != 0);
 }
 
-/* With multi_crop, per view (infos: one each, NULL for a blank): view k's rows are the k-th
- * batch_size rows of the slot's tables (rf_view.crop_boxes, flips). */
+/* Sample i's placement (rf_batch.letterbox, sizes: info's, view 0's with views; NULL: a blank,
+ * all zeros) and box and flip, with multi_crop per view (infos: one each, NULL for a blank):
+ * view k's rows are the k-th batch_size rows of the slot's tables (rf_view.crop_boxes,
+ * flips). */
 static void set_box(const pl_pool *p, slot *s, uint32_t i, const rf_decode_info *info,
                     const rf_decode_info *infos)
 {
     uint32_t B = p->ring->batch;
+    memset(s->places + (size_t)i * 4, 0, 4 * sizeof *s->places);
+    s->sizes[2 * (size_t)i] = s->sizes[2 * (size_t)i + 1] = 0;
+    if (info) {
+        s->sizes[2 * (size_t)i] = info->out_h, s->sizes[2 * (size_t)i + 1] = info->out_w;
+        memcpy(s->places + (size_t)i * 4, info->place, 4 * sizeof *s->places);
+    }
     if (!p->ring->nviews)
         put_box(s->boxes, s->flips, i, info);
     for (uint32_t k = 0; k < p->ring->nviews; k++)
@@ -150,13 +158,16 @@ static void set_box(const pl_pool *p, slot *s, uint32_t i, const rf_decode_info 
 }
 
 /* The host backend's conversion of sample i's row (img, as decoded) into its row of s->out:
- * the image, or with multi_crop each view at its own size. */
-static void convert_row(const pl_pool *p, const slot *s, uint32_t i, const uint8_t *img)
+ * the image (info's size, a NATIVE image's own, packed from the row's start; NULL: a blank,
+ * the whole row), or with multi_crop each view at its own size. */
+static void convert_row(const pl_pool *p, const slot *s, uint32_t i, const uint8_t *img,
+                        const rf_decode_info *info)
 {
     const pl_ring *r = p->ring;
     uint8_t *out = s->out + (uint64_t)i * r->out_bytes;
     if (!r->nviews) {
-        rf_convert_image_cpu(img, out, r->conv.h, r->conv.w, r->out_dtype, r->layout, p->mean,
+        rf_convert_image_cpu(img, out, info ? info->out_h : r->conv.h,
+                             info ? info->out_w : r->conv.w, r->out_dtype, r->layout, p->mean,
                              p->std);
         return;
     }
@@ -281,8 +292,9 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_HOOK;
         return rc;
     }
+    /* a NATIVE image is info's size, packed from its sample's start */
     if (p->ring->host_convert)
-        convert_row(p, s, t->index, img);
+        convert_row(p, s, t->index, img, &info);
     s->labels[t->index] = label;
     set_box(p, s, t->index, &info, infos);
     /* a packet on the device is counted with its batch (pl_gpu_check) */
@@ -301,7 +313,7 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
         rf_widen_tokens_cpu(img, s->out + (uint64_t)t->index * p->ring->out_bytes,
                             p->ring->seq_len + 1, p->ring->token_bytes, p->ring->out_dtype);
     else if (p->ring->host_convert)
-        convert_row(p, s, t->index, img);
+        convert_row(p, s, t->index, img, NULL);
     s->labels[t->index] = -1;
     set_box(p, s, t->index, NULL, NULL);
     rf_label_sink k = mlabel_sink(p, s, t->index);

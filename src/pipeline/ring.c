@@ -22,6 +22,10 @@ void pl_ring_shape(pl_ring *r, const rf_config *c, const rf_views *views)
     r->height = c->image_height, r->width = c->image_width, r->layout = c->layout;
     r->views = views;
     r->nviews = r->tokens ? 0 : views->n;
+    r->native = !r->tokens && c->crop == RF_CROP_NATIVE;
+    r->sample_elems = r->tokens  ? 0
+                      : r->nviews ? views->bytes /* every view, one after another */
+                                  : (uint64_t)c->image_height * c->image_width * 3;
     r->seq_len = c->seq_len, r->token_bytes = c->token_bytes;
     memset(&r->conv, 0, sizeof r->conv);
     if (r->tokens) {
@@ -96,14 +100,14 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
                          "(prefetch_depth %u x (batch %u x %llu bytes per sample%s + labels), "
                          "page-rounded): out of memory", r->bytes, kind, r->depth, B,
                          (unsigned long long)r->stage_bytes, conv);
-    /* ids, positions, keys (8 bytes each), crop box (16) and flip (1) per view (one without
-     * multi_crop), padding (1) per sample of every slot, multi-label rows (a count, 4, and
-     * width bytes or ids), and an rf_view per view */
+    /* ids, positions, keys, offset (8 bytes each), letterbox row (16), size (8), padding (1)
+     * per sample of every slot, crop box (16) and flip (1) per view (one without multi_crop),
+     * multi-label rows (a count, 4, and width bytes or ids), and an rf_view per view */
     size_t mrow = !r->mlabel ? 0
                   : 4 + (size_t)r->mlabel_width * (r->mlabel == RF_MULTI_LABEL_LIST ? 4 : 1);
     size_t nv = RF_MAX(r->nviews, 1u);
     size_t tables = (size_t)r->depth * (sizeof *r->slots + r->nviews * sizeof(rf_view) +
-                                        (size_t)B * (25 + 17 * nv + mrow));
+                                        (size_t)B * (57 + 17 * nv + mrow));
     r->slots = pl_alloc_refused(core, "slot tables", tables) ? NULL
                                                              : calloc(r->depth, sizeof *r->slots);
     if (!r->slots)
@@ -122,6 +126,11 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         s->boxes = calloc((size_t)B * 4 * nv, sizeof *s->boxes);
         s->flips = calloc((size_t)B * nv, 1);
         s->views = r->nviews ? calloc(r->nviews, sizeof *s->views) : NULL;
+        s->places = calloc((size_t)B * 4, sizeof *s->places);
+        s->sizes = calloc((size_t)B * 2, sizeof *s->sizes);
+        if ((s->offsets = calloc(B, sizeof *s->offsets)) != NULL)
+            for (uint32_t k = 0; k < B; k++) /* in elements: a sample's H x W x 3 apart */
+                s->offsets[k] = (uint64_t)k * r->sample_elems;
         if (r->mlabel) {
             size_t n = (size_t)B * r->mlabel_width;
             s->mcounts = calloc(B, sizeof *s->mcounts);
@@ -132,7 +141,7 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         }
         int mok = !r->mlabel || (s->mcounts && (s->mlist || s->mhot));
         if (!s->ids || !s->positions || !s->padding || !s->keys || !s->boxes || !s->flips ||
-            !mok || (r->nviews && !s->views))
+            !s->places || !s->sizes || !s->offsets || !mok || (r->nviews && !s->views))
             return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of slot tables "
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              r->depth, B);
@@ -151,6 +160,9 @@ void pl_ring_free(pl_ring *r, const pl_backend *be)
             free(r->slots[i].boxes);
             free(r->slots[i].flips);
             free(r->slots[i].views);
+            free(r->slots[i].places);
+            free(r->slots[i].sizes);
+            free(r->slots[i].offsets);
             free(r->slots[i].mhot);
             free(r->slots[i].mlist);
             free(r->slots[i].mcounts);

@@ -19,6 +19,8 @@ typedef struct pl_ring {
     int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly */
     uint32_t mlabel, mlabel_width; /* rf_config.multi_label; its row's width (0: off) */
     uint32_t height, width, layout; /* images: the output's */
+    int native;            /* crop NATIVE: each image at its own size, within H x W */
+    uint64_t sample_elems; /* images: H x W x 3, the elements between samples' starts */
     /* rf_config.multi_crop (the decode stage's parse; n = 0: off): a sample's row is its
      * views one after another, each slot has a box and a flip per view and sample and an
      * rf_view per view */

@@ -33,12 +33,14 @@ static void fuzz_image(const uint8_t *data, size_t size, const uint8_t *magic, s
     memcpy(buf, data + 1, n);
     if (n >= at + mlen)
         memcpy(buf + at, magic, mlen);
-    rf_transform t = {.crop = sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
+    /* an odd length takes the padded crops (RANDOM + 2: LETTERBOX, CENTER + 2: CENTER_PAD) */
+    rf_transform t = {.crop = (sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM) + (n & 1 ? 2u : 0u),
                       /* 8..23 rows and columns: square and non-square outputs */
                       .height = 8u + (sel >> 4), .width = 8u + ((sel >> 2) & 0xFu),
                       .layout = sel & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC,
                       .scale_min = 0.08f, .scale_max = 1.0f,
-                      .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
+                      .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f,
+                      .pad = {114, 114, 114}};
     rf_err e = {0};
     uint32_t w, h;
     rf_decode_image(dec, buf, n, &t, sel, out, NULL, &e);

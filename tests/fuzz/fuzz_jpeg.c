@@ -44,12 +44,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rf_jpeg_probe(g_dec, data, size, &info, &e);
     if (rf_jpeg_exif_orientation(data, size) > 8) /* ringfeed-inspect's EXIF reader */
         abort();
-    rf_transform t = {.crop = sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM,
+    /* an odd length takes the padded crops (RANDOM + 2: LETTERBOX, CENTER + 2: CENTER_PAD) */
+    rf_transform t = {.crop = (sel & 1 ? RF_CROP_CENTER : RF_CROP_RANDOM) + (size & 1 ? 2u : 0u),
                       /* 8..23 rows, 8..15 columns (bit 2 picks the DCT cap below) */
                       .height = 8u + (sel >> 4), .width = 8u + ((sel >> 3) & 0x7u),
                       .layout = sel & 2 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC,
                       .scale_min = 0.08f, .scale_max = 1.0f,
-                      .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f};
+                      .ratio_min = 0.75f, .ratio_max = 4.0f / 3.0f, .flip_prob = 0.5f,
+                      .pad = {114, 114, 114}};
     static uint8_t out[24 * 24 * 3];
     rf_decoder_set_max_scale_denom(g_dec, sel & 4 ? 1 : 8);
     rf_decode_transform(g_dec, data, size, &t, sel, out, NULL, &e);
