@@ -21,7 +21,8 @@
     X(rf_batch, labels_device) X(rf_batch, keys) X(rf_batch, sample_ids) X(rf_batch, positions) \
     X(rf_batch, is_padding) X(rf_batch, event) X(rf_batch, ndim) X(rf_batch, nfields)          \
     X(rf_batch, fields) X(rf_batch, crop_boxes) X(rf_batch, flips)                              \
-    X(rf_batch, label_multihot) X(rf_batch, label_list) X(rf_batch, label_counts)
+    X(rf_batch, label_multihot) X(rf_batch, label_list) X(rf_batch, label_counts)              \
+    X(rf_batch, masks) X(rf_batch, mask_dtype)
 
 #define RF_FIELD_FIELDS(X)                                                                      \
     X(rf_field, name) X(rf_field, data) X(rf_field, offsets) X(rf_field, lengths)

@@ -227,7 +227,13 @@
       NAMES(RF_MULTI_LABEL_LIST, "off,multihot,list"), "", "pipeline", 0,                          \
       "several class ids per label: a multi-hot row or a padded list")                             \
     X(A, max_labels, U32, DEF(0), RANGE(1, 65536), "ids", "pipeline", 0,                           \
-      "multi_label list: the list's width")
+      "multi_label list: the list's width")                                                        \
+    X(A, mask, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                                      \
+      "segmentation masks: the mask member's extension (seg.png), PNG")                            \
+    X(A, mask_dtype, ENUM, DEF(RF_DTYPE_UINT8), NAMES(RF_DTYPE_INT32, "uint8,int32"), "",          \
+      "pipeline", 0, "masks' element type; 16-bit masks need int32")                               \
+    X(A, mask_fill, U32, AUTO_RULE(RF_MASK_FILL_AUTO, "255"), RANGE(0, INT32_MAX), "", "pipeline", \
+      0, "mask value outside the image's output rectangle and of blank samples")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

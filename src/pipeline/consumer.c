@@ -48,6 +48,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->crop_boxes = ld->ring.tokens ? NULL : s->boxes;
     b->flips = ld->ring.tokens ? NULL : s->flips;
     b->label_multihot = s->mhot, b->label_list = s->mlist, b->label_counts = s->mcounts;
+    b->masks = s->masks, b->mask_dtype = ld->ring.mask_dtype;
     pl_fields_batch(&ld->fields, s, b);
 }
 

@@ -17,6 +17,7 @@
 #include "pipeline/dispatch.h"
 #include "pipeline/fields.h"
 #include "pipeline/gpu_decode.h"
+#include "pipeline/masks.h"
 
 /* The label of a tar sample whose span locate walked: under RF_LABEL_CLS and RF_LABEL_JSON
  * its label member (KEY.cls, KEY.json), which must be there and hold a label
@@ -145,12 +146,19 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
     uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr;
     int32_t label = sm->label; /* folder sources: known from the tree or the list */
     int rc;
+    rf_tar_span_member mask = {0, 0, 0}; /* rf_config.mask's member (tar sources only) */
     if (sm->flags & RF_SAMPLE_TAR) {
-        rf_tar_span_member img, lbl, found[RF_FIELDS_MAX];
+        rf_tar_span_member img, lbl, found[RF_FIELDS_MAX + 1];
         pl_label_rule lr = pl_mix_label_rule(p->mix, t->sample_id); /* its source's */
+        /* the mask member is looked for as one more field, after the fields */
+        const char *exts[RF_FIELDS_MAX + 1];
+        uint32_t nf = p->fields->n;
+        memcpy(exts, p->fields->names, nf * sizeof *exts);
+        exts[nf] = p->ring->mask_ext;
         rc = rf_tar_locate_fields(span, sm->length, p->ds->keys + sm->key, p->ds->image_exts,
-                                  lr.ext, p->fields->names, p->fields->n, &img, &lbl, found, e);
+                                  lr.ext, exts, nf + (exts[nf] != NULL), &img, &lbl, found, e);
         doff = img.off, dlen = img.len, dhdr = img.hdr;
+        mask = found[nf];
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
             t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
@@ -162,6 +170,8 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
+        if (p->ring->mask_ext && !mask.off)
+            return pl_mask_missing(p->ring, p->ds, sm, &t->why, e);
         if ((rc = p->ring->mlabel
                       ? tar_labels(p, &lr, sm, s, t->index, span, &lbl, &label, e)
                       : tar_label(p, &lr, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
@@ -205,6 +215,10 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         snprintf(m + k, sizeof m - k, ": %s", e->msg); /* e->msg is rewritten below */
         return rf_seterr(e, rc, "%s", m);
     }
+    if (p->ring->mask_ext &&
+        (rc = pl_mask_sample(p->ring, dec, &p->decode->tf, t->aug_seed, p->ds, sm, dhdr, span,
+                             &mask, &info, s, t->index, &t->why, e)) != 0)
+        return rc;
     if (info.scale_denom > 1)
         pl_count(&p->counters->dct_scaled, 1);
     if (info.region)
@@ -243,6 +257,8 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
     rf_label_sink k = mlabel_sink(p, s, t->index);
     if (k.count)
         rf_label_sink_clear(&k);
+    if (p->ring->mask_ext)
+        pl_mask_blank(p->ring, s, t->index);
     pl_fields_empty(p->fields, s, t->index);
 }
 

@@ -52,6 +52,7 @@ typedef struct slot {
     uint8_t *mhot;            /* multi_label: batch_size x num_classes (rf_batch.label_multihot) */
     int32_t *mlist;           /* or batch_size x max_labels, -1 padded (rf_batch.label_list) */
     uint32_t *mcounts;        /* batch_size: ids or classes per sample (rf_batch.label_counts) */
+    uint8_t *masks;           /* rf_config.mask: batch_size x mask_bytes (rf_batch.masks) */
     /* Skip mode: samples that failed at the batch's positions (counted with the hole they
      * left, under mu), and the real samples of the batch's epoch on this rank: what the
      * consumer adds to the per-epoch counts when it is handed the batch. */
