@@ -158,10 +158,11 @@ static void box_of(uint32_t crop, uint32_t W, uint32_t H, const int32_t *reporte
     b[0] = left * sx, b[1] = top * sy, b[2] = cw * sx, b[3] = ch * sy;
 }
 
-/* PIL's NEAREST with a box: output pixel o of n samples the source pixel under its centre. */
+/* PIL's NEAREST with a box: output pixel o of n samples the source pixel under its centre,
+ * the scale computed first as PIL does (a centre exactly on an edge stays left of it). */
 static uint32_t near(double at, double size, uint32_t n, uint32_t o, uint32_t extent)
 {
-    double v = floor(at + (o + 0.5) * size / n);
+    double v = floor(at + (o + 0.5) * (size / n));
     return v < 0 ? 0 : v >= extent ? extent - 1 : (uint32_t)v;
 }
 
