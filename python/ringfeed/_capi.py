@@ -105,6 +105,8 @@ class RfBatch(ctypes.Structure):
         ("label_multihot", ctypes.POINTER(ctypes.c_uint8)),
         ("label_list", ctypes.POINTER(ctypes.c_int32)),
         ("label_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("masks", ctypes.c_void_p),
+        ("mask_dtype", ctypes.c_uint32),
     ]
 
 

@@ -36,7 +36,7 @@ from . import _arrays, _mix, _stats, _transform
 from . import _capi as C
 from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
-from ._batch import _BatchBase, _meta_property, copy_boxes, copy_multi_labels
+from ._batch import _BatchBase, _meta_property, copy_boxes, copy_masks, copy_multi_labels
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -68,13 +68,14 @@ class Batch(_BatchBase):
     `.crop_boxes` int32 (N, 4) and `.flips` bool (N,) (each sample's crop box x, y, w, h in its
     source image's pixels, and whether it was flipped; on the host, numpy or torch as the
     labels), `.multi_labels` and `.label_counts` with multi_label (uint8 (N, num_classes)
-    multi-hot or int32 (N, max_labels) padded with -1, and int32 (N,); None when off), `.keys`
-    list of str, `.fields` {name: list of N bytes} for the loader's `fields`
+    multi-hot or int32 (N, max_labels) padded with -1, and int32 (N,); None when off),
+    `.masks` with mask= (uint8 or int32 (N, H, W) on the host, each sample's mask with its
+    image's crop, nearest resize and flip; None when off), `.keys` list of str, `.fields` {name: list of N bytes} for the loader's `fields`
     ({} when none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     Unpacks as `images, labels`."""
 
     __slots__ = ("images", "labels", "crop_boxes", "flips", "multi_labels", "label_counts",
-                 "_keys", "_fields")
+                 "masks", "_keys", "_fields")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -376,6 +377,9 @@ class Loader(_LoaderBase):
         width = self._cfg_fields.get("num_classes" if b.label_multihot else "max_labels", 0)
         batch.multi_labels, batch.label_counts = copy_multi_labels(b, n, width,
                                                                    self._array_type)
+        nhwc = b.layout == C.RF_LAYOUT_NHWC
+        h, w = (b.shape[1], b.shape[2]) if nhwc else (b.shape[2], b.shape[3])
+        batch.masks = copy_masks(b, n, int(h), int(w), self._array_type)
         return batch
 
 
