@@ -103,11 +103,11 @@ class _LoaderState:
         rf_config's fields: every automatic value resolved to what the loader uses
         (decode_threads, io_threads, io_engine, prefetch_depth, device_kind, staging_bytes,
         ...; enums as their numbers, as in ringfeed.h), `shards` the list of patterns,
-        `label_json_path` and `cache_dir` a str (or None), `resume_state` None (the blob is read at create
+        `label_json_path`, `cache_dir` and `mask` a str (or None), `resume_state` None (the blob is read at create
         and not kept)."""
         self._check_open()
         cfg = C.config_init()
-        shards, fields, json_path, cache_dir, arrays = [], [], [], [], []
+        shards, fields, json_path, cache_dir, mask, arrays = [], [], [], [], [], []
 
         def rf_loader_config(ptr):
             # The patterns are the loader's strings: copied out inside the call window, which
@@ -118,6 +118,7 @@ class _LoaderState:
             fields.append(cfg.fields.decode() if rc == 0 and cfg.fields else None)
             json_path.append(cfg.label_json_path if rc == 0 else None)
             cache_dir.append(cfg.cache_dir if rc == 0 else None)
+            mask.append(cfg.mask.decode() if rc == 0 and cfg.mask else None)
             arrays.append(_mix.config_arrays(cfg) if rc == 0 else {})
             return rc
 
@@ -135,6 +136,8 @@ class _LoaderState:
                 v = json_path[0].decode("utf-8", "surrogateescape") if json_path[0] else None
             elif name == "cache_dir":  # the loader's copy, read in the call window
                 v = os.fsdecode(cache_dir[0]) if cache_dir[0] else None
+            elif name == "mask":  # the loader's copy (printable ASCII), read in the call window
+                v = mask[0]
             elif isinstance(v, ctypes.Array):
                 v = [float(x) for x in v]
             out[name] = v
