@@ -278,8 +278,9 @@ START_TEST(masks_follow_the_image_on_every_path)
 END_TEST
 
 /* Padding repeats (4 ranks over 22 samples) carry their original's mask; skip mode's
- * replacement of a sample with a bad mask delivers its own, and the blank padding that
- * tops the epoch up is mask_fill throughout. */
+ * replacement of a sample with a bad mask, or of one whose JPEG the GPU decode's verdict finds
+ * damaged (a refill), delivers its own, and the blank padding that tops the epoch up is
+ * mask_fill throughout. */
 START_TEST(padding_blanks_and_replacements)
 {
     make_data();
@@ -307,6 +308,23 @@ START_TEST(padding_blanks_and_replacements)
         ck_assert_uint_eq(o.checked, N); /* the replacement among them */
         ck_assert_uint_eq(o.blanks, 1);
     }
+    free(dir);
+    dir = rf_test_mkdtemp("masks_refill");
+    char *shard = make_shard(dir, 0, UINT32_MAX, GOOD), key[64];
+    ck_assert_int_eq(rf_test_damage_entropy(shard, 6, key, sizeof key), 0);
+    ck_assert_str_eq(key, "s006");
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    for (uint32_t gpu = 0; gpu <= 1; gpu++) {
+        run_opts o = {.pattern = pattern, .threads = 3, .gpu = gpu, .dct_off = 1,
+                      .on_error = RF_ON_ERROR_SKIP, .fill = 255};
+        rf_stats st = run_epoch(&o);
+        ck_assert_uint_eq(st.skipped_by_reason[RF_SKIP_CORRUPT], 1);
+        ck_assert_uint_eq(o.checked, N);
+        ck_assert_uint_eq(o.blanks, 1);
+        if (gpu)
+            ck_assert_uint_gt(st.gpu_decoded, 0);
+    }
+    free(shard);
     free(dir);
 }
 END_TEST
