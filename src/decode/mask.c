@@ -10,8 +10,9 @@
  *  - Limits first, as for images: the IHDR's size is checked before libspng allocates.
  *  - The whole mask is decoded (to IEND's data), so damage anywhere is seen: a mask is small
  *    next to its image and a nearest resize may sample any row.
- *  - Resampling only reads: each output column's source column is found once per mask
- *    (rf_geometry_nearest), each row's once per row. */
+ *  - Resampling only reads, into scratch reserved by the decode: each output column's source
+ *    column is found once per mask (rf_geometry_nearest), each row's once per row. It cannot
+ *    fail, so the loader decodes and checks a mask before the image goes to any engine. */
 #include "decode/decoder.h"
 
 #include <spng.h>
@@ -88,13 +89,15 @@ static void unpack_indices(const uint8_t *raw, uint32_t w, uint32_t h, uint32_t 
     }
 }
 
-int rf_mask_decode(rf_decoder *d, const uint8_t *png, size_t len, int wide, rf_mask *m,
-                   rf_err *err)
+int rf_mask_decode(rf_decoder *d, const uint8_t *png, size_t len, int wide, uint32_t out_w,
+                   rf_mask *m, rf_err *err)
 {
     memset(m, 0, sizeof *m);
     int rc = mask_header(d, png, len, wide, m, err);
     if (rc)
         return rc;
+    if (rf_reserve(&d->mask_cols, &d->mask_cols_cap, RF_MAX(out_w, 1u), sizeof *d->mask_cols))
+        return rf_seterr(err, RF_ENOMEM, "out of memory for a mask's %u columns", out_w);
     spng_ctx *ctx = spng_ctx_new(0);
     if (!ctx)
         return rf_seterr(err, RF_ENOMEM, "out of memory for a mask PNG decoder");
@@ -137,13 +140,11 @@ static void put(void *out, uint32_t dtype, size_t i, uint32_t v)
         ((uint8_t *)out)[i] = (uint8_t)v;
 }
 
-int rf_mask_resample(rf_decoder *d, const rf_mask *m, const rf_geometry *g, uint32_t dtype,
-                     uint32_t fill, void *out, rf_err *err)
+void rf_mask_resample(rf_decoder *d, const rf_mask *m, const rf_geometry *g, uint32_t dtype,
+                      uint32_t fill, void *out)
 {
     uint32_t W = g->out_width, H = g->out_height, x0 = g->out_x, x1 = g->out_x + g->out_w;
     uint32_t y0 = g->out_y, y1 = g->out_y + g->out_h;
-    if (rf_reserve(&d->mask_cols, &d->mask_cols_cap, RF_MAX(g->out_w, 1u), sizeof *d->mask_cols))
-        return rf_seterr(err, RF_ENOMEM, "out of memory for a mask's %u columns", g->out_w);
     uint32_t sx, sy;
     for (uint32_t x = x0; x < x1; x++)
         rf_geometry_nearest(g, m->width, m->height, x, y0, &d->mask_cols[x - x0], &sy);
@@ -165,5 +166,4 @@ int rf_mask_resample(rf_decoder *d, const rf_mask *m, const rf_geometry *g, uint
         for (uint32_t x = x1; x < W; x++)
             put(out, dtype, at + x, fill);
     }
-    return 0;
 }

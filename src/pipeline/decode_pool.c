@@ -193,6 +193,10 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_LABEL;
         return rc;
     }
+    rf_mask mk; /* checked before the image goes to any engine: nothing is placed for a bad one */
+    if (p->ring->mask_ext && (rc = pl_mask_read(p->ring, dec, p->ds, sm, dhdr, span + doff, dlen,
+                                                span, &mask, &mk, &t->why, e)) != 0)
+        return rc;
     rf_decode_info info;
     uint8_t *img = s->stage + (uint64_t)t->index * p->ring->stride;
     pl_gpu_sample_start(p->gpu, s, t->index);
@@ -215,10 +219,8 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         snprintf(m + k, sizeof m - k, ": %s", e->msg); /* e->msg is rewritten below */
         return rf_seterr(e, rc, "%s", m);
     }
-    if (p->ring->mask_ext &&
-        (rc = pl_mask_sample(p->ring, dec, &p->decode->tf, t->aug_seed, p->ds, sm, dhdr, span,
-                             &mask, &info, s, t->index, &t->why, e)) != 0)
-        return rc;
+    if (p->ring->mask_ext)
+        pl_mask_place(p->ring, dec, &p->decode->tf, t->aug_seed, &mk, &info, s, t->index);
     if (info.scale_denom > 1)
         pl_count(&p->counters->dct_scaled, 1);
     if (info.region)
