@@ -734,13 +734,15 @@ typedef struct rf_config {
      * RF_EINVAL naming mask. The member is a PNG (libspng): 8-bit gray (values 0..255),
      * 16-bit gray (0..65535; needs mask_dtype INT32) or palette of 1..8 bits, delivered as
      * its palette INDICES, as PIL's mode "P" reads it, never as colours; tRNS and gamma are
-     * ignored. It must have its image's size. On the decode thread that decoded (or placed)
-     * the image, whatever decoded it (CPU, gpu_decode, the hardware engines), the mask gets
-     * the image's geometry: the same crop box, resized to image_height x image_width by
-     * nearest neighbour (the source pixel under each output pixel's centre, as PIL's NEAREST
-     * with the fractional box: Image.resize((W, H), NEAREST, box)), flipped when the image
-     * is; output pixels outside the rectangle the box lands on are mask_fill. Delivered in
-     * rf_batch.masks. Bad input under on_error FAIL, the message naming the shard, the member
+     * ignored. It must have its image's size. The decode thread that takes the sample
+     * decodes the whole mask and checks it (its kind, its size against the size the image's
+     * header declares) before the image is decoded or handed to a GPU engine, so a bad mask
+     * fails its sample with nothing placed; once the image is decoded or placed, whatever
+     * decodes it (CPU, gpu_decode, the hardware engines), the mask gets the image's geometry:
+     * the same crop box, resized to image_height x image_width by nearest neighbour (the
+     * source pixel under each output pixel's centre, as PIL's NEAREST with the box:
+     * Image.resize((W, H), NEAREST, box)), flipped when the image is; output pixels outside
+     * the rectangle the box lands on are mask_fill. Delivered in rf_batch.masks. Bad input under on_error FAIL, the message naming the shard, the member
      * and its offset, or skipped and counted under SKIP: no member KEY.<mask> is RF_EFORMAT
      * (RF_SKIP_FIELD); not a PNG, RGB/RGBA/gray+alpha, gray of 1, 2 or 4 bits, 16 bits with
      * mask_dtype UINT8, or a size other than the image's (both sizes named) is RF_EFORMAT
