@@ -5,7 +5,8 @@
  * PIL's NEAREST over the crop box (the source pixel under each output pixel's centre), then
  * mirrored when the sample is flipped. RANDOM boxes are integral and the batch reports them
  * (test_crop_boxes checks them against the pixels); CENTER's fractional box is computed here
- * as torchvision's Resize + CenterCrop. Every path (CPU with and without DCT scaling,
+ * as torchvision's Resize + CenterCrop maps onto the source (python/tests/test_masks.py
+ * compares with torchvision's resize-then-crop itself). Every path (CPU with and without DCT scaling,
  * gpu_decode, hw_decode_percent = 100 on the host backend's emulation) at 1 and 3 decode
  * threads, uint8 and int32; padding repeats carry their original's mask, blank padding is
  * mask_fill, skip mode's replacements their own. Each bad mask (missing, another size than

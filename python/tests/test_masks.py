@@ -3,10 +3,11 @@ uint8 or int32 on the host, numpy or torch as the labels, each sample's KEY.seg.
 image's crop, nearest resize and flip. Shards written here by Python's tarfile from PIL-encoded
 JPEGs and masks (8-bit gray "L", palette "P" of 8 and 4 bits, 16-bit gray "I;16"); every mask
 is compared with PIL: Image.open(mask).resize((W, H), NEAREST, box) then FLIP_LEFT_RIGHT when
-flipped, the box the batch reports for RANDOM crops (integral) and torchvision's Resize +
-CenterCrop computed here for CENTER (fractional). Padding repeats carry their original's
-mask; bad masks fail naming the member or are counted under their reason; copies outlive the
-batch."""
+flipped, with the box the batch reports for RANDOM crops (integral), and for CENTER with
+torchvision's own path (the whole mask resized with NEAREST, then CenterCrop) on images whose
+box is integral. Padding repeats carry their original's mask, skip mode's blanks are
+mask_fill; bad masks fail naming the member or are counted under their reason; copies
+outlive the batch."""
 import io
 import tarfile
 
