@@ -229,3 +229,22 @@ def test_settings_are_checked(shards):
         ringfeed.Loader(path, mask="seg.png", mask_fill=300, **KW)
     with pytest.raises(ringfeed.RingfeedError, match="image_exts"):
         ringfeed.Loader(path, mask="png", **KW)
+
+
+def test_bench_flags(shards):
+    """ringfeed-bench takes the settings' flags (--mask, --mask-dtype, --mask-fill): a run
+    with them decodes every mask; uint8 refuses the 16-bit one by name."""
+    import subprocess
+    from conftest import find_tool
+    exe = find_tool("tools", "ringfeed-bench", "RINGFEED_BENCH")
+    if exe is None:
+        pytest.skip("ringfeed-bench not found (build it, or set RINGFEED_BENCH)")
+    path, _ = shards["wide"]
+    base = [exe, "--shards", path, "--device", "host", "--batch", "4", "--epochs", "1",
+            "--mask", "seg.png"]
+    p = subprocess.run(base + ["--mask-dtype", "int32", "--mask-fill", "7", "--show-config"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "mask seg.png" in p.stdout and "mask_dtype int32, mask_fill 7" in p.stdout
+    p = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and "16-bit gray: its values need mask_dtype int32" in p.stderr
