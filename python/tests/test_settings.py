@@ -86,7 +86,7 @@ def _other_value(s):
     if s.type == "f32":
         return (s.min + s.max) / 2
     if s.type == "str":  # the string settings that are keywords: boxes' and keypoints'
-        return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1"}.get(s.name, "ann")
+        return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1", "mask": "xmask"}.get(s.name, "ann")
     if s.type == "f32x3":  # pad_value: a value of each channel's range
         return (s.min, s.max, s.min + 1)
     pytest.fail(f"{s.name}: no value for a {s.type} setting")

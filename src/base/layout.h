@@ -24,7 +24,7 @@
     X(rf_batch, label_multihot) X(rf_batch, label_list) X(rf_batch, label_counts)               \
     X(rf_batch, boxes) X(rf_batch, box_classes) X(rf_batch, box_counts) X(rf_batch, points)     \
     X(rf_batch, point_counts) X(rf_batch, letterbox) X(rf_batch, sizes)                         \
-    X(rf_batch, sample_offsets)
+    X(rf_batch, sample_offsets) X(rf_batch, masks) X(rf_batch, mask_dtype)
 
 #define RF_FIELD_FIELDS(X)                                                                      \
     X(rf_field, name) X(rf_field, data) X(rf_field, offsets) X(rf_field, lengths)

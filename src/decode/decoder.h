@@ -69,6 +69,10 @@ struct rf_decoder {
     rf_region_buf region;
     uint8_t *img;  /* a WebP crop or an interlaced PNG, decoded whole (only grows) */
     size_t img_cap;
+    uint8_t *mask_raw, *mask_px; /* a mask as libspng gives it; sub-byte indices unpacked */
+    size_t mask_raw_cap, mask_px_cap;
+    uint32_t *mask_cols;         /* the source column of each output column */
+    size_t mask_cols_cap;
 };
 
 /* Python's round(): half to even, which rint() does in the default rounding mode. */

@@ -51,6 +51,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->sizes = ld->ring.native ? s->sizes : NULL;
     b->sample_offsets = ld->ring.native ? s->offsets : NULL;
     b->label_multihot = s->mhot, b->label_list = s->mlist, b->label_counts = s->mcounts;
+    b->masks = s->masks, b->mask_dtype = ld->ring.mask_dtype;
     pl_fields_batch(&ld->fields, s, b);
     pl_boxes_batch(&ld->boxes, s, b);
 }
