@@ -29,10 +29,18 @@ Photoshop's quantization tables (its JpegPresets). Needs numpy and Pillow.
 
 needs: apt-get install mate-backgrounds libjpeg-turbo-progs (tools/deps.sh installs both, and
 numpy and Pillow).
+
+--targets adds what segmentation and detection sets carry beside each image: KEY.seg.png, an
+8-bit gray mask of --classes regions (the image's luminance blurred with a radius of 1% of
+its longer side and cut into equal bands: regions with a photograph's contours, compressed
+as PNG like a real label map) and KEY.json, {"boxes": [[x1, y1, x2, y2], ...], "classes":
+[...]}: each region's connected pieces of at least 0.5% of the image (the largest 16) as
+boxes of their class.
 """
 import argparse
 import glob
 import io
+import json
 import math
 import os
 import random
@@ -245,6 +253,34 @@ def dense_image(src, rng, gen, a):
     return dense_encode(noise.at(sigma), encoder, sampling, quality, optimize, progressive)
 
 
+def targets(jpg, classes):
+    """KEY.seg.png and KEY.json (--targets) of one encoded image."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+    im = Image.open(io.BytesIO(jpg)).convert("L")
+    w, h = im.size
+    lum = np.asarray(im.filter(ImageFilter.GaussianBlur(max(1.0, max(w, h) / 100))), np.int32)
+    mask = np.minimum(lum * classes // 256, classes - 1).astype(np.uint8)
+    png = io.BytesIO()
+    Image.fromarray(mask).save(png, "PNG")
+    pieces = []
+    for c in range(classes):
+        sel = mask == c
+        if sel.sum() < 0.005 * w * h:
+            continue
+        # connected pieces of the class along rows: runs of rows with pixels of it
+        rows = np.flatnonzero(sel.any(axis=1))
+        for run in np.split(rows, np.flatnonzero(np.diff(rows) > 1) + 1):
+            part = sel[run[0]:run[-1] + 1]
+            cols = np.flatnonzero(part.any(axis=0))
+            if part.sum() >= 0.005 * w * h:
+                pieces.append((int(part.sum()), [int(cols[0]), int(run[0]), int(cols[-1]) + 1,
+                                                 int(run[-1]) + 1], c))
+    pieces = sorted(pieces, key=lambda p: -p[0])[:16]
+    ann = {"boxes": [p[1] for p in pieces], "classes": [p[2] for p in pieces]}
+    return png.getvalue(), json.dumps(ann).encode()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--output", required=True, help="shard path with one %%d, e.g. out/p-%%04d.tar")
@@ -266,6 +302,8 @@ def main():
     ap.add_argument("--progressive-share", type=float, default=0.0,
                     help=f"smooth only; the dense profile's is {DENSE_PROGRESSIVE}")
     ap.add_argument("--sources", default=DEFAULT_SOURCES, help="glob of source photographs")
+    ap.add_argument("--targets", action="store_true",
+                    help="also KEY.seg.png masks and KEY.json boxes (see above)")
     a = ap.parse_args()
     dense = a.profile == "dense"
     a.min_side = a.min_side or (120 if dense else 200)
@@ -294,7 +332,11 @@ def main():
             jpg = encode(rgb, w, h, rng.randint(75, 95), rng.random() < 0.5, restart,
                          progressive)
         key = f"{i:08d}"
-        for name, data in ((key + ".jpg", jpg), (key + ".cls", str(i % a.classes).encode())):
+        members = [(key + ".jpg", jpg), (key + ".cls", str(i % a.classes).encode())]
+        if a.targets:
+            png, ann = targets(jpg, a.classes)
+            members += [(key + ".seg.png", png), (key + ".json", ann)]
+        for name, data in members:
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = len(data), 1700000000, 0o644
             tf.addfile(info, io.BytesIO(data))

@@ -185,7 +185,11 @@ enum rf_skip_reason {
                                label not below num_classes; or a bad or missing box or
                                keypoint annotation */
     RF_SKIP_HOOK = 7,       /* rf_config.sample_hook returned non-zero */
-    RF_SKIP_FIELD = 8,      /* a member rf_config.fields asks for is missing */
+    RF_SKIP_FIELD = 8,      /* a member rf_config.fields or rf_config.mask asks for is
+                               missing */
+    RF_SKIP_MASK = 9,       /* the mask member (rf_config.mask) is not a mask the loader
+                               takes: not a PNG, RGB or with alpha, gray under 8 bits, 16
+                               bits with mask_dtype uint8, or of another size than its image */
     /* Entries of the skipped_by_reason arrays: room for reasons still to come, so adding one
      * does not move rf_stats' later fields again (it grew from 8 when the ninth arrived). */
     RF_SKIP_REASONS = 16
@@ -346,6 +350,8 @@ typedef int (*rf_sample_hook)(const rf_sample_view *view, void *ctx);
 #define RF_PAD_VALUE_AUTO (-1.0f) /* pad_value (all three): 114 for LETTERBOX, else 0 */
 #define RF_DECODE_NICE_AUTO 0xFFFFFFFFu /* 10 (RF_DEFAULT_DECODE_NICE) */
 #define RF_DEFAULT_DECODE_NICE 10u
+#define RF_MASK_FILL_AUTO 0xFFFFFFFFu /* 255 (RF_DEFAULT_MASK_FILL) */
+#define RF_DEFAULT_MASK_FILL 255u
 
 typedef struct rf_config {
     uint32_t struct_size; /* sizeof(rf_config) as the caller knows it; set by rf_config_init */
@@ -819,6 +825,40 @@ typedef struct rf_config {
      * the rest. Default RF_PAD_VALUE_AUTO (all three negative): 114 for LETTERBOX (the
      * Ultralytics grey), 0 for CENTER_PAD (torchvision's CenterCrop fill). */
     float pad_value[3];
+    /* Segmentation masks: the extension of each tar sample's mask member, e.g. "seg.png" for
+     * KEY.seg.png (matched exactly, as rf_config.fields matches; 1..RF_FIELD_NAME_MAX
+     * printable bytes without space, ',' or '/', and none of image_exts, else RF_EINVAL).
+     * Default NULL: no masks. Copied at create. Tar sources only: a folder or token source is
+     * RF_EINVAL naming mask. The member is a PNG (libspng): 8-bit gray (values 0..255),
+     * 16-bit gray (0..65535; needs mask_dtype INT32) or palette of 1..8 bits, delivered as
+     * its palette INDICES, as PIL's mode "P" reads it, never as colours; tRNS and gamma are
+     * ignored. It must have its image's size. The decode thread that takes the sample
+     * decodes the whole mask and checks it (its kind, its size against the size the image's
+     * header declares) before the image is decoded or handed to a GPU engine, so a bad mask
+     * fails its sample with nothing placed; once the image is decoded or placed, whatever
+     * decodes it (CPU, gpu_decode, the hardware engines), the mask gets the image's geometry:
+     * the same crop box, resized to image_height x image_width by nearest neighbour (the
+     * source pixel under each output pixel's centre, as PIL's NEAREST with the box:
+     * Image.resize((W, H), NEAREST, box)), flipped when the image is; output pixels outside
+     * the rectangle the box lands on are mask_fill. Delivered in rf_batch.masks. Bad input under on_error FAIL, the message naming the shard, the member
+     * and its offset, or skipped and counted under SKIP: no member KEY.<mask> is RF_EFORMAT
+     * (RF_SKIP_FIELD); not a PNG, RGB/RGBA/gray+alpha, gray of 1, 2 or 4 bits, 16 bits with
+     * mask_dtype UINT8, or a size other than the image's (both sizes named) is RF_EFORMAT
+     * (RF_SKIP_MASK); a damaged PNG RF_EDECODE (RF_SKIP_CORRUPT); one over max_image_pixels
+     * or max_image_dim RF_ELIMIT (RF_SKIP_TOO_LARGE). Host memory: each ring slot holds
+     * batch_size x image_height x image_width x (1 or 4) bytes of masks, allocated at create
+     * (prefetch_depth slots), and each decode thread keeps scratch of up to 2 bytes per pixel
+     * of the largest mask it decoded. */
+    const char *mask;
+    /* rf_batch.masks' element type: RF_DTYPE_UINT8 (default) or RF_DTYPE_INT32 (needed for
+     * 16-bit masks); other values RF_EINVAL. */
+    uint32_t mask_dtype;
+    /* The value of mask pixels outside the image's output rectangle (LETTERBOX's and
+     * CENTER_PAD's border; RANDOM and CENTER fill the output) and of a blank padding sample's
+     * mask. crop NATIVE refuses masks (RF_EINVAL): its images are packed at their own sizes,
+     * the masks' rows are H x W. Default RF_MASK_FILL_AUTO: 255, torchvision's segmentation references' fill
+     * and ignore_index; 0..255 with UINT8, 0..2147483647 with INT32 (else RF_EINVAL). */
+    uint32_t mask_fill;
     /* Multi-crop (DINO, iBOT, SwAV style; default NULL: off). Groups of views, comma-separated,
      * each "COUNTxSIZE" (square) or "COUNTxHEIGHTxWIDTH", optionally ":SCALE_MIN-SCALE_MAX"
      * (default: scale_min-scale_max): "2x224:0.4-1,6x96:0.05-0.4" is two 224 x 224 views at
@@ -839,9 +879,9 @@ typedef struct rf_config {
      * views 0..k-1). The ring holds that per sample: batch_size x sum over views of H x W x 3
      * bytes (x the dtype's size more on the host backend with a conversion) per slot. dtype,
      * layout, mean and std apply to each view. CPU decode only: RF_EINVAL with gpu_decode,
-     * hw_decode_percent, decode_schedule BALANCE, sample_hook, boxes or keypoints (they follow
-     * one crop and are not mapped per view), a token source, and on the CUDA backend with a
-     * dtype other than uint8 (normalize on the device after the copy). */
+     * hw_decode_percent, decode_schedule BALANCE, sample_hook, boxes, keypoints or masks (they
+     * follow one crop and are not mapped per view), crop NATIVE, a token source, and on the
+     * CUDA backend with a dtype other than uint8 (normalize on the device after the copy). */
     const char *multi_crop;
 } rf_config;
 
@@ -984,6 +1024,13 @@ typedef struct rf_batch {
      * is unspecified. */
     const uint32_t *sizes;
     const uint64_t *sample_offsets;
+    /* rf_config.mask (host; NULL when off, for token batches and for a batch of a struct_size
+     * that ends before it): count x H x W values of mask_dtype (H, W: the images' height and
+     * width, whatever the layout), sample i's at masks + i x H x W elements; each has its
+     * image's crop, nearest resize and flip, mask_fill outside the output rectangle. A padding
+     * repeat has its original's mask; a blank padding sample's is all mask_fill. */
+    const void *masks;
+    uint32_t mask_dtype; /* enum rf_dtype: RF_DTYPE_UINT8 or RF_DTYPE_INT32 */
     /* rf_config.multi_crop: nviews views per sample (0 and NULL when off, for token batches
      * and for a batch of a struct_size that ends before them), in the groups' order. With views,
      * data and data_bytes hold every sample's views (what the copy moved), shape is {count,

@@ -243,7 +243,7 @@ START_TEST(skip_reason_names)
         {RF_SKIP_NOT_JPEG, "not_jpeg"},     {RF_SKIP_CORRUPT, "corrupt"},
         {RF_SKIP_TOO_LARGE, "too_large"},   {RF_SKIP_IO, "io"},
         {RF_SKIP_LABEL, "label"},           {RF_SKIP_HOOK, "hook"},
-        {RF_SKIP_FIELD, "field"},
+        {RF_SKIP_FIELD, "field"},           {RF_SKIP_MASK, "mask"},
     };
     const size_t n = sizeof want / sizeof want[0];
     for (size_t i = 0; i < n; i++) {

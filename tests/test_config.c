@@ -103,6 +103,7 @@ static const struct {
     {"max_boxes", U, 0}, {"keypoint_ext", P, 0}, {"keypoint_json_path", P, 0},
     {"max_points", U, 0}, {"keypoint_flip_pairs", P, 0},
     {"box_output_normalized", U, 0}, {"pad_value", F3, RF_PAD_VALUE_AUTO},
+    {"mask", P, 0}, {"mask_dtype", U, RF_DTYPE_UINT8}, {"mask_fill", U, RF_MASK_FILL_AUTO},
     {"multi_crop", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
@@ -180,6 +181,7 @@ static const char *const auto_fields[] = {
     "shards", "image_exts", "resize_shorter", "flip_prob", "decode_threads", "io_threads",
     "io_engine", "prefetch_depth", "device_kind", "staging_bytes", "image_height", "image_width",
     "decode_schedule", "dct_scaling", "decode_nice", "epoch_size", "replacement", "pad_value",
+    "mask_fill",
     NULL};
 
 START_TEST(created_loader_reports_every_auto_value_resolved)
@@ -219,6 +221,7 @@ START_TEST(created_loader_reports_every_auto_value_resolved)
     ck_assert(got.flip_prob == 0.5f);
     ck_assert(got.pad_value[0] == 0 && got.pad_value[1] == 0 && got.pad_value[2] == 0);
     ck_assert_uint_eq(got.decode_nice, RF_DEFAULT_DECODE_NICE); /* 10 */
+    ck_assert_uint_eq(got.mask_fill, RF_DEFAULT_MASK_FILL);      /* 255 */
     ck_assert_uint_eq(got.decode_schedule, cuda ? RF_SCHEDULE_BALANCE : RF_SCHEDULE_CPU);
     ck_assert_uint_eq(st.decode_schedule, got.decode_schedule);
     /* every image at full scale under BALANCE; DCT scaling on the CPU's choice */
@@ -375,6 +378,7 @@ START_TEST(explicit_values_are_reported_unchanged)
     cfg.epoch_size = 8;
     cfg.replacement = RF_REPLACEMENT_ON;
     cfg.pad_value[0] = 1, cfg.pad_value[1] = 0, cfg.pad_value[2] = 255;
+    cfg.mask_dtype = RF_DTYPE_INT32, cfg.mask_fill = 1000;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     static const char *const strings[] = {"shards", "image_exts", NULL};
@@ -387,7 +391,8 @@ END_TEST
 
 /* 0 in a field with a fixed default asks for that default (callers that filled the struct
  * before rf_config_init wrote them), and the loader reports the default it used; decode_nice
- * 0 is no added niceness, what such callers had before it defaulted to 10. */
+ * 0 is no added niceness, what such callers had before it defaulted to 10; mask_fill 0 fills
+ * with 0. */
 START_TEST(zero_in_a_fixed_default_field_is_that_default)
 {
     const char *pat;
@@ -401,10 +406,12 @@ START_TEST(zero_in_a_fixed_default_field_is_that_default)
     cfg.image_exts = NULL;
     cfg.flip_prob = -0.5f; /* any negative flip_prob is AUTO */
     cfg.decode_nice = 0;
+    cfg.mask_fill = 0;
     rf_loader *ld = rf_test_create_ok(&cfg);
     rf_config got = reported(ld);
     ck_assert(got.flip_prob == 0.5f);
     ck_assert_uint_eq(got.decode_nice, 0);
+    ck_assert_uint_eq(got.mask_fill, 0); /* like decode_nice, 0 is a fill of its own */
     assert_same_fields(&got, &init, auto_fields);
     ck_assert_str_eq(got.image_exts, "jpg,jpeg,png,webp");
     rf_loader_destroy(ld);

@@ -431,9 +431,15 @@ START_TEST(sample_geometry_maps_points_and_pixels)
         rf_geometry_to_output(&g, g.x + g.w, g.y + g.h, &ox, &oy);
         ck_assert(fabs(ox - (fl ? 0 : 48)) < 1e-9 && fabs(oy - 64) < 1e-9);
         rf_geometry_nearest(&g, 300, 200, 0, 0, &sx, &sy);
-        uint32_t first = (uint32_t)floor(g.x + 0.5 * g.w / 48), last = (uint32_t)floor(g.x + 47.5 * g.w / 48);
+        uint32_t first = (uint32_t)floor(g.x + 0.5 * (g.w / 48)),
+                 last = (uint32_t)floor(g.x + 47.5 * (g.w / 48));
         ck_assert_uint_eq(sx, fl ? last : first);
-        ck_assert_uint_eq(sy, (uint32_t)floor(g.y + 0.5 * g.h / 64));
+        ck_assert_uint_eq(sy, (uint32_t)floor(g.y + 0.5 * (g.h / 64)));
+        /* PIL's order, scale first: a centre exactly on an edge stays left of it */
+        rf_geometry eg = {.w = 272, .h = 40, .out_w = 56, .out_h = 40, .out_width = 56,
+                          .out_height = 40};
+        rf_geometry_nearest(&eg, 300, 40, 10, 0, &sx, &sy);
+        ck_assert_uint_eq(sx, 50);
     }
 }
 END_TEST

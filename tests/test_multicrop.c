@@ -382,7 +382,11 @@ static void refused_boxes(void)
     rf_loader *ld = NULL;
     char err[512] = "";
     ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-    ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "boxes and keypoints"), "%s", err);
+    ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "boxes, keypoints and masks"), "%s",
+                  err);
+    c.box_json_path = NULL, c.max_boxes = 0, c.mask = "seg.png";
+    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "masks"), "%s", err);
 }
 
 static void refused(const char *views, uint32_t gpu, uint32_t hw, uint32_t tokens,

@@ -186,8 +186,8 @@ END_TEST
 /* ---- one rule for defaults ------------------------------------------------------------------ */
 
 /* A config that only says its size, version and shards (every other byte 0) gives a loader
- * with every default: the zeros ask for them, but in flip_prob and decode_nice, where 0 is a
- * setting (no flips, no added niceness). */
+ * with every default: the zeros ask for them, but in flip_prob, decode_nice and mask_fill,
+ * where 0 is a setting (no flips, no added niceness, masks filled with 0). */
 START_TEST(zeroed_config_gives_every_default)
 {
     const char *pat = shard;
@@ -215,7 +215,8 @@ START_TEST(zeroed_config_gives_every_default)
     for (uint32_t i = 0; i < n; i++) {
         const rf_setting *s = &t[i];
         if (s->type == RF_SETTING_STRS || s->type == RF_SETTING_STR ||
-            !strcmp(s->name, "flip_prob") || !strcmp(s->name, "decode_nice"))
+            !strcmp(s->name, "flip_prob") || !strcmp(s->name, "decode_nice") ||
+            !strcmp(s->name, "mask_fill"))
             continue;
         ck_assert_msg(!memcmp((char *)&got[0] + s->offset, (char *)&got[1] + s->offset, s->size),
                       "%s differs between a zeroed config and rf_config_init's", s->name);
@@ -223,6 +224,7 @@ START_TEST(zeroed_config_gives_every_default)
     ck_assert_str_eq(exts[0], exts[1]);
     ck_assert(got[0].flip_prob == 0.0f && got[1].flip_prob == 0.5f);
     ck_assert(got[0].decode_nice == 0 && got[1].decode_nice == 10);
+    ck_assert(got[0].mask_fill == 0 && got[1].mask_fill == 255);
 }
 END_TEST
 

@@ -268,18 +268,21 @@ static int keep(const rf_sample_view *v, void *ctx)
 START_TEST(native_refuses_what_assumes_h_x_w)
 {
     make_data();
-    for (int k = 0; k < 2; k++) {
+    static const char *const why[] = {"sample_hook", "needs layout NHWC", "with crop native"};
+    for (int k = 0; k < 3; k++) {
         const char *pat;
         rf_config c = rf_test_host_config(&pat, g_good, 32);
         c.crop = RF_CROP_NATIVE;
-        if (k)
+        if (k == 0)
+            c.sample_hook = keep;
+        else if (k == 1)
             c.dtype = RF_DTYPE_FLOAT32, c.layout = RF_LAYOUT_NCHW;
         else
-            c.sample_hook = keep;
+            c.mask = "seg.png"; /* masks are H x W rows */
         rf_loader *ld = NULL;
         char msg[512] = "";
         ck_assert_int_eq(rf_loader_create(&c, &ld, msg, sizeof msg), RF_EINVAL);
-        ck_assert_msg(strstr(msg, k ? "needs layout NHWC" : "sample_hook"), "%s", msg);
+        ck_assert_msg(strstr(msg, why[k]), "%s", msg);
     }
 }
 END_TEST

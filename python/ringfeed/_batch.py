@@ -154,6 +154,20 @@ def copy_annotations(b, n, max_boxes, max_points, kind):
     return tuple(out)
 
 
+def copy_masks(b, n, height, width, kind):
+    """b.masks -> an owned (n, height, width) uint8 or int32 array (b.mask_dtype: 0 uint8,
+    1 int32), numpy or torch (CPU) as kind, copied with one memmove (a batch of masks is as
+    large as its images); None when the loader has no masks."""
+    if not b.masks:
+        return None
+    a = _arrays.np.empty((n, height, width), "int32" if b.mask_dtype == 1 else "uint8")
+    if a.nbytes:
+        ctypes.memmove(a.ctypes.data, b.masks, a.nbytes)
+    if kind == "numpy":
+        return a
+    return _arrays.torch_module().from_numpy(a)
+
+
 def _copy_keys(b, n):
     keys = b.keys
     return [k.decode("utf-8", "surrogateescape") for k in keys[:n]] if keys else []

@@ -125,6 +125,8 @@ class RfBatch(ctypes.Structure):
         ("letterbox", ctypes.POINTER(ctypes.c_float)),
         ("sizes", ctypes.POINTER(ctypes.c_uint32)),
         ("sample_offsets", ctypes.POINTER(ctypes.c_uint64)),
+        ("masks", ctypes.c_void_p),
+        ("mask_dtype", ctypes.c_uint32),
         ("nviews", ctypes.c_uint32),
         ("views", ctypes.POINTER(RfView)),
     ]

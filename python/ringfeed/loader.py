@@ -37,8 +37,8 @@ from . import _capi as C
 from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
 from ._batch import (_BatchBase, _meta_property, copy_annotations, copy_boxes,
-                     copy_letterbox, copy_multi_labels, copy_sizes, copy_view_boxes,
-                     native_views, view_arrays)
+                     copy_letterbox, copy_masks, copy_multi_labels, copy_sizes,
+                     copy_view_boxes, native_views, view_arrays)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -74,7 +74,9 @@ class Batch(_BatchBase):
     int32 (N, 2) with crop="native" (each image's height, width; else None) and
     `.native_images()` (each image at its own size, views of `.images`), `.multi_labels` and
     `.label_counts` with multi_label (uint8 (N, num_classes) multi-hot or int32 (N, max_labels)
-    padded with -1, and int32 (N,); None when off), `.keys`
+    padded with -1, and int32 (N,); None when off),
+    `.masks` with mask= (uint8 or int32 (N, H, W) on the host, each sample's mask with its
+    image's crop, nearest resize and flip; None when off), `.keys`
     list of str, `.fields` {name: list of N bytes} for the loader's `fields`
     ({} when none), and `.epoch`, `.index`, `.sample_ids`, `.positions`, `.is_padding`.
     With boxes (box_json_path or box_ext): `.boxes` float32 (N, max_boxes, 4) xyxy in output
@@ -89,7 +91,8 @@ class Batch(_BatchBase):
 
     __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",
                  "multi_labels", "label_counts", "boxes", "box_classes", "box_counts", "points",
-                 "point_counts", "views", "view_boxes", "view_flips", "_keys", "_fields", "_nchw")
+                 "point_counts", "masks", "views", "view_boxes", "view_flips", "_keys", "_fields",
+                 "_nchw")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -440,6 +443,9 @@ class Loader(_LoaderBase):
          batch.point_counts) = copy_annotations(b, n, self._cfg_fields.get("max_boxes", 0),
                                                 self._cfg_fields.get("max_points", 0),
                                                 self._array_type)
+        nhwc = b.layout == C.RF_LAYOUT_NHWC
+        h, w = (b.shape[1], b.shape[2]) if nhwc else (b.shape[2], b.shape[3])
+        batch.masks = copy_masks(b, n, int(h), int(w), self._array_type)
         return batch
 
 

@@ -85,8 +85,8 @@ def _other_value(s):
         return base + 1 if base + 1 <= s.max else base - 1
     if s.type == "f32":
         return (s.min + s.max) / 2
-    if s.type == "str":  # the string settings that are keywords: boxes', keypoints', views'
-        return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1",
+    if s.type == "str":  # the string settings that are keywords: boxes', keypoints', masks', views'
+        return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1", "mask": "xmask",
                 "multi_crop": "2x16:0.2-1,3x8"}.get(s.name, "ann")
     if s.type == "f32x3":  # pad_value: a value of each channel's range
         return (s.min, s.max, s.min + 1)

@@ -14,7 +14,7 @@ from test_errors import corrupt_one_jpeg
 KW = dict(batch_size=8, size=24, device="cpu", decode_threads=2, array_type="numpy")
 # Spelled out, not read from the library: they are keys users and dashboards count on.
 NAMES = ("tar_header", "truncated", "not_jpeg", "corrupt", "too_large", "io", "label", "hook",
-         "field")
+         "field", "mask")
 
 
 @pytest.fixture(scope="module")

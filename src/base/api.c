@@ -56,7 +56,7 @@ RF_API const char *rf_skip_reason_name(uint32_t reason)
         [RF_SKIP_NOT_JPEG] = "not_jpeg",     [RF_SKIP_CORRUPT] = "corrupt",
         [RF_SKIP_TOO_LARGE] = "too_large",   [RF_SKIP_IO] = "io",
         [RF_SKIP_LABEL] = "label",           [RF_SKIP_HOOK] = "hook",
-        [RF_SKIP_FIELD] = "field"};
+        [RF_SKIP_FIELD] = "field",           [RF_SKIP_MASK] = "mask"};
     return reason < RF_SKIP_REASONS ? names[reason] : NULL;
 }
 

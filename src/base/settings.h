@@ -255,6 +255,12 @@
       "boxes and keypoints out as fractions of the output's size, not pixels")                     \
     X(A, pad_value, F32X3, AUTO_RULE_F(RF_PAD_VALUE_AUTO, "114 for letterbox, 0 for center_pad"),  \
       RANGE_F(0, 255), "pixel", "decode", 0, "letterbox, center_pad: R, G, B of the padding")      \
+    X(A, mask, STR, DEF_S(NULL), NO_RANGE, "", "pipeline", 0,                                      \
+      "segmentation masks: the mask member's extension (seg.png), PNG")                            \
+    X(A, mask_dtype, ENUM, DEF(RF_DTYPE_UINT8), NAMES(RF_DTYPE_INT32, "uint8,int32"), "",          \
+      "pipeline", 0, "masks' element type; 16-bit masks need int32")                               \
+    X(A, mask_fill, U32, AUTO_RULE(RF_MASK_FILL_AUTO, "255"), RANGE(0, INT32_MAX), "", "pipeline", \
+      0, "mask value outside the image's output rectangle and of blank samples")                   \
     X(A, multi_crop, STR, DEF_S(NULL), NO_RANGE, "", "decode", 0,                                  \
       "views per sample, decoded once (2x224:0.4-1,6x96:0.05-0.4)")
 /* clang-format on */

@@ -227,9 +227,12 @@ void rf_geometry_to_output(const rf_geometry *g, double sx, double sy, double *o
     *oy = g->out_y + y;
 }
 
+/* The scale first, then the offset, as PIL does: where the centre falls exactly on a pixel
+ * edge (a box of 272 onto 56: 10.5 x 272 / 56 = 51), 272 / 56 rounded down lands in pixel 50,
+ * and so must we. */
 static uint32_t nearest_src(double box, double size, uint32_t n_out, uint32_t o, uint32_t extent)
 {
-    double v = floor(box + (o + 0.5) * size / n_out);
+    double v = floor(box + (o + 0.5) * (size / n_out));
     return v < 0 ? 0 : v >= extent ? extent - 1 : (uint32_t)v;
 }
 

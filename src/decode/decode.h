@@ -199,6 +199,40 @@ void rf_geometry_to_output(const rf_geometry *g, double sx, double sy, double *o
 void rf_geometry_nearest(const rf_geometry *g, uint32_t width, uint32_t height, uint32_t ox,
                          uint32_t oy, uint32_t *sx, uint32_t *sy);
 
+/* ---- segmentation masks (mask.c) ---- */
+
+/* A mask PNG decoded: one value per pixel, row-major, 8-bit (gray, palette indices: px8) or
+ * 16-bit (gray: px16, host-endian). Points into the decoder's scratch, valid until its next
+ * mask. */
+typedef struct rf_mask {
+    const uint8_t *px8;
+    const uint16_t *px16;
+    uint32_t width, height;
+    uint32_t bits;         /* 8 or 16: which of px8 and px16 */
+    uint32_t color_type;   /* the IHDR's: 0 gray, 3 palette */
+    uint32_t bit_depth;    /* the IHDR's */
+} rf_mask;
+/* Decode png[0..len) as a mask: 8- or 16-bit gray, or palette of 1, 2, 4 or 8 bits (its
+ * indices). wide: 16-bit masks are accepted (the caller delivers int32). out_w: the widest
+ * output rectangle it will be resampled to (its scratch is reserved here, so that the
+ * resample cannot fail). RF_EFORMAT for what is no mask (not a PNG, RGB, RGBA, gray with
+ * alpha, gray under 8 bits, 16-bit when !wide), the message saying what it is and what a mask
+ * may be; RF_ELIMIT over the decoder's limits (before any allocation); RF_EDECODE for damage;
+ * RF_ENOMEM. */
+int rf_mask_decode(rf_decoder *d, const uint8_t *png, size_t len, int wide, uint32_t out_w,
+                   rf_mask *m, rf_err *err);
+/* The mask resampled with the geometry g of its image (rf_sample_geometry on m's size, the
+ * rectangle at most rf_mask_decode's out_w wide): g->out_height x g->out_width values of
+ * dtype (RF_DTYPE_UINT8 or RF_DTYPE_INT32) into out, each output pixel of the rectangle the
+ * source pixel rf_geometry_nearest gives, every other pixel `fill`. */
+void rf_mask_resample(rf_decoder *d, const rf_mask *m, const rf_geometry *g, uint32_t dtype,
+                      uint32_t fill, void *out);
+/* The full size an image's header declares (JPEG, PNG or WebP, by its bytes), without
+ * decoding it: for what must agree with the image before any engine takes it. An error
+ * (a header that does not parse) is the decoder's; the image's decode would fail too. */
+int rf_image_size(rf_decoder *d, const uint8_t *data, size_t len, uint32_t *w, uint32_t *h,
+                  rf_err *err);
+
 /* ---- multi-crop: K views of one image, decoded once (views.c) ---- */
 
 /* Views per sample (rf_config.multi_crop), and the longest text the setting may hold. */

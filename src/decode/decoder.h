@@ -94,6 +94,10 @@ struct rf_decoder {
     uint8_t *img;  /* a WebP crop or an interlaced PNG, decoded whole; the views' rectangle
                       (only grows) */
     size_t img_cap;
+    uint8_t *mask_raw, *mask_px; /* a mask as libspng gives it; sub-byte indices unpacked */
+    size_t mask_raw_cap, mask_px_cap;
+    uint32_t *mask_cols;         /* the source column of each output column */
+    size_t mask_cols_cap;
     rf_views_job views;
     int box_given;  /* rf_decode_image_box: this box instead of the seed's */
     crop_box given;

@@ -3,6 +3,7 @@
 #include "decode/decoder.h"
 
 #include <string.h>
+#include <webp/decode.h>
 
 uint32_t rf_image_sniff(const uint8_t *p, uint64_t len)
 {
@@ -56,4 +57,37 @@ int rf_image_check(rf_decoder *d, const uint8_t *data, size_t len, uint32_t *w, 
     if ((rc = rf_decode_check(d, data, len, &ji, err)) == 0)
         *w = ji.width, *h = ji.height;
     return rc;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+int rf_image_size(rf_decoder *d, const uint8_t *data, size_t len, uint32_t *w, uint32_t *h,
+                  rf_err *err)
+{
+    int iw = 0, ih = 0, rc = 0;
+    rf_jpeg_info ji;
+    *w = *h = 0;
+    switch (rf_image_sniff(data, len)) {
+    case RF_IMAGE_JPEG:
+        if ((rc = rf_jpeg_probe(d, data, len, &ji, err)) == 0)
+            *w = ji.width, *h = ji.height;
+        return rc;
+    case RF_IMAGE_PNG:
+        if (len < 24 || memcmp(data + 12, "IHDR", 4) != 0)
+            return rf_seterr(err, RF_EDECODE, "PNG of %zu bytes has no IHDR chunk first", len);
+        *w = be32(data + 16), *h = be32(data + 20);
+        return 0;
+    case RF_IMAGE_WEBP:
+        if (!WebPGetInfo(data, len, &iw, &ih))
+            return rf_seterr(err, RF_EDECODE, "WebP header does not parse");
+        *w = (uint32_t)iw, *h = (uint32_t)ih;
+        return 0;
+    default: {
+        uint32_t f;
+        return rf_image_magic_check(data, len, &f, err);
+    }
+    }
 }

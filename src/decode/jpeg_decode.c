@@ -202,6 +202,9 @@ void rf_decoder_destroy(rf_decoder *d)
     free(d->rows);
     free(d->acc);
     free(d->img);
+    free(d->mask_raw);
+    free(d->mask_px);
+    free(d->mask_cols);
     rf_region_buf_free(&d->region);
     free(d);
 }

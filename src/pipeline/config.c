@@ -35,6 +35,8 @@ static void config_resolve(rf_config *c)
             c->pad_value[k] = c->crop == RF_CROP_LETTERBOX ? 114.0f : 0.0f;
     if (c->decode_nice == RF_DECODE_NICE_AUTO)
         c->decode_nice = RF_DEFAULT_DECODE_NICE;
+    if (c->mask_fill == RF_MASK_FILL_AUTO)
+        c->mask_fill = RF_DEFAULT_MASK_FILL;
     if (!c->decode_threads) /* the CPUs this process may use, not the machine's */
         c->decode_threads = RF_MIN(rf_cpu_count(),
                                    (uint32_t)rf_settings_row("decode_threads")->max);
@@ -100,6 +102,39 @@ static int native_check(const rf_config *c, rf_err *err)
     return 0;
 }
 
+/* rf_config.mask: an extension a tar member's name can end with, which is not the image's
+ * (the image member would be taken for the mask), and a fill its dtype holds. */
+static int mask_check(const rf_config *c, rf_err *err)
+{
+    if (!c->mask)
+        return 0;
+    if (c->source != RF_SOURCE_TAR)
+        return rf_seterr(err, RF_EINVAL, "mask \"%.100s\": masks are tar members (KEY.%.100s); "
+                         "a %s source has none", c->mask, c->mask,
+                         c->source == RF_SOURCE_FOLDER ? "folder" : "token");
+    size_t n = strnlen(c->mask, RF_FIELD_NAME_MAX + 1);
+    int ok = n >= 1 && n <= RF_FIELD_NAME_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = rf_tar_name_byte_ok((unsigned char)c->mask[i]) && c->mask[i] != '/' &&
+             c->mask[i] != ',' && (unsigned char)c->mask[i] <= 0x7e;
+    if (!ok)
+        return rf_seterr(err, RF_EINVAL, "mask \"%.100s\": an extension is 1..%d printable "
+                         "ASCII bytes without space, ',' or '/' (e.g. \"seg.png\")", c->mask,
+                         RF_FIELD_NAME_MAX);
+    if (rf_tar_ext_in(c->mask, c->image_exts))
+        return rf_seterr(err, RF_EINVAL, "mask \"%s\" is one of image_exts \"%s\": the image "
+                         "member would be taken for the mask; name the mask member apart "
+                         "(KEY.seg.png)", c->mask, c->image_exts);
+    if (c->crop == RF_CROP_NATIVE)
+        return rf_seterr(err, RF_EINVAL, "mask \"%s\" with crop native: the images are packed "
+                         "at their own sizes and the masks are image_height x image_width "
+                         "rows; use crop letterbox (the same scale, padded)", c->mask);
+    if (c->mask_dtype == RF_DTYPE_UINT8 && c->mask_fill > 255)
+        return rf_seterr(err, RF_EINVAL, "mask_fill %u does not fit mask_dtype uint8 (0..255); "
+                         "use mask_dtype int32", c->mask_fill);
+    return 0;
+}
+
 /* The caller's config checked field by field against the settings table, then resolved
  * (the naive baseline's settings, every default), then checked across fields. */
 int pl_apply_defaults(rf_config *c, rf_err *err)
@@ -162,10 +197,10 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "multi_crop: each view has the size its group names; "
                          "crop native (each image at its own size) cannot give it");
     if (views && (c->box_ext || c->box_json_path || c->box_class_json_path || c->keypoint_ext ||
-                  c->keypoint_json_path || c->keypoint_flip_pairs))
-        return rf_seterr(err, RF_EINVAL, "multi_crop: boxes and keypoints follow a sample's one "
-                         "crop, and with views each view has its own; they are not mapped per "
-                         "view, so unset one of them");
+                  c->keypoint_json_path || c->keypoint_flip_pairs || c->mask))
+        return rf_seterr(err, RF_EINVAL, "multi_crop: boxes, keypoints and masks follow a "
+                         "sample's one crop, and with views each view has its own; they are not "
+                         "mapped per view, so unset one of them");
     if (views && c->sample_hook)
         return rf_seterr(err, RF_EINVAL, "multi_crop: sample_hook is handed one image per "
                          "sample, and with views a sample has several; unset one of them");
@@ -198,6 +233,8 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     for (int i = 0; i < 3; i++)
         if (!(c->std[i] > 0) && !(c->std[i] < 0))
             return rf_seterr(err, RF_EINVAL, "std[%d] must be non-zero", i);
+    if ((rc = mask_check(c, err)) != 0)
+        return rc;
     return cache_check(c, err);
 }
 

@@ -75,6 +75,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->sizes = ld->ring.native ? s->sizes : NULL;
     b->sample_offsets = ld->ring.native ? s->offsets : NULL;
     b->label_multihot = s->mhot, b->label_list = s->mlist, b->label_counts = s->mcounts;
+    b->masks = s->masks, b->mask_dtype = ld->ring.mask_dtype;
     b->nviews = ld->ring.nviews;
     b->views = ld->ring.nviews ? s->views : NULL;
     if (ld->ring.nviews)

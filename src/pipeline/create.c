@@ -33,6 +33,8 @@ static int copy_strings(rf_loader *ld, rf_err *err)
     c->image_exts = k->image_exts;
     if (c->cache_dir && !(c->cache_dir = k->cache_dir = strdup(c->cache_dir)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
+    if (c->mask && !(c->mask = k->mask = strdup(c->mask)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
     if (c->multi_crop && !(c->multi_crop = k->multi_crop = strndup(c->multi_crop,
                                                                    RF_VIEWS_TEXT_MAX + 1)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
@@ -412,6 +414,7 @@ void rf_loader_destroy(rf_loader *ld)
     free(k->label_json_path);
     free(k->image_exts);
     free(k->cache_dir);
+    free(k->mask);
     free(k->multi_crop);
     pl_core_destroy(&ld->core);
     free(ld);

@@ -18,6 +18,7 @@
 #include "pipeline/dispatch.h"
 #include "pipeline/fields.h"
 #include "pipeline/gpu_decode.h"
+#include "pipeline/masks.h"
 
 /* The label of a tar sample whose span locate walked: under RF_LABEL_CLS and RF_LABEL_JSON
  * its label member (KEY.cls, KEY.json), which must be there and hold a label
@@ -203,20 +204,25 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
     const uint8_t *span = t->req.dst + t->skip;
     uint32_t doff = sm->data_off, dlen = sm->data_len, dhdr = sm->data_hdr;
     int32_t label = sm->label; /* folder sources: known from the tree or the list */
-    rf_tar_span_member found[RF_FIELDS_MAX + 2];
+    rf_tar_span_member found[RF_FIELDS_MAX + 3];
     uint32_t nf = 0, nb = 0; /* fields, and box and keypoint members, in found[] */
     int rc;
+    rf_tar_span_member mask = {0, 0, 0}; /* rf_config.mask's member (tar sources only) */
     if (sm->flags & RF_SAMPLE_TAR) {
         rf_tar_span_member img, lbl;
         pl_label_rule lr = pl_mix_label_rule(p->mix, t->sample_id); /* its source's */
-        /* the fields' members, then the boxes' and keypoints' (after the fields': found[]) */
-        const char *exts[RF_FIELDS_MAX + 2];
+        /* the fields' members, then the boxes' and keypoints' (after the fields': found[]),
+         * then the mask's */
+        const char *exts[RF_FIELDS_MAX + 3];
         nf = p->fields->n;
         memcpy(exts, p->fields->names, nf * sizeof *exts);
         nb = pl_boxes_exts(p->boxes, exts + nf);
+        uint32_t nm = p->ring->mask_ext != NULL;
+        exts[nf + nb] = p->ring->mask_ext;
         rc = rf_tar_locate_fields(span, sm->length, p->ds->keys + sm->key, p->ds->image_exts,
-                                  lr.ext, exts, nf + nb, &img, &lbl, found, e);
+                                  lr.ext, exts, nf + nb + nm, &img, &lbl, found, e);
         doff = img.off, dlen = img.len, dhdr = img.hdr;
+        mask = nm ? found[nf + nb] : mask;
         if (rc) {
             /* span offsets in the message are relative to the sample's offset named here */
             t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE
@@ -228,6 +234,8 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
                      (unsigned long long)sm->offset, e->msg);
             return rf_seterr(e, rc, "%s", m);
         }
+        if (p->ring->mask_ext && !mask.off)
+            return pl_mask_missing(p->ring, p->ds, sm, &t->why, e);
         if ((rc = p->ring->mlabel
                       ? tar_labels(p, &lr, sm, s, t->index, span, &lbl, &label, e)
                       : tar_label(p, &lr, sm, span, lbl.off, lbl.len, lbl.hdr, &label, e)) != 0) {
@@ -254,6 +262,10 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_LABEL;
         return rc;
     }
+    rf_mask mk; /* checked before the image goes to any engine: nothing is placed for a bad one */
+    if (p->ring->mask_ext && (rc = pl_mask_read(p->ring, dec, p->ds, sm, dhdr, span + doff, dlen,
+                                                span, &mask, &mk, &t->why, e)) != 0)
+        return rc;
     rf_decode_info info, infos[RF_VIEWS_MAX];
     uint8_t *img = s->stage + (uint64_t)t->index * p->ring->stride;
     pl_gpu_sample_start(p->gpu, s, t->index);
@@ -284,6 +296,8 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
             return rc;
         }
     }
+    if (p->ring->mask_ext)
+        pl_mask_place(p->ring, dec, &p->decode->tf, t->aug_seed, &mk, &info, s, t->index);
     if (info.scale_denom > 1)
         pl_count(&p->counters->dct_scaled, 1);
     if (info.region)
@@ -319,6 +333,8 @@ static void fill_blank(pl_pool *p, const task *t, slot *s)
     rf_label_sink k = mlabel_sink(p, s, t->index);
     if (k.count)
         rf_label_sink_clear(&k);
+    if (p->ring->mask_ext)
+        pl_mask_blank(p->ring, s, t->index);
     pl_fields_empty(p->fields, s, t->index);
     pl_boxes_blank(p->boxes, s, t->index);
 }

@@ -12,9 +12,10 @@
  * and timing never change the batches; errors are sticky (the first is kept).
  *
  * FILES, in dependency order (each calls only files before it; the error policy through the
- * table create installed): state.c -> ring.c -> fields.c -> boxes.c -> warm.c -> cache.c -> schedule.c ->
- * gpu_schedule.c -> gpu_place.c -> gpu_verdict.c -> gpu_stage.c -> submit.c -> dispatch.c ->
- * skip.c -> decode_pool.c -> config.c -> run.c -> consumer.c -> stats.c -> create.c.
+ * table create installed): state.c -> ring.c -> fields.c -> boxes.c -> masks.c -> warm.c ->
+ * cache.c -> schedule.c -> gpu_schedule.c -> gpu_place.c -> gpu_verdict.c -> gpu_stage.c ->
+ * submit.c -> dispatch.c -> skip.c -> decode_pool.c -> config.c -> run.c -> consumer.c ->
+ * stats.c -> create.c.
  * The dispatch cursor never names skip.c: it calls its policy, and skip.c uses only what
  * dispatch.h exports. A decode thread hands each sample it is through with to pl_task_end. */
 #ifndef RF_PL_LOADER_H
@@ -70,7 +71,7 @@ typedef struct pl_consumer {
 /* The caller's strings the loader keeps (its config points at these copies). */
 typedef struct pl_copies {
     char **patterns;
-    char *label_json_path, *image_exts, *cache_dir, *multi_crop;
+    char *label_json_path, *image_exts, *cache_dir, *mask, *multi_crop;
     char **paths; /* the patterns expanded, URLs with their query (sidecars beside them) */
     uint32_t npaths;
 } pl_copies;

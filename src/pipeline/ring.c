@@ -26,6 +26,11 @@ void pl_ring_shape(pl_ring *r, const rf_config *c, const rf_views *views)
     r->sample_elems = r->tokens  ? 0
                       : r->nviews ? views->bytes /* every view, one after another */
                                   : (uint64_t)c->image_height * c->image_width * 3;
+    r->mask_ext = r->tokens ? NULL : c->mask;
+    r->mask_dtype = c->mask_dtype, r->mask_fill = c->mask_fill;
+    r->mask_bytes = !r->mask_ext ? 0
+                    : (uint64_t)c->image_height * c->image_width *
+                          (c->mask_dtype == RF_DTYPE_INT32 ? 4 : 1);
     r->seq_len = c->seq_len, r->token_bytes = c->token_bytes;
     memset(&r->conv, 0, sizeof r->conv);
     if (r->tokens) {
@@ -53,6 +58,26 @@ void pl_ring_shape(pl_ring *r, const rf_config *c, const rf_views *views)
         }
     }
     r->stride = r->stage_bytes;
+}
+
+/* rf_config.mask: each slot's masks, in host memory (the consumer reads them there). */
+static int masks_alloc(pl_ring *r, const pl_core *core, rf_err *err)
+{
+    size_t per;
+    if (!r->mask_bytes)
+        return 0;
+    if (__builtin_mul_overflow((size_t)r->batch, (size_t)r->mask_bytes, &per) ||
+        per > SIZE_MAX / 2 / r->depth || pl_alloc_refused(core, "masks", per * r->depth))
+        per = 0;
+    for (uint32_t i = 0; per && i < r->depth; i++)
+        if (!(r->slots[i].masks = malloc(per)))
+            per = 0;
+    if (!per)
+        return rf_seterr(err, RF_ENOMEM, "cannot allocate the masks' host memory: "
+                         "prefetch_depth %u x batch %u x %llu bytes (%ux%u %s): out of memory",
+                         r->depth, r->batch, (unsigned long long)r->mask_bytes, r->height,
+                         r->width, r->mask_dtype == RF_DTYPE_INT32 ? "int32" : "uint8");
+    return 0;
 }
 
 int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t extra,
@@ -146,7 +171,7 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
                              "(prefetch_depth %u x batch %u samples): out of memory", tables,
                              r->depth, B);
     }
-    return 0;
+    return masks_alloc(r, core, err);
 }
 
 void pl_ring_free(pl_ring *r, const pl_backend *be)
@@ -166,6 +191,7 @@ void pl_ring_free(pl_ring *r, const pl_backend *be)
             free(r->slots[i].mhot);
             free(r->slots[i].mlist);
             free(r->slots[i].mcounts);
+            free(r->slots[i].masks);
         }
     free(r->slots);
     r->slots = NULL;

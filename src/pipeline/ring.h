@@ -18,6 +18,9 @@ typedef struct pl_ring {
     int depth_auto;        /* prefetch_depth was AUTO: the schedule resolved at create sets it */
     int tokens;            /* RF_SOURCE_TOKENS: samples are windows computed on the fly */
     uint32_t mlabel, mlabel_width; /* rf_config.multi_label; its row's width (0: off) */
+    const char *mask_ext;  /* rf_config.mask (the loader's copy); NULL: no masks */
+    uint32_t mask_dtype, mask_fill; /* rf_config's, resolved */
+    uint64_t mask_bytes;   /* one sample's mask: height x width x 1 or 4 bytes; 0: off */
     uint32_t height, width, layout; /* images: the output's */
     int native;            /* crop NATIVE: each image at its own size, within H x W */
     uint64_t sample_elems; /* images: H x W x 3, the elements between samples' starts */

@@ -65,6 +65,7 @@ typedef struct slot {
     uint32_t *bn;             /* batch_size */
     float *pts;               /* batch_size x max_points x 3 */
     uint32_t *pn;             /* batch_size */
+    uint8_t *masks;           /* rf_config.mask: batch_size x mask_bytes (rf_batch.masks) */
     /* Skip mode: samples that failed at the batch's positions (counted with the hole they
      * left, under mu), and the real samples of the batch's epoch on this rank: what the
      * consumer adds to the per-epoch counts when it is handed the batch. */
