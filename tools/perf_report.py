@@ -228,11 +228,12 @@ def check_photo_inputs(sources, env):
                              "or put a folder holding cjpeg and djpeg first on PATH)")
 
 
-def make_photos(root, images, sources, cpus, env, profile="smooth"):
+def make_photos(root, images, sources, cpus, env, profile="smooth", targets=False):
     """root/photos-NNNNNN.tar: images photo crops in plain shards written by datasets/photos.py
     with --profile profile (Python's tarfile), in jobs of PHOTO_JOB images run cpus at a time.
     Job j starts at image j * PHOTO_JOB with seed j, so the set depends on images, sources and
-    profile, not on how many processes wrote it."""
+    profile, not on how many processes wrote it. targets: with KEY.seg.png and KEY.json
+    (photos.py --targets)."""
     check_photo_inputs(sources, env)
     # A set made by an earlier command of this machine with the same arguments and sources is
     # kept (the photos' training rows may run in a command of their own): set.json, written
@@ -242,6 +243,8 @@ def make_photos(root, images, sources, cpus, env, profile="smooth"):
                                for p in glob.glob(sources))}
     if profile != "smooth":
         stamp["profile"] = profile
+    if targets:
+        stamp["targets"] = True
     try:
         if json.load(open(os.path.join(root, "set.json"))) == stamp:
             print(f"photos: the set in {root} was made with these arguments; kept", flush=True)
@@ -255,6 +258,7 @@ def make_photos(root, images, sources, cpus, env, profile="smooth"):
              "--images", str(min(PHOTO_JOB, images - first)), "--per-shard", str(PHOTO_SHARD),
              "--first", str(first), "--seed", str(first // PHOTO_JOB), "--sources", sources]
             + (["--profile", profile] if profile != "smooth" else [])
+            + (["--targets"] if targets else [])
             for first in range(0, images, PHOTO_JOB)]
     with concurrent.futures.ThreadPoolExecutor(max(1, cpus)) as ex:
         list(ex.map(lambda cmd: sh(cmd, env=env), jobs))
@@ -753,7 +757,7 @@ def photos_train_report(T):
 
 
 SECTIONS = ["side", "restart", "photos", "scaling", "train", "tokens", "order", "memory", "raw",
-            "reliability", "multicrop"]
+            "reliability", "multicrop", "targets"]
 
 
 def parse_args():
@@ -1248,6 +1252,45 @@ def section_multicrop(run, rounds=3):
                   "bytes_per_sample": got[name][0][2]} for name, _ in MULTICROP_RUNS]}
 
 
+# The targets section's runs: the decode alone, then with the sample's mask and boxes.
+TARGET_FLAGS = {"mask": ["--mask", "seg.png"],
+                "boxes": ["--box-json-path", "boxes", "--box-class-json-path", "classes",
+                          "--max-boxes", "16"]}
+TARGET_RUNS = [("the image", []), ("with its mask", TARGET_FLAGS["mask"]),
+               ("with its boxes", TARGET_FLAGS["boxes"]),
+               ("with its mask and boxes", TARGET_FLAGS["mask"] + TARGET_FLAGS["boxes"])]
+
+
+def section_targets(run, rounds=3, images=2048):
+    """Masks and boxes (rf_config.mask, box_json_path) on a dense photo set that carries them
+    (datasets/photos.py --profile dense --targets): on the CPU decode path the bench process's
+    CPU time per sample (median of `rounds` interleaved rounds) and images/s (the best); on a
+    CUDA device also gpu_decode with and without them."""
+    a = run.a
+    root = a.data + "-targets"
+    shards = make_photos(root, images, a.photo_sources, run.ncpu, run.env, "dense", True)
+    pat = os.path.join(root, "photos-*.tar")
+    paths = [("CPU", [])] + ([("gpu_decode", ["--gpu-decode"])] if a.device == "cuda" else [])
+    got = {(p, name): [] for p, _ in paths for name, _ in TARGET_RUNS}
+    for _ in range(rounds):
+        for p, pflags in paths:
+            for name, flags in TARGET_RUNS:
+                t0 = os.times()
+                r = run.bench("--device", a.device, "--batch", "256", "--epochs", "2",
+                              "--warmup", "1", *pflags, *flags, pattern=pat)
+                t1 = os.times()
+                cpu = t1.children_user - t0.children_user + t1.children_system - t0.children_system
+                got[(p, name)].append((r["img_per_s"], 1000 * cpu / r["samples_decoded"]))
+    m = machine()
+    run.R["targets"] = {
+        "note": f"{m.get('cpu', '?')}, {m['cpus']} CPUs, {a.device} backend, {run.ncpu} decode "
+                f"threads, batch 256, 2 epochs; {len(shards)} shards of {images} dense photo "
+                "crops with targets",
+        "rows": [{"path": p, "run": name, "img_per_s": max(v[0] for v in got[(p, name)]),
+                  "cpu_ms_per_sample": statistics.median(v[1] for v in got[(p, name)])}
+                 for p, _ in paths for name, _ in TARGET_RUNS]}
+
+
 def main():
     ap, a, skip = parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -1300,6 +1343,9 @@ def main():
     run.save()
     if "multicrop" not in skip:
         section_multicrop(run)
+    run.save()
+    if "targets" not in skip:
+        section_targets(run)
     json.dump(R, open(os.path.join(a.out, "results.json"), "w"), indent=1)
     write_report(R, a.out)
 
@@ -1775,6 +1821,31 @@ def report_multicrop(R):
     return L + [""]
 
 
+def report_targets(R):
+    T = R["targets"]
+    L = ["## Segmentation masks and boxes (`mask`, `box_json_path`)", "",
+         f"Measured on: {T['note']}. Each sample's `KEY.seg.png` (8-bit gray, its image's size) "
+         "is decoded whole and resized by nearest neighbour onto the output, its `KEY.json` "
+         "boxes parsed and mapped, on the decode thread whatever decoded the image. CPU ms per "
+         "sample: the bench process's user + system time over the samples it decoded (median "
+         "of the rounds); images/s: the best round.", "",
+         "| decode path | run | CPU ms / sample | images/s |", "| --- | --- | ---: | ---: |"]
+    for r in T["rows"]:
+        cpu = f"{r['cpu_ms_per_sample']:.2f}" if r.get("cpu_ms_per_sample") else "-"
+        L.append(f"| {r['path']} | {r['run']} | {cpu} | {r['img_per_s']:,.0f} |")
+    cpu = {r["run"]: r for r in T["rows"] if r["path"].startswith("CPU")}
+    base, mask, boxes = (cpu.get(name) for name, _ in TARGET_RUNS[:3])
+    if base and mask and boxes and base.get("cpu_ms_per_sample"):
+        L += ["", f"A mask adds {mask['cpu_ms_per_sample'] - base['cpu_ms_per_sample']:.2f} ms "
+              f"of CPU per sample ({mask['cpu_ms_per_sample'] / base['cpu_ms_per_sample']:.2f}x "
+              "the sample's without it: the image is DCT-scaled and decoded only over the crop's "
+              "region, the mask's PNG is inflated whole); boxes add "
+              f"{boxes['cpu_ms_per_sample'] - base['cpu_ms_per_sample']:.2f} ms. Where the GPU "
+              "decodes the images the decode threads do the masks' work alone, so it bounds "
+              "the rate before the GPU does."]
+    return L + [""]
+
+
 def write_report(R, out):
     """performance.md and its plots from the results R, into `out` (and the text on stdout)."""
     plots = Plots(out)
@@ -1808,6 +1879,8 @@ def write_report(R, out):
         L += report_soak(R, plots)
     if "multicrop" in R:
         L += report_multicrop(R)
+    if "targets" in R:
+        L += report_targets(R)
     open(os.path.join(out, "performance.md"), "w").write("\n".join(L) + "\n")
     print("\n".join(L))
 
