@@ -787,6 +787,8 @@ def parse_args():
                     help="interleaved rounds of the scaling section (medians over them)")
     ap.add_argument("--cpus", type=int, default=os.cpu_count(),
                     help="decode threads / DataLoader workers for the one-GPU runs")
+    ap.add_argument("--target-images", type=int, default=2048,
+                    help="dense photo crops with masks and boxes of the targets section")
     ap.add_argument("--photo-images", type=int, default=25600,
                     help="photo crops of the photos section")
     ap.add_argument("--photo-sources", default=PHOTO_SOURCES,
@@ -1261,13 +1263,13 @@ TARGET_RUNS = [("the image", []), ("with its mask", TARGET_FLAGS["mask"]),
                ("with its mask and boxes", TARGET_FLAGS["mask"] + TARGET_FLAGS["boxes"])]
 
 
-def section_targets(run, rounds=3, images=2048):
+def section_targets(run, rounds=3):
     """Masks and boxes (rf_config.mask, box_json_path) on a dense photo set that carries them
     (datasets/photos.py --profile dense --targets): on the CPU decode path the bench process's
     CPU time per sample (median of `rounds` interleaved rounds) and images/s (the best); on a
     CUDA device also gpu_decode with and without them."""
     a = run.a
-    root = a.data + "-targets"
+    root, images = a.data + "-targets", a.target_images
     shards = make_photos(root, images, a.photo_sources, run.ncpu, run.env, "dense", True)
     pat = os.path.join(root, "photos-*.tar")
     paths = [("CPU", [])] + ([("gpu_decode", ["--gpu-decode"])] if a.device == "cuda" else [])
