@@ -147,17 +147,6 @@ void rf_dec_box(const rf_decoder *d, const rf_transform *t, uint32_t W, uint32_t
     }
 }
 
-int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
-                        double x, double y, double w, double h, uint32_t flip, uint8_t *out,
-                        rf_decode_info *info, rf_err *err)
-{
-    d->box_given = 1;
-    d->given = (crop_box){.x = x, .y = y, .w = w, .h = h, .flip = flip != 0};
-    int rc = rf_decode_image(d, data, len, t, 0, out, info, err);
-    d->box_given = 0;
-    return rc;
-}
-
 void rf_choose_crop(const rf_transform *t, uint32_t width, uint32_t height, uint64_t seed,
                     uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h, uint32_t *flip)
 {
@@ -242,4 +231,19 @@ void rf_geometry_nearest(const rf_geometry *g, uint32_t width, uint32_t height, 
     uint32_t x = ox - g->out_x, y = oy - g->out_y;
     *sx = nearest_src(g->x, g->w, g->out_w, g->flip ? g->out_w - 1 - x : x, width);
     *sy = nearest_src(g->y, g->h, g->out_h, y, height);
+}
+
+/* ---- multi-crop views: each one's transform and seed (views.c parses them) ---- */
+
+void rf_view_transform(const rf_transform *base, const rf_views *v, uint32_t k, rf_transform *t)
+{
+    *t = *base;
+    t->height = v->height[k], t->width = v->width[k];
+    t->scale_min = v->scale_min[k], t->scale_max = v->scale_max[k];
+}
+
+uint64_t rf_view_seed(uint64_t seed, uint32_t k)
+{
+    /* another stream than the sample's own seed, so view 0 is not the single-view crop */
+    return rf_mix64(seed ^ rf_mix64(0x766965777300ull + k));
 }

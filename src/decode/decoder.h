@@ -139,7 +139,8 @@ int rf_dec_validate(const rf_transform *t, rf_err *err);
 int rf_dec_plan_scaled(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t W, uint32_t H,
                        rf_err *err);
 
-/* ---- views.c and each format's part of rf_decode_views ---- */
+/* ---- transform.c: the views' part every format shares; each format's part of
+ * rf_decode_views (views.c) ---- */
 
 /* Each view's box, geometry and transform on a W x H image (j->seed, j->base, j->v). */
 void rf_dec_views_boxes(rf_views_job *j, uint32_t W, uint32_t H);

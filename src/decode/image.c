@@ -91,3 +91,14 @@ int rf_image_size(rf_decoder *d, const uint8_t *data, size_t len, uint32_t *w, u
     }
     }
 }
+
+int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
+                        double x, double y, double w, double h, uint32_t flip, uint8_t *out,
+                        rf_decode_info *info, rf_err *err)
+{
+    d->box_given = 1;
+    d->given = (crop_box){.x = x, .y = y, .w = w, .h = h, .flip = flip != 0};
+    int rc = rf_decode_image(d, data, len, t, 0, out, info, err);
+    d->box_given = 0;
+    return rc;
+}

@@ -1,5 +1,6 @@
-/* views.c — multi-crop (rf_config.multi_crop): the views' text, each view's transform and seed,
- * and rf_decode_views, which decodes an image once and cuts every view from it.
+/* views.c — multi-crop (rf_config.multi_crop): the views' text, and rf_decode_views, which
+ * decodes an image once and cuts every view from it (each view's transform and seed: crop.c;
+ * the boxes, their union and the cuts every format shares: transform.c).
  *
  * DESIGN
  *  - Each view is the single-view decode's crop and resize with a transform of its own (size,
@@ -119,90 +120,7 @@ int rf_views_parse(const char *text, float scale_min, float scale_max, rf_views 
     }
 }
 
-void rf_view_transform(const rf_transform *base, const rf_views *v, uint32_t k, rf_transform *t)
-{
-    *t = *base;
-    t->height = v->height[k], t->width = v->width[k];
-    t->scale_min = v->scale_min[k], t->scale_max = v->scale_max[k];
-}
-
-uint64_t rf_view_seed(uint64_t seed, uint32_t k)
-{
-    /* another stream than the sample's own seed, so view 0 is not the single-view crop */
-    return rf_mix64(seed ^ rf_mix64(0x766965777300ull + k));
-}
-
 /* ---- the decode ---- */
-
-void rf_dec_views_boxes(rf_views_job *j, uint32_t W, uint32_t H)
-{
-    j->W = W, j->H = H;
-    /* rf_dec_choose_box is what rf_sample_geometry reports from: the box, the rectangle of the
-     * output it lands on (the rows pad around it) and the flip */
-    for (uint32_t k = 0; k < j->v->n; k++) {
-        rf_view_transform(j->base, j->v, k, &j->t[k]);
-        rf_dec_choose_box(&j->t[k], W, H, rf_view_seed(j->seed, k), &j->box[k]);
-    }
-}
-
-int rf_dec_views_cover(rf_decoder *d, const rf_views_job *j, uint32_t num, uint32_t Ws,
-                       uint32_t Hs, int32_t c[4], rf_err *err)
-{
-    c[0] = c[2] = INT32_MAX, c[1] = c[3] = INT32_MIN;
-    for (uint32_t k = 0; k < j->v->n; k++) {
-        int rc = rf_dec_plan_scaled(d, &j->box[k], num, Ws, Hs, err);
-        if (rc)
-            return rc;
-        c[0] = RF_MIN(c[0], d->h.first), c[1] = RF_MAX(c[1], d->h.last);
-        c[2] = RF_MIN(c[2], d->v.first), c[3] = RF_MAX(c[3], d->v.last);
-    }
-    return 0;
-}
-
-typedef struct rect_src {
-    const uint8_t *px;
-    size_t stride;
-    uint32_t y;
-} rect_src;
-
-static const uint8_t *rect_row(void *src, uint8_t *slot, rf_err *err)
-{
-    rect_src *s = src;
-    (void)slot, (void)err;
-    return s->px + s->stride * s->y++;
-}
-
-int rf_dec_views_cut(rf_decoder *d, rf_views_job *j, uint32_t num, uint32_t Ws, uint32_t Hs,
-                     const rf_dec_rect *r, rf_err *err)
-{
-    for (uint32_t k = 0; k < j->v->n; k++) {
-        const rf_transform *t = &j->t[k];
-        int rc = rf_dec_plan_scaled(d, &j->box[k], num, Ws, Hs, err);
-        if (rc)
-            return rc;
-        int32_t cx = d->h.first - r->x0, cy = d->v.first - r->y0;
-        if (cx < 0 || cy < 0 || d->h.last - r->x0 > (int32_t)r->w ||
-            d->v.last - r->y0 > (int32_t)r->h)
-            return rf_seterr(err, RF_EDECODE, "internal: view %u reads outside the decoded "
-                             "%ux%u rectangle", k, r->w, r->h);
-        uint32_t cols = (uint32_t)(d->h.last - d->h.first);
-        rf_dec_axis_shift(&d->h, d->h.first);
-        rf_dec_axis_shift(&d->v, d->v.first);
-        if ((rc = rf_dec_scratch(d, cols, t->width, err)) != 0)
-            return rc;
-        rect_src s = {r->px + (size_t)cx * 3 + r->stride * (size_t)cy, r->stride, 0};
-        /* the rows place the view on its rectangle and pad around it, as for one image */
-        if ((rc = rf_dec_rows(d, t, j->out + j->v->offset[k], rect_row, &s, err)) != 0)
-            return rc;
-        if (j->infos) {
-            rf_dec_fill_info(j->W, j->H, &j->box[k], &j->infos[k]);
-            j->infos[k].scale_denom = 8 / num;
-            j->infos[k].region = j->region;
-            j->infos[k].imcu_rows = j->imcu_rows;
-        }
-    }
-    return 0;
-}
 
 int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
                     const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
