@@ -937,7 +937,9 @@ typedef struct rf_batch {
     uint32_t struct_size;
     uint32_t count;         /* samples in this batch: batch_size, or fewer for a last partial batch */
     uint64_t epoch;         /* epoch this batch belongs to */
-    uint64_t index;         /* batch number within the epoch on this rank, from 0 */
+    uint64_t index;         /* batch number within the epoch on this rank, from 0; a resumed
+                               epoch counts on from its cursor's whole batches (cursor /
+                               (batch_size x world_size)) */
 
     void *data;             /* images: device pointer (CUDA) or host pointer (host backend) */
     uint64_t data_bytes;    /* bytes at data for `count` samples */

@@ -461,7 +461,8 @@ START_TEST(drop_last_and_forever)
 }
 END_TEST
 
-/* Save after every batch position and resume: before + after == one uninterrupted epoch. */
+/* Save after every batch position and resume: before + after == one uninterrupted epoch, the
+ * batches numbered on from where the state was saved. */
 START_TEST(resume_at_every_position)
 {
     make_data();
@@ -521,8 +522,10 @@ START_TEST(resume_at_every_position)
             rf_loader_destroy(ld);
             continue;
         }
+        uint64_t index = stop; /* the resumed epoch counts its batches on */
         while ((rc = rf_loader_next(ld, &b)) == 0) {
             ck_assert_uint_lt(n, N_SAMPLES);
+            ck_assert_uint_eq(b->index, index++);
             for (uint32_t i = 0; i < b->count; i++, n++) {
                 ck_assert_str_eq(b->keys[i], full->keys[n]);
                 ck_assert_int_eq(memcmp((uint8_t *)b->data + (size_t)i * SIZE * SIZE * 3,

@@ -234,7 +234,8 @@ void pl_slot_open_locked(pl_dispatch *d, slot *s)
         s->batch.count = d->count;
         s->batch.epoch = d->epoch;
         s->bad.code = 0;
-        s->batch.index = d->k;
+        /* after a resume the plan starts at the cursor: its whole batches come first */
+        s->batch.index = d->plan->base / ((uint64_t)d->plan->batch * d->plan->world) + d->k;
         s->skipped = 0;
         memset(s->skipped_by, 0, sizeof s->skipped_by);
         s->epoch_total = pl_plan_real(d->plan);
