@@ -802,7 +802,9 @@ typedef struct rf_config {
     /* Keypoints that follow the crop. On when keypoint_json_path is set (tar shards only):
      * in the member keypoint_ext (default "json"), an array of points [[x, y], ...] or
      * [[x, y, v], ...] (COCO visibility: 0 not labelled, 1 labelled but hidden, 2 visible;
-     * without v, 2), pixels or fractions as box_normalized says. rf_batch.points gets each,
+     * without v, 2), pixels or fractions as box_normalized says; or, with a keypoint_ext
+     * ending in "npy" and no keypoint_json_path (both is RF_EINVAL), a NumPy .npy of N x 2
+     * or N x 3 float32/float64 (the box .npy's rules) holding the same rows. rf_batch.points gets each,
      * in its place (index i stays point i), mapped as the boxes are, as {x, y, v}: v becomes
      * 0 when the mapped point lies outside the output rectangle (its mapped x, y kept), and a
      * point given v 0 is {0, 0, 0}. Refused like a box: a missing member or path, bad JSON,

@@ -210,6 +210,12 @@ static int point_item(void *ctx, uint32_t nth, const uint8_t *text, uint64_t at,
     if (numbers(text, at, end, v, 3, &got) != 0 || got < 2 || got > 3)
         return rf_seterr(err, RF_ELABEL, "%s: point %u is not [x, y] or [x, y, v] (\"%.*s\")",
                          what, nth, (int)RF_MIN(end - at, 40), text + at);
+    return rf_annot_point(k, v, nth, what, err);
+}
+
+int rf_annot_point(rf_annot_sink *k, const double v[3], uint32_t nth, const char *what,
+                   rf_err *err)
+{
     if (!isfinite(v[0]) || !isfinite(v[1]))
         return rf_seterr(err, RF_ELABEL, "%s: point %u [%g, %g] holds a number that is not "
                          "finite", what, nth, v[0], v[1]);

@@ -33,6 +33,12 @@ int rf_annot_json_points(const uint8_t *text, uint64_t len, const char *path, rf
  * or '<f8', C order. */
 int rf_annot_npy_boxes(const uint8_t *data, uint64_t len, rf_annot_sink *k, const char *what,
                        rf_err *err);
+/* The keypoints of a .npy member: N x 2 (x, y; visibility 2) or N x 3 (x, y, v). */
+int rf_annot_npy_points(const uint8_t *data, uint64_t len, rf_annot_sink *k, const char *what,
+                        rf_err *err);
+/* A point as given, {x, y, v}: finite, v 0, 1 or 2; written to k's row nth as floats. */
+int rf_annot_point(rf_annot_sink *k, const double v[3], uint32_t nth, const char *what,
+                   rf_err *err);
 /* A box's four numbers as given: finite, no negative size. RF_ELABEL naming `what` and the
  * box (index nth) otherwise. Shared by the JSON and .npy readers. */
 int rf_annot_box_check(uint32_t format, const float *v, uint32_t nth, const char *what,

@@ -147,8 +147,12 @@ static double value_at(const uint8_t *d, uint32_t item, uint64_t i)
     return f;
 }
 
-int rf_annot_npy_boxes(const uint8_t *data, uint64_t len, rf_annot_sink *k, const char *what,
-                       rf_err *err)
+/* A .npy member's rows: N x one of the column counts cols[0..2) of '<f4' or '<f8', C
+ * order; *o the data, *rows and *ncols its shape, *item 4 or 8. RF_ELABEL naming `what`
+ * otherwise. */
+static int npy_rows(const uint8_t *data, uint64_t len, const uint32_t cols[2], const char *what,
+                    const uint8_t **o, uint64_t *rows, uint64_t *ncols, uint32_t *item,
+                    rf_err *err)
 {
     if (len < 10 || memcmp(data, "\x93NUMPY", 6) != 0)
         return rf_seterr(err, RF_ELABEL, "%s is not a .npy file (no \\x93NUMPY magic)", what);
@@ -168,31 +172,70 @@ int rf_annot_npy_boxes(const uint8_t *data, uint64_t len, rf_annot_sink *k, cons
     npy_head h = {0};
     npy_rd r = {data + at, hl, 0};
     const char *bad = dict(&r, &h);
-    if (!bad && (h.ndim != 2 || (h.dims[1] != 4 && h.dims[1] != 5)))
-        bad = "its shape is not (N, 4) or (N, 5)";
+    if (!bad && (h.ndim != 2 || (h.dims[1] != cols[0] && h.dims[1] != cols[1])))
+        return rf_seterr(err, RF_ELABEL, "%s: its shape is not (N, %u) or (N, %u) (header "
+                         "\"%.*s\")", what, cols[0], cols[1], (int)RF_MIN(hl, 120),
+                         (const char *)data + at);
     if (bad)
         return rf_seterr(err, RF_ELABEL, "%s: %s (header \"%.*s\")", what, bad,
                          (int)RF_MIN(hl, 120), (const char *)data + at);
-    uint64_t rows = h.dims[0], cols = h.dims[1], need = rows * cols * h.item;
+    uint64_t need = h.dims[0] * h.dims[1] * h.item;
     if (len - at - hl != need)
         return rf_seterr(err, RF_ELABEL, "%s: %" PRIu64 " bytes of data, not the %" PRIu64
                          " its shape (%" PRIu64 ", %" PRIu64 ") of %u-byte floats needs",
-                         what, len - at - hl, need, rows, cols, h.item);
+                         what, len - at - hl, need, h.dims[0], h.dims[1], h.item);
+    *o = data + at + hl, *rows = h.dims[0], *ncols = h.dims[1], *item = h.item;
+    return 0;
+}
+
+int rf_annot_npy_boxes(const uint8_t *data, uint64_t len, rf_annot_sink *k, const char *what,
+                       rf_err *err)
+{
+    static const uint32_t cols_ok[2] = {4, 5};
+    const uint8_t *d;
+    uint64_t rows, cols;
+    uint32_t item;
+    int rc = npy_rows(data, len, cols_ok, what, &d, &rows, &cols, &item, err);
+    if (rc)
+        return rc;
     if (rows > k->cap)
         return rf_seterr(err, RF_ELABEL, "%s: %" PRIu64 " boxes, more than max_boxes %u", what,
                          rows, k->cap);
-    const uint8_t *d = data + at + hl;
     for (uint32_t i = 0; i < k->cap; i++)
         k->classes[i] = -1;
     for (uint32_t i = 0; i < (uint32_t)rows; i++) {
         float *o = k->vals + (size_t)i * 4;
         for (uint32_t c = 0; c < 4; c++)
-            o[c] = (float)value_at(d, h.item, (uint64_t)i * cols + c);
-        int rc = rf_annot_box_check(k->format, o, i, what, err);
+            o[c] = (float)value_at(d, item, (uint64_t)i * cols + c);
+        rc = rf_annot_box_check(k->format, o, i, what, err);
         if (!rc && cols == 5)
-            rc = rf_annot_class_check(value_at(d, h.item, (uint64_t)i * cols + 4),
+            rc = rf_annot_class_check(value_at(d, item, (uint64_t)i * cols + 4),
                                       k->num_classes, i, what, &k->classes[i], err);
         if (rc)
+            return rc;
+    }
+    k->n = (uint32_t)rows;
+    return 0;
+}
+
+int rf_annot_npy_points(const uint8_t *data, uint64_t len, rf_annot_sink *k, const char *what,
+                        rf_err *err)
+{
+    static const uint32_t cols_ok[2] = {2, 3};
+    const uint8_t *d;
+    uint64_t rows, cols;
+    uint32_t item;
+    int rc = npy_rows(data, len, cols_ok, what, &d, &rows, &cols, &item, err);
+    if (rc)
+        return rc;
+    if (rows > k->cap)
+        return rf_seterr(err, RF_ELABEL, "%s: %" PRIu64 " points, more than max_points %u",
+                         what, rows, k->cap);
+    for (uint32_t i = 0; i < (uint32_t)rows; i++) {
+        uint64_t at = (uint64_t)i * cols;
+        double v[3] = {value_at(d, item, at), value_at(d, item, at + 1),
+                       cols == 3 ? value_at(d, item, at + 2) : 2};
+        if ((rc = rf_annot_point(k, v, i, what, err)) != 0)
             return rc;
     }
     k->n = (uint32_t)rows;

@@ -149,8 +149,17 @@ static uint8_t *npy_boxes(uint32_t i, size_t *len)
     return npy_of(v, a->nb, 5, i % 2 ? "<f8" : "<f4", 0, len);
 }
 
-/* A shard of the N samples: KEY.jpg of g_ann's size, KEY.json (json[i] when given, NULL: none)
- * and KEY.boxes.npy (npy[i], npy_len[i] when given). Returns the shard's path. */
+/* Sample i's keypoints as KEY.kp.npy: N x 3 float64 (x, y, v) in pixels. */
+static uint8_t *npy_points(uint32_t i, size_t *len)
+{
+    const ann *a = &g_ann[i];
+    double v[MAXP * 3];
+    memcpy(v, a->p, (size_t)a->np * 3 * sizeof *v);
+    return npy_of(v, a->np, 3, "<f8", 0, len);
+}
+
+/* A shard of the N samples: KEY.jpg of g_ann's size, KEY.json (json[i] when given, NULL: none),
+ * KEY.boxes.npy (npy[i], npy_len[i] when given) and KEY.kp.npy. Returns the shard's path. */
 static char *make_shard(const char *dir, char **json, uint8_t **npy, const size_t *npy_len)
 {
     char src[600], path[700], list[700], *tar = malloc(700);
@@ -179,6 +188,12 @@ static char *make_shard(const char *dir, char **json, uint8_t **npy, const size_
             rf_test_write_file(path, npy[i], npy_len[i]);
             fprintf(lf, "%08u.boxes.npy\n", i);
         }
+        size_t kl;
+        uint8_t *kp = npy_points(i, &kl);
+        snprintf(path, sizeof path, "%s/%08u.kp.npy", src, i);
+        rf_test_write_file(path, kp, kl);
+        fprintf(lf, "%08u.kp.npy\n", i);
+        free(kp);
     }
     fclose(lf);
     snprintf(tar, 700, "%s/shard-0000.tar", dir);
@@ -209,17 +224,19 @@ typedef struct variant {
     uint32_t format, normalized;
     float min_vis;
     uint32_t out_norm; /* box_output_normalized */
+    const char *kext;  /* keypoint_ext: NULL, the JSON's kp (or nkp); "kp.npy" */
 } variant;
 
 static const variant g_var[] = {
-    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0, 0},
-    {"json", "xywh", "cls", RF_BOX_XYWH, 0, 0, 0},
-    {NULL, "cxcywh", NULL, RF_BOX_CXCYWH, 0, 0, 0},
-    {NULL, "norm", "cls", RF_BOX_XYXY, 1, 0, 0},
-    {NULL, "coco.annotations.bbox", "coco.annotations.category_id", RF_BOX_XYWH, 0, 0, 0},
-    {"boxes.npy", NULL, NULL, RF_BOX_XYXY, 0, 0, 0},
-    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0.5f, 0},
-    {NULL, "norm", "cls", RF_BOX_XYXY, 1, 0, 1},
+    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0, 0, NULL},
+    {"json", "xywh", "cls", RF_BOX_XYWH, 0, 0, 0, NULL},
+    {NULL, "cxcywh", NULL, RF_BOX_CXCYWH, 0, 0, 0, NULL},
+    {NULL, "norm", "cls", RF_BOX_XYXY, 1, 0, 0, NULL},
+    {NULL, "coco.annotations.bbox", "coco.annotations.category_id", RF_BOX_XYWH, 0, 0, 0, NULL},
+    {"boxes.npy", NULL, NULL, RF_BOX_XYXY, 0, 0, 0, NULL},
+    {"boxes.npy", NULL, NULL, RF_BOX_XYXY, 0, 0, 0, "kp.npy"},
+    {NULL, "xyxy", "cls", RF_BOX_XYXY, 0, 0.5f, 0, NULL},
+    {NULL, "norm", "cls", RF_BOX_XYXY, 1, 0, 1, NULL},
 };
 #define NVAR (sizeof g_var / sizeof g_var[0])
 
@@ -248,7 +265,9 @@ static rf_config config_of(const char **pat, const char *pattern, const run_opts
     c.box_format = o->v->format, c.box_normalized = o->v->normalized;
     c.box_min_visibility = o->v->min_vis, c.max_boxes = MAXB;
     c.box_output_normalized = o->v->out_norm;
-    c.keypoint_json_path = o->v->normalized ? "nkp" : "kp", c.max_points = MAXP, c.keypoint_flip_pairs = "0:1";
+    c.keypoint_ext = o->v->kext;
+    c.keypoint_json_path = o->v->kext ? NULL : o->v->normalized ? "nkp" : "kp";
+    c.max_points = MAXP, c.keypoint_flip_pairs = "0:1";
     return c;
 }
 
@@ -560,7 +579,8 @@ START_TEST(bad_settings_are_refused)
         int what;
         const char *want;
     } cases[] = {{0, "max_boxes"}, {1, "box_json_path and box_class_json_path"},
-                 {2, "box_json_path"}, {3, "keypoint_flip_pairs"}, {4, "keypoint_ext"},
+                 {2, "box_json_path"}, {3, "keypoint_flip_pairs"},
+                 {4, "a .npy member is the array of points itself"},
                  {5, "only tar shards"}, {6, "max_points"}, {7, "box_ext"}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         rf_config c = config_of(&pat, pattern, &o);

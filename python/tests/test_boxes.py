@@ -51,14 +51,21 @@ def formats(boxes, w, h):
             "norm": boxes / [w, h, w, h]}
 
 
-def write(path, jpegs, docs, npys):
+def npy_bytes(arr):
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+def write(path, jpegs, docs, npys, kps=None):
+    """KEY.jpg, KEY.json, KEY.boxes.npy (npys[i] when not None) and KEY.kp.npy (kps[i])."""
     with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
         for i, (jpg, doc, arr) in enumerate(zip(jpegs, docs, npys)):
             members = [(f"{i:08d}.jpg", jpg), (f"{i:08d}.json", doc)]
             if arr is not None:
-                buf = io.BytesIO()
-                np.save(buf, arr)
-                members.append((f"{i:08d}.boxes.npy", buf.getvalue()))
+                members.append((f"{i:08d}.boxes.npy", npy_bytes(arr)))
+            if kps is not None:
+                members.append((f"{i:08d}.kp.npy", npy_bytes(kps[i])))
             for name, data in members:
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
@@ -86,7 +93,8 @@ def data(shards, tmp_path_factory):
         arr = np.concatenate([boxes, cls[:, None]], 1)
         npys.append(arr.astype(np.float32 if len(npys) % 2 else np.float64))
     path = str(tmp_path_factory.mktemp("boxes") / "bx-000000.tar")
-    write(path, jpegs, docs, npys)
+    kps = [pts.astype(np.float32 if i % 2 else np.float64) for i, (_, _, pts) in enumerate(ann)]
+    write(path, jpegs, docs, npys, kps)
     return path, jpegs, sizes, ann, docs, npys
 
 
@@ -142,6 +150,7 @@ CASES = [dict(box_json_path="xyxy", box_class_json_path="cls"),
          dict(box_json_path="coco.annotations.bbox", box_format="xywh",
               box_class_json_path="coco.annotations.category_id"),
          dict(box_ext="boxes.npy"),
+         dict(box_ext="boxes.npy", keypoint_ext="kp.npy"),
          dict(box_json_path="xyxy", box_class_json_path="cls", box_min_visibility=0.6),
          dict(box_json_path="norm", box_normalized=True, box_class_json_path="cls",
               box_output_normalized=True)]
@@ -152,7 +161,7 @@ CASES = [dict(box_json_path="xyxy", box_class_json_path="cls"),
 def test_boxes_follow_the_crop(data, case, threads):
     path, _, _, ann, _, _ = data
     kw = CASES[case]
-    kp = "nkp" if kw.get("box_normalized") else "kp"
+    kp = None if "keypoint_ext" in kw else "nkp" if kw.get("box_normalized") else "kp"
     got = epoch(path, decode_threads=threads, keypoint_json_path=kp, max_points=MAXP, **kw)
     assert len(got) == N
     dropped = 0
@@ -240,3 +249,26 @@ def test_bad_boxes_named_or_skipped(data, tmp_path):
         ringfeed.Loader(path, 2, **dict(KW, max_boxes=None), box_json_path="xyxy")
     with pytest.raises(ValueError, match="box_format"):
         ringfeed.Loader(path, 2, box_json_path="xyxy", box_format="yxyx", **KW)
+
+
+@pytest.mark.parametrize("arr, words", [
+    (np.zeros((2, 4), np.float32), "its shape is not (N, 2) or (N, 3)"),
+    (np.array([[1, 1, 5]], np.float64), "point 0 has visibility 5, not 0, 1 or 2"),
+    (np.zeros((MAXP + 1, 2), np.float32), f"{MAXP + 1} points, more than max_points {MAXP}"),
+])
+def test_bad_npy_keypoints_named(data, tmp_path, arr, words):
+    _, jpegs, _, ann, docs, npys = data
+    kps = [a[2] for a in ann[:4]]
+    kps[1] = arr
+    path = str(tmp_path / "badkp-000000.tar")
+    offsets = write(path, jpegs[:4], docs[:4], npys[:4], kps)
+    with pytest.raises(ringfeed.RingfeedError) as ei:
+        for _ in ringfeed.Loader(path, 2, box_ext="boxes.npy", keypoint_ext="kp.npy",
+                                 max_points=MAXP, **KW):
+            pass
+    assert ei.value.code == ringfeed._capi.RF_ELABEL
+    assert f"keypoint member 00000001.kp.npy at offset {offsets['00000001.kp.npy']}" in \
+        str(ei.value) and words in str(ei.value), str(ei.value)
+    with pytest.raises(ringfeed.RingfeedError, match="a .npy member is the array of points"):
+        ringfeed.Loader(path, 2, keypoint_ext="kp.npy", keypoint_json_path="kp",
+                        max_points=MAXP, **KW)

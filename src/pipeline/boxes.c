@@ -105,13 +105,19 @@ static int setup_points(pl_boxes *b, rf_config *c, rf_err *err)
     int rc = ext_check("keypoint_ext", ext, err);
     if (rc)
         return rc;
-    if (ends_with_npy(ext))
-        return rf_seterr(err, RF_EINVAL, "keypoint_ext \"%s\": keypoints are read from JSON, "
-                         "not .npy", ext);
+    b->knpy = ends_with_npy(ext);
+    if (b->knpy && c->keypoint_json_path)
+        return rf_seterr(err, RF_EINVAL, "keypoint_json_path \"%s\" with keypoint_ext \"%s\": "
+                         "a .npy member is the array of points itself", c->keypoint_json_path,
+                         ext);
+    if (!b->knpy && !c->keypoint_json_path)
+        return rf_seterr(err, RF_EINVAL, "keypoint_ext \"%s\" is JSON: set keypoint_json_path, "
+                         "the dotted path to the array of points", ext);
     if (!c->max_points)
         return rf_seterr(err, RF_EINVAL, "keypoints: set max_points (1..65536), the width of "
                          "each sample's row");
-    if ((rc = rf_json_path_check_named("keypoint_json_path", c->keypoint_json_path, err)) ||
+    if ((!b->knpy &&
+         (rc = rf_json_path_check_named("keypoint_json_path", c->keypoint_json_path, err))) ||
         (rc = dup(&b->kext, ext, err)) || (rc = dup(&b->kpath, c->keypoint_json_path, err)))
         return rc;
     b->points = 1;
@@ -127,9 +133,11 @@ int pl_boxes_setup(pl_boxes *b, rf_config *c, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "boxes and keypoints are read from a sample's members: "
                          "only tar shards have them, not a %s source",
                          c->source == RF_SOURCE_FOLDER ? "folder" : "token");
-    if (want_points && !c->keypoint_json_path)
+    int points_npy = c->keypoint_ext && ends_with_npy(c->keypoint_ext);
+    if (want_points && !c->keypoint_json_path && !points_npy)
         return rf_seterr(err, RF_EINVAL, "keypoint_ext and keypoint_flip_pairs need "
-                         "keypoint_json_path, the dotted path to the array of points");
+                         "keypoint_json_path, the dotted path to the array of points (or "
+                         "keypoint_ext naming a .npy member)");
     int rc = want_boxes ? setup_boxes(b, c, err) : 0;
     if (rc || (rc = want_points ? setup_points(b, c, err) : 0))
         return rc;
@@ -244,8 +252,10 @@ int pl_boxes_read(const pl_boxes *b, slot *s, uint32_t index, const char *key,
                              "%s.%s (a missing annotation)", key,
                              (unsigned long long)sample_off, key, b->kext);
         member_name(what, sizeof what, "keypoint", key, b->kext, sample_off, &found[0]);
-        if ((rc = rf_annot_json_points(span + found[0].off, found[0].len, b->kpath, &k, what,
-                                       e)) != 0)
+        rc = b->knpy ? rf_annot_npy_points(span + found[0].off, found[0].len, &k, what, e)
+                     : rf_annot_json_points(span + found[0].off, found[0].len, b->kpath, &k,
+                                            what, e);
+        if (rc)
             return rc;
         s->pn[index] = k.n;
     }

@@ -16,7 +16,7 @@
 struct pl_ring;
 
 typedef struct pl_boxes {
-    int boxes, points, npy;       /* on; boxes from a .npy member */
+    int boxes, points, npy, knpy; /* on; boxes, keypoints from a .npy member */
     char *ext, *path, *class_path; /* the stage's copies of box_ext (resolved), the paths */
     char *kext, *kpath, *pairs;    /* keypoint_ext (resolved), keypoint_json_path, flip pairs */
     uint32_t format, normalized, max_boxes, max_points, num_classes;

@@ -1,7 +1,7 @@
 /* fuzz_annot.c — libFuzzer target for the box and keypoint readers (loaders/annotations.c,
  * loaders/npy.c): the input is read as a JSON member at a plain path, at a path through an
- * array of objects (with class ids), as keypoints, and as a .npy file, into rows of a few
- * boxes, as the decode threads read a sample's member. Any crash, sanitizer report, hang or
+ * array of objects (with class ids), as keypoints, and as a .npy file of boxes and of
+ * keypoints, into rows of a few boxes or points, as the decode threads read a sample's member. Any crash, sanitizer report, hang or
  * out-of-bounds write is a bug (the rows are exactly max_boxes wide, so ASan sees an overrun);
  * errors returned are expected, and a success must leave a count within the rows and every
  * box read finite with no negative size. */
@@ -49,6 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     float *pts = malloc(CAP * 3 * sizeof *pts);
     rf_annot_sink k = {.vals = pts, .cap = CAP, .width = 3};
     check(&k, rf_annot_json_points(data, size, "k", &k, "m", &e));
+    k = (rf_annot_sink){.vals = pts, .cap = CAP, .width = 3};
+    check(&k, rf_annot_npy_points(data, size, &k, "m", &e));
     free(vals), free(cls), free(pts);
     return 0;
 }
