@@ -17,8 +17,6 @@
 
 #include "decode/decode.h"
 #include "decode/resize.h"
-#include "loaders/dataset.h"
-#include "loaders/tar.h"
 #include "ringfeed.h"
 #include "testutil.h"
 
@@ -42,46 +40,33 @@ static void make_data(void)
 
 /* The source images, decoded whole at full scale, by sample id. */
 typedef struct sources {
-    rf_dataset ds;
-    char **paths;
-    uint32_t np;
+    uint64_t n;
     uint8_t **rgb;
     uint32_t *w, *h;
 } sources;
 
 static void sources_open(sources *s, const char *pattern)
 {
+    rf_test_jpegs j;
     rf_err e = {0};
-    memset(s, 0, sizeof *s);
-    ck_assert_int_eq(rf_expand_patterns(&pattern, 1, &s->paths, &s->np, &e), 0);
-    ck_assert_int_eq(rf_format_tar.open(&s->ds, s->paths, s->np, 64 << 20, &e), 0);
-    uint64_t n = s->ds.nsamples;
-    s->rgb = calloc(n, sizeof *s->rgb);
-    s->w = calloc(n, sizeof *s->w), s->h = calloc(n, sizeof *s->h);
+    rf_test_jpegs_open(&j, pattern);
+    s->n = j.n;
+    s->rgb = calloc(s->n, sizeof *s->rgb);
+    s->w = calloc(s->n, sizeof *s->w), s->h = calloc(s->n, sizeof *s->h);
     rf_decoder *dec = rf_decoder_create(NULL);
-    for (uint64_t id = 0; id < n; id++) {
-        const rf_sample *sm = &s->ds.samples[id];
-        uint8_t *span = malloc(sm->length);
-        ck_assert_int_eq(pread(s->ds.files[sm->file].fd, span, sm->length, (off_t)sm->offset),
-                         (ssize_t)sm->length);
-        uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-        ck_assert_int_eq(rf_tar_locate(span, sm->length, s->ds.keys + sm->key, "jpg", NULL,
-                                       &doff, &dlen, &dhdr, &loff, &llen, &lhdr, &e), 0);
+    for (uint64_t id = 0; id < s->n; id++)
         /* a damaged member has no reference (it is never delivered) */
-        if (rf_decode_full(dec, span + doff, dlen, &s->rgb[id], &s->w[id], &s->h[id], &e) != 0)
+        if (rf_decode_full(dec, j.jpeg[id], j.len[id], &s->rgb[id], &s->w[id], &s->h[id], &e))
             s->rgb[id] = NULL;
-        free(span);
-    }
     rf_decoder_destroy(dec);
+    rf_test_jpegs_close(&j);
 }
 
 static void sources_close(sources *s)
 {
-    for (uint64_t id = 0; id < s->ds.nsamples; id++)
+    for (uint64_t id = 0; id < s->n; id++)
         free(s->rgb[id]);
     free(s->rgb), free(s->w), free(s->h);
-    rf_dataset_free(&s->ds);
-    rf_free_paths(s->paths, s->np);
 }
 
 /* The reported box of a W x H source resampled to OUT_H x OUT_W NHWC with the library's

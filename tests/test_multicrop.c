@@ -17,8 +17,6 @@
 #include <unistd.h>
 
 #include "decode/decode.h"
-#include "loaders/dataset.h"
-#include "loaders/tar.h"
 #include "ringfeed.h"
 #include "synth.h"
 #include "testutil.h"
@@ -51,47 +49,7 @@ static void make_data(void)
     snprintf(g_pattern, sizeof g_pattern, "%s/shard-*.tar", g_dir);
 }
 
-/* Every sample's JPEG bytes, by sample id. */
-typedef struct sources {
-    rf_dataset ds;
-    char **paths;
-    uint32_t np;
-    uint8_t **jpeg;
-    size_t *len;
-} sources;
-
-static void sources_open(sources *s, const char *pattern)
-{
-    rf_err e = {0};
-    memset(s, 0, sizeof *s);
-    ck_assert_int_eq(rf_expand_patterns(&pattern, 1, &s->paths, &s->np, &e), 0);
-    ck_assert_int_eq(rf_format_tar.open(&s->ds, s->paths, s->np, 64 << 20, &e), 0);
-    uint64_t n = s->ds.nsamples;
-    s->jpeg = calloc(n, sizeof *s->jpeg);
-    s->len = calloc(n, sizeof *s->len);
-    for (uint64_t id = 0; id < n; id++) {
-        const rf_sample *sm = &s->ds.samples[id];
-        uint8_t *span = malloc(sm->length);
-        ck_assert_int_eq(pread(s->ds.files[sm->file].fd, span, sm->length, (off_t)sm->offset),
-                         (ssize_t)sm->length);
-        uint32_t doff, dlen, dhdr, loff, llen, lhdr;
-        ck_assert_int_eq(rf_tar_locate(span, sm->length, s->ds.keys + sm->key, "jpg", NULL,
-                                       &doff, &dlen, &dhdr, &loff, &llen, &lhdr, &e), 0);
-        s->jpeg[id] = malloc(dlen);
-        memcpy(s->jpeg[id], span + doff, dlen);
-        s->len[id] = dlen;
-        free(span);
-    }
-}
-
-static void sources_close(sources *s)
-{
-    for (uint64_t id = 0; id < s->ds.nsamples; id++)
-        free(s->jpeg[id]);
-    free(s->jpeg), free(s->len);
-    rf_dataset_free(&s->ds);
-    rf_free_paths(s->paths, s->np);
-}
+typedef rf_test_jpegs sources; /* every sample's JPEG bytes, by sample id */
 
 /* The documented scale rule from the reported boxes: the smallest num/8 (num 1, 2, 4) at
  * which every view's box keeps at least its output's columns and rows, else 8 (full). */
@@ -225,7 +183,7 @@ START_TEST(views_are_their_single_view_decodes)
 {
     make_data();
     sources src;
-    sources_open(&src, g_pattern);
+    rf_test_jpegs_open(&src, g_pattern);
     size_t n = N_SAMPLES * sample_bytes();
     uint8_t *one = malloc(n), *three = malloc(n), *full = malloc(n);
     run_opts a = {.threads = 1, .check = 1, .views = one};
@@ -243,7 +201,7 @@ START_TEST(views_are_their_single_view_decodes)
     ck_assert_uint_eq(st.dct_scaled, 0);
     ck_assert_uint_eq(f.checked, N_SAMPLES);
     free(one), free(three), free(full);
-    sources_close(&src);
+    rf_test_jpegs_close(&src);
 }
 END_TEST
 
@@ -256,7 +214,7 @@ START_TEST(padding_and_replacements_get_their_views)
     char pattern[600], path[600], key[64];
     snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
     sources src;
-    sources_open(&src, pattern);
+    rf_test_jpegs_open(&src, pattern);
     uint64_t checked = 0;
     for (uint32_t rank = 0; rank < 4; rank++) {
         run_opts o = {.pattern = pattern, .threads = 3, .check = 1, .world = 4, .rank = rank};
@@ -271,7 +229,7 @@ START_TEST(padding_and_replacements_get_their_views)
     ck_assert_uint_eq(st.skipped, 1);
     ck_assert_uint_eq(o.checked, 21); /* the replacement's views among them */
     ck_assert_uint_eq(o.blanks, 1);
-    sources_close(&src);
+    rf_test_jpegs_close(&src);
     free(dir);
 }
 END_TEST

@@ -3,6 +3,7 @@
 
 #include "gen.h"
 #include "synth.h"
+#include "loaders/dataset.h"
 #include "loaders/tar.h"
 
 #include <dirent.h>
@@ -564,4 +565,40 @@ void rf_test_jpeg_set_size(uint8_t *j, size_t len, uint16_t w, uint16_t h)
             return;
         }
     ck_abort_msg("no SOF0");
+}
+
+void rf_test_jpegs_open(rf_test_jpegs *s, const char *pattern)
+{
+    rf_err e = {0};
+    rf_dataset ds;
+    char **paths = NULL;
+    uint32_t np = 0;
+    memset(&ds, 0, sizeof ds);
+    ck_assert_int_eq(rf_expand_patterns(&pattern, 1, &paths, &np, &e), 0);
+    ck_assert_int_eq(rf_format_tar.open(&ds, paths, np, 64 << 20, &e), 0);
+    s->n = ds.nsamples;
+    s->jpeg = calloc(s->n, sizeof *s->jpeg);
+    s->len = calloc(s->n, sizeof *s->len);
+    for (uint64_t id = 0; id < s->n; id++) {
+        const rf_sample *sm = &ds.samples[id];
+        uint8_t *span = malloc(sm->length);
+        ck_assert_int_eq(pread(ds.files[sm->file].fd, span, sm->length, (off_t)sm->offset),
+                         (ssize_t)sm->length);
+        uint32_t doff, dlen, dhdr, loff, llen, lhdr;
+        ck_assert_int_eq(rf_tar_locate(span, sm->length, ds.keys + sm->key, "jpg", NULL, &doff,
+                                       &dlen, &dhdr, &loff, &llen, &lhdr, &e), 0);
+        s->jpeg[id] = malloc(dlen);
+        memcpy(s->jpeg[id], span + doff, dlen);
+        s->len[id] = dlen;
+        free(span);
+    }
+    rf_dataset_free(&ds);
+    rf_free_paths(paths, np);
+}
+
+void rf_test_jpegs_close(rf_test_jpegs *s)
+{
+    for (uint64_t id = 0; id < s->n; id++)
+        free(s->jpeg[id]);
+    free(s->jpeg), free(s->len);
 }

@@ -40,6 +40,16 @@ int rf_test_make_shards(const char *dir, uint32_t nshards, uint32_t nsamples, ui
 
 /* The same shards (with indexes) with restart markers in every JPEG (ringfeed-gen --restart):
  * region decode and GPU decode apply to them. */
+/* Every sample's KEY.jpg of the tar shards at pattern, read whole, by sample id (the
+ * dataset's order): the references the pixel tests decode themselves. */
+typedef struct rf_test_jpegs {
+    uint64_t n;
+    uint8_t **jpeg;
+    size_t *len;
+} rf_test_jpegs;
+void rf_test_jpegs_open(rf_test_jpegs *s, const char *pattern);
+void rf_test_jpegs_close(rf_test_jpegs *s);
+
 int rf_test_make_restart_shards(const char *dir, uint32_t nshards, uint32_t nsamples,
                                 uint32_t classes, uint64_t seed, uint32_t max_side);
 /* ... of large photos (sides 700-1000, JPEGs of 300-550 KB, 10 classes): GPU-decode packets
