@@ -147,12 +147,19 @@ static double value_at(const uint8_t *d, uint32_t item, uint64_t i)
     return f;
 }
 
-/* A .npy member's rows: N x one of the column counts cols[0..2) of '<f4' or '<f8', C
- * order; *o the data, *rows and *ncols its shape, *item 4 or 8. RF_ELABEL naming `what`
- * otherwise. */
-static int npy_rows(const uint8_t *data, uint64_t len, const uint32_t cols[2], const char *what,
-                    const uint8_t **o, uint64_t *rows, uint64_t *ncols, uint32_t *item,
-                    rf_err *err)
+/* A .npy member's table: its data, rows, columns and bytes per value (4 or 8). */
+typedef struct npy_table {
+    const uint8_t *d;
+    uint64_t rows, cols;
+    uint32_t item;
+} npy_table;
+
+/* A .npy member's table of N x one of the column counts cols[0..2) of '<f4' or '<f8', C
+ * order, N at most k->cap (`noun` of the rows, `cap` the setting that bounds them).
+ * RF_ELABEL naming `what` otherwise. */
+static int npy_rows(const uint8_t *data, uint64_t len, const uint32_t cols[2],
+                    const rf_annot_sink *k, const char *noun, const char *cap, const char *what,
+                    npy_table *t, rf_err *err)
 {
     if (len < 10 || memcmp(data, "\x93NUMPY", 6) != 0)
         return rf_seterr(err, RF_ELABEL, "%s is not a .npy file (no \\x93NUMPY magic)", what);
@@ -184,7 +191,10 @@ static int npy_rows(const uint8_t *data, uint64_t len, const uint32_t cols[2], c
         return rf_seterr(err, RF_ELABEL, "%s: %" PRIu64 " bytes of data, not the %" PRIu64
                          " its shape (%" PRIu64 ", %" PRIu64 ") of %u-byte floats needs",
                          what, len - at - hl, need, h.dims[0], h.dims[1], h.item);
-    *o = data + at + hl, *rows = h.dims[0], *ncols = h.dims[1], *item = h.item;
+    if (h.dims[0] > k->cap)
+        return rf_seterr(err, RF_ELABEL, "%s: %" PRIu64 " %s, more than %s %u", what, h.dims[0],
+                         noun, cap, k->cap);
+    *t = (npy_table){data + at + hl, h.dims[0], h.dims[1], h.item};
     return 0;
 }
 
@@ -192,29 +202,24 @@ int rf_annot_npy_boxes(const uint8_t *data, uint64_t len, rf_annot_sink *k, cons
                        rf_err *err)
 {
     static const uint32_t cols_ok[2] = {4, 5};
-    const uint8_t *d;
-    uint64_t rows, cols;
-    uint32_t item;
-    int rc = npy_rows(data, len, cols_ok, what, &d, &rows, &cols, &item, err);
+    npy_table t;
+    int rc = npy_rows(data, len, cols_ok, k, "boxes", "max_boxes", what, &t, err);
     if (rc)
         return rc;
-    if (rows > k->cap)
-        return rf_seterr(err, RF_ELABEL, "%s: %" PRIu64 " boxes, more than max_boxes %u", what,
-                         rows, k->cap);
     for (uint32_t i = 0; i < k->cap; i++)
         k->classes[i] = -1;
-    for (uint32_t i = 0; i < (uint32_t)rows; i++) {
+    for (uint32_t i = 0; i < (uint32_t)t.rows; i++) {
         float *o = k->vals + (size_t)i * 4;
         for (uint32_t c = 0; c < 4; c++)
-            o[c] = (float)value_at(d, item, (uint64_t)i * cols + c);
+            o[c] = (float)value_at(t.d, t.item, (uint64_t)i * t.cols + c);
         rc = rf_annot_box_check(k->format, o, i, what, err);
-        if (!rc && cols == 5)
-            rc = rf_annot_class_check(value_at(d, item, (uint64_t)i * cols + 4),
+        if (!rc && t.cols == 5)
+            rc = rf_annot_class_check(value_at(t.d, t.item, (uint64_t)i * t.cols + 4),
                                       k->num_classes, i, what, &k->classes[i], err);
         if (rc)
             return rc;
     }
-    k->n = (uint32_t)rows;
+    k->n = (uint32_t)t.rows;
     return 0;
 }
 
@@ -222,22 +227,17 @@ int rf_annot_npy_points(const uint8_t *data, uint64_t len, rf_annot_sink *k, con
                         rf_err *err)
 {
     static const uint32_t cols_ok[2] = {2, 3};
-    const uint8_t *d;
-    uint64_t rows, cols;
-    uint32_t item;
-    int rc = npy_rows(data, len, cols_ok, what, &d, &rows, &cols, &item, err);
+    npy_table t;
+    int rc = npy_rows(data, len, cols_ok, k, "points", "max_points", what, &t, err);
     if (rc)
         return rc;
-    if (rows > k->cap)
-        return rf_seterr(err, RF_ELABEL, "%s: %" PRIu64 " points, more than max_points %u",
-                         what, rows, k->cap);
-    for (uint32_t i = 0; i < (uint32_t)rows; i++) {
-        uint64_t at = (uint64_t)i * cols;
-        double v[3] = {value_at(d, item, at), value_at(d, item, at + 1),
-                       cols == 3 ? value_at(d, item, at + 2) : 2};
+    for (uint32_t i = 0; i < (uint32_t)t.rows; i++) {
+        uint64_t at = (uint64_t)i * t.cols;
+        double v[3] = {value_at(t.d, t.item, at), value_at(t.d, t.item, at + 1),
+                       t.cols == 3 ? value_at(t.d, t.item, at + 2) : 2};
         if ((rc = rf_annot_point(k, v, i, what, err)) != 0)
             return rc;
     }
-    k->n = (uint32_t)rows;
+    k->n = (uint32_t)t.rows;
     return 0;
 }
