@@ -33,19 +33,25 @@ static void random_box(const rf_transform *t, uint32_t W, uint32_t H, rf_rng *rn
     b->w = (double)w, b->h = (double)h;
 }
 
+/* torchvision's Resize(shorter -> R) of a W x H image: *nw x *nh, the longer side truncated. */
+static void resized_size(const rf_transform *t, uint32_t W, uint32_t H, double *nw, double *nh)
+{
+    uint32_t R = t->resize_shorter ? t->resize_shorter
+                                   : RF_MAX(t->height, t->width) * 256 / 224;
+    if (W <= H)
+        *nw = R, *nh = floor((double)R * H / W);
+    else
+        *nh = R, *nw = floor((double)R * W / H);
+    *nw = RF_MAX(*nw, 1.0), *nh = RF_MAX(*nh, 1.0);
+}
+
 /* Resize(shorter -> R) then CenterCrop((height, width)), mapped back onto the original. A crop
  * larger than the resized image (torchvision would pad) is clamped to the image instead, per
  * axis. */
 static void center_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
 {
-    uint32_t R = t->resize_shorter ? t->resize_shorter
-                                   : RF_MAX(t->height, t->width) * 256 / 224;
     double nw, nh;
-    if (W <= H)
-        nw = R, nh = floor((double)R * H / W);
-    else
-        nh = R, nw = floor((double)R * W / H);
-    nw = RF_MAX(nw, 1.0), nh = RF_MAX(nh, 1.0);
+    resized_size(t, W, H, &nw, &nh);
     double cw = RF_MIN((double)t->width, nw), ch = RF_MIN((double)t->height, nh);
     double left = (double)rf_py_round((nw - cw) / 2.0), top = (double)rf_py_round((nh - ch) / 2.0);
     double sx = W / nw, sy = H / nh;
@@ -86,14 +92,8 @@ static void center_pad_axis(uint32_t c, double n, uint32_t src, double *x, doubl
  * per axis. */
 static void center_pad_box(const rf_transform *t, uint32_t W, uint32_t H, crop_box *b)
 {
-    uint32_t R = t->resize_shorter ? t->resize_shorter
-                                   : RF_MAX(t->height, t->width) * 256 / 224;
     double nw, nh;
-    if (W <= H)
-        nw = R, nh = floor((double)R * H / W);
-    else
-        nh = R, nw = floor((double)R * W / H);
-    nw = RF_MAX(nw, 1.0), nh = RF_MAX(nh, 1.0);
+    resized_size(t, W, H, &nw, &nh);
     center_pad_axis(t->width, nw, W, &b->x, &b->w, &b->out_x, &b->out_w);
     center_pad_axis(t->height, nh, H, &b->y, &b->h, &b->out_y, &b->out_h);
 }
