@@ -89,6 +89,19 @@ def shard_sources(pattern):
     return out
 
 
+def write_tar(path, members):
+    """A shard of the (name, bytes) members in their order, written by Python's tarfile (PAX);
+    returns {name: offset of its header}, what error messages name."""
+    import io
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    with tarfile.open(path) as tf:
+        return {m.name: m.offset for m in tf}
+
+
 def write_webdataset(path, jpegs, ext, values):
     """A shard by webdataset's own TarWriter: sample i is KEY.jpg (key "%08d" % i) plus
     KEY.<ext> holding values[i] (bytes written as they are) unless it is None."""

@@ -9,13 +9,12 @@ bad boxes are a `label` error naming the member and its offset, or a counted ski
 check on every decode path is tests/test_boxes.c's."""
 import io
 import json
-import tarfile
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import ARRAY_TYPES, shard_jpegs
+from conftest import ARRAY_TYPES, shard_jpegs, write_tar
 
 H, W = 32, 48
 N = 11
@@ -59,19 +58,14 @@ def npy_bytes(arr):
 
 def write(path, jpegs, docs, npys, kps=None):
     """KEY.jpg, KEY.json, KEY.boxes.npy (npys[i] when not None) and KEY.kp.npy (kps[i])."""
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
-        for i, (jpg, doc, arr) in enumerate(zip(jpegs, docs, npys)):
-            members = [(f"{i:08d}.jpg", jpg), (f"{i:08d}.json", doc)]
-            if arr is not None:
-                members.append((f"{i:08d}.boxes.npy", npy_bytes(arr)))
-            if kps is not None:
-                members.append((f"{i:08d}.kp.npy", npy_bytes(kps[i])))
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
-    with tarfile.open(path) as tf:
-        return {m.name: m.offset for m in tf}
+    members = []
+    for i, (jpg, doc, arr) in enumerate(zip(jpegs, docs, npys)):
+        members += [(f"{i:08d}.jpg", jpg), (f"{i:08d}.json", doc)]
+        if arr is not None:
+            members.append((f"{i:08d}.boxes.npy", npy_bytes(arr)))
+        if kps is not None:
+            members.append((f"{i:08d}.kp.npy", npy_bytes(kps[i])))
+    return write_tar(path, members)
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,13 @@ box is integral. Padding repeats carry their original's mask, skip mode's blanks
 mask_fill; bad masks fail naming the member or are counted under their reason; copies
 outlive the batch."""
 import io
-import tarfile
 
 import numpy as np
 import pytest
 from PIL import Image
 
 import ringfeed
-from conftest import ARRAY_TYPES
+from conftest import ARRAY_TYPES, write_tar
 
 H, W = 24, 40
 N = 10
@@ -57,27 +56,22 @@ def write_shard(path, kinds, bad=None, size=img_size):
     makes sample i's mask missing, bigger than its image, or 16-bit. Returns {key: (mask png
     bytes, kind)} and the members' offsets."""
     masks = {}
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
-        for i in range(N):
-            w, h = size(i)
-            rgb = np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8)
-            jpg = io.BytesIO()
-            Image.fromarray(rgb).save(jpg, "JPEG", quality=90)
-            kind = kinds[i % len(kinds)]
-            what = bad[1] if bad and bad[0] == i else None
-            kind = "I;16" if what == "wide" else kind
-            png = mask_png(i, kind, w + (what == "bigger"), h)
-            key = f"{i:08d}"
-            masks[key] = (png, kind)
-            members = [(key + ".jpg", jpg.getvalue()), (key + ".cls", str(i % 3).encode())]
-            if what != "missing":
-                members.append((key + ".seg.png", png))
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
-    with tarfile.open(path) as tf:
-        return masks, {m.name: m.offset for m in tf}
+    members = []
+    for i in range(N):
+        w, h = size(i)
+        rgb = np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8)
+        jpg = io.BytesIO()
+        Image.fromarray(rgb).save(jpg, "JPEG", quality=90)
+        kind = kinds[i % len(kinds)]
+        what = bad[1] if bad and bad[0] == i else None
+        kind = "I;16" if what == "wide" else kind
+        png = mask_png(i, kind, w + (what == "bigger"), h)
+        key = f"{i:08d}"
+        masks[key] = (png, kind)
+        members += [(key + ".jpg", jpg.getvalue()), (key + ".cls", str(i % 3).encode())]
+        if what != "missing":
+            members.append((key + ".seg.png", png))
+    return masks, write_tar(path, members)
 
 
 @pytest.fixture(scope="module")

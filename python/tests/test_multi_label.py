@@ -3,14 +3,12 @@ shards written by Python's tarfile (KEY.jpg + KEY.json) delivered as batch.multi
 N x num_classes multi-hot, or int32 N x max_labels padded with -1) and batch.label_counts, the
 first id in batch.labels; a bad id is a `label` error naming the member, or a counted skip;
 multihot without num_classes is refused by name."""
-import io
-import tarfile
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import shard_jpegs
+from conftest import shard_jpegs, write_tar
 
 KW = dict(batch_size=3, size=24, device="cpu", decode_threads=2, shuffle=False,
           label="json:labels")
@@ -19,14 +17,8 @@ NC = 20
 
 
 def write(path, jpegs, docs):
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
-        for i, (jpg, doc) in enumerate(zip(jpegs, docs)):
-            for name, data in ((f"{i:08d}.jpg", jpg), (f"{i:08d}.json", doc)):
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
-    with tarfile.open(path) as tf:
-        return {m.name: m.offset for m in tf}
+    return write_tar(path, [m for i, (jpg, doc) in enumerate(zip(jpegs, docs))
+                            for m in ((f"{i:08d}.jpg", jpg), (f"{i:08d}.json", doc))])
 
 
 @pytest.fixture(scope="module")

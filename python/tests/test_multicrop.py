@@ -6,15 +6,12 @@ reported, within test_size.py's PIL bounds (at full scale; DCT-scaled views are 
 own single-view decodes, tests/test_multicrop.c); the same seed gives the same views at any
 thread count, a resumed loader the uninterrupted one's; float outputs are each view
 normalized; bad text is a ValueError naming multi_crop."""
-import glob
-import io
-import tarfile
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import ARRAY_TYPES
+from conftest import ARRAY_TYPES, shard_sources
 
 VIEWS = "2x32x40:0.4-1,3x16:0.1-0.4"
 SHAPES = [(32, 40), (32, 40), (16, 16), (16, 16), (16, 16)]
@@ -25,17 +22,6 @@ def npy(x):
     return x if isinstance(x, np.ndarray) else x.numpy()
 
 
-def sources(pattern):
-    """{key: PIL RGB image} of every JPEG in the shards."""
-    from PIL import Image
-    out = {}
-    for path in sorted(glob.glob(pattern)):
-        with tarfile.open(path) as t:
-            for m in t.getmembers():
-                if m.name.endswith(".jpg"):
-                    data = t.extractfile(m).read()
-                    out[m.name[:-4]] = Image.open(io.BytesIO(data)).convert("RGB")
-    return out
 
 
 def epoch_views(pattern, **kw):
@@ -88,7 +74,7 @@ def test_each_view_is_its_box_with_pil(shards):
     """test_size.py's PIL bounds (at most 2 levels, a mean of 0.5 per view), at full scale."""
     pytest.importorskip("PIL")
     got = epoch_views(shards, dct_scaling=False, flip_prob=0.5)
-    src = sources(shards)
+    src = shard_sources(shards)
     assert got and got.keys() <= src.keys()
     worst_max = worst_mean = 0.0
     flips = distinct = 0
