@@ -545,12 +545,7 @@ START_TEST(bad_inputs_are_named)
     const char *pat;
     rf_config c = config_of(&pat, pattern, &o);
     rf_loader *ld = rf_test_create_ok(&c);
-    rf_batch *b;
-    int rc;
-    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
-        if (rc == 0)
-            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-    ck_assert_int_eq(rc, RF_ELABEL);
+    ck_assert_int_eq(rf_test_drain_rc(ld), RF_ELABEL);
     const char *e = rf_last_error(ld);
     int named = g_bad[_i].json || bad ? strstr(e, name) && strstr(e, at)
                                       : strstr(e, "00000004") != NULL;

@@ -151,12 +151,7 @@ START_TEST(bad_labels)
     const char *pat[1];
     rf_config c = config(pat, dir, source, mode, 2);
     rf_loader *ld = rf_test_create_ok(&c);
-    rf_batch *b;
-    int rc;
-    while ((rc = rf_loader_next(ld, &b)) == 0 || rc == RF_EPOCH_END)
-        if (rc == 0)
-            ck_assert_int_eq(rf_loader_release(ld, b, NULL), 0);
-    ck_assert_int_eq(rc, RF_ELABEL);
+    ck_assert_int_eq(rf_test_drain_rc(ld), RF_ELABEL);
     const char *e = rf_last_error(ld);
     ck_assert_msg(strstr(e, name) && strstr(e, at) && strstr(e, g_bad[_i].want) &&
                       strstr(e, "shard-0000.tar"), "%s", e);

@@ -139,6 +139,9 @@ rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t im
  * error text. */
 rf_loader *rf_test_create_ok(const rf_config *c);
 
+/* Run the loader, releasing every batch, to its first answer that is neither a batch nor
+ * RF_EPOCH_END (RF_DONE, or the error under test); returns it. */
+int rf_test_drain_rc(rf_loader *ld);
 /* Run the loader to RF_DONE, releasing every batch (the test fails on any other outcome, with
  * the loader's error); returns its stats then. */
 rf_stats rf_test_drain(rf_loader *ld);
