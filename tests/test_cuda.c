@@ -27,6 +27,7 @@ static const char *g_use = g_pat, *g_mixed[2];
 static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
 static uint32_t g_height, g_width; /* non-square output; 0: g_size */
 static uint32_t g_batch = 16;
+static uint32_t g_crop = RF_CROP_RANDOM, g_resize_shorter; /* crop, resize_shorter */
 /* 1: decode_schedule BALANCE on the device against the host backend's CPU run, at full scale
  * on both; 2: the same with dct_scaling ON on both (the crops the CPU scales stay on the
  * CPU); 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
@@ -69,6 +70,9 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     if (g_mixed[0]) /* plain and restart-marked shards together: batches of both kinds */
         c.shards = g_mixed, c.shard_count = 2;
     c.batch_size = g_batch;
+    c.crop = g_crop, c.resize_shorter = g_resize_shorter;
+    if (g_crop >= RF_CROP_LETTERBOX) /* the GPU paths decode at full scale: so does the host */
+        c.dct_scaling = RF_DCT_SCALING_OFF;
     c.epochs = 1;
     c.seed = 11;
     c.device_kind = device_kind;
@@ -146,6 +150,20 @@ static rf_loader *mk(uint32_t device_kind, uint32_t dtype, uint32_t layout, uint
 
 #define CK_CUDA(x) ck_assert_msg((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(cudaGetLastError()))
 
+/* crop NATIVE: the sizes agree, and the bytes of each slot past its sample's own size (which
+ * nothing writes) are set to the host's in `back`, so that the whole batches compare. */
+static void native_to_compare(const rf_batch *a, const rf_batch *b, uint8_t *back)
+{
+    ck_assert_ptr_nonnull(a->sizes);
+    ck_assert_int_eq(memcmp(a->sizes, b->sizes, (size_t)a->count * 8), 0);
+    uint64_t slot = a->data_bytes / a->count;
+    for (uint32_t i = 0; i < a->count; i++) {
+        uint64_t used = (uint64_t)b->sizes[2 * i] * (uint64_t)b->sizes[2 * i + 1] * 3;
+        ck_assert_uint_eq(a->sample_offsets[i], (uint64_t)i * slot);
+        memcpy(back + i * slot + used, (const uint8_t *)b->data + i * slot + used, slot - used);
+    }
+}
+
 /* Every batch: wait on our own stream, copy back on it, compare with the host backend. */
 static void compare_with_host(uint32_t dtype, uint32_t layout)
 {
@@ -169,6 +187,10 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
         CK_CUDA(cudaMemcpyAsync(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost, st));
         CK_CUDA(cudaStreamSynchronize(st));
         ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
+        if (g_crop == RF_CROP_NATIVE) /* only each sample's own size is written */
+            native_to_compare(a, b, back);
+        if (g_crop >= RF_CROP_LETTERBOX)
+            ck_assert_int_eq(memcmp(a->letterbox, b->letterbox, (size_t)a->count * 16), 0);
         if (dtype == RF_DTYPE_UINT8 && (g_hw || (g_balance && !g_zero_shares))) {
             for (uint64_t i = 0; i < a->data_bytes; i++) {
                 int d = abs((int)back[i] - (int)((const uint8_t *)b->data)[i]);
@@ -279,6 +301,34 @@ START_TEST(gpu_decode_non_square_mixed_cpu)
 }
 END_TEST
 
+static int hw_available(void);
+
+/* crop letterbox, center_pad and native on the GPU paths: the kernels and the engines resize
+ * onto the crop's rectangle of the output and pad the rest (native: each image packed at its
+ * own size), the batches equal to the host backend's (the same code on the CPU, equal to the
+ * CPU path: tests/test_sizes.c), letterbox rows and sizes too; every image on the kernels,
+ * then on the engines, in both layouts, outputs larger and smaller than the images. */
+START_TEST(gpu_paths_padded_crops)
+{
+    static const uint32_t crops[] = {RF_CROP_LETTERBOX, RF_CROP_CENTER_PAD, RF_CROP_NATIVE};
+    for (int k = 0; k < 6; k++) {
+        g_crop = crops[k % 3], g_resize_shorter = k % 3 == 1 ? 120 : 0;
+        g_height = k < 3 ? 160 : 96, g_width = k < 3 ? 224 : 128;
+        uint32_t layout = k & 1 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
+        g_hw = 0, g_gpu = 1, g_use = g_rpat;
+        compare_with_host(RF_DTYPE_UINT8, layout);
+        rf_stats st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout);
+        ck_assert_uint_eq(st.gpu_decoded, 80);
+        g_gpu = 0, g_hw = 100, g_use = g_pat;
+        if (!hw_available())
+            continue;
+        compare_with_host(RF_DTYPE_UINT8, layout);
+        st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout);
+        ck_assert_uint_eq(st.hw_decoded, 80);
+    }
+}
+END_TEST
+
 /* Plain shards (no restart markers): every image becomes a plain packet, whose segments (the
  * CPU walker's bit offsets and DC predictors) the interval kernel decodes; the batches equal
  * the host backend's byte for byte (which runs the same code on the CPU and equals the CPU
@@ -298,8 +348,6 @@ static void gpu_plain_equals_host(uint32_t dtype, uint32_t layout)
  * 4-byte statuses and was misaligned for an odd count (the H200: "misaligned address" in
  * gj_hpass, first seen on a torchrun rank's last partial batch). Plain packets, restart
  * packets and the engines, each equal to the host's. */
-static int hw_available(void);
-
 START_TEST(gpu_decode_odd_batches)
 {
     g_batch = 7, g_size = 64;
@@ -1252,6 +1300,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, gpu_decode_plain_uint8_nhwc);
     tcase_add_test(tc, gpu_decode_plain_uint8_nchw_non_square);
     tcase_add_test(tc, gpu_decode_plain_bf16_nchw);
+    tcase_add_test(tc, gpu_paths_padded_crops);
     tcase_add_test(tc, hw_decode_damaged_files);
     tcase_add_test(tc, hw_decode_skip);
     tcase_add_test(tc, balance_schedule_plain_equals_host);

@@ -757,7 +757,8 @@ typedef struct plain_place {
 
 static int plain_pack(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
                       size_t len, const struct rf_axis *h, const struct rf_axis *v,
-                      const rf_transform *t, struct rf_region_buf *rb, uint32_t *bytes)
+                      const rf_transform *t, const rf_out_rect *r, struct rf_region_buf *rb,
+                      uint32_t *bytes)
 {
     plain_place *p = ctx;
     p->packs++;
@@ -765,6 +766,7 @@ static int plain_pack(void *ctx, const struct jpeg_decompress_struct *ci, const 
     ck_assert(ci && jpeg && len && h && v && rb);
     ck_assert_uint_eq(h->n_out, t->width);
     ck_assert_uint_eq(v->n_out, t->height);
+    ck_assert(r->x == 0 && r->y == 0 && r->canvas_w == t->width && r->canvas_h == t->height);
     if (p->answer == 0)
         *bytes = 1234;
     return p->answer;

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/gpujpeg.h"
 #include "decode/decode.h"
+#include "jpegutil.h"
 #include "ringfeed.h"
 #include "sizeutil.h"
 #include "testutil.h"
@@ -157,6 +159,74 @@ START_TEST(native_is_the_image_or_its_fit)
 }
 END_TEST
 
+/* The GPU paths (gpu_decode's kernels, hw_decode_percent's engine packets), run through the
+ * host driver the kernels share their code with: each crop's packet resizes onto its rectangle
+ * and pads the rest of the canvas (or packs NATIVE's own size), byte for byte the CPU path's
+ * full-scale decode in both layouts, flipped and not, and writes nothing past the canvas. The
+ * same packets on the device: test_cuda. */
+START_TEST(gpu_packets_pad_and_pack_as_the_cpu)
+{
+    static const uint32_t outs[][2] = {{40, 56}, {33, 33}};
+    rf_decoder *cpu = rf_decoder_create(NULL), *gpu = rf_decoder_create(NULL);
+    rf_decoder_set_max_scale_denom(cpu, 1);
+    rf_decoder_set_max_scale_denom(gpu, 1); /* the GPU paths' loader: no DCT scaling */
+    size_t cap = 1u << 20, n = (size_t)40 * 56 * 3;
+    uint8_t *pkt = malloc(cap), *scratch = malloc(RF_GJ_SCRATCH);
+    uint8_t *want = malloc(n + 1), *got = malloc(n + 1);
+    test_place pl = {pkt, got, cap};
+    uint32_t packed[3][2] = {{0}}, flips = 0;
+    rf_err e = {0};
+    for (size_t s = 0; s < N_SIZES; s++) {
+        pic p = sz_make_pic(g_sizes[s][0], g_sizes[s][1], SZ_JPEG, 90 + s);
+        for (uint32_t crop = RF_CROP_LETTERBOX; crop <= RF_CROP_NATIVE; crop++)
+            for (int o = 0; o < 2; o++)
+                for (uint32_t layout = 0; layout < 2; layout++)
+                    for (int engine = 0; engine < 2; engine++)
+                        for (uint64_t seed = 0; seed < 4; seed++) {
+                            rf_transform t = sz_transform(crop, outs[o][0], outs[o][1], layout);
+                            if (o)
+                                t.pad[0] = 10, t.pad[1] = 200, t.pad[2] = 77;
+                            if (crop == RF_CROP_CENTER_PAD && (s & 1))
+                                t.resize_shorter = 20 + (uint32_t)s;
+                            rf_decode_info ic, ig;
+                            memset(want, 0xEE, n + 1), memset(got, 0xEE, n + 1);
+                            ck_assert_msg(rf_decode_image(cpu, p.data, p.len, &t, seed, want,
+                                                          &ic, &e) == 0, "%s", e.msg);
+                            uint32_t bytes = 0, bad = 0;
+                            ck_assert_msg(rf_decode_packet(gpu, p.data, p.len, &t, seed, engine,
+                                                           place_fixed, &pl, &bytes, &ig,
+                                                           &e) == 0, "%s", e.msg);
+                            if (bytes) {
+                                memset(got, 0xEE, n + 1);
+                                ck_assert(!engine || rf_decode_planes(gpu, pkt, scratch, &e) == 0);
+                                int st = rf_gj_decode_host(pkt, scratch, got, &bad);
+                                ck_assert_msg(st == 0, "%s", rf_gj_status_text(st));
+                                packed[crop - RF_CROP_LETTERBOX][engine]++;
+                            }
+                            ck_assert(ig.out_w == ic.out_w && ig.out_h == ic.out_h &&
+                                      ig.flipped == ic.flipped &&
+                                      memcmp(ig.place, ic.place, sizeof ig.place) == 0);
+                            size_t k = 0, m = (size_t)ic.out_w * ic.out_h * 3;
+                            while (k <= m && got[k] == want[k])
+                                k++;
+                            ck_assert_msg(k > m, "crop %u %ux%u -> %ux%u layout %u engine %d "
+                                          "seed %llu flip %u: byte %zu of %zu is %u, the CPU "
+                                          "path's %u", crop, p.w, p.h, t.width, t.height, layout,
+                                          engine, (unsigned long long)seed, ic.flipped, k, m,
+                                          got[k], want[k]);
+                            flips += ic.flipped;
+                        }
+        sz_free_pic(&p);
+    }
+    for (int c = 0; c < 3; c++)
+        for (int engine = 0; engine < 2; engine++)
+            ck_assert_msg(packed[c][engine] > 0, "crop %d engine %d: never packed", c, engine);
+    ck_assert_uint_gt(flips, 0);
+    free(pkt), free(scratch), free(want), free(got);
+    rf_decoder_destroy(cpu), rf_decoder_destroy(gpu);
+}
+END_TEST
+
 /* A JPEG several times the output is decoded at a DCT scale: the rectangle, the padding and
  * the placement are the full-scale decode's, the pixels inside close to them. */
 START_TEST(dct_scaled_decodes_keep_the_rectangle)
@@ -215,6 +285,7 @@ int main(void)
     tcase_add_test(tc, center_pad_is_torchvision_resize_and_center_crop);
     tcase_add_test(tc, dct_scaled_decodes_keep_the_rectangle);
     tcase_add_test(tc, native_is_the_image_or_its_fit);
+    tcase_add_test(tc, gpu_packets_pad_and_pack_as_the_cpu);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

@@ -240,9 +240,10 @@ class Loader(_LoaderBase):
       crop="native": each image at its own size, scaled down as letterbox does only when it is
       larger than h x w; batch.sizes (N, 2) and batch.native_images() give each, packed in a
       slot of h x w (batch.images keeps that (N, h, w, 3) shape: the ring stays allocated
-      once). Not with a transform, nor a float dtype with layout NCHW. None of the three with
-      gpu_decode or hw_decode_percent (RingfeedError RF_EINVAL); schedule="auto" decodes them
-      on the CPU.
+      once). Not with a transform, nor a float dtype with layout NCHW. All three on every
+      decode path: the GPU kernels and engines resize onto the image's rectangle and pad
+      around it (or pack a native image at its own size), byte for byte the CPU's full-scale
+      decode.
     crop, layout, io_engine, on_error, array_type, device: strings in any case ("nhwc").
     Integer arguments must be integers within their rf_config field (uint32, or uint64 for
       seed and start_epoch; batch_size and world_size >= 1): anything else is a TypeError or

@@ -5,7 +5,8 @@ CenterCrop (padding (crop - size) // 2 before the image, 0-filled), with PIL's a
 bilinear resize as the existing size tests use (python/tests/test_size.py). The padding must be
 exact; inside, the two resizers' roundings may differ by 2 levels at most. batch.letterbox
 must say where each image landed; flips mirror the whole output; 1 and 3 decode threads;
-padding repeats included; the GPU paths refuse both crops. crop="native": each image at its
+padding repeats included; the GPU paths (the host backend's emulation of the kernels and the
+engines) deliver the CPU path's bytes for all three crops. crop="native": each image at its
 own size (batch.sizes, batch.native_images()), its own pixels when it fits in H x W. Boxes
 (box_json_path) land where batch.letterbox says, through the shared geometry."""
 import io
@@ -146,11 +147,55 @@ def test_one_pad_value_for_all_channels(pad_shards):
         ringfeed.Loader(pattern, 4, crop="letterbox", device="cpu", pad_value=256)
 
 
-@pytest.mark.parametrize("crop", ["letterbox", "center_pad"])
-def test_gpu_paths_refuse_the_padded_crops(pad_shards, crop):
-    pattern, _ = pad_shards
-    with pytest.raises(ringfeed.RingfeedError, match=f"crop {crop}: .*cannot pad"):
-        ringfeed.Loader(pattern, 4, crop=crop, device="cpu", gpu_decode=True)
+@pytest.fixture(scope="module")
+def jpeg_shards(tmp_path_factory):
+    """The pictures as JPEGs (4:2:0, PIL's encoder): what the GPU paths take."""
+    from PIL import Image
+    d = tmp_path_factory.mktemp("letterbox-jpeg")
+    path = os.path.join(str(d), "pad-0000.tar")
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as t:
+        for i, (w, h) in enumerate(SIZES):
+            buf = io.BytesIO()
+            Image.fromarray(picture(w, h, i)).save(buf, format="JPEG", quality=90)
+            for name, data in ((f"{i:06d}.jpg", buf.getvalue()), (f"{i:06d}.cls", b"%d" % i)):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    return path
+
+
+def epoch_images(pattern, crop, layout, **kw):
+    """{label: (image bytes, letterbox row, flip)} of one epoch, and the loader's stats."""
+    out = {}
+    with ringfeed.Loader(pattern, 4, size=(H, W), crop=crop, layout=layout, device="cpu",
+                         array_type="numpy", seed=11, flip_prob=0.5, dct_scaling=False,
+                         pad_value=(10, 200, 77), resize_shorter=30, **kw) as ld:
+        for b in ld:
+            imgs = b.native_images() if crop == "native" else b.images
+            for i, img in enumerate(imgs):
+                out[int(b.labels[i])] = (np.asarray(img).copy(), b.letterbox[i].copy(),
+                                         int(b.flips[i]))
+        return out, ld.stats()
+
+
+@pytest.mark.parametrize("crop", ["letterbox", "center_pad", "native"])
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("path", ["gpu_decode", "hw_decode_percent"])
+def test_gpu_paths_pad_and_pack_as_the_cpu(jpeg_shards, crop, layout, path):
+    """The kernels (gpu_decode) and the engines (hw_decode_percent=100) resize onto the crop's
+    rectangle and pad the rest, or pack native sizes, byte for byte as the CPU does at full
+    scale; the letterbox rows and flips are the same."""
+    pytest.importorskip("PIL")
+    want, _ = epoch_images(jpeg_shards, crop, layout)
+    got, st = epoch_images(jpeg_shards, crop, layout,
+                           **({"gpu_decode": True} if path == "gpu_decode"
+                              else {"hw_decode_percent": 100}))
+    assert st["gpu_decoded" if path == "gpu_decode" else "hw_decoded"] > 0
+    assert sorted(got) == sorted(want) == list(range(len(SIZES)))
+    for k, (img, row, flip) in got.items():
+        assert flip == want[k][2] and img.shape == want[k][0].shape, (k, crop)
+        np.testing.assert_array_equal(img, want[k][0], err_msg=f"{crop} picture {k}")
+        np.testing.assert_array_equal(row, want[k][1])
 
 
 def test_float_output_normalizes_the_padding(pad_shards):

@@ -253,10 +253,14 @@ static void check_reach(const rf_jpeg_geom *g, int restarts, int context, int32_
 }
 
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
-               const rf_axis *h, const rf_axis *v, uint32_t layout, int engine,
-               rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
+               const rf_axis *h, const rf_axis *v, const rf_transform *t,
+               const rf_out_rect *rect, int engine, rf_region_buf *rb, rf_gj_place place,
+               void *ctx, uint32_t *bytes)
 {
     uint32_t out_w = h->n_out, out_h = v->n_out;
+    if (out_w > rect->canvas_w || rect->x > rect->canvas_w - out_w || out_h > rect->canvas_h ||
+        rect->y > rect->canvas_h - out_h)
+        return RF_GJ_NOT_ELIGIBLE; /* never planned so: the CPU path then says what is wrong */
     rf_jpeg_geom g;
     int restarts = rf_jpeg_geom_read(ci, &g);
     if (ci->data_precision != 8 || !sampling_ok(ci))
@@ -373,14 +377,14 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.off_data = (uint32_t)(o = align8(o));
     o += data;
     uint16_t qt[4 * 64];
-    for (int t = 0; t < 4; t++) {
-        if (q_of[t] < 0)
+    for (int q = 0; q < 4; q++) {
+        if (q_of[q] < 0)
             continue;
         for (int k = 0; k < 64; k++) {
-            uint32_t qv = ci->quant_tbl_ptrs[t]->quantval[k]; /* natural order */
+            uint32_t qv = ci->quant_tbl_ptrs[q]->quantval[k]; /* natural order */
             if (qv > 32767)
                 return RF_GJ_NOT_ELIGIBLE; /* libjpeg-turbo's islow multiplies in 16 bits */
-            qt[64 * q_of[t] + k] = (uint16_t)qv;
+            qt[64 * q_of[q] + k] = (uint16_t)qv;
         }
     }
     /* + 8: the decoder reads whole aligned 8-byte words */
@@ -400,7 +404,10 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.nintervals = nint;
     p.width = g.width, p.height = g.height;
     p.rx = c0 * g.mcu_w, p.ry = r0 * g.mcu_h;
-    p.out_h = out_h, p.out_w = out_w, p.layout = layout;
+    p.out_h = out_h, p.out_w = out_w, p.layout = t->layout;
+    p.canvas_w = rect->canvas_w, p.canvas_h = rect->canvas_h;
+    p.out_x = rect->x, p.out_y = rect->y;
+    p.pad = t->pad[0] | (uint32_t)t->pad[1] << 8 | (uint32_t)t->pad[2] << 16;
     p.htaps = h->taps, p.vtaps = v->taps;
     p.xlo = h->first - (int32_t)p.rx, p.xhi = h->last - (int32_t)p.rx;
     p.scratch = (uint32_t)scratch;
@@ -462,7 +469,8 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
                       uint32_t *bad_interval)
 {
     const rf_gj_packet *p = (const rf_gj_packet *)packet;
-    if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH)
+    if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH ||
+        !rf_gj_canvas_ok(p, p->canvas_h, p->canvas_w))
         return RF_GJ_BAD_PACKET;
     const rf_gj_huff *huff = (const rf_gj_huff *)(packet + p->off_huff);
     const uint16_t *quant = (const uint16_t *)(packet + p->off_quant);
@@ -483,8 +491,8 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
         for (uint32_t x = 0; x < w; x++)
             rf_gj_vpass(packet, scratch, i, p->xlo + (int32_t)x, row + 3 * x);
     }
-    for (uint32_t i = 0; i < p->out_h; i++)
-        for (uint32_t j = 0; j < p->out_w; j++)
-            rf_gj_hpass(packet, scratch, i, j, out);
+    for (uint32_t y = 0; y < p->canvas_h; y++)
+        for (uint32_t x = 0; x < p->canvas_w; x++)
+            rf_gj_out(packet, scratch, y, x, out);
     return RF_GJ_OK;
 }

@@ -7,8 +7,9 @@
 //     packets, whose planes the hardware decoder wrote, are only checked here
 //     (rf_gj_engine_check): the engines decode damaged entropy-coded data without an error;
 //  2. vpass: one block per (output row, sample), threads across the row's source columns;
-//  3. hpass: one block per (output row, sample), threads across output pixels; samples the CPU
-//     decoded (flag 0) are copied through by the same blocks.
+//  3. hpass: one block per (output row, sample), threads across output pixels, the rectangle's
+//     resized and the rest of the canvas padded; samples the CPU decoded (flag 0) are copied
+//     through by the same blocks.
 // The per-thread code is gpujpeg_core.h, shared with the host driver.
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -38,7 +39,8 @@ static __device__ uint8_t is_packet(const uint8_t *meta, uint32_t n, uint32_t i)
 
 __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_bytes,
                              const uint8_t *__restrict__ meta, uint8_t *scratch,
-                             size_t scratch_bytes, int32_t *status)
+                             size_t scratch_bytes, int32_t *status, uint32_t height,
+                             uint32_t width)
 {
     __shared__ rf_gj_huff huff[GJ_MAX_HUFF];
     __shared__ uint16_t quant[GJ_MAX_QUANT * 64];
@@ -53,7 +55,7 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
         (kind == RF_GJ_ENGINE_PACKET) != (p->engine != 0) ||
         (size_t)(pkt - staged) + p->bytes + 8 > staged_bytes ||
         (size_t)p->scratch_at * RF_GJ_ALIGN + p->scratch > scratch_bytes ||
-        p->nhuff > GJ_MAX_HUFF || nq > GJ_MAX_QUANT) {
+        p->nhuff > GJ_MAX_HUFF || nq > GJ_MAX_QUANT || !rf_gj_canvas_ok(p, height, width)) {
         if (threadIdx.x == 0)
             status[i] = RF_GJ_BAD_PACKET;
         return;
@@ -113,9 +115,11 @@ __global__ void gj_hpass(const uint8_t *__restrict__ staged, const uint8_t *__re
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    if (row >= p->canvas_h) // a NATIVE sample's canvas: its own size, packed from its start
+        return;
     const uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
-    for (uint32_t j = threadIdx.x; j < width; j += blockDim.x)
-        rf_gj_hpass(pkt, scr, row, j, o);
+    for (uint32_t j = threadIdx.x; j < p->canvas_w; j += blockDim.x)
+        rf_gj_out(pkt, scr, row, j, o);
 }
 
 extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
@@ -126,7 +130,8 @@ extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, con
     if (n == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, scratch_bytes, status);
+    gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, scratch_bytes, status,
+                                   height, width);
     // one block per output row of every sample: the vertical pass's rows, then the pixels
     gj_vpass<<<dim3(height, n), 128, 0, s>>>(staged, meta, scratch, status);
     gj_hpass<<<dim3(height, n), 128, 0, s>>>(staged, meta, scratch, status, out, width);

@@ -59,8 +59,11 @@ typedef struct rf_gj_packet {
     uint32_t nintervals;      /* region intervals, row-major (plain packets: segments) */
     uint32_t width, height;   /* the image */
     uint32_t rx, ry;          /* region origin in image pixels */
-    uint32_t out_h, out_w;    /* output: out_h x out_w x 3 uint8 */
+    uint32_t out_h, out_w;    /* the resized rectangle: out_h x out_w x 3 uint8 */
     uint32_t layout;          /* enum rf_layout */
+    /* The sample's output is canvas_h x canvas_w (planes of that size for NCHW), the rectangle
+     * at row out_y, column out_x; every other pixel is pad (R | G << 8 | B << 16). */
+    uint32_t canvas_w, canvas_h, out_x, out_y, pad;
     uint32_t htaps, vtaps;
     int32_t xlo, xhi;         /* region columns the vertical pass produces */
     uint32_t scratch;         /* scratch bytes this sample uses (<= RF_GJ_SCRATCH) */
@@ -191,12 +194,14 @@ enum {
 };
 
 /* Write the packet of one image where place(ctx, bytes, 1) says: ci has read the header only, h
- * and v are the full-scale resize plans, rb the decoder's interval scratch; engine = 1: an
- * engine packet. Returns 0 with *bytes set (8 bytes more are asked for, for word reads),
- * RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or RF_ENOMEM. */
+ * and v are the full-scale resize plans onto rectangle r of the output (t's layout and pad),
+ * rb the decoder's interval scratch; engine = 1: an engine packet. Returns 0 with *bytes set
+ * (8 bytes more are asked for, for word reads), RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or
+ * RF_ENOMEM. */
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
-               const struct rf_axis *h, const struct rf_axis *v, uint32_t layout, int engine,
-               struct rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes);
+               const struct rf_axis *h, const struct rf_axis *v, const rf_transform *t,
+               const rf_out_rect *r, int engine, struct rf_region_buf *rb, rf_gj_place place,
+               void *ctx, uint32_t *bytes);
 
 /* GPU decode of one sample: rf_decode_placed with gpujpeg_place.c's placement (engine = 1: an
  * engine packet); an image not taken goes to place(ctx, height*width*3, 0) with *bytes = 0. */
@@ -210,7 +215,7 @@ int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_tr
  * packet", RF_EDECODE or RF_ENOMEM. */
 int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err);
 
-/* Host driver: decode one packet into out (out_h*out_w*3, the packet's layout); scratch holds
+/* Host driver: decode one packet into out (canvas_h*canvas_w*3, the packet's layout); scratch holds
  * the packet's `scratch` bytes (an engine packet's planes already there). Returns an
  * rf_gj_status; the first failing interval or segment in *bad_interval (may be NULL). */
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,

@@ -462,6 +462,28 @@ RF_GJ_FN void rf_gj_vpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i
 
 /* ---- stage 3: horizontal resize into the output ---- */
 
+/* The rectangle lies in the canvas, and the canvas in a height x width sample. */
+RF_GJ_FN int rf_gj_canvas_ok(const rf_gj_packet *p, uint32_t height, uint32_t width)
+{
+    return p->canvas_w <= width && p->canvas_h <= height &&
+           (uint64_t)p->out_x + p->out_w <= p->canvas_w &&
+           (uint64_t)p->out_y + p->out_h <= p->canvas_h;
+}
+
+/* One pixel of the output: 3 bytes at (y, x) of the canvas, in the packet's layout. */
+RF_GJ_FN void rf_gj_put(const rf_gj_packet *p, uint8_t *out, uint32_t y, uint32_t x,
+                        uint32_t r, uint32_t g, uint32_t b)
+{
+    uint64_t o = (uint64_t)y * p->canvas_w + x;
+    if (p->layout == 1 /* RF_LAYOUT_NCHW */) {
+        uint64_t plane = (uint64_t)p->canvas_h * p->canvas_w;
+        out[o] = (uint8_t)r, out[plane + o] = (uint8_t)g, out[2 * plane + o] = (uint8_t)b;
+    } else {
+        out[3 * o] = (uint8_t)r, out[3 * o + 1] = (uint8_t)g, out[3 * o + 2] = (uint8_t)b;
+    }
+}
+
+/* Pixel (i, j) of the rectangle: the horizontal taps over the vertically resized row i. */
 RF_GJ_FN void rf_gj_hpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i, uint32_t j,
                           uint8_t *out)
 {
@@ -476,18 +498,19 @@ RF_GJ_FN void rf_gj_hpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i
         const uint8_t *s = row + (start[j] + (int32_t)k - p->xlo) * 3;
         acc[0] += s[0] * coef[k], acc[1] += s[1] * coef[k], acc[2] += s[2] * coef[k];
     }
-    uint32_t n = p->out_w;
-    if (p->layout == 1 /* RF_LAYOUT_NCHW */) {
-        uint64_t plane = (uint64_t)p->out_h * n, o = (uint64_t)i * n + j;
-        out[o] = (uint8_t)(acc[0] >> RF_GJ_RBITS);
-        out[plane + o] = (uint8_t)(acc[1] >> RF_GJ_RBITS);
-        out[2 * plane + o] = (uint8_t)(acc[2] >> RF_GJ_RBITS);
-    } else {
-        uint8_t *d = out + ((uint64_t)i * n + j) * 3;
-        d[0] = (uint8_t)(acc[0] >> RF_GJ_RBITS);
-        d[1] = (uint8_t)(acc[1] >> RF_GJ_RBITS);
-        d[2] = (uint8_t)(acc[2] >> RF_GJ_RBITS);
-    }
+    rf_gj_put(p, out, p->out_y + i, p->out_x + j, (uint32_t)(acc[0] >> RF_GJ_RBITS) & 0xFF,
+              (uint32_t)(acc[1] >> RF_GJ_RBITS) & 0xFF, (uint32_t)(acc[2] >> RF_GJ_RBITS) & 0xFF);
+}
+
+/* Pixel (y, x) of the canvas: the rectangle's, else the pad (letterbox, center_pad). */
+RF_GJ_FN void rf_gj_out(const uint8_t *pkt, const uint8_t *scratch, uint32_t y, uint32_t x,
+                        uint8_t *out)
+{
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    if (y - p->out_y < p->out_h && x - p->out_x < p->out_w) /* unsigned: below wraps */
+        rf_gj_hpass(pkt, scratch, y - p->out_y, x - p->out_x, out);
+    else
+        rf_gj_put(p, out, y, x, p->pad & 0xFF, (p->pad >> 8) & 0xFF, (p->pad >> 16) & 0xFF);
 }
 
 #endif

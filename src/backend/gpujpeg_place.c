@@ -18,10 +18,11 @@ typedef struct gj_place_ctx {
 
 static int gj_pack(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
                    size_t len, const struct rf_axis *h, const struct rf_axis *v,
-                   const rf_transform *t, struct rf_region_buf *rb, uint32_t *bytes)
+                   const rf_transform *t, const rf_out_rect *r, struct rf_region_buf *rb,
+                   uint32_t *bytes)
 {
     const gj_place_ctx *g = ctx;
-    return rf_gj_pack(ci, jpeg, len, h, v, t->layout, g->engine, rb, g->place, g->ctx, bytes);
+    return rf_gj_pack(ci, jpeg, len, h, v, t, r, g->engine, rb, g->place, g->ctx, bytes);
 }
 
 static uint8_t *gj_pixels(void *ctx, size_t bytes)

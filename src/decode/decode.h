@@ -129,15 +129,25 @@ enum {
                               other engine's exact bytes */
 };
 
+/* Where the resized rectangle of a sample handed to another engine lands: the sample's output
+ * is canvas_w x canvas_h (t's width x height, or NATIVE's own size packed from the sample's
+ * start), the rectangle (the axes' n_out columns and rows) has its top-left at column x and
+ * row y as delivered (after any flip), and every other pixel is the transform's pad. */
+typedef struct rf_out_rect {
+    uint32_t x, y, canvas_w, canvas_h;
+} rf_out_rect;
+
 /* Where rf_decode_placed puts a sample: handed to another engine (pack) or decoded here into
  * pixels(). backend/gpujpeg_place.c implements it. */
 typedef struct rf_decode_place {
-    /* Called with the header read, the crop chosen and the resize planned at full scale (h, v);
-     * rb is the decoder's restart-interval scratch. Returns 0 with *bytes set when the sample
-     * was handed over, RF_PLACE_DECLINED, RF_PLACE_NO_ROOM or RF_ENOMEM. */
+    /* Called with the header read, the crop chosen and the resize planned at full scale (h, v)
+     * onto the output rectangle r; rb is the decoder's restart-interval scratch. Returns 0 with
+     * *bytes set when the sample was handed over, RF_PLACE_DECLINED, RF_PLACE_NO_ROOM or
+     * RF_ENOMEM. */
     int (*pack)(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
                 size_t len, const struct rf_axis *h, const struct rf_axis *v,
-                const rf_transform *t, struct rf_region_buf *rb, uint32_t *bytes);
+                const rf_transform *t, const rf_out_rect *r, struct rf_region_buf *rb,
+                uint32_t *bytes);
     /* The buffer for the sample's decoded pixels (height*width*3 bytes); NULL: no memory. */
     uint8_t *(*pixels)(void *ctx, size_t bytes);
     void *ctx;

@@ -491,20 +491,20 @@ static int placed_run(rf_decoder *d, void *job, rf_err *err)
     int rc = xform_header(d, j, err);
     if (rc)
         return rc;
-    /* Decoded here: what the other engine cannot take, a crop the decoder may DCT-scale (only
-     * under the balancing scheduler), which the GPU, decoding at full scale, would give other
-     * pixels, and a crop onto part of the output, which the GPU's resize cannot pad (create
-     * keeps those crops off the GPU paths; this keeps a direct caller right). */
+    /* Decoded here: what the other engine cannot take, and a crop the decoder may DCT-scale
+     * (only under the balancing scheduler), which the GPU, decoding at full scale, would give
+     * other pixels. */
     if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)) ||
-        pick_num(d, &j->box) < 8 || j->box.out_w != j->t->width ||
-        j->box.out_h != j->t->height)
+        pick_num(d, &j->box) < 8)
         return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
     j->num = 8; /* the other engine decodes at full scale */
     set_scale(d, j);
     if ((rc = plan_axes(d, j, err)) != 0)
         return rc;
-    rc = pj->pl->pack(pj->pl->ctx, &d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t, &d->region,
-                      &pj->bytes);
+    const rf_out_rect r = {rf_dec_out_x(&j->box), j->box.out_y, j->box.canvas_w,
+                           j->box.canvas_h};
+    rc = pj->pl->pack(pj->pl->ctx, &d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t, &r,
+                      &d->region, &pj->bytes);
     if (rc == 0) {
         j->region = 1;
         return 0;

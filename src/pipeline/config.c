@@ -81,12 +81,6 @@ static int cache_check(const rf_config *c, rf_err *err)
     return 0;
 }
 
-static const char *crop_name(uint32_t crop)
-{
-    return crop == RF_CROP_LETTERBOX ? "letterbox" : crop == RF_CROP_CENTER_PAD ? "center_pad"
-                                                                                : "native";
-}
-
 /* NATIVE: each sample at its own size in its H x W slot; what assumes every sample is H x W
  * cannot take it. */
 static int native_check(const rf_config *c, rf_err *err)
@@ -169,11 +163,6 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
         return rf_seterr(err, RF_EINVAL, "gpu_decode and hw_decode_percent are the manual "
                          "schedule's settings; decode_schedule %s takes neither",
                          c->decode_schedule == RF_SCHEDULE_CPU ? "CPU" : "BALANCE");
-    if ((c->gpu_decode || c->hw_decode_percent) && c->crop >= RF_CROP_LETTERBOX)
-        return rf_seterr(err, RF_EINVAL, "crop %s: the GPU decoders (gpu_decode, "
-                         "hw_decode_percent) resize onto the whole output and cannot %s; set "
-                         "both to 0 to decode these crops on the CPU", crop_name(c->crop),
-                         c->crop == RF_CROP_NATIVE ? "write an image of its own size" : "pad");
     if (c->crop == RF_CROP_NATIVE && (rc = native_check(c, err)) != 0)
         return rc;
     if ((c->gpu_decode || c->hw_decode_percent) && c->source == RF_SOURCE_TOKENS)
