@@ -28,6 +28,7 @@ static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
 static uint32_t g_height, g_width; /* non-square output; 0: g_size */
 static uint32_t g_batch = 16;
 static uint32_t g_crop = RF_CROP_RANDOM, g_resize_shorter; /* crop, resize_shorter */
+static const char *g_views; /* multi_crop */
 /* 1: decode_schedule BALANCE on the device against the host backend's CPU run, at full scale
  * on both; 2: the same with dct_scaling ON on both (the crops the CPU scales stay on the
  * CPU); 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
@@ -70,8 +71,9 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
     if (g_mixed[0]) /* plain and restart-marked shards together: batches of both kinds */
         c.shards = g_mixed, c.shard_count = 2;
     c.batch_size = g_batch;
-    c.crop = g_crop, c.resize_shorter = g_resize_shorter;
-    if (g_crop >= RF_CROP_LETTERBOX) /* the GPU paths decode at full scale: so does the host */
+    c.crop = g_crop, c.resize_shorter = g_resize_shorter, c.multi_crop = g_views;
+    if (g_crop >= RF_CROP_LETTERBOX || g_views) /* the GPU paths decode at full scale: so does
+                                                 * the host */
         c.dct_scaling = RF_DCT_SCALING_OFF;
     c.epochs = 1;
     c.seed = 11;
@@ -326,6 +328,26 @@ START_TEST(gpu_paths_padded_crops)
         st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout);
         ck_assert_uint_eq(st.hw_decoded, 80);
     }
+}
+END_TEST
+
+/* multi_crop on the GPU paths: one packet a sample holding every view's plans (the union of
+ * what they read decoded once), the views written one after another into the sample's row;
+ * the batches equal the host backend's, on the kernels, the engines and BALANCE. */
+START_TEST(gpu_paths_multi_crop)
+{
+    g_views = "2x96x80:0.4-1,4x32:0.05-0.4", g_crop = RF_CROP_RANDOM;
+    g_gpu = 1, g_use = g_rpat;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NCHW).gpu_decoded, 80);
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW);
+    g_gpu = 0, g_balance = 1;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    g_balance = 0, g_hw = 100, g_use = g_pat;
+    if (!hw_available())
+        return;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).hw_decoded, 80);
 }
 END_TEST
 
@@ -1301,6 +1323,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, gpu_decode_plain_uint8_nchw_non_square);
     tcase_add_test(tc, gpu_decode_plain_bf16_nchw);
     tcase_add_test(tc, gpu_paths_padded_crops);
+    tcase_add_test(tc, gpu_paths_multi_crop);
     tcase_add_test(tc, hw_decode_damaged_files);
     tcase_add_test(tc, hw_decode_skip);
     tcase_add_test(tc, balance_schedule_plain_equals_host);

@@ -756,17 +756,18 @@ typedef struct plain_place {
 } plain_place;
 
 static int plain_pack(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
-                      size_t len, const struct rf_axis *h, const struct rf_axis *v,
-                      const rf_transform *t, const rf_out_rect *r, struct rf_region_buf *rb,
-                      uint32_t *bytes)
+                      size_t len, const rf_place_out *outs, uint32_t n, const rf_transform *t,
+                      struct rf_region_buf *rb, uint32_t *bytes)
 {
     plain_place *p = ctx;
     p->packs++;
     ck_assert_ptr_eq(t, p->t);
-    ck_assert(ci && jpeg && len && h && v && rb);
-    ck_assert_uint_eq(h->n_out, t->width);
-    ck_assert_uint_eq(v->n_out, t->height);
-    ck_assert(r->x == 0 && r->y == 0 && r->canvas_w == t->width && r->canvas_h == t->height);
+    ck_assert(ci && jpeg && len && outs && n == 1 && rb);
+    const rf_place_out *o = &outs[0];
+    ck_assert_uint_eq(o->h->n_out, t->width);
+    ck_assert_uint_eq(o->v->n_out, t->height);
+    ck_assert(o->r.x == 0 && o->r.y == 0 && o->r.canvas_w == t->width &&
+              o->r.canvas_h == t->height && o->at == 0);
     if (p->answer == 0)
         *bytes = 1234;
     return p->answer;
@@ -798,26 +799,26 @@ START_TEST(placement_without_gpu)
     uint32_t bytes = 99;
 
     p.answer = 0;
-    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), 0);
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, NULL, 3, &pl, &bytes, &info, &e), 0);
     ck_assert_uint_eq(bytes, 1234);
     ck_assert_uint_eq(p.pixel_calls, 0);
     ck_assert_uint_eq(info.region, 1);
     ck_assert_uint_eq(info.scale_denom, 1);
 
     p.answer = RF_PLACE_DECLINED;
-    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), 0);
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, NULL, 3, &pl, &bytes, &info, &e), 0);
     ck_assert_uint_eq(bytes, 0);
     ck_assert_int_eq(memcmp(px, want, n), 0);
 
     p.answer = RF_PLACE_NO_ROOM;
-    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), 0);
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, NULL, 3, &pl, &bytes, &info, &e), 0);
     ck_assert_uint_eq(bytes, 0);
     ck_assert_int_eq(memcmp(px, want_full, n), 0);
     ck_assert_uint_eq(p.packs, 3);
     ck_assert_uint_eq(p.pixel_calls, 2);
 
     p.answer = RF_ENOMEM;
-    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, 3, &pl, &bytes, &info, &e), RF_ENOMEM);
+    ck_assert_int_eq(rf_decode_placed(d, j, len, &tr, NULL, 3, &pl, &bytes, &info, &e), RF_ENOMEM);
     char msg[128];
     snprintf(msg, sizeof msg, "restart intervals of a %zu-byte JPEG", len);
     ck_assert_msg(strstr(e.msg, msg), "%s", e.msg);
@@ -857,8 +858,8 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                 rf_err ea = {0}, eb = {0};
                 uint32_t bytes = 0, bad = 0;
                 runs++;
-                int rc = rf_decode_packet(b, t, tlen, &tr, seed, 0, place_fixed, &pl, &bytes, &ib,
-                                          &eb);
+                int rc = rf_decode_packet(b, t, tlen, &tr, NULL, seed, 0, place_fixed, &pl, &bytes,
+                                          &ib, &eb);
                 ck_assert_msg(rc == 0, "%s", eb.msg);
                 if (bytes == 0) {
                     /* only an interval that does not divide the MCU row (the packer's own
@@ -886,8 +887,8 @@ START_TEST(gpu_packet_matches_cpu_full_scale)
                 ck_assert_uint_eq(ib.crop_x, ia.crop_x);
                 ck_assert_uint_eq(ib.flipped, ia.flipped);
                 if (seed % 4 == 0) { /* no room for the packet: the same bytes from the CPU */
-                    ck_assert_int_eq(rf_decode_packet(b, t, tlen, &tr, seed, 0, place_fixed, &none,
-                                                      &bytes, &ib, &eb), 0);
+                    ck_assert_int_eq(rf_decode_packet(b, t, tlen, &tr, NULL, seed, 0, place_fixed,
+                                                      &none, &bytes, &ib, &eb), 0);
                     ck_assert_uint_eq(bytes, 0);
                     ck_assert_uint_eq(ib.scale_denom, 1);
                     ck_assert_msg(memcmp(on, og, n) == 0, "%ux%u seed %llu: the no-room decode "
@@ -936,8 +937,8 @@ START_TEST(engine_packet_matches_cpu_full_scale)
                 rf_err e = {0};
                 uint32_t bytes = 0, bad = 0;
                 size_t n = (size_t)tr.height * tr.width * 3;
-                ck_assert_msg(rf_decode_packet(b, t, tlen, &tr, seed, 1, place_fixed, &pl, &bytes,
-                                               NULL, &e) == 0, "%s", e.msg);
+                ck_assert_msg(rf_decode_packet(b, t, tlen, &tr, NULL, seed, 1, place_fixed, &pl,
+                                               &bytes, NULL, &e) == 0, "%s", e.msg);
                 if (ES[s].o.progressive && !restarts) { /* the CPU path's own pixels */
                     ck_assert_uint_eq(bytes, 0);
                     ck_assert_int_eq(rf_decode_transform(b, t, tlen, &tr, seed, oa, NULL, &e), 0);
@@ -972,7 +973,7 @@ START_TEST(engine_packet_matches_cpu_full_scale)
         rf_transform tr = random_t(64);
         rf_err e1 = {0}, e2 = {0};
         uint32_t bytes = 7;
-        int r1 = rf_decode_packet(b, j, len, &tr, 1, 1, place_fixed, &pl, &bytes, NULL, &e1);
+        int r1 = rf_decode_packet(b, j, len, &tr, NULL, 1, 1, place_fixed, &pl, &bytes, NULL, &e1);
         int r2 = rf_decode_transform(b, j, len, &tr, 1, oa, NULL, &e2);
         ck_assert_int_eq(r1, RF_EDECODE);
         ck_assert_int_eq(r2, RF_EDECODE);
@@ -994,7 +995,7 @@ START_TEST(engine_packet_matches_cpu_full_scale)
         rf_transform tr = random_t(64);
         rf_err e = {0};
         uint32_t bytes = 0, bad = 0;
-        ck_assert_msg(rf_decode_packet(b, t, len + big, &tr, 2, 1, place_fixed, &pl, &bytes,
+        ck_assert_msg(rf_decode_packet(b, t, len + big, &tr, NULL, 2, 1, place_fixed, &pl, &bytes,
                                        NULL, &e) == 0, "%s", e.msg);
         const rf_gj_packet *p = (const rf_gj_packet *)pkt;
         ck_assert_msg(bytes > len && p->engine, "no engine packet for a file with a trailer");
@@ -1041,7 +1042,8 @@ START_TEST(packets_leave_dct_scalable_crops_to_the_cpu)
                 rf_decode_info ib = {0}, ia = {0};
                 uint32_t bytes = 0, bad = 0, engine = seed & 1;
                 size_t n = (size_t)tr.height * tr.width * 3;
-                ck_assert_msg(rf_decode_packet(b, t, tlen, &tr, seed, (int)engine, place_fixed,
+                ck_assert_msg(rf_decode_packet(b, t, tlen, &tr, NULL, seed, (int)engine,
+                                               place_fixed,
                                                &pl, &bytes, &ib, &e) == 0, "%s", e.msg);
                 ck_assert_int_eq(rf_decode_transform(a, t, tlen, &tr, seed, oa, &ia, &e), 0);
                 if (ia.scale_denom > 1) { /* scaled on the CPU, never a packet */
@@ -1124,7 +1126,8 @@ START_TEST(gpu_packet_damage)
         uint32_t bytes, bi = 0, fw, fh;
         rf_err e = {0};
         uint64_t seed = (uint64_t)trial;
-        int rc = rf_decode_packet(b, bad, tlen, &tr, seed, 0, place_fixed, &pl, &bytes, NULL, &e);
+        int rc = rf_decode_packet(b, bad, tlen, &tr, NULL, seed, 0, place_fixed, &pl, &bytes, NULL,
+                                  &e);
         ck_assert_msg(rc == 0, "trial %d: %s", trial, e.msg);
         ck_assert_uint_gt(bytes, 0);
         int st = RF_GJ_FAILURE(rf_gj_decode_host(pkt, scratch, og, &bi));
@@ -1156,7 +1159,7 @@ static int gpu_verdict(rf_decoder *d, const uint8_t *j, size_t len, const rf_tra
 {
     uint32_t bytes = 0, bi = 0;
     rf_err e = {0};
-    if (rf_decode_packet(d, j, len, tr, seed, engine, place_fixed, pl, &bytes, NULL, &e))
+    if (rf_decode_packet(d, j, len, tr, NULL, seed, engine, place_fixed, pl, &bytes, NULL, &e))
         return 1;
     if (!bytes) /* decoded on the CPU right there */
         return 0;
@@ -1315,8 +1318,8 @@ START_TEST(rows_read_are_libjpegs)
             rf_decode_info ia = {0};
             uint32_t bytes = 0;
             ck_assert_int_eq(rf_decode_transform(a, j, len, &tr, seed, oa, &ia, &e), 0);
-            ck_assert_int_eq(rf_decode_packet(b, j, len, &tr, seed, 1, place_fixed, &pl, &bytes,
-                                              NULL, &e), 0);
+            ck_assert_int_eq(rf_decode_packet(b, j, len, &tr, NULL, seed, 1, place_fixed, &pl,
+                                              &bytes, NULL, &e), 0);
             ck_assert_uint_gt(bytes, 0);
             const rf_gj_packet *p = (const rf_gj_packet *)pkt;
             const rf_gj_unit *u = (const rf_gj_unit *)(pkt + p->off_span);
@@ -1326,8 +1329,8 @@ START_TEST(rows_read_are_libjpegs)
                           "check reads %u MCU rows, libjpeg %u", S[s].w, S[s].h,
                           (unsigned long long)seed, u->mcus / p->mcu_cols, ia.imcu_rows);
             /* the crop region's rows, as the kernels' packet would have them */
-            ck_assert_int_eq(rf_decode_packet(b, j, len, &tr, seed, 0, place_fixed, &pl, &bytes,
-                                              NULL, &e), 0);
+            ck_assert_int_eq(rf_decode_packet(b, j, len, &tr, NULL, seed, 0, place_fixed, &pl,
+                                              &bytes, NULL, &e), 0);
             uint32_t region_end = p->ry / p->mcu_h + p->mcu_rows;
             below += ia.imcu_rows < region_end, past += ia.imcu_rows > region_end;
         }
@@ -1402,7 +1405,7 @@ START_TEST(recovered_warnings_decode_the_clean_pixels)
                           cases[c].name, (unsigned long long)seed);
             for (int engine = 0; engine < 2; engine++) {
                 uint32_t bytes = 0, bi = 0;
-                ck_assert_int_eq(rf_decode_packet(d, cases[c].data, cases[c].len, &tr, seed,
+                ck_assert_int_eq(rf_decode_packet(d, cases[c].data, cases[c].len, &tr, NULL, seed,
                                                   engine, place_fixed, &pl, &bytes, NULL, &err),
                                  0);
                 if (bytes) {
@@ -1514,7 +1517,7 @@ static int decode_each_way(rf_decoder *d, const uint8_t *j, size_t len, uint8_t 
     test_place pl = {.px = px, .pkt = malloc(RF_GJ_SCRATCH), .cap = RF_GJ_SCRATCH};
     uint32_t bytes = 0, w, h;
     rf_err e2 = {0}, e3 = {0};
-    int rc2 = rf_decode_packet(d, j, len, &t, 3, 0, place_fixed, &pl, &bytes, NULL, &e2);
+    int rc2 = rf_decode_packet(d, j, len, &t, NULL, 3, 0, place_fixed, &pl, &bytes, NULL, &e2);
     int rc3 = rf_decode_full(d, j, len, &full, &w, &h, &e3);
     ck_assert_int_eq(rc, rc2);
     ck_assert_int_eq(rc, rc3);
@@ -1650,7 +1653,7 @@ static uint32_t check_plain(rf_decoder *a, const uint8_t *j, size_t len, uint64_
         rf_decode_info ia, ig;
         rf_err e = {0};
         uint32_t bytes = 0, bad = 0;
-        ck_assert_msg(rf_decode_packet(a, j, len, &tr, seed, 0, place_fixed, &pl, &bytes, &ig,
+        ck_assert_msg(rf_decode_packet(a, j, len, &tr, NULL, seed, 0, place_fixed, &pl, &bytes, &ig,
                                        &e) == 0, "%s: %s", what, e.msg);
         const rf_gj_packet *p = (const rf_gj_packet *)pkt;
         ck_assert_msg(bytes > 0 && p->plain == 1, "%s seed %llu: no plain packet", what,
@@ -1798,7 +1801,7 @@ START_TEST(plain_packet_not_eligible)
             rf_transform tr = mixed_t(seed);
             rf_err e = {0};
             uint32_t bytes = 7;
-            ck_assert_msg(rf_decode_packet(a, t, tlen, &tr, seed, 0, place_fixed, &pl, &bytes,
+            ck_assert_msg(rf_decode_packet(a, t, tlen, &tr, NULL, seed, 0, place_fixed, &pl, &bytes,
                                            NULL, &e) == 0, "%s", e.msg);
             ck_assert_msg(bytes == 0, "shape %zu: packed", s);
             ck_assert_int_eq(rf_decode_transform(b, t, tlen, &tr, seed, oa, NULL, &e), 0);
@@ -1848,7 +1851,8 @@ START_TEST(plain_packet_damage)
         uint32_t bytes = 0, bi = 0;
         rf_err e = {0}, ec = {0};
         uint64_t seed = (uint64_t)trial;
-        int rp = rf_decode_packet(a, bad, blen, &tr, seed, 0, place_fixed, &pl, &bytes, NULL, &e);
+        int rp = rf_decode_packet(a, bad, blen, &tr, NULL, seed, 0, place_fixed, &pl, &bytes, NULL,
+                                  &e);
         int rc = rf_decode_transform(c, bad, blen, &tr, seed, oa, NULL, &ec);
         if (rp) { /* declined, then the CPU's own error */
             ck_assert_int_eq(rp, rc);
@@ -1872,7 +1876,7 @@ START_TEST(plain_packet_damage)
     memset(bad + len / 2, 0, len - len / 2);
     rf_err e1 = {0}, e2 = {0};
     uint32_t bytes = 7;
-    ck_assert_int_eq(rf_decode_packet(a, bad, len, &tr, 1, 0, place_fixed, &pl, &bytes, NULL,
+    ck_assert_int_eq(rf_decode_packet(a, bad, len, &tr, NULL, 1, 0, place_fixed, &pl, &bytes, NULL,
                                       &e1), RF_EDECODE);
     ck_assert_int_eq(rf_decode_transform(c, bad, len, &tr, 1, oa, NULL, &e2), RF_EDECODE);
     ck_assert_str_eq(e1.msg, e2.msg);

@@ -5,7 +5,9 @@
  * with padding repeats and skip mode's replacements among them; views differ from each other;
  * the same seed gives the same views and another seed others; a run resumed mid-epoch delivers
  * the uninterrupted run's views, every sample once; float conversion applies to each view at
- * its own size; bad text, the GPU paths and a token source are refused by name. At the decode
+ * its own size; the GPU paths (gpu_decode's kernels and hw_decode_percent's engines, in the host
+ * backend's emulation) deliver the CPU's full-scale views byte for byte, one packet a sample;
+ * bad text and a token source are refused by name. At the decode
  * level, rf_decode_views equals rf_decode_image with each view's own transform and seed for
  * JPEG (baseline, progressive), PNG and WebP (lossy and lossless), in both layouts, with
  * RANDOM crops and with letterbox and center_pad views (a rectangle of the output, padded). */
@@ -68,6 +70,7 @@ static uint32_t expected_num(const int32_t box[NV][4])
 typedef struct run_opts {
     const char *pattern; /* NULL: g_pattern */
     uint32_t threads, world, rank, on_error, dct_off, dtype, layout;
+    uint32_t gpu, hw; /* gpu_decode, hw_decode_percent (both decode at full scale) */
     uint64_t seed;
     int check;          /* compare every view with its single-view decode */
     uint8_t *views;     /* not NULL: sample id's views (sample_bytes, NHWC uint8) land here */
@@ -84,6 +87,7 @@ static rf_config views_config(const char **pat, const run_opts *o)
     c.world_size = o->world ? o->world : 1, c.rank = o->rank, c.on_error = o->on_error;
     c.dct_scaling = o->dct_off ? RF_DCT_SCALING_OFF : RF_DCT_SCALING_AUTO;
     c.dtype = o->dtype, c.layout = o->layout;
+    c.gpu_decode = o->gpu, c.hw_decode_percent = o->hw;
     return c;
 }
 
@@ -95,7 +99,7 @@ static void check_sample(const sources *src, run_opts *o, rf_decoder *dec, const
     int32_t box[NV][4];
     for (uint32_t k = 0; k < NV; k++)
         memcpy(box[k], b->views[k].crop_boxes + 4 * (size_t)i, sizeof box[k]);
-    uint32_t num = o->dct_off ? 8 : expected_num(box);
+    uint32_t num = o->dct_off || o->gpu || o->hw ? 8 : expected_num(box);
     rf_decoder_set_max_scale_denom(dec, 8 / num);
     for (uint32_t k = 0; k < NV; k++) {
         const rf_view *v = &b->views[k];
@@ -202,6 +206,46 @@ START_TEST(views_are_their_single_view_decodes)
     ck_assert_uint_eq(f.checked, N_SAMPLES);
     free(one), free(three), free(full);
     rf_test_jpegs_close(&src);
+}
+END_TEST
+
+/* The GPU paths: every sample one packet of all its views (the union of what they read
+ * decoded once), on the kernels and on the engines, at 1 and 3 threads: the views, boxes and
+ * flips are the CPU's full-scale ones byte for byte. A damaged file is found on the kernels
+ * too, and skip mode replaces it with views of their own. */
+START_TEST(views_on_the_gpu_paths)
+{
+    make_data();
+    sources src;
+    rf_test_jpegs_open(&src, g_pattern);
+    size_t n = N_SAMPLES * sample_bytes();
+    uint8_t *cpu = malloc(n), *gpu = malloc(n);
+    run_opts c = {.threads = 1, .check = 1, .views = cpu, .dct_off = 1};
+    run_epoch(&src, &c);
+    for (int k = 0; k < 3; k++) {
+        run_opts g = {.threads = k == 1 ? 3 : 1, .check = 1, .views = gpu, .gpu = k < 2,
+                      .hw = k == 2 ? 100 : 0};
+        memset(gpu, 0, n);
+        rf_stats st = run_epoch(&src, &g);
+        ck_assert_uint_eq(g.checked, N_SAMPLES);
+        ck_assert_uint_eq(k < 2 ? st.gpu_decoded : st.hw_decoded, N_SAMPLES);
+        ck_assert_msg(memcmp(cpu, gpu, n) == 0, "path %d: views differ from the CPU's", k);
+    }
+    free(cpu), free(gpu);
+    rf_test_jpegs_close(&src);
+    char *dir = rf_test_mkdtemp("multicrop_gpu_skip"), pattern[600], path[600], key[64];
+    ck_assert_int_eq(rf_test_make_restart_shards(dir, 1, 22, 5, 79, 160), 0);
+    snprintf(pattern, sizeof pattern, "%s/shard-*.tar", dir);
+    snprintf(path, sizeof path, "%s/shard-0000.tar", dir);
+    ck_assert_int_eq(rf_test_damage_entropy(path, 3, key, sizeof key), 0);
+    rf_test_jpegs_open(&src, pattern);
+    run_opts o = {.pattern = pattern, .threads = 3, .check = 1, .gpu = 1,
+                  .on_error = RF_ON_ERROR_SKIP};
+    rf_stats st = run_epoch(&src, &o);
+    ck_assert_uint_eq(st.skipped, 1);
+    ck_assert_uint_eq(o.checked + o.blanks, 22);
+    rf_test_jpegs_close(&src);
+    free(dir);
 }
 END_TEST
 
@@ -347,13 +391,12 @@ static void refused_boxes(void)
     ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "masks"), "%s", err);
 }
 
-static void refused(const char *views, uint32_t gpu, uint32_t hw, uint32_t tokens,
-                    const char *says)
+static void refused(const char *views, uint32_t tokens, const char *says)
 {
     make_data();
     const char *pat;
     rf_config c = rf_test_host_config(&pat, g_pattern, 0);
-    c.multi_crop = views, c.gpu_decode = gpu, c.hw_decode_percent = hw;
+    c.multi_crop = views;
     if (tokens)
         c.source = RF_SOURCE_TOKENS, c.seq_len = 8, c.token_bytes = 2;
     rf_loader *ld = NULL;
@@ -365,18 +408,16 @@ static void refused(const char *views, uint32_t gpu, uint32_t hw, uint32_t token
 
 START_TEST(bad_settings_are_refused_by_name)
 {
-    refused("2x", 0, 0, 0, "group 1");
-    refused("2x224,x96", 0, 0, 0, "group 2 (\"x96\")");
-    refused("0x224", 0, 0, 0, "0 views");
-    refused("65x8", 0, 0, 0, "1..64 views");
-    refused("2x224:0.5-0.4", 0, 0, 0, "scale range");
-    refused("2x224:0-1", 0, 0, 0, "scale range");
-    refused("2x224:0.4-1.5", 0, 0, 0, "scale range");
-    refused("2x9000", 0, 0, 0, "out of range 1..8192");
-    refused("2x224;6x96", 0, 0, 0, "not COUNTxSIZE");
-    refused("2x224", 1, 0, 0, "gpu_decode");
-    refused("2x224", 0, 50, 0, "hw_decode_percent");
-    refused("2x224", 0, 0, 1, "token source");
+    refused("2x", 0, "group 1");
+    refused("2x224,x96", 0, "group 2 (\"x96\")");
+    refused("0x224", 0, "0 views");
+    refused("65x8", 0, "1..64 views");
+    refused("2x224:0.5-0.4", 0, "scale range");
+    refused("2x224:0-1", 0, "scale range");
+    refused("2x224:0.4-1.5", 0, "scale range");
+    refused("2x9000", 0, "out of range 1..8192");
+    refused("2x224;6x96", 0, "not COUNTxSIZE");
+    refused("2x224", 1, "token source");
     refused_boxes();
     {
         const char *pat;
@@ -476,6 +517,7 @@ int main(void)
     tcase_add_test(tc, bad_settings_are_refused_by_name);
     tcase_add_test(tc, views_are_their_single_view_decodes);
     tcase_add_test(tc, padding_and_replacements_get_their_views);
+    tcase_add_test(tc, views_on_the_gpu_paths);
     tcase_add_test(tc, views_follow_the_seed_and_survive_a_resume);
     tcase_add_test(tc, conversion_applies_to_each_view);
     suite_add_tcase(s, tc);

@@ -193,8 +193,8 @@ START_TEST(gpu_packets_pad_and_pack_as_the_cpu)
                             ck_assert_msg(rf_decode_image(cpu, p.data, p.len, &t, seed, want,
                                                           &ic, &e) == 0, "%s", e.msg);
                             uint32_t bytes = 0, bad = 0;
-                            ck_assert_msg(rf_decode_packet(gpu, p.data, p.len, &t, seed, engine,
-                                                           place_fixed, &pl, &bytes, &ig,
+                            ck_assert_msg(rf_decode_packet(gpu, p.data, p.len, &t, NULL, seed,
+                                                           engine, place_fixed, &pl, &bytes, &ig,
                                                            &e) == 0, "%s", e.msg);
                             if (bytes) {
                                 memset(got, 0xEE, n + 1);

@@ -46,7 +46,7 @@ static uint32_t check_indexed(rf_decoder *d, const uint8_t *j, size_t len, const
         rf_err err = {0};
         uint32_t bytes = 0, bad = 0;
         rf_decoder_set_sync(d, e);
-        ck_assert_msg(rf_decode_packet(d, j, len, &tr, seed, 0, place_fixed, &pl, &bytes, &ig,
+        ck_assert_msg(rf_decode_packet(d, j, len, &tr, NULL, seed, 0, place_fixed, &pl, &bytes, &ig,
                                        &err) == 0, "%s: %s", what, err.msg);
         ck_assert_msg(rf_decoder_sync_result(d) == RF_SYNC_USED, "%s seed %llu: index not used",
                       what, (unsigned long long)seed);
@@ -59,8 +59,8 @@ static uint32_t check_indexed(rf_decoder *d, const uint8_t *j, size_t len, const
         ck_assert_msg(st == 0, "%s: %s in segment %u", what, rf_gj_status_text(st), bad);
         /* the walker's packet of the same crop */
         pl.px = gw;
-        ck_assert_int_eq(rf_decode_packet(d, j, len, &tr, seed, 0, place_fixed, &pl, &bytes, NULL,
-                                          &err), 0);
+        ck_assert_int_eq(rf_decode_packet(d, j, len, &tr, NULL, seed, 0, place_fixed, &pl, &bytes,
+                                          NULL, &err), 0);
         ck_assert_int_eq(rf_decoder_sync_result(d), RF_SYNC_UNUSED);
         ck_assert_int_eq(rf_gj_decode_host(pkt, scratch, gw, &bad), 0);
         pl.px = gi;
@@ -254,8 +254,8 @@ START_TEST(entry_that_does_not_fit_is_walked)
             uint32_t bytes = 0, bi = 0;
             rf_err err = {0};
             rf_decoder_set_sync(d, bad[k]);
-            ck_assert_int_eq(rf_decode_packet(d, a, la, &tr, seed, 0, place_fixed, &pl, &bytes,
-                                              NULL, &err), 0);
+            ck_assert_int_eq(rf_decode_packet(d, a, la, &tr, NULL, seed, 0, place_fixed, &pl,
+                                              &bytes, NULL, &err), 0);
             uint32_t res = rf_decoder_sync_result(d);
             if (k < 2 || seed % 2 == 0)
                 ck_assert_msg(res == RF_SYNC_STALE, "entry %zu seed %llu: %u", k,

@@ -5,7 +5,8 @@ reported box cut from the source with PIL, resized (antialiased bilinear) and fl
 reported, within test_size.py's PIL bounds (at full scale; DCT-scaled views are the library's
 own single-view decodes, tests/test_multicrop.c); the same seed gives the same views at any
 thread count, a resumed loader the uninterrupted one's; float outputs are each view
-normalized; bad text is a ValueError naming multi_crop."""
+normalized; the GPU paths (host emulation) cut the CPU's views; bad text is a ValueError naming
+multi_crop."""
 
 import numpy as np
 import pytest
@@ -157,10 +158,17 @@ def test_bad_text_is_refused(shards, text, says):
     assert "multi_crop" in str(e.value) and says in str(e.value)
 
 
-def test_gpu_decode_is_refused(shards):
-    with pytest.raises((ValueError, ringfeed.RingfeedError)) as e:
-        ringfeed.Loader(shards, 8, device="cpu", multi_crop="2x32", gpu_decode=True)
-    assert "multi_crop" in str(e.value) and "gpu_decode" in str(e.value)
+@pytest.mark.parametrize("path", [{"gpu_decode": True}, {"hw_decode_percent": 100}])
+def test_gpu_paths_cut_the_cpu_views(shards, path):
+    """The kernels and the engines (the host backend's emulation) deliver each sample's views
+    as one packet, byte for byte the CPU's full-scale views, with the same boxes and flips."""
+    want = epoch_views(shards, dct_scaling=False)
+    got = epoch_views(shards, **path)
+    assert sorted(got) == sorted(want) and want
+    for k in want:
+        for (a, abox, aflip), (b, bbox, bflip) in zip(got[k], want[k]):
+            assert abox == bbox and aflip == bflip
+            np.testing.assert_array_equal(a, b, err_msg=f"{k} {path}")
 
 
 def test_no_views_without_the_setting(shards):

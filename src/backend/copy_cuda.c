@@ -200,8 +200,8 @@ static int gj_enqueue(rf_backend *b, cudaStream_t s, uint32_t k, const uint8_t *
         if (rc)
             return rc;
     }
-    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, gj->height,
-                                       gj->width, *scratch, sc, status, s);
+    e = (cudaError_t)rf_cuda_gj_decode(tmp, staged_bytes, meta, dec, count, gj->rows,
+                                       gj->sample_bytes, *scratch, sc, status, s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(gj->status, status, fl, cudaMemcpyDeviceToHost, s);
     return e == cudaSuccess ? 0 : cuda_err(err, e, "enqueueing the GPU decode");
@@ -230,8 +230,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
     if (e == cudaSuccess && (conv->kind != RF_CONV_NONE || gj))
         e = cudaMallocFromPoolAsync(&tmp, staged_bytes, b->pool, s);
     if (e == cudaSuccess && gj && !gather && conv->kind != RF_CONV_NONE)
-        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj.height * conv->gj.width * 3,
-                                    b->pool, s);
+        e = cudaMallocFromPoolAsync(&dec, (size_t)count * conv->gj.sample_bytes, b->pool, s);
     if (e == cudaSuccess && gather) /* the samples' offsets */
         e = cudaMallocFromPoolAsync(&gjs, (size_t)count * sizeof(uint64_t), b->pool, s);
     if (e != cudaSuccess)
@@ -247,7 +246,7 @@ static int cuda_submit(rf_backend *b, uint32_t slot, const void *staged, size_t 
         offs = gjs;
         if (e == cudaSuccess && conv->kind == RF_CONV_NONE)
             e = (cudaError_t)rf_cuda_gather_samples(
-                tmp, offs, d, count, (uint64_t)conv->gj.height * conv->gj.width * 3, s);
+                tmp, offs, d, count, conv->gj.sample_bytes, s);
     } else if (e == cudaSuccess && gj) {
         int rc = gj_enqueue(b, s, slot % RF_COPY_STREAMS, staged, tmp, dec ? dec : d,
                             staged_bytes, count, &conv->gj, &gjs, err);

@@ -252,15 +252,73 @@ static void check_reach(const rf_jpeg_geom *g, int restarts, int context, int32_
     out->mcus = (uint64_t)out->rows * rf_jpeg_mcu_cols(g);
 }
 
-int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
-               const rf_axis *h, const rf_axis *v, const rf_transform *t,
-               const rf_out_rect *rect, int engine, rf_region_buf *rb, rf_gj_place place,
-               void *ctx, uint32_t *bytes)
+/* The columns [x0, x1) and rows [y0, y1) the outputs' taps read (their union), and the bytes
+ * of the outputs' table and plans. 1: an output whose rectangle leaves its canvas (never
+ * planned so: the CPU path then says what is wrong), or more outputs than a packet holds. */
+static int outs_cover(const rf_place_out *outs, uint32_t n, int32_t *x0, int32_t *x1,
+                      int32_t *y0, int32_t *y1, size_t *table)
 {
-    uint32_t out_w = h->n_out, out_h = v->n_out;
-    if (out_w > rect->canvas_w || rect->x > rect->canvas_w - out_w || out_h > rect->canvas_h ||
-        rect->y > rect->canvas_h - out_h)
-        return RF_GJ_NOT_ELIGIBLE; /* never planned so: the CPU path then says what is wrong */
+    if (n == 0 || n > RF_VIEWS_MAX)
+        return 1;
+    *x0 = *y0 = INT32_MAX, *x1 = *y1 = INT32_MIN;
+    size_t o = align8((size_t)n * sizeof(rf_gj_view));
+    for (uint32_t k = 0; k < n; k++) {
+        const rf_axis *h = outs[k].h, *v = outs[k].v;
+        const rf_out_rect *r = &outs[k].r;
+        if (h->n_out > r->canvas_w || r->x > r->canvas_w - h->n_out || v->n_out > r->canvas_h ||
+            r->y > r->canvas_h - v->n_out)
+            return 1;
+        *x0 = RF_MIN(*x0, h->first), *x1 = RF_MAX(*x1, h->last);
+        *y0 = RF_MIN(*y0, v->first), *y1 = RF_MAX(*y1, v->last);
+        o = align8(o + (size_t)h->n_out * sizeof(int32_t));
+        o = align8(o + (size_t)h->n_out * h->taps * sizeof(int16_t));
+        o = align8(o + (size_t)v->n_out * sizeof(int32_t));
+        o = align8(o + (size_t)v->n_out * v->taps * sizeof(int16_t));
+    }
+    *table = o;
+    return 0;
+}
+
+/* Output k's table entry and plans, at o (its plans after the table, from *at on). */
+static void put_view(uint8_t *out, const rf_gj_packet *p, const rf_place_out *po, uint32_t k,
+                     uint64_t *inter, size_t *at)
+{
+    const rf_axis *h = po->h, *v = po->v;
+    rf_gj_view w = {.at = po->at, .out_h = v->n_out, .out_w = h->n_out,
+                    .canvas_w = po->r.canvas_w, .canvas_h = po->r.canvas_h, .out_x = po->r.x,
+                    .out_y = po->r.y, .htaps = h->taps, .vtaps = v->taps,
+                    .xlo = h->first - (int32_t)p->rx, .xhi = h->last - (int32_t)p->rx,
+                    .inter = (uint32_t)*inter};
+    /* the vertical pass's out_h rows, each as wide as the columns the horizontal taps read */
+    *inter = align8(*inter + (uint64_t)v->n_out * (uint32_t)(h->last - h->first) * 3);
+    size_t o = *at;
+    w.off_hstart = (uint32_t)o;
+    o = align8(o + (size_t)h->n_out * sizeof(int32_t));
+    w.off_hcoef = (uint32_t)o;
+    o = align8(o + (size_t)h->n_out * h->taps * sizeof(int16_t));
+    w.off_vstart = (uint32_t)o;
+    o = align8(o + (size_t)v->n_out * sizeof(int32_t));
+    w.off_vcoef = (uint32_t)o;
+    o = align8(o + (size_t)v->n_out * v->taps * sizeof(int16_t));
+    *at = o;
+    int32_t *hs = (int32_t *)(out + w.off_hstart), *vs = (int32_t *)(out + w.off_vstart);
+    for (uint32_t i = 0; i < w.out_w; i++)
+        hs[i] = h->start[i] - (int32_t)p->rx;
+    for (uint32_t i = 0; i < w.out_h; i++)
+        vs[i] = v->start[i] - (int32_t)p->ry;
+    memcpy(out + w.off_hcoef, h->coef, (size_t)w.out_w * h->taps * sizeof(int16_t));
+    memcpy(out + w.off_vcoef, v->coef, (size_t)w.out_h * v->taps * sizeof(int16_t));
+    memcpy(out + p->off_views + (size_t)k * sizeof w, &w, sizeof w);
+}
+
+int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
+               const rf_place_out *outs, uint32_t nout, const rf_transform *t, int engine,
+               rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes)
+{
+    int32_t x0, x1, y0, y1;
+    size_t table;
+    if (outs_cover(outs, nout, &x0, &x1, &y0, &y1, &table))
+        return RF_GJ_NOT_ELIGIBLE;
     rf_jpeg_geom g;
     int restarts = rf_jpeg_geom_read(ci, &g);
     if (ci->data_precision != 8 || !sampling_ok(ci))
@@ -281,23 +339,22 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     if (!frame_order(ci))
         return RF_GJ_NOT_ELIGIBLE; /* leave it to libjpeg */
     /* The MCUs whose pixels the taps read, with their upsampling context. */
-    if (h->last > (int32_t)g.width || v->last > (int32_t)g.height ||
-        RF_MAX(h->first - 1, 0) >= RF_MIN(h->last + 1, (int32_t)g.width) ||
-        RF_MAX(v->first - 1, 0) >= RF_MIN(v->last + 1, (int32_t)g.height))
+    if (x1 > (int32_t)g.width || y1 > (int32_t)g.height ||
+        RF_MAX(x0 - 1, 0) >= RF_MIN(x1 + 1, (int32_t)g.width) ||
+        RF_MAX(y0 - 1, 0) >= RF_MIN(y1 + 1, (int32_t)g.height))
         return RF_GJ_NOT_ELIGIBLE;
     /* The crop's region: what the kernels decode, and what an engine packet's check reads. A
      * plain file's region needs no whole intervals: its columns are the crop's MCUs. */
     uint32_t cols = rf_jpeg_mcu_cols(&g), R = g.restart ? g.restart : 1, c0, c1, r0, r1;
     rf_jpeg_geom cover = g;
     cover.restart = R;
-    rf_jpeg_region_cover(&cover, 8, g.width, g.height, h->first, h->last, v->first, v->last,
-                         &c0, &c1, &r0, &r1);
+    rf_jpeg_region_cover(&cover, 8, g.width, g.height, x0, x1, y0, y1, &c0, &c1, &r0, &r1);
     uint32_t per_row = cols / R, a0 = c0 / R, a1 = c1 / R;
     uint64_t last = (uint64_t)(r1 - 1) * per_row + a1 - 1;
     /* How far the CPU path's libjpeg decodes this file for this crop: the GPU paths judge the
      * Huffman data that far. */
     reach rc_ = {0};
-    check_reach(&g, restarts, nc == 3 && ci->max_v_samp_factor == 2, v->last, r0, r1, &rc_);
+    check_reach(&g, restarts, nc == 3 && ci->max_v_samp_factor == 2, y1, r0, r1, &rc_);
     uint32_t nint = (a1 - a0) * (r1 - r0);
     if (engine && !restarts)
         nint = g.restart ? (uint32_t)((rc_.mcus - 1) / g.restart + 1) : 1;
@@ -326,9 +383,11 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         pc->x0 = c0 * 8 * pc->h;
         pc->y0 = r0 * 8 * pc->v;
     }
-    uint64_t inter = align8(planes);
-    /* the vertical pass's out_h rows, each as wide as the columns the horizontal taps read */
-    uint64_t scratch = inter + (uint64_t)out_h * (uint32_t)(h->last - h->first) * 3;
+    /* after the planes, each output's vertically resized rows (put_view) */
+    uint64_t inter = align8(planes), scratch = inter;
+    for (uint32_t k = 0; k < nout; k++)
+        scratch = align8(scratch + (uint64_t)outs[k].v->n_out *
+                                       (uint32_t)(outs[k].h->last - outs[k].h->first) * 3);
     if (scratch > RF_GJ_SCRATCH)
         return RF_GJ_NOT_ELIGIBLE;
     rf_gj_walked w = {0};
@@ -366,14 +425,8 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     o += plain    ? (size_t)nint * sizeof(rf_gj_seg)
          : engine ? (size_t)nint * sizeof(rf_gj_unit)
                   : ((size_t)nint + 1) * sizeof(uint32_t);
-    p.off_hstart = (uint32_t)(o = align8(o));
-    o += (size_t)out_w * sizeof(int32_t);
-    p.off_hcoef = (uint32_t)(o = align8(o));
-    o += (size_t)out_w * h->taps * sizeof(int16_t);
-    p.off_vstart = (uint32_t)(o = align8(o));
-    o += (size_t)out_h * sizeof(int32_t);
-    p.off_vcoef = (uint32_t)(o = align8(o));
-    o += (size_t)out_h * v->taps * sizeof(int16_t);
+    p.off_views = (uint32_t)(o = align8(o)), p.nviews = nout;
+    o += table;
     p.off_data = (uint32_t)(o = align8(o));
     o += data;
     uint16_t qt[4 * 64];
@@ -404,14 +457,9 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     p.nintervals = nint;
     p.width = g.width, p.height = g.height;
     p.rx = c0 * g.mcu_w, p.ry = r0 * g.mcu_h;
-    p.out_h = out_h, p.out_w = out_w, p.layout = t->layout;
-    p.canvas_w = rect->canvas_w, p.canvas_h = rect->canvas_h;
-    p.out_x = rect->x, p.out_y = rect->y;
+    p.layout = t->layout;
     p.pad = t->pad[0] | (uint32_t)t->pad[1] << 8 | (uint32_t)t->pad[2] << 16;
-    p.htaps = h->taps, p.vtaps = v->taps;
-    p.xlo = h->first - (int32_t)p.rx, p.xhi = h->last - (int32_t)p.rx;
     p.scratch = (uint32_t)scratch;
-    p.inter = (uint32_t)inter;
     p.engine = (uint32_t)engine;
     p.data_bytes = (uint32_t)data;
     p.plain = (uint32_t)plain;
@@ -451,13 +499,9 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
         }
     if (!plain && !engine)
         span[n] = at;
-    int32_t *hs = (int32_t *)(out + p.off_hstart), *vs = (int32_t *)(out + p.off_vstart);
-    for (uint32_t i = 0; i < out_w; i++)
-        hs[i] = h->start[i] - (int32_t)p.rx;
-    for (uint32_t i = 0; i < out_h; i++)
-        vs[i] = v->start[i] - (int32_t)p.ry;
-    memcpy(out + p.off_hcoef, h->coef, (size_t)out_w * h->taps * sizeof(int16_t));
-    memcpy(out + p.off_vcoef, v->coef, (size_t)out_h * v->taps * sizeof(int16_t));
+    size_t plans = p.off_views + align8((size_t)nout * sizeof(rf_gj_view));
+    for (uint32_t k = 0; k < nout; k++)
+        put_view(out, &p, &outs[k], k, &inter, &plans);
     memcpy(out, &p, sizeof p);
     *bytes = p.bytes;
     return 0;
@@ -470,7 +514,7 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
 {
     const rf_gj_packet *p = (const rf_gj_packet *)packet;
     if (p->magic != RF_GJ_MAGIC || p->scratch > RF_GJ_SCRATCH ||
-        !rf_gj_canvas_ok(p, p->canvas_h, p->canvas_w))
+        !rf_gj_views_ok(packet, UINT32_MAX, UINT64_MAX / 2))
         return RF_GJ_BAD_PACKET;
     const rf_gj_huff *huff = (const rf_gj_huff *)(packet + p->off_huff);
     const uint16_t *quant = (const uint16_t *)(packet + p->off_quant);
@@ -485,14 +529,17 @@ int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
             return st;
         }
     }
-    uint32_t w = (uint32_t)(p->xhi - p->xlo);
-    for (uint32_t i = 0; i < p->out_h; i++) {
-        uint8_t *row = scratch + p->inter + (size_t)i * w * 3;
-        for (uint32_t x = 0; x < w; x++)
-            rf_gj_vpass(packet, scratch, i, p->xlo + (int32_t)x, row + 3 * x);
+    for (uint32_t k = 0; k < p->nviews; k++) {
+        const rf_gj_view *v = rf_gj_view_of(packet, k);
+        uint32_t w = (uint32_t)(v->xhi - v->xlo);
+        for (uint32_t i = 0; i < v->out_h; i++) {
+            uint8_t *row = scratch + v->inter + (size_t)i * w * 3;
+            for (uint32_t x = 0; x < w; x++)
+                rf_gj_vpass(packet, v, scratch, i, v->xlo + (int32_t)x, row + 3 * x);
+        }
+        for (uint32_t y = 0; y < v->canvas_h; y++)
+            for (uint32_t x = 0; x < v->canvas_w; x++)
+                rf_gj_out(packet, v, scratch, y, x, out);
     }
-    for (uint32_t y = 0; y < p->canvas_h; y++)
-        for (uint32_t x = 0; x < p->canvas_w; x++)
-            rf_gj_out(packet, scratch, y, x, out);
     return RF_GJ_OK;
 }

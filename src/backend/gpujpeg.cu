@@ -6,10 +6,11 @@
 //     serial chain, latency-bound (docs/gpu-decode.md, "Where the GPU time goes"). Engine
 //     packets, whose planes the hardware decoder wrote, are only checked here
 //     (rf_gj_engine_check): the engines decode damaged entropy-coded data without an error;
-//  2. vpass: one block per (output row, sample), threads across the row's source columns;
-//  3. hpass: one block per (output row, sample), threads across output pixels, the rectangle's
-//     resized and the rest of the canvas padded; samples the CPU decoded (flag 0) are copied
-//     through by the same blocks.
+//  2. vpass: one block per (output row, sample), threads across the row's source columns, for
+//     each of the packet's outputs (the image, or each multi-crop view);
+//  3. hpass: one block per (output row, sample), threads across output pixels, each output's
+//     rectangle resized and the rest of its canvas padded; samples the CPU decoded (flag 0)
+//     are copied through by the same blocks.
 // The per-thread code is gpujpeg_core.h, shared with the host driver.
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -39,8 +40,8 @@ static __device__ uint8_t is_packet(const uint8_t *meta, uint32_t n, uint32_t i)
 
 __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_bytes,
                              const uint8_t *__restrict__ meta, uint8_t *scratch,
-                             size_t scratch_bytes, int32_t *status, uint32_t height,
-                             uint32_t width)
+                             size_t scratch_bytes, int32_t *status, uint32_t rows,
+                             uint64_t sample_bytes)
 {
     __shared__ rf_gj_huff huff[GJ_MAX_HUFF];
     __shared__ uint16_t quant[GJ_MAX_QUANT * 64];
@@ -55,7 +56,7 @@ __global__ void gj_intervals(const uint8_t *__restrict__ staged, size_t staged_b
         (kind == RF_GJ_ENGINE_PACKET) != (p->engine != 0) ||
         (size_t)(pkt - staged) + p->bytes + 8 > staged_bytes ||
         (size_t)p->scratch_at * RF_GJ_ALIGN + p->scratch > scratch_bytes ||
-        p->nhuff > GJ_MAX_HUFF || nq > GJ_MAX_QUANT || !rf_gj_canvas_ok(p, height, width)) {
+        p->nhuff > GJ_MAX_HUFF || nq > GJ_MAX_QUANT || !rf_gj_views_ok(pkt, rows, sample_bytes)) {
         if (threadIdx.x == 0)
             status[i] = RF_GJ_BAD_PACKET;
         return;
@@ -89,41 +90,48 @@ __global__ void gj_vpass(const uint8_t *__restrict__ staged, const uint8_t *__re
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
-    if (row >= p->out_h)
-        return;
     uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
-    uint32_t w = (uint32_t)(p->xhi - p->xlo);
-    uint8_t *dst = scr + p->inter + (size_t)row * w * 3;
-    for (uint32_t x = threadIdx.x; x < w; x += blockDim.x)
-        rf_gj_vpass(pkt, scr, row, p->xlo + (int32_t)x, dst + 3 * x);
+    for (uint32_t k = 0; k < p->nviews; k++) {
+        const rf_gj_view *v = rf_gj_view_of(pkt, k);
+        if (row >= v->out_h)
+            continue;
+        uint32_t w = (uint32_t)(v->xhi - v->xlo);
+        uint8_t *dst = scr + v->inter + (size_t)row * w * 3;
+        for (uint32_t x = threadIdx.x; x < w; x += blockDim.x)
+            rf_gj_vpass(pkt, v, scr, row, v->xlo + (int32_t)x, dst + 3 * x);
+    }
 }
 
 __global__ void gj_hpass(const uint8_t *__restrict__ staged, const uint8_t *__restrict__ meta,
                          const uint8_t *scratch, const int32_t *status, uint8_t *out,
-                         uint32_t width)
+                         uint64_t sample_bytes)
 {
-    uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y, height = gridDim.x;
-    size_t row_bytes = (size_t)width * 3; // one of `height` equal shares of the sample
-    uint8_t *o = out + (size_t)i * row_bytes * height;
+    uint32_t row = blockIdx.x, i = blockIdx.y, n = gridDim.y, rows = gridDim.x;
+    uint8_t *o = out + (size_t)i * sample_bytes;
     if (!is_packet(meta, n, i)) { // decoded on the CPU: this block copies its share
-        const uint8_t *s = sample_of(staged, meta, i) + (size_t)row * row_bytes;
-        for (size_t x = threadIdx.x; x < row_bytes; x += blockDim.x)
-            o[(size_t)row * row_bytes + x] = s[x];
+        size_t share = (sample_bytes + rows - 1) / rows, lo = (size_t)row * share;
+        size_t hi = lo + share < sample_bytes ? lo + share : sample_bytes;
+        const uint8_t *s = sample_of(staged, meta, i);
+        for (size_t x = lo + threadIdx.x; x < hi; x += blockDim.x)
+            o[x] = s[x];
         return;
     }
     if (status[i])
         return;
     const uint8_t *pkt = sample_of(staged, meta, i);
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
-    if (row >= p->canvas_h) // a NATIVE sample's canvas: its own size, packed from its start
-        return;
     const uint8_t *scr = scratch + (size_t)p->scratch_at * RF_GJ_ALIGN;
-    for (uint32_t j = threadIdx.x; j < p->canvas_w; j += blockDim.x)
-        rf_gj_out(pkt, scr, row, j, o);
+    for (uint32_t k = 0; k < p->nviews; k++) {
+        const rf_gj_view *v = rf_gj_view_of(pkt, k);
+        if (row >= v->canvas_h) // a NATIVE image's canvas is its own size, a view's its own
+            continue;
+        for (uint32_t j = threadIdx.x; j < v->canvas_w; j += blockDim.x)
+            rf_gj_out(pkt, v, scr, row, j, o);
+    }
 }
 
 extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
-                                 uint8_t *out, uint32_t n, uint32_t height, uint32_t width,
+                                 uint8_t *out, uint32_t n, uint32_t rows, uint64_t sample_bytes,
                                  uint8_t *scratch, size_t scratch_bytes, int32_t *status,
                                  void *stream)
 {
@@ -131,9 +139,9 @@ extern "C" int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, con
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
     gj_intervals<<<n, 128, 0, s>>>(staged, staged_bytes, meta, scratch, scratch_bytes, status,
-                                   height, width);
+                                   rows, sample_bytes);
     // one block per output row of every sample: the vertical pass's rows, then the pixels
-    gj_vpass<<<dim3(height, n), 128, 0, s>>>(staged, meta, scratch, status);
-    gj_hpass<<<dim3(height, n), 128, 0, s>>>(staged, meta, scratch, status, out, width);
+    gj_vpass<<<dim3(rows, n), 128, 0, s>>>(staged, meta, scratch, status);
+    gj_hpass<<<dim3(rows, n), 128, 0, s>>>(staged, meta, scratch, status, out, sample_bytes);
     return (int)cudaGetLastError();
 }

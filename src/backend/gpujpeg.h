@@ -59,23 +59,16 @@ typedef struct rf_gj_packet {
     uint32_t nintervals;      /* region intervals, row-major (plain packets: segments) */
     uint32_t width, height;   /* the image */
     uint32_t rx, ry;          /* region origin in image pixels */
-    uint32_t out_h, out_w;    /* the resized rectangle: out_h x out_w x 3 uint8 */
     uint32_t layout;          /* enum rf_layout */
-    /* The sample's output is canvas_h x canvas_w (planes of that size for NCHW), the rectangle
-     * at row out_y, column out_x; every other pixel is pad (R | G << 8 | B << 16). */
-    uint32_t canvas_w, canvas_h, out_x, out_y, pad;
-    uint32_t htaps, vtaps;
-    int32_t xlo, xhi;         /* region columns the vertical pass produces */
+    uint32_t pad;             /* R | G << 8 | B << 16: the canvases' pixels no rectangle covers */
+    uint32_t nviews, off_views; /* rf_gj_view[nviews]: the outputs the region is resized onto */
     uint32_t scratch;         /* scratch bytes this sample uses (<= RF_GJ_SCRATCH) */
     uint32_t scratch_at;      /* where they start in the batch's scratch, in RF_GJ_ALIGN units
                                * (set by whoever places the batch; 0 for the host driver) */
-    uint32_t inter;           /* offset of the vertically resized rows in the scratch */
     uint32_t off_huff, nhuff; /* rf_gj_huff[nhuff] */
     uint32_t off_quant, nquant; /* uint16[64] per quant table, natural order */
     uint32_t off_span;        /* uint32[nintervals + 1]: interval k is data[span[k], span[k+1]) */
     uint32_t off_data;
-    uint32_t off_hstart, off_hcoef; /* int32[out_w] (region columns), int16[out_w * htaps] */
-    uint32_t off_vstart, off_vcoef; /* int32[out_h] (region rows), int16[out_h * vtaps] */
     /* 1: an engine packet: the region is the whole image and data_bytes at off_data the whole
      * file, for the hardware decoder. The engines report no entropy-coded damage, so the packet
      * also carries nintervals rf_gj_unit at off_span for rf_gj_engine_check. */
@@ -91,6 +84,21 @@ typedef struct rf_gj_packet {
     uint32_t recovered;
     rf_gj_comp comp[3];
 } rf_gj_packet;
+
+/* One output a packet's region is resized onto: the sample's image, or with multi_crop each
+ * view. The out_h x out_w rectangle lands at (out_x, out_y) of a canvas_h x canvas_w canvas
+ * (t's size, a NATIVE image's own, a view's) that starts `at` bytes into the sample's output,
+ * planes of the canvas's size for NCHW; the rest of the canvas is the packet's pad. */
+typedef struct rf_gj_view {
+    uint64_t at;
+    uint32_t out_h, out_w, canvas_w, canvas_h, out_x, out_y;
+    uint32_t htaps, vtaps;
+    int32_t xlo, xhi;         /* region columns the vertical pass produces */
+    uint32_t inter;           /* offset of the vertically resized rows in the scratch */
+    uint32_t off_hstart, off_hcoef; /* int32[out_w] (region columns), int16[out_w * htaps] */
+    uint32_t off_vstart, off_vcoef; /* int32[out_h] (region rows), int16[out_h * vtaps] */
+    uint32_t reserved;
+} rf_gj_view;
 
 /* A stretch of an engine packet's file that the CPU path's libjpeg decodes for the crop: `mcus`
  * MCUs from byte `start` to `end` (the next marker), with RF_GJ_CHECK_END its end checked too. */
@@ -193,21 +201,21 @@ enum {
     RF_GJ_NO_ROOM = RF_PLACE_NO_ROOM,
 };
 
-/* Write the packet of one image where place(ctx, bytes, 1) says: ci has read the header only, h
- * and v are the full-scale resize plans onto rectangle r of the output (t's layout and pad),
- * rb the decoder's interval scratch; engine = 1: an engine packet. Returns 0 with *bytes set
- * (8 bytes more are asked for, for word reads), RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or
- * RF_ENOMEM. */
+/* Write the packet of one image where place(ctx, bytes, 1) says: ci has read the header only,
+ * outs[0..n) the outputs with their full-scale resize plans (t's layout and pad; the region
+ * decoded is the union of what their taps read), rb the decoder's interval scratch; engine = 1:
+ * an engine packet. Returns 0 with *bytes set (8 bytes more are asked for, for word reads),
+ * RF_GJ_NOT_ELIGIBLE, RF_GJ_NO_ROOM or RF_ENOMEM. */
 int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, size_t len,
-               const struct rf_axis *h, const struct rf_axis *v, const rf_transform *t,
-               const rf_out_rect *r, int engine, struct rf_region_buf *rb, rf_gj_place place,
-               void *ctx, uint32_t *bytes);
+               const rf_place_out *outs, uint32_t n, const rf_transform *t, int engine,
+               struct rf_region_buf *rb, rf_gj_place place, void *ctx, uint32_t *bytes);
 
 /* GPU decode of one sample: rf_decode_placed with gpujpeg_place.c's placement (engine = 1: an
- * engine packet); an image not taken goes to place(ctx, height*width*3, 0) with *bytes = 0. */
+ * engine packet; v: multi-crop views, or NULL); an image not taken goes to place(ctx, its
+ * sample's bytes, 0) with *bytes = 0. */
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
-                     rf_decode_info *info, rf_err *err);
+                     const rf_views *v, uint64_t seed, int engine, rf_gj_place place, void *ctx,
+                     uint32_t *bytes, rf_decode_info *info, rf_err *err);
 
 /* The host's stand-in for the hardware decoder: decode an engine packet's JPEG with
  * rf_decode_raw into its component planes in scratch, for rf_gj_decode_host to resize. The
@@ -215,7 +223,8 @@ int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_tr
  * packet", RF_EDECODE or RF_ENOMEM. */
 int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err);
 
-/* Host driver: decode one packet into out (canvas_h*canvas_w*3, the packet's layout); scratch holds
+/* Host driver: decode one packet into out (the sample's output: each view's canvas from its
+ * `at`, in the packet's layout); scratch holds
  * the packet's `scratch` bytes (an engine packet's planes already there). Returns an
  * rf_gj_status; the first failing interval or segment in *bad_interval (may be NULL). */
 int rf_gj_decode_host(const uint8_t *packet, uint8_t *scratch, uint8_t *out,
@@ -232,7 +241,8 @@ typedef struct rf_gj_batch {
     const uint8_t *flags;
     int32_t *status;
     uint64_t scratch; /* device scratch bytes the batch's packets take (scratch_at) */
-    uint32_t height, width; /* of a decoded sample */
+    uint64_t sample_bytes; /* one decoded sample (uint8): its image, or its views */
+    uint32_t rows;    /* the most rows of any canvas of a sample: the kernels' grid */
     uint32_t engine;  /* samples with an engine packet; the staged pointer must stay the slot */
     /* samples with a packet of either kind; 0: the CPU decoded the whole batch and the backend
      * only puts the pixels in order, statuses all 0 */
@@ -242,12 +252,12 @@ typedef struct rf_gj_batch {
 #ifdef RINGFEED_HAVE_CUDA
 
 /* Device driver, enqueued on `stream`; meta: n uint64 offsets into staged, then n flags. A
- * flagged sample's packet is decoded into out + i*height*width*3 using scratch from its
- * scratch_at on (an engine packet's planes already there); others are copied as they are.
- * status[i] (zeroed, or set by the engine) receives an rf_gj_status; samples with one are left
- * alone. Device pointers. Returns 0 or a cudaError_t value. */
+ * flagged sample's packet is decoded into out + i*sample_bytes (no canvas of more than `rows`
+ * rows) using scratch from its scratch_at on (an engine packet's planes already there); others
+ * are copied as they are. status[i] (zeroed, or set by the engine) receives an rf_gj_status;
+ * samples with one are left alone. Device pointers. Returns 0 or a cudaError_t value. */
 int rf_cuda_gj_decode(const uint8_t *staged, size_t staged_bytes, const uint8_t *meta,
-                      uint8_t *out, uint32_t n, uint32_t height, uint32_t width,
+                      uint8_t *out, uint32_t n, uint32_t rows, uint64_t sample_bytes,
                       uint8_t *scratch, size_t scratch_bytes, int32_t *status, void *stream);
 #endif
 

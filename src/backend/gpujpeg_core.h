@@ -440,16 +440,23 @@ RF_GJ_FN void rf_gj_rgb(const rf_gj_packet *p, const uint8_t *scratch, int32_t x
 
 #define RF_GJ_RBITS 14
 
-/* Vertically resized row i, column x (region columns, xlo <= x < xhi): 3 bytes at dst. */
-RF_GJ_FN void rf_gj_vpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i, int32_t x,
-                          uint8_t *dst)
+/* The packet's output k (rf_gj_view). */
+RF_GJ_FN const rf_gj_view *rf_gj_view_of(const uint8_t *pkt, uint32_t k)
+{
+    return (const rf_gj_view *)rf_gj_at(pkt, ((const rf_gj_packet *)pkt)->off_views) + k;
+}
+
+/* Vertically resized row i of output w, column x (region columns, xlo <= x < xhi): 3 bytes at
+ * dst. */
+RF_GJ_FN void rf_gj_vpass(const uint8_t *pkt, const rf_gj_view *w, const uint8_t *scratch,
+                          uint32_t i, int32_t x, uint8_t *dst)
 {
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
-    const int32_t *start = (const int32_t *)rf_gj_at(pkt, p->off_vstart);
-    const int16_t *coef = (const int16_t *)rf_gj_at(pkt, p->off_vcoef) + i * p->vtaps;
+    const int32_t *start = (const int32_t *)rf_gj_at(pkt, w->off_vstart);
+    const int16_t *coef = (const int16_t *)rf_gj_at(pkt, w->off_vcoef) + i * w->vtaps;
     int32_t acc[3] = {1 << (RF_GJ_RBITS - 1), 1 << (RF_GJ_RBITS - 1), 1 << (RF_GJ_RBITS - 1)};
     int32_t gx = (int32_t)p->rx + x, gy = (int32_t)p->ry + start[i], rgb[3];
-    for (uint32_t k = 0; k < p->vtaps; k++) {
+    for (uint32_t k = 0; k < w->vtaps; k++) {
         if (!coef[k])
             continue; /* a zero-padded tap (its row may lie outside the region) */
         rf_gj_rgb(p, scratch, gx, gy + (int32_t)k, rgb);
@@ -462,55 +469,67 @@ RF_GJ_FN void rf_gj_vpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i
 
 /* ---- stage 3: horizontal resize into the output ---- */
 
-/* The rectangle lies in the canvas, and the canvas in a height x width sample. */
-RF_GJ_FN int rf_gj_canvas_ok(const rf_gj_packet *p, uint32_t height, uint32_t width)
+/* Every output's rectangle lies in its canvas, and its canvas (at most `rows` rows) in a
+ * sample of sample_bytes; the table in the packet. */
+RF_GJ_FN int rf_gj_views_ok(const uint8_t *pkt, uint32_t rows, uint64_t sample_bytes)
 {
-    return p->canvas_w <= width && p->canvas_h <= height &&
-           (uint64_t)p->out_x + p->out_w <= p->canvas_w &&
-           (uint64_t)p->out_y + p->out_h <= p->canvas_h;
+    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
+    if (p->nviews == 0 || p->nviews > RF_VIEWS_MAX ||
+        (uint64_t)p->off_views + (uint64_t)p->nviews * sizeof(rf_gj_view) > p->bytes)
+        return 0;
+    for (uint32_t k = 0; k < p->nviews; k++) {
+        const rf_gj_view *w = rf_gj_view_of(pkt, k);
+        if (w->canvas_h > rows || (uint64_t)w->out_x + w->out_w > w->canvas_w ||
+            (uint64_t)w->out_y + w->out_h > w->canvas_h ||
+            w->at + (uint64_t)w->canvas_w * w->canvas_h * 3 > sample_bytes)
+            return 0;
+    }
+    return 1;
 }
 
-/* One pixel of the output: 3 bytes at (y, x) of the canvas, in the packet's layout. */
-RF_GJ_FN void rf_gj_put(const rf_gj_packet *p, uint8_t *out, uint32_t y, uint32_t x,
-                        uint32_t r, uint32_t g, uint32_t b)
+/* One pixel of output w: 3 bytes at (y, x) of its canvas, in the packet's layout. */
+RF_GJ_FN void rf_gj_put(const rf_gj_packet *p, const rf_gj_view *w, uint8_t *out, uint32_t y,
+                        uint32_t x, uint32_t r, uint32_t g, uint32_t b)
 {
-    uint64_t o = (uint64_t)y * p->canvas_w + x;
+    uint64_t o = (uint64_t)y * w->canvas_w + x;
+    out += w->at;
     if (p->layout == 1 /* RF_LAYOUT_NCHW */) {
-        uint64_t plane = (uint64_t)p->canvas_h * p->canvas_w;
+        uint64_t plane = (uint64_t)w->canvas_h * w->canvas_w;
         out[o] = (uint8_t)r, out[plane + o] = (uint8_t)g, out[2 * plane + o] = (uint8_t)b;
     } else {
         out[3 * o] = (uint8_t)r, out[3 * o + 1] = (uint8_t)g, out[3 * o + 2] = (uint8_t)b;
     }
 }
 
-/* Pixel (i, j) of the rectangle: the horizontal taps over the vertically resized row i. */
-RF_GJ_FN void rf_gj_hpass(const uint8_t *pkt, const uint8_t *scratch, uint32_t i, uint32_t j,
-                          uint8_t *out)
+/* Pixel (i, j) of output w's rectangle: the horizontal taps over its vertically resized row
+ * i. */
+RF_GJ_FN void rf_gj_hpass(const uint8_t *pkt, const rf_gj_view *w, const uint8_t *scratch,
+                          uint32_t i, uint32_t j, uint8_t *out)
 {
-    const rf_gj_packet *p = (const rf_gj_packet *)pkt;
-    const int32_t *start = (const int32_t *)rf_gj_at(pkt, p->off_hstart);
-    const int16_t *coef = (const int16_t *)rf_gj_at(pkt, p->off_hcoef) + j * p->htaps;
-    const uint8_t *row = scratch + p->inter + (uint64_t)i * (uint32_t)(p->xhi - p->xlo) * 3;
+    const int32_t *start = (const int32_t *)rf_gj_at(pkt, w->off_hstart);
+    const int16_t *coef = (const int16_t *)rf_gj_at(pkt, w->off_hcoef) + j * w->htaps;
+    const uint8_t *row = scratch + w->inter + (uint64_t)i * (uint32_t)(w->xhi - w->xlo) * 3;
     int32_t acc[3] = {1 << (RF_GJ_RBITS - 1), 1 << (RF_GJ_RBITS - 1), 1 << (RF_GJ_RBITS - 1)};
-    for (uint32_t k = 0; k < p->htaps; k++) {
+    for (uint32_t k = 0; k < w->htaps; k++) {
         if (!coef[k])
             continue;
-        const uint8_t *s = row + (start[j] + (int32_t)k - p->xlo) * 3;
+        const uint8_t *s = row + (start[j] + (int32_t)k - w->xlo) * 3;
         acc[0] += s[0] * coef[k], acc[1] += s[1] * coef[k], acc[2] += s[2] * coef[k];
     }
-    rf_gj_put(p, out, p->out_y + i, p->out_x + j, (uint32_t)(acc[0] >> RF_GJ_RBITS) & 0xFF,
-              (uint32_t)(acc[1] >> RF_GJ_RBITS) & 0xFF, (uint32_t)(acc[2] >> RF_GJ_RBITS) & 0xFF);
+    rf_gj_put((const rf_gj_packet *)pkt, w, out, w->out_y + i, w->out_x + j,
+              (uint32_t)(acc[0] >> RF_GJ_RBITS) & 0xFF, (uint32_t)(acc[1] >> RF_GJ_RBITS) & 0xFF,
+              (uint32_t)(acc[2] >> RF_GJ_RBITS) & 0xFF);
 }
 
-/* Pixel (y, x) of the canvas: the rectangle's, else the pad (letterbox, center_pad). */
-RF_GJ_FN void rf_gj_out(const uint8_t *pkt, const uint8_t *scratch, uint32_t y, uint32_t x,
-                        uint8_t *out)
+/* Pixel (y, x) of output w's canvas: the rectangle's, else the pad (letterbox, center_pad). */
+RF_GJ_FN void rf_gj_out(const uint8_t *pkt, const rf_gj_view *w, const uint8_t *scratch,
+                        uint32_t y, uint32_t x, uint8_t *out)
 {
     const rf_gj_packet *p = (const rf_gj_packet *)pkt;
-    if (y - p->out_y < p->out_h && x - p->out_x < p->out_w) /* unsigned: below wraps */
-        rf_gj_hpass(pkt, scratch, y - p->out_y, x - p->out_x, out);
+    if (y - w->out_y < w->out_h && x - w->out_x < w->out_w) /* unsigned: below wraps */
+        rf_gj_hpass(pkt, w, scratch, y - w->out_y, x - w->out_x, out);
     else
-        rf_gj_put(p, out, y, x, p->pad & 0xFF, (p->pad >> 8) & 0xFF, (p->pad >> 16) & 0xFF);
+        rf_gj_put(p, w, out, y, x, p->pad & 0xFF, (p->pad >> 8) & 0xFF, (p->pad >> 16) & 0xFF);
 }
 
 #endif

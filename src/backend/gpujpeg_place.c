@@ -17,12 +17,11 @@ typedef struct gj_place_ctx {
 } gj_place_ctx;
 
 static int gj_pack(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
-                   size_t len, const struct rf_axis *h, const struct rf_axis *v,
-                   const rf_transform *t, const rf_out_rect *r, struct rf_region_buf *rb,
-                   uint32_t *bytes)
+                   size_t len, const rf_place_out *outs, uint32_t n, const rf_transform *t,
+                   struct rf_region_buf *rb, uint32_t *bytes)
 {
     const gj_place_ctx *g = ctx;
-    return rf_gj_pack(ci, jpeg, len, h, v, t, r, g->engine, rb, g->place, g->ctx, bytes);
+    return rf_gj_pack(ci, jpeg, len, outs, n, t, g->engine, rb, g->place, g->ctx, bytes);
 }
 
 static uint8_t *gj_pixels(void *ctx, size_t bytes)
@@ -32,12 +31,12 @@ static uint8_t *gj_pixels(void *ctx, size_t bytes)
 }
 
 int rf_decode_packet(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, int engine, rf_gj_place place, void *ctx, uint32_t *bytes,
-                     rf_decode_info *info, rf_err *err)
+                     const rf_views *v, uint64_t seed, int engine, rf_gj_place place, void *ctx,
+                     uint32_t *bytes, rf_decode_info *info, rf_err *err)
 {
     gj_place_ctx g = {place, ctx, engine};
     const rf_decode_place pl = {gj_pack, gj_pixels, &g};
-    return rf_decode_placed(d, jpeg, len, t, seed, &pl, bytes, info, err);
+    return rf_decode_placed(d, jpeg, len, t, v, seed, &pl, bytes, info, err);
 }
 
 int rf_decode_planes(rf_decoder *d, const uint8_t *packet, uint8_t *scratch, rf_err *err)

@@ -242,7 +242,7 @@ int rf_nvjpg_decode(rf_nvjpg *nj, uint32_t k, const uint8_t *staged, const uint6
                  (uint64_t)p->off_data + p->data_bytes <= p->bytes;
         for (uint32_t c = 0; ok && c < p->ncomp; c++)
             ok = (uint64_t)p->comp[c].plane + (uint64_t)p->comp[c].bw * 8 * p->comp[c].bh * 8 <=
-                 p->inter;
+                 p->scratch;
         if (!ok) {
             e = mark(status, i, &bad_packet_code, cs);
             continue;

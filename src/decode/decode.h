@@ -137,18 +137,27 @@ typedef struct rf_out_rect {
     uint32_t x, y, canvas_w, canvas_h;
 } rf_out_rect;
 
+/* One output a handed-over image is resized onto: the full-scale plans h and v (relative to
+ * the image's top-left pixel) onto rectangle r of a canvas that starts `at` bytes into the
+ * sample's output (a multi-crop view's offset; 0 for the image). */
+typedef struct rf_place_out {
+    const struct rf_axis *h, *v;
+    rf_out_rect r;
+    uint64_t at;
+} rf_place_out;
+
 /* Where rf_decode_placed puts a sample: handed to another engine (pack) or decoded here into
  * pixels(). backend/gpujpeg_place.c implements it. */
 typedef struct rf_decode_place {
-    /* Called with the header read, the crop chosen and the resize planned at full scale (h, v)
-     * onto the output rectangle r; rb is the decoder's restart-interval scratch. Returns 0 with
-     * *bytes set when the sample was handed over, RF_PLACE_DECLINED, RF_PLACE_NO_ROOM or
-     * RF_ENOMEM. */
+    /* Called with the header read, the crops chosen and the resize planned at full scale onto
+     * outs[0..n) (one, or each multi-crop view); rb is the decoder's restart-interval scratch.
+     * Returns 0 with *bytes set when the sample was handed over, RF_PLACE_DECLINED,
+     * RF_PLACE_NO_ROOM or RF_ENOMEM. */
     int (*pack)(void *ctx, const struct jpeg_decompress_struct *ci, const uint8_t *jpeg,
-                size_t len, const struct rf_axis *h, const struct rf_axis *v,
-                const rf_transform *t, const rf_out_rect *r, struct rf_region_buf *rb,
-                uint32_t *bytes);
-    /* The buffer for the sample's decoded pixels (height*width*3 bytes); NULL: no memory. */
+                size_t len, const rf_place_out *outs, uint32_t n, const rf_transform *t,
+                struct rf_region_buf *rb, uint32_t *bytes);
+    /* The buffer for the sample's decoded pixels (height*width*3 bytes, or the views' bytes);
+     * NULL: no memory. */
     uint8_t *(*pixels)(void *ctx, size_t bytes);
     void *ctx;
 } rf_decode_place;
@@ -156,10 +165,12 @@ typedef struct rf_decode_place {
 /* Read the header, choose the crop and plan the resize at full scale, then offer the sample to
  * pl->pack. One it does not take (or that is CMYK, or could be DCT-scaled) is decoded here into
  * pl->pixels() with *bytes = 0: the pixels are the CPU path's either way. info as
- * rf_decode_transform's (region 1 when handed over). */
+ * rf_decode_transform's (region 1 when handed over). With v (multi-crop views, n > 0) every
+ * view is offered in one packet and info holds v->n entries, as rf_decode_views'. */
+struct rf_views;
 int rf_decode_placed(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, const rf_decode_place *pl, uint32_t *bytes,
-                     rf_decode_info *info, rf_err *err);
+                     const struct rf_views *v, uint64_t seed, const rf_decode_place *pl,
+                     uint32_t *bytes, rf_decode_info *info, rf_err *err);
 
 /* One component's plane of raw decoder output (its IDCT samples before upsampling): rows of
  * `width` bytes, `rows` of them from base; the decoder's rows past them are dropped. */
@@ -287,6 +298,12 @@ uint64_t rf_view_seed(uint64_t seed, uint32_t k);
 int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
                     const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
                     rf_err *err);
+
+/* One sample: rf_decode_views when v has views (info: v->n entries), else rf_decode_image
+ * (info: one entry). */
+int rf_decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
+                     const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *info,
+                     rf_err *err);
 
 /* Plain full-size decode to RGB: the reference path. *out is malloc'ed (caller frees). */
 int rf_decode_full(rf_decoder *d, const uint8_t *jpeg, size_t len, uint8_t **out, uint32_t *width,

@@ -71,6 +71,7 @@ typedef struct rf_views_job {
     uint32_t region, imcu_rows;
     crop_box box[RF_VIEWS_MAX];   /* each view's: its crop and where it lands (rf_dec_choose_box) */
     rf_transform t[RF_VIEWS_MAX]; /* each view's (rf_view_transform) */
+    rf_axis ph[RF_VIEWS_MAX], pv[RF_VIEWS_MAX]; /* each view's full-scale plans, for a packet */
 } rf_views_job;
 
 struct rf_decoder {
@@ -142,6 +143,11 @@ int rf_dec_plan_scaled(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t 
 /* ---- transform.c: the views' part every format shares; each format's part of
  * rf_decode_views (views.c) ---- */
 
+/* Open d's views job for one image (views.c): each view's transform checked, the job's
+ * per-image state reset. out: where the views are decoded (NULL until a placement says). */
+int rf_dec_views_start(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
+                       const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
+                       rf_err *err);
 /* Each view's box, geometry and transform on a W x H image (j->seed, j->base, j->v). */
 void rf_dec_views_boxes(rf_views_job *j, uint32_t W, uint32_t H);
 /* The union of the columns c[0]..c[1] and rows c[2]..c[3] the views' filters read, at scale

@@ -194,6 +194,8 @@ void rf_decoder_destroy(rf_decoder *d)
     jpeg_destroy_decompress(&d->cinfo);
     rf_axis_free(&d->h);
     rf_axis_free(&d->v);
+    for (uint32_t k = 0; k < RF_VIEWS_MAX; k++)
+        rf_axis_free(&d->views.ph[k]), rf_axis_free(&d->views.pv[k]);
     free(d->line);
     free(d->rgb);
     free(d->ring);

@@ -434,14 +434,21 @@ int rf_dec_views_cut(rf_decoder *d, rf_views_job *j, uint32_t num, uint32_t Ws, 
     return 0;
 }
 
-int rf_dec_jpeg_views(rf_decoder *d, void *job, rf_err *err)
+/* The views' header part: the header read and checked, every view's box chosen. */
+static int views_header(rf_decoder *d, rf_views_job *vj, rf_err *err)
 {
-    rf_views_job *vj = job;
-    struct jpeg_decompress_struct *ci = &d->cinfo;
     int rc = rf_dec_read_header(d, err);
     if (rc || (rc = rf_dec_check_scan(d, vj->data, vj->len, err)) != 0)
         return rc;
-    rf_dec_views_boxes(vj, ci->image_width, ci->image_height);
+    rf_dec_views_boxes(vj, d->cinfo.image_width, d->cinfo.image_height);
+    return 0;
+}
+
+/* The views decoded here, from their header part on. */
+static int views_decode(rf_decoder *d, rf_views_job *vj, rf_err *err)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    int rc;
     xform_job j = {.jpeg = vj->data, .len = vj->len, .num = 8 / d->max_denom};
     for (uint32_t k = 0; k < vj->v->n; k++) /* the scale that serves every view */
         j.num = RF_MAX(j.num, pick_num(d, &vj->box[k]));
@@ -467,6 +474,12 @@ int rf_dec_jpeg_views(rf_decoder *d, void *job, rf_err *err)
     return rf_dec_views_cut(d, vj, j.num, Ws, Hs, &r, err);
 }
 
+int rf_dec_jpeg_views(rf_decoder *d, void *job, rf_err *err)
+{
+    int rc = views_header(d, job, err);
+    return rc ? rc : views_decode(d, job, err);
+}
+
 /* ---- rf_decode_placed ---- */
 
 typedef struct placed_job {
@@ -474,6 +487,12 @@ typedef struct placed_job {
     const rf_decode_place *pl;
     uint32_t bytes;
 } placed_job;
+
+/* Where box b's rectangle lands in its canvas, as delivered. */
+static rf_out_rect place_rect(const crop_box *b)
+{
+    return (rf_out_rect){rf_dec_out_x(b), b->out_y, b->canvas_w, b->canvas_h};
+}
 
 static int place_pixels(placed_job *pj, rf_err *err)
 {
@@ -484,6 +503,23 @@ static int place_pixels(placed_job *pj, rf_err *err)
     return 0;
 }
 
+/* Decoded here, not offered: what the other engine cannot take, and crops (boxes[0..n)) the
+ * decoder may DCT-scale (only under the balancing scheduler), which the GPU, decoding at full
+ * scale, would give other pixels. */
+static int stays_here(const rf_decoder *d, const crop_box *boxes, uint32_t n)
+{
+    int here = d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY));
+    for (uint32_t k = 0; k < n && !here; k++)
+        here = pick_num(d, &boxes[k]) < 8;
+    return here;
+}
+
+static int pack_enomem(size_t len, rf_err *err)
+{
+    return rf_seterr(err, RF_ENOMEM, "out of memory for the restart intervals of a %zu-byte "
+                     "JPEG", len);
+}
+
 static int placed_run(rf_decoder *d, void *job, rf_err *err)
 {
     placed_job *pj = job;
@@ -491,27 +527,21 @@ static int placed_run(rf_decoder *d, void *job, rf_err *err)
     int rc = xform_header(d, j, err);
     if (rc)
         return rc;
-    /* Decoded here: what the other engine cannot take, and a crop the decoder may DCT-scale
-     * (only under the balancing scheduler), which the GPU, decoding at full scale, would give
-     * other pixels. */
-    if (d->cmyk || (d->flags & (RF_DECODE_DCT_IFAST | RF_DECODE_NO_FANCY)) ||
-        pick_num(d, &j->box) < 8)
+    if (stays_here(d, &j->box, 1))
         return place_pixels(pj, err) ? err->code : xform_decode(d, j, err);
     j->num = 8; /* the other engine decodes at full scale */
     set_scale(d, j);
     if ((rc = plan_axes(d, j, err)) != 0)
         return rc;
-    const rf_out_rect r = {rf_dec_out_x(&j->box), j->box.out_y, j->box.canvas_w,
-                           j->box.canvas_h};
-    rc = pj->pl->pack(pj->pl->ctx, &d->cinfo, j->jpeg, j->len, &d->h, &d->v, j->t, &r,
-                      &d->region, &pj->bytes);
+    const rf_place_out po = {&d->h, &d->v, place_rect(&j->box), 0};
+    rc = pj->pl->pack(pj->pl->ctx, &d->cinfo, j->jpeg, j->len, &po, 1, j->t, &d->region,
+                      &pj->bytes);
     if (rc == 0) {
         j->region = 1;
         return 0;
     }
     if (rc == RF_ENOMEM)
-        return rf_seterr(err, RF_ENOMEM, "out of memory for the restart intervals of a %zu-byte "
-                         "JPEG", j->len);
+        return pack_enomem(j->len, err);
     if (place_pixels(pj, err))
         return err->code;
     /* No room for the packet: decode at full scale, the kernels' exact bytes, so the route never
@@ -519,13 +549,66 @@ static int placed_run(rf_decoder *d, void *job, rf_err *err)
     return rc == RF_PLACE_NO_ROOM ? xform_rows(d, j, err) : xform_decode(d, j, err);
 }
 
+/* Multi-crop views offered in one packet: every view planned at full scale onto its own
+ * rectangle (the axes kept per view in the job); what the other engine does not take, and
+ * views the decoder may DCT-scale, are decoded here as rf_decode_views decodes them. */
+typedef struct views_placed_job {
+    const rf_decode_place *pl;
+    uint32_t bytes;
+} views_placed_job;
+
+static int views_placed_run(rf_decoder *d, void *job, rf_err *err)
+{
+    views_placed_job *pj = job;
+    rf_views_job *vj = &d->views;
+    int rc = views_header(d, vj, err);
+    if (rc)
+        return rc;
+    uint32_t n = vj->v->n, W = d->cinfo.image_width, H = d->cinfo.image_height;
+    int here = stays_here(d, vj->box, n);
+    rf_place_out po[RF_VIEWS_MAX];
+    for (uint32_t k = 0; k < n && !here; k++) {
+        if ((rc = rf_dec_plan_scaled(d, &vj->box[k], 8, W, H, err)) != 0)
+            return rc;
+        /* the view keeps its plans: the decoder's axes swap places with the view's */
+        rf_axis th = vj->ph[k], tv = vj->pv[k];
+        vj->ph[k] = d->h, vj->pv[k] = d->v, d->h = th, d->v = tv;
+        po[k] = (rf_place_out){&vj->ph[k], &vj->pv[k], place_rect(&vj->box[k]), vj->v->offset[k]};
+    }
+    rc = here ? RF_PLACE_DECLINED
+              : pj->pl->pack(pj->pl->ctx, &d->cinfo, vj->data, vj->len, po, n, vj->base,
+                             &d->region, &pj->bytes);
+    if (rc == 0) {
+        for (uint32_t k = 0; vj->infos && k < n; k++) {
+            rf_dec_fill_info(W, H, &vj->box[k], &vj->infos[k]);
+            vj->infos[k].scale_denom = 1, vj->infos[k].region = 1;
+        }
+        return 0;
+    }
+    if (rc == RF_ENOMEM)
+        return pack_enomem(vj->len, err);
+    /* declined, or no room (every view then decodes at full scale here: none could be
+     * DCT-scaled, or it would not have been offered) */
+    if (!(vj->out = pj->pl->pixels(pj->pl->ctx, vj->v->bytes)))
+        return rf_seterr(err, RF_ENOMEM, "no room for a sample's %u decoded views", n);
+    return views_decode(d, vj, err);
+}
+
 int rf_decode_placed(rf_decoder *d, const uint8_t *jpeg, size_t len, const rf_transform *t,
-                     uint64_t seed, const rf_decode_place *pl, uint32_t *bytes,
-                     rf_decode_info *info, rf_err *err)
+                     const rf_views *v, uint64_t seed, const rf_decode_place *pl,
+                     uint32_t *bytes, rf_decode_info *info, rf_err *err)
 {
     int rc = rf_dec_validate(t, err);
     if (rc)
         return rc;
+    if (v && v->n) {
+        views_placed_job vp = {.pl = pl};
+        if ((rc = rf_dec_views_start(d, jpeg, len, t, v, seed, NULL, info, err)) != 0 ||
+            (rc = rf_dec_guarded(d, jpeg, len, views_placed_run, &vp, err)) != 0)
+            return rc;
+        *bytes = vp.bytes;
+        return 0;
+    }
     placed_job pj = {.x = {.t = t, .jpeg = jpeg, .len = len, .seed = seed}, .pl = pl};
     rc = rf_dec_guarded(d, jpeg, len, placed_run, &pj, err);
     if (rc)

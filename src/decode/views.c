@@ -122,9 +122,9 @@ int rf_views_parse(const char *text, float scale_min, float scale_max, rf_views 
 
 /* ---- the decode ---- */
 
-int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
-                    const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
-                    rf_err *err)
+int rf_dec_views_start(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
+                       const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
+                       rf_err *err)
 {
     rf_views_job *j = &d->views;
     int rc = 0;
@@ -139,13 +139,31 @@ int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_tra
     j->base = base, j->v = v, j->seed = seed, j->out = out, j->infos = infos;
     j->data = data, j->len = len;
     d->jerr.recovered = 0; /* a JPEG decode records its own; PNG and WebP have none */
+    return 0;
+}
+
+int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
+                    const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
+                    rf_err *err)
+{
+    int rc = rf_dec_views_start(d, data, len, base, v, seed, out, infos, err);
+    if (rc)
+        return rc;
     switch (rf_image_sniff(data, len)) {
-    case RF_IMAGE_JPEG: return rf_dec_guarded(d, data, len, rf_dec_jpeg_views, j, err);
-    case RF_IMAGE_PNG: return rf_png_views(d, data, len, j, err);
-    case RF_IMAGE_WEBP: return rf_webp_views(d, data, len, j, err);
+    case RF_IMAGE_JPEG: return rf_dec_guarded(d, data, len, rf_dec_jpeg_views, &d->views, err);
+    case RF_IMAGE_PNG: return rf_png_views(d, data, len, &d->views, err);
+    case RF_IMAGE_WEBP: return rf_webp_views(d, data, len, &d->views, err);
     default: {
         uint32_t f;
         return rf_image_magic_check(data, len, &f, err);
     }
     }
+}
+
+int rf_decode_sample(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *t,
+                     const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *info,
+                     rf_err *err)
+{
+    return v && v->n ? rf_decode_views(d, data, len, t, v, seed, out, info, err)
+                     : rf_decode_image(d, data, len, t, seed, out, info, err);
 }

@@ -179,9 +179,6 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (views && c->source == RF_SOURCE_TOKENS)
         return rf_seterr(err, RF_EINVAL, "multi_crop cuts images into views; a token source has "
                          "none");
-    if (views && (c->gpu_decode || c->hw_decode_percent))
-        return rf_seterr(err, RF_EINVAL, "multi_crop: views are decoded once on the CPU and cut "
-                         "from its pixels; set gpu_decode and hw_decode_percent to 0");
     if (views && c->crop == RF_CROP_NATIVE)
         return rf_seterr(err, RF_EINVAL, "multi_crop: each view has the size its group names; "
                          "crop native (each image at its own size) cannot give it");

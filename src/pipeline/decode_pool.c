@@ -179,19 +179,13 @@ static void convert_row(const pl_pool *p, const slot *s, uint32_t i, const uint8
                              p->mean, p->std);
 }
 
-/* The sample's image, or with multi_crop its views (infos: one per view; *info: view 0's). */
+/* The sample's image, or with multi_crop its views (info: one per view), on the CPU. */
 static int decode_pixels(pl_pool *p, rf_decoder *dec, const task *t, slot *s,
-                         const uint8_t *data, uint32_t len, rf_decode_info *info,
-                         rf_decode_info *infos, rf_err *e)
+                         const uint8_t *data, uint32_t len, rf_decode_info *info, rf_err *e)
 {
     uint8_t *img = pl_gpu_pixels(p->gpu, s, t->index);
-    if (!p->ring->nviews)
-        return rf_decode_image(dec, data, len, &p->decode->tf, t->aug_seed, img, info, e);
-    int rc = rf_decode_views(dec, data, len, &p->decode->tf, p->ring->views, t->aug_seed, img,
-                             infos, e);
-    if (rc == 0)
-        *info = infos[0];
-    return rc;
+    return rf_decode_sample(dec, data, len, &p->decode->tf, p->ring->views, t->aug_seed, img,
+                            info, e);
 }
 
 /* Decode task t's sample into its row of slot s. An error sets t->why, whose fault it is
@@ -274,9 +268,12 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_NOT_JPEG; /* not a JPEG, PNG or WebP at all */
     } else {
         /* a refilled slot's replacements take the CPU path: their verdicts cannot wait */
+        rf_decode_info *di = p->ring->nviews ? infos : &info; /* with views: one each */
         rc = p->gpu->on && !s->gpu.refill
-                 ? pl_gpu_decode(p->gpu, dec, t, s, span + doff, dlen, img, &info, gh, e)
-                 : decode_pixels(p, dec, t, s, span + doff, dlen, &info, infos, e);
+                 ? pl_gpu_decode(p->gpu, dec, t, s, span + doff, dlen, img, di, gh, e)
+                 : decode_pixels(p, dec, t, s, span + doff, dlen, di, e);
+        if (rc == 0 && p->ring->nviews)
+            info = infos[0];
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
                                                                         : SKIP_FATAL;
     }

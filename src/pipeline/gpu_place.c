@@ -137,7 +137,9 @@ size_t pl_gpu_batch_desc(pl_gpu *g, slot *s, rf_gj_batch *gj)
     /* The totals are read relaxed: the acquire of pending's last decrement, which called
      * pl_slot_finish, comes after every sample's claims, so these loads see the final values. */
     gj->offs = s->gpu.offs, gj->flags = s->gpu.flags, gj->status = s->gpu.status;
-    gj->height = g->decode->tf.height, gj->width = g->decode->tf.width;
+    gj->sample_bytes = g->ring->stage_bytes, gj->rows = g->decode->tf.height;
+    for (uint32_t k = 0; k < g->decode->views.n; k++) /* with views: the tallest */
+        gj->rows = k ? RF_MAX(gj->rows, g->decode->views.height[k]) : g->decode->views.height[0];
     gj->scratch = atomic_load_explicit(&s->gpu.scratch, memory_order_relaxed) * RF_GJ_ALIGN;
     gj->engine = atomic_load_explicit(&s->gpu.engine, memory_order_relaxed);
     gj->packets = packets;
@@ -241,6 +243,7 @@ int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint
                   uint32_t len, uint8_t *img, rf_decode_info *info, pl_gpu_host *gh, rf_err *e)
 {
     const rf_transform *tf = &g->decode->tf;
+    const rf_views *v = &g->decode->views;
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {g, s, t->index, img, gh};
     int route = pl_sched_route(g, t->aug_seed), engine = route == PL_ROUTE_ENGINE;
@@ -248,7 +251,7 @@ int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint
      * routed to the CPU does. */
     if (rf_image_sniff(jpeg, len) != RF_IMAGE_JPEG || route == PL_ROUTE_CPU) {
         uint8_t *px = g->device ? gj_place_device(&c, g->ring->stage_bytes, 0) : img;
-        return rf_decode_image(dec, jpeg, len, tf, t->aug_seed, px, info, e);
+        return rf_decode_sample(dec, jpeg, len, tf, v, t->aug_seed, px, info, e);
     }
     /* A plain JPEG the kernels take starts from its sync-point index entry when it has one
      * (the member's offset: its tar sample's span starts at the sample's offset). */
@@ -261,7 +264,7 @@ int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint
         sync = pl_sync_get(g->sync, dec, sm->file, id, off, jpeg, len, &buf);
         rf_decoder_set_sync(dec, sync);
     }
-    int rc = rf_decode_packet(dec, jpeg, len, tf, t->aug_seed, engine,
+    int rc = rf_decode_packet(dec, jpeg, len, tf, v, t->aug_seed, engine,
                               g->device ? gj_place_device : gj_place_host, &c, &bytes, info, e);
     if (sync)
         pl_sync_count(g->sync, id, rf_decoder_sync_result(dec));
@@ -285,7 +288,7 @@ int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint
     rf_decoder_set_recovered(dec, recovered);
     int st = rf_gj_decode_host(gh->packet, gh->scratch, img, &bad), fail = RF_GJ_FAILURE(st);
     if (engine && fail == RF_GJ_BAD_CODE) /* the CPU decides (engine_redo): at once here */
-        return rf_decode_image(dec, jpeg, len, tf, t->aug_seed, img, info, e);
+        return rf_decode_sample(dec, jpeg, len, tf, v, t->aug_seed, img, info, e);
     if (!fail) { /* on the host only a good packet counts: its sample is delivered */
         pl_gpu_count(g, engine, gh->packet, 1);
         return 0;

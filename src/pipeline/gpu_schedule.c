@@ -23,7 +23,6 @@ int pl_sched_choose(pl_gpu *g, rf_config *c, rf_err *err)
                      : c->sample_hook ? "a sample_hook"
                      : c->source == RF_SOURCE_TOKENS ? "a token source"
                      : c->batch_size > RF_GJ_MAX_BATCH ? "batches of more than 65,535 samples"
-                     : c->multi_crop && *c->multi_crop ? "multi_crop (views are cut on the CPU)"
                      : NULL;
     /* AUTO is BALANCE on the CUDA backend (or the host with the test hook), with the GPU
      * paths' prefetch_depth when that was AUTO too; the CPU elsewhere and where BALANCE

@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rf_decoder_set_max_scale_denom(g_dec, sel & 4 ? 1 : 8);
     rf_decode_transform(g_dec, data, size, &t, sel, out, NULL, &e);
     uint32_t bytes = 0;
-    if (rf_decode_packet(g_dec, data, size, &t, sel, 0, fuzz_place, NULL, &bytes, NULL, &e) == 0 &&
+    if (rf_decode_packet(g_dec, data, size, &t, NULL, sel, 0, fuzz_place, NULL, &bytes, NULL,
+                         &e) == 0 &&
         bytes)
         rf_gj_decode_host(g_pkt, g_scratch, g_out, NULL);
     return 0;

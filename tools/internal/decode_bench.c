@@ -323,8 +323,8 @@ static int pk_pass(rf_decoder *d, const images *im, int packets, const rf_sync_e
         uint32_t bytes = 0;
         if (ents)
             rf_decoder_set_sync(d, &ents[i]);
-        int rc = packets ? rf_decode_packet(d, im->v[i].data, im->v[i].len, &t, rf_mix64(i), 0,
-                                            pk_place_fn, pl, &bytes, NULL, &e)
+        int rc = packets ? rf_decode_packet(d, im->v[i].data, im->v[i].len, &t, NULL, rf_mix64(i),
+                                            0, pk_place_fn, pl, &bytes, NULL, &e)
                          : rf_decode_transform(d, im->v[i].data, im->v[i].len, &t, rf_mix64(i),
                                                pl->px, NULL, &e);
         if (ents)
@@ -493,8 +493,7 @@ static int run_parallel(const images *im, uint32_t threads, uint32_t size, uint3
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: ringfeed-decode-bench [options] SHARD.tar|DIR ...\n"
+    fprintf(f, "usage: ringfeed-decode-bench [options] SHARD.tar|DIR ...\n"
             "  --mode M    ref|rrc|rrc-decode|center|center-decode|all (all)\n"
             "  --reps N    passes per mode, best wall time reported (5)\n"
             "  --limit N   at most N images (all)\n"
