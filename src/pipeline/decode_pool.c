@@ -287,17 +287,17 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         snprintf(m + k, sizeof m - k, ": %s", e->msg); /* e->msg is rewritten below */
         return rf_seterr(e, rc, "%s", m);
     }
-    if (nb) {
-        rf_geometry g;
+    /* the boxes and the mask follow one geometry, the image's: computed once for both */
+    rf_geometry g;
+    if (nb || p->ring->mask_ext)
         rf_sample_geometry(&p->decode->tf, info.width, info.height, t->aug_seed, &g);
-        if ((rc = pl_boxes_map(p->boxes, s, t->index, &g, info.width, info.height,
-                               p->ds->keys + sm->key, sm->offset, found + nf, e)) != 0) {
-            t->why = RF_SKIP_LABEL;
-            return rc;
-        }
+    if (nb && (rc = pl_boxes_map(p->boxes, s, t->index, &g, info.width, info.height,
+                                 p->ds->keys + sm->key, sm->offset, found + nf, e)) != 0) {
+        t->why = RF_SKIP_LABEL;
+        return rc;
     }
     if (p->ring->mask_ext)
-        pl_mask_place(p->ring, dec, &p->decode->tf, t->aug_seed, &mk, &info, s, t->index);
+        pl_mask_place(p->ring, dec, &g, &mk, &info, s, t->index);
     if (info.scale_denom > 1)
         pl_count(&p->counters->dct_scaled, 1);
     if (info.region)

@@ -2,9 +2,10 @@
  * member, the PNG, its kind, its size against the header of its image) is done before the
  * image is decoded or handed to a GPU engine, so a bad mask fails its sample as a bad image
  * does, with nothing placed; the resample after the image's decode cannot fail. Its
- * geometry is rf_sample_geometry's of the image's full size and the sample's seed, so the
- * mask follows the image whichever engine decodes its pixels, and a padding repeat (the same
- * sample and seed) gets its original's mask. Writes only the sample's own row, published with
+ * geometry is rf_sample_geometry's of the image's full size and the sample's seed (the
+ * decode thread's, which its boxes share), so the mask follows the image whichever engine
+ * decodes its pixels, and a padding repeat (the same sample and seed) gets its original's
+ * mask. Writes only the sample's own row, published with
  * its pixels by the slot's pending countdown. */
 #include "pipeline/masks.h"
 
@@ -56,15 +57,14 @@ int pl_mask_read(const pl_ring *r, rf_decoder *dec, const rf_dataset *ds, const 
     return rf_seterr(e, rc, "%s", msg);
 }
 
-void pl_mask_place(const pl_ring *r, rf_decoder *dec, const rf_transform *tf, uint64_t seed,
-                   const rf_mask *mk, const rf_decode_info *info, slot *s, uint32_t i)
+void pl_mask_place(const pl_ring *r, rf_decoder *dec, const rf_geometry *g, const rf_mask *mk,
+                   const rf_decode_info *info, slot *s, uint32_t i)
 {
-    rf_geometry g;
     /* the decode read the header pl_mask_read measured (rf_mask_resample clamps to the mask
      * all the same) */
     assert(mk->width == info->width && mk->height == info->height);
-    rf_sample_geometry(tf, info->width, info->height, seed, &g);
-    rf_mask_resample(dec, mk, &g, r->mask_dtype, r->mask_fill,
+    (void)info;
+    rf_mask_resample(dec, mk, g, r->mask_dtype, r->mask_fill,
                      s->masks + (uint64_t)i * r->mask_bytes);
 }
 
