@@ -59,14 +59,14 @@ int pl_mask_read(const pl_ring *r, rf_decoder *dec, const rf_dataset *ds, const 
     return rf_seterr(e, rc, "%s", msg);
 }
 
-/* View k's values per sample (k 0 without multi_crop), and where its block starts, in
- * values. */
+/* View k's values per sample (k 0 without multi_crop). */
 static uint64_t view_values(const pl_ring *r, uint32_t k)
 {
     return r->nviews ? (uint64_t)r->views->height[k] * r->views->width[k]
                      : (uint64_t)r->height * r->width;
 }
 
+/* Sample i's mask of view k: after views 0..k-1's blocks of batch_size masks. */
 static uint8_t *mask_row(const pl_ring *r, const slot *s, uint32_t i, uint32_t k)
 {
     uint64_t block = r->nviews ? (uint64_t)r->batch * (r->views->offset[k] / 3) : 0;
