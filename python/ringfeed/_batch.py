@@ -110,12 +110,13 @@ def copy_view_boxes(b, n, kind):
 
 def copy_view_targets(b, n, max_boxes, max_points, kind):
     """multi_crop: per view, (its masks as copy_masks gives them, its copy_annotations
-    tuple), as two lists; [] and [] when multi_crop is off."""
+    tuple), as two lists; the masks' [] without masks, both [] when multi_crop is off."""
     masks, annots = [], []
     for k in range(int(b.nviews)):
         v = b.views[k]
-        h, w = _view_hw(v, b.layout == RF_LAYOUT_NHWC)
-        masks.append(copy_masks(b, n, h, w, kind, v.masks))
+        if v.masks:
+            h, w = _view_hw(v, b.layout == RF_LAYOUT_NHWC)
+            masks.append(copy_masks(b, n, h, w, kind, v.masks))
         annots.append(copy_annotations(v, n, max_boxes, max_points, kind))
     return masks, annots
 

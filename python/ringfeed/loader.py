@@ -91,7 +91,8 @@ class Batch(_BatchBase):
     with masks `.view_masks` (per view, (N, H_k, W_k) with that view's crop, nearest resize
     and flip) and with boxes or keypoints `view_targets(k)` (`targets()` of view k, mapped
     through that view's crop and flip); `.masks`, `.boxes` ... `targets()` are then view 0's.
-    Without it `.views`, `.view_boxes`, `.view_flips` and `.view_masks` are [].
+    Without it `.views`, `.view_boxes`, `.view_flips` and `.view_masks` are [] (`.view_masks`
+    also without masks).
     Unpacks as `images, labels`."""
 
     __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",

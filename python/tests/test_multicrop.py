@@ -48,6 +48,7 @@ def test_views_shapes_and_types(shards, array_type, layout):
     with ringfeed.Loader(shards, 8, array_type=array_type, layout=layout, **KW) as ld:
         b = next(iter(ld))
         assert len(b.views) == len(SHAPES) == len(b.view_boxes) == len(b.view_flips)
+        assert b.view_masks == [] and b.masks is None  # no mask=
         row = sum(3 * h * w for h, w in SHAPES)
         assert tuple(b.images.shape) == (8, row)
         for v, (h, w), bx, fl in zip(b.views, SHAPES, b.view_boxes, b.view_flips):
@@ -171,7 +172,7 @@ def test_gpu_decode_is_refused(shards):
 def test_no_views_without_the_setting(shards):
     with ringfeed.Loader(shards, 8, device="cpu", array_type="numpy") as ld:
         b = next(iter(ld))
-        assert b.views == [] and b.view_boxes == [] and b.view_flips == []
+        assert b.views == [] and b.view_boxes == [] and b.view_flips == [] == b.view_masks
         assert b.images.ndim == 4
 
 
