@@ -379,6 +379,35 @@ def test_view_masks_and_targets_follow_each_view(targets, threads):
             assert all(np.array_equal(x, y) for x, y in zip(a, b)), key
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_letterbox_view_masks_are_padded(targets, threads):
+    """crop="letterbox" views: each view's mask is the whole mask resized (NEAREST) onto the
+    rectangle Ultralytics' letterbox gives at that view's size, mask_fill around it, flipped
+    with the view."""
+    import io
+    from PIL import Image
+    path, src = targets
+    seen = 0
+    with ringfeed.Loader(path, 4, **dict(TKW, crop="letterbox", mask_fill=7,
+                                         decode_threads=threads, array_type="numpy")) as ld:
+        for b in ld:
+            for i, key in enumerate(b.keys):
+                full = np.array(Image.open(io.BytesIO(src[key][0])))
+                h, w = full.shape
+                for k, (H, W) in enumerate(SHAPES):
+                    assert tuple(int(v) for v in b.view_boxes[k][i]) == (0, 0, w, h)
+                    r = min(H / h, W / w)
+                    nw, nh = round(w * r), round(h * r)
+                    left, top = round((W - nw) / 2 - 0.1), round((H - nh) / 2 - 0.1)
+                    want = np.full((H, W), 7, np.uint8)
+                    want[top:top + nh, left:left + nw] = \
+                        full[_nearest(0, h, nh, h)][:, _nearest(0, w, nw, w)]
+                    want = want[:, ::-1] if b.view_flips[k][i] else want
+                    assert np.array_equal(b.view_masks[k][i], want), (key, k)
+                seen += 1
+    assert seen == TN
+
+
 @pytest.mark.parametrize("array_type", ARRAY_TYPES)
 def test_view_targets_types(targets, array_type):
     path, _ = targets
