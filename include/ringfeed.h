@@ -940,7 +940,8 @@ typedef struct rf_field {
  * per sample and resampled per view. boxes, box_classes, box_counts, points, point_counts:
  * rf_batch's boxes and keypoints (count x max_boxes x 4 ...) mapped through this view's
  * geometry, clipped to its output rectangle and kept by box_min_visibility in it, keypoint
- * flip pairs swapped when this view is flipped. */
+ * flip pairs swapped when this view is flipped. A blank padding sample's masks are all
+ * mask_fill and its counts 0 in every view; a padding repeat has its original's. */
 typedef struct rf_view {
     void *data;              /* on the batch's device, like rf_batch.data */
     uint64_t sample_stride;  /* bytes from sample i's view to sample i + 1's */
