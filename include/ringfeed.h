@@ -134,8 +134,9 @@ enum rf_io_engine_kind { RF_IO_AUTO = 0, RF_IO_URING = 1, RF_IO_PREAD = 2 };
  * float dtype with NCHW (RF_EINVAL). Memory: none of them adds any: the ring stays
  * prefetch_depth x batch_size x H x W x 3 (x the dtype's bytes), allocated once at create, so
  * for NATIVE H x W is the bound every sample reserves, the pixels a batch of small images
- * leaves unused included. None runs on the GPU decoders (gpu_decode, hw_decode_percent:
- * RF_EINVAL at create; decode_schedule AUTO keeps them on the CPU, BALANCE is RF_EINVAL). */
+ * leaves unused included. All three run on every decode path: the GPU decoders
+ * (gpu_decode, hw_decode_percent, BALANCE) resize onto the rectangle and pad around it, or
+ * pack a NATIVE image at its own size, byte for byte the CPU's full-scale decode. */
 enum rf_crop {
     RF_CROP_RANDOM = 0,
     RF_CROP_CENTER = 1,
@@ -233,12 +234,12 @@ enum rf_dct_scaling { RF_DCT_SCALING_AUTO = 0, RF_DCT_SCALING_OFF = 1, RF_DCT_SC
  * AUTO resolves at create: MANUAL when gpu_decode or hw_decode_percent is set, else BALANCE on
  * the CUDA backend (with prefetch_depth 8 when that is AUTO too) where it can run, and the
  * CPU elsewhere (the host backend, naive, a sample_hook, tokens, batches of more than
- * 65,535 samples, multi_crop). CPU: libjpeg-turbo on the
+ * 65,535 samples). CPU: libjpeg-turbo on the
  * decode threads only.
  * MANUAL: the seeded split of gpu_decode, gpu_decode_percent and hw_decode_percent.
  * BALANCE: the balancing scheduler (CUDA backend only; RF_EINVAL elsewhere; not with
- * naive, a sample_hook, tokens, batches of more than 65,535 samples or multi_crop, which
- * AUTO gives the CPU and gpu_decode / hw_decode_percent refuse; on_error SKIP works with it):
+ * naive, a sample_hook, tokens or batches of more than 65,535 samples, which AUTO gives the
+ * CPU; on_error SKIP works with it):
  * the hardware
  * decoders (when libnvjpeg and engines are present; none is not an error), the CUDA kernels
  * and the CPU, with shares a controller moves by hill-climbing on the consumer's measured
@@ -848,7 +849,8 @@ typedef struct rf_config {
      * mask_dtype UINT8, or a size other than the image's (both sizes named) is RF_EFORMAT
      * (RF_SKIP_MASK); a damaged PNG RF_EDECODE (RF_SKIP_CORRUPT); one over max_image_pixels
      * or max_image_dim RF_ELIMIT (RF_SKIP_TOO_LARGE). Host memory: each ring slot holds
-     * batch_size x image_height x image_width x (1 or 4) bytes of masks, allocated at create
+     * batch_size x image_height x image_width x (1 or 4) bytes of masks (with multi_crop the
+     * views' sizes summed: one mask per view, rf_view.masks), allocated at create
      * (prefetch_depth slots), and each decode thread keeps scratch of up to 2 bytes per pixel
      * of the largest mask it decoded. */
     const char *mask;
@@ -880,10 +882,14 @@ typedef struct rf_config {
      * sample's views one after another (sample i's view k at sample i's row + the sizes of
      * views 0..k-1). The ring holds that per sample: batch_size x sum over views of H x W x 3
      * bytes (x the dtype's size more on the host backend with a conversion) per slot. dtype,
-     * layout, mean and std apply to each view. CPU decode only: RF_EINVAL with gpu_decode,
-     * hw_decode_percent, decode_schedule BALANCE, sample_hook, boxes, keypoints or masks (they
-     * follow one crop and are not mapped per view), crop NATIVE, a token source, and on the
-     * CUDA backend with a dtype other than uint8 (normalize on the device after the copy). */
+     * layout, mean and std apply to each view. Masks, boxes and keypoints follow each view:
+     * every rf_view has its own, from the view's geometry (rf_view; their checks, errors and
+     * skips are a single crop's, once per sample); masks take batch_size x sum over views of
+     * H x W x (1 or 4) bytes per slot. On every decode path: the GPU paths take a JPEG's
+     * views as one packet (the union of what they read decoded once, each view resized from
+     * it). RF_EINVAL with sample_hook (it is handed one image), crop NATIVE, a token source,
+     * and on the CUDA backend with a dtype other than uint8 (normalize on the device after the
+     * copy). */
     const char *multi_crop;
 } rf_config;
 
@@ -926,13 +932,30 @@ typedef struct rf_field {
  * crop_boxes (count x 4 int32 {x, y, w, h}) and flips (count flags) as rf_batch's, for this
  * view: its box in the source image's full-resolution pixels and whether it was flipped. A
  * blank padding sample's view is zeros (after the conversion: the normalized zero), box {0, 0,
- * 0, 0}. */
+ * 0, 0}.
+ * What belongs to the image follows each view's own geometry (its crop, resize and flip: the
+ * view's transform and seed, exactly what its pixels were given), laid out as rf_batch lays
+ * it out for a single crop, one contiguous batch per view (NULL where the loader has none):
+ * masks (rf_config.mask): count x H x W values of rf_batch.mask_dtype, sample i's at masks +
+ * i x H x W elements, the view's crop box with a nearest resize to the view's size and its
+ * flip, mask_fill outside the rectangle the box lands on; the mask member is decoded once
+ * per sample and resampled per view. boxes, box_classes, box_counts, points, point_counts:
+ * rf_batch's boxes and keypoints (count x max_boxes x 4 ...) mapped through this view's
+ * geometry, clipped to its output rectangle and kept by box_min_visibility in it, keypoint
+ * flip pairs swapped when this view is flipped. A blank padding sample's masks are all
+ * mask_fill and its counts 0 in every view; a padding repeat has its original's. */
 typedef struct rf_view {
     void *data;              /* on the batch's device, like rf_batch.data */
     uint64_t sample_stride;  /* bytes from sample i's view to sample i + 1's */
     int64_t shape[4];        /* NHWC {count, H, W, 3}; NCHW {count, 3, H, W} */
     const int32_t *crop_boxes; /* host, count x 4 */
     const uint8_t *flips;      /* host, count */
+    const void *masks;         /* host, count x H x W of rf_batch.mask_dtype */
+    const float *boxes;        /* host, count x max_boxes x 4 */
+    const int32_t *box_classes; /* host, count x max_boxes */
+    const uint32_t *box_counts; /* host, count */
+    const float *points;       /* host, count x max_points x 3 */
+    const uint32_t *point_counts; /* host, count */
 } rf_view;
 
 typedef struct rf_batch {
@@ -1038,7 +1061,9 @@ typedef struct rf_batch {
     /* rf_config.multi_crop: nviews views per sample (0 and NULL when off, for token batches
      * and for a batch of a struct_size that ends before them), in the groups' order. With views,
      * data and data_bytes hold every sample's views (what the copy moved), shape is {count,
-     * bytes per sample / dtype size} with ndim 2, and crop_boxes and flips are view 0's. */
+     * bytes per sample / dtype size} with ndim 2, and crop_boxes, flips, masks, boxes,
+     * box_classes, box_counts, points and point_counts are view 0's (each view's in its
+     * rf_view). */
     uint32_t nviews;
     const rf_view *views; /* host array of nviews; valid until release */
 } rf_batch;

@@ -159,14 +159,6 @@ static void box_of(uint32_t crop, uint32_t W, uint32_t H, const int32_t *reporte
     b[0] = left * sx, b[1] = top * sy, b[2] = cw * sx, b[3] = ch * sy;
 }
 
-/* PIL's NEAREST with a box: output pixel o of n samples the source pixel under its centre,
- * the scale computed first as PIL does (a centre exactly on an edge stays left of it). */
-static uint32_t near(double at, double size, uint32_t n, uint32_t o, uint32_t extent)
-{
-    double v = floor(at + (o + 0.5) * (size / n));
-    return v < 0 ? 0 : v >= extent ? extent - 1 : (uint32_t)v;
-}
-
 typedef struct run_opts {
     const char *pattern;
     int wide; /* int32 masks and the data set with 16-bit ones */
@@ -191,8 +183,8 @@ static void check_sample(const rf_batch *b, uint32_t i, run_opts *o)
                 box_of(o->crop, W, H, b->crop_boxes + 4 * (size_t)i, box);
                 uint32_t ox = b->flips[i] ? OUT_W - 1 - x : x;
                 want = mask_value((uint32_t)id, kind_of((uint32_t)id, o->wide),
-                                  near(box[0], box[2], OUT_W, ox, W),
-                                  near(box[1], box[3], OUT_H, y, H));
+                                  rf_test_nearest(box[0], box[2], OUT_W, ox, W),
+                                  rf_test_nearest(box[1], box[3], OUT_H, y, H));
             }
             ck_assert_msg(got == want, "sample %llu (padding %u, flip %u, crop %u): mask %u,%u "
                           "is %u, PIL's %u", (unsigned long long)id, b->is_padding[i],

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -490,6 +491,12 @@ uint64_t rf_test_member_offset(const char *tar, const char *name)
     free(m);
     close(fd);
     return at;
+}
+
+uint32_t rf_test_nearest(double at, double size, uint32_t n, uint32_t o, uint32_t extent)
+{
+    double v = floor(at + (o + 0.5) * (size / n));
+    return v < 0 ? 0 : v >= extent ? extent - 1 : (uint32_t)v;
 }
 
 int rf_test_drain_rc(rf_loader *ld)

@@ -139,6 +139,11 @@ rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t im
  * error text. */
 rf_loader *rf_test_create_ok(const rf_config *c);
 
+/* PIL's NEAREST with a box (the masks' reference): output pixel o of n samples the source
+ * pixel under its centre, box [at, at + size) of a source `extent` pixels long, the scale
+ * computed first as PIL does (a centre exactly on an edge stays left of it), clamped. */
+uint32_t rf_test_nearest(double at, double size, uint32_t n, uint32_t o, uint32_t extent);
+
 /* Run the loader, releasing every batch, to its first answer that is neither a batch nor
  * RF_EPOCH_END (RF_DONE, or the error under test); returns it. */
 int rf_test_drain_rc(rf_loader *ld);

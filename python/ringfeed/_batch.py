@@ -6,6 +6,7 @@ import ctypes
 import weakref
 
 from . import _arrays
+from ._capi import RF_LAYOUT_NHWC
 
 
 def _copy_fields(b, n):
@@ -107,6 +108,40 @@ def copy_view_boxes(b, n, kind):
     return boxes, flips
 
 
+def copy_view_targets(b, n, max_boxes, max_points, kind):
+    """multi_crop: per view, (its masks as copy_masks gives them, its copy_annotations
+    tuple), as two lists; the masks' [] without masks, both [] when multi_crop is off."""
+    masks, annots = [], []
+    for k in range(int(b.nviews)):
+        v = b.views[k]
+        if v.masks:
+            h, w = _view_hw(v, b.layout == RF_LAYOUT_NHWC)
+            masks.append(copy_masks(b, n, h, w, kind, v.masks))
+        annots.append(copy_annotations(v, n, max_boxes, max_points, kind))
+    return masks, annots
+
+
+def _view_hw(v, nhwc):
+    """A view's height and width from its shape."""
+    return (int(v.shape[1]), int(v.shape[2])) if nhwc else (int(v.shape[2]), int(v.shape[3]))
+
+
+def targets_of(boxes, classes, counts, points, point_counts, n):
+    """Batch.targets()' list of n dicts from one crop's (or one view's) annotation arrays."""
+    out = []
+    for i in range(n):
+        t = {}
+        if boxes is not None:
+            k = int(counts[i])
+            t["boxes"] = boxes[i, :k]
+            cls = classes[i, :k]
+            t["labels"] = cls.astype("int64") if hasattr(cls, "astype") else cls.long()
+        if points is not None:
+            t["keypoints"] = points[i, :int(point_counts[i])]
+        out.append(t)
+    return out
+
+
 def copy_multi_labels(b, n, width, kind):
     """b.label_multihot or b.label_list and b.label_counts -> (an owned (n, width) uint8
     multi-hot or int32 -1-padded list, an owned (n,) int32 array of counts), numpy or torch
@@ -154,15 +189,17 @@ def copy_annotations(b, n, max_boxes, max_points, kind):
     return tuple(out)
 
 
-def copy_masks(b, n, height, width, kind):
-    """b.masks -> an owned (n, height, width) uint8 or int32 array (b.mask_dtype: 0 uint8,
-    1 int32), numpy or torch (CPU) as kind, copied with one memmove (a batch of masks is as
-    large as its images); None when the loader has no masks."""
-    if not b.masks:
+def copy_masks(b, n, height, width, kind, masks=None):
+    """b.masks (or `masks`, a view's, of the batch b) -> an owned (n, height, width) uint8 or
+    int32 array (b.mask_dtype: 0 uint8, 1 int32), numpy or torch (CPU) as kind, copied with
+    one memmove (a batch of masks is as large as its images); None when the loader has no
+    masks."""
+    src = b.masks if masks is None else masks
+    if not src:
         return None
     a = _arrays.np.empty((n, height, width), "int32" if b.mask_dtype == 1 else "uint8")
     if a.nbytes:
-        ctypes.memmove(a.ctypes.data, b.masks, a.nbytes)
+        ctypes.memmove(a.ctypes.data, src, a.nbytes)
     if kind == "numpy":
         return a
     return _arrays.torch_module().from_numpy(a)

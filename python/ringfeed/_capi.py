@@ -79,13 +79,20 @@ class RfField(ctypes.Structure):
 
 class RfView(ctypes.Structure):
     """One view of a batch's samples (rf_view, multi_crop): sample i's at data + i *
-    sample_stride, shape[1:] of the batch's dtype; its boxes and flips on the host."""
+    sample_stride, shape[1:] of the batch's dtype; its crop boxes and flips, and its masks,
+    boxes and keypoints (each laid out as the batch's own for one crop), on the host."""
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("sample_stride", ctypes.c_uint64),
         ("shape", ctypes.c_int64 * 4),
         ("crop_boxes", ctypes.POINTER(ctypes.c_int32)),
         ("flips", ctypes.POINTER(ctypes.c_uint8)),
+        ("masks", ctypes.c_void_p),
+        ("boxes", ctypes.POINTER(ctypes.c_float)),
+        ("box_classes", ctypes.POINTER(ctypes.c_int32)),
+        ("box_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("points", ctypes.POINTER(ctypes.c_float)),
+        ("point_counts", ctypes.POINTER(ctypes.c_uint32)),
     ]
 
 

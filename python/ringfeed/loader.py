@@ -38,7 +38,8 @@ from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
 from ._batch import (_BatchBase, _meta_property, copy_annotations, copy_boxes,
                      copy_letterbox, copy_masks, copy_multi_labels, copy_sizes,
-                     copy_view_boxes, native_views, view_arrays)
+                     copy_view_boxes, copy_view_targets, native_views, targets_of,
+                     view_arrays)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
@@ -87,12 +88,17 @@ class Batch(_BatchBase):
     (N, 3, H_k, W_k) in the loader's dtype and device (zero-copy slices of `.images`, which
     is then (N, row): every sample's views one after another), with `.view_boxes` and
     `.view_flips` (lists, per view, like `.crop_boxes` and `.flips`, which are view 0's);
-    without it `.views`, `.view_boxes` and `.view_flips` are []. Unpacks as `images, labels`."""
+    with masks `.view_masks` (per view, (N, H_k, W_k) with that view's crop, nearest resize
+    and flip) and with boxes or keypoints `view_targets(k)` (`targets()` of view k, mapped
+    through that view's crop and flip); `.masks`, `.boxes` ... `targets()` are then view 0's.
+    Without it `.views`, `.view_boxes`, `.view_flips` and `.view_masks` are [] (`.view_masks`
+    also without masks).
+    Unpacks as `images, labels`."""
 
     __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",
                  "multi_labels", "label_counts", "boxes", "box_classes", "box_counts", "points",
-                 "point_counts", "masks", "views", "view_boxes", "view_flips", "_keys", "_fields",
-                 "_nchw")
+                 "point_counts", "masks", "views", "view_boxes", "view_flips", "view_masks",
+                 "_view_annots", "_keys", "_fields", "_nchw")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -113,19 +119,16 @@ class Batch(_BatchBase):
         them: a list of N dicts with "boxes" (k, 4) float32 xyxy in output pixels and "labels"
         (k,) int64 (the class ids, -1 where none was given) when the loader reads boxes, and
         "keypoints" (p, 3) float32 x, y, v when it reads keypoints; numpy or torch as the
-        batch's arrays. A blank padding sample's are empty."""
-        out = []
-        for i in range(len(self.is_padding)):
-            t = {}
-            if self.boxes is not None:
-                k = int(self.box_counts[i])
-                t["boxes"] = self.boxes[i, :k]
-                cls = self.box_classes[i, :k]
-                t["labels"] = cls.astype("int64") if hasattr(cls, "astype") else cls.long()
-            if self.points is not None:
-                t["keypoints"] = self.points[i, :int(self.point_counts[i])]
-            out.append(t)
-        return out
+        batch's arrays. A blank padding sample's are empty. With multi_crop: view 0's."""
+        return targets_of(self.boxes, self.box_classes, self.box_counts, self.points,
+                          self.point_counts, len(self.is_padding))
+
+    def view_targets(self, k):
+        """multi_crop: targets() of view k, its boxes and keypoints mapped through the view's
+        own crop, resize and flip (`.view_boxes[k]`, `.view_flips[k]`), in its output pixels."""
+        if not 0 <= k < len(self._view_annots):
+            raise IndexError(f"view_targets({k}): the batch has {len(self._view_annots)} views")
+        return targets_of(*self._view_annots[k], len(self.is_padding))
 
     def __repr__(self):
         return (f"Batch(epoch={self.epoch}, index={self.index}, count={self.count}, "
@@ -446,7 +449,12 @@ class Loader(_LoaderBase):
                                                 self._array_type)
         nhwc = b.layout == C.RF_LAYOUT_NHWC
         h, w = (b.shape[1], b.shape[2]) if nhwc else (b.shape[2], b.shape[3])
-        batch.masks = copy_masks(b, n, int(h), int(w), self._array_type)
+        batch.view_masks, batch._view_annots = copy_view_targets(
+            b, n, self._cfg_fields.get("max_boxes", 0), self._cfg_fields.get("max_points", 0),
+            self._array_type)
+        # with views b.shape is (n, row): the views carry the sizes, view 0's is the batch's
+        batch.masks = (batch.view_masks[0] if batch.view_masks
+                       else copy_masks(b, n, int(h), int(w), self._array_type))
         return batch
 
 

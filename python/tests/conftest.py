@@ -89,6 +89,36 @@ def shard_sources(pattern):
     return out
 
 
+def map_boxes(boxes, crop, flip, size, min_vis=0.0):
+    """The reference for boxes that follow a crop: xyxy boxes (k, 4) in source pixels through
+    crop (x, y, w, h) onto an output of size (H, W) and the flip, clipped to it; the kept rows
+    (clipped area > 0 and >= min_vis of the mapped box's) and their indexes."""
+    H, W = size
+    x, y, cw, ch = (float(v) for v in crop)
+    m = (boxes - [x, y, x, y]) * [W / cw, H / ch, W / cw, H / ch]
+    if flip:
+        m = np.stack([W - m[:, 2], m[:, 1], W - m[:, 0], m[:, 3]], 1)
+    area = (m[:, 2] - m[:, 0]) * (m[:, 3] - m[:, 1])
+    c = np.clip(m, 0, [W, H, W, H])
+    seen = np.clip(c[:, 2] - c[:, 0], 0, None) * np.clip(c[:, 3] - c[:, 1], 0, None)
+    keep = (seen > 0) & (seen >= min_vis * area)
+    return c[keep], np.flatnonzero(keep)
+
+
+def map_points(pts, crop, flip, size):
+    """map_boxes' for points {x, y, v} (k, 3): v 0 outside the output, a v 0 point zeros."""
+    H, W = size
+    x, y, cw, ch = (float(v) for v in crop)
+    px = (pts[:, 0] - x) * W / cw
+    px = W - px if flip else px
+    py = (pts[:, 1] - y) * H / ch
+    inside = (px >= 0) & (px <= W) & (py >= 0) & (py <= H)
+    v = np.where(inside, pts[:, 2], 0)
+    out = np.stack([px, py, v], 1)
+    out[pts[:, 2] == 0] = 0
+    return out
+
+
 def write_tar(path, members):
     """A shard of the (name, bytes) members in their order, written by Python's tarfile (PAX);
     returns {name: offset of its header}, what error messages name."""

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ringfeed
-from conftest import ARRAY_TYPES, shard_jpegs, write_tar
+from conftest import ARRAY_TYPES, map_boxes, map_points, shard_jpegs, write_tar
 
 H, W = 32, 48
 N = 11
@@ -96,32 +96,6 @@ def npy(x):
     return x if isinstance(x, np.ndarray) else x.numpy()
 
 
-def expect(boxes, crop, flip, min_vis=0.0):
-    """boxes xyxy (k, 4) in source pixels through crop (x, y, w, h) and flip: the kept rows
-    and their indexes."""
-    x, y, cw, ch = (float(v) for v in crop)
-    m = (boxes - [x, y, x, y]) * [W / cw, H / ch, W / cw, H / ch]
-    if flip:
-        m = np.stack([W - m[:, 2], m[:, 1], W - m[:, 0], m[:, 3]], 1)
-    area = (m[:, 2] - m[:, 0]) * (m[:, 3] - m[:, 1])
-    c = np.clip(m, 0, [W, H, W, H])
-    seen = np.clip(c[:, 2] - c[:, 0], 0, None) * np.clip(c[:, 3] - c[:, 1], 0, None)
-    keep = (seen > 0) & (seen >= min_vis * area)
-    return c[keep], np.flatnonzero(keep)
-
-
-def expect_points(pts, crop, flip):
-    x, y, cw, ch = (float(v) for v in crop)
-    px = (pts[:, 0] - x) * W / cw
-    px = W - px if flip else px
-    py = (pts[:, 1] - y) * H / ch
-    inside = (px >= 0) & (px <= W) & (py >= 0) & (py <= H)
-    v = np.where(inside, pts[:, 2], 0)
-    out = np.stack([px, py, v], 1)
-    out[pts[:, 2] == 0] = 0
-    return out
-
-
 def epoch(path, **kw):
     """{key: (boxes, classes, count, points, point count, crop box, flip)} of one epoch."""
     out = {}
@@ -161,7 +135,7 @@ def test_boxes_follow_the_crop(data, case, threads):
     dropped = 0
     for i, (boxes, cls, _) in enumerate(ann):
         rows, classes, count, pts, npts, crop, flip = got[f"{i:08d}"]
-        want, idx = expect(boxes, crop, flip, kw.get("box_min_visibility", 0.0))
+        want, idx = map_boxes(boxes, crop, flip, (H, W), kw.get("box_min_visibility", 0.0))
         dropped += len(boxes) - len(idx)
         assert count == len(idx), (i, count, len(idx))
         assert rows.dtype == np.float32 and rows.shape == (MAXB, 4)
@@ -172,7 +146,7 @@ def test_boxes_follow_the_crop(data, case, threads):
         assert list(classes) == (list(cls[idx]) if has_cls else [-1] * count) + \
             [-1] * (MAXB - count)
         assert npts == len(ann[i][2])
-        np.testing.assert_allclose(pts[:npts], expect_points(ann[i][2], crop, flip) *
+        np.testing.assert_allclose(pts[:npts], map_points(ann[i][2], crop, flip, (H, W)) *
                                    (scale + [1]), atol=2e-3)
     assert dropped > 0  # RANDOM crops cut some away
 

@@ -6,13 +6,18 @@ reported, within test_size.py's PIL bounds (at full scale; DCT-scaled views are 
 own single-view decodes, tests/test_multicrop.c); the same seed gives the same views at any
 thread count, a resumed loader the uninterrupted one's; float outputs are each view
 normalized; the GPU paths (host emulation) cut the CPU's views; bad text is a ValueError naming
-multi_crop."""
+multi_crop. With mask=, boxes and keypoints each
+view has its own (batch.view_masks, batch.view_targets(k)): the view's mask is PIL's NEAREST
+over the view's box, flipped with it, its boxes and points the member's mapped through that box
+and flip (clipped, kept by box_min_visibility, flip pairs swapped), at 1 and 3 threads and the
+same after a resume; a bad mask or box is named or counted as without views; ringfeed-bench
+takes --multi-crop with --mask and the box flags."""
 
 import numpy as np
 import pytest
 
 import ringfeed
-from conftest import ARRAY_TYPES, shard_sources
+from conftest import ARRAY_TYPES, map_boxes, map_points, shard_sources
 
 VIEWS = "2x32x40:0.4-1,3x16:0.1-0.4"
 SHAPES = [(32, 40), (32, 40), (16, 16), (16, 16), (16, 16)]
@@ -44,6 +49,7 @@ def test_views_shapes_and_types(shards, array_type, layout):
     with ringfeed.Loader(shards, 8, array_type=array_type, layout=layout, **KW) as ld:
         b = next(iter(ld))
         assert len(b.views) == len(SHAPES) == len(b.view_boxes) == len(b.view_flips)
+        assert b.view_masks == [] and b.masks is None  # no mask=
         row = sum(3 * h * w for h, w in SHAPES)
         assert tuple(b.images.shape) == (8, row)
         for v, (h, w), bx, fl in zip(b.views, SHAPES, b.view_boxes, b.view_flips):
@@ -174,7 +180,7 @@ def test_gpu_paths_cut_the_cpu_views(shards, path):
 def test_no_views_without_the_setting(shards):
     with ringfeed.Loader(shards, 8, device="cpu", array_type="numpy") as ld:
         b = next(iter(ld))
-        assert b.views == [] and b.view_boxes == [] and b.view_flips == []
+        assert b.views == [] and b.view_boxes == [] and b.view_flips == [] == b.view_masks
         assert b.images.ndim == 4
 
 
@@ -229,3 +235,233 @@ def test_groups_as_tuples(shards):
         assert [tuple(v.shape[1:]) for v in next(iter(ld)).views] == [(3, 24, 24)] * 2
     with pytest.raises(ValueError, match="multi_crop"):
         ringfeed.Loader(shards, 8, device="cpu", multi_crop=[(2,)])
+
+
+# ---- masks, boxes and keypoints per view -----------------------------------------------------
+
+TN = 10
+
+
+def _targets_shard(path, bad=None):
+    """TN samples KEY.jpg + KEY.cls + KEY.seg.png (8-bit gray of a formula) + KEY.json with
+    three boxes (xyxy pixels), their classes and three points; bad = (i, "mask" | "box")
+    makes sample i's mask one column wider than its image or its box 1 leave the image.
+    Returns {key: (mask png, boxes (3, 4), classes (3,), points (3, 3))}."""
+    import io
+    import json
+    from PIL import Image
+    from conftest import write_tar
+    out, members = {}, []
+    for i in range(TN):
+        w, h = 70 + 19 * i, 60 + 13 * i
+        rgb = np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8)
+        jpg, png = io.BytesIO(), io.BytesIO()
+        Image.fromarray(rgb).save(jpg, "JPEG", quality=90)
+        mw = w + (bad == (i, "mask"))
+        y, x = np.mgrid[0:h, 0:mw]
+        Image.fromarray(((x * 3 + y * 5 + i * 11) % 256).astype(np.uint8)).save(png, "PNG")
+        boxes = np.array([[.1 * w, .2 * h, .6 * w, .7 * h], [.5 * w, .1 * h, .95 * w, .4 * h],
+                          [.3 * w, .5 * h, .36 * w, .56 * h]]).round(2)
+        if bad == (i, "box"):
+            boxes[1, 2] = w + 5
+        pts = np.array([[.2 * w, .3 * h, 2], [.8 * w, .35 * h, 2], [.5 * w, .9 * h, 1]]).round(2)
+        cls = [i % 4, 7, 2]
+        doc = {"boxes": boxes.tolist(), "cls": cls, "kp": pts.tolist()}
+        key = f"{i:08d}"
+        out[key] = (png.getvalue(), boxes, np.array(cls), pts)
+        members += [(key + ".jpg", jpg.getvalue()), (key + ".cls", str(i % 3).encode()),
+                    (key + ".seg.png", png.getvalue()), (key + ".json", json.dumps(doc).encode())]
+    write_tar(path, members)
+    return out
+
+
+TKW = dict(KW, mask="seg.png", box_json_path="boxes", box_class_json_path="cls", max_boxes=3,
+           box_min_visibility=0.25, keypoint_json_path="kp", max_points=3,
+           keypoint_flip_pairs="0:1", flip_prob=0.5)
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("mc_targets") / "t-000000.tar")
+    return path, _targets_shard(path)
+
+
+def _nearest(at, size, n, extent):
+    """The source pixels a NEAREST resize of [at, at + size) onto n pixels samples: PIL's
+    (an image of indexes resized with the box), which must be the documented rule, the pixel
+    under each output pixel's centre (exact arithmetic), but where that centre falls exactly on
+    a pixel's edge: there PIL's running sum of the scale lands a pixel left of it or not, by
+    rounding."""
+    from fractions import Fraction
+    from PIL import Image
+    idx = Image.fromarray(np.arange(extent, dtype=np.int32)[None, :].repeat(2, 0))
+    pil = np.array(idx.resize((n, 1), Image.NEAREST, box=(at, 0, at + size, 1)))[0]
+    exact = []
+    for o in range(n):
+        c = Fraction(at) + (o + Fraction(1, 2)) * Fraction(size) / n
+        e = min(extent - 1, max(0, c.numerator // c.denominator))
+        assert pil[o] == e or (c.denominator == 1 and pil[o] == e - 1), (at, size, n, o)
+        exact.append(e)
+    return np.array(exact)
+
+
+def _view_reference(src, box, flip, size):
+    """A view's mask (PIL's NEAREST over the box, flipped: test_masks.py's reference, at the
+    view's size, with _nearest's exact ties), boxes kept and points (conftest's, as
+    test_boxes.py's for one crop)."""
+    import io
+    from PIL import Image
+    png, boxes, cls, pts = src
+    (h, w), (x, y, bw, bh) = size, (int(v) for v in box)
+    full = np.array(Image.open(io.BytesIO(png)))
+    m = full[_nearest(y, bh, h, full.shape[0])][:, _nearest(x, bw, w, full.shape[1])]
+    m = m[:, ::-1] if flip else m
+    kept, idx = map_boxes(boxes, box, flip, size, 0.25)
+    p = map_points(pts, box, flip, size)
+    if flip:  # keypoint_flip_pairs 0:1
+        p = p[[1, 0, 2]]
+    return m, kept, cls[idx], p
+
+
+def _epoch_targets(path, src, resume_after=None, **kw):
+    """{key: [(mask, boxes, classes, points) per view]} of one epoch, each view checked
+    against its reference; resume_after: stop after that many batches and go on from the
+    state in a new loader."""
+    got = {}
+
+    def take(b, src):
+        n = b.count
+        assert len(b.view_masks) == len(SHAPES)
+        assert np.array_equal(npy(b.masks), npy(b.view_masks[0]))
+        for k, (m, (h, w)) in enumerate(zip(b.view_masks, SHAPES)):
+            assert tuple(m.shape) == (n, h, w) and npy(m).dtype == np.uint8
+        for i, key in enumerate(b.keys):
+            if b.is_padding[i]:
+                continue
+            assert key not in got, f"{key} delivered twice"
+            got[key] = []
+            for k in range(len(SHAPES)):
+                t = b.view_targets(k)[i]
+                row = (npy(b.view_masks[k][i]).copy(), npy(t["boxes"]).copy(),
+                       npy(t["labels"]).copy(), npy(t["keypoints"]).copy())
+                box, flip = npy(b.view_boxes[k][i]), bool(b.view_flips[k][i])
+                want = _view_reference(src[key], box, flip, SHAPES[k])
+                assert np.array_equal(row[0], want[0]), (key, k, box, flip)
+                np.testing.assert_allclose(row[1], want[1], atol=1e-3, err_msg=f"{key} {k}")
+                assert np.array_equal(row[2], want[2]), (key, k)
+                np.testing.assert_allclose(row[3], want[3], atol=1e-3, err_msg=f"{key} {k}")
+                got[key].append(row)
+
+    opts = dict(TKW, array_type="numpy", copy=True, **kw)
+    with ringfeed.Loader(path, 4, **opts) as ld:
+        it = iter(ld)
+        for j, b in enumerate(it):
+            take(b, src)
+            if resume_after is not None and j + 1 == resume_after:
+                state = ld.state_dict()
+                break
+        else:
+            return got
+    with ringfeed.Loader(path, 4, **opts) as ld:
+        ld.load_state_dict(state)
+        for b in ld:
+            if b.epoch != state["epoch"]:
+                break
+            take(b, src)
+    return got
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_view_masks_and_targets_follow_each_view(targets, threads):
+    """Every view's mask is PIL's NEAREST over the view's box (flipped with it), its boxes
+    and points the member's through that box; the same at 1 and 3 threads and after a
+    resume."""
+    pytest.importorskip("PIL")
+    path, src = targets
+    got = _epoch_targets(path, src, decode_threads=threads)
+    assert len(got) == TN
+    again = _epoch_targets(path, src, resume_after=1, decode_threads=3)
+    assert got.keys() == again.keys()
+    for key in got:
+        for a, b in zip(got[key], again[key]):
+            assert all(np.array_equal(x, y) for x, y in zip(a, b)), key
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_letterbox_view_masks_are_padded(targets, threads):
+    """crop="letterbox" views: each view's mask is the whole mask resized (NEAREST) onto the
+    rectangle Ultralytics' letterbox gives at that view's size, mask_fill around it, flipped
+    with the view."""
+    import io
+    from PIL import Image
+    path, src = targets
+    seen = 0
+    with ringfeed.Loader(path, 4, **dict(TKW, crop="letterbox", mask_fill=7,
+                                         decode_threads=threads, array_type="numpy")) as ld:
+        for b in ld:
+            for i, key in enumerate(b.keys):
+                full = np.array(Image.open(io.BytesIO(src[key][0])))
+                h, w = full.shape
+                for k, (H, W) in enumerate(SHAPES):
+                    assert tuple(int(v) for v in b.view_boxes[k][i]) == (0, 0, w, h)
+                    r = min(H / h, W / w)
+                    nw, nh = round(w * r), round(h * r)
+                    left, top = round((W - nw) / 2 - 0.1), round((H - nh) / 2 - 0.1)
+                    want = np.full((H, W), 7, np.uint8)
+                    want[top:top + nh, left:left + nw] = \
+                        full[_nearest(0, h, nh, h)][:, _nearest(0, w, nw, w)]
+                    want = want[:, ::-1] if b.view_flips[k][i] else want
+                    assert np.array_equal(b.view_masks[k][i], want), (key, k)
+                seen += 1
+    assert seen == TN
+
+
+@pytest.mark.parametrize("array_type", ARRAY_TYPES)
+def test_view_targets_types(targets, array_type):
+    path, _ = targets
+    with ringfeed.Loader(path, 4, **dict(TKW, array_type=array_type)) as ld:
+        b = next(iter(ld))
+        assert len(b.view_masks) == len(SHAPES)
+        for k in range(len(SHAPES)):
+            t = b.view_targets(k)
+            assert len(t) == 4 and set(t[0]) == {"boxes", "labels", "keypoints"}
+            if array_type == "torch":
+                import torch
+                assert isinstance(b.view_masks[k], torch.Tensor)
+                assert t[0]["labels"].dtype == torch.int64
+        assert all(np.array_equal(npy(x["boxes"]), npy(y["boxes"]))
+                   for x, y in zip(b.targets(), b.view_targets(0)))
+        with pytest.raises(IndexError):
+            b.view_targets(len(SHAPES))
+
+
+@pytest.mark.parametrize("what, reason, words", [
+    ("mask", "mask", "a mask must have its image's size"), ("box", "label", "lies outside")])
+def test_bad_view_targets_named_or_counted(tmp_path, what, reason, words):
+    path = str(tmp_path / "bad-000000.tar")
+    _targets_shard(path, bad=(3, what))
+    with ringfeed.Loader(path, 4, **TKW) as ld:
+        with pytest.raises(ringfeed.RingfeedError) as e:
+            for _ in ld:
+                pass
+    assert "00000003" in str(e.value) and words in str(e.value)
+    with ringfeed.Loader(path, 4, on_error="skip", **TKW) as ld:
+        keys = [k for b in ld for k, p in zip(b.keys, b.is_padding) if not p]
+        st = ld.epoch_stats()
+    assert "00000003" not in keys
+    assert st["skipped_by_reason"][reason] == st["skipped"] == 1
+
+
+def test_bench_multi_crop_with_masks_and_boxes(targets):
+    """ringfeed-bench takes --multi-crop with --mask and the box flags together."""
+    import subprocess
+    from conftest import find_tool
+    exe = find_tool("tools", "ringfeed-bench", "RINGFEED_BENCH")
+    if exe is None:
+        pytest.skip("ringfeed-bench not found (build it, or set RINGFEED_BENCH)")
+    path, _ = targets
+    p = subprocess.run([exe, "--shards", path, "--device", "host", "--batch", "4", "--epochs",
+                        "1", "--multi-crop", VIEWS, "--mask", "seg.png", "--box-json-path",
+                        "boxes", "--max-boxes", "3", "--keypoint-json-path", "kp",
+                        "--max-points", "3"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr

@@ -5,8 +5,11 @@
  * (loaders/annotations.h judges what needs no image), decodes the image, then maps the rows in
  * place through rf_sample_geometry of the image's size and the sample's seed: the geometry the
  * pixels were given, so every decode path (CPU, GPU kernels, hardware engines), DCT scale and
- * thread count gives the same rows. Rows are allocated once at create, like the fields'; a
- * row is written only by its sample's decode thread and published with its pixels. */
+ * thread count gives the same rows. With multi_crop each view has its own rows (one block of
+ * batch_size rows per view, as the views' crop boxes): the member is read once into view 0's,
+ * copied to the others' and each mapped through its view's geometry. Rows are allocated once
+ * at create, like the fields'; a row is written only by its sample's decode thread and
+ * published with its pixels. */
 #include "pipeline/boxes.h"
 
 #include <math.h>
@@ -157,10 +160,10 @@ int pl_boxes_setup(pl_boxes *b, rf_config *c, rf_err *err)
 
 int pl_boxes_alloc(pl_boxes *b, pl_ring *r, const pl_core *core, rf_err *err)
 {
-    b->batch = r->batch;
+    b->batch = r->batch, b->nviews = RF_MAX(r->nviews, 1u);
     if (!b->boxes && !b->points)
         return 0;
-    size_t B = r->batch, nb = B * b->max_boxes, np = B * b->max_points;
+    size_t B = (size_t)r->batch * b->nviews, nb = B * b->max_boxes, np = B * b->max_points;
     size_t per = nb * 4 * sizeof(float) + nb * sizeof(int32_t) + np * 3 * sizeof(float) + B * 8;
     if (pl_alloc_refused(core, "box rows", per * r->depth))
         return rf_seterr(err, RF_ENOMEM, "cannot allocate %zu bytes of box and keypoint rows: "
@@ -289,6 +292,7 @@ static void out_scale(const pl_boxes *b, const rf_geometry *g, double *sx, doubl
     *sy = b->out_normalized ? 1.0 / g->out_height : 1.0;
 }
 
+/* Row `index` (sample i of view k: k x batch_size + i) mapped in place through g. */
 static int map_boxes(const pl_boxes *b, slot *s, uint32_t index, const rf_geometry *g,
                      uint32_t W, uint32_t H, const char *what, rf_err *e)
 {
@@ -364,26 +368,46 @@ static int map_points(const pl_boxes *b, slot *s, uint32_t index, const rf_geome
     return 0;
 }
 
+/* Sample `index`'s rows as read (view 0's) into every other view's, for each to be mapped. */
+static void copy_to_views(const pl_boxes *b, slot *s, uint32_t index)
+{
+    size_t nb = b->max_boxes, np = b->max_points;
+    for (uint32_t k = 1; k < b->nviews; k++) {
+        uint32_t r = k * b->batch + index;
+        if (b->boxes) {
+            memcpy(s->bx + r * nb * 4, s->bx + index * nb * 4, nb * 4 * sizeof *s->bx);
+            memcpy(s->bcls + r * nb, s->bcls + index * nb, nb * sizeof *s->bcls);
+            s->bn[r] = s->bn[index];
+        }
+        if (b->points) {
+            memcpy(s->pts + r * np * 3, s->pts + index * np * 3, np * 3 * sizeof *s->pts);
+            s->pn[r] = s->pn[index];
+        }
+    }
+}
+
 int pl_boxes_map(const pl_boxes *b, slot *s, uint32_t index, const rf_geometry *g, uint32_t W,
                  uint32_t H, const char *key, uint64_t sample_off,
                  const rf_tar_span_member *found, rf_err *e)
 {
-    char what[RF_ERRMSG_MAX / 2];
+    char bwhat[RF_ERRMSG_MAX / 2], pwhat[RF_ERRMSG_MAX / 2];
     int rc = 0;
-    if (b->boxes) {
-        member_name(what, sizeof what, "box", key, b->ext, sample_off, &found[0]);
-        if ((rc = map_boxes(b, s, index, g, W, H, what, e)) != 0)
-            return rc;
-        found++;
-    }
-    if (b->points) {
-        member_name(what, sizeof what, "keypoint", key, b->kext, sample_off, &found[0]);
-        rc = map_points(b, s, index, g, W, H, what, e);
+    if (b->boxes)
+        member_name(bwhat, sizeof bwhat, "box", key, b->ext, sample_off, found++);
+    if (b->points)
+        member_name(pwhat, sizeof pwhat, "keypoint", key, b->kext, sample_off, found);
+    copy_to_views(b, s, index);
+    for (uint32_t k = 0; k < RF_MAX(b->nviews, 1u) && rc == 0; k++) {
+        uint32_t r = k * b->batch + index;
+        if (b->boxes)
+            rc = map_boxes(b, s, r, &g[k], W, H, bwhat, e);
+        if (rc == 0 && b->points)
+            rc = map_points(b, s, r, &g[k], W, H, pwhat, e);
     }
     return rc;
 }
 
-void pl_boxes_blank(const pl_boxes *b, slot *s, uint32_t index)
+static void blank_row(const pl_boxes *b, slot *s, uint32_t index)
 {
     if (b->boxes) {
         memset(s->bx + (size_t)index * b->max_boxes * 4, 0, (size_t)b->max_boxes * 4 * 4);
@@ -394,6 +418,22 @@ void pl_boxes_blank(const pl_boxes *b, slot *s, uint32_t index)
         memset(s->pts + (size_t)index * b->max_points * 3, 0, (size_t)b->max_points * 3 * 4);
         s->pn[index] = 0;
     }
+}
+
+void pl_boxes_blank(const pl_boxes *b, slot *s, uint32_t i)
+{
+    for (uint32_t k = 0; k < RF_MAX(b->nviews, 1u); k++)
+        blank_row(b, s, k * b->batch + i);
+}
+
+void pl_boxes_view(const pl_boxes *b, const slot *s, uint32_t k, rf_view *v)
+{
+    size_t r = (size_t)k * b->batch;
+    v->boxes = b->boxes ? s->bx + r * b->max_boxes * 4 : NULL;
+    v->box_classes = b->boxes ? s->bcls + r * b->max_boxes : NULL;
+    v->box_counts = b->boxes ? s->bn + r : NULL;
+    v->points = b->points ? s->pts + r * b->max_points * 3 : NULL;
+    v->point_counts = b->points ? s->pn + r : NULL;
 }
 
 void pl_boxes_batch(const pl_boxes *b, const slot *s, rf_batch *out)

@@ -23,7 +23,8 @@ typedef struct pl_boxes {
     uint32_t out_normalized; /* box_output_normalized */
     float min_vis;
     uint32_t *swap;               /* max_points: the point a flip puts at index i */
-    uint32_t batch;
+    uint32_t batch, nviews;       /* rows: nviews blocks (1 without multi_crop; 0 reads 1) of
+                                   * batch */
 } pl_boxes;
 
 /* create: the settings checked (RF_EINVAL naming the setting) and copied; c's strings are
@@ -41,12 +42,16 @@ int pl_boxes_read(const pl_boxes *b, slot *s, uint32_t index, const char *key,
                   uint64_t sample_off, const uint8_t *span, const rf_tar_span_member *found,
                   rf_err *e);
 /* After the decode: the rows mapped through g (the image W x H), clipped and dropped by the
- * rules (ringfeed.h); RF_ELABEL naming the sample for a box or point outside its image. */
+ * rules (ringfeed.h); with multi_crop g holds every view's geometry (view k's transform and
+ * rf_view_seed) and view k's rows are the rows as read mapped through g[k]. RF_ELABEL naming
+ * the sample for a box or point outside its image. */
 int pl_boxes_map(const pl_boxes *b, slot *s, uint32_t index, const rf_geometry *g, uint32_t W,
                  uint32_t H, const char *key, uint64_t sample_off,
                  const rf_tar_span_member *found, rf_err *e);
-/* A blank padding sample: no boxes, no points. */
+/* A blank padding sample: no boxes, no points (in every view). */
 void pl_boxes_blank(const pl_boxes *b, slot *s, uint32_t index);
+/* multi_crop: view k's rows into its rf_view (NULL when off). */
+void pl_boxes_view(const pl_boxes *b, const slot *s, uint32_t k, rf_view *v);
 void pl_boxes_batch(const pl_boxes *b, const slot *s, rf_batch *out);
 
 #endif

@@ -182,11 +182,6 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     if (views && c->crop == RF_CROP_NATIVE)
         return rf_seterr(err, RF_EINVAL, "multi_crop: each view has the size its group names; "
                          "crop native (each image at its own size) cannot give it");
-    if (views && (c->box_ext || c->box_json_path || c->box_class_json_path || c->keypoint_ext ||
-                  c->keypoint_json_path || c->keypoint_flip_pairs || c->mask))
-        return rf_seterr(err, RF_EINVAL, "multi_crop: boxes, keypoints and masks follow a "
-                         "sample's one crop, and with views each view has its own; they are not "
-                         "mapped per view, so unset one of them");
     if (views && c->sample_hook)
         return rf_seterr(err, RF_EINVAL, "multi_crop: sample_hook is handed one image per "
                          "sample, and with views a sample has several; unset one of them");

@@ -13,11 +13,13 @@
 
 #include "backend/convert.h"
 #include "pipeline/loader.h"
+#include "pipeline/masks.h"
 #include "pipeline/run.h"
 
 /* multi_crop: each view's rf_view over the batch's data (views laid out per sample, one
- * after another), its boxes and flips the view's block of the slot's tables. */
-static void fill_views(const pl_ring *r, slot *s, rf_batch *b)
+ * after another), its crop boxes, flips, masks, boxes and keypoints the view's block of the
+ * slot's tables. */
+static void fill_views(const pl_ring *r, const pl_boxes *bx, slot *s, rf_batch *b)
 {
     uint32_t es = rf_dtype_bytes(r->out_dtype);
     for (uint32_t k = 0; k < r->nviews; k++) {
@@ -32,6 +34,8 @@ static void fill_views(const pl_ring *r, slot *s, rf_batch *b)
             v->shape[1] = 3, v->shape[2] = H, v->shape[3] = W;
         v->crop_boxes = s->boxes + (size_t)k * r->batch * 4;
         v->flips = s->flips + (size_t)k * r->batch;
+        v->masks = pl_mask_view(r, s, k);
+        pl_boxes_view(bx, s, k, v);
     }
     b->shape[0] = b->count, b->shape[1] = (int64_t)(r->out_bytes / es), b->shape[2] = 1,
     b->shape[3] = 1;
@@ -79,7 +83,7 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->nviews = ld->ring.nviews;
     b->views = ld->ring.nviews ? s->views : NULL;
     if (ld->ring.nviews)
-        fill_views(&ld->ring, s, b);
+        fill_views(&ld->ring, &ld->boxes, s, b);
     pl_fields_batch(&ld->fields, s, b);
     pl_boxes_batch(&ld->boxes, s, b);
 }

@@ -188,6 +188,25 @@ static int decode_pixels(pl_pool *p, rf_decoder *dec, const task *t, slot *s,
                             info, e);
 }
 
+/* The geometry (rf_sample_geometry) of an image info describes under the sample's seed: one,
+ * or with multi_crop each view's, from the view's transform and seed as its pixels had them
+ * (rf_decode_views). Returns how many. */
+static uint32_t geometries(const pl_pool *p, const rf_decode_info *info, uint64_t seed,
+                           rf_geometry *g)
+{
+    const rf_views *v = p->ring->views;
+    if (!p->ring->nviews) {
+        rf_sample_geometry(&p->decode->tf, info->width, info->height, seed, g);
+        return 1;
+    }
+    for (uint32_t k = 0; k < v->n; k++) {
+        rf_transform t;
+        rf_view_transform(&p->decode->tf, v, k, &t);
+        rf_sample_geometry(&t, info->width, info->height, rf_view_seed(seed, k), &g[k]);
+    }
+    return v->n;
+}
+
 /* Decode task t's sample into its row of slot s. An error sets t->why, whose fault it is
  * (enum rf_skip_reason, or SKIP_FATAL), and a message that names the member and its offset
  * (the caller adds the shard). */
@@ -284,17 +303,17 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         snprintf(m + k, sizeof m - k, ": %s", e->msg); /* e->msg is rewritten below */
         return rf_seterr(e, rc, "%s", m);
     }
-    if (nb) {
-        rf_geometry g;
-        rf_sample_geometry(&p->decode->tf, info.width, info.height, t->aug_seed, &g);
-        if ((rc = pl_boxes_map(p->boxes, s, t->index, &g, info.width, info.height,
-                               p->ds->keys + sm->key, sm->offset, found + nf, e)) != 0) {
-            t->why = RF_SKIP_LABEL;
-            return rc;
-        }
+    /* the boxes and the mask follow one geometry per view, the image's: computed once for
+     * both */
+    rf_geometry g[RF_VIEWS_MAX];
+    uint32_t ng = nb || p->ring->mask_ext ? geometries(p, &info, t->aug_seed, g) : 0;
+    if (nb && (rc = pl_boxes_map(p->boxes, s, t->index, g, info.width, info.height,
+                                 p->ds->keys + sm->key, sm->offset, found + nf, e)) != 0) {
+        t->why = RF_SKIP_LABEL;
+        return rc;
     }
-    if (p->ring->mask_ext)
-        pl_mask_place(p->ring, dec, &p->decode->tf, t->aug_seed, &mk, &info, s, t->index);
+    for (uint32_t k = 0; p->ring->mask_ext && k < ng; k++)
+        pl_mask_place(p->ring, dec, &g[k], &mk, &info, s, t->index, k);
     if (info.scale_denom > 1)
         pl_count(&p->counters->dct_scaled, 1);
     if (info.region)

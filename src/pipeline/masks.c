@@ -2,10 +2,13 @@
  * member, the PNG, its kind, its size against the header of its image) is done before the
  * image is decoded or handed to a GPU engine, so a bad mask fails its sample as a bad image
  * does, with nothing placed; the resample after the image's decode cannot fail. Its
- * geometry is rf_sample_geometry's of the image's full size and the sample's seed, so the
- * mask follows the image whichever engine decodes its pixels, and a padding repeat (the same
- * sample and seed) gets its original's mask. Writes only the sample's own row, published with
- * its pixels by the slot's pending countdown. */
+ * geometry is rf_sample_geometry's of the image's full size and the sample's seed (the
+ * decode thread's, which its boxes share), so the mask follows the image whichever engine
+ * decodes its pixels, and a padding repeat (the same sample and seed) gets its original's
+ * mask. With multi_crop the mask is decoded once and resampled per view with that view's
+ * geometry, into the view's block of the slot's masks (view-major, as the views' crop boxes:
+ * each view's masks are then one contiguous batch, rf_view.masks). Writes only the sample's
+ * own rows, published with its pixels by the slot's pending countdown. */
 #include "pipeline/masks.h"
 
 #include <assert.h>
@@ -56,25 +59,45 @@ int pl_mask_read(const pl_ring *r, rf_decoder *dec, const rf_dataset *ds, const 
     return rf_seterr(e, rc, "%s", msg);
 }
 
-void pl_mask_place(const pl_ring *r, rf_decoder *dec, const rf_transform *tf, uint64_t seed,
-                   const rf_mask *mk, const rf_decode_info *info, slot *s, uint32_t i)
+/* View k's values per sample (k 0 without multi_crop). */
+static uint64_t view_values(const pl_ring *r, uint32_t k)
 {
-    rf_geometry g;
+    return r->nviews ? (uint64_t)r->views->height[k] * r->views->width[k]
+                     : (uint64_t)r->height * r->width;
+}
+
+/* Sample i's mask of view k: after views 0..k-1's blocks of batch_size masks. */
+static uint8_t *mask_row(const pl_ring *r, const slot *s, uint32_t i, uint32_t k)
+{
+    uint64_t block = r->nviews ? (uint64_t)r->batch * (r->views->offset[k] / 3) : 0;
+    uint32_t es = r->mask_dtype == RF_DTYPE_INT32 ? 4 : 1;
+    return s->masks + (block + (uint64_t)i * view_values(r, k)) * es;
+}
+
+void pl_mask_place(const pl_ring *r, rf_decoder *dec, const rf_geometry *g, const rf_mask *mk,
+                   const rf_decode_info *info, slot *s, uint32_t i, uint32_t k)
+{
     /* the decode read the header pl_mask_read measured (rf_mask_resample clamps to the mask
      * all the same) */
     assert(mk->width == info->width && mk->height == info->height);
-    rf_sample_geometry(tf, info->width, info->height, seed, &g);
-    rf_mask_resample(dec, mk, &g, r->mask_dtype, r->mask_fill,
-                     s->masks + (uint64_t)i * r->mask_bytes);
+    (void)info;
+    rf_mask_resample(dec, mk, g, r->mask_dtype, r->mask_fill, mask_row(r, s, i, k));
 }
 
 void pl_mask_blank(const pl_ring *r, slot *s, uint32_t i)
 {
-    uint8_t *row = s->masks + (uint64_t)i * r->mask_bytes;
-    uint64_t n = (uint64_t)r->height * r->width;
-    if (r->mask_dtype == RF_DTYPE_INT32)
-        for (uint64_t k = 0; k < n; k++)
-            ((int32_t *)(void *)row)[k] = (int32_t)r->mask_fill;
-    else
-        memset(row, (int)r->mask_fill, n);
+    for (uint32_t k = 0; k < RF_MAX(r->nviews, 1u); k++) {
+        uint8_t *row = mask_row(r, s, i, k);
+        uint64_t n = view_values(r, k);
+        if (r->mask_dtype == RF_DTYPE_INT32)
+            for (uint64_t j = 0; j < n; j++)
+                ((int32_t *)(void *)row)[j] = (int32_t)r->mask_fill;
+        else
+            memset(row, (int)r->mask_fill, n);
+    }
+}
+
+const void *pl_mask_view(const pl_ring *r, const slot *s, uint32_t k)
+{
+    return s->masks ? mask_row(r, s, 0, k) : NULL;
 }

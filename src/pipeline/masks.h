@@ -23,11 +23,15 @@ int pl_mask_missing(const pl_ring *r, const rf_dataset *ds, const rf_sample *sm,
 int pl_mask_read(const pl_ring *r, rf_decoder *dec, const rf_dataset *ds, const rf_sample *sm,
                  uint32_t img_hdr, const uint8_t *img, uint32_t img_len, const uint8_t *span,
                  const rf_tar_span_member *m, rf_mask *mk, uint8_t *why, rf_err *e);
-/* After the image's decode reported info: the mask *mk with the geometry tf and seed give the
- * image, into row i of slot s. */
-void pl_mask_place(const pl_ring *r, rf_decoder *dec, const rf_transform *tf, uint64_t seed,
-                   const rf_mask *mk, const rf_decode_info *info, slot *s, uint32_t i);
-/* Row i of slot s all mask_fill: a blank padding sample. */
+/* After the image's decode reported info: the mask *mk given g, the geometry
+ * (rf_sample_geometry) of the image's size, the transform and the sample's seed (with
+ * multi_crop view k's transform and rf_view_seed), into sample i's row of view k (0 without
+ * multi_crop) in slot s. */
+void pl_mask_place(const pl_ring *r, rf_decoder *dec, const rf_geometry *g, const rf_mask *mk,
+                   const rf_decode_info *info, slot *s, uint32_t i, uint32_t k);
+/* Sample i's rows of slot s (every view's) all mask_fill: a blank padding sample. */
 void pl_mask_blank(const pl_ring *r, slot *s, uint32_t i);
+/* View k's masks in slot s (rf_view.masks; k 0: rf_batch.masks), NULL without masks. */
+const void *pl_mask_view(const pl_ring *r, const slot *s, uint32_t k);
 
 #endif

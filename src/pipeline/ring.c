@@ -28,9 +28,13 @@ void pl_ring_shape(pl_ring *r, const rf_config *c, const rf_views *views)
                                   : (uint64_t)c->image_height * c->image_width * 3;
     r->mask_ext = r->tokens ? NULL : c->mask;
     r->mask_dtype = c->mask_dtype, r->mask_fill = c->mask_fill;
+    /* with multi_crop a sample has a mask per view, each at its view's size */
     r->mask_bytes = !r->mask_ext ? 0
-                    : (uint64_t)c->image_height * c->image_width *
+                    : (r->nviews ? views->bytes / 3 : (uint64_t)c->image_height * c->image_width) *
                           (c->mask_dtype == RF_DTYPE_INT32 ? 4 : 1);
+    r->mask_width = r->nviews ? 0 : c->image_width;
+    for (uint32_t k = 0; k < r->nviews; k++)
+        r->mask_width = RF_MAX(r->mask_width, views->width[k]);
     r->seq_len = c->seq_len, r->token_bytes = c->token_bytes;
     memset(&r->conv, 0, sizeof r->conv);
     if (r->tokens) {

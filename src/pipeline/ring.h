@@ -20,7 +20,9 @@ typedef struct pl_ring {
     uint32_t mlabel, mlabel_width; /* rf_config.multi_label; its row's width (0: off) */
     const char *mask_ext;  /* rf_config.mask (the loader's copy); NULL: no masks */
     uint32_t mask_dtype, mask_fill; /* rf_config's, resolved */
-    uint64_t mask_bytes;   /* one sample's mask: height x width x 1 or 4 bytes; 0: off */
+    uint64_t mask_bytes;   /* one sample's mask (every view's with multi_crop): height x width
+                            * x 1 or 4 bytes; 0: off */
+    uint32_t mask_width;   /* the widest mask row: width, or the widest view's */
     uint32_t height, width, layout; /* images: the output's */
     int native;            /* crop NATIVE: each image at its own size, within H x W */
     uint64_t sample_elems; /* images: H x W x 3, the elements between samples' starts */

@@ -60,12 +60,16 @@ typedef struct slot {
     uint32_t *mcounts;        /* batch_size: ids or classes per sample (rf_batch.label_counts) */
     /* Boxes and keypoints (boxes.c; NULL when off): rf_batch.boxes, box_classes, box_counts,
      * points, point_counts. */
+    /* With multi_crop each holds one block per view, view k's after views 0..k-1's (rf_view's
+     * pointers), as boxes and flips do. */
     float *bx;                /* batch_size x max_boxes x 4 */
     int32_t *bcls;            /* batch_size x max_boxes */
     uint32_t *bn;             /* batch_size */
     float *pts;               /* batch_size x max_points x 3 */
     uint32_t *pn;             /* batch_size */
-    uint8_t *masks;           /* rf_config.mask: batch_size x mask_bytes (rf_batch.masks) */
+    /* rf_config.mask: batch_size x mask_bytes (rf_batch.masks); with multi_crop view k's
+     * block of batch_size masks at its view's size after views 0..k-1's (masks.c) */
+    uint8_t *masks;
     /* Skip mode: samples that failed at the batch's positions (counted with the hole they
      * left, under mu), and the real samples of the batch's epoch on this rank: what the
      * consumer adds to the per-epoch counts when it is handed the batch. */
