@@ -179,14 +179,24 @@ static void convert_row(const pl_pool *p, const slot *s, uint32_t i, const uint8
                              p->mean, p->std);
 }
 
+/* The transform of slot s's samples: the loader's, with size buckets letterboxed into the
+ * batch's bucket (its image then packed from the sample's start, as NATIVE's are), so that
+ * the image, its mask, boxes and points all take the bucket's geometry. */
+static void slot_transform(const pl_pool *p, const slot *s, rf_transform *tf)
+{
+    *tf = p->decode->tf;
+    if (s->batch.bucket_height)
+        tf->height = s->batch.bucket_height, tf->width = s->batch.bucket_width;
+}
+
 /* The sample's image, or with multi_crop its views (infos: one per view; *info: view 0's). */
 static int decode_pixels(pl_pool *p, rf_decoder *dec, const task *t, slot *s,
-                         const uint8_t *data, uint32_t len, rf_decode_info *info,
-                         rf_decode_info *infos, rf_err *e)
+                         const rf_transform *tf, const uint8_t *data, uint32_t len,
+                         rf_decode_info *info, rf_decode_info *infos, rf_err *e)
 {
     uint8_t *img = pl_gpu_pixels(p->gpu, s, t->index);
     if (!p->ring->nviews)
-        return rf_decode_image(dec, data, len, &p->decode->tf, t->aug_seed, img, info, e);
+        return rf_decode_image(dec, data, len, tf, t->aug_seed, img, info, e);
     int rc = rf_decode_views(dec, data, len, &p->decode->tf, p->ring->views, t->aug_seed, img,
                              infos, e);
     if (rc == 0)
@@ -267,6 +277,8 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
                                                 span, &mask, &mk, &t->why, e)) != 0)
         return rc;
     rf_decode_info info, infos[RF_VIEWS_MAX];
+    rf_transform tf;
+    slot_transform(p, s, &tf);
     uint8_t *img = s->stage + (uint64_t)t->index * p->ring->stride;
     pl_gpu_sample_start(p->gpu, s, t->index);
     uint32_t format;
@@ -276,7 +288,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         /* a refilled slot's replacements take the CPU path: their verdicts cannot wait */
         rc = p->gpu->on && !s->gpu.refill
                  ? pl_gpu_decode(p->gpu, dec, t, s, span + doff, dlen, img, &info, gh, e)
-                 : decode_pixels(p, dec, t, s, span + doff, dlen, &info, infos, e);
+                 : decode_pixels(p, dec, t, s, &tf, span + doff, dlen, &info, infos, e);
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
                                                                         : SKIP_FATAL;
     }
@@ -289,7 +301,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
     }
     if (nb) {
         rf_geometry g;
-        rf_sample_geometry(&p->decode->tf, info.width, info.height, t->aug_seed, &g);
+        rf_sample_geometry(&tf, info.width, info.height, t->aug_seed, &g);
         if ((rc = pl_boxes_map(p->boxes, s, t->index, &g, info.width, info.height,
                                p->ds->keys + sm->key, sm->offset, found + nf, e)) != 0) {
             t->why = RF_SKIP_LABEL;
@@ -297,7 +309,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         }
     }
     if (p->ring->mask_ext)
-        pl_mask_place(p->ring, dec, &p->decode->tf, t->aug_seed, &mk, &info, s, t->index);
+        pl_mask_place(p->ring, dec, &tf, t->aug_seed, &mk, &info, s, t->index);
     if (info.scale_denom > 1)
         pl_count(&p->counters->dct_scaled, 1);
     if (info.region)
@@ -306,7 +318,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_HOOK;
         return rc;
     }
-    /* a NATIVE image is info's size, packed from its sample's start */
+    /* a NATIVE or bucket image is info's size, packed from its sample's start */
     if (p->ring->host_convert)
         convert_row(p, s, t->index, img, &info);
     s->labels[t->index] = label;
