@@ -38,11 +38,12 @@ from ._args import U32_MAX, _choice, _field_int, _other_settings, _settings_doc
 from ._base import _LoaderBase
 from ._batch import (_BatchBase, _meta_property, copy_annotations, copy_boxes,
                      copy_letterbox, copy_masks, copy_multi_labels, copy_sizes,
-                     copy_view_boxes, native_views, view_arrays)
+                     copy_view_boxes, native_views, view_arrays, bucket_array, bucket_of)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
-                      _multi_crop_text, _remote_fields, _size_fields, _source_kind)
+                      _multi_crop_text, _remote_fields, _size_buckets_text, _size_fields,
+                      _source_kind)
 
 # This module holds the public classes; the machinery under them lives by concern in _config
 # (arguments as rf_config fields), _batch (leases, a batch's lazily copied metadata), _base (the
@@ -89,7 +90,7 @@ class Batch(_BatchBase):
     `.view_flips` (lists, per view, like `.crop_boxes` and `.flips`, which are view 0's);
     without it `.views`, `.view_boxes` and `.view_flips` are []. Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",
+    __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes", "bucket",
                  "multi_labels", "label_counts", "boxes", "box_classes", "box_counts", "points",
                  "point_counts", "masks", "views", "view_boxes", "view_flips", "_keys", "_fields",
                  "_nchw")
@@ -105,7 +106,7 @@ class Batch(_BatchBase):
         """crop="native": a list of each sample's image at its own size (`.sizes`), views of
         `.images` (valid as long as it is), (h, w, 3) for NHWC or (3, h, w) for NCHW."""
         if self.sizes is None:
-            raise ValueError("native_images() needs crop='native'")
+            raise ValueError("native_images() needs crop='native' or size_buckets")
         return native_views(self.images, self.sizes, self._nchw)
 
     def targets(self):
@@ -360,6 +361,8 @@ class Loader(_LoaderBase):
         f.update(_remote_fields(remote_retries, remote_timeout))
         if "multi_crop" in settings:  # groups as tuples, or the library's text
             settings["multi_crop"] = _multi_crop_text(settings["multi_crop"])
+        if "size_buckets" in settings:  # (height, width) pairs, or the library's text
+            settings["size_buckets"] = _size_buckets_text(settings["size_buckets"])
         f.update(_other_settings("Loader", settings))
         f.update(_mix.mix_fields(per_source, weights, class_weights, sample_weights,
                                  source_labels))
@@ -426,6 +429,11 @@ class Loader(_LoaderBase):
         dtype = self._check_dtype(b)
         batch.images = self._data_array(b, lease, tuple(b.shape[:b.ndim]), dtype, stream)
         batch.views = view_arrays(batch.images, b, n)
+        batch.bucket = bucket_of(b)
+        nchw = b.layout == C.RF_LAYOUT_NCHW
+        if batch.bucket:  # size_buckets: (N, Hb, Wb, 3) or (N, 3, Hb, Wb) over the slots
+            hb, wb = batch.bucket[1:]
+            batch.images = bucket_array(batch.images, n, (3, hb, wb) if nchw else (hb, wb, 3))
         batch.view_boxes, batch.view_flips = copy_view_boxes(b, n, self._array_type)
         if b.device_kind == C.RF_DEVICE_CUDA and b.labels_device:
             lab = self._views.get(lease, b.labels_device, (n,), "int32", self._cuda_view)
@@ -446,6 +454,9 @@ class Loader(_LoaderBase):
         nhwc = b.layout == C.RF_LAYOUT_NHWC
         h, w = (b.shape[1], b.shape[2]) if nhwc else (b.shape[2], b.shape[3])
         batch.masks = copy_masks(b, n, int(h), int(w), self._array_type)
+        if batch.bucket and batch.masks is not None:  # each packed from its row's start
+            m = bucket_array(batch.masks, n, batch.bucket[1:])
+            batch.masks = m.copy() if isinstance(m, _arrays.np.ndarray) else m.contiguous()
         return batch
 
 
