@@ -72,8 +72,10 @@ class Batch(_BatchBase):
     source image's pixels, and whether it was flipped; on the host, numpy or torch as the
     labels), `.letterbox` float32 (N, 4) (scale_x, scale_y, pad_x, pad_y: a source point x
     lands at x * scale_x + pad_x of the output before the flip; every crop mode), `.sizes`
-    int32 (N, 2) with crop="native" (each image's height, width; else None) and
-    `.native_images()` (each image at its own size, views of `.images`), `.multi_labels` and
+    int32 (N, 2) with crop="native" or size_buckets (each image's height, width; else None)
+    and `.native_images()` (each image at its own size, views of `.images`), `.bucket` with
+    size_buckets ((index, height, width) of the batch's bucket, which `.images` and `.masks`
+    have; else None), `.multi_labels` and
     `.label_counts` with multi_label (uint8 (N, num_classes) multi-hot or int32 (N, max_labels)
     padded with -1, and int32 (N,); None when off),
     `.masks` with mask= (uint8 or int32 (N, H, W) on the host, each sample's mask with its
