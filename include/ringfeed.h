@@ -902,7 +902,7 @@ typedef struct rf_config {
      * multiple of world_size (remainder DROP). The same batches at any thread count; a resume
      * state counts the batches' samples and resumes at a batch's start with the same
      * batch_size and world_size (another is RF_ERESUME). Create reads every image's header
-     * once (its first 64 KiB, all of it when the size lies further in) to know its size.
+     * once (its first 4 KiB; 64 KiB, then the whole member, when the size lies further in).
      * image_height x image_width is the slot every sample reserves: left AUTO, they are the
      * largest bucket height and width (image_size is not used); set, every bucket must fit in
      * them (RF_EINVAL naming the bucket). Each

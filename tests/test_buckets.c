@@ -7,7 +7,8 @@
  * follow the bucket's geometry; every sample is delivered exactly once per epoch, over one
  * rank and over two; the same batches at 1 and 3 decode threads; a resume mid-epoch gives the
  * remaining batches, a cursor that is no batch start of the new shape is refused; drop_last
- * drops the leftovers; bad settings are refused by name. */
+ * drops the leftovers; bad settings are refused by name; the sizes come from the headers, a
+ * JPEG's past a long EXIF block too. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +49,24 @@ static uint8_t *mask_png(uint32_t w, uint32_t h, size_t *len)
     return out;
 }
 
+/* p's JPEG with APP1 segments of `extra` bytes in all after its SOI, as a camera's EXIF block
+ * with a thumbnail puts the frame header tens of KiB in (malloc'ed). */
+static uint8_t *long_exif(const pic *p, size_t extra, size_t *len)
+{
+    uint8_t *out = malloc(p->len + extra), *at = out + 2;
+    memcpy(out, p->data, 2);
+    for (size_t left = extra; left > 0;) {
+        size_t seg = left > 60000 ? 40000 : left; /* a segment holds at most 65535 bytes */
+        at[0] = 0xFF, at[1] = 0xE1, at[2] = (uint8_t)((seg - 2) >> 8), at[3] = (uint8_t)(seg - 2);
+        memcpy(at + 4, "Exif\0\0", 6);
+        memset(at + 10, 0xA5, seg - 10); /* no 0xFF: nothing here reads as a marker */
+        at += seg, left -= seg;
+    }
+    memcpy(at, p->data + 2, p->len - 2);
+    *len = p->len + extra;
+    return out;
+}
+
 /* One shard: sample i is KEY.png, .webp or .jpg, KEY.cls holding i, KEY.json with one box of
  * the whole image and KEY.seg.png. */
 static void make_data(void)
@@ -63,7 +82,14 @@ static void make_data(void)
         pic *p = &g_pics[i];
         *p = sz_make_pic(g_sizes[i % N_SIZES][0], g_sizes[i % N_SIZES][1], (int)(i % 3), 460 + i);
         snprintf(file, sizeof file, "%s/%08u.%s", src, i, ext[i % 3]);
-        rf_test_write_file(file, p->data, p->len);
+        size_t len = p->len;
+        /* a JPEG whose size lies past the size pass's first read, and one past its second,
+         * both of a bucket other than 0 (where an unread size would go) */
+        uint8_t *data = i == 2    ? long_exif(p, 30000, &len)
+                        : i == 17 ? long_exif(p, 90000, &len) : p->data;
+        rf_test_write_file(file, data, len);
+        if (data != p->data)
+            free(data);
         char text[128];
         snprintf(file, sizeof file, "%s/%08u.cls", src, i);
         rf_test_write_file(file, text, (size_t)snprintf(text, sizeof text, "%u", i));
@@ -420,6 +446,36 @@ START_TEST(ties_go_to_the_first_bucket)
 }
 END_TEST
 
+/* The header sizes the size pass reads: PNG, WebP and JPEG from their first bytes; a JPEG
+ * behind a long EXIF block asks for more until its frame header is in; what is no image, or
+ * a JPEG without a frame header, is -1. */
+START_TEST(peek_size_from_the_headers)
+{
+    make_data();
+    uint32_t w, h;
+    for (int f = SZ_PNG; f <= SZ_JPEG; f++) {
+        pic p = sz_make_pic(97, 61, f, 9);
+        ck_assert_int_eq(rf_image_peek_size(p.data, RF_MIN(p.len, 4096), &w, &h), 0);
+        ck_assert(w == 97 && h == 61);
+        if (f == SZ_JPEG) {
+            size_t len;
+            uint8_t *j = long_exif(&p, 30000, &len);
+            ck_assert_int_eq(rf_image_peek_size(j, 4096, &w, &h), 1);
+            ck_assert_int_eq(rf_image_peek_size(j, 30000, &w, &h), 1);
+            ck_assert_int_eq(rf_image_peek_size(j, len, &w, &h), 0);
+            ck_assert(w == 97 && h == 61);
+            memset(j + 2, 0, 40); /* no marker where the APP1 was: still found by skipping */
+            j[2 + 40] = 0xFF, j[2 + 41] = 0xD9;   /* then an EOI before any frame */
+            ck_assert_int_eq(rf_image_peek_size(j, len, &w, &h), -1);
+            free(j);
+        }
+        sz_free_pic(&p);
+    }
+    static const uint8_t junk[64] = "not an image at all, just text that goes on and on";
+    ck_assert_int_eq(rf_image_peek_size(junk, sizeof junk, &w, &h), -1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("buckets");
@@ -431,6 +487,7 @@ int main(void)
     tcase_add_test(tc, resume_refuses_another_batch_shape);
     tcase_add_test(tc, bad_settings_are_refused_by_name);
     tcase_add_test(tc, ties_go_to_the_first_bucket);
+    tcase_add_test(tc, peek_size_from_the_headers);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }
