@@ -345,3 +345,29 @@ def test_size_buckets_errors(pad_shards):
                         device="cpu")
     with pytest.raises(ValueError, match="size_buckets"):
         ringfeed.Loader(pattern, 3, crop="letterbox", size_buckets=[(24, 40, 3)], device="cpu")
+
+
+def test_size_buckets_resume_and_len(pad_shards):
+    """len(loader) counts the bucket batches of an epoch (full ones, then one smaller batch
+    per bucket with leftovers); a state_dict saved mid-epoch resumes with the batches that
+    were left; one of another world_size is refused."""
+    pattern, pics = pad_shards
+    kw = dict(crop="letterbox", size_buckets=BUCKETS, device="cpu", array_type="numpy",
+              decode_threads=2, seed=17)
+    counts = [0] * len(BUCKETS)
+    for p in pics:
+        counts[nearest_bucket(p.shape[1], p.shape[0])] += 1
+    with ringfeed.Loader(pattern, 2, **kw) as ld:
+        full = [(b.bucket[0], b.labels.tolist()) for b in ld]
+        assert len(ld) == len(full) == sum(c // 2 + c % 2 for c in counts)
+    with ringfeed.Loader(pattern, 2, **kw) as ld:
+        it = iter(ld)
+        head = [(b.bucket[0], b.labels.tolist()) for b in (next(it), next(it), next(it))]
+        sd = ld.state_dict()
+    with ringfeed.Loader(pattern, 2, **kw) as ld:
+        ld.load_state_dict(sd)
+        tail = [(b.bucket[0], b.labels.tolist()) for b in ld]
+    assert head + tail == full
+    with pytest.raises(ringfeed.RingfeedError, match="size_buckets"):
+        with ringfeed.Loader(pattern, 2, world_size=2, rank=0, **kw) as ld:
+            ld.load_state_dict(sd)
