@@ -891,6 +891,36 @@ typedef struct rf_config {
      * and on the CUDA backend with a dtype other than uint8 (normalize on the device after the
      * copy). */
     const char *multi_crop;
+    /* Size buckets (aspect-ratio bucketing, as Ultralytics' rect training and SDXL/kohya
+     * bucketing do; default NULL: off). "HxW,HxW,...": each bucket's rows and columns, 1..8192
+     * each, at most 64 buckets, e.g. "384x640,512x512,640x384" (RF_EINVAL naming the entry:
+     * not HEIGHTxWIDTH, a side out of range, a repeated entry). Needs crop LETTERBOX: each
+     * image goes to the bucket whose aspect ratio (width / height) is nearest its own (the
+     * smallest ratio between the two; a tie to the bucket listed first; an image whose header
+     * does not parse to bucket 0, where its decode fails as it would without buckets) and is
+     * letterboxed into that bucket's size with pad_value (rf_batch.letterbox, crop_boxes,
+     * boxes, keypoints and masks follow the bucket's geometry). Every batch holds samples of
+     * one bucket (rf_batch.bucket, bucket_height, bucket_width): each epoch the shuffled order
+     * is walked once and a bucket's batch_size x world_size-th sample closes the next batch
+     * of every rank (rank r its samples r, r + world_size, ...); at the epoch's end the
+     * buckets' leftovers are dropped with drop_last, else each is one smaller batch per rank,
+     * in bucket order, padded by repeating its own first samples (remainder PAD) or cut to a
+     * multiple of world_size (remainder DROP). The same batches at any thread count; a resume
+     * state counts the batches' samples and resumes at a batch's start with the same
+     * batch_size and world_size (another is RF_ERESUME). Create reads every image's header
+     * once (its first 4 KiB; 64 KiB, then the whole member, when the size lies further in).
+     * image_height x image_width is the slot every sample reserves: left AUTO, they are the
+     * largest bucket height and width (image_size is not used); set, every bucket must fit in
+     * them (RF_EINVAL naming the bucket). Each
+     * sample's Hb x Wb x 3 pixels are packed from its slot's start (rf_batch.sample_offsets;
+     * rf_batch.sizes says Hb, Wb), so the ring stays prefetch_depth x batch_size x
+     * image_height x image_width x 3 (x the dtype's bytes), allocated once at create, and
+     * masks' rows likewise. Every decode path letterboxes into the bucket (the GPU kernels
+     * and engines too, byte for byte the CPU's full-scale decode). RF_EINVAL with another
+     * crop, a token source, remote shards, multi_crop, a sample_hook, on_error SKIP, weighted
+     * mixing (weights, epoch_size, replacement, class or sample weights) and a float dtype
+     * with layout NCHW. Copied at create. */
+    const char *size_buckets;
 } rf_config;
 
 /* How far a box or labelled keypoint may lie outside its image (rounding in the data) before
@@ -1041,9 +1071,9 @@ typedef struct rf_batch {
      * affine map of their crop box (pad <= 0). A blank padding sample {0, 0, 0, 0}; a padding
      * repeat its original's. */
     const float *letterbox;
-    /* crop NATIVE only (NULL otherwise, for token batches and for a batch of a struct_size
-     * that ends before them): each sample's image has its own size, at most the H x W of
-     * rf_batch.shape. sizes: host, count x 2 uint32, sample i's {height, width} =
+    /* crop NATIVE and size_buckets only (NULL otherwise, for token batches and for a batch
+     * of a struct_size that ends before them): each sample's image has its own size (with
+     * size_buckets the batch's bucket's), at most the H x W of rf_batch.shape. sizes: host, count x 2 uint32, sample i's {height, width} =
      * sizes[2i .. 2i+1] ({0, 0} for a blank padding sample); sample_offsets: host, count
      * uint64, where sample i starts in data, in elements of dtype (i x H x W x 3: every sample
      * keeps a slot of the largest size). Its height x width x 3 elements are packed from there,
@@ -1055,7 +1085,9 @@ typedef struct rf_batch {
      * that ends before it): count x H x W values of mask_dtype (H, W: the images' height and
      * width, whatever the layout), sample i's at masks + i x H x W elements; each has its
      * image's crop, nearest resize and flip, mask_fill outside the output rectangle. A padding
-     * repeat has its original's mask; a blank padding sample's is all mask_fill. */
+     * repeat has its original's mask; a blank padding sample's is all mask_fill. With
+     * size_buckets each sample's mask is bucket_height x bucket_width values packed from its
+     * row's start, as its image is. */
     const void *masks;
     uint32_t mask_dtype; /* enum rf_dtype: RF_DTYPE_UINT8 or RF_DTYPE_INT32 */
     /* rf_config.multi_crop: nviews views per sample (0 and NULL when off, for token batches
@@ -1066,6 +1098,13 @@ typedef struct rf_batch {
      * rf_view). */
     uint32_t nviews;
     const rf_view *views; /* host array of nviews; valid until release */
+    /* rf_config.size_buckets (all 0 when off, for token batches and for a batch of a
+     * struct_size that ends before them): the batch's bucket (its index in size_buckets) and
+     * that bucket's height and width. Every sample's image is bucket_height x bucket_width,
+     * packed from its sample's start as crop NATIVE's are (sizes, sample_offsets: a blank
+     * padding sample's size is {0, 0}); data and shape still span the H x W slots. */
+    uint32_t bucket;
+    uint32_t bucket_height, bucket_width;
 } rf_batch;
 
 /* Create a loader and start its threads. *out receives the handle on success and NULL on

@@ -104,7 +104,7 @@ static const struct {
     {"max_points", U, 0}, {"keypoint_flip_pairs", P, 0},
     {"box_output_normalized", U, 0}, {"pad_value", F3, RF_PAD_VALUE_AUTO},
     {"mask", P, 0}, {"mask_dtype", U, RF_DTYPE_UINT8}, {"mask_fill", U, RF_MASK_FILL_AUTO},
-    {"multi_crop", P, 0},
+    {"multi_crop", P, 0}, {"size_buckets", P, 0},
 };
 #define NDOCUMENTED (sizeof documented / sizeof documented[0])
 

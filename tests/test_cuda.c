@@ -28,7 +28,7 @@ static uint32_t g_gpu, g_size = SIZE, g_percent, g_hw;
 static uint32_t g_height, g_width; /* non-square output; 0: g_size */
 static uint32_t g_batch = 16;
 static uint32_t g_crop = RF_CROP_RANDOM, g_resize_shorter; /* crop, resize_shorter */
-static const char *g_views; /* multi_crop */
+static const char *g_views, *g_buckets; /* multi_crop, size_buckets */
 /* 1: decode_schedule BALANCE on the device against the host backend's CPU run, at full scale
  * on both; 2: the same with dct_scaling ON on both (the crops the CPU scales stay on the
  * CPU); 0: the CPU alone (AUTO's choice) unless gpu_decode or hw_decode_percent ask for the
@@ -72,6 +72,8 @@ static rf_config mem_cfg(uint32_t device_kind, const char **pat)
         c.shards = g_mixed, c.shard_count = 2;
     c.batch_size = g_batch;
     c.crop = g_crop, c.resize_shorter = g_resize_shorter, c.multi_crop = g_views;
+    if ((c.size_buckets = g_buckets) != NULL) /* the slot: the largest bucket */
+        c.image_height = c.image_width = 0;
     if (g_crop >= RF_CROP_LETTERBOX || g_views) /* the GPU paths decode at full scale: so does
                                                  * the host */
         c.dct_scaling = RF_DCT_SCALING_OFF;
@@ -189,8 +191,10 @@ static void compare_with_host(uint32_t dtype, uint32_t layout)
         CK_CUDA(cudaMemcpyAsync(labels, a->labels_device, a->count * 4, cudaMemcpyDeviceToHost, st));
         CK_CUDA(cudaStreamSynchronize(st));
         ck_assert_int_eq(memcmp(labels, b->labels, a->count * 4), 0);
-        if (g_crop == RF_CROP_NATIVE) /* only each sample's own size is written */
+        if (g_crop == RF_CROP_NATIVE || g_buckets) /* only each sample's own size is written */
             native_to_compare(a, b, back);
+        if (g_buckets)
+            ck_assert(a->bucket == b->bucket && a->bucket_height == b->bucket_height);
         if (g_crop >= RF_CROP_LETTERBOX)
             ck_assert_int_eq(memcmp(a->letterbox, b->letterbox, (size_t)a->count * 16), 0);
         if (dtype == RF_DTYPE_UINT8 && (g_hw || (g_balance && !g_zero_shares))) {
@@ -328,6 +332,22 @@ START_TEST(gpu_paths_padded_crops)
         st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout);
         ck_assert_uint_eq(st.hw_decoded, 80);
     }
+}
+END_TEST
+
+/* size_buckets on the GPU paths: each image letterboxed into its batch's bucket, packed from
+ * its sample's start; the batches equal the host backend's, on the kernels and the engines. */
+START_TEST(gpu_paths_size_buckets)
+{
+    g_buckets = "96x160,128x128,160x96", g_crop = RF_CROP_LETTERBOX;
+    g_gpu = 1, g_use = g_rpat;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NCHW).gpu_decoded, 80);
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW);
+    g_gpu = 0, g_hw = 100, g_use = g_pat;
+    if (!hw_available())
+        return;
+    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
 }
 END_TEST
 
@@ -1324,6 +1344,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, gpu_decode_plain_bf16_nchw);
     tcase_add_test(tc, gpu_paths_padded_crops);
     tcase_add_test(tc, gpu_paths_multi_crop);
+    tcase_add_test(tc, gpu_paths_size_buckets);
     tcase_add_test(tc, hw_decode_damaged_files);
     tcase_add_test(tc, hw_decode_skip);
     tcase_add_test(tc, balance_schedule_plain_equals_host);

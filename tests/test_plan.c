@@ -184,6 +184,67 @@ START_TEST(state_blob_roundtrip_and_corruption)
 }
 END_TEST
 
+/* Size buckets over 1000 samples in 5 buckets of uneven sizes, for 1 and 3 ranks, both
+ * remainders and drop_last: every batch of one bucket, its padding repeats of that bucket,
+ * each sample once per epoch over the ranks (all of them but what drop_last or remainder DROP
+ * leave out), every rank as many batches, the same groups whatever the epoch's order, and
+ * rf_plan_first/rf_plan_cursor agreeing with the batches' counts. */
+START_TEST(size_buckets_batches_of_one_bucket)
+{
+    enum { N = 1000, NB = 5, B = 4 };
+    for (uint32_t world = 1; world <= 3; world += 2)
+        for (uint32_t mode = 0; mode < 3; mode++) {
+            uint32_t drop_last = mode == 2, rem = mode == 1 ? RF_REMAINDER_DROP
+                                                            : RF_REMAINDER_PAD;
+            uint32_t seen[N] = {0}, batches = 0, count[NB] = {0};
+            for (uint32_t rank = 0; rank < world; rank++) {
+                rf_plan p = mk(N, B, rank, world, RF_ORDER_GLOBAL, drop_last, rem);
+                uint16_t *of = malloc(N * sizeof *of);
+                for (uint32_t i = 0; i < N; i++) /* bucket b holds about (b + 1) / 15 */
+                    of[i] = (uint16_t)(i % 15 < 1 ? 0 : i % 15 < 3 ? 1 : i % 15 < 6 ? 2
+                                       : i % 15 < 10 ? 3 : 4);
+                if (rank == 0)
+                    for (uint32_t i = 0; i < N; i++)
+                        count[of[i]]++;
+                rf_err e = {0};
+                ck_assert_int_eq(rf_plan_set_buckets(&p, of, NB, &e), 0);
+                rf_plan_epoch(&p, 2, 0);
+                uint64_t j = 0;
+                for (uint64_t k = 0; k < p.batches; k++) {
+                    ck_assert_uint_eq(rf_plan_first(&p, k), j);
+                    uint32_t n = rf_plan_batch_count(&p, k), b = rf_plan_batch_bucket(&p, k);
+                    ck_assert(n >= 1 && n <= B);
+                    ck_assert(!drop_last || n == B);
+                    for (uint32_t i = 0; i < n; i++, j++) {
+                        uint64_t id, pos;
+                        uint8_t pad;
+                        rf_plan_sample(&p, j, &id, &pos, &pad);
+                        ck_assert_uint_eq(p.bk->of[id], b);
+                        seen[id] += !pad;
+                    }
+                    /* the cursor after batch k, counted over every rank */
+                    ck_assert_uint_eq(rf_plan_cursor(&p, 0, k + 1) -
+                                          rf_plan_cursor(&p, 0, k), (uint64_t)n * world);
+                }
+                ck_assert_uint_eq(j, p.per_rank);
+                if (rank == 0)
+                    batches = (uint32_t)p.batches;
+                ck_assert_uint_eq(p.batches, batches);
+                rf_plan_free(&p);
+            }
+            uint32_t want = 0, got = 0, g = B * world;
+            for (uint32_t b = 0; b < NB; b++)
+                want += drop_last ? count[b] / g * g
+                        : rem == RF_REMAINDER_DROP ? count[b] / world * world : count[b];
+            for (uint32_t i = 0; i < N; i++) {
+                ck_assert_uint_le(seen[i], 1);
+                got += seen[i];
+            }
+            ck_assert_uint_eq(got, want);
+        }
+}
+END_TEST
+
 START_TEST(invalid_shapes_are_errors)
 {
     rf_plan p;
@@ -205,6 +266,7 @@ int main(void)
     tcase_add_test(tc, resume_cursor_survives_world_change);
     tcase_add_test(tc, state_blob_roundtrip_and_corruption);
     tcase_add_test(tc, invalid_shapes_are_errors);
+    tcase_add_test(tc, size_buckets_batches_of_one_bucket);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
 }

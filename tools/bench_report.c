@@ -43,6 +43,8 @@ static void json_ratio(const char *key, double v)
         printf("\"%s\": %.4f", key, v);
 }
 
+#define RF_BUCKET_TEXT_SHOWN 160 /* the size buckets named in the table's header, cut there */
+
 /* The crop mode's name, from its settings row (every mode the library has). */
 static const char *crop_name(const rf_config *c, char *buf, size_t len)
 {
@@ -62,9 +64,18 @@ void print_table(const opts *o, const result *r)
     double secs = r->timed_seconds > 0 ? r->timed_seconds : 1e-9;
     double wall = s->wall_ns * 1e-9;
     printf("ringfeed-bench  device %s  io %s (%s)\n", s->device, s->io_engine, s->io_engine_why);
-    printf("  %u decode threads, %u I/O threads, depth %u, batch %u, %ux%u %s crop\n",
-           s->decode_threads, s->io_threads, s->prefetch_depth, o->cfg.batch_size,
-           o->cfg.image_size, o->cfg.image_size, crop_name(&o->cfg, crop, sizeof crop));
+    /* the output: image_height x image_width when set, else image_size square; with size
+     * buckets the buckets (each batch one of them) */
+    char size[RF_BUCKET_TEXT_SHOWN];
+    const rf_config *c = &o->cfg;
+    if (c->size_buckets && *c->size_buckets)
+        snprintf(size, sizeof size, "buckets %s", c->size_buckets);
+    else
+        snprintf(size, sizeof size, "%ux%u", c->image_height ? c->image_height : c->image_size,
+                 c->image_width ? c->image_width : c->image_size);
+    printf("  %u decode threads, %u I/O threads, depth %u, batch %u, %s %s crop\n",
+           s->decode_threads, s->io_threads, s->prefetch_depth, c->batch_size, size,
+           crop_name(c, crop, sizeof crop));
     printf("  %-26s %12s\n", "metric", "value");
     if (o->cfg.source == RF_SOURCE_TOKENS) {
         printf("  %-26s %12.0f\n", "windows/s", r->timed_images / secs);

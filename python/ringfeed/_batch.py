@@ -81,6 +81,26 @@ def native_views(images, sizes, nchw):
     return out
 
 
+def bucket_of(b):
+    """size_buckets: the batch's (bucket index, height, width); None when off."""
+    if not b.bucket_height:
+        return None
+    return int(b.bucket), int(b.bucket_height), int(b.bucket_width)
+
+
+def bucket_array(a, n, shape):
+    """size_buckets: the first prod(shape) elements of each sample's row of `a` (n rows: its
+    slot, image_height x image_width large), where the bucket's image or mask is packed, as an
+    (n,) + shape view (numpy or torch, any device; strided: the rows stay slot-sized apart)."""
+    size = 1
+    for d in shape:
+        size *= d
+    part = a.reshape(n, -1)[:, :size]
+    # splitting the row's contiguous stretch: a view in numpy and torch alike
+    return (part.reshape((n,) + shape) if isinstance(part, _arrays.np.ndarray)
+            else part.view((n,) + shape))
+
+
 def view_arrays(images, b, n):
     """multi_crop: each view of the batch as an array over `images` (the batch's (n, row)
     array: every sample's views one after another), shaped (n, H, W, 3) or (n, 3, H, W); the

@@ -136,6 +136,9 @@ class RfBatch(ctypes.Structure):
         ("mask_dtype", ctypes.c_uint32),
         ("nviews", ctypes.c_uint32),
         ("views", ctypes.POINTER(RfView)),
+        ("bucket", ctypes.c_uint32),
+        ("bucket_height", ctypes.c_uint32),
+        ("bucket_width", ctypes.c_uint32),
     ]
 
 

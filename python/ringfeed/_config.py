@@ -255,6 +255,24 @@ def _multi_crop_text(groups):
     return ",".join(parts)
 
 
+def _size_buckets_text(buckets):
+    """size_buckets given as a list of "HxW" strings or (height, width) pairs -> the library's
+    text "HxW,HxW"; a string passes as it is (the library checks both, naming the entry)."""
+    if buckets is None or isinstance(buckets, str):
+        return buckets
+    parts = []
+    for b in buckets:
+        if isinstance(b, str):
+            parts.append(b)
+            continue
+        if not isinstance(b, (list, tuple)) or len(b) != 2:
+            raise ValueError(f"size_buckets={buckets!r}: each bucket is \"HxW\" or (height, "
+                             f"width), not {b!r}")
+        h, w = (_uint("size_buckets", v, 1, 8192) for v in b)
+        parts.append(f"{h}x{w}")
+    return ",".join(parts)
+
+
 def _find_nvjpeg():
     """Point RINGFEED_NVJPEG at the nvidia-nvjpeg wheel's library when it is installed and the
     variable is not set: the C library dlopens libnvjpeg.so.13 by name, and a wheel's lib/

@@ -39,11 +39,12 @@ from ._base import _LoaderBase
 from ._batch import (_BatchBase, _meta_property, copy_annotations, copy_boxes,
                      copy_letterbox, copy_masks, copy_multi_labels, copy_sizes,
                      copy_view_boxes, copy_view_targets, native_views, targets_of,
-                     view_arrays)
+                     view_arrays, bucket_array, bucket_of)
 from ._config import (_CROPS, _IMAGE_DTYPES, _LAYOUTS, _ON_ERROR, _SCHEDULES, _TOKEN_DTYPES,
                       _cache_fields, _common_fields, _dct_scaling, _default_decode_threads,
                       _dtype_name, _field_names, _find_nvjpeg, _image_exts, _label_fields,
-                      _multi_crop_text, _remote_fields, _size_fields, _source_kind)
+                      _multi_crop_text, _remote_fields, _size_buckets_text, _size_fields,
+                      _source_kind)
 
 # This module holds the public classes; the machinery under them lives by concern in _config
 # (arguments as rf_config fields), _batch (leases, a batch's lazily copied metadata), _base (the
@@ -72,8 +73,10 @@ class Batch(_BatchBase):
     source image's pixels, and whether it was flipped; on the host, numpy or torch as the
     labels), `.letterbox` float32 (N, 4) (scale_x, scale_y, pad_x, pad_y: a source point x
     lands at x * scale_x + pad_x of the output before the flip; every crop mode), `.sizes`
-    int32 (N, 2) with crop="native" (each image's height, width; else None) and
-    `.native_images()` (each image at its own size, views of `.images`), `.multi_labels` and
+    int32 (N, 2) with crop="native" or size_buckets (each image's height, width; else None)
+    and `.native_images()` (each image at its own size, views of `.images`), `.bucket` with
+    size_buckets ((index, height, width) of the batch's bucket, which `.images` and `.masks`
+    have; else None), `.multi_labels` and
     `.label_counts` with multi_label (uint8 (N, num_classes) multi-hot or int32 (N, max_labels)
     padded with -1, and int32 (N,); None when off),
     `.masks` with mask= (uint8 or int32 (N, H, W) on the host, each sample's mask with its
@@ -95,7 +98,7 @@ class Batch(_BatchBase):
     also without masks).
     Unpacks as `images, labels`."""
 
-    __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes",
+    __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes", "bucket",
                  "multi_labels", "label_counts", "boxes", "box_classes", "box_counts", "points",
                  "point_counts", "masks", "views", "view_boxes", "view_flips", "view_masks",
                  "_view_annots", "_keys", "_fields", "_nchw")
@@ -111,7 +114,7 @@ class Batch(_BatchBase):
         """crop="native": a list of each sample's image at its own size (`.sizes`), views of
         `.images` (valid as long as it is), (h, w, 3) for NHWC or (3, h, w) for NCHW."""
         if self.sizes is None:
-            raise ValueError("native_images() needs crop='native'")
+            raise ValueError("native_images() needs crop='native' or size_buckets")
         return native_views(self.images, self.sizes, self._nchw)
 
     def targets(self):
@@ -364,6 +367,8 @@ class Loader(_LoaderBase):
         f.update(_remote_fields(remote_retries, remote_timeout))
         if "multi_crop" in settings:  # groups as tuples, or the library's text
             settings["multi_crop"] = _multi_crop_text(settings["multi_crop"])
+        if "size_buckets" in settings:  # (height, width) pairs, or the library's text
+            settings["size_buckets"] = _size_buckets_text(settings["size_buckets"])
         f.update(_other_settings("Loader", settings))
         f.update(_mix.mix_fields(per_source, weights, class_weights, sample_weights,
                                  source_labels))
@@ -430,6 +435,11 @@ class Loader(_LoaderBase):
         dtype = self._check_dtype(b)
         batch.images = self._data_array(b, lease, tuple(b.shape[:b.ndim]), dtype, stream)
         batch.views = view_arrays(batch.images, b, n)
+        batch.bucket = bucket_of(b)
+        nchw = b.layout == C.RF_LAYOUT_NCHW
+        if batch.bucket:  # size_buckets: (N, Hb, Wb, 3) or (N, 3, Hb, Wb) over the slots
+            hb, wb = batch.bucket[1:]
+            batch.images = bucket_array(batch.images, n, (3, hb, wb) if nchw else (hb, wb, 3))
         batch.view_boxes, batch.view_flips = copy_view_boxes(b, n, self._array_type)
         if b.device_kind == C.RF_DEVICE_CUDA and b.labels_device:
             lab = self._views.get(lease, b.labels_device, (n,), "int32", self._cuda_view)
@@ -455,6 +465,9 @@ class Loader(_LoaderBase):
         # with views b.shape is (n, row): the views carry the sizes, view 0's is the batch's
         batch.masks = (batch.view_masks[0] if batch.view_masks
                        else copy_masks(b, n, int(h), int(w), self._array_type))
+        if batch.bucket and batch.masks is not None:  # each packed from its row's start
+            m = bucket_array(batch.masks, n, batch.bucket[1:])
+            batch.masks = m.copy() if isinstance(m, _arrays.np.ndarray) else m.contiguous()
         return batch
 
 

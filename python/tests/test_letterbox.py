@@ -8,7 +8,9 @@ must say where each image landed; flips mirror the whole output; 1 and 3 decode 
 padding repeats included; the GPU paths (the host backend's emulation of the kernels and the
 engines) deliver the CPU path's bytes for all three crops. crop="native": each image at its
 own size (batch.sizes, batch.native_images()), its own pixels when it fits in H x W. Boxes
-(box_json_path) land where batch.letterbox says, through the shared geometry."""
+(box_json_path) land where batch.letterbox says, through the shared geometry. size_buckets:
+batches of one bucket, (N, Hb, Wb, 3) or (N, 3, Hb, Wb), each sample its bucket's letterbox,
+every sample once over two ranks; buckets given as pairs; bad entries named."""
 import io
 import os
 import tarfile
@@ -52,7 +54,7 @@ def pad_shards(tmp_path_factory):
     return path, pics
 
 
-def letterbox_ref(img, pad):
+def letterbox_ref(img, pad, H=H, W=W):
     """Ultralytics' LetterBox of img to H x W with PIL's resize; (image, where the picture is,
     (r_x, r_y, left, top))."""
     from PIL import Image
@@ -314,3 +316,103 @@ def test_boxes_follow_the_letterbox(tmp_path, crop):
                 np.testing.assert_allclose(b.boxes[i], want, atol=1e-3)
                 seen += 1
     assert seen == len(pics)
+
+
+BUCKETS = [(24, 40), (32, 32), (40, 24)]  # (height, width)
+
+
+def nearest_bucket(w, h):
+    """The bucket of a w x h picture by its definition: the nearest aspect ratio in log
+    distance, the first listed on a tie."""
+    d = [abs(np.log(w / h) - np.log(bw / bh)) for bh, bw in BUCKETS]
+    return min(range(len(BUCKETS)), key=lambda k: (d[k], k))
+
+
+@pytest.mark.parametrize("threads, layout", [(1, "NHWC"), (3, "NCHW")])
+def test_size_buckets_batches_of_one_bucket(pad_shards, threads, layout):
+    pytest.importorskip("PIL")
+    pattern, pics = pad_shards
+    seen = [0] * len(pics)
+    for rank in (0, 1):
+        with ringfeed.Loader(pattern, 2, crop="letterbox", size_buckets=BUCKETS,
+                             layout=layout, device="cpu", array_type="numpy",
+                             decode_threads=threads, flip_prob=0.5, seed=11, rank=rank,
+                             world_size=2, dct_scaling=False) as ld:
+            assert ld.config["size_buckets"] == "24x40,32x32,40x24"
+            assert (ld.config["image_height"], ld.config["image_width"]) == (40, 40)
+            for b in ld:
+                k, hb, wb = b.bucket
+                assert (hb, wb) == BUCKETS[k]
+                shape = (b.count, 3, hb, wb) if layout == "NCHW" else (b.count, hb, wb, 3)
+                assert b.images.shape == shape
+                assert b.sizes.tolist() == [[hb, wb]] * b.count
+                for i in range(b.count):
+                    pic = pics[int(b.labels[i])]
+                    assert nearest_bucket(pic.shape[1], pic.shape[0]) == k
+                    want, inside, row = letterbox_ref(pic, 114, hb, wb)
+                    if b.flips[i]:
+                        want, inside = want[:, ::-1], inside[:, ::-1]
+                    got = np.asarray(b.images[i])
+                    if layout == "NCHW":
+                        got = got.transpose(1, 2, 0)
+                    d = np.abs(got.astype(int) - want.astype(int))
+                    assert (d[~inside] == 0).all(), (int(b.labels[i]), "padding")
+                    assert d.max() <= 2 and d.mean() <= 0.5
+                    np.testing.assert_allclose(b.letterbox[i], row, rtol=1e-5, atol=1e-4)
+                    seen[int(b.labels[i])] += not b.is_padding[i]
+    assert seen == [1] * len(pics)
+
+
+def test_size_buckets_torch(pad_shards):
+    pattern, pics = pad_shards
+    torch = pytest.importorskip("torch")
+    with ringfeed.Loader(pattern, 3, crop="letterbox", size_buckets="24x40, 40x24",
+                         layout="NHWC", device="cpu", array_type="torch") as ld:
+        n = 0
+        for b in ld:
+            assert isinstance(b.images, torch.Tensor)
+            assert tuple(b.images.shape) == (b.count,) + BUCKETS[2 * b.bucket[0]] + (3,)
+            assert b.images.contiguous().shape == b.images.shape
+            n += b.count
+        assert n == len(pics)
+
+
+def test_size_buckets_errors(pad_shards):
+    pattern, _ = pad_shards
+    for bad, why in (("24x40,24x", 'entry 2 "24x"'), ("24x40,24x40", "repeats entry 1"),
+                     ("0x3", "1..8192")):
+        with pytest.raises(ringfeed.RingfeedError, match=why):
+            ringfeed.Loader(pattern, 3, crop="letterbox", size_buckets=bad, device="cpu")
+    with pytest.raises(ringfeed.RingfeedError, match="set crop letterbox"):
+        ringfeed.Loader(pattern, 3, size_buckets="24x40", device="cpu")
+    with pytest.raises(ringfeed.RingfeedError, match="does not fit"):
+        ringfeed.Loader(pattern, 3, size=(32, 32), crop="letterbox", size_buckets="24x40",
+                        device="cpu")
+    with pytest.raises(ValueError, match="size_buckets"):
+        ringfeed.Loader(pattern, 3, crop="letterbox", size_buckets=[(24, 40, 3)], device="cpu")
+
+
+def test_size_buckets_resume_and_len(pad_shards):
+    """len(loader) counts the bucket batches of an epoch (full ones, then one smaller batch
+    per bucket with leftovers); a state_dict saved mid-epoch resumes with the batches that
+    were left; one of another world_size is refused."""
+    pattern, pics = pad_shards
+    kw = dict(crop="letterbox", size_buckets=BUCKETS, device="cpu", array_type="numpy",
+              decode_threads=2, seed=17)
+    counts = [0] * len(BUCKETS)
+    for p in pics:
+        counts[nearest_bucket(p.shape[1], p.shape[0])] += 1
+    with ringfeed.Loader(pattern, 2, **kw) as ld:
+        full = [(b.bucket[0], b.labels.tolist()) for b in ld]
+        assert len(ld) == len(full) == sum(c // 2 + c % 2 for c in counts)
+    with ringfeed.Loader(pattern, 2, **kw) as ld:
+        it = iter(ld)
+        head = [(b.bucket[0], b.labels.tolist()) for b in (next(it), next(it), next(it))]
+        sd = ld.state_dict()
+    with ringfeed.Loader(pattern, 2, **kw) as ld:
+        ld.load_state_dict(sd)
+        tail = [(b.bucket[0], b.labels.tolist()) for b in ld]
+    assert head + tail == full
+    with pytest.raises(ringfeed.RingfeedError, match="size_buckets"):
+        with ringfeed.Loader(pattern, 2, world_size=2, rank=0, **kw) as ld:
+            ld.load_state_dict(sd)

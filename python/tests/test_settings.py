@@ -85,9 +85,10 @@ def _other_value(s):
         return base + 1 if base + 1 <= s.max else base - 1
     if s.type == "f32":
         return (s.min + s.max) / 2
-    if s.type == "str":  # the string settings that are keywords: boxes', keypoints', masks', views'
+    if s.type == "str":  # the string settings that are keywords: boxes', keypoints', masks',
+        # views', buckets'
         return {"box_ext": "boxes.npy", "keypoint_flip_pairs": "0:1", "mask": "xmask",
-                "multi_crop": "2x16:0.2-1,3x8"}.get(s.name, "ann")
+                "multi_crop": "2x16:0.2-1,3x8", "size_buckets": "24x16,16x24"}.get(s.name, "ann")
     if s.type == "f32x3":  # pad_value: a value of each channel's range
         return (s.min, s.max, s.min + 1)
     pytest.fail(f"{s.name}: no value for a {s.type} setting")
@@ -106,6 +107,8 @@ def test_every_keyword_setting_reaches_the_library(shards):
                 {"max_boxes": 4}
         if s.name.startswith("keypoint_"):
             extra = {"max_points": 4, "keypoint_json_path": "k"}
+        if s.name == "size_buckets":  # letterboxed into each bucket
+            extra = {"crop": "letterbox"}
         extra.pop(s.name, None)
         with ringfeed.Loader(shards, 8, size=24, **KW, **extra, **{s.name: value}) as ld:
             got = ld.config[s.name]

@@ -25,7 +25,8 @@
     X(rf_batch, boxes) X(rf_batch, box_classes) X(rf_batch, box_counts) X(rf_batch, points)     \
     X(rf_batch, point_counts) X(rf_batch, letterbox) X(rf_batch, sizes)                         \
     X(rf_batch, sample_offsets) X(rf_batch, masks) X(rf_batch, mask_dtype)                      \
-    X(rf_batch, nviews) X(rf_batch, views)
+    X(rf_batch, nviews) X(rf_batch, views) X(rf_batch, bucket) X(rf_batch, bucket_height)     \
+    X(rf_batch, bucket_width)
 
 #define RF_VIEW_FIELDS(X)                                                                       \
     X(rf_view, data) X(rf_view, sample_stride) X(rf_view, shape) X(rf_view, crop_boxes)         \

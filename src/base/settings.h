@@ -262,7 +262,9 @@
     X(A, mask_fill, U32, AUTO_RULE(RF_MASK_FILL_AUTO, "255"), RANGE(0, INT32_MAX), "", "pipeline", \
       0, "mask value outside the image's output rectangle and of blank samples")                   \
     X(A, multi_crop, STR, DEF_S(NULL), NO_RANGE, "", "decode", 0,                                  \
-      "views per sample, decoded once (2x224:0.4-1,6x96:0.05-0.4)")
+      "views per sample, decoded once (2x224:0.4-1,6x96:0.05-0.4)")                            \
+    X(A, size_buckets, STR, DEF_S(NULL), NO_RANGE, "", "plan", 0,                                  \
+      "crop letterbox: batches of one aspect-ratio bucket (384x640,512x512,640x384)")
 /* clang-format on */
 
 /* The row of the field `name`, or NULL: for code that reads a row's own numbers (a limit a

@@ -254,6 +254,12 @@ void rf_mask_resample(rf_decoder *d, const rf_mask *m, const rf_geometry *g, uin
 int rf_image_size(rf_decoder *d, const uint8_t *data, size_t len, uint32_t *w, uint32_t *h,
                   rf_err *err);
 
+/* The size an image's header declares, from its first len bytes, without a decoder: 0 with *w
+ * and *h set; 1 when the bytes end before the size (a JPEG's frame header may follow tens of
+ * KiB of EXIF: read more); -1 when they are no JPEG, PNG or WebP, or their header does not
+ * parse. For the size buckets' pass over every image at create. */
+int rf_image_peek_size(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h);
+
 /* ---- multi-crop: K views of one image, decoded once (views.c) ---- */
 
 /* Views per sample (rf_config.multi_crop), and the longest text the setting may hold. */

@@ -38,3 +38,12 @@ rf_decoder *rf_decode_setup_decoder(const rf_decode_setup *d)
         rf_decoder_set_max_scale_denom(dec, 1);
     return dec;
 }
+
+rf_transform rf_decode_setup_transform(const rf_decode_setup *d, uint32_t bucket_h,
+                                       uint32_t bucket_w)
+{
+    rf_transform tf = d->tf;
+    if (bucket_h)
+        tf.height = bucket_h, tf.width = bucket_w;
+    return tf;
+}

@@ -102,3 +102,58 @@ int rf_decode_image_box(rf_decoder *d, const uint8_t *data, size_t len, const rf
     d->box_given = 0;
     return rc;
 }
+
+/* A JPEG's frame header (SOF0..SOF15 but DHT, JPG and DAC) by walking the marker segments from
+ * the SOI: the size without libjpeg, from as many bytes as reach it. */
+static int jpeg_peek_size(const uint8_t *p, size_t len, uint32_t *w, uint32_t *h)
+{
+    size_t i = 2;
+    for (;;) {
+        while (i < len && p[i] != 0xFF)
+            i++; /* not a marker: tolerated, as libjpeg skips it */
+        while (i < len && p[i] == 0xFF)
+            i++; /* fill bytes */
+        if (i + 3 > len)
+            return 1;
+        uint8_t m = p[i];
+        if (m == 0xD9 || m == 0xDA) /* EOI or SOS before any frame header */
+            return -1;
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) { /* no length */
+            i++;
+            continue;
+        }
+        size_t seg = (size_t)p[i + 1] << 8 | p[i + 2];
+        if (seg < 2)
+            return -1;
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            if (i + 8 > len)
+                return 1;
+            *h = (uint32_t)p[i + 4] << 8 | p[i + 5];
+            *w = (uint32_t)p[i + 6] << 8 | p[i + 7];
+            return *w && *h ? 0 : -1;
+        }
+        i += 1 + seg;
+    }
+}
+
+int rf_image_peek_size(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h)
+{
+    int iw = 0, ih = 0;
+    *w = *h = 0;
+    if (len < 30)
+        return 1;
+    switch (rf_image_sniff(data, len)) {
+    case RF_IMAGE_JPEG: return jpeg_peek_size(data, len, w, h);
+    case RF_IMAGE_PNG:
+        if (memcmp(data + 12, "IHDR", 4) != 0)
+            return -1;
+        *w = be32(data + 16), *h = be32(data + 20);
+        return *w && *h ? 0 : -1;
+    case RF_IMAGE_WEBP:
+        if (!WebPGetInfo(data, len, &iw, &ih))
+            return -1;
+        *w = (uint32_t)iw, *h = (uint32_t)ih;
+        return 0;
+    default: return -1;
+    }
+}

@@ -12,14 +12,21 @@
 #include "decode/decode.h"
 #include "loaders/tar.h"
 #include "pipeline/loader.h"
+#include "plan/buckets.h"
 
 /* Resolve *c in place, after its values were checked: a field left AUTO gets its fixed default
  * (rf_settings_resolve), then the AUTO values whose rule depends only on the config and the
  * machine (dct_scaling is resolved with the schedule at create: pl_sched_choose). */
-static void config_resolve(rf_config *c)
+static void config_resolve(rf_config *c, const rf_buckets *bk)
 {
     rf_settings_resolve(c);
     int gpu = c->gpu_decode || c->hw_decode_percent;
+    if (bk->n && !c->image_height) /* AUTO with size buckets: the largest bucket's */
+        for (uint32_t i = 0; i < bk->n; i++)
+            c->image_height = RF_MAX(c->image_height, bk->height[i]);
+    if (bk->n && !c->image_width)
+        for (uint32_t i = 0; i < bk->n; i++)
+            c->image_width = RF_MAX(c->image_width, bk->width[i]);
     if (!c->image_height)
         c->image_height = c->image_size;
     if (!c->image_width)
@@ -96,6 +103,41 @@ static int native_check(const rf_config *c, rf_err *err)
     return 0;
 }
 
+/* rf_config.size_buckets: a letterbox into each bucket, on the CPU, one bucket a batch; what
+ * assumes every sample is H x W or draws batches otherwise cannot take it. */
+static int buckets_check(const rf_config *c, const rf_buckets *bk, rf_err *err)
+{
+    if (!bk->n)
+        return 0;
+    if (c->source == RF_SOURCE_TOKENS)
+        return rf_seterr(err, RF_EINVAL, "size_buckets applies to images, not tokens");
+    if (c->crop != RF_CROP_LETTERBOX)
+        return rf_seterr(err, RF_EINVAL, "size_buckets letterboxes each image into its "
+                         "bucket: set crop letterbox (crop is %s)",
+                         c->crop == RF_CROP_RANDOM       ? "random"
+                         : c->crop == RF_CROP_CENTER     ? "center"
+                         : c->crop == RF_CROP_CENTER_PAD ? "center_pad"
+                                                         : "native");
+    for (uint32_t i = 0; i < bk->n; i++)
+        if (bk->height[i] > c->image_height || bk->width[i] > c->image_width)
+            return rf_seterr(err, RF_EINVAL, "size_buckets entry %u \"%ux%u\" does not fit "
+                             "image_height x image_width %ux%u, the slot every sample reserves "
+                             "(leave both unset: the largest bucket's)", i + 1, bk->height[i],
+                             bk->width[i], c->image_height, c->image_width);
+    const char *no = c->multi_crop && *c->multi_crop ? "multi_crop (views have their own sizes)"
+                     : c->sample_hook ? "a sample_hook (or a Python transform: it sees H x W "
+                                        "images)"
+                     : c->on_error == RF_ON_ERROR_SKIP
+                         ? "on_error skip (a replacement would come from another bucket)"
+                     : c->dtype != RF_DTYPE_UINT8 && c->layout == RF_LAYOUT_NCHW
+                         ? "a float dtype with layout NCHW (the conversion to NCHW assumes "
+                           "H x W samples; use NHWC)"
+                         : NULL;
+    if (no)
+        return rf_seterr(err, RF_EINVAL, "size_buckets with %s: not supported", no);
+    return 0;
+}
+
 /* rf_config.mask: an extension a tar member's name can end with, which is not the image's
  * (the image member would be taken for the mask), and a fill its dtype holds. */
 static int mask_check(const rf_config *c, rf_err *err)
@@ -148,8 +190,11 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     int rc = rf_settings_check(c, err);
     if (rc)
         return rc;
+    rf_buckets bk;
+    if ((rc = rf_buckets_parse(c->size_buckets, &bk, err)) != 0)
+        return rc;
     mem_defaults(c);
-    config_resolve(c);
+    config_resolve(c, &bk);
     if (!(c->scale_min > 0 && c->scale_min <= c->scale_max && c->ratio_min > 0 &&
           c->ratio_min <= c->ratio_max))
         return rf_seterr(err, RF_EINVAL, "invalid scale (%g, %g) or ratio (%g, %g)",
@@ -214,7 +259,7 @@ int pl_apply_defaults(rf_config *c, rf_err *err)
     for (int i = 0; i < 3; i++)
         if (!(c->std[i] > 0) && !(c->std[i] < 0))
             return rf_seterr(err, RF_EINVAL, "std[%d] must be non-zero", i);
-    if ((rc = mask_check(c, err)) != 0)
+    if ((rc = mask_check(c, err)) != 0 || (rc = buckets_check(c, &bk, err)) != 0)
         return rc;
     return cache_check(c, err);
 }

@@ -76,8 +76,9 @@ static void fill_batch(rf_loader *ld, slot *s)
     b->crop_boxes = ld->ring.tokens ? NULL : s->boxes;
     b->flips = ld->ring.tokens ? NULL : s->flips;
     b->letterbox = ld->ring.tokens ? NULL : s->places;
-    b->sizes = ld->ring.native ? s->sizes : NULL;
-    b->sample_offsets = ld->ring.native ? s->offsets : NULL;
+    int ragged = ld->ring.native || ld->ring.buckets.n; /* each sample says its size */
+    b->sizes = ragged ? s->sizes : NULL;
+    b->sample_offsets = ragged ? s->offsets : NULL;
     b->label_multihot = s->mhot, b->label_list = s->mlist, b->label_counts = s->mcounts;
     b->masks = s->masks, b->mask_dtype = ld->ring.mask_dtype;
     b->nviews = ld->ring.nviews;
@@ -379,12 +380,12 @@ void pl_resume_point(const rf_loader *ld, uint64_t *epoch, uint64_t *consumed)
     uint64_t per;
     rf_plan_shape(&ld->plan, ld->c.base, &per, &(uint64_t){0});
     uint64_t taken = ld->c.k * ld->ring.batch; /* samples this rank consumed in the epoch */
-    if (ld->c.k >= ld->c.batches || taken >= per) {
+    if (ld->c.k >= ld->c.batches || (!ld->plan.bk && taken >= per)) {
         *epoch = ld->c.epoch + 1;
         *consumed = 0;
     } else {
         *epoch = ld->c.epoch;
-        *consumed = RF_MIN(ld->plan.n, ld->c.base + taken * ld->plan.world);
+        *consumed = rf_plan_cursor(&ld->plan, ld->c.base, ld->c.k);
     }
 }
 

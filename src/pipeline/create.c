@@ -11,6 +11,7 @@
 #include "base/numa.h"
 #include "pipeline/loader.h"
 #include "pipeline/run.h"
+#include "pipeline/size_pass.h"
 
 /* The caller's strings outlive its config: the loader's config points at its own copies. */
 static int copy_strings(rf_loader *ld, rf_err *err)
@@ -37,6 +38,9 @@ static int copy_strings(rf_loader *ld, rf_err *err)
         return rf_seterr(err, RF_ENOMEM, "no memory");
     if (c->multi_crop && !(c->multi_crop = k->multi_crop = strndup(c->multi_crop,
                                                                    RF_VIEWS_TEXT_MAX + 1)))
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    if (c->size_buckets && !(c->size_buckets = k->size_buckets =
+                                 strndup(c->size_buckets, RF_BUCKETS_TEXT_MAX + 1)))
         return rf_seterr(err, RF_ENOMEM, "no memory");
     int vrc = rf_decode_setup_views(&ld->decode, c, err);
     if (vrc)
@@ -111,7 +115,13 @@ static int plan(rf_loader *ld, rf_err *err)
                           c->drop_last, c->remainder, c->rank, c->world_size, err);
     if (rc == 0)
         rc = plan_shards(ld, err);
-    return rc ? rc : pl_mix_setup(&ld->mix, &ld->cfg, &ld->ds, &ld->plan, err);
+    if (rc == 0)
+        rc = pl_mix_setup(&ld->mix, &ld->cfg, &ld->ds, &ld->plan, err);
+    uint16_t *of = NULL;
+    if (rc == 0 && ld->ring.buckets.n &&
+        (rc = pl_size_pass(&ld->ds, &ld->ring.buckets, &of, err)) == 0)
+        rc = rf_plan_set_buckets(&ld->plan, of, ld->ring.buckets.n, err);
+    return rc;
 }
 
 static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *err)
@@ -136,14 +146,16 @@ static int apply_resume(rf_loader *ld, uint64_t *epoch, uint64_t *base, rf_err *
     if (r.mix != mix)
         return rf_seterr(err, RF_ERESUME, "resume state was saved %s: its cursor counts "
                          "positions of another epoch order",
-                         !r.mix ? "without mixing, this loader mixes"
-                         : !mix ? "by a mixing loader, this one does not mix"
+                         ld->plan.bk ? "with other size_buckets, images, batch_size, "
+                                       "world_size, drop_last or remainder, or without "
+                                       "size_buckets"
+                         : !r.mix ? "without mixing, this loader mixes"
+                         : !mix ? "by a mixing loader (or one with size_buckets), this one "
+                                  "does not mix"
                                 : "with other sources, weights, epoch_size, replacement or "
                                   "class or sample weights");
-    if (r.consumed > ld->plan.n)
-        return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > %llu order positions "
-                         "per epoch", (unsigned long long)r.consumed,
-                         (unsigned long long)ld->plan.n);
+    if ((rc = rf_plan_base_check(&ld->plan, r.consumed, err)) != 0)
+        return rc;
     ld->plan.seed = c->seed = r.seed;
     *epoch = r.epoch;
     *base = r.consumed;
@@ -416,6 +428,7 @@ void rf_loader_destroy(rf_loader *ld)
     free(k->cache_dir);
     free(k->mask);
     free(k->multi_crop);
+    free(k->size_buckets);
     pl_core_destroy(&ld->core);
     free(ld);
 }

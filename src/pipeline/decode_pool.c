@@ -181,28 +181,28 @@ static void convert_row(const pl_pool *p, const slot *s, uint32_t i, const uint8
 
 /* The sample's image, or with multi_crop its views (info: one per view), on the CPU. */
 static int decode_pixels(pl_pool *p, rf_decoder *dec, const task *t, slot *s,
-                         const uint8_t *data, uint32_t len, rf_decode_info *info, rf_err *e)
+                         const rf_transform *tf, const uint8_t *data, uint32_t len,
+                         rf_decode_info *info, rf_err *e)
 {
     uint8_t *img = pl_gpu_pixels(p->gpu, s, t->index);
-    return rf_decode_sample(dec, data, len, &p->decode->tf, p->ring->views, t->aug_seed, img,
-                            info, e);
+    return rf_decode_sample(dec, data, len, tf, p->ring->views, t->aug_seed, img, info, e);
 }
 
-/* The geometry (rf_sample_geometry) of an image info describes under the sample's seed: one,
- * or with multi_crop each view's, from the view's transform and seed as its pixels had them
- * (rf_decode_views). Returns how many. */
-static uint32_t geometries(const pl_pool *p, const rf_decode_info *info, uint64_t seed,
-                           rf_geometry *g)
+/* The geometry (rf_sample_geometry) of an image info describes under the sample's seed and
+ * transform tf: one, or with multi_crop each view's, from the view's transform and seed as its
+ * pixels had them (rf_decode_views). Returns how many. */
+static uint32_t geometries(const pl_pool *p, const rf_transform *tf, const rf_decode_info *info,
+                           uint64_t seed, rf_geometry *g)
 {
     const rf_views *v = p->ring->views;
     if (!p->ring->nviews) {
-        rf_sample_geometry(&p->decode->tf, info->width, info->height, seed, g);
+        rf_sample_geometry(tf, info->width, info->height, seed, g);
         return 1;
     }
     for (uint32_t k = 0; k < v->n; k++) {
-        rf_transform t;
-        rf_view_transform(&p->decode->tf, v, k, &t);
-        rf_sample_geometry(&t, info->width, info->height, rf_view_seed(seed, k), &g[k]);
+        rf_transform vt;
+        rf_view_transform(tf, v, k, &vt);
+        rf_sample_geometry(&vt, info->width, info->height, rf_view_seed(seed, k), &g[k]);
     }
     return v->n;
 }
@@ -280,6 +280,8 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
                                                 span, &mask, &mk, &t->why, e)) != 0)
         return rc;
     rf_decode_info info, infos[RF_VIEWS_MAX];
+    const rf_transform tf =
+        rf_decode_setup_transform(p->decode, s->batch.bucket_height, s->batch.bucket_width);
     uint8_t *img = s->stage + (uint64_t)t->index * p->ring->stride;
     pl_gpu_sample_start(p->gpu, s, t->index);
     uint32_t format;
@@ -289,8 +291,8 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         /* a refilled slot's replacements take the CPU path: their verdicts cannot wait */
         rf_decode_info *di = p->ring->nviews ? infos : &info; /* with views: one each */
         rc = p->gpu->on && !s->gpu.refill
-                 ? pl_gpu_decode(p->gpu, dec, t, s, span + doff, dlen, img, di, gh, e)
-                 : decode_pixels(p, dec, t, s, span + doff, dlen, di, e);
+                 ? pl_gpu_decode(p->gpu, dec, t, s, &tf, span + doff, dlen, img, di, gh, e)
+                 : decode_pixels(p, dec, t, s, &tf, span + doff, dlen, di, e);
         if (rc == 0 && p->ring->nviews)
             info = infos[0];
         t->why = rc == RF_ELIMIT ? RF_SKIP_TOO_LARGE : rc == RF_EDECODE ? RF_SKIP_CORRUPT
@@ -306,7 +308,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
     /* the boxes and the mask follow one geometry per view, the image's: computed once for
      * both */
     rf_geometry g[RF_VIEWS_MAX];
-    uint32_t ng = nb || p->ring->mask_ext ? geometries(p, &info, t->aug_seed, g) : 0;
+    uint32_t ng = nb || p->ring->mask_ext ? geometries(p, &tf, &info, t->aug_seed, g) : 0;
     if (nb && (rc = pl_boxes_map(p->boxes, s, t->index, g, info.width, info.height,
                                  p->ds->keys + sm->key, sm->offset, found + nf, e)) != 0) {
         t->why = RF_SKIP_LABEL;
@@ -322,7 +324,7 @@ static int decode_task(pl_pool *p, rf_decoder *dec, task *t, slot *s, pl_gpu_hos
         t->why = RF_SKIP_HOOK;
         return rc;
     }
-    /* a NATIVE image is info's size, packed from its sample's start */
+    /* a NATIVE or bucket image is info's size, packed from its sample's start */
     if (p->ring->host_convert)
         convert_row(p, s, t->index, img, &info);
     s->labels[t->index] = label;

@@ -138,6 +138,8 @@ static uint64_t arena_alloc_locked(pl_dispatch *d, uint32_t len, uint64_t *end)
  * first order position on, fewer when drop_last cuts the last batch. */
 uint64_t pl_plan_real(const rf_plan *p)
 {
+    if (p->bk) /* size buckets: counted when the epoch was planned */
+        return p->real;
     uint64_t first = p->base + p->rank;
     uint64_t real = first < p->n ? (p->n - first + p->world - 1) / p->world : 0;
     return RF_MIN(real, p->per_rank);
@@ -234,8 +236,13 @@ void pl_slot_open_locked(pl_dispatch *d, slot *s)
         s->batch.count = d->count;
         s->batch.epoch = d->epoch;
         s->bad.code = 0;
-        /* after a resume the plan starts at the cursor: its whole batches come first */
-        s->batch.index = d->plan->base / ((uint64_t)d->plan->batch * d->plan->world) + d->k;
+        s->batch.index = rf_plan_batch_index(d->plan, d->k);
+        /* size buckets: the decode threads fit each sample into the batch's bucket */
+        uint32_t b = rf_plan_batch_bucket(d->plan, d->k);
+        int bk = d->ring->buckets.n != 0;
+        s->batch.bucket = b;
+        s->batch.bucket_height = bk ? d->ring->buckets.height[b] : 0;
+        s->batch.bucket_width = bk ? d->ring->buckets.width[b] : 0;
         s->skipped = 0;
         memset(s->skipped_by, 0, sizeof s->skipped_by);
         s->epoch_total = pl_plan_real(d->plan);
@@ -271,12 +278,12 @@ static task *dispatch_one_locked(pl_dispatch *d)
         return NULL;
     uint64_t id, pos;
     uint8_t pad;
-    rf_plan_sample(d->plan, d->k * d->ring->batch + d->j, &id, &pos, &pad);
+    uint64_t j = rf_plan_first(d->plan, d->k) + d->j; /* the rank's sample of the epoch */
+    rf_plan_sample(d->plan, j, &id, &pos, &pad);
     sample_read r;
     if (pl_sample_read_locked(d, s, d->j, id, &r))
         return NULL;
-    pl_warm_taken_locked(&d->warm, d->epoch, d->k * d->ring->batch + d->j,
-                         r.need ? r.need - r.skip : r.len);
+    pl_warm_taken_locked(&d->warm, d->epoch, j, r.need ? r.need - r.skip : r.len);
     pl_slot_open_locked(d, s);
     uint32_t i = d->j;
     s->ids[i] = id;
@@ -343,8 +350,8 @@ int pl_io_take(void *ctx, rf_io_req **reqs, int max, int block)
     if (n > 0 && n == max)
         pthread_cond_signal(&d->core->cv_io);
     if (n > 0)
-        nh = pl_warm_plan_locked(&d->warm, d->epoch, d->k * d->ring->batch + d->j, d->done,
-                                 hints);
+        nh = pl_warm_plan_locked(&d->warm, d->epoch, rf_plan_first(d->plan, d->k) + d->j,
+                                 d->done, hints);
     pl_unlock(d->core);
     if (n > 0) {
         open_per_read(d, reqs, n);

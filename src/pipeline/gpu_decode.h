@@ -141,10 +141,11 @@ void pl_gpu_sample_start(const pl_gpu *g, slot *s, uint32_t index);
 uint8_t *pl_gpu_pixels(pl_gpu *g, slot *s, uint32_t index);
 /* consumer: the batch as the host emulation of the device decoded it (gpu.emulate). */
 uint8_t *pl_gpu_emulated(const slot *s);
-/* decode pool: one sample, a packet or pixels (see gpu_place.c); info: one entry, or one per
- * multi-crop view. */
-int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
-                  uint32_t len, uint8_t *img, rf_decode_info *info, pl_gpu_host *gh, rf_err *e);
+/* decode pool: one sample under transform tf (its batch's), a packet or pixels (see
+ * gpu_place.c); info: one entry, or one per multi-crop view. */
+int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const rf_transform *tf,
+                  const uint8_t *jpeg, uint32_t len, uint8_t *img, rf_decode_info *info,
+                  pl_gpu_host *gh, rf_err *e);
 /* rf_stats' GPU-decode counts of a packet: +1 when decoded, -1 when its sample becomes a hole. */
 void pl_gpu_count(pl_gpu *g, int engine, const uint8_t *packet, int sign);
 /* decode pool: a thread's host buffers (none unless GPU decode on the host backend). */

@@ -239,10 +239,10 @@ void pl_gpu_count(pl_gpu *g, int engine, const uint8_t *packet, int sign)
 /* A packet for the device, or on the host backend the packet decoded right away by the same
  * code (an engine packet's planes by libjpeg); images the kernels or the engine do not take
  * come back decoded by the CPU path. */
-int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const uint8_t *jpeg,
-                  uint32_t len, uint8_t *img, rf_decode_info *info, pl_gpu_host *gh, rf_err *e)
+int pl_gpu_decode(pl_gpu *g, rf_decoder *dec, const task *t, slot *s, const rf_transform *tf,
+                  const uint8_t *jpeg, uint32_t len, uint8_t *img, rf_decode_info *info,
+                  pl_gpu_host *gh, rf_err *e)
 {
-    const rf_transform *tf = &g->decode->tf;
     const rf_views *v = &g->decode->views;
     uint32_t bytes = 0, bad = 0;
     gj_place_ctx c = {g, s, t->index, img, gh};

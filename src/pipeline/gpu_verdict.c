@@ -191,8 +191,10 @@ static int engine_redo(pl_gpu *g, slot *s, uint32_t i, rf_err *e)
     *v = (rf_err){0};
     uint64_t seed = rf_plan_aug_seed(g->plan, s->batch.epoch, s->ids[i], s->positions[i]);
     /* (it stays counted in hw_decoded: a batch refilled later decodes it again, here too) */
-    if (rf_decode_sample(g->redo, pkt + p->off_data, p->data_bytes, &g->decode->tf,
-                         &g->decode->views, seed, g->redo_px, NULL, v) != 0) {
+    const rf_transform tf =
+        rf_decode_setup_transform(g->decode, s->batch.bucket_height, s->batch.bucket_width);
+    if (rf_decode_sample(g->redo, pkt + p->off_data, p->data_bytes, &tf, &g->decode->views,
+                         seed, g->redo_px, NULL, v) != 0) {
         s->gpu.status[i] = PL_GJ_CPU_VERDICT;
         return 0;
     }

@@ -71,7 +71,7 @@ typedef struct pl_consumer {
 /* The caller's strings the loader keeps (its config points at these copies). */
 typedef struct pl_copies {
     char **patterns;
-    char *label_json_path, *image_exts, *cache_dir, *mask, *multi_crop;
+    char *label_json_path, *image_exts, *cache_dir, *mask, *multi_crop, *size_buckets;
     char **paths; /* the patterns expanded, URLs with their query (sidecars beside them) */
     uint32_t npaths;
 } pl_copies;

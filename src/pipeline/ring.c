@@ -23,6 +23,9 @@ void pl_ring_shape(pl_ring *r, const rf_config *c, const rf_views *views)
     r->views = views;
     r->nviews = r->tokens ? 0 : views->n;
     r->native = !r->tokens && c->crop == RF_CROP_NATIVE;
+    memset(&r->buckets, 0, sizeof r->buckets);
+    if (!r->tokens) /* checked at create (config.c): it parses */
+        rf_buckets_parse(c->size_buckets, &r->buckets, &(rf_err){0});
     r->sample_elems = r->tokens  ? 0
                       : r->nviews ? views->bytes /* every view, one after another */
                                   : (uint64_t)c->image_height * c->image_width * 3;

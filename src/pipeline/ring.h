@@ -12,6 +12,7 @@
 #include "io/pagecache.h"
 #include "pipeline/slot.h"
 #include "pipeline/state.h"
+#include "plan/buckets.h"
 
 typedef struct pl_ring {
     uint32_t batch, depth;
@@ -31,6 +32,7 @@ typedef struct pl_ring {
      * rf_view per view */
     const rf_views *views;
     uint32_t nviews;
+    rf_buckets buckets;    /* rf_config.size_buckets (n = 0: off): a batch's bucket sizes */
     uint32_t seq_len, token_bytes;  /* tokens: a window is seq_len + 1 tokens of token_bytes */
     uint64_t stage_bytes;  /* one sample as decoded or read (uint8 NHWC image, raw tokens) */
     uint64_t stride;       /* slot bytes per sample: stage_bytes, or more for GPU packets */

@@ -53,6 +53,10 @@ void rf_plan_free(rf_plan *p)
     free(p->shard_start);
     free(p->shard_perm);
     rf_mix_free(p->mix);
+    if (p->bk)
+        rf_bucket_plan_free(p->bk);
+    free(p->bk);
+    p->bk = NULL;
     p->mix = NULL;
     p->perm = NULL;
     p->shard_start = NULL;
@@ -101,7 +105,97 @@ uint64_t rf_plan_source_positions(const rf_plan *p, uint32_t s)
 
 uint64_t rf_plan_mix_fingerprint(const rf_plan *p)
 {
-    return p->mix ? rf_mix_fingerprint(p->mix) : 0;
+    uint64_t h = p->mix ? rf_mix_fingerprint(p->mix) : 0;
+    return p->bk ? rf_mix64(h ^ rf_bucket_plan_fingerprint(p->bk)) | 1 : h;
+}
+
+int rf_plan_set_buckets(rf_plan *p, uint16_t *of, uint32_t nbuckets, rf_err *err)
+{
+    if (p->mix) {
+        free(of);
+        return rf_seterr(err, RF_EINVAL, "size_buckets with mixing (weights, epoch_size, "
+                         "replacement, class or sample weights): not supported; unset one");
+    }
+    uint64_t group = (uint64_t)p->batch * p->world;
+    if (group > UINT32_MAX) {
+        free(of);
+        return rf_seterr(err, RF_EINVAL, "size_buckets: batch_size x world_size is over 2^32");
+    }
+    p->bk = calloc(1, sizeof *p->bk);
+    if (!p->bk) {
+        free(of);
+        return rf_seterr(err, RF_ENOMEM, "no memory");
+    }
+    int rc = rf_bucket_plan_init(p->bk, of, p->samples, nbuckets, (uint32_t)group, p->world,
+                                 p->drop_last, p->remainder == RF_REMAINDER_PAD, err);
+    if (rc) {
+        free(p->bk);
+        p->bk = NULL;
+        return rc;
+    }
+    if (p->bk->ngroups == 0)
+        return rf_seterr(err, RF_EINVAL, "size_buckets: an epoch has no batch: no bucket "
+                         "holds batch_size x world_size = %llu samples%s",
+                         (unsigned long long)group,
+                         p->drop_last ? " and drop_last drops the rest" : "");
+    return 0;
+}
+
+/* The group an epoch starting at arranged entry `base` starts with: the one starting there
+ * (rf_plan_base_check made sure of it), else the first after it. */
+static uint64_t group_at(const rf_bucket_plan *bk, uint64_t base)
+{
+    uint64_t lo = 0, hi = bk->ngroups;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (bk->gstart[mid] < base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int rf_plan_base_check(const rf_plan *p, uint64_t base, rf_err *err)
+{
+    if (!p->bk)
+        return base > p->n ? rf_seterr(err, RF_ERESUME, "resume state: consumed %llu > %llu "
+                                       "order positions per epoch", (unsigned long long)base,
+                                       (unsigned long long)p->n)
+                           : 0;
+    uint64_t g = group_at(p->bk, base);
+    if (p->bk->gstart[g] != base)
+        return rf_seterr(err, RF_ERESUME, "resume state: consumed %llu is not where a batch of "
+                         "size buckets starts with batch_size %u and world_size %u (groups of "
+                         "%llu); resume with the batch_size and world_size that saved it",
+                         (unsigned long long)base, p->batch, p->world,
+                         (unsigned long long)p->batch * p->world);
+    return 0;
+}
+
+uint64_t rf_plan_first(const rf_plan *p, uint64_t k)
+{
+    if (p->bk)
+        return (p->bk->gstart[p->g0 + k] - p->bk->gstart[p->g0]) / p->world;
+    return k * p->batch;
+}
+
+uint32_t rf_plan_batch_bucket(const rf_plan *p, uint64_t k)
+{
+    return p->bk ? p->bk->gbucket[p->g0 + k] : 0;
+}
+
+uint64_t rf_plan_batch_index(const rf_plan *p, uint64_t k)
+{
+    /* after a resume the plan starts at the cursor: its whole batches come first */
+    return p->bk ? p->g0 + k : p->base / ((uint64_t)p->batch * p->world) + k;
+}
+
+uint64_t rf_plan_cursor(const rf_plan *p, uint64_t base, uint64_t k)
+{
+    if (p->bk)
+        return p->bk->gstart[RF_MIN(group_at(p->bk, base) + k, p->bk->ngroups)];
+    return RF_MIN(p->n, base + k * p->batch * p->world);
 }
 
 int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uint32_t window,
@@ -158,6 +252,12 @@ static void shard_order(rf_plan *p, rf_rng *r)
 
 void rf_plan_shape(const rf_plan *p, uint64_t base, uint64_t *per_rank, uint64_t *batches)
 {
+    if (p->bk) { /* every group is a multiple of world */
+        uint64_t g = group_at(p->bk, base);
+        *per_rank = (p->bk->gstart[p->bk->ngroups] - p->bk->gstart[g]) / p->world;
+        *batches = p->bk->ngroups - g;
+        return;
+    }
     uint64_t left = base < p->n ? p->n - base : 0;
     uint64_t per = p->remainder == RF_REMAINDER_PAD ? (left + p->world - 1) / p->world
                                                     : left / p->world;
@@ -165,11 +265,19 @@ void rf_plan_shape(const rf_plan *p, uint64_t base, uint64_t *per_rank, uint64_t
     *batches = p->drop_last ? per / p->batch : (per + p->batch - 1) / p->batch;
 }
 
-void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
+/* The buckets' arrangement of the epoch's order, and this rank's real samples in it. */
+static void plan_buckets(rf_plan *p)
 {
-    p->epoch = epoch;
-    p->base = base;
-    rf_plan_shape(p, base, &p->per_rank, &p->batches);
+    rf_bucket_plan *bk = p->bk;
+    rf_bucket_plan_epoch(bk, p->perm, p->batch * p->world);
+    p->g0 = group_at(bk, p->base);
+    p->real = 0;
+    for (uint64_t a = bk->gstart[p->g0] + p->rank; a < bk->gstart[bk->ngroups]; a += p->world)
+        p->real += !(bk->arr[a] & RF_BUCKET_PAD);
+}
+
+static void plan_order(rf_plan *p, uint64_t epoch)
+{
     if (!p->perm)
         return;
     rf_rng r;
@@ -187,9 +295,29 @@ void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
     shuffle(&r, p->perm, p->n);
 }
 
+void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base)
+{
+    p->epoch = epoch;
+    p->base = base;
+    rf_plan_shape(p, base, &p->per_rank, &p->batches);
+    plan_order(p, epoch);
+    if (p->bk)
+        plan_buckets(p);
+}
+
 void rf_plan_sample(const rf_plan *p, uint64_t j, uint64_t *sample_id, uint64_t *position,
                     uint8_t *is_padding)
 {
+    if (p->bk) {
+        /* every group is a multiple of world: the rank's j-th sample of the epoch is its
+         * entry rank + j * world from the first group on, whichever batch holds it */
+        uint64_t a = p->bk->gstart[p->g0] + p->rank + j * p->world;
+        uint64_t e = p->bk->arr[a];
+        *position = e & ~RF_BUCKET_PAD;
+        *sample_id = p->perm ? p->perm[*position] : *position;
+        *is_padding = (e & RF_BUCKET_PAD) != 0;
+        return;
+    }
     uint64_t pos = p->base + p->rank + j * p->world;
     uint8_t pad = 0;
     if (pos >= p->n) {
@@ -205,6 +333,10 @@ void rf_plan_sample(const rf_plan *p, uint64_t j, uint64_t *sample_id, uint64_t 
 
 uint32_t rf_plan_batch_count(const rf_plan *p, uint64_t k)
 {
+    if (p->bk) {
+        const uint64_t *g = p->bk->gstart + p->g0 + k;
+        return (uint32_t)((g[1] - g[0]) / p->world);
+    }
     uint64_t start = k * p->batch;
     uint64_t left = p->per_rank > start ? p->per_rank - start : 0;
     return (uint32_t)RF_MIN(left, (uint64_t)p->batch);

@@ -11,6 +11,10 @@
  * epoch size) whose samples are drawn from the sources by weight, still a pure function of
  * (seed, epoch, sources, weights), so the cursor, the rank split and padding work unchanged.
  *
+ * Size buckets (buckets.h) rearrange each epoch's order into groups of batch_size x world_size
+ * samples of one bucket, rank r taking entries r, r + world, ... of each group as its batch;
+ * the cursor then counts arranged entries and stops only at a group's start.
+ *
  * What plan/ may include: base/ only. */
 #ifndef RF_PLAN_H
 #define RF_PLAN_H
@@ -18,6 +22,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "plan/buckets.h"
 #include "plan/mix.h"
 
 typedef struct rf_plan {
@@ -42,6 +47,9 @@ typedef struct rf_plan {
     uint32_t *shard_perm;
     uint32_t nshards, window;
     rf_mix *mix;         /* weighted mixing (rf_plan_set_mix); NULL: one permutation */
+    rf_bucket_plan *bk;  /* size buckets (rf_plan_set_buckets); NULL: off */
+    uint64_t g0;         /* size buckets: the planned epoch's first group */
+    uint64_t real;       /* size buckets: this rank's real samples in the planned epoch */
 } rf_plan;
 
 /* Validate and store the fixed part; allocates the permutation buffer (n entries). */
@@ -59,6 +67,23 @@ int rf_plan_set_shards(rf_plan *p, const uint64_t *starts, uint32_t nshards, uin
  * sample_weights, epoch_size, ...) and switch the plan to mixing; after rf_plan_init, before the first rf_plan_epoch. */
 int rf_plan_set_mix(rf_plan *p, const rf_plan_mix_spec *m, rf_err *err);
 
+/* Size buckets: of (one bucket per sample, malloc'ed, owned by the plan from here on, freed
+ * on failure too) and nbuckets; after rf_plan_init, before the first rf_plan_epoch. RF_EINVAL
+ * with mixing (a position is not a sample there) or when no batch is left on this rank. */
+int rf_plan_set_buckets(rf_plan *p, uint16_t *of, uint32_t nbuckets, rf_err *err);
+
+/* Batch k of the planned epoch: its bucket (0 without buckets) and its number within the
+ * epoch (rf_batch.index: whole batches before the cursor counted). */
+uint32_t rf_plan_batch_bucket(const rf_plan *p, uint64_t k);
+uint64_t rf_plan_batch_index(const rf_plan *p, uint64_t k);
+/* The cursor after k batches of an epoch that started at `base` (any epoch: no state read):
+ * the order positions (with buckets the arranged entries) consumed over all ranks. */
+uint64_t rf_plan_cursor(const rf_plan *p, uint64_t base, uint64_t k);
+
+/* A resume cursor this plan can start an epoch at: at most n, and with buckets a group's
+ * start. RF_ERESUME saying why not. */
+int rf_plan_base_check(const rf_plan *p, uint64_t base, rf_err *err);
+
 /* Positions per epoch that source s takes (0 without mixing). */
 uint64_t rf_plan_source_positions(const rf_plan *p, uint32_t s);
 
@@ -72,6 +97,11 @@ void rf_plan_epoch(rf_plan *p, uint64_t epoch, uint64_t base);
 /* This rank's j-th sample of the planned epoch (j < per_rank). */
 void rf_plan_sample(const rf_plan *p, uint64_t j, uint64_t *sample_id, uint64_t *position,
                     uint8_t *is_padding);
+
+/* The rank's samples in the planned epoch before batch k: batch k's i-th sample is
+ * rf_plan_sample(first + i). k x batch_size, but with size buckets, whose leftover batches
+ * are smaller. */
+uint64_t rf_plan_first(const rf_plan *p, uint64_t k);
 
 /* Samples in batch k of the planned epoch. */
 uint32_t rf_plan_batch_count(const rf_plan *p, uint64_t k);
@@ -115,7 +145,8 @@ void rf_state_encode(const rf_resume *r, uint8_t out[RF_STATE_BYTES_MAX]);
 int rf_state_decode(const void *buf, uint64_t len, rf_resume *r, rf_err *err);
 
 /* A hash of everything that decides a mixing epoch's order besides seed and epoch (sources,
- * weights, epoch size, replacement, sample weights), never 0; 0 without mixing. A resume
+ * weights, epoch size, replacement, sample weights) and of the size buckets' assignment and
+ * groups, never 0; 0 without mixing and buckets. A resume
  * state carries it, so that a loader with other mixing settings refuses the cursor instead of
  * continuing in an order the cursor was not counted in. */
 uint64_t rf_plan_mix_fingerprint(const rf_plan *p);
