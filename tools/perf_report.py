@@ -1848,6 +1848,45 @@ def report_targets(R):
     return L + [""]
 
 
+def report_shapes_gpu(R):
+    """Issue 46's output shapes on every decode path: figures recorded from
+    tools/gpu_shapes_check.sh on the GPU machine (not measured by this script)."""
+    S = R["shapes_gpu"]
+
+    def span(v):
+        if not v:
+            return "-"
+        lo, hi = min(v), max(v)
+        return f"{lo:,.0f}" if lo == hi else f"{lo:,.0f}-{hi:,.0f}"
+    L = ["## Output shapes on the GPU paths (letterbox, center_pad, native, size buckets, "
+         "multi-crop)", "",
+         f"Measured on: {S['note']}. images/s, the range over the runs; every path decodes at "
+         "full scale except the CPU schedule, which DCT-scales where the crop allows. The "
+         "engines' runs count only those where the engines opened and decoded (a run whose "
+         "engines never opened within its epochs ran on the CPU and is left out).", "",
+         "| output | CPU schedule | kernels (`--gpu-decode`) | engines "
+         "(`--hw-decode-percent 100`) | defaults (BALANCE) |", "| --- | ---: | ---: | ---: | ---: |"]
+    for r in S["rows"]:
+        L.append(f"| {r['shape']} | {span(r['cpu'])} | {span(r['kernels'])} | "
+                 f"{span(r['engines'])} | {span(r['defaults'])} |")
+    rows = {r["shape"]: r for r in S["rows"]}
+    lb, mc = rows.get("letterbox 640 x 640"), rows.get("multi-crop, DINO's 2 x 224 + 6 x 96")
+
+    def ratios(r):  # each run's kernels over the CPU schedule of the same call and round
+        q = [k / c for k, c in zip(r["kernels"], r["cpu"])]
+        return f"{min(q):.1f}-{max(q):.1f}x"
+    if lb and mc and lb["cpu"] and lb["kernels"] and mc["cpu"] and mc["kernels"]:
+        L += ["", f"The kernels run letterbox at {ratios(lb)} the CPU schedule's rate and "
+              f"DINO's eight views at {ratios(mc)} (each run against the CPU schedule of the "
+              "same call and round; one packet a sample for the views: their union decoded once, "
+              "each view resized from it). With masks and boxes the decode threads' mask work "
+              "(each `KEY.seg.png` inflated whole) bounds the kernels' runs. The engines' path "
+              "runs far below the kernels on this dense set, as for one crop (docs/gpu-decode.md, "
+              "\"Dense photographs\"), and the defaults vary with how far the controller moves "
+              "its engine share."]
+    return L + [""]
+
+
 def write_report(R, out):
     """performance.md and its plots from the results R, into `out` (and the text on stdout)."""
     plots = Plots(out)
@@ -1883,6 +1922,8 @@ def write_report(R, out):
         L += report_multicrop(R)
     if "targets" in R:
         L += report_targets(R)
+    if "shapes_gpu" in R:
+        L += report_shapes_gpu(R)
     open(os.path.join(out, "performance.md"), "w").write("\n".join(L) + "\n")
     print("\n".join(L))
 
