@@ -435,7 +435,8 @@ START_TEST(sample_geometry_maps_points_and_pixels)
                  last = (uint32_t)floor(g.x + 47.5 * (g.w / 48));
         ck_assert_uint_eq(sx, fl ? last : first);
         ck_assert_uint_eq(sy, (uint32_t)floor(g.y + 0.5 * (g.h / 64)));
-        /* PIL's order, scale first: a centre exactly on an edge stays left of it */
+        /* PIL's running sum: a centre exactly on an edge (10.5 x 272 / 56 = 51) falls
+         * short of it, in pixel 50, as Pillow's does */
         rf_geometry eg = {.w = 272, .h = 40, .out_w = 56, .out_h = 40, .out_width = 56,
                           .out_height = 40};
         rf_geometry_nearest(&eg, 300, 40, 10, 0, &sx, &sy);

@@ -495,8 +495,13 @@ uint64_t rf_test_member_offset(const char *tar, const char *name)
 
 uint32_t rf_test_nearest(double at, double size, uint32_t n, uint32_t o, uint32_t extent)
 {
-    double v = floor(at + (o + 0.5) * (size / n));
-    return v < 0 ? 0 : v >= extent ? extent - 1 : (uint32_t)v;
+    /* Pillow's ImagingScaleAffine: xo = a[2] + a[0] / 2, then xo += a[0] per output pixel,
+     * a[0] = (box[2] - box[0]) / xsize, each pixel COORD(xo) */
+    double a0 = ((at + size) - at) / n, xo = at + a0 * 0.5;
+    for (uint32_t i = 0; i < o; i++)
+        xo += a0;
+    int64_t v = xo < 0.0 ? -1 : (int64_t)xo;
+    return v < 0 ? 0 : v >= (int64_t)extent ? extent - 1 : (uint32_t)v;
 }
 
 int rf_test_drain_rc(rf_loader *ld)

@@ -139,9 +139,10 @@ rf_config rf_test_host_config(const char **pat, const char *pattern, uint32_t im
  * error text. */
 rf_loader *rf_test_create_ok(const rf_config *c);
 
-/* PIL's NEAREST with a box (the masks' reference): output pixel o of n samples the source
- * pixel under its centre, box [at, at + size) of a source `extent` pixels long, the scale
- * computed first as PIL does (a centre exactly on an edge stays left of it), clamped. */
+/* PIL's NEAREST with a box (the masks' reference), written from Pillow's ImagingScaleAffine:
+ * output pixel o of n samples the source pixel under its centre, box [at, at + size) of a
+ * source `extent` pixels long, the centre reached by adding the scale once per pixel in
+ * double as Pillow does (so a centre on an edge falls where Pillow's does), clamped. */
 uint32_t rf_test_nearest(double at, double size, uint32_t n, uint32_t o, uint32_t extent);
 
 /* Run the loader, releasing every batch, to its first answer that is neither a batch nor

@@ -287,27 +287,17 @@ def targets(tmp_path_factory):
 
 
 def _nearest(at, size, n, extent):
-    """The source pixels a NEAREST resize of [at, at + size) onto n pixels samples: PIL's
-    (an image of indexes resized with the box), which must be the documented rule, the pixel
-    under each output pixel's centre (exact arithmetic), but where that centre falls exactly on
-    a pixel's edge: there PIL's running sum of the scale lands a pixel left of it or not, by
-    rounding."""
-    from fractions import Fraction
+    """The source pixels a NEAREST resize of [at, at + size) onto n pixels samples: PIL's own
+    (an image of indexes resized with the box), the pixel under each output pixel's centre as
+    PIL's running sum of the scale reaches it, ties on a pixel's edge included."""
     from PIL import Image
     idx = Image.fromarray(np.arange(extent, dtype=np.int32)[None, :].repeat(2, 0))
-    pil = np.array(idx.resize((n, 1), Image.NEAREST, box=(at, 0, at + size, 1)))[0]
-    exact = []
-    for o in range(n):
-        c = Fraction(at) + (o + Fraction(1, 2)) * Fraction(size) / n
-        e = min(extent - 1, max(0, c.numerator // c.denominator))
-        assert pil[o] == e or (c.denominator == 1 and pil[o] == e - 1), (at, size, n, o)
-        exact.append(e)
-    return np.array(exact)
+    return np.array(idx.resize((n, 1), Image.NEAREST, box=(at, 0, at + size, 1)))[0]
 
 
 def _view_reference(src, box, flip, size):
     """A view's mask (PIL's NEAREST over the box, flipped: test_masks.py's reference, at the
-    view's size, with _nearest's exact ties), boxes kept and points (conftest's, as
+    view's size), boxes kept and points (conftest's, as
     test_boxes.py's for one crop)."""
     import io
     from PIL import Image

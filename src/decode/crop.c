@@ -216,13 +216,28 @@ void rf_geometry_to_output(const rf_geometry *g, double sx, double sy, double *o
     *oy = g->out_y + y;
 }
 
-/* The scale first, then the offset, as PIL does: where the centre falls exactly on a pixel
- * edge (a box of 272 onto 56: 10.5 x 272 / 56 = 51), 272 / 56 rounded down lands in pixel 50,
- * and so must we. */
+void rf_nearest_start(rf_nearest *s, double box, double size, uint32_t n, uint32_t extent)
+{
+    s->step = ((box + size) - box) / n;
+    s->v = box + s->step * 0.5;
+    s->extent = extent;
+}
+
+uint32_t rf_nearest_next(rf_nearest *s)
+{
+    double v = s->v;
+    s->v += s->step; /* one step at a time: PIL's roundings, not (i + 0.5) x step's */
+    return v < 1.0 ? 0 : v >= s->extent ? s->extent - 1 : (uint32_t)v;
+}
+
+/* Output o of the walk (o + 1 steps of it): for a single pixel; whole rows and columns walk. */
 static uint32_t nearest_src(double box, double size, uint32_t n_out, uint32_t o, uint32_t extent)
 {
-    double v = floor(box + (o + 0.5) * (size / n_out));
-    return v < 0 ? 0 : v >= extent ? extent - 1 : (uint32_t)v;
+    rf_nearest s;
+    rf_nearest_start(&s, box, size, n_out, extent);
+    for (uint32_t i = 0; i < o; i++)
+        rf_nearest_next(&s);
+    return rf_nearest_next(&s);
 }
 
 void rf_geometry_nearest(const rf_geometry *g, uint32_t width, uint32_t height, uint32_t ox,

@@ -216,9 +216,23 @@ void rf_sample_geometry(const rf_transform *t, uint32_t width, uint32_t height, 
 /* A source point (continuous coordinates: pixel i spans [i, i + 1)) in output coordinates. */
 void rf_geometry_to_output(const rf_geometry *g, double sx, double sy, double *ox, double *oy);
 /* The source pixel an output pixel (ox, oy) of the rectangle samples under nearest resizing
- * (PIL's NEAREST: the source pixel under the output pixel's centre), clamped to the image. */
+ * (PIL's NEAREST: the source pixel under the output pixel's centre, as rf_nearest walks to
+ * it), clamped to the image. */
 void rf_geometry_nearest(const rf_geometry *g, uint32_t width, uint32_t height, uint32_t ox,
                          uint32_t oy, uint32_t *sx, uint32_t *sy);
+
+/* PIL's NEAREST along one axis, bit for bit (Pillow's ImagingScaleAffine, which
+ * Image.resize(..., NEAREST, box=(box, .., box + size, ..)) runs): output i samples source
+ * floor(box + step / 2 + i steps), the steps added one at a time in double with step =
+ * ((box + size) - box) / n, clamped to [0, extent). Its roundings are PIL's: where a centre
+ * lands on a pixel edge the sum may fall just short of it, and then so does this. Walk the
+ * outputs in order: rf_nearest_start, then rf_nearest_next once per output. */
+typedef struct rf_nearest {
+    double v, step;
+    uint32_t extent;
+} rf_nearest;
+void rf_nearest_start(rf_nearest *s, double box, double size, uint32_t n, uint32_t extent);
+uint32_t rf_nearest_next(rf_nearest *s);
 
 /* ---- segmentation masks (mask.c) ---- */
 

@@ -11,8 +11,9 @@
  *  - The whole mask is decoded (to IEND's data), so damage anywhere is seen: a mask is small
  *    next to its image and a nearest resize may sample any row.
  *  - Resampling only reads, into scratch reserved by the decode: each output column's source
- *    column is found once per mask (rf_geometry_nearest), each row's once per row. It cannot
- *    fail, so the loader decodes and checks a mask before the image goes to any engine. */
+ *    column is found once per mask, each row's once per row, by walking PIL's NEAREST
+ *    (rf_nearest) across them. It cannot fail, so the loader decodes and checks a mask before
+ *    the image goes to any engine. */
 #include "decode/decoder.h"
 
 #include <spng.h>
@@ -145,9 +146,11 @@ void rf_mask_resample(rf_decoder *d, const rf_mask *m, const rf_geometry *g, uin
 {
     uint32_t W = g->out_width, H = g->out_height, x0 = g->out_x, x1 = g->out_x + g->out_w;
     uint32_t y0 = g->out_y, y1 = g->out_y + g->out_h;
-    uint32_t sx, sy;
-    for (uint32_t x = x0; x < x1; x++)
-        rf_geometry_nearest(g, m->width, m->height, x, y0, &d->mask_cols[x - x0], &sy);
+    rf_nearest cols, rows;
+    rf_nearest_start(&cols, g->x, g->w, g->out_w, m->width);
+    rf_nearest_start(&rows, g->y, g->h, g->out_h, m->height);
+    for (uint32_t i = 0; i < g->out_w; i++) /* the resize's columns, then the flip */
+        d->mask_cols[g->flip ? g->out_w - 1 - i : i] = rf_nearest_next(&cols);
     for (uint32_t y = 0; y < H; y++) {
         size_t at = (size_t)y * W;
         if (y < y0 || y >= y1 || g->out_w == 0) {
@@ -155,8 +158,7 @@ void rf_mask_resample(rf_decoder *d, const rf_mask *m, const rf_geometry *g, uin
                 put(out, dtype, at + x, fill);
             continue;
         }
-        rf_geometry_nearest(g, m->width, m->height, x0, y, &sx, &sy);
-        size_t src = (size_t)sy * m->width;
+        size_t src = (size_t)rf_nearest_next(&rows) * m->width;
         for (uint32_t x = 0; x < x0; x++)
             put(out, dtype, at + x, fill);
         for (uint32_t x = x0; x < x1; x++) {
