@@ -143,8 +143,8 @@ int rf_dec_plan_scaled(rf_decoder *d, const crop_box *b, uint32_t num, uint32_t 
 /* ---- transform.c: the views' part every format shares; each format's part of
  * rf_decode_views (views.c) ---- */
 
-/* Open d's views job for one image (views.c): each view's transform checked, the job's
- * per-image state reset. out: where the views are decoded (NULL until a placement says). */
+/* Open d's views job for one image: each view's transform checked, the job's per-image state
+ * reset. out: where the views are decoded (NULL until a placement says). */
 int rf_dec_views_start(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
                        const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
                        rf_err *err);

@@ -12,6 +12,7 @@
 #include "decode/decoder.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "decode/decode_hooks.h"
@@ -431,6 +432,26 @@ int rf_dec_views_cut(rf_decoder *d, rf_views_job *j, uint32_t num, uint32_t Ws, 
             j->infos[k].imcu_rows = j->imcu_rows;
         }
     }
+    return 0;
+}
+
+int rf_dec_views_start(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
+                       const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
+                       rf_err *err)
+{
+    rf_views_job *j = &d->views;
+    int rc = 0;
+    for (uint32_t k = 0; k < v->n && rc == 0; k++) {
+        rf_transform t;
+        rf_view_transform(base, v, k, &t);
+        rc = rf_dec_validate(&t, err);
+    }
+    if (rc)
+        return rc;
+    memset(j, 0, offsetof(rf_views_job, box));
+    j->base = base, j->v = v, j->seed = seed, j->out = out, j->infos = infos;
+    j->data = data, j->len = len;
+    d->jerr.recovered = 0; /* a JPEG decode records its own; PNG and WebP have none */
     return 0;
 }
 

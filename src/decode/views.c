@@ -122,26 +122,6 @@ int rf_views_parse(const char *text, float scale_min, float scale_max, rf_views 
 
 /* ---- the decode ---- */
 
-int rf_dec_views_start(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
-                       const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
-                       rf_err *err)
-{
-    rf_views_job *j = &d->views;
-    int rc = 0;
-    for (uint32_t k = 0; k < v->n && rc == 0; k++) {
-        rf_transform t;
-        rf_view_transform(base, v, k, &t);
-        rc = rf_dec_validate(&t, err);
-    }
-    if (rc)
-        return rc;
-    memset(j, 0, offsetof(rf_views_job, box));
-    j->base = base, j->v = v, j->seed = seed, j->out = out, j->infos = infos;
-    j->data = data, j->len = len;
-    d->jerr.recovered = 0; /* a JPEG decode records its own; PNG and WebP have none */
-    return 0;
-}
-
 int rf_decode_views(rf_decoder *d, const uint8_t *data, size_t len, const rf_transform *base,
                     const rf_views *v, uint64_t seed, uint8_t *out, rf_decode_info *infos,
                     rf_err *err)
