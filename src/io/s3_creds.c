@@ -18,6 +18,7 @@ struct rf_s3_creds {
     enum source src;             /* the source the chain settled on */
     rf_s3_key key;
     int64_t refresh_ms;          /* Unix ms when key is fetched again; 0: never */
+    int64_t usable_ms;           /* Unix ms from which key is not signed with; 0: always */
     int64_t next_try_ms;         /* after a failed refresh, not before this */
     char why[RF_ERRMSG_MAX];     /* FAILED: the chain's message; else the last failed refresh */
 };
@@ -156,7 +157,17 @@ static int due(const rf_s3_creds *c, int64_t now)
 
 static int valid(const rf_s3_creds *c, int64_t now)
 {
-    return c->state == READY && (!c->key.expires_ms || now < c->key.expires_ms);
+    return c->state == READY && (!c->usable_ms || now < c->usable_ms);
+}
+
+/* When credentials fetched at now stop being signed with (s3_creds.h). */
+static int64_t usable_until(const rf_s3_key *k, int64_t now)
+{
+    if (!k->expires_ms)
+        return 0;
+    int64_t margin = (k->expires_ms - now) / 2;
+    margin = margin < RF_S3_EXPIRY_MARGIN_MS ? margin : RF_S3_EXPIRY_MARGIN_MS;
+    return k->expires_ms - (margin > 0 ? margin : 0);
 }
 
 /* With fetch_mu held: walk the chain, or ask its source again, if that is still due. */
@@ -179,6 +190,7 @@ static void fetch(rf_s3_creds *c)
         c->src = src;
         c->state = READY;
         c->refresh_ms = refresh_at(k, now);
+        c->usable_ms = usable_until(k, now);
         c->next_try_ms = 0;
     } else {
         c->state = state == UNWALKED ? FAILED : state;
@@ -202,8 +214,14 @@ static int current(const rf_s3_creds *c, int64_t now, rf_s3_key *k, char *why, s
         snprintf(why, cap, "%s", c->why);
         return RF_S3_CREDS_NONE;
     }
-    snprintf(why, cap, "the credentials from %s expired %lld s ago and could not be fetched "
-             "again: %s", c->key.source, (long long)((now - c->key.expires_ms) / 1000), c->why);
+    if (now >= c->key.expires_ms)
+        snprintf(why, cap, "the credentials from %s expired %lld s ago and could not be "
+                 "fetched again: %s", c->key.source,
+                 (long long)((now - c->key.expires_ms) / 1000), c->why);
+    else
+        snprintf(why, cap, "the credentials from %s expired (within %lld ms of their expiry, "
+                 "too close to sign a request with) and could not be fetched again: %s",
+                 c->key.source, (long long)(c->key.expires_ms - now), c->why);
     return RF_S3_CREDS_STALE;
 }
 

@@ -10,7 +10,10 @@
  *    or half their remaining life when that is shorter. The first thread that finds them due
  *    fetches; the others sign with the current ones meanwhile and wait only when those have
  *    expired. A refresh that fails is tried again at most every RF_S3_RETRY_MS, and the
- *    current credentials serve until they expire.
+ *    current credentials serve until shortly before they expire: not in their last
+ *    RF_S3_EXPIRY_MARGIN_MS (or last half, when their life was shorter), so that a request
+ *    signed with them still arrives in time (a signature that reaches S3 after the expiry is
+ *    refused with ExpiredToken, and its reason, the failed refresh, would be lost).
  *  - Two locks: `mu` guards the current key and is held only to read or replace it; `fetch_mu`
  *    is held by the one thread asking a source, taken before `mu` and never while holding it.
  *  - Once walked without success the chain is not walked again for this client: every signed
@@ -23,6 +26,7 @@
 
 #define RF_S3_REFRESH_AHEAD_MS 300000   /* 5 min, the window botocore's refresh starts in */
 #define RF_S3_RETRY_MS 1000             /* a failed refresh, asked again after this */
+#define RF_S3_EXPIRY_MARGIN_MS 60000    /* credentials not signed with this close to expiry */
 
 typedef struct rf_s3_creds rf_s3_creds;
 
