@@ -986,6 +986,8 @@ typedef struct rf_view {
     const uint32_t *box_counts; /* host, count */
     const float *points;       /* host, count x max_points x 3 */
     const uint32_t *point_counts; /* host, count */
+    const float *letterbox;    /* host, count x 4: the view's rows of rf_batch.letterbox (scale
+                                * and pad of the view's box onto its rectangle) */
 } rf_view;
 
 typedef struct rf_batch {

@@ -114,6 +114,9 @@ static void check_sample(const sources *src, run_opts *o, rf_decoder *dec, const
                                              box[k][1], box[k][2], box[k][3], v->flips[i], want,
                                              &info, &e), 0);
         ck_assert_uint_eq(info.scale_denom, 8 / num);
+        /* its rf_batch.letterbox rows: where the view's box landed */
+        ck_assert_msg(memcmp(v->letterbox + 4 * (size_t)i, info.place, sizeof info.place) == 0,
+                      "sample %llu view %u: letterbox row", (unsigned long long)id, k);
         ck_assert_msg(memcmp(want, got, view_bytes(k)) == 0,
                       "sample %llu view %u (padding %u, scale 1/%u): box %d,%d %dx%d flip %u "
                       "is not its single-view decode", (unsigned long long)id, k,
@@ -146,6 +149,7 @@ static rf_stats run_epoch(const sources *src, run_opts *o)
             continue;
         ck_assert_uint_eq(b->nviews, NV);
         ck_assert_ptr_eq(b->crop_boxes, b->views[0].crop_boxes);
+        ck_assert_ptr_eq(b->letterbox, b->views[0].letterbox);
         ck_assert_uint_eq(b->ndim, 2);
         ck_assert_uint_eq(b->data_bytes, (uint64_t)b->count * b->views[0].sample_stride);
         for (uint32_t k = 0; k < NV; k++)
@@ -156,7 +160,9 @@ static rf_stats run_epoch(const sources *src, run_opts *o)
             if (id == UINT64_MAX) { /* skip mode's blank padding: zeros, no boxes */
                 for (uint32_t k = 0; k < NV; k++) {
                     const int32_t *bx = b->views[k].crop_boxes + 4 * (size_t)i;
+                    const float *pl = b->views[k].letterbox + 4 * (size_t)i;
                     ck_assert(!bx[0] && !bx[1] && !bx[2] && !bx[3] && !b->views[k].flips[i]);
+                    ck_assert(pl[0] == 0 && pl[1] == 0 && pl[2] == 0 && pl[3] == 0);
                 }
                 o->blanks++;
                 continue;

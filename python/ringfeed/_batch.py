@@ -119,13 +119,15 @@ def view_arrays(images, b, n):
 
 
 def copy_view_boxes(b, n, kind):
-    """multi_crop: per view, copy_boxes' (boxes, flips) of that view, as two lists."""
-    boxes, flips = [], []
+    """multi_crop: per view, copy_boxes' (boxes, flips) and copy_letterbox's rows of that view,
+    as three lists."""
+    boxes, flips, places = [], [], []
     for k in range(int(b.nviews)):
         bx, fl = copy_boxes(b.views[k], n, kind)
         boxes.append(bx)
         flips.append(fl)
-    return boxes, flips
+        places.append(copy_letterbox(b.views[k], n, kind))
+    return boxes, flips, places
 
 
 def copy_view_targets(b, n, max_boxes, max_points, kind):

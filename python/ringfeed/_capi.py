@@ -93,6 +93,7 @@ class RfView(ctypes.Structure):
         ("box_counts", ctypes.POINTER(ctypes.c_uint32)),
         ("points", ctypes.POINTER(ctypes.c_float)),
         ("point_counts", ctypes.POINTER(ctypes.c_uint32)),
+        ("letterbox", ctypes.POINTER(ctypes.c_float)),
     ]
 
 

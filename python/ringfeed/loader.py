@@ -89,19 +89,20 @@ class Batch(_BatchBase):
     `.point_counts` int32 (N,); None when off. `targets()` lists each sample's valid ones.
     With multi_crop, `.views` is the list of the sample's views, view k (N, H_k, W_k, 3) or
     (N, 3, H_k, W_k) in the loader's dtype and device (zero-copy slices of `.images`, which
-    is then (N, row): every sample's views one after another), with `.view_boxes` and
-    `.view_flips` (lists, per view, like `.crop_boxes` and `.flips`, which are view 0's);
+    is then (N, row): every sample's views one after another), with `.view_boxes`,
+    `.view_flips` and `.view_letterbox` (lists, per view, like `.crop_boxes`, `.flips` and
+    `.letterbox`, which are view 0's);
     with masks `.view_masks` (per view, (N, H_k, W_k) with that view's crop, nearest resize
     and flip) and with boxes or keypoints `view_targets(k)` (`targets()` of view k, mapped
     through that view's crop and flip); `.masks`, `.boxes` ... `targets()` are then view 0's.
-    Without it `.views`, `.view_boxes`, `.view_flips` and `.view_masks` are [] (`.view_masks`
-    also without masks).
+    Without it `.views`, `.view_boxes`, `.view_flips`, `.view_letterbox` and `.view_masks` are
+    [] (`.view_masks` also without masks).
     Unpacks as `images, labels`."""
 
     __slots__ = ("images", "labels", "crop_boxes", "flips", "letterbox", "sizes", "bucket",
                  "multi_labels", "label_counts", "boxes", "box_classes", "box_counts", "points",
-                 "point_counts", "masks", "views", "view_boxes", "view_flips", "view_masks",
-                 "_view_annots", "_keys", "_fields", "_nchw")
+                 "point_counts", "masks", "views", "view_boxes", "view_flips", "view_letterbox",
+                 "view_masks", "_view_annots", "_keys", "_fields", "_nchw")
     _LAZY = _BatchBase._LAZY + ("_keys", "_fields")
 
     keys = _meta_property("_keys")
@@ -440,7 +441,8 @@ class Loader(_LoaderBase):
         if batch.bucket:  # size_buckets: (N, Hb, Wb, 3) or (N, 3, Hb, Wb) over the slots
             hb, wb = batch.bucket[1:]
             batch.images = bucket_array(batch.images, n, (3, hb, wb) if nchw else (hb, wb, 3))
-        batch.view_boxes, batch.view_flips = copy_view_boxes(b, n, self._array_type)
+        batch.view_boxes, batch.view_flips, batch.view_letterbox = copy_view_boxes(
+            b, n, self._array_type)
         if b.device_kind == C.RF_DEVICE_CUDA and b.labels_device:
             lab = self._views.get(lease, b.labels_device, (n,), "int32", self._cuda_view)
             batch.labels = lab.long()  # a new tensor, ordered on the current stream

@@ -66,6 +66,17 @@ def test_views_shapes_and_types(shards, array_type, layout):
         assert np.array_equal(npy(b.views[0]).reshape(8, -1),
                               npy(b.images)[:, :3 * SHAPES[0][0] * SHAPES[0][1]])
         assert np.array_equal(npy(b.crop_boxes), npy(b.view_boxes[0]))
+        # each view's letterbox rows: its box's scale onto the view and the offset mapping
+        # the box's corner to the output's (RandomResizedCrop: the whole view)
+        assert len(b.view_letterbox) == len(SHAPES)
+        assert np.array_equal(npy(b.letterbox), npy(b.view_letterbox[0]))
+        for (h, w), bx, pl in zip(SHAPES, b.view_boxes, b.view_letterbox):
+            bx, pl = npy(bx).astype(np.float64), npy(pl)
+            assert pl.dtype == np.float32 and pl.shape == (8, 4)
+            np.testing.assert_allclose(pl[:, 0], w / bx[:, 2], rtol=1e-6)
+            np.testing.assert_allclose(pl[:, 1], h / bx[:, 3], rtol=1e-6)
+            np.testing.assert_allclose(pl[:, 2], -bx[:, 0] * w / bx[:, 2], rtol=1e-5, atol=1e-3)
+            np.testing.assert_allclose(pl[:, 3], -bx[:, 1] * h / bx[:, 3], rtol=1e-5, atol=1e-3)
 
 
 def pil_view(img, box, flip, size):
@@ -181,6 +192,7 @@ def test_no_views_without_the_setting(shards):
     with ringfeed.Loader(shards, 8, device="cpu", array_type="numpy") as ld:
         b = next(iter(ld))
         assert b.views == [] and b.view_boxes == [] and b.view_flips == [] == b.view_masks
+        assert b.view_letterbox == []
         assert b.images.ndim == 4
 
 

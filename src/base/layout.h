@@ -31,7 +31,7 @@
 #define RF_VIEW_FIELDS(X)                                                                       \
     X(rf_view, data) X(rf_view, sample_stride) X(rf_view, shape) X(rf_view, crop_boxes)         \
     X(rf_view, flips) X(rf_view, masks) X(rf_view, boxes) X(rf_view, box_classes)               \
-    X(rf_view, box_counts) X(rf_view, points) X(rf_view, point_counts)
+    X(rf_view, box_counts) X(rf_view, points) X(rf_view, point_counts) X(rf_view, letterbox)
 
 #define RF_FIELD_FIELDS(X)                                                                      \
     X(rf_field, name) X(rf_field, data) X(rf_field, offsets) X(rf_field, lengths)

@@ -33,6 +33,7 @@ static void fill_views(const pl_ring *r, const pl_boxes *bx, slot *s, rf_batch *
         else
             v->shape[1] = 3, v->shape[2] = H, v->shape[3] = W;
         v->crop_boxes = s->boxes + (size_t)k * r->batch * 4;
+        v->letterbox = s->places + (size_t)k * r->batch * 4;
         v->flips = s->flips + (size_t)k * r->batch;
         v->masks = pl_mask_view(r, s, k);
         pl_boxes_view(bx, s, k, v);

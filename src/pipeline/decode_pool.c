@@ -123,13 +123,16 @@ static int run_hook(pl_pool *p, const task *t, const slot *s, uint8_t *img, int3
  * the source image's full-resolution pixels whatever the path, kept inside the image (a CENTER
  * box is fractional, its corner and size rounded apart); NULL: a blank, {0, 0, 0, 0}
  * unflipped. */
-static void put_box(int32_t *boxes, uint8_t *flips, uint32_t i, const rf_decode_info *info)
+static void put_box(int32_t *boxes, uint8_t *flips, float *places, uint32_t i,
+                    const rf_decode_info *info)
 {
     int32_t *b = boxes + (size_t)i * 4;
     memset(b, 0, 4 * sizeof *b);
+    memset(places + (size_t)i * 4, 0, 4 * sizeof *places);
     flips[i] = 0;
     if (!info)
         return;
+    memcpy(places + (size_t)i * 4, info->place, 4 * sizeof *places);
     uint32_t x = RF_MIN(info->crop_x, info->width), y = RF_MIN(info->crop_y, info->height);
     b[0] = (int32_t)x, b[1] = (int32_t)y;
     b[2] = (int32_t)RF_MIN(info->crop_w, info->width - x);
@@ -137,24 +140,20 @@ static void put_box(int32_t *boxes, uint8_t *flips, uint32_t i, const rf_decode_
     flips[i] = (uint8_t)(info->flipped != 0);
 }
 
-/* Sample i's placement (rf_batch.letterbox, sizes: info's, view 0's with views; NULL: a blank,
- * all zeros) and box and flip, with multi_crop per view (infos: one each, NULL for a blank):
- * view k's rows are the k-th batch_size rows of the slot's tables (rf_view.crop_boxes,
- * flips). */
+/* Sample i's size (rf_batch.sizes: info's, view 0's with views; NULL: a blank, all zeros) and
+ * placement (rf_batch.letterbox), box and flip, with multi_crop per view (infos: one each,
+ * NULL for a blank): view k's rows are the k-th batch_size rows of the slot's tables
+ * (rf_view.crop_boxes, flips, letterbox). */
 static void set_box(const pl_pool *p, slot *s, uint32_t i, const rf_decode_info *info,
                     const rf_decode_info *infos)
 {
-    uint32_t B = p->ring->batch;
-    memset(s->places + (size_t)i * 4, 0, 4 * sizeof *s->places);
-    s->sizes[2 * (size_t)i] = s->sizes[2 * (size_t)i + 1] = 0;
-    if (info) {
-        s->sizes[2 * (size_t)i] = info->out_h, s->sizes[2 * (size_t)i + 1] = info->out_w;
-        memcpy(s->places + (size_t)i * 4, info->place, 4 * sizeof *s->places);
-    }
+    size_t B = p->ring->batch;
+    s->sizes[2 * (size_t)i] = info ? info->out_h : 0;
+    s->sizes[2 * (size_t)i + 1] = info ? info->out_w : 0;
     if (!p->ring->nviews)
-        put_box(s->boxes, s->flips, i, info);
+        put_box(s->boxes, s->flips, s->places, i, info);
     for (uint32_t k = 0; k < p->ring->nviews; k++)
-        put_box(s->boxes + (size_t)k * B * 4, s->flips + (size_t)k * B, i,
+        put_box(s->boxes + k * B * 4, s->flips + k * B, s->places + k * B * 4, i,
                 infos ? &infos[k] : NULL);
 }
 

@@ -158,7 +158,7 @@ int pl_ring_alloc(pl_ring *r, const pl_core *core, const pl_backend *be, size_t 
         s->boxes = calloc((size_t)B * 4 * nv, sizeof *s->boxes);
         s->flips = calloc((size_t)B * nv, 1);
         s->views = r->nviews ? calloc(r->nviews, sizeof *s->views) : NULL;
-        s->places = calloc((size_t)B * 4, sizeof *s->places);
+        s->places = calloc((size_t)B * 4 * RF_MAX(r->nviews, 1u), sizeof *s->places);
         s->sizes = calloc((size_t)B * 2, sizeof *s->sizes);
         if ((s->offsets = calloc(B, sizeof *s->offsets)) != NULL)
             for (uint32_t k = 0; k < B; k++) /* in elements: a sample's H x W x 3 apart */

@@ -52,7 +52,8 @@ typedef struct slot {
     int32_t *boxes;
     uint8_t *flips;           /* batch_size (per view with multi_crop): flipped or not */
     rf_view *views;           /* multi_crop: rf_batch.views, one per view */
-    float *places;            /* batch_size x 4: scale and pad of each (rf_batch.letterbox) */
+    float *places;            /* batch_size x 4: scale and pad of each (rf_batch.letterbox);
+                               * with views one such block per view */
     uint32_t *sizes;          /* batch_size x 2: each image's height, width (rf_batch.sizes) */
     uint64_t *offsets;        /* batch_size: each sample's first element (fixed at create) */
     uint8_t *mhot;            /* multi_label: batch_size x num_classes (rf_batch.label_multihot) */
