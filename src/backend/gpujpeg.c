@@ -252,6 +252,30 @@ static void check_reach(const rf_jpeg_geom *g, int restarts, int context, int32_
     out->mcus = (uint64_t)out->rows * rf_jpeg_mcu_cols(g);
 }
 
+/* Where output po's plans go from packet offset o: hstart, hcoef, vstart and vcoef each
+ * 8-aligned into w (may be NULL); returns the offset after them. */
+static size_t plans_at(const rf_place_out *po, size_t o, rf_gj_view *w)
+{
+    const rf_axis *h = po->h, *v = po->v;
+    size_t off[4];
+    off[0] = o, o = align8(o + (size_t)h->n_out * sizeof(int32_t));
+    off[1] = o, o = align8(o + (size_t)h->n_out * h->taps * sizeof(int16_t));
+    off[2] = o, o = align8(o + (size_t)v->n_out * sizeof(int32_t));
+    off[3] = o, o = align8(o + (size_t)v->n_out * v->taps * sizeof(int16_t));
+    if (w) {
+        w->off_hstart = (uint32_t)off[0], w->off_hcoef = (uint32_t)off[1];
+        w->off_vstart = (uint32_t)off[2], w->off_vcoef = (uint32_t)off[3];
+    }
+    return o;
+}
+
+/* Output po's scratch for the vertical pass: its out_h rows, each as wide as the columns the
+ * horizontal taps read. */
+static uint64_t rows_bytes(const rf_place_out *po)
+{
+    return align8((uint64_t)po->v->n_out * (uint32_t)(po->h->last - po->h->first) * 3);
+}
+
 /* The columns [x0, x1) and rows [y0, y1) the outputs' taps read (their union), and the bytes
  * of the outputs' table and plans. 1: an output whose rectangle leaves its canvas (never
  * planned so: the CPU path then says what is wrong), or more outputs than a packet holds. */
@@ -270,16 +294,14 @@ static int outs_cover(const rf_place_out *outs, uint32_t n, int32_t *x0, int32_t
             return 1;
         *x0 = RF_MIN(*x0, h->first), *x1 = RF_MAX(*x1, h->last);
         *y0 = RF_MIN(*y0, v->first), *y1 = RF_MAX(*y1, v->last);
-        o = align8(o + (size_t)h->n_out * sizeof(int32_t));
-        o = align8(o + (size_t)h->n_out * h->taps * sizeof(int16_t));
-        o = align8(o + (size_t)v->n_out * sizeof(int32_t));
-        o = align8(o + (size_t)v->n_out * v->taps * sizeof(int16_t));
+        o = plans_at(&outs[k], o, NULL);
     }
     *table = o;
     return 0;
 }
 
-/* Output k's table entry and plans, at o (its plans after the table, from *at on). */
+/* Output k's table entry and plans (from packet offset *at on), its vertical pass's rows at
+ * scratch offset *inter; both advanced past them. */
 static void put_view(uint8_t *out, const rf_gj_packet *p, const rf_place_out *po, uint32_t k,
                      uint64_t *inter, size_t *at)
 {
@@ -289,18 +311,8 @@ static void put_view(uint8_t *out, const rf_gj_packet *p, const rf_place_out *po
                     .out_y = po->r.y, .htaps = h->taps, .vtaps = v->taps,
                     .xlo = h->first - (int32_t)p->rx, .xhi = h->last - (int32_t)p->rx,
                     .inter = (uint32_t)*inter};
-    /* the vertical pass's out_h rows, each as wide as the columns the horizontal taps read */
-    *inter = align8(*inter + (uint64_t)v->n_out * (uint32_t)(h->last - h->first) * 3);
-    size_t o = *at;
-    w.off_hstart = (uint32_t)o;
-    o = align8(o + (size_t)h->n_out * sizeof(int32_t));
-    w.off_hcoef = (uint32_t)o;
-    o = align8(o + (size_t)h->n_out * h->taps * sizeof(int16_t));
-    w.off_vstart = (uint32_t)o;
-    o = align8(o + (size_t)v->n_out * sizeof(int32_t));
-    w.off_vcoef = (uint32_t)o;
-    o = align8(o + (size_t)v->n_out * v->taps * sizeof(int16_t));
-    *at = o;
+    *inter += rows_bytes(po);
+    *at = plans_at(po, *at, &w);
     int32_t *hs = (int32_t *)(out + w.off_hstart), *vs = (int32_t *)(out + w.off_vstart);
     for (uint32_t i = 0; i < w.out_w; i++)
         hs[i] = h->start[i] - (int32_t)p->rx;
@@ -386,8 +398,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
     /* after the planes, each output's vertically resized rows (put_view) */
     uint64_t inter = align8(planes), scratch = inter;
     for (uint32_t k = 0; k < nout; k++)
-        scratch = align8(scratch + (uint64_t)outs[k].v->n_out *
-                                       (uint32_t)(outs[k].h->last - outs[k].h->first) * 3);
+        scratch += rows_bytes(&outs[k]);
     if (scratch > RF_GJ_SCRATCH)
         return RF_GJ_NOT_ELIGIBLE;
     rf_gj_walked w = {0};
