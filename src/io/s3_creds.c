@@ -139,12 +139,14 @@ static int refetch(const rf_s3_settings *s, enum source src, rf_s3_key *k, char 
 /* When credentials fetched at now are to be fetched again: RF_S3_REFRESH_AHEAD_MS before they
  * expire, or halfway to it for short-lived ones (which would otherwise be fetched at every
  * request); 0 for credentials that do not expire. */
-static int64_t refresh_at(const rf_s3_key *k, int64_t now)
+/* The time `cap` ms before k expires, or halfway there from now when that is nearer the
+ * expiry; 0 for credentials that do not expire. */
+static int64_t before_expiry(const rf_s3_key *k, int64_t now, int64_t cap)
 {
     if (!k->expires_ms)
         return 0;
     int64_t ahead = (k->expires_ms - now) / 2;
-    ahead = ahead < RF_S3_REFRESH_AHEAD_MS ? ahead : RF_S3_REFRESH_AHEAD_MS;
+    ahead = ahead < cap ? ahead : cap;
     return k->expires_ms - (ahead > 0 ? ahead : 0);
 }
 
@@ -160,15 +162,6 @@ static int valid(const rf_s3_creds *c, int64_t now)
     return c->state == READY && (!c->usable_ms || now < c->usable_ms);
 }
 
-/* When credentials fetched at now stop being signed with (s3_creds.h). */
-static int64_t usable_until(const rf_s3_key *k, int64_t now)
-{
-    if (!k->expires_ms)
-        return 0;
-    int64_t margin = (k->expires_ms - now) / 2;
-    margin = margin < RF_S3_EXPIRY_MARGIN_MS ? margin : RF_S3_EXPIRY_MARGIN_MS;
-    return k->expires_ms - (margin > 0 ? margin : 0);
-}
 
 /* With fetch_mu held: walk the chain, or ask its source again, if that is still due. */
 static void fetch(rf_s3_creds *c)
@@ -189,8 +182,8 @@ static void fetch(rf_s3_creds *c)
         c->key = *k;
         c->src = src;
         c->state = READY;
-        c->refresh_ms = refresh_at(k, now);
-        c->usable_ms = usable_until(k, now);
+        c->refresh_ms = before_expiry(k, now, RF_S3_REFRESH_AHEAD_MS);
+        c->usable_ms = before_expiry(k, now, RF_S3_EXPIRY_MARGIN_MS); /* s3_creds.h */
         c->next_try_ms = 0;
     } else {
         c->state = state == UNWALKED ? FAILED : state;
