@@ -321,40 +321,40 @@ static int hw_available(void);
  * own size), the batches equal to the host backend's (the same code on the CPU, equal to the
  * CPU path: tests/test_sizes.c), letterbox rows and sizes too; every image on the kernels,
  * then on the engines, in both layouts, outputs larger and smaller than the images. */
+/* uint8 in layout, every image on the kernels (restart-marked shards), then, where the GPU
+ * has them, every image on the engines (plain shards): each run's batches equal the host
+ * backend's. */
+static void on_kernels_then_engines(uint32_t layout)
+{
+    g_balance = 0, g_hw = 0, g_gpu = 1, g_use = g_rpat;
+    compare_with_host(RF_DTYPE_UINT8, layout);
+    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout).gpu_decoded, 80);
+    g_gpu = 0, g_hw = 100, g_use = g_pat;
+    if (!hw_available())
+        return;
+    compare_with_host(RF_DTYPE_UINT8, layout);
+    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout).hw_decoded, 80);
+}
+
 START_TEST(gpu_paths_padded_crops)
 {
     static const uint32_t crops[] = {RF_CROP_LETTERBOX, RF_CROP_CENTER_PAD, RF_CROP_NATIVE};
     for (int k = 0; k < 6; k++) {
         g_crop = crops[k % 3], g_resize_shorter = k % 3 == 1 ? 120 : 0;
         g_height = k < 3 ? 160 : 96, g_width = k < 3 ? 224 : 128;
-        uint32_t layout = k & 1 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
-        g_hw = 0, g_gpu = 1, g_use = g_rpat;
-        compare_with_host(RF_DTYPE_UINT8, layout);
-        rf_stats st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout);
-        ck_assert_uint_eq(st.gpu_decoded, 80);
-        g_gpu = 0, g_hw = 100, g_use = g_pat;
-        if (!hw_available())
-            continue;
-        compare_with_host(RF_DTYPE_UINT8, layout);
-        st = epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, layout);
-        ck_assert_uint_eq(st.hw_decoded, 80);
+        on_kernels_then_engines(k & 1 ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC);
     }
 }
 END_TEST
 
 /* size_buckets on the GPU paths: each image letterboxed into its batch's bucket, packed from
- * its sample's start; the batches equal the host backend's, on the kernels and the engines. */
+ * its sample's start; the batches equal the host backend's, on the kernels and the engines,
+ * in both layouts. */
 START_TEST(gpu_paths_size_buckets)
 {
     g_buckets = "96x160,128x128,160x96", g_crop = RF_CROP_LETTERBOX;
-    g_gpu = 1, g_use = g_rpat;
-    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
-    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NCHW).gpu_decoded, 80);
-    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW);
-    g_gpu = 0, g_hw = 100, g_use = g_pat;
-    if (!hw_available())
-        return;
-    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
+    on_kernels_then_engines(RF_LAYOUT_NHWC);
+    on_kernels_then_engines(RF_LAYOUT_NCHW);
 }
 END_TEST
 
@@ -364,17 +364,10 @@ END_TEST
 START_TEST(gpu_paths_multi_crop)
 {
     g_views = "2x96x80:0.4-1,4x32:0.05-0.4", g_crop = RF_CROP_RANDOM;
-    g_gpu = 1, g_use = g_rpat;
+    g_gpu = 0, g_use = g_rpat, g_balance = 1;
     compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
-    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NCHW).gpu_decoded, 80);
-    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NCHW);
-    g_gpu = 0, g_balance = 1;
-    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
-    g_balance = 0, g_hw = 100, g_use = g_pat;
-    if (!hw_available())
-        return;
-    compare_with_host(RF_DTYPE_UINT8, RF_LAYOUT_NHWC);
-    ck_assert_uint_eq(epoch_stats(RF_DEVICE_CUDA, RF_DTYPE_UINT8, RF_LAYOUT_NHWC).hw_decoded, 80);
+    on_kernels_then_engines(RF_LAYOUT_NHWC);
+    on_kernels_then_engines(RF_LAYOUT_NCHW);
 }
 END_TEST
 

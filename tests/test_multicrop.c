@@ -389,6 +389,17 @@ static int hook(const rf_sample_view *v, void *ctx)
     return 0;
 }
 
+/* c is refused at create, the message naming multi_crop and `says`. */
+static void refused_config(const rf_config *c, const char *says)
+{
+    rf_loader *ld = NULL;
+    char err[512] = "";
+    ck_assert_int_eq(rf_loader_create(c, &ld, err, sizeof err), RF_EINVAL);
+    ck_assert_ptr_null(ld);
+    ck_assert_msg(strstr(err, "multi_crop") && strstr(err, says), "\"%s\": %s", c->multi_crop,
+                  err);
+}
+
 /* sample_hook is handed one image per sample (masks, boxes and keypoints follow each view:
  * test_multicrop_targets.c) */
 static void refused_hook(void)
@@ -396,10 +407,7 @@ static void refused_hook(void)
     const char *pat;
     rf_config c = rf_test_host_config(&pat, g_pattern, 0);
     c.multi_crop = "2x32", c.sample_hook = hook;
-    rf_loader *ld = NULL;
-    char err[512] = "";
-    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-    ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "sample_hook"), "%s", err);
+    refused_config(&c, "sample_hook");
 }
 
 static void refused(const char *views, uint32_t tokens, const char *says)
@@ -410,11 +418,7 @@ static void refused(const char *views, uint32_t tokens, const char *says)
     c.multi_crop = views;
     if (tokens)
         c.source = RF_SOURCE_TOKENS, c.seq_len = 8, c.token_bytes = 2;
-    rf_loader *ld = NULL;
-    char err[512] = "";
-    ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-    ck_assert_ptr_null(ld);
-    ck_assert_msg(strstr(err, "multi_crop") && strstr(err, says), "\"%s\": %s", views, err);
+    refused_config(&c, says);
 }
 
 START_TEST(bad_settings_are_refused_by_name)
@@ -434,10 +438,7 @@ START_TEST(bad_settings_are_refused_by_name)
         const char *pat;
         rf_config c = rf_test_host_config(&pat, g_pattern, 0);
         c.multi_crop = "2x32", c.crop = RF_CROP_NATIVE;
-        rf_loader *ld = NULL;
-        char err[512] = "";
-        ck_assert_int_eq(rf_loader_create(&c, &ld, err, sizeof err), RF_EINVAL);
-        ck_assert_msg(strstr(err, "multi_crop") && strstr(err, "native"), "%s", err);
+        refused_config(&c, "native");
     }
     /* and a good one reports the loader's copy */
     const char *pat;
