@@ -121,6 +121,15 @@ void pl_gpu_slot_reset_locked(pl_gpu *g, slot *s, uint32_t count)
         s->gpu.offs[i] = PL_GJ_UNPLACED, s->gpu.flags[i] = RF_GJ_PIXELS;
 }
 
+/* The most rows a sample's canvas has: the output's, or with views the tallest view's. */
+static uint32_t canvas_rows(const rf_decode_setup *d)
+{
+    uint32_t rows = d->views.n ? 0 : d->tf.height;
+    for (uint32_t k = 0; k < d->views.n; k++)
+        rows = RF_MAX(rows, d->views.height[k]);
+    return rows;
+}
+
 /* By the thread that counted the slot's last sample down. Only the stage bytes the batch's
  * packets and pixels took are copied. */
 size_t pl_gpu_batch_desc(pl_gpu *g, slot *s, rf_gj_batch *gj)
@@ -137,9 +146,7 @@ size_t pl_gpu_batch_desc(pl_gpu *g, slot *s, rf_gj_batch *gj)
     /* The totals are read relaxed: the acquire of pending's last decrement, which called
      * pl_slot_finish, comes after every sample's claims, so these loads see the final values. */
     gj->offs = s->gpu.offs, gj->flags = s->gpu.flags, gj->status = s->gpu.status;
-    gj->sample_bytes = g->ring->stage_bytes, gj->rows = g->decode->tf.height;
-    for (uint32_t k = 0; k < g->decode->views.n; k++) /* with views: the tallest */
-        gj->rows = k ? RF_MAX(gj->rows, g->decode->views.height[k]) : g->decode->views.height[0];
+    gj->sample_bytes = g->ring->stage_bytes, gj->rows = canvas_rows(g->decode);
     gj->scratch = atomic_load_explicit(&s->gpu.scratch, memory_order_relaxed) * RF_GJ_ALIGN;
     gj->engine = atomic_load_explicit(&s->gpu.engine, memory_order_relaxed);
     gj->packets = packets;
