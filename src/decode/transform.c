@@ -601,8 +601,8 @@ static int views_placed_run(rf_decoder *d, void *job, rf_err *err)
                              &d->region, &pj->bytes);
     if (rc == 0) {
         for (uint32_t k = 0; vj->infos && k < n; k++) {
-            rf_dec_fill_info(W, H, &vj->box[k], &vj->infos[k]);
-            vj->infos[k].scale_denom = 1, vj->infos[k].region = 1;
+            rf_dec_fill_info(W, H, &vj->box[k], &vj->infos[k]); /* full scale */
+            vj->infos[k].region = 1;
         }
         return 0;
     }
