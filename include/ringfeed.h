@@ -299,7 +299,10 @@ typedef struct rf_sample_view {
                                  position, and apart from the draws that chose the crop */
     const char *key;          /* as rf_batch.keys: the sample's key, NUL-terminated */
     int32_t *label;           /* the label to be delivered (-1 for RF_LABEL_NONE); the hook may
-                                 overwrite it, and any value it writes is delivered as is */
+                                 overwrite it, and any value it writes is delivered as is.
+                                 With rf_config.multi_label it is the first id: a value written
+                                 changes rf_batch.labels only, never the sample's multi-label
+                                 row, which holds the ids its data gave */
     /* The sample's extra fields (rf_config.fields), read-only, in the list's order: field f is
      * named field_names[f] and holds field_lengths[f] bytes at field_data[f], as its row of
      * rf_batch.fields will (a padding repeat's are empty). nfields 0: none asked for, and the

@@ -4,7 +4,7 @@
  * zero / -1 / count 0; every bad id (over num_classes, negative, not an integer, too many for
  * max_labels) refused by name under on_error FAIL and counted under SKIP; multihot without
  * num_classes, list without max_labels and a token source refused at create; the same output
- * at 1 and 3 decode threads. */
+ * at 1 and 3 decode threads; a sample_hook's label changing rf_batch.labels only. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +45,10 @@ static rf_config config(const char **pat, const char *dir, uint32_t source, uint
     return c;
 }
 
-/* Every batch against the expected ids; a hash of all rows in delivery order. */
-static uint64_t check_run(rf_loader *ld, uint32_t mode, const int32_t (*want)[4])
+/* Every batch against the expected ids (labels: the first id, or relabel when it is not
+ * negative); a hash of all rows in delivery order. */
+static uint64_t check_run(rf_loader *ld, uint32_t mode, const int32_t (*want)[4],
+                          int32_t relabel)
 {
     rf_batch *b;
     int rc;
@@ -68,7 +70,7 @@ static uint64_t check_run(rf_loader *ld, uint32_t mode, const int32_t (*want)[4]
                 if (n < W)
                     list[n] = w[n];
             }
-            ck_assert_int_eq(b->labels[i], w[0]);
+            ck_assert_int_eq(b->labels[i], relabel >= 0 ? relabel : w[0]);
             if (mode == RF_MULTI_LABEL_MULTIHOT) {
                 ck_assert_uint_eq(b->label_counts[i], set);
                 ck_assert_mem_eq(b->label_multihot + (size_t)i * NC, hot, NC);
@@ -108,10 +110,35 @@ START_TEST(good_labels)
         const char *pat[1];
         rf_config c = config(pat, dir, source, mode, t ? 3 : 1);
         rf_loader *ld = rf_test_create_ok(&c);
-        h[t] = check_run(ld, mode, g_ids);
+        h[t] = check_run(ld, mode, g_ids, -1);
         rf_loader_destroy(ld);
     }
     ck_assert_uint_eq(h[0], h[1]); /* the same at 1 and 3 decode threads */
+    free(dir);
+}
+END_TEST
+
+/* A sample_hook's label goes to rf_batch.labels only: the multi-label rows keep the data's
+ * ids (ringfeed.h, rf_sample_view.label). */
+static int relabel_hook(const rf_sample_view *v, void *ctx)
+{
+    *v->label = *(const int32_t *)ctx;
+    return 0;
+}
+
+START_TEST(hook_relabels_the_first_id_only)
+{
+    uint32_t mode = _i ? RF_MULTI_LABEL_LIST : RF_MULTI_LABEL_MULTIHOT;
+    char *dir = rf_test_mkdtemp("mlabel-hook");
+    free(rf_test_make_label_shard_ext(dir, "cls", g_cls, NGOOD));
+    const char *pat[1];
+    rf_config c = config(pat, dir, RF_LABEL_CLS, mode, 2);
+    int32_t relabel = 11;
+    c.sample_hook = relabel_hook;
+    c.sample_hook_ctx = &relabel;
+    rf_loader *ld = rf_test_create_ok(&c);
+    check_run(ld, mode, g_ids, relabel);
+    rf_loader_destroy(ld);
     free(dir);
 }
 END_TEST
@@ -212,6 +239,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, good_labels, 0, 4);
     tcase_add_loop_test(tc, bad_labels, 0, (int)(sizeof g_bad / sizeof g_bad[0]));
+    tcase_add_loop_test(tc, hook_relabels_the_first_id_only, 0, 2);
     tcase_add_test(tc, refused_at_create);
     suite_add_tcase(s, tc);
     return rf_test_run_suite(s);
