@@ -71,7 +71,8 @@ typedef struct rf_gj_packet {
     uint32_t off_data;
     /* 1: an engine packet: the region is the whole image and data_bytes at off_data the whole
      * file, for the hardware decoder. The engines report no entropy-coded damage, so the packet
-     * also carries nintervals rf_gj_unit at off_span for rf_gj_engine_check. */
+     * also carries nintervals rf_gj_unit at off_span for rf_gj_engine_check; nintervals is 0
+     * when the packing thread checked the file already (one unit: no restart markers). */
     uint32_t engine;
     uint32_t data_bytes;
     /* 1: a plain packet: off_span holds rf_gj_seg[nintervals], the data the destuffed bytes of
