@@ -187,7 +187,8 @@ int rf_nvjpg_open(uint32_t states, uint32_t max_batch, rf_nvjpg **out, rf_err *e
         }
         /* The hardware buffers for whole batches, once: without them nvJPEG grows them inside
          * calls, which then took 1.5 ms an image against 0.2 (docs/gpu-decode.md, "The
-         * engines' calls"). Larger images still fit, by a growth. A refusal only costs that. */
+         * engines' calls and their check"). A larger image still decodes, by a growth; a
+         * refusal costs only that. */
         if (api.preallocate)
             api.preallocate(nj->h, s->st, (int)max_batch, RF_NVJPG_PREALLOC_SIDE,
                             RF_NVJPG_PREALLOC_SIDE, NV_CSS_444, NV_OUTPUT_UNCHANGED);

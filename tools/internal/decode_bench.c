@@ -21,8 +21,10 @@
  * of gpu_decode (RandomResizedCrop(size), seed = image index): (a) today's CPU decode
  * (rf_decode_transform, DCT scaling as --max-denom allows), (b) the walker and plain packet
  * (rf_decode_packet on the files as they are), (c) the restart packet (the same on a
- * restart-marked copy, --restart's choice); medians of --reps passes, the ratio a/b (how many
- * CPU decode threads one walker thread replaces) and the mean packet bytes (the copy's cost).
+ * restart-marked copy, --restart's choice), (e) the engine packet (hw_decode_percent: the header,
+ * and for a file without restart markers the check of its Huffman codes); medians of --reps
+ * passes, the ratio a/b (how many CPU decode threads one walker thread replaces) and the mean
+ * packet bytes (the copy's cost).
  * By default the packets' decoder may DCT-scale, as the balancing scheduler runs it, so the
  * crops it would scale are CPU decodes inside (b) and (c); --full-scale turns scaling off for
  * them, as gpu_decode does, and every crop the kernels take is then a packet.
@@ -310,8 +312,8 @@ static rf_sync_entry *pk_sync_entries(rf_decoder *d, const images *im, double *s
     return v;
 }
 
-/* One pass of mode 0 (CPU decode), 1 (packets) over im, with sync-point entries when ents is
- * set: seconds, packets and their bytes. */
+/* One pass of mode 0 (CPU decode), 1 (packets), 2 (engine packets) over im, with sync-point
+ * entries when ents is set: seconds, packets and their bytes. */
 static int pk_pass(rf_decoder *d, const images *im, int packets, const rf_sync_entry *ents,
                    uint32_t size, pk_place *pl, double *sec, uint64_t *npk, uint64_t *pk_bytes)
 {
@@ -324,7 +326,7 @@ static int pk_pass(rf_decoder *d, const images *im, int packets, const rf_sync_e
         if (ents)
             rf_decoder_set_sync(d, &ents[i]);
         int rc = packets ? rf_decode_packet(d, im->v[i].data, im->v[i].len, &t, NULL, rf_mix64(i),
-                                            0, pk_place_fn, pl, &bytes, NULL, &e)
+                                            packets == 2, pk_place_fn, pl, &bytes, NULL, &e)
                          : rf_decode_transform(d, im->v[i].data, im->v[i].len, &t, rf_mix64(i),
                                                pl->px, NULL, &e);
         if (ents)
@@ -376,6 +378,7 @@ static int run_packets(images *im, uint32_t size, uint32_t reps, uint32_t max_de
         rf_decoder_set_max_scale_denom(gpu, 1);
     double a = pk_mode("(a) CPU decode", cpu, im, 0, NULL, size, reps, &pl);
     double b = pk_mode("(b) walker + plain", gpu, im, 1, NULL, size, reps, &pl);
+    double en = pk_mode("(e) engine packet", gpu, im, 2, NULL, size, reps, &pl);
     double build_s = 0;
     rf_sync_entry *ents = pk_sync_entries(gpu, im, &build_s);
     if (ents)
@@ -385,11 +388,11 @@ static int run_packets(images *im, uint32_t size, uint32_t reps, uint32_t max_de
     for (size_t i = 0; ents && i < im->n; i++)
         free((void *)ents[i].points);
     free(ents);
-    int rc = a < 0 || b < 0 || dd < 0 || transcode_all(im, restart);
+    int rc = a < 0 || b < 0 || en < 0 || dd < 0 || transcode_all(im, restart);
     double c = rc ? -1 : pk_mode("(c) restart packet", gpu, im, 1, NULL, size, reps, &pl);
     if (c > 0)
-        printf("ratio a/b %.2f (CPU decode time / walker time); a/d %.2f; a/c %.2f\n", b / a,
-               dd / a, c / a);
+        printf("ratio a/b %.2f (CPU decode time / walker time); a/d %.2f; a/c %.2f; a/e %.2f\n",
+               b / a, dd / a, c / a, en / a);
     rf_decoder_destroy(cpu), rf_decoder_destroy(gpu);
     free(pl.pkt), free(pl.px);
     return rc || c < 0;
@@ -508,7 +511,8 @@ static void usage(FILE *f)
             "              own scaling: all-core clocks, shared physical cores)\n"
 
             "  --packets   time per image (a) the CPU decode, (b) the walker + plain packet,\n"
-            "              (c) the restart packet (after --restart's rewrite), medians of --reps\n"
+            "              (e) the engine packet, (c) the restart packet (after --restart's\n"
+            "              rewrite), medians of --reps\n"
             "  --full-scale  with --packets: (b) and (c) as gpu_decode makes them, DCT scaling\n"
             "              off, so every crop the kernels take is a packet (default: scaling\n"
             "              allowed, as the balancing scheduler runs; scalable crops are CPU\n"
