@@ -530,9 +530,10 @@ typedef struct rf_config {
      * (the NVJPG engines of A100, A30, H100, H200, through nvJPEG's hardware backend, loaded at
      * run time: libnvjpeg.so.13 from the CUDA toolkit or the nvidia-nvjpeg wheel, or the file
      * RINGFEED_NVJPEG names). They use neither the CPUs nor the SMs and take baseline JPEGs
-     * with or without restart markers; the decode threads only read the header, choose the
-     * crop and copy the file with its resize plans into the slot, and the resize runs on the
-     * copy stream. Chosen per sample from the seed, epoch and sample, before gpu_decode: the
+     * with or without restart markers; the decode threads read the header, choose the crop,
+     * check a file without restart markers by walking its Huffman codes (about a CPU decode's
+     * cost on dense photographs: docs/gpu-decode.md) and copy the file with its resize plans
+     * into the slot, and the resize runs on the copy stream. Chosen per sample from the seed, epoch and sample, before gpu_decode: the
      * lowest hw_decode_percent percentiles go to the engines, the next gpu_decode_percent to
      * the kernels (with gpu_decode), the rest to the CPU. Progressive, CMYK and too-large
      * files stay on the CPU (rf_stats.hw_decoded counts the engine ones). Pixels: the CPU
