@@ -1882,10 +1882,10 @@ def report_shapes_gpu(R):
               f"DINO's eight views at {ratios(mc)} (each run against the CPU schedule of the "
               "same call and round; one packet a sample for the views: their union decoded once, "
               "each view resized from it). With masks and boxes the decode threads' mask work "
-              "(each `KEY.seg.png` inflated whole) bounds the kernels' runs. The engines' path "
-              "runs far below the kernels on this dense set, as for one crop (docs/gpu-decode.md, "
-              "\"Dense photographs\"), and the defaults vary with how far the controller moves "
-              "its engine share."]
+              "(each `KEY.seg.png` inflated whole) bounds the kernels' runs, and the defaults "
+              "vary with how far the controller moves its engines' share."]
+    if S.get("engines_note"):  # what the engines' column was measured with, when it has changed
+        L += ["", S["engines_note"]]
     return L + [""]
 
 
