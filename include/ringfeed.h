@@ -533,10 +533,11 @@ typedef struct rf_config {
      * with or without restart markers; the decode threads read the header, choose the crop,
      * check a file without restart markers by walking its Huffman codes (about a CPU decode's
      * cost on dense photographs: docs/gpu-decode.md) and copy the file with its resize plans
-     * into the slot, and the resize runs on the copy stream. Chosen per sample from the seed, epoch and sample, before gpu_decode: the
-     * lowest hw_decode_percent percentiles go to the engines, the next gpu_decode_percent to
-     * the kernels (with gpu_decode), the rest to the CPU. Progressive, CMYK and too-large
-     * files stay on the CPU (rf_stats.hw_decoded counts the engine ones). Pixels: the CPU
+     * into the slot, and the resize runs on the copy stream. Chosen per sample from the seed,
+     * epoch and sample, before gpu_decode: the lowest hw_decode_percent percentiles go to the
+     * engines, the next gpu_decode_percent to the kernels (with gpu_decode), the rest to the
+     * CPU. Progressive, CMYK and too-large files stay on the CPU (rf_stats.hw_decoded counts
+     * the engine ones). Pixels: the CPU
      * path's with DCT scaling off, up to the engine's IDCT rounding (tests/test_cuda.c bounds
      * it). Create fails with RF_ENODEV when the library does not load; the engines themselves
      * open on a background thread started when the first batch is handed out (about 1 s on an

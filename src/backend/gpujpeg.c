@@ -519,8 +519,7 @@ int rf_gj_pack(const struct jpeg_decompress_struct *ci, const uint8_t *jpeg, siz
      * and on the GPU only when found bad, where the check fails again and the verdict takes
      * the CPU's reason (gpu_verdict.c; docs/gpu-decode.md, "The engines' calls and their
      * check"). */
-    const rf_gj_huff *huff = (const rf_gj_huff *)(out + p.off_huff);
-    if (engine && !g.restart && rf_gj_engine_check(out, 0, huff) == RF_GJ_OK)
+    if (engine && !g.restart && rf_gj_engine_check(out, 0, ht) == RF_GJ_OK)
         ((rf_gj_packet *)out)->nintervals = 0;
     *bytes = p.bytes;
     return 0;
